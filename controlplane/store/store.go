@@ -1,0 +1,240 @@
+// Package store is the control plane's durable metadata: tenants, API keys,
+// signing keys, topics, partition state and brokers.
+//
+// One interface, two drivers: controlplane/store/postgres (pgx, production)
+// and controlplane/store/sqlite (modernc.org/sqlite, for `sluice dev`). Both
+// pass the same contract suite in controlplane/storetest.
+//
+// Errors are translated once, inside the drivers, into the sentinels below;
+// callers branch on them with errors.Is / errors.As and never see driver
+// errors. Every tenant-owned object is addressed by (tenant id, ...): a
+// lookup under the wrong tenant is ErrNotFound, indistinguishable from a
+// missing object.
+//
+// Counting limits (topics and partitions per tenant) are enforced inside the
+// same transaction that creates the topic, serialised per tenant, so
+// concurrent creations never exceed them.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Sentinel errors returned by every driver.
+var (
+	// ErrNotFound: the object does not exist (or belongs to another tenant).
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists: a unique name is taken. Wrapped in *AlreadyExistsError.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrConflict: a compare-and-set lost (stale epoch or concurrent change).
+	ErrConflict = errors.New("conflict")
+	// ErrLimitExceeded: a count limit would be exceeded. Wrapped in *LimitError.
+	ErrLimitExceeded = errors.New("limit exceeded")
+)
+
+// AlreadyExistsError names which unique field collided ("tenant name",
+// "email", "topic name", ...).
+type AlreadyExistsError struct{ What string }
+
+func (e *AlreadyExistsError) Error() string { return e.What + " already exists" }
+func (e *AlreadyExistsError) Unwrap() error { return ErrAlreadyExists }
+
+// LimitError is returned when creating an object would pass a count limit.
+type LimitError struct {
+	Limit   string // "topics" or "partitions"
+	Current int64  // count before the request
+	Request int64  // how many the request adds
+	Max     int64
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s limit exceeded: %d in use, %d requested, limit %d", e.Limit, e.Current, e.Request, e.Max)
+}
+func (e *LimitError) Unwrap() error { return ErrLimitExceeded }
+
+// NewID returns a new time-ordered unique id (UUIDv7) for tenants and topics.
+// Ids are never reused.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// Tenant status values.
+const (
+	TenantActive    = "active"
+	TenantSuspended = "suspended"
+)
+
+// Tenant is a customer; every other tenant-owned object belongs to exactly one.
+type Tenant struct {
+	ID        string
+	Name      string
+	Email     string
+	Plan      string
+	Status    string
+	Overrides []byte // JSON of tenants.Overrides; nil or "{}" means none
+	CreatedAt time.Time
+}
+
+// APIKey is a long-lived credential. Only the hash of its secret is stored.
+type APIKey struct {
+	ID        string // public key id (part of the token)
+	TenantID  string
+	Name      string
+	Hash      []byte
+	Scopes    []string
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while active
+}
+
+// Revoked reports whether the key was revoked.
+func (k APIKey) Revoked() bool { return !k.RevokedAt.IsZero() }
+
+// SigningKey is an Ed25519 JWT signing key shared by all control-plane replicas.
+type SigningKey struct {
+	KID       string
+	Private   []byte // ed25519 private key (64 bytes)
+	CreatedAt time.Time
+	RetiredAt time.Time // zero while active
+}
+
+// TopicConfig holds per-topic settings (Kafka names in comments).
+type TopicConfig struct {
+	RetentionMs         int64  // retention.ms; -1 = unlimited
+	RetentionBytes      int64  // retention.bytes per partition; -1 = unlimited
+	LocalRetentionMs    int64  // local.retention.ms (hot tier); -2 = same as RetentionMs
+	LocalRetentionBytes int64  // local.retention.bytes; -2 = same as RetentionBytes
+	MaxMessageBytes     int32  // max.message.bytes
+	MinInsyncReplicas   int32  // min.insync.replicas
+	CleanupPolicy       string // cleanup.policy: "delete"
+}
+
+// Topic is a named, partitioned log of one tenant. Its ID is never reused.
+type Topic struct {
+	ID                string
+	TenantID          string
+	Name              string
+	Partitions        int32
+	ReplicationFactor int32
+	Config            TopicConfig
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+// Partition is the controller-owned state of one partition. Every change is
+// a compare-and-set on PartitionEpoch.
+type Partition struct {
+	TopicID        string
+	Partition      int32
+	Replicas       []int32 // replicas[0] is the preferred leader
+	Leader         int32   // -1 when offline
+	LeaderEpoch    int32
+	ISR            []int32
+	PartitionEpoch int32
+}
+
+// Broker is a data-plane broker known to the control plane.
+type Broker struct {
+	ID             int32
+	Address        string
+	Rack           string
+	Epoch          int64 // bumped on every registration; fences zombies
+	LeaseExpiresAt time.Time
+	RegisteredAt   time.Time
+}
+
+// Live reports whether the broker's lease is unexpired at now.
+func (b Broker) Live(now time.Time) bool { return now.Before(b.LeaseExpiresAt) }
+
+// CountLimits bound what a tenant may create; zero means unlimited.
+type CountLimits struct {
+	MaxTopics     int64
+	MaxPartitions int64
+}
+
+// TenantUsage is what a tenant currently holds.
+type TenantUsage struct {
+	Topics     int64
+	Partitions int64
+}
+
+// Store is the control-plane metadata store. All methods are safe for
+// concurrent use. Times are stored with at least millisecond precision and
+// returned in UTC.
+type Store interface {
+	// CreateTenant creates a tenant and its first API key atomically.
+	// A taken name or email → *AlreadyExistsError ("tenant name" / "email").
+	CreateTenant(ctx context.Context, t Tenant, firstKey APIKey) error
+	// GetTenant by id → ErrNotFound.
+	GetTenant(ctx context.Context, id string) (Tenant, error)
+	// GetTenantByName → ErrNotFound.
+	GetTenantByName(ctx context.Context, name string) (Tenant, error)
+	// ListTenants in creation order, at most limit after the id afterID ("" = from start).
+	ListTenants(ctx context.Context, afterID string, limit int) ([]Tenant, error)
+	// UpdateTenant sets plan, status and overrides JSON (operator actions) → ErrNotFound.
+	UpdateTenant(ctx context.Context, id string, plan, status string, overrides []byte) (Tenant, error)
+	// TenantUsage counts the tenant's topics and partitions.
+	TenantUsage(ctx context.Context, tenantID string) (TenantUsage, error)
+
+	// CreateAPIKey stores a new key (unique id) for an existing tenant → ErrNotFound for an unknown tenant.
+	CreateAPIKey(ctx context.Context, k APIKey) error
+	// GetAPIKey by key id, any tenant (authentication looks keys up by id) → ErrNotFound.
+	GetAPIKey(ctx context.Context, id string) (APIKey, error)
+	// ListAPIKeys of a tenant, revoked included, in creation order.
+	ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error)
+	// RevokeAPIKey marks the key revoked at `at`. Idempotent: revoking a revoked key keeps the first
+	// time and succeeds. Another tenant's key → ErrNotFound.
+	RevokeAPIKey(ctx context.Context, tenantID, id string, at time.Time) (APIKey, error)
+	// ListRevokedAPIKeys returns keys revoked at or after since (the brokers' revocation feed).
+	ListRevokedAPIKeys(ctx context.Context, since time.Time) ([]APIKey, error)
+
+	// InsertSigningKey adds a JWT signing key → *AlreadyExistsError on a kid collision.
+	InsertSigningKey(ctx context.Context, k SigningKey) error
+	// ListSigningKeys returns all signing keys, oldest first.
+	ListSigningKeys(ctx context.Context) ([]SigningKey, error)
+	// RetireSigningKey sets RetiredAt (idempotent, keeps the first time) → ErrNotFound.
+	RetireSigningKey(ctx context.Context, kid string, at time.Time) error
+	// DeleteSigningKey removes a key no token can still need → ErrNotFound.
+	DeleteSigningKey(ctx context.Context, kid string) error
+
+	// CreateTopic creates the topic and its partitions in one transaction, refusing with
+	// *LimitError when the tenant would pass limits, and *AlreadyExistsError ("topic") when the
+	// name is taken in that tenant. len(parts) must equal t.Partitions.
+	CreateTopic(ctx context.Context, t Topic, parts []Partition, limits CountLimits) error
+	// GetTopic by tenant and name → ErrNotFound.
+	GetTopic(ctx context.Context, tenantID, name string) (Topic, error)
+	// GetTopicByID → ErrNotFound.
+	GetTopicByID(ctx context.Context, id string) (Topic, error)
+	// ListTopics of a tenant ordered by name.
+	ListTopics(ctx context.Context, tenantID string) ([]Topic, error)
+	// UpdateTopicConfig replaces the config → ErrNotFound.
+	UpdateTopicConfig(ctx context.Context, tenantID, name string, cfg TopicConfig, at time.Time) (Topic, error)
+	// DeleteTopic removes the topic and its partition state, returning what was deleted → ErrNotFound.
+	DeleteTopic(ctx context.Context, tenantID, name string) (Topic, error)
+
+	// ListPartitions of a topic ordered by partition number.
+	ListPartitions(ctx context.Context, topicID string) ([]Partition, error)
+	// UpdatePartition replaces leader, leader epoch, ISR and replicas if the stored
+	// PartitionEpoch equals expectedEpoch; the stored epoch becomes p.PartitionEpoch.
+	// Stale expectedEpoch → ErrConflict; unknown partition → ErrNotFound.
+	UpdatePartition(ctx context.Context, p Partition, expectedEpoch int32) error
+	// PartitionLoad counts, per broker, the replicas and leaders it holds over all topics.
+	PartitionLoad(ctx context.Context) (map[int32]BrokerLoad, error)
+
+	// RegisterBroker inserts or updates a broker, bumping its epoch (first registration: 1),
+	// and sets its lease. Returns the stored broker.
+	RegisterBroker(ctx context.Context, b Broker) (Broker, error)
+	// HeartbeatBroker extends the lease of (id, epoch) to leaseUntil. Unknown id → ErrNotFound;
+	// epoch not current → ErrConflict (a zombie).
+	HeartbeatBroker(ctx context.Context, id int32, epoch int64, leaseUntil time.Time) (Broker, error)
+	// ListBrokers ordered by id.
+	ListBrokers(ctx context.Context) ([]Broker, error)
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+// BrokerLoad is the number of replicas and leaders a broker holds.
+type BrokerLoad struct{ Replicas, Leaders int }
