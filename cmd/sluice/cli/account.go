@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+func (a *app) signupCommand() *cobra.Command {
+	var email, tenant string
+	var save bool
+	cmd := &cobra.Command{
+		Use:   "signup",
+		Short: "Create a tenant and its first API key, and save them as a profile",
+		Example: `  sluice signup --email you@example.com --tenant acme
+  sluice signup --endpoint http://cp.example:8080 --email you@example.com --tenant acme --profile acme`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, p, err := a.anonymous()
+			if err != nil {
+				return err
+			}
+			res, err := c.tenant.Signup(cmd.Context(), connect.NewRequest(&sluicev1.SignupRequest{Email: email, TenantName: tenant}))
+			if err != nil {
+				return fmt.Errorf("sign up: %w", err)
+			}
+			if save {
+				p.APIKey = res.Msg.GetApiKeySecret()
+				p.TenantID = res.Msg.GetTenant().GetId()
+				if err := saveProfile(a.configPath, a.profile, p); err != nil {
+					return err
+				}
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			t := res.Msg.GetTenant()
+			if err := kv(a.stdout, "tenant", t.GetName(), "tenant id", t.GetId(), "plan", t.GetPlan(),
+				"api key id", res.Msg.GetApiKey().GetId(), "api key", res.Msg.GetApiKeySecret()); err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, "\nThe API key is shown only once: keep it safe.")
+			if save {
+				fmt.Fprintf(a.stdout, "Saved as profile %q in %s.\n", a.profile, a.configPath)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&email, "email", "", "your email address")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant name: 3–63 of a-z, 0-9 and '-', starting with a letter")
+	cmd.Flags().BoolVar(&save, "save", true, "save the endpoint and new API key as the --profile profile")
+	_ = cmd.MarkFlagRequired("email")
+	_ = cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func (a *app) loginCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "login",
+		Short: "Check an API key and save it with the endpoint as a profile (file mode 0600)",
+		Example: `  sluice login --api-key slk_… 
+  sluice login --endpoint http://cp.example:8080 --api-key slk_… --profile prod`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, p, err := a.anonymous()
+			if err != nil {
+				return err
+			}
+			if a.apiKey == "" {
+				return usageError{fmt.Errorf("--api-key (or $SLUICE_API_KEY) is required")}
+			}
+			p.APIKey = a.apiKey
+			res, err := c.auth.CreateToken(cmd.Context(), connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: p.APIKey}))
+			if err != nil {
+				return fmt.Errorf("log in at %s: %w", p.Endpoint, err)
+			}
+			p.TenantID = res.Msg.GetTenantId()
+			if err := saveProfile(a.configPath, a.profile, p); err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			return kv(a.stdout, "logged in", p.Endpoint, "tenant id", p.TenantID,
+				"scopes", strings.Join(res.Msg.GetScopes(), ","), "profile", a.profile+" ("+a.configPath+")")
+		},
+	}
+	return cmd
+}
+
+func (a *app) tenantCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "tenant", Short: "Show your tenant"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "get",
+		Short: "Show your tenant, its limits and usage",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.authenticated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.tenant.GetTenant(cmd.Context(), connect.NewRequest(&sluicev1.GetTenantRequest{}))
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			t, l, u := res.Msg.GetTenant(), res.Msg.GetTenant().GetLimits(), res.Msg.GetUsage()
+			return kv(a.stdout, "tenant", t.GetName(), "id", t.GetId(), "email", t.GetEmail(), "plan", t.GetPlan(), "status", t.GetStatus(),
+				"topics", fmt.Sprintf("%d of %d", u.GetTopics(), l.GetMaxTopics()),
+				"partitions", fmt.Sprintf("%d of %d", u.GetPartitions(), l.GetMaxPartitions()),
+				"max retention", fmtMsDuration(l.GetMaxRetentionMs()),
+				"max message bytes", fmt.Sprint(l.GetMaxMessageBytes()),
+				"produce bytes/s", fmt.Sprint(l.GetProduceBytesPerSec()),
+				"fetch bytes/s", fmt.Sprint(l.GetFetchBytesPerSec()),
+				"requests/s", fmt.Sprint(l.GetRequestsPerSec()))
+		},
+	})
+	return cmd
+}
+
+func (a *app) apikeyCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "apikey", Short: "Create, list and revoke API keys"}
+	var name string
+	var scopes []string
+	create := &cobra.Command{
+		Use:     "create",
+		Short:   "Create an API key (its secret is printed once)",
+		Example: "  sluice apikey create --name ci --scope produce --scope consume",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.authenticated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.apikey.CreateAPIKey(cmd.Context(), connect.NewRequest(&sluicev1.CreateAPIKeyRequest{Name: name, Scopes: scopes}))
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			k := res.Msg.GetApiKey()
+			if err := kv(a.stdout, "id", k.GetId(), "name", k.GetName(), "scopes", strings.Join(k.GetScopes(), ","), "secret", res.Msg.GetSecret()); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(a.stdout, "\nThe secret is shown only once: keep it safe.")
+			return err
+		},
+	}
+	create.Flags().StringVar(&name, "name", "", "a label for the key")
+	create.Flags().StringSliceVar(&scopes, "scope", nil, "scope to grant: admin, produce, consume (repeatable; default: yours)")
+	_ = create.MarkFlagRequired("name")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List API keys (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.authenticated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.apikey.ListAPIKeys(cmd.Context(), connect.NewRequest(&sluicev1.ListAPIKeysRequest{}))
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			var rows [][]string
+			for _, k := range res.Msg.GetApiKeys() {
+				state := "active"
+				if k.GetRevokeTime() != nil {
+					state = "revoked " + fmtTime(k.GetRevokeTime())
+				}
+				rows = append(rows, []string{k.GetId(), k.GetName(), strings.Join(k.GetScopes(), ","), fmtTime(k.GetCreateTime()), state})
+			}
+			return table(a.stdout, []string{"ID", "NAME", "SCOPES", "CREATED", "STATE"}, rows)
+		},
+	}
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke an API key at once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.authenticated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.apikey.RevokeAPIKey(cmd.Context(), connect.NewRequest(&sluicev1.RevokeAPIKeyRequest{Id: args[0]}))
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			_, err = fmt.Fprintf(a.stdout, "revoked %s at %s\n", res.Msg.GetApiKey().GetId(), fmtTime(res.Msg.GetApiKey().GetRevokeTime()))
+			return err
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+)
+
+// clients are the generated Connect clients, authenticated with a JWT
+// minted from the profile's API key.
+type clients struct {
+	tenant sluicev1connect.TenantServiceClient
+	auth   sluicev1connect.AuthServiceClient
+	apikey sluicev1connect.APIKeyServiceClient
+	topic  sluicev1connect.TopicServiceClient
+}
+
+// httpClient speaks h2c to http:// endpoints (as gRPC does) and HTTP/2 over
+// TLS to https:// ones.
+func httpClient(endpoint string) (*http.Client, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageError{fmt.Errorf("endpoint %q must be an http:// or https:// URL", endpoint)}
+	}
+	var p http.Protocols
+	if u.Scheme == "http" {
+		p.SetUnencryptedHTTP2(true)
+	} else {
+		p.SetHTTP2(true)
+		p.SetHTTP1(true)
+	}
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			Protocols:       &p,
+			DialContext:     (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+		},
+	}, nil
+}
+
+func bearer(token string) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if token != "" {
+				req.Header().Set("Authorization", "Bearer "+token)
+			}
+			return next(ctx, req)
+		}
+	})
+}
+
+func newClients(hc *http.Client, endpoint, token string) *clients {
+	endpoint = strings.TrimRight(endpoint, "/")
+	opt := connect.WithInterceptors(bearer(token))
+	return &clients{
+		tenant: sluicev1connect.NewTenantServiceClient(hc, endpoint, opt),
+		auth:   sluicev1connect.NewAuthServiceClient(hc, endpoint, opt),
+		apikey: sluicev1connect.NewAPIKeyServiceClient(hc, endpoint, opt),
+		topic:  sluicev1connect.NewTopicServiceClient(hc, endpoint, opt),
+	}
+}
+
+// anonymous returns clients without credentials (signup, login).
+func (a *app) anonymous() (*clients, Profile, error) {
+	p, err := a.resolve(false)
+	if err != nil {
+		return nil, p, err
+	}
+	hc, err := httpClient(p.Endpoint)
+	if err != nil {
+		return nil, p, err
+	}
+	return newClients(hc, p.Endpoint, ""), p, nil
+}
+
+// authenticated trades the API key for a JWT and returns clients that send it.
+func (a *app) authenticated(ctx context.Context) (*clients, error) {
+	p, err := a.resolve(true)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := httpClient(p.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	anon := newClients(hc, p.Endpoint, "")
+	res, err := anon.auth.CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: p.APIKey}))
+	if err != nil {
+		return nil, fmt.Errorf("log in at %s: %w", p.Endpoint, err)
+	}
+	return newClients(hc, p.Endpoint, res.Msg.GetToken()), nil
+}

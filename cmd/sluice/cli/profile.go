@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Profile is a saved endpoint and credential.
+type Profile struct {
+	Endpoint string `json:"endpoint"`
+	APIKey   string `json:"api_key"`
+	TenantID string `json:"tenant_id,omitempty"`
+}
+
+type configFile struct {
+	Profiles map[string]Profile `json:"profiles"`
+}
+
+func readConfig(path string) (configFile, error) {
+	var c configFile
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return configFile{Profiles: map[string]Profile{}}, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("read config: %w", err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("parse config %s: %w", path, err)
+	}
+	if c.Profiles == nil {
+		c.Profiles = map[string]Profile{}
+	}
+	return c, nil
+}
+
+// saveProfile writes the profile into the config file with mode 0600 (it
+// holds a secret), replacing the file atomically.
+func saveProfile(path, name string, p Profile) error {
+	c, err := readConfig(path)
+	if err != nil {
+		return err
+	}
+	c.Profiles[name] = p
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create config dir: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".config-*.json")
+	if err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write config: %w", err)
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write config: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	return nil
+}
+
+// resolve returns the endpoint and API key to use: flags (and their
+// environment variables) over the selected profile.
+func (a *app) resolve(needKey bool) (Profile, error) {
+	c, err := readConfig(a.configPath)
+	if err != nil {
+		return Profile{}, err
+	}
+	p, ok := c.Profiles[a.profile]
+	if a.endpoint != "" {
+		p.Endpoint = a.endpoint
+	}
+	if a.apiKey != "" {
+		p.APIKey = a.apiKey
+	}
+	if p.Endpoint == "" {
+		if !ok && a.profile != "default" {
+			return p, usageError{fmt.Errorf("profile %q not found in %s", a.profile, a.configPath)}
+		}
+		p.Endpoint = "http://127.0.0.1:8080"
+	}
+	if needKey && p.APIKey == "" {
+		return p, usageError{fmt.Errorf("no API key: run `sluice login --api-key slk_…`, or pass --api-key / $SLUICE_API_KEY")}
+	}
+	return p, nil
+}

@@ -1,0 +1,163 @@
+// Package cli implements the sluice command line: server commands
+// (controlplane, dev) and client commands (signup, login, apikey, topic).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/sluicemq/sluice/internal/flagenv"
+)
+
+// Exit codes scripts can rely on.
+const (
+	ExitOK       = 0
+	ExitError    = 1 // the request failed (the message says why)
+	ExitUsage    = 2 // bad flags or arguments
+	ExitAuth     = 3 // Unauthenticated or PermissionDenied
+	ExitNotFound = 4 // NotFound
+	ExitExists   = 5 // AlreadyExists
+)
+
+const envPrefix = "SLUICE"
+
+type usageError struct{ error }
+
+// app carries the global options and I/O of one invocation.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	configPath string
+	profile    string
+	endpoint   string
+	apiKey     string
+	output     string
+	logLevel   string
+	logFormat  string
+}
+
+// Execute runs the command line and returns the process exit code.
+func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(stderr, "sluice:", err)
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") ||
+		strings.Contains(err.Error(), "accepts ") || strings.Contains(err.Error(), "required flag") {
+		return ExitUsage
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
+		return ExitAuth
+	case connect.CodeNotFound:
+		return ExitNotFound
+	case connect.CodeAlreadyExists:
+		return ExitExists
+	}
+	return ExitError
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sluice",
+		Short: "Sluice: a multi-tenant streaming queue",
+		Long: `Sluice is a serverless-style, multi-tenant streaming queue.
+
+Run it locally:       sluice dev
+Sign up and log in:   sluice signup --email you@example.com --tenant acme
+Manage topics:        sluice topic create orders --partitions 6
+
+Every flag can also be set through an environment variable: --endpoint is
+$SLUICE_ENDPOINT, --api-key is $SLUICE_API_KEY, and so on.
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
+4 not found, 5 already exists.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.InheritedFlags()} {
+				if err := flagenv.Apply(fs, envPrefix); err != nil {
+					return usageError{err}
+				}
+			}
+			return a.checkOutput()
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.configPath, "config", defaultConfigPath(), "CLI config file holding profiles")
+	pf.StringVar(&a.profile, "profile", "default", "profile to use from the config file")
+	pf.StringVar(&a.endpoint, "endpoint", "", "control-plane URL, e.g. http://127.0.0.1:8080 (overrides the profile)")
+	pf.StringVar(&a.apiKey, "api-key", "", "API key (slk_…) to authenticate with (overrides the profile)")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	pf.StringVar(&a.logLevel, "log-level", "info", "log level for servers: debug, info, warn, error")
+	pf.StringVar(&a.logFormat, "log-format", "text", "log format for servers: text or json")
+
+	root.AddCommand(
+		a.controlplaneCommand(),
+		a.devCommand(),
+		a.signupCommand(),
+		a.loginCommand(),
+		a.tenantCommand(),
+		a.apikeyCommand(),
+		a.topicCommand(),
+	)
+	annotate(root)
+	return root
+}
+
+// annotate adds the environment variable to every flag's help text.
+func annotate(c *cobra.Command) {
+	flagenv.Annotate(c.PersistentFlags(), envPrefix)
+	flagenv.Annotate(c.Flags(), envPrefix)
+	for _, sub := range c.Commands() {
+		annotate(sub)
+	}
+}
+
+func (a *app) checkOutput() error {
+	if a.output != "table" && a.output != "json" {
+		return usageError{fmt.Errorf("--output must be table or json; got %q", a.output)}
+	}
+	return nil
+}
+
+func (a *app) logger() (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch a.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(a.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(a.stderr, opts)), nil
+	}
+	return nil, usageError{fmt.Errorf("--log-format must be text or json; got %q", a.logFormat)}
+}
+
+func defaultConfigPath() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ".sluice-cli.json"
+	}
+	return dir + "/sluice/config.json"
+}

@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	"github.com/sluicemq/sluice/controlplane"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+func (a *app) controlplaneCommand() *cobra.Command {
+	cfg := controlplane.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "controlplane",
+		Short: "Run a control-plane replica (tenants, auth, topics, placement) on Postgres or SQLite",
+		Example: `  sluice controlplane --database-url postgres://sluice@db/sluice --operator-token "$OP" --broker-token "$BT"
+  SLUICE_DATABASE_URL=sqlite:./cp.db sluice controlplane`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			logger, err := a.logger()
+			if err != nil {
+				return err
+			}
+			return runControlPlane(cmd.Context(), cfg, logger, nil)
+		},
+	}
+	cfg.RegisterFlags(cmd.Flags())
+	return cmd
+}
+
+// runControlPlane serves until ctx is cancelled. ready, when not nil, is
+// called with the bound address once the server accepts connections.
+func runControlPlane(ctx context.Context, cfg controlplane.Config, logger *slog.Logger, ready func(addr string)) error {
+	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	return srv.Run(ctx, ln)
+}
+
+func (a *app) runDev(ctx context.Context, dataDir, listen string, logger *slog.Logger) error {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	secrets, err := loadDevSecrets(dataDir)
+	if err != nil {
+		return err
+	}
+	cfg := controlplane.DefaultConfig()
+	cfg.ListenAddr = listen
+	cfg.DatabaseURL = "sqlite:" + filepath.Join(dataDir, "controlplane.db")
+	cfg.OperatorToken = secrets.OperatorToken
+	cfg.BrokerToken = secrets.BrokerToken
+	cfg.DefaultReplicationFactor = 3
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	addrc := make(chan string, 1)
+	errc := make(chan error, 1)
+	go func() { errc <- runControlPlane(ctx, cfg, logger, func(addr string) { addrc <- addr }) }()
+	var addr string
+	select {
+	case err := <-errc:
+		return err
+	case addr = <-addrc:
+	}
+	endpoint := "http://" + addr
+	if err := a.devTenant(ctx, dataDir, endpoint, &secrets); err != nil {
+		cancel()
+		<-errc
+		return err
+	}
+	fmt.Fprintf(a.stdout, `Sluice dev is running.
+
+  endpoint       %s
+  data dir       %s
+  tenant id      %s
+  api key        %s
+  profile        "dev" in %s
+  JWKS           %s/.well-known/jwks.json
+  metrics        %s/metrics
+
+Try:  sluice --profile dev tenant get
+      sluice --profile dev topic list
+Stop with Ctrl-C; state stays in %s.
+`, endpoint, dataDir, secrets.TenantID, secrets.APIKey, a.configPath, endpoint, endpoint, dataDir)
+	return <-errc
+}
+
+// devTenant signs up the "dev" tenant through the API on first start,
+// remembers its key in the data dir, and saves CLI profiles for it.
+func (a *app) devTenant(ctx context.Context, dataDir, endpoint string, s *devSecrets) error {
+	if s.APIKey == "" {
+		hc, err := httpClient(endpoint)
+		if err != nil {
+			return err
+		}
+		c := newClients(hc, endpoint, "")
+		res, err := c.tenant.Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "dev@sluice.local", TenantName: "dev"}))
+		if err != nil {
+			return fmt.Errorf("create dev tenant: %w", err)
+		}
+		s.APIKey, s.TenantID = res.Msg.GetApiKeySecret(), res.Msg.GetTenant().GetId()
+		if err := writeJSON0600(filepath.Join(dataDir, "secrets.json"), s); err != nil {
+			return err
+		}
+	}
+	p := Profile{Endpoint: endpoint, APIKey: s.APIKey, TenantID: s.TenantID}
+	if err := saveProfile(a.configPath, "dev", p); err != nil {
+		return err
+	}
+	c, err := readConfig(a.configPath)
+	if err != nil {
+		return err
+	}
+	if _, ok := c.Profiles["default"]; !ok {
+		return saveProfile(a.configPath, "default", p)
+	}
+	return nil
+}
+
+func (a *app) devCommand() *cobra.Command {
+	var dataDir, listen string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run Sluice locally in one process, with its data in one folder",
+		Long: `dev runs the control plane on an embedded SQLite database in --data-dir,
+creates a "dev" tenant on first start, and saves a ready CLI profile named
+"dev" (and "default" when you have none). Nothing to install.
+
+Brokers join the dev cluster with the data-plane release; until then topic
+creation answers that no brokers are live.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := a.logger()
+			if err != nil {
+				return err
+			}
+			return a.runDev(cmd.Context(), dataDir, listen, logger)
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", ".sluice", "folder holding all dev state (SQLite database, secrets, profile)")
+	cmd.Flags().StringVar(&listen, "listen-addr", "127.0.0.1:8080", "host:port of the control-plane API")
+	return cmd
+}
+
+// devSecrets are generated once per data dir.
+type devSecrets struct {
+	OperatorToken string `json:"operator_token"`
+	BrokerToken   string `json:"broker_token"`
+	APIKey        string `json:"api_key,omitempty"`
+	TenantID      string `json:"tenant_id,omitempty"`
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func writeJSON0600(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o600)
+}
+
+func loadDevSecrets(dir string) (devSecrets, error) {
+	path := filepath.Join(dir, "secrets.json")
+	var s devSecrets
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		s = devSecrets{OperatorToken: randomToken(), BrokerToken: randomToken()}
+		return s, writeJSON0600(path, s)
+	case err != nil:
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// topicConfigKeys are the --config keys, named as in Kafka.
+var topicConfigKeys = []string{"retention.ms", "retention.bytes", "local.retention.ms", "local.retention.bytes", "max.message.bytes", "min.insync.replicas", "cleanup.policy"}
+
+// parseTopicConfig turns "key=value" pairs into a TopicConfig with only
+// those fields set.
+func parseTopicConfig(pairs []string) (*sluicev1.TopicConfig, error) {
+	c := &sluicev1.TopicConfig{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, usageError{fmt.Errorf("--config %q: want key=value", p)}
+		}
+		i64 := func() (*int64, error) {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, usageError{fmt.Errorf("--config %s: %q is not an integer", k, v)}
+			}
+			return &n, nil
+		}
+		i32 := func() (*int32, error) {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return nil, usageError{fmt.Errorf("--config %s: %q is not a 32-bit integer", k, v)}
+			}
+			x := int32(n)
+			return &x, nil
+		}
+		var err error
+		switch k {
+		case "retention.ms":
+			c.RetentionMs, err = i64()
+		case "retention.bytes":
+			c.RetentionBytes, err = i64()
+		case "local.retention.ms":
+			c.LocalRetentionMs, err = i64()
+		case "local.retention.bytes":
+			c.LocalRetentionBytes, err = i64()
+		case "max.message.bytes":
+			c.MaxMessageBytes, err = i32()
+		case "min.insync.replicas":
+			c.MinInsyncReplicas, err = i32()
+		case "cleanup.policy":
+			c.CleanupPolicy = &v
+		default:
+			return nil, usageError{fmt.Errorf("--config: unknown key %q; known: %s", k, strings.Join(topicConfigKeys, ", "))}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func configPairs(c *sluicev1.TopicConfig) []string {
+	return []string{
+		"retention.ms", fmt.Sprintf("%d (%s)", c.GetRetentionMs(), fmtMsDuration(c.GetRetentionMs())),
+		"retention.bytes", fmt.Sprint(c.GetRetentionBytes()),
+		"local.retention.ms", fmt.Sprint(c.GetLocalRetentionMs()),
+		"local.retention.bytes", fmt.Sprint(c.GetLocalRetentionBytes()),
+		"max.message.bytes", fmt.Sprint(c.GetMaxMessageBytes()),
+		"min.insync.replicas", fmt.Sprint(c.GetMinInsyncReplicas()),
+		"cleanup.policy", c.GetCleanupPolicy(),
+	}
+}
+
+func fmtMsDuration(ms int64) string {
+	if ms < 0 {
+		return "unlimited"
+	}
+	d := time.Duration(ms) * time.Millisecond
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+func (a *app) printTopic(t *sluicev1.Topic, parts []*sluicev1.PartitionInfo) error {
+	pairs := []string{"name", t.GetName(), "id", t.GetId(), "partitions", fmt.Sprint(t.GetPartitionCount()),
+		"replication factor", fmt.Sprint(t.GetReplicationFactor()), "created", fmtTime(t.GetCreateTime())}
+	pairs = append(pairs, configPairs(t.GetConfig())...)
+	if err := kv(a.stdout, pairs...); err != nil {
+		return err
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	fmt.Fprintln(a.stdout)
+	var rows [][]string
+	for _, p := range parts {
+		rows = append(rows, []string{fmt.Sprint(p.GetPartition()), fmt.Sprint(p.GetLeader()), fmt.Sprint(p.GetLeaderEpoch()), fmtInts(p.GetReplicas()), fmtInts(p.GetIsr())})
+	}
+	return table(a.stdout, []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR"}, rows)
+}
+
+func (a *app) topicCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics"}
+
+	var partitions, rf int32
+	var configs []string
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic",
+		Example: `  sluice topic create orders --partitions 6
+  sluice topic create audit --partitions 1 --replication-factor 3 --config retention.ms=86400000`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := parseTopicConfig(configs)
+			if err != nil {
+				return err
+			}
+			c, err := a.authenticated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.topic.CreateTopic(cmd.Context(), connect.NewRequest(&sluicev1.CreateTopicRequest{
+				Name: args[0], PartitionCount: partitions, ReplicationFactor: rf, Config: cfg,
+			}))
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			return a.printTopic(res.Msg.GetTopic(), res.Msg.GetPartitions())
+		},
+	}
+	create.Flags().Int32VarP(&partitions, "partitions", "p", 1, "number of partitions")
+	create.Flags().Int32VarP(&rf, "replication-factor", "r", 0, "replicas per partition; 0 uses the server default")
+	create.Flags().StringArrayVarP(&configs, "config", "c", nil, "topic config key=value (repeatable): "+strings.Join(topicConfigKeys, ", "))
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List topics",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.authenticated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.topic.ListTopics(cmd.Context(), connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			var rows [][]string
+			for _, t := range res.Msg.GetTopics() {
+				rows = append(rows, []string{t.GetName(), fmt.Sprint(t.GetPartitionCount()), fmt.Sprint(t.GetReplicationFactor()), fmtMsDuration(t.GetConfig().GetRetentionMs()), t.GetId()})
+			}
+			return table(a.stdout, []string{"NAME", "PARTITIONS", "RF", "RETENTION", "ID"}, rows)
+		},
+	}
+	describe := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a topic's config and its partitions' leaders and ISR",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.authenticated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.topic.DescribeTopic(cmd.Context(), connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: args[0]}))
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			return a.printTopic(res.Msg.GetTopic(), res.Msg.GetPartitions())
+		},
+	}
+	var alterConfigs []string
+	alter := &cobra.Command{
+		Use:     "alter NAME",
+		Short:   "Change topic config",
+		Example: "  sluice topic alter orders --config retention.ms=172800000 --config max.message.bytes=524288",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(alterConfigs) == 0 {
+				return usageError{fmt.Errorf("give at least one --config key=value")}
+			}
+			cfg, err := parseTopicConfig(alterConfigs)
+			if err != nil {
+				return err
+			}
+			c, err := a.authenticated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.topic.UpdateTopicConfig(cmd.Context(), connect.NewRequest(&sluicev1.UpdateTopicConfigRequest{Name: args[0], Config: cfg}))
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			return a.printTopic(res.Msg.GetTopic(), nil)
+		},
+	}
+	alter.Flags().StringArrayVarP(&alterConfigs, "config", "c", nil, "topic config key=value to change (repeatable): "+strings.Join(topicConfigKeys, ", "))
+	del := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a topic and its data",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.authenticated(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := c.topic.DeleteTopic(cmd.Context(), connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: args[0]}))
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			_, err = fmt.Fprintf(a.stdout, "deleted topic %s (%s)\n", res.Msg.GetTopic().GetName(), res.Msg.GetTopic().GetId())
+			return err
+		},
+	}
+	cmd.AddCommand(create, list, describe, alter, del)
+	return cmd
+}

@@ -1,0 +1,152 @@
+// Package api implements the control plane's Connect services: signup,
+// API keys, tokens, topics, operator actions and the brokers' internal
+// service.
+//
+// Every request passes, in order: the metrics interceptor (outermost), the
+// auth interceptor (tenants.NewAuthInterceptor with this package's rules: a
+// procedure without a rule is refused), and the error interceptor, which
+// maps domain errors to Connect codes once (toConnectError). Handlers read
+// the caller's tenant only from the context, never from the request, and
+// validate every field before touching the store.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// Config holds the API's settings.
+type Config struct {
+	// OperatorToken authenticates OperatorService calls; empty disables them.
+	OperatorToken string
+	// BrokerToken authenticates BrokerService calls; empty disables them.
+	BrokerToken string
+	// BrokerLease is how long a broker stays live without a heartbeat.
+	BrokerLease time.Duration
+	// DefaultReplicationFactor applies when CreateTopic leaves it at 0.
+	DefaultReplicationFactor int32
+	// MaxRequestBytes caps every request message.
+	MaxRequestBytes int
+}
+
+// Deps are the API's collaborators.
+type Deps struct {
+	Store    store.Store
+	Issuer   *tenants.Issuer
+	Verifier *tenants.Verifier
+	Logger   *slog.Logger
+	// Interceptors run outside the auth interceptor (e.g. metrics).
+	Interceptors []connect.Interceptor
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// API serves the control plane's Connect services.
+type API struct {
+	cfg    Config
+	store  store.Store
+	issuer *tenants.Issuer
+	logger *slog.Logger
+	now    func() time.Time
+	auth   *authenticator
+	extra  []connect.Interceptor
+}
+
+// New returns the API. It does not start anything.
+func New(cfg Config, deps Deps) *API {
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 1 << 20
+	}
+	if cfg.BrokerLease <= 0 {
+		cfg.BrokerLease = 10 * time.Second
+	}
+	if cfg.DefaultReplicationFactor <= 0 {
+		cfg.DefaultReplicationFactor = 3
+	}
+	return &API{
+		cfg:    cfg,
+		store:  deps.Store,
+		issuer: deps.Issuer,
+		logger: deps.Logger,
+		now:    deps.Now,
+		extra:  deps.Interceptors,
+		auth: &authenticator{
+			store:         deps.Store,
+			verifier:      deps.Verifier,
+			operatorToken: cfg.OperatorToken,
+			brokerToken:   cfg.BrokerToken,
+		},
+	}
+}
+
+// ServiceNames lists the fully qualified names of the services Register
+// mounts (for reflection and health).
+func ServiceNames() []string {
+	return []string{
+		sluicev1connect.TenantServiceName,
+		sluicev1connect.AuthServiceName,
+		sluicev1connect.APIKeyServiceName,
+		sluicev1connect.TopicServiceName,
+		sluicev1connect.OperatorServiceName,
+		sluicev1connect.BrokerServiceName,
+	}
+}
+
+// HandlerOptions returns the options every handler is mounted with:
+// interceptors and a request size cap.
+func (a *API) HandlerOptions() []connect.HandlerOption {
+	ics := append([]connect.Interceptor{}, a.extra...)
+	ics = append(ics, tenants.NewAuthInterceptor(a.auth), errorInterceptor(a.logger))
+	return []connect.HandlerOption{
+		connect.WithInterceptors(ics...),
+		connect.WithReadMaxBytes(a.cfg.MaxRequestBytes),
+	}
+}
+
+// Register mounts every service on mux.
+func (a *API) Register(mux *http.ServeMux) {
+	opts := a.HandlerOptions()
+	mux.Handle(sluicev1connect.NewTenantServiceHandler(&tenantService{a}, opts...))
+	mux.Handle(sluicev1connect.NewAuthServiceHandler(&authService{a}, opts...))
+	mux.Handle(sluicev1connect.NewAPIKeyServiceHandler(&apiKeyService{a}, opts...))
+	mux.Handle(sluicev1connect.NewTopicServiceHandler(&topicService{a}, opts...))
+	mux.Handle(sluicev1connect.NewOperatorServiceHandler(&operatorService{a}, opts...))
+	mux.Handle(sluicev1connect.NewBrokerServiceHandler(&brokerService{a}, opts...))
+}
+
+// limitsOf returns a tenant's effective limits: plan defaults with its
+// overrides applied.
+func limitsOf(t store.Tenant) (tenants.Limits, tenants.Overrides, error) {
+	l, err := tenants.PlanLimits(t.Plan)
+	if err != nil {
+		return tenants.Limits{}, tenants.Overrides{}, err
+	}
+	o, err := decodeOverrides(t.Overrides)
+	if err != nil {
+		return tenants.Limits{}, tenants.Overrides{}, err
+	}
+	return l.With(o), o, nil
+}
+
+func (a *API) tenantOf(ctx context.Context) (tenants.Principal, store.Tenant, error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return p, store.Tenant{}, err
+	}
+	t, err := a.store.GetTenant(ctx, p.TenantID)
+	return p, t, err
+}

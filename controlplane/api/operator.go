@@ -1,0 +1,169 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+type operatorService struct{ *API }
+
+func (s *operatorService) ListTenants(ctx context.Context, req *connect.Request[sluicev1.ListTenantsRequest]) (*connect.Response[sluicev1.ListTenantsResponse], error) {
+	size := int(req.Msg.GetPageSize())
+	switch {
+	case size < 0 || size > 1000:
+		return nil, invalid("page_size", "must be between 0 and 1000; got %d", size)
+	case size == 0:
+		size = 100
+	}
+	ts, err := s.store.ListTenants(ctx, req.Msg.GetPageToken(), size+1)
+	if err != nil {
+		return nil, err
+	}
+	res := &sluicev1.ListTenantsResponse{}
+	if len(ts) > size {
+		ts = ts[:size]
+		res.NextPageToken = ts[size-1].ID
+	}
+	for _, t := range ts {
+		tpb, err := toTenantPB(t)
+		if err != nil {
+			return nil, err
+		}
+		res.Tenants = append(res.Tenants, tpb)
+	}
+	return connect.NewResponse(res), nil
+}
+
+func (s *operatorService) UpdateTenant(ctx context.Context, req *connect.Request[sluicev1.UpdateTenantRequest]) (*connect.Response[sluicev1.UpdateTenantResponse], error) {
+	m := req.Msg
+	if m.GetTenantId() == "" {
+		return nil, invalid("tenant_id", "must not be empty")
+	}
+	t, err := s.store.GetTenant(ctx, m.GetTenantId())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("tenant %q not found", m.GetTenantId())
+	}
+	if err != nil {
+		return nil, err
+	}
+	plan, status, overrides := t.Plan, t.Status, t.Overrides
+	if m.Plan != nil {
+		if !slices.Contains(tenants.Plans(), m.GetPlan()) {
+			return nil, invalid("plan", "%q is not a plan; choose one of %v", m.GetPlan(), tenants.Plans())
+		}
+		plan = m.GetPlan()
+	}
+	if m.Status != nil {
+		if m.GetStatus() != store.TenantActive && m.GetStatus() != store.TenantSuspended {
+			return nil, invalid("status", "must be %q or %q", store.TenantActive, store.TenantSuspended)
+		}
+		status = m.GetStatus()
+	}
+	if m.Overrides != nil {
+		o := fromOverridesPB(m.Overrides)
+		if err := o.Validate(); err != nil {
+			return nil, invalid("overrides", "%v", err)
+		}
+		if overrides, err = json.Marshal(o); err != nil {
+			return nil, err
+		}
+	}
+	t, err = s.store.UpdateTenant(ctx, t.ID, plan, status, overrides)
+	if err != nil {
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "tenant updated by operator", "tenant", t.ID, "plan", plan, "status", status, "overrides", string(overrides))
+	tpb, err := toTenantPB(t)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.UpdateTenantResponse{Tenant: tpb}), nil
+}
+
+func (s *operatorService) ListBrokers(ctx context.Context, _ *connect.Request[sluicev1.ListBrokersRequest]) (*connect.Response[sluicev1.ListBrokersResponse], error) {
+	bs, err := s.store.ListBrokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	res := &sluicev1.ListBrokersResponse{}
+	for _, b := range bs {
+		res.Brokers = append(res.Brokers, toBrokerPB(b, now))
+	}
+	return connect.NewResponse(res), nil
+}
+
+type brokerService struct{ *API }
+
+func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request[sluicev1.RegisterBrokerRequest]) (*connect.Response[sluicev1.RegisterBrokerResponse], error) {
+	m := req.Msg
+	if m.GetBrokerId() < 0 {
+		return nil, invalid("broker_id", "must not be negative; got %d", m.GetBrokerId())
+	}
+	if err := validateHostPort("address", m.GetAddress()); err != nil {
+		return nil, err
+	}
+	if len(m.GetRack()) > 64 {
+		return nil, invalid("rack", "is longer than 64 characters")
+	}
+	now := s.now().UTC()
+	b, err := s.store.RegisterBroker(ctx, store.Broker{
+		ID:             m.GetBrokerId(),
+		Address:        m.GetAddress(),
+		Rack:           m.GetRack(),
+		LeaseExpiresAt: now.Add(s.cfg.BrokerLease),
+		RegisteredAt:   now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "broker registered", "broker", b.ID, "epoch", b.Epoch, "address", b.Address, "rack", b.Rack)
+	return connect.NewResponse(&sluicev1.RegisterBrokerResponse{
+		BrokerEpoch:         b.Epoch,
+		LeaseExpireTime:     ts(b.LeaseExpiresAt),
+		HeartbeatIntervalMs: (s.cfg.BrokerLease / 3).Milliseconds(),
+	}), nil
+}
+
+func (s *brokerService) HeartbeatBroker(ctx context.Context, req *connect.Request[sluicev1.HeartbeatBrokerRequest]) (*connect.Response[sluicev1.HeartbeatBrokerResponse], error) {
+	m := req.Msg
+	b, err := s.store.HeartbeatBroker(ctx, m.GetBrokerId(), m.GetBrokerEpoch(), s.now().UTC().Add(s.cfg.BrokerLease))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, notFound("broker %d is not registered", m.GetBrokerId())
+	case errors.Is(err, store.ErrConflict):
+		return nil, failedPrecondition("broker %d epoch %d is stale; register again", m.GetBrokerId(), m.GetBrokerEpoch())
+	case err != nil:
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.HeartbeatBrokerResponse{LeaseExpireTime: ts(b.LeaseExpiresAt)}), nil
+}
+
+func (s *brokerService) ListRevokedAPIKeys(ctx context.Context, req *connect.Request[sluicev1.ListRevokedAPIKeysRequest]) (*connect.Response[sluicev1.ListRevokedAPIKeysResponse], error) {
+	now := s.now().UTC()
+	var since time.Time
+	if req.Msg.GetSince() != nil {
+		if err := req.Msg.GetSince().CheckValid(); err != nil {
+			return nil, invalid("since", "%v", err)
+		}
+		since = req.Msg.GetSince().AsTime()
+	}
+	keys, err := s.store.ListRevokedAPIKeys(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	res := &sluicev1.ListRevokedAPIKeysResponse{ServerTime: ts(now)}
+	for _, k := range keys {
+		res.Keys = append(res.Keys, &sluicev1.RevokedAPIKey{Id: k.ID, TenantId: k.TenantID, RevokeTime: ts(k.RevokedAt)})
+	}
+	return connect.NewResponse(res), nil
+}

@@ -1,0 +1,199 @@
+package api
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+type tenantService struct{ *API }
+
+func (s *tenantService) Signup(ctx context.Context, req *connect.Request[sluicev1.SignupRequest]) (*connect.Response[sluicev1.SignupResponse], error) {
+	email, err := NormalizeEmail(req.Msg.GetEmail())
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateTenantName(req.Msg.GetTenantName()); err != nil {
+		return nil, err
+	}
+	nk, err := tenants.GenerateAPIKey()
+	if err != nil {
+		return nil, err
+	}
+	now := s.now().UTC()
+	t := store.Tenant{
+		ID:        store.NewID(),
+		Name:      req.Msg.GetTenantName(),
+		Email:     email,
+		Plan:      tenants.PlanFree,
+		Status:    store.TenantActive,
+		CreatedAt: now,
+	}
+	k := store.APIKey{
+		ID:        nk.ID,
+		TenantID:  t.ID,
+		Name:      "default",
+		Hash:      nk.Hash,
+		Scopes:    tenants.AllScopes(),
+		CreatedAt: now,
+	}
+	if err := s.store.CreateTenant(ctx, t, k); err != nil {
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "tenant signed up", "tenant", t.ID, "name", t.Name)
+	tpb, err := toTenantPB(t)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.SignupResponse{
+		Tenant:       tpb,
+		ApiKey:       toAPIKeyPB(k),
+		ApiKeySecret: nk.Secret,
+	}), nil
+}
+
+func (s *tenantService) GetTenant(ctx context.Context, _ *connect.Request[sluicev1.GetTenantRequest]) (*connect.Response[sluicev1.GetTenantResponse], error) {
+	_, t, err := s.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.store.TenantUsage(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	tpb, err := toTenantPB(t)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.GetTenantResponse{
+		Tenant: tpb,
+		Usage:  &sluicev1.Usage{Topics: u.Topics, Partitions: u.Partitions},
+	}), nil
+}
+
+type authService struct{ *API }
+
+func (s *authService) CreateToken(ctx context.Context, req *connect.Request[sluicev1.CreateTokenRequest]) (*connect.Response[sluicev1.CreateTokenResponse], error) {
+	secret := req.Msg.GetApiKey()
+	if secret == "" {
+		return nil, invalid("api_key", "must not be empty")
+	}
+	id, err := tenants.ParseAPIKey(secret)
+	if err != nil {
+		return nil, unauthenticated("invalid API key: %v", err)
+	}
+	k, err := s.store.GetAPIKey(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !tenants.CheckAPIKey(secret, k.Hash)) {
+		return nil, unauthenticated("invalid API key")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if k.Revoked() {
+		return nil, unauthenticated("API key %s was revoked", k.ID)
+	}
+	t, err := s.store.GetTenant(ctx, k.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Status != store.TenantActive {
+		return nil, permissionDenied("tenant %s is %s", t.Name, t.Status)
+	}
+	tok, exp, err := s.issuer.Mint(s.now(), tenants.Principal{
+		Kind:     tenants.PrincipalTenant,
+		TenantID: t.ID,
+		APIKeyID: k.ID,
+		Scopes:   k.Scopes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.CreateTokenResponse{
+		Token:      tok,
+		TokenType:  "Bearer",
+		ExpireTime: ts(exp),
+		TenantId:   t.ID,
+		Scopes:     k.Scopes,
+	}), nil
+}
+
+type apiKeyService struct{ *API }
+
+func (s *apiKeyService) CreateAPIKey(ctx context.Context, req *connect.Request[sluicev1.CreateAPIKeyRequest]) (*connect.Response[sluicev1.CreateAPIKeyResponse], error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateLabel("name", req.Msg.GetName()); err != nil {
+		return nil, err
+	}
+	scopes := req.Msg.GetScopes()
+	if len(scopes) == 0 {
+		scopes = p.Scopes
+	}
+	if err := tenants.ValidateScopes(scopes); err != nil {
+		return nil, invalid("scopes", "%v", err)
+	}
+	for _, sc := range scopes {
+		if !p.Has(sc) {
+			return nil, permissionDenied("cannot grant scope %q: the calling key does not have it", sc)
+		}
+	}
+	nk, err := tenants.GenerateAPIKey()
+	if err != nil {
+		return nil, err
+	}
+	k := store.APIKey{
+		ID:        nk.ID,
+		TenantID:  p.TenantID,
+		Name:      req.Msg.GetName(),
+		Hash:      nk.Hash,
+		Scopes:    scopes,
+		CreatedAt: s.now().UTC(),
+	}
+	if err := s.store.CreateAPIKey(ctx, k); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.CreateAPIKeyResponse{ApiKey: toAPIKeyPB(k), Secret: nk.Secret}), nil
+}
+
+func (s *apiKeyService) ListAPIKeys(ctx context.Context, _ *connect.Request[sluicev1.ListAPIKeysRequest]) (*connect.Response[sluicev1.ListAPIKeysResponse], error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := s.store.ListAPIKeys(ctx, p.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*sluicev1.APIKey, len(keys))
+	for i, k := range keys {
+		out[i] = toAPIKeyPB(k)
+	}
+	return connect.NewResponse(&sluicev1.ListAPIKeysResponse{ApiKeys: out}), nil
+}
+
+func (s *apiKeyService) RevokeAPIKey(ctx context.Context, req *connect.Request[sluicev1.RevokeAPIKeyRequest]) (*connect.Response[sluicev1.RevokeAPIKeyResponse], error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := req.Msg.GetId()
+	if id == "" {
+		return nil, invalid("id", "must not be empty")
+	}
+	k, err := s.store.RevokeAPIKey(ctx, p.TenantID, id, s.now().UTC())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("API key %q not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "API key revoked", "tenant", p.TenantID, "key", id)
+	return connect.NewResponse(&sluicev1.RevokeAPIKeyResponse{ApiKey: toAPIKeyPB(k)}), nil
+}

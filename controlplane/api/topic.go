@@ -1,0 +1,210 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/controlplane/placement"
+	"github.com/sluicemq/sluice/controlplane/store"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+type topicService struct{ *API }
+
+func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[sluicev1.CreateTopicRequest]) (*connect.Response[sluicev1.CreateTopicResponse], error) {
+	_, t, err := s.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	limits, _, err := limitsOf(t)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	if err := ValidateTopicName(m.GetName()); err != nil {
+		return nil, err
+	}
+	n := m.GetPartitionCount()
+	switch {
+	case n < 1:
+		return nil, invalid("partition_count", "must be at least 1; got %d", n)
+	case n > maxPartitionsPerTopic:
+		return nil, invalid("partition_count", "must be at most %d; got %d", maxPartitionsPerTopic, n)
+	}
+	rf := m.GetReplicationFactor()
+	if rf == 0 {
+		rf = s.cfg.DefaultReplicationFactor
+	}
+	if rf < 1 {
+		return nil, invalid("replication_factor", "must be at least 1, or 0 for the default %d; got %d", s.cfg.DefaultReplicationFactor, rf)
+	}
+	cfg, err := applyTopicConfig(defaultTopicConfig(limits, rf), m.GetConfig(), limits, rf, t.Plan)
+	if err != nil {
+		return nil, err
+	}
+
+	now := s.now().UTC()
+	brokers, err := s.store.ListBrokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var live []placement.Broker
+	for _, b := range brokers {
+		if b.Live(now) {
+			live = append(live, placement.Broker{ID: b.ID, Rack: b.Rack})
+		}
+	}
+	if int(rf) > len(live) {
+		return nil, failedPrecondition("replication factor %d needs %d live brokers; %d live", rf, rf, len(live))
+	}
+	load, err := s.store.PartitionLoad(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pl := make(placement.Load, len(load))
+	for id, l := range load {
+		pl[id] = placement.BrokerLoad{Replicas: l.Replicas, Leaders: l.Leaders}
+	}
+	assignment, err := placement.Assign(live, pl, int(n), int(rf))
+	if errors.Is(err, placement.ErrNotEnoughBrokers) {
+		return nil, failedPrecondition("%v", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("place partitions: %w", err)
+	}
+
+	topic := store.Topic{
+		ID:                store.NewID(),
+		TenantID:          t.ID,
+		Name:              m.GetName(),
+		Partitions:        n,
+		ReplicationFactor: rf,
+		Config:            cfg,
+		CreatedAt:         now,
+		UpdatedAt:         now,
+	}
+	parts := make([]store.Partition, n)
+	for i, replicas := range assignment {
+		parts[i] = store.Partition{
+			TopicID:   topic.ID,
+			Partition: int32(i),
+			Replicas:  replicas,
+			Leader:    replicas[0],
+			ISR:       append([]int32(nil), replicas...),
+		}
+	}
+	err = s.store.CreateTopic(ctx, topic, parts, store.CountLimits{
+		MaxTopics:     int64(limits.MaxTopics),
+		MaxPartitions: int64(limits.MaxPartitions),
+	})
+	var le *store.LimitError
+	switch {
+	case errors.As(err, &le):
+		return nil, connect.NewError(connect.CodeResourceExhausted,
+			fmt.Errorf("the %s plan allows %d %s; %d in use, this topic needs %d more", t.Plan, le.Max, le.Limit, le.Current, le.Request))
+	case errors.Is(err, store.ErrAlreadyExists):
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("topic %q already exists", topic.Name))
+	case err != nil:
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "topic created", "tenant", t.ID, "topic", topic.Name, "id", topic.ID, "partitions", n, "rf", rf)
+	return connect.NewResponse(&sluicev1.CreateTopicResponse{Topic: toTopicPB(topic), Partitions: toPartitionsPB(parts)}), nil
+}
+
+func (s *topicService) ListTopics(ctx context.Context, _ *connect.Request[sluicev1.ListTopicsRequest]) (*connect.Response[sluicev1.ListTopicsResponse], error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := s.store.ListTopics(ctx, p.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*sluicev1.Topic, len(ts))
+	for i, t := range ts {
+		out[i] = toTopicPB(t)
+	}
+	return connect.NewResponse(&sluicev1.ListTopicsResponse{Topics: out}), nil
+}
+
+// getTopic resolves a topic by name under the caller's tenant; another
+// tenant's topic is NotFound like a missing one.
+func (s *topicService) getTopic(ctx context.Context, tenantID, name string) (store.Topic, error) {
+	if err := ValidateTopicName(name); err != nil {
+		return store.Topic{}, err
+	}
+	t, err := s.store.GetTopic(ctx, tenantID, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return t, notFound("topic %q not found", name)
+	}
+	return t, err
+}
+
+func (s *topicService) DescribeTopic(ctx context.Context, req *connect.Request[sluicev1.DescribeTopicRequest]) (*connect.Response[sluicev1.DescribeTopicResponse], error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.getTopic(ctx, p.TenantID, req.Msg.GetName())
+	if err != nil {
+		return nil, err
+	}
+	parts, err := s.store.ListPartitions(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.DescribeTopicResponse{Topic: toTopicPB(t), Partitions: toPartitionsPB(parts)}), nil
+}
+
+func (s *topicService) UpdateTopicConfig(ctx context.Context, req *connect.Request[sluicev1.UpdateTopicConfigRequest]) (*connect.Response[sluicev1.UpdateTopicConfigResponse], error) {
+	_, tenant, err := s.tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	limits, _, err := limitsOf(tenant)
+	if err != nil {
+		return nil, err
+	}
+	if req.Msg.GetConfig() == nil {
+		return nil, invalid("config", "must be set")
+	}
+	t, err := s.getTopic(ctx, tenant.ID, req.Msg.GetName())
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := applyTopicConfig(t.Config, req.Msg.GetConfig(), limits, t.ReplicationFactor, tenant.Plan)
+	if err != nil {
+		return nil, err
+	}
+	t, err = s.store.UpdateTopicConfig(ctx, tenant.ID, t.Name, cfg, s.now().UTC())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("topic %q not found", req.Msg.GetName())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.UpdateTopicConfigResponse{Topic: toTopicPB(t)}), nil
+}
+
+func (s *topicService) DeleteTopic(ctx context.Context, req *connect.Request[sluicev1.DeleteTopicRequest]) (*connect.Response[sluicev1.DeleteTopicResponse], error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	name := req.Msg.GetName()
+	if err := ValidateTopicName(name); err != nil {
+		return nil, err
+	}
+	t, err := s.store.DeleteTopic(ctx, p.TenantID, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("topic %q not found", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "topic deleted", "tenant", p.TenantID, "topic", name, "id", t.ID)
+	return connect.NewResponse(&sluicev1.DeleteTopicResponse{Topic: toTopicPB(t)}), nil
+}

@@ -1,0 +1,105 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// Config is the control plane's configuration. RegisterFlags binds it to
+// command-line flags; Validate names the first bad field.
+type Config struct {
+	ListenAddr               string
+	DatabaseURL              string
+	Issuer                   string
+	Audience                 string
+	TokenTTL                 time.Duration
+	KeyRotation              time.Duration
+	OperatorToken            string
+	BrokerToken              string
+	BrokerLease              time.Duration
+	DefaultReplicationFactor int
+	MaxRequestBytes          int
+	ShutdownTimeout          time.Duration
+}
+
+// DefaultConfig returns the defaults RegisterFlags uses.
+func DefaultConfig() Config {
+	return Config{
+		ListenAddr:               "127.0.0.1:8080",
+		Issuer:                   "sluice",
+		Audience:                 "sluice",
+		TokenTTL:                 15 * time.Minute,
+		KeyRotation:              24 * time.Hour,
+		BrokerLease:              10 * time.Second,
+		DefaultReplicationFactor: 3,
+		MaxRequestBytes:          1 << 20,
+		ShutdownTimeout:          10 * time.Second,
+	}
+}
+
+// RegisterFlags binds the config to flags, with c's current values as defaults.
+func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve the Connect/gRPC API, JWKS, metrics and health checks on")
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "metadata store: postgres://user:pass@host/db (production) or sqlite:PATH (single node)")
+	fs.StringVar(&c.Issuer, "issuer", c.Issuer, "JWT issuer (iss) this control plane signs and brokers expect")
+	fs.StringVar(&c.Audience, "audience", c.Audience, "JWT audience (aud) for tenant tokens")
+	fs.DurationVar(&c.TokenTTL, "token-ttl", c.TokenTTL, "lifetime of tenant JWTs minted from API keys")
+	fs.DurationVar(&c.KeyRotation, "key-rotation", c.KeyRotation, "how often a new JWT signing key replaces the active one (old keys verify until their tokens expire)")
+	fs.StringVar(&c.OperatorToken, "operator-token", c.OperatorToken, "secret bearer token for the OperatorService; empty disables it")
+	fs.StringVar(&c.BrokerToken, "broker-token", c.BrokerToken, "secret bearer token brokers authenticate with; empty disables the BrokerService")
+	fs.DurationVar(&c.BrokerLease, "broker-lease", c.BrokerLease, "a broker without a heartbeat for this long is considered dead")
+	fs.IntVar(&c.DefaultReplicationFactor, "default-replication-factor", c.DefaultReplicationFactor, "replication factor for topics created without one")
+	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
+}
+
+// Validate checks the config and names the first bad field.
+func (c *Config) Validate() error {
+	switch {
+	case c.ListenAddr == "":
+		return errors.New("--listen-addr is required")
+	case c.DatabaseURL == "":
+		return errors.New("--database-url is required (postgres://… or sqlite:PATH)")
+	case !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") && !strings.HasPrefix(c.DatabaseURL, "sqlite:"):
+		return fmt.Errorf("--database-url must start with postgres://, postgresql:// or sqlite:; got %q", redact(c.DatabaseURL))
+	case c.Issuer == "":
+		return errors.New("--issuer must not be empty")
+	case c.Audience == "":
+		return errors.New("--audience must not be empty")
+	case c.TokenTTL < time.Minute || c.TokenTTL > tenants.MaxTokenTTL:
+		return fmt.Errorf("--token-ttl must be between 1m and %s; got %s", tenants.MaxTokenTTL, c.TokenTTL)
+	case c.KeyRotation < c.TokenTTL:
+		return fmt.Errorf("--key-rotation (%s) must be at least --token-ttl (%s)", c.KeyRotation, c.TokenTTL)
+	case c.OperatorToken != "" && len(c.OperatorToken) < 16:
+		return errors.New("--operator-token must be at least 16 characters")
+	case c.BrokerToken != "" && len(c.BrokerToken) < 16:
+		return errors.New("--broker-token must be at least 16 characters")
+	case c.BrokerLease < time.Second:
+		return fmt.Errorf("--broker-lease must be at least 1s; got %s", c.BrokerLease)
+	case c.DefaultReplicationFactor < 1 || c.DefaultReplicationFactor > 7:
+		return fmt.Errorf("--default-replication-factor must be between 1 and 7; got %d", c.DefaultReplicationFactor)
+	case c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 64<<20:
+		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 64 MiB; got %d", c.MaxRequestBytes)
+	}
+	return nil
+}
+
+// redact hides a password in a database URL for messages and logs.
+func redact(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return u
+	}
+	creds, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return u
+	}
+	user, _, _ := strings.Cut(creds, ":")
+	return scheme + "://" + user + ":***@" + host
+}

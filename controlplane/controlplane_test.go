@@ -1,0 +1,487 @@
+package controlplane_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/controlplane"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const (
+	operatorToken = "operator-secret-0123456789"
+	brokerToken   = "broker-secret-0123456789"
+)
+
+// cluster is a control plane served over real HTTP/2 (h2c) on loopback.
+type cluster struct {
+	endpoint string
+	hc       *http.Client
+}
+
+// drivers runs fn once against each store driver.
+func drivers(t *testing.T, fn func(t *testing.T, dbURL string)) {
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		fn(t, testenv.PostgresURL(t))
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		fn(t, "sqlite:"+t.TempDir()+"/cp.db")
+	})
+}
+
+func start(t *testing.T, dbURL string, mutate ...func(*controlplane.Config)) *cluster {
+	t.Helper()
+	cfg := controlplane.DefaultConfig()
+	cfg.DatabaseURL = dbURL
+	cfg.OperatorToken = operatorToken
+	cfg.BrokerToken = brokerToken
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{Logger: logger})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		require.NoError(t, srv.Close())
+	})
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 30 * time.Second}
+	return &cluster{endpoint: "http://" + ln.Addr().String(), hc: hc}
+}
+
+func bearer(token string) connect.ClientOption {
+	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if token != "" {
+				req.Header().Set("Authorization", "Bearer "+token)
+			}
+			return next(ctx, req)
+		}
+	}))
+}
+
+func (c *cluster) tenants(token string) sluicev1connect.TenantServiceClient {
+	return sluicev1connect.NewTenantServiceClient(c.hc, c.endpoint, bearer(token), connect.WithGRPC())
+}
+func (c *cluster) auth() sluicev1connect.AuthServiceClient {
+	return sluicev1connect.NewAuthServiceClient(c.hc, c.endpoint, connect.WithGRPC())
+}
+func (c *cluster) keys(token string) sluicev1connect.APIKeyServiceClient {
+	return sluicev1connect.NewAPIKeyServiceClient(c.hc, c.endpoint, bearer(token))
+}
+func (c *cluster) topics(token string) sluicev1connect.TopicServiceClient {
+	return sluicev1connect.NewTopicServiceClient(c.hc, c.endpoint, bearer(token), connect.WithGRPC())
+}
+func (c *cluster) operator(token string) sluicev1connect.OperatorServiceClient {
+	return sluicev1connect.NewOperatorServiceClient(c.hc, c.endpoint, bearer(token))
+}
+func (c *cluster) brokers(token string) sluicev1connect.BrokerServiceClient {
+	return sluicev1connect.NewBrokerServiceClient(c.hc, c.endpoint, bearer(token))
+}
+
+// registerBrokers joins n brokers in racks a, b, c, … as a broker would.
+func (c *cluster) registerBrokers(t *testing.T, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		res, err := c.brokers(brokerToken).RegisterBroker(ctx, connect.NewRequest(&sluicev1.RegisterBrokerRequest{
+			BrokerId: int32(i + 1), Address: fmt.Sprintf("127.0.0.1:%d", 9100+i), Rack: string(rune('a' + i%3)),
+		}))
+		require.NoError(t, err)
+		require.Positive(t, res.Msg.GetBrokerEpoch())
+	}
+}
+
+type account struct {
+	tenantID string
+	apiKey   string
+	keyID    string
+	token    string
+}
+
+func (c *cluster) signup(t *testing.T, name string) account {
+	t.Helper()
+	ctx := context.Background()
+	res, err := c.tenants("").Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: name + "@example.com", TenantName: name}))
+	require.NoError(t, err)
+	require.Equal(t, "free", res.Msg.GetTenant().GetPlan())
+	require.True(t, strings.HasPrefix(res.Msg.GetApiKeySecret(), tenants.APIKeyPrefix))
+	tok, err := c.auth().CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: res.Msg.GetApiKeySecret()}))
+	require.NoError(t, err)
+	require.Equal(t, res.Msg.GetTenant().GetId(), tok.Msg.GetTenantId())
+	return account{tenantID: res.Msg.GetTenant().GetId(), apiKey: res.Msg.GetApiKeySecret(), keyID: res.Msg.GetApiKey().GetId(), token: tok.Msg.GetToken()}
+}
+
+func requireCode(t *testing.T, want connect.Code, err error, msgContains ...string) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, want, connect.CodeOf(err), "error: %v", err)
+	for _, s := range msgContains {
+		require.Contains(t, err.Error(), s)
+	}
+}
+
+func TestControlPlaneSignupToTopicsAndIsolation(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL)
+		c.registerBrokers(t, 3)
+		ctx := context.Background()
+		alice := c.signup(t, "alice")
+		bob := c.signup(t, "bob")
+
+		created, err := c.topics(alice.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 6}))
+		require.NoError(t, err)
+		tp := created.Msg.GetTopic()
+		require.Equal(t, int32(3), tp.GetReplicationFactor(), "default RF")
+		require.Equal(t, int64(7*24*3600*1000), tp.GetConfig().GetRetentionMs())
+		require.Equal(t, int32(2), tp.GetConfig().GetMinInsyncReplicas())
+		require.Len(t, created.Msg.GetPartitions(), 6)
+		leaders := map[int32]int{}
+		for _, p := range created.Msg.GetPartitions() {
+			require.Len(t, p.GetReplicas(), 3)
+			require.ElementsMatch(t, []int32{1, 2, 3}, p.GetReplicas(), "replicas on distinct brokers")
+			require.Equal(t, p.GetReplicas()[0], p.GetLeader())
+			require.ElementsMatch(t, p.GetReplicas(), p.GetIsr())
+			leaders[p.GetLeader()]++
+		}
+		require.Equal(t, map[int32]int{1: 2, 2: 2, 3: 2}, leaders, "leaders spread evenly")
+
+		list, err := c.topics(alice.token).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		require.NoError(t, err)
+		require.Len(t, list.Msg.GetTopics(), 1)
+		require.Equal(t, tp.GetId(), list.Msg.GetTopics()[0].GetId())
+
+		// Bob cannot see, describe, alter or delete Alice's topic: NotFound, as if missing.
+		list, err = c.topics(bob.token).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		require.NoError(t, err)
+		require.Empty(t, list.Msg.GetTopics())
+		_, err = c.topics(bob.token).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: "orders"}))
+		requireCode(t, connect.CodeNotFound, err, `topic "orders" not found`)
+		_, err = c.topics(bob.token).DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: "orders"}))
+		requireCode(t, connect.CodeNotFound, err)
+		_, err = c.topics(bob.token).UpdateTopicConfig(ctx, connect.NewRequest(&sluicev1.UpdateTopicConfigRequest{Name: "orders", Config: &sluicev1.TopicConfig{RetentionMs: ptr(int64(1000))}}))
+		requireCode(t, connect.CodeNotFound, err)
+		// Bob's keys list does not show Alice's, and he cannot revoke hers.
+		_, err = c.keys(bob.token).RevokeAPIKey(ctx, connect.NewRequest(&sluicev1.RevokeAPIKeyRequest{Id: alice.keyID}))
+		requireCode(t, connect.CodeNotFound, err)
+		// The same name in Bob's tenant is a different topic.
+		bobs, err := c.topics(bob.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 1, ReplicationFactor: 1}))
+		require.NoError(t, err)
+		require.NotEqual(t, tp.GetId(), bobs.Msg.GetTopic().GetId())
+
+		// Alice still has hers, and can alter and delete it.
+		desc, err := c.topics(alice.token).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: "orders"}))
+		require.NoError(t, err)
+		require.Equal(t, int32(6), desc.Msg.GetTopic().GetPartitionCount())
+		require.Len(t, desc.Msg.GetPartitions(), 6)
+		upd, err := c.topics(alice.token).UpdateTopicConfig(ctx, connect.NewRequest(&sluicev1.UpdateTopicConfigRequest{Name: "orders", Config: &sluicev1.TopicConfig{RetentionMs: ptr(int64(3600_000))}}))
+		require.NoError(t, err)
+		require.Equal(t, int64(3600_000), upd.Msg.GetTopic().GetConfig().GetRetentionMs())
+		require.Equal(t, int32(2), upd.Msg.GetTopic().GetConfig().GetMinInsyncReplicas(), "unset fields keep their value")
+		_, err = c.topics(alice.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 1}))
+		requireCode(t, connect.CodeAlreadyExists, err, `topic "orders" already exists`)
+		_, err = c.topics(alice.token).DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: "orders"}))
+		require.NoError(t, err)
+		_, err = c.topics(alice.token).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: "orders"}))
+		requireCode(t, connect.CodeNotFound, err)
+		// Bob's topic survived Alice's delete.
+		_, err = c.topics(bob.token).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: "orders"}))
+		require.NoError(t, err)
+
+		me, err := c.tenants(alice.token).GetTenant(ctx, connect.NewRequest(&sluicev1.GetTenantRequest{}))
+		require.NoError(t, err)
+		require.Equal(t, alice.tenantID, me.Msg.GetTenant().GetId())
+		require.Equal(t, int64(0), me.Msg.GetUsage().GetTopics())
+		require.Equal(t, int32(10), me.Msg.GetTenant().GetLimits().GetMaxTopics())
+	})
+}
+
+func TestControlPlaneAPIKeysAndRevocation(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL)
+		c.registerBrokers(t, 1)
+		ctx := context.Background()
+		a := c.signup(t, "carol")
+
+		// A produce-only key cannot manage topics or keys, nor mint a broader key.
+		k, err := c.keys(a.token).CreateAPIKey(ctx, connect.NewRequest(&sluicev1.CreateAPIKeyRequest{Name: "ci", Scopes: []string{"produce"}}))
+		require.NoError(t, err)
+		tok, err := c.auth().CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: k.Msg.GetSecret()}))
+		require.NoError(t, err)
+		require.Equal(t, []string{"produce"}, tok.Msg.GetScopes())
+		_, err = c.topics(tok.Msg.GetToken()).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "x", PartitionCount: 1, ReplicationFactor: 1}))
+		requireCode(t, connect.CodePermissionDenied, err, `"admin" scope`)
+		_, err = c.keys(tok.Msg.GetToken()).CreateAPIKey(ctx, connect.NewRequest(&sluicev1.CreateAPIKeyRequest{Name: "x"}))
+		requireCode(t, connect.CodePermissionDenied, err)
+		// Reads need no particular scope.
+		_, err = c.topics(tok.Msg.GetToken()).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		require.NoError(t, err)
+
+		// Listing never shows secrets.
+		list, err := c.keys(a.token).ListAPIKeys(ctx, connect.NewRequest(&sluicev1.ListAPIKeysRequest{}))
+		require.NoError(t, err)
+		require.Len(t, list.Msg.GetApiKeys(), 2)
+		for _, key := range list.Msg.GetApiKeys() {
+			require.NotContains(t, key.String(), "slk_")
+		}
+
+		// Revoking the key makes the token minted from it fail at once, and the key too.
+		_, err = c.keys(a.token).RevokeAPIKey(ctx, connect.NewRequest(&sluicev1.RevokeAPIKeyRequest{Id: k.Msg.GetApiKey().GetId()}))
+		require.NoError(t, err)
+		_, err = c.topics(tok.Msg.GetToken()).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		requireCode(t, connect.CodeUnauthenticated, err, "revoked")
+		_, err = c.auth().CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: k.Msg.GetSecret()}))
+		requireCode(t, connect.CodeUnauthenticated, err, "revoked")
+		// Revoke is idempotent.
+		_, err = c.keys(a.token).RevokeAPIKey(ctx, connect.NewRequest(&sluicev1.RevokeAPIKeyRequest{Id: k.Msg.GetApiKey().GetId()}))
+		require.NoError(t, err)
+		// The brokers' revocation feed lists it.
+		feed, err := c.brokers(brokerToken).ListRevokedAPIKeys(ctx, connect.NewRequest(&sluicev1.ListRevokedAPIKeysRequest{}))
+		require.NoError(t, err)
+		require.Len(t, feed.Msg.GetKeys(), 1)
+		require.Equal(t, k.Msg.GetApiKey().GetId(), feed.Msg.GetKeys()[0].GetId())
+		require.Equal(t, a.tenantID, feed.Msg.GetKeys()[0].GetTenantId())
+		// The admin key is unaffected.
+		_, err = c.topics(a.token).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		require.NoError(t, err)
+	})
+}
+
+func TestControlPlaneBadInput(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL)
+		c.registerBrokers(t, 2)
+		ctx := context.Background()
+		a := c.signup(t, "dave")
+		tc := c.topics(a.token)
+		create := func(r *sluicev1.CreateTopicRequest) error {
+			_, err := tc.CreateTopic(ctx, connect.NewRequest(r))
+			return err
+		}
+		for _, tt := range []struct {
+			name string
+			req  *sluicev1.CreateTopicRequest
+			code connect.Code
+			msg  string
+		}{
+			{"empty name", &sluicev1.CreateTopicRequest{Name: "", PartitionCount: 1}, connect.CodeInvalidArgument, "name: must not be empty"},
+			{"bad char", &sluicev1.CreateTopicRequest{Name: "a/b", PartitionCount: 1}, connect.CodeInvalidArgument, `character '/'`},
+			{"dotdot", &sluicev1.CreateTopicRequest{Name: "..", PartitionCount: 1}, connect.CodeInvalidArgument, `".." is not allowed`},
+			{"too long", &sluicev1.CreateTopicRequest{Name: strings.Repeat("a", 250), PartitionCount: 1}, connect.CodeInvalidArgument, "maximum is 249"},
+			{"internal", &sluicev1.CreateTopicRequest{Name: "__offsets", PartitionCount: 1}, connect.CodeInvalidArgument, "reserved"},
+			{"zero partitions", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 0}, connect.CodeInvalidArgument, "partition_count: must be at least 1"},
+			{"negative rf", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1, ReplicationFactor: -1}, connect.CodeInvalidArgument, "replication_factor"},
+			{"rf above live brokers", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1, ReplicationFactor: 3}, connect.CodeFailedPrecondition, "needs 3 live brokers; 2 live"},
+			{"default rf above live brokers", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1}, connect.CodeFailedPrecondition, "needs 3 live brokers"},
+			{"retention over plan", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1, ReplicationFactor: 2, Config: &sluicev1.TopicConfig{RetentionMs: ptr(int64(30 * 24 * 3600 * 1000))}}, connect.CodeInvalidArgument, "exceeds the free plan's maximum retention of 7d"},
+			{"unlimited retention on free", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1, ReplicationFactor: 2, Config: &sluicev1.TopicConfig{RetentionMs: ptr(int64(-1))}}, connect.CodeInvalidArgument, "retention_ms"},
+			{"min isr above rf", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1, ReplicationFactor: 2, Config: &sluicev1.TopicConfig{MinInsyncReplicas: ptr(int32(3))}}, connect.CodeInvalidArgument, "min_insync_replicas"},
+			{"message size over plan", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1, ReplicationFactor: 2, Config: &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(64 << 20))}}, connect.CodeInvalidArgument, "max_message_bytes"},
+			{"compaction", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1, ReplicationFactor: 2, Config: &sluicev1.TopicConfig{CleanupPolicy: ptr("compact")}}, connect.CodeInvalidArgument, "cleanup_policy"},
+			{"partitions over plan", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 31, ReplicationFactor: 2}, connect.CodeResourceExhausted, "partitions"},
+		} {
+			requireCode(t, tt.code, create(tt.req), tt.msg)
+			_ = tt.name
+		}
+
+		// Missing, garbage, oversized and wrong-kind credentials.
+		_, err := c.topics("").ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		requireCode(t, connect.CodeUnauthenticated, err)
+		_, err = c.topics("not-a-jwt").ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		requireCode(t, connect.CodeUnauthenticated, err)
+		_, err = c.topics(strings.Repeat(".", 9000)).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		requireCode(t, connect.CodeUnauthenticated, err)
+		_, err = c.topics(a.apiKey).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		requireCode(t, connect.CodeUnauthenticated, err, "an API key is not a token")
+		_, err = c.operator(a.token).ListTenants(ctx, connect.NewRequest(&sluicev1.ListTenantsRequest{}))
+		requireCode(t, connect.CodeUnauthenticated, err)
+		_, err = c.brokers(a.token).RegisterBroker(ctx, connect.NewRequest(&sluicev1.RegisterBrokerRequest{BrokerId: 9, Address: "127.0.0.1:1"}))
+		requireCode(t, connect.CodeUnauthenticated, err)
+		_, err = c.auth().CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: "slk_0123456789abcdef_nope"}))
+		requireCode(t, connect.CodeUnauthenticated, err)
+
+		// An oversized request is refused before it is decoded.
+		_, err = tc.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: strings.Repeat("x", 2<<20), PartitionCount: 1}))
+		requireCode(t, connect.CodeResourceExhausted, err)
+
+		// Signup validation and uniqueness.
+		_, err = c.tenants("").Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "not an email", TenantName: "eve"}))
+		requireCode(t, connect.CodeInvalidArgument, err, "email")
+		_, err = c.tenants("").Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "eve@example.com", TenantName: "Eve!"}))
+		requireCode(t, connect.CodeInvalidArgument, err, "tenant_name")
+		_, err = c.tenants("").Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "other@example.com", TenantName: "dave"}))
+		requireCode(t, connect.CodeAlreadyExists, err, "tenant name")
+		_, err = c.tenants("").Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "DAVE@example.com", TenantName: "dave2"}))
+		requireCode(t, connect.CodeAlreadyExists, err, "email")
+
+		// Broker registration validates too; a stale epoch is fenced.
+		_, err = c.brokers(brokerToken).RegisterBroker(ctx, connect.NewRequest(&sluicev1.RegisterBrokerRequest{BrokerId: 7, Address: "no-port"}))
+		requireCode(t, connect.CodeInvalidArgument, err, "address")
+		_, err = c.brokers(brokerToken).HeartbeatBroker(ctx, connect.NewRequest(&sluicev1.HeartbeatBrokerRequest{BrokerId: 1, BrokerEpoch: 99}))
+		requireCode(t, connect.CodeFailedPrecondition, err, "stale")
+		_, err = c.brokers(brokerToken).HeartbeatBroker(ctx, connect.NewRequest(&sluicev1.HeartbeatBrokerRequest{BrokerId: 42, BrokerEpoch: 1}))
+		requireCode(t, connect.CodeNotFound, err)
+	})
+}
+
+func TestControlPlaneTopicLimitUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL)
+		c.registerBrokers(t, 1)
+		a := c.signup(t, "frank")
+		var ok, exhausted atomic.Int32
+		var wg sync.WaitGroup
+		errs := make(chan error, 50)
+		for i := range 50 {
+			wg.Go(func() {
+				_, err := c.topics(a.token).CreateTopic(context.Background(), connect.NewRequest(&sluicev1.CreateTopicRequest{
+					Name: fmt.Sprintf("t%02d", i), PartitionCount: 1, ReplicationFactor: 1,
+				}))
+				switch connect.CodeOf(err) {
+				case connect.CodeResourceExhausted:
+					exhausted.Add(1)
+				default:
+					if err != nil {
+						errs <- err
+						return
+					}
+					ok.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		require.Equal(t, int32(10), ok.Load(), "the free plan allows 10 topics")
+		require.Equal(t, int32(40), exhausted.Load())
+		list, err := c.topics(a.token).ListTopics(context.Background(), connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		require.NoError(t, err)
+		require.Len(t, list.Msg.GetTopics(), 10)
+	})
+}
+
+func TestControlPlaneOperatorOverrides(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL)
+		c.registerBrokers(t, 1)
+		ctx := context.Background()
+		a := c.signup(t, "grace")
+		op := c.operator(operatorToken)
+		res, err := op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: a.tenantID, Overrides: &sluicev1.LimitOverrides{MaxTopics: ptr(int32(1))}}))
+		require.NoError(t, err)
+		require.Equal(t, int32(1), res.Msg.GetTenant().GetLimits().GetMaxTopics())
+		_, err = c.topics(a.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "one", PartitionCount: 1, ReplicationFactor: 1}))
+		require.NoError(t, err)
+		_, err = c.topics(a.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "two", PartitionCount: 1, ReplicationFactor: 1}))
+		requireCode(t, connect.CodeResourceExhausted, err, "allows 1 topics")
+
+		// Upgrading to pro lifts the retention cap; overrides still apply.
+		_, err = op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: a.tenantID, Plan: ptr("pro"), Overrides: &sluicev1.LimitOverrides{}}))
+		require.NoError(t, err)
+		_, err = c.topics(a.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "two", PartitionCount: 1, ReplicationFactor: 1, Config: &sluicev1.TopicConfig{RetentionMs: ptr(int64(30 * 24 * 3600 * 1000))}}))
+		require.NoError(t, err)
+
+		// A suspended tenant is refused.
+		_, err = op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: a.tenantID, Status: ptr("suspended")}))
+		require.NoError(t, err)
+		_, err = c.topics(a.token).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		requireCode(t, connect.CodePermissionDenied, err, "suspended")
+
+		_, err = op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: a.tenantID, Plan: ptr("platinum")}))
+		requireCode(t, connect.CodeInvalidArgument, err, "plan")
+		_, err = op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: "00000000-0000-0000-0000-000000000000"}))
+		requireCode(t, connect.CodeNotFound, err)
+		_, err = c.operator("wrong-operator-token-123").ListTenants(ctx, connect.NewRequest(&sluicev1.ListTenantsRequest{}))
+		requireCode(t, connect.CodeUnauthenticated, err)
+
+		tl, err := op.ListTenants(ctx, connect.NewRequest(&sluicev1.ListTenantsRequest{}))
+		require.NoError(t, err)
+		require.Len(t, tl.Msg.GetTenants(), 1)
+		bl, err := op.ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
+		require.NoError(t, err)
+		require.Len(t, bl.Msg.GetBrokers(), 1)
+		require.True(t, bl.Msg.GetBrokers()[0].GetLive())
+	})
+}
+
+// TestControlPlaneJWKSOfflineVerification verifies a token the way a broker
+// will: offline, from the published JWKS.
+func TestControlPlaneJWKSOfflineVerification(t *testing.T) {
+	t.Parallel()
+	c := start(t, "sqlite:"+t.TempDir()+"/cp.db")
+	a := c.signup(t, "heidi")
+	cache := tenants.NewJWKSCache(c.endpoint+controlplane.JWKSPath, c.hc, time.Minute, time.Second)
+	v := tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice"}, cache)
+	p, err := v.Verify(context.Background(), a.token)
+	require.NoError(t, err)
+	require.Equal(t, a.tenantID, p.TenantID)
+	require.Equal(t, a.keyID, p.APIKeyID)
+	require.ElementsMatch(t, tenants.AllScopes(), p.Scopes)
+
+	v2 := tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "someone-else"}, cache)
+	_, err = v2.Verify(context.Background(), a.token)
+	require.True(t, errors.Is(err, tenants.ErrInvalidToken), "%v", err)
+}
+
+func TestControlPlaneHealthAndMetrics(t *testing.T) {
+	t.Parallel()
+	c := start(t, "sqlite:"+t.TempDir()+"/cp.db")
+	c.signup(t, "ivan")
+	get := func(path string) (int, string) {
+		res, err := c.hc.Get(c.endpoint + path)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, string(b)
+	}
+	code, _ := get("/healthz")
+	require.Equal(t, 200, code)
+	code, _ = get("/readyz")
+	require.Equal(t, 200, code)
+	code, body := get("/metrics")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, `sluice_controlplane_rpc_requests_total{code="ok",procedure="/sluice.v1.TenantService/Signup"} 1`)
+	require.Contains(t, body, `sluice_controlplane_rpc_duration_seconds_bucket{procedure="/sluice.v1.AuthService/CreateToken"`)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,238 @@
+// Package controlplane wires the control plane: the metadata store, JWT
+// signing keys, the Connect API, JWKS, metrics and health endpoints.
+//
+// Goroutines: Run owns the HTTP server and the signing-key sync loop; both
+// stop when its context is cancelled, after in-flight requests drain (up to
+// Config.ShutdownTimeout). The Server holds no other background work.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicemq/sluice/controlplane/api"
+	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/controlplane/store/postgres"
+	"github.com/sluicemq/sluice/controlplane/store/sqlite"
+	"github.com/sluicemq/sluice/internal/rpcmetrics"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// JWKSPath is where the control plane publishes its token verification keys.
+const JWKSPath = "/.well-known/jwks.json"
+
+// keySyncInterval is how often each replica reloads signing keys from the
+// store (and rotates when due).
+const keySyncInterval = 30 * time.Second
+
+// Deps are the server's collaborators. Store, when set, is used instead of
+// opening Config.DatabaseURL (and is not closed by the server).
+type Deps struct {
+	Logger *slog.Logger
+	Store  store.Store
+	Now    func() time.Time
+}
+
+// Server is a control-plane replica.
+type Server struct {
+	cfg       Config
+	logger    *slog.Logger
+	store     store.Store
+	ownsStore bool
+	issuer    *tenants.Issuer
+	keys      *keyring
+	registry  *prometheus.Registry
+	handler   http.Handler
+	now       func() time.Time
+}
+
+// New opens the store (applying migrations), loads or creates the JWT
+// signing key, and builds the HTTP handler. It starts nothing.
+func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
+	if err := cfg.Validate(); err != nil && deps.Store == nil {
+		return nil, err
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	s := &Server{cfg: cfg, logger: deps.Logger, store: deps.Store, now: deps.Now}
+	if s.store == nil {
+		st, err := OpenStore(ctx, cfg.DatabaseURL, deps.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.store, s.ownsStore = st, true
+	}
+	s.issuer = tenants.NewIssuer(tenants.IssuerConfig{Issuer: cfg.Issuer, Audience: cfg.Audience, TokenTTL: cfg.TokenTTL})
+	s.keys = &keyring{
+		store:    s.store,
+		issuer:   s.issuer,
+		rotation: cfg.KeyRotation,
+		// A retired key may still sign on a replica that has not synced yet
+		// (≤ keySyncInterval), and its tokens live TokenTTL more.
+		keep:   cfg.TokenTTL + 2*keySyncInterval + tenants.MaxLeeway,
+		logger: deps.Logger,
+		now:    deps.Now,
+	}
+	if err := s.keys.sync(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("load signing keys: %w", err)
+	}
+	verifier := tenants.NewVerifier(tenants.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience, Now: deps.Now}, s.keys)
+
+	s.registry = prometheus.NewRegistry()
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := rpcmetrics.New(s.registry, "sluice", "controlplane", api.ServiceNames())
+
+	a := api.New(api.Config{
+		OperatorToken:            cfg.OperatorToken,
+		BrokerToken:              cfg.BrokerToken,
+		BrokerLease:              cfg.BrokerLease,
+		DefaultReplicationFactor: int32(cfg.DefaultReplicationFactor),
+		MaxRequestBytes:          cfg.MaxRequestBytes,
+	}, api.Deps{
+		Store:        s.store,
+		Issuer:       s.issuer,
+		Verifier:     verifier,
+		Logger:       deps.Logger,
+		Interceptors: []connect.Interceptor{metrics},
+		Now:          deps.Now,
+	})
+	mux := http.NewServeMux()
+	a.Register(mux)
+	services := api.ServiceNames()
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	reflector := grpcreflect.NewStaticReflector(services...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.HandleFunc("GET "+JWKSPath, s.serveJWKS)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	s.handler = mux
+	return s, nil
+}
+
+// OpenStore opens the store a database URL names: postgres:// or
+// postgresql:// (pgx) or sqlite:PATH.
+func OpenStore(ctx context.Context, url string, logger *slog.Logger) (store.Store, error) {
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		st, err := postgres.Open(ctx, url, logger)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres store %s: %w", redact(url), err)
+		}
+		return st, nil
+	case strings.HasPrefix(url, "sqlite:"):
+		path := strings.TrimPrefix(url, "sqlite:")
+		st, err := sqlite.Open(ctx, path, logger)
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+		}
+		return st, nil
+	}
+	return nil, fmt.Errorf("unsupported database URL %q: use postgres://… or sqlite:PATH", redact(url))
+}
+
+// Handler serves everything: the Connect API, JWKS, /metrics, /healthz, /readyz.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry is the server's private Prometheus registry.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// Store is the server's metadata store.
+func (s *Server) Store() store.Store { return s.store }
+
+func (s *Server) serveJWKS(w http.ResponseWriter, _ *http.Request) {
+	b, err := s.issuer.JWKS(s.now())
+	if err != nil {
+		s.logger.Error("render JWKS", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	_, _ = w.Write(b)
+}
+
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.store.ListSigningKeys(ctx); err != nil {
+		s.logger.Warn("readiness: store unreachable", "err", err)
+		http.Error(w, "store unreachable", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// NewHTTPServer returns an http.Server for h speaking HTTP/1.1 and h2c
+// (HTTP/2 without TLS, as gRPC clients use on private networks), with
+// bounded headers and concurrent streams.
+func NewHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           h,
+		Protocols:         &p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 250, MaxDecoderHeaderTableSize: 16 << 10},
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// Run serves on ln until ctx is cancelled, syncing signing keys in the
+// background, then drains for up to ShutdownTimeout.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	srv := NewHTTPServer(s.handler, s.logger)
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
+	go s.keys.run(loopCtx, keySyncInterval)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.logger.Info("control plane serving", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	timeout := s.cfg.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := srv.Shutdown(shutCtx)
+	if errors.Is(<-errc, http.ErrServerClosed) && err == nil {
+		return nil
+	}
+	return err
+}
+
+// Close releases the store if the server opened it.
+func (s *Server) Close() error {
+	if s.ownsStore && s.store != nil {
+		return s.store.Close()
+	}
+	return nil
+}
