@@ -81,12 +81,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	s.issuer = tenants.NewIssuer(tenants.IssuerConfig{Issuer: cfg.Issuer, Audience: cfg.Audience, TokenTTL: cfg.TokenTTL})
 	s.keys = &keyring{
-		store:    s.store,
-		issuer:   s.issuer,
-		rotation: cfg.KeyRotation,
-		// A retired key may still sign on a replica that has not synced yet
-		// (≤ keySyncInterval), and its tokens live TokenTTL more.
-		keep:   cfg.TokenTTL + 2*keySyncInterval + tenants.MaxLeeway,
+		store:      s.store,
+		issuer:     s.issuer,
+		rotation:   cfg.KeyRotation,
+		prepublish: 2 * keySyncInterval,
+		// Tokens signed just before retirement live TokenTTL more.
+		keep:   cfg.TokenTTL + tenants.MaxLeeway + time.Minute,
 		logger: deps.Logger,
 		now:    deps.Now,
 	}

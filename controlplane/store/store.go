@@ -200,7 +200,7 @@ type Store interface {
 	DeleteSigningKey(ctx context.Context, kid string) error
 
 	// CreateTopic creates the topic and its partitions in one transaction, refusing with
-	// *LimitError when the tenant would pass limits, and *AlreadyExistsError ("topic") when the
+	// *LimitError when the tenant would pass limits, and *AlreadyExistsError ("topic name") when the
 	// name is taken in that tenant. len(parts) must equal t.Partitions.
 	CreateTopic(ctx context.Context, t Topic, parts []Partition, limits CountLimits) error
 	// GetTopic by tenant and name → ErrNotFound.

@@ -1,0 +1,37 @@
+// Package postgres is the production driver of the control-plane store
+// (store.Store) on PostgreSQL, through pgx (pgxpool).
+//
+// # Model
+//
+// migrations/ holds the goose migrations, embedded and applied by Open under
+// a Postgres session advisory lock, so several control-plane replicas may
+// start at once against one database: one migrates, the others wait and then
+// find nothing to do.
+//
+// Tenant and topic ids are uuid columns (a malformed id can name nothing, so
+// lookups by one are store.ErrNotFound); replicas and ISR are integer[];
+// scopes text[]; tenant overrides jsonb (returned as Postgres normalises the
+// JSON text). Times are timestamptz, truncated to the millisecond on write so
+// that both drivers return identical values, and read back in UTC.
+//
+// # Concurrency
+//
+// Each method is one statement or one transaction at READ COMMITTED:
+//
+//   - CreateTopic locks the tenant row (SELECT … FOR NO KEY UPDATE), which
+//     serialises topic creations of one tenant, then counts, checks the
+//     limits and inserts the topic and its partitions (COPY). Other tenants,
+//     and API-key inserts of the same tenant (their foreign-key check takes
+//     FOR KEY SHARE), are not blocked.
+//   - UpdatePartition is a single UPDATE … WHERE partition_epoch = expected:
+//     concurrent writers queue on the row lock and re-check the predicate
+//     against the committed row, so exactly one wins each epoch.
+//   - RegisterBroker is an INSERT … ON CONFLICT DO UPDATE SET epoch = epoch+1;
+//     HeartbeatBroker an UPDATE … WHERE epoch = current.
+//
+// Errors are translated once (translate): pgx.ErrNoRows → store.ErrNotFound;
+// unique_violation (23505) → *store.AlreadyExistsError naming the field after
+// the constraint (alreadyExists); foreign_key_violation (23503) →
+// store.ErrNotFound (the referenced tenant or topic is missing). Anything else
+// is wrapped with the operation's name.
+package postgres

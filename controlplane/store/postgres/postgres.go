@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is a store.Store on a Postgres database. Create it with Open.
+type Store struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or DSN; pool
+// settings such as pool_max_conns are honoured), applies the pending
+// migrations and returns the store. Several processes may Open one database
+// at once. The caller closes the store.
+func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := migrate(ctx, pool, logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool, logger: logger}, nil
+}
+
+// migrate applies the embedded migrations, holding goose's session advisory
+// lock (retried every second, for up to five minutes).
+func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(pool) // closing db leaves the pool open
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
+		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, r := range results {
+		logger.Info("applied store migration", "driver", "postgres", "version", r.Source.Version, "duration", r.Duration)
+	}
+	return nil
+}
+
+// Close closes the connection pool, waiting for acquired connections.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// inTx runs fn in a transaction and commits it.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+// alreadyExists maps unique constraints (named in migrations/) to the field
+// named in *store.AlreadyExistsError.
+var alreadyExists = map[string]string{
+	"tenants_pkey":              "tenant id",
+	"tenants_name_key":          "tenant name",
+	"tenants_email_key":         "email",
+	"api_keys_pkey":             "api key id",
+	"signing_keys_pkey":         "signing key id",
+	"topics_pkey":               "topic id",
+	"topics_tenant_id_name_key": "topic name",
+	"partitions_pkey":           "partition",
+}
+
+// translate turns driver errors into store sentinels; other errors are
+// wrapped with op.
+func translate(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if isStoreError(err) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505": // unique_violation
+			if what, ok := alreadyExists[pgErr.ConstraintName]; ok {
+				return &store.AlreadyExistsError{What: what}
+			}
+			return &store.AlreadyExistsError{What: pgErr.ConstraintName}
+		case "23503": // foreign_key_violation
+			return store.ErrNotFound
+		}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isStoreError reports whether err already is one of the store's errors
+// (returned from inside a transaction).
+func isStoreError(err error) bool {
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAlreadyExists) ||
+		errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrLimitExceeded)
+}

@@ -1,0 +1,93 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// canonicalID returns id as a canonical lowercase UUID, and false when id is
+// not a UUID (such an object cannot exist).
+func canonicalID(id string) (string, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
+}
+
+// newID validates the id of an object about to be created.
+func newID(kind, id string) (string, error) {
+	c, ok := canonicalID(id)
+	if !ok {
+		return "", fmt.Errorf("invalid %s id %q: not a UUID", kind, id)
+	}
+	return c, nil
+}
+
+// ts is a time as stored: truncated to the millisecond (the precision both
+// drivers share).
+func ts(t time.Time) time.Time { return t.Truncate(time.Millisecond) }
+
+// nullTS stores the zero time as NULL.
+func nullTS(t time.Time) pgtype.Timestamptz {
+	if t.IsZero() {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: ts(t), Valid: true}
+}
+
+// fromNullTS reads NULL back as the zero time, and any time in UTC.
+func fromNullTS(v pgtype.Timestamptz) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return v.Time.UTC()
+}
+
+// orNow returns t, or now when t is zero.
+func orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}
+
+// nonNilList stores nil as an empty array (the columns are NOT NULL; pgx
+// encodes a nil slice as NULL).
+func nonNilList[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
+}
+
+// nilIfEmpty reads an empty array back as nil.
+func nilIfEmpty[T any](v []T) []T {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
+// nonNil stores nil bytes as empty (the columns are NOT NULL).
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// overridesJSON validates tenant overrides; nil or empty is "{}".
+func overridesJSON(b []byte) (string, error) {
+	if len(b) == 0 {
+		return "{}", nil
+	}
+	if !json.Valid(b) {
+		return "", fmt.Errorf("invalid tenant overrides: not JSON")
+	}
+	return string(b), nil
+}

@@ -1,0 +1,33 @@
+// Package sqlite is the SQLite driver of the control-plane store
+// (store.Store), used by `sluice dev`: one file on local disk, no server, no
+// cgo (modernc.org/sqlite).
+//
+// # Model
+//
+// The schema mirrors the Postgres driver's (migrations/ holds the goose
+// migrations, applied by Open). Ids are canonical lowercase UUID text, times
+// are unix milliseconds in INTEGER columns (read back in UTC), and the int and
+// string lists (replicas, ISR, scopes) are JSON text.
+//
+// # Concurrency
+//
+// SQLite has one writer. The store keeps two database/sql pools over the same
+// file:
+//
+//   - the write pool has exactly one connection, and its transactions start
+//     with BEGIN IMMEDIATE (DSN _txlock=immediate), so every read-then-write
+//     sequence (the limit check of CreateTopic, compare-and-set of a partition)
+//     runs serialised against all other writes of this process, and against
+//     other processes through the busy timeout;
+//   - the read pool has several connections opened query-only; in WAL mode
+//     readers never block the writer nor each other, and a read that starts
+//     after a write returned sees it.
+//
+// Every write goes through the write pool, including the single-statement
+// ones, so this process never sees SQLITE_BUSY from itself.
+//
+// Errors are translated once (translate): sql.ErrNoRows → store.ErrNotFound,
+// UNIQUE/PRIMARY KEY violations → *store.AlreadyExistsError naming the field,
+// FOREIGN KEY violations → store.ErrNotFound (the referenced tenant or topic is
+// missing).
+package sqlite

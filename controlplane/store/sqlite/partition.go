@@ -1,0 +1,96 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+const partitionColumns = `topic_id, partition, replicas, leader, leader_epoch, isr, partition_epoch`
+
+func scanPartition(r rowScanner) (store.Partition, error) {
+	var (
+		p             store.Partition
+		replicas, isr string
+	)
+	if err := r.Scan(&p.TopicID, &p.Partition, &replicas, &p.Leader, &p.LeaderEpoch, &isr, &p.PartitionEpoch); err != nil {
+		return store.Partition{}, err
+	}
+	var err error
+	if p.Replicas, err = decodeList[int32](replicas); err != nil {
+		return store.Partition{}, err
+	}
+	if p.ISR, err = decodeList[int32](isr); err != nil {
+		return store.Partition{}, err
+	}
+	return p, nil
+}
+
+// ListPartitions implements store.Store. An unknown topic has none.
+func (s *Store) ListPartitions(ctx context.Context, topicID string) ([]store.Partition, error) {
+	id, ok := canonicalID(topicID)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := s.read.QueryContext(ctx,
+		`SELECT `+partitionColumns+` FROM partitions WHERE topic_id = ? ORDER BY partition`, id)
+	if err != nil {
+		return nil, translate("list partitions", err)
+	}
+	return collect(rows, scanPartition, "list partitions")
+}
+
+// UpdatePartition implements store.Store.
+func (s *Store) UpdatePartition(ctx context.Context, p store.Partition, expectedEpoch int32) error {
+	id, ok := canonicalID(p.TopicID)
+	if !ok {
+		return store.ErrNotFound
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE partitions SET replicas = ?, leader = ?, leader_epoch = ?, isr = ?, partition_epoch = ?
+			 WHERE topic_id = ? AND partition = ? AND partition_epoch = ?`,
+			encodeList(p.Replicas), p.Leader, p.LeaderEpoch, encodeList(p.ISR), p.PartitionEpoch,
+			id, p.Partition, expectedEpoch)
+		if err := mustAffect(res, err); !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		var one int
+		if err := tx.QueryRowContext(ctx,
+			`SELECT 1 FROM partitions WHERE topic_id = ? AND partition = ?`, id, p.Partition).Scan(&one); err != nil {
+			return err // sql.ErrNoRows → ErrNotFound
+		}
+		return store.ErrConflict
+	})
+	return translate("update partition", err)
+}
+
+// PartitionLoad implements store.Store, from one snapshot. Brokers holding
+// nothing are absent.
+func (s *Store) PartitionLoad(ctx context.Context) (map[int32]store.BrokerLoad, error) {
+	rows, err := s.read.QueryContext(ctx,
+		`SELECT broker, sum(replica), sum(leader) FROM (
+		     SELECT CAST(r.value AS INTEGER) AS broker, 1 AS replica, 0 AS leader
+		     FROM partitions p, json_each(p.replicas) r
+		     UNION ALL
+		     SELECT leader, 0, 1 FROM partitions WHERE leader >= 0
+		 ) GROUP BY broker`)
+	if err != nil {
+		return nil, translate("partition load", err)
+	}
+	defer rows.Close()
+	load := make(map[int32]store.BrokerLoad)
+	for rows.Next() {
+		var (
+			broker int32
+			l      store.BrokerLoad
+		)
+		if err := rows.Scan(&broker, &l.Replicas, &l.Leaders); err != nil {
+			return nil, translate("partition load", err)
+		}
+		load[broker] = l
+	}
+	return load, translate("partition load", rows.Err())
+}

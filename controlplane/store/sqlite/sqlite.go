@@ -1,0 +1,169 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// busyTimeout is how long a connection waits for another process's write lock.
+const busyTimeout = 10 * time.Second
+
+// Store is a store.Store on one SQLite file. Create it with Open.
+type Store struct {
+	write  *sql.DB // one connection; BEGIN IMMEDIATE
+	read   *sql.DB // query-only connections
+	logger *slog.Logger
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the SQLite database at path, applies the
+// pending migrations, and returns the store. path is a file path; it may not
+// contain '?'. The caller closes the store.
+func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error) {
+	if path == "" || strings.ContainsRune(path, '?') || path == ":memory:" {
+		return nil, fmt.Errorf("open sqlite store: invalid path %q (need a file path without '?')", path)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", busyTimeout.Milliseconds())
+
+	write, err := sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	if err := write.PingContext(ctx); err != nil {
+		_ = write.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	if err := migrate(ctx, write, logger); err != nil {
+		_ = write.Close()
+		return nil, err
+	}
+
+	read, err := sql.Open("sqlite", path+"?"+common+"&_pragma=query_only(1)")
+	if err != nil {
+		_ = write.Close()
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	read.SetMaxOpenConns(n)
+	read.SetMaxIdleConns(n)
+	if err := read.PingContext(ctx); err != nil {
+		_ = read.Close()
+		_ = write.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	return &Store{write: write, read: read, logger: logger}, nil
+}
+
+func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, r := range results {
+		logger.Info("applied store migration", "driver", "sqlite", "version", r.Source.Version, "duration", r.Duration)
+	}
+	return nil
+}
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	return errors.Join(s.read.Close(), s.write.Close())
+}
+
+// inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// alreadyExists maps the column list of a SQLite UNIQUE / PRIMARY KEY
+// violation to the field named in *store.AlreadyExistsError.
+var alreadyExists = map[string]string{
+	"tenants.id":                    "tenant id",
+	"tenants.name":                  "tenant name",
+	"tenants.email":                 "email",
+	"api_keys.id":                   "api key id",
+	"signing_keys.kid":              "signing key id",
+	"topics.id":                     "topic id",
+	"topics.tenant_id, topics.name": "topic name",
+	"partitions.topic_id, partitions.partition": "partition",
+}
+
+// translate turns driver errors into store sentinels; other errors are
+// wrapped with op.
+func translate(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if isStoreError(err) {
+		return err
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			msg := se.Error()
+			if i := strings.LastIndex(msg, "constraint failed: "); i >= 0 {
+				cols := msg[i+len("constraint failed: "):]
+				if j := strings.LastIndex(cols, " ("); j >= 0 {
+					cols = cols[:j]
+				}
+				if what, ok := alreadyExists[cols]; ok {
+					return &store.AlreadyExistsError{What: what}
+				}
+			}
+			return &store.AlreadyExistsError{What: "object"}
+		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+			return store.ErrNotFound
+		}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isStoreError reports whether err already is one of the store's errors
+// (returned from inside a transaction).
+func isStoreError(err error) bool {
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAlreadyExists) ||
+		errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrLimitExceeded)
+}

@@ -1,0 +1,155 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+const tenantColumns = `id, name, email, plan, status, overrides, created_at`
+
+func scanTenant(r rowScanner) (store.Tenant, error) {
+	var (
+		t         store.Tenant
+		overrides string
+		created   int64
+	)
+	if err := r.Scan(&t.ID, &t.Name, &t.Email, &t.Plan, &t.Status, &overrides, &created); err != nil {
+		return store.Tenant{}, err
+	}
+	t.Overrides = []byte(overrides)
+	t.CreatedAt = fromMS(created)
+	return t, nil
+}
+
+func checkStatus(status string) error {
+	switch status {
+	case store.TenantActive, store.TenantSuspended:
+		return nil
+	}
+	return fmt.Errorf("invalid tenant status %q: want %q or %q", status, store.TenantActive, store.TenantSuspended)
+}
+
+// CreateTenant implements store.Store. firstKey.TenantID is set to t.ID.
+// A zero CreatedAt (tenant or key) is stored as now.
+func (s *Store) CreateTenant(ctx context.Context, t store.Tenant, firstKey store.APIKey) error {
+	id, err := newID("tenant", t.ID)
+	if err != nil {
+		return err
+	}
+	if err := checkStatus(t.Status); err != nil {
+		return err
+	}
+	overrides, err := overridesJSON(t.Overrides)
+	if err != nil {
+		return err
+	}
+	firstKey.TenantID = id
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO tenants (`+tenantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			id, t.Name, t.Email, t.Plan, t.Status, overrides, toMS(orNow(t.CreatedAt))); err != nil {
+			return err
+		}
+		return insertAPIKey(ctx, tx, firstKey)
+	})
+	return translate("create tenant", err)
+}
+
+// GetTenant implements store.Store.
+func (s *Store) GetTenant(ctx context.Context, id string) (store.Tenant, error) {
+	id, ok := canonicalID(id)
+	if !ok {
+		return store.Tenant{}, store.ErrNotFound
+	}
+	t, err := scanTenant(s.read.QueryRowContext(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = ?`, id))
+	return t, translate("get tenant", err)
+}
+
+// GetTenantByName implements store.Store.
+func (s *Store) GetTenantByName(ctx context.Context, name string) (store.Tenant, error) {
+	t, err := scanTenant(s.read.QueryRowContext(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE name = ?`, name))
+	return t, translate("get tenant by name", err)
+}
+
+// ListTenants implements store.Store. Creation order is (CreatedAt, ID);
+// an unknown afterID → store.ErrNotFound; limit <= 0 means no limit.
+func (s *Store) ListTenants(ctx context.Context, afterID string, limit int) ([]store.Tenant, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if afterID == "" {
+		rows, err = s.read.QueryContext(ctx,
+			`SELECT `+tenantColumns+` FROM tenants ORDER BY created_at, id LIMIT ?`, limit)
+	} else {
+		id, ok := canonicalID(afterID)
+		if !ok {
+			return nil, store.ErrNotFound
+		}
+		var created int64
+		if err := s.read.QueryRowContext(ctx, `SELECT created_at FROM tenants WHERE id = ?`, id).Scan(&created); err != nil {
+			return nil, translate("list tenants", err)
+		}
+		rows, err = s.read.QueryContext(ctx,
+			`SELECT `+tenantColumns+` FROM tenants
+			 WHERE created_at > ?1 OR (created_at = ?1 AND id > ?2)
+			 ORDER BY created_at, id LIMIT ?3`, created, id, limit)
+	}
+	if err != nil {
+		return nil, translate("list tenants", err)
+	}
+	return collect(rows, scanTenant, "list tenants")
+}
+
+// UpdateTenant implements store.Store. nil overrides are stored as "{}".
+func (s *Store) UpdateTenant(ctx context.Context, id string, plan, status string, overrides []byte) (store.Tenant, error) {
+	id, ok := canonicalID(id)
+	if !ok {
+		return store.Tenant{}, store.ErrNotFound
+	}
+	if err := checkStatus(status); err != nil {
+		return store.Tenant{}, err
+	}
+	o, err := overridesJSON(overrides)
+	if err != nil {
+		return store.Tenant{}, err
+	}
+	t, err := scanTenant(s.write.QueryRowContext(ctx,
+		`UPDATE tenants SET plan = ?, status = ?, overrides = ? WHERE id = ? RETURNING `+tenantColumns,
+		plan, status, o, id))
+	return t, translate("update tenant", err)
+}
+
+// TenantUsage implements store.Store. An unknown tenant → store.ErrNotFound.
+func (s *Store) TenantUsage(ctx context.Context, tenantID string) (store.TenantUsage, error) {
+	id, ok := canonicalID(tenantID)
+	if !ok {
+		return store.TenantUsage{}, store.ErrNotFound
+	}
+	var u store.TenantUsage
+	err := s.read.QueryRowContext(ctx,
+		`SELECT (SELECT count(*) FROM topics WHERE tenant_id = t.id),
+		        (SELECT coalesce(sum(partitions), 0) FROM topics WHERE tenant_id = t.id)
+		 FROM tenants t WHERE t.id = ?`, id).Scan(&u.Topics, &u.Partitions)
+	return u, translate("tenant usage", err)
+}
+
+// collect scans all rows with scan.
+func collect[T any](rows *sql.Rows, scan func(rowScanner) (T, error), op string) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, translate(op, err)
+		}
+		out = append(out, v)
+	}
+	return out, translate(op, rows.Err())
+}

@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+const topicColumns = `id, tenant_id, name, partitions, replication_factor,
+	retention_ms, retention_bytes, local_retention_ms, local_retention_bytes,
+	max_message_bytes, min_insync_replicas, cleanup_policy, created_at, updated_at`
+
+func scanTopic(r rowScanner) (store.Topic, error) {
+	var (
+		t                store.Topic
+		created, updated int64
+	)
+	if err := r.Scan(&t.ID, &t.TenantID, &t.Name, &t.Partitions, &t.ReplicationFactor,
+		&t.Config.RetentionMs, &t.Config.RetentionBytes, &t.Config.LocalRetentionMs, &t.Config.LocalRetentionBytes,
+		&t.Config.MaxMessageBytes, &t.Config.MinInsyncReplicas, &t.Config.CleanupPolicy, &created, &updated); err != nil {
+		return store.Topic{}, err
+	}
+	t.CreatedAt = fromMS(created)
+	t.UpdatedAt = fromMS(updated)
+	return t, nil
+}
+
+// checkTopic validates a topic about to be created with its partitions:
+// partition numbers are exactly 0..Partitions-1.
+func checkTopic(t store.Topic, parts []store.Partition) error {
+	if t.Name == "" {
+		return fmt.Errorf("invalid topic: empty name")
+	}
+	if t.Partitions <= 0 || t.ReplicationFactor <= 0 {
+		return fmt.Errorf("invalid topic %q: %d partitions, replication factor %d", t.Name, t.Partitions, t.ReplicationFactor)
+	}
+	if len(parts) != int(t.Partitions) {
+		return fmt.Errorf("invalid topic %q: %d partitions declared, %d given", t.Name, t.Partitions, len(parts))
+	}
+	seen := make([]bool, len(parts))
+	for _, p := range parts {
+		if p.Partition < 0 || int(p.Partition) >= len(parts) || seen[p.Partition] {
+			return fmt.Errorf("invalid topic %q: partition numbers must be 0..%d, each once", t.Name, len(parts)-1)
+		}
+		seen[p.Partition] = true
+	}
+	return nil
+}
+
+// CreateTopic implements store.Store. The partitions are stored under t.ID
+// (their TopicID field is ignored). Zero CreatedAt / UpdatedAt are stored as
+// now. An unknown tenant → store.ErrNotFound. A taken name is reported before
+// a limit.
+func (s *Store) CreateTopic(ctx context.Context, t store.Topic, parts []store.Partition, limits store.CountLimits) error {
+	id, err := newID("topic", t.ID)
+	if err != nil {
+		return err
+	}
+	tenantID, ok := canonicalID(t.TenantID)
+	if !ok {
+		return store.ErrNotFound
+	}
+	if err := checkTopic(t, parts); err != nil {
+		return err
+	}
+	created := orNow(t.CreatedAt)
+	updated := t.UpdatedAt
+	if updated.IsZero() {
+		updated = created
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		// BEGIN IMMEDIATE holds the write lock: nothing changes between
+		// the count and the insert.
+		var (
+			one            int
+			topics, nparts int64
+			taken          bool
+		)
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM tenants WHERE id = ?`, tenantID).Scan(&one); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx,
+			`SELECT count(*), coalesce(sum(partitions), 0), coalesce(max(name = ?), 0)
+			 FROM topics WHERE tenant_id = ?`, t.Name, tenantID).Scan(&topics, &nparts, &taken); err != nil {
+			return err
+		}
+		if taken {
+			return &store.AlreadyExistsError{What: "topic name"}
+		}
+		if err := checkLimits(limits, topics, nparts, int64(t.Partitions)); err != nil {
+			return err
+		}
+		c := t.Config
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO topics (`+topicColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			id, tenantID, t.Name, t.Partitions, t.ReplicationFactor,
+			c.RetentionMs, c.RetentionBytes, c.LocalRetentionMs, c.LocalRetentionBytes,
+			c.MaxMessageBytes, c.MinInsyncReplicas, c.CleanupPolicy, toMS(created), toMS(updated)); err != nil {
+			return err
+		}
+		stmt, err := tx.PrepareContext(ctx,
+			`INSERT INTO partitions (`+partitionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, p := range parts {
+			if _, err := stmt.ExecContext(ctx, id, p.Partition, encodeList(p.Replicas), p.Leader, p.LeaderEpoch,
+				encodeList(p.ISR), p.PartitionEpoch); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return translate("create topic", err)
+}
+
+// checkLimits refuses a topic of request partitions when the tenant holds
+// topics topics and parts partitions. Zero limits are unlimited.
+func checkLimits(l store.CountLimits, topics, parts, request int64) error {
+	if l.MaxTopics > 0 && topics+1 > l.MaxTopics {
+		return &store.LimitError{Limit: "topics", Current: topics, Request: 1, Max: l.MaxTopics}
+	}
+	if l.MaxPartitions > 0 && parts+request > l.MaxPartitions {
+		return &store.LimitError{Limit: "partitions", Current: parts, Request: request, Max: l.MaxPartitions}
+	}
+	return nil
+}
+
+// GetTopic implements store.Store.
+func (s *Store) GetTopic(ctx context.Context, tenantID, name string) (store.Topic, error) {
+	tid, ok := canonicalID(tenantID)
+	if !ok {
+		return store.Topic{}, store.ErrNotFound
+	}
+	t, err := scanTopic(s.read.QueryRowContext(ctx,
+		`SELECT `+topicColumns+` FROM topics WHERE tenant_id = ? AND name = ?`, tid, name))
+	return t, translate("get topic", err)
+}
+
+// GetTopicByID implements store.Store.
+func (s *Store) GetTopicByID(ctx context.Context, id string) (store.Topic, error) {
+	id, ok := canonicalID(id)
+	if !ok {
+		return store.Topic{}, store.ErrNotFound
+	}
+	t, err := scanTopic(s.read.QueryRowContext(ctx, `SELECT `+topicColumns+` FROM topics WHERE id = ?`, id))
+	return t, translate("get topic by id", err)
+}
+
+// ListTopics implements store.Store.
+func (s *Store) ListTopics(ctx context.Context, tenantID string) ([]store.Topic, error) {
+	tid, ok := canonicalID(tenantID)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := s.read.QueryContext(ctx,
+		`SELECT `+topicColumns+` FROM topics WHERE tenant_id = ? ORDER BY name`, tid)
+	if err != nil {
+		return nil, translate("list topics", err)
+	}
+	return collect(rows, scanTopic, "list topics")
+}
+
+// UpdateTopicConfig implements store.Store; UpdatedAt becomes at.
+func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, cfg store.TopicConfig, at time.Time) (store.Topic, error) {
+	tid, ok := canonicalID(tenantID)
+	if !ok {
+		return store.Topic{}, store.ErrNotFound
+	}
+	t, err := scanTopic(s.write.QueryRowContext(ctx,
+		`UPDATE topics SET retention_ms = ?, retention_bytes = ?, local_retention_ms = ?, local_retention_bytes = ?,
+		        max_message_bytes = ?, min_insync_replicas = ?, cleanup_policy = ?, updated_at = ?
+		 WHERE tenant_id = ? AND name = ? RETURNING `+topicColumns,
+		cfg.RetentionMs, cfg.RetentionBytes, cfg.LocalRetentionMs, cfg.LocalRetentionBytes,
+		cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, toMS(at), tid, name))
+	return t, translate("update topic config", err)
+}
+
+// DeleteTopic implements store.Store; the partitions go with the topic.
+func (s *Store) DeleteTopic(ctx context.Context, tenantID, name string) (store.Topic, error) {
+	tid, ok := canonicalID(tenantID)
+	if !ok {
+		return store.Topic{}, store.ErrNotFound
+	}
+	t, err := scanTopic(s.write.QueryRowContext(ctx,
+		`DELETE FROM topics WHERE tenant_id = ? AND name = ? RETURNING `+topicColumns, tid, name))
+	return t, translate("delete topic", err)
+}

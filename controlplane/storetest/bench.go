@@ -1,0 +1,73 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+// Benchmark measures a driver's hot paths on s, an empty store: topic
+// creation (limit check included), the partition compare-and-set of the
+// controller, broker heartbeats and API-key lookups (authentication).
+func Benchmark(b *testing.B, s store.Store) {
+	b.Run("CreateTopic", func(b *testing.B) {
+		// A tenant holds at most 100 topics (a plan-sized count to check), then the next one takes over.
+		limits := store.CountLimits{MaxTopics: 100, MaxPartitions: 300}
+		var ten store.Tenant
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if i%100 == 0 {
+				b.StopTimer()
+				ten, _ = createTenant(b, s)
+				b.StartTimer()
+			}
+			tp, parts := newTopicValue(ten.ID, fmt.Sprintf("bench-%d", i), 3)
+			i++
+			if err := s.CreateTopic(b.Context(), tp, parts, limits); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("UpdatePartition", func(b *testing.B) {
+		ten, _ := createTenant(b, s)
+		_, parts := createTopic(b, s, ten.ID, "cas", 1)
+		p := parts[0]
+		b.ReportAllocs()
+		for b.Loop() {
+			p.PartitionEpoch++
+			p.LeaderEpoch++
+			if err := s.UpdatePartition(b.Context(), p, p.PartitionEpoch-1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("HeartbeatBroker", func(b *testing.B) {
+		br, err := s.RegisterBroker(b.Context(), store.Broker{ID: 1, Address: "127.0.0.1:9001", LeaseExpiresAt: time.Now()})
+		require.NoError(b, err)
+		lease := time.Now()
+		b.ReportAllocs()
+		for b.Loop() {
+			lease = lease.Add(time.Millisecond)
+			if _, err := s.HeartbeatBroker(b.Context(), br.ID, br.Epoch, lease); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("GetAPIKeyParallel", func(b *testing.B) {
+		_, key := createTenant(b, s)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := s.GetAPIKey(b.Context(), key.ID); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
