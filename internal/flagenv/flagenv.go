@@ -29,7 +29,7 @@ func Annotate(fs *pflag.FlagSet, prefix string) {
 }
 
 // Apply sets each flag not given on the command line from its environment
-// variable, if that is set. An invalid value is an error naming both.
+// variable, if that is set and not empty. An invalid value is an error naming both.
 func Apply(fs *pflag.FlagSet, prefix string) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -38,8 +38,8 @@ func Apply(fs *pflag.FlagSet, prefix string) error {
 		}
 		env := Name(prefix, f.Name)
 		v, ok := os.LookupEnv(env)
-		if !ok {
-			return
+		if !ok || v == "" {
+			return // an empty variable counts as unset
 		}
 		if e := fs.Set(f.Name, v); e != nil {
 			err = fmt.Errorf("$%s (for --%s): %w", env, f.Name, e)

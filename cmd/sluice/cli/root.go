@@ -102,7 +102,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 		},
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.configPath, "config", defaultConfigPath(), "CLI config file holding profiles")
+	pf.StringVar(&a.configPath, "cli-config", defaultConfigPath(), "CLI config file holding profiles (endpoint + API key), mode 0600")
 	pf.StringVar(&a.profile, "profile", "default", "profile to use from the config file")
 	pf.StringVar(&a.endpoint, "endpoint", "", "control-plane URL, e.g. http://127.0.0.1:8080 (overrides the profile)")
 	pf.StringVar(&a.apiKey, "api-key", "", "API key (slk_…) to authenticate with (overrides the profile)")

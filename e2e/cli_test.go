@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+)
+
+var sluiceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sluiceBin = filepath.Join(dir, "sluice")
+	build := exec.Command("go", "build", "-o", sluiceBin, "../cmd/sluice")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build sluice:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's output copier and
+// the test reading it at the same time.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// proc is a running sluice server process.
+type proc struct {
+	cmd *exec.Cmd
+	out *syncBuffer
+}
+
+func startDev(t *testing.T, dataDir, cfgPath, addr string) *proc {
+	t.Helper()
+	cmd := exec.Command(sluiceBin, "dev", "--data-dir", dataDir, "--listen-addr", addr, "--cli-config", cfgPath)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, cmd.Start())
+	p := &proc{cmd: cmd, out: out}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("sluice dev output:\n%s", out.String())
+		}
+	})
+	// Ready when it has printed its banner (the dev tenant exists then).
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "Sluice dev is running") {
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice dev did not start:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return p
+}
+
+// cli runs a client command and returns stdout, stderr and the exit code.
+func cli(t *testing.T, cfgPath string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sluiceBin, append([]string{"--cli-config", cfgPath}, args...)...)
+	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func mustCLI(t *testing.T, cfgPath string, args ...string) string {
+	t.Helper()
+	out, errOut, code := cli(t, cfgPath, args...)
+	require.Equal(t, 0, code, "sluice %v: %s%s", args, out, errOut)
+	return out
+}
+
+// registerBrokers joins n brokers the way a broker process does, with the
+// dev data dir's broker token, so topics can be placed.
+func registerBrokers(t *testing.T, dataDir, endpoint string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "secrets.json"))
+	require.NoError(t, err)
+	var secrets struct {
+		BrokerToken string `json:"broker_token"`
+	}
+	require.NoError(t, json.Unmarshal(b, &secrets))
+	client := sluicev1connect.NewBrokerServiceClient(http.DefaultClient, endpoint)
+	for i := range n {
+		req := connect.NewRequest(&sluicev1.RegisterBrokerRequest{BrokerId: int32(i), Address: fmt.Sprintf("127.0.0.1:%d", 9200+i), Rack: fmt.Sprintf("r%d", i)})
+		req.Header().Set("Authorization", "Bearer "+secrets.BrokerToken)
+		_, err := client.RegisterBroker(context.Background(), req)
+		require.NoError(t, err)
+	}
+}
+
+// TestE2EDevCLI is what a new user does: start `sluice dev`, use the saved
+// profile, sign up a tenant, manage keys and topics, with real processes.
+func TestE2EDevCLI(t *testing.T) {
+	dir := t.TempDir()
+	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), freeAddr(t)
+	endpoint := "http://" + addr
+	dev := startDev(t, dataDir, cfgPath, addr)
+	require.Contains(t, dev.out.String(), endpoint)
+
+	// The dev profile works out of the box, and the config file is private.
+	fi, err := os.Stat(cfgPath)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	out := mustCLI(t, cfgPath, "--profile", "dev", "tenant", "get")
+	require.Contains(t, out, "dev")
+	require.Contains(t, out, "free")
+
+	// Without brokers, topic creation explains why it cannot place replicas.
+	_, errOut, code := cli(t, cfgPath, "--profile", "dev", "topic", "create", "orders")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "needs 3 live brokers; 0 live")
+	registerBrokers(t, dataDir, endpoint, 3)
+
+	// A new tenant signs up; its key is saved as a profile.
+	out = mustCLI(t, cfgPath, "--profile", "acme", "--endpoint", endpoint, "signup", "--email", "ops@acme.example", "--tenant", "acme")
+	require.Contains(t, out, "slk_")
+	require.Contains(t, out, "shown only once")
+	_, errOut, code = cli(t, cfgPath, "--profile", "acme2", "--endpoint", endpoint, "signup", "--email", "OPS@acme.example", "--tenant", "acme-two")
+	require.Equal(t, 5, code, errOut)
+	require.Contains(t, errOut, "email already exists")
+
+	out = mustCLI(t, cfgPath, "--profile", "acme", "topic", "create", "orders", "-p", "6", "--config", "retention.ms=86400000")
+	require.Contains(t, out, "86400000 (1d)")
+	require.Contains(t, out, "PARTITION")
+	out = mustCLI(t, cfgPath, "--profile", "acme", "topic", "list", "-o", "json")
+	var list struct {
+		Topics []struct {
+			Name           string `json:"name"`
+			PartitionCount int    `json:"partition_count"`
+		} `json:"topics"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	require.Len(t, list.Topics, 1)
+	require.Equal(t, "orders", list.Topics[0].Name)
+	require.Equal(t, 6, list.Topics[0].PartitionCount)
+	out = mustCLI(t, cfgPath, "--profile", "acme", "topic", "alter", "orders", "--config", "max.message.bytes=524288")
+	require.Contains(t, out, "524288")
+
+	// The dev tenant cannot see acme's topic.
+	_, errOut, code = cli(t, cfgPath, "--profile", "dev", "topic", "describe", "orders")
+	require.Equal(t, 4, code)
+	require.Contains(t, errOut, `topic "orders" not found`)
+
+	// Bad input: a clear message and the right exit code.
+	_, errOut, code = cli(t, cfgPath, "--profile", "acme", "topic", "create", "bad/name")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "invalid_argument: name: character '/'")
+	_, errOut, code = cli(t, cfgPath, "--profile", "acme", "topic", "create", "x", "--config", "retention.ms=2592000000")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "exceeds the free plan's maximum retention of 7d")
+	_, errOut, code = cli(t, cfgPath, "--profile", "acme", "topic", "create", "x", "--config", "nope=1")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `unknown key "nope"`)
+
+	// A second key: log in with it, then revoke it; the profile stops working.
+	out = mustCLI(t, cfgPath, "--profile", "acme", "apikey", "create", "--name", "reader", "--scope", "consume", "-o", "json")
+	var created struct {
+		APIKey struct {
+			ID string `json:"id"`
+		} `json:"api_key"`
+		Secret string `json:"secret"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &created))
+	mustCLI(t, cfgPath, "--profile", "reader", "--endpoint", endpoint, "login", "--api-key", created.Secret)
+	mustCLI(t, cfgPath, "--profile", "reader", "topic", "list")
+	_, errOut, code = cli(t, cfgPath, "--profile", "reader", "topic", "delete", "orders")
+	require.Equal(t, 3, code)
+	require.Contains(t, errOut, `"admin" scope`)
+	out = mustCLI(t, cfgPath, "--profile", "acme", "apikey", "list")
+	require.Contains(t, out, created.APIKey.ID)
+	require.NotContains(t, out, created.Secret)
+	mustCLI(t, cfgPath, "--profile", "acme", "apikey", "revoke", created.APIKey.ID)
+	_, errOut, code = cli(t, cfgPath, "--profile", "reader", "topic", "list")
+	require.Equal(t, 3, code)
+	require.Contains(t, errOut, "revoked")
+
+	// kill -9 and restart: the dev state survives, the same profile works.
+	require.NoError(t, dev.cmd.Process.Signal(syscall.SIGKILL))
+	_ = dev.cmd.Wait()
+	startDev(t, dataDir, cfgPath, addr)
+	out = mustCLI(t, cfgPath, "--profile", "acme", "topic", "describe", "orders")
+	require.Contains(t, out, "524288")
+	mustCLI(t, cfgPath, "--profile", "acme", "topic", "delete", "orders")
+	_, _, code = cli(t, cfgPath, "--profile", "acme", "topic", "describe", "orders")
+	require.Equal(t, 4, code)
+}
+
+// TestE2EControlPlaneFlags: bad configuration is refused with a usage error
+// that names the flag, and env variables stand in for flags.
+func TestE2EControlPlaneFlags(t *testing.T) {
+	_, errOut, code := cli(t, filepath.Join(t.TempDir(), "c.json"), "controlplane")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--database-url is required")
+
+	cmd := exec.Command(sluiceBin, "controlplane", "--token-ttl", "1s")
+	cmd.Env = append(os.Environ(), "SLUICE_DATABASE_URL=sqlite:"+filepath.Join(t.TempDir(), "x.db"))
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "--token-ttl must be between 1m")
+
+	help, _, code := cli(t, filepath.Join(t.TempDir(), "c.json"), "controlplane", "--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, help, "[$SLUICE_DATABASE_URL]")
+	require.Contains(t, help, "[$SLUICE_OPERATOR_TOKEN]")
+}
