@@ -41,7 +41,7 @@ func insertAPIKey(ctx context.Context, db execer, k store.APIKey) error {
 
 // CreateAPIKey implements store.Store. A zero CreatedAt is stored as now.
 func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
-	id, ok := canonicalID(k.TenantID)
+	id, ok := store.CanonicalID(k.TenantID)
 	if !ok {
 		return store.ErrNotFound
 	}
@@ -57,7 +57,7 @@ func (s *Store) GetAPIKey(ctx context.Context, id string) (store.APIKey, error) 
 
 // ListAPIKeys implements store.Store. Creation order is (CreatedAt, ID).
 func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKey, error) {
-	id, ok := canonicalID(tenantID)
+	id, ok := store.CanonicalID(tenantID)
 	if !ok {
 		return nil, nil
 	}
@@ -71,7 +71,7 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKe
 
 // RevokeAPIKey implements store.Store.
 func (s *Store) RevokeAPIKey(ctx context.Context, tenantID, id string, at time.Time) (store.APIKey, error) {
-	tid, ok := canonicalID(tenantID)
+	tid, ok := store.CanonicalID(tenantID)
 	if !ok {
 		return store.APIKey{}, store.ErrNotFound
 	}

@@ -22,7 +22,7 @@ func scanPartition(r pgx.Row) (store.Partition, error) {
 
 // ListPartitions implements store.Store. An unknown topic has none.
 func (s *Store) ListPartitions(ctx context.Context, topicID string) ([]store.Partition, error) {
-	id, ok := canonicalID(topicID)
+	id, ok := store.CanonicalID(topicID)
 	if !ok {
 		return nil, nil
 	}
@@ -36,7 +36,7 @@ func (s *Store) ListPartitions(ctx context.Context, topicID string) ([]store.Par
 
 // UpdatePartition implements store.Store.
 func (s *Store) UpdatePartition(ctx context.Context, p store.Partition, expectedEpoch int32) error {
-	id, ok := canonicalID(p.TopicID)
+	id, ok := store.CanonicalID(p.TopicID)
 	if !ok {
 		return store.ErrNotFound
 	}

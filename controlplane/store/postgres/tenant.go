@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -20,25 +19,17 @@ func scanTenant(r pgx.Row) (store.Tenant, error) {
 	return t, nil
 }
 
-func checkStatus(status string) error {
-	switch status {
-	case store.TenantActive, store.TenantSuspended:
-		return nil
-	}
-	return fmt.Errorf("invalid tenant status %q: want %q or %q", status, store.TenantActive, store.TenantSuspended)
-}
-
 // CreateTenant implements store.Store. firstKey.TenantID is set to t.ID.
 // A zero CreatedAt (tenant or key) is stored as now.
 func (s *Store) CreateTenant(ctx context.Context, t store.Tenant, firstKey store.APIKey) error {
-	id, err := newID("tenant", t.ID)
+	id, err := store.CheckNewID("tenant", t.ID)
 	if err != nil {
 		return err
 	}
-	if err := checkStatus(t.Status); err != nil {
+	if err := store.CheckTenantStatus(t.Status); err != nil {
 		return err
 	}
-	overrides, err := overridesJSON(t.Overrides)
+	overrides, err := store.OverridesJSON(t.Overrides)
 	if err != nil {
 		return err
 	}
@@ -56,7 +47,7 @@ func (s *Store) CreateTenant(ctx context.Context, t store.Tenant, firstKey store
 
 // GetTenant implements store.Store.
 func (s *Store) GetTenant(ctx context.Context, id string) (store.Tenant, error) {
-	id, ok := canonicalID(id)
+	id, ok := store.CanonicalID(id)
 	if !ok {
 		return store.Tenant{}, store.ErrNotFound
 	}
@@ -85,7 +76,7 @@ func (s *Store) ListTenants(ctx context.Context, afterID string, limit int) ([]s
 		rows, err = s.pool.Query(ctx,
 			`SELECT `+tenantColumns+` FROM tenants ORDER BY created_at, id LIMIT $1`, lim)
 	} else {
-		id, ok := canonicalID(afterID)
+		id, ok := store.CanonicalID(afterID)
 		if !ok {
 			return nil, store.ErrNotFound
 		}
@@ -109,14 +100,14 @@ func (s *Store) ListTenants(ctx context.Context, afterID string, limit int) ([]s
 
 // UpdateTenant implements store.Store. nil overrides are stored as "{}".
 func (s *Store) UpdateTenant(ctx context.Context, id string, plan, status string, overrides []byte) (store.Tenant, error) {
-	id, ok := canonicalID(id)
+	id, ok := store.CanonicalID(id)
 	if !ok {
 		return store.Tenant{}, store.ErrNotFound
 	}
-	if err := checkStatus(status); err != nil {
+	if err := store.CheckTenantStatus(status); err != nil {
 		return store.Tenant{}, err
 	}
-	o, err := overridesJSON(overrides)
+	o, err := store.OverridesJSON(overrides)
 	if err != nil {
 		return store.Tenant{}, err
 	}
@@ -128,7 +119,7 @@ func (s *Store) UpdateTenant(ctx context.Context, id string, plan, status string
 
 // TenantUsage implements store.Store. An unknown tenant → store.ErrNotFound.
 func (s *Store) TenantUsage(ctx context.Context, tenantID string) (store.TenantUsage, error) {
-	id, ok := canonicalID(tenantID)
+	id, ok := store.CanonicalID(tenantID)
 	if !ok {
 		return store.TenantUsage{}, store.ErrNotFound
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,54 +25,20 @@ func scanTopic(r pgx.Row) (store.Topic, error) {
 	return t, nil
 }
 
-// checkTopic validates a topic about to be created with its partitions:
-// partition numbers are exactly 0..Partitions-1.
-func checkTopic(t store.Topic, parts []store.Partition) error {
-	if t.Name == "" {
-		return fmt.Errorf("invalid topic: empty name")
-	}
-	if t.Partitions <= 0 || t.ReplicationFactor <= 0 {
-		return fmt.Errorf("invalid topic %q: %d partitions, replication factor %d", t.Name, t.Partitions, t.ReplicationFactor)
-	}
-	if len(parts) != int(t.Partitions) {
-		return fmt.Errorf("invalid topic %q: %d partitions declared, %d given", t.Name, t.Partitions, len(parts))
-	}
-	seen := make([]bool, len(parts))
-	for _, p := range parts {
-		if p.Partition < 0 || int(p.Partition) >= len(parts) || seen[p.Partition] {
-			return fmt.Errorf("invalid topic %q: partition numbers must be 0..%d, each once", t.Name, len(parts)-1)
-		}
-		seen[p.Partition] = true
-	}
-	return nil
-}
-
-// checkLimits refuses a topic of request partitions when the tenant holds
-// topics topics and parts partitions. Zero limits are unlimited.
-func checkLimits(l store.CountLimits, topics, parts, request int64) error {
-	if l.MaxTopics > 0 && topics+1 > l.MaxTopics {
-		return &store.LimitError{Limit: "topics", Current: topics, Request: 1, Max: l.MaxTopics}
-	}
-	if l.MaxPartitions > 0 && parts+request > l.MaxPartitions {
-		return &store.LimitError{Limit: "partitions", Current: parts, Request: request, Max: l.MaxPartitions}
-	}
-	return nil
-}
-
 // CreateTopic implements store.Store. The partitions are stored under t.ID
 // (their TopicID field is ignored). Zero CreatedAt / UpdatedAt are stored as
 // now. An unknown tenant → store.ErrNotFound. A taken name is reported before
 // a limit.
 func (s *Store) CreateTopic(ctx context.Context, t store.Topic, parts []store.Partition, limits store.CountLimits) error {
-	id, err := newID("topic", t.ID)
+	id, err := store.CheckNewID("topic", t.ID)
 	if err != nil {
 		return err
 	}
-	tenantID, ok := canonicalID(t.TenantID)
+	tenantID, ok := store.CanonicalID(t.TenantID)
 	if !ok {
 		return store.ErrNotFound
 	}
-	if err := checkTopic(t, parts); err != nil {
+	if err := store.CheckTopic(t, parts); err != nil {
 		return err
 	}
 	created := orNow(t.CreatedAt)
@@ -100,7 +65,7 @@ func (s *Store) CreateTopic(ctx context.Context, t store.Topic, parts []store.Pa
 		if taken {
 			return &store.AlreadyExistsError{What: "topic name"}
 		}
-		if err := checkLimits(limits, topics, nparts, int64(t.Partitions)); err != nil {
+		if err := store.CheckLimits(limits, topics, nparts, int64(t.Partitions)); err != nil {
 			return err
 		}
 		c := t.Config
@@ -124,7 +89,7 @@ func (s *Store) CreateTopic(ctx context.Context, t store.Topic, parts []store.Pa
 
 // GetTopic implements store.Store.
 func (s *Store) GetTopic(ctx context.Context, tenantID, name string) (store.Topic, error) {
-	tid, ok := canonicalID(tenantID)
+	tid, ok := store.CanonicalID(tenantID)
 	if !ok {
 		return store.Topic{}, store.ErrNotFound
 	}
@@ -135,7 +100,7 @@ func (s *Store) GetTopic(ctx context.Context, tenantID, name string) (store.Topi
 
 // GetTopicByID implements store.Store.
 func (s *Store) GetTopicByID(ctx context.Context, id string) (store.Topic, error) {
-	id, ok := canonicalID(id)
+	id, ok := store.CanonicalID(id)
 	if !ok {
 		return store.Topic{}, store.ErrNotFound
 	}
@@ -146,7 +111,7 @@ func (s *Store) GetTopicByID(ctx context.Context, id string) (store.Topic, error
 // ListTopics implements store.Store. Names compare bytewise (COLLATE "C"),
 // as in the SQLite driver.
 func (s *Store) ListTopics(ctx context.Context, tenantID string) ([]store.Topic, error) {
-	tid, ok := canonicalID(tenantID)
+	tid, ok := store.CanonicalID(tenantID)
 	if !ok {
 		return nil, nil
 	}
@@ -160,7 +125,7 @@ func (s *Store) ListTopics(ctx context.Context, tenantID string) ([]store.Topic,
 
 // UpdateTopicConfig implements store.Store; UpdatedAt becomes at.
 func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, cfg store.TopicConfig, at time.Time) (store.Topic, error) {
-	tid, ok := canonicalID(tenantID)
+	tid, ok := store.CanonicalID(tenantID)
 	if !ok {
 		return store.Topic{}, store.ErrNotFound
 	}
@@ -176,7 +141,7 @@ func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, cf
 // DeleteTopic implements store.Store; the partitions go with the topic
 // (ON DELETE CASCADE).
 func (s *Store) DeleteTopic(ctx context.Context, tenantID, name string) (store.Topic, error) {
-	tid, ok := canonicalID(tenantID)
+	tid, ok := store.CanonicalID(tenantID)
 	if !ok {
 		return store.Topic{}, store.ErrNotFound
 	}

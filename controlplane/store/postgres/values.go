@@ -1,32 +1,10 @@
 package postgres
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
-
-// canonicalID returns id as a canonical lowercase UUID, and false when id is
-// not a UUID (such an object cannot exist).
-func canonicalID(id string) (string, bool) {
-	u, err := uuid.Parse(id)
-	if err != nil {
-		return "", false
-	}
-	return u.String(), true
-}
-
-// newID validates the id of an object about to be created.
-func newID(kind, id string) (string, error) {
-	c, ok := canonicalID(id)
-	if !ok {
-		return "", fmt.Errorf("invalid %s id %q: not a UUID", kind, id)
-	}
-	return c, nil
-}
 
 // ts is a time as stored: truncated to the millisecond (the precision both
 // drivers share).
@@ -79,15 +57,4 @@ func nonNil(b []byte) []byte {
 		return []byte{}
 	}
 	return b
-}
-
-// overridesJSON validates tenant overrides; nil or empty is "{}".
-func overridesJSON(b []byte) (string, error) {
-	if len(b) == 0 {
-		return "{}", nil
-	}
-	if !json.Valid(b) {
-		return "", fmt.Errorf("invalid tenant overrides: not JSON")
-	}
-	return string(b), nil
 }

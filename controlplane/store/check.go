@@ -1,0 +1,84 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// The helpers below hold the checks every driver makes before writing, so
+// both drivers enforce the same contract from one place.
+
+// CheckTenantStatus accepts TenantActive and TenantSuspended.
+func CheckTenantStatus(status string) error {
+	switch status {
+	case TenantActive, TenantSuspended:
+		return nil
+	}
+	return fmt.Errorf("invalid tenant status %q: want %q or %q", status, TenantActive, TenantSuspended)
+}
+
+// CheckTopic validates a topic about to be created with its partitions:
+// partition numbers are exactly 0..Partitions-1.
+func CheckTopic(t Topic, parts []Partition) error {
+	if t.Name == "" {
+		return fmt.Errorf("invalid topic: empty name")
+	}
+	if t.Partitions <= 0 || t.ReplicationFactor <= 0 {
+		return fmt.Errorf("invalid topic %q: %d partitions, replication factor %d", t.Name, t.Partitions, t.ReplicationFactor)
+	}
+	if len(parts) != int(t.Partitions) {
+		return fmt.Errorf("invalid topic %q: %d partitions declared, %d given", t.Name, t.Partitions, len(parts))
+	}
+	seen := make([]bool, len(parts))
+	for _, p := range parts {
+		if p.Partition < 0 || int(p.Partition) >= len(parts) || seen[p.Partition] {
+			return fmt.Errorf("invalid topic %q: partition numbers must be 0..%d, each once", t.Name, len(parts)-1)
+		}
+		seen[p.Partition] = true
+	}
+	return nil
+}
+
+// CanonicalID returns the canonical form of a UUID id, or false when id is
+// not a UUID (drivers answer ErrNotFound for lookups by such ids).
+func CanonicalID(id string) (string, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
+}
+
+// CheckNewID is CanonicalID for an id about to be written: not a UUID is an error.
+func CheckNewID(kind, id string) (string, error) {
+	c, ok := CanonicalID(id)
+	if !ok {
+		return "", fmt.Errorf("invalid %s id %q: not a UUID", kind, id)
+	}
+	return c, nil
+}
+
+// OverridesJSON validates tenant overrides; nil or empty is "{}".
+func OverridesJSON(b []byte) (string, error) {
+	if len(b) == 0 {
+		return "{}", nil
+	}
+	if !json.Valid(b) {
+		return "", fmt.Errorf("invalid tenant overrides: not JSON")
+	}
+	return string(b), nil
+}
+
+// CheckLimits returns a *LimitError when a tenant holding topics topics and
+// parts partitions may not add one topic of request partitions.
+func CheckLimits(l CountLimits, topics, parts, request int64) error {
+	if l.MaxTopics > 0 && topics+1 > l.MaxTopics {
+		return &LimitError{Limit: "topics", Current: topics, Request: 1, Max: l.MaxTopics}
+	}
+	if l.MaxPartitions > 0 && parts+request > l.MaxPartitions {
+		return &LimitError{Limit: "partitions", Current: parts, Request: request, Max: l.MaxPartitions}
+	}
+	return nil
+}
