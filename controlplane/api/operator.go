@@ -48,40 +48,42 @@ func (s *operatorService) UpdateTenant(ctx context.Context, req *connect.Request
 	if m.GetTenantId() == "" {
 		return nil, invalid("tenant_id", "must not be empty")
 	}
-	t, err := s.store.GetTenant(ctx, m.GetTenantId())
+	if m.Plan != nil && !slices.Contains(tenants.Plans(), m.GetPlan()) {
+		return nil, invalid("plan", "%q is not a plan; choose one of %v", m.GetPlan(), tenants.Plans())
+	}
+	if m.Status != nil && m.GetStatus() != store.TenantActive && m.GetStatus() != store.TenantSuspended {
+		return nil, invalid("status", "must be %q or %q", store.TenantActive, store.TenantSuspended)
+	}
+	var overrides []byte
+	if m.Overrides != nil {
+		o := fromOverridesPB(m.Overrides)
+		if err := o.Validate(); err != nil {
+			return nil, invalid("overrides", "%v", err)
+		}
+		var err error
+		if overrides, err = json.Marshal(o); err != nil {
+			return nil, err
+		}
+	}
+	t, err := s.store.UpdateTenant(ctx, m.GetTenantId(), func(cur store.Tenant) (store.Tenant, error) {
+		if m.Plan != nil {
+			cur.Plan = m.GetPlan()
+		}
+		if m.Status != nil {
+			cur.Status = m.GetStatus()
+		}
+		if m.Overrides != nil {
+			cur.Overrides = overrides
+		}
+		return cur, nil
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("tenant %q not found", m.GetTenantId())
 	}
 	if err != nil {
 		return nil, err
 	}
-	plan, status, overrides := t.Plan, t.Status, t.Overrides
-	if m.Plan != nil {
-		if !slices.Contains(tenants.Plans(), m.GetPlan()) {
-			return nil, invalid("plan", "%q is not a plan; choose one of %v", m.GetPlan(), tenants.Plans())
-		}
-		plan = m.GetPlan()
-	}
-	if m.Status != nil {
-		if m.GetStatus() != store.TenantActive && m.GetStatus() != store.TenantSuspended {
-			return nil, invalid("status", "must be %q or %q", store.TenantActive, store.TenantSuspended)
-		}
-		status = m.GetStatus()
-	}
-	if m.Overrides != nil {
-		o := fromOverridesPB(m.Overrides)
-		if err := o.Validate(); err != nil {
-			return nil, invalid("overrides", "%v", err)
-		}
-		if overrides, err = json.Marshal(o); err != nil {
-			return nil, err
-		}
-	}
-	t, err = s.store.UpdateTenant(ctx, t.ID, plan, status, overrides)
-	if err != nil {
-		return nil, err
-	}
-	s.logger.InfoContext(ctx, "tenant updated by operator", "tenant", t.ID, "plan", plan, "status", status, "overrides", string(overrides))
+	s.logger.InfoContext(ctx, "tenant updated by operator", "tenant", t.ID, "plan", t.Plan, "status", t.Status, "overrides", string(t.Overrides))
 	tpb, err := toTenantPB(t)
 	if err != nil {
 		return nil, err

@@ -168,20 +168,20 @@ func (s *topicService) UpdateTopicConfig(ctx context.Context, req *connect.Reque
 	if err != nil {
 		return nil, err
 	}
+	name := req.Msg.GetName()
+	if err := ValidateTopicName(name); err != nil {
+		return nil, err
+	}
 	if req.Msg.GetConfig() == nil {
 		return nil, invalid("config", "must be set")
 	}
-	t, err := s.getTopic(ctx, tenant.ID, req.Msg.GetName())
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := applyTopicConfig(t.Config, req.Msg.GetConfig(), limits, t.ReplicationFactor, tenant.Plan)
-	if err != nil {
-		return nil, err
-	}
-	t, err = s.store.UpdateTopicConfig(ctx, tenant.ID, t.Name, cfg, s.now().UTC())
+	// Read, merge and validate inside the store's transaction, so two
+	// concurrent alters of different keys both take effect.
+	t, err := s.store.UpdateTopicConfig(ctx, tenant.ID, name, s.now().UTC(), func(cur store.Topic) (store.TopicConfig, error) {
+		return applyTopicConfig(cur.Config, req.Msg.GetConfig(), limits, cur.ReplicationFactor, tenant.Plan)
+	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("topic %q not found", req.Msg.GetName())
+		return nil, notFound("topic %q not found", name)
 	}
 	if err != nil {
 		return nil, err

@@ -173,8 +173,11 @@ type Store interface {
 	GetTenantByName(ctx context.Context, name string) (Tenant, error)
 	// ListTenants in creation order, at most limit after the id afterID ("" = from start).
 	ListTenants(ctx context.Context, afterID string, limit int) ([]Tenant, error)
-	// UpdateTenant sets plan, status and overrides JSON (operator actions) → ErrNotFound.
-	UpdateTenant(ctx context.Context, id string, plan, status string, overrides []byte) (Tenant, error)
+	// UpdateTenant applies update to the tenant's current state and stores the plan, status and
+	// overrides JSON it returns (other fields are ignored), atomically: concurrent updates are
+	// serialised and none is lost. An error from update aborts the change and is returned as is.
+	// Unknown id → ErrNotFound.
+	UpdateTenant(ctx context.Context, id string, update func(Tenant) (Tenant, error)) (Tenant, error)
 	// TenantUsage counts the tenant's topics and partitions.
 	TenantUsage(ctx context.Context, tenantID string) (TenantUsage, error)
 
@@ -209,8 +212,10 @@ type Store interface {
 	GetTopicByID(ctx context.Context, id string) (Topic, error)
 	// ListTopics of a tenant ordered by name.
 	ListTopics(ctx context.Context, tenantID string) ([]Topic, error)
-	// UpdateTopicConfig replaces the config → ErrNotFound.
-	UpdateTopicConfig(ctx context.Context, tenantID, name string, cfg TopicConfig, at time.Time) (Topic, error)
+	// UpdateTopicConfig applies update to the topic's current state and stores the config it
+	// returns with UpdatedAt = at, atomically: concurrent updates are serialised and none is
+	// lost. An error from update aborts the change and is returned as is. → ErrNotFound.
+	UpdateTopicConfig(ctx context.Context, tenantID, name string, at time.Time, update func(Topic) (TopicConfig, error)) (Topic, error)
 	// DeleteTopic removes the topic and its partition state, returning what was deleted → ErrNotFound.
 	DeleteTopic(ctx context.Context, tenantID, name string) (Topic, error)
 

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane/store"
@@ -29,6 +31,66 @@ var concurrentTests = []test{
 	{name: "ConcurrentBrokerHeartbeat", own: true, fn: testConcurrentBrokerHeartbeat},
 	{name: "ConcurrentPartitionCASRounds", fn: testConcurrentPartitionCASRounds},
 	{name: "ConcurrentPartitionCASFreeForAll", fn: testConcurrentPartitionCASFreeForAll},
+	{name: "ConcurrentTopicConfigUpdate", fn: testConcurrentTopicConfigUpdate},
+	{name: "ConcurrentTenantUpdate", fn: testConcurrentTenantUpdate},
+}
+
+// testConcurrentTopicConfigUpdate: read-modify-write updates from many
+// goroutines each add 1 to retention.ms; none may be lost.
+func testConcurrentTopicConfigUpdate(t *testing.T, s store.Store) {
+	ten, _ := createTenant(t, s)
+	tp, _ := createTopic(t, s, ten.ID, "counter", 1)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			<-start
+			_, err := s.UpdateTopicConfig(t.Context(), ten.ID, "counter", time.Now(), func(cur store.Topic) (store.TopicConfig, error) {
+				c := cur.Config
+				c.RetentionMs++
+				return c, nil
+			})
+			assert.NoError(t, err)
+		})
+	}
+	close(start)
+	wg.Wait()
+	got, err := s.GetTopic(t.Context(), ten.ID, "counter")
+	require.NoError(t, err)
+	require.Equal(t, tp.Config.RetentionMs+goroutines, got.Config.RetentionMs, "no update lost")
+}
+
+// testConcurrentTenantUpdate: concurrent read-modify-write of the
+// overrides JSON (a counter) loses nothing.
+func testConcurrentTenantUpdate(t *testing.T, s store.Store) {
+	ten, _ := createTenant(t, s)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			<-start
+			_, err := s.UpdateTenant(t.Context(), ten.ID, func(cur store.Tenant) (store.Tenant, error) {
+				var o struct{ N int }
+				if len(cur.Overrides) > 0 {
+					if err := json.Unmarshal(cur.Overrides, &o); err != nil {
+						return cur, err
+					}
+				}
+				o.N++
+				b, err := json.Marshal(o)
+				cur.Overrides = b
+				return cur, err
+			})
+			assert.NoError(t, err)
+		})
+	}
+	close(start)
+	wg.Wait()
+	got, err := s.GetTenant(t.Context(), ten.ID)
+	require.NoError(t, err)
+	var o struct{ N int }
+	require.NoError(t, json.Unmarshal(got.Overrides, &o))
+	require.Equal(t, goroutines, o.N, "no update lost")
 }
 
 // goroutines is how many callers contend in each test.

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -167,7 +168,7 @@ func testTenantNotFound(t *testing.T, s store.Store) {
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = s.GetTenantByName(ctx, "no such tenant "+store.NewID())
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = s.UpdateTenant(ctx, store.NewID(), "pro", store.TenantActive, nil)
+	_, err = s.UpdateTenant(ctx, store.NewID(), setTenant("pro", store.TenantActive, nil))
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = s.TenantUsage(ctx, store.NewID())
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -247,7 +248,13 @@ func testTenantUpdate(t *testing.T, s store.Store) {
 	other, _ := createTenant(t, s)
 
 	overrides := mustJSON(t, map[string]any{"max_partitions": 100, "produce_bytes_per_second": 1 << 20})
-	got, err := s.UpdateTenant(ctx, ten.ID, "pro", store.TenantSuspended, overrides)
+	got, err := s.UpdateTenant(ctx, ten.ID, func(cur store.Tenant) (store.Tenant, error) {
+		require.Equal(t, ten.ID, cur.ID, "update sees the current tenant")
+		require.Equal(t, ten.Plan, cur.Plan)
+		cur.Plan, cur.Status, cur.Overrides = "pro", store.TenantSuspended, overrides
+		cur.Name = "ignored"
+		return cur, nil
+	})
 	require.NoError(t, err)
 	want := storedTenant(ten)
 	want.Plan, want.Status, want.Overrides = "pro", store.TenantSuspended, overrides
@@ -258,10 +265,24 @@ func testTenantUpdate(t *testing.T, s store.Store) {
 	requireTenant(t, want, got)
 
 	// nil overrides clear them.
-	got, err = s.UpdateTenant(ctx, ten.ID, "free", store.TenantActive, nil)
+	got, err = s.UpdateTenant(ctx, ten.ID, setTenant("free", store.TenantActive, nil))
 	require.NoError(t, err)
 	want.Plan, want.Status, want.Overrides = "free", store.TenantActive, nil
 	requireTenant(t, want, got)
+
+	// An error from update aborts the change and comes back as is.
+	boom := errors.New("boom")
+	_, err = s.UpdateTenant(ctx, ten.ID, func(cur store.Tenant) (store.Tenant, error) {
+		cur.Plan = "pro"
+		return cur, boom
+	})
+	require.Same(t, boom, err)
+	got, err = s.GetTenant(ctx, ten.ID)
+	require.NoError(t, err)
+	requireTenant(t, want, got)
+	// An invalid status is refused.
+	_, err = s.UpdateTenant(ctx, ten.ID, setTenant("free", "deleted", nil))
+	require.Error(t, err)
 
 	// The other tenant is untouched.
 	got, err = s.GetTenant(ctx, other.ID)
@@ -587,7 +608,7 @@ func testTopicTenantScoping(t *testing.T, s store.Store) {
 
 	_, err := s.GetTopic(ctx, intruder.ID, "private")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = s.UpdateTopicConfig(ctx, intruder.ID, "private", store.TopicConfig{RetentionMs: 1}, at(time.Hour))
+	_, err = s.UpdateTopicConfig(ctx, intruder.ID, "private", at(time.Hour), setConfig(store.TopicConfig{RetentionMs: 1}))
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = s.DeleteTopic(ctx, intruder.ID, "private")
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -639,7 +660,10 @@ func testTopicUpdateConfig(t *testing.T, s store.Store) {
 		MinInsyncReplicas:   1,
 		CleanupPolicy:       "delete",
 	}
-	got, err := s.UpdateTopicConfig(ctx, ten.ID, "logs", cfg, at(2*time.Hour))
+	got, err := s.UpdateTopicConfig(ctx, ten.ID, "logs", at(2*time.Hour), func(cur store.Topic) (store.TopicConfig, error) {
+		require.Equal(t, storedTopic(tp), cur, "update sees the current topic")
+		return cfg, nil
+	})
 	require.NoError(t, err)
 	want := storedTopic(tp)
 	want.Config = cfg
@@ -654,8 +678,29 @@ func testTopicUpdateConfig(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, parts, gotParts, "partition state untouched")
 
-	_, err = s.UpdateTopicConfig(ctx, ten.ID, "missing", cfg, at(0))
+	_, err = s.UpdateTopicConfig(ctx, ten.ID, "missing", at(0), setConfig(cfg))
 	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// An error from update aborts the change and comes back as is.
+	boom := errors.New("boom")
+	_, err = s.UpdateTopicConfig(ctx, ten.ID, "logs", at(3*time.Hour), func(store.Topic) (store.TopicConfig, error) {
+		return store.TopicConfig{RetentionMs: 1}, boom
+	})
+	require.Same(t, boom, err)
+	got, err = s.GetTopic(ctx, ten.ID, "logs")
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
+
+func setTenant(plan, status string, overrides []byte) func(store.Tenant) (store.Tenant, error) {
+	return func(cur store.Tenant) (store.Tenant, error) {
+		cur.Plan, cur.Status, cur.Overrides = plan, status, overrides
+		return cur, nil
+	}
+}
+
+func setConfig(cfg store.TopicConfig) func(store.Topic) (store.TopicConfig, error) {
+	return func(store.Topic) (store.TopicConfig, error) { return cfg, nil }
 }
 
 func testTopicDelete(t *testing.T, s store.Store) {

@@ -98,23 +98,42 @@ func (s *Store) ListTenants(ctx context.Context, afterID string, limit int) ([]s
 	return collect(rows, scanTenant, "list tenants")
 }
 
-// UpdateTenant implements store.Store. nil overrides are stored as "{}".
-func (s *Store) UpdateTenant(ctx context.Context, id string, plan, status string, overrides []byte) (store.Tenant, error) {
+// UpdateTenant implements store.Store: the row is locked (FOR NO KEY
+// UPDATE) while update runs, so concurrent updates serialise. nil
+// overrides are stored as "{}".
+func (s *Store) UpdateTenant(ctx context.Context, id string, update func(store.Tenant) (store.Tenant, error)) (store.Tenant, error) {
 	id, ok := store.CanonicalID(id)
 	if !ok {
 		return store.Tenant{}, store.ErrNotFound
 	}
-	if err := store.CheckTenantStatus(status); err != nil {
-		return store.Tenant{}, err
+	var out store.Tenant
+	var updateErr error
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		cur, err := scanTenant(tx.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		next, err := update(cur)
+		if err != nil {
+			updateErr = err
+			return err
+		}
+		if err := store.CheckTenantStatus(next.Status); err != nil {
+			return err
+		}
+		o, err := store.OverridesJSON(next.Overrides)
+		if err != nil {
+			return err
+		}
+		out, err = scanTenant(tx.QueryRow(ctx,
+			`UPDATE tenants SET plan = $1, status = $2, overrides = $3 WHERE id = $4 RETURNING `+tenantColumns,
+			next.Plan, next.Status, o, id))
+		return err
+	})
+	if updateErr != nil {
+		return store.Tenant{}, updateErr
 	}
-	o, err := store.OverridesJSON(overrides)
-	if err != nil {
-		return store.Tenant{}, err
-	}
-	t, err := scanTenant(s.pool.QueryRow(ctx,
-		`UPDATE tenants SET plan = $1, status = $2, overrides = $3 WHERE id = $4 RETURNING `+tenantColumns,
-		plan, status, o, id))
-	return t, translate("update tenant", err)
+	return out, translate("update tenant", err)
 }
 
 // TenantUsage implements store.Store. An unknown tenant → store.ErrNotFound.

@@ -123,19 +123,38 @@ func (s *Store) ListTopics(ctx context.Context, tenantID string) ([]store.Topic,
 	return collect(rows, scanTopic, "list topics")
 }
 
-// UpdateTopicConfig implements store.Store; UpdatedAt becomes at.
-func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, cfg store.TopicConfig, at time.Time) (store.Topic, error) {
+// UpdateTopicConfig implements store.Store: the topic row is locked (FOR
+// NO KEY UPDATE) while update runs, so concurrent updates serialise.
+func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, at time.Time, update func(store.Topic) (store.TopicConfig, error)) (store.Topic, error) {
 	tid, ok := store.CanonicalID(tenantID)
 	if !ok {
 		return store.Topic{}, store.ErrNotFound
 	}
-	t, err := scanTopic(s.pool.QueryRow(ctx,
-		`UPDATE topics SET retention_ms = $1, retention_bytes = $2, local_retention_ms = $3, local_retention_bytes = $4,
-		        max_message_bytes = $5, min_insync_replicas = $6, cleanup_policy = $7, updated_at = $8
-		 WHERE tenant_id = $9 AND name = $10 RETURNING `+topicColumns,
-		cfg.RetentionMs, cfg.RetentionBytes, cfg.LocalRetentionMs, cfg.LocalRetentionBytes,
-		cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, ts(at), tid, name))
-	return t, translate("update topic config", err)
+	var out store.Topic
+	var updateErr error
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		cur, err := scanTopic(tx.QueryRow(ctx,
+			`SELECT `+topicColumns+` FROM topics WHERE tenant_id = $1 AND name = $2 FOR NO KEY UPDATE`, tid, name))
+		if err != nil {
+			return err
+		}
+		cfg, err := update(cur)
+		if err != nil {
+			updateErr = err
+			return err
+		}
+		out, err = scanTopic(tx.QueryRow(ctx,
+			`UPDATE topics SET retention_ms = $1, retention_bytes = $2, local_retention_ms = $3, local_retention_bytes = $4,
+			        max_message_bytes = $5, min_insync_replicas = $6, cleanup_policy = $7, updated_at = $8
+			 WHERE id = $9 RETURNING `+topicColumns,
+			cfg.RetentionMs, cfg.RetentionBytes, cfg.LocalRetentionMs, cfg.LocalRetentionBytes,
+			cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, ts(at), cur.ID))
+		return err
+	})
+	if updateErr != nil {
+		return store.Topic{}, updateErr
+	}
+	return out, translate("update topic config", err)
 }
 
 // DeleteTopic implements store.Store; the partitions go with the topic

@@ -130,19 +130,39 @@ func (s *Store) ListTopics(ctx context.Context, tenantID string) ([]store.Topic,
 	return collect(rows, scanTopic, "list topics")
 }
 
-// UpdateTopicConfig implements store.Store; UpdatedAt becomes at.
-func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, cfg store.TopicConfig, at time.Time) (store.Topic, error) {
+// UpdateTopicConfig implements store.Store: the write transaction (BEGIN
+// IMMEDIATE) holds the write lock while update runs, so concurrent updates
+// serialise.
+func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, at time.Time, update func(store.Topic) (store.TopicConfig, error)) (store.Topic, error) {
 	tid, ok := store.CanonicalID(tenantID)
 	if !ok {
 		return store.Topic{}, store.ErrNotFound
 	}
-	t, err := scanTopic(s.write.QueryRowContext(ctx,
-		`UPDATE topics SET retention_ms = ?, retention_bytes = ?, local_retention_ms = ?, local_retention_bytes = ?,
-		        max_message_bytes = ?, min_insync_replicas = ?, cleanup_policy = ?, updated_at = ?
-		 WHERE tenant_id = ? AND name = ? RETURNING `+topicColumns,
-		cfg.RetentionMs, cfg.RetentionBytes, cfg.LocalRetentionMs, cfg.LocalRetentionBytes,
-		cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, toMS(at), tid, name))
-	return t, translate("update topic config", err)
+	var out store.Topic
+	var updateErr error
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		cur, err := scanTopic(tx.QueryRowContext(ctx,
+			`SELECT `+topicColumns+` FROM topics WHERE tenant_id = ? AND name = ?`, tid, name))
+		if err != nil {
+			return err
+		}
+		cfg, err := update(cur)
+		if err != nil {
+			updateErr = err
+			return err
+		}
+		out, err = scanTopic(tx.QueryRowContext(ctx,
+			`UPDATE topics SET retention_ms = ?, retention_bytes = ?, local_retention_ms = ?, local_retention_bytes = ?,
+			        max_message_bytes = ?, min_insync_replicas = ?, cleanup_policy = ?, updated_at = ?
+			 WHERE id = ? RETURNING `+topicColumns,
+			cfg.RetentionMs, cfg.RetentionBytes, cfg.LocalRetentionMs, cfg.LocalRetentionBytes,
+			cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, toMS(at), cur.ID))
+		return err
+	})
+	if updateErr != nil {
+		return store.Topic{}, updateErr
+	}
+	return out, translate("update topic config", err)
 }
 
 // DeleteTopic implements store.Store; the partitions go with the topic.
