@@ -3,6 +3,7 @@ package controlplane
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -90,16 +91,19 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// redact hides a password in a database URL for messages and logs.
-func redact(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return u
+// redact hides passwords in a database URL for messages and logs: the
+// userinfo password and password-like query parameters.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
 	}
-	creds, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return u
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+		}
 	}
-	user, _, _ := strings.Cut(creds, ":")
-	return scheme + "://" + user + ":***@" + host
+	u.RawQuery = q.Encode()
+	return u.Redacted()
 }

@@ -313,11 +313,15 @@ func TestControlPlaneBadInput(t *testing.T) {
 			{"min isr above rf", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1, ReplicationFactor: 2, Config: &sluicev1.TopicConfig{MinInsyncReplicas: ptr(int32(3))}}, connect.CodeInvalidArgument, "min_insync_replicas"},
 			{"message size over plan", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1, ReplicationFactor: 2, Config: &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(64 << 20))}}, connect.CodeInvalidArgument, "max_message_bytes"},
 			{"compaction", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 1, ReplicationFactor: 2, Config: &sluicev1.TopicConfig{CleanupPolicy: ptr("compact")}}, connect.CodeInvalidArgument, "cleanup_policy"},
-			{"partitions over plan", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 31, ReplicationFactor: 2}, connect.CodeResourceExhausted, "partitions"},
+			{"partitions over plan", &sluicev1.CreateTopicRequest{Name: "t", PartitionCount: 31, ReplicationFactor: 2}, connect.CodeResourceExhausted, "partitions limit reached: the tenant may have 30"},
 		} {
 			requireCode(t, tt.code, create(tt.req), tt.msg)
 			_ = tt.name
 		}
+
+		// Names that collide in metrics ('.' vs '_') are refused, like Kafka.
+		require.NoError(t, create(&sluicev1.CreateTopicRequest{Name: "a.b", PartitionCount: 1, ReplicationFactor: 1}))
+		requireCode(t, connect.CodeInvalidArgument, create(&sluicev1.CreateTopicRequest{Name: "a_b", PartitionCount: 1, ReplicationFactor: 1}), `collides with existing topic "a.b"`)
 
 		// Missing, garbage, oversized and wrong-kind credentials.
 		_, err := c.topics("").ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
@@ -412,7 +416,7 @@ func TestControlPlaneOperatorOverrides(t *testing.T) {
 		_, err = c.topics(a.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "one", PartitionCount: 1, ReplicationFactor: 1}))
 		require.NoError(t, err)
 		_, err = c.topics(a.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "two", PartitionCount: 1, ReplicationFactor: 1}))
-		requireCode(t, connect.CodeResourceExhausted, err, "allows 1 topics")
+		requireCode(t, connect.CodeResourceExhausted, err, "topics limit reached: the tenant may have 1 (free plan and overrides); 1 in use")
 
 		// Upgrading to pro lifts the retention cap; overrides still apply.
 		_, err = op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: a.tenantID, Plan: ptr("pro"), Overrides: &sluicev1.LimitOverrides{}}))
@@ -481,7 +485,7 @@ func TestControlPlaneHealthAndMetrics(t *testing.T) {
 	code, body := get("/metrics")
 	require.Equal(t, 200, code)
 	require.Contains(t, body, `sluice_controlplane_rpc_requests_total{code="ok",procedure="/sluice.v1.TenantService/Signup"} 1`)
-	require.Contains(t, body, `sluice_controlplane_rpc_duration_seconds_bucket{procedure="/sluice.v1.AuthService/CreateToken"`)
+	require.Contains(t, body, `sluice_controlplane_rpc_duration_seconds_bucket{code="ok",procedure="/sluice.v1.AuthService/CreateToken"`)
 }
 
 func ptr[T any](v T) *T { return &v }

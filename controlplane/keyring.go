@@ -144,13 +144,19 @@ func (k *keyring) PublicKey(ctx context.Context, kid string) (ed25519.PublicKey,
 	if !errors.Is(err, tenants.ErrUnknownKey) {
 		return pk, err
 	}
+	// Claim the reload slot under the lock, so a flood of made-up kids
+	// costs at most one store read a second.
 	k.mu.Lock()
 	stale := k.now().Sub(k.lastReload) > time.Second
+	if stale {
+		k.lastReload = k.now()
+	}
 	k.mu.Unlock()
 	if !stale {
 		return nil, err
 	}
 	if serr := k.sync(ctx); serr != nil {
+		k.logger.WarnContext(ctx, "signing key reload", "err", serr)
 		return nil, err
 	}
 	return src.PublicKey(ctx, kid)

@@ -62,7 +62,10 @@ type Server struct {
 // New opens the store (applying migrations), loads or creates the JWT
 // signing key, and builds the HTTP handler. It starts nothing.
 func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
-	if err := cfg.Validate(); err != nil && deps.Store == nil {
+	if deps.Store != nil && cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = "sqlite:(provided store)" // only to pass Validate
+	}
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if deps.Logger == nil {
@@ -101,6 +104,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	metrics := rpcmetrics.New(s.registry, "sluice", "controlplane", api.ServiceNames())
 
 	a := api.New(api.Config{
+		TokenTTL:                 cfg.TokenTTL,
 		OperatorToken:            cfg.OperatorToken,
 		BrokerToken:              cfg.BrokerToken,
 		BrokerLease:              cfg.BrokerLease,
@@ -117,10 +121,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	mux := http.NewServeMux()
 	a.Register(mux)
 	services := api.ServiceNames()
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	// Health and reflection go through the same interceptors (public in
+	// the auth rules), size cap and metrics as the API.
+	opts := a.HandlerOptions()
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...), opts...))
 	reflector := grpcreflect.NewStaticReflector(services...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 	mux.HandleFunc("GET "+JWKSPath, s.serveJWKS)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

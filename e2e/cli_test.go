@@ -180,6 +180,15 @@ func TestE2EDevCLI(t *testing.T) {
 	_, errOut, code = cli(t, cfgPath, "--profile", "acme2", "--endpoint", endpoint, "signup", "--email", "OPS@acme.example", "--tenant", "acme-two")
 	require.Equal(t, 5, code, errOut)
 	require.Contains(t, errOut, "email already exists")
+	// A new profile takes its endpoint from the default profile (which dev saved)...
+	mustCLI(t, cfgPath, "--profile", "beta", "signup", "--email", "ops@beta.example", "--tenant", "beta")
+	// ...and an existing profile is never overwritten by accident.
+	_, errOut, code = cli(t, cfgPath, "--profile", "beta", "signup", "--email", "ops2@beta.example", "--tenant", "beta-two")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, `profile "beta" already exists`)
+	_, errOut, code = cli(t, cfgPath, "--profile", "nobody", "topic", "list")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, `profile "nobody" not found`)
 
 	out = mustCLI(t, cfgPath, "--profile", "acme", "topic", "create", "orders", "-p", "6", "--config", "retention.ms=86400000")
 	require.Contains(t, out, "86400000 (1d)")
@@ -213,6 +222,11 @@ func TestE2EDevCLI(t *testing.T) {
 	_, errOut, code = cli(t, cfgPath, "--profile", "acme", "topic", "create", "x", "--config", "nope=1")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `unknown key "nope"`)
+	_, errOut, code = cli(t, cfgPath, "--profile", "acme", "topic", "create", "x", "-p", "abc")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `invalid argument "abc"`)
+	_, _, code = cli(t, cfgPath, "--profile", "acme", "topic", "describe")
+	require.Equal(t, 2, code)
 
 	// A second key: log in with it, then revoke it; the profile stops working.
 	out = mustCLI(t, cfgPath, "--profile", "acme", "apikey", "create", "--name", "reader", "--scope", "consume", "-o", "json")

@@ -12,8 +12,10 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"connectrpc.com/connect"
@@ -25,6 +27,9 @@ import (
 
 // Config holds the API's settings.
 type Config struct {
+	// TokenTTL is the lifetime of tenant tokens; the revocation feed need
+	// not go further back than that.
+	TokenTTL time.Duration
 	// OperatorToken authenticates OperatorService calls; empty disables them.
 	OperatorToken string
 	// BrokerToken authenticates BrokerService calls; empty disables them.
@@ -74,6 +79,9 @@ func New(cfg Config, deps Deps) *API {
 	if cfg.BrokerLease <= 0 {
 		cfg.BrokerLease = 10 * time.Second
 	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = tenants.DefaultTokenTTL
+	}
 	if cfg.DefaultReplicationFactor <= 0 {
 		cfg.DefaultReplicationFactor = 3
 	}
@@ -85,6 +93,7 @@ func New(cfg Config, deps Deps) *API {
 		now:    deps.Now,
 		extra:  deps.Interceptors,
 		auth: &authenticator{
+			logger:        deps.Logger,
 			store:         deps.Store,
 			verifier:      deps.Verifier,
 			operatorToken: cfg.OperatorToken,
@@ -110,11 +119,19 @@ func ServiceNames() []string {
 // interceptors and a request size cap.
 func (a *API) HandlerOptions() []connect.HandlerOption {
 	ics := append([]connect.Interceptor{}, a.extra...)
-	ics = append(ics, tenants.NewAuthInterceptor(a.auth), errorInterceptor(a.logger))
+	ics = append(ics, tenants.NewAuthInterceptor(a.auth), errorInterceptor{a.logger})
 	return []connect.HandlerOption{
 		connect.WithInterceptors(ics...),
 		connect.WithReadMaxBytes(a.cfg.MaxRequestBytes),
+		connect.WithRecover(a.recoverPanic),
 	}
+}
+
+// recoverPanic turns a handler panic into a logged Internal error instead
+// of a dropped connection.
+func (a *API) recoverPanic(ctx context.Context, spec connect.Spec, _ http.Header, p any) error {
+	a.logger.ErrorContext(ctx, "handler panic", "procedure", spec.Procedure, "panic", p, "stack", string(debug.Stack()))
+	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
 }
 
 // Register mounts every service on mux.

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -64,6 +65,7 @@ var publicPrefixes = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.Se
 // were minted from is checked against the store on every request, so a
 // revoked key stops working at once, and a suspended tenant is refused.
 type authenticator struct {
+	logger        *slog.Logger
 	store         store.Store
 	verifier      *tenants.Verifier
 	operatorToken string
@@ -116,6 +118,7 @@ func (a *authenticator) tenant(ctx context.Context, h http.Header, scope string)
 	case errors.Is(err, store.ErrNotFound):
 		return tenants.Principal{}, fmt.Errorf("%w: the token's API key no longer exists", tenants.ErrInvalidToken)
 	case err != nil:
+		a.logger.ErrorContext(ctx, "authenticate: look up API key", "key", p.APIKeyID, "err", err)
 		return tenants.Principal{}, fmt.Errorf("look up API key: %w", err)
 	case key.TenantID != p.TenantID:
 		return tenants.Principal{}, fmt.Errorf("%w: token does not match its API key", tenants.ErrInvalidToken)
@@ -127,6 +130,7 @@ func (a *authenticator) tenant(ctx context.Context, h http.Header, scope string)
 	case errors.Is(err, store.ErrNotFound):
 		return tenants.Principal{}, fmt.Errorf("%w: tenant no longer exists", tenants.ErrInvalidToken)
 	case err != nil:
+		a.logger.ErrorContext(ctx, "authenticate: look up tenant", "tenant", p.TenantID, "err", err)
 		return tenants.Principal{}, fmt.Errorf("look up tenant: %w", err)
 	case t.Status != store.TenantActive:
 		return tenants.Principal{}, fmt.Errorf("%w: tenant is %s", tenants.ErrPermissionDenied, t.Status)

@@ -45,18 +45,29 @@ func toConnectError(ctx context.Context, logger *slog.Logger, procedure string, 
 	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
 }
 
-// errorInterceptor applies toConnectError to every handler's error, so
-// handlers can return domain errors and validation errors as they are.
-func errorInterceptor(logger *slog.Logger) connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			res, err := next(ctx, req)
-			if err != nil {
-				return nil, toConnectError(ctx, logger, req.Spec().Procedure, err)
-			}
-			return res, nil
+// errorInterceptor applies toConnectError to every handler's error, unary
+// and streaming, so handlers can return domain and validation errors as
+// they are.
+type errorInterceptor struct{ logger *slog.Logger }
+
+func (e errorInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		res, err := next(ctx, req)
+		if err != nil && !req.Spec().IsClient {
+			return nil, toConnectError(ctx, e.logger, req.Spec().Procedure, err)
 		}
-	})
+		return res, err
+	}
+}
+
+func (e errorInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (e errorInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		return toConnectError(ctx, e.logger, conn.Spec().Procedure, next(ctx, conn))
+	}
 }
 
 func notFound(format string, args ...any) error {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -25,6 +24,9 @@ func (s *operatorService) ListTenants(ctx context.Context, req *connect.Request[
 		size = 100
 	}
 	ts, err := s.store.ListTenants(ctx, req.Msg.GetPageToken(), size+1)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, invalid("page_token", "%q is not a token from a previous page", req.Msg.GetPageToken())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -152,12 +154,18 @@ func (s *brokerService) HeartbeatBroker(ctx context.Context, req *connect.Reques
 
 func (s *brokerService) ListRevokedAPIKeys(ctx context.Context, req *connect.Request[sluicev1.ListRevokedAPIKeysRequest]) (*connect.Response[sluicev1.ListRevokedAPIKeysResponse], error) {
 	now := s.now().UTC()
-	var since time.Time
+	// Tokens of keys revoked before the horizon have all expired, so the
+	// feed never needs to go further back: it stays small however long
+	// the revocation history grows.
+	horizon := now.Add(-s.cfg.TokenTTL - tenants.MaxLeeway)
+	since := horizon
 	if req.Msg.GetSince() != nil {
 		if err := req.Msg.GetSince().CheckValid(); err != nil {
 			return nil, invalid("since", "%v", err)
 		}
-		since = req.Msg.GetSince().AsTime()
+		if t := req.Msg.GetSince().AsTime(); t.After(horizon) {
+			since = t
+		}
 	}
 	keys, err := s.store.ListRevokedAPIKeys(ctx, since)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -43,6 +44,14 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 	}
 	cfg, err := applyTopicConfig(defaultTopicConfig(limits, rf), m.GetConfig(), limits, rf, t.Plan)
 	if err != nil {
+		return nil, err
+	}
+	// Cheap checks before placement; the store re-checks the counts
+	// atomically when it creates the topic.
+	if limits.MaxPartitions > 0 && n > limits.MaxPartitions {
+		return nil, limitExceeded(t.Plan, &store.LimitError{Limit: "partitions", Request: int64(n), Max: int64(limits.MaxPartitions)})
+	}
+	if err := s.checkMetricCollision(ctx, t.ID, m.GetName()); err != nil {
 		return nil, err
 	}
 
@@ -103,8 +112,7 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 	var le *store.LimitError
 	switch {
 	case errors.As(err, &le):
-		return nil, connect.NewError(connect.CodeResourceExhausted,
-			fmt.Errorf("the %s plan allows %d %s; %d in use, this topic needs %d more", t.Plan, le.Max, le.Limit, le.Current, le.Request))
+		return nil, limitExceeded(t.Plan, le)
 	case errors.Is(err, store.ErrAlreadyExists):
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("topic %q already exists", topic.Name))
 	case err != nil:
@@ -112,6 +120,33 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 	}
 	s.logger.InfoContext(ctx, "topic created", "tenant", t.ID, "topic", topic.Name, "id", topic.ID, "partitions", n, "rf", rf)
 	return connect.NewResponse(&sluicev1.CreateTopicResponse{Topic: toTopicPB(topic), Partitions: toPartitionsPB(parts)}), nil
+}
+
+// limitExceeded explains a count limit in ResourceExhausted.
+func limitExceeded(plan string, le *store.LimitError) error {
+	return connect.NewError(connect.CodeResourceExhausted,
+		fmt.Errorf("%s limit reached: the tenant may have %d (%s plan and overrides); %d in use, this topic needs %d",
+			le.Limit, le.Max, plan, le.Current, le.Request))
+}
+
+// checkMetricCollision refuses a name that differs from an existing topic
+// only by '.' versus '_': both map to the same metric label (Kafka refuses
+// these too).
+func (s *topicService) checkMetricCollision(ctx context.Context, tenantID, name string) error {
+	if !strings.ContainsAny(name, "._") {
+		return nil
+	}
+	existing, err := s.store.ListTopics(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	key := strings.ReplaceAll(name, ".", "_")
+	for _, t := range existing {
+		if t.Name != name && strings.ReplaceAll(t.Name, ".", "_") == key {
+			return invalid("name", "%q collides with existing topic %q: names that differ only in '.' and '_' are not allowed", name, t.Name)
+		}
+	}
+	return nil
 }
 
 func (s *topicService) ListTopics(ctx context.Context, _ *connect.Request[sluicev1.ListTopicsRequest]) (*connect.Response[sluicev1.ListTopicsResponse], error) {

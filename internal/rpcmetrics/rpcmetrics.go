@@ -1,7 +1,10 @@
-// Package rpcmetrics counts Connect RPCs for Prometheus: requests by
-// procedure and code, and latency by procedure. The procedure label is
-// bounded by the services a process mounts; unknown procedures are counted
-// under "other" so a scanner cannot blow up cardinality.
+// Package rpcmetrics counts Connect RPCs for Prometheus: requests and
+// latency by procedure and code. The procedure label is bounded by the
+// services a process mounts; unknown procedures are counted under "other"
+// so a scanner cannot blow up cardinality.
+//
+// Requests that Connect refuses before any interceptor runs (a body over
+// the read limit, an undecodable message) are not counted here.
 package rpcmetrics
 
 import (
@@ -35,9 +38,9 @@ func New(reg prometheus.Registerer, namespace, subsystem string, services []stri
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem,
 			Name:    "rpc_duration_seconds",
-			Help:    "RPC handling time by procedure.",
+			Help:    "RPC handling time by procedure and Connect code.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}, []string{"procedure"}),
+		}, []string{"procedure", "code"}),
 		services: services,
 	}
 	reg.MustRegister(i.requests, i.duration)
@@ -64,7 +67,7 @@ func (i *Interceptor) observe(procedure string, start time.Time, err error) {
 		}
 	}
 	i.requests.WithLabelValues(p, code).Inc()
-	i.duration.WithLabelValues(p).Observe(time.Since(start).Seconds())
+	i.duration.WithLabelValues(p, code).Observe(time.Since(start).Seconds())
 }
 
 // WrapUnary implements connect.Interceptor.

@@ -12,17 +12,24 @@ import (
 
 func (a *app) signupCommand() *cobra.Command {
 	var email, tenant string
-	var save bool
+	var save, force bool
 	cmd := &cobra.Command{
 		Use:   "signup",
 		Short: "Create a tenant and its first API key, and save them as a profile",
-		Example: `  sluice signup --email you@example.com --tenant acme
+		Example: `  sluice --profile acme signup --email you@example.com --tenant acme
   sluice signup --endpoint http://cp.example:8080 --email you@example.com --tenant acme --profile acme`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, p, err := a.anonymous()
 			if err != nil {
 				return err
+			}
+			if save && !force {
+				if exists, err := a.profileExists(a.profile); err != nil {
+					return err
+				} else if exists {
+					return usageError{fmt.Errorf("profile %q already exists in %s: choose another with --profile NAME, or --force to replace it", a.profile, a.configPath)}
+				}
 			}
 			res, err := c.tenant.Signup(cmd.Context(), connect.NewRequest(&sluicev1.SignupRequest{Email: email, TenantName: tenant}))
 			if err != nil {
@@ -53,6 +60,7 @@ func (a *app) signupCommand() *cobra.Command {
 	cmd.Flags().StringVar(&email, "email", "", "your email address")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant name: 3–63 of a-z, 0-9 and '-', starting with a letter")
 	cmd.Flags().BoolVar(&save, "save", true, "save the endpoint and new API key as the --profile profile")
+	cmd.Flags().BoolVar(&force, "force", false, "replace the --profile profile if it exists")
 	_ = cmd.MarkFlagRequired("email")
 	_ = cmd.MarkFlagRequired("tenant")
 	return cmd
@@ -62,7 +70,7 @@ func (a *app) loginCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "login",
 		Short: "Check an API key and save it with the endpoint as a profile (file mode 0600)",
-		Example: `  sluice login --api-key slk_… 
+		Example: `  sluice login --api-key slk_…
   sluice login --endpoint http://cp.example:8080 --api-key slk_… --profile prod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -71,9 +71,10 @@ func newClients(hc *http.Client, endpoint, token string) *clients {
 	}
 }
 
-// anonymous returns clients without credentials (signup, login).
+// anonymous returns clients without credentials for the commands that
+// create a profile (signup, login).
 func (a *app) anonymous() (*clients, Profile, error) {
-	p, err := a.resolve(false)
+	p, err := a.resolve(false, true)
 	if err != nil {
 		return nil, p, err
 	}
@@ -86,7 +87,7 @@ func (a *app) anonymous() (*clients, Profile, error) {
 
 // authenticated trades the API key for a JWT and returns clients that send it.
 func (a *app) authenticated(ctx context.Context) (*clients, error) {
-	p, err := a.resolve(true)
+	p, err := a.resolve(true, false)
 	if err != nil {
 		return nil, err
 	}

@@ -75,14 +75,25 @@ func saveProfile(path, name string, p Profile) error {
 	return nil
 }
 
+// defaultEndpoint is where a local `sluice dev` listens.
+const defaultEndpoint = "http://127.0.0.1:8080"
+
 // resolve returns the endpoint and API key to use: flags (and their
-// environment variables) over the selected profile.
-func (a *app) resolve(needKey bool) (Profile, error) {
+// environment variables) over the selected profile. A profile that does not
+// exist is an error, unless creating (signup, login), where the endpoint
+// comes from --endpoint, else the default profile, else defaultEndpoint.
+func (a *app) resolve(needKey, creating bool) (Profile, error) {
 	c, err := readConfig(a.configPath)
 	if err != nil {
 		return Profile{}, err
 	}
 	p, ok := c.Profiles[a.profile]
+	if !ok && !creating && a.profile != "default" {
+		return p, usageError{fmt.Errorf("profile %q not found in %s; create it with `sluice --profile %s login` or `signup`", a.profile, a.configPath, a.profile)}
+	}
+	if !ok && creating {
+		p.Endpoint = c.Profiles["default"].Endpoint
+	}
 	if a.endpoint != "" {
 		p.Endpoint = a.endpoint
 	}
@@ -90,13 +101,20 @@ func (a *app) resolve(needKey bool) (Profile, error) {
 		p.APIKey = a.apiKey
 	}
 	if p.Endpoint == "" {
-		if !ok && a.profile != "default" {
-			return p, usageError{fmt.Errorf("profile %q not found in %s", a.profile, a.configPath)}
-		}
-		p.Endpoint = "http://127.0.0.1:8080"
+		p.Endpoint = defaultEndpoint
 	}
 	if needKey && p.APIKey == "" {
 		return p, usageError{fmt.Errorf("no API key: run `sluice login --api-key slk_…`, or pass --api-key / $SLUICE_API_KEY")}
 	}
 	return p, nil
+}
+
+// profileExists reports whether the config file has the named profile.
+func (a *app) profileExists(name string) (bool, error) {
+	c, err := readConfig(a.configPath)
+	if err != nil {
+		return false, err
+	}
+	_, ok := c.Profiles[name]
+	return ok, nil
 }

@@ -60,8 +60,10 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	fmt.Fprintln(stderr, "sluice:", err)
 	var ue usageError
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") ||
-		strings.Contains(err.Error(), "accepts ") || strings.Contains(err.Error(), "required flag") {
+	msg := err.Error()
+	// cobra reports bad arguments and missing flags as plain errors.
+	if errors.As(err, &ue) || strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "accepts ") ||
+		strings.Contains(msg, "required flag") || strings.HasPrefix(msg, "invalid argument") {
 		return ExitUsage
 	}
 	switch connect.CodeOf(err) {
@@ -93,7 +95,14 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.InheritedFlags()} {
+			// Global flags always read $SLUICE_*; a command's own flags only
+			// on server commands (marked envFlags), so $SLUICE_NAME does not
+			// silently name an API key.
+			sets := []*pflag.FlagSet{cmd.InheritedFlags()}
+			if cmd.Annotations[envFlags] == "true" {
+				sets = append(sets, cmd.LocalNonPersistentFlags())
+			}
+			for _, fs := range sets {
 				if err := flagenv.Apply(fs, envPrefix); err != nil {
 					return usageError{err}
 				}
@@ -119,18 +128,18 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 		a.apikeyCommand(),
 		a.topicCommand(),
 	)
-	annotate(root)
+	flagenv.Annotate(root.PersistentFlags(), envPrefix)
+	for _, c := range root.Commands() {
+		if c.Annotations[envFlags] == "true" {
+			flagenv.Annotate(c.Flags(), envPrefix)
+		}
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }
 
-// annotate adds the environment variable to every flag's help text.
-func annotate(c *cobra.Command) {
-	flagenv.Annotate(c.PersistentFlags(), envPrefix)
-	flagenv.Annotate(c.Flags(), envPrefix)
-	for _, sub := range c.Commands() {
-		annotate(sub)
-	}
-}
+// envFlags marks a command whose own flags have $SLUICE_* fallbacks.
+const envFlags = "sluice/env-flags"
 
 func (a *app) checkOutput() error {
 	if a.output != "table" && a.output != "json" {

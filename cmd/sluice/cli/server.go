@@ -23,8 +23,9 @@ import (
 func (a *app) controlplaneCommand() *cobra.Command {
 	cfg := controlplane.DefaultConfig()
 	cmd := &cobra.Command{
-		Use:   "controlplane",
-		Short: "Run a control-plane replica (tenants, auth, topics, placement) on Postgres or SQLite",
+		Use:         "controlplane",
+		Annotations: map[string]string{envFlags: "true"},
+		Short:       "Run a control-plane replica (tenants, auth, topics, placement) on Postgres or SQLite",
 		Example: `  sluice controlplane --database-url postgres://sluice@db/sluice --operator-token "$OP" --broker-token "$BT"
   SLUICE_DATABASE_URL=sqlite:./cp.db sluice controlplane`,
 		Args: cobra.NoArgs,
@@ -46,15 +47,17 @@ func (a *app) controlplaneCommand() *cobra.Command {
 // runControlPlane serves until ctx is cancelled. ready, when not nil, is
 // called with the bound address once the server accepts connections.
 func runControlPlane(ctx context.Context, cfg controlplane.Config, logger *slog.Logger, ready func(addr string)) error {
+	// Bind first: a busy port is reported before the store is touched.
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+	}
 	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{Logger: logger})
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	defer srv.Close()
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -64,6 +67,10 @@ func runControlPlane(ctx context.Context, cfg controlplane.Config, logger *slog.
 func (a *app) runDev(ctx context.Context, dataDir, listen string, logger *slog.Logger) error {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
+	}
+	// It holds secrets and the signing keys: keep it private.
+	if err := os.Chmod(dataDir, 0o700); err != nil {
+		return fmt.Errorf("secure data dir: %w", err)
 	}
 	secrets, err := loadDevSecrets(dataDir)
 	if err != nil {
@@ -120,6 +127,9 @@ func (a *app) devTenant(ctx context.Context, dataDir, endpoint string, s *devSec
 		}
 		c := newClients(hc, endpoint, "")
 		res, err := c.tenant.Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "dev@sluice.local", TenantName: "dev"}))
+		if connect.CodeOf(err) == connect.CodeAlreadyExists {
+			return fmt.Errorf("create dev tenant: %w (the dev tenant exists but %s lost its key: start over with an empty --data-dir)", err, filepath.Join(dataDir, "secrets.json"))
+		}
 		if err != nil {
 			return fmt.Errorf("create dev tenant: %w", err)
 		}
@@ -145,8 +155,9 @@ func (a *app) devTenant(ctx context.Context, dataDir, endpoint string, s *devSec
 func (a *app) devCommand() *cobra.Command {
 	var dataDir, listen string
 	cmd := &cobra.Command{
-		Use:   "dev",
-		Short: "Run Sluice locally in one process, with its data in one folder",
+		Use:         "dev",
+		Annotations: map[string]string{envFlags: "true"},
+		Short:       "Run Sluice locally in one process, with its data in one folder",
 		Long: `dev runs the control plane on an embedded SQLite database in --data-dir,
 creates a "dev" tenant on first start, and saves a ready CLI profile named
 "dev" (and "default" when you have none). Nothing to install.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -44,7 +45,12 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)", busyTimeout.Milliseconds())
+	if err := privateFile(path, logger); err != nil {
+		return nil, err
+	}
+	// synchronous(FULL): a committed transaction survives an OS crash too;
+	// metadata writes are rare, so the extra fsync costs little.
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)", busyTimeout.Milliseconds())
 
 	write, err := sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {
@@ -75,6 +81,28 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
 	return &Store{write: write, read: read, logger: logger}, nil
+}
+
+// privateFile creates the database file with mode 0600, or tightens an
+// existing one: it holds JWT signing keys and API key hashes. SQLite creates
+// its -wal and -shm files with the database file's mode.
+func privateFile(path string, logger *slog.Logger) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		logger.Warn("sqlite store was readable by others; setting mode 0600", "path", path, "mode", fi.Mode().Perm().String())
+		if err := f.Chmod(0o600); err != nil {
+			return fmt.Errorf("chmod sqlite store %s: %w", path, err)
+		}
+	}
+	return nil
 }
 
 func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {

@@ -244,7 +244,9 @@ func (x *HeartbeatBrokerResponse) GetLeaseExpireTime() *timestamppb.Timestamp {
 
 type ListRevokedAPIKeysRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Keys revoked at or after this time; unset means all.
+	// Keys revoked at or after this time. Unset, or earlier than now minus the
+	// token lifetime, means from then on: older revocations no longer matter,
+	// since every token of those keys has expired.
 	Since         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

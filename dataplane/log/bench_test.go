@@ -1,0 +1,115 @@
+package log
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// benchBatch is a batch of 1 KiB records of about batchBytes in all.
+func benchBatch(b *testing.B, batchBytes int) []byte {
+	n := batchBytes / 1024
+	recs := make([]Record, n)
+	for i := range recs {
+		v := make([]byte, 1024-8) // record framing brings it to ~1 KiB
+		for j := range v {
+			v[j] = byte(i*31 + j)
+		}
+		recs[i] = Record{OffsetDelta: int32(i), Value: v}
+	}
+	enc, err := AppendBatch(nil, BatchHeader{}, recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return enc
+}
+
+// BenchmarkLogAppend measures leader appends; BenchmarkLogRawWrite writes
+// the same bytes to a plain file as the baseline.
+func BenchmarkLogAppend(b *testing.B) {
+	for _, size := range []int{16 << 10, 256 << 10} {
+		for _, p := range []FlushPolicy{FlushOS, FlushAlways} {
+			b.Run(fmt.Sprintf("batch=%dKiB/flush=%s", size>>10, p), func(b *testing.B) {
+				batch := benchBatch(b, size)
+				l, err := Open(b.TempDir(), Config{Flush: p})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+				b.SetBytes(int64(len(batch)))
+				b.ResetTimer()
+				for b.Loop() {
+					if _, _, err := l.Append(batch, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
+			})
+		}
+	}
+}
+
+func BenchmarkLogRawWrite(b *testing.B) {
+	for _, size := range []int{16 << 10, 256 << 10} {
+		for _, sync := range []bool{false, true} {
+			name := "os"
+			if sync {
+				name = "always"
+			}
+			b.Run(fmt.Sprintf("batch=%dKiB/flush=%s", size>>10, name), func(b *testing.B) {
+				batch := benchBatch(b, size)
+				f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				b.SetBytes(int64(len(batch)))
+				b.ResetTimer()
+				for b.Loop() {
+					if _, err := f.Write(batch); err != nil {
+						b.Fatal(err)
+					}
+					if sync {
+						if err := f.Sync(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
+			})
+		}
+	}
+}
+
+// BenchmarkLogRead reads a 64 MiB log sequentially in 1 MiB fetches.
+func BenchmarkLogRead(b *testing.B) {
+	batch := benchBatch(b, 16<<10)
+	l, err := Open(b.TempDir(), Config{Flush: FlushOS, SegmentBytes: 16 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	for range (64 << 20) / len(batch) {
+		if _, _, err := l.Append(batch, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	off := int64(0)
+	var n int64
+	b.ResetTimer()
+	for b.Loop() {
+		data, err := l.Read(off, 1<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += int64(len(data))
+		if len(data) == 0 {
+			off = 0
+			continue
+		}
+		last, _, _ := ReadBatch(data[len(data)-len(batch):])
+		off = last.LastOffset() + 1
+	}
+	b.SetBytes(n / int64(b.N))
+}
