@@ -110,7 +110,7 @@ func (c Config) Validate() error {
 	case c.RetentionTime < 0:
 		return fmt.Errorf("RetentionTime %v: must not be negative", c.RetentionTime)
 	case c.Flush < FlushAlways || c.Flush > FlushOS:
-		return fmt.Errorf("Flush %d: must be always, interval or os", c.Flush)
+		return fmt.Errorf("flush policy %d: must be always, interval or os", c.Flush)
 	case c.FlushInterval < 0:
 		return fmt.Errorf("FlushInterval %v: must not be negative", c.FlushInterval)
 	}

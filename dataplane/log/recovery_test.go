@@ -170,14 +170,19 @@ func flipBit(t testing.TB, path, dir string, pos int64) {
 
 const crashChildEnv = "SLUICE_LOG_CRASH_CHILD"
 
-// TestLogCrashChild is the child of TestLogCrash: it appends batches with
-// FlushAlways forever and reports each acknowledged (fsynced) batch on
-// stdout as "base size seed" until it is killed.
-func TestLogCrashChild(t *testing.T) {
-	dir := os.Getenv(crashChildEnv)
-	if dir == "" {
-		t.Skip("run by TestLogCrash")
+// TestMain runs the crash child instead of the tests when TestLogCrash
+// re-executes this binary with crashChildEnv set.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashChildEnv); dir != "" {
+		crashChild(dir)
 	}
+	os.Exit(m.Run())
+}
+
+// crashChild is the child of TestLogCrash: it appends batches with
+// FlushAlways forever and reports each acknowledged (fsynced) batch on
+// stdout as "base size seed" until it is killed. It never returns.
+func crashChild(dir string) {
 	l, err := Open(dir, Config{SegmentBytes: 64 << 10, IndexIntervalBytes: 1024})
 	if err != nil {
 		fmt.Println("error", err)
@@ -188,7 +193,12 @@ func TestLogCrashChild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for i := uint64(0); ; i++ {
 		s := seed<<32 | i
-		b := crashBatch(t, s, 1+rng.IntN(20), rng.IntN(600))
+		b, err := buildCrashBatch(s, 1+rng.IntN(20), rng.IntN(600))
+		if err != nil {
+			fmt.Fprintln(w, "error", err)
+			w.Flush()
+			os.Exit(2)
+		}
 		base, _, err := l.Append(b, 1)
 		if err != nil {
 			fmt.Fprintln(w, "error", err)
@@ -202,6 +212,13 @@ func TestLogCrashChild(t *testing.T) {
 
 // crashBatch builds a deterministic batch from its seed.
 func crashBatch(t testing.TB, seed uint64, n, size int) []byte {
+	t.Helper()
+	b, err := buildCrashBatch(seed, n, size)
+	require.NoError(t, err)
+	return b
+}
+
+func buildCrashBatch(seed uint64, n, size int) ([]byte, error) {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	recs := make([]Record, n)
 	for i := range recs {
@@ -214,9 +231,7 @@ func crashBatch(t testing.TB, seed uint64, n, size int) []byte {
 		}
 		recs[i] = Record{OffsetDelta: int32(i), Value: v}
 	}
-	b, err := AppendBatch(nil, BatchHeader{FirstTimestamp: int64(seed)}, recs)
-	require.NoError(t, err)
-	return b
+	return AppendBatch(nil, BatchHeader{FirstTimestamp: int64(seed)}, recs)
 }
 
 // TestLogCrash SIGKILLs a child appending with FlushAlways at random points;
@@ -224,9 +239,6 @@ func crashBatch(t testing.TB, seed uint64, n, size int) []byte {
 // present byte for byte (re-stamped as the leader stamped it), and the log
 // must hold nothing else. SLUICE_SOAK=1 runs many more rounds.
 func TestLogCrash(t *testing.T) {
-	if os.Getenv(crashChildEnv) != "" {
-		t.Skip("child")
-	}
 	t.Parallel()
 	rounds := 12
 	if os.Getenv("SLUICE_SOAK") != "" {
@@ -243,7 +255,7 @@ func TestLogCrash(t *testing.T) {
 	var all []acked
 	rng := rand.New(rand.NewPCG(7, 7))
 	for round := range rounds {
-		cmd := exec.Command(exe, "-test.run=^TestLogCrashChild$", "-test.count=1")
+		cmd := exec.Command(exe, "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, fmt.Sprintf("%s_SEED=%d", crashChildEnv, round+1))
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
