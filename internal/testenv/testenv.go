@@ -24,9 +24,7 @@ const EnvDatabaseURL = "SLUICE_TEST_DATABASE_URL"
 
 const (
 	msgNoPostgres = "no Postgres for tests: set " + EnvDatabaseURL + "=postgres://... or install PostgreSQL " +
-		"(apt-get install postgresql) so initdb/postgres are on PATH"
-	msgDocker = "docker found but testcontainers support not compiled in; set " + EnvDatabaseURL +
-		"=postgres://... or install PostgreSQL (apt-get install postgresql) so initdb/postgres are on PATH"
+		"(apt-get install postgresql) so initdb/postgres are on PATH, or start a Docker engine"
 
 	// How long a CREATE DATABASE or DROP DATABASE may take.
 	ddlTimeout = 2 * time.Minute
@@ -48,6 +46,7 @@ type server struct {
 	base    *url.URL      // URL of the server's maintenance database; per-test URLs differ only in the path
 	admin   *adminConn    // serialized connection used for CREATE/DROP DATABASE
 	cluster *localCluster // nil unless this binary started the server
+	stop    func()        // removes a container this binary started; nil otherwise
 }
 
 // Main runs the test binary's tests and tears down any cluster started for it. Use as:
@@ -87,6 +86,9 @@ func shutdown() {
 		// Stop first: that also ends a DDL statement in flight that holds the admin connection.
 		if s.cluster != nil {
 			s.cluster.stop()
+		}
+		if s.stop != nil {
+			s.stop()
 		}
 		s.admin.close()
 	})
@@ -189,7 +191,13 @@ func resolve() (*server, string, error) {
 	}
 
 	if dockerAnswers() {
-		return nil, "", errors.New(msgDocker)
+		base, stop, err := startContainer()
+		if err != nil {
+			return nil, "", err
+		}
+		s := &server{base: base, admin: &adminConn{url: base.String()}, stop: stop}
+		return s, fmt.Sprintf("testenv: started PostgreSQL container %s at %s in %s",
+			containerImage, base.Host, time.Since(start).Round(time.Millisecond)), nil
 	}
 	msg := msgNoPostgres
 	if findNote != "" {
