@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluicemq/sluice/controlplane/controller"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -27,6 +28,9 @@ type Config struct {
 	DefaultReplicationFactor int
 	MaxRequestBytes          int
 	ShutdownTimeout          time.Duration
+	// Controller configures this replica's candidate controller (its
+	// StartupGrace is always BrokerLease).
+	Controller controller.Config
 }
 
 // DefaultConfig returns the defaults RegisterFlags uses.
@@ -41,6 +45,7 @@ func DefaultConfig() Config {
 		DefaultReplicationFactor: 3,
 		MaxRequestBytes:          1 << 20,
 		ShutdownTimeout:          10 * time.Second,
+		Controller:               controller.DefaultConfig(),
 	}
 }
 
@@ -58,6 +63,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.DefaultReplicationFactor, "default-replication-factor", c.DefaultReplicationFactor, "replication factor for topics created without one")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
+	c.Controller.RegisterFlags(fs)
 }
 
 // Validate checks the config and names the first bad field.
@@ -88,7 +94,7 @@ func (c *Config) Validate() error {
 	case c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 64<<20:
 		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 64 MiB; got %d", c.MaxRequestBytes)
 	}
-	return nil
+	return c.Controller.Validate()
 }
 
 // redact hides passwords in a database URL for messages and logs: the

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -41,6 +42,9 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.DefaultReplicationFactor = 0 }, "--default-replication-factor"},
 		{func(c *Config) { c.MaxRequestBytes = 10 }, "--max-request-bytes"},
 		{func(c *Config) { c.Issuer = "" }, "--issuer"},
+		{func(c *Config) { c.Controller.LeaseTTL = 100 * time.Millisecond }, "--controller-lease"},
+		{func(c *Config) { c.Controller.Interval = 2 * time.Second }, "controller interval"},
+		{func(c *Config) { c.Controller.PreferredLeaderDelay = -time.Second }, "--preferred-leader-delay"},
 	} {
 		c := ok
 		tt.mutate(&c)

@@ -36,6 +36,10 @@ const (
 type cluster struct {
 	endpoint string
 	hc       *http.Client
+	streamHC *http.Client // no overall timeout, for WatchAssignments
+	srv      *controlplane.Server
+	// stop shuts the server down (idempotent; also run at cleanup).
+	stop func()
 }
 
 // drivers runs fn once against each store driver.
@@ -70,15 +74,20 @@ func start(t *testing.T, dbURL string, mutate ...func(*controlplane.Config)) *cl
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-		require.NoError(t, srv.Close())
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+			require.NoError(t, srv.Close())
+		})
+	}
+	t.Cleanup(stop)
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	hc := &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 30 * time.Second}
-	return &cluster{endpoint: "http://" + ln.Addr().String(), hc: hc}
+	tr := &http.Transport{Protocols: &p}
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	return &cluster{endpoint: "http://" + ln.Addr().String(), hc: hc, streamHC: &http.Client{Transport: tr}, srv: srv, stop: stop}
 }
 
 func bearer(token string) connect.ClientOption {

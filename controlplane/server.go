@@ -1,9 +1,14 @@
 // Package controlplane wires the control plane: the metadata store, JWT
-// signing keys, the Connect API, JWKS, metrics and health endpoints.
+// signing keys, the Connect API, JWKS, metrics and health endpoints, and the
+// candidate controller (controlplane/controller).
 //
-// Goroutines: Run owns the HTTP server and the signing-key sync loop; both
-// stop when its context is cancelled, after in-flight requests drain (up to
-// Config.ShutdownTimeout). The Server holds no other background work.
+// Goroutines: Run owns the HTTP server, the signing-key sync loop and the
+// controller loop; all stop when its context is cancelled. On cancellation
+// the WatchAssignments streams end at once (Unavailable), the controller
+// stops renewing its lease (another replica takes over when it expires), and
+// in-flight requests drain for up to Config.ShutdownTimeout. Run returns only
+// after the controller loop has returned. The Server holds no other
+// background work.
 package controlplane
 
 import (
@@ -24,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicemq/sluice/controlplane/api"
+	"github.com/sluicemq/sluice/controlplane/controller"
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
@@ -56,12 +62,17 @@ type Server struct {
 	keys      *keyring
 	registry  *prometheus.Registry
 	handler   http.Handler
+	api       *api.API
+	ctl       *controller.Controller
 	now       func() time.Time
 }
 
 // New opens the store (applying migrations), loads or creates the JWT
 // signing key, and builds the HTTP handler. It starts nothing.
 func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
+	if cfg.Controller == (controller.Config{}) {
+		cfg.Controller = controller.DefaultConfig()
+	}
 	if deps.Store != nil && cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = "sqlite:(provided store)" // only to pass Validate
 	}
@@ -118,6 +129,15 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		Interceptors: []connect.Interceptor{metrics},
 		Now:          deps.Now,
 	})
+	s.api = a
+	ctlCfg := cfg.Controller
+	ctlCfg.StartupGrace = cfg.BrokerLease
+	ctl, err := controller.New(ctlCfg, controller.Deps{Store: s.store, Logger: deps.Logger, Registerer: s.registry, Now: deps.Now})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.ctl = ctl
 	mux := http.NewServeMux()
 	a.Register(mux)
 	services := api.ServiceNames()
@@ -211,9 +231,19 @@ func NewHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 // background, then drains for up to ShutdownTimeout.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	srv := NewHTTPServer(s.handler, s.logger)
+	srv.RegisterOnShutdown(s.api.CloseStreams)
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
 	go s.keys.run(loopCtx, keySyncInterval)
+	ctlDone := make(chan struct{})
+	go func() {
+		defer close(ctlDone)
+		s.ctl.Run(loopCtx)
+	}()
+	defer func() {
+		stopLoop()
+		<-ctlDone
+	}()
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -1,6 +1,7 @@
 // Package api implements the control plane's Connect services: signup,
 // API keys, tokens, topics, operator actions and the brokers' internal
-// service.
+// service (registration, heartbeats, the revocation feed, the assignment
+// stream and leader-driven ISR changes; see assignment.go).
 //
 // Every request passes, in order: the metrics interceptor (outermost), the
 // auth interceptor (tenants.NewAuthInterceptor with this package's rules: a
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -40,6 +42,9 @@ type Config struct {
 	DefaultReplicationFactor int32
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int
+	// WatchInterval is how often WatchAssignments streams look for changes
+	// (DefaultWatchInterval when 0).
+	WatchInterval time.Duration
 }
 
 // Deps are the API's collaborators.
@@ -63,6 +68,9 @@ type API struct {
 	now    func() time.Time
 	auth   *authenticator
 	extra  []connect.Interceptor
+
+	closing   chan struct{} // closed by CloseStreams
+	closeOnce sync.Once
 }
 
 // New returns the API. It does not start anything.
@@ -85,13 +93,17 @@ func New(cfg Config, deps Deps) *API {
 	if cfg.DefaultReplicationFactor <= 0 {
 		cfg.DefaultReplicationFactor = 3
 	}
+	if cfg.WatchInterval <= 0 {
+		cfg.WatchInterval = DefaultWatchInterval
+	}
 	return &API{
-		cfg:    cfg,
-		store:  deps.Store,
-		issuer: deps.Issuer,
-		logger: deps.Logger,
-		now:    deps.Now,
-		extra:  deps.Interceptors,
+		cfg:     cfg,
+		store:   deps.Store,
+		issuer:  deps.Issuer,
+		logger:  deps.Logger,
+		now:     deps.Now,
+		extra:   deps.Interceptors,
+		closing: make(chan struct{}),
 		auth: &authenticator{
 			logger:        deps.Logger,
 			store:         deps.Store,
@@ -101,6 +113,11 @@ func New(cfg Config, deps Deps) *API {
 		},
 	}
 }
+
+// CloseStreams ends every open and future WatchAssignments stream with
+// Unavailable, so that a graceful HTTP shutdown need not wait for them (call
+// it when shutdown begins). Idempotent.
+func (a *API) CloseStreams() { a.closeOnce.Do(func() { close(a.closing) }) }
 
 // ServiceNames lists the fully qualified names of the services Register
 // mounts (for reflection and health).

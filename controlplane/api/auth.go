@@ -54,6 +54,8 @@ var rules = map[string]rule{
 	sluicev1connect.BrokerServiceRegisterBrokerProcedure:     {access: accessBroker},
 	sluicev1connect.BrokerServiceHeartbeatBrokerProcedure:    {access: accessBroker},
 	sluicev1connect.BrokerServiceListRevokedAPIKeysProcedure: {access: accessBroker},
+	sluicev1connect.BrokerServiceWatchAssignmentsProcedure:   {access: accessBroker},
+	sluicev1connect.BrokerServiceAlterPartitionProcedure:     {access: accessBroker},
 }
 
 // publicPrefixes are infrastructure services open to anyone: health checks

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -79,6 +80,27 @@ func CheckLimits(l CountLimits, topics, parts, request int64) error {
 	}
 	if l.MaxPartitions > 0 && parts+request > l.MaxPartitions {
 		return &LimitError{Limit: "partitions", Current: parts, Request: request, Max: l.MaxPartitions}
+	}
+	return nil
+}
+
+// CheckFencedUpdate checks a controller partition write: the new partition
+// epoch is exactly one more than the expected one.
+func CheckFencedUpdate(p Partition, expectedEpoch int32) error {
+	if p.PartitionEpoch != expectedEpoch+1 {
+		return fmt.Errorf("invalid partition update of %s/%d: new partition epoch %d, want expected epoch %d + 1",
+			p.TopicID, p.Partition, p.PartitionEpoch, expectedEpoch)
+	}
+	return nil
+}
+
+// CheckLeaseRequest checks the arguments of AcquireControllerLease.
+func CheckLeaseRequest(holder string, ttl time.Duration) error {
+	if holder == "" {
+		return fmt.Errorf("invalid controller lease request: empty holder")
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("invalid controller lease request: ttl %s is not positive", ttl)
 	}
 	return nil
 }

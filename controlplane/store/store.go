@@ -1,5 +1,5 @@
 // Package store is the control plane's durable metadata: tenants, API keys,
-// signing keys, topics, partition state and brokers.
+// signing keys, topics, partition state, brokers and the controller lease.
 //
 // One interface, two drivers: controlplane/store/postgres (pgx, production)
 // and controlplane/store/sqlite (modernc.org/sqlite, for `sluice dev`). Both
@@ -14,6 +14,28 @@
 // Counting limits (topics and partitions per tenant) are enforced inside the
 // same transaction that creates the topic, serialised per tenant, so
 // concurrent creations never exceed them.
+//
+// # Controller lease and fencing
+//
+// One control-plane replica at a time is the controller: the holder of the
+// single controller-lease row (AcquireControllerLease). Every change of
+// holder bumps the lease epoch, and the controller's partition writes
+// (UpdatePartitionFenced) succeed only while the stored epoch is still the
+// one the writer holds, checked in the same transaction as the write and
+// serialised against lease takeovers. So a deposed controller (paused past
+// its lease, partitioned from the database) can never overwrite a decision
+// of its successor: lease expiry is only about liveness, the epoch is what
+// makes it safe. The lease times come from the callers' clocks: replicas'
+// clocks must agree to well within the lease TTL for the lease to mean
+// "one active controller at a time"; fencing holds whatever the clocks say.
+//
+// # Metadata version
+//
+// MetadataVersion is a global counter bumped, in the same transaction, by
+// every change to topics (create, config update, delete), partition state
+// and brokers (registration; not heartbeats, which only extend a lease). A
+// reader that reads the version before reading metadata, and polls the
+// version later, sees every change after the first read as a newer version.
 package store
 
 import (
@@ -35,6 +57,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrLimitExceeded: a count limit would be exceeded. Wrapped in *LimitError.
 	ErrLimitExceeded = errors.New("limit exceeded")
+	// ErrFenced: a controller write named a controller epoch that is no longer
+	// the lease's (the writer was deposed). It wraps ErrConflict.
+	ErrFenced = fmt.Errorf("controller epoch superseded: %w", ErrConflict)
 )
 
 // AlreadyExistsError names which unique field collided ("tenant name",
@@ -148,6 +173,27 @@ type Broker struct {
 // Live reports whether the broker's lease is unexpired at now.
 func (b Broker) Live(now time.Time) bool { return now.Before(b.LeaseExpiresAt) }
 
+// PartitionWithTopic is a partition's state with what a broker needs to host
+// it: its topic's tenant, name and config.
+type PartitionWithTopic struct {
+	Partition
+	TenantID  string
+	TopicName string
+	Config    TopicConfig
+}
+
+// ControllerLease is the single lease whose holder is the active controller.
+// Epoch is bumped on every change of holder (the first holder gets 1); a
+// holder renewing keeps its epoch.
+type ControllerLease struct {
+	Holder    string
+	Epoch     int64
+	ExpiresAt time.Time
+}
+
+// Held reports whether the lease is unexpired at now.
+func (l ControllerLease) Held(now time.Time) bool { return now.Before(l.ExpiresAt) }
+
 // CountLimits bound what a tenant may create; zero means unlimited.
 type CountLimits struct {
 	MaxTopics     int64
@@ -225,8 +271,28 @@ type Store interface {
 	// PartitionEpoch equals expectedEpoch; the stored epoch becomes p.PartitionEpoch.
 	// Stale expectedEpoch → ErrConflict; unknown partition → ErrNotFound.
 	UpdatePartition(ctx context.Context, p Partition, expectedEpoch int32) error
+	// UpdatePartitionFenced is the controller's UpdatePartition: it also requires the stored
+	// controller-lease epoch to equal controllerEpoch (else ErrFenced, which is an ErrConflict),
+	// checked atomically with the write and serialised against lease takeovers, and requires
+	// p.PartitionEpoch == expectedEpoch+1 (else an error that is none of the sentinels).
+	// Stale expectedEpoch → ErrConflict; unknown partition → ErrNotFound.
+	UpdatePartitionFenced(ctx context.Context, p Partition, expectedEpoch int32, controllerEpoch int64) error
+	// ListAllPartitions returns every partition of every topic with its topic's tenant, name
+	// and config, ordered by tenant id, topic name (bytewise) and partition, from one snapshot.
+	ListAllPartitions(ctx context.Context) ([]PartitionWithTopic, error)
 	// PartitionLoad counts, per broker, the replicas and leaders it holds over all topics.
 	PartitionLoad(ctx context.Context) (map[int32]BrokerLoad, error)
+	// MetadataVersion returns the global metadata version (0 on a new store). Every change to
+	// topics, partitions and broker registrations increases it in the same transaction;
+	// heartbeats and the controller lease do not.
+	MetadataVersion(ctx context.Context) (int64, error)
+
+	// AcquireControllerLease acquires the controller lease for holder until now+ttl when it is
+	// free or expired at now (bumping the epoch when the holder changes), or renews it when
+	// holder already holds it (same epoch; the expiry never moves backwards). Otherwise it
+	// returns the current lease and acquired=false. Two holders are never granted overlapping
+	// leases (as measured by the callers' now). holder must not be empty; ttl must be positive.
+	AcquireControllerLease(ctx context.Context, holder string, now time.Time, ttl time.Duration) (lease ControllerLease, acquired bool, err error)
 
 	// RegisterBroker inserts or updates a broker, bumping its epoch (first registration: 1),
 	// and sets its lease. Returns the stored broker.

@@ -33,6 +33,8 @@ var concurrentTests = []test{
 	{name: "ConcurrentPartitionCASFreeForAll", fn: testConcurrentPartitionCASFreeForAll},
 	{name: "ConcurrentTopicConfigUpdate", fn: testConcurrentTopicConfigUpdate},
 	{name: "ConcurrentTenantUpdate", fn: testConcurrentTenantUpdate},
+	{name: "ConcurrentControllerLease", own: true, fn: testConcurrentControllerLease},
+	{name: "ConcurrentFencedTakeover", own: true, fn: testConcurrentFencedTakeover},
 }
 
 // testConcurrentTopicConfigUpdate: read-modify-write updates from many

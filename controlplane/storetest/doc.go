@@ -8,7 +8,10 @@
 //
 // Run covers every method and every documented error of store.Store;
 // RunConcurrent proves the guarantees that only show under contention (count
-// limits never exceeded, one winner per partition epoch, broker epoch fencing).
+// limits never exceeded, one winner per partition epoch, broker epoch fencing,
+// one controller-lease holder at a time, no write of a deposed controller).
+// ControllerLeaseContest runs the lease race over several handles on one
+// database, as separate control-plane replicas would hold.
 //
 // newStore returns an empty, migrated store and closes it at t's cleanup.
 // Subtests that only touch their own tenants share one store and run in
@@ -16,8 +19,8 @@
 // brokers, partition load, the revocation feed) get a store of their own.
 //
 // Subtest names carry a family prefix (Tenant…, APIKey…, SigningKey…,
-// Topic…, Partition…, Broker…, Time…, Concurrent…) so a run can select a
-// family with -run.
+// Topic…, Partition…, Broker…, Controller…, Metadata…, Time…, Concurrent…)
+// so a run can select a family with -run.
 //
 // The suite pins down, for both drivers alike, a few behaviours the interface
 // comments leave open:
@@ -29,5 +32,6 @@
 //   - empty lists (scopes, ISR) read back as nil, empty overrides as "{}";
 //   - times are truncated to the millisecond on write and read back in UTC;
 //   - HeartbeatBroker never shortens a lease;
-//   - a taken topic name is reported before a count limit.
+//   - a taken topic name is reported before a count limit;
+//   - a lost compare-and-set and a fenced write leave the metadata version as is.
 package storetest

@@ -70,6 +70,11 @@ var tests = []test{
 
 	{name: "PartitionUpdateCAS", fn: testPartitionUpdateCAS},
 	{name: "PartitionLoad", own: true, fn: testPartitionLoad},
+	{name: "PartitionUpdateFenced", own: true, fn: testPartitionUpdateFenced},
+	{name: "PartitionListAll", own: true, fn: testPartitionListAll},
+
+	{name: "ControllerLeaseAcquire", own: true, fn: testControllerLeaseAcquire},
+	{name: "MetadataVersion", own: true, fn: testMetadataVersion},
 
 	{name: "BrokerRegister", own: true, fn: testBrokerRegister},
 	{name: "BrokerHeartbeat", own: true, fn: testBrokerHeartbeat},

@@ -28,6 +28,16 @@
 //     against the committed row, so exactly one wins each epoch.
 //   - RegisterBroker is an INSERT … ON CONFLICT DO UPDATE SET epoch = epoch+1;
 //     HeartbeatBroker an UPDATE … WHERE epoch = current.
+//   - AcquireControllerLease is one UPDATE of the single lease row WHERE the
+//     caller holds it or it has expired: contenders queue on the row lock and
+//     re-check the predicate, so one takes an expired lease.
+//   - UpdatePartitionFenced reads the lease row FOR SHARE and then does the
+//     UpdatePartition compare-and-set in one transaction: a takeover (which
+//     updates the row) waits for in-flight fenced writes and every later
+//     write sees the new epoch.
+//   - The metadata version row is bumped by triggers (migrations/00002) in
+//     the transaction of each topic, partition or broker-registration change;
+//     writers serialise on it briefly at commit.
 //
 // Errors are translated once (translate): pgx.ErrNoRows → store.ErrNotFound;
 // unique_violation (23505) → *store.AlreadyExistsError naming the field after

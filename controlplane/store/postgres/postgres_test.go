@@ -72,3 +72,18 @@ func BenchmarkStorePostgres(b *testing.B) {
 	defer s.Close()
 	storetest.Benchmark(b, s)
 }
+
+// TestStorePostgresControllerLeaseAcrossReplicas races the controller lease
+// over three pools on one database, as three control-plane replicas would.
+func TestStorePostgresControllerLeaseAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	url := testenv.PostgresURL(t)
+	var stores []store.Store
+	for range 3 {
+		s, err := postgres.Open(t.Context(), url, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		stores = append(stores, s)
+	}
+	storetest.ControllerLeaseContest(t, stores)
+}

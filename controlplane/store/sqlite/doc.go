@@ -24,7 +24,10 @@
 //     after a write returned sees it.
 //
 // Every write goes through the write pool, including the single-statement
-// ones, so this process never sees SQLITE_BUSY from itself.
+// ones, so this process never sees SQLITE_BUSY from itself. The controller
+// lease and the fenced partition write are such write transactions: the lock
+// held from the epoch check to the commit is what fences a deposed
+// controller. The metadata version is bumped by triggers (migrations/00002).
 //
 // Errors are translated once (translate): sql.ErrNoRows → store.ErrNotFound,
 // UNIQUE/PRIMARY KEY violations → *store.AlreadyExistsError naming the field,

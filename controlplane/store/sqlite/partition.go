@@ -48,23 +48,85 @@ func (s *Store) UpdatePartition(ctx context.Context, p store.Partition, expected
 	if !ok {
 		return store.ErrNotFound
 	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error { return updatePartition(ctx, tx, id, p, expectedEpoch) })
+	return translate("update partition", err)
+}
+
+// UpdatePartitionFenced implements store.Store. The write transaction (BEGIN
+// IMMEDIATE) holds the database's write lock from the epoch check to the
+// commit, so no lease takeover can come in between.
+func (s *Store) UpdatePartitionFenced(ctx context.Context, p store.Partition, expectedEpoch int32, controllerEpoch int64) error {
+	if err := store.CheckFencedUpdate(p, expectedEpoch); err != nil {
+		return err
+	}
+	id, ok := store.CanonicalID(p.TopicID)
+	if !ok {
+		return store.ErrNotFound
+	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			`UPDATE partitions SET replicas = ?, leader = ?, leader_epoch = ?, isr = ?, partition_epoch = ?
-			 WHERE topic_id = ? AND partition = ? AND partition_epoch = ?`,
-			encodeList(p.Replicas), p.Leader, p.LeaderEpoch, encodeList(p.ISR), p.PartitionEpoch,
-			id, p.Partition, expectedEpoch)
-		if err := mustAffect(res, err); !errors.Is(err, sql.ErrNoRows) {
+		var epoch int64
+		if err := tx.QueryRowContext(ctx, `SELECT epoch FROM controller_lease WHERE id = 1`).Scan(&epoch); err != nil {
 			return err
 		}
-		var one int
-		if err := tx.QueryRowContext(ctx,
-			`SELECT 1 FROM partitions WHERE topic_id = ? AND partition = ?`, id, p.Partition).Scan(&one); err != nil {
-			return err // sql.ErrNoRows → ErrNotFound
+		if epoch != controllerEpoch {
+			return store.ErrFenced
 		}
-		return store.ErrConflict
+		return updatePartition(ctx, tx, id, p, expectedEpoch)
 	})
 	return translate("update partition", err)
+}
+
+// updatePartition is the compare-and-set of UpdatePartition inside tx. Its
+// errors are untranslated.
+func updatePartition(ctx context.Context, tx *sql.Tx, topicID string, p store.Partition, expectedEpoch int32) error {
+	res, err := tx.ExecContext(ctx,
+		`UPDATE partitions SET replicas = ?, leader = ?, leader_epoch = ?, isr = ?, partition_epoch = ?
+		 WHERE topic_id = ? AND partition = ? AND partition_epoch = ?`,
+		encodeList(p.Replicas), p.Leader, p.LeaderEpoch, encodeList(p.ISR), p.PartitionEpoch,
+		topicID, p.Partition, expectedEpoch)
+	if err := mustAffect(res, err); !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	var one int
+	if err := tx.QueryRowContext(ctx,
+		`SELECT 1 FROM partitions WHERE topic_id = ? AND partition = ?`, topicID, p.Partition).Scan(&one); err != nil {
+		return err // sql.ErrNoRows → ErrNotFound
+	}
+	return store.ErrConflict
+}
+
+// ListAllPartitions implements store.Store (one statement: one snapshot).
+func (s *Store) ListAllPartitions(ctx context.Context) ([]store.PartitionWithTopic, error) {
+	rows, err := s.read.QueryContext(ctx,
+		`SELECT p.topic_id, p.partition, p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
+		        t.tenant_id, t.name, t.retention_ms, t.retention_bytes, t.local_retention_ms, t.local_retention_bytes,
+		        t.max_message_bytes, t.min_insync_replicas, t.cleanup_policy
+		 FROM partitions p JOIN topics t ON t.id = p.topic_id
+		 ORDER BY t.tenant_id, t.name, p.partition`)
+	if err != nil {
+		return nil, translate("list all partitions", err)
+	}
+	return collect(rows, func(r rowScanner) (store.PartitionWithTopic, error) {
+		var (
+			pt            store.PartitionWithTopic
+			p             = &pt.Partition
+			c             = &pt.Config
+			replicas, isr string
+		)
+		if err := r.Scan(&p.TopicID, &p.Partition, &replicas, &p.Leader, &p.LeaderEpoch, &isr, &p.PartitionEpoch,
+			&pt.TenantID, &pt.TopicName, &c.RetentionMs, &c.RetentionBytes, &c.LocalRetentionMs, &c.LocalRetentionBytes,
+			&c.MaxMessageBytes, &c.MinInsyncReplicas, &c.CleanupPolicy); err != nil {
+			return store.PartitionWithTopic{}, err
+		}
+		var err error
+		if p.Replicas, err = decodeList[int32](replicas); err != nil {
+			return store.PartitionWithTopic{}, err
+		}
+		if p.ISR, err = decodeList[int32](isr); err != nil {
+			return store.PartitionWithTopic{}, err
+		}
+		return pt, nil
+	}, "list all partitions")
 }
 
 // PartitionLoad implements store.Store, from one snapshot. Brokers holding

@@ -63,3 +63,19 @@ func BenchmarkStoreSQLite(b *testing.B) {
 	defer s.Close()
 	storetest.Benchmark(b, s)
 }
+
+// TestStoreSQLiteControllerLeaseAcrossHandles races the controller lease
+// over three stores opened on one file (each with its own write connection,
+// as separate processes would have).
+func TestStoreSQLiteControllerLeaseAcrossHandles(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "sluice.db")
+	var stores []store.Store
+	for range 3 {
+		s, err := sqlite.Open(t.Context(), path, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		stores = append(stores, s)
+	}
+	storetest.ControllerLeaseContest(t, stores)
+}

@@ -402,11 +402,460 @@ func (x *ListRevokedAPIKeysResponse) GetServerTime() *timestamppb.Timestamp {
 	return nil
 }
 
+type WatchAssignmentsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// The epoch RegisterBroker returned.
+	BrokerEpoch   int64 `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchAssignmentsRequest) Reset() {
+	*x = WatchAssignmentsRequest{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchAssignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchAssignmentsRequest) ProtoMessage() {}
+
+func (x *WatchAssignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchAssignmentsRequest.ProtoReflect.Descriptor instead.
+func (*WatchAssignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WatchAssignmentsRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *WatchAssignmentsRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+type WatchAssignmentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The store's metadata version this snapshot was read at; increases
+	// across snapshots of one stream (equal when only the live brokers
+	// changed).
+	MetadataVersion int64 `protobuf:"varint,1,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
+	// Every partition with this broker among its replicas, ordered by tenant
+	// id, topic name and partition.
+	Partitions []*PartitionAssignment `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Every live broker (lease unexpired), ordered by id: where to reach
+	// leaders and followers.
+	Brokers       []*BrokerEndpoint `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchAssignmentsResponse) Reset() {
+	*x = WatchAssignmentsResponse{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchAssignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchAssignmentsResponse) ProtoMessage() {}
+
+func (x *WatchAssignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchAssignmentsResponse.ProtoReflect.Descriptor instead.
+func (*WatchAssignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WatchAssignmentsResponse) GetMetadataVersion() int64 {
+	if x != nil {
+		return x.MetadataVersion
+	}
+	return 0
+}
+
+func (x *WatchAssignmentsResponse) GetPartitions() []*PartitionAssignment {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *WatchAssignmentsResponse) GetBrokers() []*BrokerEndpoint {
+	if x != nil {
+		return x.Brokers
+	}
+	return nil
+}
+
+// PartitionAssignment is one partition's controller-owned state with what a
+// broker needs to host it.
+type PartitionAssignment struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TenantId  string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	TopicId   string                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	TopicName string                 `protobuf:"bytes,3,opt,name=topic_name,json=topicName,proto3" json:"topic_name,omitempty"`
+	Partition int32                  `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	// replicas[0] is the preferred leader.
+	Replicas []int32 `protobuf:"varint,5,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// Broker id of the leader; -1 while the partition is offline (no live ISR
+	// member to elect).
+	Leader      int32   `protobuf:"varint,6,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderEpoch int32   `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Isr         []int32 `protobuf:"varint,8,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	// Bumped by every change of this state; the compare-and-set token of
+	// AlterPartition.
+	PartitionEpoch int32 `protobuf:"varint,9,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	// The topic's config; every field is set (min_insync_replicas,
+	// retention, max_message_bytes, ...).
+	Config        *TopicConfig `protobuf:"bytes,10,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionAssignment) Reset() {
+	*x = PartitionAssignment{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionAssignment) ProtoMessage() {}
+
+func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionAssignment.ProtoReflect.Descriptor instead.
+func (*PartitionAssignment) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PartitionAssignment) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *PartitionAssignment) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *PartitionAssignment) GetTopicName() string {
+	if x != nil {
+		return x.TopicName
+	}
+	return ""
+}
+
+func (x *PartitionAssignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionAssignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionAssignment) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *PartitionAssignment) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *PartitionAssignment) GetIsr() []int32 {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *PartitionAssignment) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
+}
+
+func (x *PartitionAssignment) GetConfig() *TopicConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type BrokerEndpoint struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// host:port the broker advertised.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack          string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BrokerEndpoint) Reset() {
+	*x = BrokerEndpoint{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerEndpoint) ProtoMessage() {}
+
+func (x *BrokerEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerEndpoint.ProtoReflect.Descriptor instead.
+func (*BrokerEndpoint) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *BrokerEndpoint) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *BrokerEndpoint) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *BrokerEndpoint) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+type AlterPartitionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller: the partition's leader.
+	BrokerId    int32  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch int64  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	TopicId     string `protobuf:"bytes,3,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition   int32  `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The leader epoch the caller leads in.
+	LeaderEpoch int32 `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The partition epoch of the state the caller last saw.
+	PartitionEpoch int32 `protobuf:"varint,6,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	// The ISR wanted: contains the leader, a subset of the replicas, no
+	// duplicates; every broker added must be live.
+	NewIsr        []int32 `protobuf:"varint,7,rep,packed,name=new_isr,json=newIsr,proto3" json:"new_isr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionRequest) Reset() {
+	*x = AlterPartitionRequest{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionRequest) ProtoMessage() {}
+
+func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AlterPartitionRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *AlterPartitionRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionRequest) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *AlterPartitionRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *AlterPartitionRequest) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionRequest) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionRequest) GetNewIsr() []int32 {
+	if x != nil {
+		return x.NewIsr
+	}
+	return nil
+}
+
+type AlterPartitionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The partition's state after the change (unchanged, at the same
+	// partition epoch, when new_isr equals the current ISR as a set).
+	Partition     *PartitionAssignment `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionResponse) Reset() {
+	*x = AlterPartitionResponse{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionResponse) ProtoMessage() {}
+
+func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AlterPartitionResponse) GetPartition() *PartitionAssignment {
+	if x != nil {
+		return x.Partition
+	}
+	return nil
+}
+
 var File_sluice_v1_broker_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"b\n" +
+	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15sluice/v1/topic.proto\"b\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -430,11 +879,49 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x1aListRevokedAPIKeysResponse\x12,\n" +
 	"\x04keys\x18\x01 \x03(\v2\x18.sluice.v1.RevokedAPIKeyR\x04keys\x12;\n" +
 	"\vserver_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime2\xa9\x02\n" +
+	"serverTime\"Y\n" +
+	"\x17WatchAssignmentsRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xba\x01\n" +
+	"\x18WatchAssignmentsResponse\x12)\n" +
+	"\x10metadata_version\x18\x01 \x01(\x03R\x0fmetadataVersion\x12>\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x1e.sluice.v1.PartitionAssignmentR\n" +
+	"partitions\x123\n" +
+	"\abrokers\x18\x03 \x03(\v2\x19.sluice.v1.BrokerEndpointR\abrokers\"\xcc\x02\n" +
+	"\x13PartitionAssignment\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12\x1d\n" +
+	"\n" +
+	"topic_name\x18\x03 \x01(\tR\ttopicName\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x05 \x03(\x05R\breplicas\x12\x16\n" +
+	"\x06leader\x18\x06 \x01(\x05R\x06leader\x12!\n" +
+	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\x12\x10\n" +
+	"\x03isr\x18\b \x03(\x05R\x03isr\x12'\n" +
+	"\x0fpartition_epoch\x18\t \x01(\x05R\x0epartitionEpoch\x12.\n" +
+	"\x06config\x18\n" +
+	" \x01(\v2\x16.sluice.v1.TopicConfigR\x06config\"[\n" +
+	"\x0eBrokerEndpoint\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\"\xf5\x01\n" +
+	"\x15AlterPartitionRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x19\n" +
+	"\btopic_id\x18\x03 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\x05R\tpartition\x12!\n" +
+	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12'\n" +
+	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12\x17\n" +
+	"\anew_isr\x18\a \x03(\x05R\x06newIsr\"V\n" +
+	"\x16AlterPartitionResponse\x12<\n" +
+	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\tpartition2\xe3\x03\n" +
 	"\rBrokerService\x12W\n" +
 	"\x0eRegisterBroker\x12 .sluice.v1.RegisterBrokerRequest\x1a!.sluice.v1.RegisterBrokerResponse\"\x00\x12Z\n" +
 	"\x0fHeartbeatBroker\x12!.sluice.v1.HeartbeatBrokerRequest\x1a\".sluice.v1.HeartbeatBrokerResponse\"\x00\x12c\n" +
-	"\x12ListRevokedAPIKeys\x12$.sluice.v1.ListRevokedAPIKeysRequest\x1a%.sluice.v1.ListRevokedAPIKeysResponse\"\x00B\x94\x01\n" +
+	"\x12ListRevokedAPIKeys\x12$.sluice.v1.ListRevokedAPIKeysRequest\x1a%.sluice.v1.ListRevokedAPIKeysResponse\"\x00\x12_\n" +
+	"\x10WatchAssignments\x12\".sluice.v1.WatchAssignmentsRequest\x1a#.sluice.v1.WatchAssignmentsResponse\"\x000\x01\x12W\n" +
+	"\x0eAlterPartition\x12 .sluice.v1.AlterPartitionRequest\x1a!.sluice.v1.AlterPartitionResponse\"\x00B\x94\x01\n" +
 	"\rcom.sluice.v1B\vBrokerProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -450,7 +937,7 @@ func file_sluice_v1_broker_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_broker_proto_rawDescData
 }
 
-var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_sluice_v1_broker_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),      // 0: sluice.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),     // 1: sluice.v1.RegisterBrokerResponse
@@ -459,26 +946,41 @@ var file_sluice_v1_broker_proto_goTypes = []any{
 	(*ListRevokedAPIKeysRequest)(nil),  // 4: sluice.v1.ListRevokedAPIKeysRequest
 	(*RevokedAPIKey)(nil),              // 5: sluice.v1.RevokedAPIKey
 	(*ListRevokedAPIKeysResponse)(nil), // 6: sluice.v1.ListRevokedAPIKeysResponse
-	(*timestamppb.Timestamp)(nil),      // 7: google.protobuf.Timestamp
+	(*WatchAssignmentsRequest)(nil),    // 7: sluice.v1.WatchAssignmentsRequest
+	(*WatchAssignmentsResponse)(nil),   // 8: sluice.v1.WatchAssignmentsResponse
+	(*PartitionAssignment)(nil),        // 9: sluice.v1.PartitionAssignment
+	(*BrokerEndpoint)(nil),             // 10: sluice.v1.BrokerEndpoint
+	(*AlterPartitionRequest)(nil),      // 11: sluice.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),     // 12: sluice.v1.AlterPartitionResponse
+	(*timestamppb.Timestamp)(nil),      // 13: google.protobuf.Timestamp
+	(*TopicConfig)(nil),                // 14: sluice.v1.TopicConfig
 }
 var file_sluice_v1_broker_proto_depIdxs = []int32{
-	7, // 0: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	7, // 1: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	7, // 2: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
-	7, // 3: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
-	5, // 4: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
-	7, // 5: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
-	0, // 6: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
-	2, // 7: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
-	4, // 8: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
-	1, // 9: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
-	3, // 10: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
-	6, // 11: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
-	9, // [9:12] is the sub-list for method output_type
-	6, // [6:9] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	13, // 0: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	13, // 1: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	13, // 2: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
+	13, // 3: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	5,  // 4: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
+	13, // 5: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
+	9,  // 6: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
+	10, // 7: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
+	14, // 8: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
+	9,  // 9: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
+	0,  // 10: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
+	2,  // 11: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
+	4,  // 12: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
+	7,  // 13: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
+	11, // 14: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
+	1,  // 15: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
+	3,  // 16: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
+	6,  // 17: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
+	8,  // 18: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
+	12, // 19: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_broker_proto_init() }
@@ -486,13 +988,14 @@ func file_sluice_v1_broker_proto_init() {
 	if File_sluice_v1_broker_proto != nil {
 		return
 	}
+	file_sluice_v1_topic_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_broker_proto_rawDesc), len(file_sluice_v1_broker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,12 @@ const (
 	// BrokerServiceListRevokedAPIKeysProcedure is the fully-qualified name of the BrokerService's
 	// ListRevokedAPIKeys RPC.
 	BrokerServiceListRevokedAPIKeysProcedure = "/sluice.v1.BrokerService/ListRevokedAPIKeys"
+	// BrokerServiceWatchAssignmentsProcedure is the fully-qualified name of the BrokerService's
+	// WatchAssignments RPC.
+	BrokerServiceWatchAssignmentsProcedure = "/sluice.v1.BrokerService/WatchAssignments"
+	// BrokerServiceAlterPartitionProcedure is the fully-qualified name of the BrokerService's
+	// AlterPartition RPC.
+	BrokerServiceAlterPartitionProcedure = "/sluice.v1.BrokerService/AlterPartition"
 )
 
 // BrokerServiceClient is a client for the sluice.v1.BrokerService service.
@@ -55,6 +61,37 @@ type BrokerServiceClient interface {
 	// ListRevokedAPIKeys is the revocation feed brokers poll (every few
 	// seconds) to refuse tokens of revoked keys before the tokens expire.
 	ListRevokedAPIKeys(context.Context, *connect.Request[v1.ListRevokedAPIKeysRequest]) (*connect.Response[v1.ListRevokedAPIKeysResponse], error)
+	// WatchAssignments streams the partitions this broker hosts. The first
+	// message is a full snapshot; a new full snapshot follows whenever the
+	// cluster metadata changes (topics, partition state, broker registrations)
+	// or the set of live brokers does. The server checks every 200 ms, so a
+	// change reaches brokers within about that much after it commits.
+	//
+	// Each message replaces the previous one entirely: a partition absent
+	// from it is no longer hosted by this broker.
+	//
+	// A broker epoch that is not the current one is FAILED_PRECONDITION (the
+	// broker must register again); an unknown broker is NOT_FOUND. The stream
+	// ends with FAILED_PRECONDITION when the broker registers again elsewhere
+	// (its epoch is superseded), and with UNAVAILABLE when the control-plane
+	// replica shuts down: reconnect, possibly to another replica.
+	WatchAssignments(context.Context, *connect.Request[v1.WatchAssignmentsRequest]) (*connect.ServerStreamForClient[v1.WatchAssignmentsResponse], error)
+	// AlterPartition is how a partition leader changes the ISR (shrinking a
+	// lagging follower out, expanding a caught-up one back in). Only the
+	// current leader, with its current broker epoch and leader epoch, may call
+	// it; the change is a compare-and-set on the partition epoch, which
+	// becomes partition_epoch + 1. Answers the new state.
+	//
+	// Errors: INVALID_ARGUMENT when new_isr is malformed (empty, duplicates,
+	// not containing the leader, not a subset of the replicas);
+	// FAILED_PRECONDITION when the caller's broker epoch is stale or its lease
+	// expired, when it is not the leader or its leader epoch is stale, when a
+	// broker added to the ISR is not live, and when partition_epoch is stale
+	// (message "stale partition epoch"). Every FAILED_PRECONDITION about the
+	// partition carries the current PartitionAssignment as an error detail so
+	// the leader can refresh without waiting for WatchAssignments.
+	// NOT_FOUND: unknown broker, topic or partition.
+	AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error)
 }
 
 // NewBrokerServiceClient constructs a client for the sluice.v1.BrokerService service. By default,
@@ -86,6 +123,18 @@ func NewBrokerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(brokerServiceMethods.ByName("ListRevokedAPIKeys")),
 			connect.WithClientOptions(opts...),
 		),
+		watchAssignments: connect.NewClient[v1.WatchAssignmentsRequest, v1.WatchAssignmentsResponse](
+			httpClient,
+			baseURL+BrokerServiceWatchAssignmentsProcedure,
+			connect.WithSchema(brokerServiceMethods.ByName("WatchAssignments")),
+			connect.WithClientOptions(opts...),
+		),
+		alterPartition: connect.NewClient[v1.AlterPartitionRequest, v1.AlterPartitionResponse](
+			httpClient,
+			baseURL+BrokerServiceAlterPartitionProcedure,
+			connect.WithSchema(brokerServiceMethods.ByName("AlterPartition")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -94,6 +143,8 @@ type brokerServiceClient struct {
 	registerBroker     *connect.Client[v1.RegisterBrokerRequest, v1.RegisterBrokerResponse]
 	heartbeatBroker    *connect.Client[v1.HeartbeatBrokerRequest, v1.HeartbeatBrokerResponse]
 	listRevokedAPIKeys *connect.Client[v1.ListRevokedAPIKeysRequest, v1.ListRevokedAPIKeysResponse]
+	watchAssignments   *connect.Client[v1.WatchAssignmentsRequest, v1.WatchAssignmentsResponse]
+	alterPartition     *connect.Client[v1.AlterPartitionRequest, v1.AlterPartitionResponse]
 }
 
 // RegisterBroker calls sluice.v1.BrokerService.RegisterBroker.
@@ -111,6 +162,16 @@ func (c *brokerServiceClient) ListRevokedAPIKeys(ctx context.Context, req *conne
 	return c.listRevokedAPIKeys.CallUnary(ctx, req)
 }
 
+// WatchAssignments calls sluice.v1.BrokerService.WatchAssignments.
+func (c *brokerServiceClient) WatchAssignments(ctx context.Context, req *connect.Request[v1.WatchAssignmentsRequest]) (*connect.ServerStreamForClient[v1.WatchAssignmentsResponse], error) {
+	return c.watchAssignments.CallServerStream(ctx, req)
+}
+
+// AlterPartition calls sluice.v1.BrokerService.AlterPartition.
+func (c *brokerServiceClient) AlterPartition(ctx context.Context, req *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error) {
+	return c.alterPartition.CallUnary(ctx, req)
+}
+
 // BrokerServiceHandler is an implementation of the sluice.v1.BrokerService service.
 type BrokerServiceHandler interface {
 	// RegisterBroker (re)joins a broker and bumps its broker epoch, which
@@ -122,6 +183,37 @@ type BrokerServiceHandler interface {
 	// ListRevokedAPIKeys is the revocation feed brokers poll (every few
 	// seconds) to refuse tokens of revoked keys before the tokens expire.
 	ListRevokedAPIKeys(context.Context, *connect.Request[v1.ListRevokedAPIKeysRequest]) (*connect.Response[v1.ListRevokedAPIKeysResponse], error)
+	// WatchAssignments streams the partitions this broker hosts. The first
+	// message is a full snapshot; a new full snapshot follows whenever the
+	// cluster metadata changes (topics, partition state, broker registrations)
+	// or the set of live brokers does. The server checks every 200 ms, so a
+	// change reaches brokers within about that much after it commits.
+	//
+	// Each message replaces the previous one entirely: a partition absent
+	// from it is no longer hosted by this broker.
+	//
+	// A broker epoch that is not the current one is FAILED_PRECONDITION (the
+	// broker must register again); an unknown broker is NOT_FOUND. The stream
+	// ends with FAILED_PRECONDITION when the broker registers again elsewhere
+	// (its epoch is superseded), and with UNAVAILABLE when the control-plane
+	// replica shuts down: reconnect, possibly to another replica.
+	WatchAssignments(context.Context, *connect.Request[v1.WatchAssignmentsRequest], *connect.ServerStream[v1.WatchAssignmentsResponse]) error
+	// AlterPartition is how a partition leader changes the ISR (shrinking a
+	// lagging follower out, expanding a caught-up one back in). Only the
+	// current leader, with its current broker epoch and leader epoch, may call
+	// it; the change is a compare-and-set on the partition epoch, which
+	// becomes partition_epoch + 1. Answers the new state.
+	//
+	// Errors: INVALID_ARGUMENT when new_isr is malformed (empty, duplicates,
+	// not containing the leader, not a subset of the replicas);
+	// FAILED_PRECONDITION when the caller's broker epoch is stale or its lease
+	// expired, when it is not the leader or its leader epoch is stale, when a
+	// broker added to the ISR is not live, and when partition_epoch is stale
+	// (message "stale partition epoch"). Every FAILED_PRECONDITION about the
+	// partition carries the current PartitionAssignment as an error detail so
+	// the leader can refresh without waiting for WatchAssignments.
+	// NOT_FOUND: unknown broker, topic or partition.
+	AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error)
 }
 
 // NewBrokerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -149,6 +241,18 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(brokerServiceMethods.ByName("ListRevokedAPIKeys")),
 		connect.WithHandlerOptions(opts...),
 	)
+	brokerServiceWatchAssignmentsHandler := connect.NewServerStreamHandler(
+		BrokerServiceWatchAssignmentsProcedure,
+		svc.WatchAssignments,
+		connect.WithSchema(brokerServiceMethods.ByName("WatchAssignments")),
+		connect.WithHandlerOptions(opts...),
+	)
+	brokerServiceAlterPartitionHandler := connect.NewUnaryHandler(
+		BrokerServiceAlterPartitionProcedure,
+		svc.AlterPartition,
+		connect.WithSchema(brokerServiceMethods.ByName("AlterPartition")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.BrokerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case BrokerServiceRegisterBrokerProcedure:
@@ -157,6 +261,10 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 			brokerServiceHeartbeatBrokerHandler.ServeHTTP(w, r)
 		case BrokerServiceListRevokedAPIKeysProcedure:
 			brokerServiceListRevokedAPIKeysHandler.ServeHTTP(w, r)
+		case BrokerServiceWatchAssignmentsProcedure:
+			brokerServiceWatchAssignmentsHandler.ServeHTTP(w, r)
+		case BrokerServiceAlterPartitionProcedure:
+			brokerServiceAlterPartitionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -176,4 +284,12 @@ func (UnimplementedBrokerServiceHandler) HeartbeatBroker(context.Context, *conne
 
 func (UnimplementedBrokerServiceHandler) ListRevokedAPIKeys(context.Context, *connect.Request[v1.ListRevokedAPIKeysRequest]) (*connect.Response[v1.ListRevokedAPIKeysResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.ListRevokedAPIKeys is not implemented"))
+}
+
+func (UnimplementedBrokerServiceHandler) WatchAssignments(context.Context, *connect.Request[v1.WatchAssignmentsRequest], *connect.ServerStream[v1.WatchAssignmentsResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.WatchAssignments is not implemented"))
+}
+
+func (UnimplementedBrokerServiceHandler) AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.AlterPartition is not implemented"))
 }

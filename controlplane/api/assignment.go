@@ -1,0 +1,274 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// DefaultWatchInterval is how often a WatchAssignments stream polls the
+// store's metadata version and broker list for changes.
+const DefaultWatchInterval = 200 * time.Millisecond
+
+// WatchAssignments streams full snapshots of the caller's partitions. Each
+// stream polls the store on its own: two small reads (the metadata version
+// and the broker list) every WatchInterval, and a listing of all partitions
+// only when the version moved.
+func (s *brokerService) WatchAssignments(ctx context.Context, req *connect.Request[sluicev1.WatchAssignmentsRequest], stream *connect.ServerStream[sluicev1.WatchAssignmentsResponse]) error {
+	id, epoch := req.Msg.GetBrokerId(), req.Msg.GetBrokerEpoch()
+	ticker := time.NewTicker(s.cfg.WatchInterval)
+	defer ticker.Stop()
+	var (
+		sent        bool
+		lastVersion int64
+		lastLive    []*sluicev1.BrokerEndpoint
+		parts       []*sluicev1.PartitionAssignment
+	)
+	for {
+		// The version is read before the data it announces, so a change
+		// committed after this read shows as a newer version next time.
+		version, err := s.store.MetadataVersion(ctx)
+		if err != nil {
+			return err
+		}
+		brokers, err := s.store.ListBrokers(ctx)
+		if err != nil {
+			return err
+		}
+		if err := checkBrokerEpoch(brokers, id, epoch); err != nil {
+			return err
+		}
+		if !sent || version != lastVersion {
+			all, err := s.store.ListAllPartitions(ctx)
+			if err != nil {
+				return err
+			}
+			parts = parts[:0:0]
+			for _, p := range all {
+				if slices.Contains(p.Replicas, id) {
+					parts = append(parts, toAssignmentPB(p))
+				}
+			}
+		}
+		live := liveEndpoints(brokers, s.now())
+		if !sent || version != lastVersion || !slices.EqualFunc(live, lastLive, sameEndpoint) {
+			if err := stream.Send(&sluicev1.WatchAssignmentsResponse{MetadataVersion: version, Partitions: parts, Brokers: live}); err != nil {
+				return err
+			}
+			sent, lastVersion, lastLive = true, version, live
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closing:
+			return connect.NewError(connect.CodeUnavailable, errors.New("control plane shutting down; reconnect"))
+		case <-ticker.C:
+		}
+	}
+}
+
+// checkBrokerEpoch refuses an unknown broker (NotFound) and an epoch that is
+// not the broker's current one (FailedPrecondition).
+func checkBrokerEpoch(brokers []store.Broker, id int32, epoch int64) error {
+	b, ok := findBroker(brokers, id)
+	if !ok {
+		return notFound("broker %d is not registered", id)
+	}
+	if b.Epoch != epoch {
+		return failedPrecondition("broker %d epoch %d is stale (current %d); register again", id, epoch, b.Epoch)
+	}
+	return nil
+}
+
+func findBroker(brokers []store.Broker, id int32) (store.Broker, bool) {
+	i := slices.IndexFunc(brokers, func(b store.Broker) bool { return b.ID == id })
+	if i < 0 {
+		return store.Broker{}, false
+	}
+	return brokers[i], true
+}
+
+func liveEndpoints(brokers []store.Broker, now time.Time) []*sluicev1.BrokerEndpoint {
+	var out []*sluicev1.BrokerEndpoint
+	for _, b := range brokers { // ordered by id
+		if b.Live(now) {
+			out = append(out, &sluicev1.BrokerEndpoint{BrokerId: b.ID, Address: b.Address, Rack: b.Rack})
+		}
+	}
+	return out
+}
+
+func sameEndpoint(a, b *sluicev1.BrokerEndpoint) bool {
+	return a.GetBrokerId() == b.GetBrokerId() && a.GetAddress() == b.GetAddress() && a.GetRack() == b.GetRack()
+}
+
+// AlterPartition changes the ISR on behalf of the partition's leader.
+//
+// It writes with the plain UpdatePartition, not the controller's fenced
+// write, and so may be served by any control-plane replica: the
+// compare-and-set on the partition epoch is enough. The leader, leader epoch
+// and replicas validated below were read at that partition epoch, and every
+// controller decision bumps it, so the write lands only if nothing —
+// no election, no ISR change by the controller or by an earlier request —
+// happened in between; otherwise the leader gets the current state back and
+// retries from it. The controller epoch fences a controller acting on a stale
+// view of broker liveness; a leader request carries no such view beyond the
+// liveness of the brokers it adds, which is checked here.
+func (s *brokerService) AlterPartition(ctx context.Context, req *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
+	m := req.Msg
+	if m.GetTopicId() == "" {
+		return nil, invalid("topic_id", "must not be empty")
+	}
+	if m.GetPartition() < 0 {
+		return nil, invalid("partition", "must not be negative; got %d", m.GetPartition())
+	}
+	isr := m.GetNewIsr()
+	if len(isr) == 0 {
+		return nil, invalid("new_isr", "must not be empty")
+	}
+	if !slices.Contains(isr, m.GetBrokerId()) {
+		return nil, invalid("new_isr", "%v does not contain the leader %d", isr, m.GetBrokerId())
+	}
+	if len(dedup(isr)) != len(isr) {
+		return nil, invalid("new_isr", "%v lists a broker twice", isr)
+	}
+
+	brokers, err := s.store.ListBrokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBrokerEpoch(brokers, m.GetBrokerId(), m.GetBrokerEpoch()); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	caller, _ := findBroker(brokers, m.GetBrokerId())
+	if !caller.Live(now) {
+		// Its lease expired: the controller may be moving leadership away;
+		// shrinking the ISR to itself now could leave only a dead member.
+		return nil, failedPrecondition("broker %d's lease has expired; heartbeat before changing the ISR", caller.ID)
+	}
+	topic, cur, err := s.partition(ctx, m.GetTopicId(), m.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cur.Leader != m.GetBrokerId():
+		return nil, partitionPrecondition(topic, cur, "broker %d is not the leader of partition %d (leader %d)", m.GetBrokerId(), cur.Partition, cur.Leader)
+	case cur.LeaderEpoch != m.GetLeaderEpoch():
+		return nil, partitionPrecondition(topic, cur, "stale leader epoch %d (current %d)", m.GetLeaderEpoch(), cur.LeaderEpoch)
+	case cur.PartitionEpoch != m.GetPartitionEpoch():
+		return nil, partitionPrecondition(topic, cur, "stale partition epoch %d (current %d)", m.GetPartitionEpoch(), cur.PartitionEpoch)
+	}
+	for _, b := range isr {
+		if !slices.Contains(cur.Replicas, b) {
+			return nil, invalid("new_isr", "broker %d is not a replica of partition %d (replicas %v)", b, cur.Partition, cur.Replicas)
+		}
+		if slices.Contains(cur.ISR, b) {
+			continue
+		}
+		if nb, ok := findBroker(brokers, b); !ok || !nb.Live(now) {
+			return nil, partitionPrecondition(topic, cur, "broker %d is not live; it cannot join the ISR", b)
+		}
+	}
+	// Stored in replica order, so equal sets read back equal.
+	next := cur
+	next.ISR = nil
+	for _, r := range cur.Replicas {
+		if slices.Contains(isr, r) {
+			next.ISR = append(next.ISR, r)
+		}
+	}
+	if slices.Equal(dedup(cur.ISR), dedup(next.ISR)) {
+		return connect.NewResponse(&sluicev1.AlterPartitionResponse{Partition: toAssignmentPB(withTopic(topic, cur))}), nil
+	}
+	next.PartitionEpoch = cur.PartitionEpoch + 1
+	switch err := s.store.UpdatePartition(ctx, next, cur.PartitionEpoch); {
+	case errors.Is(err, store.ErrConflict):
+		topic, fresh, rerr := s.partition(ctx, m.GetTopicId(), m.GetPartition())
+		if rerr != nil {
+			return nil, rerr
+		}
+		return nil, partitionPrecondition(topic, fresh, "stale partition epoch %d (current %d)", m.GetPartitionEpoch(), fresh.PartitionEpoch)
+	case errors.Is(err, store.ErrNotFound):
+		return nil, notFound("partition %d of topic %s not found", m.GetPartition(), m.GetTopicId())
+	case err != nil:
+		return nil, err
+	}
+	s.logger.InfoContext(ctx, "ISR changed by leader", "topic", topic.ID, "partition", next.Partition,
+		"leader", next.Leader, "leader_epoch", next.LeaderEpoch, "isr_before", cur.ISR, "isr", next.ISR, "partition_epoch", next.PartitionEpoch)
+	return connect.NewResponse(&sluicev1.AlterPartitionResponse{Partition: toAssignmentPB(withTopic(topic, next))}), nil
+}
+
+// partition reads a topic (any tenant: brokers are cluster-wide) and one of
+// its partitions → NotFound.
+func (s *brokerService) partition(ctx context.Context, topicID string, n int32) (store.Topic, store.Partition, error) {
+	t, err := s.store.GetTopicByID(ctx, topicID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Topic{}, store.Partition{}, notFound("topic %q not found", topicID)
+	}
+	if err != nil {
+		return store.Topic{}, store.Partition{}, err
+	}
+	parts, err := s.store.ListPartitions(ctx, t.ID)
+	if err != nil {
+		return store.Topic{}, store.Partition{}, err
+	}
+	for _, p := range parts {
+		if p.Partition == n {
+			return t, p, nil
+		}
+	}
+	return store.Topic{}, store.Partition{}, notFound("partition %d of topic %q not found", n, topicID)
+}
+
+// partitionPrecondition is FailedPrecondition with the partition's current
+// state attached as a PartitionAssignment error detail.
+func partitionPrecondition(t store.Topic, p store.Partition, format string, args ...any) error {
+	err := connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(format, args...))
+	if d, derr := connect.NewErrorDetail(toAssignmentPB(withTopic(t, p))); derr == nil {
+		err.AddDetail(d)
+	}
+	return err
+}
+
+func withTopic(t store.Topic, p store.Partition) store.PartitionWithTopic {
+	return store.PartitionWithTopic{Partition: p, TenantID: t.TenantID, TopicName: t.Name, Config: t.Config}
+}
+
+// dedup returns the sorted distinct values of v (a copy).
+func dedup(v []int32) []int32 {
+	out := slices.Clone(v)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func toAssignmentPB(p store.PartitionWithTopic) *sluicev1.PartitionAssignment {
+	c := p.Config
+	return &sluicev1.PartitionAssignment{
+		TenantId:       p.TenantID,
+		TopicId:        p.TopicID,
+		TopicName:      p.TopicName,
+		Partition:      p.Partition.Partition,
+		Replicas:       p.Replicas,
+		Leader:         p.Leader,
+		LeaderEpoch:    p.LeaderEpoch,
+		Isr:            p.ISR,
+		PartitionEpoch: p.PartitionEpoch,
+		Config: &sluicev1.TopicConfig{
+			RetentionMs:         &c.RetentionMs,
+			RetentionBytes:      &c.RetentionBytes,
+			LocalRetentionMs:    &c.LocalRetentionMs,
+			LocalRetentionBytes: &c.LocalRetentionBytes,
+			MaxMessageBytes:     &c.MaxMessageBytes,
+			MinInsyncReplicas:   &c.MinInsyncReplicas,
+			CleanupPolicy:       &c.CleanupPolicy,
+		},
+	}
+}

@@ -1,0 +1,320 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+// Config is the controller's configuration.
+type Config struct {
+	// LeaseTTL is how long the controller lease lasts without renewal: how
+	// long the cluster may go without an active controller when the active
+	// one dies.
+	LeaseTTL time.Duration
+	// Interval is how often the controller renews its lease and reconciles.
+	Interval time.Duration
+	// PreferredLeaderDelay is how long a preferred leader must have been
+	// live before leadership moves back to it.
+	PreferredLeaderDelay time.Duration
+	// StartupGrace is how long a newly active controller waits before it
+	// declares any broker dead (the server sets it to the broker lease).
+	StartupGrace time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		LeaseTTL:             3 * time.Second,
+		Interval:             250 * time.Millisecond,
+		PreferredLeaderDelay: 10 * time.Second,
+	}
+}
+
+// RegisterFlags binds the operator-facing settings to flags.
+func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&c.LeaseTTL, "controller-lease", c.LeaseTTL, "how long the active controller's lease lasts without renewal; another control-plane replica takes over after it expires")
+	fs.DurationVar(&c.PreferredLeaderDelay, "preferred-leader-delay", c.PreferredLeaderDelay, "how long a returning preferred leader must stay live before leadership moves back to it")
+}
+
+// Validate names the first bad field.
+func (c *Config) Validate() error {
+	switch {
+	case c.LeaseTTL < time.Second || c.LeaseTTL > time.Minute:
+		return fmt.Errorf("--controller-lease must be between 1s and 1m; got %s", c.LeaseTTL)
+	case c.Interval <= 0 || c.Interval > c.LeaseTTL/3:
+		return fmt.Errorf("controller interval must be positive and at most a third of --controller-lease (%s); got %s", c.LeaseTTL, c.Interval)
+	case c.PreferredLeaderDelay < 0:
+		return fmt.Errorf("--preferred-leader-delay must not be negative; got %s", c.PreferredLeaderDelay)
+	case c.StartupGrace < 0:
+		return fmt.Errorf("controller startup grace must not be negative; got %s", c.StartupGrace)
+	}
+	return nil
+}
+
+// Deps are the controller's collaborators.
+type Deps struct {
+	Store      store.Store
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Controller is one control-plane replica's candidate controller. Create it
+// with New and run it with Run; it is active only while it holds the lease.
+type Controller struct {
+	cfg    Config
+	store  store.Store
+	logger *slog.Logger
+	now    func() time.Time
+	holder string
+	m      metrics
+
+	// Owned by the Run goroutine.
+	active      bool
+	epoch       int64
+	activeSince time.Time
+	liveSince   map[int32]seen
+}
+
+// seen is since when a broker has been live under one epoch.
+type seen struct {
+	epoch int64
+	since time.Time
+}
+
+type metrics struct {
+	active          prometheus.Gauge
+	epoch           prometheus.Gauge
+	offline         prometheus.Gauge
+	underReplicated prometheus.Gauge
+	elections       *prometheus.CounterVec
+	changes         *prometheus.CounterVec
+}
+
+// New returns a controller with a fresh random holder id and registers its
+// metrics. It starts nothing.
+func New(cfg Config, deps Deps) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Registerer == nil {
+		deps.Registerer = prometheus.NewRegistry()
+	}
+	c := &Controller{cfg: cfg, store: deps.Store, logger: deps.Logger, now: deps.Now, holder: newHolder()}
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "sluice", Subsystem: "controlplane", Name: name, Help: help}
+	}
+	c.m = metrics{
+		active: prometheus.NewGauge(prometheus.GaugeOpts(opts("controller_active",
+			"1 while this replica holds the controller lease, else 0."))),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts(opts("controller_epoch",
+			"The controller-lease epoch this replica last held (0: never)."))),
+		offline: prometheus.NewGauge(prometheus.GaugeOpts(opts("offline_partitions",
+			"Partitions without a leader (no live ISR member), as the active controller last saw them; 0 on other replicas."))),
+		underReplicated: prometheus.NewGauge(prometheus.GaugeOpts(opts("under_replicated_partitions",
+			"Partitions whose ISR is smaller than their replica set, as the active controller last saw them; 0 on other replicas."))),
+		elections: prometheus.NewCounterVec(prometheus.CounterOpts(opts("leader_elections_total",
+			"Leader elections made by this replica's controller, by reason.")), []string{"reason"}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts(opts("controller_partition_changes_total",
+			"Partition state changes written by this replica's controller, by reason.")), []string{"reason"}),
+	}
+	for _, r := range Reasons {
+		c.m.changes.WithLabelValues(string(r))
+		if r.Elects() {
+			c.m.elections.WithLabelValues(string(r))
+		}
+	}
+	for _, col := range []prometheus.Collector{c.m.active, c.m.epoch, c.m.offline, c.m.underReplicated, c.m.elections, c.m.changes} {
+		if err := deps.Registerer.Register(col); err != nil {
+			return nil, fmt.Errorf("register controller metrics: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// newHolder returns "host/pid/random": unique per process (and per
+// Controller), readable in the lease row.
+func newHolder() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// Holder is the id this controller acquires the lease with.
+func (c *Controller) Holder() string { return c.holder }
+
+// Run renews the lease and reconciles every Interval until ctx is cancelled.
+// It does not release the lease on return: another replica takes over when
+// it expires.
+func (c *Controller) Run(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		c.round(ctx)
+		select {
+		case <-ctx.Done():
+			c.deactivate("stopped")
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// round is one lease renewal and, while active, one reconciliation.
+func (c *Controller) round(ctx context.Context) {
+	now := c.now()
+	lease, ok, err := c.store.AcquireControllerLease(ctx, c.holder, now, c.cfg.LeaseTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.logger.Warn("controller: acquire lease", "err", err)
+		}
+		c.deactivate("lease unknown")
+		return
+	}
+	if !ok {
+		c.deactivate("lease held by " + lease.Holder)
+		return
+	}
+	if !c.active || lease.Epoch != c.epoch {
+		c.active, c.epoch, c.activeSince, c.liveSince = true, lease.Epoch, now, map[int32]seen{}
+		c.m.active.Set(1)
+		c.m.epoch.Set(float64(lease.Epoch))
+		c.logger.Info("controller active", "holder", c.holder, "epoch", lease.Epoch, "grace", c.cfg.StartupGrace)
+	}
+	if err := c.reconcile(ctx, now, lease.Epoch); err != nil && ctx.Err() == nil {
+		c.logger.Warn("controller: reconcile", "epoch", lease.Epoch, "err", err)
+	}
+}
+
+func (c *Controller) deactivate(why string) {
+	if c.active {
+		c.logger.Info("controller inactive", "holder", c.holder, "epoch", c.epoch, "why", why)
+	}
+	c.active, c.liveSince = false, nil
+	c.m.active.Set(0)
+	c.m.offline.Set(0)
+	c.m.underReplicated.Set(0)
+}
+
+// reconcile reads brokers and partitions, decides and writes the changes
+// under the controller epoch.
+func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) error {
+	brokers, err := c.store.ListBrokers(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := c.store.ListAllPartitions(ctx)
+	if err != nil {
+		return err
+	}
+	c.trackLiveness(brokers, now)
+	parts := make([]store.Partition, len(all))
+	names := make(map[string]string, len(all))
+	for i, p := range all {
+		parts[i] = p.Partition
+		names[p.TopicID] = p.TopicName
+	}
+	defer func() { c.report(parts) }()
+	if now.Before(c.activeSince.Add(c.cfg.StartupGrace)) {
+		return nil
+	}
+	changes := Decide(Input{Now: now, Brokers: brokers, Partitions: parts, LiveSince: c.sinceMap(), PreferredLeaderDelay: c.cfg.PreferredLeaderDelay})
+	for _, ch := range changes {
+		err := c.store.UpdatePartitionFenced(ctx, ch.After, ch.Before.PartitionEpoch, epoch)
+		switch {
+		case err == nil:
+		case errors.Is(err, store.ErrFenced):
+			c.deactivate("fenced by a newer controller epoch")
+			return nil
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+			// Changed (a leader's AlterPartition) or deleted since we read
+			// it: the next round decides again from a fresh read.
+			continue
+		default:
+			return fmt.Errorf("write partition %s/%d: %w", ch.After.TopicID, ch.After.Partition, err)
+		}
+		for j := range parts {
+			if parts[j].TopicID == ch.After.TopicID && parts[j].Partition == ch.After.Partition {
+				parts[j] = ch.After
+			}
+		}
+		c.m.changes.WithLabelValues(string(ch.Reason)).Inc()
+		if ch.Reason.Elects() {
+			c.m.elections.WithLabelValues(string(ch.Reason)).Inc()
+		}
+		level := slog.LevelInfo
+		if ch.Reason == ReasonOffline {
+			level = slog.LevelWarn
+		}
+		c.logger.Log(ctx, level, "partition changed by controller", "reason", ch.Reason, "controller_epoch", epoch,
+			"topic_id", ch.After.TopicID, "topic", names[ch.After.TopicID], "partition", ch.After.Partition,
+			"leader_before", ch.Before.Leader, "leader", ch.After.Leader, "leader_epoch", ch.After.LeaderEpoch,
+			"isr_before", ch.Before.ISR, "isr", ch.After.ISR, "partition_epoch", ch.After.PartitionEpoch)
+	}
+	return nil
+}
+
+// trackLiveness updates since when each broker has been live under its
+// current epoch; a broker seen dead, or registered again, starts over.
+func (c *Controller) trackLiveness(brokers []store.Broker, now time.Time) {
+	next := make(map[int32]seen, len(brokers))
+	for _, b := range brokers {
+		if !b.Live(now) {
+			continue
+		}
+		s, ok := c.liveSince[b.ID]
+		if !ok || s.epoch != b.Epoch {
+			s = seen{epoch: b.Epoch, since: now}
+		}
+		next[b.ID] = s
+	}
+	c.liveSince = next
+}
+
+func (c *Controller) sinceMap() map[int32]time.Time {
+	out := make(map[int32]time.Time, len(c.liveSince))
+	for id, s := range c.liveSince {
+		out[id] = s.since
+	}
+	return out
+}
+
+// report sets the partition gauges from the state after this round's writes.
+func (c *Controller) report(parts []store.Partition) {
+	if !c.active {
+		return
+	}
+	var offline, under int
+	for _, p := range parts {
+		if p.Leader < 0 {
+			offline++
+		}
+		if len(p.ISR) < len(p.Replicas) {
+			under++
+		}
+	}
+	c.m.offline.Set(float64(offline))
+	c.m.underReplicated.Set(float64(under))
+}

@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+// Reason says why a partition changes.
+type Reason string
+
+// Reasons of a change. The electing ones are counted as leader elections.
+const (
+	ReasonLeaderFailover  Reason = "leader_failover"  // the leader died; an ISR member takes over
+	ReasonOffline         Reason = "offline"          // the leader died and no ISR member is live
+	ReasonOfflineRecovery Reason = "offline_recovery" // an ISR member of an offline partition is back
+	ReasonISRShrink       Reason = "isr_shrink"       // dead followers leave the ISR
+	ReasonPreferredLeader Reason = "preferred_leader" // leadership moves back to replicas[0]
+)
+
+// Reasons lists every Reason.
+var Reasons = []Reason{ReasonLeaderFailover, ReasonOffline, ReasonOfflineRecovery, ReasonISRShrink, ReasonPreferredLeader}
+
+// Elects reports whether a change for this reason elects a leader.
+func (r Reason) Elects() bool {
+	return r == ReasonLeaderFailover || r == ReasonOfflineRecovery || r == ReasonPreferredLeader
+}
+
+// Input is what one decision round sees.
+type Input struct {
+	Now        time.Time
+	Brokers    []store.Broker
+	Partitions []store.Partition
+	// LiveSince maps each live broker to the time since when it has been
+	// seen live without interruption (under its current epoch).
+	LiveSince map[int32]time.Time
+	// PreferredLeaderDelay is how long replicas[0] must have been live
+	// before leadership moves back to it.
+	PreferredLeaderDelay time.Duration
+}
+
+// Change is one partition write: After replaces Before, whose partition
+// epoch is the compare-and-set's expected epoch.
+type Change struct {
+	Before, After store.Partition
+	Reason        Reason
+}
+
+// Decide returns the changes the controller should make, at most one per
+// partition, in the order of in.Partitions. It does not modify its input.
+func Decide(in Input) []Change {
+	live := make(map[int32]bool, len(in.Brokers))
+	for _, b := range in.Brokers {
+		if b.Live(in.Now) {
+			live[b.ID] = true
+		}
+	}
+	isLive := func(id int32) bool { return live[id] }
+	var out []Change
+	for _, p := range in.Partitions {
+		if ch, ok := decide(in, p, isLive); ok {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+func decide(in Input, p store.Partition, live func(int32) bool) (Change, bool) {
+	liveISR := slices.DeleteFunc(slices.Clone(p.ISR), func(b int32) bool { return !live(b) })
+	next := p
+	next.Replicas = slices.Clone(p.Replicas)
+	next.ISR = slices.Clone(p.ISR)
+	next.PartitionEpoch = p.PartitionEpoch + 1
+	elect := func(leader int32) {
+		next.Leader = leader
+		next.LeaderEpoch = p.LeaderEpoch + 1
+	}
+
+	switch {
+	case p.Leader >= 0 && !live(p.Leader):
+		if c, ok := candidate(p, live); ok {
+			elect(c)
+			next.ISR = liveISR
+			return Change{Before: p, After: next, Reason: ReasonLeaderFailover}, true
+		}
+		// TODO(unclean.leader.election.enable): with the per-topic opt-in,
+		// elect the first live replica outside the ISR here instead
+		// (accepting the loss of records it lacks). Off, and not
+		// configurable yet.
+		elect(-1)
+		return Change{Before: p, After: next, Reason: ReasonOffline}, true
+
+	case p.Leader >= 0 && len(liveISR) < len(p.ISR):
+		next.ISR = liveISR
+		return Change{Before: p, After: next, Reason: ReasonISRShrink}, true
+
+	case p.Leader < 0:
+		c, ok := candidate(p, live)
+		if !ok {
+			return Change{}, false // still offline; unclean election is off (see above)
+		}
+		elect(c)
+		next.ISR = liveISR
+		return Change{Before: p, After: next, Reason: ReasonOfflineRecovery}, true
+
+	case len(p.Replicas) > 0 && p.Leader != p.Replicas[0]:
+		pref := p.Replicas[0]
+		since, ok := in.LiveSince[pref]
+		if !live(pref) || !slices.Contains(p.ISR, pref) || !ok || in.Now.Sub(since) < in.PreferredLeaderDelay {
+			return Change{}, false
+		}
+		elect(pref)
+		return Change{Before: p, After: next, Reason: ReasonPreferredLeader}, true
+	}
+	return Change{}, false
+}
+
+// candidate returns the first replica, in replicas order, that is in the ISR
+// and live.
+func candidate(p store.Partition, live func(int32) bool) (int32, bool) {
+	for _, r := range p.Replicas {
+		if slices.Contains(p.ISR, r) && live(r) {
+			return r, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,380 @@
+package controlplane_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/controlplane"
+	"github.com/sluicemq/sluice/controlplane/store"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/testenv"
+)
+
+// fastController makes broker deaths visible within about a second.
+func fastController(cfg *controlplane.Config) {
+	cfg.BrokerLease = time.Second
+	cfg.Controller.LeaseTTL = time.Second
+	cfg.Controller.PreferredLeaderDelay = time.Second
+}
+
+// fleet plays n brokers (ids 1..n) against a control plane: it registers
+// them and heartbeats the live ones every 100 ms until the test ends.
+type fleet struct {
+	t      *testing.T
+	client sluicev1connect.BrokerServiceClient
+
+	mu     sync.Mutex
+	epochs map[int32]int64
+	alive  map[int32]bool
+}
+
+func newFleet(t *testing.T, c *cluster, n int) *fleet {
+	t.Helper()
+	f := &fleet{t: t, client: c.brokers(brokerToken), epochs: map[int32]int64{}, alive: map[int32]bool{}}
+	for id := int32(1); id <= int32(n); id++ {
+		f.revive(id)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			f.mu.Lock()
+			beats := map[int32]int64{}
+			for id, ok := range f.alive {
+				if ok {
+					beats[id] = f.epochs[id]
+				}
+			}
+			f.mu.Unlock()
+			for id, epoch := range beats {
+				// Errors (a stale epoch after revive raced us) are retried next tick.
+				_, _ = f.client.HeartbeatBroker(ctx, connect.NewRequest(&sluicev1.HeartbeatBrokerRequest{BrokerId: id, BrokerEpoch: epoch}))
+			}
+		}
+	}()
+	return f
+}
+
+// revive registers broker id (again: a restart, with a new epoch) and
+// heartbeats it from now on.
+func (f *fleet) revive(id int32) int64 {
+	f.t.Helper()
+	res, err := f.client.RegisterBroker(context.Background(), connect.NewRequest(&sluicev1.RegisterBrokerRequest{
+		BrokerId: id, Address: fmt.Sprintf("127.0.0.1:%d", 9100+id), Rack: string(rune('a' + id%3)),
+	}))
+	require.NoError(f.t, err)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.epochs[id], f.alive[id] = res.Msg.GetBrokerEpoch(), true
+	return res.Msg.GetBrokerEpoch()
+}
+
+// kill stops heartbeating broker id: its lease expires within the broker lease.
+func (f *fleet) kill(ids ...int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range ids {
+		f.alive[id] = false
+	}
+}
+
+func (f *fleet) epoch(id int32) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epochs[id]
+}
+
+// eventually polls cond every 50 ms until it returns nil or d passes, then
+// fails with cond's last error.
+func eventually(t *testing.T, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %v", d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// consistently polls cond every 50 ms for d and fails as soon as it errs.
+func consistently(t *testing.T, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		require.NoError(t, cond())
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// partitions reads the topic's partition state from the server's store.
+func (c *cluster) partitions(t *testing.T, topicID string) []store.Partition {
+	t.Helper()
+	ps, err := c.srv.Store().ListPartitions(context.Background(), topicID)
+	require.NoError(t, err)
+	return ps
+}
+
+// metric returns the value of the sample named exactly by series (name and
+// labels as exposed) from /metrics.
+func (c *cluster) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	res, err := c.hc.Get(c.endpoint + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(b)
+	require.NotNil(t, m, "no sample %s in /metrics", series)
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	require.NoError(t, err)
+	return v
+}
+
+// createTopic creates a topic as a new tenant and returns its id.
+func (c *cluster) createTopic(t *testing.T, tenant, name string, partitions, rf int32) string {
+	t.Helper()
+	a := c.signup(t, tenant)
+	res, err := c.topics(a.token).CreateTopic(context.Background(), connect.NewRequest(&sluicev1.CreateTopicRequest{
+		Name: name, PartitionCount: partitions, ReplicationFactor: rf,
+	}))
+	require.NoError(t, err)
+	return res.Msg.GetTopic().GetId()
+}
+
+// TestControllerFailoverOfflineAndRecovery: a dead leader is replaced from
+// the ISR with bumped epochs and the dead broker leaves every ISR; with every
+// ISR member dead the partitions go offline and stay offline while only a
+// non-ISR replica is back (no unclean election); when ISR members return
+// they are elected.
+func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL, fastController)
+		f := newFleet(t, c, 3)
+		topicID := c.createTopic(t, "ctl", "orders", 3, 3)
+		before := c.partitions(t, topicID)
+		ledBy1 := slices.IndexFunc(before, func(p store.Partition) bool { return p.Leader == 1 })
+		require.GreaterOrEqual(t, ledBy1, 0)
+		for _, p := range before {
+			require.Equal(t, p.Replicas[0], p.Leader)
+			require.Zero(t, p.LeaderEpoch)
+			require.Zero(t, p.PartitionEpoch)
+			require.ElementsMatch(t, []int32{1, 2, 3}, p.ISR)
+		}
+
+		// Broker 1 dies.
+		f.kill(1)
+		eventually(t, 10*time.Second, func() error {
+			for _, p := range c.partitions(t, topicID) {
+				if p.Leader == 1 || slices.Contains(p.ISR, 1) {
+					return fmt.Errorf("partition %d still has broker 1: %+v", p.Partition, p)
+				}
+			}
+			return nil
+		})
+		after := c.partitions(t, topicID)
+		for i, p := range after {
+			b := before[i]
+			require.Equal(t, b.Replicas, p.Replicas)
+			require.Equal(t, slices.DeleteFunc(slices.Clone(b.ISR), func(id int32) bool { return id == 1 }), p.ISR)
+			require.EqualValues(t, 1, p.PartitionEpoch, "partition %d: one change", i)
+			if i == ledBy1 {
+				require.Equal(t, b.Replicas[1], p.Leader, "the next replica in the ISR takes over")
+				require.EqualValues(t, 1, p.LeaderEpoch)
+			} else {
+				require.Equal(t, b.Leader, p.Leader, "a live leader keeps leading")
+				require.Zero(t, p.LeaderEpoch)
+			}
+		}
+		require.EqualValues(t, 1, c.metric(t, `sluice_controlplane_leader_elections_total{reason="leader_failover"}`))
+		require.EqualValues(t, 3, c.metric(t, `sluice_controlplane_under_replicated_partitions`))
+		require.EqualValues(t, 0, c.metric(t, `sluice_controlplane_offline_partitions`))
+		require.EqualValues(t, 1, c.metric(t, `sluice_controlplane_controller_active`))
+
+		// The rest of the ISR dies: every partition goes offline, ISR kept.
+		f.kill(2, 3)
+		eventually(t, 10*time.Second, func() error {
+			for _, p := range c.partitions(t, topicID) {
+				if p.Leader != -1 {
+					return fmt.Errorf("partition %d not offline: %+v", p.Partition, p)
+				}
+			}
+			return nil
+		})
+		offline := c.partitions(t, topicID)
+		for i, p := range offline {
+			require.NotEmpty(t, p.ISR, "partition %d", i)
+			require.NotContains(t, p.ISR, int32(1), "partition %d", i)
+			require.Greater(t, p.LeaderEpoch, after[i].LeaderEpoch)
+		}
+		eventually(t, 5*time.Second, func() error {
+			if v := c.metric(t, `sluice_controlplane_offline_partitions`); v != 3 {
+				return fmt.Errorf("offline_partitions = %v", v)
+			}
+			return nil
+		})
+
+		// Broker 1 comes back, but it is not in any ISR: nothing is elected.
+		f.revive(1)
+		consistently(t, time.Second, func() error {
+			if got := c.partitions(t, topicID); !slices.EqualFunc(got, offline, func(a, b store.Partition) bool {
+				return a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch && a.PartitionEpoch == b.PartitionEpoch
+			}) {
+				return fmt.Errorf("an offline partition changed with only broker 1 live: %+v", got)
+			}
+			return nil
+		})
+
+		// The ISR members come back: elected from the last ISR, one epoch up.
+		f.revive(2)
+		f.revive(3)
+		eventually(t, 10*time.Second, func() error {
+			for _, p := range c.partitions(t, topicID) {
+				if p.Leader == -1 {
+					return fmt.Errorf("partition %d still offline", p.Partition)
+				}
+			}
+			return nil
+		})
+		for i, p := range c.partitions(t, topicID) {
+			require.Contains(t, offline[i].ISR, p.Leader, "partition %d: leader from the last ISR", i)
+			require.Equal(t, offline[i].LeaderEpoch+1, p.LeaderEpoch, "partition %d: exactly one election since offline", i)
+			require.Equal(t, offline[i].PartitionEpoch+1, p.PartitionEpoch, "partition %d", i)
+		}
+		eventually(t, 5*time.Second, func() error {
+			if v := c.metric(t, `sluice_controlplane_offline_partitions`); v != 0 {
+				return fmt.Errorf("offline_partitions = %v", v)
+			}
+			return nil
+		})
+		require.EqualValues(t, 3, c.metric(t, `sluice_controlplane_leader_elections_total{reason="offline_recovery"}`))
+	})
+}
+
+// TestControllerPreferredLeaderRestore: after the preferred leader returns
+// and its leader adds it back to the ISR, leadership moves back to it once
+// it has been live for the preferred-leader delay.
+func TestControllerPreferredLeaderRestore(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL, fastController)
+		f := newFleet(t, c, 3)
+		topicID := c.createTopic(t, "pref", "orders", 1, 3)
+		p0 := c.partitions(t, topicID)[0]
+		pref := p0.Replicas[0]
+		f.kill(pref)
+		var moved store.Partition
+		eventually(t, 10*time.Second, func() error {
+			moved = c.partitions(t, topicID)[0]
+			if moved.Leader == pref || slices.Contains(moved.ISR, pref) {
+				return fmt.Errorf("not failed over yet: %+v", moved)
+			}
+			return nil
+		})
+		f.revive(pref)
+		// The new leader takes the returning broker back into the ISR.
+		res, err := c.brokers(brokerToken).AlterPartition(context.Background(), connect.NewRequest(&sluicev1.AlterPartitionRequest{
+			BrokerId: moved.Leader, BrokerEpoch: f.epoch(moved.Leader), TopicId: topicID, Partition: 0,
+			LeaderEpoch: moved.LeaderEpoch, PartitionEpoch: moved.PartitionEpoch, NewIsr: append(slices.Clone(moved.ISR), pref),
+		}))
+		require.NoError(t, err)
+		require.Contains(t, res.Msg.GetPartition().GetIsr(), pref)
+		eventually(t, 10*time.Second, func() error {
+			if p := c.partitions(t, topicID)[0]; p.Leader != pref {
+				return fmt.Errorf("leadership not restored: %+v", p)
+			}
+			return nil
+		})
+		back := c.partitions(t, topicID)[0]
+		require.Equal(t, moved.LeaderEpoch+1, back.LeaderEpoch)
+		require.Equal(t, res.Msg.GetPartition().GetPartitionEpoch()+1, back.PartitionEpoch)
+		require.EqualValues(t, 1, c.metric(t, `sluice_controlplane_leader_elections_total{reason="preferred_leader"}`))
+	})
+}
+
+// TestControllerSingleActiveAndFailover: two control-plane replicas on one
+// Postgres; exactly one is the controller at a time; when it stops the other
+// takes over with a higher controller epoch, and the old epoch can no longer
+// write.
+func TestControllerSingleActiveAndFailover(t *testing.T) {
+	t.Parallel()
+	url := testenv.PostgresURL(t)
+	a := start(t, url, fastController)
+	b := start(t, url, fastController)
+	nodes := []*cluster{a, b}
+	actives := func() (active []int) {
+		for i, n := range nodes {
+			if n.metric(t, `sluice_controlplane_controller_active`) == 1 {
+				active = append(active, i)
+			}
+		}
+		return active
+	}
+	eventually(t, 10*time.Second, func() error {
+		if got := actives(); len(got) != 1 {
+			return fmt.Errorf("active controllers: %v", got)
+		}
+		return nil
+	})
+	consistently(t, time.Second, func() error {
+		if got := actives(); len(got) > 1 {
+			return fmt.Errorf("two active controllers: %v", got)
+		}
+		return nil
+	})
+	first := actives()[0]
+	standby := nodes[1-first]
+	oldEpoch := nodes[first].metric(t, `sluice_controlplane_controller_epoch`)
+	require.Positive(t, oldEpoch)
+
+	f := newFleet(t, standby, 3)
+	topicID := standby.createTopic(t, "hatenant", "orders", 1, 3)
+	nodes[first].stop()
+	eventually(t, 10*time.Second, func() error {
+		if v := standby.metric(t, `sluice_controlplane_controller_active`); v != 1 {
+			return fmt.Errorf("standby not active yet")
+		}
+		return nil
+	})
+	newEpoch := standby.metric(t, `sluice_controlplane_controller_epoch`)
+	require.Greater(t, newEpoch, oldEpoch)
+
+	// The deposed epoch cannot write; the new controller does its job.
+	p := standby.partitions(t, topicID)[0]
+	next := p
+	next.Leader, next.LeaderEpoch, next.PartitionEpoch = p.Replicas[1], p.LeaderEpoch+1, p.PartitionEpoch+1
+	err := standby.srv.Store().UpdatePartitionFenced(context.Background(), next, p.PartitionEpoch, int64(oldEpoch))
+	require.ErrorIs(t, err, store.ErrFenced)
+	f.kill(p.Leader)
+	eventually(t, 10*time.Second, func() error {
+		if q := standby.partitions(t, topicID)[0]; q.Leader == p.Leader {
+			return fmt.Errorf("no failover by the new controller: %+v", q)
+		}
+		return nil
+	})
+}
