@@ -52,9 +52,7 @@ func (s *brokerService) WatchAssignments(ctx context.Context, req *connect.Reque
 			}
 			parts = parts[:0:0]
 			for _, p := range all {
-				if slices.Contains(p.Replicas, id) {
-					parts = append(parts, toAssignmentPB(p))
-				}
+				parts = append(parts, toAssignmentPB(p))
 			}
 		}
 		live := liveEndpoints(brokers, s.now())

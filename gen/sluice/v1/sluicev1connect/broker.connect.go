@@ -61,14 +61,17 @@ type BrokerServiceClient interface {
 	// ListRevokedAPIKeys is the revocation feed brokers poll (every few
 	// seconds) to refuse tokens of revoked keys before the tokens expire.
 	ListRevokedAPIKeys(context.Context, *connect.Request[v1.ListRevokedAPIKeysRequest]) (*connect.Response[v1.ListRevokedAPIKeysResponse], error)
-	// WatchAssignments streams the partitions this broker hosts. The first
+	// WatchAssignments streams the cluster's partition metadata: every
+	// partition of every topic (a broker hosts those listing it as a replica
+	// and uses the rest to answer Metadata and forward requests). The first
 	// message is a full snapshot; a new full snapshot follows whenever the
 	// cluster metadata changes (topics, partition state, broker registrations)
 	// or the set of live brokers does. The server checks every 200 ms, so a
 	// change reaches brokers within about that much after it commits.
 	//
 	// Each message replaces the previous one entirely: a partition absent
-	// from it is no longer hosted by this broker.
+	// from it no longer exists, and one whose replicas lack this broker is no
+	// longer hosted by it.
 	//
 	// A broker epoch that is not the current one is FAILED_PRECONDITION (the
 	// broker must register again); an unknown broker is NOT_FOUND. The stream
@@ -183,14 +186,17 @@ type BrokerServiceHandler interface {
 	// ListRevokedAPIKeys is the revocation feed brokers poll (every few
 	// seconds) to refuse tokens of revoked keys before the tokens expire.
 	ListRevokedAPIKeys(context.Context, *connect.Request[v1.ListRevokedAPIKeysRequest]) (*connect.Response[v1.ListRevokedAPIKeysResponse], error)
-	// WatchAssignments streams the partitions this broker hosts. The first
+	// WatchAssignments streams the cluster's partition metadata: every
+	// partition of every topic (a broker hosts those listing it as a replica
+	// and uses the rest to answer Metadata and forward requests). The first
 	// message is a full snapshot; a new full snapshot follows whenever the
 	// cluster metadata changes (topics, partition state, broker registrations)
 	// or the set of live brokers does. The server checks every 200 ms, so a
 	// change reaches brokers within about that much after it commits.
 	//
 	// Each message replaces the previous one entirely: a partition absent
-	// from it is no longer hosted by this broker.
+	// from it no longer exists, and one whose replicas lack this broker is no
+	// longer hosted by it.
 	//
 	// A broker epoch that is not the current one is FAILED_PRECONDITION (the
 	// broker must register again); an unknown broker is NOT_FOUND. The stream
