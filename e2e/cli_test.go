@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,11 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
-
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 )
 
 var sluiceBin string
@@ -131,25 +126,6 @@ func mustCLI(t *testing.T, cfgPath string, args ...string) string {
 	return out
 }
 
-// registerBrokers joins n brokers the way a broker process does, with the
-// dev data dir's broker token, so topics can be placed.
-func registerBrokers(t *testing.T, dataDir, endpoint string, n int) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dataDir, "secrets.json"))
-	require.NoError(t, err)
-	var secrets struct {
-		BrokerToken string `json:"broker_token"`
-	}
-	require.NoError(t, json.Unmarshal(b, &secrets))
-	client := sluicev1connect.NewBrokerServiceClient(http.DefaultClient, endpoint)
-	for i := range n {
-		req := connect.NewRequest(&sluicev1.RegisterBrokerRequest{BrokerId: int32(i), Address: fmt.Sprintf("127.0.0.1:%d", 9200+i), Rack: fmt.Sprintf("r%d", i)})
-		req.Header().Set("Authorization", "Bearer "+secrets.BrokerToken)
-		_, err := client.RegisterBroker(context.Background(), req)
-		require.NoError(t, err)
-	}
-}
-
 // TestE2EDevCLI is what a new user does: start `sluice dev`, use the saved
 // profile, sign up a tenant, manage keys and topics, with real processes.
 func TestE2EDevCLI(t *testing.T) {
@@ -167,11 +143,12 @@ func TestE2EDevCLI(t *testing.T) {
 	require.Contains(t, out, "dev")
 	require.Contains(t, out, "free")
 
-	// Without brokers, topic creation explains why it cannot place replicas.
-	_, errOut, code := cli(t, cfgPath, "--profile", "dev", "topic", "create", "orders")
+	// dev runs three brokers: an RF 3 topic works out of the box.
+	out = mustCLI(t, cfgPath, "--profile", "dev", "topic", "create", "events", "-p", "3")
+	require.Contains(t, out, "1,2,3")
+	_, errOut, code := cli(t, cfgPath, "--profile", "dev", "topic", "create", "wide", "-r", "4")
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "needs 3 live brokers; 0 live")
-	registerBrokers(t, dataDir, endpoint, 3)
+	require.Contains(t, errOut, "needs 4 live brokers; 3 live")
 
 	// A new tenant signs up; its key is saved as a profile.
 	out = mustCLI(t, cfgPath, "--profile", "acme", "--endpoint", endpoint, "signup", "--email", "ops@acme.example", "--tenant", "acme")

@@ -49,6 +49,8 @@ func httpClient(endpoint string) (*http.Client, error) {
 	}, nil
 }
 
+func bearerInterceptor(token string) connect.Interceptor { return bearer(token) }
+
 func bearer(token string) connect.Interceptor {
 	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {

@@ -121,6 +121,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 
 	root.AddCommand(
 		a.controlplaneCommand(),
+		a.brokerCommand(),
 		a.devCommand(),
 		a.signupCommand(),
 		a.loginCommand(),

@@ -12,6 +12,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/dataplane/broker"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -100,6 +105,33 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, logger *slog.L
 		<-errc
 		return err
 	}
+	// Three brokers in this process, each with its own folder; they join
+	// the control plane like separate processes would.
+	brokerAddrs := make([]string, devBrokers)
+	brokerErr := make(chan error, devBrokers)
+	for i := range devBrokers {
+		bc := broker.DefaultConfig()
+		bc.ID = int32(i + 1)
+		bc.ListenAddr = "127.0.0.1:0"
+		bc.DataDir = filepath.Join(dataDir, fmt.Sprintf("broker-%d", i+1))
+		bc.ControlPlane = endpoint
+		bc.BrokerToken = secrets.BrokerToken
+		bc.Rack = fmt.Sprintf("rack-%d", i+1)
+		ready := make(chan string, 1)
+		go func() { brokerErr <- runBroker(ctx, bc, logger, func(a string) { ready <- a }) }()
+		select {
+		case brokerAddrs[i] = <-ready:
+		case err := <-brokerErr:
+			cancel()
+			<-errc
+			return fmt.Errorf("start broker %d: %w", i+1, err)
+		}
+	}
+	if err := waitBrokers(ctx, endpoint, secrets.OperatorToken, devBrokers); err != nil {
+		cancel()
+		<-errc
+		return err
+	}
 	fmt.Fprintf(a.stdout, `Sluice dev is running.
 
   endpoint       %s
@@ -109,12 +141,21 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, logger *slog.L
   profile        "dev" in %s
   JWKS           %s/.well-known/jwks.json
   metrics        %s/metrics
+  brokers        %s
 
 Try:  sluice --profile dev tenant get
-      sluice --profile dev topic list
+      sluice --profile dev topic create orders --partitions 3
+      sluice --profile dev topic describe orders
 Stop with Ctrl-C; state stays in %s.
-`, endpoint, dataDir, secrets.TenantID, secrets.APIKey, a.configPath, endpoint, endpoint, dataDir)
-	return <-errc
+`, endpoint, dataDir, secrets.TenantID, secrets.APIKey, a.configPath, endpoint, endpoint, strings.Join(brokerAddrs, " "), dataDir)
+	err = <-errc
+	cancel()
+	for range devBrokers {
+		if berr := <-brokerErr; berr != nil && err == nil {
+			err = berr
+		}
+	}
+	return err
 }
 
 // devTenant signs up the "dev" tenant through the API on first start,
@@ -176,6 +217,41 @@ creation answers that no brokers are live.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".sluice", "folder holding all dev state (SQLite database, secrets, profile)")
 	cmd.Flags().StringVar(&listen, "listen-addr", "127.0.0.1:8080", "host:port of the control-plane API")
 	return cmd
+}
+
+// devBrokers is how many brokers `sluice dev` runs.
+const devBrokers = 3
+
+// waitBrokers waits until n brokers have registered and are live.
+func waitBrokers(ctx context.Context, endpoint, operatorToken string, n int) error {
+	hc, err := httpClient(endpoint)
+	if err != nil {
+		return err
+	}
+	op := sluicev1connect.NewOperatorServiceClient(hc, endpoint, connect.WithInterceptors(bearerInterceptor(operatorToken)))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := op.ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
+		if err == nil {
+			live := 0
+			for _, b := range res.Msg.GetBrokers() {
+				if b.GetLive() {
+					live++
+				}
+			}
+			if live >= n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("brokers did not join the control plane within 30s (last error: %v)", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // devSecrets are generated once per data dir.

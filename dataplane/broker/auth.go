@@ -1,0 +1,155 @@
+package broker
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+type access int
+
+const (
+	accessDenied access = iota
+	accessPublic
+	accessTenant
+	accessBroker
+)
+
+type rule struct {
+	access access
+	scope  string
+}
+
+// rules lists every procedure a broker serves; anything else is refused.
+var rules = map[string]rule{
+	sluicev1connect.RecordServiceProduceProcedure:       {access: accessTenant, scope: tenants.ScopeProduce},
+	sluicev1connect.RecordServiceFetchProcedure:         {access: accessTenant, scope: tenants.ScopeConsume},
+	sluicev1connect.RecordServiceListOffsetsProcedure:   {access: accessTenant, scope: tenants.ScopeConsume},
+	sluicev1connect.RecordServiceGetMetadataProcedure:   {access: accessTenant},
+	sluicev1connect.ReplicaServiceFetchReplicaProcedure: {access: accessBroker},
+}
+
+var publicPrefixes = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"}
+
+// authenticator verifies tenant tokens offline (signature from the control
+// plane's JWKS, iss, aud, exp) and refuses tokens of API keys on the
+// revocation list; other brokers present the shared broker credential.
+type authenticator struct {
+	verifier    *tenants.Verifier
+	revoked     *revocations
+	brokerToken string
+}
+
+func (a *authenticator) Authenticate(ctx context.Context, procedure string, h http.Header) (tenants.Principal, error) {
+	r, ok := rules[procedure]
+	if !ok {
+		for _, p := range publicPrefixes {
+			if strings.HasPrefix(procedure, p) {
+				return tenants.Principal{Kind: tenants.PrincipalAnonymous}, nil
+			}
+		}
+		return tenants.Principal{}, fmt.Errorf("%w: unknown procedure", tenants.ErrPermissionDenied)
+	}
+	tok, err := tenants.BearerToken(h)
+	if err != nil {
+		return tenants.Principal{}, err
+	}
+	switch r.access {
+	case accessBroker:
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(a.brokerToken)) != 1 {
+			return tenants.Principal{}, fmt.Errorf("%w: invalid broker credential", tenants.ErrInvalidToken)
+		}
+		return tenants.Principal{Kind: tenants.PrincipalBroker}, nil
+	case accessTenant:
+		if strings.HasPrefix(tok, tenants.APIKeyPrefix) {
+			return tenants.Principal{}, fmt.Errorf("%w: an API key is not a token; exchange it at the control plane (AuthService.CreateToken)", tenants.ErrInvalidToken)
+		}
+		p, err := a.verifier.Verify(ctx, tok)
+		if err != nil {
+			return tenants.Principal{}, err
+		}
+		if a.revoked.has(p.APIKeyID) {
+			return tenants.Principal{}, fmt.Errorf("%w: the token's API key was revoked", tenants.ErrInvalidToken)
+		}
+		if r.scope != "" && !p.Has(r.scope) {
+			return tenants.Principal{}, fmt.Errorf("%w: this call needs the %q scope", tenants.ErrPermissionDenied, r.scope)
+		}
+		return p, nil
+	}
+	return tenants.Principal{}, fmt.Errorf("%w: procedure not allowed", tenants.ErrPermissionDenied)
+}
+
+// revocations is the broker's deny-list of revoked API key ids, fed by
+// polling the control plane's revocation feed. An entry is kept until every
+// token of that key has expired.
+type revocations struct {
+	mu   sync.RWMutex
+	keys map[string]time.Time // key id → when to forget it
+}
+
+func newRevocations() *revocations { return &revocations{keys: map[string]time.Time{}} }
+
+func (r *revocations) has(keyID string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.keys[keyID]
+	return ok
+}
+
+func (r *revocations) add(keyID string, forgetAt time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.keys[keyID]; !ok || forgetAt.After(cur) {
+		r.keys[keyID] = forgetAt
+	}
+}
+
+func (r *revocations) expire(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, at := range r.keys {
+		if now.After(at) {
+			delete(r.keys, k)
+		}
+	}
+}
+
+// pollRevocations keeps r current until ctx ends: every interval it asks for
+// keys revoked since the previous answer's server time (minus a margin for
+// clock skew between control-plane replicas).
+func pollRevocations(ctx context.Context, client sluicev1connect.BrokerServiceClient, r *revocations, interval time.Duration, logger *slog.Logger) {
+	const margin = 10 * time.Second
+	const keep = tenants.MaxTokenTTL + tenants.MaxLeeway
+	var since *timestamppb.Timestamp
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		res, err := client.ListRevokedAPIKeys(ctx, connect.NewRequest(&sluicev1.ListRevokedAPIKeysRequest{Since: since}))
+		if err == nil {
+			for _, k := range res.Msg.GetKeys() {
+				r.add(k.GetId(), k.GetRevokeTime().AsTime().Add(keep))
+			}
+			since = timestamppb.New(res.Msg.GetServerTime().AsTime().Add(-margin))
+			r.expire(time.Now())
+		} else if ctx.Err() == nil {
+			logger.Warn("poll revocations", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,353 @@
+// Package broker is a Sluice data-plane broker: it registers with the
+// control plane and keeps its lease, follows the partition assignments the
+// control plane streams to it, opens a log (dataplane/log) per replica, and
+// serves the RecordService (produce, fetch, list offsets, metadata) and the
+// internal ReplicaService (followers copying a leader's log).
+//
+// Goroutines, all owned by Run and stopped when its context ends: the HTTP
+// server; the lease loop (register, heartbeat, re-register when fenced); the
+// assignment watch; the revocation poller; the ISR checker; and one fetcher
+// per partition this broker follows. Lock order: Broker.mu before
+// partition.mu; no lock is held across network calls.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/rpcmetrics"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// Deps are the broker's collaborators.
+type Deps struct {
+	Logger *slog.Logger
+}
+
+type partKey struct {
+	topicID   string
+	partition int32
+}
+
+// Broker is one data-plane broker.
+type Broker struct {
+	cfg      Config
+	logger   *slog.Logger
+	flush    log.FlushPolicy
+	registry *prometheus.Registry
+	metrics  *brokerMetrics
+	handler  http.Handler
+	hc       *http.Client // h2c to the control plane and other brokers
+	cp       sluicev1connect.BrokerServiceClient
+	jwks     *tenants.JWKSCache
+	revoked  *revocations
+
+	brokerEpoch atomic.Int64
+	meta        atomic.Pointer[clusterMeta]
+
+	mu      sync.Mutex
+	parts   map[partKey]*partition
+	clients map[int32]*peerClients
+	runCtx  context.Context
+}
+
+type peerClients struct {
+	address string
+	record  sluicev1connect.RecordServiceClient
+	replica sluicev1connect.ReplicaServiceClient
+}
+
+// New builds a broker; Run starts it.
+func New(cfg Config, deps Deps) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	flush, _ := cfg.FlushPolicy()
+	b := &Broker{
+		cfg:     cfg,
+		logger:  deps.Logger.With("broker", cfg.ID),
+		flush:   flush,
+		parts:   map[partKey]*partition{},
+		clients: map[int32]*peerClients{},
+		revoked: newRevocations(),
+		hc:      h2cClient(),
+	}
+	b.meta.Store(emptyMeta())
+	cpURL := strings.TrimRight(cfg.ControlPlane, "/")
+	b.cp = sluicev1connect.NewBrokerServiceClient(b.hc, cpURL, connect.WithInterceptors(bearer(cfg.BrokerToken)))
+	b.jwks = tenants.NewJWKSCache(cpURL+"/.well-known/jwks.json", b.hc, time.Minute, 5*time.Second)
+	verifier := tenants.NewVerifier(tenants.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience}, b.jwks)
+
+	b.registry = prometheus.NewRegistry()
+	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b.metrics = newBrokerMetrics(b.registry, b)
+	services := []string{sluicev1connect.RecordServiceName, sluicev1connect.ReplicaServiceName}
+	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", services)
+	auth := &authenticator{verifier: verifier, revoked: b.revoked, brokerToken: cfg.BrokerToken}
+	opts := []connect.HandlerOption{
+		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), errorInterceptor{b.logger}),
+		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+	}
+	mux := http.NewServeMux()
+	mux.Handle(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...))
+	mux.Handle(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...))
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...), opts...))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(b.registry, promhttp.HandlerOpts{Registry: b.registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if b.brokerEpoch.Load() == 0 {
+			http.Error(w, "not registered with the control plane yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	b.handler = mux
+	return b, nil
+}
+
+// Registry is the broker's private Prometheus registry.
+func (b *Broker) Registry() *prometheus.Registry { return b.registry }
+
+func h2cClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:   &p,
+		DialContext: (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+	}}
+}
+
+// bearer sends a fixed credential on unary and streaming client calls.
+type bearer string
+
+func (t bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", "Bearer "+string(t))
+		return next(ctx, req)
+	}
+}
+
+func (t bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+string(t))
+		return conn
+	}
+}
+
+func (t bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+func (b *Broker) metadata() *clusterMeta { return b.meta.Load() }
+
+func (b *Broker) partition(topicID string, id int32) *partition {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.parts[partKey{topicID, id}]
+}
+
+// peer returns cached clients for another broker at its current address.
+func (b *Broker) peer(id int32) *peerClients {
+	addr := b.metadata().brokers[id].address
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.clients[id]; ok && c.address == addr {
+		return c
+	}
+	base := "http://" + addr
+	c := &peerClients{
+		address: addr,
+		record:  sluicev1connect.NewRecordServiceClient(b.hc, base, connect.WithGRPC()),
+		replica: sluicev1connect.NewReplicaServiceClient(b.hc, base, connect.WithGRPC(), connect.WithInterceptors(bearer(b.cfg.BrokerToken))),
+	}
+	b.clients[id] = c
+	return c
+}
+
+func (b *Broker) recordClient(id int32) sluicev1connect.RecordServiceClient { return b.peer(id).record }
+
+// forward sends a client request on to the partition leader with the
+// caller's credentials, marked so it is not forwarded again.
+func forward[Req, Res any](ctx context.Context, b *Broker, pm partMeta, req *connect.Request[Req], call func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*connect.Response[Res], error) {
+	out := connect.NewRequest(req.Msg)
+	out.Header().Set("Authorization", req.Header().Get("Authorization"))
+	out.Header().Set(NoForwardHeader, "1")
+	res, err := call(ctx, out)
+	if err != nil {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			return nil, ce
+		}
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("forward to leader %d: %w", pm.leader, err))
+	}
+	b.metrics.forwarded.Inc()
+	return connect.NewResponse(res.Msg), nil
+}
+
+// Run serves on ln and takes part in the cluster until ctx ends, then
+// drains and closes every log.
+func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
+	if err := os.MkdirAll(b.cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.mu.Lock()
+	b.runCtx = ctx
+	b.mu.Unlock()
+
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           b.handler,
+		Protocols:         &p,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
+		ErrorLog:          slog.NewLogLogger(b.logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	b.logger.Info("broker serving", "addr", ln.Addr().String(), "advertised", b.cfg.Advertised(), "data_dir", b.cfg.DataDir)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { b.jwks.Run(ctx) })
+	wg.Go(func() { pollRevocations(ctx, b.cp, b.revoked, 2*time.Second, b.logger) })
+	wg.Go(func() { b.leaseLoop(ctx) })
+	wg.Go(func() { b.isrLoop(ctx) })
+
+	var err error
+	select {
+	case err = <-errc:
+		err = fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	cancel()
+	shutCtx, stop := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
+	defer stop()
+	_ = srv.Shutdown(shutCtx)
+	wg.Wait()
+	b.closePartitions()
+	return err
+}
+
+func (b *Broker) closePartitions() {
+	b.mu.Lock()
+	parts := b.parts
+	b.parts = map[partKey]*partition{}
+	b.mu.Unlock()
+	for _, p := range parts {
+		p.stop()
+		if err := p.log.Close(); err != nil {
+			b.logger.Warn("close partition log", "topic", p.topicID, "partition", p.id, "err", err)
+		}
+	}
+}
+
+// leaseLoop registers the broker, then heartbeats; when the control plane
+// says the epoch is stale (the lease expired and this broker was declared
+// dead), it registers again with a new epoch.
+func (b *Broker) leaseLoop(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		res, err := b.cp.RegisterBroker(ctx, connect.NewRequest(&sluicev1.RegisterBrokerRequest{
+			BrokerId: b.cfg.ID, Address: b.cfg.Advertised(), Rack: b.cfg.Rack,
+		}))
+		if err != nil {
+			if ctx.Err() == nil {
+				b.logger.Warn("register with control plane", "err", err)
+			}
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		epoch := res.Msg.GetBrokerEpoch()
+		b.brokerEpoch.Store(epoch)
+		b.logger.Info("registered", "broker_epoch", epoch)
+		interval := time.Duration(res.Msg.GetHeartbeatIntervalMs()) * time.Millisecond
+		if interval <= 0 {
+			interval = time.Second
+		}
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		watchDone := make(chan struct{})
+		go func() { defer close(watchDone); b.watchLoop(watchCtx, epoch) }()
+		b.heartbeat(ctx, epoch, interval)
+		stopWatch()
+		<-watchDone
+	}
+}
+
+// heartbeat extends the lease until ctx ends or the epoch goes stale.
+func (b *Broker) heartbeat(ctx context.Context, epoch int64, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, err := b.cp.HeartbeatBroker(ctx, connect.NewRequest(&sluicev1.HeartbeatBrokerRequest{BrokerId: b.cfg.ID, BrokerEpoch: epoch}))
+		switch connect.CodeOf(err) {
+		case connect.CodeFailedPrecondition, connect.CodeNotFound:
+			b.logger.Warn("broker epoch fenced; registering again", "broker_epoch", epoch, "err", err)
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			b.logger.Warn("heartbeat", "err", err)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// partitionDir is where a replica's log lives: tenant id, then topic id
+// (never reused) and partition, so nothing of two tenants shares a folder.
+func (b *Broker) partitionDir(tenantID, topicID string, id int32) string {
+	return filepath.Join(b.cfg.DataDir, tenantID, fmt.Sprintf("%s-%d", topicID, id))
+}
+
+func sortedBrokers(m *clusterMeta) []brokerMeta {
+	out := make([]brokerMeta, 0, len(m.brokers))
+	for _, bm := range m.brokers {
+		out = append(out, bm)
+	}
+	slices.SortFunc(out, func(a, b brokerMeta) int { return int(a.id) - int(b.id) })
+	return out
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

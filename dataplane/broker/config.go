@@ -1,0 +1,141 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+)
+
+// Config is a broker's configuration. RegisterFlags binds it to flags;
+// Validate names the first bad field.
+type Config struct {
+	ID             int32
+	ListenAddr     string
+	AdvertisedAddr string
+	DataDir        string
+	ControlPlane   string
+	BrokerToken    string
+	Rack           string
+	Flush          string
+	FlushInterval  time.Duration
+	Issuer         string
+	Audience       string
+	// ReplicaLagTimeMax: a follower that has not caught up for this long
+	// leaves the ISR.
+	ReplicaLagTimeMax time.Duration
+	// SegmentBytes rolls partition log segments at this size.
+	SegmentBytes int64
+	// MaxRequestBytes caps every request message.
+	MaxRequestBytes int
+	// ShutdownTimeout bounds the drain on shutdown.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults RegisterFlags uses.
+func DefaultConfig() Config {
+	return Config{
+		ListenAddr:        "127.0.0.1:9092",
+		DataDir:           "./data",
+		ControlPlane:      "http://127.0.0.1:8080",
+		Flush:             "always",
+		FlushInterval:     10 * time.Millisecond,
+		Issuer:            "sluice",
+		Audience:          "sluice",
+		ReplicaLagTimeMax: 30 * time.Second,
+		SegmentBytes:      256 << 20,
+		MaxRequestBytes:   16 << 20,
+		ShutdownTimeout:   10 * time.Second,
+	}
+}
+
+// RegisterFlags binds c to flags with c's values as defaults.
+func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
+	fs.Int32Var(&c.ID, "id", c.ID, "broker id, unique in the cluster (0 ≤ id < 2^31)")
+	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve clients and other brokers on")
+	fs.StringVar(&c.AdvertisedAddr, "advertised-addr", c.AdvertisedAddr, "host:port clients and brokers reach this broker at (default: the bound --listen-addr; required when listening on every interface)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "folder for partition logs")
+	fs.StringVar(&c.ControlPlane, "control-plane", c.ControlPlane, "control-plane URL")
+	fs.StringVar(&c.BrokerToken, "broker-token", c.BrokerToken, "broker credential shared with the control plane and other brokers")
+	fs.StringVar(&c.Rack, "rack", c.Rack, "failure domain for rack-aware placement (may be empty)")
+	fs.StringVar(&c.Flush, "flush", c.Flush, "when appends are fsynced: always (before acknowledging), interval (group commit every --flush-interval) or os (page cache)")
+	fs.DurationVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "group commit period with --flush=interval")
+	fs.StringVar(&c.Issuer, "issuer", c.Issuer, "expected JWT issuer (iss), as the control plane's --issuer")
+	fs.StringVar(&c.Audience, "audience", c.Audience, "expected JWT audience (aud), as the control plane's --audience")
+	fs.DurationVar(&c.ReplicaLagTimeMax, "replica-lag-time-max", c.ReplicaLagTimeMax, "a follower not caught up for this long is removed from the ISR")
+	fs.Int64Var(&c.SegmentBytes, "segment-bytes", c.SegmentBytes, "partition log segment size")
+	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
+}
+
+// FlushPolicy parses Flush.
+func (c *Config) FlushPolicy() (log.FlushPolicy, error) {
+	switch c.Flush {
+	case "always":
+		return log.FlushAlways, nil
+	case "interval":
+		return log.FlushInterval, nil
+	case "os":
+		return log.FlushOS, nil
+	}
+	return 0, fmt.Errorf("--flush must be always, interval or os; got %q", c.Flush)
+}
+
+// Advertised is the address other parties reach this broker at.
+func (c *Config) Advertised() string {
+	if c.AdvertisedAddr != "" {
+		return c.AdvertisedAddr
+	}
+	return c.ListenAddr
+}
+
+// Validate checks the config and names the first bad field.
+func (c *Config) Validate() error {
+	if c.ID < 0 {
+		return fmt.Errorf("--id must not be negative; got %d", c.ID)
+	}
+	lhost, _, err := net.SplitHostPort(c.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("--listen-addr %q: %w", c.ListenAddr, err)
+	}
+	if c.AdvertisedAddr == "" {
+		if ip := net.ParseIP(lhost); lhost == "" || (ip != nil && ip.IsUnspecified()) {
+			return fmt.Errorf("--advertised-addr is required when --listen-addr %q listens on every interface", c.ListenAddr)
+		}
+	} else if host, port, err := net.SplitHostPort(c.AdvertisedAddr); err != nil || host == "" || port == "0" {
+		return fmt.Errorf("--advertised-addr %q must be host:port with a fixed port", c.AdvertisedAddr)
+	}
+	if c.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if u, err := url.Parse(c.ControlPlane); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--control-plane must be an http:// or https:// URL; got %q", c.ControlPlane)
+	}
+	if len(c.BrokerToken) < 16 {
+		return errors.New("--broker-token is required (at least 16 characters)")
+	}
+	if _, err := c.FlushPolicy(); err != nil {
+		return err
+	}
+	if c.Flush == "interval" && c.FlushInterval <= 0 {
+		return fmt.Errorf("--flush-interval must be positive; got %s", c.FlushInterval)
+	}
+	if c.ReplicaLagTimeMax < time.Second {
+		return fmt.Errorf("--replica-lag-time-max must be at least 1s; got %s", c.ReplicaLagTimeMax)
+	}
+	if c.SegmentBytes < 1<<20 || c.SegmentBytes > 1<<31-1 {
+		return fmt.Errorf("--segment-bytes must be between 1 MiB and 2 GiB; got %d", c.SegmentBytes)
+	}
+	if c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 256<<20 {
+		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 256 MiB; got %d", c.MaxRequestBytes)
+	}
+	if c.Issuer == "" || c.Audience == "" {
+		return errors.New("--issuer and --audience must not be empty")
+	}
+	return nil
+}

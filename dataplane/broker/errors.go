@@ -1,0 +1,53 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"connectrpc.com/connect"
+)
+
+// errorInterceptor maps errors once at the seam: Connect errors pass, the
+// partition's domain errors get their codes (toConnect), context errors
+// become Canceled/DeadlineExceeded, and anything else is logged and
+// answered as a generic Internal error.
+type errorInterceptor struct{ logger *slog.Logger }
+
+func (e errorInterceptor) mapErr(ctx context.Context, procedure string, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = toConnect(err)
+	var ce *connect.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, errors.New("request canceled"))
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	}
+	e.logger.ErrorContext(ctx, "internal error", "procedure", procedure, "err", err)
+	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+}
+
+func (e errorInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		res, err := next(ctx, req)
+		if err != nil && !req.Spec().IsClient {
+			return nil, e.mapErr(ctx, req.Spec().Procedure, err)
+		}
+		return res, err
+	}
+}
+
+func (e errorInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (e errorInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		return e.mapErr(ctx, conn.Spec().Procedure, next(ctx, conn))
+	}
+}

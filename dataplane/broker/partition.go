@@ -1,0 +1,254 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+type role int
+
+const (
+	roleNone role = iota
+	roleLeader
+	roleFollower
+)
+
+// partition is one partition replica on this broker: its log, its role and
+// the leader's replication state. mu guards everything but log (which has
+// its own single-writer discipline: only the goroutine holding mu appends).
+type partition struct {
+	b        *Broker
+	tenantID string
+	topicID  string
+	id       int32
+	log      *log.Log
+
+	mu    sync.Mutex
+	meta  partMeta
+	cfg   topicConfig
+	role  role
+	hw    int64
+	hwCh  chan struct{} // closed and replaced on every append, HW or role change
+	lead  *leaderState  // set while leader
+	stopF context.CancelFunc
+}
+
+// notLeaderError says this broker cannot serve the partition as leader.
+type notLeaderError struct {
+	leader  int32
+	epoch   int32
+	address string
+}
+
+func (e *notLeaderError) Error() string {
+	if e.leader < 0 {
+		return "partition is offline: no in-sync replica is alive"
+	}
+	return fmt.Sprintf("not the leader: broker %d (%s) leads at epoch %d", e.leader, e.address, e.epoch)
+}
+
+// notLeader builds the error for a partition this broker does not lead.
+func (b *Broker) notLeader(pm partMeta) error {
+	e := &notLeaderError{leader: pm.leader, epoch: pm.leaderEpoch}
+	if bm, ok := b.metadata().brokers[pm.leader]; ok {
+		e.address = bm.address
+	}
+	return e
+}
+
+// toConnect maps the partition's errors to Connect errors with details a
+// client can act on.
+func toConnect(err error) error {
+	var nl *notLeaderError
+	var ner *notEnoughReplicasError
+	var oor *log.OffsetOutOfRangeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &nl):
+		code := connect.CodeFailedPrecondition
+		if nl.leader < 0 {
+			code = connect.CodeUnavailable
+		}
+		ce := connect.NewError(code, nl)
+		if d, derr := connect.NewErrorDetail(&sluicev1.NotLeader{LeaderId: nl.leader, LeaderAddress: nl.address, LeaderEpoch: nl.epoch}); derr == nil {
+			ce.AddDetail(d)
+		}
+		return ce
+	case errors.As(err, &ner):
+		ce := connect.NewError(connect.CodeFailedPrecondition, ner)
+		if d, derr := connect.NewErrorDetail(&sluicev1.NotEnoughReplicas{IsrSize: int32(ner.isr), MinInsyncReplicas: ner.min}); derr == nil {
+			ce.AddDetail(d)
+		}
+		return ce
+	case errors.As(err, &oor):
+		return connect.NewError(connect.CodeOutOfRange, oor)
+	}
+	return err
+}
+
+// notEnoughReplicasError refuses acks=all writes while the ISR is smaller
+// than min.insync.replicas.
+type notEnoughReplicasError struct {
+	isr int
+	min int32
+}
+
+func (e *notEnoughReplicasError) Error() string {
+	return fmt.Sprintf("not enough replicas: %d in sync, min.insync.replicas is %d; acks=all writes are refused until replicas catch up", e.isr, e.min)
+}
+
+func (p *partition) notifyLocked() {
+	close(p.hwCh)
+	p.hwCh = make(chan struct{})
+}
+
+func (p *partition) highWatermark() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hw
+}
+
+// produce appends batches as leader and waits for the acknowledgement acks
+// asks for. It returns the first batch's base offset (-1 with acks=0).
+func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1.Acks, timeout time.Duration) (int64, error) {
+	p.mu.Lock()
+	if p.role != roleLeader || p.lead == nil {
+		p.mu.Unlock()
+		return 0, toConnect(p.b.notLeader(p.meta))
+	}
+	if acks == sluicev1.Acks_ACKS_ALL {
+		if err := p.lead.canAckAll(); err != nil {
+			p.mu.Unlock()
+			return 0, toConnect(err)
+		}
+	}
+	epoch := p.meta.leaderEpoch
+	base := int64(-1)
+	var leo int64
+	for i, b := range batches {
+		bo, l, err := p.log.Append(b, epoch)
+		if err != nil {
+			p.mu.Unlock()
+			if i > 0 {
+				return 0, fmt.Errorf("append batch %d of %d (earlier ones were written): %w", i+1, len(batches), err)
+			}
+			return 0, fmt.Errorf("append: %w", err)
+		}
+		if i == 0 {
+			base = bo
+		}
+		leo = l
+	}
+	p.lead.appended(leo, time.Now())
+	p.hw = p.lead.hw()
+	p.notifyLocked() // wakes follower fetches (new data) and waiters (HW)
+	p.mu.Unlock()
+
+	switch acks {
+	case sluicev1.Acks_ACKS_NONE:
+		return -1, nil
+	case sluicev1.Acks_ACKS_LEADER:
+		return base, nil
+	}
+	if err := p.waitHW(ctx, leo, timeout); err != nil {
+		return 0, err
+	}
+	return base, nil
+}
+
+// waitHW waits until the high watermark reaches offset (every ISR member has
+// the records below it), the ISR falls below min ISR, leadership is lost,
+// the timeout passes or ctx ends.
+func (p *partition) waitHW(ctx context.Context, offset int64, timeout time.Duration) error {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		hw, ch, isLeader := p.hw, p.hwCh, p.role == roleLeader && p.lead != nil
+		var ackErr error
+		if isLeader {
+			ackErr = p.lead.canAckAll()
+		}
+		meta := p.meta
+		p.mu.Unlock()
+		switch {
+		case hw >= offset:
+			return nil
+		case !isLeader:
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.b.notLeader(meta)))
+		case ackErr != nil:
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the ISR shrank below min.insync.replicas before acks=all completed; the records may or may not be committed: %w", ackErr))
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return connect.NewError(connect.CodeDeadlineExceeded, errors.New("acks=all not confirmed within the timeout; the records may or may not be committed"))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// fetch returns whole batches from offset that lie below the high
+// watermark, waiting up to wait for some to arrive.
+func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait time.Duration) ([]byte, int64, error) {
+	var timer *time.Timer
+	for {
+		p.mu.Lock()
+		hw, ch, isLeader, meta := p.hw, p.hwCh, p.role == roleLeader, p.meta
+		p.mu.Unlock()
+		if !isLeader {
+			return nil, hw, toConnect(p.b.notLeader(meta))
+		}
+		start, leo := p.log.LogStartOffset(), p.log.LEO()
+		if offset < start || offset > leo {
+			return nil, hw, toConnect(&log.OffsetOutOfRangeError{Offset: offset, LogStart: start, LEO: leo})
+		}
+		if offset < hw {
+			data, err := p.log.Read(offset, maxBytes)
+			if err != nil {
+				return nil, hw, toConnect(err)
+			}
+			return belowHW(data, hw), hw, nil
+		}
+		if wait <= 0 {
+			return nil, hw, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return nil, hw, nil
+		case <-ctx.Done():
+			return nil, hw, ctx.Err()
+		}
+	}
+}
+
+// belowHW keeps the whole batches of data that start below hw. Replicas
+// append whole batches, so the HW always falls on a batch boundary.
+func belowHW(data []byte, hw int64) []byte {
+	n := 0
+	rest := data
+	for len(rest) > 0 {
+		b, r, err := log.ReadBatch(rest)
+		if err != nil || b.BaseOffset() >= hw {
+			break
+		}
+		n += len(b)
+		rest = r
+	}
+	return data[:n]
+}

@@ -1,0 +1,350 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// NoForwardHeader, set to "1" by routing clients, asks a broker to answer
+// NotLeader instead of forwarding a request it cannot serve itself.
+const NoForwardHeader = "Sluice-No-Forward"
+
+const (
+	defaultFetchMaxBytes = 1 << 20
+	maxFetchMaxBytes     = 64 << 20
+	maxFetchWait         = 30 * time.Second
+	defaultProduceWait   = 30 * time.Second
+	maxProduceWait       = 5 * time.Minute
+)
+
+// recordService implements sluicev1connect.RecordServiceHandler.
+type recordService struct{ b *Broker }
+
+// resolve finds the caller's topic partition in the cluster metadata.
+func (s *recordService) resolve(ctx context.Context, topic string, partition int32) (*topicMeta, partMeta, tenants.Principal, error) {
+	p, ok := tenants.PrincipalFrom(ctx)
+	if !ok || p.TenantID == "" {
+		return nil, partMeta{}, p, errors.New("no tenant principal in context")
+	}
+	if topic == "" {
+		return nil, partMeta{}, p, connect.NewError(connect.CodeInvalidArgument, errors.New("topic: must not be empty"))
+	}
+	t, ok := s.b.metadata().topic(p.TenantID, topic)
+	if !ok {
+		return nil, partMeta{}, p, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", topic))
+	}
+	if partition < 0 || int(partition) >= len(t.partitions) {
+		return nil, partMeta{}, p, connect.NewError(connect.CodeInvalidArgument,
+			fmt.Errorf("partition: topic %q has partitions 0..%d; got %d", topic, len(t.partitions)-1, partition))
+	}
+	return t, t.partitions[partition], p, nil
+}
+
+// local returns the partition if this broker leads it; otherwise the error
+// to return or the cue to forward.
+func (s *recordService) local(pm partMeta, t *topicMeta) (*partition, error) {
+	if pm.leader == s.b.cfg.ID {
+		if p := s.b.partition(t.id, pm.partition); p != nil {
+			return p, nil
+		}
+	}
+	return nil, s.b.notLeader(pm)
+}
+
+// forwardable reports whether a request may be forwarded to the leader.
+func forwardable(h http.Header, err error) bool {
+	var nl *notLeaderError
+	return errors.As(err, &nl) && nl.leader >= 0 && h.Get(NoForwardHeader) != "1"
+}
+
+func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
+	m := req.Msg
+	t, pm, _, err := s.resolve(ctx, m.GetTopic(), m.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	acks := m.GetAcks()
+	if acks == sluicev1.Acks_ACKS_UNSPECIFIED {
+		acks = sluicev1.Acks_ACKS_ALL
+	}
+	if acks < sluicev1.Acks_ACKS_NONE || acks > sluicev1.Acks_ACKS_ALL {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("acks: unknown value %d", acks))
+	}
+	timeout := time.Duration(m.GetTimeoutMs()) * time.Millisecond
+	switch {
+	case m.GetTimeoutMs() < 0:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("timeout_ms: must not be negative"))
+	case timeout == 0:
+		timeout = defaultProduceWait
+	case timeout > maxProduceWait:
+		timeout = maxProduceWait
+	}
+	batches, err := produceBatches(m, t.config.maxMessageBytes, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.local(pm, t)
+	if forwardable(req.Header(), err) {
+		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).Produce)
+	}
+	if err != nil {
+		return nil, err
+	}
+	base, err := p.produce(ctx, batches, acks, timeout)
+	if err != nil {
+		return nil, err
+	}
+	s.b.metrics.produced(t.tenantID, batches)
+	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: base, LogStartOffset: p.log.LogStartOffset()}), nil
+}
+
+// produceBatches validates the request's payload and returns it as batches
+// in the log format: records are encoded into one batch; given batches are
+// split and checked (CRC, format, size).
+func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.Time) ([][]byte, error) {
+	switch pl := m.GetPayload().(type) {
+	case *sluicev1.ProduceRequest_Records:
+		recs := pl.Records.GetRecords()
+		if len(recs) == 0 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("records: must not be empty"))
+		}
+		if len(recs) > 100000 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("records: at most 100000 per request; got %d", len(recs)))
+		}
+		first := recs[0].GetTimestampMs()
+		if first <= 0 {
+			first = now.UnixMilli()
+		}
+		lr := make([]log.Record, len(recs))
+		for i, r := range recs {
+			ts := r.GetTimestampMs()
+			if ts <= 0 {
+				ts = now.UnixMilli()
+			}
+			hs := make([]log.RecordHeader, len(r.GetHeaders()))
+			for j, h := range r.GetHeaders() {
+				hs[j] = log.RecordHeader{Key: []byte(h.GetKey()), Value: h.GetValue()}
+			}
+			lr[i] = log.Record{TimestampDelta: ts - first, OffsetDelta: int32(i), Key: r.GetKey(), Value: r.GetValue(), Headers: hs}
+		}
+		b, err := log.AppendBatch(nil, log.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("records: %w", err))
+		}
+		if maxMessageBytes > 0 && len(b) > int(maxMessageBytes) {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("records: batch of %d bytes exceeds the topic's max.message.bytes %d", len(b), maxMessageBytes))
+		}
+		return [][]byte{b}, nil
+	case *sluicev1.ProduceRequest_Batches:
+		data := pl.Batches.GetData()
+		if len(data) == 0 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("batches: must not be empty"))
+		}
+		var out [][]byte
+		for len(data) > 0 {
+			b, rest, err := log.ReadBatch(data)
+			if err != nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: %w", err))
+			}
+			if maxMessageBytes > 0 && len(b) > int(maxMessageBytes) {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch of %d bytes exceeds the topic's max.message.bytes %d", len(b), maxMessageBytes))
+			}
+			out = append(out, []byte(b))
+			data = rest
+		}
+		return out, nil
+	}
+	return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("payload: set records or batches"))
+}
+
+func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
+	m := req.Msg
+	t, pm, _, err := s.resolve(ctx, m.GetTopic(), m.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	maxBytes := int(m.GetMaxBytes())
+	switch {
+	case maxBytes < 0:
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("max_bytes: must not be negative"))
+	case maxBytes == 0:
+		maxBytes = defaultFetchMaxBytes
+	case maxBytes > maxFetchMaxBytes:
+		maxBytes = maxFetchMaxBytes
+	}
+	if m.GetMaxWaitMs() < 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("max_wait_ms: must not be negative"))
+	}
+	wait := min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, maxFetchWait)
+	if m.GetOffset() < 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offset: must not be negative; got %d", m.GetOffset()))
+	}
+	p, err := s.local(pm, t)
+	if forwardable(req.Header(), err) {
+		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).Fetch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	data, hw, err := p.fetch(ctx, m.GetOffset(), maxBytes, wait)
+	if err != nil {
+		return nil, err
+	}
+	res := &sluicev1.FetchResponse{HighWatermark: hw, LogStartOffset: p.log.LogStartOffset(), NextOffset: m.GetOffset()}
+	if len(data) > 0 {
+		res.NextOffset, err = lastOffsetAfter(data)
+		if err != nil {
+			return nil, err
+		}
+		if m.GetRawBatches() {
+			res.Batches = &sluicev1.RecordBatches{Data: data}
+		} else if res.Records, err = decodeRecords(data, m.GetOffset()); err != nil {
+			return nil, err
+		}
+	}
+	s.b.metrics.fetched(t.tenantID, len(data))
+	return connect.NewResponse(res), nil
+}
+
+// lastOffsetAfter returns one past the last offset of the batches in data.
+func lastOffsetAfter(data []byte) (int64, error) {
+	var next int64
+	for len(data) > 0 {
+		b, rest, err := log.ReadBatch(data)
+		if err != nil {
+			return 0, fmt.Errorf("read fetched batch: %w", err)
+		}
+		next = b.LastOffset() + 1
+		data = rest
+	}
+	return next, nil
+}
+
+// decodeRecords turns batches into records at or after from (a fetch may
+// start inside a batch). Compressed batches need raw_batches.
+func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
+	var out []*sluicev1.FetchedRecord
+	for len(data) > 0 {
+		b, rest, err := log.ReadBatch(data)
+		if err != nil {
+			return nil, fmt.Errorf("read fetched batch: %w", err)
+		}
+		data = rest
+		h := b.Header()
+		if h.Attributes.Codec() != 0 {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("the partition holds compressed batches: fetch with raw_batches and decode them client-side (the Go SDK does)"))
+		}
+		if h.Attributes.Control() {
+			continue
+		}
+		it, err := b.Records()
+		if err != nil {
+			return nil, fmt.Errorf("decode fetched batch: %w", err)
+		}
+		for it.Next() {
+			r := it.Record()
+			off := h.BaseOffset + int64(r.OffsetDelta)
+			if off < from {
+				continue
+			}
+			fr := &sluicev1.FetchedRecord{
+				Offset: off, TimestampMs: h.FirstTimestamp + r.TimestampDelta, LeaderEpoch: h.LeaderEpoch,
+				Key: clone(r.Key), Value: clone(r.Value),
+			}
+			for _, hd := range r.Headers {
+				fr.Headers = append(fr.Headers, &sluicev1.Header{Key: string(hd.Key), Value: clone(hd.Value)})
+			}
+			out = append(out, fr)
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("decode fetched batch: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sluicev1.ListOffsetsRequest]) (*connect.Response[sluicev1.ListOffsetsResponse], error) {
+	m := req.Msg
+	t, pm, _, err := s.resolve(ctx, m.GetTopic(), m.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	if m.GetSpec() < sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST || m.GetSpec() > sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("spec: choose earliest, latest or timestamp"))
+	}
+	p, err := s.local(pm, t)
+	if forwardable(req.Header(), err) {
+		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).ListOffsets)
+	}
+	if err != nil {
+		return nil, err
+	}
+	hw := p.highWatermark()
+	res := &sluicev1.ListOffsetsResponse{LogStartOffset: p.log.LogStartOffset(), HighWatermark: hw}
+	switch m.GetSpec() {
+	case sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
+		res.Offset = res.LogStartOffset
+	case sluicev1.OffsetSpec_OFFSET_SPEC_LATEST:
+		res.Offset = hw
+	case sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
+		off, ok, err := p.log.OffsetForTimestamp(m.GetTimestampMs())
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok || off >= hw:
+			res.Offset = -1
+		default:
+			res.Offset = off
+		}
+	}
+	return connect.NewResponse(res), nil
+}
+
+func (s *recordService) GetMetadata(ctx context.Context, req *connect.Request[sluicev1.GetMetadataRequest]) (*connect.Response[sluicev1.GetMetadataResponse], error) {
+	p, ok := tenants.PrincipalFrom(ctx)
+	if !ok || p.TenantID == "" {
+		return nil, errors.New("no tenant principal in context")
+	}
+	meta := s.b.metadata()
+	res := &sluicev1.GetMetadataResponse{}
+	for _, b := range sortedBrokers(meta) {
+		res.Brokers = append(res.Brokers, &sluicev1.BrokerAddress{Id: b.id, Address: b.address, Rack: b.rack})
+	}
+	names := req.Msg.GetTopics()
+	if len(names) == 0 {
+		for name := range meta.byTenant[p.TenantID] {
+			names = append(names, name)
+		}
+		sortStrings(names)
+	}
+	for _, name := range names {
+		t, ok := meta.topic(p.TenantID, name)
+		if !ok {
+			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", name))
+		}
+		tm := &sluicev1.TopicMetadata{Name: t.name, Id: t.id}
+		for _, pm := range t.partitions {
+			tm.Partitions = append(tm.Partitions, &sluicev1.PartitionMetadata{
+				Partition: pm.partition, Leader: pm.leader, LeaderEpoch: pm.leaderEpoch, Replicas: pm.replicas, Isr: pm.isr,
+			})
+		}
+		res.Topics = append(res.Topics, tm)
+	}
+	return connect.NewResponse(res), nil
+}

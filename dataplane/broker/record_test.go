@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+func TestBrokerProduceBatchesFromRecords(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1_700_000_000_000)
+	req := &sluicev1.ProduceRequest{Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: []*sluicev1.Record{
+		{Key: []byte("k1"), Value: []byte("v1"), Headers: []*sluicev1.Header{{Key: "h", Value: []byte("x")}}},
+		{Value: []byte("v2"), TimestampMs: 1_600_000_000_000},
+	}}}}
+	bs, err := produceBatches(req, 1<<20, now)
+	require.NoError(t, err)
+	require.Len(t, bs, 1)
+	recs, err := decodeRecords(bs[0], 0)
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.Equal(t, "k1", string(recs[0].GetKey()))
+	require.Equal(t, "v1", string(recs[0].GetValue()))
+	require.Equal(t, now.UnixMilli(), recs[0].GetTimestampMs(), "a zero timestamp takes the broker's time")
+	require.Equal(t, "h", recs[0].GetHeaders()[0].GetKey())
+	require.Nil(t, recs[1].GetKey())
+	require.Equal(t, int64(1_600_000_000_000), recs[1].GetTimestampMs())
+	require.Equal(t, int64(1), recs[1].GetOffset())
+	// Decoding from inside the batch skips earlier records.
+	recs, err = decodeRecords(bs[0], 1)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+}
+
+func TestBrokerProduceBatchesValidation(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tt := range []struct {
+		name string
+		req  *sluicev1.ProduceRequest
+		max  int32
+		msg  string
+	}{
+		{"no payload", &sluicev1.ProduceRequest{}, 1 << 20, "payload"},
+		{"empty records", &sluicev1.ProduceRequest{Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{}}}, 1 << 20, "records: must not be empty"},
+		{"too big", &sluicev1.ProduceRequest{Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: []*sluicev1.Record{{Value: make([]byte, 2000)}}}}}, 1000, "max.message.bytes"},
+		{"garbage batch", &sluicev1.ProduceRequest{Payload: &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: []byte("garbage")}}}, 1 << 20, "batches"},
+		{"empty batches", &sluicev1.ProduceRequest{Payload: &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{}}}, 1 << 20, "batches: must not be empty"},
+	} {
+		_, err := produceBatches(tt.req, tt.max, now)
+		require.Error(t, err, tt.name)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), tt.name)
+		require.Contains(t, err.Error(), tt.msg, tt.name)
+	}
+
+	// Raw batches pass through, split into whole batches.
+	b1, err := log.AppendBatch(nil, log.BatchHeader{}, []log.Record{{Value: []byte("a")}})
+	require.NoError(t, err)
+	b2, err := log.AppendBatch(nil, log.BatchHeader{}, []log.Record{{Value: []byte("b")}, {OffsetDelta: 1, Value: []byte("c")}})
+	require.NoError(t, err)
+	bs, err := produceBatches(&sluicev1.ProduceRequest{Payload: &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: append(append([]byte{}, b1...), b2...)}}}, 1<<20, now)
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{b1, b2}, bs)
+}
+
+func TestBrokerBelowHW(t *testing.T) {
+	t.Parallel()
+	var data []byte
+	var sizes []int
+	for i := range 3 {
+		b, err := log.AppendBatch(nil, log.BatchHeader{BaseOffset: int64(2 * i)}, []log.Record{{Value: []byte("x")}, {OffsetDelta: 1, Value: []byte("y")}})
+		require.NoError(t, err)
+		data = append(data, b...)
+		sizes = append(sizes, len(b))
+	}
+	require.Len(t, belowHW(data, 0), 0)
+	require.Len(t, belowHW(data, 2), sizes[0])
+	require.Len(t, belowHW(data, 4), sizes[0]+sizes[1])
+	require.Len(t, belowHW(data, 100), len(data))
+	next, err := lastOffsetAfter(data)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), next)
+}

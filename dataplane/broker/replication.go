@@ -1,0 +1,312 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// applyMetadata installs a new cluster view and brings every local replica
+// to the role it now has: leader, follower, or none (closed).
+func (b *Broker) applyMetadata(m *clusterMeta) {
+	b.meta.Store(m)
+	b.mu.Lock()
+	ctx := b.runCtx
+	b.mu.Unlock()
+	if ctx == nil || ctx.Err() != nil {
+		return
+	}
+	want := map[partKey]bool{}
+	for _, t := range m.byID {
+		for _, pm := range t.partitions {
+			if !pm.hasReplica(b.cfg.ID) {
+				continue
+			}
+			k := partKey{t.id, pm.partition}
+			want[k] = true
+			p, err := b.openPartition(t, pm)
+			if err != nil {
+				b.logger.Error("open partition", "topic", t.id, "partition", pm.partition, "err", err)
+				continue
+			}
+			p.update(ctx, pm, t.config)
+		}
+	}
+	b.mu.Lock()
+	var drop []*partition
+	for k, p := range b.parts {
+		if !want[k] {
+			drop = append(drop, p)
+			delete(b.parts, k)
+		}
+	}
+	b.mu.Unlock()
+	for _, p := range drop {
+		// The replica moved away or the topic was deleted. The data stays on
+		// disk until deletion is confirmed (later work: topic deletion
+		// cleanup); the replica stops serving now.
+		p.stop()
+		if err := p.log.Close(); err != nil {
+			b.logger.Warn("close partition log", "topic", p.topicID, "partition", p.id, "err", err)
+		}
+	}
+}
+
+func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
+	k := partKey{t.id, pm.partition}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p, ok := b.parts[k]; ok {
+		return p, nil
+	}
+	l, err := log.Open(b.partitionDir(t.tenantID, t.id, pm.partition), log.Config{
+		SegmentBytes:  b.cfg.SegmentBytes,
+		Flush:         b.flush,
+		FlushInterval: b.cfg.FlushInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &partition{b: b, tenantID: t.tenantID, topicID: t.id, id: pm.partition, log: l, hwCh: make(chan struct{}), meta: partMeta{leader: -1, leaderEpoch: -1}}
+	b.parts[k] = p
+	return p, nil
+}
+
+// update moves the replica to the role pm gives it. A new leader epoch
+// always restarts the role (KAFKA-7164: a follower re-checks for divergence
+// even when the leader id stays the same).
+func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
+	self := p.b.cfg.ID
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pm.leaderEpoch < p.meta.leaderEpoch || (pm.leaderEpoch == p.meta.leaderEpoch && pm.partitionEpoch < p.meta.partitionEpoch) {
+		return // an older snapshot than what this replica already knows
+	}
+	newEpoch := pm.leaderEpoch != p.meta.leaderEpoch
+	prev := p.meta
+	p.meta, p.cfg = pm, cfg
+	switch {
+	case pm.leader == self && (p.role != roleLeader || newEpoch):
+		p.stopLocked()
+		now := time.Now()
+		p.lead = newLeaderState(self, pm, cfg.minISR, p.log.LEO(), p.hw, now)
+		p.role = roleLeader
+		p.b.logger.Info("leading partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "isr", pm.isr, "leo", p.log.LEO(), "hw", p.hw)
+	case pm.leader == self:
+		if !slices.Equal(prev.isr, pm.isr) {
+			p.lead.setISR(pm.isr)
+			p.hw = p.lead.hw()
+		}
+		p.lead.minISR = cfg.minISR
+	case p.role != roleFollower || newEpoch || prev.leader != pm.leader:
+		p.stopLocked()
+		p.lead = nil
+		p.role = roleFollower
+		if pm.leader >= 0 {
+			fctx, cancel := context.WithCancel(ctx)
+			p.stopF = cancel
+			go p.follow(fctx, pm.leader, pm.leaderEpoch)
+		}
+		p.b.logger.Info("following partition", "topic", p.topicID, "partition", p.id, "leader", pm.leader, "leader_epoch", pm.leaderEpoch)
+	}
+	p.notifyLocked()
+}
+
+func (p *partition) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopLocked()
+	p.role = roleNone
+	p.lead = nil
+	p.notifyLocked()
+}
+
+func (p *partition) stopLocked() {
+	if p.stopF != nil {
+		p.stopF()
+		p.stopF = nil
+	}
+}
+
+// lastEpoch is the epoch of the last batch in the log, or -1.
+func lastEpoch(l *log.Log) int32 {
+	es := l.Epochs()
+	if len(es) == 0 {
+		return -1
+	}
+	return es[len(es)-1].Epoch
+}
+
+// follow copies the leader's log until ctx ends: fetch from the local LEO,
+// append the bytes unchanged, and truncate first when the leader reports a
+// divergence (KIP-101/279/320).
+func (p *partition) follow(ctx context.Context, leader int32, epoch int32) {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		req := &sluicev1.FetchReplicaRequest{
+			FollowerId:          p.b.cfg.ID,
+			FollowerBrokerEpoch: p.b.brokerEpoch.Load(),
+			TopicId:             p.topicID,
+			Partition:           p.id,
+			LeaderEpoch:         epoch,
+			FetchOffset:         p.log.LEO(),
+			LastFetchedEpoch:    lastEpoch(p.log),
+			MaxBytes:            4 << 20,
+			MaxWaitMs:           500,
+		}
+		res, err := p.b.peer(leader).replica.FetchReplica(ctx, connect.NewRequest(req))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			p.b.logger.Debug("fetch from leader", "topic", p.topicID, "partition", p.id, "leader", leader, "err", err)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		if err := p.applyFetch(res.Msg); err != nil {
+			p.b.logger.Error("apply leader's batches", "topic", p.topicID, "partition", p.id, "err", err)
+			sleep(ctx, time.Second)
+		}
+	}
+}
+
+func (p *partition) applyFetch(res *sluicev1.FetchReplicaResponse) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != roleFollower {
+		return nil
+	}
+	if d := res.GetDivergingEpoch(); d != nil {
+		// Truncate to where both logs agree: the leader's end of that epoch,
+		// or ours if smaller (KIP-279 iterates through further fetches).
+		_, ourEnd := p.log.EndOffsetFor(d.GetEpoch())
+		to := min(d.GetEndOffset(), ourEnd, p.log.LEO())
+		if to < 0 {
+			to = 0
+		}
+		if to < p.log.LogStartOffset() {
+			// Nothing in common: start over at the leader's log start.
+			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
+				return fmt.Errorf("reset log: %w", err)
+			}
+		} else if err := p.log.TruncateTo(to); err != nil {
+			return fmt.Errorf("truncate to %d: %w", to, err)
+		}
+		p.b.logger.Info("truncated divergent tail", "topic", p.topicID, "partition", p.id, "to", to, "leader_epoch", d.GetEpoch())
+		p.hw = min(p.hw, p.log.LEO())
+		return nil
+	}
+	if len(res.GetBatches()) > 0 {
+		if p.log.LEO() < res.GetLogStartOffset() {
+			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
+				return fmt.Errorf("reset log: %w", err)
+			}
+		}
+		if _, err := p.log.AppendFollower(res.GetBatches()); err != nil {
+			return fmt.Errorf("append follower: %w", err)
+		}
+	}
+	if hw := min(res.GetHighWatermark(), p.log.LEO()); hw > p.hw {
+		p.hw = hw
+	}
+	p.notifyLocked()
+	return nil
+}
+
+// replicaService serves followers' fetches on the leader.
+type replicaService struct{ b *Broker }
+
+func (s *replicaService) FetchReplica(ctx context.Context, req *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error) {
+	m := req.Msg
+	p := s.b.partition(m.GetTopicId(), m.GetPartition())
+	if p == nil {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("partition %s/%d is not on broker %d", m.GetTopicId(), m.GetPartition(), s.b.cfg.ID))
+	}
+	maxBytes := int(m.GetMaxBytes())
+	if maxBytes <= 0 || maxBytes > 64<<20 {
+		maxBytes = 4 << 20
+	}
+	wait := min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, 5*time.Second)
+	var timer *time.Timer
+	for {
+		res, ch, err := p.serveReplica(m, maxBytes)
+		if err != nil || res != nil || wait <= 0 {
+			if err != nil {
+				return nil, err
+			}
+			if res == nil {
+				res = &sluicev1.FetchReplicaResponse{HighWatermark: p.highWatermark(), LogStartOffset: p.log.LogStartOffset()}
+			}
+			return connect.NewResponse(res), nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			wait = 0
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// serveReplica answers one follower fetch, or returns a channel to wait on
+// when the follower is caught up and nothing is new.
+func (p *partition) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) (*sluicev1.FetchReplicaResponse, <-chan struct{}, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.role != roleLeader || p.lead == nil:
+		return nil, nil, toConnect(p.b.notLeader(p.meta))
+	case m.GetLeaderEpoch() < p.meta.leaderEpoch:
+		return nil, nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fenced leader epoch %d: the current epoch is %d", m.GetLeaderEpoch(), p.meta.leaderEpoch))
+	case m.GetLeaderEpoch() > p.meta.leaderEpoch:
+		return nil, nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("unknown leader epoch %d: this leader is at %d", m.GetLeaderEpoch(), p.meta.leaderEpoch))
+	case !p.meta.hasReplica(m.GetFollowerId()) || m.GetFollowerId() == p.b.cfg.ID:
+		return nil, nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("broker %d is not a follower of this partition", m.GetFollowerId()))
+	}
+	leo := p.log.LEO()
+	off := m.GetFetchOffset()
+	// Divergence: the follower's last epoch ends earlier on the leader than
+	// the follower's log does.
+	if le := m.GetLastFetchedEpoch(); le >= 0 && off > 0 {
+		epoch, end := p.log.EndOffsetFor(le)
+		if epoch != le || end < off {
+			return &sluicev1.FetchReplicaResponse{
+				HighWatermark: p.hw, LogStartOffset: p.log.LogStartOffset(),
+				DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: epoch, EndOffset: end},
+			}, nil, nil
+		}
+	}
+	if off > leo {
+		return nil, nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("fetch offset %d is past the leader's LEO %d", off, leo))
+	}
+	start := p.log.LogStartOffset()
+	if off < start {
+		// The follower needs history the leader no longer has: restart it at the log start.
+		return &sluicev1.FetchReplicaResponse{HighWatermark: p.hw, LogStartOffset: start}, nil, nil
+	}
+	if p.lead.followerFetched(m.GetFollowerId(), off, time.Now()) {
+		p.hw = p.lead.hw()
+		p.notifyLocked()
+	}
+	if off == leo {
+		return nil, p.hwCh, nil
+	}
+	data, err := p.log.Read(off, maxBytes)
+	if err != nil {
+		return nil, nil, toConnect(err)
+	}
+	return &sluicev1.FetchReplicaResponse{Batches: data, HighWatermark: p.hw, LogStartOffset: start}, nil, nil
+}

@@ -1,0 +1,167 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// watchLoop follows the control plane's assignment stream for one broker
+// epoch, installing every snapshot, and reconnects on errors until ctx
+// ends or the epoch is fenced (the lease loop then registers again).
+func (b *Broker) watchLoop(ctx context.Context, epoch int64) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		stream, err := b.cp.WatchAssignments(ctx, connect.NewRequest(&sluicev1.WatchAssignmentsRequest{BrokerId: b.cfg.ID, BrokerEpoch: epoch}))
+		if err == nil {
+			for stream.Receive() {
+				backoff = 100 * time.Millisecond
+				b.applyMetadata(toClusterMeta(stream.Msg()))
+			}
+			err = stream.Err()
+			_ = stream.Close()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if connect.CodeOf(err) == connect.CodeFailedPrecondition {
+			b.logger.Warn("assignment stream: broker epoch fenced", "broker_epoch", epoch, "err", err)
+			return
+		}
+		if err != nil {
+			b.logger.Warn("assignment stream", "err", err)
+		}
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func toClusterMeta(m *sluicev1.WatchAssignmentsResponse) *clusterMeta {
+	meta := emptyMeta()
+	meta.version = m.GetMetadataVersion()
+	for _, br := range m.GetBrokers() {
+		meta.brokers[br.GetBrokerId()] = brokerMeta{id: br.GetBrokerId(), address: br.GetAddress(), rack: br.GetRack()}
+	}
+	for _, pa := range m.GetPartitions() {
+		t, ok := meta.byID[pa.GetTopicId()]
+		if !ok {
+			c := pa.GetConfig()
+			t = &topicMeta{
+				tenantID: pa.GetTenantId(), id: pa.GetTopicId(), name: pa.GetTopicName(),
+				config: topicConfig{
+					minISR: c.GetMinInsyncReplicas(), maxMessageBytes: c.GetMaxMessageBytes(),
+					retentionMs: c.GetRetentionMs(), retentionBytes: c.GetRetentionBytes(),
+				},
+			}
+			meta.addTopic(t)
+		}
+		pm := toPartMeta(pa)
+		for int(pm.partition) >= len(t.partitions) {
+			t.partitions = append(t.partitions, partMeta{partition: int32(len(t.partitions)), leader: -1})
+		}
+		t.partitions[pm.partition] = pm
+	}
+	return meta
+}
+
+func toPartMeta(pa *sluicev1.PartitionAssignment) partMeta {
+	return partMeta{
+		partition: pa.GetPartition(), replicas: slices.Clone(pa.GetReplicas()), leader: pa.GetLeader(),
+		leaderEpoch: pa.GetLeaderEpoch(), isr: slices.Clone(pa.GetIsr()), partitionEpoch: pa.GetPartitionEpoch(),
+	}
+}
+
+// isrLoop asks the controller to shrink or expand the ISR of partitions this
+// broker leads, every half second.
+func (b *Broker) isrLoop(ctx context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.mu.Lock()
+		parts := make([]*partition, 0, len(b.parts))
+		for _, p := range b.parts {
+			parts = append(parts, p)
+		}
+		b.mu.Unlock()
+		for _, p := range parts {
+			p.maybeAlterISR(ctx)
+		}
+	}
+}
+
+func (p *partition) maybeAlterISR(ctx context.Context) {
+	p.mu.Lock()
+	if p.role != roleLeader || p.lead == nil {
+		p.mu.Unlock()
+		return
+	}
+	next := p.lead.isrChange(time.Now(), p.b.cfg.ReplicaLagTimeMax)
+	if next == nil {
+		p.mu.Unlock()
+		return
+	}
+	grow := len(next) > len(p.lead.isr)
+	p.lead.propose(next)
+	req := &sluicev1.AlterPartitionRequest{
+		BrokerId: p.b.cfg.ID, BrokerEpoch: p.b.brokerEpoch.Load(), TopicId: p.topicID, Partition: p.id,
+		LeaderEpoch: p.meta.leaderEpoch, PartitionEpoch: p.meta.partitionEpoch, NewIsr: next,
+	}
+	p.mu.Unlock()
+
+	res, err := p.b.cp.AlterPartition(ctx, connect.NewRequest(req))
+	var confirmed *sluicev1.PartitionAssignment
+	if err == nil {
+		confirmed = res.Msg.GetPartition()
+	} else {
+		// A stale partition epoch carries the current state: adopt it.
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			for _, d := range ce.Details() {
+				if v, derr := d.Value(); derr == nil {
+					if pa, ok := v.(*sluicev1.PartitionAssignment); ok {
+						confirmed = pa
+					}
+				}
+			}
+		}
+		if ctx.Err() == nil {
+			p.b.logger.Warn("alter ISR", "topic", p.topicID, "partition", p.id, "proposed", next, "err", err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != roleLeader || p.lead == nil {
+		return
+	}
+	if confirmed == nil {
+		p.lead.pending = nil // retry on the next round
+		return
+	}
+	pm := toPartMeta(confirmed)
+	if pm.leaderEpoch != p.meta.leaderEpoch || pm.leader != p.b.cfg.ID {
+		return // leadership moved; the assignment stream will tell us
+	}
+	p.meta = pm
+	if p.lead.setISR(pm.isr) {
+		p.hw = p.lead.hw()
+	}
+	if err == nil {
+		if grow {
+			p.b.metrics.isrExpands.Inc()
+		} else {
+			p.b.metrics.isrShrinks.Inc()
+		}
+		p.b.logger.Info("ISR changed", "topic", p.topicID, "partition", p.id, "isr", pm.isr, "partition_epoch", pm.partitionEpoch, "hw", p.hw)
+	}
+	p.notifyLocked()
+}
