@@ -1,0 +1,106 @@
+// Package replica is the replication logic of one partition as pure state
+// machines: a Leader that tracks its followers, the high watermark (HW), the
+// in-sync replica set (ISR) and acks=all waits, and a Follower that
+// reconciles its log with the leader's by leader epoch and then fetches.
+//
+// # Model
+//
+// A partition has replicas, one of which leads under a leader epoch chosen
+// by the controller; the controller also owns the ISR, versioned by a
+// partition epoch. The leader appends, followers pull by fetching from their
+// log end offset (LEO), and a follower's fetch offset is its LEO as far as
+// the leader knows. The HW is the smallest LEO in the ISR; consumers read
+// only below it and acks=all completes once the HW covers the records.
+//
+// The leader changes the ISR only through the controller. Tick proposes one
+// change at a time. A follower is in sync when it is at the leader's LEO or
+// caught up to it within replica.lag.time.max (Kafka's lastCaughtUpTime: a
+// fetch reaching the leader's LEO of the previous fetch counts as caught up
+// as of that fetch). A shrink removes ISR followers that are out of sync or
+// that reported a LEO below the HW (they lost data, e.g. a restart with an
+// empty disk). An expansion adds replicas that are in sync and whose LEO
+// reached the HW and the start offset of this leader epoch; using the same
+// criterion both ways keeps a slow follower from flapping. Expansions carry
+// the added brokers' epochs (KIP-903). The controller applies a proposal
+// with compare-and-set on the partition epoch and tells the leader
+// (ISRChanged); stale partition epochs are ignored. While a change is in
+// flight the HW is computed over the "maximal ISR": the confirmed ISR plus
+// any replicas being added (a pending shrink removes nobody), so the HW never
+// counts on a smaller set than the controller may already hold. A proposal
+// refused for a stale partition epoch stays pending until the newer state
+// arrives, because the controller may have applied it earlier.
+//
+// A follower, after every leader epoch change (even with the same leader,
+// KAFKA-7164), asks the leader where its latest epoch ends and truncates to
+// the smaller of that and its own end of that epoch; if the leader answers
+// with an older epoch it truncates to its own end of that older epoch and
+// asks again (KIP-101, KIP-279). Fetches carry the last fetched epoch too,
+// and the leader answers a divergence instead of records, so no divergent
+// tail survives. The follower's HW is the smaller of the leader's HW and its
+// own LEO.
+//
+// The state machines do no I/O, start no goroutines and read no clock: every
+// time is an argument and the caller (the broker) performs the requests,
+// appends and truncations they ask for. They are not safe for concurrent
+// use; their owner serialises calls.
+//
+// # Invariants
+//
+//   - HW ≤ LEO of every ISR member: the HW is the minimum over the maximal
+//     ISR, and a follower whose LEO is unknown in this leader epoch holds it
+//     back. A new leader starts with its local HW and unknown follower LEOs.
+//     The one exception is a member that lost its log (a restart with an
+//     empty disk): its fetch below the HW makes the leader propose its
+//     removal at the next Tick, without waiting for the lag time.
+//   - The HW never decreases on a leader. A new leader starts from its own
+//     HW, which may be below what the previous leader exposed; the broker
+//     should answer "latest offset" queries as retriable while HW() <
+//     EpochStartOffset(), as Kafka does.
+//   - The HW does not advance while the confirmed ISR is smaller than
+//     min.insync.replicas (Kafka KIP-966 "strict min ISR").
+//   - acks=all completes only when every ISR member holds the records and the
+//     ISR has at least min.insync.replicas members. Otherwise the produce is
+//     refused (CanAcceptAcksAll, WaitAcksAll) or the pending wait fails with
+//     ErrNotEnoughReplicas when the ISR shrinks below min ISR, and with
+//     ErrNotLeader when leadership is lost (Resign). Never silently
+//     downgraded to acks=1.
+//   - Only ISR members can be proposed as leader: the controller elects from
+//     the ISR, and a replica enters the ISR only after reaching the HW and
+//     the leader epoch's start offset while the HW counted it, so every ISR
+//     member holds every committed record.
+//   - Leader epochs strictly increase: Resign and BecomeFollower refuse an
+//     epoch that is not newer. A request with a stale leader epoch is fenced
+//     (ErrFencedLeaderEpoch); a newer one tells a stale leader it is behind
+//     (ErrUnknownLeaderEpoch). A fetch from an older broker incarnation is
+//     refused (ErrStaleBrokerEpoch).
+//   - A follower never truncates below the HW the ISR agreed on: committed
+//     records carry the same epochs on every ISR member, so the epoch end
+//     offsets it truncates to are at or above them.
+//
+// # Use
+//
+// The broker owns one state machine per partition replica and serialises
+// calls to it (e.g. under the partition's lock). It feeds the Leader with
+// Append after each local append, FollowerFetch and EndOffsetFor for
+// replication requests, ISRChanged and ProposalRejected from the
+// controller, and Tick from its ISR checker loop; it sends the proposals
+// Tick returns, and completes produce requests from TakeAcks. A Follower's
+// owner loops: Next, send the request, then HandleEpochEndOffset or
+// HandleFetch with the log's state, truncating the log as they say. LogState
+// and EpochEntry mirror the partition log's LEO and leader-epoch cache
+// (dataplane/log), which this package does not import.
+//
+// # Tests
+//
+// testdata/*.txt are scripted scenarios in the etcd raft style, run by
+// scenario_test.go over a simulated partition (cluster_test.go: logs, a
+// controller that can delay, reorder and refuse, a virtual clock, crashes
+// and network isolation) with the invariants above checked after every
+// command. model_test.go drives the same simulation with random commands
+// from fixed seeds. Regenerate the expected output after an intended change
+// with
+//
+//	go test ./dataplane/replica -run TestReplicaScenario -rewrite
+//
+// and review the diff.
+package replica
