@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicemq/sluice/dataplane/replica"
+
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/log"
@@ -36,8 +38,8 @@ type partition struct {
 	cfg   topicConfig
 	role  role
 	hw    int64
-	hwCh  chan struct{} // closed and replaced on every append, HW or role change
-	lead  *leaderState  // set while leader
+	hwCh  chan struct{}   // closed and replaced on every append, HW or role change
+	lead  *replica.Leader // set while leader
 	stopF context.CancelFunc
 }
 
@@ -126,9 +128,10 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 		return 0, toConnect(p.b.notLeader(p.meta))
 	}
 	if acks == sluicev1.Acks_ACKS_ALL {
-		if err := p.lead.canAckAll(); err != nil {
+		if err := p.lead.CanAcceptAcksAll(); err != nil {
+			err = p.replicaError(err)
 			p.mu.Unlock()
-			return 0, toConnect(err)
+			return 0, err
 		}
 	}
 	epoch := p.meta.leaderEpoch
@@ -148,8 +151,11 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 		}
 		leo = l
 	}
-	p.lead.appended(leo, time.Now())
-	p.hw = p.lead.hw()
+	if err := p.lead.Append(leo, time.Now()); err != nil {
+		p.mu.Unlock()
+		return 0, fmt.Errorf("record append: %w", err)
+	}
+	p.hw = p.lead.HW()
 	p.notifyLocked() // wakes follower fetches (new data) and waiters (HW)
 	p.mu.Unlock()
 
@@ -176,7 +182,9 @@ func (p *partition) waitHW(ctx context.Context, offset int64, timeout time.Durat
 		hw, ch, isLeader := p.hw, p.hwCh, p.role == roleLeader && p.lead != nil
 		var ackErr error
 		if isLeader {
-			ackErr = p.lead.canAckAll()
+			if err := p.lead.CanAcceptAcksAll(); err != nil {
+				ackErr = p.replicaError(err)
+			}
 		}
 		meta := p.meta
 		p.mu.Unlock()

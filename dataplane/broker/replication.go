@@ -2,9 +2,11 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 	"time"
+
+	"github.com/sluicemq/sluice/dataplane/replica"
 
 	"connectrpc.com/connect"
 
@@ -89,21 +91,27 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 		return // an older snapshot than what this replica already knows
 	}
 	newEpoch := pm.leaderEpoch != p.meta.leaderEpoch
-	prev := p.meta
+	prev, prevCfg := p.meta, p.cfg
 	p.meta, p.cfg = pm, cfg
 	switch {
-	case pm.leader == self && (p.role != roleLeader || newEpoch):
+	case pm.leader == self && (p.role != roleLeader || newEpoch || cfg.minISR != prevCfg.minISR):
 		p.stopLocked()
-		now := time.Now()
-		p.lead = newLeaderState(self, pm, cfg.minISR, p.log.LEO(), p.hw, now)
-		p.role = roleLeader
+		lead, err := p.newLeaderLocked(pm, cfg, time.Now())
+		if err != nil {
+			p.b.logger.Error("cannot lead partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "err", err)
+			p.lead, p.role = nil, roleNone
+			break
+		}
+		p.lead, p.role = lead, roleLeader
+		p.hw = lead.HW()
 		p.b.logger.Info("leading partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "isr", pm.isr, "leo", p.log.LEO(), "hw", p.hw)
 	case pm.leader == self:
-		if !slices.Equal(prev.isr, pm.isr) {
-			p.lead.setISR(pm.isr)
-			p.hw = p.lead.hw()
+		if pm.partitionEpoch > p.lead.PartitionEpoch() {
+			if err := p.lead.ISRChanged(pm.partitionEpoch, pm.isr); err != nil && !errors.Is(err, replica.ErrStalePartitionEpoch) {
+				p.b.logger.Warn("apply ISR", "topic", p.topicID, "partition", p.id, "isr", pm.isr, "err", err)
+			}
+			p.hw = p.lead.HW()
 		}
-		p.lead.minISR = cfg.minISR
 	case p.role != roleFollower || newEpoch || prev.leader != pm.leader:
 		p.stopLocked()
 		p.lead = nil
@@ -185,13 +193,7 @@ func (p *partition) applyFetch(res *sluicev1.FetchReplicaResponse) error {
 		return nil
 	}
 	if d := res.GetDivergingEpoch(); d != nil {
-		// Truncate to where both logs agree: the leader's end of that epoch,
-		// or ours if smaller (KIP-279 iterates through further fetches).
-		_, ourEnd := p.log.EndOffsetFor(d.GetEpoch())
-		to := min(d.GetEndOffset(), ourEnd, p.log.LEO())
-		if to < 0 {
-			to = 0
-		}
+		to := truncationPoint(logState(p.log), p.hw, replica.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()})
 		if to < p.log.LogStartOffset() {
 			// Nothing in common: start over at the leader's log start.
 			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
@@ -200,7 +202,7 @@ func (p *partition) applyFetch(res *sluicev1.FetchReplicaResponse) error {
 		} else if err := p.log.TruncateTo(to); err != nil {
 			return fmt.Errorf("truncate to %d: %w", to, err)
 		}
-		p.b.logger.Info("truncated divergent tail", "topic", p.topicID, "partition", p.id, "to", to, "leader_epoch", d.GetEpoch())
+		p.b.logger.Info("truncated divergent tail", "topic", p.topicID, "partition", p.id, "to", p.log.LEO(), "leader_epoch_end", d.GetEpoch())
 		p.hw = min(p.hw, p.log.LEO())
 		return nil
 	}
@@ -219,6 +221,25 @@ func (p *partition) applyFetch(res *sluicev1.FetchReplicaResponse) error {
 	}
 	p.notifyLocked()
 	return nil
+}
+
+// truncationPoint is where a follower truncates when the leader reports
+// that their logs diverge (KIP-101, KIP-279): up to the end of the largest
+// epoch both logs know, or the follower's HW when the leader knows none.
+// The next fetch carries the follower's new last epoch, so the leader checks
+// again until the logs agree.
+func truncationPoint(local replica.LogState, hw int64, ans replica.EpochEndOffset) int64 {
+	if ans.Undefined() {
+		return min(hw, local.LEO)
+	}
+	mine := replica.EndOffsetFor(local.Epochs, ans.Epoch, local.LEO)
+	switch {
+	case mine.Undefined():
+		return min(ans.EndOffset, local.LEO)
+	case mine.Epoch != ans.Epoch:
+		return min(mine.EndOffset, local.LEO)
+	}
+	return min(mine.EndOffset, ans.EndOffset, local.LEO)
 }
 
 // replicaService serves followers' fetches on the leader.
@@ -266,42 +287,33 @@ func (s *replicaService) FetchReplica(ctx context.Context, req *connect.Request[
 func (p *partition) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) (*sluicev1.FetchReplicaResponse, <-chan struct{}, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case p.role != roleLeader || p.lead == nil:
+	if p.role != roleLeader || p.lead == nil {
 		return nil, nil, toConnect(p.b.notLeader(p.meta))
-	case m.GetLeaderEpoch() < p.meta.leaderEpoch:
-		return nil, nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fenced leader epoch %d: the current epoch is %d", m.GetLeaderEpoch(), p.meta.leaderEpoch))
-	case m.GetLeaderEpoch() > p.meta.leaderEpoch:
-		return nil, nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("unknown leader epoch %d: this leader is at %d", m.GetLeaderEpoch(), p.meta.leaderEpoch))
-	case !p.meta.hasReplica(m.GetFollowerId()) || m.GetFollowerId() == p.b.cfg.ID:
-		return nil, nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("broker %d is not a follower of this partition", m.GetFollowerId()))
 	}
-	leo := p.log.LEO()
 	off := m.GetFetchOffset()
-	// Divergence: the follower's last epoch ends earlier on the leader than
-	// the follower's log does.
-	if le := m.GetLastFetchedEpoch(); le >= 0 && off > 0 {
-		epoch, end := p.log.EndOffsetFor(le)
-		if epoch != le || end < off {
-			return &sluicev1.FetchReplicaResponse{
-				HighWatermark: p.hw, LogStartOffset: p.log.LogStartOffset(),
-				DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: epoch, EndOffset: end},
-			}, nil, nil
-		}
-	}
-	if off > leo {
-		return nil, nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("fetch offset %d is past the leader's LEO %d", off, leo))
-	}
 	start := p.log.LogStartOffset()
 	if off < start {
 		// The follower needs history the leader no longer has: restart it at the log start.
 		return &sluicev1.FetchReplicaResponse{HighWatermark: p.hw, LogStartOffset: start}, nil, nil
 	}
-	if p.lead.followerFetched(m.GetFollowerId(), off, time.Now()) {
-		p.hw = p.lead.hw()
+	d, err := p.lead.FollowerFetch(replica.FetchRequest{
+		Replica: m.GetFollowerId(), BrokerEpoch: m.GetFollowerBrokerEpoch(), LeaderEpoch: m.GetLeaderEpoch(),
+		FetchOffset: off, LastFetchedEpoch: m.GetLastFetchedEpoch(),
+	}, time.Now())
+	if err != nil {
+		return nil, nil, p.replicaError(err)
+	}
+	if d.Diverging {
+		return &sluicev1.FetchReplicaResponse{
+			HighWatermark: d.HW, LogStartOffset: start,
+			DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: d.DivergingEpoch.Epoch, EndOffset: d.DivergingEpoch.EndOffset},
+		}, nil, nil
+	}
+	if hw := p.lead.HW(); hw != p.hw {
+		p.hw = hw
 		p.notifyLocked()
 	}
-	if off == leo {
+	if off >= d.LEO {
 		return nil, p.hwCh, nil
 	}
 	data, err := p.log.Read(off, maxBytes)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/sluicemq/sluice/dataplane/replica"
 
 	"connectrpc.com/connect"
 
@@ -99,69 +102,88 @@ func (b *Broker) isrLoop(ctx context.Context) {
 	}
 }
 
+// maybeAlterISR sends the leader's pending ISR proposal, or a new one, to
+// the controller, and applies the answer. A proposal whose outcome is
+// unknown (network error) stays pending and is resent next round: until the
+// answer is known the leader keeps counting added replicas for the HW.
 func (p *partition) maybeAlterISR(ctx context.Context) {
 	p.mu.Lock()
 	if p.role != roleLeader || p.lead == nil {
 		p.mu.Unlock()
 		return
 	}
-	next := p.lead.isrChange(time.Now(), p.b.cfg.ReplicaLagTimeMax)
-	if next == nil {
+	prop, ok := p.lead.Pending()
+	if !ok {
+		prop, ok = p.lead.Tick(time.Now())
+	}
+	if !ok {
 		p.mu.Unlock()
 		return
 	}
-	grow := len(next) > len(p.lead.isr)
-	p.lead.propose(next)
+	lead := p.lead
 	req := &sluicev1.AlterPartitionRequest{
 		BrokerId: p.b.cfg.ID, BrokerEpoch: p.b.brokerEpoch.Load(), TopicId: p.topicID, Partition: p.id,
-		LeaderEpoch: p.meta.leaderEpoch, PartitionEpoch: p.meta.partitionEpoch, NewIsr: next,
+		LeaderEpoch: prop.LeaderEpoch, PartitionEpoch: prop.PartitionEpoch, NewIsr: prop.ISR,
 	}
 	p.mu.Unlock()
 
-	res, err := p.b.cp.AlterPartition(ctx, connect.NewRequest(req))
-	var confirmed *sluicev1.PartitionAssignment
+	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	res, err := p.b.cp.AlterPartition(callCtx, connect.NewRequest(req))
+	cancel()
+	var current *sluicev1.PartitionAssignment
 	if err == nil {
-		confirmed = res.Msg.GetPartition()
-	} else {
-		// A stale partition epoch carries the current state: adopt it.
-		var ce *connect.Error
-		if errors.As(err, &ce) {
-			for _, d := range ce.Details() {
-				if v, derr := d.Value(); derr == nil {
-					if pa, ok := v.(*sluicev1.PartitionAssignment); ok {
-						confirmed = pa
-					}
+		current = res.Msg.GetPartition()
+	} else if ctx.Err() == nil {
+		p.b.logger.Warn("alter ISR", "topic", p.topicID, "partition", p.id, "proposal", prop.String(), "err", err)
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		// A refusal about the partition carries its current state.
+		for _, d := range ce.Details() {
+			if v, derr := d.Value(); derr == nil {
+				if pa, ok := v.(*sluicev1.PartitionAssignment); ok {
+					current = pa
 				}
 			}
 		}
-		if ctx.Err() == nil {
-			p.b.logger.Warn("alter ISR", "topic", p.topicID, "partition", p.id, "proposed", next, "err", err)
-		}
 	}
+
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.role != roleLeader || p.lead == nil {
+	if p.lead != lead || p.role != roleLeader {
+		return // leadership changed meanwhile; the assignment stream rules
+	}
+	switch {
+	case err == nil:
+	case connect.CodeOf(err) == connect.CodeFailedPrecondition && strings.Contains(err.Error(), "stale partition epoch"):
+		lead.ProposalRejected(prop.ID, replica.ErrStalePartitionEpoch)
+	case connect.CodeOf(err) == connect.CodeFailedPrecondition || connect.CodeOf(err) == connect.CodeInvalidArgument:
+		lead.ProposalRejected(prop.ID, err) // definitive: propose afresh later
+	default:
+		return // unknown outcome: resend Pending next round
+	}
+	if current == nil {
 		return
 	}
-	if confirmed == nil {
-		p.lead.pending = nil // retry on the next round
+	pm := toPartMeta(current)
+	if pm.leader != p.b.cfg.ID || pm.leaderEpoch != lead.LeaderEpoch() || pm.partitionEpoch <= lead.PartitionEpoch() {
 		return
 	}
-	pm := toPartMeta(confirmed)
-	if pm.leaderEpoch != p.meta.leaderEpoch || pm.leader != p.b.cfg.ID {
-		return // leadership moved; the assignment stream will tell us
+	if cerr := lead.ISRChanged(pm.partitionEpoch, pm.isr); cerr != nil && !errors.Is(cerr, replica.ErrStalePartitionEpoch) {
+		p.b.logger.Warn("apply ISR", "topic", p.topicID, "partition", p.id, "isr", pm.isr, "err", cerr)
+		return
 	}
-	p.meta = pm
-	if p.lead.setISR(pm.isr) {
-		p.hw = p.lead.hw()
+	if pm.partitionEpoch > p.meta.partitionEpoch {
+		p.meta = pm
 	}
+	p.hw = lead.HW()
 	if err == nil {
-		if grow {
+		if prop.Kind == replica.Expand {
 			p.b.metrics.isrExpands.Inc()
 		} else {
 			p.b.metrics.isrShrinks.Inc()
 		}
-		p.b.logger.Info("ISR changed", "topic", p.topicID, "partition", p.id, "isr", pm.isr, "partition_epoch", pm.partitionEpoch, "hw", p.hw)
+		p.b.logger.Info("ISR changed", "topic", p.topicID, "partition", p.id, "change", prop.String(), "partition_epoch", pm.partitionEpoch, "hw", p.hw)
 	}
 	p.notifyLocked()
 }
