@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -72,7 +72,7 @@ type proc struct {
 	out *syncBuffer
 }
 
-func startDev(t *testing.T, dataDir, cfgPath, addr string) *proc {
+func startDev(t testing.TB, dataDir, cfgPath, addr string) *proc {
 	t.Helper()
 	cmd := exec.Command(sluiceBin, "dev", "--data-dir", dataDir, "--listen-addr", addr, "--cli-config", cfgPath)
 	out := &syncBuffer{}

@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+)
+
+// BenchmarkClusterProduce measures produce throughput and latency against a
+// real `sluice dev` process (control plane + 3 brokers, --flush always) on
+// loopback: 1 KiB records, 16 records per request, RF 3, 6 partitions, 8
+// concurrent producers, each request sent to the partition's leader.
+//
+//	go test -run '^$' -bench ClusterProduce -benchtime 3000x ./e2e/
+func BenchmarkClusterProduce(b *testing.B) {
+	dir := b.TempDir()
+	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli.json"), freeAddr(b)
+	dev := startDev(b, dataDir, cfgPath, addr)
+	endpoint := "http://" + addr
+
+	var prof struct {
+		Profiles map[string]struct {
+			APIKey string `json:"api_key"`
+		} `json:"profiles"`
+	}
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &prof); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	hc := h2c()
+	tok, err := sluicev1connect.NewAuthServiceClient(hc, endpoint).CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: prof.Profiles["dev"].APIKey}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	auth := connect.WithInterceptors(bearerAuth(tok.Msg.GetToken()))
+	const partitions = 6
+	_, err = sluicev1connect.NewTopicServiceClient(hc, endpoint, auth).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{
+		Name: "bench", PartitionCount: partitions, ReplicationFactor: 3,
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	brokers := strings.Fields(devLine(dev.out.String(), "brokers"))
+	meta := waitLeaders(b, hc, "http://"+brokers[0], auth, "bench", partitions)
+
+	records := make([]*sluicev1.Record, 16)
+	for i := range records {
+		v := make([]byte, 1024)
+		for j := range v {
+			v[j] = byte(i + j) // half-compressible is irrelevant here: no compression yet
+		}
+		records[i] = &sluicev1.Record{Value: v}
+	}
+	for _, acks := range []sluicev1.Acks{sluicev1.Acks_ACKS_LEADER, sluicev1.Acks_ACKS_ALL} {
+		b.Run("acks="+strings.TrimPrefix(acks.String(), "ACKS_"), func(b *testing.B) {
+			clients := map[string]sluicev1connect.RecordServiceClient{}
+			for _, a := range meta {
+				clients[a] = sluicev1connect.NewRecordServiceClient(hc, "http://"+a, auth, connect.WithGRPC())
+			}
+			var next atomic.Int64
+			var mu sync.Mutex
+			var lat []time.Duration
+			b.SetBytes(int64(len(records) * 1024))
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					var mine []time.Duration
+					for {
+						i := next.Add(1) - 1
+						if i >= int64(b.N) {
+							break
+						}
+						p := int32(i % partitions)
+						t0 := time.Now()
+						_, err := clients[meta[p]].Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{
+							Topic: "bench", Partition: p, Acks: acks,
+							Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: records}},
+						}))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mine = append(mine, time.Since(t0))
+					}
+					mu.Lock()
+					lat = append(lat, mine...)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			slices.Sort(lat)
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(len(lat)*len(records))/elapsed.Seconds(), "records/s")
+			}
+		})
+	}
+}
+
+func devLine(out, key string) string {
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, key+" ") {
+			return strings.TrimSpace(strings.TrimPrefix(l, key))
+		}
+	}
+	return ""
+}
+
+// waitLeaders returns each partition's leader address once all are known.
+func waitLeaders(b testing.TB, hc *http.Client, broker string, auth connect.ClientOption, topic string, n int) map[int32]string {
+	c := sluicev1connect.NewRecordServiceClient(hc, broker, auth)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := c.GetMetadata(context.Background(), connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{topic}}))
+		if err == nil && len(res.Msg.GetTopics()) == 1 {
+			addrs := map[int32]string{}
+			for _, br := range res.Msg.GetBrokers() {
+				addrs[br.GetId()] = br.GetAddress()
+			}
+			out := map[int32]string{}
+			for _, p := range res.Msg.GetTopics()[0].GetPartitions() {
+				if a, ok := addrs[p.GetLeader()]; ok {
+					out[p.GetPartition()] = a
+				}
+			}
+			if len(out) == n {
+				return out
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("partition leaders unknown after 30s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func h2c() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 30 * time.Second}
+}
+
+func bearerAuth(token string) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	})
+}
