@@ -378,3 +378,34 @@ func TestControllerSingleActiveAndFailover(t *testing.T) {
 		return nil
 	})
 }
+
+// TestControllerRestartedBrokerLeavesISR: a broker that registers again
+// while its lease is still live (a fast restart, maybe with an empty disk)
+// leaves every ISR and its leaderships at once; its old incarnation failed.
+func TestControllerRestartedBrokerLeavesISR(t *testing.T) {
+	t.Parallel()
+	c := start(t, "sqlite:"+t.TempDir()+"/cp.db", fastController)
+	f := newFleet(t, c, 3)
+	topicID := c.createTopic(t, "restart", "orders", 3, 3)
+	// Let the controller see every broker live under its first epoch.
+	eventually(t, 10*time.Second, func() error {
+		if c.metric(t, `sluice_controlplane_controller_active`) != 1 {
+			return fmt.Errorf("controller not active yet")
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // two controller rounds see epoch 1 (observation window, not synchronisation)
+	f.revive(1)
+	eventually(t, 10*time.Second, func() error {
+		for _, p := range c.partitions(t, topicID) {
+			if p.Leader == 1 || slices.Contains(p.ISR, 1) {
+				return fmt.Errorf("partition %d still has broker 1: %+v", p.Partition, p)
+			}
+		}
+		return nil
+	})
+	for _, p := range c.partitions(t, topicID) {
+		require.Len(t, p.ISR, 2)
+		require.NotEqual(t, int32(-1), p.Leader, "the other ISR members lead")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,6 +87,7 @@ type Controller struct {
 	epoch       int64
 	activeSince time.Time
 	liveSince   map[int32]seen
+	restarted   map[int32]bool // brokers seen registering again, not yet acted on
 }
 
 // seen is since when a broker has been live under one epoch.
@@ -212,7 +214,7 @@ func (c *Controller) deactivate(why string) {
 	if c.active {
 		c.logger.Info("controller inactive", "holder", c.holder, "epoch", c.epoch, "why", why)
 	}
-	c.active, c.liveSince = false, nil
+	c.active, c.liveSince, c.restarted = false, nil, nil
 	c.m.active.Set(0)
 	c.m.offline.Set(0)
 	c.m.underReplicated.Set(0)
@@ -229,7 +231,12 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 	if err != nil {
 		return err
 	}
-	c.trackLiveness(brokers, now)
+	for id := range c.trackLiveness(brokers, now) {
+		if c.restarted == nil {
+			c.restarted = map[int32]bool{}
+		}
+		c.restarted[id] = true // kept until a round past the startup grace applies it
+	}
 	parts := make([]store.Partition, len(all))
 	names := make(map[string]string, len(all))
 	for i, p := range all {
@@ -240,7 +247,25 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 	if now.Before(c.activeSince.Add(c.cfg.StartupGrace)) {
 		return nil
 	}
-	changes := Decide(Input{Now: now, Brokers: brokers, Partitions: parts, LiveSince: c.sinceMap(), PreferredLeaderDelay: c.cfg.PreferredLeaderDelay})
+	// A broker that registered again (new broker epoch) while its lease was
+	// still live restarted: its previous incarnation failed, and its log may
+	// have lost a tail or everything (an empty disk). For this round it
+	// counts as dead, so it leaves every ISR and leadership; it rejoins the
+	// ISR only when a leader sees it caught up (AlterPartition), as Kafka's
+	// KIP-903 intends.
+	view := brokers
+	if len(c.restarted) > 0 {
+		restarted := c.restarted
+		c.restarted = nil
+		view = slices.Clone(brokers)
+		for i := range view {
+			if restarted[view[i].ID] {
+				view[i].LeaseExpiresAt = now.Add(-time.Nanosecond)
+				c.logger.Info("broker restarted: removing it from ISRs", "broker", view[i].ID, "broker_epoch", view[i].Epoch)
+			}
+		}
+	}
+	changes := Decide(Input{Now: now, Brokers: view, Partitions: parts, LiveSince: c.sinceMap(), PreferredLeaderDelay: c.cfg.PreferredLeaderDelay})
 	for _, ch := range changes {
 		err := c.store.UpdatePartitionFenced(ctx, ch.After, ch.Before.PartitionEpoch, epoch)
 		switch {
@@ -277,20 +302,30 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 }
 
 // trackLiveness updates since when each broker has been live under its
-// current epoch; a broker seen dead, or registered again, starts over.
-func (c *Controller) trackLiveness(brokers []store.Broker, now time.Time) {
+// current epoch; a broker seen dead, or registered again, starts over. It
+// returns the brokers this controller saw live under an older epoch last
+// round: they restarted without their lease running out.
+func (c *Controller) trackLiveness(brokers []store.Broker, now time.Time) map[int32]bool {
 	next := make(map[int32]seen, len(brokers))
+	var restarted map[int32]bool
 	for _, b := range brokers {
 		if !b.Live(now) {
 			continue
 		}
 		s, ok := c.liveSince[b.ID]
+		if ok && s.epoch != b.Epoch {
+			if restarted == nil {
+				restarted = map[int32]bool{}
+			}
+			restarted[b.ID] = true
+		}
 		if !ok || s.epoch != b.Epoch {
 			s = seen{epoch: b.Epoch, since: now}
 		}
 		next[b.ID] = s
 	}
 	c.liveSince = next
+	return restarted
 }
 
 func (c *Controller) sinceMap() map[int32]time.Time {
