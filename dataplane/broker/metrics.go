@@ -1,21 +1,35 @@
 package broker
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // brokerMetrics are the broker's Prometheus metrics. Tenant labels are
 // bounded: one value per tenant with partitions on this broker.
 type brokerMetrics struct {
-	producedBytes *prometheus.CounterVec
-	fetchedBytes  *prometheus.CounterVec
-	forwarded     prometheus.Counter
-	isrShrinks    prometheus.Counter
-	isrExpands    prometheus.Counter
+	produceLatency *prometheus.HistogramVec
+	fetchLatency   prometheus.Histogram
+	producedBytes  *prometheus.CounterVec
+	fetchedBytes   *prometheus.CounterVec
+	forwarded      prometheus.Counter
+	isrShrinks     prometheus.Counter
+	isrExpands     prometheus.Counter
 }
 
 func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 	m := &brokerMetrics{
+		produceLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "produce_duration_seconds",
+			Help:    "Produce handling time on the leader (append, and for acks=all the wait for the ISR), by acks.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
+		}, []string{"acks"}),
+		fetchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "fetch_duration_seconds",
+			Help:    "Consumer fetch handling time on the leader, long-poll waits included.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 18),
+		}),
 		producedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "broker", Name: "produced_bytes_total",
 			Help: "Batch bytes appended by produce requests, by tenant.",
@@ -37,7 +51,8 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 			Help: "ISR expansions this broker's partitions had confirmed as leader.",
 		}),
 	}
-	reg.MustRegister(m.producedBytes, m.fetchedBytes, m.forwarded, m.isrShrinks, m.isrExpands)
+	reg.MustRegister(m.produceLatency, m.fetchLatency, m.producedBytes, m.fetchedBytes, m.forwarded, m.isrShrinks, m.isrExpands)
+	reg.MustRegister(partitionCollector{b})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Subsystem: "broker", Name: "leader_partitions",
 		Help: "Partitions this broker leads.",
@@ -81,4 +96,41 @@ func (b *Broker) countRole(r role, underReplicated bool) int {
 		p.mu.Unlock()
 	}
 	return n
+}
+
+// partitionCollector reports each local replica's offsets and ISR size.
+// Cardinality is bounded by the partitions placed on this broker.
+type partitionCollector struct{ b *Broker }
+
+var (
+	descHW  = prometheus.NewDesc("sluice_broker_partition_high_watermark", "High watermark of a local replica (leaders and followers).", []string{"topic_id", "partition", "role"}, nil)
+	descLEO = prometheus.NewDesc("sluice_broker_partition_log_end_offset", "Log end offset of a local replica.", []string{"topic_id", "partition", "role"}, nil)
+	descISR = prometheus.NewDesc("sluice_broker_partition_isr_size", "ISR size of partitions this broker leads.", []string{"topic_id", "partition"}, nil)
+)
+
+func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descHW
+	ch <- descLEO
+	ch <- descISR
+}
+
+func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
+	c.b.mu.Lock()
+	parts := make([]*partition, 0, len(c.b.parts))
+	for _, p := range c.b.parts {
+		parts = append(parts, p)
+	}
+	c.b.mu.Unlock()
+	for _, p := range parts {
+		p.mu.Lock()
+		r, hw, isr := p.role, p.hw, len(p.meta.isr)
+		p.mu.Unlock()
+		name := map[role]string{roleLeader: "leader", roleFollower: "follower", roleNone: "none"}[r]
+		part := strconv.Itoa(int(p.id))
+		ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(hw), p.topicID, part, name)
+		ch <- prometheus.MustNewConstMetric(descLEO, prometheus.GaugeValue, float64(p.log.LEO()), p.topicID, part, name)
+		if r == roleLeader {
+			ch <- prometheus.MustNewConstMetric(descISR, prometheus.GaugeValue, float64(isr), p.topicID, part)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -99,7 +100,9 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	base, err := p.produce(ctx, batches, acks, timeout)
+	s.b.metrics.produceLatency.WithLabelValues(strings.ToLower(strings.TrimPrefix(acks.String(), "ACKS_"))).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +198,9 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	data, hw, err := p.fetch(ctx, m.GetOffset(), maxBytes, wait)
+	s.b.metrics.fetchLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
 	}
