@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,26 +19,53 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 var sluiceBin string
 
+// TestMain builds the sluice binary once per test binary, then runs the
+// tests through testenv.Main (which tears down the Postgres the cluster
+// tests start). The binary goes to a fixed place in the user cache
+// (replaced atomically), because testenv.Main exits without returning.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sluice-e2e-bin")
+	bin, err := buildSluice()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	sluiceBin = filepath.Join(dir, "sluice")
-	build := exec.Command("go", "build", "-o", sluiceBin, "../cmd/sluice")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build sluice:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	sluiceBin = bin
+	testenv.Main(m)
+}
+
+func buildSluice() (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(wd))
+	dir := filepath.Join(cache, "sluice-e2e", hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, "sluice-*.tmp")
+	if err != nil {
+		return "", err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	build := exec.Command("go", "build", "-o", tmp.Name(), "../cmd/sluice")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "sluice")
+	return bin, os.Rename(tmp.Name(), bin)
 }
 
 func freeAddr(t testing.TB) string {

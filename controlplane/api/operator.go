@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -120,6 +121,9 @@ func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request
 		return nil, invalid("rack", "is longer than 64 characters")
 	}
 	now := s.now().UTC()
+	if err := s.fencePreviousIncarnation(ctx, m.GetBrokerId(), now); err != nil {
+		return nil, err
+	}
 	b, err := s.store.RegisterBroker(ctx, store.Broker{
 		ID:             m.GetBrokerId(),
 		Address:        m.GetAddress(),
@@ -136,6 +140,79 @@ func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request
 		LeaseExpireTime:     ts(b.LeaseExpiresAt),
 		HeartbeatIntervalMs: (s.cfg.BrokerLease / 3).Milliseconds(),
 	}), nil
+}
+
+// fencePreviousIncarnation treats a broker registering again as the failure
+// of its previous incarnation, before the new one gets its epoch: the
+// restarted broker may have lost its log (an empty disk) and must neither
+// lead nor count in an ISR under assignments made to the old incarnation.
+// It leaves every ISR that has other members, and every partition it led
+// fails over to the first live member of the remaining ISR, or goes offline
+// until one returns (the controller elects it then). As sole ISR member it
+// stays: nobody else has the data (electing it after an empty-disk restart
+// is the unclean case, as in Kafka without KIP-966). The leader adds it
+// back to the ISR once it has caught up. Writes are compare-and-sets on the
+// partition epoch, retried on conflicts.
+func (s *brokerService) fencePreviousIncarnation(ctx context.Context, id int32, now time.Time) error {
+	brokers, err := s.store.ListBrokers(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(brokers, func(b store.Broker) bool { return b.ID == id }) {
+		return nil // first registration
+	}
+	live := func(b int32) bool {
+		i := slices.IndexFunc(brokers, func(x store.Broker) bool { return x.ID == b })
+		return b != id && i >= 0 && brokers[i].Live(now)
+	}
+	for range 5 {
+		all, err := s.store.ListAllPartitions(ctx)
+		if err != nil {
+			return err
+		}
+		conflict := false
+		for _, pt := range all {
+			p := pt.Partition
+			if p.Leader != id && !slices.Contains(p.ISR, id) {
+				continue
+			}
+			rest := slices.DeleteFunc(slices.Clone(p.ISR), func(b int32) bool { return b == id })
+			next := p
+			next.PartitionEpoch = p.PartitionEpoch + 1
+			next.ISR = rest
+			switch {
+			case p.Leader == id:
+				next.Leader, next.LeaderEpoch = -1, p.LeaderEpoch+1
+				for _, r := range p.Replicas {
+					if slices.Contains(rest, r) && live(r) {
+						next.Leader = r
+						break
+					}
+				}
+				if len(rest) == 0 {
+					next.ISR = p.ISR // sole member: keep it, offline until it is elected again
+				}
+			case len(rest) == 0:
+				continue // sole ISR member of an offline partition: keep it
+			}
+			err := s.store.UpdatePartition(ctx, next, p.PartitionEpoch)
+			switch {
+			case err == nil:
+				s.logger.InfoContext(ctx, "broker registered again: fenced its previous incarnation",
+					"broker", id, "topic_id", pt.TopicID, "partition", p.Partition,
+					"leader_before", p.Leader, "leader", next.Leader, "leader_epoch", next.LeaderEpoch, "isr", next.ISR)
+			case errors.Is(err, store.ErrConflict):
+				conflict = true
+			case errors.Is(err, store.ErrNotFound):
+			default:
+				return err
+			}
+		}
+		if !conflict {
+			return nil
+		}
+	}
+	return connect.NewError(connect.CodeUnavailable, errors.New("partitions changed concurrently while fencing the previous incarnation; register again"))
 }
 
 func (s *brokerService) HeartbeatBroker(ctx context.Context, req *connect.Request[sluicev1.HeartbeatBrokerRequest]) (*connect.Response[sluicev1.HeartbeatBrokerResponse], error) {

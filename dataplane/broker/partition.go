@@ -72,9 +72,12 @@ func toConnect(err error) error {
 	var nl *notLeaderError
 	var ner *notEnoughReplicasError
 	var oor *log.OffsetOutOfRangeError
+	var ce *connect.Error
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &ce):
+		return ce // already decided, with its own code: never reinterpret what it wraps
 	case errors.As(err, &nl):
 		code := connect.CodeFailedPrecondition
 		if nl.leader < 0 {
@@ -194,7 +197,9 @@ func (p *partition) waitHW(ctx context.Context, offset int64, timeout time.Durat
 		case !isLeader:
 			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.b.notLeader(meta)))
 		case ackErr != nil:
-			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the ISR shrank below min.insync.replicas before acks=all completed; the records may or may not be committed: %w", ackErr))
+			// The records are in the log and may yet be committed: this is
+			// an unknown outcome, not a refusal (no NotEnoughReplicas detail).
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the ISR shrank below min.insync.replicas before acks=all completed; the records may or may not be committed: %v", ackErr))
 		}
 		select {
 		case <-ch:

@@ -194,6 +194,12 @@ func (p *partition) applyFetch(res *sluicev1.FetchReplicaResponse) error {
 	}
 	if d := res.GetDivergingEpoch(); d != nil {
 		to := truncationPoint(logState(p.log), p.hw, replica.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()})
+		if to < p.hw {
+			// Records below the HW are committed: a legitimate leader (one
+			// elected from the ISR) has them all, so it can never ask for
+			// this. Refuse rather than destroy committed data.
+			return fmt.Errorf("leader %d at epoch %d asks to truncate to %d, below the high watermark %d: refusing", p.meta.leader, p.meta.leaderEpoch, to, p.hw)
+		}
 		if to < p.log.LogStartOffset() {
 			// Nothing in common: start over at the leader's log start.
 			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {

@@ -1,0 +1,405 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+)
+
+// Secrets the cluster runs with; tests need not know them.
+const (
+	operatorToken = "e2e-operator-token-0123456789"
+	brokerToken   = "e2e-broker-token-0123456789"
+)
+
+// Options configure a cluster. Zero values take the defaults below.
+type Options struct {
+	// Bin is the sluice binary (required).
+	Bin string
+	// DatabaseURL is a fresh Postgres database (testenv.PostgresURL).
+	DatabaseURL string
+	// Brokers is how many brokers to start, ids 1..Brokers (default 3).
+	Brokers int
+	// BrokerLease is the control plane's --broker-lease (default 3s).
+	BrokerLease time.Duration
+	// ReplicaLagTimeMax is every broker's --replica-lag-time-max (default 5s).
+	ReplicaLagTimeMax time.Duration
+	// PreferredLeaderDelay is the control plane's --preferred-leader-delay
+	// (default 10s).
+	PreferredLeaderDelay time.Duration
+	// Proxies puts a Proxy in front of every broker (the broker advertises
+	// it, so other brokers reach it through it) and another between every
+	// broker and the control plane. Test clients still dial brokers
+	// directly.
+	Proxies bool
+	// Flush is every broker's --flush (default always).
+	Flush string
+}
+
+func (o *Options) defaults() {
+	if o.Brokers == 0 {
+		o.Brokers = 3
+	}
+	if o.BrokerLease == 0 {
+		o.BrokerLease = 3 * time.Second
+	}
+	if o.ReplicaLagTimeMax == 0 {
+		o.ReplicaLagTimeMax = 5 * time.Second
+	}
+	if o.PreferredLeaderDelay == 0 {
+		o.PreferredLeaderDelay = 10 * time.Second
+	}
+	if o.Flush == "" {
+		o.Flush = "always"
+	}
+}
+
+// Cluster is a running control plane and its brokers.
+type Cluster struct {
+	t    testing.TB
+	opts Options
+	// Dir holds every process's log and data; kept when the test fails.
+	Dir string
+
+	cpAddr  string
+	cp      *proc
+	brokers map[int32]*Broker
+	hc      *http.Client
+}
+
+// Broker is one broker process slot: it keeps its id, ports and data dir
+// across restarts.
+type Broker struct {
+	ID int32
+	// ListenAddr is where the process listens; test clients dial it.
+	ListenAddr string
+	// DataDir holds its partition logs.
+	DataDir string
+	// LogPath is its output, appended across restarts.
+	LogPath string
+	// In, with Options.Proxies, is the proxy other brokers reach it through
+	// (its advertised address); CP the proxy it reaches the control plane
+	// through. Both nil otherwise.
+	In, CP *Proxy
+
+	proc *proc
+}
+
+// Advertised is the address other brokers reach this one at.
+func (b *Broker) Advertised() string {
+	if b.In != nil {
+		return b.In.Addr()
+	}
+	return b.ListenAddr
+}
+
+// Start runs a control plane and opts.Brokers brokers and waits until every
+// broker is registered and live. Everything stops at the test's cleanup.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	opts.defaults()
+	if opts.Bin == "" || opts.DatabaseURL == "" {
+		t.Fatal("testcluster: Options.Bin and Options.DatabaseURL are required")
+	}
+	dir, err := os.MkdirTemp("", "sluice-cluster-"+sanitize(t.Name())+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{t: t, opts: opts, Dir: dir, brokers: map[int32]*Broker{}, hc: h2cClient()}
+	t.Cleanup(c.cleanup)
+
+	c.cpAddr = freeAddr(t)
+	c.cp, err = startProc("controlplane", opts.Bin, filepath.Join(dir, "controlplane.log"), []string{
+		"controlplane",
+		"--listen-addr", c.cpAddr,
+		"--database-url", opts.DatabaseURL,
+		"--operator-token", operatorToken,
+		"--broker-token", brokerToken,
+		"--broker-lease", opts.BrokerLease.String(),
+		"--preferred-leader-delay", opts.PreferredLeaderDelay.String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Wait(t, 60*time.Second, "control plane ready", func() error {
+		if done, err := c.cp.exited(); done {
+			return Permanent(fmt.Errorf("control plane exited: %v\n%s", err, tail(c.cp.logPath, 4000)))
+		}
+		return httpOK(c.hc, "http://"+c.cpAddr+"/readyz")
+	})
+
+	for i := 1; i <= opts.Brokers; i++ {
+		b := &Broker{
+			ID:         int32(i),
+			ListenAddr: freeAddr(t),
+			DataDir:    filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
+			LogPath:    filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)),
+		}
+		if opts.Proxies {
+			b.In = NewProxy(t, b.ListenAddr)
+			b.CP = NewProxy(t, c.cpAddr)
+		}
+		c.brokers[b.ID] = b
+		c.startBroker(b)
+	}
+	c.WaitLive(c.BrokerIDs()...)
+	return c
+}
+
+func (c *Cluster) startBroker(b *Broker) {
+	c.t.Helper()
+	cp := c.cpAddr
+	if b.CP != nil {
+		cp = b.CP.Addr()
+	}
+	p, err := startProc(fmt.Sprintf("broker-%d", b.ID), c.opts.Bin, b.LogPath, []string{
+		"broker",
+		"--id", strconv.Itoa(int(b.ID)),
+		"--listen-addr", b.ListenAddr,
+		"--advertised-addr", b.Advertised(),
+		"--data-dir", b.DataDir,
+		"--control-plane", "http://" + cp,
+		"--broker-token", brokerToken,
+		"--flush", c.opts.Flush,
+		"--replica-lag-time-max", c.opts.ReplicaLagTimeMax.String(),
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	b.proc = p
+}
+
+func (c *Cluster) cleanup() {
+	t := c.t
+	for _, id := range c.BrokerIDs() {
+		if p := c.brokers[id].proc; p != nil {
+			p.kill()
+		}
+	}
+	if c.cp != nil {
+		c.cp.kill()
+	}
+	c.hc.CloseIdleConnections()
+	if t.Failed() || os.Getenv("SLUICE_KEEP_CLUSTER") != "" {
+		t.Logf("testcluster: kept %s (logs, data dirs, history)", c.Dir)
+		logs, _ := filepath.Glob(filepath.Join(c.Dir, "*.log"))
+		for _, l := range logs {
+			t.Logf("--- tail of %s:\n%s", l, tail(l, 6000))
+		}
+		return
+	}
+	_ = os.RemoveAll(c.Dir)
+}
+
+// BrokerIDs lists the broker ids in order.
+func (c *Cluster) BrokerIDs() []int32 {
+	ids := make([]int32, 0, len(c.brokers))
+	for id := range c.brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Broker returns a broker slot by id.
+func (c *Cluster) Broker(id int32) *Broker {
+	b, ok := c.brokers[id]
+	if !ok {
+		c.t.Fatalf("testcluster: no broker %d", id)
+	}
+	return b
+}
+
+// ControlPlane is the control plane's URL.
+func (c *Cluster) ControlPlane() string { return "http://" + c.cpAddr }
+
+// Kill SIGKILLs a broker and waits for it to exit.
+func (c *Cluster) Kill(id int32) {
+	c.t.Helper()
+	b := c.Broker(id)
+	if b.proc == nil {
+		c.t.Fatalf("testcluster: broker %d is not running", id)
+	}
+	b.proc.kill()
+	c.mark("SIGKILL broker %d", id)
+}
+
+// Pause SIGSTOPs a broker.
+func (c *Cluster) Pause(id int32) {
+	c.t.Helper()
+	if err := c.Broker(id).proc.signal(syscall.SIGSTOP); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mark("SIGSTOP broker %d", id)
+}
+
+// Resume SIGCONTs a paused broker.
+func (c *Cluster) Resume(id int32) {
+	c.t.Helper()
+	if err := c.Broker(id).proc.signal(syscall.SIGCONT); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mark("SIGCONT broker %d", id)
+}
+
+// Restart starts a broker that was killed (or kills it first), with its
+// data dir as it is or, with wipe, emptied. It does not wait for it to be
+// live; see WaitLive.
+func (c *Cluster) Restart(id int32, wipe bool) {
+	c.t.Helper()
+	b := c.Broker(id)
+	if b.proc != nil {
+		if done, _ := b.proc.exited(); !done {
+			b.proc.kill()
+		}
+	}
+	if wipe {
+		if err := os.RemoveAll(b.DataDir); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	c.mark("restart broker %d (wipe=%t)", id, wipe)
+	c.startBroker(b)
+}
+
+// mark writes a line into every process log, so faults line up with what
+// the processes logged.
+func (c *Cluster) mark(format string, args ...any) {
+	line := fmt.Sprintf("=== testcluster %s: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	c.t.Log(strings.TrimSpace(line))
+	paths := []string{filepath.Join(c.Dir, "controlplane.log")}
+	for _, id := range c.BrokerIDs() {
+		paths = append(paths, c.brokers[id].LogPath)
+	}
+	for _, p := range paths {
+		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+			_, _ = f.WriteString(line)
+			f.Close()
+		}
+	}
+}
+
+// Mark writes a note into the test log and every process log.
+func (c *Cluster) Mark(format string, args ...any) { c.mark(format, args...) }
+
+func (c *Cluster) operator() sluicev1connect.OperatorServiceClient {
+	return sluicev1connect.NewOperatorServiceClient(c.hc, c.ControlPlane(), connect.WithGRPC(), bearer(operatorToken))
+}
+
+// LiveBrokers asks the control plane which brokers hold a live lease.
+func (c *Cluster) LiveBrokers(ctx context.Context) ([]int32, error) {
+	res, err := c.operator().ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
+	if err != nil {
+		return nil, err
+	}
+	var live []int32
+	for _, b := range res.Msg.GetBrokers() {
+		if b.GetLive() {
+			live = append(live, b.GetId())
+		}
+	}
+	slices.Sort(live)
+	return live, nil
+}
+
+// WaitLive waits until the control plane lists every broker in ids as live
+// (registered with a current lease) and each one answers /readyz.
+func (c *Cluster) WaitLive(ids ...int32) {
+	c.t.Helper()
+	Wait(c.t, 60*time.Second, fmt.Sprintf("brokers %v live", ids), func() error {
+		for _, id := range ids {
+			if done, err := c.Broker(id).proc.exited(); done {
+				return Permanent(fmt.Errorf("broker %d exited: %v\n%s", id, err, tail(c.Broker(id).LogPath, 4000)))
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		live, err := c.LiveBrokers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if !slices.Contains(live, id) {
+				return fmt.Errorf("live brokers %v", live)
+			}
+			if err := httpOK(c.hc, "http://"+c.Broker(id).ListenAddr+"/readyz"); err != nil {
+				return fmt.Errorf("broker %d: %w", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+// WaitDead waits until the control plane no longer lists id as live (its
+// lease expired).
+func (c *Cluster) WaitDead(id int32) {
+	c.t.Helper()
+	Wait(c.t, 30*time.Second, fmt.Sprintf("broker %d's lease expired", id), func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		live, err := c.LiveBrokers(ctx)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(live, id) {
+			return fmt.Errorf("still live: %v", live)
+		}
+		return nil
+	})
+}
+
+// PartitionDir is where broker id keeps a partition's log.
+func (c *Cluster) PartitionDir(id int32, tenantID, topicID string, partition int32) string {
+	return filepath.Join(c.Broker(id).DataDir, tenantID, fmt.Sprintf("%s-%d", topicID, partition))
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func httpOK(hc *http.Client, url string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, res.Status)
+	}
+	return nil
+}
+
+func sanitize(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '_'
+	}, name)
+}

@@ -1,0 +1,191 @@
+package testcluster
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"testing"
+)
+
+// ProxyMode is what a Proxy does with traffic.
+type ProxyMode int
+
+const (
+	// Pass forwards traffic both ways.
+	Pass ProxyMode = iota
+	// Cut closes every open connection and every new one at once: the
+	// peer sees connection resets and refusals.
+	Cut
+	// Blackhole holds every connection open and forwards nothing: the
+	// peer sees a silent network and waits for its timeouts. Connections
+	// that were open when the blackhole started are closed when it heals.
+	Blackhole
+)
+
+func (m ProxyMode) String() string {
+	switch m {
+	case Pass:
+		return "pass"
+	case Cut:
+		return "cut"
+	case Blackhole:
+		return "blackhole"
+	}
+	return "unknown"
+}
+
+// Proxy is a TCP fault proxy on loopback in front of one address (nats
+// netProxy style). Put it between two parties by making one of them dial
+// Addr instead of the target: a broker advertises its proxy's address so
+// other brokers reach it through the proxy, and dials the control plane
+// through another.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	mode  ProxyMode
+	conns map[*proxyConn]struct{}
+	done  bool
+	wg    sync.WaitGroup
+}
+
+type proxyConn struct {
+	client, server net.Conn
+	once           sync.Once
+}
+
+func (c *proxyConn) close() {
+	c.once.Do(func() {
+		c.client.Close()
+		if c.server != nil {
+			c.server.Close()
+		}
+	})
+}
+
+// NewProxy listens on a free loopback port and forwards to target until
+// the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[*proxyConn]struct{}{}}
+	p.wg.Go(p.accept)
+	t.Cleanup(p.close)
+	return p
+}
+
+// Addr is the address to dial instead of the target.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Mode returns the current mode.
+func (p *Proxy) Mode() ProxyMode {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode
+}
+
+// SetMode switches the proxy. Cut closes the open connections at once;
+// leaving Blackhole closes the connections it held.
+func (p *Proxy) SetMode(m ProxyMode) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	prev := p.mode
+	p.mode = m
+	if m == Cut || (prev == Blackhole && m != Blackhole) {
+		for c := range p.conns {
+			c.close()
+			delete(p.conns, c)
+		}
+	}
+}
+
+func (p *Proxy) close() {
+	p.mu.Lock()
+	p.done = true
+	for c := range p.conns {
+		c.close()
+	}
+	p.mu.Unlock()
+	p.ln.Close()
+	p.wg.Wait()
+}
+
+func (p *Proxy) accept() {
+	for {
+		conn, err := p.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		p.mu.Lock()
+		mode, done := p.mode, p.done
+		if done || mode == Cut {
+			p.mu.Unlock()
+			conn.Close()
+			continue
+		}
+		pc := &proxyConn{client: conn}
+		p.conns[pc] = struct{}{}
+		p.mu.Unlock()
+		p.wg.Go(func() { p.serve(pc) })
+	}
+}
+
+// serve dials the target and pumps bytes both ways, each chunk only while
+// the proxy passes traffic.
+func (p *Proxy) serve(pc *proxyConn) {
+	defer func() {
+		pc.close()
+		p.mu.Lock()
+		delete(p.conns, pc)
+		p.mu.Unlock()
+	}()
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	if _, ok := p.conns[pc]; !ok || p.done {
+		p.mu.Unlock()
+		server.Close()
+		return
+	}
+	pc.server = server
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { p.pump(pc, server, pc.client) })
+	wg.Go(func() { p.pump(pc, pc.client, server) })
+	wg.Wait()
+}
+
+// pump copies src to dst; in Blackhole mode it reads and drops.
+func (p *Proxy) pump(pc *proxyConn, dst, src net.Conn) {
+	defer pc.close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			mode := p.mode
+			p.mu.Unlock()
+			switch mode {
+			case Pass:
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			case Cut:
+				return
+			case Blackhole: // drop
+			}
+		}
+		if err != nil {
+			return // EOF or a closed connection: pc.close ends the other direction too
+		}
+	}
+}
