@@ -25,61 +25,60 @@ func benchBatch(b *testing.B, batchBytes int) []byte {
 	return enc
 }
 
-// BenchmarkLogAppend measures leader appends; BenchmarkLogRawWrite writes
-// the same bytes to a plain file as the baseline.
+// BenchmarkLogAppend measures leader appends (impl=log) next to a plain
+// file written with the same bytes (impl=raw: os.File.Write, plus Sync for
+// flush=always), in the same run and order, so page-cache writeback affects
+// both alike. Compare with benchstat, e.g.
+//
+//	go test -run '^$' -bench LogAppend -count 6 ./dataplane/log/ > a.txt
+//	benchstat -col /impl a.txt
 func BenchmarkLogAppend(b *testing.B) {
 	for _, size := range []int{16 << 10, 256 << 10} {
 		for _, p := range []FlushPolicy{FlushOS, FlushAlways} {
-			b.Run(fmt.Sprintf("batch=%dKiB/flush=%s", size>>10, p), func(b *testing.B) {
-				batch := benchBatch(b, size)
-				l, err := Open(b.TempDir(), Config{Flush: p})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer l.Close()
-				b.SetBytes(int64(len(batch)))
-				b.ResetTimer()
-				for b.Loop() {
-					if _, _, err := l.Append(batch, 0); err != nil {
+			for _, impl := range []string{"log", "raw"} {
+				b.Run(fmt.Sprintf("batch=%dKiB/flush=%s/impl=%s", size>>10, p, impl), func(b *testing.B) {
+					batch := benchBatch(b, size)
+					b.SetBytes(int64(len(batch)))
+					if impl == "raw" {
+						benchRaw(b, batch, p == FlushAlways)
+						return
+					}
+					l, err := Open(b.TempDir(), Config{Flush: p})
+					if err != nil {
 						b.Fatal(err)
 					}
-				}
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
-			})
+					defer l.Close()
+					b.ResetTimer()
+					for b.Loop() {
+						if _, _, err := l.Append(batch, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
+				})
+			}
 		}
 	}
 }
 
-func BenchmarkLogRawWrite(b *testing.B) {
-	for _, size := range []int{16 << 10, 256 << 10} {
-		for _, sync := range []bool{false, true} {
-			name := "os"
-			if sync {
-				name = "always"
+func benchRaw(b *testing.B, batch []byte, sync bool) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := f.Write(batch); err != nil {
+			b.Fatal(err)
+		}
+		if sync {
+			if err := f.Sync(); err != nil {
+				b.Fatal(err)
 			}
-			b.Run(fmt.Sprintf("batch=%dKiB/flush=%s", size>>10, name), func(b *testing.B) {
-				batch := benchBatch(b, size)
-				f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer f.Close()
-				b.SetBytes(int64(len(batch)))
-				b.ResetTimer()
-				for b.Loop() {
-					if _, err := f.Write(batch); err != nil {
-						b.Fatal(err)
-					}
-					if sync {
-						if err := f.Sync(); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
-			})
 		}
 	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
 }
 
 // BenchmarkLogRead reads a 64 MiB log sequentially in 1 MiB fetches.
