@@ -10,7 +10,7 @@ STATICCHECK_VERSION := v0.8.2
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: help build generate check-generate lint test dev bench tools
+.PHONY: help build generate check-generate lint test soak dev bench tools
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -45,8 +45,11 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck and buf lint.
 test: ## Run every test (race detector on). Starts a throwaway Postgres (installing it when missing).
 	go test $(GO_TEST_FLAGS) ./...
 
+soak: ## Longer fault runs: the log crash test (300 kills) and the cluster fault scenarios at 10x size, 3 times.
+	SLUICE_SOAK=1 go test -race -count=3 -timeout 60m -run 'TestLogCrash|TestCluster' ./dataplane/log/ ./e2e/
+
 dev: ## Run Sluice locally in one process (data in ./.sluice).
 	go run ./cmd/sluice dev
 
-bench: ## Run the Go benchmarks.
+bench: ## Run the Go benchmarks (log append vs raw writes, placement, store, a 3-broker produce benchmark).
 	go test -run='^$$' -bench=. -benchmem ./...
