@@ -267,6 +267,8 @@ func toAssignmentPB(p store.PartitionWithTopic) *sluicev1.PartitionAssignment {
 			MaxMessageBytes:     &c.MaxMessageBytes,
 			MinInsyncReplicas:   &c.MinInsyncReplicas,
 			CleanupPolicy:       &c.CleanupPolicy,
+
+			UncleanLeaderElectionEnable: &c.UncleanLeaderElection,
 		},
 	}
 }

@@ -111,6 +111,8 @@ func toTopicPB(t store.Topic) *sluicev1.Topic {
 			MaxMessageBytes:     &c.MaxMessageBytes,
 			MinInsyncReplicas:   &c.MinInsyncReplicas,
 			CleanupPolicy:       &c.CleanupPolicy,
+
+			UncleanLeaderElectionEnable: &c.UncleanLeaderElection,
 		},
 		CreateTime: ts(t.CreatedAt),
 		UpdateTime: ts(t.UpdatedAt),

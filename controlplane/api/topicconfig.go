@@ -67,6 +67,9 @@ func applyTopicConfig(c store.TopicConfig, req *sluicev1.TopicConfig, limits ten
 		if req.CleanupPolicy != nil {
 			c.CleanupPolicy = req.GetCleanupPolicy()
 		}
+		if req.UncleanLeaderElectionEnable != nil {
+			c.UncleanLeaderElection = req.GetUncleanLeaderElectionEnable()
+		}
 	}
 	return c, validateTopicConfig(c, limits, rf, plan)
 }

@@ -239,9 +239,13 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 	}
 	parts := make([]store.Partition, len(all))
 	names := make(map[string]string, len(all))
+	unclean := map[string]bool{}
 	for i, p := range all {
 		parts[i] = p.Partition
 		names[p.TopicID] = p.TopicName
+		if p.Config.UncleanLeaderElection {
+			unclean[p.TopicID] = true
+		}
 	}
 	defer func() { c.report(parts) }()
 	if now.Before(c.activeSince.Add(c.cfg.StartupGrace)) {
@@ -265,7 +269,7 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 			}
 		}
 	}
-	changes := Decide(Input{Now: now, Brokers: view, Partitions: parts, LiveSince: c.sinceMap(), PreferredLeaderDelay: c.cfg.PreferredLeaderDelay})
+	changes := Decide(Input{Now: now, Brokers: view, Partitions: parts, LiveSince: c.sinceMap(), PreferredLeaderDelay: c.cfg.PreferredLeaderDelay, Unclean: unclean})
 	for _, ch := range changes {
 		err := c.store.UpdatePartitionFenced(ctx, ch.After, ch.Before.PartitionEpoch, epoch)
 		switch {
@@ -290,7 +294,7 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 			c.m.elections.WithLabelValues(string(ch.Reason)).Inc()
 		}
 		level := slog.LevelInfo
-		if ch.Reason == ReasonOffline {
+		if ch.Reason == ReasonOffline || ch.Reason == ReasonUncleanElection {
 			level = slog.LevelWarn
 		}
 		c.logger.Log(ctx, level, "partition changed by controller", "reason", ch.Reason, "controller_epoch", epoch,

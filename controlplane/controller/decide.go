@@ -17,14 +17,18 @@ const (
 	ReasonOfflineRecovery Reason = "offline_recovery" // an ISR member of an offline partition is back
 	ReasonISRShrink       Reason = "isr_shrink"       // dead followers leave the ISR
 	ReasonPreferredLeader Reason = "preferred_leader" // leadership moves back to replicas[0]
+	// ReasonUncleanElection: no ISR member is live and the topic opted in
+	// (unclean.leader.election.enable): a live replica outside the ISR
+	// leads, and the acknowledged records it lacks are lost.
+	ReasonUncleanElection Reason = "unclean_election"
 )
 
 // Reasons lists every Reason.
-var Reasons = []Reason{ReasonLeaderFailover, ReasonOffline, ReasonOfflineRecovery, ReasonISRShrink, ReasonPreferredLeader}
+var Reasons = []Reason{ReasonLeaderFailover, ReasonOffline, ReasonOfflineRecovery, ReasonISRShrink, ReasonPreferredLeader, ReasonUncleanElection}
 
 // Elects reports whether a change for this reason elects a leader.
 func (r Reason) Elects() bool {
-	return r == ReasonLeaderFailover || r == ReasonOfflineRecovery || r == ReasonPreferredLeader
+	return r == ReasonLeaderFailover || r == ReasonOfflineRecovery || r == ReasonPreferredLeader || r == ReasonUncleanElection
 }
 
 // Input is what one decision round sees.
@@ -38,6 +42,8 @@ type Input struct {
 	// PreferredLeaderDelay is how long replicas[0] must have been live
 	// before leadership moves back to it.
 	PreferredLeaderDelay time.Duration
+	// Unclean holds the topic ids that opted in to unclean leader election.
+	Unclean map[string]bool
 }
 
 // Change is one partition write: After replaces Before, whose partition
@@ -84,10 +90,11 @@ func decide(in Input, p store.Partition, live func(int32) bool) (Change, bool) {
 			next.ISR = liveISR
 			return Change{Before: p, After: next, Reason: ReasonLeaderFailover}, true
 		}
-		// TODO(unclean.leader.election.enable): with the per-topic opt-in,
-		// elect the first live replica outside the ISR here instead
-		// (accepting the loss of records it lacks). Off, and not
-		// configurable yet.
+		if u, ok := uncleanCandidate(in, p, live); ok {
+			elect(u)
+			next.ISR = []int32{u}
+			return Change{Before: p, After: next, Reason: ReasonUncleanElection}, true
+		}
 		elect(-1)
 		return Change{Before: p, After: next, Reason: ReasonOffline}, true
 
@@ -98,7 +105,12 @@ func decide(in Input, p store.Partition, live func(int32) bool) (Change, bool) {
 	case p.Leader < 0:
 		c, ok := candidate(p, live)
 		if !ok {
-			return Change{}, false // still offline; unclean election is off (see above)
+			if u, ok := uncleanCandidate(in, p, live); ok {
+				elect(u)
+				next.ISR = []int32{u}
+				return Change{Before: p, After: next, Reason: ReasonUncleanElection}, true
+			}
+			return Change{}, false // still offline
 		}
 		elect(c)
 		next.ISR = liveISR
@@ -121,6 +133,20 @@ func decide(in Input, p store.Partition, live func(int32) bool) (Change, bool) {
 func candidate(p store.Partition, live func(int32) bool) (int32, bool) {
 	for _, r := range p.Replicas {
 		if slices.Contains(p.ISR, r) && live(r) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// uncleanCandidate returns the first live replica, in replicas order, when
+// the partition's topic opted in to unclean leader election.
+func uncleanCandidate(in Input, p store.Partition, live func(int32) bool) (int32, bool) {
+	if !in.Unclean[p.TopicID] {
+		return 0, false
+	}
+	for _, r := range p.Replicas {
+		if live(r) {
 			return r, true
 		}
 	}

@@ -134,6 +134,10 @@ type TopicConfig struct {
 	MaxMessageBytes     int32  // max.message.bytes
 	MinInsyncReplicas   int32  // min.insync.replicas
 	CleanupPolicy       string // cleanup.policy: "delete"
+	// UncleanLeaderElection (unclean.leader.election.enable) lets the
+	// controller elect a live replica outside the ISR when no ISR member is
+	// live: the partition comes back, losing what that replica lacks.
+	UncleanLeaderElection bool
 }
 
 // Topic is a named, partitioned log of one tenant. Its ID is never reused.

@@ -25,6 +25,9 @@ type topicConfig struct {
 	maxMessageBytes int32
 	retentionMs     int64
 	retentionBytes  int64
+	// unclean: the topic opted in to unclean leader election, so a leader
+	// may lack committed records and followers must follow it anyway.
+	unclean bool
 }
 
 type topicMeta struct {

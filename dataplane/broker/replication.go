@@ -195,10 +195,15 @@ func (p *partition) applyFetch(res *sluicev1.FetchReplicaResponse) error {
 	if d := res.GetDivergingEpoch(); d != nil {
 		to := truncationPoint(logState(p.log), p.hw, replica.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()})
 		if to < p.hw {
-			// Records below the HW are committed: a legitimate leader (one
-			// elected from the ISR) has them all, so it can never ask for
-			// this. Refuse rather than destroy committed data.
-			return fmt.Errorf("leader %d at epoch %d asks to truncate to %d, below the high watermark %d: refusing", p.meta.leader, p.meta.leaderEpoch, to, p.hw)
+			// Records below the HW are committed: a leader elected from the
+			// ISR has them all and never asks for this. Only an unclean
+			// election (an opt-in that accepts the loss) can; otherwise
+			// refuse rather than destroy committed data.
+			if !p.cfg.unclean {
+				return fmt.Errorf("leader %d at epoch %d asks to truncate to %d, below the high watermark %d: refusing", p.meta.leader, p.meta.leaderEpoch, to, p.hw)
+			}
+			p.b.logger.Error("truncating committed records after an unclean leader election",
+				"topic", p.topicID, "partition", p.id, "to", to, "hw", p.hw, "lost", p.hw-to)
 		}
 		if to < p.log.LogStartOffset() {
 			// Nothing in common: start over at the leader's log start.

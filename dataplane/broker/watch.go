@@ -59,6 +59,7 @@ func toClusterMeta(m *sluicev1.WatchAssignmentsResponse) *clusterMeta {
 				config: topicConfig{
 					minISR: c.GetMinInsyncReplicas(), maxMessageBytes: c.GetMaxMessageBytes(),
 					retentionMs: c.GetRetentionMs(), retentionBytes: c.GetRetentionBytes(),
+					unclean: c.GetUncleanLeaderElectionEnable(),
 				},
 			}
 			meta.addTopic(t)

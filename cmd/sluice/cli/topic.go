@@ -13,7 +13,7 @@ import (
 )
 
 // topicConfigKeys are the --config keys, named as in Kafka.
-var topicConfigKeys = []string{"retention.ms", "retention.bytes", "local.retention.ms", "local.retention.bytes", "max.message.bytes", "min.insync.replicas", "cleanup.policy"}
+var topicConfigKeys = []string{"retention.ms", "retention.bytes", "local.retention.ms", "local.retention.bytes", "max.message.bytes", "min.insync.replicas", "cleanup.policy", "unclean.leader.election.enable"}
 
 // parseTopicConfig turns "key=value" pairs into a TopicConfig with only
 // those fields set.
@@ -55,6 +55,12 @@ func parseTopicConfig(pairs []string) (*sluicev1.TopicConfig, error) {
 			c.MinInsyncReplicas, err = i32()
 		case "cleanup.policy":
 			c.CleanupPolicy = &v
+		case "unclean.leader.election.enable":
+			b, perr := strconv.ParseBool(v)
+			if perr != nil {
+				return nil, usageError{fmt.Errorf("--config %s: %q is not true or false", k, v)}
+			}
+			c.UncleanLeaderElectionEnable = &b
 		default:
 			return nil, usageError{fmt.Errorf("--config: unknown key %q; known: %s", k, strings.Join(topicConfigKeys, ", "))}
 		}
@@ -74,6 +80,7 @@ func configPairs(c *sluicev1.TopicConfig) []string {
 		"max.message.bytes", fmt.Sprint(c.GetMaxMessageBytes()),
 		"min.insync.replicas", fmt.Sprint(c.GetMinInsyncReplicas()),
 		"cleanup.policy", c.GetCleanupPolicy(),
+		"unclean.leader.election.enable", fmt.Sprint(c.GetUncleanLeaderElectionEnable()),
 	}
 }
 

@@ -108,7 +108,7 @@ func (s *Store) ListAllPartitions(ctx context.Context) ([]store.PartitionWithTop
 	rows, err := s.pool.Query(ctx,
 		`SELECT p.topic_id, p.partition, p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
 		        t.tenant_id, t.name, t.retention_ms, t.retention_bytes, t.local_retention_ms, t.local_retention_bytes,
-		        t.max_message_bytes, t.min_insync_replicas, t.cleanup_policy
+		        t.max_message_bytes, t.min_insync_replicas, t.cleanup_policy, t.unclean_leader_election
 		 FROM partitions p JOIN topics t ON t.id = p.topic_id
 		 ORDER BY t.tenant_id, t.name COLLATE "C", p.partition`)
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *Store) ListAllPartitions(ctx context.Context) ([]store.PartitionWithTop
 		)
 		if err := r.Scan(&p.TopicID, &p.Partition, &p.Replicas, &p.Leader, &p.LeaderEpoch, &p.ISR, &p.PartitionEpoch,
 			&pt.TenantID, &pt.TopicName, &c.RetentionMs, &c.RetentionBytes, &c.LocalRetentionMs, &c.LocalRetentionBytes,
-			&c.MaxMessageBytes, &c.MinInsyncReplicas, &c.CleanupPolicy); err != nil {
+			&c.MaxMessageBytes, &c.MinInsyncReplicas, &c.CleanupPolicy, &c.UncleanLeaderElection); err != nil {
 			return store.PartitionWithTopic{}, err
 		}
 		p.Replicas = nilIfEmpty(p.Replicas)

@@ -10,7 +10,7 @@ import (
 
 const topicColumns = `id, tenant_id, name, partitions, replication_factor,
 	retention_ms, retention_bytes, local_retention_ms, local_retention_bytes,
-	max_message_bytes, min_insync_replicas, cleanup_policy, created_at, updated_at`
+	max_message_bytes, min_insync_replicas, cleanup_policy, created_at, updated_at, unclean_leader_election`
 
 func scanTopic(r rowScanner) (store.Topic, error) {
 	var (
@@ -19,7 +19,7 @@ func scanTopic(r rowScanner) (store.Topic, error) {
 	)
 	if err := r.Scan(&t.ID, &t.TenantID, &t.Name, &t.Partitions, &t.ReplicationFactor,
 		&t.Config.RetentionMs, &t.Config.RetentionBytes, &t.Config.LocalRetentionMs, &t.Config.LocalRetentionBytes,
-		&t.Config.MaxMessageBytes, &t.Config.MinInsyncReplicas, &t.Config.CleanupPolicy, &created, &updated); err != nil {
+		&t.Config.MaxMessageBytes, &t.Config.MinInsyncReplicas, &t.Config.CleanupPolicy, &created, &updated, &t.Config.UncleanLeaderElection); err != nil {
 		return store.Topic{}, err
 	}
 	t.CreatedAt = fromMS(created)
@@ -72,10 +72,10 @@ func (s *Store) CreateTopic(ctx context.Context, t store.Topic, parts []store.Pa
 		}
 		c := t.Config
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO topics (`+topicColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			`INSERT INTO topics (`+topicColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			id, tenantID, t.Name, t.Partitions, t.ReplicationFactor,
 			c.RetentionMs, c.RetentionBytes, c.LocalRetentionMs, c.LocalRetentionBytes,
-			c.MaxMessageBytes, c.MinInsyncReplicas, c.CleanupPolicy, toMS(created), toMS(updated)); err != nil {
+			c.MaxMessageBytes, c.MinInsyncReplicas, c.CleanupPolicy, toMS(created), toMS(updated), c.UncleanLeaderElection); err != nil {
 			return err
 		}
 		stmt, err := tx.PrepareContext(ctx,
@@ -153,10 +153,11 @@ func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, at
 		}
 		out, err = scanTopic(tx.QueryRowContext(ctx,
 			`UPDATE topics SET retention_ms = ?, retention_bytes = ?, local_retention_ms = ?, local_retention_bytes = ?,
-			        max_message_bytes = ?, min_insync_replicas = ?, cleanup_policy = ?, updated_at = ?
+			        max_message_bytes = ?, min_insync_replicas = ?, cleanup_policy = ?, updated_at = ?,
+			        unclean_leader_election = ?
 			 WHERE id = ? RETURNING `+topicColumns,
 			cfg.RetentionMs, cfg.RetentionBytes, cfg.LocalRetentionMs, cfg.LocalRetentionBytes,
-			cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, toMS(at), cur.ID))
+			cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, toMS(at), cfg.UncleanLeaderElection, cur.ID))
 		return err
 	})
 	if updateErr != nil {

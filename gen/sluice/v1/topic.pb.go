@@ -41,8 +41,12 @@ type TopicConfig struct {
 	MinInsyncReplicas *int32 `protobuf:"varint,6,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3,oneof" json:"min_insync_replicas,omitempty"`
 	// "delete" (compaction is not supported yet).
 	CleanupPolicy *string `protobuf:"bytes,7,opt,name=cleanup_policy,json=cleanupPolicy,proto3,oneof" json:"cleanup_policy,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// When no in-sync replica is alive, elect a live replica outside the ISR
+	// rather than stay offline. Restores availability at the price of losing
+	// acknowledged records that replica lacks. Default false.
+	UncleanLeaderElectionEnable *bool `protobuf:"varint,8,opt,name=unclean_leader_election_enable,json=uncleanLeaderElectionEnable,proto3,oneof" json:"unclean_leader_election_enable,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *TopicConfig) Reset() {
@@ -122,6 +126,13 @@ func (x *TopicConfig) GetCleanupPolicy() string {
 		return *x.CleanupPolicy
 	}
 	return ""
+}
+
+func (x *TopicConfig) GetUncleanLeaderElectionEnable() bool {
+	if x != nil && x.UncleanLeaderElectionEnable != nil {
+		return *x.UncleanLeaderElectionEnable
+	}
+	return false
 }
 
 type Topic struct {
@@ -782,7 +793,7 @@ var File_sluice_v1_topic_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/topic.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x03\n" +
+	"\x15sluice/v1/topic.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x04\n" +
 	"\vTopicConfig\x12&\n" +
 	"\fretention_ms\x18\x01 \x01(\x03H\x00R\vretentionMs\x88\x01\x01\x12,\n" +
 	"\x0fretention_bytes\x18\x02 \x01(\x03H\x01R\x0eretentionBytes\x88\x01\x01\x121\n" +
@@ -790,14 +801,16 @@ const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\x15local_retention_bytes\x18\x04 \x01(\x03H\x03R\x13localRetentionBytes\x88\x01\x01\x12/\n" +
 	"\x11max_message_bytes\x18\x05 \x01(\x05H\x04R\x0fmaxMessageBytes\x88\x01\x01\x123\n" +
 	"\x13min_insync_replicas\x18\x06 \x01(\x05H\x05R\x11minInsyncReplicas\x88\x01\x01\x12*\n" +
-	"\x0ecleanup_policy\x18\a \x01(\tH\x06R\rcleanupPolicy\x88\x01\x01B\x0f\n" +
+	"\x0ecleanup_policy\x18\a \x01(\tH\x06R\rcleanupPolicy\x88\x01\x01\x12H\n" +
+	"\x1eunclean_leader_election_enable\x18\b \x01(\bH\aR\x1buncleanLeaderElectionEnable\x88\x01\x01B\x0f\n" +
 	"\r_retention_msB\x12\n" +
 	"\x10_retention_bytesB\x15\n" +
 	"\x13_local_retention_msB\x18\n" +
 	"\x16_local_retention_bytesB\x14\n" +
 	"\x12_max_message_bytesB\x16\n" +
 	"\x14_min_insync_replicasB\x11\n" +
-	"\x0f_cleanup_policy\"\xad\x02\n" +
+	"\x0f_cleanup_policyB!\n" +
+	"\x1f_unclean_leader_election_enable\"\xad\x02\n" +
 	"\x05Topic\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
