@@ -178,9 +178,13 @@ func TestControllerAlterPartition(t *testing.T) {
 		ctx := t.Context()
 		bs := c.brokers(brokerToken)
 		alter := func(broker int32, epoch int64, leaderEpoch, partitionEpoch int32, isr ...int32) (*sluicev1.PartitionAssignment, error) {
+			var epochs []*sluicev1.BrokerEpoch
+			for _, b := range isr {
+				epochs = append(epochs, &sluicev1.BrokerEpoch{BrokerId: b, BrokerEpoch: f.epoch(b)})
+			}
 			res, err := bs.AlterPartition(ctx, connect.NewRequest(&sluicev1.AlterPartitionRequest{
 				BrokerId: broker, BrokerEpoch: epoch, TopicId: topicID, Partition: 0,
-				LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, NewIsr: isr,
+				LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, NewIsr: isr, AddedBrokerEpochs: epochs,
 			}))
 			if err != nil {
 				return nil, err
@@ -246,7 +250,14 @@ func TestControllerAlterPartition(t *testing.T) {
 		})
 		_, err = alter(leader, f.epoch(leader), 0, 1, leader, follower, last)
 		requireCode(t, connect.CodeFailedPrecondition, err, fmt.Sprintf("broker %d is not live", last))
+		oldEpoch := f.epoch(last)
 		f.revive(last)
+		// KIP-903: a catch-up seen under the old incarnation does not count.
+		_, err = bs.AlterPartition(ctx, connect.NewRequest(&sluicev1.AlterPartitionRequest{
+			BrokerId: leader, BrokerEpoch: f.epoch(leader), TopicId: topicID, Partition: 0, LeaderEpoch: 0, PartitionEpoch: 1,
+			NewIsr: []int32{leader, follower, last}, AddedBrokerEpochs: []*sluicev1.BrokerEpoch{{BrokerId: last, BrokerEpoch: oldEpoch}},
+		}))
+		requireCode(t, connect.CodeFailedPrecondition, err, "it restarted")
 		got, err = alter(leader, f.epoch(leader), 0, 1, last, leader, follower)
 		require.NoError(t, err)
 		require.Equal(t, p.Replicas, got.GetIsr(), "stored in replica order")

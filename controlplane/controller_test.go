@@ -302,6 +302,7 @@ func TestControllerPreferredLeaderRestore(t *testing.T) {
 		res, err := c.brokers(brokerToken).AlterPartition(context.Background(), connect.NewRequest(&sluicev1.AlterPartitionRequest{
 			BrokerId: moved.Leader, BrokerEpoch: f.epoch(moved.Leader), TopicId: topicID, Partition: 0,
 			LeaderEpoch: moved.LeaderEpoch, PartitionEpoch: moved.PartitionEpoch, NewIsr: append(slices.Clone(moved.ISR), pref),
+			AddedBrokerEpochs: []*sluicev1.BrokerEpoch{{BrokerId: pref, BrokerEpoch: f.epoch(pref)}},
 		}))
 		require.NoError(t, err)
 		require.Contains(t, res.Msg.GetPartition().GetIsr(), pref)

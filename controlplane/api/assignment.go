@@ -138,6 +138,18 @@ func (s *brokerService) AlterPartition(ctx context.Context, req *connect.Request
 		return nil, invalid("new_isr", "%v lists a broker twice", isr)
 	}
 
+	// The partition epoch is checked first: a proposal whose outcome the
+	// leader does not know (a lost response) may have been applied, and
+	// only "stale partition epoch" may say so. Every other refusal below is
+	// decided against the current partition epoch, so it means "not
+	// applied", which the leader may treat as definitive.
+	topic, cur, err := s.partition(ctx, m.GetTopicId(), m.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	if cur.PartitionEpoch != m.GetPartitionEpoch() {
+		return nil, partitionPrecondition(topic, cur, "stale partition epoch %d (current %d)", m.GetPartitionEpoch(), cur.PartitionEpoch)
+	}
 	brokers, err := s.store.ListBrokers(ctx)
 	if err != nil {
 		return nil, err
@@ -152,17 +164,15 @@ func (s *brokerService) AlterPartition(ctx context.Context, req *connect.Request
 		// shrinking the ISR to itself now could leave only a dead member.
 		return nil, failedPrecondition("broker %d's lease has expired; heartbeat before changing the ISR", caller.ID)
 	}
-	topic, cur, err := s.partition(ctx, m.GetTopicId(), m.GetPartition())
-	if err != nil {
-		return nil, err
-	}
 	switch {
 	case cur.Leader != m.GetBrokerId():
 		return nil, partitionPrecondition(topic, cur, "broker %d is not the leader of partition %d (leader %d)", m.GetBrokerId(), cur.Partition, cur.Leader)
 	case cur.LeaderEpoch != m.GetLeaderEpoch():
 		return nil, partitionPrecondition(topic, cur, "stale leader epoch %d (current %d)", m.GetLeaderEpoch(), cur.LeaderEpoch)
-	case cur.PartitionEpoch != m.GetPartitionEpoch():
-		return nil, partitionPrecondition(topic, cur, "stale partition epoch %d (current %d)", m.GetPartitionEpoch(), cur.PartitionEpoch)
+	}
+	added := map[int32]int64{}
+	for _, be := range m.GetAddedBrokerEpochs() {
+		added[be.GetBrokerId()] = be.GetBrokerEpoch()
 	}
 	for _, b := range isr {
 		if !slices.Contains(cur.Replicas, b) {
@@ -171,8 +181,17 @@ func (s *brokerService) AlterPartition(ctx context.Context, req *connect.Request
 		if slices.Contains(cur.ISR, b) {
 			continue
 		}
-		if nb, ok := findBroker(brokers, b); !ok || !nb.Live(now) {
+		nb, ok := findBroker(brokers, b)
+		if !ok || !nb.Live(now) {
 			return nil, partitionPrecondition(topic, cur, "broker %d is not live; it cannot join the ISR", b)
+		}
+		// KIP-903: the leader saw this broker catch up under one broker
+		// epoch; if it registered again since, that incarnation may have
+		// lost its log.
+		if e, ok := added[b]; !ok {
+			return nil, invalid("added_broker_epochs", "broker %d joins the ISR without the broker epoch its catch-up was seen under", b)
+		} else if e != nb.Epoch {
+			return nil, partitionPrecondition(topic, cur, "broker %d caught up under broker epoch %d but is now at %d (it restarted); it cannot join the ISR", b, e, nb.Epoch)
 		}
 	}
 	// Stored in replica order, so equal sets read back equal.

@@ -3,11 +3,13 @@ package broker
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -80,6 +82,11 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		if err != nil {
 			return tenants.Principal{}, err
 		}
+		if !a.revoked.loaded.Load() {
+			// Fail closed: until the feed has answered once, a revoked
+			// key's token could not be told apart.
+			return tenants.Principal{}, connect.NewError(connect.CodeUnavailable, errors.New("broker starting: the API key revocation list is not loaded yet; retry"))
+		}
 		if a.revoked.has(p.APIKeyID) {
 			return tenants.Principal{}, fmt.Errorf("%w: the token's API key was revoked", tenants.ErrInvalidToken)
 		}
@@ -95,8 +102,9 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 // polling the control plane's revocation feed. An entry is kept until every
 // token of that key has expired.
 type revocations struct {
-	mu   sync.RWMutex
-	keys map[string]time.Time // key id → when to forget it
+	mu     sync.RWMutex
+	keys   map[string]time.Time // key id → when to forget it
+	loaded atomic.Bool          // the feed answered at least once
 }
 
 func newRevocations() *revocations { return &revocations{keys: map[string]time.Time{}} }
@@ -143,6 +151,7 @@ func pollRevocations(ctx context.Context, client sluicev1connect.BrokerServiceCl
 			}
 			since = timestamppb.New(res.Msg.GetServerTime().AsTime().Add(-margin))
 			r.expire(time.Now())
+			r.loaded.Store(true)
 		} else if ctx.Err() == nil {
 			logger.Warn("poll revocations", "err", err)
 		}

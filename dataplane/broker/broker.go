@@ -123,6 +123,10 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 			http.Error(w, "not registered with the control plane yet", http.StatusServiceUnavailable)
 			return
 		}
+		if !b.revoked.loaded.Load() {
+			http.Error(w, "API key revocation list not loaded yet", http.StatusServiceUnavailable)
+			return
+		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	b.handler = mux

@@ -122,11 +122,25 @@ func (p *partition) highWatermark() int64 {
 	return p.hw
 }
 
+// readerHW is the HW to show readers on the leader, or errHWCatchingUp
+// while a new leader's HW is still below where its epoch started.
+func (p *partition) readerHW() (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != roleLeader || p.lead == nil {
+		return 0, toConnect(p.b.notLeader(p.meta))
+	}
+	if p.lead.HW() < p.lead.EpochStartOffset() {
+		return 0, errHWCatchingUp
+	}
+	return p.hw, nil
+}
+
 // produce appends batches as leader and waits for the acknowledgement acks
 // asks for. It returns the first batch's base offset (-1 with acks=0).
 func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1.Acks, timeout time.Duration) (int64, error) {
 	p.mu.Lock()
-	if p.role != roleLeader || p.lead == nil {
+	if p.role != roleLeader || p.lead == nil || p.lead.Resigned() {
 		p.mu.Unlock()
 		return 0, toConnect(p.b.notLeader(p.meta))
 	}
@@ -137,30 +151,36 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 			return 0, err
 		}
 	}
+	lead := p.lead
 	epoch := p.meta.leaderEpoch
 	base := int64(-1)
-	var leo int64
+	var appendErr error
 	for i, b := range batches {
-		bo, l, err := p.log.Append(b, epoch)
+		bo, _, err := p.log.Append(b, epoch)
 		if err != nil {
-			p.mu.Unlock()
+			appendErr = fmt.Errorf("append batch %d of %d: %w", i+1, len(batches), err)
 			if i > 0 {
-				return 0, fmt.Errorf("append batch %d of %d (earlier ones were written): %w", i+1, len(batches), err)
+				appendErr = fmt.Errorf("%w (the batches before it were written)", appendErr)
 			}
-			return 0, fmt.Errorf("append: %w", err)
+			break
 		}
 		if i == 0 {
 			base = bo
 		}
-		leo = l
 	}
-	if err := p.lead.Append(leo, time.Now()); err != nil {
+	// Whatever reached the log is replicated and counted, even after a
+	// failure part way (an I/O error): the state machine follows the log.
+	leo := p.log.LEO()
+	if err := lead.Append(leo, time.Now()); err != nil {
 		p.mu.Unlock()
 		return 0, fmt.Errorf("record append: %w", err)
 	}
-	p.hw = p.lead.HW()
+	p.hw = lead.HW()
 	p.notifyLocked() // wakes follower fetches (new data) and waiters (HW)
 	p.mu.Unlock()
+	if appendErr != nil {
+		return 0, appendErr
+	}
 
 	switch acks {
 	case sluicev1.Acks_ACKS_NONE:
@@ -168,34 +188,37 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 	case sluicev1.Acks_ACKS_LEADER:
 		return base, nil
 	}
-	if err := p.waitHW(ctx, leo, timeout); err != nil {
+	if err := p.waitHW(ctx, lead, leo, timeout); err != nil {
 		return 0, err
 	}
 	return base, nil
 }
 
-// waitHW waits until the high watermark reaches offset (every ISR member has
-// the records below it), the ISR falls below min ISR, leadership is lost,
-// the timeout passes or ctx ends.
-func (p *partition) waitHW(ctx context.Context, offset int64, timeout time.Duration) error {
+// waitHW waits until the high watermark of the leadership that appended
+// the records (lead) reaches offset: every ISR member has the records below
+// it. It fails when that leadership ends (the records may have been
+// truncated since, even if a later HW passes offset), when the ISR falls
+// below min ISR, when the timeout passes or ctx ends.
+func (p *partition) waitHW(ctx context.Context, lead *replica.Leader, offset int64, timeout time.Duration) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
 		p.mu.Lock()
-		hw, ch, isLeader := p.hw, p.hwCh, p.role == roleLeader && p.lead != nil
+		ch, meta := p.hwCh, p.meta
+		same := p.role == roleLeader && p.lead == lead && !lead.Resigned()
+		hw := lead.HW()
 		var ackErr error
-		if isLeader {
-			if err := p.lead.CanAcceptAcksAll(); err != nil {
+		if same {
+			if err := lead.CanAcceptAcksAll(); err != nil {
 				ackErr = p.replicaError(err)
 			}
 		}
-		meta := p.meta
 		p.mu.Unlock()
 		switch {
+		case !same:
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.b.notLeader(meta)))
 		case hw >= offset:
 			return nil
-		case !isLeader:
-			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.b.notLeader(meta)))
 		case ackErr != nil:
 			// The records are in the log and may yet be committed: this is
 			// an unknown outcome, not a refusal (no NotEnoughReplicas detail).
@@ -217,10 +240,14 @@ func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait 
 	var timer *time.Timer
 	for {
 		p.mu.Lock()
-		hw, ch, isLeader, meta := p.hw, p.hwCh, p.role == roleLeader, p.meta
+		hw, ch, isLeader, meta := p.hw, p.hwCh, p.role == roleLeader && p.lead != nil, p.meta
+		catchingUp := isLeader && p.lead.HW() < p.lead.EpochStartOffset()
 		p.mu.Unlock()
 		if !isLeader {
 			return nil, hw, toConnect(p.b.notLeader(meta))
+		}
+		if catchingUp {
+			return nil, hw, errHWCatchingUp
 		}
 		start, leo := p.log.LogStartOffset(), p.log.LEO()
 		if offset < start || offset > leo {
@@ -249,6 +276,12 @@ func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait 
 		}
 	}
 }
+
+// errHWCatchingUp: a new leader has not yet learned a high watermark as
+// high as the previous leader's (its followers have not all fetched). It
+// must not answer with a HW that went backwards; clients retry shortly
+// (Kafka's OFFSET_NOT_AVAILABLE).
+var errHWCatchingUp = connect.NewError(connect.CodeUnavailable, errors.New("the new leader is still establishing its high watermark; retry shortly"))
 
 // belowHW keeps the whole batches of data that start below hw. Replicas
 // append whole batches, so the HW always falls on a batch boundary.

@@ -161,6 +161,11 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 			if maxMessageBytes > 0 && len(b) > int(maxMessageBytes) {
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch of %d bytes exceeds the topic's max.message.bytes %d", len(b), maxMessageBytes))
 			}
+			// Every check the log makes, before any batch is appended: a
+			// request is written whole or not at all.
+			if _, err := log.ValidateLeaderBatch(b, 0); err != nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d: %w", len(out)+1, err))
+			}
 			out = append(out, []byte(b))
 			data = rest
 		}
@@ -300,7 +305,10 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 	if err != nil {
 		return nil, err
 	}
-	hw := p.highWatermark()
+	hw, err := p.readerHW()
+	if err != nil {
+		return nil, err
+	}
 	res := &sluicev1.ListOffsetsResponse{LogStartOffset: p.log.LogStartOffset(), HighWatermark: hw}
 	switch m.GetSpec() {
 	case sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST:

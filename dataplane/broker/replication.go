@@ -94,7 +94,7 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 	prev, prevCfg := p.meta, p.cfg
 	p.meta, p.cfg = pm, cfg
 	switch {
-	case pm.leader == self && (p.role != roleLeader || newEpoch || cfg.minISR != prevCfg.minISR):
+	case pm.leader == self && (p.role != roleLeader || newEpoch || p.lead == nil):
 		p.stopLocked()
 		lead, err := p.newLeaderLocked(pm, cfg, time.Now())
 		if err != nil {
@@ -106,6 +106,12 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 		p.hw = lead.HW()
 		p.b.logger.Info("leading partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "isr", pm.isr, "leo", p.log.LEO(), "hw", p.hw)
 	case pm.leader == self:
+		if cfg.minISR != prevCfg.minISR {
+			if err := p.lead.SetMinISR(max(1, int(cfg.minISR))); err != nil {
+				p.b.logger.Warn("apply min.insync.replicas", "topic", p.topicID, "partition", p.id, "err", err)
+			}
+			p.hw = p.lead.HW()
+		}
 		if pm.partitionEpoch > p.lead.PartitionEpoch() {
 			if err := p.lead.ISRChanged(pm.partitionEpoch, pm.isr); err != nil && !errors.Is(err, replica.ErrStalePartitionEpoch) {
 				p.b.logger.Warn("apply ISR", "topic", p.topicID, "partition", p.id, "isr", pm.isr, "err", err)
@@ -179,18 +185,18 @@ func (p *partition) follow(ctx context.Context, leader int32, epoch int32) {
 			continue
 		}
 		backoff = 50 * time.Millisecond
-		if err := p.applyFetch(res.Msg); err != nil {
+		if err := p.applyFetch(leader, epoch, res.Msg); err != nil {
 			p.b.logger.Error("apply leader's batches", "topic", p.topicID, "partition", p.id, "err", err)
 			sleep(ctx, time.Second)
 		}
 	}
 }
 
-func (p *partition) applyFetch(res *sluicev1.FetchReplicaResponse) error {
+func (p *partition) applyFetch(leader, epoch int32, res *sluicev1.FetchReplicaResponse) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.role != roleFollower {
-		return nil
+	if p.role != roleFollower || p.meta.leader != leader || p.meta.leaderEpoch != epoch {
+		return nil // an answer from a leadership this replica no longer follows
 	}
 	if d := res.GetDivergingEpoch(); d != nil {
 		to := truncationPoint(logState(p.log), p.hw, replica.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()})
@@ -216,6 +222,14 @@ func (p *partition) applyFetch(res *sluicev1.FetchReplicaResponse) error {
 		p.b.logger.Info("truncated divergent tail", "topic", p.topicID, "partition", p.id, "to", p.log.LEO(), "leader_epoch_end", d.GetEpoch())
 		p.hw = min(p.hw, p.log.LEO())
 		return nil
+	}
+	if p.log.LEO() < res.GetLogStartOffset() {
+		// The leader no longer has what we need (retention): start over
+		// at its log start, then fetch from there.
+		if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
+			return fmt.Errorf("reset log: %w", err)
+		}
+		p.hw = min(p.hw, p.log.LEO())
 	}
 	if len(res.GetBatches()) > 0 {
 		if p.log.LEO() < res.GetLogStartOffset() {

@@ -126,6 +126,9 @@ func (p *partition) maybeAlterISR(ctx context.Context) {
 		BrokerId: p.b.cfg.ID, BrokerEpoch: p.b.brokerEpoch.Load(), TopicId: p.topicID, Partition: p.id,
 		LeaderEpoch: prop.LeaderEpoch, PartitionEpoch: prop.PartitionEpoch, NewIsr: prop.ISR,
 	}
+	for _, be := range prop.BrokerEpochs {
+		req.AddedBrokerEpochs = append(req.AddedBrokerEpochs, &sluicev1.BrokerEpoch{BrokerId: be.Broker, BrokerEpoch: be.Epoch})
+	}
 	p.mu.Unlock()
 
 	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -154,6 +157,9 @@ func (p *partition) maybeAlterISR(ctx context.Context) {
 	if p.lead != lead || p.role != roleLeader {
 		return // leadership changed meanwhile; the assignment stream rules
 	}
+	// The controller checks the partition epoch before anything else, so
+	// only "stale partition epoch" can hide an applied proposal; every
+	// other refusal means it was not applied.
 	switch {
 	case err == nil:
 	case connect.CodeOf(err) == connect.CodeFailedPrecondition && strings.Contains(err.Error(), "stale partition epoch"):
@@ -167,6 +173,13 @@ func (p *partition) maybeAlterISR(ctx context.Context) {
 		return
 	}
 	pm := toPartMeta(current)
+	if pm.leaderEpoch > lead.LeaderEpoch() {
+		// Deposed: stop acknowledging now rather than when the assignment
+		// stream catches up.
+		_ = lead.Resign(pm.leaderEpoch)
+		p.notifyLocked()
+		return
+	}
 	if pm.leader != p.b.cfg.ID || pm.leaderEpoch != lead.LeaderEpoch() || pm.partitionEpoch <= lead.PartitionEpoch() {
 		return
 	}

@@ -487,27 +487,14 @@ func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
 // Append returns. It fails with ErrStaleEpoch when epoch is below the log's
 // latest epoch and ErrInvalidBatch for a bad batch, changing nothing.
 func (l *Log) Append(batch []byte, epoch int32) (base, leo int64, err error) {
-	b, rest, err := ReadBatch(batch)
+	h, err := ValidateLeaderBatch(batch, l.cfg.MaxBatchBytes)
 	if err != nil {
-		return 0, 0, fmt.Errorf("append: %w: %w", ErrInvalidBatch, err)
-	}
-	if len(rest) != 0 {
-		return 0, 0, fmt.Errorf("append: %w: %d bytes after the batch", ErrInvalidBatch, len(rest))
-	}
-	if len(b) > l.cfg.MaxBatchBytes {
-		return 0, 0, fmt.Errorf("append: %w: %d bytes, limit %d", ErrInvalidBatch, len(b), l.cfg.MaxBatchBytes)
+		return 0, 0, fmt.Errorf("append: %w", err)
 	}
 	if epoch < 0 {
 		return 0, 0, fmt.Errorf("append: %w: negative leader epoch %d", ErrInvalidBatch, epoch)
 	}
-	h := b.Header()
-	if h.Attributes.Codec() == CodecNone {
-		if err := checkLeaderRecords(b, &h); err != nil {
-			return 0, 0, fmt.Errorf("append: %w: %w", ErrInvalidBatch, err)
-		}
-	} else if h.RecordCount != h.LastOffsetDelta+1 {
-		return 0, 0, fmt.Errorf("append: %w: %d records span %d offsets", ErrInvalidBatch, h.RecordCount, h.LastOffsetDelta+1)
-	}
+	b := Batch(batch)
 
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
@@ -530,6 +517,37 @@ func (l *Log) Append(batch []byte, epoch int32) (base, leo int64, err error) {
 
 // checkLeaderRecords checks that an uncompressed batch holds exactly
 // RecordCount well-formed records with offset deltas 0, 1, 2, ...
+//
+// ValidateLeaderBatch applies every check Append makes of a batch before it
+// writes (exactly one whole batch, CRC, format, at most maxBatchBytes — 0
+// means the default 8 MiB — and, uncompressed, RecordCount records with
+// offset deltas 0..n-1), so a caller can validate several batches before
+// appending any. Errors wrap ErrInvalidBatch.
+func ValidateLeaderBatch(batch []byte, maxBatchBytes int) (BatchHeader, error) {
+	if maxBatchBytes <= 0 {
+		maxBatchBytes = 8 << 20
+	}
+	b, rest, err := ReadBatch(batch)
+	if err != nil {
+		return BatchHeader{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+	}
+	if len(rest) != 0 {
+		return BatchHeader{}, fmt.Errorf("%w: %d bytes after the batch", ErrInvalidBatch, len(rest))
+	}
+	if len(b) > maxBatchBytes {
+		return BatchHeader{}, fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidBatch, len(b), maxBatchBytes)
+	}
+	h := b.Header()
+	if h.Attributes.Codec() == CodecNone {
+		if err := checkLeaderRecords(b, &h); err != nil {
+			return BatchHeader{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+		}
+	} else if h.RecordCount != h.LastOffsetDelta+1 {
+		return BatchHeader{}, fmt.Errorf("%w: %d records span %d offsets", ErrInvalidBatch, h.RecordCount, h.LastOffsetDelta+1)
+	}
+	return h, nil
+}
+
 func checkLeaderRecords(b Batch, h *BatchHeader) error {
 	if h.RecordCount == 0 || h.RecordCount != h.LastOffsetDelta+1 {
 		return fmt.Errorf("%d records span %d offsets", h.RecordCount, int64(h.LastOffsetDelta)+1)

@@ -446,6 +446,26 @@ func (l *Leader) ISRChanged(partitionEpoch int32, isr []int32) error {
 	return nil
 }
 
+// SetMinISR applies a changed min.insync.replicas without a leadership
+// change (rebuilding the Leader would forget a pending ISR proposal). A
+// larger value that the ISR no longer meets fails pending acks=all waits
+// with ErrNotEnoughReplicas and freezes the HW; a smaller one may let it
+// advance.
+func (l *Leader) SetMinISR(n int) error {
+	if n < 1 {
+		return fmt.Errorf("min ISR %d: must be at least 1: %w", n, ErrInvalid)
+	}
+	if l.resigned {
+		return ErrNotLeader
+	}
+	l.minISR = n
+	if len(l.isr) < l.minISR {
+		l.failAcks(fmt.Errorf("ISR %s below min ISR %d: %w", FormatIDs(l.isr), l.minISR, ErrNotEnoughReplicas))
+	}
+	l.maybeAdvanceHW()
+	return nil
+}
+
 // CanAcceptAcksAll reports whether an acks=all produce may be appended now:
 // ErrNotEnoughReplicas when the ISR is smaller than min ISR (the produce is
 // refused, never downgraded), ErrNotLeader after Resign.

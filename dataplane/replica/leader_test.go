@@ -391,3 +391,30 @@ func TestReplicaConfigValidate(t *testing.T) {
 	require.NoError(t, Config{LagTimeMax: DefaultLagTimeMax}.Validate())
 	require.ErrorIs(t, Config{}.Validate(), ErrInvalid)
 }
+
+func TestReplicaLeaderSetMinISR(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	l, err := NewLeader(LeaderParams{Self: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, LeaderEpoch: 1, MinISR: 2,
+		LagTimeMax: 10 * time.Second, Log: LogState{LEO: 0}, Now: now})
+	require.NoError(t, err)
+	require.NoError(t, l.Append(5, now))
+	id, err := l.WaitAcksAll(5)
+	require.NoError(t, err)
+
+	// Raising min ISR above the ISR fails the pending wait and refuses new ones.
+	require.NoError(t, l.SetMinISR(3))
+	res := l.TakeAcks()
+	require.Len(t, res, 1)
+	require.Equal(t, id, res[0].ID)
+	require.ErrorIs(t, res[0].Err, ErrNotEnoughReplicas)
+	require.ErrorIs(t, l.CanAcceptAcksAll(), ErrNotEnoughReplicas)
+	_, err = l.FollowerFetch(FetchRequest{Replica: 2, BrokerEpoch: 1, LeaderEpoch: 1, FetchOffset: 5, LastFetchedEpoch: UndefinedEpoch}, now)
+	require.NoError(t, err)
+	require.Zero(t, l.HW(), "HW frozen below min ISR")
+
+	// Lowering it again lets the HW advance to what the ISR holds.
+	require.NoError(t, l.SetMinISR(2))
+	require.EqualValues(t, 5, l.HW())
+	require.ErrorIs(t, l.SetMinISR(0), ErrInvalid)
+}

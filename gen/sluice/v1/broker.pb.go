@@ -721,9 +721,13 @@ type AlterPartitionRequest struct {
 	PartitionEpoch int32 `protobuf:"varint,6,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
 	// The ISR wanted: contains the leader, a subset of the replicas, no
 	// duplicates; every broker added must be live.
-	NewIsr        []int32 `protobuf:"varint,7,rep,packed,name=new_isr,json=newIsr,proto3" json:"new_isr,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NewIsr []int32 `protobuf:"varint,7,rep,packed,name=new_isr,json=newIsr,proto3" json:"new_isr,omitempty"`
+	// For every broker the change adds to the ISR: the broker epoch under
+	// which the leader saw it catch up. A broker that registered again since
+	// (a restart, maybe with an empty disk) cannot join (KIP-903).
+	AddedBrokerEpochs []*BrokerEpoch `protobuf:"bytes,8,rep,name=added_broker_epochs,json=addedBrokerEpochs,proto3" json:"added_broker_epochs,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *AlterPartitionRequest) Reset() {
@@ -805,6 +809,65 @@ func (x *AlterPartitionRequest) GetNewIsr() []int32 {
 	return nil
 }
 
+func (x *AlterPartitionRequest) GetAddedBrokerEpochs() []*BrokerEpoch {
+	if x != nil {
+		return x.AddedBrokerEpochs
+	}
+	return nil
+}
+
+type BrokerEpoch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BrokerEpoch) Reset() {
+	*x = BrokerEpoch{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerEpoch) ProtoMessage() {}
+
+func (x *BrokerEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerEpoch.ProtoReflect.Descriptor instead.
+func (*BrokerEpoch) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *BrokerEpoch) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *BrokerEpoch) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
 type AlterPartitionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The partition's state after the change (unchanged, at the same
@@ -816,7 +879,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[12]
+	mi := &file_sluice_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +891,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[12]
+	mi := &file_sluice_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +904,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AlterPartitionResponse) GetPartition() *PartitionAssignment {
@@ -905,7 +968,7 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x0eBrokerEndpoint\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04rack\x18\x03 \x01(\tR\x04rack\"\xf5\x01\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\"\xbd\x02\n" +
 	"\x15AlterPartitionRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x19\n" +
@@ -913,7 +976,11 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\tpartition\x18\x04 \x01(\x05R\tpartition\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12'\n" +
 	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12\x17\n" +
-	"\anew_isr\x18\a \x03(\x05R\x06newIsr\"V\n" +
+	"\anew_isr\x18\a \x03(\x05R\x06newIsr\x12F\n" +
+	"\x13added_broker_epochs\x18\b \x03(\v2\x16.sluice.v1.BrokerEpochR\x11addedBrokerEpochs\"M\n" +
+	"\vBrokerEpoch\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"V\n" +
 	"\x16AlterPartitionResponse\x12<\n" +
 	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\tpartition2\xe3\x03\n" +
 	"\rBrokerService\x12W\n" +
@@ -937,7 +1004,7 @@ func file_sluice_v1_broker_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_broker_proto_rawDescData
 }
 
-var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_sluice_v1_broker_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),      // 0: sluice.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),     // 1: sluice.v1.RegisterBrokerResponse
@@ -951,36 +1018,38 @@ var file_sluice_v1_broker_proto_goTypes = []any{
 	(*PartitionAssignment)(nil),        // 9: sluice.v1.PartitionAssignment
 	(*BrokerEndpoint)(nil),             // 10: sluice.v1.BrokerEndpoint
 	(*AlterPartitionRequest)(nil),      // 11: sluice.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),     // 12: sluice.v1.AlterPartitionResponse
-	(*timestamppb.Timestamp)(nil),      // 13: google.protobuf.Timestamp
-	(*TopicConfig)(nil),                // 14: sluice.v1.TopicConfig
+	(*BrokerEpoch)(nil),                // 12: sluice.v1.BrokerEpoch
+	(*AlterPartitionResponse)(nil),     // 13: sluice.v1.AlterPartitionResponse
+	(*timestamppb.Timestamp)(nil),      // 14: google.protobuf.Timestamp
+	(*TopicConfig)(nil),                // 15: sluice.v1.TopicConfig
 }
 var file_sluice_v1_broker_proto_depIdxs = []int32{
-	13, // 0: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	13, // 1: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	13, // 2: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
-	13, // 3: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	14, // 0: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	14, // 1: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	14, // 2: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
+	14, // 3: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
 	5,  // 4: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
-	13, // 5: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
+	14, // 5: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
 	9,  // 6: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
 	10, // 7: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
-	14, // 8: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
-	9,  // 9: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
-	0,  // 10: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
-	2,  // 11: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
-	4,  // 12: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
-	7,  // 13: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
-	11, // 14: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
-	1,  // 15: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
-	3,  // 16: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
-	6,  // 17: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
-	8,  // 18: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
-	12, // 19: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	15, // 8: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
+	12, // 9: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
+	9,  // 10: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
+	0,  // 11: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
+	2,  // 12: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
+	4,  // 13: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
+	7,  // 14: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
+	11, // 15: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
+	1,  // 16: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
+	3,  // 17: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
+	6,  // 18: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
+	8,  // 19: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
+	13, // 20: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_broker_proto_init() }
@@ -995,7 +1064,7 @@ func file_sluice_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_broker_proto_rawDesc), len(file_sluice_v1_broker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
