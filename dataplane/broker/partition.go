@@ -138,11 +138,15 @@ func (p *partition) readerHW() (int64, error) {
 
 // produce appends batches as leader and waits for the acknowledgement acks
 // asks for. It returns the first batch's base offset (-1 with acks=0).
-func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1.Acks, timeout time.Duration) (int64, error) {
+func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32) (int64, error) {
 	p.mu.Lock()
 	if p.role != roleLeader || p.lead == nil || p.lead.Resigned() {
 		p.mu.Unlock()
 		return 0, toConnect(p.b.notLeader(p.meta))
+	}
+	if err := p.checkClientEpochLocked(clientEpoch); err != nil {
+		p.mu.Unlock()
+		return 0, err
 	}
 	if acks == sluicev1.Acks_ACKS_ALL {
 		if err := p.lead.CanAcceptAcksAll(); err != nil {
@@ -236,10 +240,14 @@ func (p *partition) waitHW(ctx context.Context, lead *replica.Leader, offset int
 
 // fetch returns whole batches from offset that lie below the high
 // watermark, waiting up to wait for some to arrive.
-func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait time.Duration) ([]byte, int64, error) {
+func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait time.Duration, clientEpoch *int32) ([]byte, int64, error) {
 	var timer *time.Timer
 	for {
 		p.mu.Lock()
+		if err := p.checkClientEpochLocked(clientEpoch); err != nil {
+			p.mu.Unlock()
+			return nil, 0, err
+		}
 		hw, ch, isLeader, meta := p.hw, p.hwCh, p.role == roleLeader && p.lead != nil, p.meta
 		catchingUp := isLeader && p.lead.HW() < p.lead.EpochStartOffset()
 		p.mu.Unlock()
@@ -275,6 +283,21 @@ func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait 
 			return nil, hw, ctx.Err()
 		}
 	}
+}
+
+// checkClientEpochLocked fences a client request that names a leader epoch
+// (KIP-320): older than this leader's → FailedPrecondition (the client's
+// metadata is stale), newer → Unavailable (this broker has not caught up).
+func (p *partition) checkClientEpochLocked(e *int32) error {
+	switch {
+	case e == nil:
+		return nil
+	case *e < p.meta.leaderEpoch:
+		return toConnect(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fenced leader epoch %d: the current epoch is %d; refresh metadata", *e, p.meta.leaderEpoch)))
+	case *e > p.meta.leaderEpoch:
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("unknown leader epoch %d: this broker is at %d; retry", *e, p.meta.leaderEpoch))
+	}
+	return nil
 }
 
 // errHWCatchingUp: a new leader has not yet learned a high watermark as

@@ -101,7 +101,7 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 		return nil, err
 	}
 	start := time.Now()
-	base, err := p.produce(ctx, batches, acks, timeout)
+	base, err := p.produce(ctx, batches, acks, timeout, m.CurrentLeaderEpoch)
 	s.b.metrics.produceLatency.WithLabelValues(strings.ToLower(strings.TrimPrefix(acks.String(), "ACKS_"))).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
@@ -204,7 +204,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 		return nil, err
 	}
 	start := time.Now()
-	data, hw, err := p.fetch(ctx, m.GetOffset(), maxBytes, wait)
+	data, hw, err := p.fetch(ctx, m.GetOffset(), maxBytes, wait, m.CurrentLeaderEpoch)
 	s.b.metrics.fetchLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err

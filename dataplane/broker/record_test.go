@@ -86,3 +86,17 @@ func TestBrokerBelowHW(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(6), next)
 }
+
+func TestBrokerClientLeaderEpochFencing(t *testing.T) {
+	t.Parallel()
+	p := &partition{meta: partMeta{leaderEpoch: 3}}
+	e := func(v int32) *int32 { return &v }
+	require.NoError(t, p.checkClientEpochLocked(nil), "unset: no check")
+	require.NoError(t, p.checkClientEpochLocked(e(3)))
+	err := p.checkClientEpochLocked(e(2))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	require.Contains(t, err.Error(), "fenced leader epoch 2")
+	err = p.checkClientEpochLocked(e(4))
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
+	require.Contains(t, err.Error(), "unknown leader epoch 4")
+}

@@ -311,9 +311,14 @@ type ProduceRequest struct {
 	Payload isProduceRequest_Payload `protobuf_oneof:"payload"`
 	Acks    Acks                     `protobuf:"varint,5,opt,name=acks,proto3,enum=sluice.v1.Acks" json:"acks,omitempty"`
 	// How long to wait for acks=all; 0 means 30 s.
-	TimeoutMs     int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TimeoutMs int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// The leader epoch the client's metadata names (from GetMetadata). When
+	// set, an older epoch is FAILED_PRECONDITION (refresh metadata) and a newer
+	// one UNAVAILABLE (this broker has not caught up yet): a client never
+	// writes to a leader it did not mean.
+	CurrentLeaderEpoch *int32 `protobuf:"varint,7,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof" json:"current_leader_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -395,6 +400,13 @@ func (x *ProduceRequest) GetAcks() Acks {
 func (x *ProduceRequest) GetTimeoutMs() int64 {
 	if x != nil {
 		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *ProduceRequest) GetCurrentLeaderEpoch() int32 {
+	if x != nil && x.CurrentLeaderEpoch != nil {
+		return *x.CurrentLeaderEpoch
 	}
 	return 0
 }
@@ -523,9 +535,12 @@ type FetchRequest struct {
 	// How long to wait for records when none are available; 0 answers at once.
 	MaxWaitMs int64 `protobuf:"varint,5,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
 	// Return raw batches instead of decoded records.
-	RawBatches    bool `protobuf:"varint,6,opt,name=raw_batches,json=rawBatches,proto3" json:"raw_batches,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RawBatches bool `protobuf:"varint,6,opt,name=raw_batches,json=rawBatches,proto3" json:"raw_batches,omitempty"`
+	// As in ProduceRequest: fences reads from a leader the client did not mean
+	// (KIP-320).
+	CurrentLeaderEpoch *int32 `protobuf:"varint,7,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof" json:"current_leader_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -598,6 +613,13 @@ func (x *FetchRequest) GetRawBatches() bool {
 		return x.RawBatches
 	}
 	return false
+}
+
+func (x *FetchRequest) GetCurrentLeaderEpoch() int32 {
+	if x != nil && x.CurrentLeaderEpoch != nil {
+		return *x.CurrentLeaderEpoch
+	}
+	return 0
 }
 
 type FetchedRecord struct {
@@ -1316,7 +1338,7 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\aheaders\x18\x03 \x03(\v2\x11.sluice.v1.HeaderR\aheaders\x12!\n" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\"#\n" +
 	"\rRecordBatches\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xfc\x01\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xcc\x02\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x121\n" +
@@ -1324,15 +1346,17 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\abatches\x18\x04 \x01(\v2\x18.sluice.v1.RecordBatchesH\x00R\abatches\x12#\n" +
 	"\x04acks\x18\x05 \x01(\x0e2\x0f.sluice.v1.AcksR\x04acks\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMsB\t\n" +
-	"\apayload\"9\n" +
+	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x125\n" +
+	"\x14current_leader_epoch\x18\a \x01(\x05H\x01R\x12currentLeaderEpoch\x88\x01\x01B\t\n" +
+	"\apayloadB\x17\n" +
+	"\x15_current_leader_epoch\"9\n" +
 	"\n" +
 	"RecordList\x12+\n" +
 	"\arecords\x18\x01 \x03(\v2\x11.sluice.v1.RecordR\arecords\"\\\n" +
 	"\x0fProduceResponse\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12(\n" +
-	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\"\xb8\x01\n" +
+	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\"\x88\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1340,7 +1364,9 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x05 \x01(\x03R\tmaxWaitMs\x12\x1f\n" +
 	"\vraw_batches\x18\x06 \x01(\bR\n" +
-	"rawBatches\"\xc2\x01\n" +
+	"rawBatches\x125\n" +
+	"\x14current_leader_epoch\x18\a \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01B\x17\n" +
+	"\x15_current_leader_epoch\"\xc2\x01\n" +
 	"\rFetchedRecord\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x12\x10\n" +
@@ -1484,6 +1510,7 @@ func file_sluice_v1_record_proto_init() {
 		(*ProduceRequest_Records)(nil),
 		(*ProduceRequest_Batches)(nil),
 	}
+	file_sluice_v1_record_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
