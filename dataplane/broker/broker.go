@@ -245,6 +245,7 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
 	wg.Go(func() { pollRevocations(ctx, b.cp, b.revoked, 2*time.Second, b.logger) })
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.isrLoop(ctx) })
+	wg.Go(func() { b.hwCheckpointLoop(ctx, time.Second) })
 
 	var err error
 	select {
@@ -268,6 +269,9 @@ func (b *Broker) closePartitions() {
 	b.mu.Unlock()
 	for _, p := range parts {
 		p.stop()
+		if err := p.checkpointHW(); err != nil {
+			b.logger.Warn("checkpoint high watermark", "topic", p.topicID, "partition", p.id, "err", err)
+		}
 		if err := p.log.Close(); err != nil {
 			b.logger.Warn("close partition log", "topic", p.topicID, "partition", p.id, "err", err)
 		}

@@ -31,6 +31,7 @@ type partition struct {
 	tenantID string
 	topicID  string
 	id       int32
+	dir      string
 	log      *log.Log
 
 	mu    sync.Mutex
@@ -40,6 +41,8 @@ type partition struct {
 	hw    int64
 	hwCh  chan struct{}   // closed and replaced on every append, HW or role change
 	lead  *replica.Leader // set while leader
+	// savedHW is the HW last written to the checkpoint file.
+	savedHW int64
 	stopF context.CancelFunc
 }
 

@@ -67,7 +67,8 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 	if p, ok := b.parts[k]; ok {
 		return p, nil
 	}
-	l, err := log.Open(b.partitionDir(t.tenantID, t.id, pm.partition), log.Config{
+	dir := b.partitionDir(t.tenantID, t.id, pm.partition)
+	l, err := log.Open(dir, log.Config{
 		SegmentBytes:  b.cfg.SegmentBytes,
 		Flush:         b.flush,
 		FlushInterval: b.cfg.FlushInterval,
@@ -75,7 +76,14 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{b: b, tenantID: t.tenantID, topicID: t.id, id: pm.partition, log: l, hwCh: make(chan struct{}), meta: partMeta{leader: -1, leaderEpoch: -1}}
+	hw, err := readHW(dir)
+	if err != nil {
+		b.logger.Warn("ignoring high watermark checkpoint", "dir", dir, "err", err)
+		hw = 0
+	}
+	hw = min(hw, l.LEO())
+	p := &partition{b: b, tenantID: t.tenantID, topicID: t.id, id: pm.partition, dir: dir, log: l, hw: hw, savedHW: hw,
+		hwCh: make(chan struct{}), meta: partMeta{leader: -1, leaderEpoch: -1}}
 	b.parts[k] = p
 	return p, nil
 }
