@@ -262,7 +262,25 @@ func TestE2EDevCLI(t *testing.T) {
 	startDev(t, dataDir, cfgPath, addr)
 	out = mustCLI(t, cfgPath, "--profile", "acme", "topic", "describe", "orders")
 	require.Contains(t, out, "524288")
+	var desc struct {
+		Topic struct {
+			ID string `json:"id"`
+		} `json:"topic"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(mustCLI(t, cfgPath, "--profile", "acme", "topic", "describe", "orders", "-o", "json")), &desc))
+	dirs := func() []string {
+		m, err := filepath.Glob(filepath.Join(dataDir, "broker-*", "*", desc.Topic.ID+"-*"))
+		require.NoError(t, err)
+		return m
+	}
+	require.NotEmpty(t, dirs(), "replicas hold the topic's partitions")
 	mustCLI(t, cfgPath, "--profile", "acme", "topic", "delete", "orders")
+	// Brokers delete the data of a deleted topic.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(dirs()) > 0 {
+		require.True(t, time.Now().Before(deadline), "partition data still on disk: %v", dirs())
+		time.Sleep(50 * time.Millisecond)
+	}
 	_, _, code = cli(t, cfgPath, "--profile", "acme", "topic", "describe", "orders")
 	require.Equal(t, 4, code)
 }

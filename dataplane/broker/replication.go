@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/replica"
@@ -50,13 +51,21 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 	}
 	b.mu.Unlock()
 	for _, p := range drop {
-		// The replica moved away or the topic was deleted. The data stays on
-		// disk until deletion is confirmed (later work: topic deletion
-		// cleanup); the replica stops serving now.
 		p.stop()
 		if err := p.log.Close(); err != nil {
 			b.logger.Warn("close partition log", "topic", p.topicID, "partition", p.id, "err", err)
 		}
+		if _, exists := m.byID[p.topicID]; exists {
+			// The replica moved to other brokers: keep the data until
+			// reassignment (later work) says it may go.
+			continue
+		}
+		// The topic was deleted (topic ids are never reused): its data goes.
+		if err := os.RemoveAll(p.dir); err != nil {
+			b.logger.Warn("delete partition data", "topic", p.topicID, "partition", p.id, "err", err)
+			continue
+		}
+		b.logger.Info("deleted partition data of a deleted topic", "topic", p.topicID, "partition", p.id)
 	}
 }
 
