@@ -70,6 +70,7 @@ type Broker struct {
 	parts   map[partKey]*partition
 	clients map[int32]*peerClients
 	runCtx  context.Context
+	stopRun context.CancelCauseFunc
 }
 
 type peerClients struct {
@@ -219,10 +220,11 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
 	if err := os.MkdirAll(b.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
 	b.mu.Lock()
-	b.runCtx = ctx
+	b.runCtx, b.stopRun = ctx, cancelCause
 	b.mu.Unlock()
 
 	var p http.Protocols
@@ -252,6 +254,9 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
 	case err = <-errc:
 		err = fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
 	}
 	cancel()
 	shutCtx, stop := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
@@ -275,6 +280,21 @@ func (b *Broker) closePartitions() {
 		if err := p.log.Close(); err != nil {
 			b.logger.Warn("close partition log", "topic", p.topicID, "partition", p.id, "err", err)
 		}
+	}
+}
+
+// failStop stops the broker after a local disk failure (a partition log
+// refused a write). Like Kafka with a single log directory, the broker
+// would rather stop than keep a lease it cannot honour: its lease expires
+// and the controller moves its leaderships to in-sync replicas. Run returns
+// the error.
+func (b *Broker) failStop(p *partition, err error) {
+	b.logger.Error("partition log failed: stopping the broker", "topic", p.topicID, "partition", p.id, "err", err)
+	b.mu.Lock()
+	stop := b.stopRun
+	b.mu.Unlock()
+	if stop != nil {
+		stop(fmt.Errorf("partition %s/%d log failed: %w", p.topicID, p.id, err))
 	}
 }
 

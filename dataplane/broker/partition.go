@@ -186,6 +186,9 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 	p.notifyLocked() // wakes follower fetches (new data) and waiters (HW)
 	p.mu.Unlock()
 	if appendErr != nil {
+		if ferr := p.log.Failed(); ferr != nil {
+			go p.b.failStop(p, ferr)
+		}
 		return 0, appendErr
 	}
 

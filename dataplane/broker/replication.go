@@ -203,6 +203,10 @@ func (p *partition) follow(ctx context.Context, leader int32, epoch int32) {
 		}
 		backoff = 50 * time.Millisecond
 		if err := p.applyFetch(leader, epoch, res.Msg); err != nil {
+			if ferr := p.log.Failed(); ferr != nil {
+				p.b.failStop(p, ferr)
+				return
+			}
 			p.b.logger.Error("apply leader's batches", "topic", p.topicID, "partition", p.id, "err", err)
 			sleep(ctx, time.Second)
 		}

@@ -455,6 +455,15 @@ func (l *Log) persistEpochs() error {
 
 // fail puts the log in a failed state after an I/O error that leaves memory
 // and disk possibly out of step; every later write returns the error.
+// Failed returns the I/O error that made the log refuse writes, or nil.
+// A failed log stays failed until it is reopened (which recovers it).
+func (l *Log) Failed() error {
+	if p := l.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 func (l *Log) fail(err error) error {
 	l.failed.CompareAndSwap(nil, &err)
 	return err
