@@ -34,16 +34,16 @@ type partition struct {
 	dir      string
 	log      *log.Log
 
-	mu    sync.Mutex
-	meta  partMeta
-	cfg   topicConfig
-	role  role
-	hw    int64
-	hwCh  chan struct{}   // closed and replaced on every append, HW or role change
-	lead  *replica.Leader // set while leader
+	mu   sync.Mutex
+	meta partMeta
+	cfg  topicConfig
+	role role
+	hw   int64
+	hwCh chan struct{}   // closed and replaced on every append, HW or role change
+	lead *replica.Leader // set while leader
 	// savedHW is the HW last written to the checkpoint file.
 	savedHW int64
-	stopF context.CancelFunc
+	stopF   context.CancelFunc
 }
 
 // notLeaderError says this broker cannot serve the partition as leader.
