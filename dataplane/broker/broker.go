@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -169,6 +170,14 @@ func (t bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 }
 
 func (b *Broker) metadata() *clusterMeta { return b.meta.Load() }
+
+// partitions returns the local replicas at this moment, for loops that must
+// not hold b.mu while they work on each.
+func (b *Broker) partitions() []*partition {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Collect(maps.Values(b.parts))
+}
 
 func (b *Broker) partition(topicID string, id int32) *partition {
 	b.mu.Lock()

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicemq/sluice/dataplane/log"
 )
 
 // hwCheckpointName is the file in a partition's directory that remembers
@@ -35,25 +37,9 @@ func readHW(dir string) (int64, error) {
 	return hw, nil
 }
 
-// writeHW replaces the checkpoint atomically (temp file, fsync, rename).
+// writeHW replaces the checkpoint atomically and durably.
 func writeHW(dir string, hw int64) error {
-	tmp := filepath.Join(dir, hwCheckpointName+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(strconv.FormatInt(hw, 10) + "\n"); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, hwCheckpointName))
+	return log.WriteFileAtomic(filepath.Join(dir, hwCheckpointName), []byte(strconv.FormatInt(hw, 10)+"\n"))
 }
 
 // checkpointHW writes the partition's HW when it moved since the last write.
@@ -84,12 +70,7 @@ func (b *Broker) hwCheckpointLoop(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		b.mu.Lock()
-		parts := make([]*partition, 0, len(b.parts))
-		for _, p := range b.parts {
-			parts = append(parts, p)
-		}
-		b.mu.Unlock()
+		parts := b.partitions()
 		for _, p := range parts {
 			if err := p.checkpointHW(); err != nil && ctx.Err() == nil {
 				b.logger.Warn("checkpoint high watermark", "topic", p.topicID, "partition", p.id, "err", err)

@@ -81,12 +81,7 @@ func (m *brokerMetrics) fetched(tenant string, n int) {
 // countRole counts partitions in role; with underReplicated, only those
 // whose ISR is smaller than the replica set.
 func (b *Broker) countRole(r role, underReplicated bool) int {
-	b.mu.Lock()
-	parts := make([]*partition, 0, len(b.parts))
-	for _, p := range b.parts {
-		parts = append(parts, p)
-	}
-	b.mu.Unlock()
+	parts := b.partitions()
 	n := 0
 	for _, p := range parts {
 		p.mu.Lock()
@@ -115,12 +110,7 @@ func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
-	c.b.mu.Lock()
-	parts := make([]*partition, 0, len(c.b.parts))
-	for _, p := range c.b.parts {
-		parts = append(parts, p)
-	}
-	c.b.mu.Unlock()
+	parts := c.b.partitions()
 	for _, p := range parts {
 		p.mu.Lock()
 		r, hw, isr := p.role, p.hw, len(p.meta.isr)

@@ -91,12 +91,7 @@ func (b *Broker) isrLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		b.mu.Lock()
-		parts := make([]*partition, 0, len(b.parts))
-		for _, p := range b.parts {
-			parts = append(parts, p)
-		}
-		b.mu.Unlock()
+		parts := b.partitions()
 		for _, p := range parts {
 			p.maybeAlterISR(ctx)
 		}

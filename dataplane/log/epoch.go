@@ -169,23 +169,11 @@ func decodeEpochs(b []byte) ([]EpochEntry, error) {
 	return entries, nil
 }
 
-// writeFileAtomic replaces path with data durably: write a temporary file,
+// WriteFileAtomic replaces path with data durably: write a temporary file,
 // fsync it, rename it over path and fsync the directory.
-func writeFileAtomic(path string, data []byte) error {
+func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeFileSync(tmp, data); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {

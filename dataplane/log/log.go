@@ -450,7 +450,7 @@ func (l *Log) publishWith(closed []segView) {
 func (l *Log) publish() { l.publishWith(l.v.Load().closed) }
 
 func (l *Log) persistEpochs() error {
-	return writeFileAtomic(filepath.Join(l.dir, epochCheckpointName), encodeEpochs(l.epochs.entries))
+	return WriteFileAtomic(filepath.Join(l.dir, epochCheckpointName), encodeEpochs(l.epochs.entries))
 }
 
 // fail puts the log in a failed state after an I/O error that leaves memory
