@@ -91,14 +91,7 @@ func start(t *testing.T, dbURL string, mutate ...func(*controlplane.Config)) *cl
 }
 
 func bearer(token string) connect.ClientOption {
-	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if token != "" {
-				req.Header().Set("Authorization", "Bearer "+token)
-			}
-			return next(ctx, req)
-		}
-	}))
+	return connect.WithInterceptors(tenants.Bearer(token))
 }
 
 func (c *cluster) tenants(token string) sluicev1connect.TenantServiceClient {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/tenants"
+
 	"connectrpc.com/connect"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -49,7 +51,7 @@ func BenchmarkClusterProduce(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	auth := connect.WithInterceptors(bearerAuth(tok.Msg.GetToken()))
+	auth := connect.WithInterceptors(tenants.Bearer(tok.Msg.GetToken()))
 	const partitions = 6
 	_, err = sluicev1connect.NewTopicServiceClient(hc, endpoint, auth).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{
 		Name: "bench", PartitionCount: partitions, ReplicationFactor: 3,
@@ -161,13 +163,4 @@ func h2c() *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 30 * time.Second}
-}
-
-func bearerAuth(token string) connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set("Authorization", "Bearer "+token)
-			return next(ctx, req)
-		}
-	})
 }

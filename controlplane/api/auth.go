@@ -58,10 +58,6 @@ var rules = map[string]rule{
 	sluicev1connect.BrokerServiceAlterPartitionProcedure:     {access: accessBroker},
 }
 
-// publicPrefixes are infrastructure services open to anyone: health checks
-// and reflection (which only describes the public schema).
-var publicPrefixes = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"}
-
 // authenticator decides who is calling. Tenant tokens are verified offline
 // (signature, iss, aud, exp), then — unlike on brokers — the API key they
 // were minted from is checked against the store on every request, so a
@@ -77,10 +73,8 @@ type authenticator struct {
 func (a *authenticator) Authenticate(ctx context.Context, procedure string, h http.Header) (tenants.Principal, error) {
 	r, ok := rules[procedure]
 	if !ok {
-		for _, p := range publicPrefixes {
-			if strings.HasPrefix(procedure, p) {
-				return tenants.Principal{Kind: tenants.PrincipalAnonymous}, nil
-			}
+		if tenants.IsInfrastructureProcedure(procedure) {
+			return tenants.Principal{Kind: tenants.PrincipalAnonymous}, nil
 		}
 		return tenants.Principal{}, fmt.Errorf("%w: unknown procedure", tenants.ErrPermissionDenied)
 	}

@@ -43,8 +43,6 @@ var rules = map[string]rule{
 	sluicev1connect.ReplicaServiceFetchReplicaProcedure: {access: accessBroker},
 }
 
-var publicPrefixes = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"}
-
 // authenticator verifies tenant tokens offline (signature from the control
 // plane's JWKS, iss, aud, exp) and refuses tokens of API keys on the
 // revocation list; other brokers present the shared broker credential.
@@ -57,10 +55,8 @@ type authenticator struct {
 func (a *authenticator) Authenticate(ctx context.Context, procedure string, h http.Header) (tenants.Principal, error) {
 	r, ok := rules[procedure]
 	if !ok {
-		for _, p := range publicPrefixes {
-			if strings.HasPrefix(procedure, p) {
-				return tenants.Principal{Kind: tenants.PrincipalAnonymous}, nil
-			}
+		if tenants.IsInfrastructureProcedure(procedure) {
+			return tenants.Principal{Kind: tenants.PrincipalAnonymous}, nil
 		}
 		return tenants.Principal{}, fmt.Errorf("%w: unknown procedure", tenants.ErrPermissionDenied)
 	}

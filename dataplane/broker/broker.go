@@ -100,7 +100,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	}
 	b.meta.Store(emptyMeta())
 	cpURL := strings.TrimRight(cfg.ControlPlane, "/")
-	b.cp = sluicev1connect.NewBrokerServiceClient(b.hc, cpURL, connect.WithInterceptors(bearer(cfg.BrokerToken)))
+	b.cp = sluicev1connect.NewBrokerServiceClient(b.hc, cpURL, connect.WithInterceptors(tenants.Bearer(cfg.BrokerToken)))
 	b.jwks = tenants.NewJWKSCache(cpURL+"/.well-known/jwks.json", b.hc, time.Minute, 5*time.Second)
 	verifier := tenants.NewVerifier(tenants.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience}, b.jwks)
 
@@ -147,28 +147,6 @@ func h2cClient() *http.Client {
 	}}
 }
 
-// bearer sends a fixed credential on unary and streaming client calls.
-type bearer string
-
-func (t bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set("Authorization", "Bearer "+string(t))
-		return next(ctx, req)
-	}
-}
-
-func (t bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+string(t))
-		return conn
-	}
-}
-
-func (t bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}
-
 func (b *Broker) metadata() *clusterMeta { return b.meta.Load() }
 
 // partitions returns the local replicas at this moment, for loops that must
@@ -197,7 +175,7 @@ func (b *Broker) peer(id int32) *peerClients {
 	c := &peerClients{
 		address: addr,
 		record:  sluicev1connect.NewRecordServiceClient(b.hc, base, connect.WithGRPC()),
-		replica: sluicev1connect.NewReplicaServiceClient(b.hc, base, connect.WithGRPC(), connect.WithInterceptors(bearer(b.cfg.BrokerToken))),
+		replica: sluicev1connect.NewReplicaServiceClient(b.hc, base, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(b.cfg.BrokerToken))),
 	}
 	b.clients[id] = c
 	return c

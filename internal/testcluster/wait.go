@@ -1,13 +1,14 @@
 package testcluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/tenants"
 
 	"connectrpc.com/connect"
 )
@@ -71,10 +72,5 @@ func h2cClient() *http.Client {
 
 // bearer sends a fixed token on every unary call.
 func bearer(token string) connect.ClientOption {
-	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set("Authorization", "Bearer "+token)
-			return next(ctx, req)
-		}
-	}))
+	return connect.WithInterceptors(tenants.Bearer(token))
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/tenants"
+
 	"connectrpc.com/connect"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -49,22 +51,9 @@ func httpClient(endpoint string) (*http.Client, error) {
 	}, nil
 }
 
-func bearerInterceptor(token string) connect.Interceptor { return bearer(token) }
-
-func bearer(token string) connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if token != "" {
-				req.Header().Set("Authorization", "Bearer "+token)
-			}
-			return next(ctx, req)
-		}
-	})
-}
-
 func newClients(hc *http.Client, endpoint, token string) *clients {
 	endpoint = strings.TrimRight(endpoint, "/")
-	opt := connect.WithInterceptors(bearer(token))
+	opt := connect.WithInterceptors(tenants.Bearer(token))
 	return &clients{
 		tenant: sluicev1connect.NewTenantServiceClient(hc, endpoint, opt),
 		auth:   sluicev1connect.NewAuthServiceClient(hc, endpoint, opt),

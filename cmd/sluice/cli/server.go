@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/tenants"
+
 	"github.com/sluicemq/sluice/dataplane/broker"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 
@@ -228,7 +230,7 @@ func waitBrokers(ctx context.Context, endpoint, operatorToken string, n int) err
 	if err != nil {
 		return err
 	}
-	op := sluicev1connect.NewOperatorServiceClient(hc, endpoint, connect.WithInterceptors(bearerInterceptor(operatorToken)))
+	op := sluicev1connect.NewOperatorServiceClient(hc, endpoint, connect.WithInterceptors(tenants.Bearer(operatorToken)))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		res, err := op.ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
