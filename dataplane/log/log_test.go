@@ -550,3 +550,24 @@ func TestLogConfigValidate(t *testing.T) {
 	}
 	require.True(t, errors.Is(&CorruptionError{Err: errors.New("x")}, ErrCorrupt))
 }
+
+// TestLogWriteFailureIsSticky: after an I/O error the log refuses every
+// later write and reports the cause, until reopened (brokers fail-stop on it).
+func TestLogWriteFailureIsSticky(t *testing.T) {
+	t.Parallel()
+	l, err := Open(t.TempDir(), Config{})
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, l.Failed())
+	b, err := AppendBatch(nil, BatchHeader{}, []Record{{Value: []byte("x")}})
+	require.NoError(t, err)
+	_, _, err = l.Append(append([]byte{}, b...), 0)
+	require.NoError(t, err)
+
+	require.NoError(t, l.segs[len(l.segs)-1].log.Close()) // the disk goes away
+	_, _, err = l.Append(append([]byte{}, b...), 0)
+	require.Error(t, err)
+	require.Error(t, l.Failed())
+	_, _, err = l.Append(append([]byte{}, b...), 0)
+	require.ErrorContains(t, err, "log failed earlier")
+}

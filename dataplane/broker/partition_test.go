@@ -1,0 +1,209 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/replica"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// newTestBroker is a broker that is never started: enough for partition
+// logic that needs its config, logger and metadata.
+func newTestBroker(t *testing.T) *Broker {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ID = 1
+	cfg.DataDir = t.TempDir()
+	cfg.BrokerToken = "broker-token-0123456789"
+	b, err := New(cfg, Deps{})
+	require.NoError(t, err)
+	return b
+}
+
+// batchOf encodes n one-record batches for offsets from, as a leader would
+// have stamped them at epoch.
+func batchesOf(t *testing.T, from int64, n int, epoch int32) []byte {
+	t.Helper()
+	var out []byte
+	for i := range n {
+		b, err := log.AppendBatch(nil, log.BatchHeader{BaseOffset: from + int64(i), LeaderEpoch: epoch}, []log.Record{{Value: []byte("v")}})
+		require.NoError(t, err)
+		out = append(out, b...)
+	}
+	return out
+}
+
+// newFollower opens a partition following broker 2 at leader epoch 3 with
+// records [0, 10) of epoch 3 and HW 8.
+func newFollower(t *testing.T, b *Broker, unclean bool) *partition {
+	t.Helper()
+	tm := &topicMeta{tenantID: "t1", id: "topic-1", name: "orders", config: topicConfig{minISR: 2, unclean: unclean}}
+	p, err := b.openPartition(tm, partMeta{partition: 0})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.log.Close() })
+	_, err = p.log.AppendFollower(batchesOf(t, 0, 10, 3))
+	require.NoError(t, err)
+	p.mu.Lock()
+	p.role, p.cfg, p.hw = roleFollower, tm.config, 8
+	p.meta = partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 2, leaderEpoch: 3, isr: []int32{1, 2, 3}}
+	p.mu.Unlock()
+	return p
+}
+
+func TestBrokerFollowerDropsStaleFetchAnswers(t *testing.T) {
+	t.Parallel()
+	p := newFollower(t, newTestBroker(t), false)
+	// An answer from the previous leadership (epoch 2, leader 3) is ignored.
+	require.NoError(t, p.applyFetch(3, 2, &sluicev1.FetchReplicaResponse{Batches: batchesOf(t, 10, 2, 3), HighWatermark: 12}))
+	require.EqualValues(t, 10, p.log.LEO())
+	require.EqualValues(t, 8, p.highWatermark())
+	// The current leadership's answer is applied.
+	require.NoError(t, p.applyFetch(2, 3, &sluicev1.FetchReplicaResponse{Batches: batchesOf(t, 10, 2, 3), HighWatermark: 12}))
+	require.EqualValues(t, 12, p.log.LEO())
+	require.EqualValues(t, 12, p.highWatermark())
+}
+
+func TestBrokerFollowerNeverTruncatesCommittedRecords(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	diverge := &sluicev1.FetchReplicaResponse{DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: 3, EndOffset: 5}}
+
+	p := newFollower(t, b, false)
+	err := p.applyFetch(2, 3, diverge)
+	require.ErrorContains(t, err, "below the high watermark 8: refusing")
+	require.EqualValues(t, 10, p.log.LEO(), "nothing truncated")
+
+	// Unclean election opted in: the loss is accepted.
+	p = newFollower(t, newTestBroker(t), true)
+	require.NoError(t, p.applyFetch(2, 3, diverge))
+	require.EqualValues(t, 5, p.log.LEO())
+	require.EqualValues(t, 5, p.highWatermark())
+
+	// A divergence above the HW is an ordinary truncation.
+	p = newFollower(t, newTestBroker(t), false)
+	require.NoError(t, p.applyFetch(2, 3, &sluicev1.FetchReplicaResponse{DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: 3, EndOffset: 9}}))
+	require.EqualValues(t, 9, p.log.LEO())
+}
+
+// lead makes p the leader at epoch 4 with the given HW.
+func lead(t *testing.T, p *partition, hw int64) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.meta = partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 1, leaderEpoch: 4, isr: []int32{1, 2, 3}}
+	p.hw = hw
+	l, err := p.newLeaderLocked(p.meta, p.cfg, time.Now())
+	require.NoError(t, err)
+	p.lead, p.role = l, roleLeader
+}
+
+func TestBrokerNewLeaderHidesHWUntilEstablished(t *testing.T) {
+	t.Parallel()
+	p := newFollower(t, newTestBroker(t), false)
+	lead(t, p, 8) // LEO 10: the epoch starts at 10, the HW is 8
+	_, err := p.readerHW()
+	require.ErrorIs(t, err, errHWCatchingUp)
+	_, _, err = p.fetch(context.Background(), 0, 1<<20, 0, nil)
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
+
+	// Once the ISR has fetched up to the LEO the HW is established.
+	p.mu.Lock()
+	for _, f := range []int32{2, 3} {
+		_, ferr := p.lead.FollowerFetch(replica.FetchRequest{Replica: f, BrokerEpoch: 1, LeaderEpoch: 4, FetchOffset: 10, LastFetchedEpoch: 3}, time.Now())
+		require.NoError(t, ferr)
+	}
+	p.hw = p.lead.HW()
+	p.mu.Unlock()
+	hw, err := p.readerHW()
+	require.NoError(t, err)
+	require.EqualValues(t, 10, hw)
+}
+
+func TestBrokerAcksAllWaitEndsWithItsLeadership(t *testing.T) {
+	t.Parallel()
+	p := newFollower(t, newTestBroker(t), false)
+	lead(t, p, 8)
+	p.mu.Lock()
+	appended := p.lead
+	p.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- p.waitHW(context.Background(), appended, 10, 10*time.Second) }()
+	// A new leadership (here: this broker again, at a new epoch) takes over
+	// and its HW passes 10, perhaps over different records: the old wait
+	// must not report success.
+	p.mu.Lock()
+	p.meta.leaderEpoch = 5
+	l, err := p.newLeaderLocked(partMeta{partition: 0, replicas: []int32{1}, leader: 1, leaderEpoch: 5, isr: []int32{1}}, topicConfig{minISR: 1}, time.Now())
+	require.NoError(t, err)
+	require.NoError(t, l.Append(12, time.Now()))
+	p.lead, p.hw = l, l.HW()
+	p.notifyLocked()
+	p.mu.Unlock()
+	err = <-done
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
+	require.Contains(t, err.Error(), "may or may not be committed")
+}
+
+func TestBrokerHWRestoredOnOpen(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	p := newFollower(t, b, false)
+	require.NoError(t, p.checkpointHW())
+	require.NoError(t, p.log.Close())
+	b.mu.Lock()
+	delete(b.parts, partKey{p.topicID, p.id})
+	b.mu.Unlock()
+
+	p2, err := b.openPartition(&topicMeta{tenantID: "t1", id: "topic-1"}, partMeta{partition: 0})
+	require.NoError(t, err)
+	defer p2.log.Close()
+	require.EqualValues(t, 8, p2.highWatermark(), "the checkpoint, capped at the LEO")
+}
+
+func TestBrokerFailStopCancelsRun(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	b.stopRun = cancel
+	b.failStop(&partition{topicID: "topic-1", id: 0}, errors.New("disk on fire"))
+	<-ctx.Done()
+	require.ErrorContains(t, context.Cause(ctx), "partition topic-1/0 log failed: disk on fire")
+}
+
+func TestBrokerFailsClosedUntilRevocationsLoad(t *testing.T) {
+	t.Parallel()
+	iss := tenants.NewIssuer(tenants.IssuerConfig{Issuer: "sluice", Audience: "sluice"})
+	k, err := tenants.GenerateSigningKey(time.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	iss.SetKeys([]tenants.SigningKey{k})
+	tok, _, err := iss.Mint(time.Now(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", APIKeyID: "0123456789abcdef", Scopes: []string{tenants.ScopeConsume}})
+	require.NoError(t, err)
+	a := &authenticator{
+		verifier:    tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice"}, iss.KeySource()),
+		revoked:     newRevocations(),
+		brokerToken: "broker-token-0123456789",
+	}
+	h := http.Header{"Authorization": []string{"Bearer " + tok}}
+	const fetch = "/sluice.v1.RecordService/Fetch"
+	_, err = a.Authenticate(context.Background(), fetch, h)
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "no answer from the revocation feed yet")
+
+	a.revoked.loaded.Store(true)
+	p, err := a.Authenticate(context.Background(), fetch, h)
+	require.NoError(t, err)
+	require.Equal(t, "t1", p.TenantID)
+
+	a.revoked.add("0123456789abcdef", time.Now().Add(time.Hour))
+	_, err = a.Authenticate(context.Background(), fetch, h)
+	require.ErrorContains(t, err, "revoked")
+}
