@@ -278,16 +278,6 @@ func toAssignmentPB(p store.PartitionWithTopic) *sluicev1.PartitionAssignment {
 		LeaderEpoch:    p.LeaderEpoch,
 		Isr:            p.ISR,
 		PartitionEpoch: p.PartitionEpoch,
-		Config: &sluicev1.TopicConfig{
-			RetentionMs:         &c.RetentionMs,
-			RetentionBytes:      &c.RetentionBytes,
-			LocalRetentionMs:    &c.LocalRetentionMs,
-			LocalRetentionBytes: &c.LocalRetentionBytes,
-			MaxMessageBytes:     &c.MaxMessageBytes,
-			MinInsyncReplicas:   &c.MinInsyncReplicas,
-			CleanupPolicy:       &c.CleanupPolicy,
-
-			UncleanLeaderElectionEnable: &c.UncleanLeaderElection,
-		},
+		Config:         toTopicConfigPB(c),
 	}
 }

@@ -103,19 +103,23 @@ func toTopicPB(t store.Topic) *sluicev1.Topic {
 		Name:              t.Name,
 		PartitionCount:    t.Partitions,
 		ReplicationFactor: t.ReplicationFactor,
-		Config: &sluicev1.TopicConfig{
-			RetentionMs:         &c.RetentionMs,
-			RetentionBytes:      &c.RetentionBytes,
-			LocalRetentionMs:    &c.LocalRetentionMs,
-			LocalRetentionBytes: &c.LocalRetentionBytes,
-			MaxMessageBytes:     &c.MaxMessageBytes,
-			MinInsyncReplicas:   &c.MinInsyncReplicas,
-			CleanupPolicy:       &c.CleanupPolicy,
+		Config:            toTopicConfigPB(c),
+		CreateTime:        ts(t.CreatedAt),
+		UpdateTime:        ts(t.UpdatedAt),
+	}
+}
 
-			UncleanLeaderElectionEnable: &c.UncleanLeaderElection,
-		},
-		CreateTime: ts(t.CreatedAt),
-		UpdateTime: ts(t.UpdatedAt),
+// toTopicConfigPB returns the config with every field set.
+func toTopicConfigPB(c store.TopicConfig) *sluicev1.TopicConfig {
+	return &sluicev1.TopicConfig{
+		RetentionMs:                 &c.RetentionMs,
+		RetentionBytes:              &c.RetentionBytes,
+		LocalRetentionMs:            &c.LocalRetentionMs,
+		LocalRetentionBytes:         &c.LocalRetentionBytes,
+		MaxMessageBytes:             &c.MaxMessageBytes,
+		MinInsyncReplicas:           &c.MinInsyncReplicas,
+		CleanupPolicy:               &c.CleanupPolicy,
+		UncleanLeaderElectionEnable: &c.UncleanLeaderElection,
 	}
 }
 
