@@ -51,11 +51,12 @@ var rules = map[string]rule{
 	sluicev1connect.OperatorServiceUpdateTenantProcedure: {access: accessOperator},
 	sluicev1connect.OperatorServiceListBrokersProcedure:  {access: accessOperator},
 
-	sluicev1connect.BrokerServiceRegisterBrokerProcedure:     {access: accessBroker},
-	sluicev1connect.BrokerServiceHeartbeatBrokerProcedure:    {access: accessBroker},
-	sluicev1connect.BrokerServiceListRevokedAPIKeysProcedure: {access: accessBroker},
-	sluicev1connect.BrokerServiceWatchAssignmentsProcedure:   {access: accessBroker},
-	sluicev1connect.BrokerServiceAlterPartitionProcedure:     {access: accessBroker},
+	sluicev1connect.BrokerServiceRegisterBrokerProcedure:      {access: accessBroker},
+	sluicev1connect.BrokerServiceHeartbeatBrokerProcedure:     {access: accessBroker},
+	sluicev1connect.BrokerServiceListRevokedAPIKeysProcedure:  {access: accessBroker},
+	sluicev1connect.BrokerServiceWatchAssignmentsProcedure:    {access: accessBroker},
+	sluicev1connect.BrokerServiceAlterPartitionProcedure:      {access: accessBroker},
+	sluicev1connect.BrokerServiceAllocateProducerIdsProcedure: {access: accessBroker},
 }
 
 // authenticator decides who is calling. Tenant tokens are verified offline

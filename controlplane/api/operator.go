@@ -229,6 +229,23 @@ func (s *brokerService) HeartbeatBroker(ctx context.Context, req *connect.Reques
 	return connect.NewResponse(&sluicev1.HeartbeatBrokerResponse{LeaseExpireTime: ts(b.LeaseExpiresAt)}), nil
 }
 
+// producerIDBlockSize is how many producer ids a broker reserves at a time.
+const producerIDBlockSize = 1000
+
+func (s *brokerService) AllocateProducerIds(ctx context.Context, req *connect.Request[sluicev1.AllocateProducerIdsRequest]) (*connect.Response[sluicev1.AllocateProducerIdsResponse], error) {
+	m := req.Msg
+	first, err := s.store.AllocateProducerIDs(ctx, m.GetBrokerId(), m.GetBrokerEpoch(), producerIDBlockSize, s.now().UTC())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, notFound("broker %d is not registered", m.GetBrokerId())
+	case errors.Is(err, store.ErrConflict):
+		return nil, failedPrecondition("broker %d epoch %d is stale; register again", m.GetBrokerId(), m.GetBrokerEpoch())
+	case err != nil:
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.AllocateProducerIdsResponse{FirstProducerId: first, Count: producerIDBlockSize}), nil
+}
+
 func (s *brokerService) ListRevokedAPIKeys(ctx context.Context, req *connect.Request[sluicev1.ListRevokedAPIKeysRequest]) (*connect.Response[sluicev1.ListRevokedAPIKeysResponse], error) {
 	now := s.now().UTC()
 	// Tokens of keys revoked before the horizon have all expired, so the

@@ -307,6 +307,12 @@ type Store interface {
 	// ListBrokers ordered by id.
 	ListBrokers(ctx context.Context) ([]Broker, error)
 
+	// AllocateProducerIDs reserves the next count producer ids for broker
+	// (id, epoch) and returns the first. Blocks never overlap and no id is
+	// handed out twice. Unknown broker → ErrNotFound; epoch not current →
+	// ErrConflict; count < 1 is an error.
+	AllocateProducerIDs(ctx context.Context, brokerID int32, brokerEpoch int64, count int32, at time.Time) (int64, error)
+
 	// Close releases the store's resources.
 	Close() error
 }

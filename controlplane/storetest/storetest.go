@@ -78,6 +78,7 @@ var tests = []test{
 
 	{name: "BrokerRegister", own: true, fn: testBrokerRegister},
 	{name: "BrokerHeartbeat", own: true, fn: testBrokerHeartbeat},
+	{name: "ProducerIDBlocks", own: true, fn: testProducerIDBlocks},
 
 	{name: "TimeRoundTripUTC", own: true, fn: testTimeRoundTripUTC},
 }
@@ -953,6 +954,48 @@ func testBrokerHeartbeat(t *testing.T, s store.Store) {
 
 	_, err = s.HeartbeatBroker(ctx, 6, 1, at(time.Hour))
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// testProducerIDBlocks: blocks are consecutive and never overlap, even when
+// allocated concurrently, and only the current broker epoch may allocate.
+func testProducerIDBlocks(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	b, err := s.RegisterBroker(ctx, store.Broker{ID: 1, Address: "127.0.0.1:9001", LeaseExpiresAt: at(time.Hour), RegisteredAt: at(0)})
+	require.NoError(t, err)
+
+	first, err := s.AllocateProducerIDs(ctx, 1, b.Epoch, 1000, at(0))
+	require.NoError(t, err)
+	require.Equal(t, int64(0), first)
+	second, err := s.AllocateProducerIDs(ctx, 1, b.Epoch, 10, at(0))
+	require.NoError(t, err)
+	require.Equal(t, int64(1000), second)
+
+	_, err = s.AllocateProducerIDs(ctx, 1, b.Epoch+1, 10, at(0))
+	require.ErrorIs(t, err, store.ErrConflict)
+	_, err = s.AllocateProducerIDs(ctx, 2, 1, 10, at(0))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.AllocateProducerIDs(ctx, 1, b.Epoch, 0, at(0))
+	require.Error(t, err)
+
+	const n = 20
+	firsts := make(chan int64, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			f, err := s.AllocateProducerIDs(ctx, 1, b.Epoch, 100, at(0))
+			errs <- err
+			firsts <- f
+		}()
+	}
+	var got []int64
+	for range n {
+		require.NoError(t, <-errs)
+		got = append(got, <-firsts)
+	}
+	slices.Sort(got)
+	for i, f := range got {
+		require.Equal(t, int64(1010+100*i), f, "blocks of 100 from 1010, without gaps or overlaps")
+	}
 }
 
 // ---- time ----

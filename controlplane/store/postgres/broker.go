@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,4 +63,38 @@ func (s *Store) ListBrokers(ctx context.Context) ([]store.Broker, error) {
 		return nil, translate("list brokers", err)
 	}
 	return collect(rows, scanBroker, "list brokers")
+}
+
+// AllocateProducerIDs implements store.Store. The counter row's lock
+// serialises concurrent allocations.
+func (s *Store) AllocateProducerIDs(ctx context.Context, brokerID int32, brokerEpoch int64, count int32, at time.Time) (int64, error) {
+	if count < 1 {
+		return 0, fmt.Errorf("allocate producer ids: count %d is not positive", count)
+	}
+	var first int64
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var epoch int64
+		if err := tx.QueryRow(ctx, `SELECT epoch FROM brokers WHERE id = $1 FOR SHARE`, brokerID).Scan(&epoch); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return store.ErrNotFound
+			}
+			return err
+		}
+		if epoch != brokerEpoch {
+			return store.ErrConflict
+		}
+		if err := tx.QueryRow(ctx,
+			`UPDATE producer_id_counter SET next_id = next_id + $1 WHERE id = 1 RETURNING next_id - $1`,
+			int64(count)).Scan(&first); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx,
+			`INSERT INTO producer_id_blocks (first_id, count, broker_id, broker_epoch, allocated_at) VALUES ($1, $2, $3, $4, $5)`,
+			first, count, brokerID, brokerEpoch, ts(at))
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+		return 0, err
+	}
+	return first, translate("allocate producer ids", err)
 }

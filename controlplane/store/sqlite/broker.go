@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluicemq/sluice/controlplane/store"
@@ -66,4 +67,38 @@ func (s *Store) ListBrokers(ctx context.Context) ([]store.Broker, error) {
 		return nil, translate("list brokers", err)
 	}
 	return collect(rows, scanBroker, "list brokers")
+}
+
+// AllocateProducerIDs implements store.Store. The single write connection's
+// transaction serialises concurrent allocations.
+func (s *Store) AllocateProducerIDs(ctx context.Context, brokerID int32, brokerEpoch int64, count int32, at time.Time) (int64, error) {
+	if count < 1 {
+		return 0, fmt.Errorf("allocate producer ids: count %d is not positive", count)
+	}
+	var first int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var epoch int64
+		if err := tx.QueryRowContext(ctx, `SELECT epoch FROM brokers WHERE id = ?`, brokerID).Scan(&epoch); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return store.ErrNotFound
+			}
+			return err
+		}
+		if epoch != brokerEpoch {
+			return store.ErrConflict
+		}
+		if err := tx.QueryRowContext(ctx,
+			`UPDATE producer_id_counter SET next_id = next_id + ? WHERE id = 1 RETURNING next_id - ?`,
+			int64(count), int64(count)).Scan(&first); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO producer_id_blocks (first_id, count, broker_id, broker_epoch, allocated_at) VALUES (?, ?, ?, ?, ?)`,
+			first, count, brokerID, brokerEpoch, toMS(at))
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+		return 0, err
+	}
+	return first, translate("allocate producer ids", err)
 }

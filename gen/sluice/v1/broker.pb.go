@@ -22,6 +22,111 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AllocateProducerIdsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocateProducerIdsRequest) Reset() {
+	*x = AllocateProducerIdsRequest{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocateProducerIdsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocateProducerIdsRequest) ProtoMessage() {}
+
+func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
+func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *AllocateProducerIdsRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+type AllocateProducerIdsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The block is [first_producer_id, first_producer_id + count).
+	FirstProducerId int64 `protobuf:"varint,1,opt,name=first_producer_id,json=firstProducerId,proto3" json:"first_producer_id,omitempty"`
+	Count           int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AllocateProducerIdsResponse) Reset() {
+	*x = AllocateProducerIdsResponse{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocateProducerIdsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocateProducerIdsResponse) ProtoMessage() {}
+
+func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
+func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
+	if x != nil {
+		return x.FirstProducerId
+	}
+	return 0
+}
+
+func (x *AllocateProducerIdsResponse) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type RegisterBrokerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 0 ≤ id < 2^31.
@@ -36,7 +141,7 @@ type RegisterBrokerRequest struct {
 
 func (x *RegisterBrokerRequest) Reset() {
 	*x = RegisterBrokerRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[0]
+	mi := &file_sluice_v1_broker_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +153,7 @@ func (x *RegisterBrokerRequest) String() string {
 func (*RegisterBrokerRequest) ProtoMessage() {}
 
 func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[0]
+	mi := &file_sluice_v1_broker_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +166,7 @@ func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RegisterBrokerRequest) GetBrokerId() int32 {
@@ -97,7 +202,7 @@ type RegisterBrokerResponse struct {
 
 func (x *RegisterBrokerResponse) Reset() {
 	*x = RegisterBrokerResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[1]
+	mi := &file_sluice_v1_broker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +214,7 @@ func (x *RegisterBrokerResponse) String() string {
 func (*RegisterBrokerResponse) ProtoMessage() {}
 
 func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[1]
+	mi := &file_sluice_v1_broker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +227,7 @@ func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RegisterBrokerResponse) GetBrokerEpoch() int64 {
@@ -156,7 +261,7 @@ type HeartbeatBrokerRequest struct {
 
 func (x *HeartbeatBrokerRequest) Reset() {
 	*x = HeartbeatBrokerRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[2]
+	mi := &file_sluice_v1_broker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -168,7 +273,7 @@ func (x *HeartbeatBrokerRequest) String() string {
 func (*HeartbeatBrokerRequest) ProtoMessage() {}
 
 func (x *HeartbeatBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[2]
+	mi := &file_sluice_v1_broker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -181,7 +286,7 @@ func (x *HeartbeatBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatBrokerRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HeartbeatBrokerRequest) GetBrokerId() int32 {
@@ -207,7 +312,7 @@ type HeartbeatBrokerResponse struct {
 
 func (x *HeartbeatBrokerResponse) Reset() {
 	*x = HeartbeatBrokerResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[3]
+	mi := &file_sluice_v1_broker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -219,7 +324,7 @@ func (x *HeartbeatBrokerResponse) String() string {
 func (*HeartbeatBrokerResponse) ProtoMessage() {}
 
 func (x *HeartbeatBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[3]
+	mi := &file_sluice_v1_broker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -232,7 +337,7 @@ func (x *HeartbeatBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatBrokerResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HeartbeatBrokerResponse) GetLeaseExpireTime() *timestamppb.Timestamp {
@@ -254,7 +359,7 @@ type ListRevokedAPIKeysRequest struct {
 
 func (x *ListRevokedAPIKeysRequest) Reset() {
 	*x = ListRevokedAPIKeysRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[4]
+	mi := &file_sluice_v1_broker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +371,7 @@ func (x *ListRevokedAPIKeysRequest) String() string {
 func (*ListRevokedAPIKeysRequest) ProtoMessage() {}
 
 func (x *ListRevokedAPIKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[4]
+	mi := &file_sluice_v1_broker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +384,7 @@ func (x *ListRevokedAPIKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevokedAPIKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListRevokedAPIKeysRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListRevokedAPIKeysRequest) GetSince() *timestamppb.Timestamp {
@@ -300,7 +405,7 @@ type RevokedAPIKey struct {
 
 func (x *RevokedAPIKey) Reset() {
 	*x = RevokedAPIKey{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[5]
+	mi := &file_sluice_v1_broker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +417,7 @@ func (x *RevokedAPIKey) String() string {
 func (*RevokedAPIKey) ProtoMessage() {}
 
 func (x *RevokedAPIKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[5]
+	mi := &file_sluice_v1_broker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +430,7 @@ func (x *RevokedAPIKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedAPIKey.ProtoReflect.Descriptor instead.
 func (*RevokedAPIKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RevokedAPIKey) GetId() string {
@@ -360,7 +465,7 @@ type ListRevokedAPIKeysResponse struct {
 
 func (x *ListRevokedAPIKeysResponse) Reset() {
 	*x = ListRevokedAPIKeysResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[6]
+	mi := &file_sluice_v1_broker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +477,7 @@ func (x *ListRevokedAPIKeysResponse) String() string {
 func (*ListRevokedAPIKeysResponse) ProtoMessage() {}
 
 func (x *ListRevokedAPIKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[6]
+	mi := &file_sluice_v1_broker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +490,7 @@ func (x *ListRevokedAPIKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevokedAPIKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListRevokedAPIKeysResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListRevokedAPIKeysResponse) GetKeys() []*RevokedAPIKey {
@@ -413,7 +518,7 @@ type WatchAssignmentsRequest struct {
 
 func (x *WatchAssignmentsRequest) Reset() {
 	*x = WatchAssignmentsRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[7]
+	mi := &file_sluice_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +530,7 @@ func (x *WatchAssignmentsRequest) String() string {
 func (*WatchAssignmentsRequest) ProtoMessage() {}
 
 func (x *WatchAssignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[7]
+	mi := &file_sluice_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +543,7 @@ func (x *WatchAssignmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAssignmentsRequest.ProtoReflect.Descriptor instead.
 func (*WatchAssignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchAssignmentsRequest) GetBrokerId() int32 {
@@ -473,7 +578,7 @@ type WatchAssignmentsResponse struct {
 
 func (x *WatchAssignmentsResponse) Reset() {
 	*x = WatchAssignmentsResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[8]
+	mi := &file_sluice_v1_broker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +590,7 @@ func (x *WatchAssignmentsResponse) String() string {
 func (*WatchAssignmentsResponse) ProtoMessage() {}
 
 func (x *WatchAssignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[8]
+	mi := &file_sluice_v1_broker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +603,7 @@ func (x *WatchAssignmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAssignmentsResponse.ProtoReflect.Descriptor instead.
 func (*WatchAssignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchAssignmentsResponse) GetMetadataVersion() int64 {
@@ -549,7 +654,7 @@ type PartitionAssignment struct {
 
 func (x *PartitionAssignment) Reset() {
 	*x = PartitionAssignment{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[9]
+	mi := &file_sluice_v1_broker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +666,7 @@ func (x *PartitionAssignment) String() string {
 func (*PartitionAssignment) ProtoMessage() {}
 
 func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[9]
+	mi := &file_sluice_v1_broker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +679,7 @@ func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionAssignment.ProtoReflect.Descriptor instead.
 func (*PartitionAssignment) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PartitionAssignment) GetTenantId() string {
@@ -659,7 +764,7 @@ type BrokerEndpoint struct {
 
 func (x *BrokerEndpoint) Reset() {
 	*x = BrokerEndpoint{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[10]
+	mi := &file_sluice_v1_broker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +776,7 @@ func (x *BrokerEndpoint) String() string {
 func (*BrokerEndpoint) ProtoMessage() {}
 
 func (x *BrokerEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[10]
+	mi := &file_sluice_v1_broker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +789,7 @@ func (x *BrokerEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerEndpoint.ProtoReflect.Descriptor instead.
 func (*BrokerEndpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BrokerEndpoint) GetBrokerId() int32 {
@@ -732,7 +837,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[11]
+	mi := &file_sluice_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +849,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[11]
+	mi := &file_sluice_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +862,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AlterPartitionRequest) GetBrokerId() int32 {
@@ -826,7 +931,7 @@ type BrokerEpoch struct {
 
 func (x *BrokerEpoch) Reset() {
 	*x = BrokerEpoch{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[12]
+	mi := &file_sluice_v1_broker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +943,7 @@ func (x *BrokerEpoch) String() string {
 func (*BrokerEpoch) ProtoMessage() {}
 
 func (x *BrokerEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[12]
+	mi := &file_sluice_v1_broker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +956,7 @@ func (x *BrokerEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerEpoch.ProtoReflect.Descriptor instead.
 func (*BrokerEpoch) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BrokerEpoch) GetBrokerId() int32 {
@@ -879,7 +984,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[13]
+	mi := &file_sluice_v1_broker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +996,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[13]
+	mi := &file_sluice_v1_broker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1009,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AlterPartitionResponse) GetPartition() *PartitionAssignment {
@@ -918,7 +1023,13 @@ var File_sluice_v1_broker_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15sluice/v1/topic.proto\"b\n" +
+	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15sluice/v1/topic.proto\"\\\n" +
+	"\x1aAllocateProducerIdsRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"_\n" +
+	"\x1bAllocateProducerIdsResponse\x12*\n" +
+	"\x11first_producer_id\x18\x01 \x01(\x03R\x0ffirstProducerId\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"b\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -982,13 +1093,14 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"V\n" +
 	"\x16AlterPartitionResponse\x12<\n" +
-	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\tpartition2\xe3\x03\n" +
+	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\tpartition2\xcb\x04\n" +
 	"\rBrokerService\x12W\n" +
 	"\x0eRegisterBroker\x12 .sluice.v1.RegisterBrokerRequest\x1a!.sluice.v1.RegisterBrokerResponse\"\x00\x12Z\n" +
 	"\x0fHeartbeatBroker\x12!.sluice.v1.HeartbeatBrokerRequest\x1a\".sluice.v1.HeartbeatBrokerResponse\"\x00\x12c\n" +
 	"\x12ListRevokedAPIKeys\x12$.sluice.v1.ListRevokedAPIKeysRequest\x1a%.sluice.v1.ListRevokedAPIKeysResponse\"\x00\x12_\n" +
 	"\x10WatchAssignments\x12\".sluice.v1.WatchAssignmentsRequest\x1a#.sluice.v1.WatchAssignmentsResponse\"\x000\x01\x12W\n" +
-	"\x0eAlterPartition\x12 .sluice.v1.AlterPartitionRequest\x1a!.sluice.v1.AlterPartitionResponse\"\x00B\x94\x01\n" +
+	"\x0eAlterPartition\x12 .sluice.v1.AlterPartitionRequest\x1a!.sluice.v1.AlterPartitionResponse\"\x00\x12f\n" +
+	"\x13AllocateProducerIds\x12%.sluice.v1.AllocateProducerIdsRequest\x1a&.sluice.v1.AllocateProducerIdsResponse\"\x00B\x94\x01\n" +
 	"\rcom.sluice.v1B\vBrokerProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -1004,49 +1116,53 @@ func file_sluice_v1_broker_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_broker_proto_rawDescData
 }
 
-var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sluice_v1_broker_proto_goTypes = []any{
-	(*RegisterBrokerRequest)(nil),      // 0: sluice.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),     // 1: sluice.v1.RegisterBrokerResponse
-	(*HeartbeatBrokerRequest)(nil),     // 2: sluice.v1.HeartbeatBrokerRequest
-	(*HeartbeatBrokerResponse)(nil),    // 3: sluice.v1.HeartbeatBrokerResponse
-	(*ListRevokedAPIKeysRequest)(nil),  // 4: sluice.v1.ListRevokedAPIKeysRequest
-	(*RevokedAPIKey)(nil),              // 5: sluice.v1.RevokedAPIKey
-	(*ListRevokedAPIKeysResponse)(nil), // 6: sluice.v1.ListRevokedAPIKeysResponse
-	(*WatchAssignmentsRequest)(nil),    // 7: sluice.v1.WatchAssignmentsRequest
-	(*WatchAssignmentsResponse)(nil),   // 8: sluice.v1.WatchAssignmentsResponse
-	(*PartitionAssignment)(nil),        // 9: sluice.v1.PartitionAssignment
-	(*BrokerEndpoint)(nil),             // 10: sluice.v1.BrokerEndpoint
-	(*AlterPartitionRequest)(nil),      // 11: sluice.v1.AlterPartitionRequest
-	(*BrokerEpoch)(nil),                // 12: sluice.v1.BrokerEpoch
-	(*AlterPartitionResponse)(nil),     // 13: sluice.v1.AlterPartitionResponse
-	(*timestamppb.Timestamp)(nil),      // 14: google.protobuf.Timestamp
-	(*TopicConfig)(nil),                // 15: sluice.v1.TopicConfig
+	(*AllocateProducerIdsRequest)(nil),  // 0: sluice.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil), // 1: sluice.v1.AllocateProducerIdsResponse
+	(*RegisterBrokerRequest)(nil),       // 2: sluice.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),      // 3: sluice.v1.RegisterBrokerResponse
+	(*HeartbeatBrokerRequest)(nil),      // 4: sluice.v1.HeartbeatBrokerRequest
+	(*HeartbeatBrokerResponse)(nil),     // 5: sluice.v1.HeartbeatBrokerResponse
+	(*ListRevokedAPIKeysRequest)(nil),   // 6: sluice.v1.ListRevokedAPIKeysRequest
+	(*RevokedAPIKey)(nil),               // 7: sluice.v1.RevokedAPIKey
+	(*ListRevokedAPIKeysResponse)(nil),  // 8: sluice.v1.ListRevokedAPIKeysResponse
+	(*WatchAssignmentsRequest)(nil),     // 9: sluice.v1.WatchAssignmentsRequest
+	(*WatchAssignmentsResponse)(nil),    // 10: sluice.v1.WatchAssignmentsResponse
+	(*PartitionAssignment)(nil),         // 11: sluice.v1.PartitionAssignment
+	(*BrokerEndpoint)(nil),              // 12: sluice.v1.BrokerEndpoint
+	(*AlterPartitionRequest)(nil),       // 13: sluice.v1.AlterPartitionRequest
+	(*BrokerEpoch)(nil),                 // 14: sluice.v1.BrokerEpoch
+	(*AlterPartitionResponse)(nil),      // 15: sluice.v1.AlterPartitionResponse
+	(*timestamppb.Timestamp)(nil),       // 16: google.protobuf.Timestamp
+	(*TopicConfig)(nil),                 // 17: sluice.v1.TopicConfig
 }
 var file_sluice_v1_broker_proto_depIdxs = []int32{
-	14, // 0: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	14, // 1: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	14, // 2: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
-	14, // 3: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
-	5,  // 4: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
-	14, // 5: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
-	9,  // 6: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
-	10, // 7: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
-	15, // 8: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
-	12, // 9: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
-	9,  // 10: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
-	0,  // 11: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
-	2,  // 12: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
-	4,  // 13: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
-	7,  // 14: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
-	11, // 15: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
-	1,  // 16: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
-	3,  // 17: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
-	6,  // 18: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
-	8,  // 19: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
-	13, // 20: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
+	16, // 0: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	16, // 1: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	16, // 2: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
+	16, // 3: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	7,  // 4: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
+	16, // 5: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
+	11, // 6: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
+	12, // 7: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
+	17, // 8: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
+	14, // 9: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
+	11, // 10: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
+	2,  // 11: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
+	4,  // 12: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
+	6,  // 13: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
+	9,  // 14: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
+	13, // 15: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
+	0,  // 16: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
+	3,  // 17: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
+	5,  // 18: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
+	8,  // 19: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
+	10, // 20: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
+	15, // 21: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
+	1,  // 22: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
+	17, // [17:23] is the sub-list for method output_type
+	11, // [11:17] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1064,7 +1180,7 @@ func file_sluice_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_broker_proto_rawDesc), len(file_sluice_v1_broker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

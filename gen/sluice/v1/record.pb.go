@@ -132,6 +132,214 @@ func (OffsetSpec) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_record_proto_rawDescGZIP(), []int{1}
 }
 
+type ProducerError_Reason int32
+
+const (
+	ProducerError_REASON_UNSPECIFIED ProducerError_Reason = 0
+	// FAILED_PRECONDITION: the batch's first sequence is not the next one
+	// the partition expects from this producer (an earlier batch is
+	// missing), or the partition has no state for the producer and the
+	// sequence is not 0. Retry after the missing batches, or bump the epoch.
+	ProducerError_REASON_OUT_OF_ORDER_SEQUENCE ProducerError_Reason = 1
+	// FAILED_PRECONDITION: a newer epoch of this producer id has written to
+	// the partition; this producer instance is fenced.
+	ProducerError_REASON_PRODUCER_FENCED ProducerError_Reason = 2
+	// ALREADY_EXISTS: the batch was written before, too long ago for the
+	// partition to remember its offset (more than 5 batches back).
+	ProducerError_REASON_DUPLICATE_SEQUENCE ProducerError_Reason = 3
+	// INVALID_ARGUMENT: a batch with the same first sequence as an earlier
+	// one but a different length.
+	ProducerError_REASON_INVALID_SEQUENCE ProducerError_Reason = 4
+)
+
+// Enum value maps for ProducerError_Reason.
+var (
+	ProducerError_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_OUT_OF_ORDER_SEQUENCE",
+		2: "REASON_PRODUCER_FENCED",
+		3: "REASON_DUPLICATE_SEQUENCE",
+		4: "REASON_INVALID_SEQUENCE",
+	}
+	ProducerError_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":           0,
+		"REASON_OUT_OF_ORDER_SEQUENCE": 1,
+		"REASON_PRODUCER_FENCED":       2,
+		"REASON_DUPLICATE_SEQUENCE":    3,
+		"REASON_INVALID_SEQUENCE":      4,
+	}
+)
+
+func (x ProducerError_Reason) Enum() *ProducerError_Reason {
+	p := new(ProducerError_Reason)
+	*p = x
+	return p
+}
+
+func (x ProducerError_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProducerError_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_record_proto_enumTypes[2].Descriptor()
+}
+
+func (ProducerError_Reason) Type() protoreflect.EnumType {
+	return &file_sluice_v1_record_proto_enumTypes[2]
+}
+
+func (x ProducerError_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProducerError_Reason.Descriptor instead.
+func (ProducerError_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{2, 0}
+}
+
+type InitProducerIdRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerIdRequest) Reset() {
+	*x = InitProducerIdRequest{}
+	mi := &file_sluice_v1_record_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerIdRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerIdRequest) ProtoMessage() {}
+
+func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_record_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
+func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{0}
+}
+
+type InitProducerIdResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerIdResponse) Reset() {
+	*x = InitProducerIdResponse{}
+	mi := &file_sluice_v1_record_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerIdResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerIdResponse) ProtoMessage() {}
+
+func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_record_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
+func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InitProducerIdResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+// ProducerError is attached to produce errors of idempotent producers.
+type ProducerError struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason ProducerError_Reason   `protobuf:"varint,1,opt,name=reason,proto3,enum=sluice.v1.ProducerError_Reason" json:"reason,omitempty"`
+	// With REASON_OUT_OF_ORDER_SEQUENCE: the sequence the partition expects
+	// next, or -1 when it has no state for the producer.
+	ExpectedSequence int32 `protobuf:"varint,2,opt,name=expected_sequence,json=expectedSequence,proto3" json:"expected_sequence,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ProducerError) Reset() {
+	*x = ProducerError{}
+	mi := &file_sluice_v1_record_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerError) ProtoMessage() {}
+
+func (x *ProducerError) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_record_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerError.ProtoReflect.Descriptor instead.
+func (*ProducerError) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProducerError) GetReason() ProducerError_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return ProducerError_REASON_UNSPECIFIED
+}
+
+func (x *ProducerError) GetExpectedSequence() int32 {
+	if x != nil {
+		return x.ExpectedSequence
+	}
+	return 0
+}
+
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -142,7 +350,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_sluice_v1_record_proto_msgTypes[0]
+	mi := &file_sluice_v1_record_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -154,7 +362,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[0]
+	mi := &file_sluice_v1_record_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -167,7 +375,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Header) GetKey() string {
@@ -197,7 +405,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_sluice_v1_record_proto_msgTypes[1]
+	mi := &file_sluice_v1_record_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -209,7 +417,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[1]
+	mi := &file_sluice_v1_record_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -222,7 +430,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Record) GetKey() []byte {
@@ -265,7 +473,7 @@ type RecordBatches struct {
 
 func (x *RecordBatches) Reset() {
 	*x = RecordBatches{}
-	mi := &file_sluice_v1_record_proto_msgTypes[2]
+	mi := &file_sluice_v1_record_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +485,7 @@ func (x *RecordBatches) String() string {
 func (*RecordBatches) ProtoMessage() {}
 
 func (x *RecordBatches) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[2]
+	mi := &file_sluice_v1_record_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +498,7 @@ func (x *RecordBatches) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatches.ProtoReflect.Descriptor instead.
 func (*RecordBatches) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RecordBatches) GetData() []byte {
@@ -323,7 +531,7 @@ type ProduceRequest struct {
 
 func (x *ProduceRequest) Reset() {
 	*x = ProduceRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[3]
+	mi := &file_sluice_v1_record_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +543,7 @@ func (x *ProduceRequest) String() string {
 func (*ProduceRequest) ProtoMessage() {}
 
 func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[3]
+	mi := &file_sluice_v1_record_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +556,7 @@ func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProduceRequest) GetTopic() string {
@@ -436,7 +644,7 @@ type RecordList struct {
 
 func (x *RecordList) Reset() {
 	*x = RecordList{}
-	mi := &file_sluice_v1_record_proto_msgTypes[4]
+	mi := &file_sluice_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +656,7 @@ func (x *RecordList) String() string {
 func (*RecordList) ProtoMessage() {}
 
 func (x *RecordList) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[4]
+	mi := &file_sluice_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +669,7 @@ func (x *RecordList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordList.ProtoReflect.Descriptor instead.
 func (*RecordList) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RecordList) GetRecords() []*Record {
@@ -476,13 +684,16 @@ type ProduceResponse struct {
 	// Offset of the first record written; -1 with ACKS_NONE.
 	BaseOffset     int64 `protobuf:"varint,1,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
 	LogStartOffset int64 `protobuf:"varint,2,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// True when the request's first batch was a retry of an idempotent batch
+	// the partition had already written: base_offset is the original's.
+	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[5]
+	mi := &file_sluice_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +705,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[5]
+	mi := &file_sluice_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +718,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProduceResponse) GetBaseOffset() int64 {
@@ -522,6 +733,13 @@ func (x *ProduceResponse) GetLogStartOffset() int64 {
 		return x.LogStartOffset
 	}
 	return 0
+}
+
+func (x *ProduceResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
 }
 
 type FetchRequest struct {
@@ -545,7 +763,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[6]
+	mi := &file_sluice_v1_record_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +775,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[6]
+	mi := &file_sluice_v1_record_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +788,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -636,7 +854,7 @@ type FetchedRecord struct {
 
 func (x *FetchedRecord) Reset() {
 	*x = FetchedRecord{}
-	mi := &file_sluice_v1_record_proto_msgTypes[7]
+	mi := &file_sluice_v1_record_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +866,7 @@ func (x *FetchedRecord) String() string {
 func (*FetchedRecord) ProtoMessage() {}
 
 func (x *FetchedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[7]
+	mi := &file_sluice_v1_record_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +879,7 @@ func (x *FetchedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchedRecord.ProtoReflect.Descriptor instead.
 func (*FetchedRecord) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FetchedRecord) GetOffset() int64 {
@@ -720,7 +938,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[8]
+	mi := &file_sluice_v1_record_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +950,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[8]
+	mi := &file_sluice_v1_record_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +963,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FetchResponse) GetRecords() []*FetchedRecord {
@@ -796,7 +1014,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[9]
+	mi := &file_sluice_v1_record_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +1026,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[9]
+	mi := &file_sluice_v1_record_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +1039,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -864,7 +1082,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[10]
+	mi := &file_sluice_v1_record_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1094,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[10]
+	mi := &file_sluice_v1_record_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1107,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListOffsetsResponse) GetOffset() int64 {
@@ -923,7 +1141,7 @@ type GetMetadataRequest struct {
 
 func (x *GetMetadataRequest) Reset() {
 	*x = GetMetadataRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[11]
+	mi := &file_sluice_v1_record_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1153,7 @@ func (x *GetMetadataRequest) String() string {
 func (*GetMetadataRequest) ProtoMessage() {}
 
 func (x *GetMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[11]
+	mi := &file_sluice_v1_record_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1166,7 @@ func (x *GetMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMetadataRequest.ProtoReflect.Descriptor instead.
 func (*GetMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetMetadataRequest) GetTopics() []string {
@@ -969,7 +1187,7 @@ type BrokerAddress struct {
 
 func (x *BrokerAddress) Reset() {
 	*x = BrokerAddress{}
-	mi := &file_sluice_v1_record_proto_msgTypes[12]
+	mi := &file_sluice_v1_record_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1199,7 @@ func (x *BrokerAddress) String() string {
 func (*BrokerAddress) ProtoMessage() {}
 
 func (x *BrokerAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[12]
+	mi := &file_sluice_v1_record_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1212,7 @@ func (x *BrokerAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerAddress.ProtoReflect.Descriptor instead.
 func (*BrokerAddress) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BrokerAddress) GetId() int32 {
@@ -1029,7 +1247,7 @@ type TopicMetadata struct {
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_sluice_v1_record_proto_msgTypes[13]
+	mi := &file_sluice_v1_record_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1259,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[13]
+	mi := &file_sluice_v1_record_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1272,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -1092,7 +1310,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_sluice_v1_record_proto_msgTypes[14]
+	mi := &file_sluice_v1_record_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1322,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[14]
+	mi := &file_sluice_v1_record_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1335,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -1165,7 +1383,7 @@ type GetMetadataResponse struct {
 
 func (x *GetMetadataResponse) Reset() {
 	*x = GetMetadataResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[15]
+	mi := &file_sluice_v1_record_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1395,7 @@ func (x *GetMetadataResponse) String() string {
 func (*GetMetadataResponse) ProtoMessage() {}
 
 func (x *GetMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[15]
+	mi := &file_sluice_v1_record_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1408,7 @@ func (x *GetMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMetadataResponse.ProtoReflect.Descriptor instead.
 func (*GetMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetMetadataResponse) GetBrokers() []*BrokerAddress {
@@ -1221,7 +1439,7 @@ type NotLeader struct {
 
 func (x *NotLeader) Reset() {
 	*x = NotLeader{}
-	mi := &file_sluice_v1_record_proto_msgTypes[16]
+	mi := &file_sluice_v1_record_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1451,7 @@ func (x *NotLeader) String() string {
 func (*NotLeader) ProtoMessage() {}
 
 func (x *NotLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[16]
+	mi := &file_sluice_v1_record_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1464,7 @@ func (x *NotLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotLeader.ProtoReflect.Descriptor instead.
 func (*NotLeader) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NotLeader) GetLeaderId() int32 {
@@ -1282,7 +1500,7 @@ type NotEnoughReplicas struct {
 
 func (x *NotEnoughReplicas) Reset() {
 	*x = NotEnoughReplicas{}
-	mi := &file_sluice_v1_record_proto_msgTypes[17]
+	mi := &file_sluice_v1_record_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1512,7 @@ func (x *NotEnoughReplicas) String() string {
 func (*NotEnoughReplicas) ProtoMessage() {}
 
 func (x *NotEnoughReplicas) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[17]
+	mi := &file_sluice_v1_record_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1525,7 @@ func (x *NotEnoughReplicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotEnoughReplicas.ProtoReflect.Descriptor instead.
 func (*NotEnoughReplicas) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NotEnoughReplicas) GetIsrSize() int32 {
@@ -1328,7 +1546,21 @@ var File_sluice_v1_record_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/record.proto\x12\tsluice.v1\"0\n" +
+	"\x16sluice/v1/record.proto\x12\tsluice.v1\"\x17\n" +
+	"\x15InitProducerIdRequest\"`\n" +
+	"\x16InitProducerIdResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\x92\x02\n" +
+	"\rProducerError\x127\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x1f.sluice.v1.ProducerError.ReasonR\x06reason\x12+\n" +
+	"\x11expected_sequence\x18\x02 \x01(\x05R\x10expectedSequence\"\x9a\x01\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cREASON_OUT_OF_ORDER_SEQUENCE\x10\x01\x12\x1a\n" +
+	"\x16REASON_PRODUCER_FENCED\x10\x02\x12\x1d\n" +
+	"\x19REASON_DUPLICATE_SEQUENCE\x10\x03\x12\x1b\n" +
+	"\x17REASON_INVALID_SEQUENCE\x10\x04\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x80\x01\n" +
@@ -1352,11 +1584,12 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x15_current_leader_epoch\"9\n" +
 	"\n" +
 	"RecordList\x12+\n" +
-	"\arecords\x18\x01 \x03(\v2\x11.sluice.v1.RecordR\arecords\"\\\n" +
+	"\arecords\x18\x01 \x03(\v2\x11.sluice.v1.RecordR\arecords\"z\n" +
 	"\x0fProduceResponse\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12(\n" +
-	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\"\x88\x02\n" +
+	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12\x1c\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\x88\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1428,12 +1661,13 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xb1\x02\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\x8a\x03\n" +
 	"\rRecordService\x12B\n" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x00\x12<\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\"\x00\x12N\n" +
 	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse\"\x00\x12N\n" +
-	"\vGetMetadata\x12\x1d.sluice.v1.GetMetadataRequest\x1a\x1e.sluice.v1.GetMetadataResponse\"\x00B\x94\x01\n" +
+	"\vGetMetadata\x12\x1d.sluice.v1.GetMetadataRequest\x1a\x1e.sluice.v1.GetMetadataResponse\"\x00\x12W\n" +
+	"\x0eInitProducerId\x12 .sluice.v1.InitProducerIdRequest\x1a!.sluice.v1.InitProducerIdResponse\"\x00B\x94\x01\n" +
 	"\rcom.sluice.v1B\vRecordProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -1449,56 +1683,63 @@ func file_sluice_v1_record_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_record_proto_rawDescData
 }
 
-var file_sluice_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_sluice_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_sluice_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_sluice_v1_record_proto_goTypes = []any{
-	(Acks)(0),                   // 0: sluice.v1.Acks
-	(OffsetSpec)(0),             // 1: sluice.v1.OffsetSpec
-	(*Header)(nil),              // 2: sluice.v1.Header
-	(*Record)(nil),              // 3: sluice.v1.Record
-	(*RecordBatches)(nil),       // 4: sluice.v1.RecordBatches
-	(*ProduceRequest)(nil),      // 5: sluice.v1.ProduceRequest
-	(*RecordList)(nil),          // 6: sluice.v1.RecordList
-	(*ProduceResponse)(nil),     // 7: sluice.v1.ProduceResponse
-	(*FetchRequest)(nil),        // 8: sluice.v1.FetchRequest
-	(*FetchedRecord)(nil),       // 9: sluice.v1.FetchedRecord
-	(*FetchResponse)(nil),       // 10: sluice.v1.FetchResponse
-	(*ListOffsetsRequest)(nil),  // 11: sluice.v1.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil), // 12: sluice.v1.ListOffsetsResponse
-	(*GetMetadataRequest)(nil),  // 13: sluice.v1.GetMetadataRequest
-	(*BrokerAddress)(nil),       // 14: sluice.v1.BrokerAddress
-	(*TopicMetadata)(nil),       // 15: sluice.v1.TopicMetadata
-	(*PartitionMetadata)(nil),   // 16: sluice.v1.PartitionMetadata
-	(*GetMetadataResponse)(nil), // 17: sluice.v1.GetMetadataResponse
-	(*NotLeader)(nil),           // 18: sluice.v1.NotLeader
-	(*NotEnoughReplicas)(nil),   // 19: sluice.v1.NotEnoughReplicas
+	(Acks)(0),                      // 0: sluice.v1.Acks
+	(OffsetSpec)(0),                // 1: sluice.v1.OffsetSpec
+	(ProducerError_Reason)(0),      // 2: sluice.v1.ProducerError.Reason
+	(*InitProducerIdRequest)(nil),  // 3: sluice.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil), // 4: sluice.v1.InitProducerIdResponse
+	(*ProducerError)(nil),          // 5: sluice.v1.ProducerError
+	(*Header)(nil),                 // 6: sluice.v1.Header
+	(*Record)(nil),                 // 7: sluice.v1.Record
+	(*RecordBatches)(nil),          // 8: sluice.v1.RecordBatches
+	(*ProduceRequest)(nil),         // 9: sluice.v1.ProduceRequest
+	(*RecordList)(nil),             // 10: sluice.v1.RecordList
+	(*ProduceResponse)(nil),        // 11: sluice.v1.ProduceResponse
+	(*FetchRequest)(nil),           // 12: sluice.v1.FetchRequest
+	(*FetchedRecord)(nil),          // 13: sluice.v1.FetchedRecord
+	(*FetchResponse)(nil),          // 14: sluice.v1.FetchResponse
+	(*ListOffsetsRequest)(nil),     // 15: sluice.v1.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),    // 16: sluice.v1.ListOffsetsResponse
+	(*GetMetadataRequest)(nil),     // 17: sluice.v1.GetMetadataRequest
+	(*BrokerAddress)(nil),          // 18: sluice.v1.BrokerAddress
+	(*TopicMetadata)(nil),          // 19: sluice.v1.TopicMetadata
+	(*PartitionMetadata)(nil),      // 20: sluice.v1.PartitionMetadata
+	(*GetMetadataResponse)(nil),    // 21: sluice.v1.GetMetadataResponse
+	(*NotLeader)(nil),              // 22: sluice.v1.NotLeader
+	(*NotEnoughReplicas)(nil),      // 23: sluice.v1.NotEnoughReplicas
 }
 var file_sluice_v1_record_proto_depIdxs = []int32{
-	2,  // 0: sluice.v1.Record.headers:type_name -> sluice.v1.Header
-	6,  // 1: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.RecordList
-	4,  // 2: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.RecordBatches
-	0,  // 3: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
-	3,  // 4: sluice.v1.RecordList.records:type_name -> sluice.v1.Record
-	2,  // 5: sluice.v1.FetchedRecord.headers:type_name -> sluice.v1.Header
-	9,  // 6: sluice.v1.FetchResponse.records:type_name -> sluice.v1.FetchedRecord
-	4,  // 7: sluice.v1.FetchResponse.batches:type_name -> sluice.v1.RecordBatches
-	1,  // 8: sluice.v1.ListOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
-	16, // 9: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	14, // 10: sluice.v1.GetMetadataResponse.brokers:type_name -> sluice.v1.BrokerAddress
-	15, // 11: sluice.v1.GetMetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	5,  // 12: sluice.v1.RecordService.Produce:input_type -> sluice.v1.ProduceRequest
-	8,  // 13: sluice.v1.RecordService.Fetch:input_type -> sluice.v1.FetchRequest
-	11, // 14: sluice.v1.RecordService.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	13, // 15: sluice.v1.RecordService.GetMetadata:input_type -> sluice.v1.GetMetadataRequest
-	7,  // 16: sluice.v1.RecordService.Produce:output_type -> sluice.v1.ProduceResponse
-	10, // 17: sluice.v1.RecordService.Fetch:output_type -> sluice.v1.FetchResponse
-	12, // 18: sluice.v1.RecordService.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	17, // 19: sluice.v1.RecordService.GetMetadata:output_type -> sluice.v1.GetMetadataResponse
-	16, // [16:20] is the sub-list for method output_type
-	12, // [12:16] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	2,  // 0: sluice.v1.ProducerError.reason:type_name -> sluice.v1.ProducerError.Reason
+	6,  // 1: sluice.v1.Record.headers:type_name -> sluice.v1.Header
+	10, // 2: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.RecordList
+	8,  // 3: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.RecordBatches
+	0,  // 4: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
+	7,  // 5: sluice.v1.RecordList.records:type_name -> sluice.v1.Record
+	6,  // 6: sluice.v1.FetchedRecord.headers:type_name -> sluice.v1.Header
+	13, // 7: sluice.v1.FetchResponse.records:type_name -> sluice.v1.FetchedRecord
+	8,  // 8: sluice.v1.FetchResponse.batches:type_name -> sluice.v1.RecordBatches
+	1,  // 9: sluice.v1.ListOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
+	20, // 10: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
+	18, // 11: sluice.v1.GetMetadataResponse.brokers:type_name -> sluice.v1.BrokerAddress
+	19, // 12: sluice.v1.GetMetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
+	9,  // 13: sluice.v1.RecordService.Produce:input_type -> sluice.v1.ProduceRequest
+	12, // 14: sluice.v1.RecordService.Fetch:input_type -> sluice.v1.FetchRequest
+	15, // 15: sluice.v1.RecordService.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	17, // 16: sluice.v1.RecordService.GetMetadata:input_type -> sluice.v1.GetMetadataRequest
+	3,  // 17: sluice.v1.RecordService.InitProducerId:input_type -> sluice.v1.InitProducerIdRequest
+	11, // 18: sluice.v1.RecordService.Produce:output_type -> sluice.v1.ProduceResponse
+	14, // 19: sluice.v1.RecordService.Fetch:output_type -> sluice.v1.FetchResponse
+	16, // 20: sluice.v1.RecordService.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	21, // 21: sluice.v1.RecordService.GetMetadata:output_type -> sluice.v1.GetMetadataResponse
+	4,  // 22: sluice.v1.RecordService.InitProducerId:output_type -> sluice.v1.InitProducerIdResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_record_proto_init() }
@@ -1506,18 +1747,18 @@ func file_sluice_v1_record_proto_init() {
 	if File_sluice_v1_record_proto != nil {
 		return
 	}
-	file_sluice_v1_record_proto_msgTypes[3].OneofWrappers = []any{
+	file_sluice_v1_record_proto_msgTypes[6].OneofWrappers = []any{
 		(*ProduceRequest_Records)(nil),
 		(*ProduceRequest_Batches)(nil),
 	}
-	file_sluice_v1_record_proto_msgTypes[6].OneofWrappers = []any{}
+	file_sluice_v1_record_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_record_proto_rawDesc), len(file_sluice_v1_record_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   18,
+			NumEnums:      3,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,9 @@ const (
 	// BrokerServiceAlterPartitionProcedure is the fully-qualified name of the BrokerService's
 	// AlterPartition RPC.
 	BrokerServiceAlterPartitionProcedure = "/sluice.v1.BrokerService/AlterPartition"
+	// BrokerServiceAllocateProducerIdsProcedure is the fully-qualified name of the BrokerService's
+	// AllocateProducerIds RPC.
+	BrokerServiceAllocateProducerIdsProcedure = "/sluice.v1.BrokerService/AllocateProducerIds"
 )
 
 // BrokerServiceClient is a client for the sluice.v1.BrokerService service.
@@ -95,6 +98,12 @@ type BrokerServiceClient interface {
 	// the leader can refresh without waiting for WatchAssignments.
 	// NOT_FOUND: unknown broker, topic or partition.
 	AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error)
+	// AllocateProducerIds reserves a block of producer ids for a broker to
+	// hand out in InitProducerId (Kafka's KIP-730). Blocks never overlap and
+	// an id is never handed out twice, even across control-plane failovers:
+	// the next free id is a counter in the control-plane store.
+	// FAILED_PRECONDITION when the broker epoch is not the current one.
+	AllocateProducerIds(context.Context, *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error)
 }
 
 // NewBrokerServiceClient constructs a client for the sluice.v1.BrokerService service. By default,
@@ -138,16 +147,23 @@ func NewBrokerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(brokerServiceMethods.ByName("AlterPartition")),
 			connect.WithClientOptions(opts...),
 		),
+		allocateProducerIds: connect.NewClient[v1.AllocateProducerIdsRequest, v1.AllocateProducerIdsResponse](
+			httpClient,
+			baseURL+BrokerServiceAllocateProducerIdsProcedure,
+			connect.WithSchema(brokerServiceMethods.ByName("AllocateProducerIds")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // brokerServiceClient implements BrokerServiceClient.
 type brokerServiceClient struct {
-	registerBroker     *connect.Client[v1.RegisterBrokerRequest, v1.RegisterBrokerResponse]
-	heartbeatBroker    *connect.Client[v1.HeartbeatBrokerRequest, v1.HeartbeatBrokerResponse]
-	listRevokedAPIKeys *connect.Client[v1.ListRevokedAPIKeysRequest, v1.ListRevokedAPIKeysResponse]
-	watchAssignments   *connect.Client[v1.WatchAssignmentsRequest, v1.WatchAssignmentsResponse]
-	alterPartition     *connect.Client[v1.AlterPartitionRequest, v1.AlterPartitionResponse]
+	registerBroker      *connect.Client[v1.RegisterBrokerRequest, v1.RegisterBrokerResponse]
+	heartbeatBroker     *connect.Client[v1.HeartbeatBrokerRequest, v1.HeartbeatBrokerResponse]
+	listRevokedAPIKeys  *connect.Client[v1.ListRevokedAPIKeysRequest, v1.ListRevokedAPIKeysResponse]
+	watchAssignments    *connect.Client[v1.WatchAssignmentsRequest, v1.WatchAssignmentsResponse]
+	alterPartition      *connect.Client[v1.AlterPartitionRequest, v1.AlterPartitionResponse]
+	allocateProducerIds *connect.Client[v1.AllocateProducerIdsRequest, v1.AllocateProducerIdsResponse]
 }
 
 // RegisterBroker calls sluice.v1.BrokerService.RegisterBroker.
@@ -173,6 +189,11 @@ func (c *brokerServiceClient) WatchAssignments(ctx context.Context, req *connect
 // AlterPartition calls sluice.v1.BrokerService.AlterPartition.
 func (c *brokerServiceClient) AlterPartition(ctx context.Context, req *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error) {
 	return c.alterPartition.CallUnary(ctx, req)
+}
+
+// AllocateProducerIds calls sluice.v1.BrokerService.AllocateProducerIds.
+func (c *brokerServiceClient) AllocateProducerIds(ctx context.Context, req *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error) {
+	return c.allocateProducerIds.CallUnary(ctx, req)
 }
 
 // BrokerServiceHandler is an implementation of the sluice.v1.BrokerService service.
@@ -220,6 +241,12 @@ type BrokerServiceHandler interface {
 	// the leader can refresh without waiting for WatchAssignments.
 	// NOT_FOUND: unknown broker, topic or partition.
 	AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error)
+	// AllocateProducerIds reserves a block of producer ids for a broker to
+	// hand out in InitProducerId (Kafka's KIP-730). Blocks never overlap and
+	// an id is never handed out twice, even across control-plane failovers:
+	// the next free id is a counter in the control-plane store.
+	// FAILED_PRECONDITION when the broker epoch is not the current one.
+	AllocateProducerIds(context.Context, *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error)
 }
 
 // NewBrokerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -259,6 +286,12 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(brokerServiceMethods.ByName("AlterPartition")),
 		connect.WithHandlerOptions(opts...),
 	)
+	brokerServiceAllocateProducerIdsHandler := connect.NewUnaryHandler(
+		BrokerServiceAllocateProducerIdsProcedure,
+		svc.AllocateProducerIds,
+		connect.WithSchema(brokerServiceMethods.ByName("AllocateProducerIds")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.BrokerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case BrokerServiceRegisterBrokerProcedure:
@@ -271,6 +304,8 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 			brokerServiceWatchAssignmentsHandler.ServeHTTP(w, r)
 		case BrokerServiceAlterPartitionProcedure:
 			brokerServiceAlterPartitionHandler.ServeHTTP(w, r)
+		case BrokerServiceAllocateProducerIdsProcedure:
+			brokerServiceAllocateProducerIdsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -298,4 +333,8 @@ func (UnimplementedBrokerServiceHandler) WatchAssignments(context.Context, *conn
 
 func (UnimplementedBrokerServiceHandler) AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.AlterPartition is not implemented"))
+}
+
+func (UnimplementedBrokerServiceHandler) AllocateProducerIds(context.Context, *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.AllocateProducerIds is not implemented"))
 }

@@ -43,6 +43,9 @@ const (
 	// RecordServiceGetMetadataProcedure is the fully-qualified name of the RecordService's GetMetadata
 	// RPC.
 	RecordServiceGetMetadataProcedure = "/sluice.v1.RecordService/GetMetadata"
+	// RecordServiceInitProducerIdProcedure is the fully-qualified name of the RecordService's
+	// InitProducerId RPC.
+	RecordServiceInitProducerIdProcedure = "/sluice.v1.RecordService/InitProducerId"
 )
 
 // RecordServiceClient is a client for the sluice.v1.RecordService service.
@@ -58,6 +61,13 @@ type RecordServiceClient interface {
 	// GetMetadata returns topics' partitions with their leaders and ISR, and
 	// the brokers' addresses, for routing clients.
 	GetMetadata(context.Context, *connect.Request[v1.GetMetadataRequest]) (*connect.Response[v1.GetMetadataResponse], error)
+	// InitProducerId gives an idempotent producer a producer id that no other
+	// producer has ever had, with epoch 0. Batches carry the id, the epoch and
+	// a sequence number per partition; the partition leader writes each
+	// sequence once, answers a retry with the original offset, refuses a gap
+	// and fences an older epoch (see docs/delivery-semantics.md). Needs the
+	// "produce" scope.
+	InitProducerId(context.Context, *connect.Request[v1.InitProducerIdRequest]) (*connect.Response[v1.InitProducerIdResponse], error)
 }
 
 // NewRecordServiceClient constructs a client for the sluice.v1.RecordService service. By default,
@@ -95,15 +105,22 @@ func NewRecordServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(recordServiceMethods.ByName("GetMetadata")),
 			connect.WithClientOptions(opts...),
 		),
+		initProducerId: connect.NewClient[v1.InitProducerIdRequest, v1.InitProducerIdResponse](
+			httpClient,
+			baseURL+RecordServiceInitProducerIdProcedure,
+			connect.WithSchema(recordServiceMethods.ByName("InitProducerId")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // recordServiceClient implements RecordServiceClient.
 type recordServiceClient struct {
-	produce     *connect.Client[v1.ProduceRequest, v1.ProduceResponse]
-	fetch       *connect.Client[v1.FetchRequest, v1.FetchResponse]
-	listOffsets *connect.Client[v1.ListOffsetsRequest, v1.ListOffsetsResponse]
-	getMetadata *connect.Client[v1.GetMetadataRequest, v1.GetMetadataResponse]
+	produce        *connect.Client[v1.ProduceRequest, v1.ProduceResponse]
+	fetch          *connect.Client[v1.FetchRequest, v1.FetchResponse]
+	listOffsets    *connect.Client[v1.ListOffsetsRequest, v1.ListOffsetsResponse]
+	getMetadata    *connect.Client[v1.GetMetadataRequest, v1.GetMetadataResponse]
+	initProducerId *connect.Client[v1.InitProducerIdRequest, v1.InitProducerIdResponse]
 }
 
 // Produce calls sluice.v1.RecordService.Produce.
@@ -126,6 +143,11 @@ func (c *recordServiceClient) GetMetadata(ctx context.Context, req *connect.Requ
 	return c.getMetadata.CallUnary(ctx, req)
 }
 
+// InitProducerId calls sluice.v1.RecordService.InitProducerId.
+func (c *recordServiceClient) InitProducerId(ctx context.Context, req *connect.Request[v1.InitProducerIdRequest]) (*connect.Response[v1.InitProducerIdResponse], error) {
+	return c.initProducerId.CallUnary(ctx, req)
+}
+
 // RecordServiceHandler is an implementation of the sluice.v1.RecordService service.
 type RecordServiceHandler interface {
 	// Produce appends records to one partition and returns the first offset.
@@ -139,6 +161,13 @@ type RecordServiceHandler interface {
 	// GetMetadata returns topics' partitions with their leaders and ISR, and
 	// the brokers' addresses, for routing clients.
 	GetMetadata(context.Context, *connect.Request[v1.GetMetadataRequest]) (*connect.Response[v1.GetMetadataResponse], error)
+	// InitProducerId gives an idempotent producer a producer id that no other
+	// producer has ever had, with epoch 0. Batches carry the id, the epoch and
+	// a sequence number per partition; the partition leader writes each
+	// sequence once, answers a retry with the original offset, refuses a gap
+	// and fences an older epoch (see docs/delivery-semantics.md). Needs the
+	// "produce" scope.
+	InitProducerId(context.Context, *connect.Request[v1.InitProducerIdRequest]) (*connect.Response[v1.InitProducerIdResponse], error)
 }
 
 // NewRecordServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -172,6 +201,12 @@ func NewRecordServiceHandler(svc RecordServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(recordServiceMethods.ByName("GetMetadata")),
 		connect.WithHandlerOptions(opts...),
 	)
+	recordServiceInitProducerIdHandler := connect.NewUnaryHandler(
+		RecordServiceInitProducerIdProcedure,
+		svc.InitProducerId,
+		connect.WithSchema(recordServiceMethods.ByName("InitProducerId")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.RecordService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RecordServiceProduceProcedure:
@@ -182,6 +217,8 @@ func NewRecordServiceHandler(svc RecordServiceHandler, opts ...connect.HandlerOp
 			recordServiceListOffsetsHandler.ServeHTTP(w, r)
 		case RecordServiceGetMetadataProcedure:
 			recordServiceGetMetadataHandler.ServeHTTP(w, r)
+		case RecordServiceInitProducerIdProcedure:
+			recordServiceInitProducerIdHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -205,4 +242,8 @@ func (UnimplementedRecordServiceHandler) ListOffsets(context.Context, *connect.R
 
 func (UnimplementedRecordServiceHandler) GetMetadata(context.Context, *connect.Request[v1.GetMetadataRequest]) (*connect.Response[v1.GetMetadataResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.RecordService.GetMetadata is not implemented"))
+}
+
+func (UnimplementedRecordServiceHandler) InitProducerId(context.Context, *connect.Request[v1.InitProducerIdRequest]) (*connect.Response[v1.InitProducerIdResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.RecordService.InitProducerId is not implemented"))
 }
