@@ -36,11 +36,12 @@ type rule struct {
 
 // rules lists every procedure a broker serves; anything else is refused.
 var rules = map[string]rule{
-	sluicev1connect.RecordServiceProduceProcedure:       {access: accessTenant, scope: tenants.ScopeProduce},
-	sluicev1connect.RecordServiceFetchProcedure:         {access: accessTenant, scope: tenants.ScopeConsume},
-	sluicev1connect.RecordServiceListOffsetsProcedure:   {access: accessTenant, scope: tenants.ScopeConsume},
-	sluicev1connect.RecordServiceGetMetadataProcedure:   {access: accessTenant},
-	sluicev1connect.ReplicaServiceFetchReplicaProcedure: {access: accessBroker},
+	sluicev1connect.RecordServiceProduceProcedure:        {access: accessTenant, scope: tenants.ScopeProduce},
+	sluicev1connect.RecordServiceFetchProcedure:          {access: accessTenant, scope: tenants.ScopeConsume},
+	sluicev1connect.RecordServiceListOffsetsProcedure:    {access: accessTenant, scope: tenants.ScopeConsume},
+	sluicev1connect.RecordServiceGetMetadataProcedure:    {access: accessTenant},
+	sluicev1connect.RecordServiceInitProducerIdProcedure: {access: accessTenant, scope: tenants.ScopeProduce},
+	sluicev1connect.ReplicaServiceFetchReplicaProcedure:  {access: accessBroker},
 }
 
 // authenticator verifies tenant tokens offline (signature from the control

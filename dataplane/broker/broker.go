@@ -65,6 +65,7 @@ type Broker struct {
 	revoked  *revocations
 
 	brokerEpoch atomic.Int64
+	pids        producerIDs
 	meta        atomic.Pointer[clusterMeta]
 
 	mu      sync.Mutex

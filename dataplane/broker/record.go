@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/internal/compress"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -163,8 +164,20 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 			}
 			// Every check the log makes, before any batch is appended: a
 			// request is written whole or not at all.
-			if _, err := log.ValidateLeaderBatch(b, 0); err != nil {
+			h, err := log.ValidateLeaderBatch(b, 0)
+			if err != nil {
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d: %w", len(out)+1, err))
+			}
+			if h.Attributes.Codec() != log.CodecNone {
+				// The records of a compressed batch are checked too, so
+				// that consumers never meet a batch they cannot decode.
+				plain, err := compress.DecompressBatch(nil, b, compress.DefaultLimit)
+				if err == nil {
+					_, err = log.ValidateLeaderBatch(plain, compress.DefaultLimit+log.HeaderSize)
+				}
+				if err != nil {
+					return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d (codec %d): %w", len(out)+1, h.Attributes.Codec(), err))
+				}
 			}
 			out = append(out, []byte(b))
 			data = rest
@@ -240,7 +253,7 @@ func lastOffsetAfter(data []byte) (int64, error) {
 }
 
 // decodeRecords turns batches into records at or after from (a fetch may
-// start inside a batch). Compressed batches need raw_batches.
+// start inside a batch), decompressing compressed batches.
 func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
 	var out []*sluicev1.FetchedRecord
 	for len(data) > 0 {
@@ -250,11 +263,11 @@ func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
 		}
 		data = rest
 		h := b.Header()
-		if h.Attributes.Codec() != 0 {
-			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("the partition holds compressed batches: fetch with raw_batches and decode them client-side (the Go SDK does)"))
-		}
 		if h.Attributes.Control() {
 			continue
+		}
+		if b, err = compress.DecompressBatch(nil, b, compress.DefaultLimit); err != nil {
+			return nil, fmt.Errorf("decompress fetched batch at offset %d: %w", h.BaseOffset, err)
 		}
 		it, err := b.Records()
 		if err != nil {

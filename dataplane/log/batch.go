@@ -479,3 +479,31 @@ func readBytes(b []byte) ([]byte, []byte, error) {
 	}
 	return rest[:l:l], rest[l:], nil
 }
+
+// RecodeBatch appends to dst a copy of b whose records section is
+// convert(records section of b) and whose codec is c: this is how a
+// compressed batch is built from an uncompressed one and decoded back
+// (convert compresses or decompresses; this package has no codecs). Every
+// other header field is kept; length and CRC are recomputed. b must be a
+// whole batch that passed ReadBatch. On error dst is returned unchanged in
+// length.
+func RecodeBatch(dst []byte, b Batch, c Codec, convert func(dst, src []byte) ([]byte, error)) ([]byte, error) {
+	if len(b) < HeaderSize {
+		return dst, fmt.Errorf("recode batch: %d bytes: %w", len(b), ErrTruncated)
+	}
+	start := len(dst)
+	dst = append(dst, b[:HeaderSize]...)
+	dst, err := convert(dst, b[HeaderSize:])
+	if err != nil {
+		return dst[:start], fmt.Errorf("recode batch: %w", err)
+	}
+	if len(dst)-start-lengthPrefix > math.MaxInt32 {
+		return dst[:start], fmt.Errorf("recode batch: %d bytes is too large", len(dst)-start)
+	}
+	out := dst[start:]
+	binary.BigEndian.PutUint32(out[posLength:], uint32(len(out)-lengthPrefix))
+	attrs := Attributes(binary.BigEndian.Uint16(out[posAttributes:])).WithCodec(c)
+	binary.BigEndian.PutUint16(out[posAttributes:], uint16(attrs))
+	setCRC(out)
+	return dst, nil
+}
