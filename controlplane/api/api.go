@@ -160,6 +160,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle(sluicev1connect.NewTopicServiceHandler(&topicService{a}, opts...))
 	mux.Handle(sluicev1connect.NewOperatorServiceHandler(&operatorService{a}, opts...))
 	mux.Handle(sluicev1connect.NewBrokerServiceHandler(&brokerService{a}, opts...))
+	mux.Handle(sluicev1connect.NewRecordServiceHandler(&metadataService{API: a}, opts...))
 }
 
 // limitsOf returns a tenant's effective limits: plan defaults with its

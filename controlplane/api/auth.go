@@ -47,6 +47,9 @@ var rules = map[string]rule{
 	sluicev1connect.TopicServiceUpdateTopicConfigProcedure: {access: accessTenant, scope: tenants.ScopeAdmin},
 	sluicev1connect.TopicServiceDeleteTopicProcedure:       {access: accessTenant, scope: tenants.ScopeAdmin},
 
+	// Only GetMetadata: it points clients at the brokers, which serve the rest.
+	sluicev1connect.RecordServiceGetMetadataProcedure: {access: accessTenant},
+
 	sluicev1connect.OperatorServiceListTenantsProcedure:  {access: accessOperator},
 	sluicev1connect.OperatorServiceUpdateTenantProcedure: {access: accessOperator},
 	sluicev1connect.OperatorServiceListBrokersProcedure:  {access: accessOperator},

@@ -167,11 +167,11 @@ func (s *topicService) ListTopics(ctx context.Context, _ *connect.Request[sluice
 
 // getTopic resolves a topic by name under the caller's tenant; another
 // tenant's topic is NotFound like a missing one.
-func (s *topicService) getTopic(ctx context.Context, tenantID, name string) (store.Topic, error) {
+func (a *API) getTopic(ctx context.Context, tenantID, name string) (store.Topic, error) {
 	if err := ValidateTopicName(name); err != nil {
 		return store.Topic{}, err
 	}
-	t, err := s.store.GetTopic(ctx, tenantID, name)
+	t, err := a.store.GetTopic(ctx, tenantID, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return t, notFound("topic %q not found", name)
 	}
