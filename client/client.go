@@ -1,0 +1,462 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+)
+
+// noForwardHeader asks a broker to answer NotLeader rather than forward a
+// request it cannot serve: the client routes itself.
+const noForwardHeader = "Sluice-No-Forward"
+
+// Credentials authenticate a Client: an API key (traded for short-lived
+// tokens at the control plane, refreshed before they expire) or a token.
+type Credentials struct {
+	apiKey string
+	token  string
+}
+
+// APIKey returns credentials for an API key ("slk_…").
+func APIKey(key string) Credentials { return Credentials{apiKey: key} }
+
+// Token returns credentials for a token minted elsewhere; it is not
+// refreshed, so the client fails with Unauthenticated once it expires.
+func Token(jwt string) Credentials { return Credentials{token: jwt} }
+
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	hc             *http.Client
+	logger         *slog.Logger
+	metadataMaxAge time.Duration
+}
+
+// WithHTTPClient sets the HTTP client for every call. The default speaks
+// h2c to http:// endpoints and HTTP/2 over TLS to https:// ones.
+func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = hc } }
+
+// WithLogger sets where the client logs retries and metadata refreshes
+// (default: nowhere).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMetadataMaxAge sets how long cached metadata is trusted before a
+// refresh even without errors (default 5 minutes).
+func WithMetadataMaxAge(d time.Duration) Option { return func(o *options) { o.metadataMaxAge = d } }
+
+// Client is a connection to a Sluice cluster. It is safe for concurrent
+// use; create one per process and share it.
+type Client struct {
+	endpoint string
+	scheme   string
+	hc       *http.Client
+	logger   *slog.Logger
+	creds    Credentials
+	auth     sluicev1connect.AuthServiceClient
+	cpRecord sluicev1connect.RecordServiceClient
+	maxAge   time.Duration
+
+	tokMu     sync.Mutex
+	token     string
+	tokenExp  time.Time
+	tokenLife time.Duration
+
+	mu      sync.Mutex
+	brokers map[int32]broker
+	topics  map[string]*topicMeta
+	closed  bool
+}
+
+type broker struct {
+	address string
+	record  sluicev1connect.RecordServiceClient
+}
+
+// topicMeta is the cached metadata of one topic.
+type topicMeta struct {
+	name       string
+	id         string
+	partitions []partitionMeta
+	fetched    time.Time
+}
+
+type partitionMeta struct {
+	leader      int32 // -1 offline
+	leaderEpoch int32
+}
+
+// New connects to the control plane at endpoint ("http://host:port" or
+// https), authenticates with creds, and learns the brokers. It fails with a
+// *connect.Error coded Unauthenticated for a bad key and Unavailable when
+// the control plane cannot be reached.
+func New(ctx context.Context, endpoint string, creds Credentials, opts ...Option) (*Client, error) {
+	o := options{metadataMaxAge: 5 * time.Minute}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("sluice: endpoint %q must be an http:// or https:// URL", endpoint)
+	}
+	if creds.apiKey == "" && creds.token == "" {
+		return nil, errors.New("sluice: credentials are empty: pass client.APIKey(key) or client.Token(jwt)")
+	}
+	if o.hc == nil {
+		o.hc = defaultHTTPClient(u.Scheme)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	endpoint = strings.TrimRight(endpoint, "/")
+	c := &Client{
+		endpoint: endpoint, scheme: u.Scheme, hc: o.hc, logger: o.logger, creds: creds, maxAge: o.metadataMaxAge,
+		brokers: map[int32]broker{}, topics: map[string]*topicMeta{},
+	}
+	c.auth = sluicev1connect.NewAuthServiceClient(c.hc, endpoint)
+	c.cpRecord = sluicev1connect.NewRecordServiceClient(c.hc, endpoint, connect.WithInterceptors(c.bearer()))
+	if _, err := c.currentToken(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := c.refreshMetadata(ctx, nil, true); err != nil {
+		return nil, fmt.Errorf("sluice: learn brokers at %s: %w", endpoint, err)
+	}
+	return c, nil
+}
+
+func defaultHTTPClient(scheme string) *http.Client {
+	var p http.Protocols
+	if scheme == "http" {
+		p.SetUnencryptedHTTP2(true)
+	} else {
+		p.SetHTTP2(true)
+	}
+	return &http.Client{Transport: &http.Transport{
+		Protocols:           &p,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: 5 * time.Second,
+	}}
+}
+
+// Close releases the client's connections. Producers and consumers made
+// from it must be closed first.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.hc.CloseIdleConnections()
+	return nil
+}
+
+// ---- tokens ----
+
+// currentToken returns a token valid for a while yet, minting a new one
+// from the API key when less than a fifth of its lifetime remains.
+func (c *Client) currentToken(ctx context.Context) (string, error) {
+	if c.creds.token != "" {
+		return c.creds.token, nil
+	}
+	c.tokMu.Lock()
+	defer c.tokMu.Unlock()
+	if c.token != "" && time.Until(c.tokenExp) > c.tokenLife/5 {
+		return c.token, nil
+	}
+	res, err := c.auth.CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: c.creds.apiKey}))
+	if err != nil {
+		if c.token != "" && time.Until(c.tokenExp) > 10*time.Second {
+			c.logger.Warn("token refresh failed; using the current token", "err", err)
+			return c.token, nil
+		}
+		return "", fmt.Errorf("sluice: log in at %s: %w", c.endpoint, err)
+	}
+	c.token = res.Msg.GetToken()
+	c.tokenExp = res.Msg.GetExpireTime().AsTime()
+	c.tokenLife = time.Until(c.tokenExp)
+	return c.token, nil
+}
+
+// dropToken forgets a token the server refused, so the next call mints one.
+func (c *Client) dropToken(tok string) {
+	c.tokMu.Lock()
+	defer c.tokMu.Unlock()
+	if c.token == tok {
+		c.token = ""
+	}
+}
+
+type tokenKey struct{}
+
+// bearer adds the current token to every request.
+func (c *Client) bearer() connect.Interceptor { return bearerInterceptor{c} }
+
+type bearerInterceptor struct{ c *Client }
+
+func (b bearerInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		tok, err := b.c.currentToken(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req.Header().Set("Authorization", "Bearer "+tok)
+		res, err := next(ctx, req)
+		if connect.CodeOf(err) == connect.CodeUnauthenticated {
+			b.c.dropToken(tok)
+		}
+		return res, err
+	}
+}
+
+func (b bearerInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (b bearerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// ---- metadata and routing ----
+
+// refreshMetadata fetches metadata for topics (nil: none but the brokers)
+// from a broker, or from the control plane when fromControlPlane or no
+// broker answers.
+func (c *Client) refreshMetadata(ctx context.Context, topics []string, fromControlPlane bool) (*sluicev1.GetMetadataResponse, error) {
+	req := &sluicev1.GetMetadataRequest{Topics: topics}
+	if topics == nil {
+		req.Topics = []string{}
+	}
+	var res *connect.Response[sluicev1.GetMetadataResponse]
+	var err error
+	if !fromControlPlane {
+		for _, b := range c.brokerList() {
+			res, err = b.record.GetMetadata(ctx, connect.NewRequest(req))
+			if err == nil || !retriable(err) {
+				break
+			}
+		}
+	}
+	if res == nil && (err == nil || retriable(err)) {
+		res, err = c.cpRecord.GetMetadata(ctx, connect.NewRequest(req))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if topics == nil && len(res.Msg.GetTopics()) > 0 {
+		// GetMetadata with no topics means every topic; we asked for none.
+		res.Msg.Topics = nil
+	}
+	c.applyMetadata(res.Msg)
+	return res.Msg, nil
+}
+
+func (c *Client) brokerList() []broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]broker, 0, len(c.brokers))
+	for _, b := range c.brokers {
+		out = append(out, b)
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+func (c *Client) applyMetadata(m *sluicev1.GetMetadataResponse) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range m.GetBrokers() {
+		if cur, ok := c.brokers[b.GetId()]; ok && cur.address == b.GetAddress() {
+			continue
+		}
+		c.brokers[b.GetId()] = c.newBrokerLocked(b.GetAddress())
+	}
+	now := time.Now()
+	for _, t := range m.GetTopics() {
+		tm := &topicMeta{name: t.GetName(), id: t.GetId(), fetched: now, partitions: make([]partitionMeta, len(t.GetPartitions()))}
+		for _, p := range t.GetPartitions() {
+			if i := int(p.GetPartition()); i >= 0 && i < len(tm.partitions) {
+				tm.partitions[i] = partitionMeta{leader: p.GetLeader(), leaderEpoch: p.GetLeaderEpoch()}
+			}
+		}
+		c.topics[t.GetName()] = tm
+	}
+}
+
+func (c *Client) newBrokerLocked(address string) broker {
+	base := c.scheme + "://" + address
+	return broker{address: address, record: sluicev1connect.NewRecordServiceClient(c.hc, base, connect.WithInterceptors(c.bearer(), noForward{}))}
+}
+
+type noForward struct{}
+
+func (noForward) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set(noForwardHeader, "1")
+		return next(ctx, req)
+	}
+}
+func (noForward) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+func (noForward) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// topic returns the topic's cached metadata, fetching it when missing or
+// older than the max age. An unknown topic is a NotFound *connect.Error.
+func (c *Client) topic(ctx context.Context, name string) (*topicMeta, error) {
+	c.mu.Lock()
+	tm := c.topics[name]
+	c.mu.Unlock()
+	if tm != nil && time.Since(tm.fetched) < c.maxAge {
+		return tm, nil
+	}
+	if err := validTopic(name); err != nil {
+		return nil, err
+	}
+	if _, err := c.refreshMetadata(ctx, []string{name}, false); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tm := c.topics[name]; tm != nil {
+		return tm, nil
+	}
+	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", name))
+}
+
+func validTopic(name string) error {
+	if name == "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("topic: must not be empty"))
+	}
+	return nil
+}
+
+// leaderOf returns the client for the partition's leader and the leader
+// epoch to fence with, or an Unavailable error while it is offline.
+func (c *Client) leaderOf(ctx context.Context, topic string, partition int32) (sluicev1connect.RecordServiceClient, int32, error) {
+	tm, err := c.topic(ctx, topic)
+	if err != nil {
+		return nil, 0, err
+	}
+	if partition < 0 || int(partition) >= len(tm.partitions) {
+		return nil, 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partition: topic %q has partitions 0..%d; got %d", topic, len(tm.partitions)-1, partition))
+	}
+	pm := tm.partitions[partition]
+	if pm.leader < 0 {
+		return nil, 0, connect.NewError(connect.CodeUnavailable, fmt.Errorf("topic %q partition %d is offline: no in-sync replica is alive", topic, partition))
+	}
+	c.mu.Lock()
+	b, ok := c.brokers[pm.leader]
+	c.mu.Unlock()
+	if !ok {
+		return nil, 0, connect.NewError(connect.CodeUnavailable, fmt.Errorf("topic %q partition %d: leader broker %d is not in the metadata yet", topic, partition, pm.leader))
+	}
+	return b.record, pm.leaderEpoch, nil
+}
+
+// observe updates the routing cache after an error from a partition's
+// leader: a NotLeader detail names the new leader; anything else that
+// suggests stale routing marks the topic for a refresh.
+func (c *Client) observe(topic string, partition int32, err error) {
+	if err == nil {
+		return
+	}
+	if nl := notLeaderOf(err); nl != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		tm := c.topics[topic]
+		if tm == nil || int(partition) >= len(tm.partitions) {
+			return
+		}
+		if nl.GetLeaderEpoch() < tm.partitions[partition].leaderEpoch {
+			return
+		}
+		if nl.GetLeaderId() >= 0 && nl.GetLeaderAddress() != "" {
+			if cur, ok := c.brokers[nl.GetLeaderId()]; !ok || cur.address != nl.GetLeaderAddress() {
+				c.brokers[nl.GetLeaderId()] = c.newBrokerLocked(nl.GetLeaderAddress())
+			}
+		}
+		np := slicesClone(tm.partitions)
+		np[partition] = partitionMeta{leader: nl.GetLeaderId(), leaderEpoch: nl.GetLeaderEpoch()}
+		c.topics[topic] = &topicMeta{name: tm.name, id: tm.id, partitions: np, fetched: tm.fetched}
+		return
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeFailedPrecondition, connect.CodeNotFound, connect.CodeUnknown, connect.CodeDeadlineExceeded, connect.CodeCanceled:
+		c.mu.Lock()
+		if tm := c.topics[topic]; tm != nil {
+			stale := *tm
+			stale.fetched = time.Time{}
+			c.topics[topic] = &stale
+		}
+		c.mu.Unlock()
+	}
+}
+
+func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }
+
+// notLeaderOf returns the NotLeader detail of err, if any.
+func notLeaderOf(err error) *sluicev1.NotLeader {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if nl, ok := v.(*sluicev1.NotLeader); ok {
+				return nl
+			}
+		}
+	}
+	return nil
+}
+
+// producerErrorOf returns the ProducerError detail of err, if any.
+func producerErrorOf(err error) *sluicev1.ProducerError {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if pe, ok := v.(*sluicev1.ProducerError); ok {
+				return pe
+			}
+		}
+	}
+	return nil
+}
+
+// backoff returns the delay before retry attempt n (1-based): exponential
+// from 50 ms to 1 s with full jitter in its upper half.
+func backoff(n int) time.Duration {
+	d := 50 * time.Millisecond << min(n-1, 5)
+	d = min(d, time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,255 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/client"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+func newClient(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.New(t.Context(), endpoint, client.APIKey(apiKey))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// consumeAll reads every partition of topic from the start until n records
+// arrived.
+func consumeAll(t *testing.T, c *client.Client, topic string, n int) []*client.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	parts, err := c.Partitions(ctx, topic)
+	require.NoError(t, err)
+	cs, err := c.NewConsumer(client.WithFetchMaxWait(100 * time.Millisecond))
+	require.NoError(t, err)
+	defer cs.Close()
+	for p := range parts {
+		require.NoError(t, cs.Assign(ctx, topic, p, client.Earliest()))
+	}
+	var out []*client.Record
+	for len(out) < n {
+		recs, err := cs.Poll(ctx)
+		require.NoError(t, err, "after %d of %d records", len(out), n)
+		out = append(out, recs...)
+	}
+	return out
+}
+
+func TestProduceConsumeRoundTrip(t *testing.T) {
+	for _, codec := range []string{"none", "zstd", "lz4"} {
+		t.Run(codec, func(t *testing.T) {
+			topic := "roundtrip-" + codec
+			createTopic(t, topic, 3, nil)
+			c := newClient(t)
+			p, err := c.NewProducer(t.Context(), client.WithCompression(codec), client.WithLinger(2*time.Millisecond))
+			require.NoError(t, err)
+			require.True(t, p.Idempotent(), "idempotence is on by default")
+
+			const n = 3000
+			var mu sync.Mutex
+			lastOffset := map[int32]int64{}
+			keyPart := map[string]int32{}
+			var failures []error
+			for i := range n {
+				r := &client.Record{Topic: topic, Value: fmt.Appendf(nil, "value-%d", i), Headers: []client.Header{{Key: "i", Value: fmt.Append(nil, i)}}}
+				if i%2 == 0 {
+					r.Key = fmt.Appendf(nil, "key-%d", i%10)
+				}
+				p.Produce(t.Context(), r, func(r *client.Record, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						failures = append(failures, err)
+						return
+					}
+					if last, ok := lastOffset[r.Partition]; ok && r.Offset <= last {
+						failures = append(failures, fmt.Errorf("partition %d: callback for offset %d after %d", r.Partition, r.Offset, last))
+					}
+					lastOffset[r.Partition] = r.Offset
+					if r.Key != nil {
+						if kp, ok := keyPart[string(r.Key)]; ok && kp != r.Partition {
+							failures = append(failures, fmt.Errorf("key %s went to partitions %d and %d", r.Key, kp, r.Partition))
+						}
+						keyPart[string(r.Key)] = r.Partition
+					}
+				})
+			}
+			require.NoError(t, p.Close(t.Context()))
+			require.Empty(t, failures)
+
+			got := consumeAll(t, c, topic, n)
+			require.Len(t, got, n)
+			seen := map[string]bool{}
+			next := map[int32]int64{}
+			for _, r := range got {
+				require.False(t, seen[string(r.Value)], "duplicate %s", r.Value)
+				seen[string(r.Value)] = true
+				require.Equal(t, next[r.Partition], r.Offset, "partition %d offsets are dense and in order", r.Partition)
+				next[r.Partition] = r.Offset + 1
+				require.Len(t, r.Headers, 1)
+				require.Equal(t, "value-"+string(r.Headers[0].Value), string(r.Value))
+				require.WithinDuration(t, time.Now(), r.Timestamp, time.Minute)
+			}
+		})
+	}
+}
+
+func TestProduceSyncAndAcks(t *testing.T) {
+	createTopic(t, "acks", 1, nil)
+	c := newClient(t)
+	for _, acks := range []client.Acks{client.AcksAll, client.AcksLeader, client.AcksNone} {
+		p, err := c.NewProducer(t.Context(), client.WithAcks(acks))
+		require.NoError(t, err)
+		require.Equal(t, acks == client.AcksAll, p.Idempotent(), "idempotence follows acks=all unless set")
+		r1 := &client.Record{Topic: "acks", Value: []byte("a")}
+		r2 := &client.Record{Topic: "acks", Value: []byte("b")}
+		require.NoError(t, p.ProduceSync(t.Context(), r1, r2))
+		if acks == client.AcksNone {
+			require.Equal(t, int64(-1), r1.Offset, "acks=0 learns no offset")
+		} else {
+			require.Equal(t, r1.Offset+1, r2.Offset)
+		}
+		require.NoError(t, p.Close(t.Context()))
+	}
+	got := consumeAll(t, c, "acks", 6)
+	require.Len(t, got, 6)
+}
+
+func TestProducerBadInput(t *testing.T) {
+	createTopic(t, "small", 1, &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(2048))})
+	c := newClient(t)
+	ctx := t.Context()
+
+	_, err := c.NewProducer(ctx, client.WithAcks(client.AcksLeader), client.WithIdempotence(true))
+	require.ErrorContains(t, err, "idempotence needs acks=all")
+	_, err = c.NewProducer(ctx, client.WithAcks(client.Acks(7)))
+	require.ErrorContains(t, err, "acks 7")
+	_, err = c.NewProducer(ctx, client.WithCompression("gzip"))
+	require.ErrorContains(t, err, "compression")
+	_, err = c.NewProducer(ctx, client.WithMaxInFlight(6))
+	require.ErrorContains(t, err, "max in flight")
+	_, err = client.ParseAcks("2")
+	require.Error(t, err)
+
+	p, err := c.NewProducer(ctx, client.WithDeliveryTimeout(5*time.Second))
+	require.NoError(t, err)
+	defer p.Close(ctx)
+
+	err = p.ProduceSync(ctx, &client.Record{Topic: "", Value: []byte("x")})
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "empty topic: %v", err)
+
+	err = p.ProduceSync(ctx, &client.Record{Topic: "no-such-topic", Value: []byte("x")})
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "unknown topic: %v", err)
+	require.ErrorContains(t, err, `topic "no-such-topic" not found`)
+
+	err = p.ProduceSync(ctx, &client.Record{Topic: "small", Value: make([]byte, 1<<20)})
+	require.ErrorIs(t, err, client.ErrRecordTooLarge)
+
+	// Over the topic's max.message.bytes: refused by the broker, for certain.
+	err = p.ProduceSync(ctx, &client.Record{Topic: "small", Value: bytes.Repeat([]byte("x"), 4096)})
+	var de *client.DeliveryError
+	require.ErrorAs(t, err, &de)
+	require.False(t, de.Indefinite, "a refused record was certainly not written")
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+	require.ErrorContains(t, err, "max.message.bytes")
+
+	// The partition goes on after the refusal (the producer renumbers the
+	// batches behind the refused one).
+	ok := &client.Record{Topic: "small", Value: []byte("fits")}
+	require.NoError(t, p.ProduceSync(ctx, ok))
+	got := consumeAll(t, c, "small", 1)
+	require.Equal(t, "fits", string(got[0].Value))
+
+	err = p.ProduceSync(ctx, &client.Record{Topic: "small", Partition: 3, Value: []byte("x")})
+	require.NoError(t, err, "Partition is ignored without the manual partitioner")
+	mp, err := c.NewProducer(ctx, client.WithManualPartitioner())
+	require.NoError(t, err)
+	err = mp.ProduceSync(ctx, &client.Record{Topic: "small", Partition: 3, Value: []byte("x")})
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "partition out of range: %v", err)
+	require.NoError(t, mp.Close(ctx))
+}
+
+func TestBufferFull(t *testing.T) {
+	createTopic(t, "buffer", 1, nil)
+	c := newClient(t)
+	p, err := c.NewProducer(t.Context(), client.WithBufferBytes(4096), client.WithMaxBatchBytes(4096),
+		client.WithBlockOnFullBuffer(false), client.WithLinger(time.Hour))
+	require.NoError(t, err)
+	var full error
+	for i := 0; i < 100 && full == nil; i++ {
+		p.Produce(t.Context(), &client.Record{Topic: "buffer", Value: make([]byte, 500)}, func(_ *client.Record, err error) {
+			if errors.Is(err, client.ErrBufferFull) {
+				full = err
+			}
+		})
+	}
+	require.ErrorIs(t, full, client.ErrBufferFull)
+	require.NoError(t, p.Close(t.Context()), "Close flushes what was buffered despite the long linger")
+}
+
+func TestNewErrors(t *testing.T) {
+	_, err := client.New(t.Context(), "localhost:1", client.APIKey(apiKey))
+	require.ErrorContains(t, err, "must be an http:// or https:// URL")
+	_, err = client.New(t.Context(), endpoint, client.Credentials{})
+	require.ErrorContains(t, err, "credentials are empty")
+	_, err = client.New(t.Context(), endpoint, client.APIKey("slk_not-a-key"))
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%v", err)
+}
+
+func TestConsumerOffsets(t *testing.T) {
+	createTopic(t, "offsets", 1, nil)
+	c := newClient(t)
+	p, err := c.NewProducer(t.Context())
+	require.NoError(t, err)
+	var recs []*client.Record
+	for i := range 10 {
+		recs = append(recs, &client.Record{Topic: "offsets", Value: fmt.Append(nil, i)})
+	}
+	require.NoError(t, p.ProduceSync(t.Context(), recs...))
+	require.NoError(t, p.Close(t.Context()))
+
+	start, hw, err := c.Watermarks(t.Context(), "offsets", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), start)
+	require.Equal(t, int64(10), hw)
+	off, err := c.ResolveOffset(t.Context(), "offsets", 0, client.Latest())
+	require.NoError(t, err)
+	require.Equal(t, int64(10), off)
+	off, err = c.ResolveOffset(t.Context(), "offsets", 0, client.AtTime(time.Now().Add(time.Hour)))
+	require.NoError(t, err)
+	require.Equal(t, int64(10), off, "a time after the last record resolves to the end")
+
+	cs, err := c.NewConsumer()
+	require.NoError(t, err)
+	defer cs.Close()
+	require.NoError(t, cs.Assign(t.Context(), "offsets", 0, client.At(7)))
+	got, err := cs.Poll(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, int64(7), got[0].Offset, "starts inside a batch at the asked offset")
+	require.Equal(t, "7", string(got[0].Value))
+
+	require.NoError(t, cs.Assign(t.Context(), "offsets", 0, client.At(50)))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err = cs.Poll(ctx)
+	require.Equal(t, connect.CodeOutOfRange, connect.CodeOf(err), "%v", err)
+
+	err = cs.Assign(t.Context(), "offsets", 1, client.Earliest())
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	err = cs.Assign(t.Context(), "nope", 0, client.Earliest())
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,370 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/compress"
+)
+
+// Offset says where a consumer starts reading a partition.
+type Offset struct {
+	kind int // 0 exact, 1 earliest, 2 latest, 3 time
+	at   int64
+	t    time.Time
+}
+
+// Earliest starts at the oldest record still retained.
+func Earliest() Offset { return Offset{kind: 1} }
+
+// Latest starts after the newest record: only new records are read.
+func Latest() Offset { return Offset{kind: 2} }
+
+// At starts at offset n.
+func At(n int64) Offset { return Offset{at: n} }
+
+// AtTime starts at the first record with a timestamp at or after t.
+func AtTime(t time.Time) Offset { return Offset{kind: 3, t: t} }
+
+func (o Offset) String() string {
+	switch o.kind {
+	case 1:
+		return "earliest"
+	case 2:
+		return "latest"
+	case 3:
+		return "@" + o.t.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprint(o.at)
+}
+
+// ConsumerOption configures a Consumer.
+type ConsumerOption func(*consumerConfig)
+
+type consumerConfig struct {
+	maxBytes int32
+	maxWait  time.Duration
+	prefetch int
+}
+
+// WithFetchMaxBytes bounds one fetch per partition (default 1 MiB; at least
+// one batch is returned even when larger).
+func WithFetchMaxBytes(n int32) ConsumerOption { return func(c *consumerConfig) { c.maxBytes = n } }
+
+// WithFetchMaxWait sets how long a fetch waits at the leader for new
+// records (default 500 ms).
+func WithFetchMaxWait(d time.Duration) ConsumerOption { return func(c *consumerConfig) { c.maxWait = d } }
+
+// WithPrefetch sets how many fetched responses per partition may wait for
+// Poll (default 2): the next fetch is in flight while the application
+// processes the previous one.
+func WithPrefetch(n int) ConsumerOption { return func(c *consumerConfig) { c.prefetch = n } }
+
+// Consumer reads assigned partitions from explicit offsets. It does not
+// commit offsets (consumer groups do). Poll is for one goroutine at a time.
+type Consumer struct {
+	c   *Client
+	cfg consumerConfig
+
+	mu     sync.Mutex
+	parts  map[sinkKey]*fetcher
+	closed bool
+	ready  chan fetched
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type fetched struct {
+	f    *fetcher
+	recs []*Record
+	err  error
+}
+
+// NewConsumer makes a consumer with no partitions; Assign adds them.
+func (c *Client) NewConsumer(opts ...ConsumerOption) (*Consumer, error) {
+	cfg := consumerConfig{maxBytes: 1 << 20, maxWait: 500 * time.Millisecond, prefetch: 2}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.maxBytes <= 0 || cfg.maxWait < 0 || cfg.prefetch < 1 {
+		return nil, errors.New("sluice: fetch max bytes and prefetch must be positive, max wait not negative")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Consumer{c: c, cfg: cfg, parts: map[sinkKey]*fetcher{}, ready: make(chan fetched, 64), ctx: ctx, cancel: cancel}, nil
+}
+
+// Assign starts reading topic's partition from. The start offset is
+// resolved at once, so an unknown topic or partition fails here.
+func (cs *Consumer) Assign(ctx context.Context, topic string, partition int32, from Offset) error {
+	if _, _, err := cs.c.leaderOf(ctx, topic, partition); err != nil && connect.CodeOf(err) != connect.CodeUnavailable {
+		return err
+	}
+	off, err := cs.c.ResolveOffset(ctx, topic, partition, from)
+	if err != nil {
+		return err
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		return errors.New("sluice: consumer is closed")
+	}
+	k := sinkKey{topic, partition}
+	if f := cs.parts[k]; f != nil {
+		f.cancel()
+	}
+	fctx, cancel := context.WithCancel(cs.ctx)
+	f := &fetcher{cs: cs, topic: topic, partition: partition, offset: off, fctx: fctx, cancel: cancel, slots: make(chan struct{}, cs.cfg.prefetch)}
+	cs.parts[k] = f
+	cs.wg.Add(1)
+	go func() { defer cs.wg.Done(); f.run(fctx) }()
+	return nil
+}
+
+// Unassign stops reading a partition.
+func (cs *Consumer) Unassign(topic string, partition int32) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if f := cs.parts[sinkKey{topic, partition}]; f != nil {
+		f.cancel()
+		delete(cs.parts, sinkKey{topic, partition})
+	}
+}
+
+// Poll returns the next records of any assigned partition, waiting until
+// some arrive or ctx ends. Records of a partition come in offset order,
+// each once. A partition whose position is out of range (below the log
+// start after retention, or beyond the end) stops and Poll returns an
+// error coded OutOfRange naming it; Assign it again to go on.
+func (cs *Consumer) Poll(ctx context.Context) ([]*Record, error) {
+	for {
+		select {
+		case fr := <-cs.ready:
+			<-fr.f.slots
+			if fr.f.ctx().Err() != nil {
+				continue // unassigned since
+			}
+			if fr.err != nil {
+				return nil, fr.err
+			}
+			return fr.recs, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Close stops every fetch.
+func (cs *Consumer) Close() error {
+	cs.mu.Lock()
+	cs.closed = true
+	cs.mu.Unlock()
+	cs.cancel()
+	cs.wg.Wait()
+	return nil
+}
+
+// fetcher reads one partition.
+type fetcher struct {
+	cs        *Consumer
+	topic     string
+	partition int32
+	offset    int64
+	cancel    context.CancelFunc
+	slots     chan struct{} // responses not yet taken by Poll
+	fctx      context.Context
+}
+
+func (f *fetcher) ctx() context.Context { return f.fctx }
+
+func (f *fetcher) run(ctx context.Context) {
+	attempt := 0
+	for {
+		select {
+		case f.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		recs, err := f.fetchOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && connect.CodeOf(err) != connect.CodeOutOfRange && retriable(err) {
+			<-f.slots
+			attempt++
+			if sleep(ctx, backoff(attempt)) != nil {
+				return
+			}
+			continue
+		}
+		attempt = 0
+		if err == nil && len(recs) == 0 {
+			<-f.slots
+			continue
+		}
+		select {
+		case f.cs.ready <- fetched{f: f, recs: recs, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return // out of range or a lasting error: reported once, then stop
+		}
+	}
+}
+
+func (f *fetcher) fetchOnce(ctx context.Context) ([]*Record, error) {
+	rc, epoch, err := f.cs.c.leaderOf(ctx, f.topic, f.partition)
+	if err != nil {
+		f.cs.c.observe(f.topic, f.partition, err)
+		return nil, err
+	}
+	res, err := rc.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{
+		Topic: f.topic, Partition: f.partition, Offset: f.offset, MaxBytes: f.cs.cfg.maxBytes,
+		MaxWaitMs: f.cs.cfg.maxWait.Milliseconds(), RawBatches: true, CurrentLeaderEpoch: &epoch,
+	}))
+	if err != nil {
+		f.cs.c.observe(f.topic, f.partition, err)
+		if connect.CodeOf(err) == connect.CodeOutOfRange {
+			return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("topic %q partition %d offset %d: %w", f.topic, f.partition, f.offset, err))
+		}
+		return nil, err
+	}
+	recs, next, err := decodeBatches(f.topic, f.partition, res.Msg.GetBatches().GetData(), f.offset)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeDataLoss, fmt.Errorf("topic %q partition %d at offset %d: %w", f.topic, f.partition, f.offset, err))
+	}
+	if next > f.offset {
+		f.offset = next
+	}
+	return recs, nil
+}
+
+// decodeBatches turns fetched batches into records at or after from and
+// returns the offset after the last batch.
+func decodeBatches(topic string, partition int32, data []byte, from int64) ([]*Record, int64, error) {
+	var out []*Record
+	next := from
+	var it log.RecordIter
+	for len(data) > 0 {
+		b, rest, err := log.ReadBatch(data)
+		if err != nil {
+			return nil, 0, err
+		}
+		data = rest
+		h := b.Header()
+		next = max(next, h.LastOffset()+1)
+		if h.Attributes.Control() {
+			continue
+		}
+		if b, err = compress.DecompressBatch(nil, b, 0); err != nil {
+			return nil, 0, err
+		}
+		if err := it.Reset(b); err != nil {
+			return nil, 0, err
+		}
+		for it.Next() {
+			r := it.Record()
+			off := h.BaseOffset + int64(r.OffsetDelta)
+			if off < from {
+				continue
+			}
+			rec := &Record{
+				Topic: topic, Partition: partition, Offset: off, LeaderEpoch: h.LeaderEpoch,
+				Timestamp: time.UnixMilli(h.FirstTimestamp + r.TimestampDelta),
+				Key:       clone(r.Key), Value: clone(r.Value),
+			}
+			for _, hd := range r.Headers {
+				rec.Headers = append(rec.Headers, Header{Key: string(hd.Key), Value: clone(hd.Value)})
+			}
+			out = append(out, rec)
+		}
+		if err := it.Err(); err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, next, nil
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// ResolveOffset turns an Offset into an exact one, asking the partition's
+// leader. A time after the newest record resolves to the high watermark.
+func (c *Client) ResolveOffset(ctx context.Context, topic string, partition int32, o Offset) (int64, error) {
+	if o.kind == 0 {
+		if o.at < 0 {
+			return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offset %d: must not be negative", o.at))
+		}
+		return o.at, nil
+	}
+	req := &sluicev1.ListOffsetsRequest{Topic: topic, Partition: partition}
+	switch o.kind {
+	case 1:
+		req.Spec = sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST
+	case 2:
+		req.Spec = sluicev1.OffsetSpec_OFFSET_SPEC_LATEST
+	case 3:
+		req.Spec, req.TimestampMs = sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP, o.t.UnixMilli()
+	}
+	res, err := c.listOffsets(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	if res.GetOffset() < 0 {
+		return res.GetHighWatermark(), nil // no record at or after the time: start at the end
+	}
+	return res.GetOffset(), nil
+}
+
+// Watermarks returns a partition's log start offset (the oldest retained
+// record) and high watermark (one past the newest committed record).
+func (c *Client) Watermarks(ctx context.Context, topic string, partition int32) (start, hw int64, err error) {
+	res, err := c.listOffsets(ctx, &sluicev1.ListOffsetsRequest{Topic: topic, Partition: partition, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST})
+	if err != nil {
+		return 0, 0, err
+	}
+	return res.GetLogStartOffset(), res.GetHighWatermark(), nil
+}
+
+// listOffsets asks a partition's leader for an offset, retrying while the
+// partition moves or is briefly unavailable, within ctx.
+func (c *Client) listOffsets(ctx context.Context, req *sluicev1.ListOffsetsRequest) (*sluicev1.ListOffsetsResponse, error) {
+	for attempt := 1; ; attempt++ {
+		rc, _, err := c.leaderOf(ctx, req.GetTopic(), req.GetPartition())
+		if err == nil {
+			var res *connect.Response[sluicev1.ListOffsetsResponse]
+			res, err = rc.ListOffsets(ctx, connect.NewRequest(req))
+			if err == nil {
+				return res.Msg, nil
+			}
+		}
+		c.observe(req.GetTopic(), req.GetPartition(), err)
+		if !retriable(err) || attempt >= 20 {
+			return nil, err
+		}
+		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+			return nil, fmt.Errorf("%w (last error: %v)", serr, err)
+		}
+	}
+}
+
+// Partitions returns the number of partitions of topic.
+func (c *Client) Partitions(ctx context.Context, topic string) (int32, error) {
+	tm, err := c.topic(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	return int32(len(tm.partitions)), nil
+}

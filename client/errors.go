@@ -1,0 +1,104 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// Errors a producer reports for a record. Server errors arrive as
+// *connect.Error (inspect them with connect.CodeOf); these wrap or stand
+// beside them.
+var (
+	// ErrDeliveryTimeout: the record could not be acknowledged within the
+	// delivery timeout. The *DeliveryError says whether it may have been
+	// written anyway (Indefinite).
+	ErrDeliveryTimeout = errors.New("delivery timeout")
+	// ErrBufferFull: the producer's buffer is full and it was told not to
+	// block (WithBlockOnFullBuffer(false)).
+	ErrBufferFull = errors.New("producer buffer is full")
+	// ErrProducerClosed: the record was produced after Close, or was still
+	// buffered when Close gave up.
+	ErrProducerClosed = errors.New("producer is closed")
+	// ErrRecordTooLarge: the record alone exceeds the producer's maximum
+	// batch size.
+	ErrRecordTooLarge = errors.New("record is larger than the maximum batch size")
+	// ErrProducerFenced: a newer instance of this producer id took over.
+	ErrProducerFenced = errors.New("producer fenced by a newer epoch")
+)
+
+// DeliveryError is the error a producer reports for a record it gave up on.
+type DeliveryError struct {
+	// Err is the cause: ErrDeliveryTimeout, a server error, ErrProducerClosed …
+	Err error
+	// Last is the last server or network error before a timeout, if any.
+	Last error
+	// Indefinite is true when the record was sent and no answer said
+	// whether it was written: it may be in the log. False means it was
+	// certainly not written.
+	Indefinite bool
+}
+
+func (e *DeliveryError) Error() string {
+	msg := e.Err.Error()
+	if e.Last != nil && !errors.Is(e.Err, e.Last) {
+		msg += fmt.Sprintf(" (last error: %v)", e.Last)
+	}
+	if e.Indefinite {
+		msg += "; the record may or may not have been written"
+	} else {
+		msg += "; the record was not written"
+	}
+	return msg
+}
+
+func (e *DeliveryError) Unwrap() []error {
+	if e.Last != nil {
+		return []error{e.Err, e.Last}
+	}
+	return []error{e.Err}
+}
+
+// retriable reports whether a failed request may succeed if sent again
+// (after a metadata refresh for routing errors).
+func retriable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if pe := producerErrorOf(err); pe != nil {
+		return pe.GetReason() == sluicev1.ProducerError_REASON_OUT_OF_ORDER_SEQUENCE
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeAborted,
+		connect.CodeResourceExhausted, connect.CodeUnknown, connect.CodeInternal:
+		return true
+	case connect.CodeFailedPrecondition:
+		// NotLeader, NotEnoughReplicas, a fenced leader epoch: routing or
+		// replication state that changes on its own.
+		return true
+	}
+	return false
+}
+
+// indefinite reports whether a failed produce may have written the batch:
+// the request may have reached the leader and no answer said it was refused.
+func indefinite(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodePermissionDenied,
+		connect.CodeUnauthenticated, connect.CodeResourceExhausted, connect.CodeAlreadyExists:
+		return false
+	case connect.CodeFailedPrecondition:
+		// Refused before writing: not the leader, not enough replicas, a
+		// stale epoch, a sequence gap, a fenced producer.
+		return false
+	}
+	if notLeaderOf(err) != nil {
+		return false
+	}
+	// Unavailable covers both "refused: offline / catching up" and "acks=all
+	// wait ended with the leadership": the latter may be written.
+	return true
+}

@@ -1,0 +1,166 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/controlplane"
+	"github.com/sluicemq/sluice/dataplane/broker"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// The package's tests and examples share one in-process cluster: a control
+// plane on SQLite and three brokers on loopback, like `sluice dev`. Fault
+// tests with separate processes live in e2e/.
+var (
+	endpoint string // control plane, "http://127.0.0.1:port"
+	apiKey   string // the test tenant's key
+)
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithCancel(context.Background())
+	dir, err := os.MkdirTemp("", "sluice-client-test-")
+	if err != nil {
+		panic(err)
+	}
+	stop, err := startCluster(ctx, dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start cluster:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cancel()
+	stop()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func startCluster(ctx context.Context, dir string) (func(), error) {
+	const brokerToken, operatorToken = "broker-secret-for-tests-0123456789", "operator-secret-for-tests-0123456789"
+	cfg := controlplane.DefaultConfig()
+	cfg.DatabaseURL = "sqlite:" + filepath.Join(dir, "cp.db")
+	cfg.BrokerToken, cfg.OperatorToken = brokerToken, operatorToken
+	cfg.DefaultReplicationFactor = 3
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	cfg.ListenAddr = ln.Addr().String()
+	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{}, 4)
+	go func() { _ = srv.Run(ctx, ln); done <- struct{}{} }()
+	endpoint = "http://" + ln.Addr().String()
+	for i := range 3 {
+		bc := broker.DefaultConfig()
+		bc.ID = int32(i + 1)
+		bc.DataDir = filepath.Join(dir, fmt.Sprintf("broker-%d", i+1))
+		bc.ControlPlane = endpoint
+		bc.BrokerToken = brokerToken
+		bln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		bc.ListenAddr, bc.AdvertisedAddr = bln.Addr().String(), bln.Addr().String()
+		b, err := broker.New(bc, broker.Deps{})
+		if err != nil {
+			return nil, err
+		}
+		go func() { _ = b.Run(ctx, bln); done <- struct{}{} }()
+	}
+	stop := func() {
+		for range 4 {
+			<-done
+		}
+		srv.Close()
+	}
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	op := sluicev1connect.NewOperatorServiceClient(hc, endpoint, connect.WithInterceptors(tenants.Bearer(operatorToken)))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := op.ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
+		live := 0
+		if err == nil {
+			for _, b := range res.Msg.GetBrokers() {
+				if b.GetLive() {
+					live++
+				}
+			}
+		}
+		if live == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return stop, fmt.Errorf("brokers not live after 30s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	su, err := sluicev1connect.NewTenantServiceClient(hc, endpoint).Signup(ctx,
+		connect.NewRequest(&sluicev1.SignupRequest{Email: "sdk@example.com", TenantName: "sdk"}))
+	if err != nil {
+		return stop, err
+	}
+	apiKey = su.Msg.GetApiKeySecret()
+	return stop, nil
+}
+
+// createTopic creates a topic (RF 3) and waits until every partition has a
+// leader that the brokers know about.
+func createTopic(tb testing.TB, name string, partitions int32, config *sluicev1.TopicConfig) {
+	tb.Helper()
+	if err := createTopicErr(name, partitions, config); err != nil {
+		tb.Fatalf("create topic %s: %v", name, err)
+	}
+}
+
+func createTopicErr(name string, partitions int32, config *sluicev1.TopicConfig) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	tok, err := sluicev1connect.NewAuthServiceClient(hc, endpoint).CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: apiKey}))
+	if err != nil {
+		return err
+	}
+	topics := sluicev1connect.NewTopicServiceClient(hc, endpoint, connect.WithInterceptors(tenants.Bearer(tok.Msg.GetToken())))
+	if _, err := topics.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: name, PartitionCount: partitions, ReplicationFactor: 3, Config: config})); err != nil {
+		return err
+	}
+	// Ready when the brokers know the leaders (GetMetadata from a broker).
+	for {
+		res, err := topics.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
+		if err != nil {
+			return err
+		}
+		ok := true
+		for _, pt := range res.Msg.GetPartitions() {
+			if pt.GetLeader() < 0 || len(pt.GetIsr()) < 3 {
+				ok = false
+			}
+		}
+		if ok {
+			time.Sleep(300 * time.Millisecond) // the brokers' watch checks every 200 ms
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,431 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// ProducerOption configures a Producer.
+type ProducerOption func(*producerConfig)
+
+type producerConfig struct {
+	acks            Acks
+	idempotence     *bool
+	linger          time.Duration
+	maxBatchBytes   int
+	codec           log.Codec
+	maxInFlight     int
+	deliveryTimeout time.Duration
+	requestTimeout  time.Duration
+	bufferBytes     int
+	block           bool
+	manual          bool
+	partitioner     func(r *Record, partitions int32) int32
+}
+
+// WithAcks sets when a produce counts as written (default AcksAll).
+func WithAcks(a Acks) ProducerOption { return func(c *producerConfig) { c.acks = a } }
+
+// WithIdempotence turns the idempotent producer on or off. It is on by
+// default with AcksAll: retries never write a record twice and never
+// reorder a partition. It needs AcksAll; with other acks it is off unless
+// asked for, and asking for it is an error.
+func WithIdempotence(on bool) ProducerOption {
+	return func(c *producerConfig) { c.idempotence = &on }
+}
+
+// WithLinger sets how long a partition's batch waits for more records
+// before it is sent (default 5 ms). Zero sends as soon as the previous
+// request leaves room.
+func WithLinger(d time.Duration) ProducerOption { return func(c *producerConfig) { c.linger = d } }
+
+// WithMaxBatchBytes bounds a batch (default 256 KiB). Keep it at most the
+// topic's max.message.bytes.
+func WithMaxBatchBytes(n int) ProducerOption { return func(c *producerConfig) { c.maxBatchBytes = n } }
+
+// WithCompression compresses batches: "none" (default), "zstd" or "lz4".
+func WithCompression(codec string) ProducerOption {
+	return func(c *producerConfig) {
+		switch codec {
+		case "zstd":
+			c.codec = log.CodecZstd
+		case "lz4":
+			c.codec = log.CodecLZ4
+		case "", "none":
+			c.codec = log.CodecNone
+		default:
+			c.codec = 255 // refused by NewProducer
+		}
+	}
+}
+
+// WithMaxInFlight bounds the requests in flight per partition, 1 to 5
+// (default 5). Order within a partition is kept across retries with
+// idempotence at any value; without it only at 1.
+func WithMaxInFlight(n int) ProducerOption { return func(c *producerConfig) { c.maxInFlight = n } }
+
+// WithDeliveryTimeout bounds the time from Produce to the record's
+// callback, retries included (default 2 minutes). A record not
+// acknowledged by then fails with ErrDeliveryTimeout.
+func WithDeliveryTimeout(d time.Duration) ProducerOption {
+	return func(c *producerConfig) { c.deliveryTimeout = d }
+}
+
+// WithRequestTimeout bounds one produce request (default 30 s).
+func WithRequestTimeout(d time.Duration) ProducerOption {
+	return func(c *producerConfig) { c.requestTimeout = d }
+}
+
+// WithBufferBytes bounds the bytes of records produced but not yet
+// acknowledged (default 32 MiB).
+func WithBufferBytes(n int) ProducerOption { return func(c *producerConfig) { c.bufferBytes = n } }
+
+// WithBlockOnFullBuffer says whether Produce waits for room in a full
+// buffer (default true; it waits until its context ends) or fails at once
+// with ErrBufferFull.
+func WithBlockOnFullBuffer(block bool) ProducerOption { return func(c *producerConfig) { c.block = block } }
+
+// WithManualPartitioner sends each record to its Record.Partition.
+func WithManualPartitioner() ProducerOption { return func(c *producerConfig) { c.manual = true } }
+
+// WithPartitioner chooses partitions with f, which must return a value in
+// [0, partitions).
+func WithPartitioner(f func(r *Record, partitions int32) int32) ProducerOption {
+	return func(c *producerConfig) { c.partitioner = f }
+}
+
+// Producer sends records to partition leaders in batches. Produce is safe
+// for concurrent use. Records of one partition are written, and their
+// callbacks run, in the order Produce was called.
+type Producer struct {
+	c   *Client
+	cfg producerConfig
+
+	pid   int64 // -1 without idempotence
+	epoch int16
+
+	mu      sync.Mutex
+	sinks   map[sinkKey]*sink
+	sticky  map[string]*stickyPart
+	closed  bool
+	buffer  int // bytes of unfinished records
+	pending int // unfinished records
+	changed chan struct{}
+
+	stop    chan struct{}
+	aborted chan struct{}
+	wg      sync.WaitGroup
+}
+
+type sinkKey struct {
+	topic     string
+	partition int32
+}
+
+type stickyPart struct {
+	partition int32
+	bytes     int
+}
+
+// NewProducer makes a producer. With idempotence (the default) it first
+// obtains a producer id from the cluster.
+func (c *Client) NewProducer(ctx context.Context, opts ...ProducerOption) (*Producer, error) {
+	cfg := producerConfig{
+		acks: AcksAll, linger: 5 * time.Millisecond, maxBatchBytes: 256 << 10, maxInFlight: 5,
+		deliveryTimeout: 2 * time.Minute, requestTimeout: 30 * time.Second, bufferBytes: 32 << 20, block: true,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case cfg.acks != AcksAll && cfg.acks != AcksLeader && cfg.acks != AcksNone:
+		return nil, fmt.Errorf("sluice: acks %d: choose AcksAll, AcksLeader or AcksNone", cfg.acks)
+	case cfg.idempotence != nil && *cfg.idempotence && cfg.acks != AcksAll:
+		return nil, fmt.Errorf("sluice: idempotence needs acks=all (acks is %s)", cfg.acks)
+	case cfg.codec > log.CodecZstd || cfg.codec == log.CodecGzip || cfg.codec == log.CodecSnappy:
+		return nil, errors.New("sluice: compression: choose none, zstd or lz4")
+	case cfg.maxInFlight < 1 || cfg.maxInFlight > 5:
+		return nil, fmt.Errorf("sluice: max in flight %d: choose 1 to 5", cfg.maxInFlight)
+	case cfg.maxBatchBytes < 1024:
+		return nil, fmt.Errorf("sluice: max batch bytes %d: at least 1024", cfg.maxBatchBytes)
+	case cfg.bufferBytes < cfg.maxBatchBytes:
+		return nil, fmt.Errorf("sluice: buffer bytes %d must be at least the max batch bytes %d", cfg.bufferBytes, cfg.maxBatchBytes)
+	case cfg.deliveryTimeout <= 0 || cfg.requestTimeout <= 0 || cfg.linger < 0:
+		return nil, errors.New("sluice: delivery and request timeouts must be positive and linger not negative")
+	}
+	p := &Producer{
+		c: c, cfg: cfg, pid: -1, sinks: map[sinkKey]*sink{}, sticky: map[string]*stickyPart{},
+		changed: make(chan struct{}), stop: make(chan struct{}), aborted: make(chan struct{}),
+	}
+	if cfg.idempotence == nil || *cfg.idempotence {
+		if cfg.acks == AcksAll {
+			if err := p.initProducerID(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
+
+// Idempotent reports whether the producer writes each record once despite
+// retries.
+func (p *Producer) Idempotent() bool { return p.pid >= 0 }
+
+// initProducerID asks any broker for a producer id, retrying while the
+// cluster is unavailable and ctx lasts.
+func (p *Producer) initProducerID(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		var lastErr error
+		for _, b := range p.c.brokerList() {
+			res, err := b.record.InitProducerId(ctx, connect.NewRequest(&sluicev1.InitProducerIdRequest{}))
+			if err == nil {
+				p.pid, p.epoch = res.Msg.GetProducerId(), int16(res.Msg.GetProducerEpoch())
+				return nil
+			}
+			if !retriable(err) {
+				return fmt.Errorf("sluice: init producer id: %w", err)
+			}
+			lastErr = err
+		}
+		if lastErr == nil {
+			lastErr = connect.NewError(connect.CodeUnavailable, errors.New("no broker is known"))
+			if _, err := p.c.refreshMetadata(ctx, nil, true); err != nil {
+				lastErr = err
+			}
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return fmt.Errorf("sluice: init producer id: %w (last error: %v)", err, lastErr)
+		}
+	}
+}
+
+// Produce buffers r for sending and calls cb (which may be nil) exactly
+// once with its fate: nil with r.Partition and r.Offset set, or an error
+// (a *DeliveryError after retries). cb runs on a producer goroutine and
+// must not block for long. Produce itself blocks only while the buffer is
+// full (see WithBlockOnFullBuffer) or the topic's metadata is first
+// fetched; ctx bounds that wait, not the delivery.
+func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) {
+	if cb == nil {
+		cb = func(*Record, error) {}
+	}
+	if err := p.enqueue(ctx, r, cb); err != nil {
+		cb(r, err)
+	}
+}
+
+// ProduceSync produces records and waits for all of them. It returns nil
+// when every record was written (their offsets set), or the first error.
+func (p *Producer) ProduceSync(ctx context.Context, rs ...*Record) error {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	wg.Add(len(rs))
+	for _, r := range rs {
+		p.Produce(ctx, r, func(_ *Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	for _, s := range p.sinkList() {
+		s.flushNow()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, error)) error {
+	if r == nil {
+		return errors.New("sluice: nil record")
+	}
+	size := r.size()
+	if size+log.HeaderSize > p.cfg.maxBatchBytes {
+		return fmt.Errorf("%w: about %d bytes, limit %d", ErrRecordTooLarge, size, p.cfg.maxBatchBytes)
+	}
+	tm, err := p.c.topic(ctx, r.Topic)
+	if err != nil {
+		return err
+	}
+	n := int32(len(tm.partitions))
+	var part int32
+	switch {
+	case p.cfg.manual:
+		part = r.Partition
+	case p.cfg.partitioner != nil:
+		part = p.cfg.partitioner(r, n)
+	case r.Key != nil:
+		h := fnv.New32a()
+		h.Write(r.Key)
+		part = int32(h.Sum32() % uint32(n))
+	default:
+		part = p.stickyPartition(tm, size)
+	}
+	if part < 0 || part >= n {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partition: topic %q has partitions 0..%d; got %d", r.Topic, n-1, part))
+	}
+	r.Partition = part
+	if r.Timestamp.IsZero() {
+		r.Timestamp = time.Now()
+	}
+	if err := p.reserve(ctx, size); err != nil {
+		return err
+	}
+	s, err := p.sink(r.Topic, part)
+	if err != nil {
+		p.release(size)
+		return err
+	}
+	s.add(&pending{rec: r, cb: cb, size: size, at: time.Now()})
+	return nil
+}
+
+// stickyPartition keeps records without keys on one available partition
+// until a batch's worth went there (Kafka's KIP-480), so they batch well.
+func (p *Producer) stickyPartition(tm *topicMeta, size int) int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sp := p.sticky[tm.name]
+	if sp == nil || sp.bytes+size > p.cfg.maxBatchBytes || int(sp.partition) >= len(tm.partitions) || tm.partitions[sp.partition].leader < 0 {
+		var avail []int32
+		for i, pm := range tm.partitions {
+			if pm.leader >= 0 && (sp == nil || int32(i) != sp.partition || len(tm.partitions) == 1) {
+				avail = append(avail, int32(i))
+			}
+		}
+		next := rand.Int32N(int32(len(tm.partitions)))
+		if len(avail) > 0 {
+			next = avail[rand.IntN(len(avail))]
+		}
+		sp = &stickyPart{partition: next}
+		p.sticky[tm.name] = sp
+	}
+	sp.bytes += size
+	return sp.partition
+}
+
+// reserve takes room for size bytes in the buffer.
+func (p *Producer) reserve(ctx context.Context, size int) error {
+	p.mu.Lock()
+	for {
+		if p.closed {
+			p.mu.Unlock()
+			return ErrProducerClosed
+		}
+		if p.buffer+size <= p.cfg.bufferBytes || p.buffer == 0 {
+			p.buffer += size
+			p.pending++
+			p.mu.Unlock()
+			return nil
+		}
+		if !p.cfg.block {
+			p.mu.Unlock()
+			return fmt.Errorf("%w: %d bytes buffered, limit %d", ErrBufferFull, p.buffer, p.cfg.bufferBytes)
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for buffer space: %w", ErrBufferFull, ctx.Err())
+		}
+		p.mu.Lock()
+	}
+}
+
+// release returns a finished record's room.
+func (p *Producer) release(size int) {
+	p.mu.Lock()
+	p.buffer -= size
+	p.pending--
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+func (p *Producer) sink(topic string, partition int32) (*sink, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrProducerClosed
+	}
+	k := sinkKey{topic, partition}
+	s := p.sinks[k]
+	if s == nil {
+		s = newSink(p, topic, partition)
+		p.sinks[k] = s
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); s.run() }()
+	}
+	return s, nil
+}
+
+func (p *Producer) sinkList() []*sink {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*sink, 0, len(p.sinks))
+	for _, s := range p.sinks {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Flush sends every buffered record without waiting for linger and waits
+// until each has its outcome (its callback ran), or ctx ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	for {
+		for _, s := range p.sinkList() {
+			s.flushNow()
+		}
+		p.mu.Lock()
+		n, ch := p.pending, p.changed
+		p.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("sluice: flush: %d records still pending: %w", n, ctx.Err())
+		}
+	}
+}
+
+// Close flushes, then stops the producer. Records still pending when ctx
+// ends fail with ErrProducerClosed (Indefinite when they were sent). Close
+// returns after every callback ran.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.Unlock()
+	err := p.Flush(ctx)
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	if err != nil {
+		close(p.aborted)
+	}
+	close(p.stop)
+	p.wg.Wait()
+	return err
+}

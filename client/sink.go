@@ -1,0 +1,450 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/compress"
+)
+
+// pending is one produced record awaiting its outcome.
+type pending struct {
+	rec  *Record
+	cb   func(*Record, error)
+	size int
+	at   time.Time
+}
+
+// pbatch is one batch of a partition, from sealing to its outcome.
+type pbatch struct {
+	recs     []*pending
+	deadline time.Time // the first record's delivery deadline
+	data     []byte    // encoded; identical on every retry
+	epoch    int16
+	baseSeq  int32
+
+	sent     bool  // sent at least once
+	unknown  bool  // an attempt ended without saying whether it was written
+	lastErr  error // the last attempt's error
+	fatalErr error // a refusal that retrying cannot fix
+	outOfSeq bool  // the last attempt was refused for a sequence gap
+	done     bool
+	offset   int64
+}
+
+// sink sends the batches of one partition. One goroutine (run) seals
+// batches, starts requests (up to maxInFlight), handles failures once no
+// request is in flight (the rewind), and runs callbacks in order.
+//
+// With idempotence a batch keeps its producer epoch and sequence numbers
+// across retries, so the leader writes it once whatever the network does.
+// Sequences are only reassigned (under a new, locally bumped epoch) for
+// batches that cannot have been written: after the batch before them
+// failed for certain, or when the leader lost the producer's state.
+type sink struct {
+	p         *Producer
+	topic     string
+	partition int32
+
+	mu        sync.Mutex
+	cur       []*pending
+	curBytes  int
+	curSince  time.Time
+	flush     bool
+	queue     []*pbatch // sealed, outcome not delivered yet, in order
+	next      int       // index in queue of the next batch to send
+	inflight  int
+	rewind    bool // an attempt failed: send nothing new until in-flight requests end
+	attempts  int  // consecutive failed rewinds, for backoff
+	notBefore time.Time
+	epoch     int16
+	seq       int32
+	fenced    error
+	wake      chan struct{}
+}
+
+func newSink(p *Producer, topic string, partition int32) *sink {
+	return &sink{p: p, topic: topic, partition: partition, epoch: p.epoch, wake: make(chan struct{}, 1)}
+}
+
+func (s *sink) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sink) add(pd *pending) {
+	s.mu.Lock()
+	if len(s.cur) == 0 {
+		s.curSince = pd.at
+	}
+	if s.curBytes+pd.size+log.HeaderSize > s.p.cfg.maxBatchBytes {
+		s.sealLocked()
+		s.curSince = pd.at
+	}
+	s.cur = append(s.cur, pd)
+	s.curBytes += pd.size
+	full := s.curBytes+log.HeaderSize >= s.p.cfg.maxBatchBytes
+	first := len(s.cur) == 1
+	s.mu.Unlock()
+	if full || first || s.p.cfg.linger == 0 {
+		s.signal() // send, or arm the linger timer
+	}
+}
+
+func (s *sink) flushNow() {
+	s.mu.Lock()
+	s.flush = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+// sealLocked closes the current batch: it gets its sequence numbers now,
+// in the order batches will be sent.
+func (s *sink) sealLocked() {
+	if len(s.cur) == 0 {
+		return
+	}
+	b := &pbatch{recs: s.cur, deadline: s.cur[0].at.Add(s.p.cfg.deliveryTimeout), offset: -1}
+	s.cur, s.curBytes = nil, 0
+	if err := s.encodeLocked(b); err != nil {
+		b.fatalErr = err
+		s.rewind = true
+	}
+	s.queue = append(s.queue, b)
+}
+
+// encodeLocked assigns b the sink's epoch and next sequences and encodes it.
+func (s *sink) encodeLocked(b *pbatch) error {
+	recs := make([]log.Record, len(b.recs))
+	first := b.recs[0].rec.Timestamp.UnixMilli()
+	for i, pd := range b.recs {
+		r := pd.rec
+		hs := make([]log.RecordHeader, len(r.Headers))
+		for j, h := range r.Headers {
+			hs[j] = log.RecordHeader{Key: []byte(h.Key), Value: h.Value}
+		}
+		recs[i] = log.Record{TimestampDelta: r.Timestamp.UnixMilli() - first, OffsetDelta: int32(i), Key: r.Key, Value: r.Value, Headers: hs}
+	}
+	h := log.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	if s.p.pid >= 0 {
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = s.p.pid, s.epoch, s.seq
+		b.epoch, b.baseSeq = s.epoch, s.seq
+		s.seq = nextSeq(s.seq, int32(len(recs)))
+	}
+	plain, err := log.AppendBatch(nil, h, recs)
+	if err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	if s.p.cfg.codec == log.CodecNone {
+		b.data = plain
+		return nil
+	}
+	z, err := compress.CompressBatch(nil, plain, s.p.cfg.codec)
+	if err != nil {
+		return err
+	}
+	b.data = z
+	return nil
+}
+
+// nextSeq is the sequence after n records from seq, wrapping at MaxInt32.
+func nextSeq(seq, n int32) int32 {
+	return int32((int64(seq) + int64(n)) % (math.MaxInt32 + 1))
+}
+
+func (s *sink) run() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		s.mu.Lock()
+		// Seal on linger, size or flush.
+		if len(s.cur) > 0 && (s.flush || now.Sub(s.curSince) >= s.p.cfg.linger || s.curBytes+log.HeaderSize >= s.p.cfg.maxBatchBytes) {
+			s.sealLocked()
+		}
+		if len(s.cur) == 0 {
+			s.flush = false
+		}
+		if s.rewind && s.inflight == 0 {
+			s.rewindLocked(now)
+		}
+		for !s.rewind && s.fenced == nil && s.next < len(s.queue) && s.inflight < s.p.cfg.maxInFlight && !now.Before(s.notBefore) {
+			b := s.queue[s.next]
+			s.next++
+			s.inflight++
+			b.sent = true
+			go s.send(b)
+		}
+		done := s.popDoneLocked()
+		wait := time.Hour
+		if len(s.cur) > 0 {
+			wait = min(wait, s.p.cfg.linger-now.Sub(s.curSince))
+		}
+		if s.notBefore.After(now) {
+			wait = min(wait, s.notBefore.Sub(now))
+		}
+		idle := len(s.cur) == 0 && len(s.queue) == 0 && s.inflight == 0
+		s.mu.Unlock()
+		deliver(done)
+
+		timer.Reset(max(wait, 0))
+		select {
+		case <-s.wake:
+		case <-timer.C:
+		case <-s.p.aborted:
+			s.abort()
+			return
+		case <-s.p.stop:
+			if idle {
+				return
+			}
+			// Close without abort waits for Flush, so this is a record
+			// produced concurrently with Close.
+			s.abort()
+			return
+		}
+	}
+}
+
+// outcome is a callback to run.
+type outcome struct {
+	pd  *pending
+	err error
+}
+
+func deliver(out []outcome) {
+	for _, o := range out {
+		o.pd.cb(o.pd.rec, o.err)
+	}
+}
+
+// popDoneLocked removes finished batches from the front of the queue and
+// returns their callbacks, in order.
+func (s *sink) popDoneLocked() []outcome {
+	var out []outcome
+	for len(s.queue) > 0 && s.queue[0].done {
+		b := s.queue[0]
+		s.queue = s.queue[1:]
+		s.next = max(s.next-1, 0)
+		for i, pd := range b.recs {
+			pd.rec.Offset = -1
+			if b.offset >= 0 {
+				pd.rec.Offset = b.offset + int64(i)
+			}
+			out = append(out, outcome{pd: pd})
+			s.p.release(pd.size)
+		}
+	}
+	return out
+}
+
+// failLocked drops batch i from the queue and returns its callbacks.
+func (s *sink) failLocked(i int, err error) []outcome {
+	b := s.queue[i]
+	s.queue = append(s.queue[:i], s.queue[i+1:]...)
+	if i < s.next {
+		s.next--
+	}
+	out := make([]outcome, len(b.recs))
+	for j, pd := range b.recs {
+		out[j] = outcome{pd: pd, err: err}
+		s.p.release(pd.size)
+	}
+	return out
+}
+
+// rewindLocked runs when an attempt failed and no request is in flight: it
+// gives up on batches that expired or were refused for good, reassigns
+// sequences where that is safe and needed, and restarts sending from the
+// first unfinished batch after a backoff.
+func (s *sink) rewindLocked(now time.Time) {
+	s.rewind = false
+	var failed []outcome
+	defer func() {
+		if len(failed) > 0 {
+			// Callbacks for failures run outside the lock, in order, after
+			// those of the batches before them.
+			done := s.popDoneLocked()
+			s.mu.Unlock()
+			deliver(done)
+			deliver(failed)
+			s.mu.Lock()
+		}
+	}()
+	if s.fenced != nil {
+		for len(s.queue) > 0 {
+			failed = append(failed, s.failLocked(0, s.fenced)...)
+		}
+		return
+	}
+	resequence := false
+	for i := 0; i < len(s.queue); {
+		b := s.queue[i]
+		if b.done {
+			i++
+			continue
+		}
+		var err *DeliveryError
+		switch {
+		case b.fatalErr != nil:
+			err = &DeliveryError{Err: b.fatalErr, Indefinite: b.unknown}
+		case !now.Before(b.deadline):
+			err = &DeliveryError{Err: fmt.Errorf("%w: not acknowledged within %s", ErrDeliveryTimeout, s.p.cfg.deliveryTimeout), Last: b.lastErr, Indefinite: b.unknown}
+		case b.outOfSeq && s.firstUnfinished() == i:
+			// The leader expects another sequence although every batch
+			// before this one is finished: it lost this producer's state
+			// (expiry, unclean election). Nothing from here on can have
+			// been written under the old epoch's sequence.
+			resequence = true
+			b.outOfSeq = false
+			i++
+			continue
+		default:
+			i++
+			continue
+		}
+		failed = append(failed, s.failLocked(i, err)...)
+		if s.p.pid < 0 {
+			continue
+		}
+		resequence = true
+		if err.Indefinite {
+			// It may have been written, and so may anything sent after
+			// it: those are indefinite too, and cannot be resent under a
+			// new epoch without risking a duplicate.
+			for j := i; j < len(s.queue); {
+				if s.queue[j].sent && !s.queue[j].done {
+					failed = append(failed, s.failLocked(j, &DeliveryError{Err: fmt.Errorf("%w: an earlier batch of the partition timed out", ErrDeliveryTimeout), Last: s.queue[j].lastErr, Indefinite: true})...)
+					continue
+				}
+				j++
+			}
+		}
+	}
+	if resequence && s.p.pid >= 0 {
+		s.bumpEpochLocked()
+	}
+	s.next = s.firstUnfinished()
+	if s.next < 0 {
+		s.next = len(s.queue)
+	}
+	s.attempts++
+	s.notBefore = now.Add(backoff(s.attempts))
+}
+
+// bumpEpochLocked starts a new epoch of the producer id on this partition
+// and renumbers the unfinished batches from sequence 0 (Kafka's KIP-360).
+func (s *sink) bumpEpochLocked() {
+	if s.epoch == math.MaxInt16 {
+		s.fenced = fmt.Errorf("%w: producer epoch exhausted; create a new producer", ErrProducerFenced)
+		return
+	}
+	s.epoch++
+	s.seq = 0
+	for _, b := range s.queue {
+		if b.done {
+			continue
+		}
+		b.sent, b.unknown, b.lastErr = false, false, nil
+		if err := s.encodeLocked(b); err != nil {
+			b.fatalErr = err
+			s.rewind = true
+		}
+	}
+}
+
+func (s *sink) firstUnfinished() int {
+	for i, b := range s.queue {
+		if !b.done {
+			return i
+		}
+	}
+	return -1
+}
+
+// send makes one attempt at b and records its outcome.
+func (s *sink) send(b *pbatch) {
+	timeout := min(s.p.cfg.requestTimeout, time.Until(b.deadline))
+	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, 50*time.Millisecond)+2*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.p.aborted:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var res *connect.Response[sluicev1.ProduceResponse]
+	rc, epoch, err := s.p.c.leaderOf(ctx, s.topic, s.partition)
+	if err == nil {
+		req := &sluicev1.ProduceRequest{
+			Topic: s.topic, Partition: s.partition, Acks: s.p.cfg.acks.proto(),
+			TimeoutMs:          max(timeout.Milliseconds(), 50),
+			CurrentLeaderEpoch: &epoch,
+			Payload:            &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: b.data}},
+		}
+		res, err = rc.Produce(ctx, connect.NewRequest(req))
+		s.p.c.observe(s.topic, s.partition, err)
+	}
+
+	s.mu.Lock()
+	defer func() {
+		s.mu.Unlock()
+		s.signal()
+	}()
+	s.inflight--
+	if err == nil {
+		b.done, b.offset = true, res.Msg.GetBaseOffset()
+		if s.p.cfg.acks == AcksNone {
+			b.offset = -1
+		}
+		s.attempts = 0
+		return
+	}
+	b.lastErr = err
+	b.outOfSeq = false
+	pe := producerErrorOf(err)
+	switch {
+	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_DUPLICATE_SEQUENCE:
+		// Written before, too long ago for the leader to know the offset.
+		b.done, b.offset = true, -1
+		return
+	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_PRODUCER_FENCED:
+		s.fenced = fmt.Errorf("%w: %v", ErrProducerFenced, err)
+	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_OUT_OF_ORDER_SEQUENCE:
+		b.outOfSeq = true
+	case retriable(err):
+		if indefinite(err) {
+			b.unknown = true
+		}
+	default:
+		b.fatalErr = err
+	}
+	s.rewind = true
+}
+
+// abort fails every unfinished record with ErrProducerClosed.
+func (s *sink) abort() {
+	s.mu.Lock()
+	s.sealLocked()
+	var out []outcome
+	for len(s.queue) > 0 {
+		b := s.queue[0]
+		if b.done {
+			out = append(out, s.popDoneLocked()...)
+			continue
+		}
+		out = append(out, s.failLocked(0, &DeliveryError{Err: ErrProducerClosed, Indefinite: b.sent})...)
+	}
+	s.mu.Unlock()
+	deliver(out)
+}
