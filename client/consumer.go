@@ -60,7 +60,9 @@ func WithFetchMaxBytes(n int32) ConsumerOption { return func(c *consumerConfig) 
 
 // WithFetchMaxWait sets how long a fetch waits at the leader for new
 // records (default 500 ms).
-func WithFetchMaxWait(d time.Duration) ConsumerOption { return func(c *consumerConfig) { c.maxWait = d } }
+func WithFetchMaxWait(d time.Duration) ConsumerOption {
+	return func(c *consumerConfig) { c.maxWait = d }
+}
 
 // WithPrefetch sets how many fetched responses per partition may wait for
 // Poll (default 2): the next fetch is in flight while the application

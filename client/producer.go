@@ -93,7 +93,9 @@ func WithBufferBytes(n int) ProducerOption { return func(c *producerConfig) { c.
 // WithBlockOnFullBuffer says whether Produce waits for room in a full
 // buffer (default true; it waits until its context ends) or fails at once
 // with ErrBufferFull.
-func WithBlockOnFullBuffer(block bool) ProducerOption { return func(c *producerConfig) { c.block = block } }
+func WithBlockOnFullBuffer(block bool) ProducerOption {
+	return func(c *producerConfig) { c.block = block }
+}
 
 // WithManualPartitioner sends each record to its Record.Partition.
 func WithManualPartitioner() ProducerOption { return func(c *producerConfig) { c.manual = true } }

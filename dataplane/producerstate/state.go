@@ -86,17 +86,19 @@ type Batch struct {
 	MaxTimestamp  int64 // ms since the Unix epoch
 }
 
-// FromHeader returns the Batch of an appended idempotent batch (its header
-// carries the offsets the log assigned). ok is false when the batch is not
-// idempotent (ProducerID < 0) and for control batches, which carry no
-// sequence numbers.
+// FromHeader returns the Batch of an appended batch (its header carries the
+// offsets the log assigned). ok is false when the batch is not idempotent
+// (ProducerID < 0) and for control batches, which carry no sequence numbers;
+// the Batch then has ProducerID -1 and only the offsets and timestamp, so
+// applying it only advances Offset.
 //
 // The last sequence is computed from LastOffsetDelta, as Kafka does: for a
 // batch a leader accepted it equals RecordCount-1 (the log checks it), and
 // unlike the record count it survives compaction.
 func FromHeader(h log.BatchHeader) (Batch, bool) {
 	if h.ProducerID < 0 || h.Attributes.Control() {
-		return Batch{}, false
+		return Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LastSequence: -1,
+			FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp}, false
 	}
 	return Batch{
 		ProducerID:    h.ProducerID,
