@@ -1,0 +1,99 @@
+// Package producerstate is the idempotent producer state of one partition
+// replica (Kafka's ProducerStateManager without transactions): per producer
+// id, its epoch and the sequence numbers and offsets of its newest
+// MaxCachedBatches batches, with snapshot files and a rebuild from the log.
+//
+// # Semantics
+//
+// An idempotent producer numbers its records per partition from 0; a batch
+// carries its producer id, epoch and first sequence number, and its last
+// sequence is first + records - 1, wrapping past math.MaxInt32 to 0. Before
+// a leader appends a client batch it asks Check:
+//
+//   - An unknown producer id must start at sequence 0, else a *SequenceError
+//     with Unknown set: the state expired (Expire) or the producer was never
+//     seen, and the client must bump its epoch or re-initialise (KIP-360).
+//   - An epoch older than the producer's is fenced (ErrProducerFenced).
+//   - A newer epoch must start at sequence 0 (else a *SequenceError); its
+//     first batch replaces the producer's cached batches.
+//   - In the current epoch, a batch with the first and last sequence of a
+//     cached batch is a retry: Check returns Duplicate with the original
+//     offsets and the leader does not append it. The same first sequence
+//     with another last one is ErrInvalidSequence. A batch starting one past
+//     the newest cached batch is next in order. A first sequence behind the
+//     oldest cached batch (on the circle of 2^31 sequence numbers, anything
+//     within half the circle behind) is an old retry whose offsets are
+//     gone: ErrDuplicateSequence. Anything else, ahead (a gap) or inside the
+//     cached window without matching a batch, is a *SequenceError with the
+//     expected sequence (ErrOutOfOrderSequence).
+//
+// Check changes nothing. Apply records a batch once it is in the log: on
+// the leader after its append, on followers after they replicate it, and
+// when a log is replayed. Apply does not validate; the log is the truth, and
+// a batch whose epoch differs from the producer's starts its entry afresh.
+// So the state is a function of the log (plus expiry), every replica holds
+// the same state for the same log, and it survives a leader change.
+//
+// Invariants: every entry holds 1..MaxCachedBatches batches, oldest first,
+// all with the entry's epoch and producer id; every batch applied lies
+// below Offset.
+//
+// # Wiring (the broker's side)
+//
+// Check, Append and Apply of one batch run under the partition lock, and
+// Apply runs before the next Check, so two in-flight batches of a producer
+// cannot both pass. The leader applies FromHeader(log.Batch(buf).Header())
+// after Append (which stamped the base offset into buf); a follower applies
+// every batch it appended. Applying non-idempotent batches too (FromHeader
+// returns their offsets with ok false) keeps Offset at the LEO, so a Clone
+// can be snapshotted at its own Offset. After a log truncation the
+// in-memory state is ahead of the log: Rebuild it (which also removes the
+// snapshots above the new LEO). After a log Reset, DeleteAbove(dir, -1) and start from New.
+// Snapshots are taken from a Clone at a batch boundary (normally at segment
+// roll, with the LEO as offset), and DeleteBelow(dir, log start offset)
+// after retention. The files of one dir must not be changed concurrently.
+//
+// # Snapshot format (version 1)
+//
+// A snapshot file is named by its offset in 20 digits, %020d.snapshot, and
+// holds the state of the log below that offset: every batch below it is
+// reflected. All integers are big-endian:
+//
+//	offset size field
+//	     0    1 version         1
+//	     1    8 offset          int64, the snapshot's next offset
+//	     9    4 producer count  uint32
+//	    13    - producers       ascending by producer id, each:
+//	                 0  8 producer id     int64, >= 0
+//	                 8  2 epoch           int16
+//	                10  1 batch count     1..5
+//	                11  - batches         oldest first, 32 bytes each:
+//	                         0 4 base sequence  int32
+//	                         4 4 last sequence  int32
+//	                         8 8 first offset   int64
+//	                        16 8 last offset    int64, below the snapshot offset
+//	                        24 8 max timestamp  int64, ms
+//	 end-4    4 crc             CRC32C (Castagnoli) of bytes [0, end-4)
+//
+// The encoding is canonical: one state has exactly one encoding. A new
+// version (for example for transactions: an ongoing transaction's first
+// offset, control batches) gets a new version byte; a reader that meets an
+// unknown version treats the file as unusable, which costs only a longer
+// replay.
+//
+// # Rebuild
+//
+// Rebuild takes the LEO, removes the snapshots above it, loads the newest
+// snapshot at or below it (an unusable one is removed and the next older one
+// tried; none gives an empty state at offset 0), then reads the log with
+// 1 MiB reads from max(snapshot offset, log start offset) to the LEO and
+// applies every batch (only idempotent, non-control ones change producers;
+// a retention pass that moves the log start meanwhile makes it skip ahead).
+// Batches before the start
+// (a read returns the whole batch holding its offset) are skipped.
+// Producers whose batches were deleted by retention before any snapshot
+// covered them are unknown, as in Kafka; expiry is left to the caller.
+//
+// Nothing here starts goroutines or reads a clock; State is not safe for
+// concurrent use.
+package producerstate

@@ -1,0 +1,248 @@
+package producerstate_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/producerstate"
+)
+
+// leader appends batches to a real log as a partition leader would: Check,
+// Append, Apply. It remembers the state at every LEO it reached.
+type leader struct {
+	t      *testing.T
+	dir    string
+	l      *log.Log
+	s      *producerstate.State
+	seqs   map[int64]int32
+	epochs map[int64]int16
+	states map[int64]*producerstate.State // by LEO
+	ts     int64
+}
+
+func newLeader(t *testing.T, cfg log.Config) *leader {
+	dir := t.TempDir()
+	ld := &leader{t: t, dir: dir, s: producerstate.New(), seqs: map[int64]int32{}, epochs: map[int64]int16{},
+		states: map[int64]*producerstate.State{0: producerstate.New()}, ts: 1_000_000}
+	ld.open(cfg)
+	return ld
+}
+
+func (ld *leader) open(cfg log.Config) {
+	l, err := log.Open(ld.dir, cfg)
+	require.NoError(ld.t, err)
+	ld.l = l
+	ld.t.Cleanup(func() { _ = l.Close() })
+}
+
+// restart closes and reopens the log, as a broker restart does.
+func (ld *leader) restart(cfg log.Config) {
+	require.NoError(ld.t, ld.l.Close())
+	ld.open(cfg)
+}
+
+// produce appends a batch of n records from pid (-1: not idempotent).
+func (ld *leader) produce(pid int64, n int) {
+	t := ld.t
+	t.Helper()
+	recs := make([]log.Record, n)
+	for i := range recs {
+		recs[i] = log.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Value: make([]byte, 50)}
+	}
+	h := log.BatchHeader{FirstTimestamp: ld.ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	ld.ts += 10
+	if pid >= 0 {
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = pid, ld.epochs[pid], ld.seqs[pid]
+		res, err := ld.s.Check(pid, h.ProducerEpoch, h.BaseSequence, producerstate.LastSequence(h.BaseSequence, int32(n)))
+		require.NoError(t, err)
+		require.False(t, res.Duplicate)
+		ld.seqs[pid] = producerstate.LastSequence(h.BaseSequence, int32(n)+1)
+	}
+	buf, err := log.AppendBatch(nil, h, recs)
+	require.NoError(t, err)
+	_, leo, err := ld.l.Append(buf, 1)
+	require.NoError(t, err)
+	b, ok := producerstate.FromHeader(log.Batch(buf).Header())
+	require.Equal(t, pid >= 0, ok)
+	ld.s.Apply(b)
+	require.Equal(t, leo, ld.s.Offset())
+	ld.states[leo] = ld.s.Clone()
+}
+
+// bump starts a new epoch of pid.
+func (ld *leader) bump(pid int64) {
+	ld.epochs[pid]++
+	ld.seqs[pid] = 0
+}
+
+// run appends n batches from producers 1..5 and non-idempotent ones.
+func (ld *leader) run(r *rand.Rand, n int) {
+	ld.t.Helper()
+	for range n {
+		pid := r.Int64N(6)
+		if pid == 0 {
+			pid = -1
+		}
+		ld.produce(pid, 1+r.IntN(6))
+	}
+}
+
+func (ld *leader) snapshot() int64 {
+	ld.t.Helper()
+	leo := ld.l.LEO()
+	require.NoError(ld.t, producerstate.WriteSnapshot(ld.dir, ld.s.Clone(), leo))
+	return leo
+}
+
+func (ld *leader) rebuild() *producerstate.State {
+	ld.t.Helper()
+	s, err := producerstate.Rebuild(ld.dir, ld.l)
+	require.NoError(ld.t, err)
+	return s
+}
+
+func (ld *leader) snapshots() []int64 {
+	ld.t.Helper()
+	offs, err := producerstate.Snapshots(ld.dir)
+	require.NoError(ld.t, err)
+	return offs
+}
+
+func TestProducerStateRebuild(t *testing.T) {
+	t.Parallel()
+	cfg := log.Config{SegmentBytes: 2048}
+	ld := newLeader(t, cfg)
+	r := rand.New(rand.NewPCG(5, 6))
+	ld.run(r, 20)
+	snap1 := ld.snapshot()
+	ld.run(r, 10)
+	ld.bump(2)
+	ld.run(r, 10)
+	snap2 := ld.snapshot()
+	ld.bump(4)
+	ld.run(r, 25)
+	require.GreaterOrEqual(t, len(ld.l.ClosedSegments()), 5, "the batches span several segments")
+	require.Equal(t, 5, ld.s.Len())
+
+	// A restart rebuilds the state from the newest snapshot and the log.
+	ld.restart(cfg)
+	require.Equal(t, ld.s, ld.rebuild())
+	require.Equal(t, []int64{snap1, snap2}, ld.snapshots(), "a rebuild keeps the snapshots at or below the LEO")
+
+	// From the older snapshot, and from the log alone.
+	require.NoError(t, producerstate.DeleteAbove(ld.dir, snap1))
+	require.Equal(t, ld.s, ld.rebuild())
+	require.NoError(t, producerstate.DeleteAbove(ld.dir, -1))
+	require.Equal(t, ld.s, ld.rebuild())
+}
+
+func TestProducerStateRebuildAfterTruncation(t *testing.T) {
+	t.Parallel()
+	cfg := log.Config{SegmentBytes: 2048}
+	ld := newLeader(t, cfg)
+	r := rand.New(rand.NewPCG(7, 8))
+	ld.run(r, 20)
+	snap1 := ld.snapshot()
+	ld.run(r, 15)
+	cut := ld.l.LEO() // a batch boundary between the snapshots
+	ld.run(r, 15)
+	snap2 := ld.snapshot()
+	ld.run(r, 10)
+
+	// A follower truncating to the leader's end of its epoch. The offset
+	// falls inside the batch at cut, which is removed whole.
+	require.NoError(t, ld.l.TruncateTo(cut+1))
+	require.Equal(t, cut, ld.l.LEO())
+	require.NoError(t, producerstate.DeleteAbove(ld.dir, ld.l.LEO()))
+	require.Equal(t, []int64{snap1}, ld.snapshots())
+	got := ld.rebuild()
+	require.Equal(t, ld.states[cut], got)
+
+	// The log grows past the deleted snapshot's offset with a different
+	// history (another leader's); the state follows it, not the old one.
+	ld.s = got
+	for pid := range int64(6) {
+		ld.bump(pid)
+	}
+	ld.run(r, 40)
+	require.Greater(t, ld.l.LEO(), snap2)
+	require.Equal(t, ld.s, ld.rebuild())
+
+	// Rebuild itself removes snapshots above the LEO, such as one taken
+	// before a crash that lost the unflushed tail of the log.
+	snap3 := ld.snapshot()
+	ld.run(r, 1)
+	snap4 := ld.snapshot()
+	require.NoError(t, ld.l.TruncateTo(snap3))
+	require.Equal(t, ld.states[snap3], ld.rebuild())
+	require.Equal(t, []int64{snap1, snap3}, ld.snapshots())
+	require.NotContains(t, ld.snapshots(), snap4)
+}
+
+// retentionRace runs retention before the first Read, as a concurrent
+// retention pass would.
+type retentionRace struct {
+	*log.Log
+	t    *testing.T
+	done bool
+}
+
+func (r *retentionRace) Read(offset int64, maxBytes int) ([]byte, error) {
+	if !r.done {
+		r.done = true
+		n, err := r.ApplyRetention()
+		require.NoError(r.t, err)
+		require.Positive(r.t, n)
+	}
+	return r.Log.Read(offset, maxBytes)
+}
+
+func TestProducerStateRebuildAfterRetention(t *testing.T) {
+	t.Parallel()
+	cfg := log.Config{RetentionBytes: 1}
+	ld := newLeader(t, cfg)
+	ld.produce(1, 3) // producer 1 writes only in the first segment
+	ld.produce(2, 3)
+	ld.produce(-1, 2)
+	require.NoError(t, ld.l.Roll())
+	snap := ld.snapshot() // at the roll, as the broker does
+	ld.produce(2, 1)
+	ld.produce(3, 4)
+	ld.produce(2, 2)
+
+	// Retention deletes the first segment; the snapshot at the new log start
+	// still knows producer 1.
+	n, err := ld.l.ApplyRetention()
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, snap, ld.l.LogStartOffset())
+	require.NoError(t, producerstate.DeleteBelow(ld.dir, ld.l.LogStartOffset()))
+	require.Equal(t, []int64{snap}, ld.snapshots())
+	require.Equal(t, ld.s, ld.rebuild())
+
+	// Without the snapshot, only the batches still in the log are known.
+	require.NoError(t, producerstate.DeleteAbove(ld.dir, -1))
+	got := ld.rebuild()
+	require.Equal(t, ld.l.LEO(), got.Offset())
+	require.Equal(t, []int64{2, 3}, got.ProducerIDs())
+	for _, pid := range got.ProducerIDs() {
+		want, _ := ld.s.Producer(pid)
+		want.Batches = slices.DeleteFunc(want.Batches, func(b producerstate.Batch) bool { return b.FirstOffset < snap })
+		e, _ := got.Producer(pid)
+		require.Equal(t, want, e)
+	}
+
+	// Retention running during a rebuild: the reads skip to the new start.
+	require.NoError(t, ld.l.Roll())
+	ld.produce(3, 1)
+	got, err = producerstate.Rebuild(ld.dir, &retentionRace{Log: ld.l, t: t})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3}, got.ProducerIDs())
+	e, _ := got.Producer(3)
+	require.Len(t, e.Batches, 1)
+	require.Equal(t, ld.l.LEO(), got.Offset())
+}
