@@ -265,6 +265,9 @@ func (b *Broker) closePartitions() {
 		if err := p.checkpointHW(); err != nil {
 			b.logger.Warn("checkpoint high watermark", "topic", p.topicID, "partition", p.id, "err", err)
 		}
+		if err := p.snapshotProducers(time.Now(), true); err != nil {
+			b.logger.Warn("snapshot producer state", "topic", p.topicID, "partition", p.id, "err", err)
+		}
 		if err := p.log.Close(); err != nil {
 			b.logger.Warn("close partition log", "topic", p.topicID, "partition", p.id, "err", err)
 		}

@@ -75,6 +75,9 @@ func (b *Broker) hwCheckpointLoop(ctx context.Context, interval time.Duration) {
 			if err := p.checkpointHW(); err != nil && ctx.Err() == nil {
 				b.logger.Warn("checkpoint high watermark", "topic", p.topicID, "partition", p.id, "err", err)
 			}
+			if err := p.snapshotProducers(time.Now(), false); err != nil && ctx.Err() == nil {
+				b.logger.Warn("snapshot producer state", "topic", p.topicID, "partition", p.id, "err", err)
+			}
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
@@ -44,6 +45,11 @@ type partition struct {
 	// savedHW is the HW last written to the checkpoint file.
 	savedHW int64
 	stopF   context.CancelFunc
+	// pstate is the idempotent producers' state, kept in step with the
+	// log on leaders and followers alike.
+	pstate     *producerstate.State
+	snapOffset int64     // offset of the last producer-state snapshot
+	snapAt     time.Time // when it was written
 }
 
 // notLeaderError says this broker cannot serve the partition as leader.
@@ -139,31 +145,71 @@ func (p *partition) readerHW() (int64, error) {
 	return p.hw, nil
 }
 
+// produceResult is what a produce returns.
+type produceResult struct {
+	base      int64 // first offset written (the original's for a duplicate); -1 with acks=0
+	duplicate bool  // the first batch was a retry of one already written
+}
+
 // produce appends batches as leader and waits for the acknowledgement acks
-// asks for. It returns the first batch's base offset (-1 with acks=0).
-func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32) (int64, error) {
+// asks for. Idempotent batches are checked against the producer state
+// first: a retry of a batch already written is not written again but
+// answered with the original offsets (after waiting, with acks=all, until
+// those are committed); a batch ahead of the expected sequence waits up
+// to sequenceGapWait for the batches before it.
+func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32) (produceResult, error) {
+	gapDeadline := time.Now().Add(sequenceGapWait)
 	p.mu.Lock()
-	if p.role != roleLeader || p.lead == nil || p.lead.Resigned() {
+	for {
+		if p.role != roleLeader || p.lead == nil || p.lead.Resigned() {
+			p.mu.Unlock()
+			return produceResult{}, toConnect(p.b.notLeader(p.meta))
+		}
+		if err := p.checkClientEpochLocked(clientEpoch); err != nil {
+			p.mu.Unlock()
+			return produceResult{}, err
+		}
+		_, wait, err := p.checkSequenceLocked(log.Batch(batches[0]).Header())
+		if err == nil || !wait {
+			break
+		}
+		ch := p.hwCh
 		p.mu.Unlock()
-		return 0, toConnect(p.b.notLeader(p.meta))
-	}
-	if err := p.checkClientEpochLocked(clientEpoch); err != nil {
-		p.mu.Unlock()
-		return 0, err
+		if !waitSequenceGap(ctx, ch, gapDeadline) {
+			p.mu.Lock()
+			break // the check below refuses it
+		}
+		p.mu.Lock()
 	}
 	if acks == sluicev1.Acks_ACKS_ALL {
 		if err := p.lead.CanAcceptAcksAll(); err != nil {
 			err = p.replicaError(err)
 			p.mu.Unlock()
-			return 0, err
+			return produceResult{}, err
 		}
 	}
 	lead := p.lead
 	epoch := p.meta.leaderEpoch
-	base := int64(-1)
+	res := produceResult{base: -1}
+	waitFor := int64(-1) // with acks=all: the HW to wait for
 	var appendErr error
 	for i, b := range batches {
-		bo, _, err := p.log.Append(b, epoch)
+		dup, _, err := p.checkSequenceLocked(log.Batch(b).Header())
+		if err != nil {
+			appendErr = producerError(err)
+			if i > 0 {
+				appendErr = fmt.Errorf("batch %d of %d: %w (the batches before it were written)", i+1, len(batches), appendErr)
+			}
+			break
+		}
+		if dup.Duplicate {
+			if i == 0 {
+				res.base, res.duplicate = dup.FirstOffset, true
+			}
+			waitFor = max(waitFor, dup.LastOffset+1)
+			continue
+		}
+		bo, leo, err := p.log.Append(b, epoch)
 		if err != nil {
 			appendErr = fmt.Errorf("append batch %d of %d: %w", i+1, len(batches), err)
 			if i > 0 {
@@ -171,8 +217,10 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 			}
 			break
 		}
+		p.applyAppendedLocked(b)
+		waitFor = max(waitFor, leo)
 		if i == 0 {
-			base = bo
+			res.base = bo
 		}
 	}
 	// Whatever reached the log is replicated and counted, even after a
@@ -180,7 +228,7 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 	leo := p.log.LEO()
 	if err := lead.Append(leo, time.Now()); err != nil {
 		p.mu.Unlock()
-		return 0, fmt.Errorf("record append: %w", err)
+		return produceResult{}, fmt.Errorf("record append: %w", err)
 	}
 	p.hw = lead.HW()
 	p.notifyLocked() // wakes follower fetches (new data) and waiters (HW)
@@ -189,19 +237,19 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 		if ferr := p.log.Failed(); ferr != nil {
 			go p.b.failStop(p, ferr)
 		}
-		return 0, appendErr
+		return produceResult{}, appendErr
 	}
 
 	switch acks {
 	case sluicev1.Acks_ACKS_NONE:
-		return -1, nil
+		return produceResult{base: -1, duplicate: res.duplicate}, nil
 	case sluicev1.Acks_ACKS_LEADER:
-		return base, nil
+		return res, nil
 	}
-	if err := p.waitHW(ctx, lead, leo, timeout); err != nil {
-		return 0, err
+	if err := p.waitHW(ctx, lead, waitFor, timeout); err != nil {
+		return produceResult{}, err
 	}
-	return base, nil
+	return res, nil
 }
 
 // waitHW waits until the high watermark of the leadership that appended

@@ -11,8 +11,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/log"
-	"github.com/sluicemq/sluice/internal/compress"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/compress"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -102,13 +102,13 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 		return nil, err
 	}
 	start := time.Now()
-	base, err := p.produce(ctx, batches, acks, timeout, m.CurrentLeaderEpoch)
+	res, err := p.produce(ctx, batches, acks, timeout, m.CurrentLeaderEpoch)
 	s.b.metrics.produceLatency.WithLabelValues(strings.ToLower(strings.TrimPrefix(acks.String(), "ACKS_"))).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
 	}
 	s.b.metrics.produced(t.tenantID, batches)
-	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: base, LogStartOffset: p.log.LogStartOffset()}), nil
+	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: res.base, LogStartOffset: p.log.LogStartOffset(), Duplicate: res.duplicate}), nil
 }
 
 // produceBatches validates the request's payload and returns it as batches

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
@@ -91,8 +92,14 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 		hw = 0
 	}
 	hw = min(hw, l.LEO())
+	ps, err := producerstate.Rebuild(dir, l)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("rebuild producer state: %w", err)
+	}
 	p := &partition{b: b, tenantID: t.tenantID, topicID: t.id, id: pm.partition, dir: dir, log: l, hw: hw, savedHW: hw,
-		hwCh: make(chan struct{}), meta: partMeta{leader: -1, leaderEpoch: -1}}
+		hwCh: make(chan struct{}), meta: partMeta{leader: -1, leaderEpoch: -1},
+		pstate: ps, snapOffset: ps.Offset(), snapAt: time.Now()}
 	b.parts[k] = p
 	return p, nil
 }
@@ -237,8 +244,16 @@ func (p *partition) applyFetch(leader, epoch int32, res *sluicev1.FetchReplicaRe
 			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
 				return fmt.Errorf("reset log: %w", err)
 			}
-		} else if err := p.log.TruncateTo(to); err != nil {
-			return fmt.Errorf("truncate to %d: %w", to, err)
+			if err := p.resetProducerStateLocked(); err != nil {
+				return err
+			}
+		} else {
+			if err := p.log.TruncateTo(to); err != nil {
+				return fmt.Errorf("truncate to %d: %w", to, err)
+			}
+			if err := p.rebuildProducerStateLocked(); err != nil {
+				return err
+			}
 		}
 		p.b.logger.Info("truncated divergent tail", "topic", p.topicID, "partition", p.id, "to", p.log.LEO(), "leader_epoch_end", d.GetEpoch())
 		p.hw = min(p.hw, p.log.LEO())
@@ -250,6 +265,9 @@ func (p *partition) applyFetch(leader, epoch int32, res *sluicev1.FetchReplicaRe
 		if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
 			return fmt.Errorf("reset log: %w", err)
 		}
+		if err := p.resetProducerStateLocked(); err != nil {
+			return err
+		}
 		p.hw = min(p.hw, p.log.LEO())
 	}
 	if len(res.GetBatches()) > 0 {
@@ -257,10 +275,14 @@ func (p *partition) applyFetch(leader, epoch int32, res *sluicev1.FetchReplicaRe
 			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
 				return fmt.Errorf("reset log: %w", err)
 			}
+			if err := p.resetProducerStateLocked(); err != nil {
+				return err
+			}
 		}
 		if _, err := p.log.AppendFollower(res.GetBatches()); err != nil {
 			return fmt.Errorf("append follower: %w", err)
 		}
+		p.applyAppendedLocked(res.GetBatches())
 	}
 	if hw := min(res.GetHighWatermark(), p.log.LEO()); hw > p.hw {
 		p.hw = hw

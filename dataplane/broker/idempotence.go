@@ -1,0 +1,152 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/producerstate"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+const (
+	// sequenceGapWait is how long a leader holds a batch whose sequence is
+	// ahead of the next expected one, waiting for the batches before it:
+	// a client's concurrent requests (up to 5 per partition) can arrive
+	// in any order over HTTP/2, and holding beats refusing and resending.
+	sequenceGapWait = time.Second
+	// producerIDExpiration: a producer id with no batch in a partition for
+	// this long is forgotten there (Kafka's producer.id.expiration.ms).
+	producerIDExpiration = 24 * time.Hour
+	// producerSnapshotInterval is how often a changed producer state is
+	// snapshotted, bounding the log a restart replays to rebuild it.
+	producerSnapshotInterval = 30 * time.Second
+)
+
+// checkSequenceLocked runs the idempotence check of one batch. It returns
+// the duplicate result, a Connect error to answer, or, with wait true, that
+// the batch is ahead of the expected sequence and may be waited for.
+func (p *partition) checkSequenceLocked(h log.BatchHeader) (res producerstate.Result, wait bool, err error) {
+	if h.ProducerID < 0 {
+		return res, false, nil
+	}
+	b, _ := producerstate.FromHeader(h)
+	res, err = p.pstate.Check(h.ProducerID, h.ProducerEpoch, h.BaseSequence, b.LastSequence)
+	var se *producerstate.SequenceError
+	if errors.As(err, &se) && !se.Unknown && !se.NewEpoch {
+		// Ahead by less than half the sequence space: batches before it
+		// are probably in flight.
+		if ahead := (se.Got - se.Expected) & math.MaxInt32; ahead > 0 && ahead < 1<<30 {
+			wait = true
+		}
+	}
+	return res, wait, err
+}
+
+// producerError maps the producer state's refusals to Connect errors with a
+// ProducerError detail.
+func producerError(err error) error {
+	var se *producerstate.SequenceError
+	pe := &sluicev1.ProducerError{}
+	code := connect.CodeFailedPrecondition
+	switch {
+	case errors.As(err, &se):
+		pe.Reason, pe.ExpectedSequence = sluicev1.ProducerError_REASON_OUT_OF_ORDER_SEQUENCE, se.Expected
+		if se.Unknown {
+			pe.ExpectedSequence = -1
+		}
+	case errors.Is(err, producerstate.ErrProducerFenced):
+		pe.Reason = sluicev1.ProducerError_REASON_PRODUCER_FENCED
+	case errors.Is(err, producerstate.ErrDuplicateSequence):
+		pe.Reason, code = sluicev1.ProducerError_REASON_DUPLICATE_SEQUENCE, connect.CodeAlreadyExists
+	case errors.Is(err, producerstate.ErrInvalidSequence), errors.Is(err, producerstate.ErrInvalidProducer):
+		pe.Reason, code = sluicev1.ProducerError_REASON_INVALID_SEQUENCE, connect.CodeInvalidArgument
+	default:
+		return err
+	}
+	ce := connect.NewError(code, err)
+	if d, derr := connect.NewErrorDetail(pe); derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// waitSequenceGap waits, without the lock, for the partition to change
+// (an append, a role change) or for the deadline. It reports false when
+// the wait is over.
+func waitSequenceGap(ctx context.Context, ch <-chan struct{}, deadline time.Time) bool {
+	d := time.Until(deadline)
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// applyAppendedLocked records batches just appended to the log (leader
+// or follower) in the producer state.
+func (p *partition) applyAppendedLocked(data []byte) {
+	for len(data) > 0 {
+		b, rest, err := log.ReadBatch(data)
+		if err != nil {
+			return // the log accepted these bytes, so this cannot happen
+		}
+		pb, _ := producerstate.FromHeader(b.Header())
+		p.pstate.Apply(pb)
+		data = rest
+	}
+}
+
+// rebuildProducerStateLocked recomputes the producer state from the
+// snapshots and the log after the log was truncated.
+func (p *partition) rebuildProducerStateLocked() error {
+	s, err := producerstate.Rebuild(p.dir, p.log)
+	if err != nil {
+		p.pstate = producerstate.New()
+		return fmt.Errorf("rebuild producer state: %w", err)
+	}
+	p.pstate = s
+	return nil
+}
+
+// resetProducerStateLocked forgets every producer after a log Reset.
+func (p *partition) resetProducerStateLocked() error {
+	p.pstate = producerstate.New()
+	return producerstate.DeleteAbove(p.dir, -1)
+}
+
+// snapshotProducers writes the producer state when it changed since the
+// last snapshot (or always with force), after expiring idle producers. It
+// runs under the partition lock, so no truncation can race the write.
+func (p *partition) snapshotProducers(now time.Time, force bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pstate == nil || p.log.Failed() != nil {
+		return nil
+	}
+	if !force && (p.pstate.Offset() == p.snapOffset || now.Sub(p.snapAt) < producerSnapshotInterval) {
+		return nil
+	}
+	p.pstate.Expire(now.Add(-producerIDExpiration).UnixMilli())
+	if off := p.pstate.Offset(); off != p.snapOffset && off <= p.log.LEO() {
+		if err := producerstate.WriteSnapshot(p.dir, p.pstate, off); err != nil {
+			return err
+		}
+		p.snapOffset = off
+	}
+	p.snapAt = now
+	return producerstate.DeleteBelow(p.dir, p.log.LogStartOffset())
+}
