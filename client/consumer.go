@@ -232,7 +232,7 @@ func (f *fetcher) fetchOnce(ctx context.Context) ([]*Record, error) {
 		Topic: f.topic, Partition: f.partition, Offset: f.offset, MaxBytes: f.cs.cfg.maxBytes,
 		MaxWaitMs: f.cs.cfg.maxWait.Milliseconds(), RawBatches: true, CurrentLeaderEpoch: &epoch,
 	}))
-	if err != nil {
+	if err = normalize(ctx, err); err != nil {
 		f.cs.c.observe(f.topic, f.partition, err)
 		if connect.CodeOf(err) == connect.CodeOutOfRange {
 			return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("topic %q partition %d offset %d: %w", f.topic, f.partition, f.offset, err))
@@ -348,7 +348,7 @@ func (c *Client) listOffsets(ctx context.Context, req *sluicev1.ListOffsetsReque
 		if err == nil {
 			var res *connect.Response[sluicev1.ListOffsetsResponse]
 			res, err = rc.ListOffsets(ctx, connect.NewRequest(req))
-			if err == nil {
+			if err = normalize(ctx, err); err == nil {
 				return res.Msg, nil
 			}
 		}

@@ -1,8 +1,10 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"connectrpc.com/connect"
 
@@ -95,10 +97,21 @@ func indefinite(err error) bool {
 		// stale epoch, a sequence gap, a fenced producer.
 		return false
 	}
-	if notLeaderOf(err) != nil {
-		return false
+	if notLeaderOf(err) != nil || errors.Is(err, syscall.ECONNREFUSED) {
+		return false // refused, or never reached the broker
 	}
 	// Unavailable covers both "refused: offline / catching up" and "acks=all
 	// wait ended with the leadership": the latter may be written.
 	return true
+}
+
+// normalize reclassifies a call's error: connect-go reports some broken
+// connections (a reset by a dying peer) as Canceled, which would read as
+// our own cancellation. While ctx is live it is a network failure:
+// Unavailable, retriable, outcome unknown.
+func normalize(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && connect.CodeOf(err) == connect.CodeCanceled {
+		return connect.NewError(connect.CodeUnavailable, err)
+	}
+	return err
 }

@@ -385,6 +385,7 @@ func (s *sink) send(b *pbatch) {
 	}()
 	var res *connect.Response[sluicev1.ProduceResponse]
 	rc, epoch, err := s.p.c.leaderOf(ctx, s.topic, s.partition)
+	sent := err == nil // a routing error never left this process
 	if err == nil {
 		req := &sluicev1.ProduceRequest{
 			Topic: s.topic, Partition: s.partition, Acks: s.p.cfg.acks.proto(),
@@ -393,6 +394,7 @@ func (s *sink) send(b *pbatch) {
 			Payload:            &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: b.data}},
 		}
 		res, err = rc.Produce(ctx, connect.NewRequest(req))
+		err = normalize(ctx, err)
 		s.p.c.observe(s.topic, s.partition, err)
 	}
 
@@ -423,7 +425,7 @@ func (s *sink) send(b *pbatch) {
 	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_OUT_OF_ORDER_SEQUENCE:
 		b.outOfSeq = true
 	case retriable(err):
-		if indefinite(err) {
+		if sent && indefinite(err) {
 			b.unknown = true
 		}
 	default:

@@ -28,9 +28,11 @@ const noForward = "Sluice-No-Forward"
 type Client struct {
 	c        *Cluster
 	TenantID string
-	token    string
-	Topic    string
-	TopicID  string
+	// APIKey is the tenant's API key (for SDK clients).
+	APIKey  string
+	token   string
+	Topic   string
+	TopicID string
 
 	mu      sync.Mutex
 	leaders map[int32]int32 // partition → broker believed to lead it
@@ -65,7 +67,7 @@ func (c *Cluster) NewClient(t testing.TB, tenant, topic string, partitions, minI
 		t.Fatalf("create topic: %v", err)
 	}
 	cl := &Client{
-		c: c, TenantID: su.Msg.GetTenant().GetId(), token: tok.Msg.GetToken(),
+		c: c, TenantID: su.Msg.GetTenant().GetId(), APIKey: su.Msg.GetApiKeySecret(), token: tok.Msg.GetToken(),
 		Topic: topic, TopicID: created.Msg.GetTopic().GetId(), leaders: map[int32]int32{},
 	}
 	for _, p := range created.Msg.GetPartitions() {

@@ -20,6 +20,11 @@ const (
 	// peer sees a silent network and waits for its timeouts. Connections
 	// that were open when the blackhole started are closed when it heals.
 	Blackhole
+	// DropResponses forwards what the dialer sends and drops what the
+	// target answers: requests arrive and are served, and their answers
+	// are lost (the lost acknowledgement). Connections open while it lasts
+	// are closed when it ends, as with Blackhole.
+	DropResponses
 )
 
 func (m ProxyMode) String() string {
@@ -30,6 +35,8 @@ func (m ProxyMode) String() string {
 		return "cut"
 	case Blackhole:
 		return "blackhole"
+	case DropResponses:
+		return "drop-responses"
 	}
 	return "unknown"
 }
@@ -95,7 +102,7 @@ func (p *Proxy) SetMode(m ProxyMode) {
 	defer p.mu.Unlock()
 	prev := p.mode
 	p.mode = m
-	if m == Cut || (prev == Blackhole && m != Blackhole) {
+	if m == Cut || (prev == Blackhole && m != Blackhole) || (prev == DropResponses && m != DropResponses) {
 		for c := range p.conns {
 			c.close()
 			delete(p.conns, c)
@@ -159,13 +166,14 @@ func (p *Proxy) serve(pc *proxyConn) {
 	pc.server = server
 	p.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Go(func() { p.pump(pc, server, pc.client) })
-	wg.Go(func() { p.pump(pc, pc.client, server) })
+	wg.Go(func() { p.pump(pc, server, pc.client, false) })
+	wg.Go(func() { p.pump(pc, pc.client, server, true) })
 	wg.Wait()
 }
 
-// pump copies src to dst; in Blackhole mode it reads and drops.
-func (p *Proxy) pump(pc *proxyConn, dst, src net.Conn) {
+// pump copies src to dst; in Blackhole mode it reads and drops, and in
+// DropResponses mode too when it carries the target's answers (response).
+func (p *Proxy) pump(pc *proxyConn, dst, src net.Conn, response bool) {
 	defer pc.close()
 	buf := make([]byte, 32<<10)
 	for {
@@ -174,6 +182,12 @@ func (p *Proxy) pump(pc *proxyConn, dst, src net.Conn) {
 			p.mu.Lock()
 			mode := p.mode
 			p.mu.Unlock()
+			if mode == DropResponses {
+				mode = Pass
+				if response {
+					mode = Blackhole
+				}
+			}
 			switch mode {
 			case Pass:
 				if _, werr := dst.Write(buf[:n]); werr != nil {
