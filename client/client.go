@@ -244,12 +244,15 @@ func (c *Client) refreshMetadata(ctx context.Context, topics []string, fromContr
 	if !fromControlPlane {
 		for _, b := range c.brokerList() {
 			res, err = b.record.GetMetadata(ctx, connect.NewRequest(req))
-			if err == nil || !retriable(err) {
+			if err = normalize(ctx, err); err == nil || !retriable(err) {
 				break
 			}
 		}
 	}
-	if res == nil && (err == nil || retriable(err)) {
+	// The control plane is the source of truth: ask it when no broker
+	// answers, and when a broker does not know a topic (a new topic
+	// reaches the brokers a moment after it is created).
+	if res == nil && (err == nil || retriable(err) || connect.CodeOf(err) == connect.CodeNotFound) {
 		res, err = c.cpRecord.GetMetadata(ctx, connect.NewRequest(req))
 	}
 	if err != nil {

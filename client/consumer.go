@@ -222,12 +222,19 @@ func (f *fetcher) run(ctx context.Context) {
 	}
 }
 
-func (f *fetcher) fetchOnce(ctx context.Context) ([]*Record, error) {
+func (f *fetcher) fetchOnce(ctx context.Context) (_ []*Record, err error) {
 	rc, epoch, err := f.cs.c.leaderOf(ctx, f.topic, f.partition)
 	if err != nil {
 		f.cs.c.observe(f.topic, f.partition, err)
 		return nil, err
 	}
+	defer func() {
+		// The control plane knows the topic (routing found it) but the
+		// broker has not heard of it yet: retry.
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			err = connect.NewError(connect.CodeUnavailable, err)
+		}
+	}()
 	res, err := rc.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{
 		Topic: f.topic, Partition: f.partition, Offset: f.offset, MaxBytes: f.cs.cfg.maxBytes,
 		MaxWaitMs: f.cs.cfg.maxWait.Milliseconds(), RawBatches: true, CurrentLeaderEpoch: &epoch,

@@ -35,6 +35,7 @@ type pbatch struct {
 	lastErr  error // the last attempt's error
 	fatalErr error // a refusal that retrying cannot fix
 	outOfSeq bool  // the last attempt was refused for a sequence gap
+	front    bool  // every batch before it was finished when the last attempt started
 	done     bool
 	offset   int64
 }
@@ -179,6 +180,7 @@ func (s *sink) run() {
 		}
 		for !s.rewind && s.fenced == nil && s.next < len(s.queue) && s.inflight < s.p.cfg.maxInFlight && !now.Before(s.notBefore) {
 			b := s.queue[s.next]
+			b.front = s.firstUnfinished() == s.next
 			s.next++
 			s.inflight++
 			b.sent = true
@@ -299,11 +301,13 @@ func (s *sink) rewindLocked(now time.Time) {
 			err = &DeliveryError{Err: b.fatalErr, Indefinite: b.unknown}
 		case !now.Before(b.deadline):
 			err = &DeliveryError{Err: fmt.Errorf("%w: not acknowledged within %s", ErrDeliveryTimeout, s.p.cfg.deliveryTimeout), Last: b.lastErr, Indefinite: b.unknown}
-		case b.outOfSeq && s.firstUnfinished() == i:
-			// The leader expects another sequence although every batch
-			// before this one is finished: it lost this producer's state
-			// (expiry, unclean election). Nothing from here on can have
-			// been written under the old epoch's sequence.
+		case b.outOfSeq && b.front && s.firstUnfinished() == i:
+			// The leader expected another sequence although every batch
+			// before this one was finished when it was sent: it lost this
+			// producer's state (expiry, unclean election). Nothing from
+			// here on can have been written under the old epoch's
+			// sequence. (A gap left by batches still in flight is only
+			// retried.)
 			resequence = true
 			b.outOfSeq = false
 			i++
@@ -414,6 +418,8 @@ func (s *sink) send(b *pbatch) {
 	}
 	b.lastErr = err
 	b.outOfSeq = false
+	s.p.c.logger.Debug("produce attempt failed", "topic", s.topic, "partition", s.partition,
+		"epoch", b.epoch, "sequence", b.baseSeq, "records", len(b.recs), "sent", sent, "err", err)
 	pe := producerErrorOf(err)
 	switch {
 	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_DUPLICATE_SEQUENCE:
@@ -424,6 +430,13 @@ func (s *sink) send(b *pbatch) {
 		s.fenced = fmt.Errorf("%w: %v", ErrProducerFenced, err)
 	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_OUT_OF_ORDER_SEQUENCE:
 		b.outOfSeq = true
+	case connect.CodeOf(err) == connect.CodeNotFound:
+		if sent {
+			// The control plane knows the topic (routing found it) but
+			// this broker has not heard of it yet: retry.
+			break
+		}
+		b.fatalErr = err
 	case retriable(err):
 		if sent && indefinite(err) {
 			b.unknown = true

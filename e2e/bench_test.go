@@ -197,6 +197,55 @@ func benchSDKProduce(b *testing.B, endpoint, apiKey string, hc *http.Client, aut
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 		b.ReportMetric(float64(total)/elapsed.Seconds(), "records/s")
 	})
+	// The shape of the raw benchmark: 8 goroutines, each op one
+	// ProduceSync of 16 records (one request), so the latency per op
+	// compares directly with acks=ALL below.
+	b.Run("sdk-sync16/acks=ALL", func(b *testing.B) {
+		p, err := cl.NewProducer(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close(ctx)
+		if err := p.ProduceSync(ctx, &client.Record{Topic: "bench-sdk", Value: value}); err != nil {
+			b.Fatal(err)
+		}
+		var next atomic.Int64
+		var mu sync.Mutex
+		var lat []time.Duration
+		b.SetBytes(16 * 1024)
+		b.ResetTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				var mine []time.Duration
+				recs := make([]*client.Record, 16)
+				for next.Add(1) <= int64(b.N) {
+					for i := range recs {
+						recs[i] = &client.Record{Topic: "bench-sdk", Key: []byte{byte(next.Load() % 6)}, Value: value}
+					}
+					t0 := time.Now()
+					if err := p.ProduceSync(ctx, recs...); err != nil {
+						b.Error(err)
+						return
+					}
+					mine = append(mine, time.Since(t0))
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		b.StopTimer()
+		slices.Sort(lat)
+		if len(lat) > 0 {
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(len(lat)*16)/elapsed.Seconds(), "records/s")
+		}
+	})
 }
 
 func devLine(out, key string) string {

@@ -38,10 +38,15 @@ func (p *partition) checkSequenceLocked(h log.BatchHeader) (res producerstate.Re
 	b, _ := producerstate.FromHeader(h)
 	res, err = p.pstate.Check(h.ProducerID, h.ProducerEpoch, h.BaseSequence, b.LastSequence)
 	var se *producerstate.SequenceError
-	if errors.As(err, &se) && !se.Unknown && !se.NewEpoch {
-		// Ahead by less than half the sequence space: batches before it
-		// are probably in flight.
-		if ahead := (se.Got - se.Expected) & math.MaxInt32; ahead > 0 && ahead < 1<<30 {
+	if errors.As(err, &se) {
+		// Ahead by less than half the sequence space (for a producer or
+		// epoch not seen yet: anything but 0): batches before it are
+		// probably in flight.
+		expected := se.Expected
+		if se.Unknown || se.NewEpoch {
+			expected = 0
+		}
+		if ahead := (se.Got - expected) & math.MaxInt32; ahead > 0 && ahead < 1<<30 {
 			wait = true
 		}
 	}
