@@ -1,0 +1,43 @@
+// Package client is the Go SDK for Sluice.
+//
+// A Client connects to the control plane with an API key, trades it for
+// short-lived tokens (refreshed before they expire), learns the brokers and
+// partition leaders, and routes every request to the partition's leader
+// itself (it never relies on a broker forwarding). On NotLeader it updates
+// its routing from the error; on Unavailable it refreshes the metadata and
+// retries with exponential backoff and jitter.
+//
+// # Producing
+//
+// A Producer batches records per partition (WithLinger, WithMaxBatchBytes),
+// optionally compresses batches (zstd or lz4), keeps up to 5 requests in
+// flight per partition, and reports each record's fate exactly once to its
+// callback. Records with a key go to the partition the key hashes to
+// (FNV-1a); records without one stick to one partition until a batch's
+// worth went there.
+//
+// The producer is idempotent by default, with AcksAll: it gets a producer
+// id from the cluster and numbers its batches per partition; the leader
+// writes each batch once, answers a retry of a written batch with the
+// original offset, and refuses a gap. So a lost acknowledgement causes no
+// duplicate and a retry no reordering. When a record cannot be acknowledged
+// within the delivery timeout (WithDeliveryTimeout, default 2 minutes), its
+// callback gets a *DeliveryError wrapping ErrDeliveryTimeout whose
+// Indefinite field says whether it may have been written anyway. A record
+// reported written is written; see docs/delivery-semantics.md for what each
+// setting promises.
+//
+// # Consuming
+//
+// A Consumer reads partitions you assign from offsets you choose (Earliest,
+// Latest, At, AtTime). It keeps the next fetch in flight while you process
+// the previous one (WithPrefetch). Offsets are not committed: consumer
+// groups, which commit, are a separate feature.
+//
+// # Errors
+//
+// Server refusals arrive as *connect.Error; connect.CodeOf tells them apart:
+// InvalidArgument (bad input), NotFound (unknown topic), Unauthenticated,
+// PermissionDenied (the key lacks a scope), FailedPrecondition, Unavailable,
+// OutOfRange (an offset outside the log).
+package client
