@@ -36,6 +36,7 @@ type pbatch struct {
 	fatalErr error // a refusal that retrying cannot fix
 	outOfSeq bool  // the last attempt was refused for a sequence gap
 	front    bool  // every batch before it was finished when the last attempt started
+	reauthed bool  // retried once after Unauthenticated (an expired token)
 	done     bool
 	offset   int64
 }
@@ -430,6 +431,10 @@ func (s *sink) send(b *pbatch) {
 		s.fenced = fmt.Errorf("%w: %v", ErrProducerFenced, err)
 	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_OUT_OF_ORDER_SEQUENCE:
 		b.outOfSeq = true
+	case connect.CodeOf(err) == connect.CodeUnauthenticated && sent && !b.reauthed:
+		// The token expired in flight: the interceptor dropped it, the
+		// retry mints a new one. A second refusal is final (a revoked key).
+		b.reauthed = true
 	case connect.CodeOf(err) == connect.CodeNotFound:
 		if sent {
 			// The control plane knows the topic (routing found it) but
