@@ -201,12 +201,11 @@ func (a *app) devCommand() *cobra.Command {
 		Use:         "dev",
 		Annotations: map[string]string{envFlags: "true"},
 		Short:       "Run Sluice locally in one process, with its data in one folder",
-		Long: `dev runs the control plane on an embedded SQLite database in --data-dir,
+		Long: `dev runs the control plane on an embedded SQLite database in --data-dir and
+three brokers in the same process (each with its own folder under --data-dir),
 creates a "dev" tenant on first start, and saves a ready CLI profile named
-"dev" (and "default" when you have none). Nothing to install.
-
-Brokers join the dev cluster with the data-plane release; until then topic
-creation answers that no brokers are live.`,
+"dev" (and "default" when you have none). Nothing to install. Replicated
+topics (replication factor 3) work as on a real cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := a.logger()
