@@ -253,3 +253,41 @@ func TestConsumerOffsets(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRetention: brokers delete segments past the topic's retention.ms (the
+// active segment rolls after a tenth of it, at least 1 s), and reading
+// below the new log start is out of range.
+func TestRetention(t *testing.T) {
+	createTopic(t, "short", 1, &sluicev1.TopicConfig{RetentionMs: ptr(int64(3000))})
+	c := newClient(t)
+	p, err := c.NewProducer(t.Context())
+	require.NoError(t, err)
+	defer p.Close(t.Context())
+	require.NoError(t, p.ProduceSync(t.Context(), &client.Record{Topic: "short", Value: []byte("old")}))
+	time.Sleep(1200 * time.Millisecond)
+	fresh := &client.Record{Topic: "short", Value: []byte("fresh")}
+	require.NoError(t, p.ProduceSync(t.Context(), fresh))
+	require.Equal(t, int64(1), fresh.Offset)
+
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		start, hw, err := c.Watermarks(t.Context(), "short", 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), hw)
+		if start == 1 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the old record was not deleted (log start %d)", start)
+		time.Sleep(100 * time.Millisecond)
+	}
+	cs, err := c.NewConsumer()
+	require.NoError(t, err)
+	defer cs.Close()
+	require.NoError(t, cs.Assign(t.Context(), "short", 0, client.Earliest()))
+	got, err := cs.Poll(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, "fresh", string(got[0].Value))
+	require.NoError(t, cs.Assign(t.Context(), "short", 0, client.At(0)))
+	_, err = cs.Poll(t.Context())
+	require.Equal(t, connect.CodeOutOfRange, connect.CodeOf(err), "%v", err)
+}

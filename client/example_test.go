@@ -12,7 +12,7 @@ import (
 // Produce records and wait for them; print where they went.
 func Example() {
 	ctx := context.Background()
-	createTopicErr("greetings", 1, nil) // sluice topic create greetings -p 1
+	mustCreateTopic("greetings", 1) // sluice topic create greetings -p 1
 
 	c, err := client.New(ctx, endpoint, client.APIKey(apiKey))
 	if err != nil {
@@ -43,7 +43,7 @@ func Example() {
 // Produce asynchronously: the callback reports each record's fate once.
 func ExampleProducer_Produce() {
 	ctx := context.Background()
-	createTopicErr("clicks", 1, nil)
+	mustCreateTopic("clicks", 1)
 	c, err := client.New(ctx, endpoint, client.APIKey(apiKey))
 	if err != nil {
 		fmt.Println(err)
@@ -77,7 +77,7 @@ func ExampleProducer_Produce() {
 // Read a partition from the beginning.
 func ExampleConsumer() {
 	ctx := context.Background()
-	createTopicErr("letters", 1, nil)
+	mustCreateTopic("letters", 1)
 	c, err := client.New(ctx, endpoint, client.APIKey(apiKey))
 	if err != nil {
 		fmt.Println(err)

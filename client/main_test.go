@@ -69,6 +69,7 @@ func startCluster(ctx context.Context, dir string) (func(), error) {
 		bc.DataDir = filepath.Join(dir, fmt.Sprintf("broker-%d", i+1))
 		bc.ControlPlane = endpoint
 		bc.BrokerToken = brokerToken
+		bc.RetentionCheckInterval = 200 * time.Millisecond
 		bln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
@@ -115,6 +116,11 @@ func startCluster(ctx context.Context, dir string) (func(), error) {
 		return stop, err
 	}
 	apiKey = su.Msg.GetApiKeySecret()
+	// The pro plan's topic limit fits every test and example.
+	pro := "pro"
+	if _, err := op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: su.Msg.GetTenant().GetId(), Plan: &pro})); err != nil {
+		return stop, err
+	}
 	return stop, nil
 }
 
@@ -162,5 +168,12 @@ func createTopicErr(name string, partitions int32, config *sluicev1.TopicConfig)
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// mustCreateTopic is createTopic for examples, which have no testing.TB.
+func mustCreateTopic(name string, partitions int32) {
+	if err := createTopicErr(name, partitions, nil); err != nil {
+		panic(fmt.Sprintf("create topic %s: %v", name, err))
 	}
 }

@@ -236,6 +236,7 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.isrLoop(ctx) })
 	wg.Go(func() { b.hwCheckpointLoop(ctx, time.Second) })
+	wg.Go(func() { b.retentionLoop(ctx, b.cfg.RetentionCheckInterval) })
 
 	var err error
 	select {

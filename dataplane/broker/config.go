@@ -31,6 +31,12 @@ type Config struct {
 	ReplicaLagTimeMax time.Duration
 	// SegmentBytes rolls partition log segments at this size.
 	SegmentBytes int64
+	// SegmentAge rolls a partition's active segment once its oldest record
+	// is this old (or a tenth of the topic's retention.ms, if shorter), so
+	// time-based retention can delete it.
+	SegmentAge time.Duration
+	// RetentionCheckInterval is how often retention deletes old segments.
+	RetentionCheckInterval time.Duration
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int
 	// ShutdownTimeout bounds the drain on shutdown.
@@ -40,17 +46,19 @@ type Config struct {
 // DefaultConfig returns the defaults RegisterFlags uses.
 func DefaultConfig() Config {
 	return Config{
-		ListenAddr:        "127.0.0.1:9092",
-		DataDir:           "./data",
-		ControlPlane:      "http://127.0.0.1:8080",
-		Flush:             "always",
-		FlushInterval:     10 * time.Millisecond,
-		Issuer:            "sluice",
-		Audience:          "sluice",
-		ReplicaLagTimeMax: 30 * time.Second,
-		SegmentBytes:      256 << 20,
-		MaxRequestBytes:   16 << 20,
-		ShutdownTimeout:   10 * time.Second,
+		ListenAddr:             "127.0.0.1:9092",
+		DataDir:                "./data",
+		ControlPlane:           "http://127.0.0.1:8080",
+		Flush:                  "always",
+		FlushInterval:          10 * time.Millisecond,
+		Issuer:                 "sluice",
+		Audience:               "sluice",
+		ReplicaLagTimeMax:      30 * time.Second,
+		SegmentBytes:           256 << 20,
+		SegmentAge:             7 * 24 * time.Hour,
+		RetentionCheckInterval: time.Minute,
+		MaxRequestBytes:        16 << 20,
+		ShutdownTimeout:        10 * time.Second,
 	}
 }
 
@@ -69,6 +77,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Audience, "audience", c.Audience, "expected JWT audience (aud), as the control plane's --audience")
 	fs.DurationVar(&c.ReplicaLagTimeMax, "replica-lag-time-max", c.ReplicaLagTimeMax, "a follower not caught up for this long is removed from the ISR")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", c.SegmentBytes, "partition log segment size")
+	fs.DurationVar(&c.SegmentAge, "segment-age", c.SegmentAge, "roll a partition's active segment once its oldest record is this old (or a tenth of the topic's retention.ms, if shorter), so retention can delete it")
+	fs.DurationVar(&c.RetentionCheckInterval, "retention-check-interval", c.RetentionCheckInterval, "how often each partition deletes segments past its topic's retention.ms / retention.bytes")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
 }
@@ -130,6 +140,12 @@ func (c *Config) Validate() error {
 	}
 	if c.SegmentBytes < 1<<20 || c.SegmentBytes > 1<<31-1 {
 		return fmt.Errorf("--segment-bytes must be between 1 MiB and 2 GiB; got %d", c.SegmentBytes)
+	}
+	if c.SegmentAge < time.Second {
+		return fmt.Errorf("--segment-age must be at least 1s; got %s", c.SegmentAge)
+	}
+	if c.RetentionCheckInterval < 100*time.Millisecond {
+		return fmt.Errorf("--retention-check-interval must be at least 100ms; got %s", c.RetentionCheckInterval)
 	}
 	if c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 256<<20 {
 		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 256 MiB; got %d", c.MaxRequestBytes)

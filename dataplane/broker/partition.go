@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/replica"
@@ -50,6 +51,8 @@ type partition struct {
 	pstate     *producerstate.State
 	snapOffset int64     // offset of the last producer-state snapshot
 	snapAt     time.Time // when it was written
+	// retainBelow bounds what retention may delete (the log's CanDelete).
+	retainBelow *atomic.Int64
 }
 
 // notLeaderError says this broker cannot serve the partition as leader.

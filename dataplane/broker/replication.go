@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/replica"
@@ -78,10 +79,17 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 		return p, nil
 	}
 	dir := b.partitionDir(t.tenantID, t.id, pm.partition)
+	// Retention never deletes records above this replica's HW (set under
+	// the partition lock before each ApplyRetention).
+	retainBelow := new(atomic.Int64)
 	l, err := log.Open(dir, log.Config{
-		SegmentBytes:  b.cfg.SegmentBytes,
-		Flush:         b.flush,
-		FlushInterval: b.cfg.FlushInterval,
+		SegmentBytes:   b.cfg.SegmentBytes,
+		Flush:          b.flush,
+		FlushInterval:  b.cfg.FlushInterval,
+		RetentionTime:  retentionTime(t.config),
+		RetentionBytes: max(t.config.retentionBytes, 0),
+		SegmentAge:     b.segmentAge(t.config),
+		CanDelete:      func(si log.SegmentInfo) bool { return si.NextOffset <= retainBelow.Load() },
 	})
 	if err != nil {
 		return nil, err
@@ -99,7 +107,7 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 	}
 	p := &partition{b: b, tenantID: t.tenantID, topicID: t.id, id: pm.partition, dir: dir, log: l, hw: hw, savedHW: hw,
 		hwCh: make(chan struct{}), meta: partMeta{leader: -1, leaderEpoch: -1},
-		pstate: ps, snapOffset: ps.Offset(), snapAt: time.Now()}
+		pstate: ps, snapOffset: ps.Offset(), snapAt: time.Now(), retainBelow: retainBelow}
 	b.parts[k] = p
 	return p, nil
 }

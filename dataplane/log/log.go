@@ -1038,6 +1038,18 @@ func (sv *segView) info() SegmentInfo {
 		LogPath: s.path(".log"), IndexPath: s.path(".index"), TimeIndexPath: s.path(".timeindex")}
 }
 
+// SetRetention changes RetentionTime, RetentionBytes and SegmentAge (a
+// topic's config was altered). Negative values are treated as zero (no
+// limit, no roll by age). It takes effect at the next append and
+// ApplyRetention.
+func (l *Log) SetRetention(retention time.Duration, retentionBytes int64, segmentAge time.Duration) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.cfg.RetentionTime = max(retention, 0)
+	l.cfg.RetentionBytes = max(retentionBytes, 0)
+	l.cfg.SegmentAge = max(segmentAge, 0)
+}
+
 // ApplyRetention deletes the oldest closed segments that RetentionTime or
 // RetentionBytes allow and CanDelete approves, and advances LogStartOffset
 // to the first remaining segment. The active segment is never deleted. It

@@ -313,6 +313,33 @@ func TestLogRetention(t *testing.T) {
 	})
 }
 
+func TestLogSetRetention(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(100_000)
+	l := openLog(t, t.TempDir(), Config{SegmentBytes: 1 << 20, Now: func() time.Time { return time.UnixMilli(now.Load()) }})
+	for i := range 5 {
+		_, _, err := l.Append(mkBatch(t, 1, 10, now.Load(), fmt.Sprint(i)), 0)
+		require.NoError(t, err)
+	}
+	require.Empty(t, l.ClosedSegments(), "no roll by age yet")
+	l.SetRetention(10*time.Second, -1, 10*time.Second)
+	now.Add(11_000)
+	_, _, err := l.Append(mkBatch(t, 1, 10, now.Load(), "new"), 0)
+	require.NoError(t, err)
+	require.Len(t, l.ClosedSegments(), 1, "rolled by the new segment age")
+	n, err := l.ApplyRetention()
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the old segment passed the new retention")
+	require.Equal(t, int64(5), l.LogStartOffset())
+
+	l.SetRetention(0, 0, 0)
+	now.Add(time.Hour.Milliseconds())
+	_, _, err = l.Append(mkBatch(t, 1, 10, now.Load(), "later"), 0)
+	require.NoError(t, err)
+	require.Empty(t, l.ClosedSegments(), "no roll by age after it was switched off")
+}
+
 func TestLogTruncateTo(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
