@@ -199,8 +199,6 @@ func (c *Client) dropToken(tok string) {
 	}
 }
 
-type tokenKey struct{}
-
 // bearer adds the current token to every request.
 func (c *Client) bearer() connect.Interceptor { return bearerInterceptor{c} }
 

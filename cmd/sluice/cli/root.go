@@ -128,6 +128,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 		a.tenantCommand(),
 		a.apikeyCommand(),
 		a.topicCommand(),
+		a.produceCommand(),
+		a.consumeCommand(),
 	)
 	flagenv.Annotate(root.PersistentFlags(), envPrefix)
 	for _, c := range root.Commands() {
