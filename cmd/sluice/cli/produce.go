@@ -1,0 +1,762 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/sluicemq/sluice/client"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// maxBatchBytes bounds a producer's batch and so one record (key, value
+// and headers): the SDK's default, set explicitly (see batchLimit) so that
+// the stdin reader refuses longer lines with the same limit.
+const maxBatchBytes = 256 << 10
+
+// minBatchBytes is the smallest max batch size the SDK accepts.
+const minBatchBytes = 1024
+
+// batchLimit is the producer's max batch size for a topic: maxBatchBytes,
+// lowered to the topic's max.message.bytes (brokers refuse larger batches,
+// and the SDK does not know the topic's limit), but at least minBatchBytes.
+func batchLimit(maxMessageBytes int32) int {
+	n := maxBatchBytes
+	if maxMessageBytes > 0 {
+		n = min(n, int(maxMessageBytes))
+	}
+	return max(n, minBatchBytes)
+}
+
+// interruptGrace is how long records already handed to the producer may
+// still be delivered after Ctrl-C.
+const interruptGrace = 5 * time.Second
+
+// produceOptions are the flags of `sluice produce`.
+type produceOptions struct {
+	values          []string
+	key             string
+	keySeparator    string
+	delimiter       string
+	headers         []string
+	partition       int32
+	acks            string
+	idempotence     bool
+	compression     string
+	deliveryTimeout time.Duration
+	linger          time.Duration
+	quiet           bool
+}
+
+// produceSpec is a validated produce invocation.
+type produceSpec struct {
+	topic     string
+	values    [][]byte // from --value; nil: read stdin
+	key       []byte   // nil: no key
+	keySep    []byte   // nil: the whole line is the value
+	delim     []byte
+	headers   []client.Header
+	partition int32 // -1: the SDK's partitioner
+	opts      []client.ProducerOption
+	timeout   time.Duration
+	limit     int // max batch bytes, and so max record bytes: see batchLimit
+}
+
+// spec validates the flags; every error is a usage error. fs says which
+// flags were set explicitly.
+func (o *produceOptions) spec(topic string, fs *pflag.FlagSet) (produceSpec, error) {
+	s := produceSpec{topic: topic, partition: -1, timeout: o.deliveryTimeout, limit: maxBatchBytes}
+	if topic == "" {
+		return s, usageError{errors.New("topic name must not be empty")}
+	}
+	fromFlags := fs.Changed("value")
+	switch {
+	case fromFlags && fs.Changed("key-separator"):
+		return s, usageError{errors.New("--key-separator splits stdin lines; it cannot be used with --value (use --key)")}
+	case fromFlags && fs.Changed("delimiter"):
+		return s, usageError{errors.New("--delimiter splits stdin; it cannot be used with --value")}
+	case fs.Changed("key") && fs.Changed("key-separator"):
+		return s, usageError{errors.New("give either --key (one key for every record) or --key-separator (a key per line), not both")}
+	}
+	if fromFlags {
+		s.values = make([][]byte, len(o.values))
+		for i, v := range o.values {
+			s.values[i] = []byte(v)
+		}
+	}
+	if fs.Changed("key") {
+		s.key = []byte(o.key)
+	}
+	var err error
+	if s.delim, err = unescape(o.delimiter); err != nil {
+		return s, usageError{fmt.Errorf("--delimiter: %w", err)}
+	}
+	if len(s.delim) == 0 {
+		return s, usageError{errors.New("--delimiter must not be empty")}
+	}
+	if fs.Changed("key-separator") {
+		if s.keySep, err = unescape(o.keySeparator); err != nil {
+			return s, usageError{fmt.Errorf("--key-separator: %w", err)}
+		}
+		if len(s.keySep) == 0 {
+			return s, usageError{errors.New("--key-separator must not be empty")}
+		}
+	}
+	if s.headers, err = parseHeaders(o.headers); err != nil {
+		return s, err
+	}
+
+	switch {
+	case o.deliveryTimeout <= 0:
+		return s, usageError{fmt.Errorf("--delivery-timeout must be positive; got %s", o.deliveryTimeout)}
+	case o.linger < 0:
+		return s, usageError{fmt.Errorf("--linger must not be negative; got %s", o.linger)}
+	}
+	acks, err := client.ParseAcks(o.acks)
+	if err != nil {
+		return s, usageError{err}
+	}
+	s.opts = []client.ProducerOption{
+		client.WithAcks(acks),
+		client.WithCompression(o.compression),
+		client.WithDeliveryTimeout(o.deliveryTimeout),
+		client.WithLinger(o.linger),
+	}
+	// Left unset, the SDK turns idempotence on with acks=all and off
+	// otherwise; set explicitly, it is passed on (and refused with other acks).
+	if fs.Changed("idempotence") {
+		s.opts = append(s.opts, client.WithIdempotence(o.idempotence))
+	}
+	if fs.Changed("partition") {
+		if o.partition < 0 {
+			return s, usageError{fmt.Errorf("--partition must not be negative; got %d", o.partition)}
+		}
+		s.partition = o.partition
+		s.opts = append(s.opts, client.WithManualPartitioner())
+	}
+	return s, nil
+}
+
+// parseHeaders reads repeated key=value flags; the value may contain '='.
+func parseHeaders(pairs []string) ([]client.Header, error) {
+	var hs []client.Header
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("--header %q: want key=value with a non-empty key", p)}
+		}
+		hs = append(hs, client.Header{Key: k, Value: []byte(v)})
+	}
+	return hs, nil
+}
+
+// unescape interprets \n, \t, \r, \0 and \\ in a flag value, so that a
+// newline, tab or NUL can be typed in a shell.
+func unescape(s string) ([]byte, error) {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			b = append(b, s[i])
+			continue
+		}
+		if i+1 == len(s) {
+			return nil, errors.New(`trailing \: escape it as \\`)
+		}
+		i++
+		switch s[i] {
+		case 'n':
+			b = append(b, '\n')
+		case 't':
+			b = append(b, '\t')
+		case 'r':
+			b = append(b, '\r')
+		case '0':
+			b = append(b, 0)
+		case '\\':
+			b = append(b, '\\')
+		default:
+			return nil, fmt.Errorf(`unknown escape \%c: use \n, \t, \r, \0 or \\`, s[i])
+		}
+	}
+	return b, nil
+}
+
+func (a *app) produceCommand() *cobra.Command {
+	var o produceOptions
+	cmd := &cobra.Command{
+		Use:   "produce TOPIC",
+		Short: "Write records to a topic from --value flags or from stdin, one per line",
+		Long: `produce writes records to TOPIC and reports where each one was written.
+
+Values come from --value (one record per flag) or, without --value, from
+stdin: one record per line, where --delimiter says what ends a line. An
+empty line is a record with an empty (zero-length, not null) value; the
+last line needs no delimiter. A record (key, value and headers) may be up
+to 256 KiB, or the topic's max.message.bytes when that is smaller; a
+longer one fails on its own and the others are still sent.
+
+Keys: --key gives every record the same key; --key-separator splits each
+stdin line at the first separator into key and value (a line without the
+separator fails). A record with a key goes to the partition of the key's
+hash, so one key always lands on one partition; records without a key
+fill one partition for a batch, then move to another. --partition sends
+every record to one partition.
+
+For each acknowledged record a line "partition=P offset=O" (with -o json:
+{"partition":P,"offset":O}) goes to stdout, in input order; with --quiet
+nothing does. The offset is -1 with --acks 0, which waits for no answer.
+Each failed record is reported on stderr as "record N: reason" (N counts
+from 1), saying whether it may have been written anyway. stderr ends with
+"produced N records to TOPIC (F failed)", and shows a progress line while
+it is a terminal and the offsets do not go to one.
+
+--acks all (the default) waits until every in-sync replica has a record and
+makes the producer idempotent: retries never write a record twice.
+--idempotence=false turns that off; --acks 1 or 0 turn it off unless
+--idempotence is given, which is then an error.
+
+--delimiter and --key-separator understand the escapes \n, \t, \r, \0, \\.
+Ctrl-C stops reading; records already read get 5 s to be acknowledged.
+
+Exit codes: 0 every record acknowledged, 1 a record failed, 2 usage,
+3 unauthenticated or not allowed, 4 the topic does not exist.`,
+		Example: `  sluice produce orders --value hello
+  seq 1 1000 | sluice produce orders
+  sluice produce orders --key customer-42 --header source=cli --value '{"total": 12}'
+  printf 'k1:v1\nk2:v2\n' | sluice produce orders --key-separator :
+  find . -print0 | sluice produce files --delimiter '\0' --quiet
+  sluice produce orders --acks 1 --compression zstd --linger 50ms < events.txt`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.spec(args[0], cmd.Flags())
+			if err != nil {
+				return err
+			}
+			return a.produce(cmd.Context(), s, o.quiet)
+		},
+	}
+	o.register(cmd.Flags())
+	return cmd
+}
+
+// register adds the flags to fs.
+func (o *produceOptions) register(f *pflag.FlagSet) {
+	f.StringArrayVar(&o.values, "value", nil, "a record with value `V` (repeatable: one record each); without --value records are read from stdin")
+	f.StringVar(&o.key, "key", "", "key `K` for every record (one key, one partition)")
+	f.StringVar(&o.keySeparator, "key-separator", "", "split each stdin line at the first `SEP` into key and value, e.g. ':' or '\\t'")
+	f.StringVar(&o.delimiter, "delimiter", "\n", "`DELIM` that ends a record on stdin, e.g. '\\0' or ';'")
+	f.StringArrayVar(&o.headers, "header", nil, "header `key=value` for every record (repeatable; keys may repeat)")
+	f.Int32Var(&o.partition, "partition", 0, "write every record to partition `N` (default: by key hash; records without a key stick to one partition per batch)")
+	f.StringVar(&o.acks, "acks", "all", "when a record counts as written: all (every in-sync replica), 1 (the leader) or 0 (no answer)")
+	f.BoolVar(&o.idempotence, "idempotence", true, "write each record once despite retries; needs --acks all, so other acks turn it off unless given")
+	f.StringVar(&o.compression, "compression", "none", "batch compression: none, zstd or lz4")
+	f.DurationVar(&o.deliveryTimeout, "delivery-timeout", 2*time.Minute, "give up on a record not acknowledged within this time, retries included")
+	f.DurationVar(&o.linger, "linger", 5*time.Millisecond, "how long a batch waits for more records before it is sent")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print no line per record, only the summary on stderr")
+}
+
+// produce sends the records of s and reports them.
+func (a *app) produce(ctx context.Context, s produceSpec, quiet bool) error {
+	// Ask the control plane first: whether the topic exists (NotFound
+	// before stdin is read) and its max.message.bytes.
+	cp, err := a.authenticated(ctx)
+	if err != nil {
+		return err
+	}
+	desc, err := cp.topic.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: s.topic}))
+	if err != nil {
+		return err
+	}
+	s.limit = batchLimit(desc.Msg.GetTopic().GetConfig().GetMaxMessageBytes())
+	c, err := a.sdkClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tc := &topicCheck{a: a, c: c, topic: s.topic}
+	tc.once.Do(func() { tc.exists = true })
+	n, err := tc.partitions(ctx)
+	if err != nil {
+		return sdkError{err}
+	}
+	if s.partition >= n {
+		return usageError{fmt.Errorf("--partition %d: topic %q has partitions 0..%d", s.partition, s.topic, n-1)}
+	}
+	parts := []int32{s.partition}
+	if s.partition < 0 {
+		parts = allPartitions(n)
+	}
+	tc.await(ctx, parts)
+	// NewProducer may wait for a producer id; do not wait forever.
+	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	p, err := c.NewProducer(pctx, append(s.opts, client.WithMaxBatchBytes(s.limit))...)
+	if err != nil {
+		var ce *connect.Error
+		refused := !errors.As(err, &ce) && pctx.Err() == nil
+		cancel()
+		if refused {
+			return usageError{sdkError{err}} // the SDK refused the options
+		}
+		return sdkError{err}
+	}
+	cancel()
+
+	out := bufio.NewWriter(a.stdout)
+	prog := startProgress(a.stderr, "produced", isTerminal(a.stderr) && (quiet || !isTerminal(a.stdout)))
+	rep := &produceReport{out: out, json: a.output == "json", quiet: quiet, prog: prog, results: map[int]produceResult{}, next: 1}
+
+	var readErr error
+	produce := func(num int, rec *client.Record) {
+		p.Produce(ctx, rec, func(r *client.Record, err error) { rep.done(num, r, err) })
+	}
+	num := 0
+	if s.values != nil {
+		for _, v := range s.values {
+			if ctx.Err() != nil {
+				break
+			}
+			num++
+			produce(num, s.record(s.key, v))
+		}
+	} else {
+		lines := readLines(ctx, a.stdin, s.delim, s.limit)
+	read:
+		for {
+			var l line
+			var ok bool
+			select {
+			case l, ok = <-lines:
+			case <-ctx.Done():
+				break read // stdin may block: stop reading at once
+			}
+			if !ok {
+				break read
+			}
+			if l.err != nil {
+				readErr = l.err
+				break read
+			}
+			num++
+			if rec, err := s.lineRecord(l); err != nil {
+				rep.done(num, nil, err)
+			} else {
+				produce(num, rec)
+			}
+		}
+	}
+
+	// Every record has its delivery deadline; after Ctrl-C wait less.
+	grace := s.timeout + 5*time.Second
+	if ctx.Err() != nil {
+		grace = interruptGrace
+	}
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	closeErr := p.Close(closeCtx)
+	prog.stop()
+	acked, failed := rep.finish()
+	writeErr := out.Flush()
+	fmt.Fprintf(a.stderr, "produced %d records to %s (%d failed)\n", acked, s.topic, failed)
+	switch {
+	case readErr != nil:
+		return fmt.Errorf("read stdin: %w", readErr)
+	case writeErr != nil:
+		return fmt.Errorf("write stdout: %w", writeErr)
+	case failed > 0:
+		return fmt.Errorf("%d of %d records failed", failed, acked+failed)
+	case closeErr != nil:
+		return sdkError{closeErr}
+	}
+	return nil
+}
+
+// record builds a record with s's topic, headers and partition.
+func (s *produceSpec) record(key, value []byte) *client.Record {
+	r := &client.Record{Topic: s.topic, Key: key, Value: value, Headers: s.headers}
+	if s.partition >= 0 {
+		r.Partition = s.partition
+	}
+	return r
+}
+
+// lineRecord builds the record of a stdin line, or says why it cannot be
+// sent.
+func (s *produceSpec) lineRecord(l line) (*client.Record, error) {
+	if l.data == nil {
+		return nil, fmt.Errorf("%w: a line of %d bytes, limit %d", client.ErrRecordTooLarge, l.size, s.limit)
+	}
+	if s.keySep == nil {
+		return s.record(s.key, l.data), nil
+	}
+	k, v, ok := bytes.Cut(l.data, s.keySep)
+	if !ok {
+		return nil, fmt.Errorf("no key separator %q in the line", s.keySep)
+	}
+	return s.record(k, v), nil
+}
+
+// line is one record's bytes from stdin; data is nil when the line was
+// longer than the limit (size says how long), err is set on a read error.
+type line struct {
+	data []byte
+	size int
+	err  error
+}
+
+// readLines reads records from r on a goroutine, so that Ctrl-C stops the
+// producer even while stdin blocks. The channel closes at the end of input,
+// after a read error, or when ctx ends.
+func readLines(ctx context.Context, r io.Reader, delim []byte, limit int) <-chan line {
+	ch := make(chan line, 256)
+	go func() {
+		defer close(ch)
+		lr := newLineReader(r, delim, limit)
+		for {
+			data, size, err := lr.next()
+			if err == io.EOF {
+				return
+			}
+			select {
+			case ch <- line{data: data, size: size, err: err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// lineReader splits input at a delimiter of one or more bytes into records
+// of at most limit bytes, without holding a longer one in memory.
+type lineReader struct {
+	r     *bufio.Reader
+	delim []byte
+	limit int
+}
+
+func newLineReader(r io.Reader, delim []byte, limit int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), delim: delim, limit: limit}
+}
+
+// next returns the next record without its delimiter and its size. When
+// the record is longer than the limit its bytes are dropped: data is nil
+// and size says how long it was. At the end of input it returns io.EOF; a
+// last record without a delimiter is returned first.
+func (lr *lineReader) next() (data []byte, size int, err error) {
+	last := lr.delim[len(lr.delim)-1]
+	buf := []byte{}
+	tail := make([]byte, 0, len(lr.delim)) // the last bytes read, to match the delimiter
+	seen, over := 0, false
+	for {
+		chunk, err := lr.r.ReadSlice(last)
+		seen += len(chunk)
+		if !over && len(buf)+len(chunk) > lr.limit+len(lr.delim) {
+			over, buf = true, nil
+		}
+		if !over {
+			buf = append(buf, chunk...)
+		}
+		if len(chunk) >= len(lr.delim) {
+			tail = append(tail[:0], chunk[len(chunk)-len(lr.delim):]...)
+		} else {
+			tail = append(tail, chunk...)
+			tail = tail[max(0, len(tail)-len(lr.delim)):]
+		}
+		switch {
+		case err == nil && bytes.Equal(tail, lr.delim):
+			size = seen - len(lr.delim)
+			if over {
+				return nil, size, nil
+			}
+			return buf[:size], size, nil
+		case err == nil || err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && seen > 0:
+			if over || seen > lr.limit {
+				return nil, seen, nil
+			}
+			return buf, seen, nil
+		default:
+			return nil, 0, err
+		}
+	}
+}
+
+// produceResult is a finished record waiting for its turn to be printed.
+type produceResult struct {
+	partition int32
+	offset    int64
+	failed    bool
+}
+
+// produceReport prints outcomes in input order, whatever order the
+// partitions acknowledge them in, and counts them.
+type produceReport struct {
+	mu      sync.Mutex
+	out     *bufio.Writer
+	json    bool
+	quiet   bool
+	prog    *progress
+	results map[int]produceResult // finished, not printed yet
+	next    int                   // the record number to print next
+	acked   int
+	failed  int
+}
+
+// done records the outcome of record num (1-based); a failure is printed on
+// stderr at once.
+func (r *produceReport) done(num int, rec *client.Record, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.failed++
+		r.results[num] = produceResult{failed: true}
+		var de *client.DeliveryError
+		if errors.As(err, &de) {
+			r.prog.printf("record %d: %v\n", num, sdkError{err})
+		} else {
+			// Refused before it was buffered: never sent.
+			r.prog.printf("record %d: %v; the record was not written\n", num, sdkError{err})
+		}
+	} else {
+		r.acked++
+		r.prog.count.Add(1)
+		r.results[num] = produceResult{partition: rec.Partition, offset: rec.Offset}
+	}
+	printed := false
+	for {
+		res, ok := r.results[r.next]
+		if !ok {
+			break
+		}
+		delete(r.results, r.next)
+		r.next++
+		if res.failed || r.quiet {
+			continue
+		}
+		printed = true
+		if r.json {
+			fmt.Fprintf(r.out, "{\"partition\":%d,\"offset\":%d}\n", res.partition, res.offset)
+		} else {
+			fmt.Fprintf(r.out, "partition=%d offset=%d\n", res.partition, res.offset)
+		}
+	}
+	if printed {
+		_ = r.out.Flush() // a write error is reported by the final Flush
+	}
+}
+
+// finish returns the counts; every callback has run.
+func (r *produceReport) finish() (acked, failed int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acked, r.failed
+}
+
+// sdkClient connects the Go SDK to the resolved profile's endpoint with its
+// API key.
+func (a *app) sdkClient(ctx context.Context) (*client.Client, error) {
+	p, err := a.resolve(true, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := httpClient(p.Endpoint); err != nil {
+		return nil, err // the same check, and message, as every other command
+	}
+	c, err := client.New(ctx, p.Endpoint, client.APIKey(p.APIKey))
+	if err != nil {
+		return nil, sdkError{err}
+	}
+	return c, nil
+}
+
+// topicWait bounds how long produce and consume wait for the brokers to
+// learn a topic the control plane has just created.
+const topicWait = 10 * time.Second
+
+// topicCheck works around the brokers' lag behind the control plane: for a
+// moment (about 200 ms) after a topic is created, a broker may answer
+// NotFound for it, which the SDK reports at once. On NotFound it asks the
+// control plane, the authority, whether the topic exists; if so, it
+// retries until the brokers know it or topicWait passed.
+type topicCheck struct {
+	a     *app
+	c     *client.Client
+	topic string
+
+	once   sync.Once
+	exists bool
+}
+
+// retry calls f until it returns anything but NotFound for a topic that
+// exists.
+func (t *topicCheck) retry(ctx context.Context, f func() error) error {
+	err := f()
+	if connect.CodeOf(err) != connect.CodeNotFound || !t.existsAtControlPlane(ctx) {
+		return err
+	}
+	deadline := time.Now().Add(topicWait)
+	for attempt := 1; connect.CodeOf(err) == connect.CodeNotFound && time.Now().Before(deadline); attempt++ {
+		select {
+		case <-time.After(min(time.Duration(attempt)*25*time.Millisecond, 250*time.Millisecond)):
+		case <-ctx.Done():
+			return err
+		}
+		err = f()
+	}
+	return err
+}
+
+func (t *topicCheck) existsAtControlPlane(ctx context.Context) bool {
+	t.once.Do(func() {
+		cp, err := t.a.authenticated(ctx)
+		if err != nil {
+			return
+		}
+		_, err = cp.topic.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: t.topic}))
+		t.exists = err == nil
+	})
+	return t.exists
+}
+
+// partitions returns the topic's partition count; NotFound when it does
+// not exist.
+func (t *topicCheck) partitions(ctx context.Context) (int32, error) {
+	var n int32
+	err := t.retry(ctx, func() (err error) {
+		n, err = t.c.Partitions(ctx, t.topic)
+		return err
+	})
+	return n, err
+}
+
+// await waits until the leaders of parts know the topic, since the SDK
+// fails a record for good when its leader answers NotFound. Other errors
+// (an offline partition, say) are left to the produce or fetch to report.
+func (t *topicCheck) await(ctx context.Context, parts []int32) {
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Go(func() {
+			_ = t.retry(ctx, func() error {
+				wctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				_, _, err := t.c.Watermarks(wctx, t.topic, p)
+				return err
+			})
+		})
+	}
+	wg.Wait()
+}
+
+func allPartitions(n int32) []int32 {
+	ps := make([]int32, n)
+	for i := range ps {
+		ps[i] = int32(i)
+	}
+	return ps
+}
+
+// sdkError drops the "sluice: " prefix of SDK errors, which Execute prints
+// already; errors.As and connect.CodeOf still see the SDK's error.
+type sdkError struct{ err error }
+
+func (e sdkError) Error() string { return strings.TrimPrefix(e.err.Error(), "sluice: ") }
+func (e sdkError) Unwrap() error { return e.err }
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progress redraws a status line "VERB N records, X rec/s" on stderr at
+// most once a second while enabled. Messages written through printf clear
+// it first, so the two never share a line.
+type progress struct {
+	w       io.Writer
+	verb    string
+	enabled bool
+	count   atomic.Int64
+
+	mu    sync.Mutex
+	shown bool
+	quit  chan struct{}
+	done  chan struct{}
+}
+
+func startProgress(w io.Writer, verb string, enabled bool) *progress {
+	p := &progress{w: w, verb: verb, enabled: enabled, quit: make(chan struct{}), done: make(chan struct{})}
+	if !enabled {
+		close(p.done)
+		return p
+	}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last, lastAt := int64(0), time.Now()
+		for {
+			select {
+			case <-p.quit:
+				return
+			case now := <-t.C:
+				n := p.count.Load()
+				rate := float64(n-last) / now.Sub(lastAt).Seconds()
+				last, lastAt = n, now
+				p.mu.Lock()
+				fmt.Fprintf(p.w, "\r\x1b[K%s %d records, %.0f rec/s", p.verb, n, rate)
+				p.shown = true
+				p.mu.Unlock()
+			}
+		}
+	}()
+	return p
+}
+
+// printf writes a message line to stderr.
+func (p *progress) printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shown {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.shown = false
+	}
+	fmt.Fprintf(p.w, format, args...)
+}
+
+// stop ends the redraws and clears the status line.
+func (p *progress) stop() {
+	if p.enabled {
+		select {
+		case <-p.quit:
+		default:
+			close(p.quit)
+		}
+	}
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shown {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.shown = false
+	}
+}
