@@ -172,6 +172,18 @@ func TestProducerBadInput(t *testing.T) {
 	got := consumeAll(t, c, "small", 1)
 	require.Equal(t, "fits", string(got[0].Value))
 
+	// Many small records batch beyond max.message.bytes: the broker refuses
+	// the batch with a BatchTooLarge detail and the producer splits it
+	// (keeping its sequences), until every record is written once.
+	var many []*client.Record
+	for i := range 60 {
+		many = append(many, &client.Record{Topic: "small", Value: bytes.Repeat([]byte{byte('a' + i%26)}, 100)})
+	}
+	require.NoError(t, p.ProduceSync(ctx, many...))
+	for i, r := range many {
+		require.Equal(t, int64(1+i), r.Offset, "in order, once each (after \"fits\" at 0)")
+	}
+
 	err = p.ProduceSync(ctx, &client.Record{Topic: "small", Partition: 3, Value: []byte("x")})
 	require.NoError(t, err, "Partition is ignored without the manual partitioner")
 	mp, err := c.NewProducer(ctx, client.WithManualPartitioner())

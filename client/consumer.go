@@ -241,8 +241,9 @@ func (f *fetcher) fetchOnce(ctx context.Context) (_ []*Record, err error) {
 	}))
 	if err = normalize(ctx, err); err != nil {
 		f.cs.c.observe(f.topic, f.partition, err)
-		if connect.CodeOf(err) == connect.CodeOutOfRange {
-			return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("topic %q partition %d offset %d: %w", f.topic, f.partition, f.offset, err))
+		var ce *connect.Error
+		if errors.As(err, &ce) && ce.Code() == connect.CodeOutOfRange {
+			return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("topic %q partition %d: %s", f.topic, f.partition, ce.Message()))
 		}
 		return nil, err
 	}
@@ -357,6 +358,11 @@ func (c *Client) listOffsets(ctx context.Context, req *sluicev1.ListOffsetsReque
 			res, err = rc.ListOffsets(ctx, connect.NewRequest(req))
 			if err = normalize(ctx, err); err == nil {
 				return res.Msg, nil
+			}
+			if connect.CodeOf(err) == connect.CodeNotFound {
+				// The control plane knows the topic (routing found it)
+				// but this broker has not heard of it yet.
+				err = connect.NewError(connect.CodeUnavailable, err)
 			}
 		}
 		c.observe(req.GetTopic(), req.GetPartition(), err)

@@ -115,3 +115,20 @@ func normalize(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// batchTooLarge reports whether err refuses a batch as over the topic's
+// max.message.bytes (a BatchTooLarge detail).
+func batchTooLarge(err error) bool {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if _, ok := v.(*sluicev1.BatchTooLarge); ok {
+				return true
+			}
+		}
+	}
+	return false
+}

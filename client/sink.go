@@ -35,6 +35,7 @@ type pbatch struct {
 	lastErr  error // the last attempt's error
 	fatalErr error // a refusal that retrying cannot fix
 	outOfSeq bool  // the last attempt was refused for a sequence gap
+	tooLarge bool  // the last attempt was refused as over max.message.bytes: split it
 	front    bool  // every batch before it was finished when the last attempt started
 	reauthed bool  // retried once after Unauthenticated (an expired token)
 	done     bool
@@ -126,6 +127,15 @@ func (s *sink) sealLocked() {
 
 // encodeLocked assigns b the sink's epoch and next sequences and encodes it.
 func (s *sink) encodeLocked(b *pbatch) error {
+	seq := s.seq
+	if s.p.pid >= 0 {
+		s.seq = nextSeq(s.seq, int32(len(b.recs)))
+	}
+	return s.encode(b, s.epoch, seq)
+}
+
+// encode encodes b with the given producer epoch and first sequence.
+func (s *sink) encode(b *pbatch, epoch int16, seq int32) error {
 	recs := make([]log.Record, len(b.recs))
 	first := b.recs[0].rec.Timestamp.UnixMilli()
 	for i, pd := range b.recs {
@@ -138,9 +148,8 @@ func (s *sink) encodeLocked(b *pbatch) error {
 	}
 	h := log.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
 	if s.p.pid >= 0 {
-		h.ProducerID, h.ProducerEpoch, h.BaseSequence = s.p.pid, s.epoch, s.seq
-		b.epoch, b.baseSeq = s.epoch, s.seq
-		s.seq = nextSeq(s.seq, int32(len(recs)))
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = s.p.pid, epoch, seq
+		b.epoch, b.baseSeq = epoch, seq
 	}
 	plain, err := log.AppendBatch(nil, h, recs)
 	if err != nil {
@@ -296,6 +305,10 @@ func (s *sink) rewindLocked(now time.Time) {
 			i++
 			continue
 		}
+		if b.tooLarge && now.Before(b.deadline) {
+			s.splitLocked(i)
+			continue // look at the first half next
+		}
 		var err *DeliveryError
 		switch {
 		case b.fatalErr != nil:
@@ -344,6 +357,32 @@ func (s *sink) rewindLocked(now time.Time) {
 	}
 	s.attempts++
 	s.notBefore = now.Add(backoff(s.attempts))
+}
+
+// splitLocked replaces queue[i], refused as larger than the topic's
+// max.message.bytes, by its two halves. It was certainly not written, so
+// the halves take over its sequence range (first half first) and nothing
+// else is renumbered.
+func (s *sink) splitLocked(i int) {
+	b := s.queue[i]
+	half := len(b.recs) / 2
+	first := &pbatch{recs: b.recs[:half], deadline: b.deadline, offset: -1}
+	second := &pbatch{recs: b.recs[half:], deadline: b.deadline, offset: -1}
+	for j, nb := range []*pbatch{first, second} {
+		seq := b.baseSeq
+		if j == 1 {
+			seq = nextSeq(b.baseSeq, int32(half))
+		}
+		if err := s.encode(nb, b.epoch, seq); err != nil {
+			nb.fatalErr = err
+			s.rewind = true
+		}
+	}
+	s.queue = append(s.queue[:i], append([]*pbatch{first, second}, s.queue[i+1:]...)...)
+	if i < s.next {
+		s.next++
+	}
+	s.p.c.logger.Debug("split a batch over max.message.bytes", "topic", s.topic, "partition", s.partition, "records", len(b.recs))
 }
 
 // bumpEpochLocked starts a new epoch of the producer id on this partition
@@ -419,6 +458,7 @@ func (s *sink) send(b *pbatch) {
 	}
 	b.lastErr = err
 	b.outOfSeq = false
+	b.tooLarge = false
 	s.p.c.logger.Debug("produce attempt failed", "topic", s.topic, "partition", s.partition,
 		"epoch", b.epoch, "sequence", b.baseSeq, "records", len(b.recs), "sent", sent, "err", err)
 	pe := producerErrorOf(err)
@@ -431,6 +471,8 @@ func (s *sink) send(b *pbatch) {
 		s.fenced = fmt.Errorf("%w: %v", ErrProducerFenced, err)
 	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_OUT_OF_ORDER_SEQUENCE:
 		b.outOfSeq = true
+	case len(b.recs) > 1 && batchTooLarge(err):
+		b.tooLarge = true // certainly not written; halves keep its sequences
 	case connect.CodeOf(err) == connect.CodeUnauthenticated && sent && !b.reauthed:
 		// The token expired in flight: the interceptor dropped it, the
 		// retry mints a new one. A second refusal is final (a revoked key).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -145,7 +146,7 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("records: %w", err))
 		}
 		if maxMessageBytes > 0 && len(b) > int(maxMessageBytes) {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("records: batch of %d bytes exceeds the topic's max.message.bytes %d", len(b), maxMessageBytes))
+			return nil, batchTooLarge("records", len(b), maxMessageBytes)
 		}
 		return [][]byte{b}, nil
 	case *sluicev1.ProduceRequest_Batches:
@@ -160,7 +161,7 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: %w", err))
 			}
 			if maxMessageBytes > 0 && len(b) > int(maxMessageBytes) {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch of %d bytes exceeds the topic's max.message.bytes %d", len(b), maxMessageBytes))
+				return nil, batchTooLarge("batches", len(b), maxMessageBytes)
 			}
 			// Every check the log makes, before any batch is appended: a
 			// request is written whole or not at all.
@@ -185,6 +186,16 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 		return out, nil
 	}
 	return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("payload: set records or batches"))
+}
+
+// batchTooLarge refuses a batch over max.message.bytes, with a
+// BatchTooLarge detail so that clients can split it.
+func batchTooLarge(field string, size int, maxMessageBytes int32) error {
+	ce := connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: batch of %d bytes exceeds the topic's max.message.bytes %d", field, size, maxMessageBytes))
+	if d, err := connect.NewErrorDetail(&sluicev1.BatchTooLarge{BatchBytes: int32(min(size, math.MaxInt32)), MaxMessageBytes: maxMessageBytes}); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
 }
 
 func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {

@@ -194,7 +194,7 @@ func (x ProducerError_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProducerError_Reason.Descriptor instead.
 func (ProducerError_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{2, 0}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{3, 0}
 }
 
 type InitProducerIdRequest struct {
@@ -285,6 +285,61 @@ func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
 	return 0
 }
 
+// BatchTooLarge is attached to INVALID_ARGUMENT produce errors for a batch
+// over the topic's max.message.bytes. A client may split the batch and
+// retry; a single record that large can never be written.
+type BatchTooLarge struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	BatchBytes      int32                  `protobuf:"varint,1,opt,name=batch_bytes,json=batchBytes,proto3" json:"batch_bytes,omitempty"`
+	MaxMessageBytes int32                  `protobuf:"varint,2,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *BatchTooLarge) Reset() {
+	*x = BatchTooLarge{}
+	mi := &file_sluice_v1_record_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchTooLarge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchTooLarge) ProtoMessage() {}
+
+func (x *BatchTooLarge) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_record_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchTooLarge.ProtoReflect.Descriptor instead.
+func (*BatchTooLarge) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BatchTooLarge) GetBatchBytes() int32 {
+	if x != nil {
+		return x.BatchBytes
+	}
+	return 0
+}
+
+func (x *BatchTooLarge) GetMaxMessageBytes() int32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
 // ProducerError is attached to produce errors of idempotent producers.
 type ProducerError struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -298,7 +353,7 @@ type ProducerError struct {
 
 func (x *ProducerError) Reset() {
 	*x = ProducerError{}
-	mi := &file_sluice_v1_record_proto_msgTypes[2]
+	mi := &file_sluice_v1_record_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +365,7 @@ func (x *ProducerError) String() string {
 func (*ProducerError) ProtoMessage() {}
 
 func (x *ProducerError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[2]
+	mi := &file_sluice_v1_record_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +378,7 @@ func (x *ProducerError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerError.ProtoReflect.Descriptor instead.
 func (*ProducerError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ProducerError) GetReason() ProducerError_Reason {
@@ -350,7 +405,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_sluice_v1_record_proto_msgTypes[3]
+	mi := &file_sluice_v1_record_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +417,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[3]
+	mi := &file_sluice_v1_record_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +430,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Header) GetKey() string {
@@ -405,7 +460,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_sluice_v1_record_proto_msgTypes[4]
+	mi := &file_sluice_v1_record_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +472,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[4]
+	mi := &file_sluice_v1_record_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +485,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Record) GetKey() []byte {
@@ -473,7 +528,7 @@ type RecordBatches struct {
 
 func (x *RecordBatches) Reset() {
 	*x = RecordBatches{}
-	mi := &file_sluice_v1_record_proto_msgTypes[5]
+	mi := &file_sluice_v1_record_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +540,7 @@ func (x *RecordBatches) String() string {
 func (*RecordBatches) ProtoMessage() {}
 
 func (x *RecordBatches) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[5]
+	mi := &file_sluice_v1_record_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +553,7 @@ func (x *RecordBatches) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatches.ProtoReflect.Descriptor instead.
 func (*RecordBatches) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RecordBatches) GetData() []byte {
@@ -531,7 +586,7 @@ type ProduceRequest struct {
 
 func (x *ProduceRequest) Reset() {
 	*x = ProduceRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[6]
+	mi := &file_sluice_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +598,7 @@ func (x *ProduceRequest) String() string {
 func (*ProduceRequest) ProtoMessage() {}
 
 func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[6]
+	mi := &file_sluice_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +611,7 @@ func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProduceRequest) GetTopic() string {
@@ -644,7 +699,7 @@ type RecordList struct {
 
 func (x *RecordList) Reset() {
 	*x = RecordList{}
-	mi := &file_sluice_v1_record_proto_msgTypes[7]
+	mi := &file_sluice_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +711,7 @@ func (x *RecordList) String() string {
 func (*RecordList) ProtoMessage() {}
 
 func (x *RecordList) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[7]
+	mi := &file_sluice_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +724,7 @@ func (x *RecordList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordList.ProtoReflect.Descriptor instead.
 func (*RecordList) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RecordList) GetRecords() []*Record {
@@ -693,7 +748,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[8]
+	mi := &file_sluice_v1_record_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +760,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[8]
+	mi := &file_sluice_v1_record_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +773,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProduceResponse) GetBaseOffset() int64 {
@@ -763,7 +818,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[9]
+	mi := &file_sluice_v1_record_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +830,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[9]
+	mi := &file_sluice_v1_record_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +843,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -854,7 +909,7 @@ type FetchedRecord struct {
 
 func (x *FetchedRecord) Reset() {
 	*x = FetchedRecord{}
-	mi := &file_sluice_v1_record_proto_msgTypes[10]
+	mi := &file_sluice_v1_record_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +921,7 @@ func (x *FetchedRecord) String() string {
 func (*FetchedRecord) ProtoMessage() {}
 
 func (x *FetchedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[10]
+	mi := &file_sluice_v1_record_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +934,7 @@ func (x *FetchedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchedRecord.ProtoReflect.Descriptor instead.
 func (*FetchedRecord) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FetchedRecord) GetOffset() int64 {
@@ -938,7 +993,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[11]
+	mi := &file_sluice_v1_record_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1005,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[11]
+	mi := &file_sluice_v1_record_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1018,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FetchResponse) GetRecords() []*FetchedRecord {
@@ -1014,7 +1069,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[12]
+	mi := &file_sluice_v1_record_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1081,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[12]
+	mi := &file_sluice_v1_record_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1094,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -1082,7 +1137,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[13]
+	mi := &file_sluice_v1_record_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1149,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[13]
+	mi := &file_sluice_v1_record_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1162,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListOffsetsResponse) GetOffset() int64 {
@@ -1141,7 +1196,7 @@ type GetMetadataRequest struct {
 
 func (x *GetMetadataRequest) Reset() {
 	*x = GetMetadataRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[14]
+	mi := &file_sluice_v1_record_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1208,7 @@ func (x *GetMetadataRequest) String() string {
 func (*GetMetadataRequest) ProtoMessage() {}
 
 func (x *GetMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[14]
+	mi := &file_sluice_v1_record_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1221,7 @@ func (x *GetMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMetadataRequest.ProtoReflect.Descriptor instead.
 func (*GetMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetMetadataRequest) GetTopics() []string {
@@ -1187,7 +1242,7 @@ type BrokerAddress struct {
 
 func (x *BrokerAddress) Reset() {
 	*x = BrokerAddress{}
-	mi := &file_sluice_v1_record_proto_msgTypes[15]
+	mi := &file_sluice_v1_record_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1254,7 @@ func (x *BrokerAddress) String() string {
 func (*BrokerAddress) ProtoMessage() {}
 
 func (x *BrokerAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[15]
+	mi := &file_sluice_v1_record_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1267,7 @@ func (x *BrokerAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerAddress.ProtoReflect.Descriptor instead.
 func (*BrokerAddress) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BrokerAddress) GetId() int32 {
@@ -1247,7 +1302,7 @@ type TopicMetadata struct {
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_sluice_v1_record_proto_msgTypes[16]
+	mi := &file_sluice_v1_record_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1314,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[16]
+	mi := &file_sluice_v1_record_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1327,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -1310,7 +1365,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_sluice_v1_record_proto_msgTypes[17]
+	mi := &file_sluice_v1_record_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1377,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[17]
+	mi := &file_sluice_v1_record_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1390,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -1383,7 +1438,7 @@ type GetMetadataResponse struct {
 
 func (x *GetMetadataResponse) Reset() {
 	*x = GetMetadataResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[18]
+	mi := &file_sluice_v1_record_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1450,7 @@ func (x *GetMetadataResponse) String() string {
 func (*GetMetadataResponse) ProtoMessage() {}
 
 func (x *GetMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[18]
+	mi := &file_sluice_v1_record_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1463,7 @@ func (x *GetMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMetadataResponse.ProtoReflect.Descriptor instead.
 func (*GetMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetMetadataResponse) GetBrokers() []*BrokerAddress {
@@ -1439,7 +1494,7 @@ type NotLeader struct {
 
 func (x *NotLeader) Reset() {
 	*x = NotLeader{}
-	mi := &file_sluice_v1_record_proto_msgTypes[19]
+	mi := &file_sluice_v1_record_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1506,7 @@ func (x *NotLeader) String() string {
 func (*NotLeader) ProtoMessage() {}
 
 func (x *NotLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[19]
+	mi := &file_sluice_v1_record_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1519,7 @@ func (x *NotLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotLeader.ProtoReflect.Descriptor instead.
 func (*NotLeader) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NotLeader) GetLeaderId() int32 {
@@ -1500,7 +1555,7 @@ type NotEnoughReplicas struct {
 
 func (x *NotEnoughReplicas) Reset() {
 	*x = NotEnoughReplicas{}
-	mi := &file_sluice_v1_record_proto_msgTypes[20]
+	mi := &file_sluice_v1_record_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1567,7 @@ func (x *NotEnoughReplicas) String() string {
 func (*NotEnoughReplicas) ProtoMessage() {}
 
 func (x *NotEnoughReplicas) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[20]
+	mi := &file_sluice_v1_record_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1580,7 @@ func (x *NotEnoughReplicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotEnoughReplicas.ProtoReflect.Descriptor instead.
 func (*NotEnoughReplicas) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NotEnoughReplicas) GetIsrSize() int32 {
@@ -1551,7 +1606,11 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\x92\x02\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\\\n" +
+	"\rBatchTooLarge\x12\x1f\n" +
+	"\vbatch_bytes\x18\x01 \x01(\x05R\n" +
+	"batchBytes\x12*\n" +
+	"\x11max_message_bytes\x18\x02 \x01(\x05R\x0fmaxMessageBytes\"\x92\x02\n" +
 	"\rProducerError\x127\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x1f.sluice.v1.ProducerError.ReasonR\x06reason\x12+\n" +
 	"\x11expected_sequence\x18\x02 \x01(\x05R\x10expectedSequence\"\x9a\x01\n" +
@@ -1684,56 +1743,57 @@ func file_sluice_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_sluice_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_sluice_v1_record_proto_goTypes = []any{
 	(Acks)(0),                      // 0: sluice.v1.Acks
 	(OffsetSpec)(0),                // 1: sluice.v1.OffsetSpec
 	(ProducerError_Reason)(0),      // 2: sluice.v1.ProducerError.Reason
 	(*InitProducerIdRequest)(nil),  // 3: sluice.v1.InitProducerIdRequest
 	(*InitProducerIdResponse)(nil), // 4: sluice.v1.InitProducerIdResponse
-	(*ProducerError)(nil),          // 5: sluice.v1.ProducerError
-	(*Header)(nil),                 // 6: sluice.v1.Header
-	(*Record)(nil),                 // 7: sluice.v1.Record
-	(*RecordBatches)(nil),          // 8: sluice.v1.RecordBatches
-	(*ProduceRequest)(nil),         // 9: sluice.v1.ProduceRequest
-	(*RecordList)(nil),             // 10: sluice.v1.RecordList
-	(*ProduceResponse)(nil),        // 11: sluice.v1.ProduceResponse
-	(*FetchRequest)(nil),           // 12: sluice.v1.FetchRequest
-	(*FetchedRecord)(nil),          // 13: sluice.v1.FetchedRecord
-	(*FetchResponse)(nil),          // 14: sluice.v1.FetchResponse
-	(*ListOffsetsRequest)(nil),     // 15: sluice.v1.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),    // 16: sluice.v1.ListOffsetsResponse
-	(*GetMetadataRequest)(nil),     // 17: sluice.v1.GetMetadataRequest
-	(*BrokerAddress)(nil),          // 18: sluice.v1.BrokerAddress
-	(*TopicMetadata)(nil),          // 19: sluice.v1.TopicMetadata
-	(*PartitionMetadata)(nil),      // 20: sluice.v1.PartitionMetadata
-	(*GetMetadataResponse)(nil),    // 21: sluice.v1.GetMetadataResponse
-	(*NotLeader)(nil),              // 22: sluice.v1.NotLeader
-	(*NotEnoughReplicas)(nil),      // 23: sluice.v1.NotEnoughReplicas
+	(*BatchTooLarge)(nil),          // 5: sluice.v1.BatchTooLarge
+	(*ProducerError)(nil),          // 6: sluice.v1.ProducerError
+	(*Header)(nil),                 // 7: sluice.v1.Header
+	(*Record)(nil),                 // 8: sluice.v1.Record
+	(*RecordBatches)(nil),          // 9: sluice.v1.RecordBatches
+	(*ProduceRequest)(nil),         // 10: sluice.v1.ProduceRequest
+	(*RecordList)(nil),             // 11: sluice.v1.RecordList
+	(*ProduceResponse)(nil),        // 12: sluice.v1.ProduceResponse
+	(*FetchRequest)(nil),           // 13: sluice.v1.FetchRequest
+	(*FetchedRecord)(nil),          // 14: sluice.v1.FetchedRecord
+	(*FetchResponse)(nil),          // 15: sluice.v1.FetchResponse
+	(*ListOffsetsRequest)(nil),     // 16: sluice.v1.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),    // 17: sluice.v1.ListOffsetsResponse
+	(*GetMetadataRequest)(nil),     // 18: sluice.v1.GetMetadataRequest
+	(*BrokerAddress)(nil),          // 19: sluice.v1.BrokerAddress
+	(*TopicMetadata)(nil),          // 20: sluice.v1.TopicMetadata
+	(*PartitionMetadata)(nil),      // 21: sluice.v1.PartitionMetadata
+	(*GetMetadataResponse)(nil),    // 22: sluice.v1.GetMetadataResponse
+	(*NotLeader)(nil),              // 23: sluice.v1.NotLeader
+	(*NotEnoughReplicas)(nil),      // 24: sluice.v1.NotEnoughReplicas
 }
 var file_sluice_v1_record_proto_depIdxs = []int32{
 	2,  // 0: sluice.v1.ProducerError.reason:type_name -> sluice.v1.ProducerError.Reason
-	6,  // 1: sluice.v1.Record.headers:type_name -> sluice.v1.Header
-	10, // 2: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.RecordList
-	8,  // 3: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.RecordBatches
+	7,  // 1: sluice.v1.Record.headers:type_name -> sluice.v1.Header
+	11, // 2: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.RecordList
+	9,  // 3: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.RecordBatches
 	0,  // 4: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
-	7,  // 5: sluice.v1.RecordList.records:type_name -> sluice.v1.Record
-	6,  // 6: sluice.v1.FetchedRecord.headers:type_name -> sluice.v1.Header
-	13, // 7: sluice.v1.FetchResponse.records:type_name -> sluice.v1.FetchedRecord
-	8,  // 8: sluice.v1.FetchResponse.batches:type_name -> sluice.v1.RecordBatches
+	8,  // 5: sluice.v1.RecordList.records:type_name -> sluice.v1.Record
+	7,  // 6: sluice.v1.FetchedRecord.headers:type_name -> sluice.v1.Header
+	14, // 7: sluice.v1.FetchResponse.records:type_name -> sluice.v1.FetchedRecord
+	9,  // 8: sluice.v1.FetchResponse.batches:type_name -> sluice.v1.RecordBatches
 	1,  // 9: sluice.v1.ListOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
-	20, // 10: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	18, // 11: sluice.v1.GetMetadataResponse.brokers:type_name -> sluice.v1.BrokerAddress
-	19, // 12: sluice.v1.GetMetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	9,  // 13: sluice.v1.RecordService.Produce:input_type -> sluice.v1.ProduceRequest
-	12, // 14: sluice.v1.RecordService.Fetch:input_type -> sluice.v1.FetchRequest
-	15, // 15: sluice.v1.RecordService.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	17, // 16: sluice.v1.RecordService.GetMetadata:input_type -> sluice.v1.GetMetadataRequest
+	21, // 10: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
+	19, // 11: sluice.v1.GetMetadataResponse.brokers:type_name -> sluice.v1.BrokerAddress
+	20, // 12: sluice.v1.GetMetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
+	10, // 13: sluice.v1.RecordService.Produce:input_type -> sluice.v1.ProduceRequest
+	13, // 14: sluice.v1.RecordService.Fetch:input_type -> sluice.v1.FetchRequest
+	16, // 15: sluice.v1.RecordService.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	18, // 16: sluice.v1.RecordService.GetMetadata:input_type -> sluice.v1.GetMetadataRequest
 	3,  // 17: sluice.v1.RecordService.InitProducerId:input_type -> sluice.v1.InitProducerIdRequest
-	11, // 18: sluice.v1.RecordService.Produce:output_type -> sluice.v1.ProduceResponse
-	14, // 19: sluice.v1.RecordService.Fetch:output_type -> sluice.v1.FetchResponse
-	16, // 20: sluice.v1.RecordService.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	21, // 21: sluice.v1.RecordService.GetMetadata:output_type -> sluice.v1.GetMetadataResponse
+	12, // 18: sluice.v1.RecordService.Produce:output_type -> sluice.v1.ProduceResponse
+	15, // 19: sluice.v1.RecordService.Fetch:output_type -> sluice.v1.FetchResponse
+	17, // 20: sluice.v1.RecordService.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	22, // 21: sluice.v1.RecordService.GetMetadata:output_type -> sluice.v1.GetMetadataResponse
 	4,  // 22: sluice.v1.RecordService.InitProducerId:output_type -> sluice.v1.InitProducerIdResponse
 	18, // [18:23] is the sub-list for method output_type
 	13, // [13:18] is the sub-list for method input_type
@@ -1747,18 +1807,18 @@ func file_sluice_v1_record_proto_init() {
 	if File_sluice_v1_record_proto != nil {
 		return
 	}
-	file_sluice_v1_record_proto_msgTypes[6].OneofWrappers = []any{
+	file_sluice_v1_record_proto_msgTypes[7].OneofWrappers = []any{
 		(*ProduceRequest_Records)(nil),
 		(*ProduceRequest_Batches)(nil),
 	}
-	file_sluice_v1_record_proto_msgTypes[9].OneofWrappers = []any{}
+	file_sluice_v1_record_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_record_proto_rawDesc), len(file_sluice_v1_record_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
