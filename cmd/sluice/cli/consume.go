@@ -261,8 +261,7 @@ func (a *app) consume(ctx context.Context, topic string, o consumeOptions, from 
 		return err
 	}
 	defer c.Close()
-	tc := &topicCheck{a: a, c: c, topic: topic}
-	n, err := tc.partitions(ctx)
+	n, err := c.Partitions(ctx, topic)
 	if err != nil {
 		return sdkError{err}
 	}
@@ -277,7 +276,6 @@ func (a *app) consume(ctx context.Context, topic string, o consumeOptions, from 
 			return usageError{fmt.Errorf("--partition %d: topic %q has partitions 0..%d", p, topic, n-1)}
 		}
 	}
-	tc.await(ctx, partitions)
 	cs, err := c.NewConsumer()
 	if err != nil {
 		return sdkError{err}

@@ -285,20 +285,13 @@ func (a *app) produce(ctx context.Context, s produceSpec, quiet bool) error {
 		return err
 	}
 	defer c.Close()
-	tc := &topicCheck{a: a, c: c, topic: s.topic}
-	tc.once.Do(func() { tc.exists = true })
-	n, err := tc.partitions(ctx)
+	n, err := c.Partitions(ctx, s.topic)
 	if err != nil {
 		return sdkError{err}
 	}
 	if s.partition >= n {
 		return usageError{fmt.Errorf("--partition %d: topic %q has partitions 0..%d", s.partition, s.topic, n-1)}
 	}
-	parts := []int32{s.partition}
-	if s.partition < 0 {
-		parts = allPartitions(n)
-	}
-	tc.await(ctx, parts)
 	// NewProducer may wait for a producer id; do not wait forever.
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	p, err := c.NewProducer(pctx, append(s.opts, client.WithMaxBatchBytes(s.limit))...)
@@ -583,84 +576,6 @@ func (a *app) sdkClient(ctx context.Context) (*client.Client, error) {
 		return nil, sdkError{err}
 	}
 	return c, nil
-}
-
-// topicWait bounds how long produce and consume wait for the brokers to
-// learn a topic the control plane has just created.
-const topicWait = 10 * time.Second
-
-// topicCheck works around the brokers' lag behind the control plane: for a
-// moment (about 200 ms) after a topic is created, a broker may answer
-// NotFound for it, which the SDK reports at once. On NotFound it asks the
-// control plane, the authority, whether the topic exists; if so, it
-// retries until the brokers know it or topicWait passed.
-type topicCheck struct {
-	a     *app
-	c     *client.Client
-	topic string
-
-	once   sync.Once
-	exists bool
-}
-
-// retry calls f until it returns anything but NotFound for a topic that
-// exists.
-func (t *topicCheck) retry(ctx context.Context, f func() error) error {
-	err := f()
-	if connect.CodeOf(err) != connect.CodeNotFound || !t.existsAtControlPlane(ctx) {
-		return err
-	}
-	deadline := time.Now().Add(topicWait)
-	for attempt := 1; connect.CodeOf(err) == connect.CodeNotFound && time.Now().Before(deadline); attempt++ {
-		select {
-		case <-time.After(min(time.Duration(attempt)*25*time.Millisecond, 250*time.Millisecond)):
-		case <-ctx.Done():
-			return err
-		}
-		err = f()
-	}
-	return err
-}
-
-func (t *topicCheck) existsAtControlPlane(ctx context.Context) bool {
-	t.once.Do(func() {
-		cp, err := t.a.authenticated(ctx)
-		if err != nil {
-			return
-		}
-		_, err = cp.topic.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: t.topic}))
-		t.exists = err == nil
-	})
-	return t.exists
-}
-
-// partitions returns the topic's partition count; NotFound when it does
-// not exist.
-func (t *topicCheck) partitions(ctx context.Context) (int32, error) {
-	var n int32
-	err := t.retry(ctx, func() (err error) {
-		n, err = t.c.Partitions(ctx, t.topic)
-		return err
-	})
-	return n, err
-}
-
-// await waits until the leaders of parts know the topic, since the SDK
-// fails a record for good when its leader answers NotFound. Other errors
-// (an offline partition, say) are left to the produce or fetch to report.
-func (t *topicCheck) await(ctx context.Context, parts []int32) {
-	var wg sync.WaitGroup
-	for _, p := range parts {
-		wg.Go(func() {
-			_ = t.retry(ctx, func() error {
-				wctx, cancel := context.WithTimeout(ctx, time.Second)
-				defer cancel()
-				_, _, err := t.c.Watermarks(wctx, t.topic, p)
-				return err
-			})
-		})
-	}
-	wg.Wait()
 }
 
 func allPartitions(n int32) []int32 {
