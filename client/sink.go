@@ -206,7 +206,7 @@ func (s *sink) run() {
 		}
 		idle := len(s.cur) == 0 && len(s.queue) == 0 && s.inflight == 0
 		s.mu.Unlock()
-		deliver(done)
+		s.deliver(done)
 
 		timer.Reset(max(wait, 0))
 		select {
@@ -233,9 +233,12 @@ type outcome struct {
 	err error
 }
 
-func deliver(out []outcome) {
+// deliver runs callbacks, in order, then frees the records' buffer room,
+// so that Flush returns only after their callbacks ran.
+func (s *sink) deliver(out []outcome) {
 	for _, o := range out {
 		o.pd.cb(o.pd.rec, o.err)
+		s.p.release(o.pd.size)
 	}
 }
 
@@ -253,7 +256,6 @@ func (s *sink) popDoneLocked() []outcome {
 				pd.rec.Offset = b.offset + int64(i)
 			}
 			out = append(out, outcome{pd: pd})
-			s.p.release(pd.size)
 		}
 	}
 	return out
@@ -269,7 +271,6 @@ func (s *sink) failLocked(i int, err error) []outcome {
 	out := make([]outcome, len(b.recs))
 	for j, pd := range b.recs {
 		out[j] = outcome{pd: pd, err: err}
-		s.p.release(pd.size)
 	}
 	return out
 }
@@ -287,8 +288,8 @@ func (s *sink) rewindLocked(now time.Time) {
 			// those of the batches before them.
 			done := s.popDoneLocked()
 			s.mu.Unlock()
-			deliver(done)
-			deliver(failed)
+			s.deliver(done)
+			s.deliver(failed)
 			s.mu.Lock()
 		}
 	}()
@@ -508,5 +509,5 @@ func (s *sink) abort() {
 		out = append(out, s.failLocked(0, &DeliveryError{Err: ErrProducerClosed, Indefinite: b.sent})...)
 	}
 	s.mu.Unlock()
-	deliver(out)
+	s.deliver(out)
 }
