@@ -13,8 +13,8 @@
 // optionally compresses batches (zstd or lz4), keeps up to 5 requests in
 // flight per partition, and reports each record's fate exactly once to its
 // callback. Records with a key go to the partition the key hashes to
-// (FNV-1a); records without one stick to one partition until a batch's
-// worth went there.
+// (FNV-1a); records without one stick to one partition until 16 KiB went
+// there, then move to another (Kafka's sticky partitioner).
 //
 // The producer is idempotent by default, with AcksAll: it gets a producer
 // id from the cluster and numbers its batches per partition; the leader

@@ -299,13 +299,18 @@ func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, erro
 	return nil
 }
 
+// stickyBytes is how much keyless data goes to one partition before the
+// sticky partitioner moves on (Kafka's batch.size default).
+const stickyBytes = 16 << 10
+
 // stickyPartition keeps records without keys on one available partition
-// until a batch's worth went there (Kafka's KIP-480), so they batch well.
+// until stickyBytes went there (Kafka's KIP-480 and KIP-794), so they batch
+// well and still spread over the partitions.
 func (p *Producer) stickyPartition(tm *topicMeta, size int) int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	sp := p.sticky[tm.name]
-	if sp == nil || sp.bytes+size > p.cfg.maxBatchBytes || int(sp.partition) >= len(tm.partitions) || tm.partitions[sp.partition].leader < 0 {
+	if sp == nil || sp.bytes+size > min(p.cfg.maxBatchBytes, stickyBytes) || int(sp.partition) >= len(tm.partitions) || tm.partitions[sp.partition].leader < 0 {
 		var avail []int32
 		for i, pm := range tm.partitions {
 			if pm.leader >= 0 && (sp == nil || int32(i) != sp.partition || len(tm.partitions) == 1) {

@@ -431,7 +431,9 @@ func (s *sink) send(b *pbatch) {
 	var res *connect.Response[sluicev1.ProduceResponse]
 	rc, epoch, err := s.p.c.leaderOf(ctx, s.topic, s.partition)
 	sent := err == nil // a routing error never left this process
-	if err == nil {
+	if err != nil {
+		s.p.c.observe(s.topic, s.partition, err) // offline in the cache: refresh next time
+	} else {
 		req := &sluicev1.ProduceRequest{
 			Topic: s.topic, Partition: s.partition, Acks: s.p.cfg.acks.proto(),
 			TimeoutMs:          max(timeout.Milliseconds(), 50),

@@ -250,6 +250,12 @@ func TestSDKOfflinePartition(t *testing.T) {
 
 	c.Restart(c.BrokerIDs()[0], false)
 	c.WaitLive(c.BrokerIDs()...)
+	// The same producer notices the partition is back (its cached routing
+	// said offline) and delivers again.
+	after := &client.Record{Topic: "solo", Value: []byte("after")}
+	actx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, p.ProduceSync(actx, after))
 	require.NoError(t, p.Close(t.Context()))
 	// Only the record acknowledged before the kill; failed records that
 	// were certainly not written must not appear.
@@ -270,4 +276,5 @@ func TestSDKOfflinePartition(t *testing.T) {
 		}
 	}
 	require.Contains(t, vals, "before")
+	require.Contains(t, vals, "after")
 }
