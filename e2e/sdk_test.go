@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,6 +164,12 @@ func TestSDKLostAcknowledgements(t *testing.T) {
 	h, v := run(tc.APIKey, "idem", true)
 	require.Equal(t, 10000, len(h.acked), "every record acknowledged within the delivery timeout; failures: %v", firstErrors(h.failed))
 	require.Equal(t, verdict{}, v, "idempotence: no duplicates, no gaps, no reordering")
+	dups := 0.0
+	for _, id := range c.BrokerIDs() {
+		dups += metricValue(t, "http://"+c.Broker(id).ListenAddr+"/metrics", "sluice_broker_produce_duplicates_total")
+	}
+	t.Logf("leaders answered %.0f retried batches as duplicates", dups)
+	require.Positive(t, dups, "the faults made the producer retry batches that had been written")
 
 	h, v = run(ctl.APIKey, "plain", false)
 	require.Empty(t, h.failed)
@@ -277,4 +286,23 @@ func TestSDKOfflinePartition(t *testing.T) {
 	}
 	require.Contains(t, vals, "before")
 	require.Contains(t, vals, "after")
+}
+
+// metricValue reads one unlabelled metric from a Prometheus text endpoint.
+func metricValue(t *testing.T, url, name string) float64 {
+	t.Helper()
+	res, err := http.Get(url)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	t.Fatalf("metric %s not found at %s", name, url)
+	return 0
 }

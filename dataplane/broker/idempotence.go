@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -55,7 +56,7 @@ func (p *partition) checkSequenceLocked(h log.BatchHeader) (res producerstate.Re
 
 // producerError maps the producer state's refusals to Connect errors with a
 // ProducerError detail.
-func producerError(err error) error {
+func producerError(m *brokerMetrics, err error) error {
 	var se *producerstate.SequenceError
 	pe := &sluicev1.ProducerError{}
 	code := connect.CodeFailedPrecondition
@@ -75,6 +76,9 @@ func producerError(err error) error {
 		return err
 	}
 	ce := connect.NewError(code, err)
+	if m != nil {
+		m.sequenceErrors.WithLabelValues(strings.ToLower(strings.TrimPrefix(pe.GetReason().String(), "REASON_"))).Inc()
+	}
 	if d, derr := connect.NewErrorDetail(pe); derr == nil {
 		ce.AddDetail(d)
 	}

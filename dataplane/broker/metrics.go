@@ -16,6 +16,11 @@ type brokerMetrics struct {
 	forwarded      prometheus.Counter
 	isrShrinks     prometheus.Counter
 	isrExpands     prometheus.Counter
+	// duplicates counts idempotent batches answered as already written;
+	// sequenceErrors refusals by reason (out_of_order, fenced, ...).
+	duplicates     prometheus.Counter
+	sequenceErrors *prometheus.CounterVec
+	producerIDs    prometheus.Counter
 }
 
 func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
@@ -50,8 +55,21 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 			Namespace: "sluice", Subsystem: "broker", Name: "isr_expands_total",
 			Help: "ISR expansions this broker's partitions had confirmed as leader.",
 		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "produce_duplicates_total",
+			Help: "Idempotent batches that were retries of batches already written, answered with the original offsets and not written again.",
+		}),
+		sequenceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "producer_sequence_errors_total",
+			Help: "Idempotent batches refused, by reason: out_of_order_sequence (a gap), producer_fenced (an old epoch), duplicate_sequence (written too long ago to locate), invalid_sequence.",
+		}, []string{"reason"}),
+		producerIDs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "producer_ids_issued_total",
+			Help: "Producer ids handed out by InitProducerId on this broker.",
+		}),
 	}
-	reg.MustRegister(m.produceLatency, m.fetchLatency, m.producedBytes, m.fetchedBytes, m.forwarded, m.isrShrinks, m.isrExpands)
+	reg.MustRegister(m.produceLatency, m.fetchLatency, m.producedBytes, m.fetchedBytes, m.forwarded, m.isrShrinks, m.isrExpands,
+		m.duplicates, m.sequenceErrors, m.producerIDs)
 	reg.MustRegister(partitionCollector{b})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Subsystem: "broker", Name: "leader_partitions",

@@ -199,13 +199,16 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 	for i, b := range batches {
 		dup, _, err := p.checkSequenceLocked(log.Batch(b).Header())
 		if err != nil {
-			appendErr = producerError(err)
+			appendErr = producerError(p.b.metrics, err)
 			if i > 0 {
 				appendErr = fmt.Errorf("batch %d of %d: %w (the batches before it were written)", i+1, len(batches), appendErr)
 			}
 			break
 		}
 		if dup.Duplicate {
+			if p.b.metrics != nil {
+				p.b.metrics.duplicates.Inc()
+			}
 			if i == 0 {
 				res.base, res.duplicate = dup.FirstOffset, true
 			}

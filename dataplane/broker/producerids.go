@@ -80,5 +80,6 @@ func (s *recordService) InitProducerId(ctx context.Context, _ *connect.Request[s
 	if err != nil {
 		return nil, err
 	}
+	s.b.metrics.producerIDs.Inc()
 	return connect.NewResponse(&sluicev1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}), nil
 }
