@@ -412,34 +412,14 @@ func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }
 
 // notLeaderOf returns the NotLeader detail of err, if any.
 func notLeaderOf(err error) *sluicev1.NotLeader {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return nil
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if nl, ok := v.(*sluicev1.NotLeader); ok {
-				return nl
-			}
-		}
-	}
-	return nil
+	nl, _ := ErrorDetail[*sluicev1.NotLeader](err)
+	return nl
 }
 
 // producerErrorOf returns the ProducerError detail of err, if any.
 func producerErrorOf(err error) *sluicev1.ProducerError {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return nil
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if pe, ok := v.(*sluicev1.ProducerError); ok {
-				return pe
-			}
-		}
-	}
-	return nil
+	pe, _ := ErrorDetail[*sluicev1.ProducerError](err)
+	return pe
 }
 
 // backoff returns the delay before retry attempt n (1-based): exponential

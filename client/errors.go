@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
@@ -119,16 +120,25 @@ func normalize(ctx context.Context, err error) error {
 // batchTooLarge reports whether err refuses a batch as over the topic's
 // max.message.bytes (a BatchTooLarge detail).
 func batchTooLarge(err error) bool {
+	_, ok := ErrorDetail[*sluicev1.BatchTooLarge](err)
+	return ok
+}
+
+// ErrorDetail returns the first detail of type T (a generated message such
+// as *sluicev1.NotLeader or *sluicev1.ProducerError) carried by a Connect
+// error in err's chain.
+func ErrorDetail[T proto.Message](err error) (T, bool) {
+	var zero T
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
-		return false
+		return zero, false
 	}
 	for _, d := range ce.Details() {
 		if v, derr := d.Value(); derr == nil {
-			if _, ok := v.(*sluicev1.BatchTooLarge); ok {
-				return true
+			if t, ok := v.(T); ok {
+				return t, true
 			}
 		}
 	}
-	return false
+	return zero, false
 }

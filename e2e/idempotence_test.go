@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -32,18 +33,8 @@ func idemBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
 }
 
 func producerReason(err error) sluicev1.ProducerError_Reason {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return sluicev1.ProducerError_REASON_UNSPECIFIED
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if pe, ok := v.(*sluicev1.ProducerError); ok {
-				return pe.GetReason()
-			}
-		}
-	}
-	return sluicev1.ProducerError_REASON_UNSPECIFIED
+	pe, _ := client.ErrorDetail[*sluicev1.ProducerError](err)
+	return pe.GetReason()
 }
 
 // TestIdempotenceSurvivesFailoverAndRestart drives the leader's producer

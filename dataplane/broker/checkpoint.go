@@ -62,16 +62,8 @@ func (p *partition) checkpointHW() error {
 // hwCheckpointLoop checkpoints every partition's HW every interval until
 // ctx ends; closePartitions writes a last one.
 func (b *Broker) hwCheckpointLoop(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		parts := b.partitions()
-		for _, p := range parts {
+	every(ctx, interval, func() {
+		for _, p := range b.partitions() {
 			if err := p.checkpointHW(); err != nil && ctx.Err() == nil {
 				b.logger.Warn("checkpoint high watermark", "topic", p.topicID, "partition", p.id, "err", err)
 			}
@@ -79,5 +71,5 @@ func (b *Broker) hwCheckpointLoop(ctx context.Context, interval time.Duration) {
 				b.logger.Warn("snapshot producer state", "topic", p.topicID, "partition", p.id, "err", err)
 			}
 		}
-	}
+	})
 }

@@ -48,14 +48,7 @@ func (p *partition) applyRetention() (int, error) {
 
 // retentionLoop applies retention to every partition every interval.
 func (b *Broker) retentionLoop(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func() {
 		for _, p := range b.partitions() {
 			n, err := p.applyRetention()
 			switch {
@@ -68,6 +61,20 @@ func (b *Broker) retentionLoop(ctx context.Context, interval time.Duration) {
 			case n > 0:
 				b.logger.Info("retention deleted segments", "topic", p.topicID, "partition", p.id, "segments", n, "log_start_offset", p.log.LogStartOffset())
 			}
+		}
+	})
+}
+
+// every calls fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
 		}
 	}
 }

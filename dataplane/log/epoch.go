@@ -179,10 +179,12 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return SyncDir(filepath.Dir(path))
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory, making the creation, renaming and removal of
+// its entries durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -355,7 +355,7 @@ func (l *Log) open() error {
 			return err
 		}
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := SyncDir(l.dir); err != nil {
 		return err
 	}
 	l.flushed.Store(leo)
@@ -432,7 +432,7 @@ func (l *Log) createSegment(base int64) (*segment, error) {
 		return nil, err
 	}
 	s.log = f
-	if err := syncDir(l.dir); err != nil {
+	if err := SyncDir(l.dir); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -966,7 +966,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := s.log.Sync(); err != nil {
 		return l.fail(fmt.Errorf("sync segment %d: %w", s.base, err))
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := SyncDir(l.dir); err != nil {
 		return l.fail(err)
 	}
 	if l.epochs.truncateFromEnd(s.next) {
@@ -1090,7 +1090,7 @@ func (l *Log) ApplyRetention() (int, error) {
 		}
 		l.segs = l.segs[1:]
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := SyncDir(l.dir); err != nil {
 		return n, l.fail(err)
 	}
 	if l.epochs.truncateFromStart(l.segs[0].base) {
@@ -1178,7 +1178,7 @@ func (l *Log) Close() error {
 			err = writeFileSync(filepath.Join(l.dir, cleanShutdownName), nil)
 		}
 		if err == nil {
-			err = syncDir(l.dir)
+			err = SyncDir(l.dir)
 		}
 	}
 	l.structMu.Lock()

@@ -274,20 +274,8 @@ func remove(dir string, offs []int64) error {
 			return fmt.Errorf("remove producer state snapshot: %w", err)
 		}
 	}
-	if err := syncDir(dir); err != nil {
+	if err := log.SyncDir(dir); err != nil {
 		return fmt.Errorf("sync producer state snapshot dir: %w", err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

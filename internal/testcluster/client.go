@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/client"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 )
@@ -300,35 +301,15 @@ func (cl *Client) ReadAll(ctx context.Context, partition int32) ([]Record, error
 
 // NotLeaderOf returns the NotLeader detail of a Connect error, or nil.
 func NotLeaderOf(err error) *sluicev1.NotLeader {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return nil
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if nl, ok := v.(*sluicev1.NotLeader); ok {
-				return nl
-			}
-		}
-	}
-	return nil
+	nl, _ := client.ErrorDetail[*sluicev1.NotLeader](err)
+	return nl
 }
 
 // NotEnoughReplicasOf returns the NotEnoughReplicas detail of a Connect
 // error, or nil.
 func NotEnoughReplicasOf(err error) *sluicev1.NotEnoughReplicas {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return nil
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if ner, ok := v.(*sluicev1.NotEnoughReplicas); ok {
-				return ner
-			}
-		}
-	}
-	return nil
+	ner, _ := client.ErrorDetail[*sluicev1.NotEnoughReplicas](err)
+	return ner
 }
 
 // Classify says what a produce error means for the records: Failed when the
