@@ -113,12 +113,7 @@ func BenchmarkClusterProduce(b *testing.B) {
 			wg.Wait()
 			elapsed := time.Since(start)
 			b.StopTimer()
-			slices.Sort(lat)
-			if len(lat) > 0 {
-				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-				b.ReportMetric(float64(len(lat)*len(records))/elapsed.Seconds(), "records/s")
-			}
+			reportLatency(b, lat, len(lat)*len(records), elapsed)
 		})
 	}
 }
@@ -192,10 +187,7 @@ func benchSDKProduce(b *testing.B, endpoint, apiKey string, hc *http.Client, aut
 		if n := failed.Load(); n > 0 {
 			b.Fatalf("%d records failed", n)
 		}
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-		b.ReportMetric(float64(total)/elapsed.Seconds(), "records/s")
+		reportLatency(b, lat, int(total), elapsed)
 	})
 	// The shape of the raw benchmark: 8 goroutines, each op one
 	// ProduceSync of 16 records (one request), so the latency per op
@@ -239,12 +231,7 @@ func benchSDKProduce(b *testing.B, endpoint, apiKey string, hc *http.Client, aut
 		wg.Wait()
 		elapsed := time.Since(start)
 		b.StopTimer()
-		slices.Sort(lat)
-		if len(lat) > 0 {
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-			b.ReportMetric(float64(len(lat)*16)/elapsed.Seconds(), "records/s")
-		}
+		reportLatency(b, lat, len(lat)*16, elapsed)
 	})
 }
 
@@ -290,4 +277,16 @@ func h2c() *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 30 * time.Second}
+}
+
+// reportLatency reports the p50 and p99 of lat (sorting it) and the record
+// rate.
+func reportLatency(b *testing.B, lat []time.Duration, records int, elapsed time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(records)/elapsed.Seconds(), "records/s")
 }
