@@ -26,8 +26,13 @@ type Config struct {
 	BrokerToken              string
 	BrokerLease              time.Duration
 	DefaultReplicationFactor int
-	MaxRequestBytes          int
-	ShutdownTimeout          time.Duration
+	// OffsetsTopicPartitions and OffsetsTopicReplicationFactor shape the
+	// internal topic of consumer groups' committed offsets, created once
+	// that many brokers are live.
+	OffsetsTopicPartitions        int
+	OffsetsTopicReplicationFactor int
+	MaxRequestBytes               int
+	ShutdownTimeout               time.Duration
 	// Controller configures this replica's candidate controller (its
 	// StartupGrace is always BrokerLease).
 	Controller controller.Config
@@ -36,16 +41,18 @@ type Config struct {
 // DefaultConfig returns the defaults RegisterFlags uses.
 func DefaultConfig() Config {
 	return Config{
-		ListenAddr:               "127.0.0.1:8080",
-		Issuer:                   "sluice",
-		Audience:                 "sluice",
-		TokenTTL:                 15 * time.Minute,
-		KeyRotation:              24 * time.Hour,
-		BrokerLease:              10 * time.Second,
-		DefaultReplicationFactor: 3,
-		MaxRequestBytes:          1 << 20,
-		ShutdownTimeout:          10 * time.Second,
-		Controller:               controller.DefaultConfig(),
+		ListenAddr:                    "127.0.0.1:8080",
+		Issuer:                        "sluice",
+		Audience:                      "sluice",
+		TokenTTL:                      15 * time.Minute,
+		KeyRotation:                   24 * time.Hour,
+		BrokerLease:                   10 * time.Second,
+		DefaultReplicationFactor:      3,
+		OffsetsTopicPartitions:        16,
+		OffsetsTopicReplicationFactor: 3,
+		MaxRequestBytes:               1 << 20,
+		ShutdownTimeout:               10 * time.Second,
+		Controller:                    controller.DefaultConfig(),
 	}
 }
 
@@ -61,6 +68,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.BrokerToken, "broker-token", c.BrokerToken, "secret bearer token brokers authenticate with; empty disables the BrokerService")
 	fs.DurationVar(&c.BrokerLease, "broker-lease", c.BrokerLease, "a broker without a heartbeat for this long is considered dead")
 	fs.IntVar(&c.DefaultReplicationFactor, "default-replication-factor", c.DefaultReplicationFactor, "replication factor for topics created without one")
+	fs.IntVar(&c.OffsetsTopicPartitions, "offsets-topic-partitions", c.OffsetsTopicPartitions, "partitions of the internal topic holding consumer groups' offsets (each partition's leader coordinates its groups); fixed once created")
+	fs.IntVar(&c.OffsetsTopicReplicationFactor, "offsets-topic-replication-factor", c.OffsetsTopicReplicationFactor, "replication factor of the internal offsets topic; it is created once this many brokers are live, and consumer groups are unavailable until then")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
 	c.Controller.RegisterFlags(fs)
@@ -89,6 +98,10 @@ func (c *Config) Validate() error {
 		return errors.New("--broker-token must be at least 16 characters")
 	case c.BrokerLease < time.Second:
 		return fmt.Errorf("--broker-lease must be at least 1s; got %s", c.BrokerLease)
+	case c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > 1000:
+		return fmt.Errorf("--offsets-topic-partitions must be between 1 and 1000; got %d", c.OffsetsTopicPartitions)
+	case c.OffsetsTopicReplicationFactor < 1 || c.OffsetsTopicReplicationFactor > 7:
+		return fmt.Errorf("--offsets-topic-replication-factor must be between 1 and 7; got %d", c.OffsetsTopicReplicationFactor)
 	case c.DefaultReplicationFactor < 1 || c.DefaultReplicationFactor > 7:
 		return fmt.Errorf("--default-replication-factor must be between 1 and 7; got %d", c.DefaultReplicationFactor)
 	case c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 64<<20:

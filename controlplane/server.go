@@ -115,12 +115,14 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	metrics := rpcmetrics.New(s.registry, "sluice", "controlplane", api.ServiceNames())
 
 	a := api.New(api.Config{
-		TokenTTL:                 cfg.TokenTTL,
-		OperatorToken:            cfg.OperatorToken,
-		BrokerToken:              cfg.BrokerToken,
-		BrokerLease:              cfg.BrokerLease,
-		DefaultReplicationFactor: int32(cfg.DefaultReplicationFactor),
-		MaxRequestBytes:          cfg.MaxRequestBytes,
+		TokenTTL:                      cfg.TokenTTL,
+		OperatorToken:                 cfg.OperatorToken,
+		BrokerToken:                   cfg.BrokerToken,
+		BrokerLease:                   cfg.BrokerLease,
+		DefaultReplicationFactor:      int32(cfg.DefaultReplicationFactor),
+		OffsetsTopicPartitions:        int32(cfg.OffsetsTopicPartitions),
+		OffsetsTopicReplicationFactor: int32(cfg.OffsetsTopicReplicationFactor),
+		MaxRequestBytes:               cfg.MaxRequestBytes,
 	}, api.Deps{
 		Store:        s.store,
 		Issuer:       s.issuer,
@@ -235,6 +237,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
 	go s.keys.run(loopCtx, keySyncInterval)
+	go s.ensureOffsetsTopic(loopCtx)
 	ctlDone := make(chan struct{})
 	go func() {
 		defer close(ctlDone)
@@ -264,6 +267,27 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// ensureOffsetsTopic creates the internal offsets topic as soon as enough
+// brokers are live, checking every second until it exists.
+func (s *Server) ensureOffsetsTopic(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		ok, err := s.api.EnsureOffsetsTopic(ctx)
+		if ok {
+			return
+		}
+		if err != nil && ctx.Err() == nil && connect.CodeOf(err) != connect.CodeFailedPrecondition {
+			s.logger.Warn("create the internal offsets topic", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Close releases the store if the server opened it.

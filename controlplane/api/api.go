@@ -40,6 +40,10 @@ type Config struct {
 	BrokerLease time.Duration
 	// DefaultReplicationFactor applies when CreateTopic leaves it at 0.
 	DefaultReplicationFactor int32
+	// OffsetsTopicPartitions and OffsetsTopicReplicationFactor shape the
+	// internal offsets topic (consumer groups' coordinators and commits).
+	OffsetsTopicPartitions        int32
+	OffsetsTopicReplicationFactor int32
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int
 	// WatchInterval is how often WatchAssignments streams look for changes

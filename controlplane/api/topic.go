@@ -55,10 +55,31 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 		return nil, err
 	}
 
-	now := s.now().UTC()
-	brokers, err := s.store.ListBrokers(ctx)
-	if err != nil {
+	topic, parts, err := s.placeAndCreate(ctx, t.ID, m.GetName(), n, rf, cfg, store.CountLimits{
+		MaxTopics:     int64(limits.MaxTopics),
+		MaxPartitions: int64(limits.MaxPartitions),
+	})
+	var le *store.LimitError
+	switch {
+	case errors.As(err, &le):
+		return nil, limitExceeded(t.Plan, le)
+	case errors.Is(err, store.ErrAlreadyExists):
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("topic %q already exists", m.GetName()))
+	case err != nil:
 		return nil, err
+	}
+	s.logger.InfoContext(ctx, "topic created", "tenant", t.ID, "topic", topic.Name, "id", topic.ID, "partitions", n, "rf", rf)
+	return connect.NewResponse(&sluicev1.CreateTopicResponse{Topic: toTopicPB(topic), Partitions: toPartitionsPB(parts)}), nil
+}
+
+// placeAndCreate places a new topic's partitions over the live brokers
+// (rack-aware, balancing the current load) and creates it, within limits.
+// Store errors (ErrAlreadyExists, *store.LimitError) pass through.
+func (a *API) placeAndCreate(ctx context.Context, tenantID, name string, n, rf int32, cfg store.TopicConfig, limits store.CountLimits) (store.Topic, []store.Partition, error) {
+	now := a.now().UTC()
+	brokers, err := a.store.ListBrokers(ctx)
+	if err != nil {
+		return store.Topic{}, nil, err
 	}
 	var live []placement.Broker
 	for _, b := range brokers {
@@ -67,11 +88,11 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 		}
 	}
 	if int(rf) > len(live) {
-		return nil, failedPrecondition("replication factor %d needs %d live brokers; %d live", rf, rf, len(live))
+		return store.Topic{}, nil, failedPrecondition("replication factor %d needs %d live brokers; %d live", rf, rf, len(live))
 	}
-	load, err := s.store.PartitionLoad(ctx)
+	load, err := a.store.PartitionLoad(ctx)
 	if err != nil {
-		return nil, err
+		return store.Topic{}, nil, err
 	}
 	pl := make(placement.Load, len(load))
 	for id, l := range load {
@@ -79,16 +100,15 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 	}
 	assignment, err := placement.Assign(live, pl, int(n), int(rf))
 	if errors.Is(err, placement.ErrNotEnoughBrokers) {
-		return nil, failedPrecondition("%v", err)
+		return store.Topic{}, nil, failedPrecondition("%v", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("place partitions: %w", err)
+		return store.Topic{}, nil, fmt.Errorf("place partitions: %w", err)
 	}
-
 	topic := store.Topic{
 		ID:                store.NewID(),
-		TenantID:          t.ID,
-		Name:              m.GetName(),
+		TenantID:          tenantID,
+		Name:              name,
 		Partitions:        n,
 		ReplicationFactor: rf,
 		Config:            cfg,
@@ -105,21 +125,10 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 			ISR:       append([]int32(nil), replicas...),
 		}
 	}
-	err = s.store.CreateTopic(ctx, topic, parts, store.CountLimits{
-		MaxTopics:     int64(limits.MaxTopics),
-		MaxPartitions: int64(limits.MaxPartitions),
-	})
-	var le *store.LimitError
-	switch {
-	case errors.As(err, &le):
-		return nil, limitExceeded(t.Plan, le)
-	case errors.Is(err, store.ErrAlreadyExists):
-		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("topic %q already exists", topic.Name))
-	case err != nil:
-		return nil, err
+	if err := a.store.CreateTopic(ctx, topic, parts, limits); err != nil {
+		return store.Topic{}, nil, err
 	}
-	s.logger.InfoContext(ctx, "topic created", "tenant", t.ID, "topic", topic.Name, "id", topic.ID, "partitions", n, "rf", rf)
-	return connect.NewResponse(&sluicev1.CreateTopicResponse{Topic: toTopicPB(topic), Partitions: toPartitionsPB(parts)}), nil
+	return topic, parts, nil
 }
 
 // limitExceeded explains a count limit in ResourceExhausted.

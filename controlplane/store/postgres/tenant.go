@@ -74,7 +74,7 @@ func (s *Store) ListTenants(ctx context.Context, afterID string, limit int) ([]s
 	)
 	if afterID == "" {
 		rows, err = s.pool.Query(ctx,
-			`SELECT `+tenantColumns+` FROM tenants ORDER BY created_at, id LIMIT $1`, lim)
+			`SELECT `+tenantColumns+` FROM tenants WHERE id <> '`+store.SystemTenantID+`' ORDER BY created_at, id LIMIT $1`, lim)
 	} else {
 		id, ok := store.CanonicalID(afterID)
 		if !ok {
@@ -89,7 +89,7 @@ func (s *Store) ListTenants(ctx context.Context, afterID string, limit int) ([]s
 		}
 		rows, err = s.pool.Query(ctx,
 			`SELECT `+tenantColumns+` FROM tenants
-			 WHERE (created_at, id) > (SELECT created_at, id FROM tenants WHERE id = $1)
+			 WHERE (created_at, id) > (SELECT created_at, id FROM tenants WHERE id = $1) AND id <> '`+store.SystemTenantID+`'
 			 ORDER BY created_at, id LIMIT $2`, id, lim)
 	}
 	if err != nil {

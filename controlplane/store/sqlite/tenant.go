@@ -77,7 +77,7 @@ func (s *Store) ListTenants(ctx context.Context, afterID string, limit int) ([]s
 	)
 	if afterID == "" {
 		rows, err = s.read.QueryContext(ctx,
-			`SELECT `+tenantColumns+` FROM tenants ORDER BY created_at, id LIMIT ?`, limit)
+			`SELECT `+tenantColumns+` FROM tenants WHERE id <> '`+store.SystemTenantID+`' ORDER BY created_at, id LIMIT ?`, limit)
 	} else {
 		id, ok := store.CanonicalID(afterID)
 		if !ok {
@@ -89,7 +89,7 @@ func (s *Store) ListTenants(ctx context.Context, afterID string, limit int) ([]s
 		}
 		rows, err = s.read.QueryContext(ctx,
 			`SELECT `+tenantColumns+` FROM tenants
-			 WHERE created_at > ?1 OR (created_at = ?1 AND id > ?2)
+			 WHERE (created_at > ?1 OR (created_at = ?1 AND id > ?2)) AND id <> '`+store.SystemTenantID+`'
 			 ORDER BY created_at, id LIMIT ?3`, created, id, limit)
 	}
 	if err != nil {
