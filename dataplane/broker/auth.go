@@ -42,6 +42,12 @@ var rules = map[string]rule{
 	sluicev1connect.RecordServiceGetMetadataProcedure:    {access: accessTenant},
 	sluicev1connect.RecordServiceInitProducerIdProcedure: {access: accessTenant, scope: tenants.ScopeProduce},
 	sluicev1connect.ReplicaServiceFetchReplicaProcedure:  {access: accessBroker},
+
+	sluicev1connect.GroupServiceFindCoordinatorProcedure: {access: accessTenant, scope: tenants.ScopeConsume},
+	sluicev1connect.GroupServiceGroupHeartbeatProcedure:  {access: accessTenant, scope: tenants.ScopeConsume},
+	sluicev1connect.GroupServiceLeaveGroupProcedure:      {access: accessTenant, scope: tenants.ScopeConsume},
+	sluicev1connect.GroupServiceCommitOffsetsProcedure:   {access: accessTenant, scope: tenants.ScopeConsume},
+	sluicev1connect.GroupServiceFetchOffsetsProcedure:    {access: accessTenant, scope: tenants.ScopeConsume},
 }
 
 // authenticator verifies tenant tokens offline (signature from the control

@@ -70,6 +70,7 @@ type Broker struct {
 
 	mu      sync.Mutex
 	parts   map[partKey]*partition
+	coords  map[partKey]*coordinator // consumer-group coordinators, by offsets partition
 	clients map[int32]*peerClients
 	runCtx  context.Context
 	stopRun context.CancelCauseFunc
@@ -79,6 +80,7 @@ type peerClients struct {
 	address string
 	record  sluicev1connect.RecordServiceClient
 	replica sluicev1connect.ReplicaServiceClient
+	group   sluicev1connect.GroupServiceClient
 }
 
 // New builds a broker; Run starts it.
@@ -95,6 +97,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		logger:  deps.Logger.With("broker", cfg.ID),
 		flush:   flush,
 		parts:   map[partKey]*partition{},
+		coords:  map[partKey]*coordinator{},
 		clients: map[int32]*peerClients{},
 		revoked: newRevocations(),
 		hc:      h2cClient(),
@@ -108,7 +111,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b.registry = prometheus.NewRegistry()
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBrokerMetrics(b.registry, b)
-	services := []string{sluicev1connect.RecordServiceName, sluicev1connect.ReplicaServiceName}
+	services := []string{sluicev1connect.RecordServiceName, sluicev1connect.ReplicaServiceName, sluicev1connect.GroupServiceName}
 	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", services)
 	auth := &authenticator{verifier: verifier, revoked: b.revoked, brokerToken: cfg.BrokerToken}
 	opts := []connect.HandlerOption{
@@ -118,6 +121,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	mux := http.NewServeMux()
 	mux.Handle(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...))
 	mux.Handle(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...))
+	mux.Handle(sluicev1connect.NewGroupServiceHandler(&groupService{b}, opts...))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...), opts...))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.registry, promhttp.HandlerOpts{Registry: b.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -177,6 +181,7 @@ func (b *Broker) peer(id int32) *peerClients {
 		address: addr,
 		record:  sluicev1connect.NewRecordServiceClient(b.hc, base, connect.WithGRPC()),
 		replica: sluicev1connect.NewReplicaServiceClient(b.hc, base, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(b.cfg.BrokerToken))),
+		group:   sluicev1connect.NewGroupServiceClient(b.hc, base, connect.WithGRPC()),
 	}
 	b.clients[id] = c
 	return c

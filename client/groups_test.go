@@ -1,0 +1,114 @@
+package client_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/client"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// groupClient is a raw GroupService client on a broker (which forwards to
+// the group's coordinator), authenticated with apiKey's token.
+func groupClient(t *testing.T, key string) sluicev1connect.GroupServiceClient {
+	t.Helper()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	tok, err := sluicev1connect.NewAuthServiceClient(hc, endpoint).CreateToken(t.Context(), connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: key}))
+	require.NoError(t, err)
+	auth := connect.WithInterceptors(tenants.Bearer(tok.Msg.GetToken()))
+	md, err := sluicev1connect.NewRecordServiceClient(hc, endpoint, auth).GetMetadata(t.Context(), connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{}}))
+	require.NoError(t, err)
+	gc := sluicev1connect.NewGroupServiceClient(hc, "http://"+md.Msg.GetBrokers()[0].GetAddress(), auth)
+	// The control plane creates the offsets topic once the brokers are live.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := gc.FindCoordinator(t.Context(), connect.NewRequest(&sluicev1.FindCoordinatorRequest{Group: "probe"}))
+		if err == nil {
+			return gc
+		}
+		require.True(t, time.Now().Before(deadline), "no coordinator: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestCommitAndFetchOffsets(t *testing.T) {
+	createTopic(t, "committed", 2, nil)
+	c := newClient(t)
+	p, err := c.NewProducer(t.Context())
+	require.NoError(t, err)
+	recs := make([]*client.Record, 10)
+	for i := range recs {
+		recs[i] = &client.Record{Topic: "committed", Key: []byte{byte(i)}, Value: []byte("v")}
+	}
+	require.NoError(t, p.ProduceSync(t.Context(), recs...))
+	require.NoError(t, p.Close(t.Context()))
+	_, hw0, err := c.Watermarks(t.Context(), "committed", 0)
+	require.NoError(t, err)
+
+	gc := groupClient(t, apiKey)
+	ctx := t.Context()
+	commit := func(group string, offs ...*sluicev1.PartitionOffset) error {
+		_, err := gc.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: group, Offsets: offs}))
+		return err
+	}
+	require.NoError(t, commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: hw0, LeaderEpoch: 0, Metadata: "m"}))
+	require.NoError(t, commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 1, Offset: 0}))
+	require.NoError(t, commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: 1}), "a commit may go backwards (a reset)")
+
+	res, err := gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "billing"}))
+	require.NoError(t, err)
+	require.Len(t, res.Msg.GetOffsets(), 2)
+	require.Equal(t, int64(1), res.Msg.GetOffsets()[0].GetOffset(), "the latest commit wins")
+	require.Equal(t, int64(0), res.Msg.GetOffsets()[1].GetOffset())
+
+	res, err = gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "billing",
+		Partitions: []*sluicev1.TopicPartitions{{Topic: "committed", Partitions: []int32{0, 1}}}}))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.Msg.GetOffsets()[0].GetOffset())
+	res, err = gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "nobody",
+		Partitions: []*sluicev1.TopicPartitions{{Topic: "committed", Partitions: []int32{0}}}}))
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), res.Msg.GetOffsets()[0].GetOffset(), "no commit yet")
+
+	// Bad input: nothing is written.
+	err = commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: hw0 + 1})
+	require.Equal(t, connect.CodeOutOfRange, connect.CodeOf(err), "beyond the high watermark: %v", err)
+	err = commit("billing", &sluicev1.PartitionOffset{Topic: "nope", Partition: 0, Offset: 0})
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	err = commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 7, Offset: 0})
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	err = commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: -3})
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	err = commit("", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: 0})
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	err = commit("billing")
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	res, err = gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "billing"}))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.Msg.GetOffsets()[0].GetOffset(), "refused commits changed nothing")
+
+	// Another tenant with the same group name sees none of it.
+	createTenantTopic := func() string {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
+		su, err := sluicev1connect.NewTenantServiceClient(hc, endpoint).Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "other@example.com", TenantName: "other"}))
+		require.NoError(t, err)
+		return su.Msg.GetApiKeySecret()
+	}
+	other := groupClient(t, createTenantTopic())
+	res, err = other.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "billing"}))
+	require.NoError(t, err)
+	require.Empty(t, res.Msg.GetOffsets(), "tenant isolation")
+	_, err = other.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: "billing",
+		Offsets: []*sluicev1.PartitionOffset{{Topic: "committed", Partition: 0, Offset: 0}}}))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "another tenant's topic does not exist for it: %v", err)
+}

@@ -1,0 +1,274 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// Consumer groups are coordinated by the leaders of the internal offsets
+// topic's partitions: a group belongs to partition hash(tenant, group) mod
+// N. The coordinator keeps the groups' committed offsets in memory, writes
+// every change to its offsets partition (acks=all) before answering, and a
+// new leader rebuilds them by reading that partition from the start.
+
+// systemTenantID and offsetsTopic name the internal offsets topic (as the
+// control plane's store.SystemTenantID and store.OffsetsTopic).
+const (
+	systemTenantID = "00000000-0000-0000-0000-000000000001"
+	offsetsTopic   = "__consumer_offsets"
+)
+
+// errNoOffsetsTopic: the control plane creates the offsets topic once
+// enough brokers are live.
+var errNoOffsetsTopic = connect.NewError(connect.CodeUnavailable, errors.New("consumer groups are not available yet: the internal offsets topic does not exist (the control plane creates it once --offsets-topic-replication-factor brokers are live)"))
+
+// groupPartition is the offsets-topic partition that coordinates a group.
+func groupPartition(tenantID, group string, partitions int) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(tenantID))
+	h.Write([]byte{0})
+	h.Write([]byte(group))
+	return int32(h.Sum32() % uint32(partitions))
+}
+
+type groupKey struct{ tenant, group string }
+
+// tpKey names a partition by topic id, so a topic deleted and created again
+// under the same name does not inherit its predecessor's offsets.
+type tpKey struct {
+	topicID   string
+	partition int32
+}
+
+type committedOffset struct {
+	topic     string // the name at commit time
+	offset    *sluicev1.PartitionOffset
+	logOffset int64 // where the commit is in the offsets partition: later wins
+	at        time.Time
+}
+
+// groupState is what a coordinator knows of one group.
+type groupState struct {
+	offsets map[tpKey]committedOffset
+}
+
+// coordinator serves the groups of one offsets partition this broker leads,
+// loaded at one leader epoch.
+type coordinator struct {
+	b     *Broker
+	p     *partition
+	epoch int32
+
+	mu     sync.Mutex
+	groups map[groupKey]*groupState
+}
+
+// coordinatorFor returns the loaded coordinator of the group's offsets
+// partition, or the error to answer: errNoOffsetsTopic, or NotLeader
+// naming the coordinator (which a client, or forwarding, follows).
+func (b *Broker) coordinatorFor(ctx context.Context, tenantID, group string) (*coordinator, partMeta, error) {
+	meta := b.metadata()
+	t, ok := meta.topic(systemTenantID, offsetsTopic)
+	if !ok || len(t.partitions) == 0 {
+		return nil, partMeta{}, errNoOffsetsTopic
+	}
+	pm := t.partitions[groupPartition(tenantID, group, len(t.partitions))]
+	if pm.leader != b.cfg.ID {
+		return nil, pm, b.notLeader(pm)
+	}
+	p := b.partition(t.id, pm.partition)
+	if p == nil {
+		return nil, pm, b.notLeader(pm)
+	}
+	k := partKey{t.id, pm.partition}
+	b.mu.Lock()
+	c := b.coords[k]
+	if c == nil || c.epoch != pm.leaderEpoch || c.p != p {
+		c = &coordinator{b: b, p: p, epoch: pm.leaderEpoch}
+		b.coords[k] = c
+	}
+	b.mu.Unlock()
+	if err := c.load(ctx); err != nil {
+		return nil, pm, err
+	}
+	return c, pm, nil
+}
+
+// load rebuilds the coordinator's state from its offsets partition, once
+// per leader epoch: every record from the log start to the log end (a new
+// leader's whole log is what it will commit).
+func (c *coordinator) load(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups != nil {
+		return nil
+	}
+	if _, err := c.p.readerHW(); err != nil {
+		return err // not the leader any more, or its HW is still catching up
+	}
+	start := time.Now()
+	groups := map[groupKey]*groupState{}
+	l := c.p.log
+	end := l.LEO()
+	n := 0
+	for off := l.LogStartOffset(); off < end; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		data, err := l.Read(off, 1<<20)
+		if err != nil {
+			return fmt.Errorf("load offsets partition %d at %d: %w", c.p.id, off, err)
+		}
+		if len(data) == 0 {
+			break
+		}
+		for len(data) > 0 {
+			b, rest, err := log.ReadBatch(data)
+			if err != nil {
+				return fmt.Errorf("load offsets partition %d: %w", c.p.id, err)
+			}
+			data = rest
+			h := b.Header()
+			if h.LastOffset() < off {
+				continue
+			}
+			if err := eachGroupRecord(b, func(logOffset int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
+				applyGroupRecord(groups, logOffset, k, v)
+				n++
+			}); err != nil {
+				return fmt.Errorf("load offsets partition %d at %d: %w", c.p.id, h.BaseOffset, err)
+			}
+			off = h.LastOffset() + 1
+		}
+	}
+	c.groups = groups
+	c.b.logger.Info("loaded consumer groups", "offsets_partition", c.p.id, "leader_epoch", c.epoch,
+		"groups", len(groups), "records", n, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// eachGroupRecord decodes the records of one offsets-topic batch.
+func eachGroupRecord(b log.Batch, fn func(int64, *sluicev1.GroupRecordKey, *sluicev1.GroupRecordValue)) error {
+	h := b.Header()
+	if h.Attributes.Control() {
+		return nil
+	}
+	it, err := b.Records()
+	if err != nil {
+		return err
+	}
+	for it.Next() {
+		r := it.Record()
+		k, v := &sluicev1.GroupRecordKey{}, &sluicev1.GroupRecordValue{}
+		if err := proto.Unmarshal(r.Key, k); err != nil {
+			return fmt.Errorf("record key at %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
+		}
+		if r.Value != nil {
+			if err := proto.Unmarshal(r.Value, v); err != nil {
+				return fmt.Errorf("record value at %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
+			}
+		}
+		fn(h.BaseOffset+int64(r.OffsetDelta), k, v)
+	}
+	return it.Err()
+}
+
+// applyGroupRecord applies one record; a record older (in the log) than
+// what a key holds is ignored, so concurrent commits resolve in log order.
+func applyGroupRecord(groups map[groupKey]*groupState, logOffset int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
+	gk := groupKey{k.GetTenantId(), k.GetGroup()}
+	switch kind := k.GetKind().(type) {
+	case *sluicev1.GroupRecordKey_GroupDeleted:
+		delete(groups, gk)
+	case *sluicev1.GroupRecordKey_Offset:
+		g := groups[gk]
+		if g == nil {
+			g = &groupState{offsets: map[tpKey]committedOffset{}}
+			groups[gk] = g
+		}
+		tk := tpKey{kind.Offset.GetTopicId(), kind.Offset.GetPartition()}
+		if cur, ok := g.offsets[tk]; ok && cur.logOffset > logOffset {
+			return
+		}
+		g.offsets[tk] = committedOffset{
+			topic: kind.Offset.GetTopic(), offset: v.GetOffset(), logOffset: logOffset,
+			at: time.UnixMilli(v.GetCommitTimeMs()),
+		}
+	}
+}
+
+// groupRecord is one record to write to the offsets partition.
+type groupRecord struct {
+	key   *sluicev1.GroupRecordKey
+	value *sluicev1.GroupRecordValue
+}
+
+// write appends records to the offsets partition with acks=all, then
+// applies them. It fails when this broker no longer coordinates the
+// partition at the epoch it loaded.
+func (c *coordinator) write(ctx context.Context, recs []groupRecord) error {
+	now := time.Now()
+	lr := make([]log.Record, len(recs))
+	for i, r := range recs {
+		k, err := proto.Marshal(r.key)
+		if err != nil {
+			return err
+		}
+		var v []byte
+		if r.value != nil {
+			if v, err = proto.Marshal(r.value); err != nil {
+				return err
+			}
+		}
+		lr[i] = log.Record{OffsetDelta: int32(i), Key: k, Value: v}
+	}
+	batch, err := log.AppendBatch(nil, log.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
+	if err != nil {
+		return err
+	}
+	epoch := c.epoch
+	res, err := c.p.produce(ctx, [][]byte{batch}, sluicev1.Acks_ACKS_ALL, 30*time.Second, &epoch)
+	if err != nil {
+		return fmt.Errorf("write to offsets partition %d: %w", c.p.id, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, r := range recs {
+		applyGroupRecord(c.groups, res.base+int64(i), r.key, r.value)
+	}
+	return nil
+}
+
+// offsets returns the group's committed offsets (nil when none).
+func (c *coordinator) offsets(tenantID, group string) map[tpKey]committedOffset {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupKey{tenantID, group}]
+	if g == nil {
+		return nil
+	}
+	out := make(map[tpKey]committedOffset, len(g.offsets))
+	for k, v := range g.offsets {
+		out[k] = v
+	}
+	return out
+}
+
+// checkCommitter allows a commit from a group member for partitions it
+// owns, or from outside the group (no member id) while it has no members.
+func (c *coordinator) checkCommitter(tenantID, group, memberID string, memberEpoch int32, offsets []*sluicev1.PartitionOffset) error {
+	if memberID == "" {
+		return nil // membership is not tracked yet
+	}
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("unknown member %q of group %q", memberID, group))
+}

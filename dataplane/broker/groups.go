@@ -1,0 +1,230 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// groupService implements sluicev1connect.GroupServiceHandler.
+type groupService struct{ b *Broker }
+
+// maxGroupName bounds group ids (Kafka has none; 255 is plenty).
+const maxGroupName = 255
+
+func validGroup(group string) error {
+	if group == "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("group: must not be empty"))
+	}
+	if len(group) > maxGroupName {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("group: at most %d bytes; got %d", maxGroupName, len(group)))
+	}
+	for i, r := range group {
+		if !unicode.IsPrint(r) || r == unicode.ReplacementChar {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("group: character %q at byte %d is not printable", r, i))
+		}
+	}
+	return nil
+}
+
+// tenantOf is the caller's tenant.
+func tenantOf(ctx context.Context) (string, error) {
+	p, ok := tenants.PrincipalFrom(ctx)
+	if !ok || p.TenantID == "" {
+		return "", errors.New("no tenant principal in context")
+	}
+	return p.TenantID, nil
+}
+
+// groupCall resolves the group's coordinator: here (c), or an error to
+// answer; forward says the caller should forward to pm's leader instead.
+func (s *groupService) groupCall(ctx context.Context, h interface{ Get(string) string }, group string) (c *coordinator, tenantID string, pm partMeta, forward bool, err error) {
+	if tenantID, err = tenantOf(ctx); err != nil {
+		return nil, "", pm, false, err
+	}
+	if err = validGroup(group); err != nil {
+		return nil, tenantID, pm, false, err
+	}
+	c, pm, err = s.b.coordinatorFor(ctx, tenantID, group)
+	var nl *notLeaderError
+	if errors.As(err, &nl) && nl.leader >= 0 && h.Get(NoForwardHeader) != "1" {
+		return nil, tenantID, pm, true, nil
+	}
+	return c, tenantID, pm, false, toConnect(err)
+}
+
+func (s *groupService) FindCoordinator(ctx context.Context, req *connect.Request[sluicev1.FindCoordinatorRequest]) (*connect.Response[sluicev1.FindCoordinatorResponse], error) {
+	tenantID, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := validGroup(req.Msg.GetGroup()); err != nil {
+		return nil, err
+	}
+	meta := s.b.metadata()
+	t, ok := meta.topic(systemTenantID, offsetsTopic)
+	if !ok || len(t.partitions) == 0 {
+		return nil, errNoOffsetsTopic
+	}
+	pm := t.partitions[groupPartition(tenantID, req.Msg.GetGroup(), len(t.partitions))]
+	if pm.leader < 0 {
+		return nil, toConnect(s.b.notLeader(pm))
+	}
+	return connect.NewResponse(&sluicev1.FindCoordinatorResponse{BrokerId: pm.leader, Address: meta.brokers[pm.leader].address}), nil
+}
+
+func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[sluicev1.CommitOffsetsRequest]) (*connect.Response[sluicev1.CommitOffsetsResponse], error) {
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.CommitOffsets)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(m.GetOffsets()) == 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("offsets: must not be empty"))
+	}
+	if len(m.GetOffsets()) > 10000 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offsets: at most 10000 per request; got %d", len(m.GetOffsets())))
+	}
+	if err := c.checkCommitter(tenantID, m.GetGroup(), m.GetMemberId(), m.GetMemberEpoch(), m.GetOffsets()); err != nil {
+		return nil, err
+	}
+	meta := s.b.metadata()
+	now := time.Now()
+	recs := make([]groupRecord, 0, len(m.GetOffsets()))
+	seen := map[tpKey]bool{}
+	for i, po := range m.GetOffsets() {
+		field := fmt.Sprintf("offsets[%d]", i)
+		t, ok := meta.topic(tenantID, po.GetTopic())
+		if !ok {
+			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("%s: topic %q not found", field, po.GetTopic()))
+		}
+		if po.GetPartition() < 0 || int(po.GetPartition()) >= len(t.partitions) {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q has partitions 0..%d; got %d", field, po.GetTopic(), len(t.partitions)-1, po.GetPartition()))
+		}
+		if po.GetOffset() < 0 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: offset must not be negative; got %d", field, po.GetOffset()))
+		}
+		if len(po.GetMetadata()) > 4096 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: metadata is at most 4096 bytes; got %d", field, len(po.GetMetadata())))
+		}
+		tk := tpKey{t.id, po.GetPartition()}
+		if seen[tk] {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q partition %d appears twice", field, po.GetTopic(), po.GetPartition()))
+		}
+		seen[tk] = true
+		hw, err := s.b.highWatermarkOf(ctx, req.Header().Get("Authorization"), t, t.partitions[po.GetPartition()])
+		if err != nil {
+			return nil, err
+		}
+		if po.GetOffset() > hw {
+			return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("%s: offset %d is beyond the end of topic %q partition %d (high watermark %d)", field, po.GetOffset(), po.GetTopic(), po.GetPartition(), hw))
+		}
+		recs = append(recs, groupRecord{
+			key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: m.GetGroup(), Kind: &sluicev1.GroupRecordKey_Offset{
+				Offset: &sluicev1.OffsetKey{TopicId: t.id, Topic: t.name, Partition: po.GetPartition()},
+			}},
+			value: &sluicev1.GroupRecordValue{Offset: &sluicev1.PartitionOffset{
+				Topic: t.name, Partition: po.GetPartition(), Offset: po.GetOffset(), LeaderEpoch: po.GetLeaderEpoch(), Metadata: po.GetMetadata(),
+			}, CommitTimeMs: now.UnixMilli()},
+		})
+	}
+	if err := c.write(ctx, recs); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&sluicev1.CommitOffsetsResponse{}), nil
+}
+
+// highWatermarkOf is a partition's high watermark: local when this broker
+// leads it, else asked of its leader with the caller's credentials.
+func (b *Broker) highWatermarkOf(ctx context.Context, auth string, t *topicMeta, pm partMeta) (int64, error) {
+	if pm.leader == b.cfg.ID {
+		if p := b.partition(t.id, pm.partition); p != nil {
+			return p.readerHW()
+		}
+	}
+	if pm.leader < 0 {
+		return 0, toConnect(b.notLeader(pm))
+	}
+	req := connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: t.name, Partition: pm.partition, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST})
+	req.Header().Set("Authorization", auth)
+	req.Header().Set(NoForwardHeader, "1")
+	res, err := b.recordClient(pm.leader).ListOffsets(ctx, req)
+	if err != nil {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			return 0, connect.NewError(connect.CodeUnavailable, fmt.Errorf("check the high watermark of topic %q partition %d: %s", t.name, pm.partition, ce.Message()))
+		}
+		return 0, connect.NewError(connect.CodeUnavailable, fmt.Errorf("check the high watermark of topic %q partition %d: %w", t.name, pm.partition, err))
+	}
+	return res.Msg.GetHighWatermark(), nil
+}
+
+func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sluicev1.FetchOffsetsRequest]) (*connect.Response[sluicev1.FetchOffsetsResponse], error) {
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.FetchOffsets)
+	}
+	if err != nil {
+		return nil, err
+	}
+	committed := c.offsets(tenantID, m.GetGroup())
+	meta := s.b.metadata()
+	res := &sluicev1.FetchOffsetsResponse{}
+	if len(m.GetPartitions()) == 0 {
+		for k, co := range committed {
+			t, ok := meta.byID[k.topicID]
+			if !ok || t.tenantID != tenantID {
+				continue // the topic was deleted since
+			}
+			o := proto.Clone(co.offset).(*sluicev1.PartitionOffset)
+			o.Topic = t.name
+			res.Offsets = append(res.Offsets, o)
+		}
+		slices.SortFunc(res.Offsets, func(a, b *sluicev1.PartitionOffset) int {
+			if c := strings.Compare(a.GetTopic(), b.GetTopic()); c != 0 {
+				return c
+			}
+			return int(a.GetPartition() - b.GetPartition())
+		})
+		return connect.NewResponse(res), nil
+	}
+	for _, tp := range m.GetPartitions() {
+		t, ok := meta.topic(tenantID, tp.GetTopic())
+		if !ok {
+			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", tp.GetTopic()))
+		}
+		for _, p := range tp.GetPartitions() {
+			if p < 0 || int(p) >= len(t.partitions) {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("topic %q has partitions 0..%d; got %d", t.name, len(t.partitions)-1, p))
+			}
+			o := &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: -1, LeaderEpoch: -1}
+			if co, ok := committed[tpKey{t.id, p}]; ok {
+				o = &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: co.offset.GetOffset(), LeaderEpoch: co.offset.GetLeaderEpoch(), Metadata: co.offset.GetMetadata()}
+			}
+			res.Offsets = append(res.Offsets, o)
+		}
+	}
+	return connect.NewResponse(res), nil
+}
+
+func (s *groupService) GroupHeartbeat(ctx context.Context, req *connect.Request[sluicev1.GroupHeartbeatRequest]) (*connect.Response[sluicev1.GroupHeartbeatResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("group membership is not implemented yet"))
+}
+
+func (s *groupService) LeaveGroup(ctx context.Context, req *connect.Request[sluicev1.LeaveGroupRequest]) (*connect.Response[sluicev1.LeaveGroupResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("group membership is not implemented yet"))
+}
