@@ -45,8 +45,9 @@ var (
 	ErrUnknownMember = errors.New("unknown member")
 	// ErrFencedMemberEpoch: the member epoch is not one the member may use:
 	// older than its previous epoch, or newer than its current one. The
-	// client must drop its partitions and join again with epoch 0 (Kafka's
-	// FENCED_MEMBER_EPOCH, or STALE_MEMBER_EPOCH for offset commits).
+	// client must drop its partitions and rejoin with epoch 0 and its member
+	// id (Kafka's FENCED_MEMBER_EPOCH, or STALE_MEMBER_EPOCH for offset
+	// commits).
 	ErrFencedMemberEpoch = errors.New("fenced member epoch")
 	// ErrUnreleasedInstanceID: a join with the instance id of a static
 	// member that is still live; the old process must leave (or its
@@ -149,8 +150,8 @@ type HeartbeatRequest struct {
 	// MemberID is "" to join as a new member, else the id the group gave.
 	MemberID string
 	// InstanceID makes the member static (KIP-345). Required with
-	// StaticLeaveEpoch; on other heartbeats "" means unchanged, and a
-	// different value than the member's is ErrInvalid.
+	// StaticLeaveEpoch; otherwise "" means unchanged after the join, and a
+	// value other than the member's is ErrFencedInstanceID.
 	InstanceID string
 	// MemberEpoch is JoinEpoch, LeaveEpoch, StaticLeaveEpoch or the epoch
 	// of the member's last response.
@@ -226,8 +227,7 @@ type member struct {
 // acknowledged as revoked.
 type holding struct {
 	since    int32 // the member epoch at which it was given
-	revoking bool  // the member must give it up
-	told     bool  // a response has asked the member to give it up
+	revoking bool  // the member has been asked to give it up
 }
 
 // New returns an empty group at group epoch 0.
@@ -282,10 +282,7 @@ func (g *Group) Heartbeat(now time.Time, req HeartbeatRequest, topics Topics) (H
 		if err != nil {
 			return HeartbeatResponse{}, err
 		}
-		if m.instanceID == "" {
-			return HeartbeatResponse{}, fmt.Errorf("%w: member %s has no instance id and cannot leave with epoch %d", ErrInvalid, m.id, StaticLeaveEpoch)
-		}
-		g.depart(now, m)
+		g.depart(now, m) // lookup matched the (required) instance id
 		return HeartbeatResponse{MemberID: m.id, MemberEpoch: StaticLeaveEpoch, HeartbeatInterval: g.cfg.HeartbeatInterval}, nil
 	}
 	subs := req.Subscriptions
@@ -528,7 +525,7 @@ func (g *Group) check(req HeartbeatRequest) (*member, error) {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownMember, req.MemberID)
 	}
 	if req.InstanceID != "" && req.InstanceID != m.instanceID {
-		return nil, fmt.Errorf("%w: member %s has instance id %q, not %q", ErrInvalid, m.id, m.instanceID, req.InstanceID)
+		return nil, fmt.Errorf("%w: member %s has instance id %q, not %q", ErrFencedInstanceID, m.id, m.instanceID, req.InstanceID)
 	}
 	if req.MemberEpoch == m.epoch {
 		return m, nil
@@ -644,21 +641,23 @@ func (g *Group) memberIDs() []string {
 	return ids
 }
 
-// reconcile moves m towards its target: acknowledged revocations free their
-// partitions; held partitions outside the target are to be revoked; once
-// nothing is left to revoke the member moves to the target epoch and gets
-// the target partitions nobody else holds.
+// reconcile moves m towards its target, in its own heartbeat: revoking
+// partitions it no longer reports owning are released; held partitions
+// outside the target are to be revoked (the response leaves them out, and
+// only a later heartbeat can acknowledge that); once nothing is left to
+// revoke the member moves to the target epoch and gets the target
+// partitions nobody else holds.
 func (g *Group) reconcile(now time.Time, m *member) {
 	target := g.target[m.id]
 	revoking := false
 	for _, p := range sortedKeys(m.held) {
 		h := m.held[p]
 		switch {
-		case h.revoking && h.told && !m.owned.has(p):
+		case h.revoking && !m.owned.has(p):
 			delete(m.held, p)
 			delete(g.owner, p)
 		case h.revoking && target.has(p):
-			h.revoking, h.told = false, false
+			h.revoking = false
 		case !h.revoking && !target.has(p):
 			h.revoking = true
 			g.revoked++
@@ -668,11 +667,6 @@ func (g *Group) reconcile(now time.Time, m *member) {
 		}
 	}
 	if revoking {
-		for _, h := range m.held {
-			if h.revoking {
-				h.told = true
-			}
-		}
 		if m.revokeDeadline.IsZero() {
 			m.revokeDeadline = now.Add(m.rebalanceTimeout)
 		}
@@ -731,17 +725,20 @@ func (g *Group) Expire(now time.Time) (expired []string) {
 
 func (g *Group) expire(now time.Time) []string {
 	var out []string
-	for _, id := range g.memberIDs() {
-		m := g.members[id]
+	for id, m := range g.members {
 		if !now.Before(m.lastSeen.Add(g.cfg.SessionTimeout)) ||
 			(!m.revokeDeadline.IsZero() && !now.Before(m.revokeDeadline)) {
-			g.remove(m)
 			out = append(out, id)
 		}
 	}
-	if len(out) > 0 {
-		g.bump()
+	if len(out) == 0 {
+		return nil
 	}
+	slices.Sort(out)
+	for _, id := range out {
+		g.remove(g.members[id])
+	}
+	g.bump()
 	return out
 }
 
