@@ -112,3 +112,70 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 		Offsets: []*sluicev1.PartitionOffset{{Topic: "committed", Partition: 0, Offset: 0}}}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "another tenant's topic does not exist for it: %v", err)
 }
+
+// TestGroupMembershipRaw drives GroupHeartbeat by hand: two members share
+// a topic's partitions without overlap, commits are checked against
+// ownership, and a leaving member's partitions go to the other.
+func TestGroupMembershipRaw(t *testing.T) {
+	createTopic(t, "shared", 4, nil)
+	gc := groupClient(t, apiKey)
+	ctx := t.Context()
+	type member struct {
+		id    string
+		epoch int32
+		owned []int32
+	}
+	beat := func(m *member) error {
+		req := &sluicev1.GroupHeartbeatRequest{Group: "workers", MemberId: m.id, MemberEpoch: m.epoch,
+			OwnedSet: true, Owned: []*sluicev1.TopicPartitions{{Topic: "shared", Partitions: m.owned}}}
+		if m.id == "" {
+			req.SubscriptionSet, req.SubscribedTopics = true, []string{"shared"}
+		}
+		res, err := gc.GroupHeartbeat(ctx, connect.NewRequest(req))
+		if err != nil {
+			return err
+		}
+		m.id, m.epoch = res.Msg.GetMemberId(), res.Msg.GetMemberEpoch()
+		m.owned = nil
+		for _, tp := range res.Msg.GetAssignment() {
+			m.owned = append(m.owned, tp.GetPartitions()...)
+		}
+		return nil
+	}
+	a, b := &member{}, &member{}
+	require.NoError(t, beat(a))
+	require.NotEmpty(t, a.id)
+	require.Len(t, a.owned, 4, "a lone member owns everything")
+	require.NoError(t, beat(b))
+	for range 5 { // a few rounds to settle: a revokes, then b receives
+		require.NoError(t, beat(a))
+		require.NoError(t, beat(b))
+	}
+	require.Len(t, a.owned, 2)
+	require.Len(t, b.owned, 2)
+	require.ElementsMatch(t, []int32{0, 1, 2, 3}, append(append([]int32{}, a.owned...), b.owned...), "disjoint and complete")
+
+	commit := func(m *member, p int32) error {
+		_, err := gc.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: "workers", MemberId: m.id, MemberEpoch: m.epoch,
+			Offsets: []*sluicev1.PartitionOffset{{Topic: "shared", Partition: p, Offset: 0}}}))
+		return err
+	}
+	require.NoError(t, commit(a, a.owned[0]))
+	err := commit(a, b.owned[0])
+	reason, _ := client.ErrorDetail[*sluicev1.GroupError](err)
+	require.Equal(t, sluicev1.GroupError_REASON_NOT_OWNED, reason.GetReason(), "%v", err)
+	_, err = gc.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: "workers",
+		Offsets: []*sluicev1.PartitionOffset{{Topic: "shared", Partition: 0, Offset: 0}}}))
+	reason, _ = client.ErrorDetail[*sluicev1.GroupError](err)
+	require.Equal(t, sluicev1.GroupError_REASON_GROUP_ACTIVE, reason.GetReason(), "%v", err)
+	_, err = gc.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: "workers", MemberId: "nobody", MemberEpoch: 3}))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	_, err = gc.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: "workers", MemberId: a.id, MemberEpoch: a.epoch - 1}))
+	reason, _ = client.ErrorDetail[*sluicev1.GroupError](err)
+	require.Equal(t, sluicev1.GroupError_REASON_FENCED_MEMBER_EPOCH, reason.GetReason(), "%v", err)
+
+	_, err = gc.LeaveGroup(ctx, connect.NewRequest(&sluicev1.LeaveGroupRequest{Group: "workers", MemberId: a.id}))
+	require.NoError(t, err)
+	require.NoError(t, beat(b))
+	require.Len(t, b.owned, 4, "the leaver's partitions go to the other member")
+}

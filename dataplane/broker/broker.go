@@ -242,6 +242,7 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
 	wg.Go(func() { b.isrLoop(ctx) })
 	wg.Go(func() { b.hwCheckpointLoop(ctx, time.Second) })
 	wg.Go(func() { b.retentionLoop(ctx, b.cfg.RetentionCheckInterval) })
+	wg.Go(func() { every(ctx, b.cfg.GroupHeartbeatInterval, b.expireGroups) })
 
 	var err error
 	select {

@@ -37,6 +37,11 @@ type Config struct {
 	SegmentAge time.Duration
 	// RetentionCheckInterval is how often retention deletes old segments.
 	RetentionCheckInterval time.Duration
+	// GroupSessionTimeout: a consumer-group member silent this long is
+	// removed and its partitions reassigned.
+	GroupSessionTimeout time.Duration
+	// GroupHeartbeatInterval is how often members heartbeat.
+	GroupHeartbeatInterval time.Duration
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int
 	// ShutdownTimeout bounds the drain on shutdown.
@@ -57,6 +62,8 @@ func DefaultConfig() Config {
 		SegmentBytes:           256 << 20,
 		SegmentAge:             7 * 24 * time.Hour,
 		RetentionCheckInterval: time.Minute,
+		GroupSessionTimeout:    45 * time.Second,
+		GroupHeartbeatInterval: 5 * time.Second,
 		MaxRequestBytes:        16 << 20,
 		ShutdownTimeout:        10 * time.Second,
 	}
@@ -78,6 +85,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ReplicaLagTimeMax, "replica-lag-time-max", c.ReplicaLagTimeMax, "a follower not caught up for this long is removed from the ISR")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", c.SegmentBytes, "partition log segment size")
 	fs.DurationVar(&c.SegmentAge, "segment-age", c.SegmentAge, "roll a partition's active segment once its oldest record is this old (or a tenth of the topic's retention.ms, if shorter), so retention can delete it")
+	fs.DurationVar(&c.GroupSessionTimeout, "group-session-timeout", c.GroupSessionTimeout, "a consumer-group member that has not heartbeated for this long is removed and its partitions reassigned")
+	fs.DurationVar(&c.GroupHeartbeatInterval, "group-heartbeat-interval", c.GroupHeartbeatInterval, "how often consumer-group members heartbeat (and learn of rebalances)")
 	fs.DurationVar(&c.RetentionCheckInterval, "retention-check-interval", c.RetentionCheckInterval, "how often each partition deletes segments past its topic's retention.ms / retention.bytes")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
@@ -143,6 +152,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SegmentAge < time.Second {
 		return fmt.Errorf("--segment-age must be at least 1s; got %s", c.SegmentAge)
+	}
+	if c.GroupHeartbeatInterval < 100*time.Millisecond || c.GroupSessionTimeout < 2*c.GroupHeartbeatInterval {
+		return fmt.Errorf("--group-heartbeat-interval must be at least 100ms and --group-session-timeout at least twice it; got %s and %s", c.GroupHeartbeatInterval, c.GroupSessionTimeout)
 	}
 	if c.RetentionCheckInterval < 100*time.Millisecond {
 		return fmt.Errorf("--retention-check-interval must be at least 100ms; got %s", c.RetentionCheckInterval)

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
@@ -57,9 +58,13 @@ type committedOffset struct {
 	at        time.Time
 }
 
-// groupState is what a coordinator knows of one group.
+// groupState is what a coordinator knows of one group: its committed
+// offsets (persisted) and its members (in memory only: after a coordinator
+// failover members rejoin, reporting the partitions they own, and keep
+// them).
 type groupState struct {
 	offsets map[tpKey]committedOffset
+	members *group.Group // nil until the first heartbeat at this coordinator
 }
 
 // coordinator serves the groups of one offsets partition this broker leads,
@@ -265,10 +270,140 @@ func (c *coordinator) offsets(tenantID, group string) map[tpKey]committedOffset 
 }
 
 // checkCommitter allows a commit from a group member for partitions it
-// owns, or from outside the group (no member id) while it has no members.
-func (c *coordinator) checkCommitter(tenantID, group, memberID string, memberEpoch int32, offsets []*sluicev1.PartitionOffset) error {
-	if memberID == "" {
-		return nil // membership is not tracked yet
+// owns at its epoch, or from outside the group (no member id) while the
+// group has no members.
+func (c *coordinator) checkCommitter(tenantID, groupID, memberID string, memberEpoch int32, offsets []*sluicev1.PartitionOffset) error {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var g *group.Group
+	if gs := c.groups[groupKey{tenantID, groupID}]; gs != nil {
+		g = gs.members
 	}
-	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("unknown member %q of group %q", memberID, group))
+	if memberID == "" {
+		if g != nil && !g.Empty(now) {
+			return groupError(fmt.Errorf("group %q has members: commit as one of them (member id and epoch), or stop them first", groupID), sluicev1.GroupError_REASON_GROUP_ACTIVE)
+		}
+		return nil
+	}
+	if g == nil {
+		return groupError(fmt.Errorf("%w %q in group %q", group.ErrUnknownMember, memberID, groupID), 0)
+	}
+	for _, po := range offsets {
+		if err := g.Owns(now, memberID, memberEpoch, po.GetTopic(), po.GetPartition()); err != nil {
+			return groupError(fmt.Errorf("commit for topic %q partition %d: %w", po.GetTopic(), po.GetPartition(), err), 0)
+		}
+	}
+	return nil
+}
+
+// groupError maps the group state machine's refusals to Connect errors
+// with a GroupError detail (reason 0: derive it from err).
+func groupError(err error, reason sluicev1.GroupError_Reason) error {
+	code := connect.CodeFailedPrecondition
+	switch {
+	case errors.Is(err, group.ErrInvalid):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, group.ErrUnknownMember):
+		code, reason = connect.CodeNotFound, sluicev1.GroupError_REASON_UNKNOWN_MEMBER
+	case errors.Is(err, group.ErrFencedMemberEpoch):
+		reason = sluicev1.GroupError_REASON_FENCED_MEMBER_EPOCH
+	case errors.Is(err, group.ErrUnreleasedInstanceID):
+		code, reason = connect.CodeAlreadyExists, sluicev1.GroupError_REASON_UNRELEASED_INSTANCE_ID
+	case errors.Is(err, group.ErrFencedInstanceID):
+		reason = sluicev1.GroupError_REASON_FENCED_INSTANCE_ID
+	case errors.Is(err, group.ErrNotOwned):
+		reason = sluicev1.GroupError_REASON_NOT_OWNED
+	case reason == 0:
+		return err
+	}
+	ce := connect.NewError(code, err)
+	if d, derr := connect.NewErrorDetail(&sluicev1.GroupError{Reason: reason}); derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// members returns the group's state machine, creating it on first use. A
+// group that has committed offsets but no members here may have lived on
+// another coordinator before a failover: its members get a moment to
+// rejoin with the partitions they own before any is handed to another.
+func (c *coordinator) membersLocked(tenantID, groupID, assignor string) (*group.Group, error) {
+	gk := groupKey{tenantID, groupID}
+	gs := c.groups[gk]
+	if gs == nil {
+		gs = &groupState{offsets: map[tpKey]committedOffset{}}
+		c.groups[gk] = gs
+	}
+	if gs.members != nil {
+		return gs.members, nil
+	}
+	cfg := group.Config{Assignor: assignor, SessionTimeout: c.b.cfg.GroupSessionTimeout, HeartbeatInterval: c.b.cfg.GroupHeartbeatInterval}
+	if len(gs.offsets) > 0 {
+		cfg.InitialAssignmentDelay = 2 * c.b.cfg.GroupHeartbeatInterval
+	}
+	g, err := group.New(groupID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	gs.members = g
+	return g, nil
+}
+
+// heartbeat runs one member heartbeat.
+func (c *coordinator) heartbeat(now time.Time, tenantID, groupID, assignor string, req group.HeartbeatRequest) (group.HeartbeatResponse, error) {
+	meta := c.b.metadata()
+	topics := func(name string) (int32, bool) {
+		t, ok := meta.topic(tenantID, name)
+		if !ok {
+			return 0, false
+		}
+		return int32(len(t.partitions)), true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, err := c.membersLocked(tenantID, groupID, assignor)
+	if err != nil {
+		return group.HeartbeatResponse{}, err
+	}
+	return g.Heartbeat(now, req, topics)
+}
+
+// leave removes a member.
+func (c *coordinator) leave(now time.Time, tenantID, groupID, memberID, instanceID string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gs := c.groups[groupKey{tenantID, groupID}]
+	if gs == nil || gs.members == nil {
+		return fmt.Errorf("%w %q in group %q", group.ErrUnknownMember, memberID, groupID)
+	}
+	return gs.members.Leave(now, memberID, instanceID)
+}
+
+// expire removes members whose session expired, in every group.
+func (c *coordinator) expire(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gk, gs := range c.groups {
+		if gs.members == nil {
+			continue
+		}
+		for _, id := range gs.members.Expire(now) {
+			c.b.logger.Info("group member session expired", "tenant", gk.tenant, "group", gk.group, "member", id)
+		}
+	}
+}
+
+// expireGroups expires group members on every coordinator of this broker.
+func (b *Broker) expireGroups() {
+	b.mu.Lock()
+	coords := make([]*coordinator, 0, len(b.coords))
+	for _, c := range b.coords {
+		coords = append(coords, c)
+	}
+	b.mu.Unlock()
+	now := time.Now()
+	for _, c := range coords {
+		c.expire(now)
+	}
 }

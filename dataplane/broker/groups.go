@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicemq/sluice/dataplane/group"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -222,9 +223,76 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sl
 }
 
 func (s *groupService) GroupHeartbeat(ctx context.Context, req *connect.Request[sluicev1.GroupHeartbeatRequest]) (*connect.Response[sluicev1.GroupHeartbeatResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("group membership is not implemented yet"))
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.GroupHeartbeat)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.GetRebalanceTimeoutMs() < 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("rebalance_timeout_ms: must not be negative; got %d", m.GetRebalanceTimeoutMs()))
+	}
+	if len(m.GetInstanceId()) > maxGroupName {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("instance_id: at most %d bytes", maxGroupName))
+	}
+	hr := group.HeartbeatRequest{
+		MemberID: m.GetMemberId(), InstanceID: m.GetInstanceId(), MemberEpoch: m.GetMemberEpoch(),
+		RebalanceTimeout: time.Duration(m.GetRebalanceTimeoutMs()) * time.Millisecond,
+	}
+	if m.GetSubscriptionSet() {
+		hr.Subscriptions = append([]string{}, m.GetSubscribedTopics()...)
+	}
+	if m.GetOwnedSet() {
+		hr.Owned = fromTopicPartitions(m.GetOwned())
+	}
+	res, err := c.heartbeat(time.Now(), tenantID, m.GetGroup(), m.GetAssignor(), hr)
+	if err != nil {
+		return nil, groupError(err, 0)
+	}
+	return connect.NewResponse(&sluicev1.GroupHeartbeatResponse{
+		MemberId: res.MemberID, MemberEpoch: res.MemberEpoch,
+		HeartbeatIntervalMs: res.HeartbeatInterval.Milliseconds(),
+		Assignment:          toTopicPartitions(res.Assignment),
+	}), nil
 }
 
 func (s *groupService) LeaveGroup(ctx context.Context, req *connect.Request[sluicev1.LeaveGroupRequest]) (*connect.Response[sluicev1.LeaveGroupResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("group membership is not implemented yet"))
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.LeaveGroup)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.GetMemberId() == "" && m.GetInstanceId() == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("member_id or instance_id: one must be set"))
+	}
+	if err := c.leave(time.Now(), tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId()); err != nil {
+		return nil, groupError(err, 0)
+	}
+	return connect.NewResponse(&sluicev1.LeaveGroupResponse{}), nil
+}
+
+func fromTopicPartitions(tps []*sluicev1.TopicPartitions) group.TopicPartitions {
+	out := group.TopicPartitions{}
+	for _, tp := range tps {
+		out[tp.GetTopic()] = append(out[tp.GetTopic()], tp.GetPartitions()...)
+	}
+	for t, ps := range out {
+		slices.Sort(ps)
+		out[t] = slices.Compact(ps)
+	}
+	return out
+}
+
+func toTopicPartitions(a group.TopicPartitions) []*sluicev1.TopicPartitions {
+	out := make([]*sluicev1.TopicPartitions, 0, len(a))
+	for t, ps := range a {
+		out = append(out, &sluicev1.TopicPartitions{Topic: t, Partitions: slices.Clone(ps)})
+	}
+	slices.SortFunc(out, func(a, b *sluicev1.TopicPartitions) int { return strings.Compare(a.GetTopic(), b.GetTopic()) })
+	return out
 }

@@ -21,6 +21,122 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type GroupError_Reason int32
+
+const (
+	GroupError_REASON_UNSPECIFIED GroupError_Reason = 0
+	// NOT_FOUND: the coordinator does not know the member (it expired, or
+	// the coordinator moved). Rejoin with member_epoch 0, reporting the
+	// partitions still owned.
+	GroupError_REASON_UNKNOWN_MEMBER GroupError_Reason = 1
+	// FAILED_PRECONDITION: the member epoch is stale. Give up every
+	// partition and rejoin with member_epoch 0.
+	GroupError_REASON_FENCED_MEMBER_EPOCH GroupError_Reason = 2
+	// ALREADY_EXISTS: another live member uses this instance id.
+	GroupError_REASON_UNRELEASED_INSTANCE_ID GroupError_Reason = 3
+	// FAILED_PRECONDITION: the instance id now belongs to another member.
+	GroupError_REASON_FENCED_INSTANCE_ID GroupError_Reason = 4
+	// FAILED_PRECONDITION: a commit for a partition the member does not own.
+	GroupError_REASON_NOT_OWNED GroupError_Reason = 5
+	// FAILED_PRECONDITION: a commit from outside the group while it has
+	// members.
+	GroupError_REASON_GROUP_ACTIVE GroupError_Reason = 6
+)
+
+// Enum value maps for GroupError_Reason.
+var (
+	GroupError_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_UNKNOWN_MEMBER",
+		2: "REASON_FENCED_MEMBER_EPOCH",
+		3: "REASON_UNRELEASED_INSTANCE_ID",
+		4: "REASON_FENCED_INSTANCE_ID",
+		5: "REASON_NOT_OWNED",
+		6: "REASON_GROUP_ACTIVE",
+	}
+	GroupError_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":            0,
+		"REASON_UNKNOWN_MEMBER":         1,
+		"REASON_FENCED_MEMBER_EPOCH":    2,
+		"REASON_UNRELEASED_INSTANCE_ID": 3,
+		"REASON_FENCED_INSTANCE_ID":     4,
+		"REASON_NOT_OWNED":              5,
+		"REASON_GROUP_ACTIVE":           6,
+	}
+)
+
+func (x GroupError_Reason) Enum() *GroupError_Reason {
+	p := new(GroupError_Reason)
+	*p = x
+	return p
+}
+
+func (x GroupError_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GroupError_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_group_proto_enumTypes[0].Descriptor()
+}
+
+func (GroupError_Reason) Type() protoreflect.EnumType {
+	return &file_sluice_v1_group_proto_enumTypes[0]
+}
+
+func (x GroupError_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GroupError_Reason.Descriptor instead.
+func (GroupError_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{0, 0}
+}
+
+// GroupError is attached to membership and commit refusals.
+type GroupError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        GroupError_Reason      `protobuf:"varint,1,opt,name=reason,proto3,enum=sluice.v1.GroupError_Reason" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupError) Reset() {
+	*x = GroupError{}
+	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupError) ProtoMessage() {}
+
+func (x *GroupError) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupError.ProtoReflect.Descriptor instead.
+func (*GroupError) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GroupError) GetReason() GroupError_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return GroupError_REASON_UNSPECIFIED
+}
+
 type FindCoordinatorRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -30,7 +146,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	mi := &file_sluice_v1_group_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -42,7 +158,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	mi := &file_sluice_v1_group_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -55,7 +171,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *FindCoordinatorRequest) GetGroup() string {
@@ -75,7 +191,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[1]
+	mi := &file_sluice_v1_group_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -87,7 +203,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[1]
+	mi := &file_sluice_v1_group_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -100,7 +216,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *FindCoordinatorResponse) GetBrokerId() int32 {
@@ -127,7 +243,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sluice_v1_group_proto_msgTypes[2]
+	mi := &file_sluice_v1_group_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +255,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[2]
+	mi := &file_sluice_v1_group_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +268,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -198,7 +314,7 @@ type GroupHeartbeatRequest struct {
 
 func (x *GroupHeartbeatRequest) Reset() {
 	*x = GroupHeartbeatRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[3]
+	mi := &file_sluice_v1_group_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +326,7 @@ func (x *GroupHeartbeatRequest) String() string {
 func (*GroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[3]
+	mi := &file_sluice_v1_group_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +339,7 @@ func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GroupHeartbeatRequest) GetGroup() string {
@@ -310,7 +426,7 @@ type GroupHeartbeatResponse struct {
 
 func (x *GroupHeartbeatResponse) Reset() {
 	*x = GroupHeartbeatResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[4]
+	mi := &file_sluice_v1_group_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +438,7 @@ func (x *GroupHeartbeatResponse) String() string {
 func (*GroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[4]
+	mi := &file_sluice_v1_group_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +451,7 @@ func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GroupHeartbeatResponse) GetMemberId() string {
@@ -377,7 +493,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[5]
+	mi := &file_sluice_v1_group_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +505,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[5]
+	mi := &file_sluice_v1_group_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +518,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -434,7 +550,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[6]
+	mi := &file_sluice_v1_group_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +562,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[6]
+	mi := &file_sluice_v1_group_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +575,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{7}
 }
 
 type PartitionOffset struct {
@@ -478,7 +594,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_sluice_v1_group_proto_msgTypes[7]
+	mi := &file_sluice_v1_group_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +606,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[7]
+	mi := &file_sluice_v1_group_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +619,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -555,7 +671,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	mi := &file_sluice_v1_group_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +683,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	mi := &file_sluice_v1_group_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +696,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -619,7 +735,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[9]
+	mi := &file_sluice_v1_group_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +747,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[9]
+	mi := &file_sluice_v1_group_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +760,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{10}
 }
 
 type FetchOffsetsRequest struct {
@@ -658,7 +774,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[10]
+	mi := &file_sluice_v1_group_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +786,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[10]
+	mi := &file_sluice_v1_group_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +799,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -710,7 +826,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[11]
+	mi := &file_sluice_v1_group_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +838,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[11]
+	mi := &file_sluice_v1_group_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +851,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -762,7 +878,7 @@ type GroupRecordKey struct {
 
 func (x *GroupRecordKey) Reset() {
 	*x = GroupRecordKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	mi := &file_sluice_v1_group_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +890,7 @@ func (x *GroupRecordKey) String() string {
 func (*GroupRecordKey) ProtoMessage() {}
 
 func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	mi := &file_sluice_v1_group_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +903,7 @@ func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordKey.ProtoReflect.Descriptor instead.
 func (*GroupRecordKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GroupRecordKey) GetTenantId() string {
@@ -858,7 +974,7 @@ type OffsetKey struct {
 
 func (x *OffsetKey) Reset() {
 	*x = OffsetKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	mi := &file_sluice_v1_group_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +986,7 @@ func (x *OffsetKey) String() string {
 func (*OffsetKey) ProtoMessage() {}
 
 func (x *OffsetKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	mi := &file_sluice_v1_group_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +999,7 @@ func (x *OffsetKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetKey.ProtoReflect.Descriptor instead.
 func (*OffsetKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OffsetKey) GetTopicId() string {
@@ -917,7 +1033,7 @@ type GroupRecordValue struct {
 
 func (x *GroupRecordValue) Reset() {
 	*x = GroupRecordValue{}
-	mi := &file_sluice_v1_group_proto_msgTypes[14]
+	mi := &file_sluice_v1_group_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1045,7 @@ func (x *GroupRecordValue) String() string {
 func (*GroupRecordValue) ProtoMessage() {}
 
 func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[14]
+	mi := &file_sluice_v1_group_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1058,7 @@ func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordValue.ProtoReflect.Descriptor instead.
 func (*GroupRecordValue) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupRecordValue) GetOffset() *PartitionOffset {
@@ -963,7 +1079,18 @@ var File_sluice_v1_group_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_group_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/group.proto\x12\tsluice.v1\".\n" +
+	"\x15sluice/v1/group.proto\x12\tsluice.v1\"\x91\x02\n" +
+	"\n" +
+	"GroupError\x124\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x1c.sluice.v1.GroupError.ReasonR\x06reason\"\xcc\x01\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15REASON_UNKNOWN_MEMBER\x10\x01\x12\x1e\n" +
+	"\x1aREASON_FENCED_MEMBER_EPOCH\x10\x02\x12!\n" +
+	"\x1dREASON_UNRELEASED_INSTANCE_ID\x10\x03\x12\x1d\n" +
+	"\x19REASON_FENCED_INSTANCE_ID\x10\x04\x12\x14\n" +
+	"\x10REASON_NOT_OWNED\x10\x05\x12\x17\n" +
+	"\x13REASON_GROUP_ACTIVE\x10\x06\".\n" +
 	"\x16FindCoordinatorRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"P\n" +
 	"\x17FindCoordinatorResponse\x12\x1b\n" +
@@ -1055,47 +1182,51 @@ func file_sluice_v1_group_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_group_proto_rawDescData
 }
 
-var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_sluice_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sluice_v1_group_proto_goTypes = []any{
-	(*FindCoordinatorRequest)(nil),  // 0: sluice.v1.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil), // 1: sluice.v1.FindCoordinatorResponse
-	(*TopicPartitions)(nil),         // 2: sluice.v1.TopicPartitions
-	(*GroupHeartbeatRequest)(nil),   // 3: sluice.v1.GroupHeartbeatRequest
-	(*GroupHeartbeatResponse)(nil),  // 4: sluice.v1.GroupHeartbeatResponse
-	(*LeaveGroupRequest)(nil),       // 5: sluice.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),      // 6: sluice.v1.LeaveGroupResponse
-	(*PartitionOffset)(nil),         // 7: sluice.v1.PartitionOffset
-	(*CommitOffsetsRequest)(nil),    // 8: sluice.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),   // 9: sluice.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),     // 10: sluice.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),    // 11: sluice.v1.FetchOffsetsResponse
-	(*GroupRecordKey)(nil),          // 12: sluice.v1.GroupRecordKey
-	(*OffsetKey)(nil),               // 13: sluice.v1.OffsetKey
-	(*GroupRecordValue)(nil),        // 14: sluice.v1.GroupRecordValue
+	(GroupError_Reason)(0),          // 0: sluice.v1.GroupError.Reason
+	(*GroupError)(nil),              // 1: sluice.v1.GroupError
+	(*FindCoordinatorRequest)(nil),  // 2: sluice.v1.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil), // 3: sluice.v1.FindCoordinatorResponse
+	(*TopicPartitions)(nil),         // 4: sluice.v1.TopicPartitions
+	(*GroupHeartbeatRequest)(nil),   // 5: sluice.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),  // 6: sluice.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),       // 7: sluice.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),      // 8: sluice.v1.LeaveGroupResponse
+	(*PartitionOffset)(nil),         // 9: sluice.v1.PartitionOffset
+	(*CommitOffsetsRequest)(nil),    // 10: sluice.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),   // 11: sluice.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),     // 12: sluice.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),    // 13: sluice.v1.FetchOffsetsResponse
+	(*GroupRecordKey)(nil),          // 14: sluice.v1.GroupRecordKey
+	(*OffsetKey)(nil),               // 15: sluice.v1.OffsetKey
+	(*GroupRecordValue)(nil),        // 16: sluice.v1.GroupRecordValue
 }
 var file_sluice_v1_group_proto_depIdxs = []int32{
-	2,  // 0: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
-	2,  // 1: sluice.v1.GroupHeartbeatResponse.assignment:type_name -> sluice.v1.TopicPartitions
-	7,  // 2: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
-	2,  // 3: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
-	7,  // 4: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
-	13, // 5: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
-	7,  // 6: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
-	0,  // 7: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
-	3,  // 8: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
-	5,  // 9: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
-	8,  // 10: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
-	10, // 11: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
-	1,  // 12: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
-	4,  // 13: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
-	6,  // 14: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
-	9,  // 15: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
-	11, // 16: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
-	12, // [12:17] is the sub-list for method output_type
-	7,  // [7:12] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	0,  // 0: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
+	4,  // 1: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
+	4,  // 2: sluice.v1.GroupHeartbeatResponse.assignment:type_name -> sluice.v1.TopicPartitions
+	9,  // 3: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
+	4,  // 4: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
+	9,  // 5: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
+	15, // 6: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
+	9,  // 7: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
+	2,  // 8: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
+	5,  // 9: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
+	7,  // 10: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
+	10, // 11: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
+	12, // 12: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
+	3,  // 13: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
+	6,  // 14: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
+	8,  // 15: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
+	11, // 16: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
+	13, // 17: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
+	13, // [13:18] is the sub-list for method output_type
+	8,  // [8:13] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_group_proto_init() }
@@ -1103,7 +1234,7 @@ func file_sluice_v1_group_proto_init() {
 	if File_sluice_v1_group_proto != nil {
 		return
 	}
-	file_sluice_v1_group_proto_msgTypes[12].OneofWrappers = []any{
+	file_sluice_v1_group_proto_msgTypes[13].OneofWrappers = []any{
 		(*GroupRecordKey_Offset)(nil),
 		(*GroupRecordKey_GroupDeleted)(nil),
 	}
@@ -1112,13 +1243,14 @@ func file_sluice_v1_group_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_group_proto_rawDesc), len(file_sluice_v1_group_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   15,
+			NumEnums:      1,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sluice_v1_group_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_group_proto_depIdxs,
+		EnumInfos:         file_sluice_v1_group_proto_enumTypes,
 		MessageInfos:      file_sluice_v1_group_proto_msgTypes,
 	}.Build()
 	File_sluice_v1_group_proto = out.File
