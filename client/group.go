@@ -1,0 +1,697 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+)
+
+// Delivery says when a group consumer commits relative to processing.
+type Delivery int
+
+const (
+	// AtLeastOnce commits a record's position only after it was processed:
+	// a crash replays what was processed but not yet committed (the commit
+	// window), and loses nothing. Default.
+	AtLeastOnce Delivery = iota
+	// AtMostOnce commits a record's position before it is processed: a
+	// crash skips what was committed but not yet processed, and never
+	// replays.
+	AtMostOnce
+)
+
+// CommitMode says how often a group consumer commits.
+type CommitMode struct {
+	every    int           // commit after this many records (1: each)
+	interval time.Duration // or every interval
+}
+
+// CommitInterval commits every d (Kafka's auto-commit; the default is 5 s).
+// A crash replays (at-least-once) or skips (at-most-once) up to d of
+// records.
+func CommitInterval(d time.Duration) CommitMode { return CommitMode{interval: d} }
+
+// CommitEach commits after every record: no replay beyond the record being
+// processed, at the cost of a round trip to the coordinator per record.
+func CommitEach() CommitMode { return CommitMode{every: 1} }
+
+// CommitEvery commits after every n records: a crash replays at most n.
+func CommitEvery(n int) CommitMode { return CommitMode{every: n} }
+
+// CommitManual never commits by itself: call GroupConsumer.Commit.
+func CommitManual() CommitMode { return CommitMode{} }
+
+// GroupOption configures a GroupConsumer.
+type GroupOption func(*groupConfig)
+
+type groupConfig struct {
+	instanceID string
+	assignor   string
+	commit     CommitMode
+	delivery   Delivery
+	reset      Offset
+	onAssign   func([]TopicPartition)
+	onRevoke   func([]TopicPartition)
+	consumer   []ConsumerOption
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// WithInstanceID makes the member static: restarted within the session
+// timeout with the same id (a pod name), it gets its partitions back with
+// no rebalance.
+func WithInstanceID(id string) GroupOption { return func(c *groupConfig) { c.instanceID = id } }
+
+// WithAssignor chooses the group's assignor when the group is created:
+// "uniform" (default, sticky) or "range".
+func WithAssignor(name string) GroupOption { return func(c *groupConfig) { c.assignor = name } }
+
+// WithCommitMode sets how often positions are committed (default
+// CommitInterval(5 * time.Second)).
+func WithCommitMode(m CommitMode) GroupOption { return func(c *groupConfig) { c.commit = m } }
+
+// WithDelivery chooses at-least-once (default) or at-most-once.
+func WithDelivery(d Delivery) GroupOption { return func(c *groupConfig) { c.delivery = d } }
+
+// WithStartOffset says where a partition without a committed offset starts
+// (default Earliest; Kafka's auto.offset.reset).
+func WithStartOffset(o Offset) GroupOption { return func(c *groupConfig) { c.reset = o } }
+
+// WithOnAssigned and WithOnRevoked are called (on the consumer's goroutine
+// that calls Run or Poll) when partitions are assigned or revoked.
+func WithOnAssigned(fn func([]TopicPartition)) GroupOption {
+	return func(c *groupConfig) { c.onAssign = fn }
+}
+
+// WithOnRevoked: see WithOnAssigned. Positions are committed before it is
+// called.
+func WithOnRevoked(fn func([]TopicPartition)) GroupOption {
+	return func(c *groupConfig) { c.onRevoke = fn }
+}
+
+// WithConsumerOptions passes fetch options to the underlying consumer.
+func WithConsumerOptions(opts ...ConsumerOption) GroupOption {
+	return func(c *groupConfig) { c.consumer = opts }
+}
+
+// GroupConsumer consumes topics as a member of a consumer group: the
+// group's coordinator assigns it partitions (cooperatively: it keeps
+// consuming the partitions it keeps during a rebalance), and it commits
+// positions as its CommitMode and Delivery say. Use it from one goroutine.
+type GroupConsumer struct {
+	c      *Client
+	cfg    groupConfig
+	group  string
+	topics []string
+	cs     *Consumer
+
+	mu          sync.Mutex
+	memberID    string
+	epoch       int32
+	interval    time.Duration
+	owned       map[TopicPartition]bool
+	processed   map[TopicPartition]position // next offset to commit
+	committed   map[TopicPartition]int64
+	sinceCommit int
+	lastCommit  time.Time
+	assign      []TopicPartition // to start, from the last heartbeat
+	revoke      []TopicPartition // to give up, from the last heartbeat
+	hbErr       error
+	coord       sluicev1connect.GroupServiceClient
+
+	wake   chan struct{}
+	stop   context.CancelFunc
+	done   chan struct{}
+	closed bool
+}
+
+type position struct {
+	offset int64
+	epoch  int32
+}
+
+// NewGroupConsumer joins group, subscribed to topics. It returns once the
+// member has joined; partitions arrive with the following heartbeats.
+func (c *Client) NewGroupConsumer(ctx context.Context, group string, topics []string, opts ...GroupOption) (*GroupConsumer, error) {
+	cfg := groupConfig{commit: CommitInterval(5 * time.Second), reset: Earliest()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case group == "":
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("group: must not be empty"))
+	case len(topics) == 0:
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("topics: subscribe to at least one"))
+	case cfg.commit.every < 0 || cfg.commit.interval < 0:
+		return nil, errors.New("sluice: commit mode: counts and intervals must be positive")
+	case cfg.delivery != AtLeastOnce && cfg.delivery != AtMostOnce:
+		return nil, errors.New("sluice: delivery: choose AtLeastOnce or AtMostOnce")
+	}
+	for _, t := range topics {
+		if _, err := c.topic(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+	cs, err := c.NewConsumer(cfg.consumer...)
+	if err != nil {
+		return nil, err
+	}
+	g := &GroupConsumer{
+		c: c, cfg: cfg, group: group, topics: slices.Clone(topics), cs: cs,
+		owned: map[TopicPartition]bool{}, processed: map[TopicPartition]position{}, committed: map[TopicPartition]int64{},
+		lastCommit: time.Now(), wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	// Join, retrying while the cluster is unavailable (a coordinator
+	// moving, the offsets topic not created yet) and ctx lasts.
+	for attempt := 1; ; attempt++ {
+		err := g.heartbeat(ctx)
+		if err == nil {
+			break
+		}
+		if !retriable(err) || ErrorDetailReason(err) != 0 {
+			cs.Close()
+			return nil, fmt.Errorf("sluice: join group %q: %w", group, err)
+		}
+		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+			cs.Close()
+			return nil, fmt.Errorf("sluice: join group %q: %w (last error: %v)", group, serr, err)
+		}
+	}
+	hctx, cancel := context.WithCancel(context.Background())
+	g.stop = cancel
+	go g.heartbeatLoop(hctx)
+	return g, nil
+}
+
+// coordinator returns a client for the group's coordinator, finding it
+// when unknown.
+func (g *GroupConsumer) coordinator(ctx context.Context) (sluicev1connect.GroupServiceClient, error) {
+	g.mu.Lock()
+	gc := g.coord
+	g.mu.Unlock()
+	if gc != nil {
+		return gc, nil
+	}
+	var last error
+	for _, b := range g.c.brokerList() {
+		gs := sluicev1connect.NewGroupServiceClient(g.c.hc, g.c.scheme+"://"+b.address, connect.WithInterceptors(g.c.bearer()))
+		res, err := gs.FindCoordinator(ctx, connect.NewRequest(&sluicev1.FindCoordinatorRequest{Group: g.group}))
+		if err = normalize(ctx, err); err != nil {
+			last = err
+			if !retriable(err) {
+				return nil, err
+			}
+			continue
+		}
+		gc = sluicev1connect.NewGroupServiceClient(g.c.hc, g.c.scheme+"://"+res.Msg.GetAddress(), connect.WithInterceptors(g.c.bearer(), noForward{}))
+		g.mu.Lock()
+		g.coord = gc
+		g.mu.Unlock()
+		return gc, nil
+	}
+	if last == nil {
+		last = connect.NewError(connect.CodeUnavailable, errors.New("no broker is known"))
+	}
+	return nil, last
+}
+
+// forgetCoordinator drops a coordinator that moved.
+func (g *GroupConsumer) forgetCoordinator(err error) {
+	if notLeaderOf(err) != nil || connect.CodeOf(err) == connect.CodeUnavailable {
+		g.mu.Lock()
+		g.coord = nil
+		g.mu.Unlock()
+	}
+}
+
+// heartbeat sends one heartbeat and records the assignment it returns.
+func (g *GroupConsumer) heartbeat(ctx context.Context) error {
+	gc, err := g.coordinator(ctx)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	req := &sluicev1.GroupHeartbeatRequest{
+		Group: g.group, MemberId: g.memberID, InstanceId: g.cfg.instanceID, MemberEpoch: g.epoch,
+		Assignor: g.cfg.assignor, OwnedSet: true, Owned: toTPs(g.owned),
+	}
+	if g.memberID == "" || g.epoch == 0 {
+		req.SubscriptionSet, req.SubscribedTopics = true, g.topics
+	}
+	g.mu.Unlock()
+	res, err := gc.GroupHeartbeat(ctx, connect.NewRequest(req))
+	err = normalize(ctx, err)
+	if err != nil {
+		g.forgetCoordinator(err)
+		ge, _ := ErrorDetail[*sluicev1.GroupError](err)
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		switch ge.GetReason() {
+		case sluicev1.GroupError_REASON_UNKNOWN_MEMBER:
+			// The coordinator forgot us (it moved, or our session
+			// expired): rejoin reporting what we own, and keep it if
+			// nobody else has it.
+			g.memberID, g.epoch = "", 0
+		case sluicev1.GroupError_REASON_FENCED_MEMBER_EPOCH:
+			// Give up everything and rejoin.
+			g.epoch = 0
+			for tp := range g.owned {
+				g.revoke = append(g.revoke, tp)
+			}
+		}
+		return err
+	}
+	assigned := map[TopicPartition]bool{}
+	for _, tp := range res.Msg.GetAssignment() {
+		for _, p := range tp.GetPartitions() {
+			assigned[TopicPartition{tp.GetTopic(), p}] = true
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.memberID, g.epoch = res.Msg.GetMemberId(), res.Msg.GetMemberEpoch()
+	g.interval = time.Duration(res.Msg.GetHeartbeatIntervalMs()) * time.Millisecond
+	g.assign, g.revoke = nil, nil
+	for tp := range g.owned {
+		if !assigned[tp] {
+			g.revoke = append(g.revoke, tp)
+		}
+	}
+	for tp := range assigned {
+		if !g.owned[tp] {
+			g.assign = append(g.assign, tp)
+		}
+	}
+	if len(g.assign)+len(g.revoke) > 0 {
+		select {
+		case g.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func toTPs(owned map[TopicPartition]bool) []*sluicev1.TopicPartitions {
+	by := map[string][]int32{}
+	for tp := range owned {
+		by[tp.Topic] = append(by[tp.Topic], tp.Partition)
+	}
+	out := make([]*sluicev1.TopicPartitions, 0, len(by))
+	for t, ps := range by {
+		slices.Sort(ps)
+		out = append(out, &sluicev1.TopicPartitions{Topic: t, Partitions: ps})
+	}
+	return out
+}
+
+func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
+	defer close(g.done)
+	attempt := 0
+	for {
+		g.mu.Lock()
+		d := g.interval
+		g.mu.Unlock()
+		if d <= 0 {
+			d = time.Second
+		}
+		if attempt > 0 {
+			d = min(d, backoff(attempt))
+		}
+		if sleep(ctx, d) != nil {
+			return
+		}
+		if err := g.heartbeat(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			attempt++
+			g.c.logger.Debug("group heartbeat failed", "group", g.group, "err", err)
+			g.mu.Lock()
+			if !retriable(err) && connect.CodeOf(err) != connect.CodeNotFound && ErrorDetailReason(err) == 0 {
+				g.hbErr = err
+			}
+			g.mu.Unlock()
+			continue
+		}
+		attempt = 0
+	}
+}
+
+// ErrorDetailReason returns the GroupError reason of err (0 when none).
+func ErrorDetailReason(err error) sluicev1.GroupError_Reason {
+	ge, _ := ErrorDetail[*sluicev1.GroupError](err)
+	return ge.GetReason()
+}
+
+// reconcile applies the last heartbeat's changes: revoked partitions are
+// committed (at-least-once: what was processed) and stopped; assigned ones
+// start at their committed offset (or the start offset). It runs on the
+// caller's goroutine, between records.
+func (g *GroupConsumer) reconcile(ctx context.Context) error {
+	g.mu.Lock()
+	assign, revoke := g.assign, g.revoke
+	g.assign, g.revoke = nil, nil
+	g.mu.Unlock()
+	if len(revoke) > 0 {
+		if err := g.commitPartitions(ctx, revoke); err != nil {
+			g.c.logger.Debug("commit on revoke failed", "group", g.group, "err", err)
+		}
+		for _, tp := range revoke {
+			g.cs.Unassign(tp.Topic, tp.Partition)
+		}
+		g.mu.Lock()
+		for _, tp := range revoke {
+			delete(g.owned, tp)
+			delete(g.processed, tp)
+		}
+		g.mu.Unlock()
+		if g.cfg.onRevoke != nil {
+			g.cfg.onRevoke(revoke)
+		}
+	}
+	if len(assign) == 0 {
+		return nil
+	}
+	starts, err := g.committedOffsets(ctx, assign)
+	if err != nil {
+		// Try again with the next heartbeat's answer.
+		g.mu.Lock()
+		g.assign = append(g.assign, assign...)
+		g.mu.Unlock()
+		return nil
+	}
+	var started []TopicPartition
+	for _, tp := range assign {
+		from := g.cfg.reset
+		if off, ok := starts[tp]; ok && off >= 0 {
+			from = At(off)
+		}
+		if err := g.cs.Assign(ctx, tp.Topic, tp.Partition, from); err != nil {
+			return fmt.Errorf("sluice: start topic %q partition %d: %w", tp.Topic, tp.Partition, err)
+		}
+		started = append(started, tp)
+	}
+	g.mu.Lock()
+	for _, tp := range started {
+		g.owned[tp] = true
+		if off, ok := starts[tp]; ok && off >= 0 {
+			g.committed[tp] = off
+		}
+	}
+	g.mu.Unlock()
+	if g.cfg.onAssign != nil {
+		g.cfg.onAssign(started)
+	}
+	return nil
+}
+
+func (g *GroupConsumer) committedOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
+	gc, err := g.coordinator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	by := map[string][]int32{}
+	for _, tp := range tps {
+		by[tp.Topic] = append(by[tp.Topic], tp.Partition)
+	}
+	req := &sluicev1.FetchOffsetsRequest{Group: g.group}
+	for t, ps := range by {
+		req.Partitions = append(req.Partitions, &sluicev1.TopicPartitions{Topic: t, Partitions: ps})
+	}
+	res, err := gc.FetchOffsets(ctx, connect.NewRequest(req))
+	if err = normalize(ctx, err); err != nil {
+		g.forgetCoordinator(err)
+		return nil, err
+	}
+	out := map[TopicPartition]int64{}
+	for _, o := range res.Msg.GetOffsets() {
+		out[TopicPartition{o.GetTopic(), o.GetPartition()}] = o.GetOffset()
+	}
+	return out, nil
+}
+
+// Poll returns the next records of the member's partitions, waiting until
+// some arrive or ctx ends. With AtLeastOnce the records count as processed
+// once Poll is called again (their positions are committed then, or later,
+// as the CommitMode says); with AtMostOnce their positions are committed
+// before Poll returns them (unless CommitManual). For per-record commits
+// (CommitEach, CommitEvery) use Run.
+func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
+	recs, err := g.poll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.MarkProcessed(recs...)
+	if g.cfg.delivery == AtMostOnce && g.cfg.commit != (CommitMode{}) {
+		if err := g.Commit(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
+}
+
+// Run calls fn for each record of the member's partitions, in order per
+// partition, until ctx ends (it then returns nil after a last commit) or fn
+// fails (it returns that error without committing the failed record).
+// With AtLeastOnce a record's position is committed after fn returns, as
+// the CommitMode says: CommitEach after every record, CommitEvery(n) after
+// every n, CommitInterval(d) every d. With AtMostOnce the positions of the
+// records fetched together are committed before fn sees the first of them.
+func (g *GroupConsumer) Run(ctx context.Context, fn func(context.Context, *Record) error) error {
+	err := g.run(ctx, fn)
+	if ctx.Err() != nil {
+		return nil // stopped; Close commits what was processed
+	}
+	return err
+}
+
+func (g *GroupConsumer) run(ctx context.Context, fn func(context.Context, *Record) error) error {
+	for {
+		recs, err := g.poll(ctx)
+		if err != nil {
+			return err
+		}
+		if g.cfg.delivery == AtMostOnce {
+			g.MarkProcessed(recs...)
+			if g.cfg.commit != (CommitMode{}) {
+				if err := g.Commit(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		for _, r := range recs {
+			if err := fn(ctx, r); err != nil {
+				return err
+			}
+			if g.cfg.delivery == AtLeastOnce {
+				g.MarkProcessed(r)
+				if err := g.maybeCommit(ctx); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// poll returns the next records, reconciling the assignment first.
+func (g *GroupConsumer) poll(ctx context.Context) ([]*Record, error) {
+	for {
+		if err := g.pollErr(); err != nil {
+			return nil, err
+		}
+		if err := g.maybeCommit(ctx); err != nil {
+			return nil, err
+		}
+		if err := g.reconcile(ctx); err != nil {
+			return nil, err
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-g.wake:
+				cancel()
+			case <-pctx.Done():
+			}
+		}()
+		recs, err := g.cs.Poll(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, context.Canceled) {
+				continue // a rebalance: reconcile first
+			}
+			return nil, err
+		}
+		if recs = g.ownedOnly(recs); len(recs) > 0 {
+			return recs, nil
+		}
+	}
+}
+
+func (g *GroupConsumer) pollErr() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.hbErr != nil {
+		return fmt.Errorf("sluice: group %q: %w", g.group, g.hbErr)
+	}
+	return nil
+}
+
+// ownedOnly drops records of partitions given up since they were fetched.
+func (g *GroupConsumer) ownedOnly(recs []*Record) []*Record {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := recs[:0]
+	for _, r := range recs {
+		if g.owned[TopicPartition{r.Topic, r.Partition}] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// MarkProcessed records that records were processed: their positions are
+// committed by the CommitMode (or by Commit).
+func (g *GroupConsumer) MarkProcessed(recs ...*Record) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range recs {
+		tp := TopicPartition{r.Topic, r.Partition}
+		if !g.owned[tp] {
+			continue
+		}
+		if cur, ok := g.processed[tp]; !ok || r.Offset+1 > cur.offset {
+			g.processed[tp] = position{offset: r.Offset + 1, epoch: r.LeaderEpoch}
+		}
+		g.sinceCommit++
+	}
+}
+
+// maybeCommit commits when the CommitMode says it is time.
+func (g *GroupConsumer) maybeCommit(ctx context.Context) error {
+	g.mu.Lock()
+	m := g.cfg.commit
+	due := (m.every > 0 && g.sinceCommit >= m.every) || (m.interval > 0 && time.Since(g.lastCommit) >= m.interval)
+	g.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return g.Commit(ctx)
+}
+
+// Commit commits the positions of processed records of every owned
+// partition.
+func (g *GroupConsumer) Commit(ctx context.Context) error {
+	g.mu.Lock()
+	tps := make([]TopicPartition, 0, len(g.owned))
+	for tp := range g.owned {
+		tps = append(tps, tp)
+	}
+	g.mu.Unlock()
+	return g.commitPartitions(ctx, tps)
+}
+
+func (g *GroupConsumer) commitPartitions(ctx context.Context, tps []TopicPartition) error {
+	g.mu.Lock()
+	req := &sluicev1.CommitOffsetsRequest{Group: g.group, MemberId: g.memberID, MemberEpoch: g.epoch}
+	for _, tp := range tps {
+		pos, ok := g.processed[tp]
+		if !ok || pos.offset == g.committed[tp] {
+			continue
+		}
+		req.Offsets = append(req.Offsets, &sluicev1.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: pos.offset, LeaderEpoch: pos.epoch})
+	}
+	g.sinceCommit = 0
+	g.lastCommit = time.Now()
+	g.mu.Unlock()
+	if len(req.Offsets) == 0 {
+		return nil
+	}
+	for attempt := 1; ; attempt++ {
+		gc, err := g.coordinator(ctx)
+		if err == nil {
+			_, err = gc.CommitOffsets(ctx, connect.NewRequest(req))
+			err = normalize(ctx, err)
+		}
+		if err == nil {
+			g.mu.Lock()
+			for _, o := range req.Offsets {
+				g.committed[TopicPartition{o.GetTopic(), o.GetPartition()}] = o.GetOffset()
+			}
+			g.mu.Unlock()
+			return nil
+		}
+		g.forgetCoordinator(err)
+		if !retriable(err) || ErrorDetailReason(err) != 0 || attempt >= 10 {
+			return fmt.Errorf("sluice: commit offsets of group %q: %w", g.group, err)
+		}
+		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+			return serr
+		}
+	}
+}
+
+// Assignment returns the partitions the member consumes now.
+func (g *GroupConsumer) Assignment() []TopicPartition {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]TopicPartition, 0, len(g.owned))
+	for tp := range g.owned {
+		out = append(out, tp)
+	}
+	slices.SortFunc(out, func(a, b TopicPartition) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out
+}
+
+// Close commits processed positions (at-least-once), leaves the group (a
+// static member leaves temporarily, keeping its partitions for the session
+// timeout) and stops.
+func (g *GroupConsumer) Close(ctx context.Context) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	g.mu.Unlock()
+	var errs []error
+	if g.cfg.delivery == AtLeastOnce {
+		errs = append(errs, g.Commit(ctx))
+	}
+	g.stop()
+	<-g.done
+	g.mu.Lock()
+	req := &sluicev1.GroupHeartbeatRequest{Group: g.group, MemberId: g.memberID, InstanceId: g.cfg.instanceID, MemberEpoch: -1}
+	if g.cfg.instanceID != "" {
+		req.MemberEpoch = -2
+	}
+	g.mu.Unlock()
+	if gc, err := g.coordinator(ctx); err == nil {
+		_, err = gc.GroupHeartbeat(ctx, connect.NewRequest(req))
+		errs = append(errs, err)
+	}
+	errs = append(errs, g.cs.Close())
+	return errors.Join(errs...)
+}
