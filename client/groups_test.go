@@ -266,3 +266,73 @@ func TestGroupConsumer(t *testing.T) {
 	require.Zero(t, dups, "no record processed twice")
 	require.Empty(t, order, "in order per partition")
 }
+
+func TestGroupAdmin(t *testing.T) {
+	createTopic(t, "audited", 2, nil)
+	c := newClient(t)
+	ctx := t.Context()
+	p, err := c.NewProducer(ctx, client.WithManualPartitioner())
+	require.NoError(t, err)
+	for i := range 20 {
+		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "audited", Partition: int32(i % 2), Value: []byte("x")}))
+	}
+	require.NoError(t, p.Close(ctx))
+	gc := groupClient(t, apiKey)
+
+	member, err := c.NewGroupConsumer(ctx, "auditors", []string{"audited"}, client.WithCommitMode(client.CommitManual()))
+	require.NoError(t, err)
+	got := 0
+	for got < 5 {
+		recs, err := member.Poll(ctx)
+		require.NoError(t, err)
+		got += len(recs)
+	}
+	require.NoError(t, member.Commit(ctx))
+
+	list, err := gc.ListGroups(ctx, connect.NewRequest(&sluicev1.ListGroupsRequest{}))
+	require.NoError(t, err)
+	var names []string
+	for _, g := range list.Msg.GetGroups() {
+		names = append(names, g.GetGroup())
+	}
+	require.Contains(t, names, "auditors")
+
+	d, err := gc.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "auditors"}))
+	require.NoError(t, err)
+	require.Len(t, d.Msg.GetMembers(), 1)
+	require.Len(t, d.Msg.GetPartitions(), 2)
+	for _, pl := range d.Msg.GetPartitions() {
+		require.Equal(t, int64(10), pl.GetHighWatermark())
+		require.Equal(t, pl.GetHighWatermark()-max(pl.GetCommittedOffset(), 0), pl.GetLag())
+		require.Equal(t, d.Msg.GetMembers()[0].GetMemberId(), pl.GetMemberId())
+		if pl.GetLag() > 0 {
+			require.Greater(t, pl.GetLagSeconds(), 0.0)
+		}
+	}
+
+	_, err = gc.DeleteGroup(ctx, connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: "auditors"}))
+	require.Equal(t, sluicev1.GroupError_REASON_GROUP_ACTIVE, client.ErrorDetailReason(err), "%v", err)
+	_, err = gc.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: "auditors", Topic: "audited", Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST}))
+	require.Equal(t, sluicev1.GroupError_REASON_GROUP_ACTIVE, client.ErrorDetailReason(err), "%v", err)
+
+	require.NoError(t, member.Close(ctx))
+	reset, err := gc.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: "auditors", Topic: "audited", Spec: sluicev1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED, Offset: 1 << 40}))
+	require.NoError(t, err)
+	for _, o := range reset.Msg.GetOffsets() {
+		require.Equal(t, int64(10), o.GetOffset(), "clamped to the high watermark")
+	}
+	d, err = gc.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "auditors"}))
+	require.NoError(t, err)
+	for _, pl := range d.Msg.GetPartitions() {
+		require.Zero(t, pl.GetLag())
+	}
+	_, err = gc.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: "auditors", Topic: "nope", Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST}))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err))
+
+	_, err = gc.DeleteGroup(ctx, connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: "auditors"}))
+	require.NoError(t, err)
+	_, err = gc.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "auditors"}))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	_, err = gc.DeleteGroup(ctx, connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: "auditors"}))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+}

@@ -48,6 +48,10 @@ var rules = map[string]rule{
 	sluicev1connect.GroupServiceLeaveGroupProcedure:      {access: accessTenant, scope: tenants.ScopeConsume},
 	sluicev1connect.GroupServiceCommitOffsetsProcedure:   {access: accessTenant, scope: tenants.ScopeConsume},
 	sluicev1connect.GroupServiceFetchOffsetsProcedure:    {access: accessTenant, scope: tenants.ScopeConsume},
+	sluicev1connect.GroupServiceListGroupsProcedure:      {access: accessTenant},
+	sluicev1connect.GroupServiceDescribeGroupProcedure:   {access: accessTenant},
+	sluicev1connect.GroupServiceDeleteGroupProcedure:     {access: accessTenant, scope: tenants.ScopeAdmin},
+	sluicev1connect.GroupServiceResetOffsetsProcedure:    {access: accessTenant, scope: tenants.ScopeAdmin},
 }
 
 // authenticator verifies tenant tokens offline (signature from the control

@@ -88,12 +88,19 @@ func (b *Broker) coordinatorFor(ctx context.Context, tenantID, group string) (*c
 		return nil, partMeta{}, errNoOffsetsTopic
 	}
 	pm := t.partitions[groupPartition(tenantID, group, len(t.partitions))]
+	c, err := b.coordinatorAt(ctx, t, pm)
+	return c, pm, err
+}
+
+// coordinatorAt returns the loaded coordinator of one offsets partition,
+// or NotLeader when this broker does not lead it.
+func (b *Broker) coordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (*coordinator, error) {
 	if pm.leader != b.cfg.ID {
-		return nil, pm, b.notLeader(pm)
+		return nil, b.notLeader(pm)
 	}
 	p := b.partition(t.id, pm.partition)
 	if p == nil {
-		return nil, pm, b.notLeader(pm)
+		return nil, b.notLeader(pm)
 	}
 	k := partKey{t.id, pm.partition}
 	b.mu.Lock()
@@ -104,9 +111,31 @@ func (b *Broker) coordinatorFor(ctx context.Context, tenantID, group string) (*c
 	}
 	b.mu.Unlock()
 	if err := c.load(ctx); err != nil {
-		return nil, pm, err
+		return nil, err
 	}
-	return c, pm, nil
+	return c, nil
+}
+
+// localCoordinators are the loaded coordinators of every offsets partition
+// this broker leads.
+func (b *Broker) localCoordinators(ctx context.Context) ([]*coordinator, error) {
+	meta := b.metadata()
+	t, ok := meta.topic(systemTenantID, offsetsTopic)
+	if !ok {
+		return nil, errNoOffsetsTopic
+	}
+	var out []*coordinator
+	for _, pm := range t.partitions {
+		if pm.leader != b.cfg.ID {
+			continue
+		}
+		c, err := b.coordinatorAt(ctx, t, pm)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // load rebuilds the coordinator's state from its offsets partition, once
@@ -406,4 +435,50 @@ func (b *Broker) expireGroups() {
 	for _, c := range coords {
 		c.expire(now)
 	}
+}
+
+// summaries lists a tenant's groups on this coordinator.
+func (c *coordinator) summaries(now time.Time, tenantID string) []*sluicev1.GroupSummary {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*sluicev1.GroupSummary
+	for gk, gs := range c.groups {
+		if gk.tenant != tenantID {
+			continue
+		}
+		sum := &sluicev1.GroupSummary{Group: gk.group, State: "empty"}
+		if gs.members != nil {
+			d := gs.members.Describe(now)
+			sum.State, sum.Members = string(d.State), int32(len(d.Members))
+		}
+		out = append(out, sum)
+	}
+	return out
+}
+
+// describe returns the group's membership (zero when it has none here)
+// and its committed offsets; ok is false for a group unknown here.
+func (c *coordinator) describe(now time.Time, tenantID, groupID string) (d group.GroupDescription, offsets map[tpKey]committedOffset, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gs := c.groups[groupKey{tenantID, groupID}]
+	if gs == nil {
+		return d, nil, false
+	}
+	if gs.members != nil {
+		d = gs.members.Describe(now)
+	}
+	offsets = make(map[tpKey]committedOffset, len(gs.offsets))
+	for k, v := range gs.offsets {
+		offsets[k] = v
+	}
+	return d, offsets, true
+}
+
+// active reports whether the group has members.
+func (c *coordinator) active(now time.Time, tenantID, groupID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gs := c.groups[groupKey{tenantID, groupID}]
+	return gs != nil && gs.members != nil && !gs.members.Empty(now)
 }

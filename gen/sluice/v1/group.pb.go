@@ -89,7 +89,704 @@ func (x GroupError_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupError_Reason.Descriptor instead.
 func (GroupError_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{0, 0}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11, 0}
+}
+
+type ListGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{0}
+}
+
+type GroupSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// "empty", "assigning", "reconciling" or "stable".
+	State         string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Members       int32  `protobuf:"varint,3,opt,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupSummary) Reset() {
+	*x = GroupSummary{}
+	mi := &file_sluice_v1_group_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupSummary) ProtoMessage() {}
+
+func (x *GroupSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
+func (*GroupSummary) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GroupSummary) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupSummary) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *GroupSummary) GetMembers() int32 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
+}
+
+type ListGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*GroupSummary        `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_sluice_v1_group_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type DescribeGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupRequest) Reset() {
+	*x = DescribeGroupRequest{}
+	mi := &file_sluice_v1_group_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupRequest) ProtoMessage() {}
+
+func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
+func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DescribeGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type GroupMember struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	MemberId         string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	InstanceId       string                 `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	MemberEpoch      int32                  `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	SubscribedTopics []string               `protobuf:"bytes,4,rep,name=subscribed_topics,json=subscribedTopics,proto3" json:"subscribed_topics,omitempty"`
+	Assignment       []*TopicPartitions     `protobuf:"bytes,5,rep,name=assignment,proto3" json:"assignment,omitempty"`
+	// Assigned in the target but still owned by another member.
+	Pending []*TopicPartitions `protobuf:"bytes,6,rep,name=pending,proto3" json:"pending,omitempty"`
+	// Still owned, to be given up.
+	Revoking      []*TopicPartitions `protobuf:"bytes,7,rep,name=revoking,proto3" json:"revoking,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupMember) Reset() {
+	*x = GroupMember{}
+	mi := &file_sluice_v1_group_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMember) ProtoMessage() {}
+
+func (x *GroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
+func (*GroupMember) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GroupMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupMember) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *GroupMember) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *GroupMember) GetSubscribedTopics() []string {
+	if x != nil {
+		return x.SubscribedTopics
+	}
+	return nil
+}
+
+func (x *GroupMember) GetAssignment() []*TopicPartitions {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+func (x *GroupMember) GetPending() []*TopicPartitions {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *GroupMember) GetRevoking() []*TopicPartitions {
+	if x != nil {
+		return x.Revoking
+	}
+	return nil
+}
+
+type PartitionLag struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// -1 without a committed offset.
+	CommittedOffset int64 `protobuf:"varint,3,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
+	HighWatermark   int64 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	LogStartOffset  int64 `protobuf:"varint,5,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// high_watermark - committed_offset (from the log start when nothing is
+	// committed).
+	Lag int64 `protobuf:"varint,6,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Now minus the append time of the oldest unconsumed record (its
+	// batch's); 0 when caught up.
+	LagSeconds float64 `protobuf:"fixed64,7,opt,name=lag_seconds,json=lagSeconds,proto3" json:"lag_seconds,omitempty"`
+	// The member that owns it, if any.
+	MemberId      string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionLag) Reset() {
+	*x = PartitionLag{}
+	mi := &file_sluice_v1_group_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionLag) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionLag) ProtoMessage() {}
+
+func (x *PartitionLag) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionLag.ProtoReflect.Descriptor instead.
+func (*PartitionLag) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PartitionLag) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionLag) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionLag) GetCommittedOffset() int64 {
+	if x != nil {
+		return x.CommittedOffset
+	}
+	return 0
+}
+
+func (x *PartitionLag) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *PartitionLag) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *PartitionLag) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *PartitionLag) GetLagSeconds() float64 {
+	if x != nil {
+		return x.LagSeconds
+	}
+	return 0
+}
+
+func (x *PartitionLag) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+type DescribeGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	GroupEpoch    int32                  `protobuf:"varint,3,opt,name=group_epoch,json=groupEpoch,proto3" json:"group_epoch,omitempty"`
+	Assignor      string                 `protobuf:"bytes,4,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	Members       []*GroupMember         `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"`
+	Partitions    []*PartitionLag        `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Rebalances    int64                  `protobuf:"varint,7,opt,name=rebalances,proto3" json:"rebalances,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupResponse) Reset() {
+	*x = DescribeGroupResponse{}
+	mi := &file_sluice_v1_group_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupResponse) ProtoMessage() {}
+
+func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
+func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DescribeGroupResponse) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DescribeGroupResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DescribeGroupResponse) GetGroupEpoch() int32 {
+	if x != nil {
+		return x.GroupEpoch
+	}
+	return 0
+}
+
+func (x *DescribeGroupResponse) GetAssignor() string {
+	if x != nil {
+		return x.Assignor
+	}
+	return ""
+}
+
+func (x *DescribeGroupResponse) GetMembers() []*GroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *DescribeGroupResponse) GetPartitions() []*PartitionLag {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DescribeGroupResponse) GetRebalances() int64 {
+	if x != nil {
+		return x.Rebalances
+	}
+	return 0
+}
+
+type DeleteGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupRequest) Reset() {
+	*x = DeleteGroupRequest{}
+	mi := &file_sluice_v1_group_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupRequest) ProtoMessage() {}
+
+func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeleteGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type DeleteGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupResponse) Reset() {
+	*x = DeleteGroupResponse{}
+	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupResponse) ProtoMessage() {}
+
+func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{8}
+}
+
+type ResetOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Empty: every partition of the topic.
+	Partitions []int32    `protobuf:"varint,3,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	Spec       OffsetSpec `protobuf:"varint,4,opt,name=spec,proto3,enum=sluice.v1.OffsetSpec" json:"spec,omitempty"`
+	// With OFFSET_SPEC_TIMESTAMP.
+	TimestampMs int64 `protobuf:"varint,5,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// With OFFSET_SPEC_UNSPECIFIED: this exact offset (clamped to
+	// [log start, high watermark]).
+	Offset        int64 `protobuf:"varint,6,opt,name=offset,proto3" json:"offset,omitempty"`
+	Force         bool  `protobuf:"varint,7,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffsetsRequest) Reset() {
+	*x = ResetOffsetsRequest{}
+	mi := &file_sluice_v1_group_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffsetsRequest) ProtoMessage() {}
+
+func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ResetOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ResetOffsetsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ResetOffsetsRequest) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ResetOffsetsRequest) GetSpec() OffsetSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return OffsetSpec_OFFSET_SPEC_UNSPECIFIED
+}
+
+func (x *ResetOffsetsRequest) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *ResetOffsetsRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ResetOffsetsRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type ResetOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offsets       []*PartitionOffset     `protobuf:"bytes,1,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetOffsetsResponse) Reset() {
+	*x = ResetOffsetsResponse{}
+	mi := &file_sluice_v1_group_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetOffsetsResponse) ProtoMessage() {}
+
+func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ResetOffsetsResponse) GetOffsets() []*PartitionOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
 }
 
 // GroupError is attached to membership and commit refusals.
@@ -102,7 +799,7 @@ type GroupError struct {
 
 func (x *GroupError) Reset() {
 	*x = GroupError{}
-	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	mi := &file_sluice_v1_group_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -114,7 +811,7 @@ func (x *GroupError) String() string {
 func (*GroupError) ProtoMessage() {}
 
 func (x *GroupError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	mi := &file_sluice_v1_group_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -127,7 +824,7 @@ func (x *GroupError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupError.ProtoReflect.Descriptor instead.
 func (*GroupError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GroupError) GetReason() GroupError_Reason {
@@ -146,7 +843,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[1]
+	mi := &file_sluice_v1_group_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -158,7 +855,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[1]
+	mi := &file_sluice_v1_group_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -171,7 +868,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FindCoordinatorRequest) GetGroup() string {
@@ -191,7 +888,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[2]
+	mi := &file_sluice_v1_group_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -203,7 +900,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[2]
+	mi := &file_sluice_v1_group_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -216,7 +913,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FindCoordinatorResponse) GetBrokerId() int32 {
@@ -243,7 +940,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sluice_v1_group_proto_msgTypes[3]
+	mi := &file_sluice_v1_group_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +952,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[3]
+	mi := &file_sluice_v1_group_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +965,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -314,7 +1011,7 @@ type GroupHeartbeatRequest struct {
 
 func (x *GroupHeartbeatRequest) Reset() {
 	*x = GroupHeartbeatRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[4]
+	mi := &file_sluice_v1_group_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +1023,7 @@ func (x *GroupHeartbeatRequest) String() string {
 func (*GroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[4]
+	mi := &file_sluice_v1_group_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +1036,7 @@ func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupHeartbeatRequest) GetGroup() string {
@@ -426,7 +1123,7 @@ type GroupHeartbeatResponse struct {
 
 func (x *GroupHeartbeatResponse) Reset() {
 	*x = GroupHeartbeatResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[5]
+	mi := &file_sluice_v1_group_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +1135,7 @@ func (x *GroupHeartbeatResponse) String() string {
 func (*GroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[5]
+	mi := &file_sluice_v1_group_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +1148,7 @@ func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GroupHeartbeatResponse) GetMemberId() string {
@@ -493,7 +1190,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[6]
+	mi := &file_sluice_v1_group_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +1202,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[6]
+	mi := &file_sluice_v1_group_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +1215,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -550,7 +1247,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[7]
+	mi := &file_sluice_v1_group_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +1259,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[7]
+	mi := &file_sluice_v1_group_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +1272,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{18}
 }
 
 type PartitionOffset struct {
@@ -594,7 +1291,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	mi := &file_sluice_v1_group_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +1303,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	mi := &file_sluice_v1_group_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +1316,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -671,7 +1368,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[9]
+	mi := &file_sluice_v1_group_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +1380,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[9]
+	mi := &file_sluice_v1_group_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +1393,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -735,7 +1432,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[10]
+	mi := &file_sluice_v1_group_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +1444,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[10]
+	mi := &file_sluice_v1_group_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +1457,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{21}
 }
 
 type FetchOffsetsRequest struct {
@@ -774,7 +1471,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[11]
+	mi := &file_sluice_v1_group_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +1483,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[11]
+	mi := &file_sluice_v1_group_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +1496,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -826,7 +1523,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	mi := &file_sluice_v1_group_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1535,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	mi := &file_sluice_v1_group_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1548,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -878,7 +1575,7 @@ type GroupRecordKey struct {
 
 func (x *GroupRecordKey) Reset() {
 	*x = GroupRecordKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	mi := &file_sluice_v1_group_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1587,7 @@ func (x *GroupRecordKey) String() string {
 func (*GroupRecordKey) ProtoMessage() {}
 
 func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	mi := &file_sluice_v1_group_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1600,7 @@ func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordKey.ProtoReflect.Descriptor instead.
 func (*GroupRecordKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupRecordKey) GetTenantId() string {
@@ -974,7 +1671,7 @@ type OffsetKey struct {
 
 func (x *OffsetKey) Reset() {
 	*x = OffsetKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[14]
+	mi := &file_sluice_v1_group_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1683,7 @@ func (x *OffsetKey) String() string {
 func (*OffsetKey) ProtoMessage() {}
 
 func (x *OffsetKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[14]
+	mi := &file_sluice_v1_group_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1696,7 @@ func (x *OffsetKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetKey.ProtoReflect.Descriptor instead.
 func (*OffsetKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *OffsetKey) GetTopicId() string {
@@ -1033,7 +1730,7 @@ type GroupRecordValue struct {
 
 func (x *GroupRecordValue) Reset() {
 	*x = GroupRecordValue{}
-	mi := &file_sluice_v1_group_proto_msgTypes[15]
+	mi := &file_sluice_v1_group_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1742,7 @@ func (x *GroupRecordValue) String() string {
 func (*GroupRecordValue) ProtoMessage() {}
 
 func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[15]
+	mi := &file_sluice_v1_group_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1755,7 @@ func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordValue.ProtoReflect.Descriptor instead.
 func (*GroupRecordValue) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupRecordValue) GetOffset() *PartitionOffset {
@@ -1079,7 +1776,65 @@ var File_sluice_v1_group_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_group_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/group.proto\x12\tsluice.v1\"\x91\x02\n" +
+	"\x15sluice/v1/group.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\x13\n" +
+	"\x11ListGroupsRequest\"T\n" +
+	"\fGroupSummary\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
+	"\amembers\x18\x03 \x01(\x05R\amembers\"E\n" +
+	"\x12ListGroupsResponse\x12/\n" +
+	"\x06groups\x18\x01 \x03(\v2\x17.sluice.v1.GroupSummaryR\x06groups\",\n" +
+	"\x14DescribeGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xc5\x02\n" +
+	"\vGroupMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12!\n" +
+	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x12+\n" +
+	"\x11subscribed_topics\x18\x04 \x03(\tR\x10subscribedTopics\x12:\n" +
+	"\n" +
+	"assignment\x18\x05 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\n" +
+	"assignment\x124\n" +
+	"\apending\x18\x06 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\apending\x126\n" +
+	"\brevoking\x18\a \x03(\v2\x1a.sluice.v1.TopicPartitionsR\brevoking\"\x8e\x02\n" +
+	"\fPartitionLag\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
+	"\x10committed_offset\x18\x03 \x01(\x03R\x0fcommittedOffset\x12%\n" +
+	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12(\n" +
+	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12\x10\n" +
+	"\x03lag\x18\x06 \x01(\x03R\x03lag\x12\x1f\n" +
+	"\vlag_seconds\x18\a \x01(\x01R\n" +
+	"lagSeconds\x12\x1b\n" +
+	"\tmember_id\x18\b \x01(\tR\bmemberId\"\x8b\x02\n" +
+	"\x15DescribeGroupResponse\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1f\n" +
+	"\vgroup_epoch\x18\x03 \x01(\x05R\n" +
+	"groupEpoch\x12\x1a\n" +
+	"\bassignor\x18\x04 \x01(\tR\bassignor\x120\n" +
+	"\amembers\x18\x05 \x03(\v2\x16.sluice.v1.GroupMemberR\amembers\x127\n" +
+	"\n" +
+	"partitions\x18\x06 \x03(\v2\x17.sluice.v1.PartitionLagR\n" +
+	"partitions\x12\x1e\n" +
+	"\n" +
+	"rebalances\x18\a \x01(\x03R\n" +
+	"rebalances\"*\n" +
+	"\x12DeleteGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
+	"\x13DeleteGroupResponse\"\xdd\x01\n" +
+	"\x13ResetOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\x05R\n" +
+	"partitions\x12)\n" +
+	"\x04spec\x18\x04 \x01(\x0e2\x15.sluice.v1.OffsetSpecR\x04spec\x12!\n" +
+	"\ftimestamp_ms\x18\x05 \x01(\x03R\vtimestampMs\x12\x16\n" +
+	"\x06offset\x18\x06 \x01(\x03R\x06offset\x12\x14\n" +
+	"\x05force\x18\a \x01(\bR\x05force\"L\n" +
+	"\x14ResetOffsetsResponse\x124\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets\"\x91\x02\n" +
 	"\n" +
 	"GroupError\x124\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x1c.sluice.v1.GroupError.ReasonR\x06reason\"\xcc\x01\n" +
@@ -1158,14 +1913,19 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\tpartition\x18\x03 \x01(\x05R\tpartition\"l\n" +
 	"\x10GroupRecordValue\x122\n" +
 	"\x06offset\x18\x01 \x01(\v2\x1a.sluice.v1.PartitionOffsetR\x06offset\x12$\n" +
-	"\x0ecommit_time_ms\x18\x02 \x01(\x03R\fcommitTimeMs2\xb9\x03\n" +
+	"\x0ecommit_time_ms\x18\x02 \x01(\x03R\fcommitTimeMs2\xff\x05\n" +
 	"\fGroupService\x12Z\n" +
 	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\"\x00\x12W\n" +
 	"\x0eGroupHeartbeat\x12 .sluice.v1.GroupHeartbeatRequest\x1a!.sluice.v1.GroupHeartbeatResponse\"\x00\x12K\n" +
 	"\n" +
 	"LeaveGroup\x12\x1c.sluice.v1.LeaveGroupRequest\x1a\x1d.sluice.v1.LeaveGroupResponse\"\x00\x12T\n" +
 	"\rCommitOffsets\x12\x1f.sluice.v1.CommitOffsetsRequest\x1a .sluice.v1.CommitOffsetsResponse\"\x00\x12Q\n" +
-	"\fFetchOffsets\x12\x1e.sluice.v1.FetchOffsetsRequest\x1a\x1f.sluice.v1.FetchOffsetsResponse\"\x00B\x93\x01\n" +
+	"\fFetchOffsets\x12\x1e.sluice.v1.FetchOffsetsRequest\x1a\x1f.sluice.v1.FetchOffsetsResponse\"\x00\x12K\n" +
+	"\n" +
+	"ListGroups\x12\x1c.sluice.v1.ListGroupsRequest\x1a\x1d.sluice.v1.ListGroupsResponse\"\x00\x12T\n" +
+	"\rDescribeGroup\x12\x1f.sluice.v1.DescribeGroupRequest\x1a .sluice.v1.DescribeGroupResponse\"\x00\x12N\n" +
+	"\vDeleteGroup\x12\x1d.sluice.v1.DeleteGroupRequest\x1a\x1e.sluice.v1.DeleteGroupResponse\"\x00\x12Q\n" +
+	"\fResetOffsets\x12\x1e.sluice.v1.ResetOffsetsRequest\x1a\x1f.sluice.v1.ResetOffsetsResponse\"\x00B\x93\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"GroupProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -1183,50 +1943,78 @@ func file_sluice_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_sluice_v1_group_proto_goTypes = []any{
 	(GroupError_Reason)(0),          // 0: sluice.v1.GroupError.Reason
-	(*GroupError)(nil),              // 1: sluice.v1.GroupError
-	(*FindCoordinatorRequest)(nil),  // 2: sluice.v1.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil), // 3: sluice.v1.FindCoordinatorResponse
-	(*TopicPartitions)(nil),         // 4: sluice.v1.TopicPartitions
-	(*GroupHeartbeatRequest)(nil),   // 5: sluice.v1.GroupHeartbeatRequest
-	(*GroupHeartbeatResponse)(nil),  // 6: sluice.v1.GroupHeartbeatResponse
-	(*LeaveGroupRequest)(nil),       // 7: sluice.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),      // 8: sluice.v1.LeaveGroupResponse
-	(*PartitionOffset)(nil),         // 9: sluice.v1.PartitionOffset
-	(*CommitOffsetsRequest)(nil),    // 10: sluice.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),   // 11: sluice.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),     // 12: sluice.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),    // 13: sluice.v1.FetchOffsetsResponse
-	(*GroupRecordKey)(nil),          // 14: sluice.v1.GroupRecordKey
-	(*OffsetKey)(nil),               // 15: sluice.v1.OffsetKey
-	(*GroupRecordValue)(nil),        // 16: sluice.v1.GroupRecordValue
+	(*ListGroupsRequest)(nil),       // 1: sluice.v1.ListGroupsRequest
+	(*GroupSummary)(nil),            // 2: sluice.v1.GroupSummary
+	(*ListGroupsResponse)(nil),      // 3: sluice.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),    // 4: sluice.v1.DescribeGroupRequest
+	(*GroupMember)(nil),             // 5: sluice.v1.GroupMember
+	(*PartitionLag)(nil),            // 6: sluice.v1.PartitionLag
+	(*DescribeGroupResponse)(nil),   // 7: sluice.v1.DescribeGroupResponse
+	(*DeleteGroupRequest)(nil),      // 8: sluice.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),     // 9: sluice.v1.DeleteGroupResponse
+	(*ResetOffsetsRequest)(nil),     // 10: sluice.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),    // 11: sluice.v1.ResetOffsetsResponse
+	(*GroupError)(nil),              // 12: sluice.v1.GroupError
+	(*FindCoordinatorRequest)(nil),  // 13: sluice.v1.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil), // 14: sluice.v1.FindCoordinatorResponse
+	(*TopicPartitions)(nil),         // 15: sluice.v1.TopicPartitions
+	(*GroupHeartbeatRequest)(nil),   // 16: sluice.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),  // 17: sluice.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),       // 18: sluice.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),      // 19: sluice.v1.LeaveGroupResponse
+	(*PartitionOffset)(nil),         // 20: sluice.v1.PartitionOffset
+	(*CommitOffsetsRequest)(nil),    // 21: sluice.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),   // 22: sluice.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),     // 23: sluice.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),    // 24: sluice.v1.FetchOffsetsResponse
+	(*GroupRecordKey)(nil),          // 25: sluice.v1.GroupRecordKey
+	(*OffsetKey)(nil),               // 26: sluice.v1.OffsetKey
+	(*GroupRecordValue)(nil),        // 27: sluice.v1.GroupRecordValue
+	(OffsetSpec)(0),                 // 28: sluice.v1.OffsetSpec
 }
 var file_sluice_v1_group_proto_depIdxs = []int32{
-	0,  // 0: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
-	4,  // 1: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
-	4,  // 2: sluice.v1.GroupHeartbeatResponse.assignment:type_name -> sluice.v1.TopicPartitions
-	9,  // 3: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
-	4,  // 4: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
-	9,  // 5: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
-	15, // 6: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
-	9,  // 7: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
-	2,  // 8: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
-	5,  // 9: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
-	7,  // 10: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
-	10, // 11: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
-	12, // 12: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
-	3,  // 13: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
-	6,  // 14: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
-	8,  // 15: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
-	11, // 16: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
-	13, // 17: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	2,  // 0: sluice.v1.ListGroupsResponse.groups:type_name -> sluice.v1.GroupSummary
+	15, // 1: sluice.v1.GroupMember.assignment:type_name -> sluice.v1.TopicPartitions
+	15, // 2: sluice.v1.GroupMember.pending:type_name -> sluice.v1.TopicPartitions
+	15, // 3: sluice.v1.GroupMember.revoking:type_name -> sluice.v1.TopicPartitions
+	5,  // 4: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
+	6,  // 5: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
+	28, // 6: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
+	20, // 7: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
+	0,  // 8: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
+	15, // 9: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
+	15, // 10: sluice.v1.GroupHeartbeatResponse.assignment:type_name -> sluice.v1.TopicPartitions
+	20, // 11: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
+	15, // 12: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
+	20, // 13: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
+	26, // 14: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
+	20, // 15: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
+	13, // 16: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
+	16, // 17: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
+	18, // 18: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
+	21, // 19: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
+	23, // 20: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
+	1,  // 21: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	4,  // 22: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	8,  // 23: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
+	10, // 24: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
+	14, // 25: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
+	17, // 26: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
+	19, // 27: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
+	22, // 28: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
+	24, // 29: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
+	3,  // 30: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	7,  // 31: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	9,  // 32: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
+	11, // 33: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
+	25, // [25:34] is the sub-list for method output_type
+	16, // [16:25] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_group_proto_init() }
@@ -1234,7 +2022,8 @@ func file_sluice_v1_group_proto_init() {
 	if File_sluice_v1_group_proto != nil {
 		return
 	}
-	file_sluice_v1_group_proto_msgTypes[13].OneofWrappers = []any{
+	file_sluice_v1_record_proto_init()
+	file_sluice_v1_group_proto_msgTypes[24].OneofWrappers = []any{
 		(*GroupRecordKey_Offset)(nil),
 		(*GroupRecordKey_GroupDeleted)(nil),
 	}
@@ -1244,7 +2033,7 @@ func file_sluice_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_group_proto_rawDesc), len(file_sluice_v1_group_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

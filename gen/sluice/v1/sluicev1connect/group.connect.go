@@ -47,6 +47,17 @@ const (
 	// GroupServiceFetchOffsetsProcedure is the fully-qualified name of the GroupService's FetchOffsets
 	// RPC.
 	GroupServiceFetchOffsetsProcedure = "/sluice.v1.GroupService/FetchOffsets"
+	// GroupServiceListGroupsProcedure is the fully-qualified name of the GroupService's ListGroups RPC.
+	GroupServiceListGroupsProcedure = "/sluice.v1.GroupService/ListGroups"
+	// GroupServiceDescribeGroupProcedure is the fully-qualified name of the GroupService's
+	// DescribeGroup RPC.
+	GroupServiceDescribeGroupProcedure = "/sluice.v1.GroupService/DescribeGroup"
+	// GroupServiceDeleteGroupProcedure is the fully-qualified name of the GroupService's DeleteGroup
+	// RPC.
+	GroupServiceDeleteGroupProcedure = "/sluice.v1.GroupService/DeleteGroup"
+	// GroupServiceResetOffsetsProcedure is the fully-qualified name of the GroupService's ResetOffsets
+	// RPC.
+	GroupServiceResetOffsetsProcedure = "/sluice.v1.GroupService/ResetOffsets"
 )
 
 // GroupServiceClient is a client for the sluice.v1.GroupService service.
@@ -68,6 +79,22 @@ type GroupServiceClient interface {
 	// FetchOffsets returns committed offsets (all of the group's when no
 	// partitions are named).
 	FetchOffsets(context.Context, *connect.Request[v1.FetchOffsetsRequest]) (*connect.Response[v1.FetchOffsetsResponse], error)
+	// ListGroups lists the tenant's groups (those with members or committed
+	// offsets), asking every coordinator.
+	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
+	// DescribeGroup shows a group's members and assignment, and per
+	// partition the committed offset, the high watermark, and the lag in
+	// records and in seconds (the age of the oldest unconsumed record).
+	DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error)
+	// DeleteGroup forgets a group and its committed offsets. Refused while
+	// it has members.
+	DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error)
+	// ResetOffsets sets committed offsets to the earliest or latest offset,
+	// the first at or after a time, or an exact offset (clamped to the log),
+	// for some or all partitions of a topic. Refused while the group has
+	// members unless force is set (members then resume from the new offsets
+	// only after their partitions are reassigned).
+	ResetOffsets(context.Context, *connect.Request[v1.ResetOffsetsRequest]) (*connect.Response[v1.ResetOffsetsResponse], error)
 }
 
 // NewGroupServiceClient constructs a client for the sluice.v1.GroupService service. By default, it
@@ -111,6 +138,30 @@ func NewGroupServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(groupServiceMethods.ByName("FetchOffsets")),
 			connect.WithClientOptions(opts...),
 		),
+		listGroups: connect.NewClient[v1.ListGroupsRequest, v1.ListGroupsResponse](
+			httpClient,
+			baseURL+GroupServiceListGroupsProcedure,
+			connect.WithSchema(groupServiceMethods.ByName("ListGroups")),
+			connect.WithClientOptions(opts...),
+		),
+		describeGroup: connect.NewClient[v1.DescribeGroupRequest, v1.DescribeGroupResponse](
+			httpClient,
+			baseURL+GroupServiceDescribeGroupProcedure,
+			connect.WithSchema(groupServiceMethods.ByName("DescribeGroup")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteGroup: connect.NewClient[v1.DeleteGroupRequest, v1.DeleteGroupResponse](
+			httpClient,
+			baseURL+GroupServiceDeleteGroupProcedure,
+			connect.WithSchema(groupServiceMethods.ByName("DeleteGroup")),
+			connect.WithClientOptions(opts...),
+		),
+		resetOffsets: connect.NewClient[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse](
+			httpClient,
+			baseURL+GroupServiceResetOffsetsProcedure,
+			connect.WithSchema(groupServiceMethods.ByName("ResetOffsets")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -121,6 +172,10 @@ type groupServiceClient struct {
 	leaveGroup      *connect.Client[v1.LeaveGroupRequest, v1.LeaveGroupResponse]
 	commitOffsets   *connect.Client[v1.CommitOffsetsRequest, v1.CommitOffsetsResponse]
 	fetchOffsets    *connect.Client[v1.FetchOffsetsRequest, v1.FetchOffsetsResponse]
+	listGroups      *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
+	describeGroup   *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
+	deleteGroup     *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
+	resetOffsets    *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
 }
 
 // FindCoordinator calls sluice.v1.GroupService.FindCoordinator.
@@ -148,6 +203,26 @@ func (c *groupServiceClient) FetchOffsets(ctx context.Context, req *connect.Requ
 	return c.fetchOffsets.CallUnary(ctx, req)
 }
 
+// ListGroups calls sluice.v1.GroupService.ListGroups.
+func (c *groupServiceClient) ListGroups(ctx context.Context, req *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error) {
+	return c.listGroups.CallUnary(ctx, req)
+}
+
+// DescribeGroup calls sluice.v1.GroupService.DescribeGroup.
+func (c *groupServiceClient) DescribeGroup(ctx context.Context, req *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error) {
+	return c.describeGroup.CallUnary(ctx, req)
+}
+
+// DeleteGroup calls sluice.v1.GroupService.DeleteGroup.
+func (c *groupServiceClient) DeleteGroup(ctx context.Context, req *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error) {
+	return c.deleteGroup.CallUnary(ctx, req)
+}
+
+// ResetOffsets calls sluice.v1.GroupService.ResetOffsets.
+func (c *groupServiceClient) ResetOffsets(ctx context.Context, req *connect.Request[v1.ResetOffsetsRequest]) (*connect.Response[v1.ResetOffsetsResponse], error) {
+	return c.resetOffsets.CallUnary(ctx, req)
+}
+
 // GroupServiceHandler is an implementation of the sluice.v1.GroupService service.
 type GroupServiceHandler interface {
 	// FindCoordinator names the broker coordinating a group.
@@ -167,6 +242,22 @@ type GroupServiceHandler interface {
 	// FetchOffsets returns committed offsets (all of the group's when no
 	// partitions are named).
 	FetchOffsets(context.Context, *connect.Request[v1.FetchOffsetsRequest]) (*connect.Response[v1.FetchOffsetsResponse], error)
+	// ListGroups lists the tenant's groups (those with members or committed
+	// offsets), asking every coordinator.
+	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
+	// DescribeGroup shows a group's members and assignment, and per
+	// partition the committed offset, the high watermark, and the lag in
+	// records and in seconds (the age of the oldest unconsumed record).
+	DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error)
+	// DeleteGroup forgets a group and its committed offsets. Refused while
+	// it has members.
+	DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error)
+	// ResetOffsets sets committed offsets to the earliest or latest offset,
+	// the first at or after a time, or an exact offset (clamped to the log),
+	// for some or all partitions of a topic. Refused while the group has
+	// members unless force is set (members then resume from the new offsets
+	// only after their partitions are reassigned).
+	ResetOffsets(context.Context, *connect.Request[v1.ResetOffsetsRequest]) (*connect.Response[v1.ResetOffsetsResponse], error)
 }
 
 // NewGroupServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -206,6 +297,30 @@ func NewGroupServiceHandler(svc GroupServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(groupServiceMethods.ByName("FetchOffsets")),
 		connect.WithHandlerOptions(opts...),
 	)
+	groupServiceListGroupsHandler := connect.NewUnaryHandler(
+		GroupServiceListGroupsProcedure,
+		svc.ListGroups,
+		connect.WithSchema(groupServiceMethods.ByName("ListGroups")),
+		connect.WithHandlerOptions(opts...),
+	)
+	groupServiceDescribeGroupHandler := connect.NewUnaryHandler(
+		GroupServiceDescribeGroupProcedure,
+		svc.DescribeGroup,
+		connect.WithSchema(groupServiceMethods.ByName("DescribeGroup")),
+		connect.WithHandlerOptions(opts...),
+	)
+	groupServiceDeleteGroupHandler := connect.NewUnaryHandler(
+		GroupServiceDeleteGroupProcedure,
+		svc.DeleteGroup,
+		connect.WithSchema(groupServiceMethods.ByName("DeleteGroup")),
+		connect.WithHandlerOptions(opts...),
+	)
+	groupServiceResetOffsetsHandler := connect.NewUnaryHandler(
+		GroupServiceResetOffsetsProcedure,
+		svc.ResetOffsets,
+		connect.WithSchema(groupServiceMethods.ByName("ResetOffsets")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.GroupService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case GroupServiceFindCoordinatorProcedure:
@@ -218,6 +333,14 @@ func NewGroupServiceHandler(svc GroupServiceHandler, opts ...connect.HandlerOpti
 			groupServiceCommitOffsetsHandler.ServeHTTP(w, r)
 		case GroupServiceFetchOffsetsProcedure:
 			groupServiceFetchOffsetsHandler.ServeHTTP(w, r)
+		case GroupServiceListGroupsProcedure:
+			groupServiceListGroupsHandler.ServeHTTP(w, r)
+		case GroupServiceDescribeGroupProcedure:
+			groupServiceDescribeGroupHandler.ServeHTTP(w, r)
+		case GroupServiceDeleteGroupProcedure:
+			groupServiceDeleteGroupHandler.ServeHTTP(w, r)
+		case GroupServiceResetOffsetsProcedure:
+			groupServiceResetOffsetsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -245,4 +368,20 @@ func (UnimplementedGroupServiceHandler) CommitOffsets(context.Context, *connect.
 
 func (UnimplementedGroupServiceHandler) FetchOffsets(context.Context, *connect.Request[v1.FetchOffsetsRequest]) (*connect.Response[v1.FetchOffsetsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.GroupService.FetchOffsets is not implemented"))
+}
+
+func (UnimplementedGroupServiceHandler) ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.GroupService.ListGroups is not implemented"))
+}
+
+func (UnimplementedGroupServiceHandler) DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.GroupService.DescribeGroup is not implemented"))
+}
+
+func (UnimplementedGroupServiceHandler) DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.GroupService.DeleteGroup is not implemented"))
+}
+
+func (UnimplementedGroupServiceHandler) ResetOffsets(context.Context, *connect.Request[v1.ResetOffsetsRequest]) (*connect.Response[v1.ResetOffsetsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.GroupService.ResetOffsets is not implemented"))
 }

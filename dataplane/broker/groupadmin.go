@@ -1,0 +1,361 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// ListGroups asks every broker that coordinates groups (any broker
+// forwards to all of them; with the no-forward header it answers for
+// itself only).
+func (s *groupService) ListGroups(ctx context.Context, req *connect.Request[sluicev1.ListGroupsRequest]) (*connect.Response[sluicev1.ListGroupsResponse], error) {
+	tenantID, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	local := func() ([]*sluicev1.GroupSummary, error) {
+		coords, err := s.b.localCoordinators(ctx)
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		var out []*sluicev1.GroupSummary
+		for _, c := range coords {
+			out = append(out, c.summaries(now, tenantID)...)
+		}
+		return out, nil
+	}
+	if req.Header().Get(NoForwardHeader) == "1" {
+		out, err := local()
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&sluicev1.ListGroupsResponse{Groups: out}), nil
+	}
+	meta := s.b.metadata()
+	t, ok := meta.topic(systemTenantID, offsetsTopic)
+	if !ok {
+		return nil, errNoOffsetsTopic
+	}
+	leaders := map[int32]bool{}
+	for _, pm := range t.partitions {
+		if pm.leader < 0 {
+			return nil, toConnect(s.b.notLeader(pm)) // a coordinator is offline: the list would be incomplete
+		}
+		leaders[pm.leader] = true
+	}
+	var (
+		mu   sync.Mutex
+		all  []*sluicev1.GroupSummary
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for id := range leaders {
+		wg.Go(func() {
+			var out []*sluicev1.GroupSummary
+			var err error
+			if id == s.b.cfg.ID {
+				out, err = local()
+			} else {
+				var res *connect.Response[sluicev1.ListGroupsResponse]
+				res, err = forward(ctx, s.b, partMeta{leader: id}, req, s.b.peer(id).group.ListGroups)
+				if err == nil {
+					out = res.Msg.GetGroups()
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			all = append(all, out...)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("list groups: %w", errors.Join(errs...)))
+	}
+	slices.SortFunc(all, func(a, b *sluicev1.GroupSummary) int { return strings.Compare(a.GetGroup(), b.GetGroup()) })
+	all = slices.CompactFunc(all, func(a, b *sluicev1.GroupSummary) bool { return a.GetGroup() == b.GetGroup() })
+	return connect.NewResponse(&sluicev1.ListGroupsResponse{Groups: all}), nil
+}
+
+func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[sluicev1.DescribeGroupRequest]) (*connect.Response[sluicev1.DescribeGroupResponse], error) {
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.DescribeGroup)
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	d, offsets, ok := c.describe(now, tenantID, m.GetGroup())
+	if !ok {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("group %q not found", m.GetGroup()))
+	}
+	res := &sluicev1.DescribeGroupResponse{Group: m.GetGroup(), State: string(d.State), GroupEpoch: d.GroupEpoch, Assignor: d.Assignor, Rebalances: d.Rebalances}
+	if res.State == "" {
+		res.State = "empty"
+	}
+	meta := s.b.metadata()
+	owner := map[TopicPartitionKey]string{}
+	topics := map[string]bool{}
+	for _, md := range d.Members {
+		res.Members = append(res.Members, &sluicev1.GroupMember{
+			MemberId: md.MemberID, InstanceId: md.InstanceID, MemberEpoch: md.MemberEpoch, SubscribedTopics: md.Subscriptions,
+			Assignment: toTopicPartitions(md.Assignment), Pending: toTopicPartitions(md.Pending), Revoking: toTopicPartitions(md.Revoking),
+		})
+		for t, ps := range md.Assignment {
+			for _, p := range ps {
+				owner[TopicPartitionKey{t, p}] = md.MemberID
+			}
+		}
+		for t, ps := range md.Revoking {
+			for _, p := range ps {
+				owner[TopicPartitionKey{t, p}] = md.MemberID
+			}
+		}
+		for _, t := range md.Subscriptions {
+			topics[t] = true
+		}
+	}
+	committed := map[TopicPartitionKey]committedOffset{}
+	for k, co := range offsets {
+		if t, ok := meta.byID[k.topicID]; ok && t.tenantID == tenantID {
+			topics[t.name] = true
+			committed[TopicPartitionKey{t.name, k.partition}] = co
+		}
+	}
+	var lags []*sluicev1.PartitionLag
+	for name := range topics {
+		t, ok := meta.topic(tenantID, name)
+		if !ok {
+			continue
+		}
+		for _, tpm := range t.partitions {
+			k := TopicPartitionKey{name, tpm.partition}
+			pl := &sluicev1.PartitionLag{Topic: name, Partition: tpm.partition, CommittedOffset: -1, MemberId: owner[k]}
+			if co, ok := committed[k]; ok {
+				pl.CommittedOffset = co.offset.GetOffset()
+			}
+			lags = append(lags, pl)
+		}
+	}
+	s.fillLags(ctx, req.Header().Get("Authorization"), tenantID, lags, now)
+	slices.SortFunc(lags, func(a, b *sluicev1.PartitionLag) int {
+		if c := strings.Compare(a.GetTopic(), b.GetTopic()); c != 0 {
+			return c
+		}
+		return int(a.GetPartition() - b.GetPartition())
+	})
+	res.Partitions = lags
+	return connect.NewResponse(res), nil
+}
+
+// TopicPartitionKey names a partition by topic name.
+type TopicPartitionKey struct {
+	Topic     string
+	Partition int32
+}
+
+// fillLags asks each partition's leader for its log start and high
+// watermark and, when the group lags, the age of the oldest unconsumed
+// record (concurrently, at most 16 at a time). A partition whose leader
+// does not answer keeps -1 values.
+func (s *groupService) fillLags(ctx context.Context, auth, tenantID string, lags []*sluicev1.PartitionLag, now time.Time) {
+	meta := s.b.metadata()
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for _, pl := range lags {
+		t, ok := meta.topic(tenantID, pl.GetTopic())
+		if !ok {
+			continue
+		}
+		pm := t.partitions[pl.GetPartition()]
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			off, err := s.b.listOffsets(ctx, auth, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+			if err != nil {
+				pl.HighWatermark, pl.LogStartOffset, pl.Lag = -1, -1, -1
+				return
+			}
+			pl.HighWatermark, pl.LogStartOffset = off.GetHighWatermark(), off.GetLogStartOffset()
+			from := pl.GetCommittedOffset()
+			if from < 0 || from < pl.GetLogStartOffset() {
+				from = pl.GetLogStartOffset()
+			}
+			pl.Lag = max(pl.GetHighWatermark()-from, 0)
+			if pl.GetLag() == 0 {
+				return
+			}
+			if ts, err := s.b.batchTimeAt(ctx, auth, t, pm, from); err == nil && ts > 0 {
+				pl.LagSeconds = max(now.Sub(time.UnixMilli(ts)).Seconds(), 0)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// listOffsets asks a partition's leader (itself, when it leads) for an
+// offset, with the caller's credentials.
+func (b *Broker) listOffsets(ctx context.Context, auth string, t *topicMeta, pm partMeta, spec sluicev1.OffsetSpec, ts int64) (*sluicev1.ListOffsetsResponse, error) {
+	if pm.leader < 0 {
+		return nil, toConnect(b.notLeader(pm))
+	}
+	req := connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: t.name, Partition: pm.partition, Spec: spec, TimestampMs: ts})
+	req.Header().Set("Authorization", auth)
+	req.Header().Set(NoForwardHeader, "1")
+	var res *connect.Response[sluicev1.ListOffsetsResponse]
+	var err error
+	if pm.leader == b.cfg.ID {
+		res, err = (&recordService{b}).ListOffsets(ctx, req)
+	} else {
+		res, err = b.recordClient(pm.leader).ListOffsets(ctx, req)
+	}
+	if err != nil {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("offsets of topic %q partition %d: %s", t.name, pm.partition, ce.Message()))
+		}
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("offsets of topic %q partition %d: %w", t.name, pm.partition, err))
+	}
+	return res.Msg, nil
+}
+
+// batchTimeAt is the first timestamp of the batch holding offset (the
+// append time of the oldest unconsumed record, to within a batch).
+func (b *Broker) batchTimeAt(ctx context.Context, auth string, t *topicMeta, pm partMeta, offset int64) (int64, error) {
+	req := connect.NewRequest(&sluicev1.FetchRequest{Topic: t.name, Partition: pm.partition, Offset: offset, MaxBytes: 1, RawBatches: true})
+	req.Header().Set("Authorization", auth)
+	req.Header().Set(NoForwardHeader, "1")
+	var res *connect.Response[sluicev1.FetchResponse]
+	var err error
+	if pm.leader == b.cfg.ID {
+		res, err = (&recordService{b}).Fetch(ctx, req)
+	} else {
+		res, err = b.recordClient(pm.leader).Fetch(ctx, req)
+	}
+	if err != nil {
+		return 0, err
+	}
+	data := res.Msg.GetBatches().GetData()
+	if len(data) == 0 {
+		return 0, nil
+	}
+	batch, _, err := log.ReadBatch(data)
+	if err != nil {
+		return 0, err
+	}
+	return batch.Header().FirstTimestamp, nil
+}
+
+func (s *groupService) DeleteGroup(ctx context.Context, req *connect.Request[sluicev1.DeleteGroupRequest]) (*connect.Response[sluicev1.DeleteGroupResponse], error) {
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.DeleteGroup)
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	if _, _, ok := c.describe(now, tenantID, m.GetGroup()); !ok {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("group %q not found", m.GetGroup()))
+	}
+	if c.active(now, tenantID, m.GetGroup()) {
+		return nil, groupError(fmt.Errorf("group %q has members: stop them first", m.GetGroup()), sluicev1.GroupError_REASON_GROUP_ACTIVE)
+	}
+	err = c.write(ctx, []groupRecord{{key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: m.GetGroup(), Kind: &sluicev1.GroupRecordKey_GroupDeleted{GroupDeleted: true}}}})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&sluicev1.DeleteGroupResponse{}), nil
+}
+
+func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sluicev1.ResetOffsetsRequest]) (*connect.Response[sluicev1.ResetOffsetsResponse], error) {
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.ResetOffsets)
+	}
+	if err != nil {
+		return nil, err
+	}
+	meta := s.b.metadata()
+	t, ok := meta.topic(tenantID, m.GetTopic())
+	if !ok {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", m.GetTopic()))
+	}
+	if m.GetSpec() < sluicev1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED || m.GetSpec() > sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("spec: unknown value %d", m.GetSpec()))
+	}
+	if m.GetSpec() == sluicev1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED && m.GetOffset() < 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offset: must not be negative; got %d", m.GetOffset()))
+	}
+	parts := m.GetPartitions()
+	if len(parts) == 0 {
+		for i := range t.partitions {
+			parts = append(parts, int32(i))
+		}
+	}
+	for _, p := range parts {
+		if p < 0 || int(p) >= len(t.partitions) {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partitions: topic %q has partitions 0..%d; got %d", t.name, len(t.partitions)-1, p))
+		}
+	}
+	if !m.GetForce() && c.active(time.Now(), tenantID, m.GetGroup()) {
+		return nil, groupError(fmt.Errorf("group %q has members: stop them first, or force (members keep consuming from their own positions until their partitions move)", m.GetGroup()), sluicev1.GroupError_REASON_GROUP_ACTIVE)
+	}
+	auth := req.Header().Get("Authorization")
+	now := time.Now()
+	res := &sluicev1.ResetOffsetsResponse{}
+	var recs []groupRecord
+	for _, p := range slices.Compact(slices.Sorted(slices.Values(parts))) {
+		pm := t.partitions[p]
+		bounds, err := s.b.listOffsets(ctx, auth, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+		if err != nil {
+			return nil, err
+		}
+		var off int64
+		switch m.GetSpec() {
+		case sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
+			off = bounds.GetLogStartOffset()
+		case sluicev1.OffsetSpec_OFFSET_SPEC_LATEST:
+			off = bounds.GetHighWatermark()
+		case sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
+			at, err := s.b.listOffsets(ctx, auth, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP, m.GetTimestampMs())
+			if err != nil {
+				return nil, err
+			}
+			if off = at.GetOffset(); off < 0 {
+				off = bounds.GetHighWatermark()
+			}
+		default:
+			off = min(max(m.GetOffset(), bounds.GetLogStartOffset()), bounds.GetHighWatermark())
+		}
+		po := &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: off, LeaderEpoch: -1, Metadata: "reset"}
+		res.Offsets = append(res.Offsets, po)
+		recs = append(recs, groupRecord{
+			key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: m.GetGroup(), Kind: &sluicev1.GroupRecordKey_Offset{
+				Offset: &sluicev1.OffsetKey{TopicId: t.id, Topic: t.name, Partition: p},
+			}},
+			value: &sluicev1.GroupRecordValue{Offset: po, CommitTimeMs: now.UnixMilli()},
+		})
+	}
+	if err := c.write(ctx, recs); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(res), nil
+}
