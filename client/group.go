@@ -695,3 +695,14 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 	errs = append(errs, g.cs.Close())
 	return errors.Join(errs...)
 }
+
+// GroupAdmin returns a GroupService client for administration (ListGroups,
+// DescribeGroup, ResetOffsets, DeleteGroup, FetchOffsets): it talks to one
+// of the brokers, which forwards each call to the group's coordinator.
+func (c *Client) GroupAdmin() (sluicev1connect.GroupServiceClient, error) {
+	bs := c.brokerList()
+	if len(bs) == 0 {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no broker is known"))
+	}
+	return sluicev1connect.NewGroupServiceClient(c.hc, c.scheme+"://"+bs[0].address, connect.WithInterceptors(c.bearer())), nil
+}
