@@ -48,6 +48,10 @@ type Options struct {
 	Proxies bool
 	// Flush is every broker's --flush (default always).
 	Flush string
+	// GroupHeartbeatInterval and GroupSessionTimeout are every broker's
+	// --group-heartbeat-interval and --group-session-timeout (defaults
+	// 500ms and 5s, shorter than production so group tests run fast).
+	GroupHeartbeatInterval, GroupSessionTimeout time.Duration
 }
 
 func (o *Options) defaults() {
@@ -65,6 +69,12 @@ func (o *Options) defaults() {
 	}
 	if o.Flush == "" {
 		o.Flush = "always"
+	}
+	if o.GroupHeartbeatInterval == 0 {
+		o.GroupHeartbeatInterval = 500 * time.Millisecond
+	}
+	if o.GroupSessionTimeout == 0 {
+		o.GroupSessionTimeout = 5 * time.Second
 	}
 }
 
@@ -176,6 +186,8 @@ func (c *Cluster) startBroker(b *Broker) {
 		"--broker-token", brokerToken,
 		"--flush", c.opts.Flush,
 		"--replica-lag-time-max", c.opts.ReplicaLagTimeMax.String(),
+		"--group-heartbeat-interval", c.opts.GroupHeartbeatInterval.String(),
+		"--group-session-timeout", c.opts.GroupSessionTimeout.String(),
 	})
 	if err != nil {
 		c.t.Fatal(err)
