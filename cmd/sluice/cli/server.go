@@ -71,7 +71,12 @@ func runControlPlane(ctx context.Context, cfg controlplane.Config, logger *slog.
 	return srv.Run(ctx, ln)
 }
 
-func (a *app) runDev(ctx context.Context, dataDir, listen string, logger *slog.Logger) error {
+// devOptions are sluice dev's tunables beyond the data dir and address.
+type devOptions struct {
+	groupHeartbeat, groupSession time.Duration
+}
+
+func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOptions, logger *slog.Logger) error {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
@@ -119,6 +124,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, logger *slog.L
 		bc.ControlPlane = endpoint
 		bc.BrokerToken = secrets.BrokerToken
 		bc.Rack = fmt.Sprintf("rack-%d", i+1)
+		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = opts.groupHeartbeat, opts.groupSession
 		ready := make(chan string, 1)
 		go func() { brokerErr <- runBroker(ctx, bc, logger, func(a string) { ready <- a }) }()
 		select {
@@ -197,6 +203,7 @@ func (a *app) devTenant(ctx context.Context, dataDir, endpoint string, s *devSec
 
 func (a *app) devCommand() *cobra.Command {
 	var dataDir, listen string
+	opts := devOptions{groupHeartbeat: time.Second, groupSession: 10 * time.Second}
 	cmd := &cobra.Command{
 		Use:         "dev",
 		Annotations: map[string]string{envFlags: "true"},
@@ -212,11 +219,13 @@ topics (replication factor 3) work as on a real cluster.`,
 			if err != nil {
 				return err
 			}
-			return a.runDev(cmd.Context(), dataDir, listen, logger)
+			return a.runDev(cmd.Context(), dataDir, listen, opts, logger)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".sluice", "folder holding all dev state (SQLite database, secrets, profile)")
 	cmd.Flags().StringVar(&listen, "listen-addr", "127.0.0.1:8080", "host:port of the control-plane API")
+	cmd.Flags().DurationVar(&opts.groupHeartbeat, "group-heartbeat-interval", opts.groupHeartbeat, "how often consumer-group members heartbeat (and learn of rebalances)")
+	cmd.Flags().DurationVar(&opts.groupSession, "group-session-timeout", opts.groupSession, "a consumer-group member silent this long is removed and its partitions reassigned")
 	return cmd
 }
 
