@@ -65,6 +65,25 @@ type committedOffset struct {
 type groupState struct {
 	offsets map[tpKey]committedOffset
 	members *group.Group // nil until the first heartbeat at this coordinator
+	// rebalances and revoked are the members' counters last reported to
+	// the broker's metrics.
+	rebalances, revoked int64
+}
+
+// countLocked adds the group's new rebalances and revocations to the
+// broker's counters.
+func (c *coordinator) countLocked(gs *groupState) {
+	if gs.members == nil || c.b.metrics == nil {
+		return
+	}
+	r, v := gs.members.Counters()
+	if d := r - gs.rebalances; d > 0 {
+		c.b.metrics.groupRebalances.Add(float64(d))
+	}
+	if d := v - gs.revoked; d > 0 {
+		c.b.metrics.groupRevoked.Add(float64(d))
+	}
+	gs.rebalances, gs.revoked = r, v
 }
 
 // coordinator serves the groups of one offsets partition this broker leads,
@@ -271,7 +290,11 @@ func (c *coordinator) write(ctx context.Context, recs []groupRecord) error {
 		return err
 	}
 	epoch := c.epoch
+	start := time.Now()
 	res, err := c.p.produce(ctx, [][]byte{batch}, sluicev1.Acks_ACKS_ALL, 30*time.Second, &epoch)
+	if c.b.metrics != nil {
+		c.b.metrics.groupWriteLatency.Observe(time.Since(start).Seconds())
+	}
 	if err != nil {
 		return fmt.Errorf("write to offsets partition %d: %w", c.p.id, err)
 	}
@@ -395,7 +418,9 @@ func (c *coordinator) heartbeat(now time.Time, tenantID, groupID, assignor strin
 	if err != nil {
 		return group.HeartbeatResponse{}, err
 	}
-	return g.Heartbeat(now, req, topics)
+	res, err := g.Heartbeat(now, req, topics)
+	c.countLocked(c.groups[groupKey{tenantID, groupID}])
+	return res, err
 }
 
 // leave removes a member.
@@ -420,6 +445,7 @@ func (c *coordinator) expire(now time.Time) {
 		for _, id := range gs.members.Expire(now) {
 			c.b.logger.Info("group member session expired", "tenant", gk.tenant, "group", gk.group, "member", id)
 		}
+		c.countLocked(gs)
 	}
 }
 

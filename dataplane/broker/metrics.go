@@ -21,6 +21,10 @@ type brokerMetrics struct {
 	duplicates     prometheus.Counter
 	sequenceErrors *prometheus.CounterVec
 	producerIDs    prometheus.Counter
+	// Consumer groups coordinated here.
+	groupRebalances   prometheus.Counter
+	groupRevoked      prometheus.Counter
+	groupWriteLatency prometheus.Histogram
 }
 
 func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
@@ -67,9 +71,22 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 			Namespace: "sluice", Subsystem: "broker", Name: "producer_ids_issued_total",
 			Help: "Producer ids handed out by InitProducerId on this broker.",
 		}),
+		groupRebalances: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "group_rebalances_total",
+			Help: "Consumer-group rebalances (a new target assignment) in groups this broker coordinates.",
+		}),
+		groupRevoked: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "group_revoked_partitions_total",
+			Help: "Partitions consumer-group members were asked to give up, in groups this broker coordinates.",
+		}),
+		groupWriteLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "group_commit_duration_seconds",
+			Help:    "Time to write an offset commit (or group change) to the replicated offsets partition, acks=all.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
+		}),
 	}
 	reg.MustRegister(m.produceLatency, m.fetchLatency, m.producedBytes, m.fetchedBytes, m.forwarded, m.isrShrinks, m.isrExpands,
-		m.duplicates, m.sequenceErrors, m.producerIDs)
+		m.duplicates, m.sequenceErrors, m.producerIDs, m.groupRebalances, m.groupRevoked, m.groupWriteLatency)
 	reg.MustRegister(partitionCollector{b})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Subsystem: "broker", Name: "leader_partitions",

@@ -121,3 +121,9 @@ func (g *Group) Describe(now time.Time) GroupDescription {
 	}
 	return d
 }
+
+// Counters returns the group's cumulative rebalance and revoked-partition
+// counts (as in Describe), cheaply, for metrics.
+func (g *Group) Counters() (rebalances, revokedPartitions int64) {
+	return g.rebalances, g.revoked
+}
