@@ -108,25 +108,35 @@ func waitSequenceGap(ctx context.Context, ch <-chan struct{}, deadline time.Time
 // applyAppendedLocked records batches just appended to the log (leader
 // or follower) in the producer state.
 func (p *partition) applyAppendedLocked(data []byte) {
+	now := time.Now().UnixMilli()
 	for len(data) > 0 {
 		b, rest, err := log.ReadBatch(data)
 		if err != nil {
 			return // the log accepted these bytes, so this cannot happen
 		}
-		pb, _ := producerstate.FromHeader(b.Header())
+		pb, ok := producerstate.FromHeader(b.Header())
 		p.pstate.Apply(pb)
+		if ok {
+			p.pstate.Seen(pb.ProducerID, now)
+		}
 		data = rest
 	}
 }
 
 // rebuildProducerStateLocked recomputes the producer state from the
 // snapshots and the log after the log was truncated.
+//
+// A replica whose producer state cannot be rebuilt could later lead
+// without deduplication, so a failure stops the broker (as a failed log
+// write does): its partitions move to replicas that have their state.
 func (p *partition) rebuildProducerStateLocked() error {
 	s, err := producerstate.Rebuild(p.dir, p.log)
 	if err != nil {
-		p.pstate = producerstate.New()
-		return fmt.Errorf("rebuild producer state: %w", err)
+		err = fmt.Errorf("rebuild producer state: %w", err)
+		go p.b.failStop(p, err)
+		return err
 	}
+	s.Touch(time.Now().UnixMilli())
 	p.pstate = s
 	return nil
 }

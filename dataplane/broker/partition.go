@@ -162,8 +162,11 @@ type produceResult struct {
 // to sequenceGapWait for the batches before it.
 func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32) (produceResult, error) {
 	gapDeadline := time.Now().Add(sequenceGapWait)
+	waitedOut := false
 	p.mu.Lock()
 	for {
+		// Checked again after every wait: the partition may have changed
+		// hands while the lock was released.
 		if p.role != roleLeader || p.lead == nil || p.lead.Resigned() {
 			p.mu.Unlock()
 			return produceResult{}, toConnect(p.b.notLeader(p.meta))
@@ -173,15 +176,12 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 			return produceResult{}, err
 		}
 		_, wait, err := p.checkSequenceLocked(log.Batch(batches[0]).Header())
-		if err == nil || !wait {
-			break
+		if err == nil || !wait || waitedOut {
+			break // a refusal is answered by the check below
 		}
 		ch := p.hwCh
 		p.mu.Unlock()
-		if !waitSequenceGap(ctx, ch, gapDeadline) {
-			p.mu.Lock()
-			break // the check below refuses it
-		}
+		waitedOut = !waitSequenceGap(ctx, ch, gapDeadline)
 		p.mu.Lock()
 	}
 	if acks == sluicev1.Acks_ACKS_ALL {

@@ -105,6 +105,7 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 		l.Close()
 		return nil, fmt.Errorf("rebuild producer state: %w", err)
 	}
+	ps.Touch(time.Now().UnixMilli())
 	p := &partition{b: b, tenantID: t.tenantID, topicID: t.id, id: pm.partition, dir: dir, log: l, hw: hw, savedHW: hw,
 		hwCh: make(chan struct{}), meta: partMeta{leader: -1, leaderEpoch: -1},
 		pstate: ps, snapOffset: ps.Offset(), snapAt: time.Now(), retainBelow: retainBelow}
@@ -249,17 +250,18 @@ func (p *partition) applyFetch(leader, epoch int32, res *sluicev1.FetchReplicaRe
 		}
 		if to < p.log.LogStartOffset() {
 			// Nothing in common: start over at the leader's log start.
-			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
-				return fmt.Errorf("reset log: %w", err)
-			}
 			if err := p.resetProducerStateLocked(); err != nil {
 				return err
+			}
+			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
+				return fmt.Errorf("reset log: %w", err)
 			}
 		} else {
 			if err := p.log.TruncateTo(to); err != nil {
 				return fmt.Errorf("truncate to %d: %w", to, err)
 			}
 			if err := p.rebuildProducerStateLocked(); err != nil {
+				p.hw = min(p.hw, p.log.LEO())
 				return err
 			}
 		}
@@ -270,21 +272,21 @@ func (p *partition) applyFetch(leader, epoch int32, res *sluicev1.FetchReplicaRe
 	if p.log.LEO() < res.GetLogStartOffset() {
 		// The leader no longer has what we need (retention): start over
 		// at its log start, then fetch from there.
-		if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
-			return fmt.Errorf("reset log: %w", err)
-		}
 		if err := p.resetProducerStateLocked(); err != nil {
 			return err
+		}
+		if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
+			return fmt.Errorf("reset log: %w", err)
 		}
 		p.hw = min(p.hw, p.log.LEO())
 	}
 	if len(res.GetBatches()) > 0 {
 		if p.log.LEO() < res.GetLogStartOffset() {
-			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
-				return fmt.Errorf("reset log: %w", err)
-			}
 			if err := p.resetProducerStateLocked(); err != nil {
 				return err
+			}
+			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
+				return fmt.Errorf("reset log: %w", err)
 			}
 		}
 		if _, err := p.log.AppendFollower(res.GetBatches()); err != nil {

@@ -130,6 +130,9 @@ type Entry struct {
 	// Batches are its newest batches of that epoch, oldest first: at least
 	// one, at most MaxCachedBatches.
 	Batches []Batch
+	// seenMs is this replica's clock when it last applied a batch of the
+	// producer (Seen, Touch); not replicated or snapshotted.
+	seenMs int64
 }
 
 // LastTimestamp is the MaxTimestamp of the producer's newest batch; Expire
@@ -251,14 +254,33 @@ func (s *State) Apply(b Batch) {
 	e.Batches = append(e.Batches, b)
 }
 
+// Seen records that this replica applied a batch of producer pid at its
+// local time nowMs, so that Expire does not go by the client's record
+// timestamps alone (a producer backfilling old timestamps stays known).
+func (s *State) Seen(pid int64, nowMs int64) {
+	if e := s.producers[pid]; e != nil {
+		e.seenMs = max(e.seenMs, nowMs)
+	}
+}
+
+// Touch marks every producer as seen at nowMs: after a load or rebuild,
+// when the replica's own append times are unknown, producers get a full
+// expiration period again.
+func (s *State) Touch(nowMs int64) {
+	for _, e := range s.producers {
+		e.seenMs = max(e.seenMs, nowMs)
+	}
+}
+
 // Expire drops the producers whose newest batch has a MaxTimestamp below
-// cutoffMs (Kafka's transactional.id.expiration / producer.id.expiration)
-// and returns how many. A dropped producer that writes again must start at
-// sequence 0, that is, bump its epoch or re-initialise.
+// cutoffMs and that this replica has not seen (Seen, Touch) since cutoffMs
+// either (Kafka's producer.id.expiration.ms), and returns how many. A
+// dropped producer that writes again must start at sequence 0, that is,
+// bump its epoch or re-initialise.
 func (s *State) Expire(cutoffMs int64) int {
 	n := 0
 	for pid, e := range s.producers {
-		if e.LastTimestamp() < cutoffMs {
+		if max(e.LastTimestamp(), e.seenMs) < cutoffMs {
 			delete(s.producers, pid)
 			n++
 		}
@@ -292,7 +314,7 @@ func (s *State) Clone() *State {
 	for pid, e := range s.producers {
 		b := make([]Batch, len(e.Batches), MaxCachedBatches)
 		copy(b, e.Batches)
-		c.producers[pid] = &Entry{Epoch: e.Epoch, Batches: b}
+		c.producers[pid] = &Entry{Epoch: e.Epoch, Batches: b, seenMs: e.seenMs}
 	}
 	return c
 }

@@ -304,3 +304,18 @@ func TestProducerStateSequenceErrorIs(t *testing.T) {
 	require.False(t, errors.Is(err, producerstate.ErrDuplicateSequence))
 	require.EqualError(t, err, "producer 1 epoch 0: out of order sequence 6, expected 4")
 }
+
+// A producer writing records with old timestamps is not expired while this
+// replica keeps seeing it; Touch gives every producer a fresh period.
+func TestExpireGoesByLocalSightings(t *testing.T) {
+	s := producerstate.New()
+	s.Apply(producerstate.Batch{ProducerID: 1, BaseSequence: 0, LastSequence: 0, FirstOffset: 0, LastOffset: 0, MaxTimestamp: 1_000})
+	s.Apply(producerstate.Batch{ProducerID: 2, BaseSequence: 0, LastSequence: 0, FirstOffset: 1, LastOffset: 1, MaxTimestamp: 1_000})
+	s.Seen(1, 100_000)
+	require.Equal(t, 1, s.Expire(50_000), "only the producer not seen since the cutoff")
+	_, ok := s.Producer(1)
+	require.True(t, ok)
+	s.Touch(200_000)
+	require.Zero(t, s.Expire(150_000))
+	require.Equal(t, 1, s.Clone().Expire(250_000), "clones keep the sightings")
+}
