@@ -463,18 +463,25 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 }
 
 // Run calls fn for each record of the member's partitions, in order per
-// partition, until ctx ends (it then returns nil after a last commit) or fn
-// fails (it returns that error without committing the failed record).
+// partition, until ctx ends (it then commits what was processed, with
+// AtLeastOnce, and returns the commit's error or nil) or fn fails (it
+// returns that error without committing the failed record). With
+// AtMostOnce and CommitManual it never commits: call Commit.
 // With AtLeastOnce a record's position is committed after fn returns, as
 // the CommitMode says: CommitEach after every record, CommitEvery(n) after
 // every n, CommitInterval(d) every d. With AtMostOnce the positions of the
 // records fetched together are committed before fn sees the first of them.
 func (g *GroupConsumer) Run(ctx context.Context, fn func(context.Context, *Record) error) error {
 	err := g.run(ctx, fn)
-	if ctx.Err() != nil {
-		return nil // stopped; Close commits what was processed
+	if ctx.Err() == nil {
+		return err
 	}
-	return err
+	if g.cfg.delivery == AtLeastOnce {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return g.Commit(cctx)
+	}
+	return nil
 }
 
 func (g *GroupConsumer) run(ctx context.Context, fn func(context.Context, *Record) error) error {

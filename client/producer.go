@@ -124,9 +124,11 @@ type Producer struct {
 	pending int // unfinished records
 	changed chan struct{}
 
-	stop    chan struct{}
-	aborted chan struct{}
-	wg      sync.WaitGroup
+	stop      chan struct{}
+	aborted   chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 type sinkKey struct {
@@ -295,7 +297,10 @@ func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, erro
 		p.release(size)
 		return err
 	}
-	s.add(&pending{rec: r, cb: cb, size: size, at: time.Now()})
+	if !s.add(&pending{rec: r, cb: cb, size: size, at: time.Now()}) {
+		p.release(size)
+		return ErrProducerClosed
+	}
 	return nil
 }
 
@@ -359,12 +364,30 @@ func (p *Producer) reserve(ctx context.Context, size int) error {
 
 // release returns a finished record's room.
 func (p *Producer) release(size int) {
+	p.freeRoom(size)
+	p.finished()
+}
+
+// freeRoom returns a record's buffer room (before its callback runs, so a
+// callback may produce again).
+func (p *Producer) freeRoom(size int) {
 	p.mu.Lock()
 	p.buffer -= size
+	p.broadcastLocked()
+	p.mu.Unlock()
+}
+
+// finished counts a record whose callback ran (Flush waits for these).
+func (p *Producer) finished() {
+	p.mu.Lock()
 	p.pending--
+	p.broadcastLocked()
+	p.mu.Unlock()
+}
+
+func (p *Producer) broadcastLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
-	p.mu.Unlock()
 }
 
 func (p *Producer) sink(topic string, partition int32) (*sink, error) {
@@ -419,20 +442,17 @@ func (p *Producer) Flush(ctx context.Context) error {
 // ends fail with ErrProducerClosed (Indefinite when they were sent). Close
 // returns after every callback ran.
 func (p *Producer) Close(ctx context.Context) error {
-	p.mu.Lock()
-	if p.closed {
+	p.closeOnce.Do(func() {
+		err := p.Flush(ctx)
+		p.mu.Lock()
+		p.closed = true
 		p.mu.Unlock()
-		return nil
-	}
-	p.mu.Unlock()
-	err := p.Flush(ctx)
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	if err != nil {
-		close(p.aborted)
-	}
-	close(p.stop)
-	p.wg.Wait()
-	return err
+		if err != nil {
+			close(p.aborted)
+		}
+		close(p.stop)
+		p.wg.Wait()
+		p.closeErr = err
+	})
+	return p.closeErr
 }

@@ -70,6 +70,7 @@ type sink struct {
 	epoch     int16
 	seq       int32
 	fenced    error
+	closed    bool // run returned: add refuses records
 	wake      chan struct{}
 }
 
@@ -84,8 +85,13 @@ func (s *sink) signal() {
 	}
 }
 
-func (s *sink) add(pd *pending) {
+// add queues a record; false when the sink stopped (the producer closed).
+func (s *sink) add(pd *pending) bool {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
 	if len(s.cur) == 0 {
 		s.curSince = pd.at
 	}
@@ -101,6 +107,7 @@ func (s *sink) add(pd *pending) {
 	if full || first || s.p.cfg.linger == 0 {
 		s.signal() // send, or arm the linger timer
 	}
+	return true
 }
 
 func (s *sink) flushNow() {
@@ -185,11 +192,18 @@ func (s *sink) run() {
 		if len(s.cur) == 0 {
 			s.flush = false
 		}
-		if s.rewind && s.inflight == 0 {
+		if s.fenced != nil || (s.inflight == 0 && (s.rewind || s.frontBlockedLocked(now))) {
 			s.rewindLocked(now)
 		}
 		for !s.rewind && s.fenced == nil && s.next < len(s.queue) && s.inflight < s.p.cfg.maxInFlight && !now.Before(s.notBefore) {
 			b := s.queue[s.next]
+			if b.done {
+				s.next++ // acknowledged: never sent again
+				continue
+			}
+			if b.fatalErr != nil || b.tooLarge {
+				break // settled by the rewind once it is at the front
+			}
 			b.front = s.firstUnfinished() == s.next
 			s.next++
 			s.inflight++
@@ -204,7 +218,6 @@ func (s *sink) run() {
 		if s.notBefore.After(now) {
 			wait = min(wait, s.notBefore.Sub(now))
 		}
-		idle := len(s.cur) == 0 && len(s.queue) == 0 && s.inflight == 0
 		s.mu.Unlock()
 		s.deliver(done)
 
@@ -216,11 +229,9 @@ func (s *sink) run() {
 			s.abort()
 			return
 		case <-s.p.stop:
-			if idle {
-				return
-			}
-			// Close without abort waits for Flush, so this is a record
-			// produced concurrently with Close.
+			// Close flushed first, so anything left is a record produced
+			// concurrently with Close: it fails, as do later ones (add
+			// refuses them once abort marked the sink closed).
 			s.abort()
 			return
 		}
@@ -233,12 +244,14 @@ type outcome struct {
 	err error
 }
 
-// deliver runs callbacks, in order, then frees the records' buffer room,
-// so that Flush returns only after their callbacks ran.
+// deliver runs callbacks, in order. A record's buffer room is freed before
+// its callback (which may produce again); it counts as finished, for
+// Flush, after.
 func (s *sink) deliver(out []outcome) {
 	for _, o := range out {
+		s.p.freeRoom(o.pd.size)
 		o.pd.cb(o.pd.rec, o.err)
-		s.p.release(o.pd.size)
+		s.p.finished()
 	}
 }
 
@@ -275,10 +288,28 @@ func (s *sink) failLocked(i int, err error) []outcome {
 	return out
 }
 
-// rewindLocked runs when an attempt failed and no request is in flight: it
-// gives up on batches that expired or were refused for good, reassigns
-// sequences where that is safe and needed, and restarts sending from the
-// first unfinished batch after a backoff.
+// frontBlockedLocked reports whether the first unfinished batch needs the
+// rewind's decision: refused for good, too large, out of sequence, or past
+// its delivery deadline.
+func (s *sink) frontBlockedLocked(now time.Time) bool {
+	i := s.firstUnfinished()
+	if i < 0 {
+		return false
+	}
+	b := s.queue[i]
+	return b.fatalErr != nil || b.tooLarge || b.outOfSeq || !now.Before(b.deadline)
+}
+
+// rewindLocked runs when no request is in flight and an attempt failed (or
+// the front batch is blocked). It settles the batches at the front, in
+// order: a batch refused for good, or past its deadline, fails; a batch too
+// large for the topic is split; an idempotent batch refused out of
+// sequence although nothing before it was pending means the leader lost
+// the producer's state. Only the front batch is settled, so a batch's
+// callback never runs before those of the batches before it, and the
+// batches behind a failed one are renumbered under a new epoch only once
+// nothing before them may still be written under the old one. Then
+// sending restarts from the first unfinished batch after a backoff.
 func (s *sink) rewindLocked(now time.Time) {
 	s.rewind = false
 	var failed []outcome
@@ -294,62 +325,61 @@ func (s *sink) rewindLocked(now time.Time) {
 		}
 	}()
 	if s.fenced != nil {
-		for len(s.queue) > 0 {
-			failed = append(failed, s.failLocked(0, s.fenced)...)
-		}
+		failed = s.failAllLocked(s.fenced)
 		return
 	}
-	resequence := false
-	for i := 0; i < len(s.queue); {
+	bump := false
+	for {
+		i := s.firstUnfinished()
+		if i < 0 {
+			break
+		}
 		b := s.queue[i]
-		if b.done {
-			i++
-			continue
-		}
-		if b.tooLarge && now.Before(b.deadline) {
-			s.splitLocked(i)
-			continue // look at the first half next
-		}
 		var err *DeliveryError
 		switch {
+		case b.tooLarge && !b.unknown && now.Before(b.deadline):
+			s.splitLocked(i)
+			continue
 		case b.fatalErr != nil:
 			err = &DeliveryError{Err: b.fatalErr, Indefinite: b.unknown}
+		case b.tooLarge:
+			// An earlier attempt may have written it whole: not split.
+			err = &DeliveryError{Err: b.lastErr, Indefinite: b.unknown}
 		case !now.Before(b.deadline):
 			err = &DeliveryError{Err: fmt.Errorf("%w: not acknowledged within %s", ErrDeliveryTimeout, s.p.cfg.deliveryTimeout), Last: b.lastErr, Indefinite: b.unknown}
-		case b.outOfSeq && b.front && s.firstUnfinished() == i:
-			// The leader expected another sequence although every batch
-			// before this one was finished when it was sent: it lost this
-			// producer's state (expiry, unclean election). Nothing from
-			// here on can have been written under the old epoch's
-			// sequence. (A gap left by batches still in flight is only
-			// retried.)
-			resequence = true
+		case b.outOfSeq && b.front && b.unknown:
+			// The leader forgot the producer, and an earlier attempt may
+			// have written this batch: sending it again could duplicate.
+			err = &DeliveryError{Err: fmt.Errorf("the partition leader lost this producer's state: %w", b.lastErr), Indefinite: true}
+		case b.outOfSeq && b.front:
+			// The leader lost the producer's state (expiry, unclean
+			// election); nothing from here on was written: renumber.
+			bump = true
+		}
+		if err == nil {
+			// A gap left by batches that were still in flight is only
+			// retried.
 			b.outOfSeq = false
-			i++
-			continue
-		default:
-			i++
-			continue
+			break
 		}
 		failed = append(failed, s.failLocked(i, err)...)
-		if s.p.pid < 0 {
-			continue
+		if s.p.pid >= 0 {
+			bump = true // the batches behind it would leave a gap
 		}
-		resequence = true
 		if err.Indefinite {
 			// It may have been written, and so may anything sent after
 			// it: those are indefinite too, and cannot be resent under a
 			// new epoch without risking a duplicate.
 			for j := i; j < len(s.queue); {
 				if s.queue[j].sent && !s.queue[j].done {
-					failed = append(failed, s.failLocked(j, &DeliveryError{Err: fmt.Errorf("%w: an earlier batch of the partition timed out", ErrDeliveryTimeout), Last: s.queue[j].lastErr, Indefinite: true})...)
+					failed = append(failed, s.failLocked(j, &DeliveryError{Err: fmt.Errorf("%w: an earlier batch of the partition failed with an unknown outcome", ErrDeliveryTimeout), Last: s.queue[j].lastErr, Indefinite: true})...)
 					continue
 				}
 				j++
 			}
 		}
 	}
-	if resequence && s.p.pid >= 0 {
+	if bump && s.p.pid >= 0 {
 		s.bumpEpochLocked()
 	}
 	s.next = s.firstUnfinished()
@@ -360,6 +390,22 @@ func (s *sink) rewindLocked(now time.Time) {
 	s.notBefore = now.Add(backoff(s.attempts))
 }
 
+// failAllLocked settles every queued batch once the producer is fenced:
+// acknowledged ones succeed, the rest fail (indefinite when sent).
+func (s *sink) failAllLocked(cause error) []outcome {
+	s.sealLocked()
+	var out []outcome
+	for len(s.queue) > 0 {
+		if s.queue[0].done {
+			out = append(out, s.popDoneLocked()...)
+			continue
+		}
+		b := s.queue[0]
+		out = append(out, s.failLocked(0, &DeliveryError{Err: cause, Last: b.lastErr, Indefinite: b.sent || b.unknown})...)
+	}
+	return out
+}
+
 // splitLocked replaces queue[i], refused as larger than the topic's
 // max.message.bytes, by its two halves. It was certainly not written, so
 // the halves take over its sequence range (first half first) and nothing
@@ -367,8 +413,8 @@ func (s *sink) rewindLocked(now time.Time) {
 func (s *sink) splitLocked(i int) {
 	b := s.queue[i]
 	half := len(b.recs) / 2
-	first := &pbatch{recs: b.recs[:half], deadline: b.deadline, offset: -1}
-	second := &pbatch{recs: b.recs[half:], deadline: b.deadline, offset: -1}
+	first := &pbatch{recs: b.recs[:half], deadline: b.deadline, offset: -1, lastErr: b.lastErr}
+	second := &pbatch{recs: b.recs[half:], deadline: b.deadline, offset: -1, lastErr: b.lastErr}
 	for j, nb := range []*pbatch{first, second} {
 		seq := b.baseSeq
 		if j == 1 {
@@ -451,6 +497,9 @@ func (s *sink) send(b *pbatch) {
 		s.signal()
 	}()
 	s.inflight--
+	if b.done {
+		return // settled already (an earlier attempt's answer)
+	}
 	if err == nil {
 		b.done, b.offset = true, res.Msg.GetBaseOffset()
 		if s.p.cfg.acks == AcksNone {
@@ -497,9 +546,11 @@ func (s *sink) send(b *pbatch) {
 	s.rewind = true
 }
 
-// abort fails every unfinished record with ErrProducerClosed.
+// abort fails every unfinished record with ErrProducerClosed and closes
+// the sink to new records.
 func (s *sink) abort() {
 	s.mu.Lock()
+	s.closed = true
 	s.sealLocked()
 	var out []outcome
 	for len(s.queue) > 0 {

@@ -25,6 +25,8 @@ type consumeOptions struct {
 	count      int
 	timeout    time.Duration
 	format     string
+
+	group groupFlags // with --group: consume as a member of a consumer group
 }
 
 // parseOffset reads --offset: earliest, latest, an offset, or @ and a time
@@ -191,7 +193,27 @@ It reads every partition unless --partition names some, starting at
 latest (only records written from now on), an offset, or @TIME, the first
 record at or after TIME, given in RFC 3339 (@2025-01-31T12:00:00Z) or Unix
 milliseconds (@1738324800000). Records of a partition come in offset
-order; partitions are interleaved. It does not commit offsets.
+order; partitions are interleaved. Without --group it commits nothing.
+
+With --group G it consumes as a member of consumer group G instead: the
+group assigns it some of TOPIC's partitions (sharing them with the group's
+other members, and moving them as members come and go). Each starts at the
+group's committed offset or, where the group has none, at --offset, which
+may then only be earliest (the default) or latest. It commits the offsets
+of the records it printed as --commit says:
+  interval  every --commit-interval (default 5s)
+  each      after every record
+  every     after every --commit-every records (default 100)
+  manual    only when it stops (at-least-once only)
+and when it stops (Ctrl-C, -n, --timeout) it commits and leaves the group.
+With --delivery at-least-once (the default) a record is committed after it
+was printed: after a crash the group prints again what was printed but not
+committed yet. With at-most-once the records fetched together are committed
+before the first of them is printed: after a crash the group skips what was
+committed but not printed, and -n skips the rest of the last fetch. In
+group mode each record is flushed to stdout before it counts as processed
+(whether or not stdout is a terminal), so after a kill -9 stdout holds
+exactly the records processed. See also "sluice group --help".
 
 It runs until Ctrl-C, or until -n records were printed, or until --timeout
 passed without a new record; each ends with exit code 0 and
@@ -218,7 +240,10 @@ partition's range, for one), 2 usage, 3 unauthenticated or not allowed,
 		Example: `  sluice consume orders
   sluice consume orders -n 10 --offset earliest --format '%p:%o %k=%v\n'
   sluice consume orders --offset latest --partition 0,1
-  sluice consume orders --offset @2025-01-31T12:00:00Z --timeout 5s -o json`,
+  sluice consume orders --offset @2025-01-31T12:00:00Z --timeout 5s -o json
+  sluice consume orders --group billing
+  sluice consume orders --group billing --commit each --offset latest
+  sluice consume orders --group audit --commit every --commit-every 500 -n 10000`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] == "" {
@@ -241,6 +266,13 @@ partition's range, for one), 2 usage, 3 unauthenticated or not allowed,
 			case o.timeout < 0:
 				return usageError{fmt.Errorf("--timeout must not be negative; got %s", o.timeout)}
 			}
+			gs, err := o.group.parse(cmd.Flags().Changed, o.offset)
+			if err != nil {
+				return err
+			}
+			if o.group.name != "" {
+				return a.consumeGroup(cmd.Context(), args[0], o, gs, parts)
+			}
 			return a.consume(cmd.Context(), args[0], o, from, parts)
 		},
 	}
@@ -251,6 +283,7 @@ partition's range, for one), 2 usage, 3 unauthenticated or not allowed,
 	f.IntVarP(&o.count, "count", "n", 0, "stop after `N` records (0: no limit)")
 	f.DurationVar(&o.timeout, "timeout", 0, "stop when no record arrived for this long (0: wait until Ctrl-C or -n)")
 	f.StringVar(&o.format, "format", "%v\n", "template per record: %k key, %v value, %o offset, %p partition, %t timestamp, %h headers, and \\n \\t escapes")
+	o.group.register(f)
 	return cmd
 }
 

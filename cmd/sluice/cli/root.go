@@ -86,6 +86,7 @@ func (a *app) rootCommand() *cobra.Command {
 Run it locally:       sluice dev
 Sign up and log in:   sluice signup --email you@example.com --tenant acme
 Manage topics:        sluice topic create orders --partitions 6
+Consume in a group:   sluice consume orders --group billing
 
 Every flag can also be set through an environment variable: --endpoint is
 $SLUICE_ENDPOINT, --api-key is $SLUICE_API_KEY, and so on.
@@ -130,6 +131,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 		a.topicCommand(),
 		a.produceCommand(),
 		a.consumeCommand(),
+		a.groupCommand(),
 	)
 	flagenv.Annotate(root.PersistentFlags(), envPrefix)
 	for _, c := range root.Commands() {

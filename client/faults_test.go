@@ -1,0 +1,345 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/producerstate"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/stretchr/testify/require"
+)
+
+type fakeEntry struct {
+	epoch int16
+	seq   int32
+	value string
+}
+
+type fakeAction int
+
+const (
+	normal    fakeAction = iota
+	writeLose            // write, then answer Unavailable (lost ack)
+	refuse               // answer with the given error, write nothing
+)
+
+// fakeBroker is one broker with one partition, for the producer's error
+// paths that a real cluster cannot be made to hit on cue (a lost answer
+// after a write, a refusal of one chosen batch). It keeps its producer
+// state with the real producerstate package.
+type fakeBroker struct {
+	sluicev1connect.UnimplementedRecordServiceHandler
+	sluicev1connect.UnimplementedAuthServiceHandler
+	addr string
+	mu   sync.Mutex
+	st   *producerstate.State
+	log  []fakeEntry
+	n    int
+	pid  int64
+	hook func(n int, h log.BatchHeader, vals []string) (fakeAction, error, time.Duration)
+}
+
+func (f *fakeBroker) CreateToken(context.Context, *connect.Request[sluicev1.CreateTokenRequest]) (*connect.Response[sluicev1.CreateTokenResponse], error) {
+	return connect.NewResponse(&sluicev1.CreateTokenResponse{Token: "t", ExpireTime: timestamppb.New(time.Now().Add(time.Hour))}), nil
+}
+
+func (f *fakeBroker) GetMetadata(ctx context.Context, r *connect.Request[sluicev1.GetMetadataRequest]) (*connect.Response[sluicev1.GetMetadataResponse], error) {
+	res := &sluicev1.GetMetadataResponse{Brokers: []*sluicev1.BrokerAddress{{Id: 1, Address: f.addr}}}
+	for _, t := range r.Msg.GetTopics() {
+		res.Topics = append(res.Topics, &sluicev1.TopicMetadata{Name: t, Id: "id-" + t, Partitions: []*sluicev1.PartitionMetadata{{Partition: 0, Leader: 1, Replicas: []int32{1}, Isr: []int32{1}}}})
+	}
+	return connect.NewResponse(res), nil
+}
+
+func (f *fakeBroker) InitProducerId(context.Context, *connect.Request[sluicev1.InitProducerIdRequest]) (*connect.Response[sluicev1.InitProducerIdResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pid++
+	return connect.NewResponse(&sluicev1.InitProducerIdResponse{ProducerId: f.pid}), nil
+}
+
+func (f *fakeBroker) Produce(ctx context.Context, r *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
+	data := r.Msg.GetBatches().GetData()
+	b, _, err := log.ReadBatch(data)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	h := b.Header()
+	var vals []string
+	var it log.RecordIter
+	if err := it.Reset(b); err != nil {
+		return nil, err
+	}
+	for it.Next() {
+		vals = append(vals, string(it.Record().Value))
+	}
+	f.mu.Lock()
+	f.n++
+	n := f.n
+	f.mu.Unlock()
+	act, herr, delay := normal, error(nil), time.Duration(0)
+	if f.hook != nil {
+		act, herr, delay = f.hook(n, h, vals)
+	}
+	if act != writeLose {
+		time.Sleep(delay)
+	}
+	if act == refuse {
+		return nil, herr
+	}
+	f.mu.Lock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			f.mu.Unlock()
+		}
+	}()
+	last := producerstate.LastSequence(h.BaseSequence, int32(len(vals)))
+	var res producerstate.Result
+	if h.ProducerID >= 0 {
+		res, err = f.st.Check(h.ProducerID, h.ProducerEpoch, h.BaseSequence, last)
+	}
+	if err != nil {
+		var se *producerstate.SequenceError
+		pe := &sluicev1.ProducerError{}
+		switch {
+		case errors.As(err, &se):
+			pe.Reason = sluicev1.ProducerError_REASON_OUT_OF_ORDER_SEQUENCE
+		case errors.Is(err, producerstate.ErrProducerFenced):
+			pe.Reason = sluicev1.ProducerError_REASON_PRODUCER_FENCED
+		case errors.Is(err, producerstate.ErrDuplicateSequence):
+			pe.Reason = sluicev1.ProducerError_REASON_DUPLICATE_SEQUENCE
+		}
+		ce := connect.NewError(connect.CodeFailedPrecondition, err)
+		d, _ := connect.NewErrorDetail(pe)
+		ce.AddDetail(d)
+		return nil, ce
+	}
+	if res.Duplicate {
+		return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: res.FirstOffset, Duplicate: true}), nil
+	}
+	base := int64(len(f.log))
+	for i, v := range vals {
+		f.log = append(f.log, fakeEntry{h.ProducerEpoch, h.BaseSequence + int32(i), v})
+	}
+	if h.ProducerID >= 0 {
+		f.st.Apply(producerstate.Batch{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence, LastSequence: last,
+			FirstOffset: base, LastOffset: int64(len(f.log)) - 1, MaxTimestamp: h.MaxTimestamp})
+	}
+	if act == writeLose {
+		f.mu.Unlock()
+		unlocked = true
+		time.Sleep(delay)
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("connection reset (ack lost)"))
+	}
+	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: base}), nil
+}
+
+func startFake(t *testing.T, f *fakeBroker) *client.Client {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = ln.Addr().String()
+	f.st = producerstate.New()
+	mux := http.NewServeMux()
+	mux.Handle(sluicev1connect.NewRecordServiceHandler(f))
+	mux.Handle(sluicev1connect.NewAuthServiceHandler(f))
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: mux, Protocols: &p}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	c, err := client.New(context.Background(), "http://"+f.addr, client.Token("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (f *fakeBroker) dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Sprint(f.log)
+}
+
+type fakeResult struct {
+	v   string
+	err error
+	off int64
+}
+
+func produceEach(t *testing.T, p *client.Producer, vals ...string) []fakeResult {
+	out := make([]fakeResult, len(vals))
+	var wg sync.WaitGroup
+	for i, v := range vals {
+		wg.Add(1)
+		p.Produce(context.Background(), &client.Record{Topic: "t", Value: []byte(v)}, func(r *client.Record, err error) {
+			out[i] = fakeResult{v, err, r.Offset}
+			wg.Done()
+		})
+		time.Sleep(20 * time.Millisecond) // separate batches
+	}
+	wg.Wait()
+	return out
+}
+
+// count is how many times value v is in the fake's log.
+func (f *fakeBroker) count(v string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, e := range f.log {
+		if e.value == v {
+			n++
+		}
+	}
+	return n
+}
+
+// An earlier batch whose answer was lost (it was written) is not renumbered
+// because a later batch was refused for good: it is retried as it was and
+// answered as a duplicate, and its callback runs before the refused one's.
+func TestFaultRefusalBehindAnUnknownBatch(t *testing.T) {
+	f := &fakeBroker{}
+	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, error, time.Duration) {
+		switch {
+		case n == 1 && vals[0] == "A":
+			return writeLose, nil, 300 * time.Millisecond
+		case vals[0] == "B":
+			return refuse, connect.NewError(connect.CodeInvalidArgument, errors.New("bad record")), 0
+		}
+		return normal, nil, 0
+	}
+	c := startFake(t, f)
+	p, err := c.NewProducer(context.Background(), client.WithLinger(0))
+	require.NoError(t, err)
+	defer p.Close(context.Background())
+	var order []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := map[string]error{}
+	for _, v := range []string{"A", "B"} {
+		wg.Add(1)
+		p.Produce(context.Background(), &client.Record{Topic: "t", Value: []byte(v)}, func(r *client.Record, err error) {
+			mu.Lock()
+			order = append(order, v)
+			errs[v] = err
+			mu.Unlock()
+			wg.Done()
+		})
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	require.Equal(t, 1, f.count("A"), "A written once: %s", f.dump())
+	require.Zero(t, f.count("B"))
+	require.NoError(t, errs["A"])
+	var de *client.DeliveryError
+	require.ErrorAs(t, errs["B"], &de)
+	require.False(t, de.Indefinite)
+	require.Equal(t, []string{"A", "B"}, order, "callbacks in order")
+}
+
+// A batch acknowledged while an earlier one was being refused is never
+// sent again (without idempotence that would write it twice).
+func TestFaultAcknowledgedBatchNotResent(t *testing.T) {
+	f := &fakeBroker{}
+	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, error, time.Duration) {
+		if n == 1 {
+			return refuse, connect.NewError(connect.CodeFailedPrecondition, errors.New("not enough replicas")), 200 * time.Millisecond
+		}
+		return normal, nil, 0
+	}
+	c := startFake(t, f)
+	p, err := c.NewProducer(context.Background(), client.WithLinger(0), client.WithAcks(client.AcksLeader))
+	require.NoError(t, err)
+	res := produceEach(t, p, "A", "B")
+	require.NoError(t, p.Close(context.Background()))
+	for _, r := range res {
+		require.NoError(t, r.err, r.v)
+	}
+	require.Equal(t, 1, f.count("A"), f.dump())
+	require.Equal(t, 1, f.count("B"), f.dump())
+}
+
+// A lost answer (A), an acknowledged batch (B) and a refused one (C): no
+// batch is written twice, the partition is not fenced, and a later record
+// still gets through.
+func TestFaultNoFencingAfterARefusal(t *testing.T) {
+	f := &fakeBroker{}
+	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, error, time.Duration) {
+		switch {
+		case n == 1 && vals[0] == "A":
+			return writeLose, nil, 300 * time.Millisecond
+		case vals[0] == "C":
+			return refuse, connect.NewError(connect.CodeInvalidArgument, errors.New("bad record")), 0
+		}
+		return normal, nil, 0
+	}
+	c := startFake(t, f)
+	p, err := c.NewProducer(context.Background(), client.WithLinger(0))
+	require.NoError(t, err)
+	res := produceEach(t, p, "A", "B", "C")
+	require.NoError(t, res[0].err)
+	require.NoError(t, res[1].err)
+	require.Error(t, res[2].err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "t", Value: []byte("D")}))
+	require.NoError(t, p.Close(ctx))
+	for _, v := range []string{"A", "B", "D"} {
+		require.Equal(t, 1, f.count(v), "%s: %s", v, f.dump())
+	}
+	require.Zero(t, f.count("C"))
+}
+
+// Produce racing Close: every record gets its callback, exactly once.
+func TestFaultProduceDuringClose(t *testing.T) {
+	f := &fakeBroker{}
+	c := startFake(t, f)
+	for range 20 {
+		p, err := c.NewProducer(context.Background(), client.WithLinger(time.Millisecond))
+		require.NoError(t, err)
+		var calls, cbs atomic.Int64
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for range 4 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+					calls.Add(1)
+					p.Produce(context.Background(), &client.Record{Topic: "t", Value: []byte("x")}, func(*client.Record, error) { cbs.Add(1) })
+				}
+			})
+		}
+		time.Sleep(2 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_ = p.Close(ctx) // producers keep going: Flush gives up and the rest fail
+		_ = p.Close(ctx) // twice is harmless
+		cancel()
+		close(stop)
+		wg.Wait()
+		require.Eventually(t, func() bool { return calls.Load() == cbs.Load() }, 2*time.Second, 5*time.Millisecond,
+			"%d produces, %d callbacks", calls.Load(), cbs.Load())
+	}
+}
