@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 )
@@ -27,12 +28,17 @@ func (c *cluster) watch(t *testing.T, id int32, epoch int64) *connect.ServerStre
 }
 
 // receive returns the next message, failing the test on the stream's end.
+// receive returns the next snapshot without the internal offsets topic's
+// partitions (the control plane creates that topic once brokers are live,
+// at a moment the tests do not control).
 func receive(t *testing.T, s *connect.ServerStreamForClient[sluicev1.WatchAssignmentsResponse]) *sluicev1.WatchAssignmentsResponse {
 	t.Helper()
 	if !s.Receive() {
 		t.Fatalf("stream ended: %v", s.Err())
 	}
-	return s.Msg()
+	m := s.Msg()
+	m.Partitions = slices.DeleteFunc(m.Partitions, func(p *sluicev1.PartitionAssignment) bool { return p.GetTenantId() == store.SystemTenantID })
+	return m
 }
 
 // streamEnd waits for the stream to end and returns its error.
