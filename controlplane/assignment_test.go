@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/controlplane"
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -272,5 +273,44 @@ func TestControllerAlterPartition(t *testing.T) {
 		// Only brokers may call it.
 		_, err = c.brokers(operatorToken).AlterPartition(ctx, connect.NewRequest(&sluicev1.AlterPartitionRequest{BrokerId: leader}))
 		requireCode(t, connect.CodeUnauthenticated, err)
+	})
+}
+
+// TestOffsetsTopicCreatedOnceBrokersAreLive: the internal offsets topic
+// appears in the brokers' assignments, owned by the system tenant, once
+// enough brokers are live; the system tenant is not listed as a tenant.
+func TestOffsetsTopicCreatedOnceBrokersAreLive(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL, fastController, func(cfg *controlplane.Config) {
+			cfg.OffsetsTopicReplicationFactor, cfg.OffsetsTopicPartitions = 3, 4
+		})
+		f := newFleet(t, c, 3)
+		s := c.watch(t, 1, f.epoch(1))
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			require.True(t, s.Receive(), "stream ended: %v", s.Err())
+			var internal []*sluicev1.PartitionAssignment
+			for _, p := range s.Msg().GetPartitions() {
+				if p.GetTenantId() == store.SystemTenantID {
+					internal = append(internal, p)
+				}
+			}
+			if len(internal) > 0 {
+				require.Len(t, internal, 4)
+				for _, p := range internal {
+					require.Equal(t, store.OffsetsTopic, p.GetTopicName())
+					require.Len(t, p.GetReplicas(), 3)
+					require.EqualValues(t, -1, p.GetConfig().GetRetentionMs(), "offsets never expire")
+				}
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "no offsets topic yet")
+		}
+		res, err := c.operator(operatorToken).ListTenants(t.Context(), connect.NewRequest(&sluicev1.ListTenantsRequest{}))
+		require.NoError(t, err)
+		for _, tn := range res.Msg.GetTenants() {
+			require.NotEqual(t, store.SystemTenantID, tn.GetId(), "the system tenant is not listed")
+		}
 	})
 }

@@ -60,6 +60,9 @@ func start(t *testing.T, dbURL string, mutate ...func(*controlplane.Config)) *cl
 	cfg.DatabaseURL = dbURL
 	cfg.OperatorToken = operatorToken
 	cfg.BrokerToken = brokerToken
+	// These tests count partitions, elections and load: keep the internal
+	// offsets topic out of them (it needs 7 live brokers here).
+	cfg.OffsetsTopicReplicationFactor = 7
 	for _, m := range mutate {
 		m(&cfg)
 	}
