@@ -42,8 +42,9 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck and buf lint.
 	staticcheck ./...
 	buf lint
 
-test: ## Run every test (race detector on). Starts a throwaway Postgres (installing it when missing).
+test: ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing).
 	go test $(GO_TEST_FLAGS) ./...
+	go test -count=1 -run 'TestCooperativeRebalance' ./client/
 
 soak: ## Longer fault runs: the log crash test with 300 kills, then the cluster fault scenarios at soak size, 3 times.
 	SLUICE_SOAK=1 go test -count=1 -timeout 60m -run 'TestLogCrash' ./dataplane/log/

@@ -588,7 +588,12 @@ func (g *GroupConsumer) MarkProcessed(recs ...*Record) {
 	}
 }
 
-// maybeCommit commits when the CommitMode says it is time.
+// maybeCommit commits when the CommitMode says it is time. A commit the
+// coordinator refuses because a rebalance moved things under it (a
+// partition no longer owned, a stale member epoch, a forgotten member) is
+// not an error here: the assignment is reconciled next, and the partition's
+// new owner resumes from the last commit that succeeded (a replay, never a
+// loss, with at-least-once).
 func (g *GroupConsumer) maybeCommit(ctx context.Context) error {
 	g.mu.Lock()
 	m := g.cfg.commit
@@ -597,7 +602,13 @@ func (g *GroupConsumer) maybeCommit(ctx context.Context) error {
 	if !due {
 		return nil
 	}
-	return g.Commit(ctx)
+	err := g.Commit(ctx)
+	switch ErrorDetailReason(err) {
+	case sluicev1.GroupError_REASON_NOT_OWNED, sluicev1.GroupError_REASON_FENCED_MEMBER_EPOCH, sluicev1.GroupError_REASON_UNKNOWN_MEMBER:
+		g.c.logger.Debug("commit refused during a rebalance", "group", g.group, "err", err)
+		return nil
+	}
+	return err
 }
 
 // Commit commits the positions of processed records of every owned

@@ -59,8 +59,15 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 	gc := groupClient(t, apiKey)
 	ctx := t.Context()
 	commit := func(group string, offs ...*sluicev1.PartitionOffset) error {
-		_, err := gc.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: group, Offsets: offs}))
-		return err
+		// A coordinator that just took over answers Unavailable until it
+		// has loaded its partition: retry that, as the SDK does.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			_, err := gc.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: group, Offsets: offs}))
+			if connect.CodeOf(err) != connect.CodeUnavailable || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	require.NoError(t, commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: hw0, LeaderEpoch: 0, Metadata: "m"}))
 	require.NoError(t, commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 1, Offset: 0}))

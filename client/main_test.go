@@ -70,7 +70,7 @@ func startCluster(ctx context.Context, dir string) (func(), error) {
 		bc.ControlPlane = endpoint
 		bc.BrokerToken = brokerToken
 		bc.RetentionCheckInterval = 200 * time.Millisecond
-		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = 300*time.Millisecond, 3*time.Second
+		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = 300*time.Millisecond, 10*time.Second
 		bln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err

@@ -1,0 +1,150 @@
+//go:build !race
+
+// The rebalance timing test runs without the race detector (make test runs
+// it in a second, race-free pass): under -race on a 2-core machine the
+// group does not settle — see the open item in docs/consumer-groups.md.
+
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/client"
+)
+
+// TestCooperativeRebalanceDoesNotStopOthers: 20 members on 60 partitions
+// under a steady stream; one member leaves and one joins. Only the moved
+// partitions are revoked, members that keep theirs are never asked to give
+// any up, and their processing never stalls longer than a heartbeat
+// interval plus a fetch round trip.
+func TestCooperativeRebalanceDoesNotStopOthers(t *testing.T) {
+	createTopic(t, "stream60", 60, nil)
+	c := newClient(t)
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+
+	p, err := c.NewProducer(ctx, client.WithLinger(2*time.Millisecond))
+	require.NoError(t, err)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Close(cctx)
+	}()
+	go func() { // ~600 records/s over 60 partitions
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ctx.Err() == nil; i++ {
+			<-tick.C
+			for j := range 60 {
+				p.Produce(ctx, &client.Record{Topic: "stream60", Key: fmt.Appendf(nil, "k%d-%d", i, j), Value: []byte("x")}, nil)
+			}
+		}
+	}()
+
+	type stats struct {
+		mu      sync.Mutex
+		last    time.Time
+		maxGap  time.Duration
+		revoked int
+		since   time.Time // gaps are measured from here
+	}
+	type member struct {
+		gc   *client.GroupConsumer
+		st   *stats
+		stop context.CancelFunc
+		done chan error
+	}
+	join := func() *member {
+		st := &stats{}
+		gc, err := c.NewGroupConsumer(ctx, "sixty", []string{"stream60"}, client.WithCommitMode(client.CommitInterval(time.Second)),
+			client.WithOnRevoked(func(tps []client.TopicPartition) {
+				st.mu.Lock()
+				st.revoked += len(tps)
+				st.mu.Unlock()
+			}))
+		require.NoError(t, err)
+		mctx, cancel := context.WithCancel(ctx)
+		m := &member{gc: gc, st: st, stop: cancel, done: make(chan error, 1)}
+		go func() {
+			m.done <- gc.Run(mctx, func(context.Context, *client.Record) error {
+				now := time.Now()
+				st.mu.Lock()
+				if !st.since.IsZero() && !st.last.IsZero() && st.last.After(st.since) {
+					st.maxGap = max(st.maxGap, now.Sub(st.last))
+				}
+				st.last = now
+				st.mu.Unlock()
+				return nil
+			})
+		}()
+		return m
+	}
+	var members []*member
+	for range 20 {
+		members = append(members, join())
+	}
+	// Settle: every member has 3 partitions.
+	require.Eventually(t, func() bool {
+		for _, m := range members {
+			if len(m.gc.Assignment()) != 3 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "20 members × 3 partitions")
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	before := map[*member][]client.TopicPartition{}
+	for _, m := range members {
+		m.st.mu.Lock()
+		m.st.since, m.st.revoked, m.st.maxGap = start, 0, 0
+		m.st.mu.Unlock()
+		before[m] = m.gc.Assignment()
+	}
+
+	// One leaves, one joins.
+	leaver := members[0]
+	leaver.stop()
+	require.NoError(t, <-leaver.done)
+	require.NoError(t, leaver.gc.Close(context.Background()))
+	joiner := join()
+	stayers := members[1:]
+	require.Eventually(t, func() bool {
+		if len(joiner.gc.Assignment()) != 3 {
+			return false
+		}
+		for _, m := range stayers {
+			if len(m.gc.Assignment()) != 3 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "back to 20 × 3")
+	time.Sleep(time.Second)
+	stop()
+
+	revoked := 0
+	for _, m := range stayers {
+		m.st.mu.Lock()
+		revoked += m.st.revoked
+		if m.st.revoked == 0 {
+			require.ElementsMatch(t, before[m], m.gc.Assignment(), "a member not asked to give up partitions keeps them")
+			require.Less(t, m.st.maxGap, 800*time.Millisecond, "its processing never stalls (largest gap %s)", m.st.maxGap)
+		}
+		m.st.mu.Unlock()
+	}
+	t.Logf("partitions revoked from the 19 staying members: %d", revoked)
+	require.Zero(t, revoked, "the joiner takes exactly the leaver's 3 partitions: nobody else gives any up")
+	for _, m := range append(stayers, joiner) {
+		<-m.done
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = m.gc.Close(cctx)
+		cancel()
+	}
+}
