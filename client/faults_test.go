@@ -50,7 +50,7 @@ type fakeBroker struct {
 	log  []fakeEntry
 	n    int
 	pid  int64
-	hook func(n int, h log.BatchHeader, vals []string) (fakeAction, error, time.Duration)
+	hook func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error)
 }
 
 func (f *fakeBroker) CreateToken(context.Context, *connect.Request[sluicev1.CreateTokenRequest]) (*connect.Response[sluicev1.CreateTokenResponse], error) {
@@ -91,9 +91,9 @@ func (f *fakeBroker) Produce(ctx context.Context, r *connect.Request[sluicev1.Pr
 	f.n++
 	n := f.n
 	f.mu.Unlock()
-	act, herr, delay := normal, error(nil), time.Duration(0)
+	act, delay, herr := normal, time.Duration(0), error(nil)
 	if f.hook != nil {
-		act, herr, delay = f.hook(n, h, vals)
+		act, delay, herr = f.hook(n, h, vals)
 	}
 	if act != writeLose {
 		time.Sleep(delay)
@@ -217,14 +217,14 @@ func (f *fakeBroker) count(v string) int {
 // answered as a duplicate, and its callback runs before the refused one's.
 func TestFaultRefusalBehindAnUnknownBatch(t *testing.T) {
 	f := &fakeBroker{}
-	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, error, time.Duration) {
+	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
 		switch {
 		case n == 1 && vals[0] == "A":
-			return writeLose, nil, 300 * time.Millisecond
+			return writeLose, 300 * time.Millisecond, nil
 		case vals[0] == "B":
-			return refuse, connect.NewError(connect.CodeInvalidArgument, errors.New("bad record")), 0
+			return refuse, 0, connect.NewError(connect.CodeInvalidArgument, errors.New("bad record"))
 		}
-		return normal, nil, 0
+		return normal, 0, nil
 	}
 	c := startFake(t, f)
 	p, err := c.NewProducer(context.Background(), client.WithLinger(0))
@@ -259,11 +259,11 @@ func TestFaultRefusalBehindAnUnknownBatch(t *testing.T) {
 // sent again (without idempotence that would write it twice).
 func TestFaultAcknowledgedBatchNotResent(t *testing.T) {
 	f := &fakeBroker{}
-	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, error, time.Duration) {
+	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
 		if n == 1 {
-			return refuse, connect.NewError(connect.CodeFailedPrecondition, errors.New("not enough replicas")), 200 * time.Millisecond
+			return refuse, 200 * time.Millisecond, connect.NewError(connect.CodeFailedPrecondition, errors.New("not enough replicas"))
 		}
-		return normal, nil, 0
+		return normal, 0, nil
 	}
 	c := startFake(t, f)
 	p, err := c.NewProducer(context.Background(), client.WithLinger(0), client.WithAcks(client.AcksLeader))
@@ -282,14 +282,14 @@ func TestFaultAcknowledgedBatchNotResent(t *testing.T) {
 // still gets through.
 func TestFaultNoFencingAfterARefusal(t *testing.T) {
 	f := &fakeBroker{}
-	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, error, time.Duration) {
+	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
 		switch {
 		case n == 1 && vals[0] == "A":
-			return writeLose, nil, 300 * time.Millisecond
+			return writeLose, 300 * time.Millisecond, nil
 		case vals[0] == "C":
-			return refuse, connect.NewError(connect.CodeInvalidArgument, errors.New("bad record")), 0
+			return refuse, 0, connect.NewError(connect.CodeInvalidArgument, errors.New("bad record"))
 		}
-		return normal, nil, 0
+		return normal, 0, nil
 	}
 	c := startFake(t, f)
 	p, err := c.NewProducer(context.Background(), client.WithLinger(0))
