@@ -449,11 +449,16 @@ func (c *coordinator) expire(now time.Time) {
 	}
 }
 
-// expireGroups expires group members on every coordinator of this broker.
+// expireGroups expires group members on every coordinator of this broker;
+// coordinators of leaderships this broker lost are dropped.
 func (b *Broker) expireGroups() {
 	b.mu.Lock()
 	coords := make([]*coordinator, 0, len(b.coords))
-	for _, c := range b.coords {
+	for k, c := range b.coords {
+		if !c.current() {
+			delete(b.coords, k)
+			continue
+		}
 		coords = append(coords, c)
 	}
 	b.mu.Unlock()
@@ -507,4 +512,12 @@ func (c *coordinator) active(now time.Time, tenantID, groupID string) bool {
 	defer c.mu.Unlock()
 	gs := c.groups[groupKey{tenantID, groupID}]
 	return gs != nil && gs.members != nil && !gs.members.Empty(now)
+}
+
+// current reports whether this broker still leads the coordinator's
+// partition at the epoch it loaded.
+func (c *coordinator) current() bool {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	return c.p.role == roleLeader && c.p.meta.leaderEpoch == c.epoch
 }
