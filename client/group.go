@@ -122,6 +122,8 @@ type GroupConsumer struct {
 	epoch       int32
 	interval    time.Duration
 	owned       map[TopicPartition]bool
+	assigned    map[TopicPartition]bool     // what the last heartbeat response allows
+	starting    map[TopicPartition]bool     // being started by reconcile
 	processed   map[TopicPartition]position // next offset to commit
 	committed   map[TopicPartition]int64
 	sinceCommit int
@@ -281,6 +283,7 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.assigned = assigned
 	g.memberID, g.epoch = res.Msg.GetMemberId(), res.Msg.GetMemberEpoch()
 	g.interval = time.Duration(res.Msg.GetHeartbeatIntervalMs()) * time.Millisecond
 	g.assign, g.revoke = nil, nil
@@ -290,7 +293,7 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) error {
 		}
 	}
 	for tp := range assigned {
-		if !g.owned[tp] {
+		if !g.owned[tp] && !g.starting[tp] {
 			g.assign = append(g.assign, tp)
 		}
 	}
@@ -363,7 +366,20 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 	g.mu.Lock()
 	assign, revoke := g.assign, g.revoke
 	g.assign, g.revoke = nil, nil
+	if g.starting == nil {
+		g.starting = map[TopicPartition]bool{}
+	}
+	for _, tp := range assign {
+		g.starting[tp] = true
+	}
 	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		for _, tp := range assign {
+			delete(g.starting, tp)
+		}
+		g.mu.Unlock()
+	}()
 	if len(revoke) > 0 {
 		if err := g.commitPartitions(ctx, revoke); err != nil {
 			g.c.logger.Debug("commit on revoke failed", "group", g.group, "err", err)
@@ -392,25 +408,57 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 		g.mu.Unlock()
 		return nil
 	}
-	var started []TopicPartition
+	// Start the partitions concurrently (resolving a start offset may take
+	// a round trip each), then keep only those the latest heartbeat still
+	// allows: a member must never claim a partition it was not given, or
+	// two members would own it.
+	var (
+		mu      sync.Mutex
+		started []TopicPartition
+		errs    []error
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, 16)
+	)
 	for _, tp := range assign {
 		from := g.cfg.reset
 		if off, ok := starts[tp]; ok && off >= 0 {
 			from = At(off)
 		}
-		if err := g.cs.Assign(ctx, tp.Topic, tp.Partition, from); err != nil {
-			return fmt.Errorf("sluice: start topic %q partition %d: %w", tp.Topic, tp.Partition, err)
-		}
-		started = append(started, tp)
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			err := g.cs.Assign(ctx, tp.Topic, tp.Partition, from)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("sluice: start topic %q partition %d: %w", tp.Topic, tp.Partition, err))
+				return
+			}
+			started = append(started, tp)
+		})
 	}
+	wg.Wait()
 	g.mu.Lock()
+	var kept, dropped []TopicPartition
 	for _, tp := range started {
+		if !g.assigned[tp] {
+			dropped = append(dropped, tp)
+			continue
+		}
+		kept = append(kept, tp)
 		g.owned[tp] = true
 		if off, ok := starts[tp]; ok && off >= 0 {
 			g.committed[tp] = off
 		}
 	}
 	g.mu.Unlock()
+	for _, tp := range dropped {
+		g.cs.Unassign(tp.Topic, tp.Partition)
+	}
+	started = kept
+	if len(errs) > 0 && len(started) == 0 {
+		return errs[0]
+	}
 	if g.cfg.onAssign != nil {
 		g.cfg.onAssign(started)
 	}
