@@ -456,10 +456,11 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 		g.cs.Unassign(tp.Topic, tp.Partition)
 	}
 	started = kept
-	if len(errs) > 0 && len(started) == 0 {
-		return errs[0]
+	for _, err := range errs {
+		// Not started, so not owned: the next heartbeat offers it again.
+		g.c.logger.Debug("start partition failed", "group", g.group, "err", err)
 	}
-	if g.cfg.onAssign != nil {
+	if g.cfg.onAssign != nil && len(started) > 0 {
 		g.cfg.onAssign(started)
 	}
 	return nil
