@@ -130,9 +130,20 @@ func (b *Broker) coordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (
 	}
 	b.mu.Unlock()
 	if err := c.load(ctx); err != nil {
-		return nil, err
+		return nil, b.takingOver(err)
 	}
 	return c, nil
+}
+
+// takingOver turns "not the leader, broker N is" into Unavailable when N is
+// this broker: the metadata already names it but its replica has not taken
+// over yet. Retrying shortly succeeds; following the NotLeader would loop.
+func (b *Broker) takingOver(err error) error {
+	var nl *notLeaderError
+	if errors.As(err, &nl) && nl.leader == b.cfg.ID {
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("this broker is taking over the partition; retry: %w", err))
+	}
+	return err
 }
 
 // localCoordinators are the loaded coordinators of every offsets partition
@@ -292,6 +303,7 @@ func (c *coordinator) write(ctx context.Context, recs []groupRecord) error {
 	epoch := c.epoch
 	start := time.Now()
 	res, err := c.p.produce(ctx, [][]byte{batch}, sluicev1.Acks_ACKS_ALL, 30*time.Second, &epoch)
+	err = c.b.takingOver(err)
 	if c.b.metrics != nil {
 		c.b.metrics.groupWriteLatency.Observe(time.Since(start).Seconds())
 	}

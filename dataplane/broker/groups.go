@@ -153,7 +153,8 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 func (b *Broker) highWatermarkOf(ctx context.Context, auth string, t *topicMeta, pm partMeta) (int64, error) {
 	if pm.leader == b.cfg.ID {
 		if p := b.partition(t.id, pm.partition); p != nil {
-			return p.readerHW()
+			hw, err := p.readerHW()
+			return hw, b.takingOver(err)
 		}
 	}
 	if pm.leader < 0 {
