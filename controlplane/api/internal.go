@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/tenants"
 )
 
 // EnsureOffsetsTopic creates the internal offsets topic (store.OffsetsTopic,
@@ -22,15 +23,8 @@ func (a *API) EnsureOffsetsTopic(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, rf := a.cfg.OffsetsTopicPartitions, a.cfg.OffsetsTopicReplicationFactor
-	cfg := store.TopicConfig{
-		RetentionMs:         unlimited,
-		RetentionBytes:      unlimited,
-		LocalRetentionMs:    sameAsTotal,
-		LocalRetentionBytes: sameAsTotal,
-		MaxMessageBytes:     defaultMaxMessageBytes,
-		MinInsyncReplicas:   min(defaultMinISR, rf),
-		CleanupPolicy:       "delete",
-	}
+	cfg := defaultTopicConfig(tenants.Limits{}, rf)
+	cfg.RetentionMs = unlimited
 	topic, _, err := a.placeAndCreate(ctx, store.SystemTenantID, store.OffsetsTopic, n, rf, cfg, store.CountLimits{})
 	switch {
 	case errors.Is(err, store.ErrAlreadyExists):

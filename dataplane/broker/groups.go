@@ -126,11 +126,11 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q partition %d appears twice", field, po.GetTopic(), po.GetPartition()))
 		}
 		seen[tk] = true
-		hw, err := s.b.highWatermarkOf(ctx, req.Header().Get("Authorization"), t, t.partitions[po.GetPartition()])
+		bounds, err := s.b.listOffsets(ctx, req.Header().Get("Authorization"), t, t.partitions[po.GetPartition()], sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
 		if err != nil {
 			return nil, err
 		}
-		if po.GetOffset() > hw {
+		if hw := bounds.GetHighWatermark(); po.GetOffset() > hw {
 			return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("%s: offset %d is beyond the end of topic %q partition %d (high watermark %d)", field, po.GetOffset(), po.GetTopic(), po.GetPartition(), hw))
 		}
 		recs = append(recs, groupRecord{
@@ -146,32 +146,6 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&sluicev1.CommitOffsetsResponse{}), nil
-}
-
-// highWatermarkOf is a partition's high watermark: local when this broker
-// leads it, else asked of its leader with the caller's credentials.
-func (b *Broker) highWatermarkOf(ctx context.Context, auth string, t *topicMeta, pm partMeta) (int64, error) {
-	if pm.leader == b.cfg.ID {
-		if p := b.partition(t.id, pm.partition); p != nil {
-			hw, err := p.readerHW()
-			return hw, b.takingOver(err)
-		}
-	}
-	if pm.leader < 0 {
-		return 0, toConnect(b.notLeader(pm))
-	}
-	req := connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: t.name, Partition: pm.partition, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST})
-	req.Header().Set("Authorization", auth)
-	req.Header().Set(NoForwardHeader, "1")
-	res, err := b.recordClient(pm.leader).ListOffsets(ctx, req)
-	if err != nil {
-		var ce *connect.Error
-		if errors.As(err, &ce) {
-			return 0, connect.NewError(connect.CodeUnavailable, fmt.Errorf("check the high watermark of topic %q partition %d: %s", t.name, pm.partition, ce.Message()))
-		}
-		return 0, connect.NewError(connect.CodeUnavailable, fmt.Errorf("check the high watermark of topic %q partition %d: %w", t.name, pm.partition, err))
-	}
-	return res.Msg.GetHighWatermark(), nil
 }
 
 func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sluicev1.FetchOffsetsRequest]) (*connect.Response[sluicev1.FetchOffsetsResponse], error) {
