@@ -78,42 +78,15 @@ func BenchmarkClusterProduce(b *testing.B) {
 			for _, a := range meta {
 				clients[a] = sluicev1connect.NewRecordServiceClient(hc, "http://"+a, auth, connect.WithGRPC())
 			}
-			var next atomic.Int64
-			var mu sync.Mutex
-			var lat []time.Duration
 			b.SetBytes(int64(len(records) * 1024))
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for range 8 {
-				wg.Go(func() {
-					var mine []time.Duration
-					for {
-						i := next.Add(1) - 1
-						if i >= int64(b.N) {
-							break
-						}
-						p := int32(i % partitions)
-						t0 := time.Now()
-						_, err := clients[meta[p]].Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{
-							Topic: "bench", Partition: p, Acks: acks,
-							Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: records}},
-						}))
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						mine = append(mine, time.Since(t0))
-					}
-					mu.Lock()
-					lat = append(lat, mine...)
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			reportLatency(b, lat, len(lat)*len(records), elapsed)
+			closedLoop(b, len(records), func(i int64) error {
+				p := int32(i % partitions)
+				_, err := clients[meta[p]].Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{
+					Topic: "bench", Partition: p, Acks: acks,
+					Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: records}},
+				}))
+				return err
+			})
 		})
 	}
 }
@@ -201,37 +174,14 @@ func benchSDKProduce(b *testing.B, endpoint, apiKey string, hc *http.Client, aut
 		if err := p.ProduceSync(ctx, &client.Record{Topic: "bench-sdk", Value: value}); err != nil {
 			b.Fatal(err)
 		}
-		var next atomic.Int64
-		var mu sync.Mutex
-		var lat []time.Duration
 		b.SetBytes(16 * 1024)
-		b.ResetTimer()
-		start := time.Now()
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				var mine []time.Duration
-				recs := make([]*client.Record, 16)
-				for next.Add(1) <= int64(b.N) {
-					for i := range recs {
-						recs[i] = &client.Record{Topic: "bench-sdk", Key: []byte{byte(next.Load() % 6)}, Value: value}
-					}
-					t0 := time.Now()
-					if err := p.ProduceSync(ctx, recs...); err != nil {
-						b.Error(err)
-						return
-					}
-					mine = append(mine, time.Since(t0))
-				}
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		b.StopTimer()
-		reportLatency(b, lat, len(lat)*16, elapsed)
+		closedLoop(b, 16, func(i int64) error {
+			recs := make([]*client.Record, 16)
+			for j := range recs {
+				recs[j] = &client.Record{Topic: "bench-sdk", Key: []byte{byte(i % 6)}, Value: value}
+			}
+			return p.ProduceSync(ctx, recs...)
+		})
 	})
 }
 
@@ -289,4 +239,38 @@ func reportLatency(b *testing.B, lat []time.Duration, records int, elapsed time.
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(records)/elapsed.Seconds(), "records/s")
+}
+
+// closedLoop runs op b.N times from 8 goroutines (op i for i in [0, b.N)),
+// each starting the next op when its last one returned, and reports the
+// latency per op and the record rate (recordsPerOp records each).
+func closedLoop(b *testing.B, recordsPerOp int, op func(i int64) error) {
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		lat  []time.Duration
+		wg   sync.WaitGroup
+	)
+	b.ResetTimer()
+	start := time.Now()
+	for range 8 {
+		wg.Go(func() {
+			var mine []time.Duration
+			for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+				t0 := time.Now()
+				if err := op(i); err != nil {
+					b.Error(err)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	reportLatency(b, lat, len(lat)*recordsPerOp, elapsed)
 }
