@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/sluicemq/sluice/tenants"
 
 	"connectrpc.com/connect"
@@ -30,7 +31,7 @@ import (
 //	go test -run '^$' -bench ClusterProduce -benchtime 3000x ./e2e/
 func BenchmarkClusterProduce(b *testing.B) {
 	dir := b.TempDir()
-	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli.json"), freeAddr(b)
+	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli.json"), testcluster.FreeAddr(b)
 	dev := startDev(b, dataDir, cfgPath, addr)
 	endpoint := "http://" + addr
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/stretchr/testify/require"
 )
 
@@ -106,7 +107,7 @@ type groupLag struct {
 // bad input.
 func TestE2ECLIGroup(t *testing.T) {
 	dir := t.TempDir()
-	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), freeAddr(t)
+	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	startDev(t, dataDir, cfgPath, addr)
 	dev := func(args ...string) []string { return append([]string{"--profile", "dev"}, args...) }
 

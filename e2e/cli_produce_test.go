@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/stretchr/testify/require"
 )
 
@@ -91,7 +92,7 @@ func parseConsumed(t *testing.T, out string) []consumedRecord {
 // headers, formats, JSON, bad input and Ctrl-C.
 func TestE2ECLIProduce(t *testing.T) {
 	dir := t.TempDir()
-	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), freeAddr(t)
+	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	startDev(t, dataDir, cfgPath, addr)
 	dev := func(args ...string) []string { return append([]string{"--profile", "dev"}, args...) }
 

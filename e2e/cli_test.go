@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
@@ -64,14 +64,6 @@ func buildSluice() (string, error) {
 	}
 	bin := filepath.Join(dir, "sluice")
 	return bin, os.Rename(tmp.Name(), bin)
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's output copier and
@@ -143,7 +135,7 @@ func mustCLI(t *testing.T, cfgPath string, args ...string) string {
 // profile, sign up a tenant, manage keys and topics, with real processes.
 func TestE2EDevCLI(t *testing.T) {
 	dir := t.TempDir()
-	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), freeAddr(t)
+	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	endpoint := "http://" + addr
 	dev := startDev(t, dataDir, cfgPath, addr)
 	require.Contains(t, dev.out.String(), endpoint)

@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -132,7 +134,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{t: t, opts: opts, Dir: dir, brokers: map[int32]*Broker{}, hc: h2cClient()}
 	t.Cleanup(c.cleanup)
 
-	c.cpAddr = freeAddr(t)
+	c.cpAddr = FreeAddr(t)
 	c.cp, err = startProc("controlplane", opts.Bin, filepath.Join(dir, "controlplane.log"), []string{
 		"controlplane",
 		"--listen-addr", c.cpAddr,
@@ -155,7 +157,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := 1; i <= opts.Brokers; i++ {
 		b := &Broker{
 			ID:         int32(i),
-			ListenAddr: freeAddr(t),
+			ListenAddr: FreeAddr(t),
 			DataDir:    filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
 			LogPath:    filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)),
 		}
@@ -164,7 +166,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			b.CP = NewProxy(t, c.cpAddr)
 		}
 		c.brokers[b.ID] = b
-		c.startBroker(b)
+		c.startBrokerFirst(b)
 	}
 	c.WaitLive(c.BrokerIDs()...)
 	return c
@@ -193,6 +195,36 @@ func (c *Cluster) startBroker(b *Broker) {
 		c.t.Fatal(err)
 	}
 	b.proc = p
+}
+
+// startBrokerFirst starts a broker for the first time. Its port was free
+// when FreeAddr picked it, but another process may bind it before the
+// broker does; a broker that exits because its address is in use is
+// started again on a new port.
+func (c *Cluster) startBrokerFirst(b *Broker) {
+	c.t.Helper()
+	for attempt := 1; ; attempt++ {
+		c.startBroker(b)
+		var bindErr bool
+		Wait(c.t, 30*time.Second, fmt.Sprintf("broker %d listening", b.ID), func() error {
+			if done, _ := b.proc.exited(); done {
+				bindErr = strings.Contains(tail(b.LogPath, 4000), "address already in use")
+				return nil
+			}
+			if !strings.Contains(tail(b.LogPath, 4000), "broker serving") {
+				return errors.New("not serving yet")
+			}
+			return nil
+		})
+		if !bindErr || attempt == 5 {
+			return // WaitLive reports any other exit with its log
+		}
+		c.t.Logf("testcluster: broker %d could not bind %s; trying another port", b.ID, b.ListenAddr)
+		b.ListenAddr = FreeAddr(c.t)
+		if b.In != nil {
+			b.In.setTarget(b.ListenAddr)
+		}
+	}
 }
 
 func (c *Cluster) cleanup() {
@@ -379,14 +411,38 @@ func (c *Cluster) PartitionDir(id int32, tenantID, topicID string, partition int
 	return filepath.Join(c.Broker(id).DataDir, tenantID, fmt.Sprintf("%s-%d", topicID, partition))
 }
 
-func freeAddr(t testing.TB) string {
+// issuedPorts are the ports FreeAddr has handed out in this process. The
+// kernel may hand a port that was just closed to the next listener on
+// port 0, so two calls in a row could otherwise return the same address
+// for two brokers.
+var issuedPorts struct {
+	sync.Mutex
+	m map[int]bool
+}
+
+// FreeAddr returns a loopback address that was free a moment ago and was
+// not returned before in this process.
+func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	issuedPorts.Lock()
+	defer issuedPorts.Unlock()
+	if issuedPorts.m == nil {
+		issuedPorts.m = map[int]bool{}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	for range 1000 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !issuedPorts.m[port] {
+			issuedPorts.m[port] = true
+			return ln.Addr().String()
+		}
+	}
+	t.Fatal("testcluster: no fresh loopback port")
+	return ""
 }
 
 func httpOK(hc *http.Client, url string) error {

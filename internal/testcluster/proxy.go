@@ -85,6 +85,13 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	return p
 }
 
+// setTarget points the proxy at a new address for new connections.
+func (p *Proxy) setTarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
 // Addr is the address to dial instead of the target.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
@@ -153,7 +160,10 @@ func (p *Proxy) serve(pc *proxyConn) {
 		delete(p.conns, pc)
 		p.mu.Unlock()
 	}()
-	server, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	server, err := net.Dial("tcp", target)
 	if err != nil {
 		return
 	}
