@@ -32,13 +32,22 @@ const (
 type rule struct {
 	access access
 	scope  string
+	// brokerForTenant: another broker may also call it with the broker
+	// credential for the tenant named in actForTenantHeader (the reads the
+	// group lag metrics make; the broker credential reads every partition
+	// through FetchReplica anyway).
+	brokerForTenant bool
 }
+
+// actForTenantHeader names the tenant a broker acts for when it calls a
+// tenant procedure with the broker credential.
+const actForTenantHeader = "Sluice-Act-For-Tenant"
 
 // rules lists every procedure a broker serves; anything else is refused.
 var rules = map[string]rule{
 	sluicev1connect.RecordServiceProduceProcedure:        {access: accessTenant, scope: tenants.ScopeProduce},
-	sluicev1connect.RecordServiceFetchProcedure:          {access: accessTenant, scope: tenants.ScopeConsume},
-	sluicev1connect.RecordServiceListOffsetsProcedure:    {access: accessTenant, scope: tenants.ScopeConsume},
+	sluicev1connect.RecordServiceFetchProcedure:          {access: accessTenant, scope: tenants.ScopeConsume, brokerForTenant: true},
+	sluicev1connect.RecordServiceListOffsetsProcedure:    {access: accessTenant, scope: tenants.ScopeConsume, brokerForTenant: true},
 	sluicev1connect.RecordServiceGetMetadataProcedure:    {access: accessTenant},
 	sluicev1connect.RecordServiceInitProducerIdProcedure: {access: accessTenant, scope: tenants.ScopeProduce},
 	sluicev1connect.ReplicaServiceFetchReplicaProcedure:  {access: accessBroker},
@@ -74,6 +83,14 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 	tok, err := tenants.BearerToken(h)
 	if err != nil {
 		return tenants.Principal{}, err
+	}
+	if tenantID := h.Get(actForTenantHeader); tenantID != "" && r.brokerForTenant {
+		// Only the broker credential may name a tenant; a tenant's token
+		// with this header is refused, never read as another tenant's.
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(a.brokerToken)) != 1 {
+			return tenants.Principal{}, fmt.Errorf("%w: invalid broker credential", tenants.ErrInvalidToken)
+		}
+		return tenants.Principal{Kind: tenants.PrincipalBroker, TenantID: tenantID}, nil
 	}
 	switch r.access {
 	case accessBroker:

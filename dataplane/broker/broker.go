@@ -6,9 +6,10 @@
 //
 // Goroutines, all owned by Run and stopped when its context ends: the HTTP
 // server; the lease loop (register, heartbeat, re-register when fenced); the
-// assignment watch; the revocation poller; the ISR checker; and one fetcher
-// per partition this broker follows. Lock order: Broker.mu before
-// partition.mu; no lock is held across network calls.
+// assignment watch; the revocation poller; the ISR checker; the group member
+// expiry and group lag metrics loops; and one fetcher per partition this
+// broker follows. Lock order: Broker.mu before partition.mu; no lock is held
+// across network calls.
 package broker
 
 import (
@@ -58,6 +59,7 @@ type Broker struct {
 	flush    log.FlushPolicy
 	registry *prometheus.Registry
 	metrics  *brokerMetrics
+	groupLag *groupLagCollector // nil when the group lag metrics are off
 	handler  http.Handler
 	hc       *http.Client // h2c to the control plane and other brokers
 	cp       sluicev1connect.BrokerServiceClient
@@ -111,6 +113,10 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b.registry = prometheus.NewRegistry()
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBrokerMetrics(b.registry, b)
+	if cfg.GroupLagMetricsInterval > 0 {
+		b.groupLag = &groupLagCollector{b: b}
+		b.registry.MustRegister(b.groupLag)
+	}
 	services := []string{sluicev1connect.RecordServiceName, sluicev1connect.ReplicaServiceName, sluicev1connect.GroupServiceName}
 	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", services)
 	auth := &authenticator{verifier: verifier, revoked: b.revoked, brokerToken: cfg.BrokerToken}
@@ -243,6 +249,9 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
 	wg.Go(func() { b.hwCheckpointLoop(ctx, time.Second) })
 	wg.Go(func() { b.retentionLoop(ctx, b.cfg.RetentionCheckInterval) })
 	wg.Go(func() { every(ctx, b.cfg.GroupHeartbeatInterval, b.expireGroups) })
+	if b.groupLag != nil {
+		wg.Go(func() { b.groupLagLoop(ctx, b.cfg.GroupLagMetricsInterval) })
+	}
 
 	var err error
 	select {

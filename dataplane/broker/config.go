@@ -42,6 +42,13 @@ type Config struct {
 	GroupSessionTimeout time.Duration
 	// GroupHeartbeatInterval is how often members heartbeat.
 	GroupHeartbeatInterval time.Duration
+	// GroupLagMetricsInterval is how often the broker computes the lag of
+	// the consumer groups it coordinates for its metrics; 0 disables them.
+	GroupLagMetricsInterval time.Duration
+	// GroupLagMetricsMaxSeries caps the group lag label sets the broker
+	// exports: the groups that lag least are exported per topic
+	// (partition="all") to fit, or left out when even that does not.
+	GroupLagMetricsMaxSeries int
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int
 	// ShutdownTimeout bounds the drain on shutdown.
@@ -66,6 +73,9 @@ func DefaultConfig() Config {
 		GroupHeartbeatInterval: 5 * time.Second,
 		MaxRequestBytes:        16 << 20,
 		ShutdownTimeout:        10 * time.Second,
+
+		GroupLagMetricsInterval:  30 * time.Second,
+		GroupLagMetricsMaxSeries: 10000,
 	}
 }
 
@@ -87,6 +97,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.SegmentAge, "segment-age", c.SegmentAge, "roll a partition's active segment once its oldest record is this old (or a tenth of the topic's retention.ms, if shorter), so retention can delete it")
 	fs.DurationVar(&c.GroupSessionTimeout, "group-session-timeout", c.GroupSessionTimeout, "a consumer-group member that has not heartbeated for this long is removed and its partitions reassigned")
 	fs.DurationVar(&c.GroupHeartbeatInterval, "group-heartbeat-interval", c.GroupHeartbeatInterval, "how often consumer-group members heartbeat (and learn of rebalances)")
+	fs.DurationVar(&c.GroupLagMetricsInterval, "group-lag-metrics-interval", c.GroupLagMetricsInterval, "how often to compute the lag of the consumer groups this broker coordinates for sluice_group_lag_messages / sluice_group_lag_seconds (0 disables them)")
+	fs.IntVar(&c.GroupLagMetricsMaxSeries, "group-lag-metrics-max-series", c.GroupLagMetricsMaxSeries, "most group lag label sets (tenant, group, topic, partition) this broker exports; over it, the groups that lag least are exported per topic (partition=\"all\"), and if even that does not fit, not at all")
 	fs.DurationVar(&c.RetentionCheckInterval, "retention-check-interval", c.RetentionCheckInterval, "how often each partition deletes segments past its topic's retention.ms / retention.bytes")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
@@ -158,6 +170,12 @@ func (c *Config) Validate() error {
 	}
 	if c.RetentionCheckInterval < 100*time.Millisecond {
 		return fmt.Errorf("--retention-check-interval must be at least 100ms; got %s", c.RetentionCheckInterval)
+	}
+	if c.GroupLagMetricsInterval != 0 && c.GroupLagMetricsInterval < time.Second {
+		return fmt.Errorf("--group-lag-metrics-interval must be 0 (off) or at least 1s; got %s", c.GroupLagMetricsInterval)
+	}
+	if c.GroupLagMetricsMaxSeries < 1 {
+		return fmt.Errorf("--group-lag-metrics-max-series must be at least 1; got %d", c.GroupLagMetricsMaxSeries)
 	}
 	if c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 256<<20 {
 		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 256 MiB; got %d", c.MaxRequestBytes)

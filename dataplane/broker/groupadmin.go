@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants"
 )
 
 // ListGroups asks every broker that coordinates groups (any broker
@@ -138,6 +140,7 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[s
 		}
 	}
 	var lags []*sluicev1.PartitionLag
+	var toFill []topicLag
 	for name := range topics {
 		t, ok := meta.topic(tenantID, name)
 		if !ok {
@@ -150,9 +153,10 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[s
 				pl.CommittedOffset = co.offset.GetOffset()
 			}
 			lags = append(lags, pl)
+			toFill = append(toFill, topicLag{topic: t, lag: pl})
 		}
 	}
-	s.fillLags(ctx, req.Header().Get("Authorization"), tenantID, lags, now)
+	s.b.fillLags(ctx, clientCredentials(req.Header()), toFill, now)
 	slices.SortFunc(lags, func(a, b *sluicev1.PartitionLag) int {
 		if c := strings.Compare(a.GetTopic(), b.GetTopic()); c != 0 {
 			return c
@@ -169,24 +173,32 @@ type TopicPartitionKey struct {
 	Partition int32
 }
 
+// topicLag is one partition's lag row to fill in (Topic, Partition and
+// CommittedOffset set; -1 when the group has none) with its topic.
+type topicLag struct {
+	topic *topicMeta
+	lag   *sluicev1.PartitionLag
+}
+
 // fillLags asks each partition's leader for its log start and high
 // watermark and, when the group lags, the age of the oldest unconsumed
 // record (concurrently, at most 16 at a time). A partition whose leader
-// does not answer keeps -1 values.
-func (s *groupService) fillLags(ctx context.Context, auth, tenantID string, lags []*sluicev1.PartitionLag, now time.Time) {
-	meta := s.b.metadata()
+// does not answer keeps -1 values. DescribeGroup and the group lag metrics
+// both compute lag here.
+func (b *Broker) fillLags(ctx context.Context, cred credentials, lags []topicLag, now time.Time) {
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
-	for _, pl := range lags {
-		t, ok := meta.topic(tenantID, pl.GetTopic())
-		if !ok {
+	for _, tl := range lags {
+		t, pl := tl.topic, tl.lag
+		if pl.GetPartition() < 0 || int(pl.GetPartition()) >= len(t.partitions) {
+			pl.HighWatermark, pl.LogStartOffset, pl.Lag = -1, -1, -1
 			continue
 		}
 		pm := t.partitions[pl.GetPartition()]
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			off, err := s.b.listOffsets(ctx, auth, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+			off, err := b.listOffsets(ctx, cred, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
 			if err != nil {
 				pl.HighWatermark, pl.LogStartOffset, pl.Lag = -1, -1, -1
 				return
@@ -200,7 +212,7 @@ func (s *groupService) fillLags(ctx context.Context, auth, tenantID string, lags
 			if pl.GetLag() == 0 {
 				return
 			}
-			if ts, err := s.b.batchTimeAt(ctx, auth, t, pm, from); err == nil && ts > 0 {
+			if ts, err := b.batchTimeAt(ctx, cred, t, pm, from); err == nil && ts > 0 {
 				pl.LagSeconds = max(now.Sub(time.UnixMilli(ts)).Seconds(), 0)
 			}
 		})
@@ -208,15 +220,48 @@ func (s *groupService) fillLags(ctx context.Context, auth, tenantID string, lags
 	wg.Wait()
 }
 
+// credentials are what this broker presents when it asks a partition's
+// leader (itself included) for offsets or records of a tenant's topic.
+type credentials struct {
+	// authorization is a client's Authorization header, forwarded: the
+	// leader checks the client's own token and scopes.
+	authorization string
+	// broker: this broker's own credential, acting for the topic's tenant,
+	// for background work no client asked for (the group lag metrics).
+	// Leaders accept it for ListOffsets and Fetch only (see rules).
+	broker bool
+}
+
+// clientCredentials forwards the credentials of the client request h.
+func clientCredentials(h http.Header) credentials {
+	return credentials{authorization: h.Get("Authorization")}
+}
+
+// brokerCredentials act as this broker on behalf of a topic's tenant.
+var brokerCredentials = credentials{broker: true}
+
+// prepare sets the headers of a request to t's leader and returns the
+// context to call this broker's own handler with: it carries the principal
+// the auth interceptor would have set (a client's is already in ctx).
+func (b *Broker) prepare(ctx context.Context, cred credentials, t *topicMeta, h http.Header) context.Context {
+	h.Set(NoForwardHeader, "1")
+	if !cred.broker {
+		h.Set("Authorization", cred.authorization)
+		return ctx
+	}
+	h.Set("Authorization", "Bearer "+b.cfg.BrokerToken)
+	h.Set(actForTenantHeader, t.tenantID)
+	return tenants.WithPrincipal(ctx, tenants.Principal{Kind: tenants.PrincipalBroker, BrokerID: b.cfg.ID, TenantID: t.tenantID})
+}
+
 // listOffsets asks a partition's leader (itself, when it leads) for an
-// offset, with the caller's credentials.
-func (b *Broker) listOffsets(ctx context.Context, auth string, t *topicMeta, pm partMeta, spec sluicev1.OffsetSpec, ts int64) (*sluicev1.ListOffsetsResponse, error) {
+// offset, with cred.
+func (b *Broker) listOffsets(ctx context.Context, cred credentials, t *topicMeta, pm partMeta, spec sluicev1.OffsetSpec, ts int64) (*sluicev1.ListOffsetsResponse, error) {
 	if pm.leader < 0 {
 		return nil, toConnect(b.notLeader(pm))
 	}
 	req := connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: t.name, Partition: pm.partition, Spec: spec, TimestampMs: ts})
-	req.Header().Set("Authorization", auth)
-	req.Header().Set(NoForwardHeader, "1")
+	ctx = b.prepare(ctx, cred, t, req.Header())
 	var res *connect.Response[sluicev1.ListOffsetsResponse]
 	var err error
 	if pm.leader == b.cfg.ID {
@@ -236,10 +281,9 @@ func (b *Broker) listOffsets(ctx context.Context, auth string, t *topicMeta, pm 
 
 // batchTimeAt is the first timestamp of the batch holding offset (the
 // append time of the oldest unconsumed record, to within a batch).
-func (b *Broker) batchTimeAt(ctx context.Context, auth string, t *topicMeta, pm partMeta, offset int64) (int64, error) {
+func (b *Broker) batchTimeAt(ctx context.Context, cred credentials, t *topicMeta, pm partMeta, offset int64) (int64, error) {
 	req := connect.NewRequest(&sluicev1.FetchRequest{Topic: t.name, Partition: pm.partition, Offset: offset, MaxBytes: 1, RawBatches: true})
-	req.Header().Set("Authorization", auth)
-	req.Header().Set(NoForwardHeader, "1")
+	ctx = b.prepare(ctx, cred, t, req.Header())
 	var res *connect.Response[sluicev1.FetchResponse]
 	var err error
 	if pm.leader == b.cfg.ID {
@@ -318,13 +362,13 @@ func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sl
 	if !m.GetForce() && c.active(time.Now(), tenantID, m.GetGroup()) {
 		return nil, groupError(fmt.Errorf("group %q has members: stop them first, or force (members keep consuming from their own positions until their partitions move)", m.GetGroup()), sluicev1.GroupError_REASON_GROUP_ACTIVE)
 	}
-	auth := req.Header().Get("Authorization")
+	cred := clientCredentials(req.Header())
 	now := time.Now()
 	res := &sluicev1.ResetOffsetsResponse{}
 	var recs []groupRecord
 	for _, p := range slices.Compact(slices.Sorted(slices.Values(parts))) {
 		pm := t.partitions[p]
-		bounds, err := s.b.listOffsets(ctx, auth, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+		bounds, err := s.b.listOffsets(ctx, cred, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -335,7 +379,7 @@ func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sl
 		case sluicev1.OffsetSpec_OFFSET_SPEC_LATEST:
 			off = bounds.GetHighWatermark()
 		case sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
-			at, err := s.b.listOffsets(ctx, auth, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP, m.GetTimestampMs())
+			at, err := s.b.listOffsets(ctx, cred, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP, m.GetTimestampMs())
 			if err != nil {
 				return nil, err
 			}

@@ -126,7 +126,7 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q partition %d appears twice", field, po.GetTopic(), po.GetPartition()))
 		}
 		seen[tk] = true
-		bounds, err := s.b.listOffsets(ctx, req.Header().Get("Authorization"), t, t.partitions[po.GetPartition()], sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+		bounds, err := s.b.listOffsets(ctx, clientCredentials(req.Header()), t, t.partitions[po.GetPartition()], sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
 		if err != nil {
 			return nil, err
 		}

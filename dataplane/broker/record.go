@@ -200,7 +200,7 @@ func batchTooLarge(field string, size int, maxMessageBytes int32) error {
 
 func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
 	m := req.Msg
-	t, pm, _, err := s.resolve(ctx, m.GetTopic(), m.GetPartition())
+	t, pm, caller, err := s.resolve(ctx, m.GetTopic(), m.GetPartition())
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +245,9 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 			return nil, err
 		}
 	}
-	s.b.metrics.fetched(t.tenantID, len(data))
+	if caller.Kind == tenants.PrincipalTenant {
+		s.b.metrics.fetched(t.tenantID, len(data)) // a broker's own reads (group lag) are not the tenant's
+	}
 	return connect.NewResponse(res), nil
 }
 

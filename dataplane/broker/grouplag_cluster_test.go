@@ -1,0 +1,316 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/controlplane"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// lagCluster is an in-process control plane (SQLite) and three brokers, as
+// `sluice dev` runs them, with one signed-up tenant.
+type lagCluster struct {
+	brokers  []*Broker
+	tenantID string
+	records  sluicev1connect.RecordServiceClient // through broker 1, which forwards
+	groups   sluicev1connect.GroupServiceClient
+}
+
+func startLagCluster(t *testing.T) *lagCluster {
+	t.Helper()
+	const brokerToken, operatorToken = "broker-secret-for-tests-0123456789", "operator-secret-for-tests-0123456789"
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	cfg := controlplane.DefaultConfig()
+	cfg.DatabaseURL = "sqlite:" + filepath.Join(dir, "cp.db")
+	cfg.BrokerToken, cfg.OperatorToken = brokerToken, operatorToken
+	cfg.DefaultReplicationFactor = 3
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg.ListenAddr = ln.Addr().String()
+	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{})
+	require.NoError(t, err)
+	done := make(chan struct{}, 4)
+	go func() { _ = srv.Run(ctx, ln); done <- struct{}{} }()
+	endpoint := "http://" + ln.Addr().String()
+
+	c := &lagCluster{}
+	for i := range 3 {
+		bc := DefaultConfig()
+		bc.ID = int32(i + 1)
+		bc.DataDir = filepath.Join(dir, fmt.Sprintf("broker-%d", i+1))
+		bc.ControlPlane = endpoint
+		bc.BrokerToken = brokerToken
+		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = 300*time.Millisecond, 10*time.Second
+		bc.GroupLagMetricsInterval = time.Hour // the test runs each computation itself
+		bln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		bc.ListenAddr, bc.AdvertisedAddr = bln.Addr().String(), bln.Addr().String()
+		b, err := New(bc, Deps{})
+		require.NoError(t, err)
+		c.brokers = append(c.brokers, b)
+		go func() { _ = b.Run(ctx, bln); done <- struct{}{} }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range 4 {
+			<-done
+		}
+		srv.Close()
+	})
+
+	hc := h2cClient()
+	su, err := sluicev1connect.NewTenantServiceClient(hc, endpoint).Signup(ctx,
+		connect.NewRequest(&sluicev1.SignupRequest{Email: "lag@example.com", TenantName: "lag"}))
+	require.NoError(t, err)
+	c.tenantID = su.Msg.GetTenant().GetId()
+	tok, err := sluicev1connect.NewAuthServiceClient(hc, endpoint).CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: su.Msg.GetApiKeySecret()}))
+	require.NoError(t, err)
+	bearer := connect.WithInterceptors(tenants.Bearer(tok.Msg.GetToken()))
+	base := "http://" + c.brokers[0].cfg.Advertised()
+	c.records = sluicev1connect.NewRecordServiceClient(hc, base, bearer)
+	c.groups = sluicev1connect.NewGroupServiceClient(hc, base, bearer)
+
+	topics := sluicev1connect.NewTopicServiceClient(hc, endpoint, bearer)
+	checkFor(t, 30*time.Second, func() error {
+		_, err := topics.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 2, ReplicationFactor: 3}))
+		return err // the brokers may not be live yet
+	})
+	// Ready when every broker knows a leader for every partition of the
+	// topic and of the offsets topic.
+	checkFor(t, 30*time.Second, func() error {
+		for _, b := range c.brokers {
+			for _, tt := range [][2]string{{c.tenantID, "orders"}, {systemTenantID, offsetsTopic}} {
+				tm, ok := b.metadata().topic(tt[0], tt[1])
+				if !ok {
+					return fmt.Errorf("broker %d does not know topic %s", b.cfg.ID, tt[1])
+				}
+				for _, pm := range tm.partitions {
+					if pm.leader < 0 || len(pm.isr) < 3 {
+						return fmt.Errorf("broker %d: topic %s partition %d has leader %d, ISR %v", b.cfg.ID, tt[1], pm.partition, pm.leader, pm.isr)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	return c
+}
+
+// checkFor polls fn until it returns nil, failing the test at the deadline
+// with fn's last error.
+func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// produce writes one batch of n records stamped at ts to a partition.
+func (c *lagCluster) produce(t *testing.T, partition int32, n int, ts time.Time) {
+	t.Helper()
+	recs := make([]*sluicev1.Record, n)
+	for i := range recs {
+		recs[i] = &sluicev1.Record{Value: []byte(fmt.Sprintf("r%d", i)), TimestampMs: ts.UnixMilli()}
+	}
+	_, err := c.records.Produce(context.Background(), connect.NewRequest(&sluicev1.ProduceRequest{
+		Topic: "orders", Partition: partition, Acks: sluicev1.Acks_ACKS_ALL,
+		Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: recs}},
+	}))
+	require.NoError(t, err)
+}
+
+// commit commits offsets for a group with no members, retrying while the
+// coordinator takes over its offsets partition.
+func (c *lagCluster) commit(t *testing.T, group string, offsets map[int32]int64) {
+	t.Helper()
+	req := &sluicev1.CommitOffsetsRequest{Group: group}
+	for p, off := range offsets {
+		req.Offsets = append(req.Offsets, &sluicev1.PartitionOffset{Topic: "orders", Partition: p, Offset: off})
+	}
+	checkFor(t, 30*time.Second, func() error {
+		_, err := c.groups.CommitOffsets(context.Background(), connect.NewRequest(req))
+		return err
+	})
+}
+
+// coordinatorOf is the broker that leads the group's offsets partition.
+func (c *lagCluster) coordinatorOf(t *testing.T, group string) int32 {
+	t.Helper()
+	ot, ok := c.brokers[0].metadata().topic(systemTenantID, offsetsTopic)
+	require.True(t, ok)
+	return ot.partitions[groupPartition(c.tenantID, group, len(ot.partitions))].leader
+}
+
+// computeLag runs one lag computation on every broker at now.
+func (c *lagCluster) computeLag(now time.Time) {
+	for _, b := range c.brokers {
+		b.computeGroupLag(context.Background(), now)
+	}
+}
+
+// fetchedBytes sums sluice_broker_fetched_bytes_total of the tenant over
+// the brokers.
+func (c *lagCluster) fetchedBytes(t *testing.T) float64 {
+	t.Helper()
+	var sum float64
+	for _, b := range c.brokers {
+		mfs, err := b.Registry().Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() != "sluice_broker_fetched_bytes_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "tenant" && lp.GetValue() == c.tenantID {
+						sum += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// lagMetrics gathers a broker's group lag gauges: the lag series of the
+// cluster's tenant, by "metric group topic partition", and the two counts.
+func lagMetrics(t *testing.T, b *Broker, tenantID string) (series map[string]float64, truncated, omitted float64) {
+	t.Helper()
+	mfs, err := b.Registry().Gather()
+	require.NoError(t, err)
+	series = map[string]float64{}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.HasPrefix(name, "sluice_group_lag_") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			v := m.GetGauge().GetValue()
+			switch name {
+			case "sluice_group_lag_metrics_truncated":
+				truncated = v
+				continue
+			case "sluice_group_lag_metrics_omitted":
+				omitted = v
+				continue
+			}
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			require.NotEqual(t, offsetsTopic, l["topic"], "the offsets topic is no group's")
+			if l["tenant"] == tenantID {
+				series[fmt.Sprintf("%s %s %s %s", strings.TrimPrefix(name, "sluice_group_lag_"), l["group"], l["topic"], l["partition"])] = v
+			}
+		}
+	}
+	return series, truncated, omitted
+}
+
+func TestBrokerGroupLagMetrics(t *testing.T) {
+	t.Parallel()
+	c := startLagCluster(t)
+	start := time.Now().Truncate(time.Millisecond)
+	twoHours, oneHour, halfHour := start.Add(-2*time.Hour), start.Add(-time.Hour), start.Add(-30*time.Minute)
+
+	// Partition 0: offsets 0-2 from two hours ago, 3-6 from an hour ago.
+	// Partition 1: offsets 0-1 from two hours ago.
+	c.produce(t, 0, 3, twoHours)
+	c.produce(t, 0, 4, oneHour)
+	c.produce(t, 1, 2, twoHours)
+	// billing has read up to offset 3 of partition 0 and all of partition 1.
+	c.commit(t, "billing", map[int32]int64{0: 3, 1: 2})
+	// More records: partition 0 offsets 7-8 now, partition 1 offsets 2-6
+	// from half an hour ago. audit has read everything of partition 0.
+	c.produce(t, 0, 2, start)
+	c.produce(t, 1, 5, halfHour)
+	c.commit(t, "audit", map[int32]int64{0: 9})
+
+	fetchedBefore := c.fetchedBytes(t)
+	now := time.Now()
+	c.computeLag(now)
+	require.Equal(t, fetchedBefore, c.fetchedBytes(t), "the brokers' own reads are not the tenant's fetched bytes")
+	age := func(ts time.Time) float64 { return now.Sub(ts).Seconds() }
+	want := map[string]map[string]float64{
+		"billing": {
+			// 9 - 3 records; the oldest unconsumed (offset 3) is an hour old.
+			"messages billing orders 0": 6, "seconds billing orders 0": age(oneHour),
+			// 7 - 2 records; offset 2 is half an hour old.
+			"messages billing orders 1": 5, "seconds billing orders 1": age(halfHour),
+		},
+		"audit": {"messages audit orders 0": 0, "seconds audit orders 0": 0},
+	}
+	// Each group is exported by its coordinator, and by no other broker.
+	got := map[int32]map[string]float64{}
+	for _, b := range c.brokers {
+		series, truncated, omitted := lagMetrics(t, b, c.tenantID)
+		got[b.cfg.ID] = series
+		require.Zero(t, truncated, "broker %d", b.cfg.ID)
+		require.Zero(t, omitted, "broker %d", b.cfg.ID)
+	}
+	for group, series := range want {
+		coord := c.coordinatorOf(t, group)
+		for k, v := range series {
+			require.Contains(t, got[coord], k, "coordinator %d exports %s", coord, k)
+			require.InDelta(t, v, got[coord][k], 0.001, k)
+		}
+		for id, s := range got {
+			for k := range s {
+				if strings.Split(k, " ")[1] == group {
+					require.Equal(t, coord, id, "%s exported by broker %d, not the coordinator %d", k, id, coord)
+				}
+			}
+		}
+	}
+	total := 0
+	for _, s := range got {
+		total += len(s)
+	}
+	require.Equal(t, 6, total, "one messages and one seconds series per committed partition: %v", got)
+
+	// A deleted group's series are gone after the next computation.
+	checkFor(t, 10*time.Second, func() error {
+		_, err := c.groups.DeleteGroup(context.Background(), connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: "audit"}))
+		return err
+	})
+	c.computeLag(time.Now())
+	for _, b := range c.brokers {
+		series, _, _ := lagMetrics(t, b, c.tenantID)
+		for k := range series {
+			require.NotContains(t, k, " audit ", "broker %d still exports the deleted group", b.cfg.ID)
+		}
+	}
+
+	// Over the cap, the group is exported per topic: records summed, the
+	// oldest record's age.
+	coord := c.brokers[c.coordinatorOf(t, "billing")-1]
+	coord.cfg.GroupLagMetricsMaxSeries = 1 // only this test goroutine reads it (the loop waits an hour)
+	now = time.Now()
+	coord.computeGroupLag(context.Background(), now)
+	series, truncated, omitted := lagMetrics(t, coord, c.tenantID)
+	require.Len(t, series, 2, "%v", series)
+	require.InDelta(t, 11, series["messages billing orders all"], 0)
+	require.InDelta(t, now.Sub(oneHour).Seconds(), series["seconds billing orders all"], 0.001)
+	require.InDelta(t, 1, truncated, 0)
+	require.Zero(t, omitted)
+}
