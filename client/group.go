@@ -1,10 +1,12 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,7 +125,9 @@ type GroupConsumer struct {
 	interval    time.Duration
 	owned       map[TopicPartition]bool
 	assigned    map[TopicPartition]bool     // what the last heartbeat response allows
-	starting    map[TopicPartition]bool     // being started by reconcile
+	starting    map[TopicPartition]bool     // being started in the background
+	newlyOwned  []TopicPartition            // started, not yet told to onAssign
+	stashed     []*Record                   // fetched for a partition still starting
 	processed   map[TopicPartition]position // next offset to commit
 	committed   map[TopicPartition]int64
 	sinceCommit int
@@ -132,10 +136,14 @@ type GroupConsumer struct {
 	revoke      []TopicPartition // to give up, from the last heartbeat
 	hbErr       error
 	coord       sluicev1connect.GroupServiceClient
+	inflight    chan struct{} // closed when the background commit ends; nil when none
+	asyncErr    error         // a background commit's failure, for the next maybeCommit
 
 	wake   chan struct{}
+	life   context.Context // ends at Close
 	stop   context.CancelFunc
 	done   chan struct{}
+	starts sync.WaitGroup // background partition starts
 	closed bool
 }
 
@@ -172,7 +180,8 @@ func (c *Client) NewGroupConsumer(ctx context.Context, group string, topics []st
 	}
 	g := &GroupConsumer{
 		c: c, cfg: cfg, group: group, topics: slices.Clone(topics), cs: cs,
-		owned: map[TopicPartition]bool{}, processed: map[TopicPartition]position{}, committed: map[TopicPartition]int64{},
+		owned: map[TopicPartition]bool{}, starting: map[TopicPartition]bool{},
+		processed: map[TopicPartition]position{}, committed: map[TopicPartition]int64{},
 		lastCommit: time.Now(), wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	// Join, retrying while the cluster is unavailable (a coordinator
@@ -192,7 +201,7 @@ func (c *Client) NewGroupConsumer(ctx context.Context, group string, topics []st
 		}
 	}
 	hctx, cancel := context.WithCancel(context.Background())
-	g.stop = cancel
+	g.life, g.stop = hctx, cancel
 	go g.heartbeatLoop(hctx)
 	return g, nil
 }
@@ -358,28 +367,24 @@ func ErrorDetailReason(err error) sluicev1.GroupError_Reason {
 	return ge.GetReason()
 }
 
-// reconcile applies the last heartbeat's changes: revoked partitions are
-// committed (at-least-once: what was processed) and stopped; assigned ones
-// start at their committed offset (or the start offset). It runs on the
-// caller's goroutine, between records.
+// reconcile applies the last heartbeat's changes. Revoked partitions are
+// committed (at-least-once: what was processed) and stopped, on the
+// caller's goroutine between records, before the next heartbeat reports
+// them released. Assigned ones start in the background at their committed
+// offset (or the start offset): a member gaining partitions keeps
+// consuming the ones it has while it resolves where the new ones start.
 func (g *GroupConsumer) reconcile(ctx context.Context) error {
 	g.mu.Lock()
-	assign, revoke := g.assign, g.revoke
+	assign := g.assign
+	// A heartbeat answered while the last revocation was being committed
+	// lists those partitions again: revoke only what is still owned.
+	revoke := slices.DeleteFunc(g.revoke, func(tp TopicPartition) bool { return !g.owned[tp] })
 	g.assign, g.revoke = nil, nil
-	if g.starting == nil {
-		g.starting = map[TopicPartition]bool{}
-	}
 	for _, tp := range assign {
 		g.starting[tp] = true
 	}
 	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		for _, tp := range assign {
-			delete(g.starting, tp)
-		}
-		g.mu.Unlock()
-	}()
+	g.deliverAssigned()
 	if len(revoke) > 0 {
 		if err := g.commitPartitions(ctx, revoke); err != nil {
 			g.c.logger.Debug("commit on revoke failed", "group", g.group, "err", err)
@@ -397,29 +402,32 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 			g.cfg.onRevoke(revoke)
 		}
 	}
-	if len(assign) == 0 {
-		return nil
+	if len(assign) > 0 {
+		g.starts.Go(func() { g.start(assign) })
 	}
-	starts, err := g.committedOffsets(ctx, assign)
-	if err != nil {
-		// Try again with the next heartbeat's answer.
-		g.mu.Lock()
-		g.assign = append(g.assign, assign...)
-		g.mu.Unlock()
-		return nil
-	}
-	// Start the partitions concurrently (resolving a start offset may take
-	// a round trip each), then keep only those the latest heartbeat still
-	// allows: a member must never claim a partition it was not given, or
-	// two members would own it.
+	return nil
+}
+
+// start starts fetching newly assigned partitions, concurrently (each may
+// take a round trip to resolve its start offset), and then owns those the
+// latest heartbeat still allows: a member must never claim a partition it
+// was not given, or two members would own it. A partition that fails to
+// start is offered again by the next heartbeat.
+func (g *GroupConsumer) start(assign []TopicPartition) {
+	ctx := g.life
 	var (
 		mu      sync.Mutex
 		started []TopicPartition
-		errs    []error
 		wg      sync.WaitGroup
 		sem     = make(chan struct{}, 16)
 	)
-	for _, tp := range assign {
+	todo := assign
+	starts, err := g.committedOffsets(ctx, assign)
+	if err != nil {
+		g.c.logger.Debug("fetch committed offsets failed", "group", g.group, "err", err)
+		todo = nil
+	}
+	for _, tp := range todo {
 		from := g.cfg.reset
 		if off, ok := starts[tp]; ok && off >= 0 {
 			from = At(off)
@@ -427,43 +435,53 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			err := g.cs.Assign(ctx, tp.Topic, tp.Partition, from)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("sluice: start topic %q partition %d: %w", tp.Topic, tp.Partition, err))
+			if err := g.cs.Assign(ctx, tp.Topic, tp.Partition, from); err != nil {
+				g.c.logger.Debug("start partition failed", "group", g.group, "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				return
 			}
+			mu.Lock()
 			started = append(started, tp)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	var dropped []TopicPartition
 	g.mu.Lock()
-	var kept, dropped []TopicPartition
 	for _, tp := range started {
-		if !g.assigned[tp] {
+		if !g.assigned[tp] || g.closed {
 			dropped = append(dropped, tp)
 			continue
 		}
-		kept = append(kept, tp)
 		g.owned[tp] = true
+		g.newlyOwned = append(g.newlyOwned, tp)
 		if off, ok := starts[tp]; ok && off >= 0 {
 			g.committed[tp] = off
 		}
+	}
+	for _, tp := range assign {
+		delete(g.starting, tp)
 	}
 	g.mu.Unlock()
 	for _, tp := range dropped {
 		g.cs.Unassign(tp.Topic, tp.Partition)
 	}
-	started = kept
-	for _, err := range errs {
-		// Not started, so not owned: the next heartbeat offers it again.
-		g.c.logger.Debug("start partition failed", "group", g.group, "err", err)
+	select { // tell the poller, so onAssign runs now
+	case g.wake <- struct{}{}:
+	default:
 	}
-	if g.cfg.onAssign != nil && len(started) > 0 {
-		g.cfg.onAssign(started)
+}
+
+// deliverAssigned calls onAssign with the partitions started since the last
+// call, on the consumer's goroutine.
+func (g *GroupConsumer) deliverAssigned() {
+	g.mu.Lock()
+	tps := g.newlyOwned
+	g.newlyOwned = nil
+	g.mu.Unlock()
+	if len(tps) > 0 && g.cfg.onAssign != nil {
+		slices.SortFunc(tps, compareTP)
+		g.cfg.onAssign(tps)
 	}
-	return nil
 }
 
 func (g *GroupConsumer) committedOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
@@ -513,12 +531,14 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 
 // Run calls fn for each record of the member's partitions, in order per
 // partition, until ctx ends (it then commits what was processed, with
-// AtLeastOnce, and returns the commit's error or nil) or fn fails (it
+// AtLeastOnce, waiting up to 30 s, and returns the commit's error or nil)
+// or fn fails (it
 // returns that error without committing the failed record). With
 // AtMostOnce and CommitManual it never commits: call Commit.
 // With AtLeastOnce a record's position is committed after fn returns, as
 // the CommitMode says: CommitEach after every record, CommitEvery(n) after
-// every n, CommitInterval(d) every d. With AtMostOnce the positions of the
+// every n, CommitInterval(d) every d (in the background, one commit at a
+// time, so processing goes on while it is in flight). With AtMostOnce the positions of the
 // records fetched together are committed before fn sees the first of them.
 func (g *GroupConsumer) Run(ctx context.Context, fn func(context.Context, *Record) error) error {
 	err := g.run(ctx, fn)
@@ -526,7 +546,7 @@ func (g *GroupConsumer) Run(ctx context.Context, fn func(context.Context, *Recor
 		return err
 	}
 	if g.cfg.delivery == AtLeastOnce {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second) // Kafka close()'s default
 		defer cancel()
 		return g.Commit(cctx)
 	}
@@ -573,6 +593,9 @@ func (g *GroupConsumer) poll(ctx context.Context) ([]*Record, error) {
 		if err := g.reconcile(ctx); err != nil {
 			return nil, err
 		}
+		if recs := g.ownedOnly(nil); len(recs) > 0 {
+			return recs, nil
+		}
 		pctx, cancel := context.WithCancel(ctx)
 		go func() {
 			select {
@@ -593,6 +616,7 @@ func (g *GroupConsumer) poll(ctx context.Context) ([]*Record, error) {
 			return nil, err
 		}
 		if recs = g.ownedOnly(recs); len(recs) > 0 {
+			g.deliverAssigned()
 			return recs, nil
 		}
 	}
@@ -607,16 +631,24 @@ func (g *GroupConsumer) pollErr() error {
 	return nil
 }
 
-// ownedOnly drops records of partitions given up since they were fetched.
+// ownedOnly returns the records of owned partitions: first those stashed
+// earlier, then recs. Records of a partition still starting (its fetch may
+// begin before the member owns it) are stashed until it is owned; those of
+// partitions given up since they were fetched are dropped.
 func (g *GroupConsumer) ownedOnly(recs []*Record) []*Record {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := recs[:0]
-	for _, r := range recs {
-		if g.owned[TopicPartition{r.Topic, r.Partition}] {
+	var out, stash []*Record
+	for _, r := range append(g.stashed, recs...) {
+		tp := TopicPartition{r.Topic, r.Partition}
+		switch {
+		case g.owned[tp]:
 			out = append(out, r)
+		case g.starting[tp]:
+			stash = append(stash, r)
 		}
 	}
+	g.stashed = stash
 	return out
 }
 
@@ -637,43 +669,109 @@ func (g *GroupConsumer) MarkProcessed(recs ...*Record) {
 	}
 }
 
-// maybeCommit commits when the CommitMode says it is time. A commit the
-// coordinator refuses because a rebalance moved things under it (a
-// partition no longer owned, a stale member epoch, a forgotten member) is
-// not an error here: the assignment is reconciled next, and the partition's
-// new owner resumes from the last commit that succeeded (a replay, never a
-// loss, with at-least-once).
+// maybeCommit commits when the CommitMode says it is time. Interval
+// commits with at-least-once go in the background, one at a time (Kafka's
+// auto-commit), so a slow coordinator does not stall processing; counted
+// commits (CommitEach, CommitEvery) wait, since their replay bound is the
+// point of them. A commit the coordinator refuses because a rebalance moved
+// things under it (a partition no longer owned, a stale member epoch, a
+// forgotten member) is not an error here: the assignment is reconciled
+// next, and the partition's new owner resumes from the last commit that
+// succeeded (a replay, never a loss, with at-least-once).
 func (g *GroupConsumer) maybeCommit(ctx context.Context) error {
 	g.mu.Lock()
+	if err := g.asyncErr; err != nil {
+		g.asyncErr = nil
+		g.mu.Unlock()
+		return err
+	}
 	m := g.cfg.commit
 	due := (m.every > 0 && g.sinceCommit >= m.every) || (m.interval > 0 && time.Since(g.lastCommit) >= m.interval)
-	g.mu.Unlock()
-	if !due {
+	background := m.every == 0 && g.cfg.delivery == AtLeastOnce
+	if !due || (background && g.inflight != nil) {
+		g.mu.Unlock()
 		return nil
 	}
-	err := g.Commit(ctx)
+	g.mu.Unlock()
+	if background {
+		g.commitInBackground()
+		return nil
+	}
+	return rebalanceRefusalOK(g.Commit(ctx))
+}
+
+// rebalanceRefusalOK drops a commit refusal caused by a rebalance.
+func rebalanceRefusalOK(err error) error {
 	switch ErrorDetailReason(err) {
 	case sluicev1.GroupError_REASON_NOT_OWNED, sluicev1.GroupError_REASON_FENCED_MEMBER_EPOCH, sluicev1.GroupError_REASON_UNKNOWN_MEMBER:
-		g.c.logger.Debug("commit refused during a rebalance", "group", g.group, "err", err)
 		return nil
 	}
 	return err
 }
 
-// Commit commits the positions of processed records of every owned
-// partition.
-func (g *GroupConsumer) Commit(ctx context.Context) error {
+func (g *GroupConsumer) commitInBackground() {
+	req := g.commitRequest(g.ownedList())
+	if req == nil {
+		return
+	}
+	done := make(chan struct{})
 	g.mu.Lock()
+	g.inflight = done
+	g.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(g.life, 30*time.Second)
+		err := rebalanceRefusalOK(g.sendCommit(ctx, req))
+		cancel()
+		g.mu.Lock()
+		if err != nil && g.life.Err() == nil {
+			g.asyncErr = err
+		}
+		g.inflight = nil
+		g.mu.Unlock()
+		close(done)
+	}()
+}
+
+// Commit commits the positions of processed records of every owned
+// partition. It waits for a background commit first, so commits land in
+// order.
+func (g *GroupConsumer) Commit(ctx context.Context) error {
+	return g.commitPartitions(ctx, g.ownedList())
+}
+
+func (g *GroupConsumer) ownedList() []TopicPartition {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	tps := make([]TopicPartition, 0, len(g.owned))
 	for tp := range g.owned {
 		tps = append(tps, tp)
 	}
-	g.mu.Unlock()
-	return g.commitPartitions(ctx, tps)
+	return tps
 }
 
 func (g *GroupConsumer) commitPartitions(ctx context.Context, tps []TopicPartition) error {
 	g.mu.Lock()
+	inflight := g.inflight
+	g.mu.Unlock()
+	if inflight != nil {
+		select {
+		case <-inflight:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	req := g.commitRequest(tps)
+	if req == nil {
+		return nil
+	}
+	return g.sendCommit(ctx, req)
+}
+
+// commitRequest is the commit of tps' processed positions not committed
+// yet; nil when there is none. It restarts the commit clock and count.
+func (g *GroupConsumer) commitRequest(tps []TopicPartition) *sluicev1.CommitOffsetsRequest {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	req := &sluicev1.CommitOffsetsRequest{Group: g.group, MemberId: g.memberID, MemberEpoch: g.epoch}
 	for _, tp := range tps {
 		pos, ok := g.processed[tp]
@@ -684,10 +782,14 @@ func (g *GroupConsumer) commitPartitions(ctx context.Context, tps []TopicPartiti
 	}
 	g.sinceCommit = 0
 	g.lastCommit = time.Now()
-	g.mu.Unlock()
 	if len(req.Offsets) == 0 {
 		return nil
 	}
+	return req
+}
+
+// sendCommit sends a commit, retrying while the coordinator is unavailable.
+func (g *GroupConsumer) sendCommit(ctx context.Context, req *sluicev1.CommitOffsetsRequest) error {
 	for attempt := 1; ; attempt++ {
 		gc, err := g.coordinator(ctx)
 		if err == nil {
@@ -720,16 +822,15 @@ func (g *GroupConsumer) Assignment() []TopicPartition {
 	for tp := range g.owned {
 		out = append(out, tp)
 	}
-	slices.SortFunc(out, func(a, b TopicPartition) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition - b.Partition)
-	})
+	slices.SortFunc(out, compareTP)
 	return out
+}
+
+func compareTP(a, b TopicPartition) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
 }
 
 // Close commits processed positions (at-least-once), leaves the group (a
@@ -749,6 +850,7 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 	}
 	g.stop()
 	<-g.done
+	g.starts.Wait()
 	g.mu.Lock()
 	req := &sluicev1.GroupHeartbeatRequest{Group: g.group, MemberId: g.memberID, InstanceId: g.cfg.instanceID, MemberEpoch: -1}
 	if g.cfg.instanceID != "" {
