@@ -22,6 +22,684 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RemoteSegmentState int32
+
+const (
+	RemoteSegmentState_REMOTE_SEGMENT_STATE_UNSPECIFIED    RemoteSegmentState = 0
+	RemoteSegmentState_REMOTE_SEGMENT_STATE_COPY_STARTED   RemoteSegmentState = 1
+	RemoteSegmentState_REMOTE_SEGMENT_STATE_COPY_FINISHED  RemoteSegmentState = 2
+	RemoteSegmentState_REMOTE_SEGMENT_STATE_DELETE_STARTED RemoteSegmentState = 3
+	RemoteSegmentState_REMOTE_SEGMENT_STATE_DELETED        RemoteSegmentState = 4
+)
+
+// Enum value maps for RemoteSegmentState.
+var (
+	RemoteSegmentState_name = map[int32]string{
+		0: "REMOTE_SEGMENT_STATE_UNSPECIFIED",
+		1: "REMOTE_SEGMENT_STATE_COPY_STARTED",
+		2: "REMOTE_SEGMENT_STATE_COPY_FINISHED",
+		3: "REMOTE_SEGMENT_STATE_DELETE_STARTED",
+		4: "REMOTE_SEGMENT_STATE_DELETED",
+	}
+	RemoteSegmentState_value = map[string]int32{
+		"REMOTE_SEGMENT_STATE_UNSPECIFIED":    0,
+		"REMOTE_SEGMENT_STATE_COPY_STARTED":   1,
+		"REMOTE_SEGMENT_STATE_COPY_FINISHED":  2,
+		"REMOTE_SEGMENT_STATE_DELETE_STARTED": 3,
+		"REMOTE_SEGMENT_STATE_DELETED":        4,
+	}
+)
+
+func (x RemoteSegmentState) Enum() *RemoteSegmentState {
+	p := new(RemoteSegmentState)
+	*p = x
+	return p
+}
+
+func (x RemoteSegmentState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RemoteSegmentState) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_broker_proto_enumTypes[0].Descriptor()
+}
+
+func (RemoteSegmentState) Type() protoreflect.EnumType {
+	return &file_sluice_v1_broker_proto_enumTypes[0]
+}
+
+func (x RemoteSegmentState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RemoteSegmentState.Descriptor instead.
+func (RemoteSegmentState) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{0}
+}
+
+// RemoteSegment describes one segment copied to the object store: the
+// batches [base_offset, end_offset] in the log's on-disk format.
+type RemoteSegment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the control plane (a UUID); part of the object key, so two
+	// copies of one range by different leaders never collide.
+	SegmentId  string `protobuf:"bytes,1,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	TenantId   string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	TopicId    string `protobuf:"bytes,3,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition  int32  `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	BaseOffset int64  `protobuf:"varint,5,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	// The last offset in the segment (inclusive).
+	EndOffset int64 `protobuf:"varint,6,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	// The leader epoch of the broker that copied it.
+	LeaderEpoch int32 `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// Size of the log object in bytes.
+	SizeBytes int64 `protobuf:"varint,8,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Largest record timestamp in the segment (total retention by time).
+	MaxTimestampMs int64 `protobuf:"varint,9,opt,name=max_timestamp_ms,json=maxTimestampMs,proto3" json:"max_timestamp_ms,omitempty"`
+	// The object key prefix: the log is <object_key>.log, its index
+	// <object_key>.index.
+	ObjectKey  string                 `protobuf:"bytes,10,opt,name=object_key,json=objectKey,proto3" json:"object_key,omitempty"`
+	State      RemoteSegmentState     `protobuf:"varint,11,opt,name=state,proto3,enum=sluice.v1.RemoteSegmentState" json:"state,omitempty"`
+	BrokerId   int32                  `protobuf:"varint,12,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The leader epochs in the segment: (epoch, first offset) pairs in order,
+	// for a reader that must answer OffsetForLeaderEpoch below the local log.
+	Epochs        []*EpochStart `protobuf:"bytes,15,rep,name=epochs,proto3" json:"epochs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteSegment) Reset() {
+	*x = RemoteSegment{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteSegment) ProtoMessage() {}
+
+func (x *RemoteSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteSegment.ProtoReflect.Descriptor instead.
+func (*RemoteSegment) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RemoteSegment) GetSegmentId() string {
+	if x != nil {
+		return x.SegmentId
+	}
+	return ""
+}
+
+func (x *RemoteSegment) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RemoteSegment) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *RemoteSegment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RemoteSegment) GetBaseOffset() int64 {
+	if x != nil {
+		return x.BaseOffset
+	}
+	return 0
+}
+
+func (x *RemoteSegment) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *RemoteSegment) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *RemoteSegment) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *RemoteSegment) GetMaxTimestampMs() int64 {
+	if x != nil {
+		return x.MaxTimestampMs
+	}
+	return 0
+}
+
+func (x *RemoteSegment) GetObjectKey() string {
+	if x != nil {
+		return x.ObjectKey
+	}
+	return ""
+}
+
+func (x *RemoteSegment) GetState() RemoteSegmentState {
+	if x != nil {
+		return x.State
+	}
+	return RemoteSegmentState_REMOTE_SEGMENT_STATE_UNSPECIFIED
+}
+
+func (x *RemoteSegment) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *RemoteSegment) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *RemoteSegment) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *RemoteSegment) GetEpochs() []*EpochStart {
+	if x != nil {
+		return x.Epochs
+	}
+	return nil
+}
+
+type EpochStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         int32                  `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	StartOffset   int64                  `protobuf:"varint,2,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EpochStart) Reset() {
+	*x = EpochStart{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EpochStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EpochStart) ProtoMessage() {}
+
+func (x *EpochStart) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EpochStart.ProtoReflect.Descriptor instead.
+func (*EpochStart) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EpochStart) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *EpochStart) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+type AddRemoteSegmentRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	// The caller's leader epoch of the partition.
+	LeaderEpoch int32 `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// segment_id, state, broker_id and the times are set by the server;
+	// object_key is derived by the server from the ids and base offset.
+	Segment       *RemoteSegment `protobuf:"bytes,4,opt,name=segment,proto3" json:"segment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddRemoteSegmentRequest) Reset() {
+	*x = AddRemoteSegmentRequest{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddRemoteSegmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddRemoteSegmentRequest) ProtoMessage() {}
+
+func (x *AddRemoteSegmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddRemoteSegmentRequest.ProtoReflect.Descriptor instead.
+func (*AddRemoteSegmentRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AddRemoteSegmentRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *AddRemoteSegmentRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *AddRemoteSegmentRequest) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *AddRemoteSegmentRequest) GetSegment() *RemoteSegment {
+	if x != nil {
+		return x.Segment
+	}
+	return nil
+}
+
+type AddRemoteSegmentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Segment       *RemoteSegment         `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddRemoteSegmentResponse) Reset() {
+	*x = AddRemoteSegmentResponse{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddRemoteSegmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddRemoteSegmentResponse) ProtoMessage() {}
+
+func (x *AddRemoteSegmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddRemoteSegmentResponse.ProtoReflect.Descriptor instead.
+func (*AddRemoteSegmentResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AddRemoteSegmentResponse) GetSegment() *RemoteSegment {
+	if x != nil {
+		return x.Segment
+	}
+	return nil
+}
+
+type UpdateRemoteSegmentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	LeaderEpoch   int32                  `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	TopicId       string                 `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition     int32                  `protobuf:"varint,5,opt,name=partition,proto3" json:"partition,omitempty"`
+	SegmentId     string                 `protobuf:"bytes,6,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`
+	State         RemoteSegmentState     `protobuf:"varint,7,opt,name=state,proto3,enum=sluice.v1.RemoteSegmentState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRemoteSegmentRequest) Reset() {
+	*x = UpdateRemoteSegmentRequest{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRemoteSegmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRemoteSegmentRequest) ProtoMessage() {}
+
+func (x *UpdateRemoteSegmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRemoteSegmentRequest.ProtoReflect.Descriptor instead.
+func (*UpdateRemoteSegmentRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *UpdateRemoteSegmentRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *UpdateRemoteSegmentRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *UpdateRemoteSegmentRequest) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *UpdateRemoteSegmentRequest) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *UpdateRemoteSegmentRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *UpdateRemoteSegmentRequest) GetSegmentId() string {
+	if x != nil {
+		return x.SegmentId
+	}
+	return ""
+}
+
+func (x *UpdateRemoteSegmentRequest) GetState() RemoteSegmentState {
+	if x != nil {
+		return x.State
+	}
+	return RemoteSegmentState_REMOTE_SEGMENT_STATE_UNSPECIFIED
+}
+
+type UpdateRemoteSegmentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Segment       *RemoteSegment         `protobuf:"bytes,1,opt,name=segment,proto3" json:"segment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRemoteSegmentResponse) Reset() {
+	*x = UpdateRemoteSegmentResponse{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRemoteSegmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRemoteSegmentResponse) ProtoMessage() {}
+
+func (x *UpdateRemoteSegmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRemoteSegmentResponse.ProtoReflect.Descriptor instead.
+func (*UpdateRemoteSegmentResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UpdateRemoteSegmentResponse) GetSegment() *RemoteSegment {
+	if x != nil {
+		return x.Segment
+	}
+	return nil
+}
+
+type ListRemoteSegmentsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TopicId   string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Only these states; empty = all.
+	States        []RemoteSegmentState `protobuf:"varint,3,rep,packed,name=states,proto3,enum=sluice.v1.RemoteSegmentState" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRemoteSegmentsRequest) Reset() {
+	*x = ListRemoteSegmentsRequest{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRemoteSegmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRemoteSegmentsRequest) ProtoMessage() {}
+
+func (x *ListRemoteSegmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRemoteSegmentsRequest.ProtoReflect.Descriptor instead.
+func (*ListRemoteSegmentsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListRemoteSegmentsRequest) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *ListRemoteSegmentsRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ListRemoteSegmentsRequest) GetStates() []RemoteSegmentState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+type ListRemoteSegmentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Segments      []*RemoteSegment       `protobuf:"bytes,1,rep,name=segments,proto3" json:"segments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRemoteSegmentsResponse) Reset() {
+	*x = ListRemoteSegmentsResponse{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRemoteSegmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRemoteSegmentsResponse) ProtoMessage() {}
+
+func (x *ListRemoteSegmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRemoteSegmentsResponse.ProtoReflect.Descriptor instead.
+func (*ListRemoteSegmentsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListRemoteSegmentsResponse) GetSegments() []*RemoteSegment {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
+}
+
+// RemoteSegmentsState is the detail of a refused AddRemoteSegment: where
+// the next copy must begin.
+type RemoteSegmentsState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// end_offset + 1 of the highest segment ever finished; -1 when none.
+	NextBaseOffset int64 `protobuf:"varint,1,opt,name=next_base_offset,json=nextBaseOffset,proto3" json:"next_base_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RemoteSegmentsState) Reset() {
+	*x = RemoteSegmentsState{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteSegmentsState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteSegmentsState) ProtoMessage() {}
+
+func (x *RemoteSegmentsState) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteSegmentsState.ProtoReflect.Descriptor instead.
+func (*RemoteSegmentsState) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RemoteSegmentsState) GetNextBaseOffset() int64 {
+	if x != nil {
+		return x.NextBaseOffset
+	}
+	return 0
+}
+
 type AllocateProducerIdsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -32,7 +710,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[0]
+	mi := &file_sluice_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +722,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[0]
+	mi := &file_sluice_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +735,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -85,7 +763,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[1]
+	mi := &file_sluice_v1_broker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -97,7 +775,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[1]
+	mi := &file_sluice_v1_broker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -110,7 +788,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -141,7 +819,7 @@ type RegisterBrokerRequest struct {
 
 func (x *RegisterBrokerRequest) Reset() {
 	*x = RegisterBrokerRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[2]
+	mi := &file_sluice_v1_broker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -153,7 +831,7 @@ func (x *RegisterBrokerRequest) String() string {
 func (*RegisterBrokerRequest) ProtoMessage() {}
 
 func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[2]
+	mi := &file_sluice_v1_broker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -166,7 +844,7 @@ func (x *RegisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterBrokerRequest) GetBrokerId() int32 {
@@ -202,7 +880,7 @@ type RegisterBrokerResponse struct {
 
 func (x *RegisterBrokerResponse) Reset() {
 	*x = RegisterBrokerResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[3]
+	mi := &file_sluice_v1_broker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +892,7 @@ func (x *RegisterBrokerResponse) String() string {
 func (*RegisterBrokerResponse) ProtoMessage() {}
 
 func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[3]
+	mi := &file_sluice_v1_broker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +905,7 @@ func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterBrokerResponse) GetBrokerEpoch() int64 {
@@ -261,7 +939,7 @@ type HeartbeatBrokerRequest struct {
 
 func (x *HeartbeatBrokerRequest) Reset() {
 	*x = HeartbeatBrokerRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[4]
+	mi := &file_sluice_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +951,7 @@ func (x *HeartbeatBrokerRequest) String() string {
 func (*HeartbeatBrokerRequest) ProtoMessage() {}
 
 func (x *HeartbeatBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[4]
+	mi := &file_sluice_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +964,7 @@ func (x *HeartbeatBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatBrokerRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatBrokerRequest) GetBrokerId() int32 {
@@ -312,7 +990,7 @@ type HeartbeatBrokerResponse struct {
 
 func (x *HeartbeatBrokerResponse) Reset() {
 	*x = HeartbeatBrokerResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[5]
+	mi := &file_sluice_v1_broker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +1002,7 @@ func (x *HeartbeatBrokerResponse) String() string {
 func (*HeartbeatBrokerResponse) ProtoMessage() {}
 
 func (x *HeartbeatBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[5]
+	mi := &file_sluice_v1_broker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +1015,7 @@ func (x *HeartbeatBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatBrokerResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeartbeatBrokerResponse) GetLeaseExpireTime() *timestamppb.Timestamp {
@@ -359,7 +1037,7 @@ type ListRevokedAPIKeysRequest struct {
 
 func (x *ListRevokedAPIKeysRequest) Reset() {
 	*x = ListRevokedAPIKeysRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[6]
+	mi := &file_sluice_v1_broker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +1049,7 @@ func (x *ListRevokedAPIKeysRequest) String() string {
 func (*ListRevokedAPIKeysRequest) ProtoMessage() {}
 
 func (x *ListRevokedAPIKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[6]
+	mi := &file_sluice_v1_broker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +1062,7 @@ func (x *ListRevokedAPIKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevokedAPIKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListRevokedAPIKeysRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListRevokedAPIKeysRequest) GetSince() *timestamppb.Timestamp {
@@ -405,7 +1083,7 @@ type RevokedAPIKey struct {
 
 func (x *RevokedAPIKey) Reset() {
 	*x = RevokedAPIKey{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[7]
+	mi := &file_sluice_v1_broker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +1095,7 @@ func (x *RevokedAPIKey) String() string {
 func (*RevokedAPIKey) ProtoMessage() {}
 
 func (x *RevokedAPIKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[7]
+	mi := &file_sluice_v1_broker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +1108,7 @@ func (x *RevokedAPIKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedAPIKey.ProtoReflect.Descriptor instead.
 func (*RevokedAPIKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RevokedAPIKey) GetId() string {
@@ -465,7 +1143,7 @@ type ListRevokedAPIKeysResponse struct {
 
 func (x *ListRevokedAPIKeysResponse) Reset() {
 	*x = ListRevokedAPIKeysResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[8]
+	mi := &file_sluice_v1_broker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +1155,7 @@ func (x *ListRevokedAPIKeysResponse) String() string {
 func (*ListRevokedAPIKeysResponse) ProtoMessage() {}
 
 func (x *ListRevokedAPIKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[8]
+	mi := &file_sluice_v1_broker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +1168,7 @@ func (x *ListRevokedAPIKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevokedAPIKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListRevokedAPIKeysResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRevokedAPIKeysResponse) GetKeys() []*RevokedAPIKey {
@@ -518,7 +1196,7 @@ type WatchAssignmentsRequest struct {
 
 func (x *WatchAssignmentsRequest) Reset() {
 	*x = WatchAssignmentsRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[9]
+	mi := &file_sluice_v1_broker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +1208,7 @@ func (x *WatchAssignmentsRequest) String() string {
 func (*WatchAssignmentsRequest) ProtoMessage() {}
 
 func (x *WatchAssignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[9]
+	mi := &file_sluice_v1_broker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +1221,7 @@ func (x *WatchAssignmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAssignmentsRequest.ProtoReflect.Descriptor instead.
 func (*WatchAssignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchAssignmentsRequest) GetBrokerId() int32 {
@@ -578,7 +1256,7 @@ type WatchAssignmentsResponse struct {
 
 func (x *WatchAssignmentsResponse) Reset() {
 	*x = WatchAssignmentsResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[10]
+	mi := &file_sluice_v1_broker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +1268,7 @@ func (x *WatchAssignmentsResponse) String() string {
 func (*WatchAssignmentsResponse) ProtoMessage() {}
 
 func (x *WatchAssignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[10]
+	mi := &file_sluice_v1_broker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +1281,7 @@ func (x *WatchAssignmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAssignmentsResponse.ProtoReflect.Descriptor instead.
 func (*WatchAssignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchAssignmentsResponse) GetMetadataVersion() int64 {
@@ -654,7 +1332,7 @@ type PartitionAssignment struct {
 
 func (x *PartitionAssignment) Reset() {
 	*x = PartitionAssignment{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[11]
+	mi := &file_sluice_v1_broker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +1344,7 @@ func (x *PartitionAssignment) String() string {
 func (*PartitionAssignment) ProtoMessage() {}
 
 func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[11]
+	mi := &file_sluice_v1_broker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +1357,7 @@ func (x *PartitionAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionAssignment.ProtoReflect.Descriptor instead.
 func (*PartitionAssignment) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PartitionAssignment) GetTenantId() string {
@@ -764,7 +1442,7 @@ type BrokerEndpoint struct {
 
 func (x *BrokerEndpoint) Reset() {
 	*x = BrokerEndpoint{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[12]
+	mi := &file_sluice_v1_broker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +1454,7 @@ func (x *BrokerEndpoint) String() string {
 func (*BrokerEndpoint) ProtoMessage() {}
 
 func (x *BrokerEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[12]
+	mi := &file_sluice_v1_broker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +1467,7 @@ func (x *BrokerEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerEndpoint.ProtoReflect.Descriptor instead.
 func (*BrokerEndpoint) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BrokerEndpoint) GetBrokerId() int32 {
@@ -837,7 +1515,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[13]
+	mi := &file_sluice_v1_broker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +1527,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[13]
+	mi := &file_sluice_v1_broker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +1540,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AlterPartitionRequest) GetBrokerId() int32 {
@@ -931,7 +1609,7 @@ type BrokerEpoch struct {
 
 func (x *BrokerEpoch) Reset() {
 	*x = BrokerEpoch{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[14]
+	mi := &file_sluice_v1_broker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1621,7 @@ func (x *BrokerEpoch) String() string {
 func (*BrokerEpoch) ProtoMessage() {}
 
 func (x *BrokerEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[14]
+	mi := &file_sluice_v1_broker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1634,7 @@ func (x *BrokerEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerEpoch.ProtoReflect.Descriptor instead.
 func (*BrokerEpoch) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BrokerEpoch) GetBrokerId() int32 {
@@ -984,7 +1662,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[15]
+	mi := &file_sluice_v1_broker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1674,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[15]
+	mi := &file_sluice_v1_broker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1687,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AlterPartitionResponse) GetPartition() *PartitionAssignment {
@@ -1023,7 +1701,61 @@ var File_sluice_v1_broker_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15sluice/v1/topic.proto\"\\\n" +
+	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15sluice/v1/topic.proto\"\xca\x04\n" +
+	"\rRemoteSegment\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x01 \x01(\tR\tsegmentId\x12\x1b\n" +
+	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x19\n" +
+	"\btopic_id\x18\x03 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\x05R\tpartition\x12\x1f\n" +
+	"\vbase_offset\x18\x05 \x01(\x03R\n" +
+	"baseOffset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x06 \x01(\x03R\tendOffset\x12!\n" +
+	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\b \x01(\x03R\tsizeBytes\x12(\n" +
+	"\x10max_timestamp_ms\x18\t \x01(\x03R\x0emaxTimestampMs\x12\x1d\n" +
+	"\n" +
+	"object_key\x18\n" +
+	" \x01(\tR\tobjectKey\x123\n" +
+	"\x05state\x18\v \x01(\x0e2\x1d.sluice.v1.RemoteSegmentStateR\x05state\x12\x1b\n" +
+	"\tbroker_id\x18\f \x01(\x05R\bbrokerId\x12;\n" +
+	"\vcreate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12-\n" +
+	"\x06epochs\x18\x0f \x03(\v2\x15.sluice.v1.EpochStartR\x06epochs\"E\n" +
+	"\n" +
+	"EpochStart\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12!\n" +
+	"\fstart_offset\x18\x02 \x01(\x03R\vstartOffset\"\xb0\x01\n" +
+	"\x17AddRemoteSegmentRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x122\n" +
+	"\asegment\x18\x04 \x01(\v2\x18.sluice.v1.RemoteSegmentR\asegment\"N\n" +
+	"\x18AddRemoteSegmentResponse\x122\n" +
+	"\asegment\x18\x01 \x01(\v2\x18.sluice.v1.RemoteSegmentR\asegment\"\x8c\x02\n" +
+	"\x1aUpdateRemoteSegmentRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12\x19\n" +
+	"\btopic_id\x18\x04 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x05 \x01(\x05R\tpartition\x12\x1d\n" +
+	"\n" +
+	"segment_id\x18\x06 \x01(\tR\tsegmentId\x123\n" +
+	"\x05state\x18\a \x01(\x0e2\x1d.sluice.v1.RemoteSegmentStateR\x05state\"Q\n" +
+	"\x1bUpdateRemoteSegmentResponse\x122\n" +
+	"\asegment\x18\x01 \x01(\v2\x18.sluice.v1.RemoteSegmentR\asegment\"\x8b\x01\n" +
+	"\x19ListRemoteSegmentsRequest\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x125\n" +
+	"\x06states\x18\x03 \x03(\x0e2\x1d.sluice.v1.RemoteSegmentStateR\x06states\"R\n" +
+	"\x1aListRemoteSegmentsResponse\x124\n" +
+	"\bsegments\x18\x01 \x03(\v2\x18.sluice.v1.RemoteSegmentR\bsegments\"?\n" +
+	"\x13RemoteSegmentsState\x12(\n" +
+	"\x10next_base_offset\x18\x01 \x01(\x03R\x0enextBaseOffset\"\\\n" +
 	"\x1aAllocateProducerIdsRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"_\n" +
@@ -1093,14 +1825,23 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"V\n" +
 	"\x16AlterPartitionResponse\x12<\n" +
-	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\tpartition2\xcb\x04\n" +
+	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\tpartition*\xd4\x01\n" +
+	"\x12RemoteSegmentState\x12$\n" +
+	" REMOTE_SEGMENT_STATE_UNSPECIFIED\x10\x00\x12%\n" +
+	"!REMOTE_SEGMENT_STATE_COPY_STARTED\x10\x01\x12&\n" +
+	"\"REMOTE_SEGMENT_STATE_COPY_FINISHED\x10\x02\x12'\n" +
+	"#REMOTE_SEGMENT_STATE_DELETE_STARTED\x10\x03\x12 \n" +
+	"\x1cREMOTE_SEGMENT_STATE_DELETED\x10\x042\xf7\x06\n" +
 	"\rBrokerService\x12W\n" +
 	"\x0eRegisterBroker\x12 .sluice.v1.RegisterBrokerRequest\x1a!.sluice.v1.RegisterBrokerResponse\"\x00\x12Z\n" +
 	"\x0fHeartbeatBroker\x12!.sluice.v1.HeartbeatBrokerRequest\x1a\".sluice.v1.HeartbeatBrokerResponse\"\x00\x12c\n" +
 	"\x12ListRevokedAPIKeys\x12$.sluice.v1.ListRevokedAPIKeysRequest\x1a%.sluice.v1.ListRevokedAPIKeysResponse\"\x00\x12_\n" +
 	"\x10WatchAssignments\x12\".sluice.v1.WatchAssignmentsRequest\x1a#.sluice.v1.WatchAssignmentsResponse\"\x000\x01\x12W\n" +
 	"\x0eAlterPartition\x12 .sluice.v1.AlterPartitionRequest\x1a!.sluice.v1.AlterPartitionResponse\"\x00\x12f\n" +
-	"\x13AllocateProducerIds\x12%.sluice.v1.AllocateProducerIdsRequest\x1a&.sluice.v1.AllocateProducerIdsResponse\"\x00B\x94\x01\n" +
+	"\x13AllocateProducerIds\x12%.sluice.v1.AllocateProducerIdsRequest\x1a&.sluice.v1.AllocateProducerIdsResponse\"\x00\x12]\n" +
+	"\x10AddRemoteSegment\x12\".sluice.v1.AddRemoteSegmentRequest\x1a#.sluice.v1.AddRemoteSegmentResponse\"\x00\x12f\n" +
+	"\x13UpdateRemoteSegment\x12%.sluice.v1.UpdateRemoteSegmentRequest\x1a&.sluice.v1.UpdateRemoteSegmentResponse\"\x00\x12c\n" +
+	"\x12ListRemoteSegments\x12$.sluice.v1.ListRemoteSegmentsRequest\x1a%.sluice.v1.ListRemoteSegmentsResponse\"\x00B\x94\x01\n" +
 	"\rcom.sluice.v1B\vBrokerProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -1116,56 +1857,83 @@ func file_sluice_v1_broker_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_broker_proto_rawDescData
 }
 
-var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_sluice_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_sluice_v1_broker_proto_goTypes = []any{
-	(*AllocateProducerIdsRequest)(nil),  // 0: sluice.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 1: sluice.v1.AllocateProducerIdsResponse
-	(*RegisterBrokerRequest)(nil),       // 2: sluice.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),      // 3: sluice.v1.RegisterBrokerResponse
-	(*HeartbeatBrokerRequest)(nil),      // 4: sluice.v1.HeartbeatBrokerRequest
-	(*HeartbeatBrokerResponse)(nil),     // 5: sluice.v1.HeartbeatBrokerResponse
-	(*ListRevokedAPIKeysRequest)(nil),   // 6: sluice.v1.ListRevokedAPIKeysRequest
-	(*RevokedAPIKey)(nil),               // 7: sluice.v1.RevokedAPIKey
-	(*ListRevokedAPIKeysResponse)(nil),  // 8: sluice.v1.ListRevokedAPIKeysResponse
-	(*WatchAssignmentsRequest)(nil),     // 9: sluice.v1.WatchAssignmentsRequest
-	(*WatchAssignmentsResponse)(nil),    // 10: sluice.v1.WatchAssignmentsResponse
-	(*PartitionAssignment)(nil),         // 11: sluice.v1.PartitionAssignment
-	(*BrokerEndpoint)(nil),              // 12: sluice.v1.BrokerEndpoint
-	(*AlterPartitionRequest)(nil),       // 13: sluice.v1.AlterPartitionRequest
-	(*BrokerEpoch)(nil),                 // 14: sluice.v1.BrokerEpoch
-	(*AlterPartitionResponse)(nil),      // 15: sluice.v1.AlterPartitionResponse
-	(*timestamppb.Timestamp)(nil),       // 16: google.protobuf.Timestamp
-	(*TopicConfig)(nil),                 // 17: sluice.v1.TopicConfig
+	(RemoteSegmentState)(0),             // 0: sluice.v1.RemoteSegmentState
+	(*RemoteSegment)(nil),               // 1: sluice.v1.RemoteSegment
+	(*EpochStart)(nil),                  // 2: sluice.v1.EpochStart
+	(*AddRemoteSegmentRequest)(nil),     // 3: sluice.v1.AddRemoteSegmentRequest
+	(*AddRemoteSegmentResponse)(nil),    // 4: sluice.v1.AddRemoteSegmentResponse
+	(*UpdateRemoteSegmentRequest)(nil),  // 5: sluice.v1.UpdateRemoteSegmentRequest
+	(*UpdateRemoteSegmentResponse)(nil), // 6: sluice.v1.UpdateRemoteSegmentResponse
+	(*ListRemoteSegmentsRequest)(nil),   // 7: sluice.v1.ListRemoteSegmentsRequest
+	(*ListRemoteSegmentsResponse)(nil),  // 8: sluice.v1.ListRemoteSegmentsResponse
+	(*RemoteSegmentsState)(nil),         // 9: sluice.v1.RemoteSegmentsState
+	(*AllocateProducerIdsRequest)(nil),  // 10: sluice.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil), // 11: sluice.v1.AllocateProducerIdsResponse
+	(*RegisterBrokerRequest)(nil),       // 12: sluice.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),      // 13: sluice.v1.RegisterBrokerResponse
+	(*HeartbeatBrokerRequest)(nil),      // 14: sluice.v1.HeartbeatBrokerRequest
+	(*HeartbeatBrokerResponse)(nil),     // 15: sluice.v1.HeartbeatBrokerResponse
+	(*ListRevokedAPIKeysRequest)(nil),   // 16: sluice.v1.ListRevokedAPIKeysRequest
+	(*RevokedAPIKey)(nil),               // 17: sluice.v1.RevokedAPIKey
+	(*ListRevokedAPIKeysResponse)(nil),  // 18: sluice.v1.ListRevokedAPIKeysResponse
+	(*WatchAssignmentsRequest)(nil),     // 19: sluice.v1.WatchAssignmentsRequest
+	(*WatchAssignmentsResponse)(nil),    // 20: sluice.v1.WatchAssignmentsResponse
+	(*PartitionAssignment)(nil),         // 21: sluice.v1.PartitionAssignment
+	(*BrokerEndpoint)(nil),              // 22: sluice.v1.BrokerEndpoint
+	(*AlterPartitionRequest)(nil),       // 23: sluice.v1.AlterPartitionRequest
+	(*BrokerEpoch)(nil),                 // 24: sluice.v1.BrokerEpoch
+	(*AlterPartitionResponse)(nil),      // 25: sluice.v1.AlterPartitionResponse
+	(*timestamppb.Timestamp)(nil),       // 26: google.protobuf.Timestamp
+	(*TopicConfig)(nil),                 // 27: sluice.v1.TopicConfig
 }
 var file_sluice_v1_broker_proto_depIdxs = []int32{
-	16, // 0: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	16, // 1: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	16, // 2: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
-	16, // 3: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
-	7,  // 4: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
-	16, // 5: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
-	11, // 6: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
-	12, // 7: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
-	17, // 8: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
-	14, // 9: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
-	11, // 10: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
-	2,  // 11: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
-	4,  // 12: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
-	6,  // 13: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
-	9,  // 14: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
-	13, // 15: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
-	0,  // 16: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
-	3,  // 17: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
-	5,  // 18: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
-	8,  // 19: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
-	10, // 20: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
-	15, // 21: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
-	1,  // 22: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
-	17, // [17:23] is the sub-list for method output_type
-	11, // [11:17] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	0,  // 0: sluice.v1.RemoteSegment.state:type_name -> sluice.v1.RemoteSegmentState
+	26, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
+	26, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
+	2,  // 3: sluice.v1.RemoteSegment.epochs:type_name -> sluice.v1.EpochStart
+	1,  // 4: sluice.v1.AddRemoteSegmentRequest.segment:type_name -> sluice.v1.RemoteSegment
+	1,  // 5: sluice.v1.AddRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
+	0,  // 6: sluice.v1.UpdateRemoteSegmentRequest.state:type_name -> sluice.v1.RemoteSegmentState
+	1,  // 7: sluice.v1.UpdateRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
+	0,  // 8: sluice.v1.ListRemoteSegmentsRequest.states:type_name -> sluice.v1.RemoteSegmentState
+	1,  // 9: sluice.v1.ListRemoteSegmentsResponse.segments:type_name -> sluice.v1.RemoteSegment
+	26, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	26, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	26, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
+	26, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	17, // 14: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
+	26, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
+	21, // 16: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
+	22, // 17: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
+	27, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
+	24, // 19: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
+	21, // 20: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
+	12, // 21: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
+	14, // 22: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
+	16, // 23: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
+	19, // 24: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
+	23, // 25: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
+	10, // 26: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
+	3,  // 27: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
+	5,  // 28: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
+	7,  // 29: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
+	13, // 30: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
+	15, // 31: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
+	18, // 32: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
+	20, // 33: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
+	25, // 34: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
+	11, // 35: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
+	4,  // 36: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
+	6,  // 37: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
+	8,  // 38: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
+	30, // [30:39] is the sub-list for method output_type
+	21, // [21:30] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_broker_proto_init() }
@@ -1179,13 +1947,14 @@ func file_sluice_v1_broker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_broker_proto_rawDesc), len(file_sluice_v1_broker_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   16,
+			NumEnums:      1,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sluice_v1_broker_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_broker_proto_depIdxs,
+		EnumInfos:         file_sluice_v1_broker_proto_enumTypes,
 		MessageInfos:      file_sluice_v1_broker_proto_msgTypes,
 	}.Build()
 	File_sluice_v1_broker_proto = out.File

@@ -51,6 +51,15 @@ const (
 	// BrokerServiceAllocateProducerIdsProcedure is the fully-qualified name of the BrokerService's
 	// AllocateProducerIds RPC.
 	BrokerServiceAllocateProducerIdsProcedure = "/sluice.v1.BrokerService/AllocateProducerIds"
+	// BrokerServiceAddRemoteSegmentProcedure is the fully-qualified name of the BrokerService's
+	// AddRemoteSegment RPC.
+	BrokerServiceAddRemoteSegmentProcedure = "/sluice.v1.BrokerService/AddRemoteSegment"
+	// BrokerServiceUpdateRemoteSegmentProcedure is the fully-qualified name of the BrokerService's
+	// UpdateRemoteSegment RPC.
+	BrokerServiceUpdateRemoteSegmentProcedure = "/sluice.v1.BrokerService/UpdateRemoteSegment"
+	// BrokerServiceListRemoteSegmentsProcedure is the fully-qualified name of the BrokerService's
+	// ListRemoteSegments RPC.
+	BrokerServiceListRemoteSegmentsProcedure = "/sluice.v1.BrokerService/ListRemoteSegments"
 )
 
 // BrokerServiceClient is a client for the sluice.v1.BrokerService service.
@@ -104,6 +113,33 @@ type BrokerServiceClient interface {
 	// the next free id is a counter in the control-plane store.
 	// FAILED_PRECONDITION when the broker epoch is not the current one.
 	AllocateProducerIds(context.Context, *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error)
+	// Tiered storage: the metadata of segments copied to the object store
+	// (Kafka's KIP-405 remote log metadata). A partition's remote segments
+	// cover consecutive offset ranges with no gap and no overlap among those
+	// in COPY_FINISHED; a range is written only by the partition's current
+	// leader, fenced by its broker epoch and leader epoch.
+	//
+	// AddRemoteSegment records a copy about to start (COPY_STARTED) and
+	// answers the segment with its id. The copy must begin right after the
+	// last copied offset (base_offset = end_offset + 1 of the highest segment
+	// ever finished; any base for the first): FAILED_PRECONDITION otherwise,
+	// with the current RemoteSegmentsState as a detail. FAILED_PRECONDITION
+	// too when the caller's broker epoch is stale or it is not the
+	// partition's leader at leader_epoch; NOT_FOUND for an unknown topic or
+	// partition; INVALID_ARGUMENT for a malformed segment.
+	AddRemoteSegment(context.Context, *connect.Request[v1.AddRemoteSegmentRequest]) (*connect.Response[v1.AddRemoteSegmentResponse], error)
+	// UpdateRemoteSegment moves a segment along COPY_STARTED → COPY_FINISHED
+	// → DELETE_STARTED → DELETED (or COPY_STARTED → DELETE_STARTED, to clean
+	// up a copy that will never finish). Finishing needs the same fencing as
+	// AddRemoteSegment and that the segment still starts right after the last
+	// finished one (a copy by a deposed leader cannot finish after its
+	// successor's). Repeating the transition to the state a segment is in
+	// already succeeds (retries are idempotent); any other move is
+	// FAILED_PRECONDITION.
+	UpdateRemoteSegment(context.Context, *connect.Request[v1.UpdateRemoteSegmentRequest]) (*connect.Response[v1.UpdateRemoteSegmentResponse], error)
+	// ListRemoteSegments answers a partition's remote segments in
+	// base-offset order (all states unless filtered).
+	ListRemoteSegments(context.Context, *connect.Request[v1.ListRemoteSegmentsRequest]) (*connect.Response[v1.ListRemoteSegmentsResponse], error)
 }
 
 // NewBrokerServiceClient constructs a client for the sluice.v1.BrokerService service. By default,
@@ -153,6 +189,24 @@ func NewBrokerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(brokerServiceMethods.ByName("AllocateProducerIds")),
 			connect.WithClientOptions(opts...),
 		),
+		addRemoteSegment: connect.NewClient[v1.AddRemoteSegmentRequest, v1.AddRemoteSegmentResponse](
+			httpClient,
+			baseURL+BrokerServiceAddRemoteSegmentProcedure,
+			connect.WithSchema(brokerServiceMethods.ByName("AddRemoteSegment")),
+			connect.WithClientOptions(opts...),
+		),
+		updateRemoteSegment: connect.NewClient[v1.UpdateRemoteSegmentRequest, v1.UpdateRemoteSegmentResponse](
+			httpClient,
+			baseURL+BrokerServiceUpdateRemoteSegmentProcedure,
+			connect.WithSchema(brokerServiceMethods.ByName("UpdateRemoteSegment")),
+			connect.WithClientOptions(opts...),
+		),
+		listRemoteSegments: connect.NewClient[v1.ListRemoteSegmentsRequest, v1.ListRemoteSegmentsResponse](
+			httpClient,
+			baseURL+BrokerServiceListRemoteSegmentsProcedure,
+			connect.WithSchema(brokerServiceMethods.ByName("ListRemoteSegments")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -164,6 +218,9 @@ type brokerServiceClient struct {
 	watchAssignments    *connect.Client[v1.WatchAssignmentsRequest, v1.WatchAssignmentsResponse]
 	alterPartition      *connect.Client[v1.AlterPartitionRequest, v1.AlterPartitionResponse]
 	allocateProducerIds *connect.Client[v1.AllocateProducerIdsRequest, v1.AllocateProducerIdsResponse]
+	addRemoteSegment    *connect.Client[v1.AddRemoteSegmentRequest, v1.AddRemoteSegmentResponse]
+	updateRemoteSegment *connect.Client[v1.UpdateRemoteSegmentRequest, v1.UpdateRemoteSegmentResponse]
+	listRemoteSegments  *connect.Client[v1.ListRemoteSegmentsRequest, v1.ListRemoteSegmentsResponse]
 }
 
 // RegisterBroker calls sluice.v1.BrokerService.RegisterBroker.
@@ -194,6 +251,21 @@ func (c *brokerServiceClient) AlterPartition(ctx context.Context, req *connect.R
 // AllocateProducerIds calls sluice.v1.BrokerService.AllocateProducerIds.
 func (c *brokerServiceClient) AllocateProducerIds(ctx context.Context, req *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error) {
 	return c.allocateProducerIds.CallUnary(ctx, req)
+}
+
+// AddRemoteSegment calls sluice.v1.BrokerService.AddRemoteSegment.
+func (c *brokerServiceClient) AddRemoteSegment(ctx context.Context, req *connect.Request[v1.AddRemoteSegmentRequest]) (*connect.Response[v1.AddRemoteSegmentResponse], error) {
+	return c.addRemoteSegment.CallUnary(ctx, req)
+}
+
+// UpdateRemoteSegment calls sluice.v1.BrokerService.UpdateRemoteSegment.
+func (c *brokerServiceClient) UpdateRemoteSegment(ctx context.Context, req *connect.Request[v1.UpdateRemoteSegmentRequest]) (*connect.Response[v1.UpdateRemoteSegmentResponse], error) {
+	return c.updateRemoteSegment.CallUnary(ctx, req)
+}
+
+// ListRemoteSegments calls sluice.v1.BrokerService.ListRemoteSegments.
+func (c *brokerServiceClient) ListRemoteSegments(ctx context.Context, req *connect.Request[v1.ListRemoteSegmentsRequest]) (*connect.Response[v1.ListRemoteSegmentsResponse], error) {
+	return c.listRemoteSegments.CallUnary(ctx, req)
 }
 
 // BrokerServiceHandler is an implementation of the sluice.v1.BrokerService service.
@@ -247,6 +319,33 @@ type BrokerServiceHandler interface {
 	// the next free id is a counter in the control-plane store.
 	// FAILED_PRECONDITION when the broker epoch is not the current one.
 	AllocateProducerIds(context.Context, *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error)
+	// Tiered storage: the metadata of segments copied to the object store
+	// (Kafka's KIP-405 remote log metadata). A partition's remote segments
+	// cover consecutive offset ranges with no gap and no overlap among those
+	// in COPY_FINISHED; a range is written only by the partition's current
+	// leader, fenced by its broker epoch and leader epoch.
+	//
+	// AddRemoteSegment records a copy about to start (COPY_STARTED) and
+	// answers the segment with its id. The copy must begin right after the
+	// last copied offset (base_offset = end_offset + 1 of the highest segment
+	// ever finished; any base for the first): FAILED_PRECONDITION otherwise,
+	// with the current RemoteSegmentsState as a detail. FAILED_PRECONDITION
+	// too when the caller's broker epoch is stale or it is not the
+	// partition's leader at leader_epoch; NOT_FOUND for an unknown topic or
+	// partition; INVALID_ARGUMENT for a malformed segment.
+	AddRemoteSegment(context.Context, *connect.Request[v1.AddRemoteSegmentRequest]) (*connect.Response[v1.AddRemoteSegmentResponse], error)
+	// UpdateRemoteSegment moves a segment along COPY_STARTED → COPY_FINISHED
+	// → DELETE_STARTED → DELETED (or COPY_STARTED → DELETE_STARTED, to clean
+	// up a copy that will never finish). Finishing needs the same fencing as
+	// AddRemoteSegment and that the segment still starts right after the last
+	// finished one (a copy by a deposed leader cannot finish after its
+	// successor's). Repeating the transition to the state a segment is in
+	// already succeeds (retries are idempotent); any other move is
+	// FAILED_PRECONDITION.
+	UpdateRemoteSegment(context.Context, *connect.Request[v1.UpdateRemoteSegmentRequest]) (*connect.Response[v1.UpdateRemoteSegmentResponse], error)
+	// ListRemoteSegments answers a partition's remote segments in
+	// base-offset order (all states unless filtered).
+	ListRemoteSegments(context.Context, *connect.Request[v1.ListRemoteSegmentsRequest]) (*connect.Response[v1.ListRemoteSegmentsResponse], error)
 }
 
 // NewBrokerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -292,6 +391,24 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(brokerServiceMethods.ByName("AllocateProducerIds")),
 		connect.WithHandlerOptions(opts...),
 	)
+	brokerServiceAddRemoteSegmentHandler := connect.NewUnaryHandler(
+		BrokerServiceAddRemoteSegmentProcedure,
+		svc.AddRemoteSegment,
+		connect.WithSchema(brokerServiceMethods.ByName("AddRemoteSegment")),
+		connect.WithHandlerOptions(opts...),
+	)
+	brokerServiceUpdateRemoteSegmentHandler := connect.NewUnaryHandler(
+		BrokerServiceUpdateRemoteSegmentProcedure,
+		svc.UpdateRemoteSegment,
+		connect.WithSchema(brokerServiceMethods.ByName("UpdateRemoteSegment")),
+		connect.WithHandlerOptions(opts...),
+	)
+	brokerServiceListRemoteSegmentsHandler := connect.NewUnaryHandler(
+		BrokerServiceListRemoteSegmentsProcedure,
+		svc.ListRemoteSegments,
+		connect.WithSchema(brokerServiceMethods.ByName("ListRemoteSegments")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.BrokerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case BrokerServiceRegisterBrokerProcedure:
@@ -306,6 +423,12 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 			brokerServiceAlterPartitionHandler.ServeHTTP(w, r)
 		case BrokerServiceAllocateProducerIdsProcedure:
 			brokerServiceAllocateProducerIdsHandler.ServeHTTP(w, r)
+		case BrokerServiceAddRemoteSegmentProcedure:
+			brokerServiceAddRemoteSegmentHandler.ServeHTTP(w, r)
+		case BrokerServiceUpdateRemoteSegmentProcedure:
+			brokerServiceUpdateRemoteSegmentHandler.ServeHTTP(w, r)
+		case BrokerServiceListRemoteSegmentsProcedure:
+			brokerServiceListRemoteSegmentsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -337,4 +460,16 @@ func (UnimplementedBrokerServiceHandler) AlterPartition(context.Context, *connec
 
 func (UnimplementedBrokerServiceHandler) AllocateProducerIds(context.Context, *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.AllocateProducerIds is not implemented"))
+}
+
+func (UnimplementedBrokerServiceHandler) AddRemoteSegment(context.Context, *connect.Request[v1.AddRemoteSegmentRequest]) (*connect.Response[v1.AddRemoteSegmentResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.AddRemoteSegment is not implemented"))
+}
+
+func (UnimplementedBrokerServiceHandler) UpdateRemoteSegment(context.Context, *connect.Request[v1.UpdateRemoteSegmentRequest]) (*connect.Response[v1.UpdateRemoteSegmentResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.UpdateRemoteSegment is not implemented"))
+}
+
+func (UnimplementedBrokerServiceHandler) ListRemoteSegments(context.Context, *connect.Request[v1.ListRemoteSegmentsRequest]) (*connect.Response[v1.ListRemoteSegmentsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.ListRemoteSegments is not implemented"))
 }
