@@ -7,6 +7,10 @@ BUF_VERSION := v1.75.0
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
 STATICCHECK_VERSION := v0.8.2
+# The S3 server for tests (internal/testenv.S3); keep equal to testenv.VersitygwVersion.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW := $(BIN)/versitygw-$(VERSITYGW_VERSION)
+export SLUICE_TEST_VERSITYGW ?= $(VERSITYGW)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 
@@ -26,6 +30,10 @@ $(BIN)/protoc-gen-connect-go:
 	GOBIN=$(BIN) go install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+# Named by version so that a bump rebuilds it; the first build takes a few minutes.
+$(VERSITYGW):
+	rm -rf $(BIN)/.versitygw && GOBIN=$(BIN)/.versitygw go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+	mv $(BIN)/.versitygw/versitygw $@ && rmdir $(BIN)/.versitygw
 
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go $(BIN)/staticcheck ## Install the pinned code generators and linters into bin/.
 
@@ -42,7 +50,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck and buf lint.
 	staticcheck ./...
 	buf lint
 
-test: ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing).
+test: $(VERSITYGW) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server for tests into bin/.
 	go test $(GO_TEST_FLAGS) ./...
 	go test -count=1 -run 'TestCooperativeRebalance' ./client/
 

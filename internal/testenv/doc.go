@@ -1,4 +1,4 @@
-// Package testenv gives tests a real PostgreSQL server. It never mocks the database.
+// Package testenv gives tests a real PostgreSQL server and a real S3 server. It never mocks them.
 //
 // Each test binary that uses it must route its TestMain through [Main]:
 //
@@ -29,4 +29,9 @@
 //  4. Otherwise the test fails with a message saying how to provide PostgreSQL. It never skips.
 //
 // The throwaway cluster needs a unix system; its process supervision is Linux-specific.
+//
+// [S3] gives a test its own real S3-compatible server (versitygw, posix backend, on a free
+// loopback port) with a fresh bucket; it needs no TestMain. Its binary comes from
+// $SLUICE_TEST_VERSITYGW (set by `make test`, which builds bin/versitygw-<version> first), else
+// from a build cached under $XDG_CACHE_HOME/sluice-testenv, made on first use.
 package testenv

@@ -1,0 +1,342 @@
+//go:build unix
+
+package testenv
+
+import (
+	"context"
+	"debug/buildinfo"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+const (
+	versitygwPackage = "github.com/versity/versitygw/cmd/versitygw"
+	versitygwModule  = "github.com/versity/versitygw"
+	s3DirPrefix      = "sluice-testenv-s3-"
+	s3Region         = "us-east-1"
+	versitygwBuild   = 15 * time.Minute
+	s3ReadyTimeout   = 30 * time.Second
+	s3StopTimeout    = 10 * time.Second
+)
+
+var (
+	versitygwOnce sync.Once
+	versitygwPath string
+	versitygwErr  error
+)
+
+// S3Server is a running versitygw server with one bucket made for the caller.
+type S3Server struct {
+	Endpoint  string // http://127.0.0.1:<port>; buckets are addressed path-style
+	Region    string
+	AccessKey string
+	SecretKey string
+	Bucket    string // a fresh, empty bucket
+
+	root string // temp dir holding the posix backend's data ("data") and the server's log
+	proc *child
+}
+
+// S3 starts a real S3-compatible server for this test: versitygw
+// (https://github.com/versity/versitygw) with its posix backend in a temporary directory, on a free
+// loopback port, with a fresh empty bucket and random root credentials (DESIGN.md §12). The server
+// is stopped and its data removed in t.Cleanup, and it dies with the test process (Linux
+// parent-death signal). Each call gets its own server (starting one takes tens of milliseconds),
+// so parallel tests never share one.
+//
+// The versitygw binary is, in this order:
+//
+//  1. $SLUICE_TEST_VERSITYGW, the path of a versitygw binary (`make test` builds bin/versitygw
+//     first and sets it).
+//  2. Cached under $XDG_CACHE_HOME/sluice-testenv (or ~/.cache/sluice-testenv) by an earlier run.
+//  3. Built there, once per machine, with `go install
+//     github.com/versity/versitygw/cmd/versitygw@<VersitygwVersion>` (a few minutes), under a file
+//     lock so that test binaries running in parallel build it once.
+//
+// The binary must have been built from VersitygwVersion (read from its build information). When no
+// server can be had the test fails (t.Fatal) with the reason and the build or server output; it
+// never skips.
+func S3(t testing.TB) *S3Server {
+	t.Helper()
+	start := time.Now()
+	versitygwOnce.Do(func() { versitygwPath, versitygwErr = findOrBuildVersitygw() })
+	if versitygwErr != nil {
+		t.Fatal(versitygwErr)
+	}
+	built := time.Since(start)
+	s, err := startS3(versitygwPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.stop)
+	if built > 5*time.Second {
+		t.Logf("testenv: built versitygw %s in %s", VersitygwVersion, built.Round(time.Second))
+	}
+	return s
+}
+
+// NewBucket creates another fresh, empty bucket on the server and returns its name.
+func (s *S3Server) NewBucket(t testing.TB) string {
+	t.Helper()
+	b, err := s.createBucket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// findOrBuildVersitygw returns the path of a versitygw binary of VersitygwVersion, in the order of
+// the S3 documentation.
+func findOrBuildVersitygw() (string, error) {
+	if p := os.Getenv(EnvVersitygw); p != "" {
+		if err := checkVersitygw(p); err != nil {
+			return "", fmt.Errorf("testenv: %s=%s: %w", EnvVersitygw, p, err)
+		}
+		return p, nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("testenv: no cache directory to build versitygw in (%v): set %s to a versitygw %s binary",
+			err, EnvVersitygw, VersitygwVersion)
+	}
+	dir := filepath.Join(cache, "sluice-testenv", "versitygw-"+VersitygwVersion)
+	bin := filepath.Join(dir, "versitygw")
+	if checkVersitygw(bin) == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("testenv: %w", err)
+	}
+	unlock, err := lockFile(filepath.Join(dir, "build.lock"), syscall.LOCK_EX)
+	if err != nil {
+		return "", fmt.Errorf("testenv: lock the versitygw build: %w", err)
+	}
+	defer unlock()
+	if checkVersitygw(bin) == nil { // built by another test binary while we waited
+		return bin, nil
+	}
+	if err := buildVersitygw(dir, bin); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+// checkVersitygw checks that path is a versitygw binary built from VersitygwVersion.
+func checkVersitygw(path string) error {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if bi.Main.Path != versitygwModule || bi.Main.Version != VersitygwVersion {
+		return fmt.Errorf("built from %s %s, want %s %s", bi.Main.Path, bi.Main.Version, versitygwModule, VersitygwVersion)
+	}
+	return nil
+}
+
+// buildVersitygw runs go install into a staging directory under dir and moves the binary to bin.
+func buildVersitygw(dir, bin string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("testenv: versitygw is not built and there is no go command to build it (%v): "+
+			"run `make test`, or set %s to a versitygw %s binary", err, EnvVersitygw, VersitygwVersion)
+	}
+	staging, err := os.MkdirTemp(dir, ".staging-")
+	if err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	defer os.RemoveAll(staging)
+	ctx, cancel := context.WithTimeout(context.Background(), versitygwBuild)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goBin, "install", versitygwPackage+"@"+VersitygwVersion)
+	cmd.Dir = staging // outside any module or workspace
+	cmd.Env = append(os.Environ(), "GOBIN="+staging, "GOWORK=off", "GOFLAGS=-buildvcs=false")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("testenv: go install %s@%s failed (%v); set %s to a versitygw binary to skip the build:\n%s",
+			versitygwPackage, VersitygwVersion, err, EnvVersitygw, tail(string(out)))
+	}
+	if err := os.Rename(filepath.Join(staging, "versitygw"), bin); err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	return checkVersitygw(bin)
+}
+
+// startS3 starts versitygw on a free loopback port, retrying with another port if the one picked
+// was taken before the server bound it.
+func startS3(bin string) (*S3Server, error) {
+	sweepStaleS3()
+	root, err := os.MkdirTemp("", s3DirPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("testenv: %w", err)
+	}
+	err = os.WriteFile(filepath.Join(root, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	if err == nil {
+		err = os.Mkdir(filepath.Join(root, "data"), 0o755)
+	}
+	if err != nil {
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("testenv: %w", err)
+	}
+	s := &S3Server{
+		Region:    s3Region,
+		AccessKey: "sluice" + randomHex(6),
+		SecretKey: randomHex(20),
+		root:      root,
+	}
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err == nil {
+			err = s.start(bin, port)
+		}
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errPortInUse) || attempt == portAttempts {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("testenv: start versitygw: %w", err)
+		}
+	}
+}
+
+// start runs versitygw on port, waits until it answers and creates the first bucket.
+func (s *S3Server) start(bin string, port int) error {
+	logPath := filepath.Join(s.root, "versitygw.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", filepath.Join(s.root, "data"))
+	cmd.Dir = s.root
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = childAttr(nil)
+	env := []string{"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		// Its own settings come from the command line only.
+		if strings.HasPrefix(k, "VGW_") || strings.HasPrefix(k, "ROOT_") || k == "WEBHOOK" || k == "LOGFILE" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	cmd.Env = env
+	p, err := startChild(cmd)
+	_ = logf.Close()
+	if err != nil {
+		return fmt.Errorf("start %s: %w", bin, err)
+	}
+	s.proc = p
+	s.Endpoint = "http://" + addr
+	err = s.waitReady()
+	if err == nil {
+		s.Bucket, err = s.createBucket()
+	}
+	if err != nil {
+		// When another server had the port, ours exits by itself: give it a moment to say so.
+		_ = p.wait(time.Second)
+		s.proc = nil
+		log, _ := os.ReadFile(logPath)
+		if errors.Is(err, errNotOurs) || strings.Contains(string(log), "address already in use") {
+			return fmt.Errorf("%w: %d", errPortInUse, port)
+		}
+		return fmt.Errorf("%v\n--- versitygw log ---\n%s", err, tail(string(log)))
+	}
+	return nil
+}
+
+var errNotOurs = errors.New("another server answers on the port")
+
+// waitReady polls until the server answers HTTP, it exits, or s3ReadyTimeout passes. Whether the
+// answer came from our process is checked by createBucket.
+func (s *S3Server) waitReady() error {
+	deadline := time.Now().Add(s3ReadyTimeout)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		select {
+		case <-s.proc.done:
+			return fmt.Errorf("versitygw exited: %v", s.proc.err)
+		default:
+		}
+		resp, err := client.Get(s.Endpoint + "/")
+		if err == nil {
+			_ = resp.Body.Close()
+			select {
+			case <-s.proc.done: // someone else answered on the port we could not bind
+				return fmt.Errorf("versitygw exited: %v", s.proc.err)
+			default:
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("versitygw did not answer on %s within %s: %v", s.Endpoint, s3ReadyTimeout, err)
+		}
+		select {
+		case <-s.proc.done:
+			return fmt.Errorf("versitygw exited: %v", s.proc.err)
+		case <-time.After(readyPollPeriod):
+		}
+	}
+}
+
+// createBucket makes a bucket with a random name and checks that it landed in our server's data
+// directory (and so that our process, not another one, serves the port).
+func (s *S3Server) createBucket() (string, error) {
+	name := "sluice-test-" + randomHex(6)
+	client := awss3.New(awss3.Options{
+		Region:       s.Region,
+		BaseEndpoint: aws.String(s.Endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		return "", fmt.Errorf("testenv: create bucket %s on versitygw at %s: %w", name, s.Endpoint, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.root, "data", name)); err != nil {
+		return "", fmt.Errorf("testenv: bucket %s was created at %s, but not in our versitygw's directory (%w): %w",
+			name, s.Endpoint, err, errNotOurs)
+	}
+	return name, nil
+}
+
+// stop ends the server (SIGTERM, then SIGKILL) and removes its data.
+func (s *S3Server) stop() {
+	if s.proc != nil {
+		_ = s.proc.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.proc.wait(s3StopTimeout)
+		s.proc = nil
+	}
+	_ = os.RemoveAll(s.root)
+}
+
+// sweepStaleS3 removes the directories of servers whose test process is gone (their versitygw died
+// with it, by the parent-death signal).
+func sweepStaleS3() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), s3DirPrefix+"*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue
+		}
+		owner, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || owner == os.Getpid() || processAlive(owner) {
+			continue
+		}
+		_ = os.RemoveAll(d)
+	}
+}
