@@ -83,7 +83,8 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 // sluice_objstore_operation_duration_seconds{backend, op}, with backend = name (e.g. "s3",
 // "folder"). Labels are bounded: five operations, four results, one backend per store. Several
 // stores may be instrumented on one registry under different names. The returned store keeps s's
-// contract.
+// contract. Like prometheus.MustRegister, it panics if reg holds different metrics under these
+// names.
 func Instrument(s Store, reg prometheus.Registerer, name string) Store {
 	return &instrumented{next: s, m: newMetrics(reg), backend: name}
 }

@@ -118,6 +118,9 @@ var _ objstore.Store = (*Store)(nil)
 // HTTP.)
 const memSpoolMax = 8 << 20
 
+// maxPutSize is the largest object one PutObject may store.
+const maxPutSize = 5 << 30
+
 // New connects to the bucket and checks that it answers (HeadBucket). It fails with an error that
 // says what to fix when there are no credentials, the credentials are refused, the bucket does not
 // exist, or the endpoint cannot be reached (after the configured retries).
@@ -238,6 +241,9 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64)
 	}
 	if size < 0 {
 		return fmt.Errorf("put %q: negative size %d", key, size)
+	}
+	if size > maxPutSize {
+		return fmt.Errorf("put %q: %d bytes is more than S3 takes in one PutObject (5 GiB)", key, size)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put %q: %w", key, err)

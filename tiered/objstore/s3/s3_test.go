@@ -274,6 +274,16 @@ func TestObjstoreS3ClientErrorsAreNotRetried(t *testing.T) {
 	require.Equal(t, int64(1), requests.Load()-before)
 }
 
+func TestObjstoreS3PutRefusesObjectsOverFiveGiB(t *testing.T) {
+	t.Parallel()
+	url, requests := fakeS3(t, http.StatusInternalServerError, "InternalError")
+	s := fakeStore(t, url, 1)
+	before := requests.Load()
+	err := s.Put(t.Context(), "k", strings.NewReader(""), 5<<30+1)
+	require.ErrorContains(t, err, "5 GiB")
+	require.Equal(t, before, requests.Load(), "nothing was sent")
+}
+
 func TestObjstoreS3ServerThatIgnoresRangesIsRefused(t *testing.T) {
 	t.Parallel()
 	body := []byte("0123456789")
