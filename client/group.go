@@ -567,18 +567,39 @@ func (g *GroupConsumer) run(ctx context.Context, fn func(context.Context, *Recor
 				}
 			}
 		}
-		for _, r := range recs {
+		for i, r := range recs {
 			if err := fn(ctx, r); err != nil {
+				// The records after the failed one were not processed:
+				// the next Run or Poll starts with them, and with the
+				// failed one too with at-least-once (at-most-once never
+				// hands a record out twice).
+				if g.cfg.delivery == AtLeastOnce {
+					g.requeue(recs[i:])
+				} else {
+					g.requeue(recs[i+1:])
+				}
 				return err
 			}
 			if g.cfg.delivery == AtLeastOnce {
 				g.MarkProcessed(r)
 				if err := g.maybeCommit(ctx); err != nil {
+					g.requeue(recs[i+1:])
 					return err
 				}
 			}
 		}
 	}
+}
+
+// requeue puts records fetched but not processed back in front of the
+// next ones, so that a Run that returns early skips nothing.
+func (g *GroupConsumer) requeue(recs []*Record) {
+	if len(recs) == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stashed = append(slices.Clone(recs), g.stashed...)
 }
 
 // poll returns the next records, reconciling the assignment first.
@@ -634,7 +655,8 @@ func (g *GroupConsumer) pollErr() error {
 // ownedOnly returns the records of owned partitions: first those stashed
 // earlier, then recs. Records of a partition still starting (its fetch may
 // begin before the member owns it) are stashed until it is owned; those of
-// partitions given up since they were fetched are dropped.
+// partitions given up since they were fetched are dropped. Stashed are
+// also records a Run returned before processing (requeue).
 func (g *GroupConsumer) ownedOnly(recs []*Record) []*Record {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -687,6 +709,11 @@ func (g *GroupConsumer) maybeCommit(ctx context.Context) error {
 	}
 	m := g.cfg.commit
 	due := (m.every > 0 && g.sinceCommit >= m.every) || (m.interval > 0 && time.Since(g.lastCommit) >= m.interval)
+	if g.memberID == "" || g.epoch <= 0 {
+		// Rejoining (the coordinator moved, or fenced us): a commit now
+		// would not name a member. The positions wait for the next one.
+		due = false
+	}
 	background := m.every == 0 && g.cfg.delivery == AtLeastOnce
 	if !due || (background && g.inflight != nil) {
 		g.mu.Unlock()
@@ -760,6 +787,9 @@ func (g *GroupConsumer) commitPartitions(ctx context.Context, tps []TopicPartiti
 			return ctx.Err()
 		}
 	}
+	if err := g.waitMember(ctx); err != nil {
+		return err
+	}
 	req := g.commitRequest(tps)
 	if req == nil {
 		return nil
@@ -767,11 +797,35 @@ func (g *GroupConsumer) commitPartitions(ctx context.Context, tps []TopicPartiti
 	return g.sendCommit(ctx, req)
 }
 
+// waitMember waits (up to 5 s) while the member rejoins the group: a
+// commit must name a member of the group, or the coordinator takes it for
+// an outsider's.
+func (g *GroupConsumer) waitMember(ctx context.Context) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g.mu.Lock()
+		ok, closed := g.memberID != "" && g.epoch > 0, g.life != nil && g.life.Err() != nil
+		g.mu.Unlock()
+		switch {
+		case ok:
+			return nil
+		case closed || time.Now().After(deadline):
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("sluice: group %q: not a member right now (rejoining); commit again later", g.group))
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
 // commitRequest is the commit of tps' processed positions not committed
 // yet; nil when there is none. It restarts the commit clock and count.
 func (g *GroupConsumer) commitRequest(tps []TopicPartition) *sluicev1.CommitOffsetsRequest {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.memberID == "" || g.epoch <= 0 {
+		return nil // rejoining: see waitMember
+	}
 	req := &sluicev1.CommitOffsetsRequest{Group: g.group, MemberId: g.memberID, MemberEpoch: g.epoch}
 	for _, tp := range tps {
 		pos, ok := g.processed[tp]

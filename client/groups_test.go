@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -342,4 +343,67 @@ func TestGroupAdmin(t *testing.T) {
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
 	_, err = gc.DeleteGroup(ctx, connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: "auditors"}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+}
+
+// TestGroupRunFailureSkipsNothing: a Run whose handler fails returns the
+// error; the next Run starts with the record that failed (at-least-once)
+// and then the rest of that fetch, so nothing is skipped or reordered. With
+// at-most-once the failed record is not handed out again, the rest is.
+func TestGroupRunFailureSkipsNothing(t *testing.T) {
+	createTopic(t, "flaky", 1, nil)
+	c := newClient(t)
+	ctx := t.Context()
+	p, err := c.NewProducer(ctx)
+	require.NoError(t, err)
+	defer p.Close(ctx)
+	var recs []*client.Record
+	for i := range 100 {
+		recs = append(recs, &client.Record{Topic: "flaky", Value: fmt.Appendf(nil, "%d", i)})
+	}
+	require.NoError(t, p.ProduceSync(ctx, recs...)) // one fetch holds them all
+
+	for _, tc := range []struct {
+		name     string
+		delivery client.Delivery
+		want     []int64 // offsets handed to the handler, in order
+	}{
+		{"at-least-once", client.AtLeastOnce, append(seq(0, 11), seq(10, 100)...)},
+		{"at-most-once", client.AtMostOnce, append(seq(0, 11), seq(11, 100)...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gc, err := c.NewGroupConsumer(ctx, "flaky-"+tc.name, []string{"flaky"},
+				client.WithDelivery(tc.delivery), client.WithCommitMode(client.CommitEvery(3)))
+			require.NoError(t, err)
+			defer gc.Close(context.Background())
+			var got []int64
+			boom := errors.New("boom")
+			err = gc.Run(ctx, func(_ context.Context, r *client.Record) error {
+				got = append(got, r.Offset)
+				if r.Offset == 10 {
+					return boom
+				}
+				return nil
+			})
+			require.ErrorIs(t, err, boom)
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a skipped record never comes
+			defer cancel()
+			err = gc.Run(rctx, func(_ context.Context, r *client.Record) error {
+				got = append(got, r.Offset)
+				if r.Offset == 99 {
+					cancel()
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func seq(from, to int64) []int64 {
+	var out []int64
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
 }

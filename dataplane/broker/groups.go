@@ -81,7 +81,12 @@ func (s *groupService) FindCoordinator(ctx context.Context, req *connect.Request
 	if pm.leader < 0 {
 		return nil, toConnect(s.b.notLeader(pm))
 	}
-	return connect.NewResponse(&sluicev1.FindCoordinatorResponse{BrokerId: pm.leader, Address: meta.brokers[pm.leader].address}), nil
+	addr := meta.brokers[pm.leader].address
+	if addr == "" {
+		// The leader's lease expired and no new leader is elected yet.
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("group coordinator: broker %d, leader of the group's offsets partition, is not reachable; retry", pm.leader))
+	}
+	return connect.NewResponse(&sluicev1.FindCoordinatorResponse{BrokerId: pm.leader, Address: addr}), nil
 }
 
 func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[sluicev1.CommitOffsetsRequest]) (*connect.Response[sluicev1.CommitOffsetsResponse], error) {
