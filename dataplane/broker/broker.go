@@ -40,11 +40,16 @@ import (
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
 	"github.com/sluicemq/sluice/tenants"
+	"github.com/sluicemq/sluice/tiered"
+	"github.com/sluicemq/sluice/tiered/objstore"
 )
 
 // Deps are the broker's collaborators.
 type Deps struct {
 	Logger *slog.Logger
+	// TierStore, when set, turns on tiered storage: closed segments of
+	// tenant topics are copied to it and read back from it.
+	TierStore objstore.Store
 }
 
 type partKey struct {
@@ -65,6 +70,9 @@ type Broker struct {
 	cp       sluicev1connect.BrokerServiceClient
 	jwks     *tenants.JWKSCache
 	revoked  *revocations
+	// Tiered storage; both nil when off.
+	tierStore objstore.Store
+	tier      *tiered.Tier
 
 	brokerEpoch atomic.Int64
 	pids        producerIDs
@@ -103,6 +111,8 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		clients: map[int32]*peerClients{},
 		revoked: newRevocations(),
 		hc:      h2cClient(),
+
+		tierStore: deps.TierStore,
 	}
 	b.meta.Store(emptyMeta())
 	cpURL := strings.TrimRight(cfg.ControlPlane, "/")
@@ -113,6 +123,9 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b.registry = prometheus.NewRegistry()
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBrokerMetrics(b.registry, b)
+	if err := b.newTier(); err != nil {
+		return nil, err
+	}
 	if cfg.GroupLagMetricsInterval > 0 {
 		b.groupLag = &groupLagCollector{b: b}
 		b.registry.MustRegister(b.groupLag)
@@ -248,6 +261,9 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
 	wg.Go(func() { b.isrLoop(ctx) })
 	wg.Go(func() { b.hwCheckpointLoop(ctx, time.Second) })
 	wg.Go(func() { b.retentionLoop(ctx, b.cfg.RetentionCheckInterval) })
+	if b.tier != nil {
+		wg.Go(func() { b.tierLoop(ctx) })
+	}
 	wg.Go(func() { every(ctx, b.cfg.GroupHeartbeatInterval, b.expireGroups) })
 	if b.groupLag != nil {
 		wg.Go(func() { b.groupLagLoop(ctx, b.cfg.GroupLagMetricsInterval) })
@@ -268,6 +284,9 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
 	_ = srv.Shutdown(shutCtx)
 	wg.Wait()
 	b.closePartitions()
+	if b.tier != nil {
+		_ = b.tier.Close()
+	}
 	return err
 }
 

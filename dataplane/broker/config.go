@@ -49,6 +49,17 @@ type Config struct {
 	// exports: the groups that lag least are exported per topic
 	// (partition="all") to fit, or left out when even that does not.
 	GroupLagMetricsMaxSeries int
+	// TierCopyInterval is how often leaders copy closed segments to the
+	// object store (with tiered storage).
+	TierCopyInterval time.Duration
+	// TierCacheDir caches chunks of remote segments (default
+	// <data-dir>/.tier-cache); TierCacheBytes bounds it.
+	TierCacheDir   string
+	TierCacheBytes int64
+	// TierMaxConcurrentReads and TierReadBytesPerSecond bound cold reads
+	// from the object store, so they cannot starve the hot path.
+	TierMaxConcurrentReads int
+	TierReadBytesPerSecond int64
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int
 	// ShutdownTimeout bounds the drain on shutdown.
@@ -73,6 +84,11 @@ func DefaultConfig() Config {
 		GroupHeartbeatInterval: 5 * time.Second,
 		MaxRequestBytes:        16 << 20,
 		ShutdownTimeout:        10 * time.Second,
+
+		TierCopyInterval:       10 * time.Second,
+		TierCacheBytes:         1 << 30,
+		TierMaxConcurrentReads: 8,
+		TierReadBytesPerSecond: 200 << 20,
 
 		GroupLagMetricsInterval:  30 * time.Second,
 		GroupLagMetricsMaxSeries: 10000,
@@ -100,6 +116,11 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.GroupLagMetricsInterval, "group-lag-metrics-interval", c.GroupLagMetricsInterval, "how often to compute the lag of the consumer groups this broker coordinates for sluice_group_lag_messages / sluice_group_lag_seconds (0 disables them)")
 	fs.IntVar(&c.GroupLagMetricsMaxSeries, "group-lag-metrics-max-series", c.GroupLagMetricsMaxSeries, "most group lag label sets (tenant, group, topic, partition) this broker exports; over it, the groups that lag least are exported per topic (partition=\"all\"), and if even that does not fit, not at all")
 	fs.DurationVar(&c.RetentionCheckInterval, "retention-check-interval", c.RetentionCheckInterval, "how often each partition deletes segments past its topic's retention.ms / retention.bytes")
+	fs.DurationVar(&c.TierCopyInterval, "tier-copy-interval", c.TierCopyInterval, "with tiered storage: how often partition leaders copy closed segments below the high watermark to the object store")
+	fs.StringVar(&c.TierCacheDir, "tier-cache-dir", c.TierCacheDir, "with tiered storage: folder caching chunks of remote segments for cold reads (default <data-dir>/.tier-cache; emptied at start)")
+	fs.Int64Var(&c.TierCacheBytes, "tier-cache-bytes", c.TierCacheBytes, "with tiered storage: most bytes the cold-read cache holds on disk")
+	fs.IntVar(&c.TierMaxConcurrentReads, "tier-max-concurrent-reads", c.TierMaxConcurrentReads, "with tiered storage: most object-store reads in flight for cold fetches")
+	fs.Int64Var(&c.TierReadBytesPerSecond, "tier-read-bytes-per-second", c.TierReadBytesPerSecond, "with tiered storage: most bytes per second cold fetches read from the object store (0: no limit)")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
 }
@@ -176,6 +197,15 @@ func (c *Config) Validate() error {
 	}
 	if c.GroupLagMetricsMaxSeries < 1 {
 		return fmt.Errorf("--group-lag-metrics-max-series must be at least 1; got %d", c.GroupLagMetricsMaxSeries)
+	}
+	if c.TierCopyInterval < 100*time.Millisecond {
+		return fmt.Errorf("--tier-copy-interval must be at least 100ms; got %s", c.TierCopyInterval)
+	}
+	if c.TierCacheBytes < 16<<20 {
+		return fmt.Errorf("--tier-cache-bytes must be at least 16 MiB; got %d", c.TierCacheBytes)
+	}
+	if c.TierMaxConcurrentReads < 1 || c.TierReadBytesPerSecond < 0 {
+		return fmt.Errorf("--tier-max-concurrent-reads must be at least 1 and --tier-read-bytes-per-second not negative; got %d and %d", c.TierMaxConcurrentReads, c.TierReadBytesPerSecond)
 	}
 	if c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 256<<20 {
 		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 256 MiB; got %d", c.MaxRequestBytes)

@@ -25,6 +25,10 @@ type topicConfig struct {
 	maxMessageBytes int32
 	retentionMs     int64
 	retentionBytes  int64
+	// With tiered storage: how much stays on broker disks (-2: as much as
+	// retentionMs / retentionBytes keep).
+	localRetentionMs    int64
+	localRetentionBytes int64
 	// unclean: the topic opted in to unclean leader election, so a leader
 	// may lack committed records and followers must follow it anyway.
 	unclean bool

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/replica"
+	"github.com/sluicemq/sluice/tiered"
 
 	"connectrpc.com/connect"
 
@@ -53,6 +54,15 @@ type partition struct {
 	snapAt     time.Time // when it was written
 	// retainBelow bounds what retention may delete (the log's CanDelete).
 	retainBelow *atomic.Int64
+	// With tiered storage: the last offset copied to the object store (-1:
+	// none or unknown), as the leader knows it (followers learn it from
+	// the leader's fetch responses). Local retention deletes nothing above
+	// it, except what total retention deletes anyway.
+	remoteThrough atomic.Int64
+	// totalRetentionMs is the topic's retention.ms (≤ 0: forever), for
+	// the log's CanDelete when tiered.
+	totalRetentionMs atomic.Int64
+	tiered           bool
 }
 
 // notLeaderError says this broker cannot serve the partition as leader.
@@ -318,6 +328,11 @@ func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait 
 			return nil, hw, errHWCatchingUp
 		}
 		start, leo := p.log.LogStartOffset(), p.log.LEO()
+		if offset < start && p.tiered {
+			tp := tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: meta.leaderEpoch}
+			data, err := p.readRemote(ctx, tp, offset, maxBytes, hw)
+			return data, hw, err
+		}
 		if offset < start || offset > leo {
 			return nil, hw, toConnect(&log.OffsetOutOfRangeError{Offset: offset, LogStart: start, LEO: leo})
 		}

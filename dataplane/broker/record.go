@@ -233,7 +233,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	if err != nil {
 		return nil, err
 	}
-	res := &sluicev1.FetchResponse{HighWatermark: hw, LogStartOffset: p.log.LogStartOffset(), NextOffset: m.GetOffset()}
+	res := &sluicev1.FetchResponse{HighWatermark: hw, LogStartOffset: p.startOffset(ctx), NextOffset: m.GetOffset()}
 	if len(data) > 0 {
 		res.NextOffset, err = lastOffsetAfter(data)
 		if err != nil {
@@ -335,14 +335,14 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 	if err != nil {
 		return nil, err
 	}
-	res := &sluicev1.ListOffsetsResponse{LogStartOffset: p.log.LogStartOffset(), HighWatermark: hw}
+	res := &sluicev1.ListOffsetsResponse{LogStartOffset: p.startOffset(ctx), HighWatermark: hw}
 	switch m.GetSpec() {
 	case sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
 		res.Offset = res.LogStartOffset
 	case sluicev1.OffsetSpec_OFFSET_SPEC_LATEST:
 		res.Offset = hw
 	case sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
-		off, ok, err := p.log.OffsetForTimestamp(m.GetTimestampMs())
+		off, ok, err := p.offsetForTimestamp(ctx, m.GetTimestampMs())
 		switch {
 		case err != nil:
 			return nil, err

@@ -82,14 +82,19 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 	// Retention never deletes records above this replica's HW (set under
 	// the partition lock before each ApplyRetention).
 	retainBelow := new(atomic.Int64)
+	isTiered := b.tier != nil && t.tenantID != systemTenantID
+	lt, lb := localRetention(t.config, isTiered)
+	var self *partition // set before retention first runs
 	l, err := log.Open(dir, log.Config{
 		SegmentBytes:   b.cfg.SegmentBytes,
 		Flush:          b.flush,
 		FlushInterval:  b.cfg.FlushInterval,
-		RetentionTime:  retentionTime(t.config),
-		RetentionBytes: max(t.config.retentionBytes, 0),
-		SegmentAge:     b.segmentAge(t.config),
-		CanDelete:      func(si log.SegmentInfo) bool { return si.NextOffset <= retainBelow.Load() },
+		RetentionTime:  lt,
+		RetentionBytes: lb,
+		SegmentAge:     b.segmentAge(t.config, isTiered),
+		CanDelete: func(si log.SegmentInfo) bool {
+			return si.NextOffset <= retainBelow.Load() && self.tierAllowsDelete(si)
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -108,7 +113,10 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 	ps.Touch(time.Now().UnixMilli())
 	p := &partition{b: b, tenantID: t.tenantID, topicID: t.id, id: pm.partition, dir: dir, log: l, hw: hw, savedHW: hw,
 		hwCh: make(chan struct{}), meta: partMeta{leader: -1, leaderEpoch: -1},
-		pstate: ps, snapOffset: ps.Offset(), snapAt: time.Now(), retainBelow: retainBelow}
+		pstate: ps, snapOffset: ps.Offset(), snapAt: time.Now(), retainBelow: retainBelow, tiered: isTiered}
+	p.remoteThrough.Store(-1)
+	p.totalRetentionMs.Store(t.config.retentionMs)
+	self = p
 	b.parts[k] = p
 	return p, nil
 }
@@ -235,6 +243,9 @@ func (p *partition) applyFetch(leader, epoch int32, res *sluicev1.FetchReplicaRe
 	if p.role != roleFollower || p.meta.leader != leader || p.meta.leaderEpoch != epoch {
 		return nil // an answer from a leadership this replica no longer follows
 	}
+	if p.tiered {
+		p.remoteThrough.Store(res.GetCopiedEndOffset() - 1)
+	}
 	if d := res.GetDivergingEpoch(); d != nil {
 		to := truncationPoint(logState(p.log), p.hw, replica.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()})
 		if to < p.hw {
@@ -342,7 +353,7 @@ func (s *replicaService) FetchReplica(ctx context.Context, req *connect.Request[
 				return nil, err
 			}
 			if res == nil {
-				res = &sluicev1.FetchReplicaResponse{HighWatermark: p.highWatermark(), LogStartOffset: p.log.LogStartOffset()}
+				res = &sluicev1.FetchReplicaResponse{HighWatermark: p.highWatermark(), LogStartOffset: p.log.LogStartOffset(), CopiedEndOffset: p.remoteThrough.Load() + 1}
 			}
 			return connect.NewResponse(res), nil
 		}
@@ -372,7 +383,7 @@ func (p *partition) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) 
 	start := p.log.LogStartOffset()
 	if off < start {
 		// The follower needs history the leader no longer has: restart it at the log start.
-		return &sluicev1.FetchReplicaResponse{HighWatermark: p.hw, LogStartOffset: start}, nil, nil
+		return &sluicev1.FetchReplicaResponse{HighWatermark: p.hw, LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1}, nil, nil
 	}
 	d, err := p.lead.FollowerFetch(replica.FetchRequest{
 		Replica: m.GetFollowerId(), BrokerEpoch: m.GetFollowerBrokerEpoch(), LeaderEpoch: m.GetLeaderEpoch(),
@@ -383,7 +394,7 @@ func (p *partition) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) 
 	}
 	if d.Diverging {
 		return &sluicev1.FetchReplicaResponse{
-			HighWatermark: d.HW, LogStartOffset: start,
+			HighWatermark: d.HW, LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1,
 			DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: d.DivergingEpoch.Epoch, EndOffset: d.DivergingEpoch.EndOffset},
 		}, nil, nil
 	}
@@ -398,5 +409,5 @@ func (p *partition) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) 
 	if err != nil {
 		return nil, nil, toConnect(err)
 	}
-	return &sluicev1.FetchReplicaResponse{Batches: data, HighWatermark: p.hw, LogStartOffset: start}, nil, nil
+	return &sluicev1.FetchReplicaResponse{Batches: data, HighWatermark: p.hw, LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1}, nil, nil
 }

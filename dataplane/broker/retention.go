@@ -16,13 +16,30 @@ func retentionTime(c topicConfig) time.Duration {
 	return time.Duration(c.retentionMs) * time.Millisecond
 }
 
+// localRetention is what a replica's local log keeps: the topic's
+// retention, or with tiered storage its local retention (never more than
+// the total).
+func localRetention(c topicConfig, tiered bool) (time.Duration, int64) {
+	t, n := retentionTime(c), max(c.retentionBytes, 0)
+	if !tiered {
+		return t, n
+	}
+	if lt := c.localRetentionMs; lt > 0 && (t == 0 || time.Duration(lt)*time.Millisecond < t) {
+		t = time.Duration(lt) * time.Millisecond
+	}
+	if lb := c.localRetentionBytes; lb > 0 && (n == 0 || lb < n) {
+		n = lb
+	}
+	return t, n
+}
+
 // segmentAge is when the active segment rolls: --segment-age, or a tenth
-// of the topic's retention if shorter (at least a second), so records are
-// deleted at most about 10% after their retention passed rather than up to
-// a whole segment age later.
-func (b *Broker) segmentAge(c topicConfig) time.Duration {
+// of the local retention if shorter (at least a second), so records are
+// deleted (or tiered) at most about 10% after their local retention passed
+// rather than up to a whole segment age later.
+func (b *Broker) segmentAge(c topicConfig, tiered bool) time.Duration {
 	age := b.cfg.SegmentAge
-	if r := retentionTime(c); r > 0 {
+	if r, _ := localRetention(c, tiered); r > 0 {
 		age = min(age, max(r/10, time.Second))
 	}
 	return age
@@ -37,7 +54,9 @@ func (b *Broker) segmentAge(c topicConfig) time.Duration {
 func (p *partition) applyRetention() (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.log.SetRetention(retentionTime(p.cfg), max(p.cfg.retentionBytes, 0), p.b.segmentAge(p.cfg))
+	lt, lb := localRetention(p.cfg, p.tiered)
+	p.log.SetRetention(lt, lb, p.b.segmentAge(p.cfg, p.tiered))
+	p.totalRetentionMs.Store(p.cfg.retentionMs)
 	p.retainBelow.Store(p.hw)
 	n, err := p.log.ApplyRetention()
 	if err != nil || n == 0 {

@@ -59,6 +59,7 @@ func toClusterMeta(m *sluicev1.WatchAssignmentsResponse) *clusterMeta {
 				config: topicConfig{
 					minISR: c.GetMinInsyncReplicas(), maxMessageBytes: c.GetMaxMessageBytes(),
 					retentionMs: c.GetRetentionMs(), retentionBytes: c.GetRetentionBytes(),
+					localRetentionMs: c.GetLocalRetentionMs(), localRetentionBytes: c.GetLocalRetentionBytes(),
 					unclean: c.GetUncleanLeaderElectionEnable(),
 				},
 			}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,10 +10,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/dataplane/broker"
+	"github.com/sluicemq/sluice/tiered/objstore"
+	"github.com/sluicemq/sluice/tiered/objstore/folder"
+	"github.com/sluicemq/sluice/tiered/objstore/s3"
 )
 
 func (a *app) brokerCommand() *cobra.Command {
 	cfg := broker.DefaultConfig()
+	s3cfg := s3.DefaultConfig()
+	var tierDir string
 	cmd := &cobra.Command{
 		Use:         "broker",
 		Annotations: map[string]string{envFlags: "true"},
@@ -28,16 +34,38 @@ func (a *app) brokerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runBroker(cmd.Context(), cfg, logger, nil)
+			var store objstore.Store
+			switch {
+			case s3cfg.Bucket != "" && tierDir != "":
+				return usageError{errors.New("choose one of --tier-s3-bucket and --tier-dir")}
+			case s3cfg.Bucket != "":
+				if err := s3cfg.Validate(); err != nil {
+					return usageError{err}
+				}
+				s, err := s3.New(cmd.Context(), s3cfg)
+				if err != nil {
+					return fmt.Errorf("tiered storage: %w", err)
+				}
+				store = s
+			case tierDir != "":
+				s, err := folder.New(tierDir)
+				if err != nil {
+					return fmt.Errorf("tiered storage: %w", err)
+				}
+				store = s
+			}
+			return runBroker(cmd.Context(), cfg, logger, store, nil)
 		},
 	}
 	cfg.RegisterFlags(cmd.Flags())
+	s3cfg.RegisterFlags(cmd.Flags())
+	cmd.Flags().StringVar(&tierDir, "tier-dir", "", "folder for tiered storage (one machine only, e.g. a mounted volume shared by nothing else); setting it turns tiered storage on")
 	return cmd
 }
 
 // runBroker serves a broker until ctx ends. With an advertised address
 // left empty and a listen port of 0, the bound address is advertised.
-func runBroker(ctx context.Context, cfg broker.Config, logger *slog.Logger, ready func(addr string)) error {
+func runBroker(ctx context.Context, cfg broker.Config, logger *slog.Logger, tier objstore.Store, ready func(addr string)) error {
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
@@ -45,7 +73,7 @@ func runBroker(ctx context.Context, cfg broker.Config, logger *slog.Logger, read
 	if cfg.AdvertisedAddr == "" {
 		cfg.AdvertisedAddr = ln.Addr().String()
 	}
-	b, err := broker.New(cfg, broker.Deps{Logger: logger})
+	b, err := broker.New(cfg, broker.Deps{Logger: logger, TierStore: tier})
 	if err != nil {
 		ln.Close()
 		return err

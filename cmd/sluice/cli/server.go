@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/tenants"
+	"github.com/sluicemq/sluice/tiered/objstore/folder"
 
 	"github.com/sluicemq/sluice/dataplane/broker"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -112,6 +113,14 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 		<-errc
 		return err
 	}
+	// Tiered storage in a folder the three brokers share, as they would
+	// share a bucket.
+	objects, err := folder.New(filepath.Join(dataDir, "objects"))
+	if err != nil {
+		cancel()
+		<-errc
+		return fmt.Errorf("tiered storage: %w", err)
+	}
 	// Three brokers in this process, each with its own folder; they join
 	// the control plane like separate processes would.
 	brokerAddrs := make([]string, devBrokers)
@@ -126,7 +135,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 		bc.Rack = fmt.Sprintf("rack-%d", i+1)
 		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = opts.groupHeartbeat, opts.groupSession
 		ready := make(chan string, 1)
-		go func() { brokerErr <- runBroker(ctx, bc, logger, func(a string) { ready <- a }) }()
+		go func() { brokerErr <- runBroker(ctx, bc, logger, objects, func(a string) { ready <- a }) }()
 		select {
 		case brokerAddrs[i] = <-ready:
 		case err := <-brokerErr:

@@ -195,8 +195,11 @@ type FetchReplicaResponse struct {
 	LogStartOffset int64  `protobuf:"varint,3,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// Set when the follower must truncate before fetching.
 	DivergingEpoch *DivergingEpoch `protobuf:"bytes,4,opt,name=diverging_epoch,json=divergingEpoch,proto3" json:"diverging_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Tiered storage: offsets below this are copied to the object store (0:
+	// none), so the follower's local retention may delete them.
+	CopiedEndOffset int64 `protobuf:"varint,5,opt,name=copied_end_offset,json=copiedEndOffset,proto3" json:"copied_end_offset,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *FetchReplicaResponse) Reset() {
@@ -257,6 +260,13 @@ func (x *FetchReplicaResponse) GetDivergingEpoch() *DivergingEpoch {
 	return nil
 }
 
+func (x *FetchReplicaResponse) GetCopiedEndOffset() int64 {
+	if x != nil {
+		return x.CopiedEndOffset
+	}
+	return 0
+}
+
 var File_sluice_v1_replica_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_replica_proto_rawDesc = "" +
@@ -276,12 +286,13 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\x0eDivergingEpoch\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
-	"end_offset\x18\x02 \x01(\x03R\tendOffset\"\xc5\x01\n" +
+	"end_offset\x18\x02 \x01(\x03R\tendOffset\"\xf1\x01\n" +
 	"\x14FetchReplicaResponse\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\fR\abatches\x12%\n" +
 	"\x0ehigh_watermark\x18\x02 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x03 \x01(\x03R\x0elogStartOffset\x12B\n" +
-	"\x0fdiverging_epoch\x18\x04 \x01(\v2\x19.sluice.v1.DivergingEpochR\x0edivergingEpoch2c\n" +
+	"\x0fdiverging_epoch\x18\x04 \x01(\v2\x19.sluice.v1.DivergingEpochR\x0edivergingEpoch\x12*\n" +
+	"\x11copied_end_offset\x18\x05 \x01(\x03R\x0fcopiedEndOffset2c\n" +
 	"\x0eReplicaService\x12Q\n" +
 	"\fFetchReplica\x12\x1e.sluice.v1.FetchReplicaRequest\x1a\x1f.sluice.v1.FetchReplicaResponse\"\x00B\x95\x01\n" +
 	"\rcom.sluice.v1B\fReplicaProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +

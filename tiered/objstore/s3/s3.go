@@ -67,36 +67,36 @@ func DefaultConfig() Config {
 	return Config{Region: "us-east-1", MaxAttempts: 5, MaxBackoff: 5 * time.Second}
 }
 
-// RegisterFlags binds c to --s3-* flags with c's values as defaults. Credentials are not flags
+// RegisterFlags binds c to --tier-s3-* flags with c's values as defaults. Credentials are not flags
 // (they would show in the process list): use the AWS environment variables or files.
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.Bucket, "s3-bucket", c.Bucket, "S3 bucket for the cold tier (must exist)")
-	fs.StringVar(&c.Region, "s3-region", c.Region, "region of --s3-bucket")
-	fs.StringVar(&c.Endpoint, "s3-endpoint", c.Endpoint, "S3 endpoint URL for S3-compatible services, e.g. http://127.0.0.1:7070 (default: AWS)")
-	fs.BoolVar(&c.PathStyle, "s3-path-style", c.PathStyle, "address the bucket as <endpoint>/<bucket> (most S3-compatible services need it)")
-	fs.IntVar(&c.MaxAttempts, "s3-max-attempts", c.MaxAttempts, "attempts per S3 request, the first included, before an error is returned")
-	fs.DurationVar(&c.MaxBackoff, "s3-max-backoff", c.MaxBackoff, "longest wait between two attempts of an S3 request")
+	fs.StringVar(&c.Bucket, "tier-s3-bucket", c.Bucket, "S3 bucket for tiered storage (must exist); setting it turns tiered storage on")
+	fs.StringVar(&c.Region, "tier-s3-region", c.Region, "region of --tier-s3-bucket")
+	fs.StringVar(&c.Endpoint, "tier-s3-endpoint", c.Endpoint, "S3 endpoint URL for S3-compatible services, e.g. http://127.0.0.1:7070 (default: AWS)")
+	fs.BoolVar(&c.PathStyle, "tier-s3-path-style", c.PathStyle, "address the bucket as <endpoint>/<bucket> (most S3-compatible services need it)")
+	fs.IntVar(&c.MaxAttempts, "tier-s3-max-attempts", c.MaxAttempts, "attempts per S3 request, the first included, before an error is returned")
+	fs.DurationVar(&c.MaxBackoff, "tier-s3-max-backoff", c.MaxBackoff, "longest wait between two attempts of an S3 request")
 }
 
 // Validate checks the config and names the first bad field.
 func (c *Config) Validate() error {
 	if c.Bucket == "" {
-		return errors.New("--s3-bucket is required")
+		return errors.New("--tier-s3-bucket is required")
 	}
 	if c.Region == "" {
-		return errors.New("--s3-region is required")
+		return errors.New("--tier-s3-region is required")
 	}
 	if c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--s3-endpoint must be an http:// or https:// URL; got %q", c.Endpoint)
+			return fmt.Errorf("--tier-s3-endpoint must be an http:// or https:// URL; got %q", c.Endpoint)
 		}
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 20 {
-		return fmt.Errorf("--s3-max-attempts must be between 1 and 20; got %d", c.MaxAttempts)
+		return fmt.Errorf("--tier-s3-max-attempts must be between 1 and 20; got %d", c.MaxAttempts)
 	}
 	if c.MaxBackoff <= 0 {
-		return fmt.Errorf("--s3-max-backoff must be positive; got %s", c.MaxBackoff)
+		return fmt.Errorf("--tier-s3-max-backoff must be positive; got %s", c.MaxBackoff)
 	}
 	if c.AccessKeyID != "" && c.SecretAccessKey == "" {
 		return errors.New("a static access key id needs its secret access key")
@@ -199,7 +199,7 @@ func (s *Store) bucketError(ctx context.Context, err error) error {
 		return fmt.Errorf("%s: access denied: check the credentials and that they may use the bucket: %w", prefix, err)
 	case code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" ||
 		(code == "" && re.HTTPStatusCode() == http.StatusMovedPermanently):
-		return fmt.Errorf("%s: refused: check the region (--s3-region) and the endpoint: %w", prefix, err)
+		return fmt.Errorf("%s: refused: check the region (--tier-s3-region) and the endpoint: %w", prefix, err)
 	}
 	return fmt.Errorf("%s: %w", prefix, err)
 }

@@ -163,10 +163,10 @@ func TestObjstoreS3NewExplainsWhatIsWrong(t *testing.T) {
 		{"wrong secret", func(c *s3.Config) { c.SecretAccessKey = "wrong" }, []string{"access denied", "credentials"}},
 		{"unknown access key", func(c *s3.Config) { c.AccessKeyID = "nobody" }, []string{"access denied", "credentials"}},
 		{"unreachable endpoint", func(c *s3.Config) { c.Endpoint = closedPort; c.MaxAttempts = 2 }, []string{"cannot reach", closedPort}},
-		{"no bucket", func(c *s3.Config) { c.Bucket = "" }, []string{"--s3-bucket is required"}},
-		{"bad endpoint", func(c *s3.Config) { c.Endpoint = "127.0.0.1:9000" }, []string{"--s3-endpoint must be"}},
+		{"no bucket", func(c *s3.Config) { c.Bucket = "" }, []string{"--tier-s3-bucket is required"}},
+		{"bad endpoint", func(c *s3.Config) { c.Endpoint = "127.0.0.1:9000" }, []string{"--tier-s3-endpoint must be"}},
 		{"no secret", func(c *s3.Config) { c.SecretAccessKey = "" }, []string{"secret access key"}},
-		{"no attempts", func(c *s3.Config) { c.MaxAttempts = 0 }, []string{"--s3-max-attempts"}},
+		{"no attempts", func(c *s3.Config) { c.MaxAttempts = 0 }, []string{"--tier-s3-max-attempts"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := configFor(srv, srv.Bucket)

@@ -1,0 +1,350 @@
+package tiered
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/tiered/objstore"
+)
+
+// chunkSize is the unit remote segments are fetched and cached in.
+const chunkSize = 1 << 20
+
+// chunkCache caches chunks of remote .log objects on disk (bounded, least
+// recently used out first) and decoded indexes in memory, fetches them
+// with bounded concurrency and bytes per second, and prefetches the chunk
+// after the one a read ends in (cold reads are mostly sequential).
+type chunkCache struct {
+	dir     string
+	limit   int64
+	store   objstore.Store
+	sem     chan struct{}
+	bucket  *tokenBucket
+	metrics *Metrics
+
+	mu      sync.Mutex
+	lru     *list.List // of *chunkEntry, most recent first
+	entries map[chunkKey]*list.Element
+	size    int64
+	loading map[chunkKey]*chunkLoad
+	indexes map[string][]indexEntry // by segment id
+	closed  bool
+	wg      sync.WaitGroup
+	stop    context.CancelFunc
+	life    context.Context
+}
+
+type chunkKey struct {
+	segment string
+	n       int64
+}
+
+type chunkEntry struct {
+	key  chunkKey
+	size int64
+}
+
+type chunkLoad struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+func newChunkCache(dir string, limit int64, store objstore.Store, concurrency int, bytesPerSec int64, m *Metrics) (*chunkCache, error) {
+	if dir == "" {
+		return nil, errors.New("tiered: CacheDir is required")
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("tiered: empty cache: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("tiered: cache: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &chunkCache{
+		dir: dir, limit: limit, store: store, sem: make(chan struct{}, concurrency),
+		bucket: newTokenBucket(bytesPerSec), metrics: m,
+		lru: list.New(), entries: map[chunkKey]*list.Element{}, loading: map[chunkKey]*chunkLoad{},
+		indexes: map[string][]indexEntry{}, life: ctx, stop: cancel,
+	}, nil
+}
+
+func (c *chunkCache) path(k chunkKey) string {
+	return filepath.Join(c.dir, fmt.Sprintf("%s-%08d", k.segment, k.n))
+}
+
+// index returns the decoded index of a segment.
+func (c *chunkCache) index(ctx context.Context, seg *sluicev1.RemoteSegment) ([]indexEntry, error) {
+	c.mu.Lock()
+	idx, ok := c.indexes[seg.GetSegmentId()]
+	c.mu.Unlock()
+	if ok {
+		return idx, nil
+	}
+	b, err := c.fetch(ctx, seg.GetObjectKey()+".index", 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	idx, err = decodeIndex(b, seg.GetSizeBytes(), seg.GetBaseOffset())
+	if err != nil {
+		return nil, fmt.Errorf("%s.index: %w", seg.GetObjectKey(), err)
+	}
+	c.mu.Lock()
+	if len(c.indexes) > 4096 { // indexes are small; keep a bounded number
+		clear(c.indexes)
+	}
+	c.indexes[seg.GetSegmentId()] = idx
+	c.mu.Unlock()
+	return idx, nil
+}
+
+// fetch GETs a range of an object within the cold-read limits.
+func (c *chunkCache) fetch(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.sem }()
+	if n > 0 {
+		waited, err := c.bucket.take(ctx, n)
+		c.metrics.throttled.Add(waited.Seconds())
+		if err != nil {
+			return nil, err
+		}
+	}
+	r, err := c.store.Get(ctx, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	c.metrics.remoteReadBytes.Add(float64(len(b)))
+	return b, nil
+}
+
+// chunk returns chunk n of a segment's .log, from the cache or the store.
+func (c *chunkCache) chunk(ctx context.Context, seg *sluicev1.RemoteSegment, n int64) ([]byte, error) {
+	k := chunkKey{seg.GetSegmentId(), n}
+	c.mu.Lock()
+	if e, ok := c.entries[k]; ok {
+		c.lru.MoveToFront(e)
+		c.mu.Unlock()
+		b, err := os.ReadFile(c.path(k))
+		if err == nil {
+			c.metrics.cacheHits.Inc()
+			return b, nil
+		}
+		c.mu.Lock()
+		c.drop(e)
+	}
+	if l, ok := c.loading[k]; ok {
+		c.mu.Unlock()
+		select {
+		case <-l.done:
+			return l.data, l.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	l := &chunkLoad{done: make(chan struct{})}
+	c.loading[k] = l
+	c.mu.Unlock()
+	c.metrics.cacheMisses.Inc()
+
+	off := n * chunkSize
+	size := min(chunkSize, seg.GetSizeBytes()-off)
+	l.data, l.err = c.fetch(ctx, seg.GetObjectKey()+".log", off, size)
+	if l.err == nil {
+		if err := log.WriteFileAtomic(c.path(k), l.data); err == nil {
+			c.mu.Lock()
+			if !c.closed {
+				c.entries[k] = c.lru.PushFront(&chunkEntry{key: k, size: size})
+				c.size += size
+				for c.size > c.limit && c.lru.Len() > 1 {
+					c.drop(c.lru.Back())
+				}
+			}
+			c.mu.Unlock()
+		}
+	}
+	c.mu.Lock()
+	delete(c.loading, k)
+	c.mu.Unlock()
+	close(l.done)
+	return l.data, l.err
+}
+
+// drop removes a cached chunk; c.mu is held.
+func (c *chunkCache) drop(e *list.Element) {
+	ce := e.Value.(*chunkEntry)
+	c.lru.Remove(e)
+	delete(c.entries, ce.key)
+	c.size -= ce.size
+	_ = os.Remove(c.path(ce.key))
+}
+
+// forget drops a deleted segment's chunks and index.
+func (c *chunkCache) forget(segment string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.indexes, segment)
+	for k, e := range c.entries {
+		if k.segment == segment {
+			c.drop(e)
+		}
+	}
+}
+
+// read returns whole, checked batches of seg from the one holding offset.
+func (c *chunkCache) read(ctx context.Context, seg *sluicev1.RemoteSegment, offset int64, maxBytes int) ([]byte, error) {
+	idx, err := c.index(ctx, seg)
+	if err != nil {
+		return nil, err
+	}
+	pos := lookup(idx, offset)
+	size := seg.GetSizeBytes()
+	var (
+		buf   []byte // bytes of the .log from bufAt on
+		bufAt = pos - pos%chunkSize
+		out   []byte
+		last  int64 // last chunk read
+	)
+	more := func() error { // append the next chunk to buf
+		n := (bufAt + int64(len(buf))) / chunkSize
+		b, err := c.chunk(ctx, seg, n)
+		if err != nil {
+			return err
+		}
+		buf = append(buf, b...)
+		last = n
+		return nil
+	}
+	for {
+		rel := pos - bufAt
+		if rel+12 > int64(len(buf)) || rel+12+batchLen(buf[rel:]) > int64(len(buf)) {
+			if bufAt+int64(len(buf)) >= size {
+				if pos >= size {
+					break
+				}
+				return nil, fmt.Errorf("%s.log: batch at %d runs past the end: %w", seg.GetObjectKey(), pos, ErrCorrupt)
+			}
+			if err := more(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		batch, _, err := log.ReadBatch(buf[rel:])
+		if err != nil {
+			return nil, fmt.Errorf("%s.log at %d: %w: %w", seg.GetObjectKey(), pos, ErrCorrupt, err)
+		}
+		if batch.LastOffset() >= offset {
+			if len(out) > 0 && len(out)+len(batch) > maxBytes {
+				break
+			}
+			out = append(out, batch...)
+		}
+		pos += int64(len(batch))
+		if pos >= size || len(out) >= maxBytes {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s.log holds no batch at offset %d: %w", seg.GetObjectKey(), offset, ErrCorrupt)
+	}
+	if next := last + 1; next*chunkSize < size {
+		c.prefetch(seg, next)
+	}
+	return out, nil
+}
+
+// batchLen is the size of the batch at the start of b (b has at least 12
+// bytes).
+func batchLen(b []byte) int64 {
+	return int64(uint32(b[8])<<24 | uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11]))
+}
+
+// prefetch loads a chunk in the background when no GET slot is busy.
+func (c *chunkCache) prefetch(seg *sluicev1.RemoteSegment, n int64) {
+	c.mu.Lock()
+	_, cached := c.entries[chunkKey{seg.GetSegmentId(), n}]
+	_, loading := c.loading[chunkKey{seg.GetSegmentId(), n}]
+	busy := len(c.sem) > 0 || c.closed
+	if !cached && !loading && !busy {
+		c.wg.Add(1)
+	}
+	c.mu.Unlock()
+	if cached || loading || busy {
+		return
+	}
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.life, time.Minute)
+		defer cancel()
+		if _, err := c.chunk(ctx, seg, n); err == nil {
+			c.metrics.prefetched.Inc()
+		}
+	}()
+}
+
+func (c *chunkCache) close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.stop()
+	c.wg.Wait()
+	return nil
+}
+
+// tokenBucket limits bytes per second; a take larger than the burst waits
+// for its share.
+type tokenBucket struct {
+	rate float64 // bytes per second; 0: unlimited
+	mu   sync.Mutex
+	have float64
+	at   time.Time
+}
+
+func newTokenBucket(rate int64) *tokenBucket {
+	return &tokenBucket{rate: float64(rate), have: float64(rate), at: time.Now()}
+}
+
+// take waits until n bytes may go and returns how long it waited.
+func (b *tokenBucket) take(ctx context.Context, n int64) (time.Duration, error) {
+	if b.rate <= 0 {
+		return 0, nil
+	}
+	b.mu.Lock()
+	now := time.Now()
+	b.have = min(b.rate, b.have+now.Sub(b.at).Seconds()*b.rate)
+	b.at = now
+	b.have -= float64(n) // may go negative: later takes wait for it
+	wait := time.Duration(0)
+	if b.have < 0 {
+		wait = time.Duration(-b.have / b.rate * float64(time.Second))
+	}
+	b.mu.Unlock()
+	if wait == 0 {
+		return 0, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return wait, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
