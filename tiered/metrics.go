@@ -23,6 +23,7 @@ type Metrics struct {
 	throttled        prometheus.Counter
 	corrupt          prometheus.Counter
 	remoteDeleted    prometheus.Counter
+	orphans          prometheus.Counter
 
 	mu      sync.Mutex
 	pending map[partKey]int64
@@ -52,9 +53,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.throttled = c("read_throttled_seconds_total", "Time cold reads waited for the bytes-per-second limit.")
 	m.corrupt = c("corrupt_reads_total", "Cold reads refused because a remote object failed its CRC or index checks.")
 	m.remoteDeleted = c("remote_segments_deleted_total", "Remote segments deleted by total retention.")
+	m.orphans = c("orphaned_objects_deleted_total", "Objects no finished copy accounted for (a deposed leader's late upload), deleted.")
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.uploadedBytes, m.uploadedSegments, m.uploadErrors, m.uploadSeconds,
-			m.pendingBytes, m.remoteReadBytes, m.cacheHits, m.cacheMisses, m.prefetched, m.throttled, m.corrupt, m.remoteDeleted} {
+			m.pendingBytes, m.remoteReadBytes, m.cacheHits, m.cacheMisses, m.prefetched, m.throttled, m.corrupt, m.remoteDeleted, m.orphans} {
 			if err := reg.Register(col); err != nil {
 				panic(fmt.Sprintf("tiered: register metrics: %v", err))
 			}

@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,6 +92,7 @@ type partState struct {
 	// Guarded by Tier.mu:
 	loaded   bool
 	loadedAt time.Time
+	sweptAt  time.Time // last clean-up of unfinished copies and orphans
 	finished []*sluicev1.RemoteSegment // COPY_FINISHED, by base offset
 	next     int64                     // next offset to copy; -1 when nothing was ever copied
 	blocked  string                    // why copying stopped, for logs
@@ -222,22 +224,11 @@ func (t *Tier) Copy(ctx context.Context, p Partition, l *log.Log, hw int64) (int
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	t.mu.Lock()
-	loaded := st.loaded
+	sweep := !st.loaded || t.cfg.Now().Sub(st.sweptAt) > SweepInterval
 	t.mu.Unlock()
-	if !loaded {
-		all, err := t.load(ctx, p, st)
-		if err != nil {
+	if sweep {
+		if err := t.sweep(ctx, p, st); err != nil {
 			return 0, err
-		}
-		for _, s := range all {
-			if s.GetState() == sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_COPY_STARTED ||
-				s.GetState() == sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_DELETE_STARTED {
-				// Nobody finishes it now: this broker leads and has not
-				// started it.
-				if err := t.deleteSegment(ctx, p, s); err != nil {
-					t.cfg.Logger.Warn("tiered: clean up unfinished copy", "topic", p.TopicID, "partition", p.Partition, "segment", s.GetSegmentId(), "err", err)
-				}
-			}
 		}
 	}
 	copied := 0
@@ -276,6 +267,59 @@ func (t *Tier) Copy(ctx context.Context, p Partition, l *log.Log, hw int64) (int
 		copied++
 	}
 	return copied, nil
+}
+
+// SweepInterval is how often a leader cleans up a partition's unfinished
+// copies and orphaned objects (and always when it starts leading).
+var SweepInterval = 10 * time.Minute
+
+// orphanAge: an object no metadata accounts for is deleted once it is this
+// old, so a copy still being written by a deposed leader is not raced.
+const orphanAge = 10 * time.Minute
+
+// sweep reloads a partition's remote segments and cleans up: copies that
+// never finished (COPY_STARTED: this broker leads, holds the partition's
+// copy lock, and has none in flight; a deposed leader's cannot finish),
+// deletions that did not finish, and objects under the partition's prefix
+// that no finished copy accounts for (a deposed leader's late Put), once
+// older than orphanAge.
+func (t *Tier) sweep(ctx context.Context, p Partition, st *partState) error {
+	all, err := t.load(ctx, p, st)
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	for _, s := range all {
+		switch s.GetState() {
+		case sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_COPY_FINISHED:
+			live[s.GetObjectKey()] = true
+		case sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_COPY_STARTED, sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_DELETE_STARTED:
+			if err := t.deleteSegment(ctx, p, s); err != nil {
+				t.cfg.Logger.Warn("tiered: clean up unfinished copy", "topic", p.TopicID, "partition", p.Partition, "segment", s.GetSegmentId(), "err", err)
+				live[s.GetObjectKey()] = true // try again next sweep
+			}
+		}
+	}
+	prefix := fmt.Sprintf("tenants/%s/topics/%s/%d/", p.TenantID, p.TopicID, p.Partition)
+	now := t.cfg.Now()
+	for info, err := range t.cfg.Store.List(ctx, prefix) {
+		if err != nil {
+			return fmt.Errorf("tiered: list %s: %w", prefix, err)
+		}
+		key := strings.TrimSuffix(strings.TrimSuffix(info.Key, ".log"), ".index")
+		if live[key] || now.Sub(info.ModTime) < orphanAge {
+			continue
+		}
+		if err := t.cfg.Store.Delete(ctx, info.Key); err != nil {
+			return fmt.Errorf("tiered: delete orphan %s: %w", info.Key, err)
+		}
+		t.cfg.Metrics.orphans.Inc()
+		t.cfg.Logger.Info("tiered: deleted orphaned object", "key", info.Key)
+	}
+	t.mu.Lock()
+	st.sweptAt = now
+	t.mu.Unlock()
+	return nil
 }
 
 func (t *Tier) blocked(p Partition, st *partState, why string) {

@@ -16,6 +16,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
+	"github.com/sluicemq/sluice/tiered/objstore"
 )
 
 // lagCluster is an in-process control plane (SQLite) and three brokers, as
@@ -28,6 +29,21 @@ type lagCluster struct {
 }
 
 func startLagCluster(t *testing.T) *lagCluster {
+	t.Helper()
+	return startTestCluster(t, testClusterOpts{})
+}
+
+// testClusterOpts vary the in-process cluster.
+type testClusterOpts struct {
+	// tier, when set, is the brokers' tiered storage.
+	tier objstore.Store
+	// broker adjusts each broker's config.
+	broker func(*Config)
+	// topicConfig is the "orders" topic's config.
+	topicConfig *sluicev1.TopicConfig
+}
+
+func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 	t.Helper()
 	const brokerToken, operatorToken = "broker-secret-for-tests-0123456789", "operator-secret-for-tests-0123456789"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,10 +70,13 @@ func startLagCluster(t *testing.T) *lagCluster {
 		bc.BrokerToken = brokerToken
 		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = 300*time.Millisecond, 10*time.Second
 		bc.GroupLagMetricsInterval = time.Hour // the test runs each computation itself
+		if opts.broker != nil {
+			opts.broker(&bc)
+		}
 		bln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		bc.ListenAddr, bc.AdvertisedAddr = bln.Addr().String(), bln.Addr().String()
-		b, err := New(bc, Deps{})
+		b, err := New(bc, Deps{TierStore: opts.tier})
 		require.NoError(t, err)
 		c.brokers = append(c.brokers, b)
 		go func() { _ = b.Run(ctx, bln); done <- struct{}{} }()
@@ -84,7 +103,7 @@ func startLagCluster(t *testing.T) *lagCluster {
 
 	topics := sluicev1connect.NewTopicServiceClient(hc, endpoint, bearer)
 	checkFor(t, 30*time.Second, func() error {
-		_, err := topics.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 2, ReplicationFactor: 3}))
+		_, err := topics.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 2, ReplicationFactor: 3, Config: opts.topicConfig}))
 		return err // the brokers may not be live yet
 	})
 	// Ready when every broker knows a leader for every partition of the
