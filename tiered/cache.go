@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tiered/objstore"
 )
 

@@ -28,8 +28,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tiered/objstore"
 )
 
@@ -92,7 +92,7 @@ type partState struct {
 	// Guarded by Tier.mu:
 	loaded   bool
 	loadedAt time.Time
-	sweptAt  time.Time // last clean-up of unfinished copies and orphans
+	sweptAt  time.Time                 // last clean-up of unfinished copies and orphans
 	finished []*sluicev1.RemoteSegment // COPY_FINISHED, by base offset
 	next     int64                     // next offset to copy; -1 when nothing was ever copied
 	blocked  string                    // why copying stopped, for logs
