@@ -59,10 +59,7 @@ type partition struct {
 	// the leader's fetch responses). Local retention deletes nothing above
 	// it, except what total retention deletes anyway.
 	remoteThrough atomic.Int64
-	// totalRetentionMs is the topic's retention.ms (≤ 0: forever), for
-	// the log's CanDelete when tiered.
-	totalRetentionMs atomic.Int64
-	tiered           bool
+	tiered        bool
 }
 
 // notLeaderError says this broker cannot serve the partition as leader.

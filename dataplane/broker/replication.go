@@ -115,7 +115,6 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 		hwCh: make(chan struct{}), meta: partMeta{leader: -1, leaderEpoch: -1},
 		pstate: ps, snapOffset: ps.Offset(), snapAt: time.Now(), retainBelow: retainBelow, tiered: isTiered}
 	p.remoteThrough.Store(-1)
-	p.totalRetentionMs.Store(t.config.retentionMs)
 	self = p
 	b.parts[k] = p
 	return p, nil

@@ -56,7 +56,6 @@ func (p *partition) applyRetention() (int, error) {
 	defer p.mu.Unlock()
 	lt, lb := localRetention(p.cfg, p.tiered)
 	p.log.SetRetention(lt, lb, p.b.segmentAge(p.cfg, p.tiered))
-	p.totalRetentionMs.Store(p.cfg.retentionMs)
 	p.retainBelow.Store(p.hw)
 	n, err := p.log.ApplyRetention()
 	if err != nil || n == 0 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -44,16 +43,12 @@ func (b *Broker) newTier() error {
 }
 
 // tierAllowsDelete is the tiered part of a log's CanDelete: a segment may
-// go once it is copied, or once total retention would delete it anyway.
+// go only once it is copied. Not even total retention deletes a segment
+// that is not copied: the copies must stay consecutive, so it goes to the
+// object store first and total retention deletes it there. While the
+// object store is down, disks fill (sluice_tier_pending_bytes).
 func (p *partition) tierAllowsDelete(si log.SegmentInfo) bool {
-	if !p.tiered {
-		return true
-	}
-	if si.NextOffset-1 <= p.remoteThrough.Load() {
-		return true
-	}
-	total := p.totalRetentionMs.Load()
-	return total > 0 && time.Now().UnixMilli()-si.MaxTimestamp > total
+	return !p.tiered || si.NextOffset-1 <= p.remoteThrough.Load()
 }
 
 // tierLeader describes the partition for tiered storage while this replica
