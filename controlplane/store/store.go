@@ -1,5 +1,6 @@
 // Package store is the control plane's durable metadata: tenants, API keys,
-// signing keys, topics, partition state, brokers and the controller lease.
+// signing keys, topics, partition state, brokers, the controller lease and
+// remote-segment metadata.
 //
 // One interface, two drivers: controlplane/store/postgres (pgx, production)
 // and controlplane/store/sqlite (modernc.org/sqlite, for `sluice dev`). Both
@@ -28,6 +29,16 @@
 // makes it safe. The lease times come from the callers' clocks: replicas'
 // clocks must agree to well within the lease TTL for the lease to mean
 // "one active controller at a time"; fencing holds whatever the clocks say.
+//
+// # Remote segments
+//
+// The metadata of log segments copied to the object store (tiered storage;
+// see remote.go) is written only by the partition's current leader, fenced
+// by its broker and leader epochs inside the write's transaction, which is
+// serialised against the partition's state changes. The offset ranges ever
+// finished are consecutive, without gap or overlap. These writes are not
+// metadata changes: they leave the metadata version as is. Remote segments
+// are deleted with their partition, that is with their topic.
 //
 // # Metadata version
 //
@@ -312,6 +323,30 @@ type Store interface {
 	// handed out twice. Unknown broker → ErrNotFound; epoch not current →
 	// ErrConflict; count < 1 is an error.
 	AllocateProducerIDs(ctx context.Context, brokerID int32, brokerEpoch int64, count int32, at time.Time) (int64, error)
+
+	// AddRemoteSegment records a copy to the object store about to start: seg in state
+	// RemoteCopyStarted, with BrokerID = f.BrokerID and CreatedAt = UpdatedAt = seg.CreatedAt
+	// (now when zero); seg.State, seg.BrokerID and seg.UpdatedAt are ignored. seg.ID is the
+	// caller's new UUID, seg.TenantID must be the topic's tenant and seg.LeaderEpoch
+	// f.LeaderEpoch. In one transaction, serialised against the partition's state changes and
+	// its other remote-segment writes, f must name the partition's current leader at its
+	// current broker epoch and leader epoch, and seg.BaseOffset must be the partition's next
+	// base offset (any base when no segment was ever finished): otherwise *RemoteSegmentError
+	// (an ErrConflict), decided by CheckRemoteAdd. Unknown broker, topic or partition →
+	// ErrNotFound (wrapped, naming which); a malformed seg (CheckRemoteSegment) → an error that
+	// is none of the sentinels. Returns the stored segment.
+	AddRemoteSegment(ctx context.Context, f LeaderFence, seg RemoteSegment) (RemoteSegment, error)
+	// UpdateRemoteSegmentState moves the segment (topicID, partition, segmentID) to state `to`
+	// with UpdatedAt = at, fenced and serialised as AddRemoteSegment and decided by
+	// CheckRemoteUpdate: a refusal is *RemoteSegmentError; moving to the state the segment is
+	// in already changes nothing and succeeds (idempotent retries). Unknown broker, topic,
+	// partition or segment → ErrNotFound (wrapped, naming which). Returns the segment as
+	// stored after the call.
+	UpdateRemoteSegmentState(ctx context.Context, f LeaderFence, topicID string, partition int32, segmentID string, to RemoteSegmentState, at time.Time) (RemoteSegment, error)
+	// ListRemoteSegments returns a partition's remote segments ordered by base offset (then
+	// creation time and id), only those in one of states unless states is empty. An unknown
+	// topic or partition has none.
+	ListRemoteSegments(ctx context.Context, topicID string, partition int32, states []RemoteSegmentState) ([]RemoteSegment, error)
 
 	// Close releases the store's resources.
 	Close() error

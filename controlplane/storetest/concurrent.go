@@ -35,6 +35,8 @@ var concurrentTests = []test{
 	{name: "ConcurrentTenantUpdate", fn: testConcurrentTenantUpdate},
 	{name: "ConcurrentControllerLease", own: true, fn: testConcurrentControllerLease},
 	{name: "ConcurrentFencedTakeover", own: true, fn: testConcurrentFencedTakeover},
+	{name: "ConcurrentRemoteSegmentSameBase", fn: testConcurrentRemoteSegmentSameBase},
+	{name: "ConcurrentRemoteSegmentLeaderChange", fn: testConcurrentRemoteSegmentLeaderChange},
 }
 
 // testConcurrentTopicConfigUpdate: read-modify-write updates from many

@@ -275,6 +275,20 @@ func testMetadataVersion(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	bumped("RegisterBroker (again)")
 
+	// Remote segments are not cluster metadata.
+	f := store.LeaderFence{BrokerID: 1, BrokerEpoch: b.Epoch + 1, LeaderEpoch: p.LeaderEpoch}
+	require.Equal(t, int32(1), p.Leader)
+	seg, err := s.AddRemoteSegment(ctx, f, store.RemoteSegment{
+		ID: store.NewID(), TenantID: ten.ID, TopicID: tp.ID, Partition: 0, BaseOffset: 0, EndOffset: 9,
+		LeaderEpoch: f.LeaderEpoch, SizeBytes: 1000, MaxTimestampMs: -1, ObjectKey: "k",
+		Epochs: []store.EpochStart{{Epoch: f.LeaderEpoch, StartOffset: 0}},
+	})
+	require.NoError(t, err)
+	unchanged("AddRemoteSegment")
+	_, err = s.UpdateRemoteSegmentState(ctx, f, tp.ID, 0, seg.ID, store.RemoteCopyFinished, at(time.Hour))
+	require.NoError(t, err)
+	unchanged("UpdateRemoteSegmentState")
+
 	_, err = s.DeleteTopic(ctx, ten.ID, tp.Name)
 	require.NoError(t, err)
 	bumped("DeleteTopic")

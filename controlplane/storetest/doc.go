@@ -9,7 +9,8 @@
 // Run covers every method and every documented error of store.Store;
 // RunConcurrent proves the guarantees that only show under contention (count
 // limits never exceeded, one winner per partition epoch, broker epoch fencing,
-// one controller-lease holder at a time, no write of a deposed controller).
+// one controller-lease holder at a time, no write of a deposed controller,
+// one finished remote copy per range while leaders race).
 // ControllerLeaseContest runs the lease race over several handles on one
 // database, as separate control-plane replicas would hold.
 //
@@ -19,8 +20,12 @@
 // brokers, partition load, the revocation feed) get a store of their own.
 //
 // Subtest names carry a family prefix (Tenant…, APIKey…, SigningKey…,
-// Topic…, Partition…, Broker…, Controller…, Metadata…, Time…, Concurrent…)
-// so a run can select a family with -run.
+// Topic…, Partition…, Broker…, Controller…, Metadata…, RemoteSegment…,
+// Time…, Concurrent…) so a run can select a family with -run.
+//
+// The remote-segment tests register brokers, but of ids no other test uses
+// (one fixture each), so they share the store: the tests that list brokers
+// have stores of their own.
 //
 // The suite pins down, for both drivers alike, a few behaviours the interface
 // comments leave open:
@@ -33,5 +38,8 @@
 //   - times are truncated to the millisecond on write and read back in UTC;
 //   - HeartbeatBroker never shortens a lease;
 //   - a taken topic name is reported before a count limit;
-//   - a lost compare-and-set and a fenced write leave the metadata version as is.
+//   - a lost compare-and-set and a fenced write leave the metadata version as is;
+//   - remote-segment writes leave the metadata version as is;
+//   - a remote-segment update is refused by the fence before anything else,
+//     a repeat included; ListRemoteSegments of an unknown partition is empty.
 package storetest

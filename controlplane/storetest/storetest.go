@@ -80,6 +80,17 @@ var tests = []test{
 	{name: "BrokerHeartbeat", own: true, fn: testBrokerHeartbeat},
 	{name: "ProducerIDBlocks", own: true, fn: testProducerIDBlocks},
 
+	{name: "RemoteSegmentAddFinish", fn: testRemoteSegmentAddFinish},
+	{name: "RemoteSegmentFencing", fn: testRemoteSegmentFencing},
+	{name: "RemoteSegmentBaseOffset", fn: testRemoteSegmentBaseOffset},
+	{name: "RemoteSegmentDeposedLeader", fn: testRemoteSegmentDeposedLeader},
+	{name: "RemoteSegmentIdempotent", fn: testRemoteSegmentIdempotent},
+	{name: "RemoteSegmentTransitions", fn: testRemoteSegmentTransitions},
+	{name: "RemoteSegmentList", fn: testRemoteSegmentList},
+	{name: "RemoteSegmentNotFound", fn: testRemoteSegmentNotFound},
+	{name: "RemoteSegmentInvalid", fn: testRemoteSegmentInvalid},
+	{name: "RemoteSegmentTopicDelete", fn: testRemoteSegmentTopicDelete},
+
 	{name: "TimeRoundTripUTC", own: true, fn: testTimeRoundTripUTC},
 }
 

@@ -35,6 +35,13 @@
 //     UpdatePartition compare-and-set in one transaction: a takeover (which
 //     updates the row) waits for in-flight fenced writes and every later
 //     write sees the new epoch.
+//   - AddRemoteSegment and UpdateRemoteSegmentState read the broker row FOR
+//     SHARE and the partition row FOR NO KEY UPDATE, then decide and write in
+//     the same transaction: a leader change (an UPDATE of the partition row)
+//     and a re-registration wait for an in-flight remote-segment write, and
+//     the partition's remote-segment writes run one at a time, each seeing
+//     the finished segments of those before it (READ COMMITTED reads after
+//     the lock is granted).
 //   - The metadata version row is bumped by triggers (migrations/00002) in
 //     the transaction of each topic, partition or broker-registration change;
 //     writers serialise on it briefly at commit.

@@ -27,7 +27,10 @@
 // ones, so this process never sees SQLITE_BUSY from itself. The controller
 // lease and the fenced partition write are such write transactions: the lock
 // held from the epoch check to the commit is what fences a deposed
-// controller. The metadata version is bumped by triggers (migrations/00002).
+// controller. So are the remote-segment writes: the leader's fence (broker
+// epoch, leader, leader epoch) and the next base offset are read and the row
+// written under the one write lock. The metadata version is bumped by
+// triggers (migrations/00002).
 //
 // Errors are translated once (translate): sql.ErrNoRows → store.ErrNotFound,
 // UNIQUE/PRIMARY KEY violations → *store.AlreadyExistsError naming the field,

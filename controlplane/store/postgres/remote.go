@@ -1,0 +1,170 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+const remoteSegmentColumns = `segment_id, tenant_id, topic_id, partition, base_offset, end_offset, leader_epoch,
+	size_bytes, max_timestamp_ms, object_key, state, broker_id, epochs, created_at, updated_at`
+
+func scanRemoteSegment(r pgx.Row) (store.RemoteSegment, error) {
+	var (
+		seg    store.RemoteSegment
+		state  string
+		epochs []byte
+	)
+	if err := r.Scan(&seg.ID, &seg.TenantID, &seg.TopicID, &seg.Partition, &seg.BaseOffset, &seg.EndOffset, &seg.LeaderEpoch,
+		&seg.SizeBytes, &seg.MaxTimestampMs, &seg.ObjectKey, &state, &seg.BrokerID, &epochs, &seg.CreatedAt, &seg.UpdatedAt); err != nil {
+		return store.RemoteSegment{}, err
+	}
+	var err error
+	if seg.Epochs, err = store.ParseEpochsJSON(epochs); err != nil {
+		return store.RemoteSegment{}, err
+	}
+	seg.State = store.RemoteSegmentState(state)
+	seg.CreatedAt = seg.CreatedAt.UTC()
+	seg.UpdatedAt = seg.UpdatedAt.UTC()
+	return seg, nil
+}
+
+// remoteFence reads, in tx, what a remote-segment write of (topicID,
+// partition) by broker f.BrokerID is decided on, and the topic's tenant.
+//
+// Locks: the broker row FOR SHARE (a re-registration, which bumps the epoch,
+// waits for the write to commit), then the partition row FOR NO KEY UPDATE,
+// which conflicts with every UPDATE of the partition (leader changes by the
+// controller, ISR changes) and with itself: the partition's remote-segment
+// writes run one at a time, each seeing the leader and the finished segments
+// as committed before it. Every remote-segment transaction takes the locks in
+// this order.
+func remoteFence(ctx context.Context, tx pgx.Tx, f store.LeaderFence, topicID string, partition int32) (store.RemoteFenceState, string, error) {
+	var st store.RemoteFenceState
+	if err := tx.QueryRow(ctx, `SELECT epoch FROM brokers WHERE id = $1 FOR SHARE`, f.BrokerID).Scan(&st.BrokerEpoch); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return st, "", fmt.Errorf("broker %d is not registered: %w", f.BrokerID, store.ErrNotFound)
+		}
+		return st, "", err
+	}
+	var tenantID string
+	if err := tx.QueryRow(ctx,
+		`SELECT p.leader, p.leader_epoch, t.tenant_id FROM partitions p JOIN topics t ON t.id = p.topic_id
+		 WHERE p.topic_id = $1 AND p.partition = $2 FOR NO KEY UPDATE OF p`,
+		topicID, partition).Scan(&st.Leader, &st.LeaderEpoch, &tenantID); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return st, "", fmt.Errorf("partition %d of topic %s: %w", partition, topicID, store.ErrNotFound)
+		}
+		return st, "", err
+	}
+	// Finished segments are consecutive, so the highest base offset among
+	// them has the highest end offset (read backwards along the index).
+	err := tx.QueryRow(ctx,
+		`SELECT end_offset + 1 FROM remote_segments WHERE topic_id = $1 AND partition = $2 AND copy_finished
+		 ORDER BY base_offset DESC LIMIT 1`, topicID, partition).Scan(&st.NextBaseOffset)
+	if errors.Is(err, pgx.ErrNoRows) {
+		st.NextBaseOffset, err = -1, nil
+	}
+	return st, tenantID, err
+}
+
+// AddRemoteSegment implements store.Store.
+func (s *Store) AddRemoteSegment(ctx context.Context, f store.LeaderFence, seg store.RemoteSegment) (store.RemoteSegment, error) {
+	seg, err := store.CheckRemoteSegment(f, seg)
+	if err != nil {
+		return store.RemoteSegment{}, err
+	}
+	created := ts(orNow(seg.CreatedAt))
+	var out store.RemoteSegment
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		st, tenantID, err := remoteFence(ctx, tx, f, seg.TopicID, seg.Partition)
+		if err != nil {
+			return err
+		}
+		if tenantID != seg.TenantID {
+			return fmt.Errorf("invalid remote segment %s: tenant %s does not own topic %s", seg.ID, seg.TenantID, seg.TopicID)
+		}
+		if err := store.CheckRemoteAdd(f, st, seg); err != nil {
+			return err
+		}
+		out, err = scanRemoteSegment(tx.QueryRow(ctx,
+			`INSERT INTO remote_segments (`+remoteSegmentColumns+`, copy_finished)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, false)
+			 RETURNING `+remoteSegmentColumns,
+			seg.ID, seg.TenantID, seg.TopicID, seg.Partition, seg.BaseOffset, seg.EndOffset, seg.LeaderEpoch,
+			seg.SizeBytes, seg.MaxTimestampMs, seg.ObjectKey, string(store.RemoteCopyStarted), f.BrokerID,
+			store.EpochsJSON(seg.Epochs), created))
+		return err
+	})
+	if err != nil {
+		return store.RemoteSegment{}, translate("add remote segment", err)
+	}
+	return out, nil
+}
+
+// UpdateRemoteSegmentState implements store.Store.
+func (s *Store) UpdateRemoteSegmentState(ctx context.Context, f store.LeaderFence, topicID string, partition int32, segmentID string, to store.RemoteSegmentState, at time.Time) (store.RemoteSegment, error) {
+	tid, ok := store.CanonicalID(topicID)
+	if !ok {
+		return store.RemoteSegment{}, fmt.Errorf("topic %q: %w", topicID, store.ErrNotFound)
+	}
+	sid, ok := store.CanonicalID(segmentID)
+	if !ok {
+		return store.RemoteSegment{}, fmt.Errorf("remote segment %q: %w", segmentID, store.ErrNotFound)
+	}
+	var out store.RemoteSegment
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		st, _, err := remoteFence(ctx, tx, f, tid, partition)
+		if err != nil {
+			return err
+		}
+		cur, err := scanRemoteSegment(tx.QueryRow(ctx,
+			`SELECT `+remoteSegmentColumns+` FROM remote_segments WHERE segment_id = $1 AND topic_id = $2 AND partition = $3`,
+			sid, tid, partition))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("remote segment %s of partition %d of topic %s: %w", sid, partition, tid, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		done, err := store.CheckRemoteUpdate(f, st, cur, to)
+		if err != nil || done {
+			out = cur
+			return err
+		}
+		out, err = scanRemoteSegment(tx.QueryRow(ctx,
+			`UPDATE remote_segments SET state = $1, copy_finished = copy_finished OR $1 = 'copy_finished', updated_at = $2
+			 WHERE segment_id = $3 RETURNING `+remoteSegmentColumns,
+			string(to), ts(orNow(at)), sid))
+		return err
+	})
+	if err != nil {
+		return store.RemoteSegment{}, translate("update remote segment", err)
+	}
+	return out, nil
+}
+
+// ListRemoteSegments implements store.Store.
+func (s *Store) ListRemoteSegments(ctx context.Context, topicID string, partition int32, states []store.RemoteSegmentState) ([]store.RemoteSegment, error) {
+	tid, ok := store.CanonicalID(topicID)
+	if !ok {
+		return nil, nil
+	}
+	filter := make([]string, len(states))
+	for i, st := range states {
+		filter[i] = string(st)
+	}
+	rows, err := s.pool.Query(ctx,
+		`SELECT `+remoteSegmentColumns+` FROM remote_segments
+		 WHERE topic_id = $1 AND partition = $2 AND (cardinality($3::text[]) = 0 OR state = ANY ($3))
+		 ORDER BY base_offset, created_at, segment_id`, tid, partition, filter)
+	if err != nil {
+		return nil, translate("list remote segments", err)
+	}
+	return collect(rows, scanRemoteSegment, "list remote segments")
+}
