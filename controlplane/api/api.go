@@ -1,7 +1,8 @@
 // Package api implements the control plane's Connect services: signup,
 // API keys, tokens, topics, operator actions and the brokers' internal
 // service (registration, heartbeats, the revocation feed, the assignment
-// stream and leader-driven ISR changes; see assignment.go).
+// stream and leader-driven ISR changes, see assignment.go; remote-segment
+// metadata for tiered storage, see remote.go).
 //
 // Every request passes, in order: the metrics interceptor (outermost), the
 // auth interceptor (tenants.NewAuthInterceptor with this package's rules: a

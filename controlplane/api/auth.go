@@ -60,6 +60,9 @@ var rules = map[string]rule{
 	sluicev1connect.BrokerServiceWatchAssignmentsProcedure:    {access: accessBroker},
 	sluicev1connect.BrokerServiceAlterPartitionProcedure:      {access: accessBroker},
 	sluicev1connect.BrokerServiceAllocateProducerIdsProcedure: {access: accessBroker},
+	sluicev1connect.BrokerServiceAddRemoteSegmentProcedure:    {access: accessBroker},
+	sluicev1connect.BrokerServiceUpdateRemoteSegmentProcedure: {access: accessBroker},
+	sluicev1connect.BrokerServiceListRemoteSegmentsProcedure:  {access: accessBroker},
 }
 
 // authenticator decides who is calling. Tenant tokens are verified offline
