@@ -124,6 +124,23 @@ func TestControlPlaneRemoteSegments(t *testing.T) {
 		require.NoError(t, err, "a repeat succeeds")
 		require.True(t, proto.Equal(fin, again), "and changes nothing")
 
+		require.True(t, fin.GetCopyFinished())
+
+		// A copy abandoned before it finished never moves where the next
+		// one begins; the list says where that is, whatever its filter.
+		abandoned, err := add(leader, f.epoch(leader), 0, segment(200, 299, 0))
+		require.NoError(t, err)
+		require.False(t, abandoned.GetCopyFinished())
+		_, err = update(leader, f.epoch(leader), 0, abandoned.GetSegmentId(), deleteStarted)
+		require.NoError(t, err)
+		for _, states := range [][]sluicev1.RemoteSegmentState{nil, {copyStarted}} {
+			res, err := bs.ListRemoteSegments(ctx, connect.NewRequest(&sluicev1.ListRemoteSegmentsRequest{TopicId: topicID, Partition: 0, States: states}))
+			require.NoError(t, err)
+			require.EqualValues(t, 200, res.Msg.GetNextBaseOffset(), "states %v", states)
+		}
+		_, err = update(leader, f.epoch(leader), 0, abandoned.GetSegmentId(), deleted)
+		require.NoError(t, err)
+
 		// Gaps and overlaps: FailedPrecondition with the next base offset.
 		for _, base := range []int64{0, 150, 199, 201, 300} {
 			_, err = add(leader, f.epoch(leader), 0, segment(base, base+99, 0))
@@ -208,7 +225,7 @@ func TestControlPlaneRemoteSegments(t *testing.T) {
 		requireCode(t, connect.CodeInvalidArgument, err, "states[1]")
 		_, err = bs.ListRemoteSegments(ctx, connect.NewRequest(&sluicev1.ListRemoteSegmentsRequest{Partition: 0}))
 		requireCode(t, connect.CodeInvalidArgument, err, "topic_id")
-		require.Len(t, list(0), 1, "no refused request wrote anything")
+		require.Len(t, list(0), 2, "no refused request wrote anything (the finished copy and the abandoned one)")
 
 		// Illegal transitions.
 		_, err = update(leader, f.epoch(leader), 0, s1.GetSegmentId(), copyStarted)
@@ -245,9 +262,9 @@ func TestControlPlaneRemoteSegments(t *testing.T) {
 			}
 			return out
 		}
-		require.Equal(t, []string{s1.GetSegmentId(), s2.GetSegmentId(), s3.GetSegmentId()}, ids(list(0)), "base-offset order, then creation")
+		require.Equal(t, []string{s1.GetSegmentId(), abandoned.GetSegmentId(), s2.GetSegmentId(), s3.GetSegmentId()}, ids(list(0)), "base-offset order, then creation")
 		require.Equal(t, []string{s3.GetSegmentId()}, ids(list(0, copyFinished)))
-		require.Equal(t, []string{s1.GetSegmentId(), s2.GetSegmentId()}, ids(list(0, deleted, deleteStarted)))
+		require.Equal(t, []string{s1.GetSegmentId(), abandoned.GetSegmentId(), s2.GetSegmentId()}, ids(list(0, deleted, deleteStarted)))
 		require.Empty(t, list(0, copyStarted))
 		require.Empty(t, list(1))
 

@@ -152,14 +152,12 @@ func (t *Tier) load(ctx context.Context, p Partition, st *partState) ([]*sluicev
 	}
 	all := res.Msg.GetSegments()
 	var finished []*sluicev1.RemoteSegment
-	next := int64(-1)
+	// Where the next copy begins: after the highest segment ever finished
+	// (a copy abandoned before it finished does not count).
+	next := res.Msg.GetNextBaseOffset()
 	for _, s := range all {
-		switch s.GetState() {
-		case sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_COPY_FINISHED:
+		if s.GetState() == sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_COPY_FINISHED {
 			finished = append(finished, s)
-			next = max(next, s.GetEndOffset()+1)
-		case sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_DELETE_STARTED, sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_DELETED:
-			next = max(next, s.GetEndOffset()+1)
 		}
 	}
 	slices.SortFunc(finished, func(a, b *sluicev1.RemoteSegment) int { return int(a.GetBaseOffset() - b.GetBaseOffset()) })

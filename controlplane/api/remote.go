@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -98,15 +99,20 @@ func (s *brokerService) ListRemoteSegments(ctx context.Context, req *connect.Req
 	if err != nil {
 		return nil, err
 	}
-	segs, err := s.store.ListRemoteSegments(ctx, topic.ID, m.GetPartition(), states)
+	all, err := s.store.ListRemoteSegments(ctx, topic.ID, m.GetPartition(), nil)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*sluicev1.RemoteSegment, len(segs))
-	for i, seg := range segs {
-		out[i] = toRemoteSegmentPB(seg)
+	res := &sluicev1.ListRemoteSegmentsResponse{NextBaseOffset: -1}
+	for _, seg := range all {
+		if seg.CopyFinished {
+			res.NextBaseOffset = max(res.NextBaseOffset, seg.EndOffset+1)
+		}
+		if len(states) == 0 || slices.Contains(states, seg.State) {
+			res.Segments = append(res.Segments, toRemoteSegmentPB(seg))
+		}
 	}
-	return connect.NewResponse(&sluicev1.ListRemoteSegmentsResponse{Segments: out}), nil
+	return connect.NewResponse(res), nil
 }
 
 func validatePartitionRef(topicID string, partition int32) error {
@@ -268,5 +274,6 @@ func toRemoteSegmentPB(seg store.RemoteSegment) *sluicev1.RemoteSegment {
 		CreateTime:     ts(seg.CreatedAt),
 		UpdateTime:     ts(seg.UpdatedAt),
 		Epochs:         epochs,
+		CopyFinished:   seg.CopyFinished,
 	}
 }

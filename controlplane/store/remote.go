@@ -68,6 +68,9 @@ type RemoteSegment struct {
 	Epochs         []EpochStart // the leader epochs in the segment, in order; the first starts at BaseOffset
 	CreatedAt      time.Time
 	UpdatedAt      time.Time // of the latest state change
+	// CopyFinished: the segment reached RemoteCopyFinished once (whatever
+	// its state now), so it counts toward the next base offset.
+	CopyFinished bool
 }
 
 // LeaderFence names the caller of a remote-segment write: a broker, the

@@ -197,7 +197,7 @@ func testRemoteSegmentAddFinish(t *testing.T, s store.Store) {
 
 	fin, err := s.UpdateRemoteSegmentState(ctx, lead, f.topic.ID, 0, s1.ID, store.RemoteCopyFinished, at(time.Hour))
 	require.NoError(t, err)
-	s1.State, s1.UpdatedAt = store.RemoteCopyFinished, ms(at(time.Hour))
+	s1.State, s1.UpdatedAt, s1.CopyFinished = store.RemoteCopyFinished, ms(at(time.Hour)), true
 	require.Equal(t, s1, fin)
 	requireUTC(t, fin.UpdatedAt)
 

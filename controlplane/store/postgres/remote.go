@@ -14,6 +14,9 @@ import (
 const remoteSegmentColumns = `segment_id, tenant_id, topic_id, partition, base_offset, end_offset, leader_epoch,
 	size_bytes, max_timestamp_ms, object_key, state, broker_id, epochs, created_at, updated_at`
 
+// remoteSegmentSelect is what scanRemoteSegment reads.
+const remoteSegmentSelect = remoteSegmentColumns + `, copy_finished`
+
 func scanRemoteSegment(r pgx.Row) (store.RemoteSegment, error) {
 	var (
 		seg    store.RemoteSegment
@@ -21,7 +24,7 @@ func scanRemoteSegment(r pgx.Row) (store.RemoteSegment, error) {
 		epochs []byte
 	)
 	if err := r.Scan(&seg.ID, &seg.TenantID, &seg.TopicID, &seg.Partition, &seg.BaseOffset, &seg.EndOffset, &seg.LeaderEpoch,
-		&seg.SizeBytes, &seg.MaxTimestampMs, &seg.ObjectKey, &state, &seg.BrokerID, &epochs, &seg.CreatedAt, &seg.UpdatedAt); err != nil {
+		&seg.SizeBytes, &seg.MaxTimestampMs, &seg.ObjectKey, &state, &seg.BrokerID, &epochs, &seg.CreatedAt, &seg.UpdatedAt, &seg.CopyFinished); err != nil {
 		return store.RemoteSegment{}, err
 	}
 	var err error
@@ -95,7 +98,7 @@ func (s *Store) AddRemoteSegment(ctx context.Context, f store.LeaderFence, seg s
 		out, err = scanRemoteSegment(tx.QueryRow(ctx,
 			`INSERT INTO remote_segments (`+remoteSegmentColumns+`, copy_finished)
 			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, false)
-			 RETURNING `+remoteSegmentColumns,
+			 RETURNING `+remoteSegmentSelect,
 			seg.ID, seg.TenantID, seg.TopicID, seg.Partition, seg.BaseOffset, seg.EndOffset, seg.LeaderEpoch,
 			seg.SizeBytes, seg.MaxTimestampMs, seg.ObjectKey, string(store.RemoteCopyStarted), f.BrokerID,
 			store.EpochsJSON(seg.Epochs), created))
@@ -124,7 +127,7 @@ func (s *Store) UpdateRemoteSegmentState(ctx context.Context, f store.LeaderFenc
 			return err
 		}
 		cur, err := scanRemoteSegment(tx.QueryRow(ctx,
-			`SELECT `+remoteSegmentColumns+` FROM remote_segments WHERE segment_id = $1 AND topic_id = $2 AND partition = $3`,
+			`SELECT `+remoteSegmentSelect+` FROM remote_segments WHERE segment_id = $1 AND topic_id = $2 AND partition = $3`,
 			sid, tid, partition))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("remote segment %s of partition %d of topic %s: %w", sid, partition, tid, store.ErrNotFound)
@@ -139,7 +142,7 @@ func (s *Store) UpdateRemoteSegmentState(ctx context.Context, f store.LeaderFenc
 		}
 		out, err = scanRemoteSegment(tx.QueryRow(ctx,
 			`UPDATE remote_segments SET state = $1, copy_finished = copy_finished OR $1 = 'copy_finished', updated_at = $2
-			 WHERE segment_id = $3 RETURNING `+remoteSegmentColumns,
+			 WHERE segment_id = $3 RETURNING `+remoteSegmentSelect,
 			string(to), ts(orNow(at)), sid))
 		return err
 	})
@@ -160,7 +163,7 @@ func (s *Store) ListRemoteSegments(ctx context.Context, topicID string, partitio
 		filter[i] = string(st)
 	}
 	rows, err := s.pool.Query(ctx,
-		`SELECT `+remoteSegmentColumns+` FROM remote_segments
+		`SELECT `+remoteSegmentSelect+` FROM remote_segments
 		 WHERE topic_id = $1 AND partition = $2 AND (cardinality($3::text[]) = 0 OR state = ANY ($3))
 		 ORDER BY base_offset, created_at, segment_id`, tid, partition, filter)
 	if err != nil {

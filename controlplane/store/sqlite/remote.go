@@ -13,6 +13,9 @@ import (
 const remoteSegmentColumns = `segment_id, tenant_id, topic_id, partition, base_offset, end_offset, leader_epoch,
 	size_bytes, max_timestamp_ms, object_key, state, broker_id, epochs, created_at, updated_at`
 
+// remoteSegmentSelect is what scanRemoteSegment reads.
+const remoteSegmentSelect = remoteSegmentColumns + `, copy_finished`
+
 func scanRemoteSegment(r rowScanner) (store.RemoteSegment, error) {
 	var (
 		seg              store.RemoteSegment
@@ -20,7 +23,7 @@ func scanRemoteSegment(r rowScanner) (store.RemoteSegment, error) {
 		created, updated int64
 	)
 	if err := r.Scan(&seg.ID, &seg.TenantID, &seg.TopicID, &seg.Partition, &seg.BaseOffset, &seg.EndOffset, &seg.LeaderEpoch,
-		&seg.SizeBytes, &seg.MaxTimestampMs, &seg.ObjectKey, &state, &seg.BrokerID, &epochs, &created, &updated); err != nil {
+		&seg.SizeBytes, &seg.MaxTimestampMs, &seg.ObjectKey, &state, &seg.BrokerID, &epochs, &created, &updated, &seg.CopyFinished); err != nil {
 		return store.RemoteSegment{}, err
 	}
 	var err error
@@ -89,7 +92,7 @@ func (s *Store) AddRemoteSegment(ctx context.Context, f store.LeaderFence, seg s
 		out, err = scanRemoteSegment(tx.QueryRowContext(ctx,
 			`INSERT INTO remote_segments (`+remoteSegmentColumns+`, copy_finished)
 			 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14, 0)
-			 RETURNING `+remoteSegmentColumns,
+			 RETURNING `+remoteSegmentSelect,
 			seg.ID, seg.TenantID, seg.TopicID, seg.Partition, seg.BaseOffset, seg.EndOffset, seg.LeaderEpoch,
 			seg.SizeBytes, seg.MaxTimestampMs, seg.ObjectKey, string(store.RemoteCopyStarted), f.BrokerID,
 			store.EpochsJSON(seg.Epochs), created))
@@ -118,7 +121,7 @@ func (s *Store) UpdateRemoteSegmentState(ctx context.Context, f store.LeaderFenc
 			return err
 		}
 		cur, err := scanRemoteSegment(tx.QueryRowContext(ctx,
-			`SELECT `+remoteSegmentColumns+` FROM remote_segments WHERE segment_id = ? AND topic_id = ? AND partition = ?`,
+			`SELECT `+remoteSegmentSelect+` FROM remote_segments WHERE segment_id = ? AND topic_id = ? AND partition = ?`,
 			sid, tid, partition))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("remote segment %s of partition %d of topic %s: %w", sid, partition, tid, store.ErrNotFound)
@@ -133,7 +136,7 @@ func (s *Store) UpdateRemoteSegmentState(ctx context.Context, f store.LeaderFenc
 		}
 		out, err = scanRemoteSegment(tx.QueryRowContext(ctx,
 			`UPDATE remote_segments SET state = ?1, copy_finished = max(copy_finished, ?1 = 'copy_finished'), updated_at = ?2
-			 WHERE segment_id = ?3 RETURNING `+remoteSegmentColumns,
+			 WHERE segment_id = ?3 RETURNING `+remoteSegmentSelect,
 			string(to), toMS(orNow(at)), sid))
 		return err
 	})
@@ -154,7 +157,7 @@ func (s *Store) ListRemoteSegments(ctx context.Context, topicID string, partitio
 		filter[i] = string(st)
 	}
 	rows, err := s.read.QueryContext(ctx,
-		`SELECT `+remoteSegmentColumns+` FROM remote_segments
+		`SELECT `+remoteSegmentSelect+` FROM remote_segments
 		 WHERE topic_id = ?1 AND partition = ?2 AND (?3 = '[]' OR state IN (SELECT value FROM json_each(?3)))
 		 ORDER BY base_offset, created_at, segment_id`, tid, partition, encodeList(filter))
 	if err != nil {

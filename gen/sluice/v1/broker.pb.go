@@ -105,7 +105,11 @@ type RemoteSegment struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// The leader epochs in the segment: (epoch, first offset) pairs in order,
 	// for a reader that must answer OffsetForLeaderEpoch below the local log.
-	Epochs        []*EpochStart `protobuf:"bytes,15,rep,name=epochs,proto3" json:"epochs,omitempty"`
+	Epochs []*EpochStart `protobuf:"bytes,15,rep,name=epochs,proto3" json:"epochs,omitempty"`
+	// The copy finished once (whatever the state now): the segment counts
+	// toward where the next copy begins. A copy abandoned before it finished
+	// never does.
+	CopyFinished  bool `protobuf:"varint,16,opt,name=copy_finished,json=copyFinished,proto3" json:"copy_finished,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +247,13 @@ func (x *RemoteSegment) GetEpochs() []*EpochStart {
 		return x.Epochs
 	}
 	return nil
+}
+
+func (x *RemoteSegment) GetCopyFinished() bool {
+	if x != nil {
+		return x.CopyFinished
+	}
+	return false
 }
 
 type EpochStart struct {
@@ -610,10 +621,13 @@ func (x *ListRemoteSegmentsRequest) GetStates() []RemoteSegmentState {
 }
 
 type ListRemoteSegmentsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Segments      []*RemoteSegment       `protobuf:"bytes,1,rep,name=segments,proto3" json:"segments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Segments []*RemoteSegment       `protobuf:"bytes,1,rep,name=segments,proto3" json:"segments,omitempty"`
+	// Where the next copy must begin: end_offset + 1 of the highest segment
+	// ever finished (whatever the states filter); -1 when none.
+	NextBaseOffset int64 `protobuf:"varint,2,opt,name=next_base_offset,json=nextBaseOffset,proto3" json:"next_base_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListRemoteSegmentsResponse) Reset() {
@@ -651,6 +665,13 @@ func (x *ListRemoteSegmentsResponse) GetSegments() []*RemoteSegment {
 		return x.Segments
 	}
 	return nil
+}
+
+func (x *ListRemoteSegmentsResponse) GetNextBaseOffset() int64 {
+	if x != nil {
+		return x.NextBaseOffset
+	}
+	return 0
 }
 
 // RemoteSegmentsState is the detail of a refused AddRemoteSegment: where
@@ -1701,7 +1722,7 @@ var File_sluice_v1_broker_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15sluice/v1/topic.proto\"\xca\x04\n" +
+	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15sluice/v1/topic.proto\"\xef\x04\n" +
 	"\rRemoteSegment\x12\x1d\n" +
 	"\n" +
 	"segment_id\x18\x01 \x01(\tR\tsegmentId\x12\x1b\n" +
@@ -1725,7 +1746,8 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12-\n" +
-	"\x06epochs\x18\x0f \x03(\v2\x15.sluice.v1.EpochStartR\x06epochs\"E\n" +
+	"\x06epochs\x18\x0f \x03(\v2\x15.sluice.v1.EpochStartR\x06epochs\x12#\n" +
+	"\rcopy_finished\x18\x10 \x01(\bR\fcopyFinished\"E\n" +
 	"\n" +
 	"EpochStart\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12!\n" +
@@ -1751,9 +1773,10 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x19ListRemoteSegmentsRequest\x12\x19\n" +
 	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x125\n" +
-	"\x06states\x18\x03 \x03(\x0e2\x1d.sluice.v1.RemoteSegmentStateR\x06states\"R\n" +
+	"\x06states\x18\x03 \x03(\x0e2\x1d.sluice.v1.RemoteSegmentStateR\x06states\"|\n" +
 	"\x1aListRemoteSegmentsResponse\x124\n" +
-	"\bsegments\x18\x01 \x03(\v2\x18.sluice.v1.RemoteSegmentR\bsegments\"?\n" +
+	"\bsegments\x18\x01 \x03(\v2\x18.sluice.v1.RemoteSegmentR\bsegments\x12(\n" +
+	"\x10next_base_offset\x18\x02 \x01(\x03R\x0enextBaseOffset\"?\n" +
 	"\x13RemoteSegmentsState\x12(\n" +
 	"\x10next_base_offset\x18\x01 \x01(\x03R\x0enextBaseOffset\"\\\n" +
 	"\x1aAllocateProducerIdsRequest\x12\x1b\n" +
