@@ -320,6 +320,24 @@ func (t *Tier) sweep(ctx context.Context, p Partition, st *partState) error {
 	return nil
 }
 
+// DeletePartition deletes every object of a partition (its topic was
+// deleted) and returns how many it deleted.
+func (t *Tier) DeletePartition(ctx context.Context, tenantID, topicID string, partition int32) (int, error) {
+	t.Forget(topicID, partition)
+	prefix := fmt.Sprintf("tenants/%s/topics/%s/%d/", tenantID, topicID, partition)
+	n := 0
+	for info, err := range t.cfg.Store.List(ctx, prefix) {
+		if err != nil {
+			return n, err
+		}
+		if err := t.cfg.Store.Delete(ctx, info.Key); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
 func (t *Tier) blocked(p Partition, st *partState, why string) {
 	t.mu.Lock()
 	changed := st.blocked != why

@@ -26,6 +26,7 @@ type lagCluster struct {
 	tenantID string
 	records  sluicev1connect.RecordServiceClient // through broker 1, which forwards
 	groups   sluicev1connect.GroupServiceClient
+	topics   sluicev1connect.TopicServiceClient // on the control plane
 }
 
 func startLagCluster(t *testing.T) *lagCluster {
@@ -102,6 +103,7 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 	c.groups = sluicev1connect.NewGroupServiceClient(hc, base, bearer)
 
 	topics := sluicev1connect.NewTopicServiceClient(hc, endpoint, bearer)
+	c.topics = topics
 	checkFor(t, 30*time.Second, func() error {
 		_, err := topics.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 2, ReplicationFactor: 3, Config: opts.topicConfig}))
 		return err // the brokers may not be live yet

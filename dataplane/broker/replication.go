@@ -68,6 +68,9 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 			continue
 		}
 		b.logger.Info("deleted partition data of a deleted topic", "topic", p.topicID, "partition", p.id)
+		if p.tiered {
+			go b.deleteRemotePartition(ctx, p.tenantID, p.topicID, p.id)
+		}
 	}
 }
 

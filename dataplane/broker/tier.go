@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -40,6 +41,27 @@ func (b *Broker) newTier() error {
 	}
 	b.tier = t
 	return nil
+}
+
+// deleteRemotePartition deletes a deleted topic's partition from the
+// object store (every replica does it; deleting is idempotent), retrying
+// while ctx lasts.
+func (b *Broker) deleteRemotePartition(ctx context.Context, tenantID, topicID string, partition int32) {
+	for attempt := 1; ; attempt++ {
+		n, err := b.tier.DeletePartition(ctx, tenantID, topicID, partition)
+		if err == nil {
+			if n > 0 {
+				b.logger.Info("deleted remote data of a deleted topic", "topic", topicID, "partition", partition, "objects", n)
+			}
+			return
+		}
+		b.logger.Warn("delete remote data of a deleted topic", "topic", topicID, "partition", partition, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt)*10*time.Second, 5*time.Minute)):
+		}
+	}
 }
 
 // tierAllowsDelete is the tiered part of a log's CanDelete: a segment may

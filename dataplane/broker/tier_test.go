@@ -116,6 +116,19 @@ func TestTieredStorage(t *testing.T) {
 	ts, err := c.records.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP, TimestampMs: 1}))
 	require.NoError(t, err)
 	require.Equal(t, int64(0), ts.Msg.GetOffset())
+
+	// Deleting the topic deletes its objects too.
+	_, err = c.topics.DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: "orders"}))
+	require.NoError(t, err)
+	checkFor(t, 30*time.Second, func() error {
+		for info, err := range store.List(ctx, "tenants/"+c.tenantID+"/topics/"+topicID+"/") {
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("%s is still there", info.Key)
+		}
+		return nil
+	})
 }
 
 // leaderOf is the broker leading a partition of "orders".
