@@ -259,6 +259,12 @@ func (t *Tier) Copy(ctx context.Context, p Partition, l *log.Log, hw int64) (int
 		n, err := t.copySegment(ctx, p, st, l, si, from)
 		if err != nil {
 			t.cfg.Metrics.uploadErrors.Inc()
+			// Sweep before the next attempt: it cleans up this copy if
+			// its own clean-up failed (the object store may be down),
+			// rather than leave one unfinished copy per attempt.
+			t.mu.Lock()
+			st.sweptAt = time.Time{}
+			t.mu.Unlock()
 			return copied, err
 		}
 		t.cfg.Metrics.uploaded(n, t.cfg.Now().Sub(start))
