@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -45,6 +46,13 @@ type Client struct {
 // returns a client for it.
 func (c *Cluster) NewClient(t testing.TB, tenant, topic string, partitions, minISR int32) *Client {
 	t.Helper()
+	return c.NewClientWithConfig(t, tenant, topic, partitions, &sluicev1.TopicConfig{MinInsyncReplicas: &minISR})
+}
+
+// NewClientWithConfig is NewClient with the topic created with cfg (unset
+// fields take the control plane's defaults).
+func (c *Cluster) NewClientWithConfig(t testing.TB, tenant, topic string, partitions int32, cfg *sluicev1.TopicConfig) *Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cp := c.ControlPlane()
@@ -62,7 +70,7 @@ func (c *Cluster) NewClient(t testing.TB, tenant, topic string, partitions, minI
 	created, err := sluicev1connect.NewTopicServiceClient(c.hc, cp, connect.WithGRPC(), bearer(tok.Msg.GetToken())).CreateTopic(ctx,
 		connect.NewRequest(&sluicev1.CreateTopicRequest{
 			Name: topic, PartitionCount: partitions, ReplicationFactor: rf,
-			Config: &sluicev1.TopicConfig{MinInsyncReplicas: &minISR},
+			Config: cfg,
 		}))
 	if err != nil {
 		t.Fatalf("create topic: %v", err)
@@ -98,6 +106,19 @@ func (c *Cluster) NewClient(t testing.TB, tenant, topic string, partitions, minI
 func (cl *Client) records(id int32) sluicev1connect.RecordServiceClient {
 	return sluicev1connect.NewRecordServiceClient(cl.c.hc, "http://"+cl.c.Broker(id).ListenAddr, connect.WithGRPC(), bearer(cl.token))
 }
+
+// Records is a RecordService client of broker id with the tenant's token
+// and opts, for requests the helpers here do not make. Set the
+// Sluice-No-Forward header (NoForward) on a request that must be answered
+// by that broker.
+func (cl *Client) Records(id int32, opts ...connect.ClientOption) sluicev1connect.RecordServiceClient {
+	opts = append([]connect.ClientOption{connect.WithGRPC(), bearer(cl.token)}, opts...)
+	return sluicev1connect.NewRecordServiceClient(cl.c.hc, "http://"+cl.c.Broker(id).ListenAddr, opts...)
+}
+
+// NoForward marks a request so that the broker answers it itself (or
+// NotLeader) instead of forwarding it to the partition's leader.
+func NoForward(h http.Header) { h.Set(noForward, "1") }
 
 // PartitionInfo is one partition as a broker's metadata shows it.
 type PartitionInfo struct {

@@ -54,6 +54,13 @@ type Options struct {
 	// --group-heartbeat-interval and --group-session-timeout (defaults
 	// 500ms and 5s, shorter than production so group tests run fast).
 	GroupHeartbeatInterval, GroupSessionTimeout time.Duration
+	// ExtraBrokerArgs are added to every broker's command line after the
+	// flags above (a repeated flag overrides theirs), e.g. tiered storage
+	// flags.
+	ExtraBrokerArgs []string
+	// BrokerEnv are extra KEY=VALUE environment entries of every broker
+	// process (e.g. AWS credentials for tiered storage on S3).
+	BrokerEnv []string
 }
 
 func (o *Options) defaults() {
@@ -135,7 +142,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(c.cleanup)
 
 	c.cpAddr = FreeAddr(t)
-	c.cp, err = startProc("controlplane", opts.Bin, filepath.Join(dir, "controlplane.log"), []string{
+	c.cp, err = startProc("controlplane", opts.Bin, filepath.Join(dir, "controlplane.log"), nil, []string{
 		"controlplane",
 		"--listen-addr", c.cpAddr,
 		"--database-url", opts.DatabaseURL,
@@ -178,7 +185,7 @@ func (c *Cluster) startBroker(b *Broker) {
 	if b.CP != nil {
 		cp = b.CP.Addr()
 	}
-	p, err := startProc(fmt.Sprintf("broker-%d", b.ID), c.opts.Bin, b.LogPath, []string{
+	args := []string{
 		"broker",
 		"--id", strconv.Itoa(int(b.ID)),
 		"--listen-addr", b.ListenAddr,
@@ -190,7 +197,9 @@ func (c *Cluster) startBroker(b *Broker) {
 		"--replica-lag-time-max", c.opts.ReplicaLagTimeMax.String(),
 		"--group-heartbeat-interval", c.opts.GroupHeartbeatInterval.String(),
 		"--group-session-timeout", c.opts.GroupSessionTimeout.String(),
-	})
+	}
+	args = append(args, c.opts.ExtraBrokerArgs...)
+	p, err := startProc(fmt.Sprintf("broker-%d", b.ID), c.opts.Bin, b.LogPath, c.opts.BrokerEnv, args)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func (c *Cluster) RestartControlPlane() {
 	bin, args, logPath := c.cp.cmd.Path, c.cp.cmd.Args[1:], c.cp.logPath
 	c.mark("restart control plane on %s", c.cpAddr)
 	start := func() error {
-		p, err := startProc("controlplane", bin, logPath, args)
+		p, err := startProc("controlplane", bin, logPath, nil, args)
 		if err != nil {
 			return err
 		}

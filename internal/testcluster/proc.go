@@ -23,7 +23,9 @@ type proc struct {
 	err     error // exit status, set before done is closed
 }
 
-func startProc(name, bin, logPath string, args []string) (*proc, error) {
+// startProc starts bin with args, its output appended to logPath, in the
+// test's environment plus env (KEY=VALUE entries, later ones winning).
+func startProc(name, bin, logPath string, env, args []string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
@@ -33,6 +35,7 @@ func startProc(name, bin, logPath string, args []string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
+	cmd.Env = append(cmd.Env, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)

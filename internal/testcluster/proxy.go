@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // ProxyMode is what a Proxy does with traffic.
@@ -55,6 +56,11 @@ type Proxy struct {
 	conns map[*proxyConn]struct{}
 	done  bool
 	wg    sync.WaitGroup
+	// rate limits the bytes per second the proxy forwards, both ways and
+	// all connections together (0: no limit); busyUntil is when the bytes
+	// already let through have used up their share.
+	rate      int64
+	busyUntil time.Time
 }
 
 type proxyConn struct {
@@ -115,6 +121,33 @@ func (p *Proxy) SetMode(m ProxyMode) {
 			delete(p.conns, c)
 		}
 	}
+}
+
+// SetRate limits the bytes per second the proxy forwards, in both
+// directions and over all connections together, like a slow link; 0 lifts
+// the limit. It applies to every chunk forwarded from then on.
+func (p *Proxy) SetRate(bytesPerSec int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rate = max(bytesPerSec, 0)
+}
+
+// pace waits until n more bytes fit in the rate limit.
+func (p *Proxy) pace(n int) {
+	p.mu.Lock()
+	if p.rate <= 0 {
+		p.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	start := now
+	if p.busyUntil.After(now) {
+		start = p.busyUntil
+	}
+	p.busyUntil = start.Add(time.Duration(float64(n) / float64(p.rate) * float64(time.Second)))
+	wait := p.busyUntil.Sub(now)
+	p.mu.Unlock()
+	time.Sleep(wait) // the slow link itself, not synchronisation
 }
 
 func (p *Proxy) close() {
@@ -200,6 +233,7 @@ func (p *Proxy) pump(pc *proxyConn, dst, src net.Conn, response bool) {
 			}
 			switch mode {
 			case Pass:
+				p.pace(n)
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}

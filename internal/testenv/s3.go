@@ -48,6 +48,8 @@ type S3Server struct {
 	Bucket    string // a fresh, empty bucket
 
 	root string // temp dir holding the posix backend's data ("data") and the server's log
+	bin  string
+	addr string // host:port it listens on, kept across Stop and Start
 	proc *child
 }
 
@@ -214,12 +216,41 @@ func startS3(bin string) (*S3Server, error) {
 
 // start runs versitygw on port, waits until it answers and creates the first bucket.
 func (s *S3Server) start(bin string, port int) error {
+	s.bin = bin
+	s.addr = "127.0.0.1:" + strconv.Itoa(port)
 	logPath := filepath.Join(s.root, "versitygw.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	p, err := s.launch(os.O_TRUNC)
 	if err != nil {
 		return err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	s.proc = p
+	s.Endpoint = "http://" + s.addr
+	err = s.waitReady()
+	if err == nil {
+		s.Bucket, err = s.createBucket()
+	}
+	if err != nil {
+		// When another server had the port, ours exits by itself: give it a moment to say so.
+		_ = p.wait(time.Second)
+		s.proc = nil
+		log, _ := os.ReadFile(logPath)
+		if errors.Is(err, errNotOurs) || strings.Contains(string(log), "address already in use") {
+			return fmt.Errorf("%w: %d", errPortInUse, port)
+		}
+		return fmt.Errorf("%v\n--- versitygw log ---\n%s", err, tail(string(log)))
+	}
+	return nil
+}
+
+// launch starts the versitygw process on s.addr over s.root's data directory, its output going to
+// versitygw.log (opened with logFlag: os.O_TRUNC or os.O_APPEND).
+func (s *S3Server) launch(logFlag int) (*child, error) {
+	logPath := filepath.Join(s.root, "versitygw.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|logFlag, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	bin, addr := s.bin, s.addr
 	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", filepath.Join(s.root, "data"))
 	cmd.Dir = s.root
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -237,25 +268,78 @@ func (s *S3Server) start(bin string, port int) error {
 	p, err := startChild(cmd)
 	_ = logf.Close()
 	if err != nil {
-		return fmt.Errorf("start %s: %w", bin, err)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	s.proc = p
-	s.Endpoint = "http://" + addr
-	err = s.waitReady()
-	if err == nil {
-		s.Bucket, err = s.createBucket()
+	return p, nil
+}
+
+// Stop kills the server (SIGKILL, as in a crash: requests in flight fail) and waits for it to exit,
+// keeping its data, port and credentials for Start. Clients see connection refusals until then.
+func (s *S3Server) Stop(t testing.TB) {
+	t.Helper()
+	if s.proc == nil {
+		t.Fatal("testenv: S3Server.Stop: the server is not running")
 	}
-	if err != nil {
-		// When another server had the port, ours exits by itself: give it a moment to say so.
+	_ = s.proc.cmd.Process.Signal(syscall.SIGKILL)
+	_ = s.proc.wait(s3StopTimeout)
+	s.proc = nil
+}
+
+// Start starts a stopped server again on the same address, over the same data, with the same
+// credentials and buckets, and waits until it answers. If another process took the port meanwhile,
+// it retries for a while and then fails the test.
+func (s *S3Server) Start(t testing.TB) {
+	t.Helper()
+	if s.proc != nil {
+		t.Fatal("testenv: S3Server.Start: the server is running")
+	}
+	deadline := time.Now().Add(s3ReadyTimeout)
+	for {
+		p, err := s.launch(os.O_APPEND)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.proc = p
+		err = s.waitReady()
+		if err == nil {
+			err = s.checkBucket()
+		}
+		if err == nil {
+			return
+		}
 		_ = p.wait(time.Second)
 		s.proc = nil
-		log, _ := os.ReadFile(logPath)
-		if errors.Is(err, errNotOurs) || strings.Contains(string(log), "address already in use") {
-			return fmt.Errorf("%w: %d", errPortInUse, port)
+		log, _ := os.ReadFile(filepath.Join(s.root, "versitygw.log"))
+		if !strings.Contains(string(log), "address already in use") || time.Now().After(deadline) {
+			t.Fatalf("testenv: restart versitygw on %s: %v\n--- versitygw log ---\n%s", s.addr, err, tail(string(log)))
 		}
-		return fmt.Errorf("%v\n--- versitygw log ---\n%s", err, tail(string(log)))
+		time.Sleep(100 * time.Millisecond) // the port's holder may let go of it
+	}
+}
+
+// checkBucket checks that the server answers for s.Bucket with our credentials.
+func (s *S3Server) checkBucket() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.client().HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String(s.Bucket)}); err != nil {
+		return fmt.Errorf("testenv: bucket %s on versitygw at %s: %w", s.Bucket, s.Endpoint, err)
 	}
 	return nil
+}
+
+// ObjectPath is the file in which the posix backend keeps object key of s.Bucket (for tests that
+// damage stored objects behind the server's back).
+func (s *S3Server) ObjectPath(key string) string {
+	return filepath.Join(s.root, "data", s.Bucket, filepath.FromSlash(key))
+}
+
+func (s *S3Server) client() *awss3.Client {
+	return awss3.New(awss3.Options{
+		Region:       s.Region,
+		BaseEndpoint: aws.String(s.Endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+	})
 }
 
 var errNotOurs = errors.New("another server answers on the port")
@@ -296,12 +380,7 @@ func (s *S3Server) waitReady() error {
 // directory (and so that our process, not another one, serves the port).
 func (s *S3Server) createBucket() (string, error) {
 	name := "sluice-test-" + randomHex(6)
-	client := awss3.New(awss3.Options{
-		Region:       s.Region,
-		BaseEndpoint: aws.String(s.Endpoint),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
-	})
+	client := s.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {

@@ -22,3 +22,18 @@ func (s *S3Server) NewBucket(t testing.TB) string {
 	t.Fatal("testenv.S3 is only supported on unix systems")
 	return ""
 }
+
+// Stop is never reached (S3 fails first).
+func (s *S3Server) Stop(t testing.TB) {
+	t.Helper()
+	t.Fatal("testenv.S3 is only supported on unix systems")
+}
+
+// Start is never reached (S3 fails first).
+func (s *S3Server) Start(t testing.TB) {
+	t.Helper()
+	t.Fatal("testenv.S3 is only supported on unix systems")
+}
+
+// ObjectPath is never reached (S3 fails first).
+func (s *S3Server) ObjectPath(key string) string { return "" }

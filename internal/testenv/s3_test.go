@@ -4,6 +4,7 @@ package testenv
 
 import (
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -154,5 +155,39 @@ func TestS3ServerIsReadyQuickly(t *testing.T) {
 		t.Fatalf("starting versitygw took %s", d)
 	} else {
 		t.Logf("versitygw started, with a bucket, in %s", d.Round(time.Millisecond))
+	}
+}
+
+func TestS3StopAndStartKeepAddressDataAndCredentials(t *testing.T) {
+	t.Parallel()
+	s := S3(t)
+	ctx := t.Context()
+	c := s3Client(s)
+	if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String("a/b.log"),
+		Body: strings.NewReader("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(s.ObjectPath("a/b.log")); err != nil || string(b) != "kept" {
+		t.Fatalf("ObjectPath: %q, %v", b, err)
+	}
+	endpoint := s.Endpoint
+
+	s.Stop(t)
+	if conn, err := net.DialTimeout("tcp", strings.TrimPrefix(endpoint, "http://"), time.Second); err == nil {
+		_ = conn.Close()
+		t.Fatalf("something still answers on %s after Stop", endpoint)
+	}
+	s.Start(t)
+	if s.Endpoint != endpoint {
+		t.Fatalf("endpoint moved from %s to %s", endpoint, s.Endpoint)
+	}
+	out, err := c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String("a/b.log")})
+	if err != nil {
+		t.Fatalf("get after restart: %v", err)
+	}
+	defer out.Body.Close()
+	var sb strings.Builder
+	if _, err := io.Copy(&sb, out.Body); err != nil || sb.String() != "kept" {
+		t.Fatalf("object after restart: %q, %v", sb.String(), err)
 	}
 }
