@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -124,15 +125,69 @@ func (c *chunkCache) fetch(ctx context.Context, key string, off, n int64) ([]byt
 	}
 	r, err := c.store.Get(ctx, key, off, n)
 	if err != nil {
-		return nil, err
+		return nil, corruptIfChecksum(err)
 	}
 	defer r.Close()
-	b, err := io.ReadAll(r)
+	var b []byte
+	if n >= 0 {
+		b = make([]byte, n)
+		_, err = io.ReadFull(r, b)
+	} else {
+		b, err = io.ReadAll(r)
+	}
 	if err != nil {
-		return nil, err
+		return nil, corruptIfChecksum(err)
 	}
 	c.metrics.remoteReadBytes.Add(float64(len(b)))
 	return b, nil
+}
+
+// corruptIfChecksum marks an object store's checksum failure as
+// corruption.
+func corruptIfChecksum(err error) error {
+	if errors.Is(err, objstore.ErrChecksum) {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return err
+}
+
+// appendChunk appends chunk n of a segment's .log to dst, reading it from
+// the cache straight into dst, or from the store.
+func (c *chunkCache) appendChunk(ctx context.Context, seg *sluicev1.RemoteSegment, n int64, dst []byte) ([]byte, error) {
+	k := chunkKey{seg.GetSegmentId(), n}
+	size := min(chunkSize, seg.GetSizeBytes()-n*chunkSize)
+	c.mu.Lock()
+	e, cached := c.entries[k]
+	if cached {
+		c.lru.MoveToFront(e)
+	}
+	c.mu.Unlock()
+	if cached {
+		if out, err := readInto(c.path(k), dst, size); err == nil {
+			c.metrics.cacheHits.Inc()
+			return out, nil
+		}
+		// Evicted meanwhile (or damaged): fetch it again.
+	}
+	b, err := c.chunk(ctx, seg, n)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, b...), nil
+}
+
+// readInto appends the size bytes of the file at path to dst.
+func readInto(path string, dst []byte, size int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return dst, err
+	}
+	defer f.Close()
+	dst = slices.Grow(dst, int(size))
+	if _, err := io.ReadFull(f, dst[len(dst):len(dst)+int(size)]); err != nil {
+		return dst, err
+	}
+	return dst[:len(dst)+int(size)], nil
 }
 
 // chunk returns chunk n of a segment's .log, from the cache or the store.
@@ -148,7 +203,9 @@ func (c *chunkCache) chunk(ctx context.Context, seg *sluicev1.RemoteSegment, n i
 			return b, nil
 		}
 		c.mu.Lock()
-		c.drop(e)
+		if cur, ok := c.entries[k]; ok && cur == e {
+			c.drop(e)
+		}
 	}
 	if l, ok := c.loading[k]; ok {
 		c.mu.Unlock()
@@ -168,7 +225,7 @@ func (c *chunkCache) chunk(ctx context.Context, seg *sluicev1.RemoteSegment, n i
 	size := min(chunkSize, seg.GetSizeBytes()-off)
 	l.data, l.err = c.fetch(ctx, seg.GetObjectKey()+".log", off, size)
 	if l.err == nil {
-		if err := log.WriteFileAtomic(c.path(k), l.data); err == nil {
+		if err := writeCacheFile(c.path(k), l.data); err == nil {
 			c.mu.Lock()
 			if !c.closed {
 				c.entries[k] = c.lru.PushFront(&chunkEntry{key: k, size: size})
@@ -185,6 +242,16 @@ func (c *chunkCache) chunk(ctx context.Context, seg *sluicev1.RemoteSegment, n i
 	c.mu.Unlock()
 	close(l.done)
 	return l.data, l.err
+}
+
+// writeCacheFile writes a cache file whole (temp file + rename) but
+// without fsync: the cache is emptied at every start.
+func writeCacheFile(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // drop removes a cached chunk; c.mu is held.
@@ -216,22 +283,12 @@ func (c *chunkCache) read(ctx context.Context, seg *sluicev1.RemoteSegment, offs
 	}
 	pos := lookup(idx, offset)
 	size := seg.GetSizeBytes()
-	var (
-		buf   []byte // bytes of the .log from bufAt on
-		bufAt = pos - pos%chunkSize
-		out   []byte
-		last  int64 // last chunk read
-	)
-	more := func() error { // append the next chunk to buf
-		n := (bufAt + int64(len(buf))) / chunkSize
-		b, err := c.chunk(ctx, seg, n)
-		if err != nil {
-			return err
-		}
-		buf = append(buf, b...)
-		last = n
-		return nil
-	}
+	bufAt := pos - pos%chunkSize
+	// Enough for the batches wanted, the index's slack before them and a
+	// chunk of alignment, so that appending chunks rarely reallocates.
+	buf := make([]byte, 0, min(size-bufAt, int64(maxBytes)+indexInterval+2*chunkSize))
+	from, to := int64(-1), int64(0) // the batches to return: buf[from:to]
+	var last int64                  // last chunk read
 	for {
 		rel := pos - bufAt
 		if rel+12 > int64(len(buf)) || rel+12+batchLen(buf[rel:]) > int64(len(buf)) {
@@ -241,7 +298,8 @@ func (c *chunkCache) read(ctx context.Context, seg *sluicev1.RemoteSegment, offs
 				}
 				return nil, fmt.Errorf("%s.log: batch at %d runs past the end: %w", seg.GetObjectKey(), pos, ErrCorrupt)
 			}
-			if err := more(); err != nil {
+			last = (bufAt + int64(len(buf))) / chunkSize
+			if buf, err = c.appendChunk(ctx, seg, last, buf); err != nil {
 				return nil, err
 			}
 			continue
@@ -251,23 +309,26 @@ func (c *chunkCache) read(ctx context.Context, seg *sluicev1.RemoteSegment, offs
 			return nil, fmt.Errorf("%s.log at %d: %w: %w", seg.GetObjectKey(), pos, ErrCorrupt, err)
 		}
 		if batch.LastOffset() >= offset {
-			if len(out) > 0 && len(out)+len(batch) > maxBytes {
+			if from >= 0 && to-from+int64(len(batch)) > int64(maxBytes) {
 				break
 			}
-			out = append(out, batch...)
+			if from < 0 {
+				from = rel
+			}
+			to = rel + int64(len(batch))
 		}
 		pos += int64(len(batch))
-		if pos >= size || len(out) >= maxBytes {
+		if pos >= size || (from >= 0 && to-from >= int64(maxBytes)) {
 			break
 		}
 	}
-	if len(out) == 0 {
+	if from < 0 {
 		return nil, fmt.Errorf("%s.log holds no batch at offset %d: %w", seg.GetObjectKey(), offset, ErrCorrupt)
 	}
 	if next := last + 1; next*chunkSize < size {
 		c.prefetch(seg, next)
 	}
-	return out, nil
+	return buf[from:to:to], nil
 }
 
 // batchLen is the size of the batch at the start of b (b has at least 12

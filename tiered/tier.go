@@ -96,6 +96,8 @@ type partState struct {
 	finished []*sluicev1.RemoteSegment // COPY_FINISHED, by base offset
 	next     int64                     // next offset to copy; -1 when nothing was ever copied
 	blocked  string                    // why copying stopped, for logs
+	failures int                       // copy attempts failed in a row
+	retryAt  time.Time                 // no attempt before then (backoff after failures)
 }
 
 // New makes a Tier and empties its cache directory.
@@ -140,8 +142,9 @@ func (t *Tier) state(p Partition) *partState {
 // or the topic is gone); the next use reloads it from the control plane.
 func (t *Tier) Forget(topicID string, partition int32) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	delete(t.parts, partKey{topicID, partition})
+	t.mu.Unlock()
+	t.cfg.Metrics.setPending(Partition{TopicID: topicID, Partition: partition}, 0)
 }
 
 // load reads a partition's remote segments from the control plane.
@@ -217,21 +220,29 @@ func (t *Tier) fence() (int32, int64) { return t.cfg.BrokerID, t.cfg.BrokerEpoch
 // copied. The caller leads the partition at p.LeaderEpoch. On the first
 // call for a partition it also cleans up copies that never finished (a
 // leader that died mid-copy).
+//
+// After a failure it backs off (1 s doubling up to a minute): calls before
+// the next attempt is due return (0, nil) at once.
 func (t *Tier) Copy(ctx context.Context, p Partition, l *log.Log, hw int64) (int, error) {
 	st := t.state(p)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	defer t.updatePending(p, st, l)
 	t.mu.Lock()
-	sweep := !st.loaded || t.cfg.Now().Sub(st.sweptAt) > SweepInterval
+	now := t.cfg.Now()
+	waiting := now.Before(st.retryAt)
+	sweep := !st.loaded || now.Sub(st.sweptAt) > SweepInterval
 	t.mu.Unlock()
+	if waiting {
+		return 0, nil
+	}
 	if sweep {
 		if err := t.sweep(ctx, p, st); err != nil {
+			t.failed(st)
 			return 0, err
 		}
 	}
 	copied := 0
-	var pending int64
-	defer func() { t.cfg.Metrics.setPending(p, pending) }()
 	for _, si := range l.ClosedSegments() {
 		t.mu.Lock()
 		next := st.next
@@ -240,15 +251,13 @@ func (t *Tier) Copy(ctx context.Context, p Partition, l *log.Log, hw int64) (int
 			continue // copied already
 		}
 		if si.NextOffset > hw {
-			pending += si.Size
-			continue // not committed yet: it may still be truncated
+			break // not committed yet: it may still be truncated
 		}
 		from := si.BaseOffset
 		if next >= 0 {
 			if next < si.BaseOffset {
-				pending += si.Size
 				t.blocked(p, st, fmt.Sprintf("offsets [%d, %d) are neither copied nor on this broker's disk", next, si.BaseOffset))
-				continue
+				break
 			}
 			from = next
 		}
@@ -258,19 +267,44 @@ func (t *Tier) Copy(ctx context.Context, p Partition, l *log.Log, hw int64) (int
 		start := t.cfg.Now()
 		n, err := t.copySegment(ctx, p, st, l, si, from)
 		if err != nil {
-			t.cfg.Metrics.uploadErrors.Inc()
-			// Sweep before the next attempt: it cleans up this copy if
-			// its own clean-up failed (the object store may be down),
-			// rather than leave one unfinished copy per attempt.
-			t.mu.Lock()
-			st.sweptAt = time.Time{}
-			t.mu.Unlock()
+			t.failed(st)
 			return copied, err
 		}
 		t.cfg.Metrics.uploaded(n, t.cfg.Now().Sub(start))
 		copied++
 	}
+	t.mu.Lock()
+	st.failures, st.retryAt = 0, time.Time{}
+	t.mu.Unlock()
 	return copied, nil
+}
+
+// failed counts a failed attempt and schedules the next one. It also asks
+// for a sweep first: that cleans up the failed copy if its own clean-up
+// failed too (the object store may be down), rather than leave one
+// unfinished copy per attempt.
+func (t *Tier) failed(st *partState) {
+	t.cfg.Metrics.uploadErrors.Inc()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st.failures++
+	st.retryAt = t.cfg.Now().Add(min(time.Second<<min(st.failures-1, 6), time.Minute))
+	st.sweptAt = time.Time{}
+}
+
+// updatePending reports the bytes of the partition's closed segments not
+// copied yet.
+func (t *Tier) updatePending(p Partition, st *partState, l *log.Log) {
+	t.mu.Lock()
+	next := st.next
+	t.mu.Unlock()
+	var pending int64
+	for _, si := range l.ClosedSegments() {
+		if si.NextOffset-1 >= next {
+			pending += si.Size
+		}
+	}
+	t.cfg.Metrics.setPending(p, pending)
 }
 
 // SweepInterval is how often a leader cleans up a partition's unfinished

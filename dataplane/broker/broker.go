@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -136,6 +137,12 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), errorInterceptor{b.logger}),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+		// Never gzip responses: record batches are compressed by their
+		// producers already, and gzipping fetches cost more CPU than
+		// anything else on the read path (cold reads went from 38 to
+		// well over 100 MB/s without it). Compressed requests are still
+		// accepted.
+		connect.WithCompressMinBytes(math.MaxInt),
 	}
 	mux := http.NewServeMux()
 	mux.Handle(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...))

@@ -60,6 +60,10 @@ var (
 	ErrInvalidKey = errors.New("invalid object key")
 	// ErrOutOfRange: a Get asked for bytes beyond the end of the object.
 	ErrOutOfRange = errors.New("range beyond end of object")
+	// ErrChecksum: the bytes a Get read do not match the checksum the store
+	// keeps for the object (the object is damaged; a reader of it fails
+	// with this error rather than return them all).
+	ErrChecksum = errors.New("object fails its stored checksum")
 	// ErrSizeMismatch: the body given to Put did not yield exactly the size given.
 	ErrSizeMismatch = errors.New("body length differs from size")
 )

@@ -429,6 +429,11 @@ func (r *reader) Read(p []byte) (int, error) {
 		if errors.Is(err, io.EOF) && r.left > 0 {
 			return n, io.ErrUnexpectedEOF
 		}
+		if !errors.Is(err, io.EOF) && strings.HasPrefix(err.Error(), "checksum did not match") {
+			// The SDK checks the object's stored checksum when a GET
+			// returns the whole object; its error type is unexported.
+			return n, fmt.Errorf("%w: %w", objstore.ErrChecksum, err)
+		}
 	}
 	return n, err
 }
