@@ -16,6 +16,7 @@ type Metrics struct {
 	uploadErrors     prometheus.Counter
 	uploadSeconds    prometheus.Histogram
 	pendingBytes     prometheus.GaugeFunc
+	pendingSegments  prometheus.GaugeFunc
 	remoteReadBytes  prometheus.Counter
 	cacheHits        prometheus.Counter
 	cacheMisses      prometheus.Counter
@@ -26,13 +27,15 @@ type Metrics struct {
 	orphans          prometheus.Counter
 
 	mu      sync.Mutex
-	pending map[partKey]int64
+	pending map[partKey]pending
 }
+
+type pending struct{ bytes, segments int64 }
 
 // NewMetrics makes a Tier's metrics and registers them with reg (nil: not
 // registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{pending: map[partKey]int64{}}
+	m := &Metrics{pending: map[partKey]pending{}}
 	c := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_tier_" + name, Help: help})
 	}
@@ -45,7 +48,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.pendingBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_tier_pending_bytes", Help: "Bytes of closed segments of led partitions not copied to the object store yet.",
-	}, m.pendingTotal)
+	}, func() float64 { return float64(m.pendingTotal().bytes) })
+	m.pendingSegments = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_tier_pending_segments", Help: "Closed segments of led partitions not copied to the object store yet.",
+	}, func() float64 { return float64(m.pendingTotal().segments) })
 	m.remoteReadBytes = c("remote_read_bytes_total", "Bytes read from the object store for cold reads.")
 	m.cacheHits = c("cache_hits_total", "Cold-read chunks served from the local cache.")
 	m.cacheMisses = c("cache_misses_total", "Cold-read chunks fetched from the object store.")
@@ -56,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.orphans = c("orphaned_objects_deleted_total", "Objects no finished copy accounted for (a deposed leader's late upload), deleted.")
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.uploadedBytes, m.uploadedSegments, m.uploadErrors, m.uploadSeconds,
-			m.pendingBytes, m.remoteReadBytes, m.cacheHits, m.cacheMisses, m.prefetched, m.throttled, m.corrupt, m.remoteDeleted, m.orphans} {
+			m.pendingBytes, m.pendingSegments, m.remoteReadBytes, m.cacheHits, m.cacheMisses, m.prefetched, m.throttled, m.corrupt, m.remoteDeleted, m.orphans} {
 			if err := reg.Register(col); err != nil {
 				panic(fmt.Sprintf("tiered: register metrics: %v", err))
 			}
@@ -71,22 +77,23 @@ func (m *Metrics) uploaded(n int64, d time.Duration) {
 	m.uploadSeconds.Observe(d.Seconds())
 }
 
-func (m *Metrics) setPending(p Partition, n int64) {
+func (m *Metrics) setPending(p Partition, bytes, segments int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n == 0 {
+	if segments == 0 {
 		delete(m.pending, p.key())
 		return
 	}
-	m.pending[p.key()] = n
+	m.pending[p.key()] = pending{bytes, segments}
 }
 
-func (m *Metrics) pendingTotal() float64 {
+func (m *Metrics) pendingTotal() pending {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var t int64
+	var t pending
 	for _, n := range m.pending {
-		t += n
+		t.bytes += n.bytes
+		t.segments += n.segments
 	}
-	return float64(t)
+	return t
 }

@@ -16,15 +16,17 @@ import (
 //	<key>.log    the batches [base, end] exactly as the log stores them
 //	<key>.index  a sparse offset index of the .log (format below)
 //
-// The .index holds entries of 16 bytes, (batch base offset int64, byte
-// position int64), one for the first batch and then one at least every
+// The .index holds entries of 24 bytes, (batch base offset int64, byte
+// position int64, largest record timestamp of the batches before it
+// int64, -1 for none), one for the first batch and then one at least every
 // indexInterval bytes, in increasing order, followed by a trailer of
 // (.log size int64, entry count uint32, CRC32C of everything before it
-// uint32), all big-endian. Every batch in the .log carries its own CRC32C,
+// uint32), all big-endian. It serves offset lookups and timestamp lookups
+// (the timestamps before an entry only grow). Every batch in the .log carries its own CRC32C,
 // checked again on every remote read.
 
 const (
-	indexEntrySize   = 16
+	indexEntrySize   = 24
 	indexTrailerSize = 16
 	indexInterval    = 64 << 10
 )
@@ -53,8 +55,9 @@ type epochStart struct {
 }
 
 type indexEntry struct {
-	offset int64
-	pos    int64 // relative to the start of the .log object
+	offset   int64
+	pos      int64 // relative to the start of the .log object
+	tsBefore int64 // largest timestamp of the batches before it; -1: none
 }
 
 // scanSegment reads the closed segment r of size bytes, checking every
@@ -103,7 +106,7 @@ func scanSegment(r io.ReaderAt, size, from int64) (*segmentScan, error) {
 			}
 			rel := pos - sc.start
 			if rel-lastIdx >= indexInterval {
-				sc.index = append(sc.index, indexEntry{offset: h.BaseOffset, pos: rel})
+				sc.index = append(sc.index, indexEntry{offset: h.BaseOffset, pos: rel, tsBefore: sc.maxTs})
 				lastIdx = rel
 			}
 			if n := len(sc.epochs); n == 0 || sc.epochs[n-1].epoch != h.LeaderEpoch {
@@ -131,6 +134,7 @@ func encodeIndex(entries []indexEntry, logSize int64) []byte {
 	for _, e := range entries {
 		b = binary.BigEndian.AppendUint64(b, uint64(e.offset))
 		b = binary.BigEndian.AppendUint64(b, uint64(e.pos))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.tsBefore))
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(logSize))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(entries)))
@@ -156,13 +160,26 @@ func decodeIndex(b []byte, logSize, base int64) ([]indexEntry, error) {
 	}
 	out := make([]indexEntry, n)
 	for i := range out {
-		e := indexEntry{offset: int64(binary.BigEndian.Uint64(b[i*16:])), pos: int64(binary.BigEndian.Uint64(b[i*16+8:]))}
-		if (i == 0 && (e.offset != base || e.pos != 0)) || (i > 0 && (e.offset <= out[i-1].offset || e.pos <= out[i-1].pos)) || e.pos >= logSize {
+		r := b[i*indexEntrySize:]
+		e := indexEntry{offset: int64(binary.BigEndian.Uint64(r)), pos: int64(binary.BigEndian.Uint64(r[8:])), tsBefore: int64(binary.BigEndian.Uint64(r[16:]))}
+		if (i == 0 && (e.offset != base || e.pos != 0 || e.tsBefore != -1)) ||
+			(i > 0 && (e.offset <= out[i-1].offset || e.pos <= out[i-1].pos || e.tsBefore < out[i-1].tsBefore)) || e.pos >= logSize {
 			return nil, fmt.Errorf("index entry %d out of order: %w", i, ErrCorrupt)
 		}
 		out[i] = e
 	}
 	return out, nil
+}
+
+// lookupTime returns the offset of the last indexed batch before which
+// every timestamp is below ts: the first batch reaching ts is there or
+// after it.
+func lookupTime(entries []indexEntry, ts int64) int64 {
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].tsBefore >= ts })
+	if i == 0 {
+		return entries[0].offset
+	}
+	return entries[i-1].offset
 }
 
 // lookup returns the position of the last indexed batch starting at or

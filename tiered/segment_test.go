@@ -81,7 +81,7 @@ func TestScanSegment(t *testing.T) {
 		require.Equal(t, si.MaxTimestamp, sc.maxTs)
 		require.Equal(t, int64(0), sc.start)
 		require.Equal(t, si.Size, sc.size)
-		require.Equal(t, indexEntry{offset: si.BaseOffset, pos: 0}, sc.index[0])
+		require.Equal(t, indexEntry{offset: si.BaseOffset, pos: 0, tsBefore: -1}, sc.index[0])
 		for i := 1; i < len(sc.epochs); i++ {
 			require.Greater(t, sc.epochs[i].epoch, sc.epochs[i-1].epoch)
 		}
@@ -126,7 +126,7 @@ func TestScanSegment(t *testing.T) {
 }
 
 func TestIndexCodec(t *testing.T) {
-	entries := []indexEntry{{offset: 100, pos: 0}, {offset: 150, pos: 70_000}, {offset: 190, pos: 140_000}}
+	entries := []indexEntry{{offset: 100, pos: 0, tsBefore: -1}, {offset: 150, pos: 70_000, tsBefore: 1000}, {offset: 190, pos: 140_000, tsBefore: 1000}}
 	b := encodeIndex(entries, 200_000)
 	got, err := decodeIndex(b, 200_000, 100)
 	require.NoError(t, err)
@@ -134,6 +134,9 @@ func TestIndexCodec(t *testing.T) {
 	require.Equal(t, int64(0), lookup(got, 120))
 	require.Equal(t, int64(70_000), lookup(got, 150))
 	require.Equal(t, int64(140_000), lookup(got, 1_000))
+	require.Equal(t, int64(100), lookupTime(got, 999))
+	require.Equal(t, int64(100), lookupTime(got, 1000))
+	require.Equal(t, int64(190), lookupTime(got, 1001))
 
 	for name, bad := range map[string]func() ([]byte, int64, int64){
 		"flipped bit":    func() ([]byte, int64, int64) { c := bytes.Clone(b); c[9] ^= 1; return c, 200_000, 100 },
@@ -143,7 +146,10 @@ func TestIndexCodec(t *testing.T) {
 		"empty":          func() ([]byte, int64, int64) { return nil, 200_000, 100 },
 		"no entries":     func() ([]byte, int64, int64) { return encodeIndex(nil, 200_000), 200_000, 100 },
 		"out of order": func() ([]byte, int64, int64) {
-			return encodeIndex([]indexEntry{{100, 0}, {150, 70_000}, {140, 80_000}}, 200_000), 200_000, 100
+			return encodeIndex([]indexEntry{{100, 0, -1}, {150, 70_000, 5}, {140, 80_000, 5}}, 200_000), 200_000, 100
+		},
+		"timestamps going back": func() ([]byte, int64, int64) {
+			return encodeIndex([]indexEntry{{100, 0, -1}, {150, 70_000, 5}, {160, 80_000, 4}}, 200_000), 200_000, 100
 		},
 	} {
 		data, size, base := bad()
@@ -284,4 +290,47 @@ func testutilValue(c interface{ Write(*dto.Metric) error }) float64 {
 	var m dto.Metric
 	_ = c.Write(&m)
 	return m.GetCounter().GetValue()
+}
+
+// TestTimestampLookup: the remote index's timestamps lead to the same
+// first batch reaching a timestamp as the local log's time index.
+func TestTimestampLookup(t *testing.T) {
+	l, segs := testLog(t)
+	st, err := folder.New(t.TempDir())
+	require.NoError(t, err)
+	c, err := newChunkCache(t.TempDir(), 4*chunkSize, st, 2, 0, NewMetrics(nil))
+	require.NoError(t, err)
+	defer c.close()
+	ctx := context.Background()
+	for _, si := range segs {
+		seg := upload(t, l, st, si, si.BaseOffset)
+		idx, err := c.index(ctx, seg)
+		require.NoError(t, err)
+		require.Greater(t, len(idx), 1, "several index entries")
+		for ts := seg.GetMaxTimestampMs() - 200_000; ts <= seg.GetMaxTimestampMs(); ts += 7_000 {
+			want, ok, err := l.OffsetForTimestamp(ts)
+			require.NoError(t, err)
+			require.True(t, ok)
+			if want < seg.GetBaseOffset() {
+				continue // in an earlier segment
+			}
+			off := lookupTime(idx, ts)
+			require.LessOrEqual(t, off, want, "ts %d", ts)
+			// Scanning from off finds it.
+			got := int64(-1)
+			for got < 0 {
+				b, err := c.read(ctx, seg, off, 1<<20)
+				require.NoError(t, err)
+				for len(b) > 0 && got < 0 {
+					batch, rest, err := log.ReadBatch(b)
+					require.NoError(t, err)
+					if batch.MaxTimestamp() >= ts {
+						got = batch.BaseOffset()
+					}
+					off, b = batch.LastOffset()+1, rest
+				}
+			}
+			require.Equal(t, want, got, "ts %d", ts)
+		}
+	}
 }

@@ -144,7 +144,7 @@ func (t *Tier) Forget(topicID string, partition int32) {
 	t.mu.Lock()
 	delete(t.parts, partKey{topicID, partition})
 	t.mu.Unlock()
-	t.cfg.Metrics.setPending(Partition{TopicID: topicID, Partition: partition}, 0)
+	t.cfg.Metrics.setPending(Partition{TopicID: topicID, Partition: partition}, 0, 0)
 }
 
 // load reads a partition's remote segments from the control plane.
@@ -298,13 +298,14 @@ func (t *Tier) updatePending(p Partition, st *partState, l *log.Log) {
 	t.mu.Lock()
 	next := st.next
 	t.mu.Unlock()
-	var pending int64
+	var bytes, segments int64
 	for _, si := range l.ClosedSegments() {
 		if si.NextOffset-1 >= next {
-			pending += si.Size
+			bytes += si.Size
+			segments++
 		}
 	}
-	t.cfg.Metrics.setPending(p, pending)
+	t.cfg.Metrics.setPending(p, bytes, segments)
 }
 
 // SweepInterval is how often a leader cleans up a partition's unfinished
@@ -585,7 +586,11 @@ func (t *Tier) OffsetForTimestamp(ctx context.Context, p Partition, ts int64) (i
 		if s.GetMaxTimestampMs() < ts {
 			continue
 		}
-		off := s.GetBaseOffset()
+		idx, err := t.cache.index(ctx, s)
+		if err != nil {
+			return 0, false, err
+		}
+		off := lookupTime(idx, ts)
 		for off <= s.GetEndOffset() {
 			b, err := t.cache.read(ctx, s, off, 1<<20)
 			if err != nil {
