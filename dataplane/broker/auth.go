@@ -51,6 +51,7 @@ var rules = map[string]rule{
 	sluicev1connect.RecordServiceGetMetadataProcedure:    {access: accessTenant},
 	sluicev1connect.RecordServiceInitProducerIdProcedure: {access: accessTenant, scope: tenants.ScopeProduce},
 	sluicev1connect.ReplicaServiceFetchReplicaProcedure:  {access: accessBroker},
+	sluicev1connect.ReplicaServiceListGroupLagsProcedure: {access: accessBroker},
 
 	sluicev1connect.GroupServiceFindCoordinatorProcedure: {access: accessTenant, scope: tenants.ScopeConsume},
 	sluicev1connect.GroupServiceGroupHeartbeatProcedure:  {access: accessTenant, scope: tenants.ScopeConsume},

@@ -3,12 +3,15 @@ package broker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
@@ -158,6 +161,8 @@ func capLagSeries(rows []lagRow, maxSeries int) lagSnapshot {
 type groupLagCollector struct {
 	b    *Broker
 	last atomic.Pointer[lagSnapshot]
+	// detail is the last computation uncapped, for ListGroupLags.
+	detail atomic.Pointer[sluicev1.ListGroupLagsResponse]
 }
 
 func (c *groupLagCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -249,6 +254,7 @@ func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 		return
 	}
 	rows := make([]lagRow, 0, len(toFill))
+	detail := &sluicev1.ListGroupLagsResponse{ComputeTime: timestamppb.New(now)}
 	unavailable := 0
 	for i, tl := range toFill {
 		if tl.lag.GetLag() < 0 {
@@ -259,7 +265,14 @@ func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 			tenant: owners[i].tenant, group: owners[i].group, topic: tl.lag.GetTopic(), partition: tl.lag.GetPartition(),
 			messages: tl.lag.GetLag(), seconds: tl.lag.GetLagSeconds(),
 		})
+		detail.Lags = append(detail.Lags, &sluicev1.GroupPartitionLag{
+			TenantId: owners[i].tenant, Group: owners[i].group, TopicId: tl.topic.id, Topic: tl.lag.GetTopic(),
+			Partition: tl.lag.GetPartition(), CommittedOffset: tl.lag.GetCommittedOffset(),
+			HighWatermark: tl.lag.GetHighWatermark(), LogStartOffset: tl.lag.GetLogStartOffset(),
+			LagMessages: tl.lag.GetLag(), LagAgeMs: int64(tl.lag.GetLagSeconds() * 1000),
+		})
 	}
+	b.groupLag.detail.Store(detail)
 	if unavailable > 0 {
 		b.logger.Warn("group lag metrics: partition leaders did not answer; their lag is not exported this round", "partitions", unavailable)
 	}
@@ -283,4 +296,17 @@ func (c *coordinator) committedOffsets() map[groupKey]map[tpKey]committedOffset 
 		out[gk] = offs
 	}
 	return out
+}
+
+// ListGroupLags answers the last lag computation of the groups this broker
+// coordinates (see the proto).
+func (s *replicaService) ListGroupLags(ctx context.Context, _ *connect.Request[sluicev1.ListGroupLagsRequest]) (*connect.Response[sluicev1.ListGroupLagsResponse], error) {
+	if s.b.groupLag == nil {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("group lag computation is off on this broker (--group-lag-metrics-interval 0)"))
+	}
+	d := s.b.groupLag.detail.Load()
+	if d == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no group lag computed yet; retry after --group-lag-metrics-interval"))
+	}
+	return connect.NewResponse(d), nil
 }

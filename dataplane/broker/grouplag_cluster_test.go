@@ -309,6 +309,33 @@ func TestBrokerGroupLagMetrics(t *testing.T) {
 	}
 	require.Equal(t, 6, total, "one messages and one seconds series per committed partition: %v", got)
 
+	// ListGroupLags (for the control plane's alerts) answers the same, with
+	// the offsets, from each coordinator; only to the broker credential.
+	lags := map[string]*sluicev1.GroupPartitionLag{}
+	for _, b := range c.brokers {
+		rc := sluicev1connect.NewReplicaServiceClient(h2cClient(), "http://"+b.cfg.Advertised(), connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(b.cfg.BrokerToken)))
+		res, err := rc.ListGroupLags(context.Background(), connect.NewRequest(&sluicev1.ListGroupLagsRequest{}))
+		require.NoError(t, err)
+		require.WithinDuration(t, now, res.Msg.GetComputeTime().AsTime(), time.Millisecond)
+		for _, l := range res.Msg.GetLags() {
+			require.Equal(t, c.coordinatorOf(t, l.GetGroup()), b.cfg.ID)
+			lags[fmt.Sprintf("%s %s %d", l.GetGroup(), l.GetTopic(), l.GetPartition())] = l
+		}
+		anon := sluicev1connect.NewReplicaServiceClient(h2cClient(), "http://"+b.cfg.Advertised(), connect.WithGRPC())
+		_, err = anon.ListGroupLags(context.Background(), connect.NewRequest(&sluicev1.ListGroupLagsRequest{}))
+		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err))
+	}
+	require.Len(t, lags, 3)
+	b0 := lags["billing orders 0"]
+	require.Equal(t, c.tenantID, b0.GetTenantId())
+	require.NotEmpty(t, b0.GetTopicId())
+	require.EqualValues(t, 3, b0.GetCommittedOffset())
+	require.EqualValues(t, 9, b0.GetHighWatermark())
+	require.EqualValues(t, 0, b0.GetLogStartOffset())
+	require.EqualValues(t, 6, b0.GetLagMessages())
+	require.InDelta(t, age(oneHour)*1000, float64(b0.GetLagAgeMs()), 1)
+	require.EqualValues(t, 0, lags["audit orders 0"].GetLagAgeMs())
+
 	// A deleted group's series are gone after the next computation.
 	checkFor(t, 10*time.Second, func() error {
 		_, err := c.groups.DeleteGroup(context.Background(), connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: "audit"}))

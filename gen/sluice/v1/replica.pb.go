@@ -9,6 +9,7 @@ package sluicev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -20,6 +21,217 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+type ListGroupLagsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupLagsRequest) Reset() {
+	*x = ListGroupLagsRequest{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupLagsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupLagsRequest) ProtoMessage() {}
+
+func (x *ListGroupLagsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupLagsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupLagsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{0}
+}
+
+type ListGroupLagsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lags  []*GroupPartitionLag   `protobuf:"bytes,1,rep,name=lags,proto3" json:"lags,omitempty"`
+	// When the lags were computed (the broker's clock).
+	ComputeTime   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=compute_time,json=computeTime,proto3" json:"compute_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupLagsResponse) Reset() {
+	*x = ListGroupLagsResponse{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupLagsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupLagsResponse) ProtoMessage() {}
+
+func (x *ListGroupLagsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupLagsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupLagsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListGroupLagsResponse) GetLags() []*GroupPartitionLag {
+	if x != nil {
+		return x.Lags
+	}
+	return nil
+}
+
+func (x *ListGroupLagsResponse) GetComputeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ComputeTime
+	}
+	return nil
+}
+
+// GroupPartitionLag is one consumer group's position on one partition.
+type GroupPartitionLag struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TenantId        string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Group           string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	TopicId         string                 `protobuf:"bytes,3,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Topic           string                 `protobuf:"bytes,4,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition       int32                  `protobuf:"varint,5,opt,name=partition,proto3" json:"partition,omitempty"`
+	CommittedOffset int64                  `protobuf:"varint,6,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
+	HighWatermark   int64                  `protobuf:"varint,7,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	// First offset still held (object store included).
+	LogStartOffset int64 `protobuf:"varint,8,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// high_watermark - committed_offset (from log_start_offset when the
+	// committed offset is below it).
+	LagMessages int64 `protobuf:"varint,9,opt,name=lag_messages,json=lagMessages,proto3" json:"lag_messages,omitempty"`
+	// Age of the oldest unconsumed record (now - its timestamp); 0 when
+	// caught up.
+	LagAgeMs      int64 `protobuf:"varint,10,opt,name=lag_age_ms,json=lagAgeMs,proto3" json:"lag_age_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupPartitionLag) Reset() {
+	*x = GroupPartitionLag{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPartitionLag) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPartitionLag) ProtoMessage() {}
+
+func (x *GroupPartitionLag) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPartitionLag.ProtoReflect.Descriptor instead.
+func (*GroupPartitionLag) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GroupPartitionLag) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *GroupPartitionLag) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupPartitionLag) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *GroupPartitionLag) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupPartitionLag) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetCommittedOffset() int64 {
+	if x != nil {
+		return x.CommittedOffset
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetLagMessages() int64 {
+	if x != nil {
+		return x.LagMessages
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetLagAgeMs() int64 {
+	if x != nil {
+		return x.LagAgeMs
+	}
+	return 0
+}
 
 type FetchReplicaRequest struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -41,7 +253,7 @@ type FetchReplicaRequest struct {
 
 func (x *FetchReplicaRequest) Reset() {
 	*x = FetchReplicaRequest{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	mi := &file_sluice_v1_replica_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +265,7 @@ func (x *FetchReplicaRequest) String() string {
 func (*FetchReplicaRequest) ProtoMessage() {}
 
 func (x *FetchReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	mi := &file_sluice_v1_replica_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +278,7 @@ func (x *FetchReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReplicaRequest.ProtoReflect.Descriptor instead.
 func (*FetchReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FetchReplicaRequest) GetFollowerId() int32 {
@@ -145,7 +357,7 @@ type DivergingEpoch struct {
 
 func (x *DivergingEpoch) Reset() {
 	*x = DivergingEpoch{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	mi := &file_sluice_v1_replica_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -157,7 +369,7 @@ func (x *DivergingEpoch) String() string {
 func (*DivergingEpoch) ProtoMessage() {}
 
 func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	mi := &file_sluice_v1_replica_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -170,7 +382,7 @@ func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergingEpoch.ProtoReflect.Descriptor instead.
 func (*DivergingEpoch) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DivergingEpoch) GetEpoch() int32 {
@@ -204,7 +416,7 @@ type FetchReplicaResponse struct {
 
 func (x *FetchReplicaResponse) Reset() {
 	*x = FetchReplicaResponse{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[2]
+	mi := &file_sluice_v1_replica_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -216,7 +428,7 @@ func (x *FetchReplicaResponse) String() string {
 func (*FetchReplicaResponse) ProtoMessage() {}
 
 func (x *FetchReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[2]
+	mi := &file_sluice_v1_replica_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -229,7 +441,7 @@ func (x *FetchReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReplicaResponse.ProtoReflect.Descriptor instead.
 func (*FetchReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FetchReplicaResponse) GetBatches() []byte {
@@ -271,7 +483,24 @@ var File_sluice_v1_replica_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/replica.proto\x12\tsluice.v1\"\xd4\x02\n" +
+	"\x17sluice/v1/replica.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n" +
+	"\x14ListGroupLagsRequest\"\x88\x01\n" +
+	"\x15ListGroupLagsResponse\x120\n" +
+	"\x04lags\x18\x01 \x03(\v2\x1c.sluice.v1.GroupPartitionLagR\x04lags\x12=\n" +
+	"\fcompute_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcomputeTime\"\xd2\x02\n" +
+	"\x11GroupPartitionLag\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x19\n" +
+	"\btopic_id\x18\x03 \x01(\tR\atopicId\x12\x14\n" +
+	"\x05topic\x18\x04 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x05 \x01(\x05R\tpartition\x12)\n" +
+	"\x10committed_offset\x18\x06 \x01(\x03R\x0fcommittedOffset\x12%\n" +
+	"\x0ehigh_watermark\x18\a \x01(\x03R\rhighWatermark\x12(\n" +
+	"\x10log_start_offset\x18\b \x01(\x03R\x0elogStartOffset\x12!\n" +
+	"\flag_messages\x18\t \x01(\x03R\vlagMessages\x12\x1c\n" +
+	"\n" +
+	"lag_age_ms\x18\n" +
+	" \x01(\x03R\blagAgeMs\"\xd4\x02\n" +
 	"\x13FetchReplicaRequest\x12\x1f\n" +
 	"\vfollower_id\x18\x01 \x01(\x05R\n" +
 	"followerId\x122\n" +
@@ -292,9 +521,10 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\x0ehigh_watermark\x18\x02 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x03 \x01(\x03R\x0elogStartOffset\x12B\n" +
 	"\x0fdiverging_epoch\x18\x04 \x01(\v2\x19.sluice.v1.DivergingEpochR\x0edivergingEpoch\x12*\n" +
-	"\x11copied_end_offset\x18\x05 \x01(\x03R\x0fcopiedEndOffset2c\n" +
+	"\x11copied_end_offset\x18\x05 \x01(\x03R\x0fcopiedEndOffset2\xb9\x01\n" +
 	"\x0eReplicaService\x12Q\n" +
-	"\fFetchReplica\x12\x1e.sluice.v1.FetchReplicaRequest\x1a\x1f.sluice.v1.FetchReplicaResponse\"\x00B\x95\x01\n" +
+	"\fFetchReplica\x12\x1e.sluice.v1.FetchReplicaRequest\x1a\x1f.sluice.v1.FetchReplicaResponse\"\x00\x12T\n" +
+	"\rListGroupLags\x12\x1f.sluice.v1.ListGroupLagsRequest\x1a .sluice.v1.ListGroupLagsResponse\"\x00B\x95\x01\n" +
 	"\rcom.sluice.v1B\fReplicaProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -310,21 +540,29 @@ func file_sluice_v1_replica_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_replica_proto_rawDescData
 }
 
-var file_sluice_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_sluice_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_sluice_v1_replica_proto_goTypes = []any{
-	(*FetchReplicaRequest)(nil),  // 0: sluice.v1.FetchReplicaRequest
-	(*DivergingEpoch)(nil),       // 1: sluice.v1.DivergingEpoch
-	(*FetchReplicaResponse)(nil), // 2: sluice.v1.FetchReplicaResponse
+	(*ListGroupLagsRequest)(nil),  // 0: sluice.v1.ListGroupLagsRequest
+	(*ListGroupLagsResponse)(nil), // 1: sluice.v1.ListGroupLagsResponse
+	(*GroupPartitionLag)(nil),     // 2: sluice.v1.GroupPartitionLag
+	(*FetchReplicaRequest)(nil),   // 3: sluice.v1.FetchReplicaRequest
+	(*DivergingEpoch)(nil),        // 4: sluice.v1.DivergingEpoch
+	(*FetchReplicaResponse)(nil),  // 5: sluice.v1.FetchReplicaResponse
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_sluice_v1_replica_proto_depIdxs = []int32{
-	1, // 0: sluice.v1.FetchReplicaResponse.diverging_epoch:type_name -> sluice.v1.DivergingEpoch
-	0, // 1: sluice.v1.ReplicaService.FetchReplica:input_type -> sluice.v1.FetchReplicaRequest
-	2, // 2: sluice.v1.ReplicaService.FetchReplica:output_type -> sluice.v1.FetchReplicaResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 0: sluice.v1.ListGroupLagsResponse.lags:type_name -> sluice.v1.GroupPartitionLag
+	6, // 1: sluice.v1.ListGroupLagsResponse.compute_time:type_name -> google.protobuf.Timestamp
+	4, // 2: sluice.v1.FetchReplicaResponse.diverging_epoch:type_name -> sluice.v1.DivergingEpoch
+	3, // 3: sluice.v1.ReplicaService.FetchReplica:input_type -> sluice.v1.FetchReplicaRequest
+	0, // 4: sluice.v1.ReplicaService.ListGroupLags:input_type -> sluice.v1.ListGroupLagsRequest
+	5, // 5: sluice.v1.ReplicaService.FetchReplica:output_type -> sluice.v1.FetchReplicaResponse
+	1, // 6: sluice.v1.ReplicaService.ListGroupLags:output_type -> sluice.v1.ListGroupLagsResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_replica_proto_init() }
@@ -338,7 +576,7 @@ func file_sluice_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_replica_proto_rawDesc), len(file_sluice_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

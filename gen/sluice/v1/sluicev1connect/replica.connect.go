@@ -36,6 +36,9 @@ const (
 	// ReplicaServiceFetchReplicaProcedure is the fully-qualified name of the ReplicaService's
 	// FetchReplica RPC.
 	ReplicaServiceFetchReplicaProcedure = "/sluice.v1.ReplicaService/FetchReplica"
+	// ReplicaServiceListGroupLagsProcedure is the fully-qualified name of the ReplicaService's
+	// ListGroupLags RPC.
+	ReplicaServiceListGroupLagsProcedure = "/sluice.v1.ReplicaService/ListGroupLags"
 )
 
 // ReplicaServiceClient is a client for the sluice.v1.ReplicaService service.
@@ -46,6 +49,13 @@ type ReplicaServiceClient interface {
 	// leader epoch than the leader's is FAILED_PRECONDITION (fenced); a newer
 	// one means this leader is stale: UNAVAILABLE.
 	FetchReplica(context.Context, *connect.Request[v1.FetchReplicaRequest]) (*connect.Response[v1.FetchReplicaResponse], error)
+	// ListGroupLags answers the lag of every (group, topic, partition) with a
+	// committed offset among the consumer groups this broker coordinates, as
+	// of its last lag computation (every --group-lag-metrics-interval). The
+	// control plane samples it for lag alerts. FAILED_PRECONDITION when the
+	// broker's lag computation is off (--group-lag-metrics-interval 0);
+	// UNAVAILABLE before its first computation. Broker credential only.
+	ListGroupLags(context.Context, *connect.Request[v1.ListGroupLagsRequest]) (*connect.Response[v1.ListGroupLagsResponse], error)
 }
 
 // NewReplicaServiceClient constructs a client for the sluice.v1.ReplicaService service. By default,
@@ -65,17 +75,29 @@ func NewReplicaServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(replicaServiceMethods.ByName("FetchReplica")),
 			connect.WithClientOptions(opts...),
 		),
+		listGroupLags: connect.NewClient[v1.ListGroupLagsRequest, v1.ListGroupLagsResponse](
+			httpClient,
+			baseURL+ReplicaServiceListGroupLagsProcedure,
+			connect.WithSchema(replicaServiceMethods.ByName("ListGroupLags")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // replicaServiceClient implements ReplicaServiceClient.
 type replicaServiceClient struct {
-	fetchReplica *connect.Client[v1.FetchReplicaRequest, v1.FetchReplicaResponse]
+	fetchReplica  *connect.Client[v1.FetchReplicaRequest, v1.FetchReplicaResponse]
+	listGroupLags *connect.Client[v1.ListGroupLagsRequest, v1.ListGroupLagsResponse]
 }
 
 // FetchReplica calls sluice.v1.ReplicaService.FetchReplica.
 func (c *replicaServiceClient) FetchReplica(ctx context.Context, req *connect.Request[v1.FetchReplicaRequest]) (*connect.Response[v1.FetchReplicaResponse], error) {
 	return c.fetchReplica.CallUnary(ctx, req)
+}
+
+// ListGroupLags calls sluice.v1.ReplicaService.ListGroupLags.
+func (c *replicaServiceClient) ListGroupLags(ctx context.Context, req *connect.Request[v1.ListGroupLagsRequest]) (*connect.Response[v1.ListGroupLagsResponse], error) {
+	return c.listGroupLags.CallUnary(ctx, req)
 }
 
 // ReplicaServiceHandler is an implementation of the sluice.v1.ReplicaService service.
@@ -86,6 +108,13 @@ type ReplicaServiceHandler interface {
 	// leader epoch than the leader's is FAILED_PRECONDITION (fenced); a newer
 	// one means this leader is stale: UNAVAILABLE.
 	FetchReplica(context.Context, *connect.Request[v1.FetchReplicaRequest]) (*connect.Response[v1.FetchReplicaResponse], error)
+	// ListGroupLags answers the lag of every (group, topic, partition) with a
+	// committed offset among the consumer groups this broker coordinates, as
+	// of its last lag computation (every --group-lag-metrics-interval). The
+	// control plane samples it for lag alerts. FAILED_PRECONDITION when the
+	// broker's lag computation is off (--group-lag-metrics-interval 0);
+	// UNAVAILABLE before its first computation. Broker credential only.
+	ListGroupLags(context.Context, *connect.Request[v1.ListGroupLagsRequest]) (*connect.Response[v1.ListGroupLagsResponse], error)
 }
 
 // NewReplicaServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -101,10 +130,18 @@ func NewReplicaServiceHandler(svc ReplicaServiceHandler, opts ...connect.Handler
 		connect.WithSchema(replicaServiceMethods.ByName("FetchReplica")),
 		connect.WithHandlerOptions(opts...),
 	)
+	replicaServiceListGroupLagsHandler := connect.NewUnaryHandler(
+		ReplicaServiceListGroupLagsProcedure,
+		svc.ListGroupLags,
+		connect.WithSchema(replicaServiceMethods.ByName("ListGroupLags")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.ReplicaService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ReplicaServiceFetchReplicaProcedure:
 			replicaServiceFetchReplicaHandler.ServeHTTP(w, r)
+		case ReplicaServiceListGroupLagsProcedure:
+			replicaServiceListGroupLagsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -116,4 +153,8 @@ type UnimplementedReplicaServiceHandler struct{}
 
 func (UnimplementedReplicaServiceHandler) FetchReplica(context.Context, *connect.Request[v1.FetchReplicaRequest]) (*connect.Response[v1.FetchReplicaResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ReplicaService.FetchReplica is not implemented"))
+}
+
+func (UnimplementedReplicaServiceHandler) ListGroupLags(context.Context, *connect.Request[v1.ListGroupLagsRequest]) (*connect.Response[v1.ListGroupLagsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ReplicaService.ListGroupLags is not implemented"))
 }
