@@ -1,6 +1,7 @@
 // Package store is the control plane's durable metadata: tenants, API keys,
-// signing keys, topics, partition state, brokers, the controller lease and
-// remote-segment metadata.
+// signing keys, topics, partition state, brokers, the controller lease,
+// remote-segment metadata, and the lag samples, alerts, webhooks and webhook
+// deliveries of lag and retention-expiry alerts.
 //
 // One interface, two drivers: controlplane/store/postgres (pgx, production)
 // and controlplane/store/sqlite (modernc.org/sqlite, for `sluice dev`). Both
@@ -39,6 +40,16 @@
 // finished are consecutive, without gap or overlap. These writes are not
 // metadata changes: they leave the metadata version as is. Remote segments
 // are deleted with their partition, that is with their topic.
+//
+// # Alerts
+//
+// Lag samples, alerts, webhooks and webhook deliveries (alert.go,
+// webhook.go) are tenant-owned like topics. An alert's state changes are
+// compare-and-set on its stored state, and a key has at most one active
+// alert (a unique index), so control-plane replicas evaluating at once
+// never double a transition. Webhook deliveries are an outbox table leased
+// to one sender at a time; why not River is in webhook.go. None of these
+// writes is a metadata change.
 //
 // # Metadata version
 //
@@ -347,6 +358,9 @@ type Store interface {
 	// creation time and id), only those in one of states unless states is empty. An unknown
 	// topic or partition has none.
 	ListRemoteSegments(ctx context.Context, topicID string, partition int32, states []RemoteSegmentState) ([]RemoteSegment, error)
+
+	// AlertStore: lag samples, alerts, webhooks and their deliveries (alert.go).
+	AlertStore
 
 	// Close releases the store's resources.
 	Close() error

@@ -10,7 +10,10 @@
 // RunConcurrent proves the guarantees that only show under contention (count
 // limits never exceeded, one winner per partition epoch, broker epoch fencing,
 // one controller-lease holder at a time, no write of a deposed controller,
-// one finished remote copy per range while leaders race).
+// one finished remote copy per range while leaders race, one active alert
+// per key and one move per alert state while replicas race, one delivery
+// row per state change, each delivery claimed once, webhook limits).
+// DeliveryClaimContest runs the claim race over several handles.
 // ControllerLeaseContest runs the lease race over several handles on one
 // database, as separate control-plane replicas would hold.
 //
@@ -21,7 +24,7 @@
 //
 // Subtest names carry a family prefix (Tenant…, APIKey…, SigningKey…,
 // Topic…, Partition…, Broker…, Controller…, Metadata…, RemoteSegment…,
-// Time…, Concurrent…) so a run can select a family with -run.
+// LagSample…, Alert…, Webhook…, Delivery…, Time…, Concurrent…) so a run can select a family with -run.
 //
 // The remote-segment tests register brokers, but of ids no other test uses
 // (one fixture each), so they share the store: the tests that list brokers
@@ -41,5 +44,8 @@
 //   - a lost compare-and-set and a fenced write leave the metadata version as is;
 //   - remote-segment writes leave the metadata version as is;
 //   - a remote-segment update is refused by the fence before anything else,
-//     a repeat included; ListRemoteSegments of an unknown partition is empty.
+//     a repeat included; ListRemoteSegments of an unknown partition is empty;
+//   - a malformed id in a tenant-scoped read is not found (or an empty
+//     list); text that Postgres cannot store (NUL, invalid UTF-8) is refused
+//     by both drivers, and a delivery's error text is cleaned, not refused.
 package storetest

@@ -42,6 +42,13 @@
 //     the partition's remote-segment writes run one at a time, each seeing
 //     the finished segments of those before it (READ COMMITTED reads after
 //     the lock is granted).
+//   - TransitionAlert creates with INSERT … ON CONFLICT DO NOTHING on the
+//     partial unique index of active alerts (one of racing creators
+//     inserts) and moves with SELECT … FOR UPDATE then UPDATE (racing
+//     movers queue on the row and re-read the committed state).
+//     CreateWebhook locks the tenant row as CreateTopic does.
+//     ClaimDeliveries leases rows picked FOR UPDATE SKIP LOCKED; the Mark…
+//     calls lock the delivery and check the lease token.
 //   - The metadata version row is bumped by triggers (migrations/00002) in
 //     the transaction of each topic, partition or broker-registration change;
 //     writers serialise on it briefly at commit.

@@ -106,6 +106,9 @@ var alreadyExists = map[string]string{
 	"topics_pkey":               "topic id",
 	"topics_tenant_id_name_key": "topic name",
 	"partitions_pkey":           "partition",
+	"alerts_pkey":               "alert id",
+	"webhooks_pkey":             "webhook id",
+	"webhook_deliveries_pkey":   "delivery id",
 }
 
 // translate turns driver errors into store sentinels; other errors are

@@ -87,3 +87,19 @@ func TestStorePostgresControllerLeaseAcrossReplicas(t *testing.T) {
 	}
 	storetest.ControllerLeaseContest(t, stores)
 }
+
+// TestStorePostgresDeliveryClaimAcrossReplicas claims webhook deliveries
+// over three pools on one database, as three control-plane replicas would:
+// FOR UPDATE SKIP LOCKED hands each delivery to one of them.
+func TestStorePostgresDeliveryClaimAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	url := testenv.PostgresURL(t)
+	var stores []store.Store
+	for range 3 {
+		s, err := postgres.Open(t.Context(), url, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		stores = append(stores, s)
+	}
+	storetest.DeliveryClaimContest(t, stores)
+}

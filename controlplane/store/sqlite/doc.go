@@ -29,7 +29,8 @@
 // held from the epoch check to the commit is what fences a deposed
 // controller. So are the remote-segment writes: the leader's fence (broker
 // epoch, leader, leader epoch) and the next base offset are read and the row
-// written under the one write lock. The metadata version is bumped by
+// written under the one write lock; so are alert transitions, webhook
+// creation (count and insert) and delivery claims. The metadata version is bumped by
 // triggers (migrations/00002).
 //
 // Errors are translated once (translate): sql.ErrNoRows → store.ErrNotFound,

@@ -153,6 +153,11 @@ var alreadyExists = map[string]string{
 	"topics.id":                     "topic id",
 	"topics.tenant_id, topics.name": "topic name",
 	"partitions.topic_id, partitions.partition": "partition",
+	"alerts.id":                       "alert id",
+	"alerts.id, alerts.tenant_id":     "alert id",
+	"webhooks.id":                     "webhook id",
+	"webhooks.id, webhooks.tenant_id": "webhook id",
+	"webhook_deliveries.id":           "delivery id",
 }
 
 // translate turns driver errors into store sentinels; other errors are

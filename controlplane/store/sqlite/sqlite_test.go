@@ -79,3 +79,18 @@ func TestStoreSQLiteControllerLeaseAcrossHandles(t *testing.T) {
 	}
 	storetest.ControllerLeaseContest(t, stores)
 }
+
+// TestStoreSQLiteDeliveryClaimAcrossHandles claims webhook deliveries over
+// three stores opened on one file, as separate processes would.
+func TestStoreSQLiteDeliveryClaimAcrossHandles(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "sluice.db")
+	var stores []store.Store
+	for range 3 {
+		s, err := sqlite.Open(t.Context(), path, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		stores = append(stores, s)
+	}
+	storetest.DeliveryClaimContest(t, stores)
+}

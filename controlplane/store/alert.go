@@ -1,0 +1,495 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/alerts/forecast"
+)
+
+// Lag and retention-expiry alerts (DESIGN.md §8, issue 8): the store keeps
+// the sampled lag history the forecast (alerts/forecast) is computed from,
+// the alerts raised from it, the tenants' webhook endpoints and the durable
+// outbox of webhook deliveries. The evaluation loop, the sender and the API
+// live elsewhere; the decisions both drivers share (validation, the alert
+// state machine, retry backoff) live here.
+
+// AlertStore is the part of Store that serves lag and retention-expiry
+// alerts. Every tenant-facing read takes the tenant id and answers
+// ErrNotFound (or nothing) for another tenant's objects; the methods named
+// All… or taking no tenant are for the control plane's own loops (sampler,
+// evaluator, sender), never for answering a tenant.
+type AlertStore interface {
+	// AddLagSamples stores samples in one transaction: all or none. A sample whose key and
+	// SampledAt are stored already is skipped (a retried batch is stored once). A malformed
+	// sample (CheckLagSample) → an error that is none of the sentinels; an unknown tenant →
+	// ErrNotFound. The sampler is trusted to name a topic of the tenant: samples are not
+	// checked against topics, and outlive a deleted topic until pruned.
+	AddLagSamples(ctx context.Context, samples []LagSample) error
+	// ListLagSamples returns the samples of key taken in [since, until] (a zero until means no
+	// upper bound), oldest first: the history forecast.Compute takes (LagSample.Forecast).
+	// Another tenant's key, or an unknown one, has none.
+	ListLagSamples(ctx context.Context, key LagKey, since, until time.Time) ([]LagSample, error)
+	// LatestLagSamples returns the newest sample of each key of the tenant, ordered by group,
+	// topic id and partition.
+	LatestLagSamples(ctx context.Context, tenantID string) ([]LagSample, error)
+	// AllLatestLagSamples is LatestLagSamples over every tenant, ordered by tenant id first:
+	// the evaluator's scan. Not for answering a tenant.
+	AllLatestLagSamples(ctx context.Context) ([]LagSample, error)
+	// PruneLagSamples bounds the history: it deletes every sample taken before `before`, and
+	// every sample of a key but its maxPerKey newest (maxPerKey ≤ 0: no per-key cap).
+	// Returns how many samples it deleted.
+	PruneLagSamples(ctx context.Context, before time.Time, maxPerKey int) (int64, error)
+
+	// TransitionAlert moves the active alert of tr.Key from tr.From to tr.To in one
+	// transaction, compare-and-set on the stored state, and returns the alert as stored
+	// (CheckAlertTransition decides which moves are legal):
+	//
+	//   - From == AlertNone creates the key's active alert (id tr.NewID, or a new one when
+	//     empty) in state To: ErrConflict when the key has an active alert already, so of
+	//     concurrent creations one wins;
+	//   - otherwise the tenant's alert tr.ID must be the key's and be in state From, else
+	//     ErrConflict (another replica moved it first; re-read with GetAlert) or ErrNotFound
+	//     (no such alert in that tenant). From == To refreshes Details and UpdatedAt only.
+	//
+	// A key has at most one active (pending or firing) alert; a resolved alert is final, and
+	// the key's next episode is a new alert. FiredAt is set on entering firing, ResolvedAt on
+	// entering resolved. When the state changes and tr.Payload is set, the transaction also
+	// enqueues, for every webhook of the tenant, a delivery of Payload(alert) for the new
+	// state (idempotent as EnqueueDelivery): the change and its notifications commit together.
+	TransitionAlert(ctx context.Context, tr AlertTransition) (Alert, error)
+	// GetAlert returns the tenant's alert id → ErrNotFound (also for another tenant's id).
+	GetAlert(ctx context.Context, tenantID, id string) (Alert, error)
+	// ListAlerts returns the tenant's alerts newest first (CreatedAt, then id, descending),
+	// only those in one of q.States unless it is empty, at most q.Limit (≤ 0: 100, capped at
+	// 1000) after q.AfterID (the last id of the previous page; an id the tenant does not
+	// have → ErrNotFound).
+	ListAlerts(ctx context.Context, tenantID string, q AlertQuery) ([]Alert, error)
+	// ListActiveAlerts returns the pending and firing alerts of every tenant, ordered by
+	// tenant id, group, topic id, partition and kind: the evaluator's view. Not for answering
+	// a tenant.
+	ListActiveAlerts(ctx context.Context) ([]Alert, error)
+
+	// CreateWebhook stores a webhook endpoint of w.TenantID (w.ID: a new UUID, or "" for one
+	// chosen by the store) with its signing secret, refusing with *LimitError ("webhooks") when
+	// the tenant has maxPerTenant already (≤ 0: no limit), checked atomically with the insert.
+	// Unknown tenant → ErrNotFound; a malformed webhook (CheckWebhook) → an error that is none
+	// of the sentinels. Returns the stored webhook.
+	CreateWebhook(ctx context.Context, w Webhook, secret []byte, maxPerTenant int) (Webhook, error)
+	// GetWebhook returns the tenant's webhook id → ErrNotFound.
+	GetWebhook(ctx context.Context, tenantID, id string) (Webhook, error)
+	// ListWebhooks returns the tenant's webhooks in creation order.
+	ListWebhooks(ctx context.Context, tenantID string) ([]Webhook, error)
+	// DeleteWebhook deletes the tenant's webhook id and its deliveries → ErrNotFound.
+	DeleteWebhook(ctx context.Context, tenantID, id string) error
+
+	// EnqueueDelivery adds a pending delivery of d.Payload to the tenant's webhook d.WebhookID,
+	// due at d.NextAttemptAt (CreatedAt when zero; CreatedAt is now when zero). It is
+	// idempotent on (webhook, alert, alert state): when that delivery exists already it
+	// returns the stored one and created = false, changing nothing. A delivery without an
+	// alert (AlertID "", AlertState "test": a webhook test) is never deduplicated. The
+	// webhook, and the alert when named, must be the tenant's → ErrNotFound.
+	EnqueueDelivery(ctx context.Context, d Delivery) (stored Delivery, created bool, err error)
+	// ClaimDeliveries leases up to limit pending deliveries due at now (next attempt at or
+	// before now, no unexpired lease), oldest due first, until now+lease, and returns them
+	// with what sending needs (URL, secret, lease token). Concurrent claims, from this process
+	// or another replica, never return the same delivery while its lease runs; a sender that
+	// dies leaves its deliveries to be claimed again once the lease expires.
+	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]ClaimedDelivery, error)
+	// MarkDelivered records a successful send of the claimed delivery: status delivered,
+	// attempts + 1, DeliveredAt = at. The lease token must be the delivery's current one (its
+	// lease may have expired, as long as no one claimed it since), else ErrConflict; unknown
+	// id → ErrNotFound.
+	MarkDelivered(ctx context.Context, id, leaseToken string, at time.Time) (Delivery, error)
+	// MarkDeliveryFailed records a failed send of the claimed delivery: attempts + 1,
+	// LastError = f.Error, and either pending again at the time policy.Next gives, or failed
+	// for good (f.Permanent, or the attempts reached policy.MaxAttempts). The token is checked
+	// as by MarkDelivered.
+	MarkDeliveryFailed(ctx context.Context, id, leaseToken string, f DeliveryFailure, policy RetryPolicy) (Delivery, error)
+	// ListDeliveries returns the delivery log of the tenant's webhook, newest first
+	// (CreatedAt, then id, descending), at most limit (≤ 0: 100, capped at 1000). Another
+	// tenant's webhook, or an unknown one → ErrNotFound.
+	ListDeliveries(ctx context.Context, tenantID, webhookID string, limit int) ([]Delivery, error)
+	// PruneDeliveries deletes delivered and failed deliveries created before `before`,
+	// returning how many. Pending ones are kept whatever their age.
+	PruneDeliveries(ctx context.Context, before time.Time) (int64, error)
+}
+
+// ---- lag samples ----
+
+// LagKey names one group's lag on one partition of one tenant's topic.
+type LagKey struct {
+	TenantID  string
+	Group     string
+	TopicID   string
+	Partition int32
+}
+
+// LagSample is one observation of a group on a partition, as the control
+// plane samples it: everything forecast.Sample needs (see Forecast) and
+// what an alert reports.
+type LagSample struct {
+	LagKey
+	// TopicName is the topic's name when sampled (ids are never reused,
+	// names may be).
+	TopicName string
+	SampledAt time.Time
+	// Offline: the partition had no leader; only SampledAt is meaningful.
+	Offline bool
+	// CommittedOffset is the group's next offset to read; NoCommittedOffset
+	// (-1) when it has committed none on the partition.
+	CommittedOffset int64
+	// LogStartOffset is the first offset not deleted by retention, counting
+	// the tiered copy.
+	LogStartOffset int64
+	// LogEndOffset is the high watermark: what a consumer can read up to.
+	LogEndOffset int64
+	// LagMessages is LogEndOffset − CommittedOffset, 0 when caught up or
+	// without a committed offset.
+	LagMessages int64
+	// LagAgeMs is SampledAt minus the append time of the record at
+	// CommittedOffset, in milliseconds; 0 when caught up.
+	LagAgeMs int64
+	// PartitionBytes is the partition's size from LogStartOffset to
+	// LogEndOffset, tiered copy included.
+	PartitionBytes int64
+	// UnconsumedBytes is the size from CommittedOffset to LogEndOffset; 0
+	// when unknown.
+	UnconsumedBytes int64
+	// RetentionMs and RetentionBytes are the topic's retention.ms and
+	// retention.bytes when sampled; -1 is unlimited.
+	RetentionMs    int64
+	RetentionBytes int64
+}
+
+// NoCommittedOffset is LagSample.CommittedOffset for a group that has
+// committed nothing on the partition.
+const NoCommittedOffset = forecast.NoOffset
+
+// Forecast is the sample as alerts/forecast takes it.
+func (s LagSample) Forecast() forecast.Sample {
+	r := forecast.Retention{}
+	if s.RetentionMs > 0 {
+		r.Time = time.Duration(s.RetentionMs) * time.Millisecond
+	}
+	if s.RetentionBytes > 0 {
+		r.Bytes = s.RetentionBytes
+	}
+	return forecast.Sample{
+		Time:            s.SampledAt,
+		Offline:         s.Offline,
+		CommittedOffset: s.CommittedOffset,
+		LogStartOffset:  s.LogStartOffset,
+		LogEndOffset:    s.LogEndOffset,
+		LagAge:          time.Duration(s.LagAgeMs) * time.Millisecond,
+		PartitionBytes:  s.PartitionBytes,
+		UnconsumedBytes: s.UnconsumedBytes,
+		Retention:       r,
+	}
+}
+
+// ForecastSamples converts a history (ListLagSamples) for forecast.Compute.
+func ForecastSamples(samples []LagSample) []forecast.Sample {
+	out := make([]forecast.Sample, len(samples))
+	for i, s := range samples {
+		out[i] = s.Forecast()
+	}
+	return out
+}
+
+// CheckLagKey validates a key about to be written and returns it with
+// canonical ids.
+func CheckLagKey(k LagKey) (LagKey, error) {
+	var err error
+	if k.TenantID, err = CheckNewID("tenant", k.TenantID); err != nil {
+		return LagKey{}, err
+	}
+	if k.TopicID, err = CheckNewID("topic", k.TopicID); err != nil {
+		return LagKey{}, err
+	}
+	if k.Group == "" || !PlainText(k.Group) {
+		return LagKey{}, fmt.Errorf("invalid lag key: group %q is empty or not UTF-8 text", k.Group)
+	}
+	if k.Partition < 0 {
+		return LagKey{}, fmt.Errorf("invalid lag key: negative partition %d", k.Partition)
+	}
+	return k, nil
+}
+
+// CheckLagSample validates a sample about to be stored: a valid key, a
+// SampledAt, no negative counts, CommittedOffset ≥ -1, LogStartOffset ≤
+// LogEndOffset, retentions ≥ -1. It returns the sample with canonical ids.
+func CheckLagSample(s LagSample) (LagSample, error) {
+	k, err := CheckLagKey(s.LagKey)
+	if err != nil {
+		return LagSample{}, err
+	}
+	s.LagKey = k
+	bad := func(format string, args ...any) (LagSample, error) {
+		return LagSample{}, fmt.Errorf("invalid lag sample of group %q on %s/%d: %s", s.Group, s.TopicID, s.Partition, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case s.SampledAt.IsZero():
+		return bad("no sample time")
+	case !PlainText(s.TopicName):
+		return bad("topic name is not UTF-8 text")
+	case s.CommittedOffset < NoCommittedOffset:
+		return bad("committed offset %d below -1", s.CommittedOffset)
+	case s.LogStartOffset < 0 || s.LogEndOffset < s.LogStartOffset:
+		return bad("log start %d, log end %d", s.LogStartOffset, s.LogEndOffset)
+	case s.LagMessages < 0 || s.LagAgeMs < 0 || s.PartitionBytes < 0 || s.UnconsumedBytes < 0:
+		return bad("negative lag, lag age or bytes")
+	case s.RetentionMs < -1 || s.RetentionBytes < -1:
+		return bad("retention below -1")
+	}
+	return s, nil
+}
+
+// ---- alerts ----
+
+// AlertKind is what an alert warns of.
+type AlertKind string
+
+// The alert kinds (DESIGN.md §8).
+const (
+	// AlertLagGrowing: the lag age has been trending up for a window.
+	AlertLagGrowing AlertKind = "lag-growing"
+	// AlertRetentionExpiryRisk: the time to data loss is below the
+	// tenant's threshold.
+	AlertRetentionExpiryRisk AlertKind = "retention-expiry-risk"
+	// AlertRetentionExpired: unconsumed records were deleted.
+	AlertRetentionExpired AlertKind = "retention-expired"
+)
+
+// Valid reports whether k is one of the kinds.
+func (k AlertKind) Valid() bool {
+	switch k {
+	case AlertLagGrowing, AlertRetentionExpiryRisk, AlertRetentionExpired:
+		return true
+	}
+	return false
+}
+
+// AlertState is where an alert is in its life: pending → firing →
+// resolved, or pending → resolved (it cleared before firing), or straight
+// to firing.
+type AlertState string
+
+// The alert states. AlertNone is no state: the key has no active alert.
+const (
+	AlertNone     AlertState = ""
+	AlertPending  AlertState = "pending"
+	AlertFiring   AlertState = "firing"
+	AlertResolved AlertState = "resolved"
+)
+
+// Valid reports whether s is pending, firing or resolved.
+func (s AlertState) Valid() bool {
+	switch s {
+	case AlertPending, AlertFiring, AlertResolved:
+		return true
+	}
+	return false
+}
+
+// Active reports whether s is pending or firing.
+func (s AlertState) Active() bool { return s == AlertPending || s == AlertFiring }
+
+// AlertKey names the one active alert a kind may have on a group's
+// partition.
+type AlertKey struct {
+	TenantID  string
+	Kind      AlertKind
+	Group     string
+	TopicID   string
+	Partition int32
+}
+
+// AlertDetails is what an alert says, as of its latest transition or
+// refresh. Stored as JSON; fields are added, never renamed.
+type AlertDetails struct {
+	LagMessages int64 `json:"lag_messages"`
+	LagAgeMs    int64 `json:"lag_age_ms"`
+	// GrowthRate is the lag-age growth rate in seconds per second.
+	GrowthRate float64 `json:"growth_rate"`
+	// TimeToLossMs is the forecast time to data loss; ExpiresAt when the
+	// oldest unconsumed record is forecast to expire. Absent without a
+	// forecast.
+	TimeToLossMs int64     `json:"time_to_loss_ms,omitempty"`
+	ExpiresAt    time.Time `json:"expires_at,omitzero"`
+	// Horizon is which retention the forecast hits first: "time" or "bytes".
+	Horizon        string `json:"horizon,omitempty"`
+	RetentionMs    int64  `json:"retention_ms,omitempty"`
+	RetentionBytes int64  `json:"retention_bytes,omitempty"`
+	// LostFromOffset and LostToOffset bound the records deleted unconsumed,
+	// [from, to); LostCount = to − from. retention-expired only.
+	LostFromOffset int64 `json:"lost_from_offset,omitempty"`
+	LostToOffset   int64 `json:"lost_to_offset,omitempty"`
+	LostCount      int64 `json:"lost_count,omitempty"`
+	// Advice says what to do (add consumers; which may need partitions).
+	Advice string `json:"advice,omitempty"`
+}
+
+// Alert is one episode of a kind of trouble on a group's partition.
+type Alert struct {
+	ID string
+	AlertKey
+	TopicName  string
+	State      AlertState
+	Details    AlertDetails
+	CreatedAt  time.Time
+	UpdatedAt  time.Time // of the latest transition or refresh
+	FiredAt    time.Time // zero until it fired
+	ResolvedAt time.Time // zero until resolved
+}
+
+// AlertTransition asks TransitionAlert to move the active alert of Key from
+// From to To.
+type AlertTransition struct {
+	Key AlertKey
+	// TopicName is stored on creation (ignored otherwise).
+	TopicName string
+	// ID is the alert's id when From is a state; NewID the id of a new
+	// alert when From is AlertNone ("" lets the store choose).
+	ID    string
+	NewID string
+	From  AlertState
+	To    AlertState
+	// Details replace the stored ones.
+	Details AlertDetails
+	// At is the time of the transition (now when zero).
+	At time.Time
+	// Payload, when set and the state changes, builds the body of the
+	// webhook deliveries enqueued with the change, from the alert as stored.
+	// It runs inside the transaction: keep it pure. An error aborts the
+	// transition and is returned as is.
+	Payload func(Alert) ([]byte, error)
+}
+
+// AlertQuery selects a page of a tenant's alerts.
+type AlertQuery struct {
+	States  []AlertState // empty: all
+	Limit   int          // ≤ 0: DefaultPageSize; capped at MaxPageSize
+	AfterID string       // the last id of the previous page; "" from the newest
+}
+
+// Page sizes of the alert and delivery lists.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// PageSize is the number of rows a list asked for limit returns at most.
+func PageSize(limit int) int {
+	if limit <= 0 {
+		return DefaultPageSize
+	}
+	return min(limit, MaxPageSize)
+}
+
+// CheckAlertTransition validates tr and returns it with canonical ids (and
+// a new id when creating without one). The legal moves are none → pending,
+// none → firing, pending → firing, pending → resolved, firing → resolved,
+// and pending → pending, firing → firing (a refresh of the details).
+func CheckAlertTransition(tr AlertTransition) (AlertTransition, error) {
+	bad := func(format string, args ...any) (AlertTransition, error) {
+		return AlertTransition{}, fmt.Errorf("invalid alert transition: %s", fmt.Sprintf(format, args...))
+	}
+	var err error
+	if tr.Key.TenantID, err = CheckNewID("tenant", tr.Key.TenantID); err != nil {
+		return AlertTransition{}, err
+	}
+	if tr.Key.TopicID, err = CheckNewID("topic", tr.Key.TopicID); err != nil {
+		return AlertTransition{}, err
+	}
+	switch {
+	case !tr.Key.Kind.Valid():
+		return bad("unknown kind %q", tr.Key.Kind)
+	case tr.Key.Group == "" || !PlainText(tr.Key.Group):
+		return bad("group %q is empty or not UTF-8 text", tr.Key.Group)
+	case !PlainText(tr.TopicName) || !PlainText(tr.Details.Advice) || !PlainText(tr.Details.Horizon):
+		return bad("topic name, advice or horizon is not UTF-8 text")
+	case tr.Key.Partition < 0:
+		return bad("negative partition %d", tr.Key.Partition)
+	case tr.From != AlertNone && !tr.From.Valid():
+		return bad("unknown state %q", tr.From)
+	case !tr.To.Valid():
+		return bad("unknown state %q", tr.To)
+	case !alertTransitions[tr.From][tr.To]:
+		from := tr.From
+		if from == AlertNone {
+			from = "none"
+		}
+		return bad("%s → %s is not a legal move", from, tr.To)
+	}
+	if tr.From == AlertNone {
+		if tr.NewID == "" {
+			tr.NewID = NewID()
+		} else if tr.NewID, err = CheckNewID("alert", tr.NewID); err != nil {
+			return AlertTransition{}, err
+		}
+	} else if tr.ID, err = CheckNewID("alert", tr.ID); err != nil {
+		return AlertTransition{}, err
+	}
+	return tr, nil
+}
+
+var alertTransitions = map[AlertState]map[AlertState]bool{
+	AlertNone:    {AlertPending: true, AlertFiring: true},
+	AlertPending: {AlertPending: true, AlertFiring: true, AlertResolved: true},
+	AlertFiring:  {AlertFiring: true, AlertResolved: true},
+}
+
+// ApplyAlertTransition returns cur (the stored alert, zero when creating)
+// after tr at `at`: state, details and the times.
+func ApplyAlertTransition(cur Alert, tr AlertTransition, at time.Time) Alert {
+	if tr.From == AlertNone {
+		cur = Alert{ID: tr.NewID, AlertKey: tr.Key, TopicName: tr.TopicName, CreatedAt: at}
+	}
+	cur.State, cur.Details, cur.UpdatedAt = tr.To, tr.Details, at
+	if tr.To == AlertFiring && tr.From != AlertFiring {
+		cur.FiredAt = at
+	}
+	if tr.To == AlertResolved {
+		cur.ResolvedAt = at
+	}
+	return cur
+}
+
+// AlertDetailsJSON encodes details as stored.
+func AlertDetailsJSON(d AlertDetails) string {
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(err) // numbers, strings and a time always marshal
+	}
+	return string(b)
+}
+
+// ParseAlertDetails decodes what AlertDetailsJSON stored.
+func ParseAlertDetails(b []byte) (AlertDetails, error) {
+	var d AlertDetails
+	if err := json.Unmarshal(b, &d); err != nil {
+		return AlertDetails{}, fmt.Errorf("decode alert details: %w", err)
+	}
+	if !d.ExpiresAt.IsZero() {
+		d.ExpiresAt = d.ExpiresAt.UTC()
+	}
+	return d, nil
+}
+
+// DecideAlertTransition decides tr (From a state) on cur, the tenant's
+// alert tr.ID as read inside the write's transaction: ErrConflict when it
+// is not in tr.From (another writer moved it first) or is another key's
+// alert; otherwise the alert after the transition at `at`.
+func DecideAlertTransition(cur Alert, tr AlertTransition, at time.Time) (Alert, error) {
+	if cur.AlertKey != tr.Key {
+		return Alert{}, fmt.Errorf("alert %s is not the %s alert of group %q on %s/%d: %w",
+			cur.ID, tr.Key.Kind, tr.Key.Group, tr.Key.TopicID, tr.Key.Partition, ErrConflict)
+	}
+	if cur.State != tr.From {
+		return Alert{}, fmt.Errorf("alert %s is %s, not %s: %w", cur.ID, cur.State, tr.From, ErrConflict)
+	}
+	return ApplyAlertTransition(cur, tr, at), nil
+}

@@ -1,0 +1,335 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+// ---- lag samples ----
+
+const lagSampleColumns = `tenant_id, group_name, topic_id, partition, sampled_at, topic_name, offline,
+	committed_offset, log_start_offset, log_end_offset, lag_messages, lag_age_ms, partition_bytes,
+	unconsumed_bytes, retention_ms, retention_bytes`
+
+func scanLagSample(r pgx.Row) (store.LagSample, error) {
+	var s store.LagSample
+	if err := r.Scan(&s.TenantID, &s.Group, &s.TopicID, &s.Partition, &s.SampledAt, &s.TopicName, &s.Offline,
+		&s.CommittedOffset, &s.LogStartOffset, &s.LogEndOffset, &s.LagMessages, &s.LagAgeMs, &s.PartitionBytes,
+		&s.UnconsumedBytes, &s.RetentionMs, &s.RetentionBytes); err != nil {
+		return store.LagSample{}, err
+	}
+	s.SampledAt = s.SampledAt.UTC()
+	return s, nil
+}
+
+// AddLagSamples implements store.Store: one INSERT … SELECT FROM unnest of
+// column arrays, so the batch is one statement and one round trip.
+func (s *Store) AddLagSamples(ctx context.Context, samples []store.LagSample) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	n := len(samples)
+	var (
+		tenants, groups, topics, names = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		partitions                     = make([]int32, n)
+		times                          = make([]time.Time, n)
+		offline                        = make([]bool, n)
+		committed, start, end          = make([]int64, n), make([]int64, n), make([]int64, n)
+		lag, age, bytes, unconsumed    = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		retMs, retBytes                = make([]int64, n), make([]int64, n)
+	)
+	for i, smp := range samples {
+		smp, err := store.CheckLagSample(smp)
+		if err != nil {
+			return err
+		}
+		tenants[i], groups[i], topics[i], names[i], partitions[i] = smp.TenantID, smp.Group, smp.TopicID, smp.TopicName, smp.Partition
+		times[i], offline[i] = ts(smp.SampledAt), smp.Offline
+		committed[i], start[i], end[i] = smp.CommittedOffset, smp.LogStartOffset, smp.LogEndOffset
+		lag[i], age[i], bytes[i], unconsumed[i] = smp.LagMessages, smp.LagAgeMs, smp.PartitionBytes, smp.UnconsumedBytes
+		retMs[i], retBytes[i] = smp.RetentionMs, smp.RetentionBytes
+	}
+	_, err := s.pool.Exec(ctx,
+		`INSERT INTO lag_samples (`+lagSampleColumns+`)
+		 SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::integer[], $5::timestamptz[], $6::text[], $7::boolean[],
+		 	$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
+		 	$14::bigint[], $15::bigint[], $16::bigint[])
+		 ON CONFLICT (tenant_id, group_name, topic_id, partition, sampled_at) DO NOTHING`,
+		tenants, groups, topics, partitions, times, names, offline,
+		committed, start, end, lag, age, bytes, unconsumed, retMs, retBytes)
+	return translate("add lag samples", err)
+}
+
+// ListLagSamples implements store.Store.
+func (s *Store) ListLagSamples(ctx context.Context, key store.LagKey, since, until time.Time) ([]store.LagSample, error) {
+	tid, ok1 := store.CanonicalID(key.TenantID)
+	pid, ok2 := store.CanonicalID(key.TopicID)
+	if !ok1 || !ok2 {
+		return nil, nil
+	}
+	var upper pgtype.Timestamptz
+	if !until.IsZero() {
+		upper = pgtype.Timestamptz{Time: ts(until), Valid: true}
+	}
+	rows, err := s.pool.Query(ctx,
+		`SELECT `+lagSampleColumns+` FROM lag_samples
+		 WHERE tenant_id = $1 AND group_name = $2 AND topic_id = $3 AND partition = $4
+		   AND sampled_at >= $5 AND ($6::timestamptz IS NULL OR sampled_at <= $6)
+		 ORDER BY sampled_at`,
+		tid, key.Group, pid, key.Partition, ts(since), upper)
+	if err != nil {
+		return nil, translate("list lag samples", err)
+	}
+	return collect(rows, scanLagSample, "list lag samples")
+}
+
+// latestLagSamples is the newest sample of each key, of one tenant or (tenant
+// NULL) of all.
+const latestLagSamples = `SELECT ` + lagSampleColumns + ` FROM (
+	SELECT DISTINCT ON (tenant_id, group_name, topic_id, partition) ` + lagSampleColumns + `
+	FROM lag_samples WHERE ($1::uuid IS NULL OR tenant_id = $1)
+	ORDER BY tenant_id, group_name, topic_id, partition, sampled_at DESC) latest
+	ORDER BY tenant_id, group_name, topic_id, partition`
+
+// LatestLagSamples implements store.Store.
+func (s *Store) LatestLagSamples(ctx context.Context, tenantID string) ([]store.LagSample, error) {
+	tid, ok := store.CanonicalID(tenantID)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, latestLagSamples, tid)
+	if err != nil {
+		return nil, translate("list latest lag samples", err)
+	}
+	return collect(rows, scanLagSample, "list latest lag samples")
+}
+
+// AllLatestLagSamples implements store.Store.
+func (s *Store) AllLatestLagSamples(ctx context.Context) ([]store.LagSample, error) {
+	rows, err := s.pool.Query(ctx, latestLagSamples, nil)
+	if err != nil {
+		return nil, translate("list latest lag samples", err)
+	}
+	return collect(rows, scanLagSample, "list latest lag samples")
+}
+
+// PruneLagSamples implements store.Store: the age cut through the
+// sampled_at index, then the per-key cap by row number within each key.
+func (s *Store) PruneLagSamples(ctx context.Context, before time.Time, maxPerKey int) (int64, error) {
+	var n int64
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM lag_samples WHERE sampled_at < $1`, ts(before))
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		if maxPerKey <= 0 {
+			return nil
+		}
+		tag, err = tx.Exec(ctx,
+			`DELETE FROM lag_samples d USING (
+				SELECT tenant_id, group_name, topic_id, partition, sampled_at FROM (
+					SELECT tenant_id, group_name, topic_id, partition, sampled_at,
+						row_number() OVER (PARTITION BY tenant_id, group_name, topic_id, partition ORDER BY sampled_at DESC) AS rn
+					FROM lag_samples) ranked
+				WHERE rn > $1) old
+			 WHERE d.tenant_id = old.tenant_id AND d.group_name = old.group_name AND d.topic_id = old.topic_id
+			   AND d.partition = old.partition AND d.sampled_at = old.sampled_at`, maxPerKey)
+		if err != nil {
+			return err
+		}
+		n += tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return 0, translate("prune lag samples", err)
+	}
+	return n, nil
+}
+
+// ---- alerts ----
+
+const alertColumns = `id, tenant_id, kind, group_name, topic_id, topic_name, partition, state, details,
+	created_at, updated_at, fired_at, resolved_at`
+
+func scanAlert(r pgx.Row) (store.Alert, error) {
+	var (
+		a               store.Alert
+		kind, state     string
+		details         []byte
+		fired, resolved pgtype.Timestamptz
+	)
+	if err := r.Scan(&a.ID, &a.TenantID, &kind, &a.Group, &a.TopicID, &a.TopicName, &a.Partition, &state, &details,
+		&a.CreatedAt, &a.UpdatedAt, &fired, &resolved); err != nil {
+		return store.Alert{}, err
+	}
+	var err error
+	if a.Details, err = store.ParseAlertDetails(details); err != nil {
+		return store.Alert{}, err
+	}
+	a.Kind, a.State = store.AlertKind(kind), store.AlertState(state)
+	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
+	a.FiredAt, a.ResolvedAt = fromNullTS(fired), fromNullTS(resolved)
+	return a, nil
+}
+
+// TransitionAlert implements store.Store. Creating is an INSERT … ON
+// CONFLICT DO NOTHING against the partial unique index of active alerts:
+// of concurrent creations one inserts, the others (waiting for it to commit)
+// insert nothing and lose. Moving reads the alert FOR UPDATE, so concurrent
+// movers queue on the row and each decides on the state the previous one
+// committed.
+func (s *Store) TransitionAlert(ctx context.Context, tr store.AlertTransition) (store.Alert, error) {
+	tr, err := store.CheckAlertTransition(tr)
+	if err != nil {
+		return store.Alert{}, err
+	}
+	now := ts(orNow(tr.At))
+	var out store.Alert
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if tr.From == store.AlertNone {
+			a := store.ApplyAlertTransition(store.Alert{}, tr, now)
+			out, err = scanAlert(tx.QueryRow(ctx,
+				`INSERT INTO alerts (`+alertColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, NULL)
+				 ON CONFLICT (tenant_id, kind, group_name, topic_id, partition) WHERE state <> 'resolved' DO NOTHING
+				 RETURNING `+alertColumns,
+				a.ID, a.TenantID, string(a.Kind), a.Group, a.TopicID, a.TopicName, a.Partition, string(a.State),
+				store.AlertDetailsJSON(a.Details), a.CreatedAt, nullTS(a.FiredAt)))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("the %s alert of group %q on %s/%d is active already: %w",
+					tr.Key.Kind, tr.Key.Group, tr.Key.TopicID, tr.Key.Partition, store.ErrConflict)
+			}
+			if err != nil {
+				return err
+			}
+		} else {
+			cur, err := scanAlert(tx.QueryRow(ctx,
+				`SELECT `+alertColumns+` FROM alerts WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, tr.ID, tr.Key.TenantID))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("alert %s: %w", tr.ID, store.ErrNotFound)
+			}
+			if err != nil {
+				return err
+			}
+			a, err := store.DecideAlertTransition(cur, tr, now)
+			if err != nil {
+				return err
+			}
+			out, err = scanAlert(tx.QueryRow(ctx,
+				`UPDATE alerts SET state = $2, details = $3, updated_at = $4, fired_at = $5, resolved_at = $6
+				 WHERE id = $1 RETURNING `+alertColumns,
+				a.ID, string(a.State), store.AlertDetailsJSON(a.Details), a.UpdatedAt, nullTS(a.FiredAt), nullTS(a.ResolvedAt)))
+			if err != nil {
+				return err
+			}
+		}
+		if tr.From == tr.To || tr.Payload == nil {
+			return nil
+		}
+		return enqueueForAlert(ctx, tx, out, tr.Payload)
+	})
+	if err != nil {
+		return store.Alert{}, translate("transition alert", err)
+	}
+	return out, nil
+}
+
+// enqueueForAlert enqueues, in tx, a delivery of a's new state to every
+// webhook of its tenant. The webhooks are read FOR KEY SHARE: a concurrent
+// DeleteWebhook waits for the transition to commit (and then deletes the
+// deliveries with the webhook).
+func enqueueForAlert(ctx context.Context, tx pgx.Tx, a store.Alert, payload func(store.Alert) ([]byte, error)) error {
+	rows, err := tx.Query(ctx, `SELECT id FROM webhooks WHERE tenant_id = $1 ORDER BY created_at, id FOR KEY SHARE`, a.TenantID)
+	if err != nil {
+		return err
+	}
+	hooks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(hooks) == 0 {
+		return err
+	}
+	body, err := payload(a)
+	if err != nil {
+		return err
+	}
+	for _, h := range hooks {
+		d, err := store.CheckDelivery(store.Delivery{TenantID: a.TenantID, WebhookID: h, AlertID: a.ID, AlertState: a.State, Payload: body, CreatedAt: a.UpdatedAt})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, insertDelivery, deliveryArgs(d)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GetAlert implements store.Store.
+func (s *Store) GetAlert(ctx context.Context, tenantID, id string) (store.Alert, error) {
+	tid, ok1 := store.CanonicalID(tenantID)
+	aid, ok2 := store.CanonicalID(id)
+	if !ok1 || !ok2 {
+		return store.Alert{}, store.ErrNotFound
+	}
+	a, err := scanAlert(s.pool.QueryRow(ctx, `SELECT `+alertColumns+` FROM alerts WHERE id = $1 AND tenant_id = $2`, aid, tid))
+	if err != nil {
+		return store.Alert{}, translate("get alert", err)
+	}
+	return a, nil
+}
+
+// ListAlerts implements store.Store.
+func (s *Store) ListAlerts(ctx context.Context, tenantID string, q store.AlertQuery) ([]store.Alert, error) {
+	tid, ok := store.CanonicalID(tenantID)
+	if !ok {
+		return nil, nil
+	}
+	var after pgtype.UUID
+	if q.AfterID != "" {
+		aid, ok := store.CanonicalID(q.AfterID)
+		if !ok {
+			return nil, fmt.Errorf("alert %q: %w", q.AfterID, store.ErrNotFound)
+		}
+		if err := after.Scan(aid); err != nil {
+			return nil, fmt.Errorf("list alerts: %w", err)
+		}
+		var found bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM alerts WHERE id = $1 AND tenant_id = $2)`, aid, tid).Scan(&found); err != nil {
+			return nil, translate("list alerts", err)
+		}
+		if !found {
+			return nil, fmt.Errorf("alert %s: %w", aid, store.ErrNotFound)
+		}
+	}
+	states := make([]string, len(q.States))
+	for i, st := range q.States {
+		states[i] = string(st)
+	}
+	rows, err := s.pool.Query(ctx,
+		`SELECT `+alertColumns+` FROM alerts a
+		 WHERE tenant_id = $1 AND (cardinality($2::text[]) = 0 OR state = ANY ($2))
+		   AND ($3::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM alerts WHERE id = $3))
+		 ORDER BY created_at DESC, id DESC LIMIT $4`,
+		tid, states, after, store.PageSize(q.Limit))
+	if err != nil {
+		return nil, translate("list alerts", err)
+	}
+	return collect(rows, scanAlert, "list alerts")
+}
+
+// ListActiveAlerts implements store.Store.
+func (s *Store) ListActiveAlerts(ctx context.Context) ([]store.Alert, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT `+alertColumns+` FROM alerts WHERE state <> 'resolved'
+		 ORDER BY tenant_id, group_name, topic_id, partition, kind`)
+	if err != nil {
+		return nil, translate("list active alerts", err)
+	}
+	return collect(rows, scanAlert, "list active alerts")
+}
