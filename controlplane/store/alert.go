@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/alerts/forecast"
@@ -307,42 +308,27 @@ type AlertKey struct {
 	Partition int32
 }
 
-// AlertDetails is what an alert says, as of its latest transition or
-// refresh. Stored as JSON; fields are added, never renamed.
-type AlertDetails struct {
-	LagMessages int64 `json:"lag_messages"`
-	LagAgeMs    int64 `json:"lag_age_ms"`
-	// GrowthRate is the lag-age growth rate in seconds per second.
-	GrowthRate float64 `json:"growth_rate"`
-	// TimeToLossMs is the forecast time to data loss; ExpiresAt when the
-	// oldest unconsumed record is forecast to expire. Absent without a
-	// forecast.
-	TimeToLossMs int64     `json:"time_to_loss_ms,omitempty"`
-	ExpiresAt    time.Time `json:"expires_at,omitzero"`
-	// Horizon is which retention the forecast hits first: "time" or "bytes".
-	Horizon        string `json:"horizon,omitempty"`
-	RetentionMs    int64  `json:"retention_ms,omitempty"`
-	RetentionBytes int64  `json:"retention_bytes,omitempty"`
-	// LostFromOffset and LostToOffset bound the records deleted unconsumed,
-	// [from, to); LostCount = to − from. retention-expired only.
-	LostFromOffset int64 `json:"lost_from_offset,omitempty"`
-	LostToOffset   int64 `json:"lost_to_offset,omitempty"`
-	LostCount      int64 `json:"lost_count,omitempty"`
-	// Advice says what to do (add consumers; which may need partitions).
-	Advice string `json:"advice,omitempty"`
-}
+// MaxAlertDetailsBytes bounds an alert's details JSON.
+const MaxAlertDetailsBytes = 64 << 10
 
 // Alert is one episode of a kind of trouble on a group's partition.
 type Alert struct {
 	ID string
 	AlertKey
-	TopicName  string
-	State      AlertState
-	Details    AlertDetails
-	CreatedAt  time.Time
+	TopicName string
+	State     AlertState
+	// Details is what the alert says (lag, lag age, growth rate, time to
+	// data loss, lost range, advice): a JSON object whose shape the
+	// evaluator owns (alerts.Details), stored and returned byte for byte.
+	Details    json.RawMessage
+	CreatedAt  time.Time // when the condition was first seen this episode
 	UpdatedAt  time.Time // of the latest transition or refresh
 	FiredAt    time.Time // zero until it fired
 	ResolvedAt time.Time // zero until resolved
+	// ClearSince is the evaluator's: while firing, since when the condition
+	// has been seen gone (zero while it holds). Stored as given by each
+	// transition.
+	ClearSince time.Time
 }
 
 // AlertTransition asks TransitionAlert to move the active alert of Key from
@@ -357,8 +343,10 @@ type AlertTransition struct {
 	NewID string
 	From  AlertState
 	To    AlertState
-	// Details replace the stored ones.
-	Details AlertDetails
+	// Details (a JSON object; nil is {}) and ClearSince replace the stored
+	// ones.
+	Details    json.RawMessage
+	ClearSince time.Time
 	// At is the time of the transition (now when zero).
 	At time.Time
 	// Payload, when set and the state changes, builds the body of the
@@ -409,8 +397,8 @@ func CheckAlertTransition(tr AlertTransition) (AlertTransition, error) {
 		return bad("unknown kind %q", tr.Key.Kind)
 	case tr.Key.Group == "" || !PlainText(tr.Key.Group):
 		return bad("group %q is empty or not UTF-8 text", tr.Key.Group)
-	case !PlainText(tr.TopicName) || !PlainText(tr.Details.Advice) || !PlainText(tr.Details.Horizon):
-		return bad("topic name, advice or horizon is not UTF-8 text")
+	case !PlainText(tr.TopicName):
+		return bad("topic name is not UTF-8 text")
 	case tr.Key.Partition < 0:
 		return bad("negative partition %d", tr.Key.Partition)
 	case tr.From != AlertNone && !tr.From.Valid():
@@ -423,6 +411,9 @@ func CheckAlertTransition(tr AlertTransition) (AlertTransition, error) {
 			from = "none"
 		}
 		return bad("%s → %s is not a legal move", from, tr.To)
+	}
+	if tr.Details, err = checkDetails(tr.Details); err != nil {
+		return AlertTransition{}, err
 	}
 	if tr.From == AlertNone {
 		if tr.NewID == "" {
@@ -448,7 +439,10 @@ func ApplyAlertTransition(cur Alert, tr AlertTransition, at time.Time) Alert {
 	if tr.From == AlertNone {
 		cur = Alert{ID: tr.NewID, AlertKey: tr.Key, TopicName: tr.TopicName, CreatedAt: at}
 	}
-	cur.State, cur.Details, cur.UpdatedAt = tr.To, tr.Details, at
+	cur.State, cur.Details, cur.UpdatedAt, cur.ClearSince = tr.To, tr.Details, at, tr.ClearSince.Truncate(time.Millisecond)
+	if !cur.ClearSince.IsZero() {
+		cur.ClearSince = cur.ClearSince.UTC()
+	}
 	if tr.To == AlertFiring && tr.From != AlertFiring {
 		cur.FiredAt = at
 	}
@@ -458,25 +452,22 @@ func ApplyAlertTransition(cur Alert, tr AlertTransition, at time.Time) Alert {
 	return cur
 }
 
-// AlertDetailsJSON encodes details as stored.
-func AlertDetailsJSON(d AlertDetails) string {
-	b, err := json.Marshal(d)
-	if err != nil {
-		panic(err) // numbers, strings and a time always marshal
+// checkDetails validates alert details: a JSON object of at most
+// MaxAlertDetailsBytes that every driver can store as text; nil is {}.
+func checkDetails(d json.RawMessage) (json.RawMessage, error) {
+	if len(d) == 0 {
+		return json.RawMessage("{}"), nil
 	}
-	return string(b)
-}
-
-// ParseAlertDetails decodes what AlertDetailsJSON stored.
-func ParseAlertDetails(b []byte) (AlertDetails, error) {
-	var d AlertDetails
-	if err := json.Unmarshal(b, &d); err != nil {
-		return AlertDetails{}, fmt.Errorf("decode alert details: %w", err)
+	var obj map[string]json.RawMessage
+	switch {
+	case len(d) > MaxAlertDetailsBytes:
+		return nil, fmt.Errorf("invalid alert details: longer than %d bytes", MaxAlertDetailsBytes)
+	case !PlainText(string(d)):
+		return nil, fmt.Errorf("invalid alert details: not UTF-8 text without NUL")
+	case json.Unmarshal(d, &obj) != nil || obj == nil:
+		return nil, fmt.Errorf("invalid alert details: not a JSON object")
 	}
-	if !d.ExpiresAt.IsZero() {
-		d.ExpiresAt = d.ExpiresAt.UTC()
-	}
-	return d, nil
+	return slices.Clone(d), nil
 }
 
 // DecideAlertTransition decides tr (From a state) on cur, the tenant's

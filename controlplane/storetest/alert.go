@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -104,7 +105,7 @@ func alertKey(tenantID string, kind store.AlertKind) store.AlertKey {
 func openAlert(t *testing.T, s store.Store, key store.AlertKey, to store.AlertState, d time.Duration) store.Alert {
 	t.Helper()
 	a, err := s.TransitionAlert(t.Context(), store.AlertTransition{Key: key, TopicName: "orders", To: to, At: at(d),
-		Details: store.AlertDetails{LagMessages: 100, LagAgeMs: 3_600_000, GrowthRate: 0.25}})
+		Details: json.RawMessage(`{"lag_messages":100,"lag_age_ns":3600000000000}`)})
 	require.NoError(t, err)
 	return a
 }
@@ -381,30 +382,32 @@ func testAlertLifecycle(t *testing.T, s store.Store) {
 	ten, _ := createTenant(t, s)
 	key := alertKey(ten.ID, store.AlertRetentionExpiryRisk)
 	id := store.NewID()
-	details := store.AlertDetails{LagMessages: 5000, LagAgeMs: 86_400_000, GrowthRate: 0.25, TimeToLossMs: 24 * 86_400_000,
-		ExpiresAt: at(24 * 24 * time.Hour), Horizon: "time", RetentionMs: 7 * 86_400_000, Advice: "add consumers"}
+	// Details come back byte for byte: key order, spacing and number forms kept.
+	details := json.RawMessage(`{"lag_messages": 5000, "growth": 2.50e-1, "advice": "add consumers", "a": null}`)
 
 	a, err := s.TransitionAlert(ctx, store.AlertTransition{Key: key, TopicName: "orders", NewID: id, To: store.AlertPending, At: at(0), Details: details})
 	require.NoError(t, err)
 	want := store.Alert{ID: id, AlertKey: key, TopicName: "orders", State: store.AlertPending, Details: details,
 		CreatedAt: ms(at(0)), UpdatedAt: ms(at(0))}
-	want.Details.ExpiresAt = want.Details.ExpiresAt.UTC()
 	require.Equal(t, want, a)
-	requireUTC(t, a.CreatedAt, a.UpdatedAt, a.Details.ExpiresAt)
+	requireUTC(t, a.CreatedAt, a.UpdatedAt)
 	got, err := s.GetAlert(ctx, ten.ID, id)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 
-	// A refresh changes the details and UpdatedAt only.
-	details.LagMessages = 6000
-	a, err = s.TransitionAlert(ctx, store.AlertTransition{Key: key, ID: id, From: store.AlertPending, To: store.AlertPending, At: at(time.Minute), Details: details})
+	// A refresh changes the details, ClearSince and UpdatedAt only.
+	details = json.RawMessage(`{"lag_messages":6000}`)
+	a, err = s.TransitionAlert(ctx, store.AlertTransition{Key: key, ID: id, From: store.AlertPending, To: store.AlertPending, At: at(time.Minute), Details: details, ClearSince: at(time.Second)})
 	require.NoError(t, err)
-	require.EqualValues(t, 6000, a.Details.LagMessages)
+	require.Equal(t, details, a.Details)
+	require.Equal(t, ms(at(time.Second)), a.ClearSince)
+	requireUTC(t, a.ClearSince)
 	require.Equal(t, ms(at(0)), a.CreatedAt)
 	require.Equal(t, ms(at(time.Minute)), a.UpdatedAt)
 
 	a = moveAlert(t, s, a, store.AlertFiring, 2*time.Minute)
 	require.Equal(t, store.AlertFiring, a.State)
+	require.True(t, a.ClearSince.IsZero(), "each transition sets ClearSince")
 	require.Equal(t, ms(at(2*time.Minute)), a.FiredAt)
 	require.True(t, a.ResolvedAt.IsZero())
 	a = moveAlert(t, s, a, store.AlertFiring, 3*time.Minute)
@@ -515,10 +518,15 @@ func testAlertInvalid(t *testing.T, s store.Store) {
 		"firing → pending": func(tr *store.AlertTransition) {
 			tr.From, tr.To, tr.ID = store.AlertFiring, store.AlertPending, store.NewID()
 		},
-		"from":     func(tr *store.AlertTransition) { tr.From, tr.ID = "open", store.NewID() },
-		"no id":    func(tr *store.AlertTransition) { tr.From = store.AlertPending },
-		"new id":   func(tr *store.AlertTransition) { tr.NewID = "x" },
-		"empty to": func(tr *store.AlertTransition) { tr.To = "" },
+		"from":          func(tr *store.AlertTransition) { tr.From, tr.ID = "open", store.NewID() },
+		"no id":         func(tr *store.AlertTransition) { tr.From = store.AlertPending },
+		"new id":        func(tr *store.AlertTransition) { tr.NewID = "x" },
+		"empty to":      func(tr *store.AlertTransition) { tr.To = "" },
+		"details array": func(tr *store.AlertTransition) { tr.Details = json.RawMessage(`[1]`) },
+		"details null":  func(tr *store.AlertTransition) { tr.Details = json.RawMessage(`null`) },
+		"details junk":  func(tr *store.AlertTransition) { tr.Details = json.RawMessage(`{"a":`) },
+		"details NUL":   func(tr *store.AlertTransition) { tr.Details = json.RawMessage("{\"a\":\"\x00\"}") },
+		"group NUL":     func(tr *store.AlertTransition) { tr.Key.Group = "\x00" },
 	} {
 		tr := valid
 		mod(&tr)

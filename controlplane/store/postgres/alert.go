@@ -157,7 +157,7 @@ func (s *Store) PruneLagSamples(ctx context.Context, before time.Time, maxPerKey
 // ---- alerts ----
 
 const alertColumns = `id, tenant_id, kind, group_name, topic_id, topic_name, partition, state, details,
-	created_at, updated_at, fired_at, resolved_at`
+	created_at, updated_at, fired_at, resolved_at, clear_since`
 
 func scanAlert(r pgx.Row) (store.Alert, error) {
 	var (
@@ -165,15 +165,14 @@ func scanAlert(r pgx.Row) (store.Alert, error) {
 		kind, state     string
 		details         []byte
 		fired, resolved pgtype.Timestamptz
+		clear           pgtype.Timestamptz
 	)
 	if err := r.Scan(&a.ID, &a.TenantID, &kind, &a.Group, &a.TopicID, &a.TopicName, &a.Partition, &state, &details,
-		&a.CreatedAt, &a.UpdatedAt, &fired, &resolved); err != nil {
+		&a.CreatedAt, &a.UpdatedAt, &fired, &resolved, &clear); err != nil {
 		return store.Alert{}, err
 	}
-	var err error
-	if a.Details, err = store.ParseAlertDetails(details); err != nil {
-		return store.Alert{}, err
-	}
+	a.Details = details
+	a.ClearSince = fromNullTS(clear)
 	a.Kind, a.State = store.AlertKind(kind), store.AlertState(state)
 	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
 	a.FiredAt, a.ResolvedAt = fromNullTS(fired), fromNullTS(resolved)
@@ -197,11 +196,11 @@ func (s *Store) TransitionAlert(ctx context.Context, tr store.AlertTransition) (
 		if tr.From == store.AlertNone {
 			a := store.ApplyAlertTransition(store.Alert{}, tr, now)
 			out, err = scanAlert(tx.QueryRow(ctx,
-				`INSERT INTO alerts (`+alertColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, NULL)
+				`INSERT INTO alerts (`+alertColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, NULL, $12)
 				 ON CONFLICT (tenant_id, kind, group_name, topic_id, partition) WHERE state <> 'resolved' DO NOTHING
 				 RETURNING `+alertColumns,
 				a.ID, a.TenantID, string(a.Kind), a.Group, a.TopicID, a.TopicName, a.Partition, string(a.State),
-				store.AlertDetailsJSON(a.Details), a.CreatedAt, nullTS(a.FiredAt)))
+				string(a.Details), a.CreatedAt, nullTS(a.FiredAt), nullTS(a.ClearSince)))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("the %s alert of group %q on %s/%d is active already: %w",
 					tr.Key.Kind, tr.Key.Group, tr.Key.TopicID, tr.Key.Partition, store.ErrConflict)
@@ -223,9 +222,9 @@ func (s *Store) TransitionAlert(ctx context.Context, tr store.AlertTransition) (
 				return err
 			}
 			out, err = scanAlert(tx.QueryRow(ctx,
-				`UPDATE alerts SET state = $2, details = $3, updated_at = $4, fired_at = $5, resolved_at = $6
+				`UPDATE alerts SET state = $2, details = $3, updated_at = $4, fired_at = $5, resolved_at = $6, clear_since = $7
 				 WHERE id = $1 RETURNING `+alertColumns,
-				a.ID, string(a.State), store.AlertDetailsJSON(a.Details), a.UpdatedAt, nullTS(a.FiredAt), nullTS(a.ResolvedAt)))
+				a.ID, string(a.State), string(a.Details), a.UpdatedAt, nullTS(a.FiredAt), nullTS(a.ResolvedAt), nullTS(a.ClearSince)))
 			if err != nil {
 				return err
 			}

@@ -147,7 +147,7 @@ func (s *Store) PruneLagSamples(ctx context.Context, before time.Time, maxPerKey
 // ---- alerts ----
 
 const alertColumns = `id, tenant_id, kind, group_name, topic_id, topic_name, partition, state, details,
-	created_at, updated_at, fired_at, resolved_at`
+	created_at, updated_at, fired_at, resolved_at, clear_since`
 
 func scanAlert(r rowScanner) (store.Alert, error) {
 	var (
@@ -156,15 +156,14 @@ func scanAlert(r rowScanner) (store.Alert, error) {
 		details          string
 		created, updated int64
 		fired, resolved  sql.NullInt64
+		clear            sql.NullInt64
 	)
 	if err := r.Scan(&a.ID, &a.TenantID, &kind, &a.Group, &a.TopicID, &a.TopicName, &a.Partition, &state, &details,
-		&created, &updated, &fired, &resolved); err != nil {
+		&created, &updated, &fired, &resolved, &clear); err != nil {
 		return store.Alert{}, err
 	}
-	var err error
-	if a.Details, err = store.ParseAlertDetails([]byte(details)); err != nil {
-		return store.Alert{}, err
-	}
+	a.Details = []byte(details)
+	a.ClearSince = fromNullMS(clear)
 	a.Kind, a.State = store.AlertKind(kind), store.AlertState(state)
 	a.CreatedAt, a.UpdatedAt = fromMS(created), fromMS(updated)
 	a.FiredAt, a.ResolvedAt = fromNullMS(fired), fromNullMS(resolved)
@@ -185,11 +184,11 @@ func (s *Store) TransitionAlert(ctx context.Context, tr store.AlertTransition) (
 		if tr.From == store.AlertNone {
 			a := store.ApplyAlertTransition(store.Alert{}, tr, now)
 			out, err = scanAlert(tx.QueryRowContext(ctx,
-				`INSERT INTO alerts (`+alertColumns+`) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, NULL)
+				`INSERT INTO alerts (`+alertColumns+`) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, NULL, ?12)
 				 ON CONFLICT (tenant_id, kind, group_name, topic_id, partition) WHERE state <> 'resolved' DO NOTHING
 				 RETURNING `+alertColumns,
 				a.ID, a.TenantID, string(a.Kind), a.Group, a.TopicID, a.TopicName, a.Partition, string(a.State),
-				store.AlertDetailsJSON(a.Details), toMS(a.CreatedAt), nullMS(a.FiredAt)))
+				string(a.Details), toMS(a.CreatedAt), nullMS(a.FiredAt), nullMS(a.ClearSince)))
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("the %s alert of group %q on %s/%d is active already: %w",
 					tr.Key.Kind, tr.Key.Group, tr.Key.TopicID, tr.Key.Partition, store.ErrConflict)
@@ -211,9 +210,9 @@ func (s *Store) TransitionAlert(ctx context.Context, tr store.AlertTransition) (
 				return err
 			}
 			out, err = scanAlert(tx.QueryRowContext(ctx,
-				`UPDATE alerts SET state = ?2, details = ?3, updated_at = ?4, fired_at = ?5, resolved_at = ?6
+				`UPDATE alerts SET state = ?2, details = ?3, updated_at = ?4, fired_at = ?5, resolved_at = ?6, clear_since = ?7
 				 WHERE id = ?1 RETURNING `+alertColumns,
-				a.ID, string(a.State), store.AlertDetailsJSON(a.Details), toMS(a.UpdatedAt), nullMS(a.FiredAt), nullMS(a.ResolvedAt)))
+				a.ID, string(a.State), string(a.Details), toMS(a.UpdatedAt), nullMS(a.FiredAt), nullMS(a.ResolvedAt), nullMS(a.ClearSince)))
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,8 @@
 --
 -- alerts: at most one active (pending or firing) alert per (tenant, kind,
 -- group, topic, partition), enforced by the partial unique index
--- alerts_active_key; resolved alerts are kept as history.
+-- alerts_active_key; resolved alerts are kept as history. details is json,
+-- not jsonb: the evaluator's JSON is returned byte for byte.
 --
 -- webhooks: the signing secret is stored (HMAC needs it) and returned only
 -- to the sender with a claimed delivery.
@@ -60,11 +61,12 @@ CREATE TABLE alerts (
     topic_name  text        NOT NULL,
     partition   integer     NOT NULL,
     state       text        NOT NULL,
-    details     jsonb       NOT NULL,
+    details     json        NOT NULL,
     created_at  timestamptz NOT NULL,
     updated_at  timestamptz NOT NULL,
     fired_at    timestamptz,
     resolved_at timestamptz,
+    clear_since timestamptz,
     CONSTRAINT alerts_pkey PRIMARY KEY (id),
     CONSTRAINT alerts_id_tenant_key UNIQUE (id, tenant_id),
     CONSTRAINT alerts_tenant_fkey FOREIGN KEY (tenant_id) REFERENCES tenants (id) ON DELETE CASCADE,
@@ -72,7 +74,7 @@ CREATE TABLE alerts (
     CONSTRAINT alerts_state_check CHECK (state IN ('pending', 'firing', 'resolved')),
     CONSTRAINT alerts_resolved_check CHECK ((state = 'resolved') = (resolved_at IS NOT NULL)),
     CONSTRAINT alerts_partition_check CHECK (partition >= 0),
-    CONSTRAINT alerts_details_check CHECK (jsonb_typeof(details) = 'object')
+    CONSTRAINT alerts_details_check CHECK (json_typeof(details) = 'object')
 );
 
 CREATE UNIQUE INDEX alerts_active_key ON alerts (tenant_id, kind, group_name, topic_id, partition)

@@ -43,6 +43,7 @@ CREATE TABLE alerts (
     updated_at  INTEGER NOT NULL,
     fired_at    INTEGER,
     resolved_at INTEGER,
+    clear_since INTEGER,
     UNIQUE (id, tenant_id),
     CHECK ((state = 'resolved') = (resolved_at IS NOT NULL))
 ) STRICT;
