@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluicemq/sluice/alerts"
 	"github.com/sluicemq/sluice/controlplane/controller"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -33,6 +34,14 @@ type Config struct {
 	OffsetsTopicReplicationFactor int
 	MaxRequestBytes               int
 	ShutdownTimeout               time.Duration
+	// LagSampleInterval is how often consumer groups are sampled for lag
+	// alerts (0 turns lag alerts off); LagWindow how much history a
+	// forecast fits.
+	LagSampleInterval time.Duration
+	LagWindow         time.Duration
+	// LagAlertPolicy holds the alerts' for-durations and thresholds (zero
+	// fields: alerts.DefaultPolicy); not a flag.
+	LagAlertPolicy alerts.Policy
 	// Controller configures this replica's candidate controller (its
 	// StartupGrace is always BrokerLease).
 	Controller controller.Config
@@ -52,6 +61,8 @@ func DefaultConfig() Config {
 		OffsetsTopicReplicationFactor: 3,
 		MaxRequestBytes:               1 << 20,
 		ShutdownTimeout:               10 * time.Second,
+		LagSampleInterval:             30 * time.Second,
+		LagWindow:                     time.Hour,
 		Controller:                    controller.DefaultConfig(),
 	}
 }
@@ -68,6 +79,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.BrokerToken, "broker-token", c.BrokerToken, "secret bearer token brokers authenticate with; empty disables the BrokerService")
 	fs.DurationVar(&c.BrokerLease, "broker-lease", c.BrokerLease, "a broker without a heartbeat for this long is considered dead")
 	fs.IntVar(&c.DefaultReplicationFactor, "default-replication-factor", c.DefaultReplicationFactor, "replication factor for topics created without one")
+	fs.DurationVar(&c.LagSampleInterval, "lag-sample-interval", c.LagSampleInterval, "how often every consumer group × partition is sampled for lag alerts (0 turns lag alerts off); brokers compute lag every --group-lag-metrics-interval, so sampling faster than that repeats samples")
+	fs.DurationVar(&c.LagWindow, "lag-window", c.LagWindow, "how much lag history a forecast fits (the lag-age growth rate is the least-squares slope over it)")
 	fs.IntVar(&c.OffsetsTopicPartitions, "offsets-topic-partitions", c.OffsetsTopicPartitions, "partitions of the internal topic holding consumer groups' offsets (each partition's leader coordinates its groups); fixed once created")
 	fs.IntVar(&c.OffsetsTopicReplicationFactor, "offsets-topic-replication-factor", c.OffsetsTopicReplicationFactor, "replication factor of the internal offsets topic; it is created once this many brokers are live, and consumer groups are unavailable until then")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
@@ -98,6 +111,10 @@ func (c *Config) Validate() error {
 		return errors.New("--broker-token must be at least 16 characters")
 	case c.BrokerLease < time.Second:
 		return fmt.Errorf("--broker-lease must be at least 1s; got %s", c.BrokerLease)
+	case c.LagSampleInterval != 0 && c.LagSampleInterval < 100*time.Millisecond:
+		return fmt.Errorf("--lag-sample-interval must be 0 (off) or at least 100ms; got %s", c.LagSampleInterval)
+	case c.LagSampleInterval > 0 && c.LagWindow < 4*c.LagSampleInterval:
+		return fmt.Errorf("--lag-window must hold at least 4 samples (4 × --lag-sample-interval %s); got %s", c.LagSampleInterval, c.LagWindow)
 	case c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > 1000:
 		return fmt.Errorf("--offsets-topic-partitions must be between 1 and 1000; got %d", c.OffsetsTopicPartitions)
 	case c.OffsetsTopicReplicationFactor < 1 || c.OffsetsTopicReplicationFactor > 7:

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicemq/sluice/controlplane/alerting"
 	"github.com/sluicemq/sluice/controlplane/api"
 	"github.com/sluicemq/sluice/controlplane/controller"
 	"github.com/sluicemq/sluice/controlplane/store"
@@ -61,6 +62,7 @@ type Server struct {
 	issuer    *tenants.Issuer
 	keys      *keyring
 	registry  *prometheus.Registry
+	alerter   *alerting.Alerter // nil when lag alerts are off
 	handler   http.Handler
 	api       *api.API
 	ctl       *controller.Controller
@@ -151,6 +153,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 	mux.HandleFunc("GET "+JWKSPath, s.serveJWKS)
+	if cfg.LagSampleInterval > 0 {
+		s.alerter = alerting.New(s.store, alerting.Config{
+			SampleInterval: cfg.LagSampleInterval, Window: cfg.LagWindow, Policy: cfg.LagAlertPolicy, BrokerToken: cfg.BrokerToken,
+			HTTP: h2cClient(), Logger: s.logger, Now: deps.Now,
+		})
+		s.registry.MustRegister(s.alerter.Collector())
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.serveReady)
@@ -238,6 +247,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	defer stopLoop()
 	go s.keys.run(loopCtx, keySyncInterval)
 	go s.ensureOffsetsTopic(loopCtx)
+	if s.alerter != nil {
+		go s.alerter.Run(loopCtx)
+	}
 	ctlDone := make(chan struct{})
 	go func() {
 		defer close(ctlDone)
@@ -296,4 +308,14 @@ func (s *Server) Close() error {
 		return s.store.Close()
 	}
 	return nil
+}
+
+// h2cClient reaches brokers over cleartext HTTP/2.
+func h2cClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:   &p,
+		DialContext: (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+	}}
 }

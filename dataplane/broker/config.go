@@ -192,8 +192,8 @@ func (c *Config) Validate() error {
 	if c.RetentionCheckInterval < 100*time.Millisecond {
 		return fmt.Errorf("--retention-check-interval must be at least 100ms; got %s", c.RetentionCheckInterval)
 	}
-	if c.GroupLagMetricsInterval != 0 && c.GroupLagMetricsInterval < time.Second {
-		return fmt.Errorf("--group-lag-metrics-interval must be 0 (off) or at least 1s; got %s", c.GroupLagMetricsInterval)
+	if c.GroupLagMetricsInterval != 0 && c.GroupLagMetricsInterval < 100*time.Millisecond {
+		return fmt.Errorf("--group-lag-metrics-interval must be 0 (off) or at least 100ms; got %s", c.GroupLagMetricsInterval)
 	}
 	if c.GroupLagMetricsMaxSeries < 1 {
 		return fmt.Errorf("--group-lag-metrics-max-series must be at least 1; got %d", c.GroupLagMetricsMaxSeries)

@@ -27,6 +27,7 @@ type lagCluster struct {
 	records  sluicev1connect.RecordServiceClient // through broker 1, which forwards
 	groups   sluicev1connect.GroupServiceClient
 	topics   sluicev1connect.TopicServiceClient // on the control plane
+	cp       *controlplane.Server
 }
 
 func startLagCluster(t *testing.T) *lagCluster {
@@ -42,6 +43,8 @@ type testClusterOpts struct {
 	broker func(*Config)
 	// topicConfig is the "orders" topic's config.
 	topicConfig *sluicev1.TopicConfig
+	// controlPlane adjusts the control plane's config.
+	controlPlane func(*controlplane.Config)
 }
 
 func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
@@ -56,13 +59,16 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	cfg.ListenAddr = ln.Addr().String()
+	if opts.controlPlane != nil {
+		opts.controlPlane(&cfg)
+	}
 	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{})
 	require.NoError(t, err)
 	done := make(chan struct{}, 4)
 	go func() { _ = srv.Run(ctx, ln); done <- struct{}{} }()
 	endpoint := "http://" + ln.Addr().String()
 
-	c := &lagCluster{}
+	c := &lagCluster{cp: srv}
 	for i := range 3 {
 		bc := DefaultConfig()
 		bc.ID = int32(i + 1)

@@ -1,0 +1,129 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/alerts"
+	"github.com/sluicemq/sluice/controlplane"
+	"github.com/sluicemq/sluice/controlplane/store"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// TestLagAlertsFromBrokerSamples: the control plane samples the brokers'
+// group lag, forecasts, and raises lag-growing and retention-expiry-risk
+// for a group that stopped consuming, with the expiry forecast where the
+// records really expire; once the group catches up, both resolve.
+func TestLagAlertsFromBrokerSamples(t *testing.T) {
+	retention := int64(120_000) // 2 minutes
+	c := startTestCluster(t, testClusterOpts{
+		broker: func(bc *Config) { bc.GroupLagMetricsInterval = 200 * time.Millisecond },
+		controlPlane: func(cfg *controlplane.Config) {
+			cfg.LagSampleInterval = 250 * time.Millisecond
+			cfg.LagWindow = 5 * time.Second
+			cfg.LagAlertPolicy = alerts.Policy{GrowingFor: time.Second, RiskFor: time.Second, ResolveAfter: time.Second, RiskThreshold: 5 * time.Minute}
+		},
+		topicConfig: &sluicev1.TopicConfig{RetentionMs: &retention},
+	})
+	ctx := context.Background()
+	written := time.Now().Add(-60 * time.Second).Truncate(time.Millisecond)
+	c.produce(t, 0, 10, written)
+	c.commit(t, "slow", map[int32]int64{0: 0}) // consumed nothing: the oldest unconsumed record is a minute old
+	st := c.cp.Store()
+
+	firing := func() (map[store.AlertKind]store.Alert, error) {
+		list, err := st.ListAlerts(ctx, c.tenantID, store.AlertQuery{States: []store.AlertState{store.AlertFiring}})
+		if err != nil {
+			return nil, err
+		}
+		out := map[store.AlertKind]store.Alert{}
+		for _, al := range list {
+			out[al.Kind] = al
+		}
+		return out, nil
+	}
+	var risk store.Alert
+	checkFor(t, 30*time.Second, func() error {
+		got, err := firing()
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if risk, ok = got[store.AlertRetentionExpiryRisk]; !ok {
+			return fmt.Errorf("retention-expiry-risk not firing: %v", got)
+		}
+		if _, ok := got[store.AlertLagGrowing]; !ok {
+			return fmt.Errorf("lag-growing not firing: %v", got)
+		}
+		return nil
+	})
+	require.Equal(t, "slow", risk.Group)
+	require.Equal(t, "orders", risk.TopicName)
+	require.EqualValues(t, 0, risk.Partition)
+	var d alerts.Details
+	require.NoError(t, json.Unmarshal(risk.Details, &d))
+	// The records expire at written + retention: the forecast is within
+	// 20% of the time left (the bound), here well within.
+	actual := written.Add(time.Duration(retention) * time.Millisecond)
+	left := actual.Sub(risk.FiredAt)
+	require.InDelta(t, 0, d.ExpiresAt.Sub(actual).Seconds(), 0.2*left.Seconds(), "forecast expiry %s, actual %s", d.ExpiresAt, actual)
+	require.InDelta(t, 1.0, d.GrowthRate, 0.2, "a stopped consumer's lag age grows a second per second")
+	require.EqualValues(t, 10, d.Lag)
+	require.Contains(t, d.Advice, "Add consumers")
+
+	// The control plane exports the forecast.
+	require.Positive(t, cpGauge(t, c.cp, "sluice_time_to_data_loss_seconds", c.tenantID))
+	require.InDelta(t, time.Since(written).Seconds(), cpGauge(t, c.cp, "sluice_consumer_lag_seconds", c.tenantID), 5)
+
+	// The group catches up: both resolve.
+	c.commit(t, "slow", map[int32]int64{0: 10})
+	checkFor(t, 30*time.Second, func() error {
+		got, err := firing()
+		if err != nil {
+			return err
+		}
+		if len(got) > 0 {
+			return fmt.Errorf("still firing: %v", got)
+		}
+		return nil
+	})
+	resolved, err := st.ListAlerts(ctx, c.tenantID, store.AlertQuery{States: []store.AlertState{store.AlertResolved}})
+	require.NoError(t, err)
+	kinds := map[store.AlertKind]bool{}
+	for _, al := range resolved {
+		kinds[al.Kind] = true
+		require.False(t, al.ResolvedAt.IsZero())
+	}
+	require.True(t, kinds[store.AlertRetentionExpiryRisk] && kinds[store.AlertLagGrowing], "both resolved: %v", kinds)
+
+	// Another tenant sees none of it.
+	other, err := st.ListAlerts(ctx, "00000000-0000-0000-0000-0000000000ff", store.AlertQuery{})
+	require.NoError(t, err)
+	require.Empty(t, other)
+}
+
+// cpGauge sums a control-plane gauge over the tenant's series.
+func cpGauge(t *testing.T, cp *controlplane.Server, name, tenantID string) float64 {
+	t.Helper()
+	mfs, err := cp.Registry().Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "tenant" && lp.GetValue() == tenantID {
+					sum += m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
