@@ -54,6 +54,8 @@ type Options struct {
 	// --group-heartbeat-interval and --group-session-timeout (defaults
 	// 500ms and 5s, shorter than production so group tests run fast).
 	GroupHeartbeatInterval, GroupSessionTimeout time.Duration
+	// ExtraControlPlaneArgs are added to the control plane's command line.
+	ExtraControlPlaneArgs []string
 	// ExtraBrokerArgs are added to every broker's command line after the
 	// flags above (a repeated flag overrides theirs), e.g. tiered storage
 	// flags.
@@ -142,7 +144,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(c.cleanup)
 
 	c.cpAddr = FreeAddr(t)
-	c.cp, err = startProc("controlplane", opts.Bin, filepath.Join(dir, "controlplane.log"), nil, []string{
+	c.cp, err = startProc("controlplane", opts.Bin, filepath.Join(dir, "controlplane.log"), nil, append([]string{
 		"controlplane",
 		"--listen-addr", c.cpAddr,
 		"--database-url", opts.DatabaseURL,
@@ -150,7 +152,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		"--broker-token", brokerToken,
 		"--broker-lease", opts.BrokerLease.String(),
 		"--preferred-leader-delay", opts.PreferredLeaderDelay.String(),
-	})
+	}, opts.ExtraControlPlaneArgs...))
 	if err != nil {
 		t.Fatal(err)
 	}
