@@ -64,7 +64,7 @@ type AlertStore interface {
 	// GetAlert returns the tenant's alert id → ErrNotFound (also for another tenant's id).
 	GetAlert(ctx context.Context, tenantID, id string) (Alert, error)
 	// ListAlerts returns the tenant's alerts newest first (CreatedAt, then id, descending),
-	// only those in one of q.States unless it is empty, at most q.Limit (≤ 0: 100, capped at
+	// only those in one of q.States unless it is empty, only q.Group's unless it is "", at most q.Limit (≤ 0: 100, capped at
 	// 1000) after q.AfterID (the last id of the previous page; an id the tenant does not
 	// have → ErrNotFound).
 	ListAlerts(ctx context.Context, tenantID string, q AlertQuery) ([]Alert, error)
@@ -72,6 +72,17 @@ type AlertStore interface {
 	// tenant id, group, topic id, partition and kind: the evaluator's view. Not for answering
 	// a tenant.
 	ListActiveAlerts(ctx context.Context) ([]Alert, error)
+
+	// GetAlertPolicy returns the tenant's stored alert policy → ErrNotFound when it has
+	// stored none (it has the defaults) or the tenant is unknown.
+	GetAlertPolicy(ctx context.Context, tenantID string) (AlertPolicy, error)
+	// PutAlertPolicy stores the tenant's alert policy, replacing any (UpdatedAt: now when
+	// zero), and returns it as stored. A malformed policy (CheckAlertPolicy) → an error that
+	// is none of the sentinels; an unknown tenant → ErrNotFound.
+	PutAlertPolicy(ctx context.Context, p AlertPolicy) (AlertPolicy, error)
+	// ListAlertPolicies returns every stored policy, ordered by tenant id: the evaluator's
+	// view (tenants without one have the defaults). Not for answering a tenant.
+	ListAlertPolicies(ctx context.Context) ([]AlertPolicy, error)
 
 	// CreateWebhook stores a webhook endpoint of w.TenantID (w.ID: a new UUID, or "" for one
 	// chosen by the store) with its signing secret, refusing with *LimitError ("webhooks") when
@@ -99,6 +110,11 @@ type AlertStore interface {
 	// or another replica, never return the same delivery while its lease runs; a sender that
 	// dies leaves its deliveries to be claimed again once the lease expires.
 	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]ClaimedDelivery, error)
+	// ClaimDelivery leases the tenant's pending delivery id until now+lease whatever its due
+	// time (a webhook test sends the delivery it has just enqueued), and returns it as
+	// ClaimDeliveries does. Another tenant's or an unknown delivery → ErrNotFound; one that
+	// is not pending, or is leased until after now → ErrConflict.
+	ClaimDelivery(ctx context.Context, tenantID, id string, now time.Time, lease time.Duration) (ClaimedDelivery, error)
 	// MarkDelivered records a successful send of the claimed delivery: status delivered,
 	// attempts + 1, DeliveredAt = at. The lease token must be the delivery's current one (its
 	// lease may have expired, as long as no one claimed it since), else ErrConflict; unknown
@@ -359,6 +375,7 @@ type AlertTransition struct {
 // AlertQuery selects a page of a tenant's alerts.
 type AlertQuery struct {
 	States  []AlertState // empty: all
+	Group   string       // "": every group
 	Limit   int          // ≤ 0: DefaultPageSize; capped at MaxPageSize
 	AfterID string       // the last id of the previous page; "" from the newest
 }

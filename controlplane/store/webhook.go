@@ -255,3 +255,16 @@ func CleanText(s string, max int) string {
 	}
 	return s[:cut]
 }
+
+// DecideClaimDelivery decides ClaimDelivery on d, read inside the write's
+// transaction with the expiry of its current lease (zero: none): a delivery
+// that is not pending, or whose lease runs past now, is ErrConflict.
+func DecideClaimDelivery(d Delivery, leaseExpiresAt, now time.Time) error {
+	if d.Status != DeliveryPending {
+		return fmt.Errorf("delivery %s is %s: %w", d.ID, d.Status, ErrConflict)
+	}
+	if leaseExpiresAt.After(now.Truncate(time.Millisecond)) {
+		return fmt.Errorf("delivery %s is being sent until %s: %w", d.ID, leaseExpiresAt, ErrConflict)
+	}
+	return nil
+}

@@ -314,8 +314,9 @@ func (s *Store) ListAlerts(ctx context.Context, tenantID string, q store.AlertQu
 		`SELECT `+alertColumns+` FROM alerts a
 		 WHERE tenant_id = $1 AND (cardinality($2::text[]) = 0 OR state = ANY ($2))
 		   AND ($3::uuid IS NULL OR (created_at, id) < (SELECT created_at, id FROM alerts WHERE id = $3))
+		   AND ($5 = '' OR group_name = $5)
 		 ORDER BY created_at DESC, id DESC LIMIT $4`,
-		tid, states, after, store.PageSize(q.Limit))
+		tid, states, after, store.PageSize(q.Limit), q.Group)
 	if err != nil {
 		return nil, translate("list alerts", err)
 	}
@@ -331,4 +332,59 @@ func (s *Store) ListActiveAlerts(ctx context.Context) ([]store.Alert, error) {
 		return nil, translate("list active alerts", err)
 	}
 	return collect(rows, scanAlert, "list active alerts")
+}
+
+// ---- alert policies ----
+
+const alertPolicyColumns = `tenant_id, expiry_risk_threshold_ms, updated_at`
+
+func scanAlertPolicy(r pgx.Row) (store.AlertPolicy, error) {
+	var (
+		p         store.AlertPolicy
+		threshold int64
+	)
+	if err := r.Scan(&p.TenantID, &threshold, &p.UpdatedAt); err != nil {
+		return store.AlertPolicy{}, err
+	}
+	p.ExpiryRiskThreshold, p.UpdatedAt = time.Duration(threshold)*time.Millisecond, p.UpdatedAt.UTC()
+	return p, nil
+}
+
+// GetAlertPolicy implements store.Store.
+func (s *Store) GetAlertPolicy(ctx context.Context, tenantID string) (store.AlertPolicy, error) {
+	tid, ok := store.CanonicalID(tenantID)
+	if !ok {
+		return store.AlertPolicy{}, store.ErrNotFound
+	}
+	p, err := scanAlertPolicy(s.pool.QueryRow(ctx, `SELECT `+alertPolicyColumns+` FROM alert_policies WHERE tenant_id = $1`, tid))
+	if err != nil {
+		return store.AlertPolicy{}, translate("get alert policy", err)
+	}
+	return p, nil
+}
+
+// PutAlertPolicy implements store.Store: one upsert.
+func (s *Store) PutAlertPolicy(ctx context.Context, p store.AlertPolicy) (store.AlertPolicy, error) {
+	p, err := store.CheckAlertPolicy(p)
+	if err != nil {
+		return store.AlertPolicy{}, err
+	}
+	out, err := scanAlertPolicy(s.pool.QueryRow(ctx,
+		`INSERT INTO alert_policies (`+alertPolicyColumns+`) VALUES ($1, $2, $3)
+		 ON CONFLICT (tenant_id) DO UPDATE SET expiry_risk_threshold_ms = excluded.expiry_risk_threshold_ms, updated_at = excluded.updated_at
+		 RETURNING `+alertPolicyColumns,
+		p.TenantID, p.ExpiryRiskThreshold.Milliseconds(), ts(orNow(p.UpdatedAt))))
+	if err != nil {
+		return store.AlertPolicy{}, translate("put alert policy", err)
+	}
+	return out, nil
+}
+
+// ListAlertPolicies implements store.Store.
+func (s *Store) ListAlertPolicies(ctx context.Context) ([]store.AlertPolicy, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+alertPolicyColumns+` FROM alert_policies ORDER BY tenant_id`)
+	if err != nil {
+		return nil, translate("list alert policies", err)
+	}
+	return collect(rows, scanAlertPolicy, "list alert policies")
 }

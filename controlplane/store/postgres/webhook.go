@@ -223,6 +223,46 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	return out, nil
 }
 
+// ClaimDelivery implements store.Store: the delivery row is locked (FOR
+// UPDATE) from the check to the lease.
+func (s *Store) ClaimDelivery(ctx context.Context, tenantID, id string, now time.Time, lease time.Duration) (store.ClaimedDelivery, error) {
+	if err := store.CheckClaim(lease, 1); err != nil {
+		return store.ClaimedDelivery{}, err
+	}
+	tid, ok1 := store.CanonicalID(tenantID)
+	did, ok2 := store.CanonicalID(id)
+	if !ok1 || !ok2 {
+		return store.ClaimedDelivery{}, fmt.Errorf("delivery %q: %w", id, store.ErrNotFound)
+	}
+	now = ts(now)
+	token := store.NewID()
+	var out store.ClaimedDelivery
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var until pgtype.Timestamptz
+		d, err := scanDeliveryWith(tx.QueryRow(ctx,
+			`SELECT `+deliveryColumns+`, lease_expires_at FROM webhook_deliveries WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, did, tid), &until)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("delivery %s: %w", did, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if err := store.DecideClaimDelivery(d, fromNullTS(until), now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET lease_token = $1, lease_expires_at = $2 WHERE id = $3`,
+			token, ts(now.Add(lease)), did); err != nil {
+			return err
+		}
+		out, err = scanClaimed(tx.QueryRow(ctx, claimedSelect, token))
+		return err
+	})
+	if err != nil {
+		return store.ClaimedDelivery{}, translate("claim delivery", err)
+	}
+	return out, nil
+}
+
 // claimedSelect reads the deliveries of one claim with their webhook.
 const claimedSelect = `SELECT d.id, d.tenant_id, d.webhook_id, d.alert_id, d.alert_state, d.payload, d.status, d.attempts,
 	d.next_attempt_at, d.last_error, d.created_at, d.delivered_at, w.url, w.secret, d.lease_token, d.lease_expires_at

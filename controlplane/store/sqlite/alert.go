@@ -301,8 +301,9 @@ func (s *Store) ListAlerts(ctx context.Context, tenantID string, q store.AlertQu
 		`SELECT `+alertColumns+` FROM alerts
 		 WHERE tenant_id = ?1 AND (?2 = '[]' OR state IN (SELECT value FROM json_each(?2)))
 		   AND (?3 IS NULL OR (created_at, id) < (SELECT created_at, id FROM alerts WHERE id = ?3))
+		   AND (?5 = '' OR group_name = ?5)
 		 ORDER BY created_at DESC, id DESC LIMIT ?4`,
-		tid, encodeList(states), after, store.PageSize(q.Limit))
+		tid, encodeList(states), after, store.PageSize(q.Limit), q.Group)
 	if err != nil {
 		return nil, translate("list alerts", err)
 	}
@@ -318,4 +319,63 @@ func (s *Store) ListActiveAlerts(ctx context.Context) ([]store.Alert, error) {
 		return nil, translate("list active alerts", err)
 	}
 	return collect(rows, scanAlert, "list active alerts")
+}
+
+// ---- alert policies ----
+
+func scanAlertPolicy(r rowScanner) (store.AlertPolicy, error) {
+	var (
+		p                  store.AlertPolicy
+		threshold, updated int64
+	)
+	if err := r.Scan(&p.TenantID, &threshold, &updated); err != nil {
+		return store.AlertPolicy{}, err
+	}
+	p.ExpiryRiskThreshold, p.UpdatedAt = time.Duration(threshold)*time.Millisecond, fromMS(updated)
+	return p, nil
+}
+
+// GetAlertPolicy implements store.Store.
+func (s *Store) GetAlertPolicy(ctx context.Context, tenantID string) (store.AlertPolicy, error) {
+	tid, ok := store.CanonicalID(tenantID)
+	if !ok {
+		return store.AlertPolicy{}, store.ErrNotFound
+	}
+	p, err := scanAlertPolicy(s.read.QueryRowContext(ctx,
+		`SELECT tenant_id, expiry_risk_threshold_ms, updated_at FROM alert_policies WHERE tenant_id = ?`, tid))
+	if err != nil {
+		return store.AlertPolicy{}, translate("get alert policy", err)
+	}
+	return p, nil
+}
+
+// PutAlertPolicy implements store.Store.
+func (s *Store) PutAlertPolicy(ctx context.Context, p store.AlertPolicy) (store.AlertPolicy, error) {
+	p, err := store.CheckAlertPolicy(p)
+	if err != nil {
+		return store.AlertPolicy{}, err
+	}
+	var out store.AlertPolicy
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = scanAlertPolicy(tx.QueryRowContext(ctx,
+			`INSERT INTO alert_policies (tenant_id, expiry_risk_threshold_ms, updated_at) VALUES (?, ?, ?)
+			 ON CONFLICT (tenant_id) DO UPDATE SET expiry_risk_threshold_ms = excluded.expiry_risk_threshold_ms, updated_at = excluded.updated_at
+			 RETURNING tenant_id, expiry_risk_threshold_ms, updated_at`,
+			p.TenantID, p.ExpiryRiskThreshold.Milliseconds(), toMS(orNow(p.UpdatedAt))))
+		return err
+	})
+	if err != nil {
+		return store.AlertPolicy{}, translate("put alert policy", err)
+	}
+	return out, nil
+}
+
+// ListAlertPolicies implements store.Store.
+func (s *Store) ListAlertPolicies(ctx context.Context) ([]store.AlertPolicy, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT tenant_id, expiry_risk_threshold_ms, updated_at FROM alert_policies ORDER BY tenant_id`)
+	if err != nil {
+		return nil, translate("list alert policies", err)
+	}
+	return collect(rows, scanAlertPolicy, "list alert policies")
 }

@@ -222,27 +222,78 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx,
-			`SELECT d.id, d.tenant_id, d.webhook_id, d.alert_id, d.alert_state, d.payload, d.status, d.attempts,
-				d.next_attempt_at, d.last_error, d.created_at, d.delivered_at, w.url, w.secret, d.lease_token, d.lease_expires_at
-			 FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
-			 WHERE d.lease_token = ? ORDER BY d.next_attempt_at, d.id`, token)
-		if err != nil {
-			return err
-		}
-		out, err = collect(rows, func(r rowScanner) (store.ClaimedDelivery, error) {
-			var (
-				c     store.ClaimedDelivery
-				until int64
-			)
-			d, err := scanDeliveryWith(r, &c.URL, &c.Secret, &c.LeaseToken, &until)
-			c.Delivery, c.LeaseExpiresAt = d, fromMS(until)
-			return c, err
-		}, "claim deliveries")
+		out, err = claimedBy(ctx, tx, token)
 		return err
 	})
 	if err != nil {
 		return nil, translate("claim deliveries", err)
+	}
+	return out, nil
+}
+
+// claimedBy reads, in tx, the deliveries leased under token with their
+// webhook's URL and secret.
+func claimedBy(ctx context.Context, tx *sql.Tx, token string) ([]store.ClaimedDelivery, error) {
+	rows, err := tx.QueryContext(ctx,
+		`SELECT d.id, d.tenant_id, d.webhook_id, d.alert_id, d.alert_state, d.payload, d.status, d.attempts,
+			d.next_attempt_at, d.last_error, d.created_at, d.delivered_at, w.url, w.secret, d.lease_token, d.lease_expires_at
+		 FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+		 WHERE d.lease_token = ? ORDER BY d.next_attempt_at, d.id`, token)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r rowScanner) (store.ClaimedDelivery, error) {
+		var (
+			c     store.ClaimedDelivery
+			until int64
+		)
+		d, err := scanDeliveryWith(r, &c.URL, &c.Secret, &c.LeaseToken, &until)
+		c.Delivery, c.LeaseExpiresAt = d, fromMS(until)
+		return c, err
+	}, "claim deliveries")
+}
+
+// ClaimDelivery implements store.Store, under the single write lock.
+func (s *Store) ClaimDelivery(ctx context.Context, tenantID, id string, now time.Time, lease time.Duration) (store.ClaimedDelivery, error) {
+	if err := store.CheckClaim(lease, 1); err != nil {
+		return store.ClaimedDelivery{}, err
+	}
+	tid, ok1 := store.CanonicalID(tenantID)
+	did, ok2 := store.CanonicalID(id)
+	if !ok1 || !ok2 {
+		return store.ClaimedDelivery{}, fmt.Errorf("delivery %q: %w", id, store.ErrNotFound)
+	}
+	token := store.NewID()
+	var out store.ClaimedDelivery
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var until sql.NullInt64
+		d, err := scanDeliveryWith(tx.QueryRowContext(ctx,
+			`SELECT `+deliveryColumns+`, lease_expires_at FROM webhook_deliveries WHERE id = ? AND tenant_id = ?`, did, tid), &until)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("delivery %s: %w", did, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if err := store.DecideClaimDelivery(d, fromNullMS(until), now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET lease_token = ?, lease_expires_at = ? WHERE id = ?`,
+			token, toMS(now.Add(lease)), did); err != nil {
+			return err
+		}
+		got, err := claimedBy(ctx, tx, token)
+		if err != nil {
+			return err
+		}
+		if len(got) != 1 {
+			return fmt.Errorf("claim delivery %s: %d rows under its lease", did, len(got))
+		}
+		out = got[0]
+		return nil
+	})
+	if err != nil {
+		return store.ClaimedDelivery{}, translate("claim delivery", err)
 	}
 	return out, nil
 }
