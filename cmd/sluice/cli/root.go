@@ -87,6 +87,7 @@ Run it locally:       sluice dev
 Sign up and log in:   sluice signup --email you@example.com --tenant acme
 Manage topics:        sluice topic create orders --partitions 6
 Consume in a group:   sluice consume orders --group billing
+Lag alerts:           sluice alerts list --state firing
 
 Every flag can also be set through an environment variable: --endpoint is
 $SLUICE_ENDPOINT, --api-key is $SLUICE_API_KEY, and so on.
@@ -132,6 +133,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 		a.produceCommand(),
 		a.consumeCommand(),
 		a.groupCommand(),
+		a.alertsCommand(),
+		a.webhookCommand(),
 	)
 	flagenv.Annotate(root.PersistentFlags(), envPrefix)
 	for _, c := range root.Commands() {
