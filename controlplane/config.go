@@ -42,6 +42,9 @@ type Config struct {
 	// LagAlertPolicy holds the alerts' for-durations and thresholds (zero
 	// fields: alerts.DefaultPolicy); not a flag.
 	LagAlertPolicy alerts.Policy
+	// WebhookAllowInsecureLoopback lets tenants register webhooks on
+	// loopback addresses, over plain http:// too (`sluice dev`, tests).
+	WebhookAllowInsecureLoopback bool
 	// Controller configures this replica's candidate controller (its
 	// StartupGrace is always BrokerLease).
 	Controller controller.Config
@@ -81,6 +84,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.DefaultReplicationFactor, "default-replication-factor", c.DefaultReplicationFactor, "replication factor for topics created without one")
 	fs.DurationVar(&c.LagSampleInterval, "lag-sample-interval", c.LagSampleInterval, "how often every consumer group × partition is sampled for lag alerts (0 turns lag alerts off); brokers compute lag every --group-lag-metrics-interval, so sampling faster than that repeats samples")
 	fs.DurationVar(&c.LagWindow, "lag-window", c.LagWindow, "how much lag history a forecast fits (the lag-age growth rate is the least-squares slope over it)")
+	fs.BoolVar(&c.WebhookAllowInsecureLoopback, "webhook-allow-insecure-loopback", c.WebhookAllowInsecureLoopback, "let alert webhooks call loopback addresses, over plain http:// too (for 'sluice dev' and tests; never in production, where webhooks are https:// to public addresses only)")
 	fs.IntVar(&c.OffsetsTopicPartitions, "offsets-topic-partitions", c.OffsetsTopicPartitions, "partitions of the internal topic holding consumer groups' offsets (each partition's leader coordinates its groups); fixed once created")
 	fs.IntVar(&c.OffsetsTopicReplicationFactor, "offsets-topic-replication-factor", c.OffsetsTopicReplicationFactor, "replication factor of the internal offsets topic; it is created once this many brokers are live, and consumer groups are unavailable until then")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")

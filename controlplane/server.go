@@ -116,6 +116,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := rpcmetrics.New(s.registry, "sluice", "controlplane", api.ServiceNames())
 
+	// One sender for the delivery loop and the API's webhook tests, with
+	// one address policy.
+	sender := alerting.NewSender(alerting.Guard{AllowInsecureLoopback: cfg.WebhookAllowInsecureLoopback}, 10*time.Second, deps.Now)
 	a := api.New(api.Config{
 		TokenTTL:                      cfg.TokenTTL,
 		OperatorToken:                 cfg.OperatorToken,
@@ -125,7 +128,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		OffsetsTopicPartitions:        int32(cfg.OffsetsTopicPartitions),
 		OffsetsTopicReplicationFactor: int32(cfg.OffsetsTopicReplicationFactor),
 		MaxRequestBytes:               cfg.MaxRequestBytes,
+		DefaultExpiryRiskThreshold:    cfg.LagAlertPolicy.RiskThreshold,
 	}, api.Deps{
+		Webhooks:     sender,
 		Store:        s.store,
 		Issuer:       s.issuer,
 		Verifier:     verifier,
@@ -156,7 +161,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if cfg.LagSampleInterval > 0 {
 		s.alerter = alerting.New(s.store, alerting.Config{
 			SampleInterval: cfg.LagSampleInterval, Window: cfg.LagWindow, Policy: cfg.LagAlertPolicy, BrokerToken: cfg.BrokerToken,
-			HTTP: h2cClient(), Logger: s.logger, Now: deps.Now,
+			HTTP: h2cClient(), Sender: sender, Logger: s.logger, Now: deps.Now,
 		})
 		s.registry.MustRegister(s.alerter.Collector())
 	}

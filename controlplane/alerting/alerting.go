@@ -40,14 +40,16 @@ type Config struct {
 	Window time.Duration
 	// Keep is how long samples are kept (default twice Window).
 	Keep time.Duration
-	// Policy holds the thresholds.
+	// Policy holds the thresholds; a tenant's stored policy
+	// (store.AlertPolicy) replaces its RiskThreshold for that tenant.
 	Policy alerts.Policy
 	// BrokerToken is the broker credential ListGroupLags needs.
 	BrokerToken string
 	// HTTP reaches the brokers (h2c).
 	HTTP *http.Client
-	// Webhook sends deliveries (default: a client with a 10 s timeout).
-	Webhook *http.Client
+	// Sender sends deliveries (default: NewSender(Guard{}, 10 s, Now),
+	// which refuses loopback).
+	Sender *Sender
 	Logger  *slog.Logger
 	Now     func() time.Time
 }
@@ -76,8 +78,8 @@ func New(st store.Store, cfg Config) *Alerter {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Webhook == nil {
-		cfg.Webhook = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if cfg.Sender == nil {
+		cfg.Sender = NewSender(Guard{}, 10*time.Second, cfg.Now)
 	}
 	return &Alerter{cfg: cfg, st: st, metrics: newCollector()}
 }
@@ -187,6 +189,17 @@ func (a *Alerter) Evaluate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The tenants' thresholds, read once per round.
+	stored, err := a.st.ListAlertPolicies(ctx)
+	if err != nil {
+		return err
+	}
+	policies := make(map[string]alerts.Policy, len(stored))
+	for _, p := range stored {
+		pol := a.cfg.Policy
+		pol.RiskThreshold = p.ExpiryRiskThreshold
+		policies[p.TenantID] = pol
+	}
 	byKey := map[store.LagKey]map[alerts.Kind]store.Alert{}
 	for _, al := range active {
 		k := store.LagKey{TenantID: al.TenantID, Group: al.Group, TopicID: al.TopicID, Partition: al.Partition}
@@ -215,7 +228,11 @@ func (a *Alerter) Evaluate(ctx context.Context) error {
 			continue
 		}
 		rows = append(rows, metricRow{sample: s, result: r})
-		if err := a.decide(ctx, now, s, r, byKey[s.LagKey]); err != nil {
+		pol, ok := policies[s.TenantID]
+		if !ok {
+			pol = a.cfg.Policy
+		}
+		if err := a.decide(ctx, now, s, r, byKey[s.LagKey], pol); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -224,12 +241,12 @@ func (a *Alerter) Evaluate(ctx context.Context) error {
 }
 
 // decide runs alerts.Evaluate for one key and stores what changed.
-func (a *Alerter) decide(ctx context.Context, now time.Time, s store.LagSample, r forecast.Result, stored map[alerts.Kind]store.Alert) error {
+func (a *Alerter) decide(ctx context.Context, now time.Time, s store.LagSample, r forecast.Result, stored map[alerts.Kind]store.Alert, policy alerts.Policy) error {
 	prev := map[alerts.Kind]alerts.Alert{}
 	for k, al := range stored {
 		prev[k] = alerts.Alert{Kind: k, State: alerts.State(al.State), Since: al.CreatedAt, FiredAt: al.FiredAt, ClearSince: al.ClearSince}
 	}
-	next, trs := alerts.Evaluate(now, alerts.Subject{Group: s.Group, Topic: s.TopicName, Partition: s.Partition}, r, prev, a.cfg.Policy)
+	next, trs := alerts.Evaluate(now, alerts.Subject{Group: s.Group, Topic: s.TopicName, Partition: s.Partition}, r, prev, policy)
 	ids := map[alerts.Kind]string{}
 	states := map[alerts.Kind]store.AlertState{}
 	for k, al := range stored {
@@ -279,7 +296,7 @@ func (a *Alerter) decide(ctx context.Context, now time.Time, s store.LagSample, 
 
 // Event is the JSON body a webhook receives for an alert state change.
 type Event struct {
-	Type      string `json:"type"` // "alert"
+	Type      string `json:"type"` // "alert", or "test" for a webhook test
 	AlertID   string `json:"alert_id"`
 	TenantID  string `json:"tenant_id"`
 	Kind      string `json:"kind"`

@@ -6,9 +6,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -82,7 +84,7 @@ func (a *Alerter) Deliver(ctx context.Context) (int, error) {
 	}
 	ok := 0
 	for _, d := range claimed {
-		status, err := a.send(ctx, d.URL, d.Secret, d.ID, d.Payload)
+		status, err := a.cfg.Sender.Send(ctx, d.URL, d.Secret, d.ID, d.Payload)
 		now := a.cfg.Now()
 		if err == nil {
 			if _, err := a.st.MarkDelivered(ctx, d.ID, d.LeaseToken, now); err != nil {
@@ -100,11 +102,65 @@ func (a *Alerter) Deliver(ctx context.Context) (int, error) {
 	return ok, nil
 }
 
-// send POSTs one delivery and answers the HTTP status (0 when there was
-// none) and an error unless it was 2xx.
-func (a *Alerter) send(ctx context.Context, url string, secret []byte, id string, body []byte) (int, error) {
-	ts := a.cfg.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+// Sender POSTs signed deliveries to webhooks through Guard's checks: the
+// Alerter's deliveries and the API's webhook tests share it.
+type Sender struct {
+	guard Guard
+	https *http.Client // any allowed address
+	http  *http.Client // plain http://: loopback only, when the guard allows it
+	now   func() time.Time
+}
+
+// NewSender returns a Sender whose every request ends within timeout
+// (10 s when ≤ 0).
+func NewSender(g Guard, timeout time.Duration, now func() time.Time) *Sender {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if now == nil {
+		now = time.Now
+	}
+	client := func(loopbackOnly bool) *http.Client {
+		return &http.Client{
+			Timeout: timeout,
+			Transport: &http.Transport{
+				Proxy:                 nil, // the dial check must see the endpoint's address
+				DialContext:           g.dialer(loopbackOnly).DialContext,
+				ForceAttemptHTTP2:     true,
+				TLSHandshakeTimeout:   timeout,
+				ResponseHeaderTimeout: timeout,
+				MaxIdleConns:          16,
+				IdleConnTimeout:       time.Minute,
+			},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return &Sender{guard: g, https: client(false), http: client(true), now: now}
+}
+
+// Guard is the sender's address policy.
+func (s *Sender) Guard() Guard { return s.guard }
+
+// Send POSTs body to rawURL signed with secret under delivery id, and
+// answers the HTTP status (0 when there was none) and an error unless it
+// was 2xx. A URL or an address the guard refuses is an error wrapping
+// ErrAddressRefused, before anything is sent.
+func (s *Sender) Send(ctx context.Context, rawURL string, secret []byte, id string, body []byte) (int, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return 0, err
+	}
+	var c *http.Client
+	switch {
+	case u.Scheme == "https":
+		c = s.https
+	case u.Scheme == "http" && s.guard.AllowInsecureLoopback:
+		c = s.http
+	default:
+		return 0, fmt.Errorf("%w: scheme %q (https:// only)", ErrAddressRefused, u.Scheme)
+	}
+	ts := s.now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -113,7 +169,7 @@ func (a *Alerter) send(ctx context.Context, url string, secret []byte, id string
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
 	req.Header.Set(HeaderSignature, Sign(secret, ts, body))
 	req.Header.Set(HeaderDelivery, id)
-	res, err := a.cfg.Webhook.Do(req)
+	res, err := c.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -123,4 +179,63 @@ func (a *Alerter) send(ctx context.Context, url string, secret []byte, id string
 		return res.StatusCode, fmt.Errorf("endpoint answered %s", res.Status)
 	}
 	return res.StatusCode, nil
+}
+
+// TestResult is what a webhook test got.
+type TestResult struct {
+	// Status is the endpoint's HTTP status; 0 when it was not reached.
+	Status int
+	// Error says why the test failed; "" when the endpoint answered 2xx.
+	Error    string
+	Latency  time.Duration
+	Delivery store.Delivery // as recorded in the delivery log
+}
+
+// testLease holds a test delivery for its sender; it is enqueued due only
+// after it, so the delivery loop never sends it too.
+const testLease = time.Minute
+
+// TestWebhook sends a signed test event to the tenant's webhook now
+// (within the sender's timeout) and records it in the webhook's delivery
+// log as a test delivery (store.AlertStateTest), delivered or failed for
+// good (a test is not retried). Another tenant's or an unknown webhook →
+// store.ErrNotFound. A failed send is a result, not an error.
+func (s *Sender) TestWebhook(ctx context.Context, st store.Store, tenantID, webhookID string) (TestResult, error) {
+	w, err := st.GetWebhook(ctx, tenantID, webhookID)
+	if err != nil {
+		return TestResult{}, err
+	}
+	now := s.now()
+	body, err := json.Marshal(Event{
+		Type: "test", TenantID: w.TenantID, State: string(store.AlertStateTest), CreatedAt: now.UTC(),
+		Details: json.RawMessage(`{"summary":"A test event from Sluice: this webhook is reachable and its signatures verify."}`),
+	})
+	if err != nil {
+		return TestResult{}, err
+	}
+	d, _, err := st.EnqueueDelivery(ctx, store.Delivery{TenantID: w.TenantID, WebhookID: w.ID, AlertState: store.AlertStateTest,
+		Payload: body, CreatedAt: now, NextAttemptAt: now.Add(testLease)})
+	if err != nil {
+		return TestResult{}, err
+	}
+	c, err := st.ClaimDelivery(ctx, w.TenantID, d.ID, now, testLease)
+	if err != nil {
+		return TestResult{}, err
+	}
+	start := time.Now()
+	status, sendErr := s.Send(ctx, c.URL, c.Secret, c.ID, c.Payload)
+	res := TestResult{Status: status, Latency: time.Since(start)}
+	// Record the outcome even when the caller went away meanwhile.
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if sendErr == nil {
+		res.Delivery, err = st.MarkDelivered(mctx, c.ID, c.LeaseToken, s.now())
+	} else {
+		res.Error = store.CleanText(sendErr.Error(), store.MaxDeliveryErrorBytes)
+		res.Delivery, err = st.MarkDeliveryFailed(mctx, c.ID, c.LeaseToken, store.DeliveryFailure{At: s.now(), Error: res.Error, Permanent: true}, Retry)
+	}
+	if err != nil {
+		return res, fmt.Errorf("record test delivery: %w", err)
+	}
+	return res, nil
 }

@@ -65,7 +65,7 @@ func TestDeliver(t *testing.T) {
 	wh, err := st.CreateWebhook(ctx, store.Webhook{TenantID: tenant, URL: recv.URL + "/hook"}, secret, 10)
 	require.NoError(t, err)
 
-	a := New(st, Config{})
+	a := New(st, Config{Sender: NewSender(Guard{AllowInsecureLoopback: true}, 0, nil)})
 	enqueue := func(payload string) store.Delivery {
 		d, created, err := st.EnqueueDelivery(ctx, store.Delivery{TenantID: tenant, WebhookID: wh.ID, AlertState: store.AlertStateTest, Payload: []byte(payload)})
 		require.NoError(t, err)

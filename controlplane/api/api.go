@@ -2,7 +2,8 @@
 // API keys, tokens, topics, operator actions and the brokers' internal
 // service (registration, heartbeats, the revocation feed, the assignment
 // stream and leader-driven ISR changes, see assignment.go; remote-segment
-// metadata for tiered storage, see remote.go).
+// metadata for tiered storage, see remote.go), and tenants' lag alerts,
+// alert policy and webhooks (AlertService, alerts.go).
 //
 // Every request passes, in order: the metrics interceptor (outermost), the
 // auth interceptor (tenants.NewAuthInterceptor with this package's rules: a
@@ -23,6 +24,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/controlplane/alerting"
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
@@ -50,6 +52,10 @@ type Config struct {
 	// WatchInterval is how often WatchAssignments streams look for changes
 	// (DefaultWatchInterval when 0).
 	WatchInterval time.Duration
+	// DefaultExpiryRiskThreshold is the expiry-risk threshold of tenants
+	// that have not set theirs (store.DefaultExpiryRiskThreshold when 0);
+	// the alert evaluator's default must be the same.
+	DefaultExpiryRiskThreshold time.Duration
 }
 
 // Deps are the API's collaborators.
@@ -60,6 +66,10 @@ type Deps struct {
 	Logger   *slog.Logger
 	// Interceptors run outside the auth interceptor (e.g. metrics).
 	Interceptors []connect.Interceptor
+	// Webhooks sends webhook tests, under the address policy webhook URLs
+	// are checked against (default: alerting.NewSender(alerting.Guard{},
+	// 10 s, Now), which refuses loopback).
+	Webhooks *alerting.Sender
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -73,6 +83,8 @@ type API struct {
 	now    func() time.Time
 	auth   *authenticator
 	extra  []connect.Interceptor
+	// webhooks sends webhook tests and holds the webhook address policy.
+	webhooks *alerting.Sender
 
 	closing   chan struct{} // closed by CloseStreams
 	closeOnce sync.Once
@@ -101,14 +113,21 @@ func New(cfg Config, deps Deps) *API {
 	if cfg.WatchInterval <= 0 {
 		cfg.WatchInterval = DefaultWatchInterval
 	}
+	if cfg.DefaultExpiryRiskThreshold <= 0 {
+		cfg.DefaultExpiryRiskThreshold = store.DefaultExpiryRiskThreshold
+	}
+	if deps.Webhooks == nil {
+		deps.Webhooks = alerting.NewSender(alerting.Guard{}, 10*time.Second, deps.Now)
+	}
 	return &API{
-		cfg:     cfg,
-		store:   deps.Store,
-		issuer:  deps.Issuer,
-		logger:  deps.Logger,
-		now:     deps.Now,
-		extra:   deps.Interceptors,
-		closing: make(chan struct{}),
+		cfg:      cfg,
+		store:    deps.Store,
+		issuer:   deps.Issuer,
+		logger:   deps.Logger,
+		now:      deps.Now,
+		extra:    deps.Interceptors,
+		webhooks: deps.Webhooks,
+		closing:  make(chan struct{}),
 		auth: &authenticator{
 			logger:        deps.Logger,
 			store:         deps.Store,
@@ -134,6 +153,7 @@ func ServiceNames() []string {
 		sluicev1connect.TopicServiceName,
 		sluicev1connect.OperatorServiceName,
 		sluicev1connect.BrokerServiceName,
+		sluicev1connect.AlertServiceName,
 	}
 }
 
@@ -165,6 +185,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle(sluicev1connect.NewTopicServiceHandler(&topicService{a}, opts...))
 	mux.Handle(sluicev1connect.NewOperatorServiceHandler(&operatorService{a}, opts...))
 	mux.Handle(sluicev1connect.NewBrokerServiceHandler(&brokerService{a}, opts...))
+	mux.Handle(sluicev1connect.NewAlertServiceHandler(&alertService{a}, opts...))
 	mux.Handle(sluicev1connect.NewRecordServiceHandler(&metadataService{API: a}, opts...))
 }
 

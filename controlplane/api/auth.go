@@ -47,6 +47,19 @@ var rules = map[string]rule{
 	sluicev1connect.TopicServiceUpdateTopicConfigProcedure: {access: accessTenant, scope: tenants.ScopeAdmin},
 	sluicev1connect.TopicServiceDeleteTopicProcedure:       {access: accessTenant, scope: tenants.ScopeAdmin},
 
+	// Reading alerts, the policy, webhooks and their deliveries needs any
+	// tenant token; changing webhooks and the policy, and sending a test
+	// (a request to an outside endpoint), needs admin.
+	sluicev1connect.AlertServiceListAlertsProcedure:            {access: accessTenant},
+	sluicev1connect.AlertServiceGetAlertProcedure:              {access: accessTenant},
+	sluicev1connect.AlertServiceGetAlertPolicyProcedure:        {access: accessTenant},
+	sluicev1connect.AlertServiceUpdateAlertPolicyProcedure:     {access: accessTenant, scope: tenants.ScopeAdmin},
+	sluicev1connect.AlertServiceCreateWebhookProcedure:         {access: accessTenant, scope: tenants.ScopeAdmin},
+	sluicev1connect.AlertServiceListWebhooksProcedure:          {access: accessTenant},
+	sluicev1connect.AlertServiceDeleteWebhookProcedure:         {access: accessTenant, scope: tenants.ScopeAdmin},
+	sluicev1connect.AlertServiceTestWebhookProcedure:           {access: accessTenant, scope: tenants.ScopeAdmin},
+	sluicev1connect.AlertServiceListWebhookDeliveriesProcedure: {access: accessTenant},
+
 	// Only GetMetadata: it points clients at the brokers, which serve the rest.
 	sluicev1connect.RecordServiceGetMetadataProcedure: {access: accessTenant},
 

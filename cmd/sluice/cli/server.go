@@ -95,6 +95,8 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	cfg.OperatorToken = secrets.OperatorToken
 	cfg.BrokerToken = secrets.BrokerToken
 	cfg.DefaultReplicationFactor = 3
+	// Local webhook receivers (http://localhost:…) are what dev is for.
+	cfg.WebhookAllowInsecureLoopback = true
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
