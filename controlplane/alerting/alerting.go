@@ -50,8 +50,8 @@ type Config struct {
 	// Sender sends deliveries (default: NewSender(Guard{}, 10 s, Now),
 	// which refuses loopback).
 	Sender *Sender
-	Logger  *slog.Logger
-	Now     func() time.Time
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Alerter samples, evaluates and delivers.
