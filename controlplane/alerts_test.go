@@ -2,7 +2,6 @@ package controlplane_test
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -228,10 +227,10 @@ func TestControlPlaneAlerts(t *testing.T) {
 		require.NotNil(t, w.GetCreateTime())
 		secretHex := hook.Msg.GetSigningSecret()
 		mu.Lock()
-		secret, err = hex.DecodeString(secretHex)
+		secret = []byte(secretHex) // the key is the text as given
 		mu.Unlock()
 		require.NoError(t, err)
-		require.Len(t, secret, 32)
+		require.Len(t, secret, 64, "32 random bytes, in hex")
 
 		// The secret is answered only once: not by the list, not by anything else.
 		hooks, err := c.alerts(reader).ListWebhooks(ctx, connect.NewRequest(&sluicev1.ListWebhooksRequest{}))

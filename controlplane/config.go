@@ -66,6 +66,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:               10 * time.Second,
 		LagSampleInterval:             30 * time.Second,
 		LagWindow:                     time.Hour,
+		LagAlertPolicy:                alerts.DefaultPolicy(),
 		Controller:                    controller.DefaultConfig(),
 	}
 }
@@ -83,6 +84,9 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.BrokerLease, "broker-lease", c.BrokerLease, "a broker without a heartbeat for this long is considered dead")
 	fs.IntVar(&c.DefaultReplicationFactor, "default-replication-factor", c.DefaultReplicationFactor, "replication factor for topics created without one")
 	fs.DurationVar(&c.LagSampleInterval, "lag-sample-interval", c.LagSampleInterval, "how often every consumer group × partition is sampled for lag alerts (0 turns lag alerts off); brokers compute lag every --group-lag-metrics-interval, so sampling faster than that repeats samples")
+	fs.DurationVar(&c.LagAlertPolicy.RiskFor, "lag-alert-risk-for", c.LagAlertPolicy.RiskFor, "how long a retention-expiry risk must hold before its alert fires")
+	fs.DurationVar(&c.LagAlertPolicy.GrowingFor, "lag-alert-growing-for", c.LagAlertPolicy.GrowingFor, "how long lag age must keep growing before the lag-growing alert fires")
+	fs.DurationVar(&c.LagAlertPolicy.ResolveAfter, "lag-alert-resolve-after", c.LagAlertPolicy.ResolveAfter, "how long a firing alert's condition must be gone before it resolves")
 	fs.DurationVar(&c.LagWindow, "lag-window", c.LagWindow, "how much lag history a forecast fits (the lag-age growth rate is the least-squares slope over it)")
 	fs.BoolVar(&c.WebhookAllowInsecureLoopback, "webhook-allow-insecure-loopback", c.WebhookAllowInsecureLoopback, "let alert webhooks call loopback addresses, over plain http:// too (for 'sluice dev' and tests; never in production, where webhooks are https:// to public addresses only)")
 	fs.IntVar(&c.OffsetsTopicPartitions, "offsets-topic-partitions", c.OffsetsTopicPartitions, "partitions of the internal topic holding consumer groups' offsets (each partition's leader coordinates its groups); fixed once created")
@@ -117,6 +121,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--broker-lease must be at least 1s; got %s", c.BrokerLease)
 	case c.LagSampleInterval != 0 && c.LagSampleInterval < 100*time.Millisecond:
 		return fmt.Errorf("--lag-sample-interval must be 0 (off) or at least 100ms; got %s", c.LagSampleInterval)
+	case c.LagAlertPolicy.RiskFor < 0 || c.LagAlertPolicy.GrowingFor < 0 || c.LagAlertPolicy.ResolveAfter < 0:
+		return errors.New("--lag-alert-risk-for, --lag-alert-growing-for and --lag-alert-resolve-after must not be negative")
 	case c.LagSampleInterval > 0 && c.LagWindow < 4*c.LagSampleInterval:
 		return fmt.Errorf("--lag-window must hold at least 4 samples (4 × --lag-sample-interval %s); got %s", c.LagSampleInterval, c.LagWindow)
 	case c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > 1000:

@@ -165,7 +165,11 @@ func (a *Alerter) Sample(ctx context.Context) error {
 				TopicName: t.Name, SampledAt: at,
 				CommittedOffset: l.GetCommittedOffset(), LogStartOffset: l.GetLogStartOffset(), LogEndOffset: l.GetHighWatermark(),
 				LagMessages: l.GetLagMessages(), LagAgeMs: l.GetLagAgeMs(),
-				RetentionMs: t.Config.RetentionMs, RetentionBytes: t.Config.RetentionBytes,
+				// Brokers do not report partition bytes yet, so a
+				// size-based horizon cannot be forecast: leave
+				// retention.bytes out rather than have the sample refused
+				// (the time-based forecast still applies).
+				RetentionMs: t.Config.RetentionMs, RetentionBytes: -1,
 			})
 		}
 	}

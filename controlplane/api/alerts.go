@@ -186,7 +186,10 @@ func (s *alertService) CreateWebhook(ctx context.Context, req *connect.Request[s
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("generate webhook secret: %w", err)
 	}
-	w, err := s.store.CreateWebhook(ctx, store.Webhook{TenantID: p.TenantID, URL: u, Description: desc, CreatedAt: s.now()}, secret, MaxWebhooksPerTenant)
+	// The key is the secret as the tenant receives it (its hex text), so a
+	// receiver verifies with the string it was given, as is.
+	text := hex.EncodeToString(secret)
+	w, err := s.store.CreateWebhook(ctx, store.Webhook{TenantID: p.TenantID, URL: u, Description: desc, CreatedAt: s.now()}, []byte(text), MaxWebhooksPerTenant)
 	var le *store.LimitError
 	if errors.As(err, &le) {
 		return nil, connect.NewError(connect.CodeResourceExhausted,
@@ -196,7 +199,7 @@ func (s *alertService) CreateWebhook(ctx context.Context, req *connect.Request[s
 		return nil, err
 	}
 	s.logger.InfoContext(ctx, "webhook created", "tenant", p.TenantID, "webhook", w.ID)
-	return connect.NewResponse(&sluicev1.CreateWebhookResponse{Webhook: toWebhookPB(w), SigningSecret: hex.EncodeToString(secret)}), nil
+	return connect.NewResponse(&sluicev1.CreateWebhookResponse{Webhook: toWebhookPB(w), SigningSecret: text}), nil
 }
 
 func (s *alertService) ListWebhooks(ctx context.Context, _ *connect.Request[sluicev1.ListWebhooksRequest]) (*connect.Response[sluicev1.ListWebhooksResponse], error) {

@@ -103,6 +103,10 @@ func (c *Cluster) NewClientWithConfig(t testing.TB, tenant, topic string, partit
 	return cl
 }
 
+// Token is the tenant's bearer token, for control-plane services the
+// helpers here do not wrap.
+func (cl *Client) Token() string { return cl.token }
+
 func (cl *Client) records(id int32) sluicev1connect.RecordServiceClient {
 	return sluicev1connect.NewRecordServiceClient(cl.c.hc, "http://"+cl.c.Broker(id).ListenAddr, connect.WithGRPC(), bearer(cl.token))
 }

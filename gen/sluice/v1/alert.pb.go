@@ -889,7 +889,8 @@ type CreateWebhookResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Webhook *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
 	// Verify each delivery's Sluice-Signature header with it: hex
-	// HMAC-SHA256 over "<Sluice-Timestamp>.<body>". Answered only here.
+	// HMAC-SHA256, keyed with this string's bytes as given, over
+	// "<Sluice-Timestamp>.<body>". Answered only here.
 	SigningSecret string `protobuf:"bytes,2,opt,name=signing_secret,json=signingSecret,proto3" json:"signing_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

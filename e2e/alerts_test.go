@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/controlplane/alerting"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/testcluster"
+	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// webhookReceiver records the signed deliveries it gets.
+type webhookReceiver struct {
+	srv    *httptest.Server
+	secret []byte
+
+	mu     sync.Mutex
+	events []alerting.Event
+	ids    map[string]int // Sluice-Delivery-Id → times received
+	bad    []string
+}
+
+func newWebhookReceiver(t *testing.T) *webhookReceiver {
+	w := &webhookReceiver{ids: map[string]int{}}
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err := alerting.Verify(w.secret, r.Header, body, time.Now(), 5*time.Minute); err != nil {
+			w.bad = append(w.bad, err.Error())
+			http.Error(rw, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		w.ids[r.Header.Get(alerting.HeaderDelivery)]++
+		var ev alerting.Event
+		if err := json.Unmarshal(body, &ev); err != nil {
+			w.bad = append(w.bad, err.Error())
+			return
+		}
+		w.events = append(w.events, ev)
+	}))
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+// states returns each alert's announced states in order, by kind.
+func (w *webhookReceiver) states() map[string][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string][]string{}
+	for _, ev := range w.events {
+		if ev.Type == "alert" {
+			out[ev.Kind] = append(out[ev.Kind], ev.State)
+		}
+	}
+	return out
+}
+
+// TestLagAlertsEndToEnd: a topic with one minute of retention and a group
+// that consumes nothing. retention-expiry-risk fires before the first
+// unconsumed record expires, forecasting the loss within 20% of when it
+// happens; when retention deletes them, retention-expired fires with the
+// lost range; once the group catches up everything resolves. A webhook
+// receiver checks every delivery's signature and gets each state change of
+// each alert once. Another tenant sees none of it.
+func TestLagAlertsEndToEnd(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{
+		Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t),
+		ExtraControlPlaneArgs: []string{
+			"--lag-sample-interval", "500ms", "--lag-window", "20s",
+			"--lag-alert-risk-for", "1s", "--lag-alert-growing-for", "2s", "--lag-alert-resolve-after", "2s",
+			"--webhook-allow-insecure-loopback",
+		},
+		ExtraBrokerArgs: []string{"--group-lag-metrics-interval", "500ms", "--retention-check-interval", "500ms"},
+	})
+	retention := int64(60_000)
+	a := c.NewClientWithConfig(t, "alerted", "events", 1, &sluicev1.TopicConfig{RetentionMs: &retention})
+	b := c.NewClient(t, "bystander", "other", 1, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	alertsOf := func(cl *testcluster.Client) sluicev1connect.AlertServiceClient {
+		return sluicev1connect.NewAlertServiceClient(c.HTTPClient(), c.ControlPlane(), connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(cl.Token())))
+	}
+	as := alertsOf(a)
+
+	recv := newWebhookReceiver(t)
+	wh, err := as.CreateWebhook(ctx, connect.NewRequest(&sluicev1.CreateWebhookRequest{Url: recv.srv.URL + "/sluice", Description: "e2e"}))
+	require.NoError(t, err)
+	recv.mu.Lock()
+	recv.secret = []byte(wh.Msg.GetSigningSecret())
+	recv.mu.Unlock()
+
+	// A producer writes 10 records/s throughout; the group commits offset
+	// 0 and consumes nothing.
+	go func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			a.Produce(ctx, 0, []string{fmt.Sprintf("r%d", i)}, sluicev1.Acks_ACKS_ALL, 5*time.Second)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	groups := sluicev1connect.NewGroupServiceClient(c.HTTPClient(), "http://"+c.Broker(1).ListenAddr, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(a.Token())))
+	commit := func(off int64) {
+		testcluster.Wait(t, 30*time.Second, "commit", func() error {
+			_, err := groups.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{
+				Group: "slow", Offsets: []*sluicev1.PartitionOffset{{Topic: "events", Partition: 0, Offset: off}},
+			}))
+			return err
+		})
+	}
+	start := time.Now()
+	commit(0)
+
+	get := func(kind sluicev1.AlertKind, state sluicev1.AlertState) *sluicev1.Alert {
+		res, err := as.ListAlerts(ctx, connect.NewRequest(&sluicev1.ListAlertsRequest{States: []sluicev1.AlertState{state}}))
+		require.NoError(t, err)
+		for _, al := range res.Msg.GetAlerts() {
+			if al.GetKind() == kind {
+				return al
+			}
+		}
+		return nil
+	}
+	var risk *sluicev1.Alert
+	testcluster.Wait(t, 60*time.Second, "retention-expiry-risk firing", func() error {
+		if risk = get(sluicev1.AlertKind_ALERT_KIND_RETENTION_EXPIRY_RISK, sluicev1.AlertState_ALERT_STATE_FIRING); risk == nil {
+			return fmt.Errorf("not firing")
+		}
+		return nil
+	})
+	require.Equal(t, "slow", risk.GetGroup())
+	require.Equal(t, "events", risk.GetTopic())
+	forecastAt := risk.GetExpireTime().AsTime()
+	firedAt := risk.GetFireTime().AsTime()
+	t.Logf("retention-expiry-risk fired %s after the group stopped, forecasting the loss at +%s", firedAt.Sub(start).Round(time.Millisecond), forecastAt.Sub(start).Round(time.Millisecond))
+	require.InDelta(t, 1.0, risk.GetLagAgeGrowthRate(), 0.25, "the group consumes nothing: its lag age grows a second per second")
+	require.NotEmpty(t, risk.GetAdvice())
+
+	// Wait for retention to delete unconsumed records: the actual loss.
+	var lostAt time.Time
+	testcluster.Wait(t, 90*time.Second, "retention deletes unconsumed records", func() error {
+		res, err := a.Records(1).ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "events", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST}))
+		if err != nil {
+			return err
+		}
+		if res.Msg.GetLogStartOffset() == 0 {
+			return fmt.Errorf("log starts at 0")
+		}
+		lostAt = time.Now()
+		return nil
+	})
+	require.True(t, firedAt.Before(lostAt), "the risk alert fired before the loss")
+	left := lostAt.Sub(firedAt)
+	require.InDelta(t, 0, forecastAt.Sub(lostAt).Seconds(), 0.2*left.Seconds(),
+		"forecast loss at +%s, actual +%s (%s after the alert)", forecastAt.Sub(start), lostAt.Sub(start), left)
+	t.Logf("records lost at +%s: forecast off by %s of %s (%.0f%%)", lostAt.Sub(start).Round(time.Millisecond),
+		forecastAt.Sub(lostAt).Round(time.Millisecond), left.Round(time.Millisecond), 100*forecastAt.Sub(lostAt).Abs().Seconds()/left.Seconds())
+
+	var expired *sluicev1.Alert
+	testcluster.Wait(t, 30*time.Second, "retention-expired firing", func() error {
+		if expired = get(sluicev1.AlertKind_ALERT_KIND_RETENTION_EXPIRED, sluicev1.AlertState_ALERT_STATE_FIRING); expired == nil {
+			return fmt.Errorf("not firing")
+		}
+		return nil
+	})
+	require.EqualValues(t, 0, expired.GetLostFromOffset())
+	require.Positive(t, expired.GetLostToOffset())
+	require.Equal(t, expired.GetLostToOffset()-expired.GetLostFromOffset(), expired.GetLostRecords())
+
+	// The group catches up (commits the high watermark as it grows):
+	// everything resolves.
+	testcluster.Wait(t, 60*time.Second, "every alert resolved", func() error {
+		off, err := a.Records(1).ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "events", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST}))
+		if err != nil {
+			return err
+		}
+		commit(off.Msg.GetOffset())
+		for _, k := range []sluicev1.AlertKind{sluicev1.AlertKind_ALERT_KIND_RETENTION_EXPIRED, sluicev1.AlertKind_ALERT_KIND_LAG_GROWING, sluicev1.AlertKind_ALERT_KIND_RETENTION_EXPIRY_RISK} {
+			for _, st := range []sluicev1.AlertState{sluicev1.AlertState_ALERT_STATE_PENDING, sluicev1.AlertState_ALERT_STATE_FIRING} {
+				if al := get(k, st); al != nil {
+					return fmt.Errorf("%s still %s", k, st)
+				}
+			}
+		}
+		return nil
+	})
+
+	// The webhook got each state change of each alert once, signed.
+	testcluster.Wait(t, 30*time.Second, "webhook deliveries", func() error {
+		got := recv.states()
+		if len(got["retention-expired"]) < 2 || len(got["retention-expiry-risk"]) < 2 {
+			return fmt.Errorf("received %v", got)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // any duplicate would arrive now
+	recv.mu.Lock()
+	require.Empty(t, recv.bad, "every delivery verified")
+	for id, n := range recv.ids {
+		require.Equal(t, 1, n, "delivery %s received %d times", id, n)
+	}
+	recv.mu.Unlock()
+	got := recv.states()
+	require.Equal(t, []string{"firing", "resolved"}, got["retention-expired"])
+	require.Equal(t, []string{"firing", "resolved"}, got["retention-expiry-risk"])
+
+	// Tenant isolation: the bystander sees no alert, cannot read this one,
+	// and has no webhook.
+	bs := alertsOf(b)
+	res, err := bs.ListAlerts(ctx, connect.NewRequest(&sluicev1.ListAlertsRequest{}))
+	require.NoError(t, err)
+	require.Empty(t, res.Msg.GetAlerts())
+	_, err = bs.GetAlert(ctx, connect.NewRequest(&sluicev1.GetAlertRequest{Id: risk.GetId()}))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err))
+	whs, err := bs.ListWebhooks(ctx, connect.NewRequest(&sluicev1.ListWebhooksRequest{}))
+	require.NoError(t, err)
+	require.Empty(t, whs.Msg.GetWebhooks())
+}
