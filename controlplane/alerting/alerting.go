@@ -165,11 +165,8 @@ func (a *Alerter) Sample(ctx context.Context) error {
 				TopicName: t.Name, SampledAt: at,
 				CommittedOffset: l.GetCommittedOffset(), LogStartOffset: l.GetLogStartOffset(), LogEndOffset: l.GetHighWatermark(),
 				LagMessages: l.GetLagMessages(), LagAgeMs: l.GetLagAgeMs(),
-				// Brokers do not report partition bytes yet, so a
-				// size-based horizon cannot be forecast: leave
-				// retention.bytes out rather than have the sample refused
-				// (the time-based forecast still applies).
-				RetentionMs: t.Config.RetentionMs, RetentionBytes: -1,
+				RetentionMs: t.Config.RetentionMs, RetentionBytes: retentionBytes(t.Config.RetentionBytes, l.GetPartitionBytes()),
+				PartitionBytes: l.GetPartitionBytes(),
 			})
 		}
 	}
@@ -322,4 +319,15 @@ func newEvent(al store.Alert) Event {
 		Group: al.Group, Topic: al.TopicName, Partition: al.Partition,
 		Details: al.Details, CreatedAt: al.CreatedAt, FiredAt: al.FiredAt, Resolved: al.ResolvedAt,
 	}
+}
+
+// retentionBytes is the retention.bytes a sample carries: a size-based
+// horizon needs the partition's size, which brokers older than this one do
+// not report; without it the sample leaves the limit out (the time-based
+// forecast still applies) rather than be refused.
+func retentionBytes(limit, partitionBytes int64) int64 {
+	if partitionBytes <= 0 {
+		return -1
+	}
+	return limit
 }

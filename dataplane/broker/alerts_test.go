@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/alerts"
@@ -126,4 +127,69 @@ func cpGauge(t *testing.T, cp *controlplane.Server, name, tenantID string) float
 		}
 	}
 	return sum
+}
+
+// TestLagAlertsSizeBasedRetention: on a topic limited by retention.bytes,
+// the forecast follows the unconsumed bytes: a group that reads nothing
+// while the partition fills gets retention-expiry-risk long before the
+// time-based retention would matter.
+func TestLagAlertsSizeBasedRetention(t *testing.T) {
+	retentionBytes := int64(4 << 20)
+	c := startTestCluster(t, testClusterOpts{
+		broker: func(bc *Config) { bc.GroupLagMetricsInterval = 200 * time.Millisecond },
+		controlPlane: func(cfg *controlplane.Config) {
+			cfg.LagSampleInterval = 250 * time.Millisecond
+			cfg.LagWindow = 5 * time.Second
+			cfg.LagAlertPolicy = alerts.Policy{GrowingFor: time.Hour, RiskFor: time.Second, ResolveAfter: time.Second, RiskThreshold: 5 * time.Minute}
+		},
+		topicConfig: &sluicev1.TopicConfig{RetentionBytes: &retentionBytes},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	big := make([]byte, 1000)
+	produce := func() {
+		recs := make([]*sluicev1.Record, 100)
+		for i := range recs {
+			recs[i] = &sluicev1.Record{Value: big}
+		}
+		_, err := c.records.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{
+			Topic: "orders", Partition: 0, Acks: sluicev1.Acks_ACKS_ALL,
+			Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: recs}},
+		}))
+		require.NoError(t, err)
+	}
+	produce()
+	c.commit(t, "reader", map[int32]int64{0: 0})
+	done := make(chan struct{})
+	go func() { // ~200 KB/s
+		defer close(done)
+		for ctx.Err() == nil {
+			produce()
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+	defer func() { cancel(); <-done }()
+
+	st := c.cp.Store()
+	checkFor(t, 30*time.Second, func() error {
+		list, err := st.ListAlerts(ctx, c.tenantID, store.AlertQuery{States: []store.AlertState{store.AlertFiring}})
+		if err != nil {
+			return err
+		}
+		for _, al := range list {
+			if al.Kind == store.AlertRetentionExpiryRisk {
+				var d alerts.Details
+				if err := json.Unmarshal(al.Details, &d); err != nil {
+					return err
+				}
+				// 4 MiB at ~200 KB/s: well under the 5-minute threshold,
+				// while retention.ms (the plan's, days) is far away.
+				if d.TimeToLoss <= 0 || d.TimeToLoss > 2*time.Minute {
+					return fmt.Errorf("time to loss %s", d.TimeToLoss)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no retention-expiry-risk firing: %v", list)
+	})
 }

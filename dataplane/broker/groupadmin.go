@@ -203,7 +203,7 @@ func (b *Broker) fillLags(ctx context.Context, cred credentials, lags []topicLag
 				pl.HighWatermark, pl.LogStartOffset, pl.Lag = -1, -1, -1
 				return
 			}
-			pl.HighWatermark, pl.LogStartOffset = off.GetHighWatermark(), off.GetLogStartOffset()
+			pl.HighWatermark, pl.LogStartOffset, pl.PartitionBytes = off.GetHighWatermark(), off.GetLogStartOffset(), off.GetSizeBytes()
 			from := pl.GetCommittedOffset()
 			if from < 0 || from < pl.GetLogStartOffset() {
 				from = pl.GetLogStartOffset()

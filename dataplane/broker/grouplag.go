@@ -269,7 +269,7 @@ func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 			TenantId: owners[i].tenant, Group: owners[i].group, TopicId: tl.topic.id, Topic: tl.lag.GetTopic(),
 			Partition: tl.lag.GetPartition(), CommittedOffset: tl.lag.GetCommittedOffset(),
 			HighWatermark: tl.lag.GetHighWatermark(), LogStartOffset: tl.lag.GetLogStartOffset(),
-			LagMessages: tl.lag.GetLag(), LagAgeMs: int64(tl.lag.GetLagSeconds() * 1000),
+			LagMessages: tl.lag.GetLag(), LagAgeMs: int64(tl.lag.GetLagSeconds() * 1000), PartitionBytes: tl.lag.GetPartitionBytes(),
 		})
 	}
 	b.groupLag.detail.Store(detail)

@@ -339,6 +339,7 @@ func TestBrokerGroupLagMetrics(t *testing.T) {
 	require.EqualValues(t, 9, b0.GetHighWatermark())
 	require.EqualValues(t, 0, b0.GetLogStartOffset())
 	require.EqualValues(t, 6, b0.GetLagMessages())
+	require.Positive(t, b0.GetPartitionBytes(), "the partition's size, for retention.bytes forecasts")
 	require.InDelta(t, age(oneHour)*1000, float64(b0.GetLagAgeMs()), 1)
 	require.EqualValues(t, 0, lags["audit orders 0"].GetLagAgeMs())
 

@@ -335,7 +335,7 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 	if err != nil {
 		return nil, err
 	}
-	res := &sluicev1.ListOffsetsResponse{LogStartOffset: p.startOffset(ctx), HighWatermark: hw}
+	res := &sluicev1.ListOffsetsResponse{LogStartOffset: p.startOffset(ctx), HighWatermark: hw, SizeBytes: p.sizeBytes(ctx)}
 	switch m.GetSpec() {
 	case sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
 		res.Offset = res.LogStartOffset

@@ -165,6 +165,24 @@ func (p *partition) offsetForTimestamp(ctx context.Context, ts int64) (int64, bo
 	return off, ok, nil
 }
 
+// sizeBytes is what the partition holds: its local log, and the object
+// store's segments below the local log start.
+func (p *partition) sizeBytes(ctx context.Context) int64 {
+	n := p.log.Size()
+	if !p.tiered {
+		return n
+	}
+	start := p.log.LogStartOffset()
+	if segs, err := p.b.tier.Segments(ctx, p.tierRef(), false); err == nil {
+		for _, s := range segs {
+			if s.GetEndOffset() < start {
+				n += s.GetSizeBytes()
+			}
+		}
+	}
+	return n
+}
+
 // remoteStart returns the first offset of the partition's history, the
 // object store's part included.
 func (p *partition) remoteStart(ctx context.Context, tp tiered.Partition) int64 {

@@ -1102,6 +1102,16 @@ func (l *Log) ApplyRetention() (int, error) {
 	return n, nil
 }
 
+// Size is the bytes of every segment's .log, the active one included.
+func (l *Log) Size() int64 {
+	v := l.v.Load()
+	n := v.active.size
+	for i := range v.closed {
+		n += v.closed[i].size
+	}
+	return n
+}
+
 // ClosedSegments lists the closed segments, oldest first. Tiered storage
 // uploads them and then lets CanDelete approve their deletion.
 func (l *Log) ClosedSegments() []SegmentInfo {

@@ -386,9 +386,11 @@ type PartitionLag struct {
 	// batch's); 0 when caught up.
 	LagSeconds float64 `protobuf:"fixed64,7,opt,name=lag_seconds,json=lagSeconds,proto3" json:"lag_seconds,omitempty"`
 	// The member that owns it, if any.
-	MemberId      string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MemberId string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Bytes the partition holds (ListOffsetsResponse.size_bytes).
+	PartitionBytes int64 `protobuf:"varint,9,opt,name=partition_bytes,json=partitionBytes,proto3" json:"partition_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PartitionLag) Reset() {
@@ -475,6 +477,13 @@ func (x *PartitionLag) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *PartitionLag) GetPartitionBytes() int64 {
+	if x != nil {
+		return x.PartitionBytes
+	}
+	return 0
 }
 
 type DescribeGroupResponse struct {
@@ -1796,7 +1805,7 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"assignment\x18\x05 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\n" +
 	"assignment\x124\n" +
 	"\apending\x18\x06 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\apending\x126\n" +
-	"\brevoking\x18\a \x03(\v2\x1a.sluice.v1.TopicPartitionsR\brevoking\"\x8e\x02\n" +
+	"\brevoking\x18\a \x03(\v2\x1a.sluice.v1.TopicPartitionsR\brevoking\"\xb7\x02\n" +
 	"\fPartitionLag\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -1806,7 +1815,8 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\x03lag\x18\x06 \x01(\x03R\x03lag\x12\x1f\n" +
 	"\vlag_seconds\x18\a \x01(\x01R\n" +
 	"lagSeconds\x12\x1b\n" +
-	"\tmember_id\x18\b \x01(\tR\bmemberId\"\x8b\x02\n" +
+	"\tmember_id\x18\b \x01(\tR\bmemberId\x12'\n" +
+	"\x0fpartition_bytes\x18\t \x01(\x03R\x0epartitionBytes\"\x8b\x02\n" +
 	"\x15DescribeGroupResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1f\n" +

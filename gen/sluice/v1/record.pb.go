@@ -1131,8 +1131,11 @@ type ListOffsetsResponse struct {
 	Offset         int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	LogStartOffset int64 `protobuf:"varint,2,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	HighWatermark  int64 `protobuf:"varint,3,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Bytes the partition holds from log_start_offset to its end, the object
+	// store's part included (what retention.bytes limits).
+	SizeBytes     int64 `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListOffsetsResponse) Reset() {
@@ -1182,6 +1185,13 @@ func (x *ListOffsetsResponse) GetLogStartOffset() int64 {
 func (x *ListOffsetsResponse) GetHighWatermark() int64 {
 	if x != nil {
 		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *ListOffsetsResponse) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
 	}
 	return 0
 }
@@ -1677,11 +1687,13 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
 	"\x04spec\x18\x03 \x01(\x0e2\x15.sluice.v1.OffsetSpecR\x04spec\x12!\n" +
-	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\"~\n" +
+	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\"\x9d\x01\n" +
 	"\x13ListOffsetsResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\",\n" +
+	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\",\n" +
 	"\x12GetMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\"M\n" +
 	"\rBrokerAddress\x12\x0e\n" +

@@ -128,9 +128,11 @@ type GroupPartitionLag struct {
 	LagMessages int64 `protobuf:"varint,9,opt,name=lag_messages,json=lagMessages,proto3" json:"lag_messages,omitempty"`
 	// Age of the oldest unconsumed record (now - its timestamp); 0 when
 	// caught up.
-	LagAgeMs      int64 `protobuf:"varint,10,opt,name=lag_age_ms,json=lagAgeMs,proto3" json:"lag_age_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LagAgeMs int64 `protobuf:"varint,10,opt,name=lag_age_ms,json=lagAgeMs,proto3" json:"lag_age_ms,omitempty"`
+	// Bytes the partition holds, object store included (for retention.bytes).
+	PartitionBytes int64 `protobuf:"varint,11,opt,name=partition_bytes,json=partitionBytes,proto3" json:"partition_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GroupPartitionLag) Reset() {
@@ -229,6 +231,13 @@ func (x *GroupPartitionLag) GetLagMessages() int64 {
 func (x *GroupPartitionLag) GetLagAgeMs() int64 {
 	if x != nil {
 		return x.LagAgeMs
+	}
+	return 0
+}
+
+func (x *GroupPartitionLag) GetPartitionBytes() int64 {
+	if x != nil {
+		return x.PartitionBytes
 	}
 	return 0
 }
@@ -487,7 +496,7 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\x14ListGroupLagsRequest\"\x88\x01\n" +
 	"\x15ListGroupLagsResponse\x120\n" +
 	"\x04lags\x18\x01 \x03(\v2\x1c.sluice.v1.GroupPartitionLagR\x04lags\x12=\n" +
-	"\fcompute_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcomputeTime\"\xd2\x02\n" +
+	"\fcompute_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcomputeTime\"\xfb\x02\n" +
 	"\x11GroupPartitionLag\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x19\n" +
@@ -500,7 +509,8 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\flag_messages\x18\t \x01(\x03R\vlagMessages\x12\x1c\n" +
 	"\n" +
 	"lag_age_ms\x18\n" +
-	" \x01(\x03R\blagAgeMs\"\xd4\x02\n" +
+	" \x01(\x03R\blagAgeMs\x12'\n" +
+	"\x0fpartition_bytes\x18\v \x01(\x03R\x0epartitionBytes\"\xd4\x02\n" +
 	"\x13FetchReplicaRequest\x12\x1f\n" +
 	"\vfollower_id\x18\x01 \x01(\x05R\n" +
 	"followerId\x122\n" +
