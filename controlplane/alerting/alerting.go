@@ -236,6 +236,23 @@ func (a *Alerter) Evaluate(ctx context.Context) error {
 		if err := a.decide(ctx, now, s, r, byKey[s.LagKey], pol); err != nil {
 			errs = append(errs, err)
 		}
+		delete(byKey, s.LagKey)
+	}
+	// Alerts of group × partitions no longer sampled at all (the topic or
+	// the group was deleted and its samples pruned): nothing holds, so they
+	// resolve like any other.
+	for k, stored := range byKey {
+		var s store.LagSample
+		for _, al := range stored {
+			s = store.LagSample{LagKey: k, TopicName: al.TopicName}
+		}
+		pol, ok := policies[k.TenantID]
+		if !ok {
+			pol = a.cfg.Policy
+		}
+		if err := a.decide(ctx, now, s, forecast.Result{Status: forecast.StatusNoData, Now: now}, stored, pol); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	a.metrics.update(rows)
 	return errors.Join(errs...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/alerts"
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
 )
@@ -64,4 +65,38 @@ func TestEvaluateTenantPolicy(t *testing.T) {
 	require.Contains(t, kinds(strict), store.AlertRetentionExpiryRisk, "50 min < 24 h")
 	require.NotContains(t, kinds(lax), store.AlertRetentionExpiryRisk, "50 min > 30 min")
 	require.Contains(t, kinds(lax), store.AlertLagGrowing, "the rest of the policy applies")
+}
+
+// TestEvaluateResolvesUnsampledAlerts: a firing alert whose group ×
+// partition is no longer sampled at all (its topic was deleted and the
+// samples pruned) resolves after ResolveAfter, like any other.
+func TestEvaluateResolvesUnsampledAlerts(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cp.db"), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	tenant := store.NewID()
+	h := sha256.Sum256([]byte(tenant))
+	require.NoError(t, st.CreateTenant(ctx, store.Tenant{ID: tenant, Name: "t-" + tenant, Email: tenant + "@example.com", Plan: "free", Status: store.TenantActive},
+		store.APIKey{ID: "k_" + store.NewID(), TenantID: tenant, Name: "first", Hash: h[:], Scopes: []string{"consume"}}))
+	start := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	key := store.AlertKey{TenantID: tenant, Kind: store.AlertRetentionExpiryRisk, Group: "billing", TopicID: store.NewID(), Partition: 0}
+	al, err := st.TransitionAlert(ctx, store.AlertTransition{Key: key, TopicName: "orders", To: store.AlertFiring, Details: []byte(`{}`), At: start})
+	require.NoError(t, err)
+
+	now := start
+	a := New(st, Config{Now: func() time.Time { return now }, Policy: alertsPolicy(time.Minute)})
+	require.NoError(t, a.Evaluate(ctx)) // the condition is gone: resolving starts
+	now = now.Add(2 * time.Minute)
+	require.NoError(t, a.Evaluate(ctx))
+	got, err := st.GetAlert(ctx, tenant, al.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.AlertResolved, got.State)
+}
+
+func alertsPolicy(resolveAfter time.Duration) alerts.Policy {
+	p := alerts.DefaultPolicy()
+	p.ResolveAfter = resolveAfter
+	return p
 }
