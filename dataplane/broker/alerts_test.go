@@ -111,22 +111,7 @@ func TestLagAlertsFromBrokerSamples(t *testing.T) {
 // cpGauge sums a control-plane gauge over the tenant's series.
 func cpGauge(t *testing.T, cp *controlplane.Server, name, tenantID string) float64 {
 	t.Helper()
-	mfs, err := cp.Registry().Gather()
-	require.NoError(t, err)
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "tenant" && lp.GetValue() == tenantID {
-					sum += m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return sum
+	return gatheredSum(t, cp.Registry(), name, "tenant", tenantID)
 }
 
 // TestLagAlertsSizeBasedRetention: on a topic limited by retention.bytes,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -149,7 +150,14 @@ func (c *lagCluster) leaderOf(t *testing.T, partition int32) *Broker {
 // counterValue sums a counter (or gauge) over all its series on a broker.
 func counterValue(t *testing.T, b *Broker, name string) float64 {
 	t.Helper()
-	mfs, err := b.Registry().Gather()
+	return gatheredSum(t, b.Registry(), name, "", "")
+}
+
+// gatheredSum sums a counter or gauge over its series, only those whose
+// label has value when label is set.
+func gatheredSum(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
 	require.NoError(t, err)
 	var sum float64
 	for _, mf := range mfs {
@@ -157,7 +165,13 @@ func counterValue(t *testing.T, b *Broker, name string) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			match := label == ""
+			for _, lp := range m.GetLabel() {
+				match = match || (lp.GetName() == label && lp.GetValue() == value)
+			}
+			if match {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
 		}
 	}
 	return sum
