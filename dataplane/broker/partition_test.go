@@ -207,3 +207,38 @@ func TestBrokerFailsClosedUntilRevocationsLoad(t *testing.T) {
 	_, err = a.Authenticate(context.Background(), fetch, h)
 	require.ErrorContains(t, err, "revoked")
 }
+
+// TestBrokerRetentionNeverDeletesAboveTheHW: retention deletes expired
+// segments only up to the high watermark: a segment holding records not
+// yet committed stays, however old its records, since a new leader may
+// still need it (its replicas could truncate otherwise-committed data).
+func TestBrokerRetentionNeverDeletesAboveTheHW(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	tm := &topicMeta{tenantID: "t1", id: "topic-r", name: "old", config: topicConfig{minISR: 2, retentionMs: 1000}}
+	p, err := b.openPartition(tm, partMeta{partition: 0})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.log.Close() })
+	// Three segments of records stamped in 1970: [0, 5), [5, 10), [10, 12).
+	for _, r := range [][2]int{{0, 5}, {5, 5}, {10, 2}} {
+		_, err = p.log.AppendFollower(batchesOf(t, int64(r[0]), r[1], 3))
+		require.NoError(t, err)
+		require.NoError(t, p.log.Roll())
+	}
+	p.mu.Lock()
+	p.role, p.cfg, p.hw = roleFollower, tm.config, 8
+	p.mu.Unlock()
+
+	n, err := p.applyRetention()
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "only [0, 5) lies wholly below the HW")
+	require.EqualValues(t, 5, p.log.LogStartOffset())
+
+	p.mu.Lock()
+	p.hw = 12
+	p.mu.Unlock()
+	n, err = p.applyRetention()
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "once committed, the rest goes")
+	require.EqualValues(t, 12, p.log.LogStartOffset())
+}
