@@ -2,7 +2,11 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tiered/objstore"
 	"github.com/sluicemq/sluice/tiered/objstore/folder"
 )
 
@@ -20,7 +25,8 @@ import (
 // consumer reading from offset 0 gets every record back, in order,
 // byte-identical, through the object store.
 func TestTieredStorage(t *testing.T) {
-	store, err := folder.New(t.TempDir())
+	objects := t.TempDir()
+	store, err := folder.New(objects)
 	require.NoError(t, err)
 	localBytes := int64(2 << 20)
 	c := startTestCluster(t, testClusterOpts{
@@ -117,6 +123,34 @@ func TestTieredStorage(t *testing.T) {
 	ts, err := c.records.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP, TimestampMs: 1}))
 	require.NoError(t, err)
 	require.Equal(t, int64(0), ts.Msg.GetOffset())
+
+	// Objects no finished copy accounts for (a deposed leader's late
+	// upload) are deleted by the leader's next sweep once 10 minutes old;
+	// younger ones are left alone (a copy may still be writing them).
+	prefix := "tenants/" + c.tenantID + "/topics/" + topicID + "/0/"
+	oldOrphan, newOrphan := prefix+"99999999999999999998-9-orphan.log", prefix+"99999999999999999999-9-orphan.log"
+	for _, k := range []string{oldOrphan, newOrphan} {
+		require.NoError(t, store.Put(ctx, k, strings.NewReader("x"), 1))
+	}
+	hourAgo := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(filepath.Join(objects, "objects", oldOrphan), hourAgo, hourAgo))
+	before := keys
+	leader.tier.Forget(topicID, 0) // it reloads and sweeps at its next copy
+	checkFor(t, 30*time.Second, func() error {
+		if _, err := store.Head(ctx, oldOrphan); !errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("old orphan still there (%v)", err)
+		}
+		return nil
+	})
+	_, err = store.Head(ctx, newOrphan)
+	require.NoError(t, err, "a young orphan is kept")
+	after := 0
+	for _, err := range store.List(ctx, prefix) {
+		require.NoError(t, err)
+		after++
+	}
+	require.GreaterOrEqual(t, after, before+1, "no finished copy was deleted (%d objects before, %d after)", before, after)
+	require.Positive(t, counterValue(t, leader, "sluice_tier_orphaned_objects_deleted_total"))
 
 	// Deleting the topic deletes its objects too.
 	_, err = c.topics.DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: "orders"}))
