@@ -242,3 +242,30 @@ func TestBrokerRetentionNeverDeletesAboveTheHW(t *testing.T) {
 	require.Equal(t, 2, n, "once committed, the rest goes")
 	require.EqualValues(t, 12, p.log.LogStartOffset())
 }
+
+// TestBrokerFindCoordinatorWhileItsBrokerIsGone: while the metadata still
+// names a coordinator whose broker left the live list (its lease expired,
+// no new leader elected yet), FindCoordinator answers Unavailable (retry),
+// not an empty address; once that broker is back it answers its address.
+func TestBrokerFindCoordinatorWhileItsBrokerIsGone(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	meta := emptyMeta()
+	ot := &topicMeta{tenantID: systemTenantID, id: "offsets", name: offsetsTopic}
+	for i := range int32(4) {
+		ot.partitions = append(ot.partitions, partMeta{partition: i, replicas: []int32{2}, leader: 2, leaderEpoch: 1})
+	}
+	meta.addTopic(ot)
+	b.meta.Store(meta)
+	gs := &groupService{b}
+	ctx := tenants.WithPrincipal(t.Context(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1"})
+	req := connect.NewRequest(&sluicev1.FindCoordinatorRequest{Group: "billing"})
+	_, err := gs.FindCoordinator(ctx, req)
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+
+	meta.brokers[2] = brokerMeta{id: 2, address: "127.0.0.1:9002"}
+	res, err := gs.FindCoordinator(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9002", res.Msg.GetAddress())
+	require.EqualValues(t, 2, res.Msg.GetBrokerId())
+}
