@@ -34,6 +34,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
+	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -161,7 +162,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if cfg.LagSampleInterval > 0 {
 		s.alerter = alerting.New(s.store, alerting.Config{
 			SampleInterval: cfg.LagSampleInterval, Window: cfg.LagWindow, Policy: cfg.LagAlertPolicy, BrokerToken: cfg.BrokerToken,
-			HTTP: h2cClient(), Sender: sender, Logger: s.logger, Now: deps.Now,
+			HTTP: h2c.Client(), Sender: sender, Logger: s.logger, Now: deps.Now,
 		})
 		s.registry.MustRegister(s.alerter.Collector())
 	}
@@ -313,14 +314,4 @@ func (s *Server) Close() error {
 		return s.store.Close()
 	}
 	return nil
-}
-
-// h2cClient reaches brokers over cleartext HTTP/2.
-func h2cClient() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{
-		Protocols:   &p,
-		DialContext: (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
-	}}
 }

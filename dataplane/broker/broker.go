@@ -39,6 +39,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
 	"github.com/sluicemq/sluice/tenants"
 	"github.com/sluicemq/sluice/tiered"
@@ -111,7 +112,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		coords:  map[partKey]*coordinator{},
 		clients: map[int32]*peerClients{},
 		revoked: newRevocations(),
-		hc:      h2cClient(),
+		hc:      h2c.Client(),
 
 		tierStore: deps.TierStore,
 	}
@@ -168,15 +169,6 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 
 // Registry is the broker's private Prometheus registry.
 func (b *Broker) Registry() *prometheus.Registry { return b.registry }
-
-func h2cClient() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{
-		Protocols:   &p,
-		DialContext: (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
-	}}
-}
 
 func (b *Broker) metadata() *clusterMeta { return b.meta.Load() }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/tenants"
 	"github.com/sluicemq/sluice/tiered/objstore"
 )
@@ -96,7 +97,7 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 		srv.Close()
 	})
 
-	hc := h2cClient()
+	hc := h2c.Client()
 	su, err := sluicev1connect.NewTenantServiceClient(hc, endpoint).Signup(ctx,
 		connect.NewRequest(&sluicev1.SignupRequest{Email: "lag@example.com", TenantName: "lag"}))
 	require.NoError(t, err)
@@ -319,7 +320,7 @@ func TestBrokerGroupLagMetrics(t *testing.T) {
 	// the offsets, from each coordinator; only to the broker credential.
 	lags := map[string]*sluicev1.GroupPartitionLag{}
 	for _, b := range c.brokers {
-		rc := sluicev1connect.NewReplicaServiceClient(h2cClient(), "http://"+b.cfg.Advertised(), connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(b.cfg.BrokerToken)))
+		rc := sluicev1connect.NewReplicaServiceClient(h2c.Client(), "http://"+b.cfg.Advertised(), connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(b.cfg.BrokerToken)))
 		res, err := rc.ListGroupLags(context.Background(), connect.NewRequest(&sluicev1.ListGroupLagsRequest{}))
 		require.NoError(t, err)
 		require.WithinDuration(t, now, res.Msg.GetComputeTime().AsTime(), time.Millisecond)
@@ -327,7 +328,7 @@ func TestBrokerGroupLagMetrics(t *testing.T) {
 			require.Equal(t, c.coordinatorOf(t, l.GetGroup()), b.cfg.ID)
 			lags[fmt.Sprintf("%s %s %d", l.GetGroup(), l.GetTopic(), l.GetPartition())] = l
 		}
-		anon := sluicev1connect.NewReplicaServiceClient(h2cClient(), "http://"+b.cfg.Advertised(), connect.WithGRPC())
+		anon := sluicev1connect.NewReplicaServiceClient(h2c.Client(), "http://"+b.cfg.Advertised(), connect.WithGRPC())
 		_, err = anon.ListGroupLags(context.Background(), connect.NewRequest(&sluicev1.ListGroupLagsRequest{}))
 		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err))
 	}
