@@ -213,6 +213,12 @@ func TestControlPlaneAlerts(t *testing.T) {
 			{"https://[fe80::1]/x", "link-local"},
 			{"https://0.0.0.0/x", "unspecified"},
 			{"https://239.0.0.1/x", "multicast"},
+			{"https://[::a9fe:a9fe]/latest/meta-data/", "IPv4-compatible"}, // 169.254.169.254
+			{"https://[::a00:1]/x", "IPv4-compatible"},                     // 10.0.0.1
+			{"https://[::ffff:a9fe:a9fe]/x", "link-local"},
+			{"https://[64:ff9b::a9fe:a9fe]/x", "NAT64 address of 169.254.169.254"},
+			{"https://[2002:a00:1::1]/x", "6to4 address of 10.0.0.1"},
+			{"https://[2001:0:5db8:d70e::f5ff:fffe]/x", "Teredo (client) address of 10.0.0.1"},
 			{"https://user:pw@93.184.215.14/x", "user info"},
 		} {
 			_, err := create(alice.token, bad.url)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -21,8 +22,11 @@ import (
 // dialer's Control function checks the very address the socket is about
 // to connect to, after DNS resolution), so a name that resolved to a
 // public address at registration and to a private one later (DNS
-// rebinding) is refused all the same. Proxies from the environment are not
-// used (the check would see the proxy's address), and redirects are not
+// rebinding) is refused all the same. IPv6 addresses that carry an IPv4
+// address (IPv4-mapped and -translated, NAT64, 6to4, Teredo) are judged by
+// the IPv4 address they carry, and the deprecated IPv4-compatible ones
+// (::/96) are refused outright. Proxies from the environment are not used
+// (the check would see the proxy's address), and redirects are not
 // followed.
 
 // ErrAddressRefused is wrapped by every refusal of Guard.
@@ -49,20 +53,93 @@ var reserved = []netip.Prefix{
 	netip.MustParsePrefix("fec0::/10"),     // deprecated site-local
 }
 
-// nat64 embeds an IPv4 address in its last 32 bits.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// IPv6 forms that carry an IPv4 address. A packet to one of them reaches
+// that IPv4 address through a translator or a tunnel (or, for the
+// deprecated IPv4-compatible form, a host may treat it as the IPv4 address
+// itself), so an address that carries a refused IPv4 address is refused
+// with it. IPv4-mapped addresses (::ffff:0:0/96) are unmapped first and
+// judged as the IPv4 address they are.
+var (
+	// ::/96, IPv4-compatible (RFC 4291 §2.5.5.1, deprecated): refused as a
+	// whole (after :: and ::1, which are in it); no host may use one.
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+	// ::ffff:0:0:0/96, IPv4-translated (SIIT, RFC 2765): the last 32 bits.
+	ipv4Translated = netip.MustParsePrefix("::ffff:0:0:0/96")
+	// 64:ff9b::/96, the NAT64 well-known prefix (RFC 6052): the last 32 bits.
+	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	// 64:ff9b:1::/48, NAT64 for local use (RFC 8215): the network's own
+	// prefix inside it is /48, /56, /64 or /96 long, each placing the IPv4
+	// address elsewhere (RFC 6052 §2.2), so all four readings are checked.
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
+	// 2002::/16, 6to4 (RFC 3056): bits 16–48.
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	// 2001::/32, Teredo (RFC 4380): the server in bits 32–64, the client in
+	// the last 32 bits, inverted.
+	teredo = netip.MustParsePrefix("2001::/32")
+)
+
+// carried is an IPv4 address an IPv6 address carries, and the form.
+type carried struct {
+	form string
+	ip   netip.Addr
+}
+
+// embeddedIPv4 returns the IPv4 addresses ip carries, if any.
+func embeddedIPv4(ip netip.Addr) []carried {
+	if !ip.Is6() {
+		return nil
+	}
+	b := ip.As16()
+	v4 := func(form string, x ...byte) carried { return carried{form, netip.AddrFrom4([4]byte(x))} }
+	switch {
+	case ipv4Translated.Contains(ip):
+		return []carried{v4("IPv4-translated", b[12:]...)}
+	case nat64.Contains(ip):
+		return []carried{v4("NAT64", b[12:]...)}
+	case nat64Local.Contains(ip):
+		// Bits 64–71 are skipped by the shorter layouts (RFC 6052's "u"
+		// octet). Any reading that carries a refused address refuses the
+		// whole address: the guard cannot know which one the network uses.
+		return []carried{
+			v4("NAT64 (local-use, /96)", b[12:]...),
+			v4("NAT64 (local-use, /64)", b[9:13]...),
+			v4("NAT64 (local-use, /56)", b[7], b[9], b[10], b[11]),
+			v4("NAT64 (local-use, /48)", b[6], b[7], b[9], b[10]),
+		}
+	case sixToFour.Contains(ip):
+		return []carried{v4("6to4", b[2:6]...)}
+	case teredo.Contains(ip):
+		return []carried{
+			v4("Teredo (server)", b[4:8]...),
+			v4("Teredo (client)", ^b[12], ^b[13], ^b[14], ^b[15]),
+		}
+	}
+	return nil
+}
 
 // CheckAddr reports why the control plane may not connect to ip, or nil
 // when it may. The refusal wraps ErrAddressRefused.
 func (g Guard) CheckAddr(ip netip.Addr) error {
 	ip = ip.Unmap()
+	why := g.refusal(ip, g.AllowInsecureLoopback)
+	if why == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is %s", ErrAddressRefused, ip, why)
+}
+
+// refusal returns why ip (unmapped) is refused, as "a private address",
+// or "" when it is not. An IPv4 address carried in an IPv6 one is judged
+// with allowLoopback false: the translator's or the tunnel's loopback is
+// not the control plane's.
+func (g Guard) refusal(ip netip.Addr, allowLoopback bool) string {
 	why := ""
 	switch {
 	case !ip.IsValid():
-		why = "not an IP address"
+		return "not an IP address"
 	case ip.IsLoopback():
-		if g.AllowInsecureLoopback {
-			return nil
+		if allowLoopback {
+			return ""
 		}
 		why = "loopback"
 	case ip.IsUnspecified():
@@ -73,19 +150,31 @@ func (g Guard) CheckAddr(ip netip.Addr) error {
 		why = "link-local"
 	case ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
 		why = "multicast"
-	case nat64.Contains(ip):
-		b := ip.As16()
-		return g.CheckAddr(netip.AddrFrom4([4]byte(b[12:])))
+	case ipv4Compatible.Contains(ip):
+		why = "IPv4-compatible (deprecated)"
 	}
 	for _, p := range reserved {
 		if why == "" && p.Contains(ip) {
 			why = "reserved"
 		}
 	}
-	if why == "" {
-		return nil
+	if why != "" {
+		return article(why) + " address"
 	}
-	return fmt.Errorf("%w: %s is a %s address", ErrAddressRefused, ip, why)
+	for _, c := range embeddedIPv4(ip) {
+		if inner := g.refusal(c.ip, false); inner != "" {
+			return fmt.Sprintf("%s address of %s, %s", article(c.form), c.ip, inner)
+		}
+	}
+	return ""
+}
+
+// article prefixes w with "a" or "an".
+func article(w string) string {
+	if strings.ContainsRune("aeiouAEIOU", rune(w[0])) {
+		return "an " + w
+	}
+	return "a " + w
 }
 
 // CheckURL validates a webhook URL at registration: https:// (http:// only

@@ -3,6 +3,7 @@ package alerting
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -160,4 +161,128 @@ func TestDeliverSendTimeAddressCheck(t *testing.T) {
 	_, err = NewSender(Guard{AllowInsecureLoopback: true}, 5*time.Second, nil).Send(ctx, "https://127.0.0.1"+port, []byte("0123456789abcdef0123456789abcdef"), store.NewID(), []byte(`{}`))
 	require.Error(t, err)
 	require.False(t, errors.Is(err, ErrAddressRefused), "%v", err)
+}
+
+// TestGuardEmbeddedIPv4: an IPv6 address that carries an IPv4 address (or
+// is the deprecated IPv4-compatible form) is judged by the IPv4 address it
+// carries, at registration (CheckAddr, CheckURL) and at dial time (the
+// dialer's Control), with the loopback flag and without: a translator's or
+// a tunnel's loopback is never the control plane's own.
+func TestGuardEmbeddedIPv4(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	for _, tc := range []struct {
+		addr string
+		want string // the refusal's text; "" allowed
+	}{
+		// IPv4-compatible, ::/96 (deprecated): refused whatever it carries.
+		{addr: "::a9fe:a9fe", want: "::a9fe:a9fe is an IPv4-compatible (deprecated) address"}, // 169.254.169.254
+		{addr: "::a00:1", want: "IPv4-compatible"},                                            // 10.0.0.1
+		{addr: "::169.254.169.254", want: "IPv4-compatible"},
+		{addr: "::808:808", want: "IPv4-compatible"}, // even 8.8.8.8
+		{addr: "::2", want: "IPv4-compatible"},
+		{addr: "::ffff:ffff", want: "IPv4-compatible"},
+		{addr: "::1:0:0:0"}, // not in ::/96
+		// IPv4-mapped, ::ffff:0:0/96: unmapped, judged as the IPv4 address.
+		{addr: "::ffff:a9fe:a9fe", want: "169.254.169.254 is a link-local address"},
+		{addr: "::ffff:10.0.0.1", want: "10.0.0.1 is a private address"},
+		{addr: "::ffff:100.64.0.1", want: "reserved"},
+		{addr: "::ffff:808:808"},
+		// IPv4-translated (SIIT), ::ffff:0:0:0/96.
+		{addr: "::ffff:0:a9fe:a9fe", want: "an IPv4-translated address of 169.254.169.254, a link-local address"},
+		{addr: "::ffff:0:7f00:1", want: "127.0.0.1, a loopback address"},
+		{addr: "::ffff:0:808:808"},
+		// NAT64, 64:ff9b::/96.
+		{addr: "64:ff9b::a9fe:a9fe", want: "a NAT64 address of 169.254.169.254, a link-local address"},
+		{addr: "64:ff9b::10.0.0.1", want: "10.0.0.1, a private address"},
+		{addr: "64:ff9b::7f00:1", want: "127.0.0.1, a loopback address"},
+		{addr: "64:ff9b::c0a8:101", want: "192.168.1.1, a private address"},
+		{addr: "64:ff9b::ac10:1", want: "172.16.0.1, a private address"},
+		{addr: "64:ff9b::", want: "0.0.0.0, an unspecified address"},
+		{addr: "64:ff9b::e000:1", want: "224.0.0.1, a link-local address"},
+		{addr: "64:ff9b::ef01:203", want: "239.1.2.3, a multicast address"},
+		{addr: "64:ff9b::ffff:ffff", want: "255.255.255.255, a reserved address"},
+		{addr: "64:ff9b::808:808"},
+		{addr: "64:ff9b::5db8:d70e"},
+		// NAT64 for local use, 64:ff9b:1::/48: every RFC 6052 reading.
+		{addr: "64:ff9b:1:5db8:d7:e08:a9fe:a9fe", want: "local-use, /96) address of 169.254.169.254"},
+		{addr: "64:ff9b:1:5db8:a:0:100:0", want: "local-use, /64) address of 10.0.0.1"},
+		{addr: "64:ff9b:1:5dac:10:504:808:808", want: "local-use, /56) address of 172.16.5.4"},
+		{addr: "64:ff9b:1:c0a8:1:1:808:808", want: "local-use, /48) address of 192.168.1.0"},
+		{addr: "64:ff9b:1:5db8:d7:e08:808:808"}, // 8.8.8.8, 215.14.8.8, 184.215.14.8, 93.184.215.14: all public
+		// With a /96 layout and a prefix of zeros the /64 reading is 0.0.0.8:
+		// the guard cannot tell the layouts apart, so it refuses.
+		{addr: "64:ff9b:1::808:808", want: "local-use, /64) address of 0.0.0.8"},
+		// 6to4, 2002::/16: the IPv4 address in bits 16–48.
+		{addr: "2002:a9fe:a9fe::1", want: "a 6to4 address of 169.254.169.254, a link-local address"},
+		{addr: "2002:a00:1::1", want: "6to4 address of 10.0.0.1, a private address"},
+		{addr: "2002:7f00:1::", want: "127.0.0.1, a loopback address"},
+		{addr: "2002:c0a8:101:1::1", want: "192.168.1.1"},
+		{addr: "2002:6440:1::1", want: "100.64.0.1, a reserved address"},
+		{addr: "2002::1", want: "0.0.0.0"},
+		{addr: "2002:5db8:d70e::1"},
+		{addr: "2002:808:808:ffff::a9fe:a9fe"}, // only bits 16–48 count
+		// Teredo, 2001::/32: the server in bits 32–64, the client inverted
+		// in the last 32 bits.
+		{addr: "2001:0:5db8:d70e::f5ff:fffe", want: "Teredo (client) address of 10.0.0.1, a private address"},
+		{addr: "2001:0:5db8:d70e:8000:f227:5601:5601", want: "Teredo (client) address of 169.254.169.254"},
+		{addr: "2001:0:5db8:d70e::80ff:fffe", want: "127.0.0.1, a loopback address"},
+		{addr: "2001:0:a00:1::f7f7:f7f7", want: "Teredo (server) address of 10.0.0.1, a private address"},
+		{addr: "2001:0:a9fe:a9fe::f7f7:f7f7", want: "Teredo (server) address of 169.254.169.254"},
+		{addr: "2001::", want: "0.0.0.0"},
+		{addr: "2001:0:5db8:d70e:8000:f227:f7f7:f7f7"}, // server 93.184.215.14, client 8.8.8.8
+		{addr: "2001:0:5db8:d70e::a9fe:a9fe"},          // the client is 86.1.86.1: inverted
+		{addr: "2001:db8::a00:1"},                      // 2001:db8::/32 is not Teredo
+		{addr: "2001:4860:4860::8888"},
+	} {
+		ip := netip.MustParseAddr(tc.addr)
+		control := func(g Guard) error {
+			return g.dialer(false).Control("tcp6", netip.AddrPortFrom(ip, 443).String(), nil)
+		}
+		for _, g := range []Guard{{}, {AllowInsecureLoopback: true}} {
+			name := fmt.Sprintf("%s, loopback allowed %v", tc.addr, g.AllowInsecureLoopback)
+			if tc.want == "" {
+				require.NoError(t, g.CheckAddr(ip), name)
+				require.NoError(t, g.CheckURL(ctx, "https://["+tc.addr+"]/hook"), name)
+				require.NoError(t, control(g), name)
+				continue
+			}
+			for what, err := range map[string]error{
+				"CheckAddr": g.CheckAddr(ip),
+				"CheckURL":  g.CheckURL(ctx, "https://["+tc.addr+"]/hook"),
+				"dial":      control(g),
+			} {
+				require.ErrorIs(t, err, ErrAddressRefused, "%s: %s", what, name)
+				require.ErrorContains(t, err, tc.want, "%s: %s", what, name)
+			}
+		}
+	}
+}
+
+// TestDeliverSendTimeEmbeddedIPv4: deliveries to an IPv6 address carrying
+// a refused IPv4 address are refused when the connection is made, before
+// anything is sent.
+func TestDeliverSendTimeEmbeddedIPv4(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	for _, g := range []Guard{{}, {AllowInsecureLoopback: true}} {
+		s := NewSender(g, 5*time.Second, nil)
+		for _, u := range []string{
+			"https://[::a9fe:a9fe]/latest/meta-data",
+			"https://[::a00:1]/hook",
+			"https://[::ffff:0:a9fe:a9fe]/hook",
+			"https://[64:ff9b::a9fe:a9fe]/hook",
+			"https://[64:ff9b::7f00:1]/hook",
+			"https://[64:ff9b:1:5db8:a:0:100:0]/hook",
+			"https://[2002:a9fe:a9fe::1]/hook",
+			"https://[2001:0:5db8:d70e::f5ff:fffe]/hook",
+			"https://[2001:0:a00:1::f7f7:f7f7]/hook",
+		} {
+			start := time.Now()
+			status, err := s.Send(ctx, u, []byte("0123456789abcdef0123456789abcdef"), store.NewID(), []byte(`{}`))
+			require.ErrorIs(t, err, ErrAddressRefused, u)
+			require.Zero(t, status)
+			require.Less(t, time.Since(start), 2*time.Second, "refused, not timed out: %s", u)
+		}
+	}
 }
