@@ -17,6 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicemq/sluice/controlplane"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -449,6 +450,47 @@ func TestControlPlaneOperatorOverrides(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, bl.Msg.GetBrokers(), 1)
 		require.True(t, bl.Msg.GetBrokers()[0].GetLive())
+	})
+}
+
+// TestControlPlaneSuspensionFeed: a suspended tenant is refused at once on
+// the control plane, cannot mint tokens, and is in the brokers' feed
+// (every answer, whatever since says); reinstated, it leaves the feed and
+// its old token and key work again. Another tenant is unaffected.
+func TestControlPlaneSuspensionFeed(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL)
+		ctx := context.Background()
+		a := c.signup(t, "judy")
+		b := c.signup(t, "mallory")
+		op := c.operator(operatorToken)
+		feed := func(since *timestamppb.Timestamp) []string {
+			t.Helper()
+			res, err := c.brokers(brokerToken).ListRevokedAPIKeys(ctx, connect.NewRequest(&sluicev1.ListRevokedAPIKeysRequest{Since: since}))
+			require.NoError(t, err)
+			return res.Msg.GetSuspendedTenantIds()
+		}
+		require.Empty(t, feed(nil))
+
+		_, err := op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: a.tenantID, Status: ptr("suspended")}))
+		require.NoError(t, err)
+		_, err = c.topics(a.token).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		requireCode(t, connect.CodePermissionDenied, err, "tenant is suspended")
+		_, err = c.auth().CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: a.apiKey}))
+		requireCode(t, connect.CodePermissionDenied, err, "suspended")
+		require.Equal(t, []string{a.tenantID}, feed(nil))
+		require.Equal(t, []string{a.tenantID}, feed(timestamppb.New(time.Now().Add(time.Hour))), "the whole set, whatever since says")
+		_, err = c.topics(b.token).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		require.NoError(t, err, "another tenant is unaffected")
+
+		_, err = op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: a.tenantID, Status: ptr("active")}))
+		require.NoError(t, err)
+		require.Empty(t, feed(nil), "a reinstated tenant leaves the feed")
+		_, err = c.topics(a.token).ListTopics(ctx, connect.NewRequest(&sluicev1.ListTopicsRequest{}))
+		require.NoError(t, err, "the old token works again")
+		_, err = c.auth().CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: a.apiKey}))
+		require.NoError(t, err)
 	})
 }
 

@@ -56,10 +56,11 @@
 //
 // A JWT cannot be recalled; its short TTL bounds the damage. On top of that: the control plane
 // checks, on every request, that the API key behind the credential (an API key, or a token's
-// akid) is not revoked in its store. Brokers verify offline from the cached JWKS and cannot ask
-// the store per request; they will poll a revocation feed of revoked API key ids from the
-// control plane every few seconds and refuse tokens whose akid is on it, so a revoked key stops
-// working on brokers within one poll interval (the feed is built elsewhere).
+// akid) is not revoked in its store and that its tenant is not suspended. Brokers verify offline
+// from the cached JWKS and cannot ask the store per request; they poll the control plane's
+// revocation feed (revoked API key ids, and the whole set of suspended tenants) every few
+// seconds and refuse tokens whose akid or tid is on it, so a revoked key or a suspended tenant
+// stops working on brokers within one poll interval (dataplane/broker).
 //
 // # Interceptor
 //

@@ -265,7 +265,13 @@ func (s *brokerService) ListRevokedAPIKeys(ctx context.Context, req *connect.Req
 	if err != nil {
 		return nil, err
 	}
-	res := &sluicev1.ListRevokedAPIKeysResponse{ServerTime: ts(now)}
+	// Suspensions have no horizon (a tenant stays suspended until an
+	// operator reinstates it): every answer carries the whole current set.
+	suspended, err := s.store.ListSuspendedTenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &sluicev1.ListRevokedAPIKeysResponse{ServerTime: ts(now), SuspendedTenantIds: suspended}
 	for _, k := range keys {
 		res.Keys = append(res.Keys, &sluicev1.RevokedAPIKey{Id: k.ID, TenantId: k.TenantID, RevokeTime: ts(k.RevokedAt)})
 	}

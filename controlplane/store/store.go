@@ -252,6 +252,9 @@ type Store interface {
 	UpdateTenant(ctx context.Context, id string, update func(Tenant) (Tenant, error)) (Tenant, error)
 	// TenantUsage counts the tenant's topics and partitions.
 	TenantUsage(ctx context.Context, tenantID string) (TenantUsage, error)
+	// ListSuspendedTenants returns the ids of every tenant whose status is TenantSuspended,
+	// ordered by id (the brokers' suspension feed: the whole set, from one snapshot).
+	ListSuspendedTenants(ctx context.Context) ([]string, error)
 
 	// CreateAPIKey stores a new key (unique id) for an existing tenant → ErrNotFound for an unknown tenant.
 	CreateAPIKey(ctx context.Context, k APIKey) error

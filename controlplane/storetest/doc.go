@@ -20,7 +20,8 @@
 // newStore returns an empty, migrated store and closes it at t's cleanup.
 // Subtests that only touch their own tenants share one store and run in
 // parallel; subtests that read global state (the tenant list, signing keys,
-// brokers, partition load, the revocation feed) get a store of their own.
+// brokers, partition load, the revocation and suspension feeds) get a store
+// of their own.
 //
 // Subtest names carry a family prefix (Tenant…, APIKey…, SigningKey…,
 // Topic…, Partition…, Broker…, Controller…, Metadata…, RemoteSegment…,

@@ -50,6 +50,7 @@ var tests = []test{
 	{name: "TenantList", own: true, fn: testTenantList},
 	{name: "TenantUpdate", fn: testTenantUpdate},
 	{name: "TenantUsage", fn: testTenantUsage},
+	{name: "TenantSuspendedFeed", own: true, fn: testTenantSuspendedFeed},
 
 	{name: "APIKeyCreateGetList", fn: testAPIKeyCreateGetList},
 	{name: "APIKeyRevoke", fn: testAPIKeyRevoke},
@@ -305,6 +306,36 @@ func testTenantUpdate(t *testing.T, s store.Store) {
 	got, err = s.GetTenant(ctx, other.ID)
 	require.NoError(t, err)
 	requireTenant(t, storedTenant(other), got)
+}
+
+// testTenantSuspendedFeed: ListSuspendedTenants is the whole current set,
+// ordered by id: a suspension adds the tenant, a reinstatement removes it.
+func testTenantSuspendedFeed(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ids, err := s.ListSuspendedTenants(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ids, "no tenant is suspended in a new store (the system tenant neither)")
+
+	a, _ := createTenant(t, s)
+	b, _ := createTenant(t, s)
+	c, _ := createTenant(t, s)
+	suspend := func(id, status string) {
+		_, err := s.UpdateTenant(ctx, id, setTenant("free", status, nil))
+		require.NoError(t, err)
+	}
+	suspend(c.ID, store.TenantSuspended)
+	suspend(a.ID, store.TenantSuspended)
+	ids, err = s.ListSuspendedTenants(ctx)
+	require.NoError(t, err)
+	want := []string{a.ID, c.ID}
+	slices.Sort(want)
+	require.Equal(t, want, ids)
+
+	suspend(c.ID, store.TenantActive)
+	suspend(b.ID, store.TenantActive) // unchanged: still active
+	ids, err = s.ListSuspendedTenants(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{a.ID}, ids, "a reinstated tenant leaves the set")
 }
 
 func testTenantUsage(t *testing.T, s store.Store) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -66,7 +67,8 @@ var rules = map[string]rule{
 
 // authenticator verifies tenant tokens offline (signature from the control
 // plane's JWKS, iss, aud, exp) and refuses tokens of API keys on the
-// revocation list; other brokers present the shared broker credential.
+// revocation list and of tenants in the suspended set; other brokers
+// present the shared broker credential.
 type authenticator struct {
 	verifier    *tenants.Verifier
 	revoked     *revocations
@@ -115,6 +117,9 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		if a.revoked.has(p.APIKeyID) {
 			return tenants.Principal{}, fmt.Errorf("%w: the token's API key was revoked", tenants.ErrInvalidToken)
 		}
+		if a.revoked.suspended(p.TenantID) {
+			return tenants.Principal{}, errTenantSuspended
+		}
 		if r.scope != "" && !p.Has(r.scope) {
 			return tenants.Principal{}, fmt.Errorf("%w: this call needs the %q scope", tenants.ErrPermissionDenied, r.scope)
 		}
@@ -123,22 +128,84 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 	return tenants.Principal{}, fmt.Errorf("%w: procedure not allowed", tenants.ErrPermissionDenied)
 }
 
-// revocations is the broker's deny-list of revoked API key ids, fed by
-// polling the control plane's revocation feed. An entry is kept until every
-// token of that key has expired.
+// errTenantSuspended refuses a suspended tenant's calls. PermissionDenied,
+// as on the control plane, and not Unauthenticated: the token is valid and
+// a fresh one would be refused too (CreateToken refuses the tenant), so a
+// client must stop, not re-authenticate; once the tenant is reinstated the
+// same token works again.
+var errTenantSuspended = fmt.Errorf("%w: tenant is suspended", tenants.ErrPermissionDenied)
+
+// revocations is the broker's deny-list, fed by polling the control
+// plane's revocation feed: the ids of revoked API keys, each kept until
+// every token of that key has expired, and the set of suspended tenants,
+// replaced by every answer (the feed carries the whole set).
 type revocations struct {
 	mu     sync.RWMutex
 	keys   map[string]time.Time // key id → when to forget it
+	susp   map[string]bool      // suspended tenant ids
 	loaded atomic.Bool          // the feed answered at least once
+	// changed is closed, and replaced, whenever the suspended set changes;
+	// waiting calls watch it (untilSuspended).
+	changed chan struct{}
 }
 
-func newRevocations() *revocations { return &revocations{keys: map[string]time.Time{}} }
+func newRevocations() *revocations {
+	return &revocations{keys: map[string]time.Time{}, susp: map[string]bool{}, changed: make(chan struct{})}
+}
 
 func (r *revocations) has(keyID string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	_, ok := r.keys[keyID]
 	return ok
+}
+
+// suspended reports whether the tenant is in the suspended set.
+func (r *revocations) suspended(tenantID string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.susp[tenantID]
+}
+
+// setSuspended replaces the suspended set with ids.
+func (r *revocations) setSuspended(ids []string) {
+	next := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		next[id] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if maps.Equal(next, r.susp) {
+		return
+	}
+	r.susp = next
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// untilSuspended returns a context that is cancelled, with cause
+// errTenantSuspended, as soon as the tenant joins the suspended set, so a
+// call waiting for data (a long-poll fetch) ends then rather than when its
+// wait does. Call stop when done with it.
+func (r *revocations) untilSuspended(ctx context.Context, tenantID string) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		for {
+			r.mu.RLock()
+			susp, changed := r.susp[tenantID], r.changed
+			r.mu.RUnlock()
+			if susp {
+				cancel(errTenantSuspended)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+		}
+	}()
+	return ctx, func() { cancel(nil) }
 }
 
 func (r *revocations) add(keyID string, forgetAt time.Time) {
@@ -161,7 +228,9 @@ func (r *revocations) expire(now time.Time) {
 
 // pollRevocations keeps r current until ctx ends: every interval it asks for
 // keys revoked since the previous answer's server time (minus a margin for
-// clock skew between control-plane replicas).
+// clock skew between control-plane replicas), and takes the suspended set
+// of every answer as the current one. When the control plane cannot be
+// reached, r keeps what it last heard.
 func pollRevocations(ctx context.Context, client sluicev1connect.BrokerServiceClient, r *revocations, interval time.Duration, logger *slog.Logger) {
 	const margin = 10 * time.Second
 	const keep = tenants.MaxTokenTTL + tenants.MaxLeeway
@@ -174,6 +243,7 @@ func pollRevocations(ctx context.Context, client sluicev1connect.BrokerServiceCl
 			for _, k := range res.Msg.GetKeys() {
 				r.add(k.GetId(), k.GetRevokeTime().AsTime().Add(keep))
 			}
+			r.setSuspended(res.Msg.GetSuspendedTenantIds())
 			since = timestamppb.New(res.Msg.GetServerTime().AsTime().Add(-margin))
 			r.expire(time.Now())
 			r.loaded.Store(true)

@@ -220,9 +220,22 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	if m.GetOffset() < 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offset: must not be negative; got %d", m.GetOffset()))
 	}
+	if wait > 0 && caller.Kind == tenants.PrincipalTenant {
+		// A long poll ends as soon as its tenant is suspended.
+		var stop func()
+		ctx, stop = s.b.revoked.untilSuspended(ctx, caller.TenantID)
+		defer stop()
+	}
+	suspended := func(err error) error {
+		if errors.Is(context.Cause(ctx), errTenantSuspended) {
+			return connect.NewError(connect.CodePermissionDenied, errTenantSuspended)
+		}
+		return err
+	}
 	p, err := s.local(pm, t)
 	if forwardable(req.Header(), err) {
-		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).Fetch)
+		res, err := forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).Fetch)
+		return res, suspended(err)
 	}
 	if err != nil {
 		return nil, err
@@ -231,7 +244,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	data, hw, err := p.fetch(ctx, m.GetOffset(), maxBytes, wait, m.CurrentLeaderEpoch)
 	s.b.metrics.fetchLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
-		return nil, err
+		return nil, suspended(err)
 	}
 	res := &sluicev1.FetchResponse{HighWatermark: hw, LogStartOffset: p.startOffset(ctx), NextOffset: m.GetOffset()}
 	if len(data) > 0 {

@@ -355,6 +355,16 @@ func (c *Cluster) operator() sluicev1connect.OperatorServiceClient {
 	return sluicev1connect.NewOperatorServiceClient(c.hc, c.ControlPlane(), connect.WithGRPC(), bearer(operatorToken))
 }
 
+// SetTenantStatus is the operator suspending ("suspended") or reinstating
+// ("active") a tenant.
+func (c *Cluster) SetTenantStatus(ctx context.Context, tenantID, status string) error {
+	_, err := c.operator().UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: tenantID, Status: &status}))
+	if err == nil {
+		c.mark("tenant %s is now %s", tenantID, status)
+	}
+	return err
+}
+
 // LiveBrokers asks the control plane which brokers hold a live lease.
 func (c *Cluster) LiveBrokers(ctx context.Context) ([]int32, error) {
 	res, err := c.operator().ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))

@@ -136,6 +136,20 @@ func (s *Store) UpdateTenant(ctx context.Context, id string, update func(store.T
 	return out, translate("update tenant", err)
 }
 
+// ListSuspendedTenants implements store.Store. A partial index holds just
+// the suspended tenants, so the brokers' feed never scans every tenant.
+func (s *Store) ListSuspendedTenants(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM tenants WHERE status = 'suspended' ORDER BY id`)
+	if err != nil {
+		return nil, translate("list suspended tenants", err)
+	}
+	return collect(rows, func(r pgx.Row) (string, error) {
+		var id string
+		err := r.Scan(&id)
+		return id, err
+	}, "list suspended tenants")
+}
+
 // TenantUsage implements store.Store. An unknown tenant → store.ErrNotFound.
 func (s *Store) TenantUsage(ctx context.Context, tenantID string) (store.TenantUsage, error) {
 	id, ok := store.CanonicalID(tenantID)

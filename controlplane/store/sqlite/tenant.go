@@ -136,6 +136,19 @@ func (s *Store) UpdateTenant(ctx context.Context, id string, update func(store.T
 	return out, translate("update tenant", err)
 }
 
+// ListSuspendedTenants implements store.Store, from a partial index of
+// the suspended tenants.
+func (s *Store) ListSuspendedTenants(ctx context.Context) ([]string, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT id FROM tenants WHERE status = 'suspended' ORDER BY id`)
+	if err != nil {
+		return nil, translate("list suspended tenants", err)
+	}
+	return collect(rows, func(r rowScanner) (string, error) {
+		var id string
+		return id, r.Scan(&id)
+	}, "list suspended tenants")
+}
+
 // TenantUsage implements store.Store. An unknown tenant → store.ErrNotFound.
 func (s *Store) TenantUsage(ctx context.Context, tenantID string) (store.TenantUsage, error) {
 	id, ok := store.CanonicalID(tenantID)

@@ -1157,9 +1157,15 @@ type ListRevokedAPIKeysResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Keys  []*RevokedAPIKey       `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
 	// The server's clock; pass it (minus a safety margin) as the next since.
-	ServerTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ServerTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
+	// Every tenant suspended at server_time, sorted: the whole set in every
+	// answer, whatever since says (not the changes since then). A broker
+	// replaces its set with it, so a tenant missing from it is active again
+	// (reinstated), and a broker that connects late still learns of
+	// suspensions made before.
+	SuspendedTenantIds []string `protobuf:"bytes,3,rep,name=suspended_tenant_ids,json=suspendedTenantIds,proto3" json:"suspended_tenant_ids,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ListRevokedAPIKeysResponse) Reset() {
@@ -1202,6 +1208,13 @@ func (x *ListRevokedAPIKeysResponse) GetKeys() []*RevokedAPIKey {
 func (x *ListRevokedAPIKeysResponse) GetServerTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ServerTime
+	}
+	return nil
+}
+
+func (x *ListRevokedAPIKeysResponse) GetSuspendedTenantIds() []string {
+	if x != nil {
+		return x.SuspendedTenantIds
 	}
 	return nil
 }
@@ -1804,11 +1817,12 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12;\n" +
 	"\vrevoke_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"revokeTime\"\x87\x01\n" +
+	"revokeTime\"\xb9\x01\n" +
 	"\x1aListRevokedAPIKeysResponse\x12,\n" +
 	"\x04keys\x18\x01 \x03(\v2\x18.sluice.v1.RevokedAPIKeyR\x04keys\x12;\n" +
 	"\vserver_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"serverTime\"Y\n" +
+	"serverTime\x120\n" +
+	"\x14suspended_tenant_ids\x18\x03 \x03(\tR\x12suspendedTenantIds\"Y\n" +
 	"\x17WatchAssignmentsRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xba\x01\n" +

@@ -71,7 +71,9 @@ type BrokerServiceClient interface {
 	// the broker must register again.
 	HeartbeatBroker(context.Context, *connect.Request[v1.HeartbeatBrokerRequest]) (*connect.Response[v1.HeartbeatBrokerResponse], error)
 	// ListRevokedAPIKeys is the revocation feed brokers poll (every few
-	// seconds) to refuse tokens of revoked keys before the tokens expire.
+	// seconds) to refuse tokens of revoked keys before the tokens expire,
+	// and tokens of suspended tenants while they are suspended. A broker
+	// refuses every tenant token until it has had one answer.
 	ListRevokedAPIKeys(context.Context, *connect.Request[v1.ListRevokedAPIKeysRequest]) (*connect.Response[v1.ListRevokedAPIKeysResponse], error)
 	// WatchAssignments streams the cluster's partition metadata: every
 	// partition of every topic (a broker hosts those listing it as a replica
@@ -277,7 +279,9 @@ type BrokerServiceHandler interface {
 	// the broker must register again.
 	HeartbeatBroker(context.Context, *connect.Request[v1.HeartbeatBrokerRequest]) (*connect.Response[v1.HeartbeatBrokerResponse], error)
 	// ListRevokedAPIKeys is the revocation feed brokers poll (every few
-	// seconds) to refuse tokens of revoked keys before the tokens expire.
+	// seconds) to refuse tokens of revoked keys before the tokens expire,
+	// and tokens of suspended tenants while they are suspended. A broker
+	// refuses every tenant token until it has had one answer.
 	ListRevokedAPIKeys(context.Context, *connect.Request[v1.ListRevokedAPIKeysRequest]) (*connect.Response[v1.ListRevokedAPIKeysResponse], error)
 	// WatchAssignments streams the cluster's partition metadata: every
 	// partition of every topic (a broker hosts those listing it as a replica
