@@ -61,7 +61,7 @@ func startCluster(ctx context.Context, dir string) (func(), error) {
 		return nil, err
 	}
 	done := make(chan struct{}, 4)
-	go func() { _ = srv.Run(ctx, ln); done <- struct{}{} }()
+	go func() { _ = srv.Run(ctx, ln, nil); done <- struct{}{} }()
 	endpoint = "http://" + ln.Addr().String()
 	for i := range 3 {
 		bc := broker.DefaultConfig()
@@ -80,7 +80,7 @@ func startCluster(ctx context.Context, dir string) (func(), error) {
 		if err != nil {
 			return nil, err
 		}
-		go func() { _ = b.Run(ctx, bln); done <- struct{}{} }()
+		go func() { _ = b.Run(ctx, bln, nil); done <- struct{}{} }()
 	}
 	stop := func() {
 		for range 4 {

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -17,7 +18,11 @@ import (
 // Config is the control plane's configuration. RegisterFlags binds it to
 // command-line flags; Validate names the first bad field.
 type Config struct {
-	ListenAddr               string
+	ListenAddr string
+	// MetricsAddr is where the operator listener binds (metrics, health;
+	// see internal/opshttp); empty: no operator listener. Like ListenAddr,
+	// the caller binds it and hands the listener to Run.
+	MetricsAddr              string
 	DatabaseURL              string
 	Issuer                   string
 	Audience                 string
@@ -50,10 +55,16 @@ type Config struct {
 	Controller controller.Config
 }
 
+// DefaultMetricsAddr is the control plane's operator listener unless
+// --metrics-addr says otherwise: loopback only, and not Prometheus's own
+// 9090, so a Prometheus on the same host can scrape it.
+const DefaultMetricsAddr = "127.0.0.1:9643"
+
 // DefaultConfig returns the defaults RegisterFlags uses.
 func DefaultConfig() Config {
 	return Config{
 		ListenAddr:                    "127.0.0.1:8080",
+		MetricsAddr:                   DefaultMetricsAddr,
 		Issuer:                        "sluice",
 		Audience:                      "sluice",
 		TokenTTL:                      15 * time.Minute,
@@ -73,7 +84,8 @@ func DefaultConfig() Config {
 
 // RegisterFlags binds the config to flags, with c's current values as defaults.
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve the Connect/gRPC API, JWKS, metrics and health checks on")
+	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve the Connect/gRPC API, JWKS, /healthz and /readyz on (tenants reach it; it serves no metrics)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port of the operator listener: Prometheus metrics at /metrics, /healthz and /readyz. Metric labels name tenants, topics and consumer groups: bind it to loopback (the default) or an interface only operators and Prometheus reach, never one tenants reach. Empty turns it off")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "metadata store: postgres://user:pass@host/db (production) or sqlite:PATH (single node)")
 	fs.StringVar(&c.Issuer, "issuer", c.Issuer, "JWT issuer (iss) this control plane signs and brokers expect")
 	fs.StringVar(&c.Audience, "audience", c.Audience, "JWT audience (aud) for tenant tokens")
@@ -101,6 +113,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.ListenAddr == "":
 		return errors.New("--listen-addr is required")
+	case c.MetricsAddr != "" && !validHostPort(c.MetricsAddr):
+		return fmt.Errorf("--metrics-addr must be host:port (or empty for no operator listener); got %q", c.MetricsAddr)
 	case c.DatabaseURL == "":
 		return errors.New("--database-url is required (postgres://… or sqlite:PATH)")
 	case !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") && !strings.HasPrefix(c.DatabaseURL, "sqlite:"):
@@ -135,6 +149,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 64 MiB; got %d", c.MaxRequestBytes)
 	}
 	return c.Controller.Validate()
+}
+
+func validHostPort(addr string) bool {
+	_, _, err := net.SplitHostPort(addr)
+	return err == nil
 }
 
 // redact hides passwords in a database URL for messages and logs: the

@@ -28,11 +28,15 @@ func TestConfigValidate(t *testing.T) {
 	ok := DefaultConfig()
 	ok.DatabaseURL = "sqlite:/tmp/x.db"
 	require.NoError(t, ok.Validate())
+	off := ok
+	off.MetricsAddr = "" // no operator listener
+	require.NoError(t, off.Validate())
 	for _, tt := range []struct {
 		mutate func(*Config)
 		msg    string
 	}{
 		{func(c *Config) { c.DatabaseURL = "" }, "--database-url is required"},
+		{func(c *Config) { c.MetricsAddr = "9643" }, "--metrics-addr must be host:port"},
 		{func(c *Config) { c.DatabaseURL = "mysql://x" }, "--database-url must start with"},
 		{func(c *Config) { c.TokenTTL = 1 }, "--token-ttl"},
 		{func(c *Config) { c.KeyRotation = c.TokenTTL / 2 }, "--key-rotation"},

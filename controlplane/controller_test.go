@@ -140,10 +140,10 @@ func (c *cluster) partitions(t *testing.T, topicID string) []store.Partition {
 }
 
 // metric returns the value of the sample named exactly by series (name and
-// labels as exposed) from /metrics.
+// labels as exposed) from the operator listener's /metrics.
 func (c *cluster) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	res, err := c.hc.Get(c.endpoint + "/metrics")
+	res, err := c.hc.Get(c.metrics + "/metrics")
 	require.NoError(t, err)
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)

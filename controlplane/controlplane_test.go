@@ -36,6 +36,8 @@ const (
 // cluster is a control plane served over real HTTP/2 (h2c) on loopback.
 type cluster struct {
 	endpoint string
+	// metrics is the operator listener's URL (metrics, health).
+	metrics  string
 	hc       *http.Client
 	streamHC *http.Client // no overall timeout, for WatchAssignments
 	srv      *controlplane.Server
@@ -76,8 +78,10 @@ func start(t *testing.T, dbURL string, mutate ...func(*controlplane.Config)) *cl
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	ops, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
+	go func() { done <- srv.Run(ctx, ln, ops) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -91,7 +95,7 @@ func start(t *testing.T, dbURL string, mutate ...func(*controlplane.Config)) *cl
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &p}
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	return &cluster{endpoint: "http://" + ln.Addr().String(), hc: hc, streamHC: &http.Client{Transport: tr}, srv: srv, stop: stop}
+	return &cluster{endpoint: "http://" + ln.Addr().String(), metrics: "http://" + ops.Addr().String(), hc: hc, streamHC: &http.Client{Transport: tr}, srv: srv, stop: stop}
 }
 
 func bearer(token string) connect.ClientOption {
@@ -513,26 +517,36 @@ func TestControlPlaneJWKSOfflineVerification(t *testing.T) {
 	require.True(t, errors.Is(err, tenants.ErrInvalidToken), "%v", err)
 }
 
+// TestControlPlaneHealthAndMetrics: metrics are served on the operator
+// listener only; the API port, which tenants reach, answers 404 for them.
+// Probes work on both.
 func TestControlPlaneHealthAndMetrics(t *testing.T) {
 	t.Parallel()
 	c := start(t, "sqlite:"+t.TempDir()+"/cp.db")
 	c.signup(t, "ivan")
-	get := func(path string) (int, string) {
-		res, err := c.hc.Get(c.endpoint + path)
+	get := func(base, path string) (int, string) {
+		res, err := c.hc.Get(base + path)
 		require.NoError(t, err)
 		defer res.Body.Close()
 		b, err := io.ReadAll(res.Body)
 		require.NoError(t, err)
 		return res.StatusCode, string(b)
 	}
-	code, _ := get("/healthz")
-	require.Equal(t, 200, code)
-	code, _ = get("/readyz")
-	require.Equal(t, 200, code)
-	code, body := get("/metrics")
+	for _, base := range []string{c.endpoint, c.metrics} {
+		code, _ := get(base, "/healthz")
+		require.Equal(t, 200, code, base)
+		code, _ = get(base, "/readyz")
+		require.Equal(t, 200, code, base)
+	}
+	code, body := get(c.metrics, "/metrics")
 	require.Equal(t, 200, code)
 	require.Contains(t, body, `sluice_controlplane_rpc_requests_total{code="ok",procedure="/sluice.v1.TenantService/Signup"} 1`)
 	require.Contains(t, body, `sluice_controlplane_rpc_duration_seconds_bucket{code="ok",procedure="/sluice.v1.AuthService/CreateToken"`)
+	for _, path := range []string{"/metrics", "/metrics/", "/debug/pprof/", "/debug/vars"} {
+		code, body := get(c.endpoint, path)
+		require.Equal(t, http.StatusNotFound, code, "API port %s", path)
+		require.NotContains(t, body, "sluice_", "API port %s", path)
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,8 +1,9 @@
 // Package controlplane wires the control plane: the metadata store, JWT
-// signing keys, the Connect API, JWKS, metrics and health endpoints, and the
-// candidate controller (controlplane/controller).
+// signing keys, the Connect API, JWKS and health endpoints, the operator
+// listener (metrics and health, internal/opshttp), and the candidate
+// controller (controlplane/controller).
 //
-// Goroutines: Run owns the HTTP server, the signing-key sync loop and the
+// Goroutines: Run owns the HTTP servers, the signing-key sync loop and the
 // controller loop; all stop when its context is cancelled. On cancellation
 // the WatchAssignments streams end at once (Unavailable), the controller
 // stops renewing its lease (another replica takes over when it expires), and
@@ -26,7 +27,6 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicemq/sluice/controlplane/alerting"
 	"github.com/sluicemq/sluice/controlplane/api"
@@ -35,6 +35,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
 	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/internal/opshttp"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -64,7 +65,8 @@ type Server struct {
 	keys      *keyring
 	registry  *prometheus.Registry
 	alerter   *alerting.Alerter // nil when lag alerts are off
-	handler   http.Handler
+	handler   http.Handler      // the API port
+	ops       http.Handler      // the operator listener
 	api       *api.API
 	ctl       *controller.Controller
 	now       func() time.Time
@@ -166,10 +168,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		})
 		s.registry.MustRegister(s.alerter.Collector())
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	// No /metrics here: its labels name tenants, topics and groups, and
+	// tenants reach this port. It is on the operator listener only.
+	mux.HandleFunc("GET /healthz", opshttp.Healthz)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	s.handler = mux
+	s.ops = opshttp.Handler(s.registry, s.serveReady)
 	return s, nil
 }
 
@@ -194,8 +198,13 @@ func OpenStore(ctx context.Context, url string, logger *slog.Logger) (store.Stor
 	return nil, fmt.Errorf("unsupported database URL %q: use postgres://… or sqlite:PATH", redact(url))
 }
 
-// Handler serves everything: the Connect API, JWKS, /metrics, /healthz, /readyz.
+// Handler serves the API port: the Connect API, gRPC health and
+// reflection, JWKS, /healthz and /readyz. It serves no metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// OperatorHandler serves the operator listener: /metrics, /healthz and
+// /readyz (see internal/opshttp).
+func (s *Server) OperatorHandler() http.Handler { return s.ops }
 
 // Registry is the server's private Prometheus registry.
 func (s *Server) Registry() *prometheus.Registry { return s.registry }
@@ -244,9 +253,11 @@ func NewHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 	}
 }
 
-// Run serves on ln until ctx is cancelled, syncing signing keys in the
-// background, then drains for up to ShutdownTimeout.
-func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+// Run serves the API on ln and, when ops is not nil, the operator
+// listener (OperatorHandler) on ops, until ctx is cancelled, syncing
+// signing keys in the background; then it drains both for up to
+// ShutdownTimeout.
+func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
 	srv := NewHTTPServer(s.handler, s.logger)
 	srv.RegisterOnShutdown(s.api.CloseStreams)
 	loopCtx, stopLoop := context.WithCancel(ctx)
@@ -268,10 +279,24 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.logger.Info("control plane serving", "addr", ln.Addr().String())
+	var opsSrv *http.Server
+	opsErrc := make(chan error, 1)
+	logAttrs := []any{"addr", ln.Addr().String()}
+	if ops != nil {
+		opsSrv = opshttp.NewServer(s.ops, s.logger)
+		go func() { opsErrc <- opsSrv.Serve(ops) }()
+		logAttrs = append(logAttrs, "metrics_addr", ops.Addr().String())
+	}
+	s.logger.Info("control plane serving", logAttrs...)
 	select {
 	case err := <-errc:
+		if opsSrv != nil {
+			_ = opsSrv.Close()
+		}
 		return fmt.Errorf("serve: %w", err)
+	case err := <-opsErrc:
+		_ = srv.Close()
+		return fmt.Errorf("serve the operator listener: %w", err)
 	case <-ctx.Done():
 	}
 	timeout := s.cfg.ShutdownTimeout
@@ -281,6 +306,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := srv.Shutdown(shutCtx)
+	if opsSrv != nil {
+		// Probes and scrapes answer until the API has drained.
+		if oerr := opsSrv.Shutdown(shutCtx); err == nil {
+			err = oerr
+		}
+		<-opsErrc
+	}
 	if errors.Is(<-errc, http.ErrServerClosed) && err == nil {
 		return nil
 	}

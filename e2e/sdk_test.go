@@ -166,7 +166,7 @@ func TestSDKLostAcknowledgements(t *testing.T) {
 	require.Equal(t, verdict{}, v, "idempotence: no duplicates, no gaps, no reordering")
 	dups := 0.0
 	for _, id := range c.BrokerIDs() {
-		dups += metricValue(t, "http://"+c.Broker(id).ListenAddr+"/metrics", "sluice_broker_produce_duplicates_total")
+		dups += metricValue(t, "http://"+c.Broker(id).MetricsAddr+"/metrics", "sluice_broker_produce_duplicates_total")
 	}
 	t.Logf("leaders answered %.0f retried batches as duplicates", dups)
 	require.Positive(t, dups, "the faults made the producer retry batches that had been written")

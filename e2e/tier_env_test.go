@@ -601,7 +601,7 @@ func (e *tierEnv) waitHotTail(partition int32, brokers []int32, through int64, t
 func (e *tierEnv) metric(broker int32, name string, labels ...string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.c.Broker(broker).ListenAddr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.c.Broker(broker).MetricsAddr+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}

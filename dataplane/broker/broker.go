@@ -5,7 +5,7 @@
 // internal ReplicaService (followers copying a leader's log).
 //
 // Goroutines, all owned by Run and stopped when its context ends: the HTTP
-// server; the lease loop (register, heartbeat, re-register when fenced); the
+// servers (the client port, the operator listener); the lease loop (register, heartbeat, re-register when fenced); the
 // assignment watch; the revocation poller; the ISR checker; the group member
 // expiry and group lag metrics loops; and one fetcher per partition this
 // broker follows. Lock order: Broker.mu before partition.mu; no lock is held
@@ -34,12 +34,12 @@ import (
 	"connectrpc.com/grpchealth"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/internal/opshttp"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
 	"github.com/sluicemq/sluice/tenants"
 	"github.com/sluicemq/sluice/tiered"
@@ -67,8 +67,9 @@ type Broker struct {
 	registry *prometheus.Registry
 	metrics  *brokerMetrics
 	groupLag *groupLagCollector // nil when the group lag metrics are off
-	handler  http.Handler
-	hc       *http.Client // h2c to the control plane and other brokers
+	handler  http.Handler       // the client port
+	ops      http.Handler       // the operator listener
+	hc       *http.Client       // h2c to the control plane and other brokers
 	cp       sluicev1connect.BrokerServiceClient
 	jwks     *tenants.JWKSCache
 	revoked  *revocations
@@ -150,22 +151,32 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	mux.Handle(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...))
 	mux.Handle(sluicev1connect.NewGroupServiceHandler(&groupService{b}, opts...))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...), opts...))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(b.registry, promhttp.HandlerOpts{Registry: b.registry}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if b.brokerEpoch.Load() == 0 {
-			http.Error(w, "not registered with the control plane yet", http.StatusServiceUnavailable)
-			return
-		}
-		if !b.revoked.loaded.Load() {
-			http.Error(w, "API key revocation list not loaded yet", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
+	// No /metrics here: its labels name tenants, topics and groups, and
+	// tenants reach this port. It is on the operator listener only.
+	mux.HandleFunc("GET /healthz", opshttp.Healthz)
+	mux.HandleFunc("GET /readyz", b.serveReady)
 	b.handler = mux
+	b.ops = opshttp.Handler(b.registry, b.serveReady)
 	return b, nil
 }
+
+// serveReady answers 200 once the broker is registered with the control
+// plane and has loaded the API key revocation list.
+func (b *Broker) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if b.brokerEpoch.Load() == 0 {
+		http.Error(w, "not registered with the control plane yet", http.StatusServiceUnavailable)
+		return
+	}
+	if !b.revoked.loaded.Load() {
+		http.Error(w, "API key revocation list not loaded yet", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// OperatorHandler serves the operator listener: /metrics, /healthz and
+// /readyz (see internal/opshttp).
+func (b *Broker) OperatorHandler() http.Handler { return b.ops }
 
 // Registry is the broker's private Prometheus registry.
 func (b *Broker) Registry() *prometheus.Registry { return b.registry }
@@ -225,9 +236,10 @@ func forward[Req, Res any](ctx context.Context, b *Broker, pm partMeta, req *con
 	return connect.NewResponse(res.Msg), nil
 }
 
-// Run serves on ln and takes part in the cluster until ctx ends, then
-// drains and closes every log.
-func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
+// Run serves clients and brokers on ln and, when ops is not nil, the
+// operator listener (OperatorHandler) on ops, and takes part in the
+// cluster until ctx ends; then it drains and closes every log.
+func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	if err := os.MkdirAll(b.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
@@ -249,9 +261,20 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
 		ErrorLog:          slog.NewLogLogger(b.logger.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	b.logger.Info("broker serving", "addr", ln.Addr().String(), "advertised", b.cfg.Advertised(), "data_dir", b.cfg.DataDir)
+	logAttrs := []any{"addr", ln.Addr().String(), "advertised", b.cfg.Advertised(), "data_dir", b.cfg.DataDir}
+	var opsSrv *http.Server
+	if ops != nil {
+		opsSrv = opshttp.NewServer(b.ops, b.logger)
+		go func() {
+			if err := opsSrv.Serve(ops); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("operator listener: %w", err)
+			}
+		}()
+		logAttrs = append(logAttrs, "metrics_addr", ops.Addr().String())
+	}
+	b.logger.Info("broker serving", logAttrs...)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { b.jwks.Run(ctx) })
@@ -281,6 +304,9 @@ func (b *Broker) Run(ctx context.Context, ln net.Listener) error {
 	shutCtx, stop := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
 	defer stop()
 	_ = srv.Shutdown(shutCtx)
+	if opsSrv != nil {
+		_ = opsSrv.Shutdown(shutCtx)
+	}
 	wg.Wait()
 	b.closePartitions()
 	if b.tier != nil {

@@ -18,14 +18,18 @@ type Config struct {
 	ID             int32
 	ListenAddr     string
 	AdvertisedAddr string
-	DataDir        string
-	ControlPlane   string
-	BrokerToken    string
-	Rack           string
-	Flush          string
-	FlushInterval  time.Duration
-	Issuer         string
-	Audience       string
+	// MetricsAddr is where the operator listener binds (metrics, health;
+	// see internal/opshttp); empty: no operator listener. Like ListenAddr,
+	// the caller binds it and hands the listener to Run.
+	MetricsAddr   string
+	DataDir       string
+	ControlPlane  string
+	BrokerToken   string
+	Rack          string
+	Flush         string
+	FlushInterval time.Duration
+	Issuer        string
+	Audience      string
 	// ReplicaLagTimeMax: a follower that has not caught up for this long
 	// leaves the ISR.
 	ReplicaLagTimeMax time.Duration
@@ -66,10 +70,17 @@ type Config struct {
 	ShutdownTimeout time.Duration
 }
 
+// DefaultMetricsAddr is a broker's operator listener unless --metrics-addr
+// says otherwise: loopback only, on the port Redpanda serves its metrics on.
+// Several brokers on one host each need their own, like their own
+// --listen-addr and --data-dir.
+const DefaultMetricsAddr = "127.0.0.1:9644"
+
 // DefaultConfig returns the defaults RegisterFlags uses.
 func DefaultConfig() Config {
 	return Config{
 		ListenAddr:             "127.0.0.1:9092",
+		MetricsAddr:            DefaultMetricsAddr,
 		DataDir:                "./data",
 		ControlPlane:           "http://127.0.0.1:8080",
 		Flush:                  "always",
@@ -98,7 +109,8 @@ func DefaultConfig() Config {
 // RegisterFlags binds c to flags with c's values as defaults.
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&c.ID, "id", c.ID, "broker id, unique in the cluster (0 ≤ id < 2^31)")
-	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve clients and other brokers on")
+	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve clients and other brokers on (tenants reach it; it serves no metrics)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port of the operator listener: Prometheus metrics at /metrics, /healthz and /readyz. Metric labels name tenants, topics and consumer groups: bind it to loopback (the default) or an interface only operators and Prometheus reach, never one tenants reach. Several brokers on one host need one each. Empty turns it off")
 	fs.StringVar(&c.AdvertisedAddr, "advertised-addr", c.AdvertisedAddr, "host:port clients and brokers reach this broker at (default: the bound --listen-addr; required when listening on every interface)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "folder for partition logs")
 	fs.StringVar(&c.ControlPlane, "control-plane", c.ControlPlane, "control-plane URL")
@@ -154,6 +166,11 @@ func (c *Config) Validate() error {
 	lhost, _, err := net.SplitHostPort(c.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("--listen-addr %q: %w", c.ListenAddr, err)
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr must be host:port (or empty for no operator listener); got %q", c.MetricsAddr)
+		}
 	}
 	if c.AdvertisedAddr == "" {
 		if ip := net.ParseIP(lhost); lhost == "" || (ip != nil && ip.IsUnspecified()) {

@@ -29,6 +29,11 @@ type lagCluster struct {
 	groups   sluicev1connect.GroupServiceClient
 	topics   sluicev1connect.TopicServiceClient // on the control plane
 	cp       *controlplane.Server
+	endpoint string // the control plane's API
+	// cpMetrics and brokerMetrics (by broker index) are the operator
+	// listeners' URLs.
+	cpMetrics     string
+	brokerMetrics []string
 }
 
 func startLagCluster(t *testing.T) *lagCluster {
@@ -65,11 +70,12 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 	}
 	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{})
 	require.NoError(t, err)
+	ops := listenLoopback(t)
 	done := make(chan struct{}, 4)
-	go func() { _ = srv.Run(ctx, ln); done <- struct{}{} }()
+	go func() { _ = srv.Run(ctx, ln, ops); done <- struct{}{} }()
 	endpoint := "http://" + ln.Addr().String()
 
-	c := &lagCluster{cp: srv}
+	c := &lagCluster{cp: srv, endpoint: endpoint, cpMetrics: "http://" + ops.Addr().String()}
 	for i := range 3 {
 		bc := DefaultConfig()
 		bc.ID = int32(i + 1)
@@ -87,7 +93,9 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 		b, err := New(bc, Deps{TierStore: opts.tier})
 		require.NoError(t, err)
 		c.brokers = append(c.brokers, b)
-		go func() { _ = b.Run(ctx, bln); done <- struct{}{} }()
+		bops := listenLoopback(t)
+		c.brokerMetrics = append(c.brokerMetrics, "http://"+bops.Addr().String())
+		go func() { _ = b.Run(ctx, bln, bops); done <- struct{}{} }()
 	}
 	t.Cleanup(func() {
 		cancel()
@@ -134,6 +142,14 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 		return nil
 	})
 	return c
+}
+
+// listenLoopback binds a free loopback port.
+func listenLoopback(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	return ln
 }
 
 // checkFor polls fn until it returns nil, failing the test at the deadline

@@ -96,10 +96,10 @@ type Cluster struct {
 	// Dir holds every process's log and data; kept when the test fails.
 	Dir string
 
-	cpAddr  string
-	cp      *proc
-	brokers map[int32]*Broker
-	hc      *http.Client
+	cpAddr, cpMetricsAddr string
+	cp                    *proc
+	brokers               map[int32]*Broker
+	hc                    *http.Client
 }
 
 // Broker is one broker process slot: it keeps its id, ports and data dir
@@ -108,6 +108,9 @@ type Broker struct {
 	ID int32
 	// ListenAddr is where the process listens; test clients dial it.
 	ListenAddr string
+	// MetricsAddr is its operator listener (--metrics-addr): /metrics,
+	// /healthz, /readyz.
+	MetricsAddr string
 	// DataDir holds its partition logs.
 	DataDir string
 	// LogPath is its output, appended across restarts.
@@ -143,10 +146,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{t: t, opts: opts, Dir: dir, brokers: map[int32]*Broker{}, hc: h2cClient()}
 	t.Cleanup(c.cleanup)
 
-	c.cpAddr = FreeAddr(t)
+	c.cpAddr, c.cpMetricsAddr = FreeAddr(t), FreeAddr(t)
 	c.cp, err = startProc("controlplane", opts.Bin, filepath.Join(dir, "controlplane.log"), nil, append([]string{
 		"controlplane",
 		"--listen-addr", c.cpAddr,
+		"--metrics-addr", c.cpMetricsAddr,
 		"--database-url", opts.DatabaseURL,
 		"--operator-token", operatorToken,
 		"--broker-token", brokerToken,
@@ -165,10 +169,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 	for i := 1; i <= opts.Brokers; i++ {
 		b := &Broker{
-			ID:         int32(i),
-			ListenAddr: FreeAddr(t),
-			DataDir:    filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
-			LogPath:    filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)),
+			ID:          int32(i),
+			ListenAddr:  FreeAddr(t),
+			MetricsAddr: FreeAddr(t),
+			DataDir:     filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
+			LogPath:     filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)),
 		}
 		if opts.Proxies {
 			b.In = NewProxy(t, b.ListenAddr)
@@ -191,6 +196,7 @@ func (c *Cluster) startBroker(b *Broker) {
 		"broker",
 		"--id", strconv.Itoa(int(b.ID)),
 		"--listen-addr", b.ListenAddr,
+		"--metrics-addr", b.MetricsAddr,
 		"--advertised-addr", b.Advertised(),
 		"--data-dir", b.DataDir,
 		"--control-plane", "http://" + cp,
@@ -208,10 +214,10 @@ func (c *Cluster) startBroker(b *Broker) {
 	b.proc = p
 }
 
-// startBrokerFirst starts a broker for the first time. Its port was free
-// when FreeAddr picked it, but another process may bind it before the
-// broker does; a broker that exits because its address is in use is
-// started again on a new port.
+// startBrokerFirst starts a broker for the first time. Its ports were free
+// when FreeAddr picked them, but another process may bind one before the
+// broker does; a broker that exits because an address is in use is
+// started again on new ports.
 func (c *Cluster) startBrokerFirst(b *Broker) {
 	c.t.Helper()
 	for attempt := 1; ; attempt++ {
@@ -230,8 +236,8 @@ func (c *Cluster) startBrokerFirst(b *Broker) {
 		if !bindErr || attempt == 5 {
 			return // WaitLive reports any other exit with its log
 		}
-		c.t.Logf("testcluster: broker %d could not bind %s; trying another port", b.ID, b.ListenAddr)
-		b.ListenAddr = FreeAddr(c.t)
+		c.t.Logf("testcluster: broker %d could not bind %s or %s; trying other ports", b.ID, b.ListenAddr, b.MetricsAddr)
+		b.ListenAddr, b.MetricsAddr = FreeAddr(c.t), FreeAddr(c.t)
 		if b.In != nil {
 			b.In.setTarget(b.ListenAddr)
 		}
@@ -281,6 +287,10 @@ func (c *Cluster) Broker(id int32) *Broker {
 
 // ControlPlane is the control plane's URL.
 func (c *Cluster) ControlPlane() string { return "http://" + c.cpAddr }
+
+// ControlPlaneMetricsAddr is the control plane's operator listener
+// (--metrics-addr): /metrics, /healthz, /readyz.
+func (c *Cluster) ControlPlaneMetricsAddr() string { return c.cpMetricsAddr }
 
 // Kill SIGKILLs a broker and waits for it to exit.
 func (c *Cluster) Kill(id int32) {

@@ -24,5 +24,5 @@ func (c *Cluster) RemoteSegments(ctx context.Context, topicID string, partition 
 }
 
 // HTTPClient is the cluster's HTTP/2 cleartext client (e.g. to scrape a
-// broker's /metrics).
+// broker's /metrics on its Broker.MetricsAddr).
 func (c *Cluster) HTTPClient() *http.Client { return c.hc }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 
 	"github.com/spf13/cobra"
 
@@ -65,21 +64,23 @@ func (a *app) brokerCommand() *cobra.Command {
 
 // runBroker serves a broker until ctx ends. With an advertised address
 // left empty and a listen port of 0, the bound address is advertised.
-func runBroker(ctx context.Context, cfg broker.Config, logger *slog.Logger, tier objstore.Store, ready func(addr string)) error {
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
+// ready, when not nil, is called with the bound addresses (the client
+// port's, the operator listener's or "" without one).
+func runBroker(ctx context.Context, cfg broker.Config, logger *slog.Logger, tier objstore.Store, ready func(addr, metricsAddr string)) error {
+	ln, ops, err := listen(cfg.ListenAddr, cfg.MetricsAddr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+		return err
 	}
 	if cfg.AdvertisedAddr == "" {
 		cfg.AdvertisedAddr = ln.Addr().String()
 	}
 	b, err := broker.New(cfg, broker.Deps{Logger: logger, TierStore: tier})
 	if err != nil {
-		ln.Close()
+		closeListeners(ln, ops)
 		return err
 	}
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(ln.Addr().String(), addrOf(ops))
 	}
-	return b.Run(ctx, ln)
+	return b.Run(ctx, ln, ops)
 }

@@ -53,23 +53,58 @@ func (a *app) controlplaneCommand() *cobra.Command {
 }
 
 // runControlPlane serves until ctx is cancelled. ready, when not nil, is
-// called with the bound address once the server accepts connections.
-func runControlPlane(ctx context.Context, cfg controlplane.Config, logger *slog.Logger, ready func(addr string)) error {
+// called with the bound addresses (the API's, the operator listener's or
+// "" without one) once the server accepts connections.
+func runControlPlane(ctx context.Context, cfg controlplane.Config, logger *slog.Logger, ready func(addr, metricsAddr string)) error {
 	// Bind first: a busy port is reported before the store is touched.
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	ln, ops, err := listen(cfg.ListenAddr, cfg.MetricsAddr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+		return err
 	}
 	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{Logger: logger})
 	if err != nil {
-		ln.Close()
+		closeListeners(ln, ops)
 		return err
 	}
 	defer srv.Close()
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(ln.Addr().String(), addrOf(ops))
 	}
-	return srv.Run(ctx, ln)
+	return srv.Run(ctx, ln, ops)
+}
+
+// listen binds a server's tenant-facing address and, unless metricsAddr
+// is empty (ops is nil then), its operator listener.
+func listen(addr, metricsAddr string) (ln, ops net.Listener, err error) {
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	if metricsAddr == "" {
+		return ln, nil, nil
+	}
+	ops, err = net.Listen("tcp", metricsAddr)
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("listen on --metrics-addr %s: %w", metricsAddr, err)
+	}
+	return ln, ops, nil
+}
+
+func closeListeners(ls ...net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// addrOf is a listener's address, or "" for none.
+func addrOf(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
 }
 
 // devOptions are sluice dev's tunables beyond the data dir and address.
@@ -91,6 +126,9 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	}
 	cfg := controlplane.DefaultConfig()
 	cfg.ListenAddr = listen
+	// Each process's operator listener on a free loopback port, printed
+	// below (a second dev, or a control plane on the defaults, may run).
+	cfg.MetricsAddr = "127.0.0.1:0"
 	cfg.DatabaseURL = "sqlite:" + filepath.Join(dataDir, "controlplane.db")
 	cfg.OperatorToken = secrets.OperatorToken
 	cfg.BrokerToken = secrets.BrokerToken
@@ -100,14 +138,17 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	addrc := make(chan string, 1)
+	addrc := make(chan [2]string, 1)
 	errc := make(chan error, 1)
-	go func() { errc <- runControlPlane(ctx, cfg, logger, func(addr string) { addrc <- addr }) }()
-	var addr string
+	go func() {
+		errc <- runControlPlane(ctx, cfg, logger, func(addr, metrics string) { addrc <- [2]string{addr, metrics} })
+	}()
+	var addr, cpMetrics string
 	select {
 	case err := <-errc:
 		return err
-	case addr = <-addrc:
+	case a := <-addrc:
+		addr, cpMetrics = a[0], a[1]
 	}
 	endpoint := "http://" + addr
 	if err := a.devTenant(ctx, dataDir, endpoint, &secrets); err != nil {
@@ -126,20 +167,25 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	// Three brokers in this process, each with its own folder; they join
 	// the control plane like separate processes would.
 	brokerAddrs := make([]string, devBrokers)
+	brokerMetrics := make([]string, devBrokers)
 	brokerErr := make(chan error, devBrokers)
 	for i := range devBrokers {
 		bc := broker.DefaultConfig()
 		bc.ID = int32(i + 1)
 		bc.ListenAddr = "127.0.0.1:0"
+		bc.MetricsAddr = "127.0.0.1:0"
 		bc.DataDir = filepath.Join(dataDir, fmt.Sprintf("broker-%d", i+1))
 		bc.ControlPlane = endpoint
 		bc.BrokerToken = secrets.BrokerToken
 		bc.Rack = fmt.Sprintf("rack-%d", i+1)
 		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = opts.groupHeartbeat, opts.groupSession
-		ready := make(chan string, 1)
-		go func() { brokerErr <- runBroker(ctx, bc, logger, objects, func(a string) { ready <- a }) }()
+		ready := make(chan [2]string, 1)
+		go func() {
+			brokerErr <- runBroker(ctx, bc, logger, objects, func(addr, metrics string) { ready <- [2]string{addr, metrics} })
+		}()
 		select {
-		case brokerAddrs[i] = <-ready:
+		case a := <-ready:
+			brokerAddrs[i], brokerMetrics[i] = a[0], a[1]
 		case err := <-brokerErr:
 			cancel()
 			<-errc
@@ -151,6 +197,12 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 		<-errc
 		return err
 	}
+	// Each process's operator listener; never on the endpoint, which
+	// tenants reach.
+	metrics := fmt.Sprintf("http://%s/metrics (control plane)", cpMetrics)
+	for i, m := range brokerMetrics {
+		metrics += fmt.Sprintf("\n                 http://%s/metrics (broker %d)", m, i+1)
+	}
 	fmt.Fprintf(a.stdout, `Sluice dev is running.
 
   endpoint       %s
@@ -159,14 +211,15 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
   api key        %s
   profile        "dev" in %s
   JWKS           %s/.well-known/jwks.json
-  metrics        %s/metrics
   brokers        %s
+  metrics        %s
+                 (operator listeners, loopback only: their labels name every tenant)
 
 Try:  sluice --profile dev tenant get
       sluice --profile dev topic create orders --partitions 3
       sluice --profile dev topic describe orders
 Stop with Ctrl-C; state stays in %s.
-`, endpoint, dataDir, secrets.TenantID, secrets.APIKey, a.configPath, endpoint, endpoint, strings.Join(brokerAddrs, " "), dataDir)
+`, endpoint, dataDir, secrets.TenantID, secrets.APIKey, a.configPath, endpoint, strings.Join(brokerAddrs, " "), metrics, dataDir)
 	err = <-errc
 	cancel()
 	for range devBrokers {
@@ -223,7 +276,11 @@ func (a *app) devCommand() *cobra.Command {
 three brokers in the same process (each with its own folder under --data-dir),
 creates a "dev" tenant on first start, and saves a ready CLI profile named
 "dev" (and "default" when you have none). Nothing to install. Replicated
-topics (replication factor 3) work as on a real cluster.`,
+topics (replication factor 3) work as on a real cluster.
+
+The control plane and each broker serve Prometheus metrics, /healthz and
+/readyz on their own operator listener, on a free loopback port printed at
+start; the endpoint serves no metrics (their labels name every tenant).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := a.logger()

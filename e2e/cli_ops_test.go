@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/testcluster"
+)
+
+// TestE2EDevOperatorListeners: `sluice dev` prints each process's
+// operator listener, on loopback; they serve the metrics, labelled with
+// tenants, and the probes, while the endpoint and the brokers' client
+// ports, which tenants reach, answer no metric.
+func TestE2EDevOperatorListeners(t *testing.T) {
+	dir := t.TempDir()
+	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
+	dev := startDev(t, dataDir, cfgPath, addr)
+	banner := dev.out.String()
+
+	listeners := map[string]string{} // "control plane", "broker 1" … → host:port
+	for _, m := range regexp.MustCompile(`http://(\S+)/metrics \((control plane|broker \d)\)`).FindAllStringSubmatch(banner, -1) {
+		listeners[m[2]] = m[1]
+	}
+	require.Len(t, listeners, 4, "the banner names the control plane's and 3 brokers' metrics:\n%s", banner)
+	for name, a := range listeners {
+		host, _, err := net.SplitHostPort(a)
+		require.NoError(t, err)
+		require.True(t, net.ParseIP(host).IsLoopback(), "%s's operator listener %s is loopback only", name, a)
+	}
+	tenantID := regexp.MustCompile(`tenant id\s+(\S+)`).FindStringSubmatch(banner)
+	require.NotNil(t, tenantID, banner)
+	brokers := regexp.MustCompile(`brokers\s+(.+)`).FindStringSubmatch(banner)
+	require.NotNil(t, brokers, banner)
+
+	mustCLI(t, cfgPath, "--profile", "dev", "topic", "create", "ledger", "-p", "1")
+	mustCLI(t, cfgPath, "--profile", "dev", "produce", "ledger", "--value", "hello")
+
+	scraper := &http.Client{Timeout: 10 * time.Second}
+	get := func(url string) (int, string, error) {
+		res, err := scraper.Get(url)
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), err
+	}
+	// Some broker leads the partition and counts the tenant's bytes.
+	label := fmt.Sprintf(`sluice_broker_produced_bytes_total{tenant=%q}`, tenantID[1])
+	testcluster.Wait(t, 30*time.Second, "the tenant's bytes in a broker's metrics", func() error {
+		for i := 1; i <= 3; i++ {
+			_, body, err := get("http://" + listeners[fmt.Sprintf("broker %d", i)] + "/metrics")
+			if err != nil {
+				return err
+			}
+			if strings.Contains(body, label) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no broker exports %s", label)
+	})
+	for name, a := range listeners {
+		code, body, err := get("http://" + a + "/metrics")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, name)
+		require.Contains(t, body, "sluice_", name)
+		for _, path := range []string{"/healthz", "/readyz"} {
+			code, _, err := get("http://" + a + path)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, code, "%s %s", name, path)
+		}
+	}
+
+	tenantPorts := append([]string{addr}, strings.Fields(brokers[1])...)
+	require.Len(t, tenantPorts, 4, banner)
+	for _, a := range tenantPorts {
+		code, body, err := get("http://" + a + "/metrics")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusNotFound, code, "GET http://%s/metrics", a)
+		require.NotContains(t, body, tenantID[1])
+		require.NotContains(t, body, "sluice_")
+	}
+}
