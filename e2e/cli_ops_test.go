@@ -1,13 +1,18 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,4 +94,65 @@ func TestE2EDevOperatorListeners(t *testing.T) {
 		require.NotContains(t, body, tenantID[1])
 		require.NotContains(t, body, "sluice_")
 	}
+}
+
+// TestE2EDevOnePerDataDir: a second `sluice dev` on a data dir in use, on
+// another port, exits at once, non-zero, naming the running one's pid,
+// and changes nothing: the first keeps serving and the dev profile still
+// points at it. So does a `sluice broker` on one of dev's broker folders.
+// After kill -9 of the first, dev starts on that dir again.
+func TestE2EDevOnePerDataDir(t *testing.T) {
+	dir := t.TempDir()
+	dataDir, cfgPath := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json")
+	addr, addr2 := testcluster.FreeAddr(t), testcluster.FreeAddr(t)
+	first := startDev(t, dataDir, cfgPath, addr)
+	pid := fmt.Sprintf("pid %d", first.cmd.Process.Pid)
+
+	run := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, sluiceBin, args...)
+		cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=", "SLUICE_METRICS_ADDR=")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, ctx.Err(), "it did not exit: %s", out)
+		return string(out), err
+	}
+	out, err := run("dev", "--data-dir", dataDir, "--listen-addr", addr2, "--cli-config", cfgPath)
+	require.Error(t, err, out)
+	require.Equal(t, 1, exitCode(err), out)
+	require.Contains(t, out, pid)
+	require.Contains(t, out, "data dir "+dataDir+" is in use")
+	require.NotContains(t, out, "Sluice dev is running")
+	require.NotContains(t, out, "broker serving", "refused before it started any broker")
+
+	out, err = run("broker", "--id", "9", "--data-dir", filepath.Join(dataDir, "broker-1"),
+		"--listen-addr", testcluster.FreeAddr(t), "--metrics-addr", testcluster.FreeAddr(t),
+		"--control-plane", "http://"+addr, "--broker-token", "e2e-broker-token-0123456789")
+	require.Error(t, err, out)
+	require.NotZero(t, exitCode(err), out)
+	require.Contains(t, out, pid)
+	require.NotContains(t, out, "broker serving")
+
+	// The first is untouched.
+	profile := func() string {
+		b, err := os.ReadFile(cfgPath)
+		require.NoError(t, err)
+		var c struct {
+			Profiles map[string]struct {
+				Endpoint string `json:"endpoint"`
+			} `json:"profiles"`
+		}
+		require.NoError(t, json.Unmarshal(b, &c))
+		return c.Profiles["dev"].Endpoint
+	}
+	require.Equal(t, "http://"+addr, profile())
+	mustCLI(t, cfgPath, "--profile", "dev", "topic", "create", "solo", "-p", "3")
+	require.Contains(t, mustCLI(t, cfgPath, "--profile", "dev", "topic", "describe", "solo"), "1,2,3")
+
+	// kill -9 leaves no stale lock: dev starts again on the same dir.
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
+	_ = first.cmd.Wait()
+	startDev(t, dataDir, cfgPath, addr2)
+	require.Equal(t, "http://"+addr2, profile())
+	require.Contains(t, mustCLI(t, cfgPath, "--profile", "dev", "topic", "describe", "solo"), "solo")
 }

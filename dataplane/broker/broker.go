@@ -21,7 +21,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -38,6 +37,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/dirlock"
 	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/opshttp"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
@@ -73,6 +73,7 @@ type Broker struct {
 	cp       sluicev1connect.BrokerServiceClient
 	jwks     *tenants.JWKSCache
 	revoked  *revocations
+	dirLock  *dirlock.Lock // on cfg.DataDir, from New until Run returns
 	// Tiered storage; both nil when off.
 	tierStore objstore.Store
 	tier      *tiered.Tier
@@ -96,11 +97,26 @@ type peerClients struct {
 	group   sluicev1connect.GroupServiceClient
 }
 
-// New builds a broker; Run starts it.
-func New(cfg Config, deps Deps) (*Broker, error) {
+// New builds a broker; Run starts it. New takes an exclusive lock on
+// cfg.DataDir (creating it), so a second broker on the same data dir, in
+// this process or another, is refused with a *dirlock.HeldError naming the
+// holder's pid; Run releases it when it returns (a broker that is never
+// run holds it until the process exits).
+func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Before anything touches the data dir (the tier cache under it is
+	// emptied below).
+	dirLock, err := dirlock.Acquire(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("broker %d: %w", cfg.ID, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = dirLock.Release()
+		}
+	}()
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -114,6 +130,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		clients: map[int32]*peerClients{},
 		revoked: newRevocations(),
 		hc:      h2c.Client(),
+		dirLock: dirLock,
 
 		tierStore: deps.TierStore,
 	}
@@ -240,9 +257,7 @@ func forward[Req, Res any](ctx context.Context, b *Broker, pm partMeta, req *con
 // operator listener (OperatorHandler) on ops, and takes part in the
 // cluster until ctx ends; then it drains and closes every log.
 func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
-	if err := os.MkdirAll(b.cfg.DataDir, 0o755); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
-	}
+	defer b.dirLock.Release()
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	cancel := func() { cancelCause(nil) }
 	defer cancel()

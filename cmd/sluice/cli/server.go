@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/dirlock"
 	"github.com/sluicemq/sluice/tenants"
 	"github.com/sluicemq/sluice/tiered/objstore/folder"
 
@@ -120,6 +121,14 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	if err := os.Chmod(dataDir, 0o700); err != nil {
 		return fmt.Errorf("secure data dir: %w", err)
 	}
+	// One dev per data dir: a second would run brokers on the same logs
+	// and SQLite file and repoint the dev profile. Each broker also locks
+	// its own folder.
+	lock, err := dirlock.Acquire(dataDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	secrets, err := loadDevSecrets(dataDir)
 	if err != nil {
 		return err
@@ -278,6 +287,10 @@ creates a "dev" tenant on first start, and saves a ready CLI profile named
 "dev" (and "default" when you have none). Nothing to install. Replicated
 topics (replication factor 3) work as on a real cluster.
 
+One dev runs per --data-dir: a second one on the same folder (on another
+port too) exits at once with an error naming the running one's pid. The lock
+goes with the process, so after a crash or kill -9 dev starts again as usual.
+
 The control plane and each broker serve Prometheus metrics, /healthz and
 /readyz on their own operator listener, on a free loopback port printed at
 start; the endpoint serves no metrics (their labels name every tenant).`,
@@ -290,7 +303,7 @@ start; the endpoint serves no metrics (their labels name every tenant).`,
 			return a.runDev(cmd.Context(), dataDir, listen, opts, logger)
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", ".sluice", "folder holding all dev state (SQLite database, secrets, profile)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", ".sluice", "folder holding all dev state (SQLite database, secrets, partition logs); one dev at a time uses it")
 	cmd.Flags().StringVar(&listen, "listen-addr", "127.0.0.1:8080", "host:port of the control-plane API")
 	cmd.Flags().DurationVar(&opts.groupHeartbeat, "group-heartbeat-interval", opts.groupHeartbeat, "how often consumer-group members heartbeat (and learn of rebalances)")
 	cmd.Flags().DurationVar(&opts.groupSession, "group-session-timeout", opts.groupSession, "a consumer-group member silent this long is removed and its partitions reassigned")
