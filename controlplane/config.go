@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sluicemq/sluice/alerts"
+	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	"github.com/sluicemq/sluice/controlplane/controller"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -53,6 +54,9 @@ type Config struct {
 	// Controller configures this replica's candidate controller (its
 	// StartupGrace is always BrokerLease).
 	Controller controller.Config
+	// ClientLimits rate-limit Signup and bad-key CreateToken calls per
+	// client address.
+	ClientLimits clientlimit.Config
 }
 
 // DefaultMetricsAddr is the control plane's operator listener unless
@@ -79,6 +83,7 @@ func DefaultConfig() Config {
 		LagWindow:                     time.Hour,
 		LagAlertPolicy:                alerts.DefaultPolicy(),
 		Controller:                    controller.DefaultConfig(),
+		ClientLimits:                  clientlimit.DefaultConfig(),
 	}
 }
 
@@ -106,6 +111,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
 	c.Controller.RegisterFlags(fs)
+	c.ClientLimits.RegisterFlags(fs)
 }
 
 // Validate checks the config and names the first bad field.
@@ -147,6 +153,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--default-replication-factor must be between 1 and 7; got %d", c.DefaultReplicationFactor)
 	case c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 64<<20:
 		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 64 MiB; got %d", c.MaxRequestBytes)
+	}
+	if err := c.ClientLimits.Validate(); err != nil {
+		return err
 	}
 	return c.Controller.Validate()
 }

@@ -49,6 +49,8 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Controller.LeaseTTL = 100 * time.Millisecond }, "--controller-lease"},
 		{func(c *Config) { c.Controller.Interval = 2 * time.Second }, "controller interval"},
 		{func(c *Config) { c.Controller.PreferredLeaderDelay = -time.Second }, "--preferred-leader-delay"},
+		{func(c *Config) { c.ClientLimits.Signup.Burst = -1 }, "--signup-limit"},
+		{func(c *Config) { c.ClientLimits.TrustedProxies = []string{"lb.internal"} }, "--trusted-proxies"},
 	} {
 		c := ok
 		tt.mutate(&c)

@@ -17,9 +17,12 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicemq/sluice/controlplane"
+	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testenv"
@@ -66,6 +69,11 @@ func start(t *testing.T, dbURL string, mutate ...func(*controlplane.Config)) *cl
 	// These tests count partitions, elections and load: keep the internal
 	// offsets topic out of them (it needs 7 live brokers here).
 	cfg.OffsetsTopicReplicationFactor = 7
+	// Every request comes from loopback: tests sign up tenant after tenant
+	// and try bad keys on purpose. The per-client limits' own test sets
+	// them; the others must not run into production's.
+	cfg.ClientLimits.Signup = clientlimit.Limit{Burst: 1000, Every: time.Millisecond}
+	cfg.ClientLimits.TokenFailures = clientlimit.Limit{Burst: 1000, Every: time.Millisecond}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -359,9 +367,9 @@ func TestControlPlaneBadInput(t *testing.T) {
 		_, err = c.tenants("").Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "eve@example.com", TenantName: "Eve!"}))
 		requireCode(t, connect.CodeInvalidArgument, err, "tenant_name")
 		_, err = c.tenants("").Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "other@example.com", TenantName: "dave"}))
-		requireCode(t, connect.CodeAlreadyExists, err, "tenant name")
+		requireCode(t, connect.CodeAlreadyExists, err, "tenant name or email is already registered")
 		_, err = c.tenants("").Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "DAVE@example.com", TenantName: "dave2"}))
-		requireCode(t, connect.CodeAlreadyExists, err, "email")
+		requireCode(t, connect.CodeAlreadyExists, err, "tenant name or email is already registered")
 
 		// Broker registration validates too; a stale epoch is fenced.
 		_, err = c.brokers(brokerToken).RegisterBroker(ctx, connect.NewRequest(&sluicev1.RegisterBrokerRequest{BrokerId: 7, Address: "no-port"}))
@@ -495,6 +503,139 @@ func TestControlPlaneSuspensionFeed(t *testing.T) {
 		require.NoError(t, err, "the old token works again")
 		_, err = c.auth().CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: a.apiKey}))
 		require.NoError(t, err)
+	})
+}
+
+// signupFrom signs up through a trusted proxy that says the client is at
+// addr (X-Forwarded-For).
+func (c *cluster) signupFrom(ctx context.Context, addr, name string) error {
+	req := connect.NewRequest(&sluicev1.SignupRequest{Email: name + "@example.com", TenantName: name})
+	if addr != "" {
+		req.Header().Set("X-Forwarded-For", addr)
+	}
+	_, err := c.tenants("").Signup(ctx, req)
+	return err
+}
+
+func (c *cluster) createTokenFrom(ctx context.Context, addr, apiKey string) error {
+	req := connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: apiKey})
+	req.Header().Set("X-Forwarded-For", addr)
+	_, err := c.auth().CreateToken(ctx, req)
+	return err
+}
+
+// requireRetryLater checks a per-client limit's answer: ResourceExhausted
+// with a google.rpc.RetryInfo delay in (0, max], also in the message.
+func requireRetryLater(t *testing.T, err error, maxDelay time.Duration, what string) {
+	t.Helper()
+	requireCode(t, connect.CodeResourceExhausted, err, "too many", "retry in")
+	var ce *connect.Error
+	require.ErrorAs(t, err, &ce)
+	var delay *durationpb.Duration
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		require.NoError(t, derr)
+		if ri, ok := v.(*errdetails.RetryInfo); ok {
+			delay = ri.GetRetryDelay()
+		}
+	}
+	require.NotNil(t, delay, "%s: a RetryInfo detail", what)
+	require.Positive(t, delay.AsDuration(), what)
+	require.LessOrEqual(t, delay.AsDuration(), maxDelay, what)
+}
+
+// TestControlPlaneClientLimits (issue 12, item 6): Signup and bad-key
+// CreateToken calls are limited per client address (the TCP peer; behind
+// --trusted-proxies the X-Forwarded-For client, IPv6 per /64), answered
+// with ResourceExhausted and a retry delay, while other addresses and good
+// keys are not slowed.
+func TestControlPlaneClientLimits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	limits := func(trusted ...string) func(*controlplane.Config) {
+		return func(cfg *controlplane.Config) {
+			cfg.ClientLimits.Signup = clientlimit.Limit{Burst: 3, Every: time.Hour}
+			cfg.ClientLimits.TokenFailures = clientlimit.Limit{Burst: 3, Every: time.Hour}
+			cfg.ClientLimits.TrustedProxies = trusted
+		}
+	}
+
+	t.Run("peer address", func(t *testing.T) {
+		t.Parallel()
+		c := start(t, "sqlite:"+t.TempDir()+"/cp.db", limits())
+		for i := range 3 {
+			require.NoError(t, c.signupFrom(ctx, "", fmt.Sprintf("peer-%d", i)))
+		}
+		requireRetryLater(t, c.signupFrom(ctx, "", "peer-3"), time.Hour, "the fourth signup from one address")
+		// Without trusted proxies X-Forwarded-For is the client's word: ignored.
+		requireRetryLater(t, c.signupFrom(ctx, "198.51.100.1", "peer-4"), time.Hour, "a spoofed X-Forwarded-For")
+		_, err := c.srv.Store().GetTenantByName(ctx, "peer-3")
+		require.ErrorContains(t, err, "not found", "a refused signup creates nothing")
+	})
+
+	t.Run("behind a trusted proxy", func(t *testing.T) {
+		t.Parallel()
+		c := start(t, "sqlite:"+t.TempDir()+"/cp.db", limits("127.0.0.1/32", "::1/128"))
+		for i := range 3 {
+			require.NoError(t, c.signupFrom(ctx, "203.0.113.5", fmt.Sprintf("x-%d", i)))
+		}
+		requireRetryLater(t, c.signupFrom(ctx, "203.0.113.5", "x-3"), time.Hour, "the fourth signup from 203.0.113.5")
+		// A client cannot escape by prepending an address of its choice.
+		requireRetryLater(t, c.signupFrom(ctx, "192.0.2.99, 203.0.113.5", "x-4"), time.Hour, "a spoofed entry left of the proxy's")
+		require.NoError(t, c.signupFrom(ctx, "198.51.100.7", "y-0"), "another address still signs up")
+		// IPv6 is limited per /64.
+		for i := range 3 {
+			require.NoError(t, c.signupFrom(ctx, fmt.Sprintf("2001:db8:1:2::%x", i+1), fmt.Sprintf("v6-%d", i)))
+		}
+		requireRetryLater(t, c.signupFrom(ctx, "2001:db8:1:2:ffff::1", "v6-3"), time.Hour, "another address of the same /64")
+		require.NoError(t, c.signupFrom(ctx, "2001:db8:1:3::1", "v6-other"), "the next /64")
+
+		// CreateToken: bad keys count, good keys do not.
+		good := c.signup(t, "keys")
+		for range 10 {
+			require.NoError(t, c.createTokenFrom(ctx, "203.0.113.9", good.apiKey), "good keys are never slowed")
+		}
+		bad := []string{"slk_0123456789abcdef_nope", "", good.apiKey[:len(good.apiKey)-1] + "x"}
+		for _, k := range bad {
+			err := c.createTokenFrom(ctx, "203.0.113.9", k)
+			require.Contains(t, []connect.Code{connect.CodeUnauthenticated, connect.CodeInvalidArgument}, connect.CodeOf(err), "%v", err)
+		}
+		requireRetryLater(t, c.createTokenFrom(ctx, "203.0.113.9", "slk_0123456789abcdef_again"), time.Hour, "a fourth bad key")
+		requireRetryLater(t, c.createTokenFrom(ctx, "203.0.113.9", good.apiKey), time.Hour,
+			"while out of bad-key calls, a good key from that address is refused too (a guess cannot be tested)")
+		require.NoError(t, c.createTokenFrom(ctx, "198.51.100.7", good.apiKey), "another address is not slowed")
+	})
+}
+
+// TestControlPlaneSignupTakenIsOneAnswer: a taken tenant name and a taken
+// email get the same code and the same message (no account enumeration),
+// and neither creates anything.
+func TestControlPlaneSignupTakenIsOneAnswer(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL)
+		ctx := context.Background()
+		c.signup(t, "olivia")
+		signup := func(email, name string) error {
+			_, err := c.tenants("").Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: email, TenantName: name}))
+			return err
+		}
+		nameTaken := signup("someone-else@example.com", "olivia")
+		emailTaken := signup("OLIVIA@example.com", "olivia-two")
+		bothTaken := signup("olivia@example.com", "olivia")
+		for _, err := range []error{nameTaken, emailTaken, bothTaken} {
+			requireCode(t, connect.CodeAlreadyExists, err, "already registered")
+			require.Equal(t, nameTaken.Error(), err.Error(), "one answer for a taken name and a taken email")
+			require.NotContains(t, err.Error(), "email already")
+			require.NotContains(t, err.Error(), "name already")
+		}
+		for _, name := range []string{"olivia-two"} {
+			_, err := c.srv.Store().GetTenantByName(ctx, name)
+			require.ErrorContains(t, err, "not found", "nothing created for %s", name)
+		}
+		tl, err := c.operator(operatorToken).ListTenants(ctx, connect.NewRequest(&sluicev1.ListTenantsRequest{}))
+		require.NoError(t, err)
+		require.Len(t, tl.Msg.GetTenants(), 1)
 	})
 }
 

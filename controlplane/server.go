@@ -132,6 +132,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		OffsetsTopicReplicationFactor: int32(cfg.OffsetsTopicReplicationFactor),
 		MaxRequestBytes:               cfg.MaxRequestBytes,
 		DefaultExpiryRiskThreshold:    cfg.LagAlertPolicy.RiskThreshold,
+		ClientLimits:                  cfg.ClientLimits,
 	}, api.Deps{
 		Webhooks:     sender,
 		Store:        s.store,

@@ -161,7 +161,7 @@ func TestE2EDevCLI(t *testing.T) {
 	require.Contains(t, out, "shown only once")
 	_, errOut, code = cli(t, cfgPath, "--profile", "acme2", "--endpoint", endpoint, "signup", "--email", "OPS@acme.example", "--tenant", "acme-two")
 	require.Equal(t, 5, code, errOut)
-	require.Contains(t, errOut, "email already exists")
+	require.Contains(t, errOut, "tenant name or email is already registered", "one answer for a taken name and a taken email")
 	// A new profile takes its endpoint from the default profile (which dev saved)...
 	mustCLI(t, cfgPath, "--profile", "beta", "signup", "--email", "ops@beta.example", "--tenant", "beta")
 	// ...and an existing profile is never overwritten by accident.

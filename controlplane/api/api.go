@@ -10,7 +10,9 @@
 // procedure without a rule is refused), and the error interceptor, which
 // maps domain errors to Connect codes once (toConnectError). Handlers read
 // the caller's tenant only from the context, never from the request, and
-// validate every field before touching the store.
+// validate every field before touching the store. The public Signup and
+// CreateToken are rate-limited per client address (abuse.go,
+// controlplane/clientlimit).
 package api
 
 import (
@@ -25,6 +27,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/controlplane/alerting"
+	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
@@ -56,6 +59,9 @@ type Config struct {
 	// that have not set theirs (store.DefaultExpiryRiskThreshold when 0);
 	// the alert evaluator's default must be the same.
 	DefaultExpiryRiskThreshold time.Duration
+	// ClientLimits rate-limit Signup and bad-key CreateToken calls per
+	// client address; zero Limits are off (Validate the config first).
+	ClientLimits clientlimit.Config
 }
 
 // Deps are the API's collaborators.
@@ -88,6 +94,11 @@ type API struct {
 
 	closing   chan struct{} // closed by CloseStreams
 	closeOnce sync.Once
+
+	// Per-client-address limits of the public procedures (abuse.go).
+	clients       *clientlimit.Resolver
+	signups       *clientlimit.Limiter
+	tokenFailures *clientlimit.Limiter
 }
 
 // New returns the API. It does not start anything.
@@ -119,15 +130,19 @@ func New(cfg Config, deps Deps) *API {
 	if deps.Webhooks == nil {
 		deps.Webhooks = alerting.NewSender(alerting.Guard{}, 10*time.Second, deps.Now)
 	}
+	trusted, _ := clientlimit.ParsePrefixes(cfg.ClientLimits.TrustedProxies) // checked by the config's Validate
 	return &API{
-		cfg:      cfg,
-		store:    deps.Store,
-		issuer:   deps.Issuer,
-		logger:   deps.Logger,
-		now:      deps.Now,
-		extra:    deps.Interceptors,
-		webhooks: deps.Webhooks,
-		closing:  make(chan struct{}),
+		clients:       clientlimit.NewResolver(trusted),
+		signups:       clientlimit.NewLimiter(cfg.ClientLimits.Signup, cfg.ClientLimits.MaxAddresses),
+		tokenFailures: clientlimit.NewLimiter(cfg.ClientLimits.TokenFailures, cfg.ClientLimits.MaxAddresses),
+		cfg:           cfg,
+		store:         deps.Store,
+		issuer:        deps.Issuer,
+		logger:        deps.Logger,
+		now:           deps.Now,
+		extra:         deps.Interceptors,
+		webhooks:      deps.Webhooks,
+		closing:       make(chan struct{}),
 		auth: &authenticator{
 			logger:        deps.Logger,
 			store:         deps.Store,

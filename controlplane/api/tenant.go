@@ -13,7 +13,15 @@ import (
 
 type tenantService struct{ *API }
 
+// Signup counts every call, whatever its outcome, against the client
+// address's signup limit: probing which names or emails are taken costs
+// as much as signing up.
 func (s *tenantService) Signup(ctx context.Context, req *connect.Request[sluicev1.SignupRequest]) (*connect.Response[sluicev1.SignupResponse], error) {
+	client := s.clientKey(req)
+	if ok, wait := s.signups.Take(client, s.now()); !ok {
+		s.logger.InfoContext(ctx, "signup refused: client over the signup limit", "client", client, "retry_after", wait)
+		return nil, tooMany("signups", wait)
+	}
 	email, err := NormalizeEmail(req.Msg.GetEmail())
 	if err != nil {
 		return nil, err
@@ -42,10 +50,17 @@ func (s *tenantService) Signup(ctx context.Context, req *connect.Request[sluicev
 		Scopes:    tenants.AllScopes(),
 		CreatedAt: now,
 	}
-	if err := s.store.CreateTenant(ctx, t, k); err != nil {
+	err = s.store.CreateTenant(ctx, t, k)
+	var taken *store.AlreadyExistsError
+	if errors.As(err, &taken) {
+		// The caller learns only that something is taken; the log says what.
+		s.logger.InfoContext(ctx, "signup refused: already registered", "name", t.Name, "taken", taken.What, "client", client)
+		return nil, errSignupTaken()
+	}
+	if err != nil {
 		return nil, err
 	}
-	s.logger.InfoContext(ctx, "tenant signed up", "tenant", t.ID, "name", t.Name)
+	s.logger.InfoContext(ctx, "tenant signed up", "tenant", t.ID, "name", t.Name, "client", client)
 	tpb, err := toTenantPB(t)
 	if err != nil {
 		return nil, err
@@ -78,7 +93,32 @@ func (s *tenantService) GetTenant(ctx context.Context, _ *connect.Request[sluice
 
 type authService struct{ *API }
 
+// CreateToken takes a call from the client address's bad-key limit before
+// looking at the key, and gives it back unless the key was bad (malformed,
+// unknown, wrong, revoked: InvalidArgument or Unauthenticated). So good
+// keys cost nothing, and an address out of bad-key calls is refused before
+// its key is checked: a guess cannot be tested while it waits.
 func (s *authService) CreateToken(ctx context.Context, req *connect.Request[sluicev1.CreateTokenRequest]) (*connect.Response[sluicev1.CreateTokenResponse], error) {
+	client := s.clientKey(req)
+	if ok, wait := s.tokenFailures.Take(client, s.now()); !ok {
+		s.logger.InfoContext(ctx, "token refused: client over the bad API key limit", "client", client, "retry_after", wait)
+		return nil, tooMany("CreateToken calls with a bad API key", wait)
+	}
+	res, err := s.createToken(ctx, req)
+	if !badKey(err) {
+		s.tokenFailures.Refund(client, s.now())
+	}
+	return res, err
+}
+
+// badKey reports whether CreateToken refused the key itself.
+func badKey(err error) bool {
+	var fe *fieldError
+	c := connect.CodeOf(err)
+	return errors.As(err, &fe) || c == connect.CodeUnauthenticated || c == connect.CodeInvalidArgument
+}
+
+func (s *authService) createToken(ctx context.Context, req *connect.Request[sluicev1.CreateTokenRequest]) (*connect.Response[sluicev1.CreateTokenResponse], error) {
 	secret := req.Msg.GetApiKey()
 	if secret == "" {
 		return nil, invalid("api_key", "must not be empty")

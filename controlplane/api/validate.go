@@ -3,7 +3,6 @@ package api
 import (
 	"fmt"
 	"net"
-	"net/mail"
 	"strconv"
 	"strings"
 	"unicode"
@@ -69,24 +68,108 @@ func ValidateTenantName(name string) error {
 	return nil
 }
 
-// NormalizeEmail checks that s is a bare email address (no display name)
-// and returns it lowercased.
+// Email address limits (RFC 5321 §4.5.3.1: a local part of at most 64
+// octets; a path of at most 256 octets, that is an address of at most 254
+// between its angle brackets).
+const (
+	MaxEmailLen      = 254
+	MaxEmailLocalLen = 64
+	maxDomainLabel   = 63
+)
+
+// NormalizeEmail checks that s is a plain Internet mail address and returns
+// it lowercased. Stricter than RFC 5322 on purpose: the local part is a
+// dot-atom (RFC 5322 §3.2.3: atoms of letters, digits and
+// !#$%&'*+-/=?^_`{|}~ joined by single dots; no quoted strings, no
+// comments); the domain is a host name of at least two LDH labels (letters,
+// digits and '-', 1–63 characters, not starting or ending with '-'; an
+// internationalised domain in its xn-- form) whose last label is not all
+// digits; no IP literals ("a@[127.0.0.1]"), no display name, no trailing
+// dot; at most 64 characters before the '@' and 254 in all. ASCII only.
 func NormalizeEmail(s string) (string, error) {
+	bad := func(why string) error { return invalid("email", "%q is not a valid email address: %s", s, why) }
 	if s == "" {
 		return "", invalid("email", "must not be empty")
 	}
-	if len(s) > 254 {
-		return "", invalid("email", "is longer than 254 characters")
+	if len(s) > MaxEmailLen {
+		return "", invalid("email", "is %d characters long; the maximum is %d", len(s), MaxEmailLen)
 	}
-	a, err := mail.ParseAddress(s)
-	if err != nil || a.Address != s || a.Name != "" {
-		return "", invalid("email", "%q is not a valid email address", s)
+	local, domain, ok := strings.Cut(s, "@")
+	switch {
+	case !ok:
+		return "", bad("no '@'")
+	case strings.Contains(domain, "@"):
+		return "", bad("more than one '@'")
+	case local == "":
+		return "", bad("nothing before the '@'")
+	case len(local) > MaxEmailLocalLen:
+		return "", bad(fmt.Sprintf("the part before the '@' is %d characters long; the maximum is %d", len(local), MaxEmailLocalLen))
 	}
-	local, domain, _ := strings.Cut(s, "@")
-	if local == "" || !strings.Contains(domain, ".") {
-		return "", invalid("email", "%q is not a valid email address", s)
+	if err := checkDotAtom(local); err != "" {
+		return "", bad(err)
+	}
+	if err := checkMailDomain(domain); err != "" {
+		return "", bad(err)
 	}
 	return strings.ToLower(s), nil
+}
+
+// checkDotAtom returns why local is not a dot-atom, or "".
+func checkDotAtom(local string) string {
+	for i, atom := range strings.Split(local, ".") {
+		if atom == "" {
+			if i == 0 {
+				return "the part before the '@' starts with '.'"
+			}
+			return "the part before the '@' has an empty part between dots or ends with '.'"
+		}
+		for _, c := range []byte(atom) {
+			if !isAtext(c) {
+				return fmt.Sprintf("character %q is not allowed before the '@'", rune(c))
+			}
+		}
+	}
+	return ""
+}
+
+// isAtext reports whether c is an RFC 5322 atext character.
+func isAtext(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-/=?^_`{|}~", c) >= 0
+}
+
+// checkMailDomain returns why domain is not a host name of two or more LDH
+// labels with a TLD that is not all digits, or "".
+func checkMailDomain(domain string) string {
+	switch {
+	case domain == "":
+		return "nothing after the '@'"
+	case strings.HasPrefix(domain, "["):
+		return "IP address literals are not accepted; use a domain name"
+	}
+	labels := strings.Split(domain, ".")
+	if len(labels) < 2 {
+		return "the domain needs at least two labels (example.com)"
+	}
+	for _, l := range labels {
+		switch {
+		case l == "":
+			return "the domain has an empty label (two dots in a row, or a leading or trailing dot)"
+		case len(l) > maxDomainLabel:
+			return fmt.Sprintf("domain label %q is longer than %d characters", l, maxDomainLabel)
+		case l[0] == '-' || l[len(l)-1] == '-':
+			return fmt.Sprintf("domain label %q starts or ends with '-'", l)
+		}
+		for _, c := range []byte(l) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return fmt.Sprintf("character %q is not allowed in the domain (letters, digits and '-')", rune(c))
+			}
+		}
+	}
+	tld := labels[len(labels)-1]
+	if strings.Trim(tld, "0123456789") == "" {
+		return "the domain's last label is all digits (an IP address is not accepted)"
+	}
+	return ""
 }
 
 // ValidateLabel checks a free-text name such as an API key's: 1–64

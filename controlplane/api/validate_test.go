@@ -3,6 +3,7 @@ package api
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -64,12 +65,68 @@ func TestValidateTenantName(t *testing.T) {
 
 func TestNormalizeEmail(t *testing.T) {
 	t.Parallel()
-	got, err := NormalizeEmail("Alice@Example.COM")
-	require.NoError(t, err)
-	require.Equal(t, "alice@example.com", got)
-	for _, bad := range []string{"", "alice", "alice@", "@example.com", "Alice <alice@example.com>", "alice@localhost", strings.Repeat("a", 250) + "@example.com"} {
-		_, err := NormalizeEmail(bad)
-		require.Error(t, err, "%q", bad)
+	local64 := strings.Repeat("a", 64)
+	label63 := strings.Repeat("b", 63)
+	// 64 + 1 + 63 + 1 + 63 + 1 + 61 = 254 characters.
+	longest := local64 + "@" + label63 + "." + label63 + "." + strings.Repeat("c", 57) + ".com"
+	require.Len(t, longest, 254)
+	for _, tc := range []struct {
+		in, want string
+		why      string // part of the error; empty when valid
+	}{
+		{in: "Alice@Example.COM", want: "alice@example.com"},
+		{in: "a@example.com", want: "a@example.com"},
+		{in: "first.last+tag@mail.example.co.uk", want: "first.last+tag@mail.example.co.uk"},
+		{in: "o'brien_x-y!#$%&*/=?^`{|}~@example.com", want: "o'brien_x-y!#$%&*/=?^`{|}~@example.com"},
+		{in: "a@xn--bcher-kva.example", want: "a@xn--bcher-kva.example"},
+		{in: "a@ex-ample.com", want: "a@ex-ample.com"},
+		{in: "a@1example.com", want: "a@1example.com"},
+		{in: "a@example.c0m", want: "a@example.c0m"},
+		{in: local64 + "@example.com", want: local64 + "@example.com"},
+		{in: "a@" + label63 + ".com", want: "a@" + label63 + ".com"},
+		{in: longest, want: longest},
+
+		{in: "", why: "must not be empty"},
+		{in: "alice", why: "no '@'"},
+		{in: "alice@", why: "nothing after the '@'"},
+		{in: "@example.com", why: "nothing before the '@'"},
+		{in: "a@b@example.com", why: "more than one '@'"},
+		{in: "Alice <alice@example.com>", why: "not allowed before the '@'"},
+		{in: `"a b"@example.com`, why: "not allowed before the '@'"},
+		{in: "a(comment)@example.com", why: "not allowed before the '@'"},
+		{in: ".a@example.com", why: "starts with '.'"},
+		{in: "a.@example.com", why: "ends with '.'"},
+		{in: "a..b@example.com", why: "empty part between dots"},
+		{in: "a b@example.com", why: "not allowed before the '@'"},
+		{in: "ä@example.com", why: "not allowed before the '@'"},
+		{in: local64 + "a@example.com", why: "the maximum is 64"},
+		{in: longest[:len(longest)-4] + "x.com", why: "the maximum is 254"},
+		{in: "a@[127.0.0.1]", why: "IP address literals"},
+		{in: "a@[IPv6:::1]", why: "IP address literals"},
+		{in: "a@127.0.0.1", why: "all digits"},
+		{in: "a@example.123", why: "all digits"},
+		{in: "a@localhost", why: "at least two labels"},
+		{in: "a@exa_mple.com", why: `character '_' is not allowed in the domain`},
+		{in: "a@-example.com", why: "starts or ends with '-'"},
+		{in: "a@example-.com", why: "starts or ends with '-'"},
+		{in: "a@example.-com", why: "starts or ends with '-'"},
+		{in: "a@example..com", why: "empty label"},
+		{in: "a@.example.com", why: "empty label"},
+		{in: "a@example.com.", why: "empty label"},
+		{in: "a@" + label63 + "b.com", why: "longer than 63"},
+		{in: "a@exämple.com", why: "not allowed in the domain"},
+		{in: "a@example.com\n", why: "not allowed in the domain"},
+		{in: "a@exa mple.com", why: "not allowed in the domain"},
+	} {
+		got, err := NormalizeEmail(tc.in)
+		if tc.why == "" {
+			require.NoError(t, err, "%q", tc.in)
+			require.Equal(t, tc.want, got, "%q", tc.in)
+			continue
+		}
+		require.Error(t, err, "%q", tc.in)
+		require.ErrorContains(t, err, "email: ", "%q: the message names the field", tc.in)
+		require.ErrorContains(t, err, tc.why, "%q", tc.in)
 	}
 }
 
@@ -89,5 +146,15 @@ func TestValidateHostPort(t *testing.T) {
 	require.NoError(t, validateHostPort("address", "[::1]:9092"))
 	for _, bad := range []string{"", "host", ":9092", "host:", "host:0", "host:70000", "host:http"} {
 		require.Error(t, validateHostPort("address", bad), "%q", bad)
+	}
+}
+
+func TestFmtDelay(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		time.Second: "1s", 45 * time.Second: "45s", 10 * time.Minute: "10m", 9*time.Minute + 58*time.Second: "9m58s",
+		time.Hour: "1h", 90 * time.Minute: "1h30m", time.Hour + 5*time.Second: "1h0m5s",
+	} {
+		require.Equal(t, want, fmtDelay(d), "%v", d)
 	}
 }

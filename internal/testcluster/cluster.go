@@ -156,6 +156,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 		"--broker-token", brokerToken,
 		"--broker-lease", opts.BrokerLease.String(),
 		"--preferred-leader-delay", opts.PreferredLeaderDelay.String(),
+		// Every tenant of a test signs up from loopback: production's
+		// per-address signup limit (5, then 1 per 10 minutes) would refuse
+		// a test's sixth.
+		"--signup-limit", "1000", "--signup-limit-interval", "1ms",
 	}, opts.ExtraControlPlaneArgs...))
 	if err != nil {
 		t.Fatal(err)

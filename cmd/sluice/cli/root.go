@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/sluicemq/sluice/internal/flagenv"
 )
@@ -59,6 +61,9 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return ExitOK
 	}
 	fmt.Fprintln(stderr, "sluice:", err)
+	if d, ok := retryDelay(err); ok {
+		fmt.Fprintf(stderr, "sluice: the server asks to wait %s: retry after %s\n", fmtSpan(d), time.Now().Add(d).Format("15:04:05"))
+	}
 	var ue usageError
 	msg := err.Error()
 	// cobra reports bad arguments and missing flags as plain errors.
@@ -75,6 +80,23 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return ExitExists
 	}
 	return ExitError
+}
+
+// retryDelay is the retry delay a server attached to err (a
+// google.rpc.RetryInfo detail, as the control plane sends with
+// ResourceExhausted), rounded up to the second.
+func retryDelay(err error) (time.Duration, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return 0, false
+	}
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		if ri, ok := v.(*errdetails.RetryInfo); derr == nil && ok && ri.GetRetryDelay() != nil {
+			return max(time.Second, (ri.GetRetryDelay().AsDuration() + time.Second - 1).Truncate(time.Second)), true
+		}
+	}
+	return 0, false
 }
 
 func (a *app) rootCommand() *cobra.Command {

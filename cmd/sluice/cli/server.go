@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicemq/sluice/controlplane"
+	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
@@ -144,6 +145,11 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	cfg.DefaultReplicationFactor = 3
 	// Local webhook receivers (http://localhost:…) are what dev is for.
 	cfg.WebhookAllowInsecureLoopback = true
+	// A local sandbox where scripts and test suites sign up tenant after
+	// tenant from one address: a signup limit that still bounds a runaway
+	// loop (100 at once, then 10 a second) instead of production's 5 at
+	// once, then 1 per 10 minutes.
+	cfg.ClientLimits.Signup = clientlimit.Limit{Burst: 100, Every: 100 * time.Millisecond}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
