@@ -76,11 +76,38 @@ type Client struct {
 	tokenExp  time.Time
 	tokenLife time.Duration
 
-	mu      sync.Mutex
-	brokers map[int32]broker
-	topics  map[string]*topicMeta
-	closed  bool
+	// ctx lives as long as the client: background metadata refreshes run
+	// under it, so Close stops them.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu         sync.Mutex
+	brokers    map[int32]broker
+	topics     map[string]*topicMeta
+	refreshing map[string]*metadataCall // topic → its refresh in progress
+	refreshed  map[string]time.Time     // topic → when its last refresh started
+	closed     bool
 }
+
+// metadataCall is one refresh of a topic's metadata that every caller
+// needing it waits for (so a thousand producers of one topic make one
+// request, not a thousand).
+type metadataCall struct {
+	done chan struct{}
+	err  error // set before done closes
+}
+
+// Bounds of one metadata refresh: each broker asked gets brokerMetadataTimeout
+// (a stopped broker must not use up the whole refresh), the refresh as a
+// whole metadataTimeout.
+// Refreshes of one topic start at least minRefreshInterval apart (Kafka's
+// retry.backoff.ms), so errors that mark it stale in a tight loop (a
+// cluster that refuses every connection) do not become a request storm.
+const (
+	brokerMetadataTimeout = 2 * time.Second
+	metadataTimeout       = 10 * time.Second
+	minRefreshInterval    = 100 * time.Millisecond
+)
 
 type broker struct {
 	address string
@@ -125,14 +152,17 @@ func New(ctx context.Context, endpoint string, creds Credentials, opts ...Option
 	endpoint = strings.TrimRight(endpoint, "/")
 	c := &Client{
 		endpoint: endpoint, scheme: u.Scheme, hc: o.hc, logger: o.logger, creds: creds, maxAge: o.metadataMaxAge,
-		brokers: map[int32]broker{}, topics: map[string]*topicMeta{},
+		brokers: map[int32]broker{}, topics: map[string]*topicMeta{}, refreshing: map[string]*metadataCall{}, refreshed: map[string]time.Time{},
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.auth = sluicev1connect.NewAuthServiceClient(c.hc, endpoint)
 	c.cpRecord = sluicev1connect.NewRecordServiceClient(c.hc, endpoint, connect.WithInterceptors(c.bearer()))
 	if _, err := c.currentToken(ctx); err != nil {
+		c.cancel()
 		return nil, err
 	}
 	if _, err := c.refreshMetadata(ctx, nil, true); err != nil {
+		c.cancel()
 		return nil, fmt.Errorf("sluice: learn brokers at %s: %w", endpoint, err)
 	}
 	return c, nil
@@ -150,6 +180,10 @@ func defaultHTTPClient(scheme string) *http.Client {
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout: 5 * time.Second,
+		// A connection to a broker that stopped answering (paused, or cut
+		// off without a reset) is pinged after 10 s of silence and dropped
+		// 5 s later, so new calls dial afresh instead of queueing on it.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second},
 	}}
 }
 
@@ -159,6 +193,7 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.cancel()
 	c.hc.CloseIdleConnections()
 	return nil
 }
@@ -241,8 +276,11 @@ func (c *Client) refreshMetadata(ctx context.Context, topics []string, fromContr
 	var err error
 	if !fromControlPlane {
 		for _, b := range c.brokerList() {
-			res, err = b.record.GetMetadata(ctx, connect.NewRequest(req))
-			if err = normalize(ctx, err); err == nil || !retriable(err) {
+			bctx, cancel := context.WithTimeout(ctx, brokerMetadataTimeout)
+			res, err = b.record.GetMetadata(bctx, connect.NewRequest(req))
+			err = normalize(bctx, err)
+			cancel()
+			if err == nil || !retriable(err) || ctx.Err() != nil {
 				break
 			}
 		}
@@ -317,7 +355,9 @@ func (noForward) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect
 }
 
 // topic returns the topic's cached metadata, fetching it when missing or
-// older than the max age. An unknown topic is a NotFound *connect.Error.
+// older than the max age (or marked stale after an error) and waiting for
+// the fetch as long as ctx lasts. An unknown topic is a NotFound
+// *connect.Error.
 func (c *Client) topic(ctx context.Context, name string) (*topicMeta, error) {
 	c.mu.Lock()
 	tm := c.topics[name]
@@ -328,8 +368,18 @@ func (c *Client) topic(ctx context.Context, name string) (*topicMeta, error) {
 	if err := validTopic(name); err != nil {
 		return nil, err
 	}
-	if _, err := c.refreshMetadata(ctx, []string{name}, false); err != nil {
-		return nil, err
+	call := c.refreshTopic(name)
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		code := connect.CodeCanceled
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			code = connect.CodeDeadlineExceeded
+		}
+		return nil, connect.NewError(code, fmt.Errorf("metadata of topic %q: %w", name, ctx.Err()))
+	}
+	if call.err != nil {
+		return nil, call.err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -337,6 +387,52 @@ func (c *Client) topic(ctx context.Context, name string) (*topicMeta, error) {
 		return tm, nil
 	}
 	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", name))
+}
+
+// cachedTopic returns the topic's metadata if any is cached, however old,
+// and starts a refresh in the background when it is due. It never blocks
+// on the network; nil means nothing is cached.
+func (c *Client) cachedTopic(name string) *topicMeta {
+	c.mu.Lock()
+	tm := c.topics[name]
+	c.mu.Unlock()
+	if tm != nil && time.Since(tm.fetched) >= c.maxAge {
+		c.refreshTopic(name)
+	}
+	return tm
+}
+
+// refreshTopic starts a refresh of the topic's metadata, or joins the one
+// in progress. The refresh runs under the client's lifetime, bounded by
+// metadataTimeout, so a caller that stops waiting does not cancel it for
+// the others.
+func (c *Client) refreshTopic(name string) *metadataCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if call := c.refreshing[name]; call != nil {
+		return call
+	}
+	call := &metadataCall{done: make(chan struct{})}
+	c.refreshing[name] = call
+	start := time.Now()
+	if next := c.refreshed[name].Add(minRefreshInterval); next.After(start) {
+		start = next
+	}
+	c.refreshed[name] = start
+	go func() {
+		err := sleep(c.ctx, time.Until(start))
+		if err == nil {
+			ctx, cancel := context.WithTimeout(c.ctx, metadataTimeout)
+			_, err = c.refreshMetadata(ctx, []string{name}, false)
+			cancel()
+		}
+		c.mu.Lock()
+		delete(c.refreshing, name)
+		c.mu.Unlock()
+		call.err = err
+		close(call.done)
+	}()
+	return call
 }
 
 func validTopic(name string) error {

@@ -23,9 +23,15 @@
 // duplicate and a retry no reordering. When a record cannot be acknowledged
 // within the delivery timeout (WithDeliveryTimeout, default 2 minutes), its
 // callback gets a *DeliveryError wrapping ErrDeliveryTimeout whose
-// Indefinite field says whether it may have been written anyway. A record
-// reported written is written; see docs/delivery-semantics.md for what each
-// setting promises.
+// Indefinite field says whether it may have been written anyway. Every
+// failure a callback sees is a *DeliveryError, also a refusal before the
+// record was buffered. A record reported written is written; see
+// docs/delivery-semantics.md for what each setting promises.
+//
+// Produce blocks only while the producer's buffer is full or while a
+// topic's metadata is fetched for the first time, both bounded by its
+// context. Metadata refreshes of a known topic run in the background, one
+// at a time per topic, and never block Produce.
 //
 // # Consuming
 //

@@ -51,6 +51,13 @@ type fakeBroker struct {
 	n    int
 	pid  int64
 	hook func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error)
+	// initEpoch is the epoch InitProducerId hands out with each new id.
+	initEpoch int16
+	// metadataGate, when set, holds every GetMetadata until it is closed
+	// or the call's context ends (a broker that stopped answering).
+	metadataGate chan struct{}
+	// epochs counts the batches written per (producer id, epoch).
+	epochs map[[2]int64]int
 }
 
 func (f *fakeBroker) CreateToken(context.Context, *connect.Request[sluicev1.CreateTokenRequest]) (*connect.Response[sluicev1.CreateTokenResponse], error) {
@@ -58,6 +65,16 @@ func (f *fakeBroker) CreateToken(context.Context, *connect.Request[sluicev1.Crea
 }
 
 func (f *fakeBroker) GetMetadata(ctx context.Context, r *connect.Request[sluicev1.GetMetadataRequest]) (*connect.Response[sluicev1.GetMetadataResponse], error) {
+	f.mu.Lock()
+	gate := f.metadataGate
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
+		}
+	}
 	res := &sluicev1.GetMetadataResponse{Brokers: []*sluicev1.BrokerAddress{{Id: 1, Address: f.addr}}}
 	for _, t := range r.Msg.GetTopics() {
 		res.Topics = append(res.Topics, &sluicev1.TopicMetadata{Name: t, Id: "id-" + t, Partitions: []*sluicev1.PartitionMetadata{{Partition: 0, Leader: 1, Replicas: []int32{1}, Isr: []int32{1}}}})
@@ -69,7 +86,7 @@ func (f *fakeBroker) InitProducerId(context.Context, *connect.Request[sluicev1.I
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pid++
-	return connect.NewResponse(&sluicev1.InitProducerIdResponse{ProducerId: f.pid}), nil
+	return connect.NewResponse(&sluicev1.InitProducerIdResponse{ProducerId: f.pid, ProducerEpoch: int32(f.initEpoch)}), nil
 }
 
 func (f *fakeBroker) Produce(ctx context.Context, r *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
@@ -137,6 +154,10 @@ func (f *fakeBroker) Produce(ctx context.Context, r *connect.Request[sluicev1.Pr
 		f.log = append(f.log, fakeEntry{h.ProducerEpoch, h.BaseSequence + int32(i), v})
 	}
 	if h.ProducerID >= 0 {
+		if f.epochs == nil {
+			f.epochs = map[[2]int64]int{}
+		}
+		f.epochs[[2]int64{h.ProducerID, int64(h.ProducerEpoch)}]++
 		f.st.Apply(producerstate.Batch{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence, LastSequence: last,
 			FirstOffset: base, LastOffset: int64(len(f.log)) - 1, MaxTimestamp: h.MaxTimestamp})
 	}
@@ -149,7 +170,7 @@ func (f *fakeBroker) Produce(ctx context.Context, r *connect.Request[sluicev1.Pr
 	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: base}), nil
 }
 
-func startFake(t *testing.T, f *fakeBroker) *client.Client {
+func startFake(t *testing.T, f *fakeBroker, opts ...client.Option) *client.Client {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +186,7 @@ func startFake(t *testing.T, f *fakeBroker) *client.Client {
 	srv := &http.Server{Handler: mux, Protocols: &p}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	c, err := client.New(context.Background(), "http://"+f.addr, client.Token("x"))
+	c, err := client.New(context.Background(), "http://"+f.addr, client.Token("x"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,9 +173,11 @@ func (c *Client) NewProducer(ctx context.Context, opts ...ProducerOption) (*Prod
 	}
 	if cfg.idempotence == nil || *cfg.idempotence {
 		if cfg.acks == AcksAll {
-			if err := p.initProducerID(ctx); err != nil {
+			pid, epoch, err := c.initProducerID(ctx)
+			if err != nil {
 				return nil, err
 			}
+			p.pid, p.epoch = pid, epoch
 		}
 	}
 	return p, nil
@@ -185,51 +187,58 @@ func (c *Client) NewProducer(ctx context.Context, opts ...ProducerOption) (*Prod
 // retries.
 func (p *Producer) Idempotent() bool { return p.pid >= 0 }
 
-// initProducerID asks any broker for a producer id, retrying while the
-// cluster is unavailable and ctx lasts.
-func (p *Producer) initProducerID(ctx context.Context) error {
+// initProducerID asks any broker for a new producer id and its epoch,
+// retrying while the cluster is unavailable and ctx lasts.
+func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 	for attempt := 1; ; attempt++ {
 		var lastErr error
-		for _, b := range p.c.brokerList() {
+		for _, b := range c.brokerList() {
 			res, err := b.record.InitProducerId(ctx, connect.NewRequest(&sluicev1.InitProducerIdRequest{}))
 			if err == nil {
-				p.pid, p.epoch = res.Msg.GetProducerId(), int16(res.Msg.GetProducerEpoch())
-				return nil
+				return res.Msg.GetProducerId(), int16(res.Msg.GetProducerEpoch()), nil
 			}
 			if !retriable(err) {
-				return fmt.Errorf("sluice: init producer id: %w", err)
+				return 0, 0, fmt.Errorf("sluice: init producer id: %w", err)
 			}
 			lastErr = err
 		}
 		if lastErr == nil {
 			lastErr = connect.NewError(connect.CodeUnavailable, errors.New("no broker is known"))
-			if _, err := p.c.refreshMetadata(ctx, nil, true); err != nil {
+			if _, err := c.refreshMetadata(ctx, nil, true); err != nil {
 				lastErr = err
 			}
 		}
 		if err := sleep(ctx, backoff(attempt)); err != nil {
-			return fmt.Errorf("sluice: init producer id: %w (last error: %v)", err, lastErr)
+			return 0, 0, fmt.Errorf("sluice: init producer id: %w (last error: %v)", err, lastErr)
 		}
 	}
 }
 
 // Produce buffers r for sending and calls cb (which may be nil) exactly
-// once with its fate: nil with r.Partition and r.Offset set, or an error
-// (a *DeliveryError after retries). cb runs on a producer goroutine and
-// must not block for long. Produce itself blocks only while the buffer is
-// full (see WithBlockOnFullBuffer) or the topic's metadata is first
-// fetched; ctx bounds that wait, not the delivery.
+// once with its fate: nil with r.Partition and r.Offset set, or a
+// *DeliveryError whose Indefinite field says whether the record may have
+// been written. Every failure is a *DeliveryError, also a refusal before
+// the record was buffered (an unknown topic, a record too large, a full
+// buffer, ctx ending while Produce waited): those are never written. cb
+// runs on a producer goroutine, or on the caller's before Produce returns
+// for such a refusal, and must not block for long.
+//
+// Produce blocks only while the buffer is full (see WithBlockOnFullBuffer)
+// or while the topic's metadata is fetched for the first time; ctx bounds
+// that wait, not the delivery. Later metadata refreshes run in the
+// background and never block Produce.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) {
 	if cb == nil {
 		cb = func(*Record, error) {}
 	}
 	if err := p.enqueue(ctx, r, cb); err != nil {
-		cb(r, err)
+		cb(r, &DeliveryError{Err: err})
 	}
 }
 
 // ProduceSync produces records and waits for all of them. It returns nil
-// when every record was written (their offsets set), or the first error.
+// when every record was written (their offsets set), or the first error (a
+// *DeliveryError, as Produce's callback gets it).
 func (p *Producer) ProduceSync(ctx context.Context, rs ...*Record) error {
 	var (
 		wg       sync.WaitGroup
@@ -264,9 +273,12 @@ func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, erro
 	if size+log.HeaderSize > p.cfg.maxBatchBytes {
 		return fmt.Errorf("%w: about %d bytes, limit %d", ErrRecordTooLarge, size, p.cfg.maxBatchBytes)
 	}
-	tm, err := p.c.topic(ctx, r.Topic)
-	if err != nil {
-		return err
+	tm := p.c.cachedTopic(r.Topic)
+	if tm == nil {
+		var err error
+		if tm, err = p.c.topic(ctx, r.Topic); err != nil {
+			return err
+		}
 	}
 	n := int32(len(tm.partitions))
 	var part int32

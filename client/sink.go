@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -26,7 +27,8 @@ type pending struct {
 type pbatch struct {
 	recs     []*pending
 	deadline time.Time // the first record's delivery deadline
-	data     []byte    // encoded; identical on every retry
+	data     []byte    // encoded; identical on every retry of one numbering
+	numbered bool      // epoch and baseSeq are set (at its first send)
 	epoch    int16
 	baseSeq  int32
 
@@ -46,11 +48,22 @@ type pbatch struct {
 // batches, starts requests (up to maxInFlight), handles failures once no
 // request is in flight (the rewind), and runs callbacks in order.
 //
-// With idempotence a batch keeps its producer epoch and sequence numbers
-// across retries, so the leader writes it once whatever the network does.
-// Sequences are only reassigned (under a new, locally bumped epoch) for
-// batches that cannot have been written: after the batch before them
-// failed for certain, or when the leader lost the producer's state.
+// With idempotence a batch is numbered (producer epoch and sequence) when
+// it is first sent, in queue order, so the numbered batches are always a
+// prefix of the unfinished ones. A numbered batch keeps its numbers across
+// retries, so the leader writes it once whatever the network does. Numbers
+// are only taken back from batches that cannot have been written:
+//   - behind a batch that failed for certain (never written), the batches
+//     are renumbered from its first sequence in the same epoch, unless one
+//     of them had an attempt of unknown outcome, which could still land
+//     with its old number: then the epoch is bumped instead;
+//   - behind a batch that failed with an unknown outcome (it and every
+//     batch sent after it fail as indefinite), and when the leader lost
+//     the producer's state, the epoch is bumped (Kafka's KIP-360).
+//
+// Bumps are rare (one per failure of unknown outcome, not one per failed
+// batch), and when the epoch is exhausted the sink takes a new producer id
+// rather than give up.
 type sink struct {
 	p         *Producer
 	topic     string
@@ -65,17 +78,20 @@ type sink struct {
 	next      int       // index in queue of the next batch to send
 	inflight  int
 	rewind    bool // an attempt failed: send nothing new until in-flight requests end
-	attempts  int  // consecutive failed rewinds, for backoff
+	attempts  int  // consecutive rewinds after failed attempts, for backoff
 	notBefore time.Time
+	pid       int64 // the producer id this partition's batches carry; -1 without idempotence
 	epoch     int16
-	seq       int32
+	seq       int32 // the sequence the next numbered batch gets
+	newPID    bool  // the epoch is exhausted: send nothing until a new producer id arrives
+	lastErr   error // the partition's last failed attempt, for batches that never had one of their own
 	fenced    error
 	closed    bool // run returned: add refuses records
 	wake      chan struct{}
 }
 
 func newSink(p *Producer, topic string, partition int32) *sink {
-	return &sink{p: p, topic: topic, partition: partition, epoch: p.epoch, wake: make(chan struct{}, 1)}
+	return &sink{p: p, topic: topic, partition: partition, pid: p.pid, epoch: p.epoch, wake: make(chan struct{}, 1)}
 }
 
 func (s *sink) signal() {
@@ -117,28 +133,39 @@ func (s *sink) flushNow() {
 	s.signal()
 }
 
-// sealLocked closes the current batch: it gets its sequence numbers now,
-// in the order batches will be sent.
+// sealLocked closes the current batch and encodes it; it is numbered when
+// it is first sent.
 func (s *sink) sealLocked() {
 	if len(s.cur) == 0 {
 		return
 	}
 	b := &pbatch{recs: s.cur, deadline: s.cur[0].at.Add(s.p.cfg.deliveryTimeout), offset: -1}
 	s.cur, s.curBytes = nil, 0
-	if err := s.encodeLocked(b); err != nil {
+	if err := s.encode(b, s.epoch, 0); err != nil {
 		b.fatalErr = err
 		s.rewind = true
 	}
 	s.queue = append(s.queue, b)
 }
 
-// encodeLocked assigns b the sink's epoch and next sequences and encodes it.
-func (s *sink) encodeLocked(b *pbatch) error {
-	seq := s.seq
-	if s.p.pid >= 0 {
-		s.seq = nextSeq(s.seq, int32(len(b.recs)))
+// numberLocked gives b, about to be sent for the first time in this
+// numbering, the sink's epoch and next sequences.
+func (s *sink) numberLocked(b *pbatch) {
+	b.epoch, b.baseSeq, b.numbered = s.epoch, s.seq, true
+	s.seq = nextSeq(s.seq, int32(len(b.recs)))
+	log.Batch(b.data).SetProducer(s.pid, b.epoch, b.baseSeq)
+}
+
+// unnumberLocked takes the numbers back from every unfinished batch (none
+// of which can have been written with them) and restarts numbering at seq.
+// The batches' attempts so far no longer count: none can land.
+func (s *sink) unnumberLocked(seq int32) {
+	s.seq = seq
+	for _, b := range s.queue {
+		if !b.done {
+			b.numbered, b.sent, b.unknown = false, false, false
+		}
 	}
-	return s.encode(b, s.epoch, seq)
 }
 
 // encode encodes b with the given producer epoch and first sequence.
@@ -154,9 +181,8 @@ func (s *sink) encode(b *pbatch, epoch int16, seq int32) error {
 		recs[i] = log.Record{TimestampDelta: r.Timestamp.UnixMilli() - first, OffsetDelta: int32(i), Key: r.Key, Value: r.Value, Headers: hs}
 	}
 	h := log.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
-	if s.p.pid >= 0 {
-		h.ProducerID, h.ProducerEpoch, h.BaseSequence = s.p.pid, epoch, seq
-		b.epoch, b.baseSeq = epoch, seq
+	if s.pid >= 0 {
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = s.pid, epoch, seq
 	}
 	plain, err := log.AppendBatch(nil, h, recs)
 	if err != nil {
@@ -195,7 +221,7 @@ func (s *sink) run() {
 		if s.fenced != nil || (s.inflight == 0 && (s.rewind || s.frontBlockedLocked(now))) {
 			s.rewindLocked(now)
 		}
-		for !s.rewind && s.fenced == nil && s.next < len(s.queue) && s.inflight < s.p.cfg.maxInFlight && !now.Before(s.notBefore) {
+		for !s.rewind && s.fenced == nil && !s.newPID && s.next < len(s.queue) && s.inflight < s.p.cfg.maxInFlight {
 			b := s.queue[s.next]
 			if b.done {
 				s.next++ // acknowledged: never sent again
@@ -203,6 +229,12 @@ func (s *sink) run() {
 			}
 			if b.fatalErr != nil || b.tooLarge {
 				break // settled by the rewind once it is at the front
+			}
+			if b.sent && now.Before(s.notBefore) {
+				break // a retry waits out the backoff; a batch never sent does not
+			}
+			if s.pid >= 0 && !b.numbered {
+				s.numberLocked(b)
 			}
 			b.front = s.firstUnfinished() == s.next
 			s.next++
@@ -217,6 +249,11 @@ func (s *sink) run() {
 		}
 		if s.notBefore.After(now) {
 			wait = min(wait, s.notBefore.Sub(now))
+		}
+		if i := s.firstUnfinished(); i >= 0 && s.inflight == 0 {
+			// Wake for the front batch's delivery deadline: it fails then
+			// even if nothing else happens.
+			wait = min(wait, s.queue[i].deadline.Sub(now))
 		}
 		s.mu.Unlock()
 		s.deliver(done)
@@ -307,10 +344,12 @@ func (s *sink) frontBlockedLocked(now time.Time) bool {
 // sequence although nothing before it was pending means the leader lost
 // the producer's state. Only the front batch is settled, so a batch's
 // callback never runs before those of the batches before it, and the
-// batches behind a failed one are renumbered under a new epoch only once
-// nothing before them may still be written under the old one. Then
-// sending restarts from the first unfinished batch after a backoff.
+// batches behind a failed one are renumbered (see sink) only once nothing
+// before them may still be written. Sending then restarts from the first
+// unfinished batch, after a backoff when an attempt failed; a rewind that
+// only fails batches past their deadline does not delay the rest.
 func (s *sink) rewindLocked(now time.Time) {
+	attempted := s.rewind // an attempt failed since the last rewind
 	s.rewind = false
 	var failed []outcome
 	defer func() {
@@ -328,7 +367,6 @@ func (s *sink) rewindLocked(now time.Time) {
 		failed = s.failAllLocked(s.fenced)
 		return
 	}
-	bump := false
 	for {
 		i := s.firstUnfinished()
 		if i < 0 {
@@ -346,7 +384,9 @@ func (s *sink) rewindLocked(now time.Time) {
 			// An earlier attempt may have written it whole: not split.
 			err = &DeliveryError{Err: b.lastErr, Indefinite: b.unknown}
 		case !now.Before(b.deadline):
-			err = &DeliveryError{Err: fmt.Errorf("%w: not acknowledged within %s", ErrDeliveryTimeout, s.p.cfg.deliveryTimeout), Last: b.lastErr, Indefinite: b.unknown}
+			// A batch queued behind others may never have been sent: the
+			// partition's last error says why.
+			err = &DeliveryError{Err: fmt.Errorf("%w: not acknowledged within %s", ErrDeliveryTimeout, s.p.cfg.deliveryTimeout), Last: cmp.Or(b.lastErr, s.lastErr), Indefinite: b.unknown}
 		case b.outOfSeq && b.front && b.unknown:
 			// The leader forgot the producer, and an earlier attempt may
 			// have written this batch: sending it again could duplicate.
@@ -354,7 +394,9 @@ func (s *sink) rewindLocked(now time.Time) {
 		case b.outOfSeq && b.front:
 			// The leader lost the producer's state (expiry, unclean
 			// election); nothing from here on was written: renumber.
-			bump = true
+			b.outOfSeq = false
+			s.bumpEpochLocked()
+			continue
 		}
 		if err == nil {
 			// A gap left by batches that were still in flight is only
@@ -363,8 +405,8 @@ func (s *sink) rewindLocked(now time.Time) {
 			break
 		}
 		failed = append(failed, s.failLocked(i, err)...)
-		if s.p.pid >= 0 {
-			bump = true // the batches behind it would leave a gap
+		if s.pid < 0 {
+			continue
 		}
 		if err.Indefinite {
 			// It may have been written, and so may anything sent after
@@ -377,17 +419,40 @@ func (s *sink) rewindLocked(now time.Time) {
 				}
 				j++
 			}
+			s.bumpEpochLocked()
+			continue
 		}
-	}
-	if bump && s.p.pid >= 0 {
-		s.bumpEpochLocked()
+		if b.numbered {
+			// Certainly not written: the batches behind it take its
+			// sequences, in this epoch if none of them may still land
+			// with the numbers they had.
+			if s.landableLocked(i) {
+				s.bumpEpochLocked()
+			} else {
+				s.unnumberLocked(b.baseSeq)
+			}
+		}
 	}
 	s.next = s.firstUnfinished()
 	if s.next < 0 {
 		s.next = len(s.queue)
 	}
-	s.attempts++
-	s.notBefore = now.Add(backoff(s.attempts))
+	if attempted {
+		s.attempts++
+		s.notBefore = now.Add(backoff(s.attempts))
+	}
+}
+
+// landableLocked reports whether a batch from queue index i on was sent
+// with its current numbers and may be (or have been) written with them: an
+// attempt of unknown outcome, or an acknowledgement.
+func (s *sink) landableLocked(i int) bool {
+	for _, b := range s.queue[i:] {
+		if b.numbered && (b.unknown || b.done) {
+			return true
+		}
+	}
+	return false
 }
 
 // failAllLocked settles every queued batch once the producer is fenced:
@@ -424,6 +489,9 @@ func (s *sink) splitLocked(i int) {
 			nb.fatalErr = err
 			s.rewind = true
 		}
+		if b.numbered && s.pid >= 0 {
+			nb.numbered, nb.epoch, nb.baseSeq = true, b.epoch, seq
+		}
 	}
 	s.queue = append(s.queue[:i], append([]*pbatch{first, second}, s.queue[i+1:]...)...)
 	if i < s.next {
@@ -432,25 +500,53 @@ func (s *sink) splitLocked(i int) {
 	s.p.c.logger.Debug("split a batch over max.message.bytes", "topic", s.topic, "partition", s.partition, "records", len(b.recs))
 }
 
-// bumpEpochLocked starts a new epoch of the producer id on this partition
-// and renumbers the unfinished batches from sequence 0 (Kafka's KIP-360).
+// bumpEpochLocked starts a new epoch of the producer id on this partition;
+// the unfinished batches are renumbered from sequence 0 as they are sent
+// (Kafka's KIP-360). When the epoch is exhausted the partition gets a new
+// producer id instead, and sends nothing until it has it.
 func (s *sink) bumpEpochLocked() {
-	if s.epoch == math.MaxInt16 {
-		s.fenced = fmt.Errorf("%w: producer epoch exhausted; create a new producer", ErrProducerFenced)
+	s.unnumberLocked(0)
+	if s.epoch < math.MaxInt16 {
+		s.epoch++
 		return
 	}
-	s.epoch++
-	s.seq = 0
-	for _, b := range s.queue {
-		if b.done {
-			continue
-		}
-		b.sent, b.unknown, b.lastErr = false, false, nil
-		if err := s.encodeLocked(b); err != nil {
-			b.fatalErr = err
-			s.rewind = true
-		}
+	if !s.newPID {
+		s.newPID = true
+		s.p.wg.Add(1)
+		go func() { defer s.p.wg.Done(); s.renewProducerID() }()
 	}
+}
+
+// renewProducerID obtains a new producer id for this partition's batches
+// once its epoch is exhausted, retrying until the producer stops.
+func (s *sink) renewProducerID() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	pid, epoch, err := s.p.c.initProducerID(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			// A refusal that retrying cannot fix (a revoked key, say).
+			s.mu.Lock()
+			s.fenced = fmt.Errorf("%w: producer epoch exhausted and no new producer id: %v", ErrProducerFenced, err)
+			s.newPID = false
+			s.mu.Unlock()
+			s.signal()
+		}
+		return
+	}
+	s.mu.Lock()
+	s.pid, s.epoch, s.newPID = pid, epoch, false
+	s.unnumberLocked(0)
+	s.mu.Unlock()
+	s.p.c.logger.Debug("producer epoch exhausted on a partition: continuing under a new producer id", "topic", s.topic, "partition", s.partition, "producer_id", pid)
+	s.signal()
 }
 
 func (s *sink) firstUnfinished() int {
@@ -508,7 +604,7 @@ func (s *sink) send(b *pbatch) {
 		s.attempts = 0
 		return
 	}
-	b.lastErr = err
+	b.lastErr, s.lastErr = err, err
 	b.outOfSeq = false
 	b.tooLarge = false
 	s.p.c.logger.Debug("produce attempt failed", "topic", s.topic, "partition", s.partition,

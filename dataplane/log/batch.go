@@ -336,6 +336,18 @@ func (b Batch) LeaderEpoch() int32 { return int32(binary.BigEndian.Uint32(b[posL
 // MaxTimestamp is the largest record timestamp of the batch.
 func (b Batch) MaxTimestamp() int64 { return int64(binary.BigEndian.Uint64(b[posMaxTimestamp:])) }
 
+// SetProducer rewrites the producer id, producer epoch and base sequence of
+// a checked batch in place and recomputes its CRC. An idempotent producer
+// uses it to number a batch when it first sends it, and to renumber one
+// that was certainly not written, without encoding (or compressing) the
+// records again.
+func (b Batch) SetProducer(id int64, epoch int16, baseSequence int32) {
+	binary.BigEndian.PutUint64(b[posProducerID:], uint64(id))
+	binary.BigEndian.PutUint16(b[posProducerEpoch:], uint16(epoch))
+	binary.BigEndian.PutUint32(b[posBaseSequence:], uint32(baseSequence))
+	setCRC(b)
+}
+
 // Records returns an iterator over the records of an uncompressed batch, or
 // ErrCompressed.
 func (b Batch) Records() (*RecordIter, error) {

@@ -208,3 +208,34 @@ func TestLogBatchAllocations(t *testing.T) {
 		}
 	}))
 }
+
+// SetProducer renumbers a batch in place: the new producer fields read
+// back, the CRC matches again, and nothing else changes.
+func TestLogBatchSetProducer(t *testing.T) {
+	t.Parallel()
+	h := BatchHeader{LeaderEpoch: 2, FirstTimestamp: 1_700_000_000_000, ProducerID: 5, ProducerEpoch: 1, BaseSequence: 40}
+	enc, err := AppendBatch(nil, h, testRecords())
+	require.NoError(t, err)
+	b, _, err := ReadBatch(enc)
+	require.NoError(t, err)
+	before := b.Header()
+
+	b.SetProducer(77, 3, 9)
+	again, rest, err := ReadBatch(enc)
+	require.NoError(t, err, "the CRC covers the new fields")
+	require.Empty(t, rest)
+	got := again.Header()
+	require.Equal(t, int64(77), got.ProducerID)
+	require.Equal(t, int16(3), got.ProducerEpoch)
+	require.Equal(t, int32(9), got.BaseSequence)
+	got.ProducerID, got.ProducerEpoch, got.BaseSequence, got.CRC = before.ProducerID, before.ProducerEpoch, before.BaseSequence, before.CRC
+	require.Equal(t, before, got, "no other header field changed")
+	it, err := again.Records()
+	require.NoError(t, err)
+	n := 0
+	for it.Next() {
+		n++
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, 3, n)
+}

@@ -1,0 +1,280 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/dataplane/log"
+)
+
+// steadyProducer produces "0", "1", … to topic t every 2 ms until stopped,
+// and records each outcome.
+type steadyProducer struct {
+	mu      sync.Mutex
+	acked   map[string]time.Time
+	failed  map[string]error
+	sentAt  map[string]time.Time
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+func produceEvery2ms(p *client.Producer) *steadyProducer {
+	sp := &steadyProducer{acked: map[string]time.Time{}, failed: map[string]error{}, sentAt: map[string]time.Time{},
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(sp.stopped)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-sp.stop:
+				return
+			case <-tick.C:
+			}
+			v := strconv.Itoa(i)
+			sp.mu.Lock()
+			sp.sentAt[v] = time.Now()
+			sp.mu.Unlock()
+			p.Produce(context.Background(), &client.Record{Topic: "t", Value: []byte(v)}, func(_ *client.Record, err error) {
+				sp.mu.Lock()
+				defer sp.mu.Unlock()
+				if err != nil {
+					sp.failed[v] = err
+				} else {
+					sp.acked[v] = time.Now()
+				}
+			})
+		}
+	}()
+	return sp
+}
+
+// ackedProducedAfter reports whether a record produced after t was
+// acknowledged.
+func (sp *steadyProducer) ackedProducedAfter(t time.Time) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for v := range sp.acked {
+		if sp.sentAt[v].After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// A partition whose records keep failing at their delivery deadline while
+// the leader refuses them must send again as soon as the leader accepts:
+// a rewind that only fails batches past their deadline must not push the
+// retry backoff further out (issue 12: with records arriving faster than
+// the backoff, the partition never sent again and every record failed at
+// its deadline, unsent). A refusal that says the batch was not written
+// must not bump the producer epoch either (each bump used to renumber
+// every queued batch, and enough of them exhaust the epoch), and every
+// failure names the partition's last error, also for records never sent.
+func TestFaultDeadlineFailuresDoNotStallThePartition(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refusal func() error
+		certain bool // the refusal says the batch was not written
+	}{
+		{"refused", func() error {
+			return connect.NewError(connect.CodeFailedPrecondition, errors.New("not enough replicas in sync"))
+		}, true},
+		{"unknown outcome", func() error {
+			return connect.NewError(connect.CodeUnavailable, errors.New("leadership moved while waiting for replicas"))
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var outage atomic.Bool
+			outage.Store(true)
+			f := &fakeBroker{}
+			f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
+				if outage.Load() {
+					return refuse, 0, tc.refusal()
+				}
+				return normal, 0, nil
+			}
+			c := startFake(t, f)
+			p, err := c.NewProducer(context.Background(), client.WithLinger(0), client.WithDeliveryTimeout(300*time.Millisecond))
+			require.NoError(t, err)
+			sp := produceEvery2ms(p)
+
+			// Let records fail at their deadline for a while: the queue is
+			// full of batches past or near their deadline.
+			require.Eventually(t, func() bool {
+				sp.mu.Lock()
+				defer sp.mu.Unlock()
+				return len(sp.failed) >= 300
+			}, 30*time.Second, 5*time.Millisecond)
+			healed := time.Now()
+			outage.Store(false)
+			require.Eventually(t, func() bool { return sp.ackedProducedAfter(healed) }, 5*time.Second, 5*time.Millisecond,
+				"a record produced after the leader accepts again is acknowledged")
+			close(sp.stop)
+			<-sp.stopped
+			require.NoError(t, p.Close(context.Background()))
+
+			sp.mu.Lock()
+			defer sp.mu.Unlock()
+			for v, err := range sp.failed {
+				var de *client.DeliveryError
+				require.ErrorAs(t, err, &de, v)
+				require.NotNil(t, de.Last, "record %s: the failure names the partition's last error: %v", v, err)
+				if tc.certain {
+					require.False(t, de.Indefinite, "record %s: refused, so certainly not written: %v", v, err)
+				}
+			}
+			for v := range sp.acked {
+				require.Equal(t, 1, f.count(v), "acknowledged record %s written once: %s", v, f.dump())
+			}
+			for v := range sp.failed {
+				if tc.certain {
+					require.Zero(t, f.count(v), "record %s reported not written", v)
+				}
+			}
+			if tc.certain {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				for k := range f.epochs {
+					require.Equal(t, int64(0), k[1], "no epoch bump when every failed batch was certainly not written: %v", f.epochs)
+				}
+			}
+		})
+	}
+}
+
+// When a partition's producer epoch is exhausted, the partition continues
+// under a new producer id instead of failing every record from then on.
+func TestFaultEpochExhaustionTakesANewProducerID(t *testing.T) {
+	f := &fakeBroker{initEpoch: math.MaxInt16 - 1}
+	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
+		if vals[0] == "A" || vals[0] == "B" {
+			// Outcome unknown: the batch fails as indefinite at its
+			// deadline and the epoch is bumped.
+			return refuse, 0, connect.NewError(connect.CodeUnavailable, errors.New("connection reset"))
+		}
+		return normal, 0, nil
+	}
+	c := startFake(t, f)
+	p, err := c.NewProducer(context.Background(), client.WithDeliveryTimeout(200*time.Millisecond))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, v := range []string{"A", "B"} {
+		err := p.ProduceSync(ctx, &client.Record{Topic: "t", Value: []byte(v)})
+		var de *client.DeliveryError
+		require.ErrorAs(t, err, &de, v)
+		require.True(t, de.Indefinite, "%s: %v", v, err)
+	}
+	// A bumped the epoch to the last one, B past it: C goes out under a
+	// new producer id.
+	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "t", Value: []byte("C")}))
+	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "t", Value: []byte("D")}))
+	require.NoError(t, p.Close(ctx))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Equal(t, map[[2]int64]int{{2, math.MaxInt16 - 1}: 2}, f.epochs, "C and D written under producer id 2")
+}
+
+// Produce never waits for a metadata refresh once the topic is known: with
+// every GetMetadata hanging (a paused broker) and the cached metadata past
+// its max age, Produce returns at once and the record is delivered when
+// metadata answers again (issue 12: Produce blocked on the refresh until
+// its context ended and called back with a bare deadline_exceeded).
+func TestFaultProduceNeverBlocksOnAMetadataRefresh(t *testing.T) {
+	f := &fakeBroker{}
+	c := startFake(t, f, client.WithMetadataMaxAge(time.Millisecond))
+	p, err := c.NewProducer(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, p.ProduceSync(context.Background(), &client.Record{Topic: "t", Value: []byte("A")}))
+
+	gate := make(chan struct{})
+	f.mu.Lock()
+	f.metadataGate = gate
+	f.mu.Unlock()
+	time.Sleep(5 * time.Millisecond) // the cached metadata is now older than its max age
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res := make(chan error, 1)
+	p.Produce(ctx, &client.Record{Topic: "t", Value: []byte("B")}, func(_ *client.Record, err error) { res <- err })
+	select {
+	case err := <-res:
+		t.Fatalf("the record failed although it could be delivered once metadata answers: %v", err)
+	case <-time.After(300 * time.Millisecond): // past Produce's ctx: still pending, not failed
+	}
+	close(gate)
+	select {
+	case err := <-res:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("B was not delivered after metadata answered again")
+	}
+	require.Equal(t, 1, f.count("B"))
+	require.NoError(t, p.Close(context.Background()))
+}
+
+// Every failure a callback sees is a *DeliveryError, also the refusals
+// before a record is buffered; those say it was not written, and keep
+// their cause for errors.Is, errors.As and connect.CodeOf.
+func TestFaultEveryCallbackErrorIsADeliveryError(t *testing.T) {
+	f := &fakeBroker{}
+	c := startFake(t, f)
+	p, err := c.NewProducer(context.Background(), client.WithMaxBatchBytes(4096), client.WithBufferBytes(4096),
+		client.WithBlockOnFullBuffer(false), client.WithLinger(time.Hour))
+	require.NoError(t, err)
+	callback := func(ctx context.Context, r *client.Record) error {
+		res := make(chan error, 1)
+		p.Produce(ctx, r, func(_ *client.Record, err error) { res <- err })
+		return <-res
+	}
+	notWritten := func(err error) *client.DeliveryError {
+		t.Helper()
+		var de *client.DeliveryError
+		require.ErrorAs(t, err, &de)
+		require.False(t, de.Indefinite, "refused before it was buffered: %v", err)
+		require.ErrorContains(t, err, "the record was not written")
+		return de
+	}
+
+	err = callback(context.Background(), nil)
+	notWritten(err)
+	err = callback(context.Background(), &client.Record{Topic: "t", Value: make([]byte, 8192)})
+	notWritten(err)
+	require.ErrorIs(t, err, client.ErrRecordTooLarge)
+	err = callback(context.Background(), &client.Record{Topic: "", Value: []byte("x")})
+	notWritten(err)
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+
+	// A topic not cached yet, while metadata hangs: Produce waits for the
+	// first fetch as long as its ctx lasts.
+	gate := make(chan struct{})
+	f.mu.Lock()
+	f.metadataGate = gate
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	err = callback(ctx, &client.Record{Topic: "other", Value: []byte("x")})
+	cancel()
+	notWritten(err)
+	require.Equal(t, connect.CodeDeadlineExceeded, connect.CodeOf(err), "%v", err)
+	close(gate)
+
+	// A full buffer with WithBlockOnFullBuffer(false).
+	p.Produce(context.Background(), &client.Record{Topic: "t", Value: make([]byte, 3000)}, nil)
+	err = callback(context.Background(), &client.Record{Topic: "t", Value: make([]byte, 3000)})
+	notWritten(err)
+	require.ErrorIs(t, err, client.ErrBufferFull)
+
+	require.NoError(t, p.Close(context.Background()))
+	err = callback(context.Background(), &client.Record{Topic: "t", Value: []byte("x")})
+	notWritten(err)
+	require.ErrorIs(t, err, client.ErrProducerClosed)
+}
