@@ -31,6 +31,11 @@ var (
 	ErrRecordTooLarge = errors.New("record is larger than the maximum batch size")
 	// ErrProducerFenced: a newer instance of this producer id took over.
 	ErrProducerFenced = errors.New("producer fenced by a newer epoch")
+	// ErrInstanceFenced: another process joined the consumer group with
+	// this GroupConsumer's instance id (WithInstanceID) and took over its
+	// partitions. The GroupConsumer has stopped for good; it does not
+	// rejoin (Kafka's FENCED_INSTANCE_ID).
+	ErrInstanceFenced = errors.New("static group member fenced")
 )
 
 // DeliveryError is the error a producer reports for a record it gave up on.

@@ -71,9 +71,13 @@ type TopicPartition struct {
 	Partition int32
 }
 
-// WithInstanceID makes the member static: restarted within the session
-// timeout with the same id (a pod name), it gets its partitions back with
-// no rebalance.
+// WithInstanceID makes the member static (Kafka's group.instance.id): a
+// process that joins with the same id (a pod name) within the session
+// timeout gets the partitions of the previous one back with no rebalance,
+// whether the previous one closed or crashed. If the previous process is
+// still running (paused, or a second copy), it is fenced: its Run and Poll
+// fail with ErrInstanceFenced and it never rejoins. Give each live member
+// its own id.
 func WithInstanceID(id string) GroupOption { return func(c *groupConfig) { c.instanceID = id } }
 
 // WithAssignor chooses the group's assignor when the group is created:
@@ -135,6 +139,7 @@ type GroupConsumer struct {
 	assign      []TopicPartition // to start, from the last heartbeat
 	revoke      []TopicPartition // to give up, from the last heartbeat
 	hbErr       error
+	fenced      bool // another process took over the instance id: stopped for good
 	coord       sluicev1connect.GroupServiceClient
 	inflight    chan struct{} // closed when the background commit ends; nil when none
 	asyncErr    error         // a background commit's failure, for the next maybeCommit
@@ -270,6 +275,8 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) error {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		switch ge.GetReason() {
+		case sluicev1.GroupError_REASON_FENCED_INSTANCE_ID:
+			g.fenceLocked(err)
 		case sluicev1.GroupError_REASON_UNKNOWN_MEMBER:
 			// The coordinator forgot us (it moved, or our session
 			// expired): rejoin reporting what we own, and keep it if
@@ -315,6 +322,34 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) error {
 	return nil
 }
 
+// fenceLocked stops the member for good after err said another process
+// joined with its instance id: Run and Poll fail from now on, it sends no
+// more heartbeats or commits, and its partitions are given up (the other
+// process consumes them).
+func (g *GroupConsumer) fenceLocked(err error) {
+	if g.fenced {
+		return
+	}
+	g.fenced = true
+	g.hbErr = fmt.Errorf("%w: another process joined with instance id %q and took over this member's partitions: %w", ErrInstanceFenced, g.cfg.instanceID, err)
+	g.assign, g.revoke, g.assigned = nil, nil, map[TopicPartition]bool{}
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// noteFenced stops the member when err (of any group call) says it was
+// fenced.
+func (g *GroupConsumer) noteFenced(err error) {
+	if ErrorDetailReason(err) != sluicev1.GroupError_REASON_FENCED_INSTANCE_ID {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fenceLocked(err)
+}
+
 func toTPs(owned map[TopicPartition]bool) []*sluicev1.TopicPartitions {
 	by := map[string][]int32{}
 	for tp := range owned {
@@ -351,10 +386,15 @@ func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 			attempt++
 			g.c.logger.Debug("group heartbeat failed", "group", g.group, "err", err)
 			g.mu.Lock()
-			if !retriable(err) && connect.CodeOf(err) != connect.CodeNotFound && ErrorDetailReason(err) == 0 {
+			fenced := g.fenced
+			if !fenced && !retriable(err) && connect.CodeOf(err) != connect.CodeNotFound && ErrorDetailReason(err) == 0 {
 				g.hbErr = err
 			}
 			g.mu.Unlock()
+			if fenced {
+				g.c.logger.Warn("group member fenced: another process joined with its instance id; stopping", "group", g.group, "instance_id", g.cfg.instanceID)
+				return // Kafka's FENCED_INSTANCE_ID is fatal: never rejoin
+			}
 			continue
 		}
 		attempt = 0
@@ -375,6 +415,17 @@ func ErrorDetailReason(err error) sluicev1.GroupError_Reason {
 // consuming the ones it has while it resolves where the new ones start.
 func (g *GroupConsumer) reconcile(ctx context.Context) error {
 	g.mu.Lock()
+	if g.fenced {
+		owned := g.owned
+		g.owned, g.processed, g.stashed = map[TopicPartition]bool{}, map[TopicPartition]position{}, nil
+		g.mu.Unlock()
+		// Stop fetching; nothing is committed (the coordinator refuses
+		// it) and the other process resumes from the last commit.
+		for tp := range owned {
+			g.cs.Unassign(tp.Topic, tp.Partition)
+		}
+		return g.pollErr()
+	}
 	assign := g.assign
 	// A heartbeat answered while the last revocation was being committed
 	// lists those partitions again: revoke only what is still owned.
@@ -587,6 +638,11 @@ func (g *GroupConsumer) run(ctx context.Context, fn func(context.Context, *Recor
 					return err
 				}
 			}
+			if g.isFenced() {
+				// Another process owns these partitions now: stop at
+				// once rather than process the rest of the fetch.
+				return g.pollErr()
+			}
 		}
 	}
 }
@@ -606,6 +662,9 @@ func (g *GroupConsumer) requeue(recs []*Record) {
 func (g *GroupConsumer) poll(ctx context.Context) ([]*Record, error) {
 	for {
 		if err := g.pollErr(); err != nil {
+			if g.isFenced() {
+				_ = g.reconcile(ctx) // give the partitions up
+			}
 			return nil, err
 		}
 		if err := g.maybeCommit(ctx); err != nil {
@@ -641,6 +700,12 @@ func (g *GroupConsumer) poll(ctx context.Context) ([]*Record, error) {
 			return recs, nil
 		}
 	}
+}
+
+func (g *GroupConsumer) isFenced() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.fenced
 }
 
 func (g *GroupConsumer) pollErr() error {
@@ -709,7 +774,7 @@ func (g *GroupConsumer) maybeCommit(ctx context.Context) error {
 	}
 	m := g.cfg.commit
 	due := (m.every > 0 && g.sinceCommit >= m.every) || (m.interval > 0 && time.Since(g.lastCommit) >= m.interval)
-	if g.memberID == "" || g.epoch <= 0 {
+	if g.memberID == "" || g.epoch <= 0 || g.fenced {
 		// Rejoining (the coordinator moved, or fenced us): a commit now
 		// would not name a member. The positions wait for the next one.
 		due = false
@@ -805,8 +870,11 @@ func (g *GroupConsumer) waitMember(ctx context.Context) error {
 	for {
 		g.mu.Lock()
 		ok, closed := g.memberID != "" && g.epoch > 0, g.life != nil && g.life.Err() != nil
+		fenced := g.fenced
 		g.mu.Unlock()
 		switch {
+		case fenced:
+			return g.pollErr()
 		case ok:
 			return nil
 		case closed || time.Now().After(deadline):
@@ -823,10 +891,10 @@ func (g *GroupConsumer) waitMember(ctx context.Context) error {
 func (g *GroupConsumer) commitRequest(tps []TopicPartition) *sluicev1.CommitOffsetsRequest {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.memberID == "" || g.epoch <= 0 {
-		return nil // rejoining: see waitMember
+	if g.memberID == "" || g.epoch <= 0 || g.fenced {
+		return nil // rejoining (see waitMember), or fenced for good
 	}
-	req := &sluicev1.CommitOffsetsRequest{Group: g.group, MemberId: g.memberID, MemberEpoch: g.epoch}
+	req := &sluicev1.CommitOffsetsRequest{Group: g.group, MemberId: g.memberID, MemberEpoch: g.epoch, InstanceId: g.cfg.instanceID}
 	for _, tp := range tps {
 		pos, ok := g.processed[tp]
 		if !ok || pos.offset == g.committed[tp] {
@@ -859,7 +927,11 @@ func (g *GroupConsumer) sendCommit(ctx context.Context, req *sluicev1.CommitOffs
 			return nil
 		}
 		g.forgetCoordinator(err)
+		g.noteFenced(err)
 		if !retriable(err) || ErrorDetailReason(err) != 0 || attempt >= 10 {
+			if g.isFenced() {
+				return g.pollErr()
+			}
 			return fmt.Errorf("sluice: commit offsets of group %q: %w", g.group, err)
 		}
 		if serr := sleep(ctx, backoff(attempt)); serr != nil {
@@ -889,7 +961,9 @@ func compareTP(a, b TopicPartition) int {
 
 // Close commits processed positions (at-least-once), leaves the group (a
 // static member leaves temporarily, keeping its partitions for the session
-// timeout) and stops.
+// timeout) and stops. A member fenced by another process with its instance
+// id (ErrInstanceFenced) commits nothing and does not leave: the group is
+// the other process's now.
 func (g *GroupConsumer) Close(ctx context.Context) error {
 	g.mu.Lock()
 	if g.closed {
@@ -899,12 +973,15 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 	g.closed = true
 	g.mu.Unlock()
 	var errs []error
-	if g.cfg.delivery == AtLeastOnce {
+	if g.cfg.delivery == AtLeastOnce && !g.isFenced() {
 		errs = append(errs, g.Commit(ctx))
 	}
 	g.stop()
 	<-g.done
 	g.starts.Wait()
+	if g.isFenced() {
+		return g.cs.Close()
+	}
 	g.mu.Lock()
 	req := &sluicev1.GroupHeartbeatRequest{Group: g.group, MemberId: g.memberID, InstanceId: g.cfg.instanceID, MemberEpoch: -1}
 	if g.cfg.instanceID != "" {

@@ -20,7 +20,11 @@ import (
 // topic's partitions: a group belongs to partition hash(tenant, group) mod
 // N. The coordinator keeps the groups' committed offsets in memory, writes
 // every change to its offsets partition (acks=all) before answering, and a
-// new leader rebuilds them by reading that partition from the start.
+// new leader rebuilds them by reading that partition from the start. The
+// same goes for the member id of each static member's latest incarnation
+// (instance id → member id), so that a process another one replaced stays
+// fenced across a coordinator failover; the rest of the membership lives
+// in memory only.
 
 // systemTenantID and offsetsTopic name the internal offsets topic (as the
 // control plane's store.SystemTenantID and store.OffsetsTopic).
@@ -59,12 +63,16 @@ type committedOffset struct {
 }
 
 // groupState is what a coordinator knows of one group: its committed
-// offsets (persisted) and its members (in memory only: after a coordinator
-// failover members rejoin, reporting the partitions they own, and keep
-// them).
+// offsets and its static members' incarnations (persisted), and its members
+// (in memory only: after a coordinator failover members rejoin, reporting
+// the partitions they own, and keep them).
 type groupState struct {
 	offsets map[tpKey]committedOffset
-	members *group.Group // nil until the first heartbeat at this coordinator
+	// instances: instance id → the member id of its latest incarnation,
+	// as written to the offsets partition. Given to members when it is
+	// created (group.Group.RestoreInstance).
+	instances map[string]string
+	members   *group.Group // nil until the first heartbeat at this coordinator
 	// rebalances and revoked are the members' counters last reported to
 	// the broker's metrics.
 	rebalances, revoked int64
@@ -93,8 +101,13 @@ type coordinator struct {
 	p     *partition
 	epoch int32
 
-	mu     sync.Mutex
-	groups map[groupKey]*groupState
+	// staticJoins serialises static members' joins with the write of the
+	// incarnation they create, so that the offsets partition records
+	// incarnations in the order the groups made them (the last one written
+	// is the current one). Taken before mu, never while holding it.
+	staticJoins sync.Mutex
+	mu          sync.Mutex
+	groups      map[groupKey]*groupState
 }
 
 // coordinatorFor returns the loaded coordinator of the group's offsets
@@ -254,6 +267,16 @@ func applyGroupRecord(groups map[groupKey]*groupState, logOffset int64, k *sluic
 	switch kind := k.GetKind().(type) {
 	case *sluicev1.GroupRecordKey_GroupDeleted:
 		delete(groups, gk)
+	case *sluicev1.GroupRecordKey_StaticMember:
+		g := groups[gk]
+		if g == nil {
+			g = &groupState{offsets: map[tpKey]committedOffset{}}
+			groups[gk] = g
+		}
+		if g.instances == nil {
+			g.instances = map[string]string{}
+		}
+		g.instances[kind.StaticMember.GetInstanceId()] = v.GetMemberId()
 	case *sluicev1.GroupRecordKey_Offset:
 		g := groups[gk]
 		if g == nil {
@@ -334,9 +357,9 @@ func (c *coordinator) offsets(tenantID, group string) map[tpKey]committedOffset 
 }
 
 // checkCommitter allows a commit from a group member for partitions it
-// owns at its epoch, or from outside the group (no member id) while the
-// group has no members.
-func (c *coordinator) checkCommitter(tenantID, groupID, memberID string, memberEpoch int32, offsets []*sluicev1.PartitionOffset) error {
+// owns at its epoch (and, for a static member, as its latest incarnation),
+// or from outside the group (no member id) while the group has no members.
+func (c *coordinator) checkCommitter(tenantID, groupID, memberID, instanceID string, memberEpoch int32, offsets []*sluicev1.PartitionOffset) error {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -351,10 +374,17 @@ func (c *coordinator) checkCommitter(tenantID, groupID, memberID string, memberE
 		return nil
 	}
 	if g == nil {
+		// No heartbeat here since this coordinator took over: only the
+		// persisted incarnations can tell.
+		if gs := c.groups[groupKey{tenantID, groupID}]; gs != nil && instanceID != "" {
+			if cur, ok := gs.instances[instanceID]; ok && cur != memberID {
+				return groupError(fmt.Errorf("%w: instance id %q belongs to member %s, not %s: another process joined with it", group.ErrFencedInstanceID, instanceID, cur, memberID), 0)
+			}
+		}
 		return groupError(fmt.Errorf("%w %q in group %q", group.ErrUnknownMember, memberID, groupID), 0)
 	}
 	for _, po := range offsets {
-		if err := g.Owns(now, memberID, memberEpoch, po.GetTopic(), po.GetPartition()); err != nil {
+		if err := g.Owns(now, memberID, instanceID, memberEpoch, po.GetTopic(), po.GetPartition()); err != nil {
 			return groupError(fmt.Errorf("commit for topic %q partition %d: %w", po.GetTopic(), po.GetPartition(), err), 0)
 		}
 	}
@@ -372,8 +402,6 @@ func groupError(err error, reason sluicev1.GroupError_Reason) error {
 		code, reason = connect.CodeNotFound, sluicev1.GroupError_REASON_UNKNOWN_MEMBER
 	case errors.Is(err, group.ErrFencedMemberEpoch):
 		reason = sluicev1.GroupError_REASON_FENCED_MEMBER_EPOCH
-	case errors.Is(err, group.ErrUnreleasedInstanceID):
-		code, reason = connect.CodeAlreadyExists, sluicev1.GroupError_REASON_UNRELEASED_INSTANCE_ID
 	case errors.Is(err, group.ErrFencedInstanceID):
 		reason = sluicev1.GroupError_REASON_FENCED_INSTANCE_ID
 	case errors.Is(err, group.ErrNotOwned):
@@ -403,19 +431,30 @@ func (c *coordinator) membersLocked(tenantID, groupID, assignor string) (*group.
 		return gs.members, nil
 	}
 	cfg := group.Config{Assignor: assignor, SessionTimeout: c.b.cfg.GroupSessionTimeout, HeartbeatInterval: c.b.cfg.GroupHeartbeatInterval}
-	if len(gs.offsets) > 0 {
+	if len(gs.offsets) > 0 || len(gs.instances) > 0 {
 		cfg.InitialAssignmentDelay = 2 * c.b.cfg.GroupHeartbeatInterval
 	}
 	g, err := group.New(groupID, cfg)
 	if err != nil {
 		return nil, err
 	}
+	for instanceID, memberID := range gs.instances {
+		if err := g.RestoreInstance(instanceID, memberID); err != nil {
+			return nil, err
+		}
+	}
 	gs.members = g
 	return g, nil
 }
 
-// heartbeat runs one member heartbeat.
-func (c *coordinator) heartbeat(now time.Time, tenantID, groupID, assignor string, req group.HeartbeatRequest) (group.HeartbeatResponse, error) {
+// heartbeat runs one member heartbeat. A static member's join that makes a
+// new incarnation (a new member id for its instance id, replacing and
+// fencing the previous one) is answered only once the incarnation is
+// written to the offsets partition, so that no coordinator taking over
+// later lets the fenced process back in. If the write fails the member
+// stays replaced here (the old one fenced) and the caller's retry, a join
+// again, replaces it once more.
+func (c *coordinator) heartbeat(ctx context.Context, now time.Time, tenantID, groupID, assignor string, req group.HeartbeatRequest) (group.HeartbeatResponse, error) {
 	meta := c.b.metadata()
 	topics := func(name string) (int32, bool) {
 		t, ok := meta.topic(tenantID, name)
@@ -424,15 +463,35 @@ func (c *coordinator) heartbeat(now time.Time, tenantID, groupID, assignor strin
 		}
 		return int32(len(t.partitions)), true
 	}
+	staticJoin := req.InstanceID != "" && req.MemberEpoch == group.JoinEpoch
+	if staticJoin {
+		c.staticJoins.Lock()
+		defer c.staticJoins.Unlock()
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	g, err := c.membersLocked(tenantID, groupID, assignor)
 	if err != nil {
+		c.mu.Unlock()
 		return group.HeartbeatResponse{}, err
 	}
 	res, err := g.Heartbeat(now, req, topics)
-	c.countLocked(c.groups[groupKey{tenantID, groupID}])
-	return res, err
+	gs := c.groups[groupKey{tenantID, groupID}]
+	c.countLocked(gs)
+	record := staticJoin && err == nil && gs.instances[req.InstanceID] != res.MemberID
+	c.mu.Unlock()
+	if err != nil || !record {
+		return res, err
+	}
+	err = c.write(ctx, []groupRecord{{
+		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_StaticMember{
+			StaticMember: &sluicev1.StaticMemberKey{InstanceId: req.InstanceID},
+		}},
+		value: &sluicev1.GroupRecordValue{MemberId: res.MemberID, CommitTimeMs: now.UnixMilli()},
+	}})
+	if err != nil {
+		return group.HeartbeatResponse{}, toConnect(fmt.Errorf("record static member %q of group %q: %w", req.InstanceID, groupID, err))
+	}
+	return res, nil
 }
 
 // leave removes a member.

@@ -104,7 +104,10 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 	if len(m.GetOffsets()) > 10000 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offsets: at most 10000 per request; got %d", len(m.GetOffsets())))
 	}
-	if err := c.checkCommitter(tenantID, m.GetGroup(), m.GetMemberId(), m.GetMemberEpoch(), m.GetOffsets()); err != nil {
+	if len(m.GetInstanceId()) > maxGroupName {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("instance_id: at most %d bytes", maxGroupName))
+	}
+	if err := c.checkCommitter(tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId(), m.GetMemberEpoch(), m.GetOffsets()); err != nil {
 		return nil, err
 	}
 	meta := s.b.metadata()
@@ -227,7 +230,7 @@ func (s *groupService) GroupHeartbeat(ctx context.Context, req *connect.Request[
 	if m.GetOwnedSet() {
 		hr.Owned = fromTopicPartitions(m.GetOwned())
 	}
-	res, err := c.heartbeat(time.Now(), tenantID, m.GetGroup(), m.GetAssignor(), hr)
+	res, err := c.heartbeat(ctx, time.Now(), tenantID, m.GetGroup(), m.GetAssignor(), hr)
 	if err != nil {
 		return nil, groupError(err, 0)
 	}

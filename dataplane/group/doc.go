@@ -110,11 +110,24 @@
 //   - Static membership (KIP-345): a member with an instance id that leaves
 //     with epoch -2 keeps its slot, its target and the partitions it was
 //     given (not those it was revoking) for the session timeout; nobody
-//     consumes them meanwhile. A join with the same instance id takes the
-//     slot over under a new member id, with the same assignment and epoch,
-//     without a rebalance. A join with the instance id of a live member is
-//     ErrUnreleasedInstanceID; a request naming an instance id that now
-//     belongs to another member id is ErrFencedInstanceID.
+//     consumes them meanwhile. A join (member id "") with the same
+//     instance id takes the slot over under a new member id, with the same
+//     assignment and epoch, without a rebalance: no other member's epoch,
+//     target or assignment changes (unless the new process subscribes to
+//     other topics, which bumps the epoch like any subscription change).
+//     It does so whether or not the old member left: a process killed
+//     with SIGKILL never sent epoch -2, and its replacement must not wait
+//     for the session timeout. What the old incarnation was revoking is
+//     released at once (the new process does not own it), so a rebalance
+//     in progress goes on. The old member id is fenced from then on:
+//     its heartbeats, leaves and offset commits that name the instance id
+//     are ErrFencedInstanceID, and its client must stop rather than
+//     rejoin, or two processes would steal the slot from each other in
+//     turn. (Kafka's classic protocol does the same; KIP-848 answers
+//     UNRELEASED_INSTANCE_ID instead while the old member is live, which
+//     leaves a crashed static member out until its session expires.)
+//     A known member id rejoining with epoch 0 is not a replacement: it
+//     is reset in place (above).
 //
 // Removal by timeout happens in Expire and, lazily, at the start of every
 // method, all of which take the current time.
@@ -127,13 +140,19 @@
 // offsets first), reports them gone in a later heartbeat, and starts the new
 // ones. On ErrUnknownMember it pauses its partitions and joins again with
 // MemberID "" reporting them, then resumes those the response assigns; on
-// ErrFencedMemberEpoch it drops them and rejoins with its member id.
+// ErrFencedMemberEpoch it drops them and rejoins with its member id. A
+// static member sends its instance id with every request, and on
+// ErrFencedInstanceID drops its partitions and stops for good.
 //
 // # Failover
 //
-// Only committed offsets survive a coordinator failover; a new Group starts
-// empty and members learn it at their next heartbeat (ErrUnknownMember),
-// then join again reporting what they own. With the uniform assignor each
+// Only committed offsets and, for static members, the member id of each
+// instance id's latest incarnation survive a coordinator failover. The
+// broker writes the latter to its replicated log before it answers a join
+// that changes it, and gives it back to the new Group with
+// RestoreInstance, so a fenced process stays fenced across the failover.
+// A new Group starts with no members, and members learn it at their next
+// heartbeat (ErrUnknownMember), then join again reporting what they own. With the uniform assignor each
 // keeps its partitions, provided the ones that have not rejoined yet are
 // not handed to the first members back: Config.InitialAssignmentDelay
 // holds back partitions nobody holds for that long after the first join
@@ -156,7 +175,8 @@
 // ResetOffsets unless Empty, and accepts commits from members after Owns
 // returns nil.
 //
-// Differences from Kafka: membership is not persisted (see Failover);
+// Differences from Kafka: membership is not persisted beyond the instance
+// ids' incarnations (see Failover);
 // member ids come from the group rather than the client (KIP-1082), so a
 // join whose response is lost leaves a member that holds partitions until
 // its session expires; a revocation is released only by a later heartbeat

@@ -12,8 +12,9 @@ import (
 // Special member epochs of HeartbeatRequest.MemberEpoch.
 const (
 	// JoinEpoch joins the group: as a new member (MemberID ""), as the
-	// replacement of a static member that left with StaticLeaveEpoch, or
-	// as a reset of a known member that lost its partitions.
+	// replacement of the static member with the same instance id (MemberID
+	// "": a restarted process, whether or not the old one left), or as a
+	// reset of a known member that lost its partitions.
 	JoinEpoch int32 = 0
 	// LeaveEpoch leaves the group for good; the member's partitions are
 	// freed and the group rebalances.
@@ -49,13 +50,11 @@ var (
 	// id (Kafka's FENCED_MEMBER_EPOCH, or STALE_MEMBER_EPOCH for offset
 	// commits).
 	ErrFencedMemberEpoch = errors.New("fenced member epoch")
-	// ErrUnreleasedInstanceID: a join with the instance id of a static
-	// member that is still live; the old process must leave (or its
-	// session expire) first (Kafka's UNRELEASED_INSTANCE_ID).
-	ErrUnreleasedInstanceID = errors.New("unreleased instance id")
-	// ErrFencedInstanceID: the request names an instance id that belongs
-	// to another member id; the caller is a stale incarnation of a static
-	// member (Kafka's FENCED_INSTANCE_ID).
+	// ErrFencedInstanceID: the request names an instance id whose latest
+	// incarnation is another member id: another process joined with that
+	// instance id and replaced the caller, a stale incarnation of a static
+	// member. The caller must stop, not rejoin (Kafka's FENCED_INSTANCE_ID,
+	// fatal for its clients).
 	ErrFencedInstanceID = errors.New("fenced instance id")
 	// ErrNotOwned: the member does not own the partition at the given
 	// epoch, so it may not commit offsets for it.
@@ -202,9 +201,16 @@ type Group struct {
 	topics      map[string]int32 // partition counts of the subscribed topics, as last seen
 
 	members   map[string]*member
-	instances map[string]*member
-	owner     map[tp]string // partition → member holding it (given or revoking)
-	holdUntil time.Time     // free partitions are not handed out before this
+	instances map[string]*member // instance id → its (live or departed) member
+	// incarnations maps an instance id to the member id of its latest
+	// incarnation: that of its member, or, with none, of the last one (it
+	// was removed, or the group was rebuilt after a coordinator failover
+	// and RestoreInstance named it). A request naming the instance id with
+	// any other member id is ErrFencedInstanceID. Entries stay until the
+	// group is dropped: one per instance id ever used.
+	incarnations map[string]string
+	owner        map[tp]string // partition → member holding it (given or revoking)
+	holdUntil    time.Time     // free partitions are not handed out before this
 
 	rebalances int64
 	revoked    int64
@@ -239,13 +245,14 @@ func New(groupID string, cfg Config) (*Group, error) {
 		return nil, err
 	}
 	return &Group{
-		id:        groupID,
-		cfg:       cfg.withDefaults(),
-		target:    assignment{},
-		topics:    map[string]int32{},
-		members:   map[string]*member{},
-		instances: map[string]*member{},
-		owner:     map[tp]string{},
+		id:           groupID,
+		cfg:          cfg.withDefaults(),
+		target:       assignment{},
+		topics:       map[string]int32{},
+		members:      map[string]*member{},
+		instances:    map[string]*member{},
+		incarnations: map[string]string{},
+		owner:        map[tp]string{},
 	}, nil
 }
 
@@ -261,8 +268,8 @@ func (g *Group) ID() string { return g.id }
 // the membership, a subscription or the partition count of a subscribed
 // topic changes. The member is then reconciled towards its target and the
 // response carries its assignment. Errors: ErrInvalid, ErrUnknownMember,
-// ErrFencedMemberEpoch, ErrUnreleasedInstanceID, ErrFencedInstanceID. A
-// failed call changes nothing but the expiry that comes first.
+// ErrFencedMemberEpoch, ErrFencedInstanceID. A failed call changes nothing
+// but the expiry that comes first.
 func (g *Group) Heartbeat(now time.Time, req HeartbeatRequest, topics Topics) (HeartbeatResponse, error) {
 	if err := validateRequest(req); err != nil {
 		return HeartbeatResponse{}, err
@@ -424,13 +431,15 @@ func (g *Group) updateTopics(counts map[string]int32) bool {
 	return changed
 }
 
-// lookup finds the member a leave refers to: by member id, checking the
-// instance id if given.
+// lookup finds the member a request refers to: by member id, checking the
+// instance id if given. A member id the group does not know is
+// ErrFencedInstanceID when the instance id it names has a later
+// incarnation, else ErrUnknownMember.
 func (g *Group) lookup(memberID, instanceID string) (*member, error) {
 	m := g.members[memberID]
 	if m == nil {
-		if instanceID != "" && g.instances[instanceID] != nil {
-			return nil, fmt.Errorf("%w: instance id %q belongs to another member than %s", ErrFencedInstanceID, instanceID, memberID)
+		if err := g.fenced(memberID, instanceID); err != nil {
+			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %s", ErrUnknownMember, memberID)
 	}
@@ -438,6 +447,36 @@ func (g *Group) lookup(memberID, instanceID string) (*member, error) {
 		return nil, fmt.Errorf("%w: member %s has instance id %q, not %q", ErrFencedInstanceID, memberID, m.instanceID, instanceID)
 	}
 	return m, nil
+}
+
+// fenced returns ErrFencedInstanceID when instanceID's latest incarnation
+// is another member id than memberID.
+func (g *Group) fenced(memberID, instanceID string) error {
+	if instanceID == "" {
+		return nil
+	}
+	if cur, ok := g.incarnations[instanceID]; ok && cur != memberID {
+		return fmt.Errorf("%w: instance id %q belongs to member %s, not %s: another process joined with it", ErrFencedInstanceID, instanceID, cur, memberID)
+	}
+	return nil
+}
+
+// RestoreInstance records memberID as the latest incarnation of the static
+// member instanceID, for a group rebuilt by a coordinator that took over
+// (its replicated log keeps what the previous coordinator recorded): a
+// request naming instanceID with another member id is then
+// ErrFencedInstanceID, so a stale process cannot come back through the
+// failover. It does not make memberID a member (its heartbeats are
+// ErrUnknownMember until it joins again), and does nothing when instanceID
+// has a member already. Errors: ErrInvalid (an empty id).
+func (g *Group) RestoreInstance(instanceID, memberID string) error {
+	if instanceID == "" || memberID == "" {
+		return fmt.Errorf("%w: restore instance %q as member %q: both ids are required", ErrInvalid, instanceID, memberID)
+	}
+	if g.instances[instanceID] == nil {
+		g.incarnations[instanceID] = memberID
+	}
+	return nil
 }
 
 // join handles a request with JoinEpoch and returns the member, and whether
@@ -460,9 +499,9 @@ func (g *Group) join(now time.Time, req HeartbeatRequest) (*member, bool, error)
 		return m, false, nil
 	}
 	if old := g.instances[req.InstanceID]; req.InstanceID != "" && old != nil {
-		if !old.departed {
-			return nil, false, fmt.Errorf("%w: instance id %q is in use by live member %s", ErrUnreleasedInstanceID, req.InstanceID, old.id)
-		}
+		// A new process with a known instance id: it replaces the old
+		// incarnation, departed or not (a crashed process never sent
+		// StaticLeaveEpoch), which is fenced from now on (KIP-345).
 		id, err := g.newMemberID()
 		if err != nil {
 			return nil, false, err
@@ -489,6 +528,7 @@ func (g *Group) join(now time.Time, req HeartbeatRequest) (*member, bool, error)
 	g.members[id] = m
 	if m.instanceID != "" {
 		g.instances[m.instanceID] = m
+		g.incarnations[m.instanceID] = id
 	}
 	return m, true, nil
 }
@@ -501,10 +541,14 @@ func (g *Group) newMemberID() (string, error) {
 	return id, nil
 }
 
-// replace hands the slot of a departed static member to a new member id: the
-// same target, the partitions it held, its epoch; no rebalance.
+// replace hands the slot of a static member to a new member id: the same
+// target, the partitions it held, its epoch; no rebalance, so no other
+// member notices. Partitions the old incarnation was revoking stay held
+// for the new one, which releases them at once in reconcile unless it
+// reports owning them. The old member id is fenced from now on.
 func (g *Group) replace(m *member, id string) {
 	delete(g.members, m.id)
+	g.incarnations[m.instanceID] = id
 	for p := range m.held {
 		g.owner[p] = id
 	}
@@ -521,6 +565,11 @@ func (g *Group) replace(m *member, id string) {
 // check validates a regular heartbeat (epoch > 0) and returns its member.
 func (g *Group) check(req HeartbeatRequest) (*member, error) {
 	m := g.members[req.MemberID]
+	if m == nil {
+		if err := g.fenced(req.MemberID, req.InstanceID); err != nil {
+			return nil, err
+		}
+	}
 	if m == nil || m.departed {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownMember, req.MemberID)
 	}
@@ -747,13 +796,18 @@ func (g *Group) expire(now time.Time) []string {
 // it, including while it is being revoked and until the member acknowledges
 // the revocation) and memberEpoch is either the member's current epoch or its
 // previous epoch provided it already held the partition then (a commit sent
-// before the response that moved the member on). Otherwise:
-// ErrUnknownMember (including a static member that departed),
+// before the response that moved the member on). instanceID is the static
+// member's instance id ("" for a dynamic member, or unchecked). Otherwise:
+// ErrFencedInstanceID (another process replaced this incarnation of
+// instanceID), ErrUnknownMember (including a static member that departed),
 // ErrFencedMemberEpoch (any other epoch), ErrNotOwned.
-func (g *Group) Owns(now time.Time, memberID string, memberEpoch int32, topic string, partition int32) error {
+func (g *Group) Owns(now time.Time, memberID, instanceID string, memberEpoch int32, topic string, partition int32) error {
 	g.expire(now)
-	m := g.members[memberID]
-	if m == nil || m.departed {
+	m, err := g.lookup(memberID, instanceID)
+	if err != nil {
+		return err
+	}
+	if m.departed {
 		return fmt.Errorf("%w: %s", ErrUnknownMember, memberID)
 	}
 	if memberEpoch <= 0 || (memberEpoch != m.epoch && memberEpoch != m.prevEpoch) {

@@ -35,19 +35,27 @@ import (
 //	join NAME sub=T,U [instance=I] [owned=SPEC] [timeout=D]
 //	                                    a new member (epoch 0, id "") that the group names NAME
 //	rejoin NAME [sub=...] [owned=SPEC]  epoch 0 with NAME's member id (a reset)
-//	hb NAME [epoch=N] [owned=SPEC|-] [sub=T,U] [id=ID]
+//	hb NAME [epoch=N] [owned=SPEC|-] [sub=T,U] [id=ID] [instance=I]
 //	                                    a heartbeat; by default with the client's member id,
-//	                                    epoch and what it owns (owned=- sends nil: unchanged)
+//	                                    epoch, instance id and what it owns (owned=- sends nil: unchanged)
 //	stall NAME                          the client stops revoking: it keeps what it is told to give up
 //	crash NAME                          the client process dies (it consumes nothing, sends nothing)
+//	pause NAME                          the client process stops (SIGSTOP) with its member id, epoch
+//	                                    and partitions; its next request resumes it (a zombie)
 //	leave NAME | leave-static NAME      heartbeat with epoch -1 / -2
 //	remove NAME | remove-instance I     Group.Leave by member id / instance id
 //	tick D                              advance the clock
 //	expire                              Group.Expire
-//	owns NAME TOPIC PARTITION [epoch=N] Group.Owns
+//	owns NAME TOPIC PARTITION [epoch=N] [instance=I]
+//	                                    Group.Owns, by default with the client's epoch and instance id
 //	describe                            Group.Describe
-//	failover [delay=D]                  the coordinator moves: a new Group; clients keep their
-//	                                    partitions and learn at their next heartbeat
+//	failover [delay=D]                  the coordinator moves: a new Group, given back the member id
+//	                                    of each instance id's latest join (RestoreInstance, as the
+//	                                    broker does from its log); clients keep their partitions and
+//	                                    learn at their next heartbeat
+//
+// A client refused with "fenced instance id" stops for good: it drops its
+// partitions and sends nothing more by itself.
 //
 // SPEC is "t:0,1|u:2" or "none". A client that owns partitions is ideal
 // unless stalled: it gives up at once what a response leaves out and takes
@@ -158,6 +166,8 @@ type client struct {
 	instance string
 	orphan   bool                  // its member was lost in a failover; it does not know yet
 	paused   group.TopicPartitions // what it stopped consuming after "unknown member"
+	stopped  bool                  // SIGSTOPped: it consumes nothing until its next request
+	fenced   bool                  // another process took over its instance id: it stopped for good
 }
 
 type world struct {
@@ -169,13 +179,16 @@ type world struct {
 	clients map[string]*client
 	nextID  string // the id the group gives the next joining member
 	epoch   int32  // the group epoch after the last command
-	out     strings.Builder
+	// instances are the member ids of each instance id's latest join, as
+	// the broker writes them to its log: a failover restores them.
+	instances map[string]string
+	out       strings.Builder
 }
 
 var epoch0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newWorld(t *testing.T) *world {
-	w := &world{t: t, now: epoch0, topics: map[string]int32{}, clients: map[string]*client{}}
+	w := &world{t: t, now: epoch0, topics: map[string]int32{}, clients: map[string]*client{}, instances: map[string]string{}}
 	w.cfg = group.Config{NewMemberID: func() string { return w.nextID }}
 	w.reset()
 	return w
@@ -303,12 +316,16 @@ func (w *world) run(line string) error {
 			c = &client{name: pos[0]}
 			w.clients[c.name] = c
 		}
-		req := group.HeartbeatRequest{MemberID: c.id, MemberEpoch: c.epoch, InstanceID: kv["instance"], Owned: c.owned}
+		req := group.HeartbeatRequest{MemberID: c.id, MemberEpoch: c.epoch, InstanceID: c.instance, Owned: c.owned}
+		if v, ok := kv["instance"]; ok {
+			req.InstanceID = v
+		}
+		c.stopped = false // a request resumes a paused client
 		switch cmd {
 		case "join":
 			req.MemberID, req.MemberEpoch = "", 0
 			w.nextID = c.name
-			c.instance = req.InstanceID
+			c.instance, c.fenced = req.InstanceID, false
 		case "rejoin":
 			req.MemberEpoch = 0
 		case "hb":
@@ -362,8 +379,15 @@ func (w *world) run(line string) error {
 			case errors.Is(err, group.ErrFencedMemberEpoch):
 				// The client drops its partitions and rejoins with its id.
 				c.epoch, c.owned = 0, nil
+			case errors.Is(err, group.ErrFencedInstanceID):
+				// Another process has its instance id: it stops for
+				// good (it keeps its ids to show what it would get).
+				c.owned, c.paused, c.fenced = nil, nil, true
 			}
 			return nil
+		}
+		if req.MemberEpoch == group.JoinEpoch && req.InstanceID != "" {
+			w.instances[req.InstanceID] = resp.MemberID
 		}
 		if resp.MemberID != c.name && kv["id"] == "" {
 			return fmt.Errorf("member id %q, want %q", resp.MemberID, c.name)
@@ -383,6 +407,12 @@ func (w *world) run(line string) error {
 			return err
 		}
 		c.id, c.epoch, c.owned, c.orphan, c.paused = "", 0, nil, false, nil
+	case "pause":
+		c, err := cl()
+		if err != nil {
+			return err
+		}
+		c.stopped = true
 	case "leave", "leave-static":
 		c, err := cl()
 		if err != nil {
@@ -392,9 +422,13 @@ func (w *world) run(line string) error {
 		if cmd == "leave-static" {
 			req.MemberEpoch = group.StaticLeaveEpoch
 		}
+		c.stopped = false
 		resp, err := w.g.Heartbeat(w.now, req, group.TopicMap(w.topics))
 		if err != nil {
 			w.printf("%s: error: %v", c.name, err)
+			if errors.Is(err, group.ErrFencedInstanceID) {
+				c.owned, c.fenced = nil, true
+			}
 			return nil
 		}
 		// A leaving client stops consuming; it keeps its member id and
@@ -427,8 +461,9 @@ func (w *world) run(line string) error {
 			return err
 		}
 		var e int32
+		var instance string
 		if c := w.clients[pos[0]]; c != nil {
-			e = c.epoch
+			e, instance = c.epoch, c.instance
 		}
 		if v, ok := kv["epoch"]; ok {
 			n, err := strconv.Atoi(v)
@@ -437,7 +472,10 @@ func (w *world) run(line string) error {
 			}
 			e = int32(n)
 		}
-		if err := w.g.Owns(w.now, pos[0], e, pos[1], int32(p)); err != nil {
+		if v, ok := kv["instance"]; ok {
+			instance = v
+		}
+		if err := w.g.Owns(w.now, pos[0], instance, e, pos[1], int32(p)); err != nil {
 			w.printf("error: %v", err)
 		} else {
 			w.printf("ok")
@@ -469,6 +507,9 @@ func (w *world) run(line string) error {
 		w.cfg.InitialAssignmentDelay = d
 		w.reset()
 		before, w.epoch = 0, 0
+		for instance, id := range w.instances {
+			require.NoError(w.t, w.g.RestoreInstance(instance, id))
+		}
 		for _, c := range w.clients {
 			c.orphan = c.id != "" // it keeps its partitions
 		}
@@ -507,7 +548,7 @@ func (w *world) dropRemoved() {
 		live[m.MemberID] = true
 	}
 	for _, c := range w.clients {
-		if c.id != "" && !live[c.id] && !c.orphan {
+		if c.id != "" && !live[c.id] && !c.orphan && !c.stopped {
 			c.owned = nil
 		}
 	}
@@ -541,6 +582,9 @@ func (w *world) check() error {
 	slices.Sort(names)
 	for _, n := range names {
 		c := w.clients[n]
+		if c.stopped {
+			continue // a paused zombie consumes nothing until it learns
+		}
 		for t, ps := range c.owned {
 			for _, p := range ps {
 				k := fmt.Sprintf("%s:%d", t, p)

@@ -213,7 +213,16 @@ before the first of them is printed: after a crash the group skips what was
 committed but not printed, and -n skips the rest of the last fetch. In
 group mode each record is flushed to stdout before it counts as processed
 (whether or not stdout is a terminal), so after a kill -9 stdout holds
-exactly the records processed. See also "sluice group --help".
+exactly the records processed.
+
+With --instance-id ID the member is static (a pod name, say): when it
+stops, or is killed, its partitions wait for it, unread, for the group
+session timeout, and a consume started again with the same ID within that
+time takes them over at once from the committed offsets, with no rebalance
+of the other members. If the old process is still running (paused, or a
+second copy by mistake), the new one replaces it: the old one is fenced,
+stops with exit code 1 and does not rejoin. Give each running member its
+own ID. See also "sluice group --help".
 
 It runs until Ctrl-C, or until -n records were printed, or until --timeout
 passed without a new record; each ends with exit code 0 and
@@ -235,14 +244,16 @@ with "key_base64", "value_base64" or the header's "value_base64" set to
 true; a null key or value is null.
 
 Exit codes: 0 done or interrupted, 1 error (an --offset out of the
-partition's range, for one), 2 usage, 3 unauthenticated or not allowed,
-4 the topic does not exist.`,
+partition's range, for one, or another process took over this one's
+--instance-id), 2 usage, 3 unauthenticated or not allowed, 4 the topic
+does not exist.`,
 		Example: `  sluice consume orders
   sluice consume orders -n 10 --offset earliest --format '%p:%o %k=%v\n'
   sluice consume orders --offset latest --partition 0,1
   sluice consume orders --offset @2025-01-31T12:00:00Z --timeout 5s -o json
   sluice consume orders --group billing
   sluice consume orders --group billing --commit each --offset latest
+  sluice consume orders --group billing --instance-id "$HOSTNAME"
   sluice consume orders --group audit --commit every --commit-every 500 -n 10000`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -39,7 +39,7 @@ func (g *groupFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&g.commitInterval, "commit-interval", 5*time.Second, "with --commit interval, how often to commit")
 	f.IntVar(&g.commitEvery, "commit-every", 100, "with --commit every, commit after every `N` records")
 	f.StringVar(&g.delivery, "delivery", "at-least-once", "with --group: at-least-once (commit after printing) or at-most-once (commit before printing)")
-	f.StringVar(&g.instanceID, "instance-id", "", "with --group, a stable member `ID` (static membership): stopped, it keeps its partitions for the group session timeout, unread, so that a restart with the same ID resumes them without a rebalance")
+	f.StringVar(&g.instanceID, "instance-id", "", "with --group, a stable member `ID` (static membership): stopped or killed, it keeps its partitions for the group session timeout, unread, so that a restart with the same ID resumes them without a rebalance (a process still running with the ID is fenced and exits)")
 	f.StringVar(&g.assignor, "assignor", "", "with --group, the assignor when this member creates the group: uniform (sticky; the server's default) or range")
 }
 

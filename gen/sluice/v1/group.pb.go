@@ -32,9 +32,13 @@ const (
 	// FAILED_PRECONDITION: the member epoch is stale. Give up every
 	// partition and rejoin with member_epoch 0.
 	GroupError_REASON_FENCED_MEMBER_EPOCH GroupError_Reason = 2
-	// ALREADY_EXISTS: another live member uses this instance id.
+	// No longer sent: a join with the instance id of a live member
+	// replaces it (see REASON_FENCED_INSTANCE_ID). Kept so that the number
+	// is not reused.
 	GroupError_REASON_UNRELEASED_INSTANCE_ID GroupError_Reason = 3
-	// FAILED_PRECONDITION: the instance id now belongs to another member.
+	// FAILED_PRECONDITION: another process joined with this instance id and
+	// replaced this member (KIP-345's FENCED_INSTANCE_ID). The caller is a
+	// stale incarnation of a static member: stop, do not rejoin.
 	GroupError_REASON_FENCED_INSTANCE_ID GroupError_Reason = 4
 	// FAILED_PRECONDITION: a commit for a partition the member does not own.
 	GroupError_REASON_NOT_OWNED GroupError_Reason = 5
@@ -997,7 +1001,10 @@ type GroupHeartbeatRequest struct {
 	// Empty to join; then the response carries the new member id.
 	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// Static membership: a stable id (a pod name) that keeps its partitions
-	// across restarts shorter than the session timeout.
+	// across restarts shorter than the session timeout. A join (member_id
+	// empty) with the instance id of a member replaces it, with its
+	// assignment and no rebalance, and fences the old member id. Send it with
+	// every heartbeat, so a replaced process learns it was fenced.
 	InstanceId string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	// 0 joins, the current epoch stays, -1 leaves, -2 leaves temporarily
 	// (static members).
@@ -1368,9 +1375,12 @@ type CommitOffsetsRequest struct {
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	// A member's commit names it and its epoch; empty for a commit from
 	// outside the group (refused while the group has members).
-	MemberId      string             `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	MemberEpoch   int32              `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
-	Offsets       []*PartitionOffset `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	MemberId    string             `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch int32              `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	Offsets     []*PartitionOffset `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// A static member's instance id: a commit from a member that another
+	// process replaced is refused with REASON_FENCED_INSTANCE_ID.
+	InstanceId    string `protobuf:"bytes,5,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1431,6 +1441,13 @@ func (x *CommitOffsetsRequest) GetOffsets() []*PartitionOffset {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *CommitOffsetsRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 type CommitOffsetsResponse struct {
@@ -1577,6 +1594,7 @@ type GroupRecordKey struct {
 	//
 	//	*GroupRecordKey_Offset
 	//	*GroupRecordKey_GroupDeleted
+	//	*GroupRecordKey_StaticMember
 	Kind          isGroupRecordKey_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1651,6 +1669,15 @@ func (x *GroupRecordKey) GetGroupDeleted() bool {
 	return false
 }
 
+func (x *GroupRecordKey) GetStaticMember() *StaticMemberKey {
+	if x != nil {
+		if x, ok := x.Kind.(*GroupRecordKey_StaticMember); ok {
+			return x.StaticMember
+		}
+	}
+	return nil
+}
+
 type isGroupRecordKey_Kind interface {
 	isGroupRecordKey_Kind()
 }
@@ -1665,9 +1692,62 @@ type GroupRecordKey_GroupDeleted struct {
 	GroupDeleted bool `protobuf:"varint,4,opt,name=group_deleted,json=groupDeleted,proto3,oneof"`
 }
 
+type GroupRecordKey_StaticMember struct {
+	// The member id of a static member's latest incarnation
+	// (GroupRecordValue.member_id), written before the join that gave it
+	// is answered: a new coordinator fences older incarnations with it.
+	StaticMember *StaticMemberKey `protobuf:"bytes,5,opt,name=static_member,json=staticMember,proto3,oneof"`
+}
+
 func (*GroupRecordKey_Offset) isGroupRecordKey_Kind() {}
 
 func (*GroupRecordKey_GroupDeleted) isGroupRecordKey_Kind() {}
+
+func (*GroupRecordKey_StaticMember) isGroupRecordKey_Kind() {}
+
+type StaticMemberKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StaticMemberKey) Reset() {
+	*x = StaticMemberKey{}
+	mi := &file_sluice_v1_group_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StaticMemberKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StaticMemberKey) ProtoMessage() {}
+
+func (x *StaticMemberKey) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StaticMemberKey.ProtoReflect.Descriptor instead.
+func (*StaticMemberKey) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *StaticMemberKey) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
 
 type OffsetKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1680,7 +1760,7 @@ type OffsetKey struct {
 
 func (x *OffsetKey) Reset() {
 	*x = OffsetKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[25]
+	mi := &file_sluice_v1_group_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1772,7 @@ func (x *OffsetKey) String() string {
 func (*OffsetKey) ProtoMessage() {}
 
 func (x *OffsetKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[25]
+	mi := &file_sluice_v1_group_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1785,7 @@ func (x *OffsetKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetKey.ProtoReflect.Descriptor instead.
 func (*OffsetKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *OffsetKey) GetTopicId() string {
@@ -1730,16 +1810,18 @@ func (x *OffsetKey) GetPartition() int32 {
 }
 
 type GroupRecordValue struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Offset        *PartitionOffset       `protobuf:"bytes,1,opt,name=offset,proto3" json:"offset,omitempty"`
-	CommitTimeMs  int64                  `protobuf:"varint,2,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Offset       *PartitionOffset       `protobuf:"bytes,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	CommitTimeMs int64                  `protobuf:"varint,2,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	// For static_member: the member id.
+	MemberId      string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupRecordValue) Reset() {
 	*x = GroupRecordValue{}
-	mi := &file_sluice_v1_group_proto_msgTypes[26]
+	mi := &file_sluice_v1_group_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1833,7 @@ func (x *GroupRecordValue) String() string {
 func (*GroupRecordValue) ProtoMessage() {}
 
 func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[26]
+	mi := &file_sluice_v1_group_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1846,7 @@ func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordValue.ProtoReflect.Descriptor instead.
 func (*GroupRecordValue) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupRecordValue) GetOffset() *PartitionOffset {
@@ -1779,6 +1861,13 @@ func (x *GroupRecordValue) GetCommitTimeMs() int64 {
 		return x.CommitTimeMs
 	}
 	return 0
+}
+
+func (x *GroupRecordValue) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
 }
 
 var File_sluice_v1_group_proto protoreflect.FileDescriptor
@@ -1897,12 +1986,14 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
-	"\bmetadata\x18\x05 \x01(\tR\bmetadata\"\xa2\x01\n" +
+	"\bmetadata\x18\x05 \x01(\tR\bmetadata\"\xc3\x01\n" +
 	"\x14CommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x124\n" +
-	"\aoffsets\x18\x04 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets\"\x17\n" +
+	"\aoffsets\x18\x04 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets\x12\x1f\n" +
+	"\vinstance_id\x18\x05 \x01(\tR\n" +
+	"instanceId\"\x17\n" +
 	"\x15CommitOffsetsResponse\"g\n" +
 	"\x13FetchOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
@@ -1910,20 +2001,25 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"partitions\x18\x02 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\n" +
 	"partitions\"L\n" +
 	"\x14FetchOffsetsResponse\x124\n" +
-	"\aoffsets\x18\x01 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets\"\xa2\x01\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets\"\xe5\x01\n" +
 	"\x0eGroupRecordKey\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12.\n" +
 	"\x06offset\x18\x03 \x01(\v2\x14.sluice.v1.OffsetKeyH\x00R\x06offset\x12%\n" +
-	"\rgroup_deleted\x18\x04 \x01(\bH\x00R\fgroupDeletedB\x06\n" +
-	"\x04kind\"Z\n" +
+	"\rgroup_deleted\x18\x04 \x01(\bH\x00R\fgroupDeleted\x12A\n" +
+	"\rstatic_member\x18\x05 \x01(\v2\x1a.sluice.v1.StaticMemberKeyH\x00R\fstaticMemberB\x06\n" +
+	"\x04kind\"2\n" +
+	"\x0fStaticMemberKey\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\"Z\n" +
 	"\tOffsetKey\x12\x19\n" +
 	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x03 \x01(\x05R\tpartition\"l\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\"\x89\x01\n" +
 	"\x10GroupRecordValue\x122\n" +
 	"\x06offset\x18\x01 \x01(\v2\x1a.sluice.v1.PartitionOffsetR\x06offset\x12$\n" +
-	"\x0ecommit_time_ms\x18\x02 \x01(\x03R\fcommitTimeMs2\xff\x05\n" +
+	"\x0ecommit_time_ms\x18\x02 \x01(\x03R\fcommitTimeMs\x12\x1b\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId2\xff\x05\n" +
 	"\fGroupService\x12Z\n" +
 	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\"\x00\x12W\n" +
 	"\x0eGroupHeartbeat\x12 .sluice.v1.GroupHeartbeatRequest\x1a!.sluice.v1.GroupHeartbeatResponse\"\x00\x12K\n" +
@@ -1953,7 +2049,7 @@ func file_sluice_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_sluice_v1_group_proto_goTypes = []any{
 	(GroupError_Reason)(0),          // 0: sluice.v1.GroupError.Reason
 	(*ListGroupsRequest)(nil),       // 1: sluice.v1.ListGroupsRequest
@@ -1981,9 +2077,10 @@ var file_sluice_v1_group_proto_goTypes = []any{
 	(*FetchOffsetsRequest)(nil),     // 23: sluice.v1.FetchOffsetsRequest
 	(*FetchOffsetsResponse)(nil),    // 24: sluice.v1.FetchOffsetsResponse
 	(*GroupRecordKey)(nil),          // 25: sluice.v1.GroupRecordKey
-	(*OffsetKey)(nil),               // 26: sluice.v1.OffsetKey
-	(*GroupRecordValue)(nil),        // 27: sluice.v1.GroupRecordValue
-	(OffsetSpec)(0),                 // 28: sluice.v1.OffsetSpec
+	(*StaticMemberKey)(nil),         // 26: sluice.v1.StaticMemberKey
+	(*OffsetKey)(nil),               // 27: sluice.v1.OffsetKey
+	(*GroupRecordValue)(nil),        // 28: sluice.v1.GroupRecordValue
+	(OffsetSpec)(0),                 // 29: sluice.v1.OffsetSpec
 }
 var file_sluice_v1_group_proto_depIdxs = []int32{
 	2,  // 0: sluice.v1.ListGroupsResponse.groups:type_name -> sluice.v1.GroupSummary
@@ -1992,7 +2089,7 @@ var file_sluice_v1_group_proto_depIdxs = []int32{
 	15, // 3: sluice.v1.GroupMember.revoking:type_name -> sluice.v1.TopicPartitions
 	5,  // 4: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
 	6,  // 5: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
-	28, // 6: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
+	29, // 6: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
 	20, // 7: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
 	0,  // 8: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
 	15, // 9: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
@@ -2000,31 +2097,32 @@ var file_sluice_v1_group_proto_depIdxs = []int32{
 	20, // 11: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
 	15, // 12: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
 	20, // 13: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
-	26, // 14: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
-	20, // 15: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
-	13, // 16: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
-	16, // 17: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
-	18, // 18: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
-	21, // 19: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
-	23, // 20: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
-	1,  // 21: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	4,  // 22: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	8,  // 23: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
-	10, // 24: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
-	14, // 25: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
-	17, // 26: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
-	19, // 27: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
-	22, // 28: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
-	24, // 29: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
-	3,  // 30: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	7,  // 31: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	9,  // 32: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
-	11, // 33: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
-	25, // [25:34] is the sub-list for method output_type
-	16, // [16:25] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	27, // 14: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
+	26, // 15: sluice.v1.GroupRecordKey.static_member:type_name -> sluice.v1.StaticMemberKey
+	20, // 16: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
+	13, // 17: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
+	16, // 18: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
+	18, // 19: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
+	21, // 20: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
+	23, // 21: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
+	1,  // 22: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	4,  // 23: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	8,  // 24: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
+	10, // 25: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
+	14, // 26: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
+	17, // 27: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
+	19, // 28: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
+	22, // 29: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
+	24, // 30: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
+	3,  // 31: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	7,  // 32: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	9,  // 33: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
+	11, // 34: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
+	26, // [26:35] is the sub-list for method output_type
+	17, // [17:26] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_group_proto_init() }
@@ -2036,6 +2134,7 @@ func file_sluice_v1_group_proto_init() {
 	file_sluice_v1_group_proto_msgTypes[24].OneofWrappers = []any{
 		(*GroupRecordKey_Offset)(nil),
 		(*GroupRecordKey_GroupDeleted)(nil),
+		(*GroupRecordKey_StaticMember)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2043,7 +2142,7 @@ func file_sluice_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_group_proto_rawDesc), len(file_sluice_v1_group_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
