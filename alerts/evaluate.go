@@ -106,6 +106,7 @@ type Details struct {
 	Lag           int64         `json:"lag_messages"`
 	LagAge        time.Duration `json:"lag_age_ns"`
 	GrowthRate    float64       `json:"lag_age_growth_seconds_per_second"`
+	GrowthWindow  time.Duration `json:"lag_age_growth_window_ns,omitempty"`
 	TimeToLoss    time.Duration `json:"time_to_data_loss_ns,omitempty"`
 	ExpiresAt     time.Time     `json:"expires_at,omitzero"`
 	Retention     time.Duration `json:"retention_ns,omitempty"`
@@ -204,7 +205,7 @@ func forDuration(k Kind, p Policy) time.Duration {
 // condition says whether kind k's condition holds in r, and describes it.
 func condition(k Kind, s Subject, r forecast.Result, p Policy) (bool, Details) {
 	d := Details{
-		Lag: r.Lag, LagAge: r.LagAge, GrowthRate: r.LagAgeFit.Slope, GrowthFitR2: r.LagAgeFit.R2,
+		Lag: r.Lag, LagAge: r.LagAge, GrowthRate: r.Growth, GrowthWindow: r.GrowthWindow, GrowthFitR2: r.GrowthFit.R2,
 		Retention: r.Retention.Time, Status: r.Status.String(), SampledAt: r.SampledAt, ForecastedNow: r.Now,
 		ConsumerRate: r.ConsumptionRate, ProducerRate: r.ProductionRate,
 	}
@@ -214,7 +215,7 @@ func condition(k Kind, s Subject, r forecast.Result, p Policy) (bool, Details) {
 	case KindLagGrowing:
 		holds := r.LagAgeTrend == forecast.TrendGrowing && r.LagAgeFit.R2 >= minConfidenceR2 && r.LagAge > 0
 		d.Summary = fmt.Sprintf("The consumer %s is falling behind: its oldest unconsumed record is %s old and that age grows by %.2f s every second.",
-			where, r.LagAge.Round(time.Second), r.LagAgeFit.Slope)
+			where, r.LagAge.Round(time.Second), r.Growth)
 		d.Advice = "The group consumes more slowly than the topic is written. " + add
 		return holds, d
 	case KindExpiryRisk:

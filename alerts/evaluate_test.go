@@ -17,6 +17,7 @@ func growing(now time.Time, ttl time.Duration) forecast.Result {
 	return forecast.Result{
 		Status: forecast.StatusExpiring, Now: now, Lag: 1000, LagAge: time.Hour,
 		LagAgeFit: forecast.Fit{Slope: 0.5, R2: 0.95}, LagAgeTrend: forecast.TrendGrowing,
+		Growth: 0.5, GrowthWindow: time.Hour, GrowthFit: forecast.Fit{Slope: 0.5, R2: 0.95},
 		Retention:  forecast.Retention{Time: 7 * 24 * time.Hour},
 		TimeToLoss: ttl, ExpiresAt: now.Add(ttl),
 	}
@@ -154,4 +155,82 @@ func TestEvaluateDoesNotChangeItsInput(t *testing.T) {
 	next, _ := Evaluate(t0.Add(5*time.Minute), subject, growing(t0.Add(5*time.Minute), time.Hour), prev, DefaultPolicy())
 	require.Equal(t, StatePending, prev[KindExpiryRisk].State)
 	require.Equal(t, StateFiring, next[KindExpiryRisk].State)
+}
+
+// TestRiskFiresAheadAfterAStop is issue 12's case end to end: retention
+// 1 h, a caught-up group stops, a 30-minute threshold, samples and
+// evaluations every 30 s with the control plane's forecast configuration.
+// The alert goes pending 30 minutes ahead of the loss (less one sampling
+// interval) and fires RiskFor (1 min) later: at least 28.5 minutes ahead.
+// The whole window alone fired it 20 minutes ahead.
+func TestRiskFiresAheadAfterAStop(t *testing.T) {
+	const step = 30 * time.Second
+	stop := t0
+	loss := stop.Add(time.Hour)
+	var samples []forecast.Sample
+	for at := stop.Add(-2 * time.Hour); at.Before(loss); at = at.Add(step) {
+		s := forecast.Sample{Time: at, LogEndOffset: 1_000_000 + int64(at.Sub(stop)/time.Second)*10, Retention: forecast.Retention{Time: time.Hour}}
+		s.CommittedOffset = min(s.LogEndOffset, 1_000_000) // stopped at the stop
+		if at.After(stop) {
+			s.LagAge = at.Sub(stop)
+		}
+		samples = append(samples, s)
+	}
+	fired := func(cfg forecast.Config) (time.Time, Alert) {
+		state := map[Kind]Alert{}
+		for i, s := range samples {
+			if s.Time.Before(stop) {
+				continue
+			}
+			r, err := forecast.Compute(s.Time, samples[:i+1], cfg)
+			require.NoError(t, err)
+			var trs []Transition
+			state, trs = Evaluate(s.Time, subject, r, state, Policy{RiskThreshold: 30 * time.Minute})
+			for _, tr := range trs {
+				if tr.Kind == KindExpiryRisk && tr.To == StateFiring {
+					return s.Time, tr.Alert
+				}
+			}
+		}
+		t.Fatal("never fired")
+		return time.Time{}, Alert{}
+	}
+	at, a := fired(forecast.Config{Window: time.Hour, MinSpan: 5 * time.Minute})
+	require.GreaterOrEqual(t, loss.Sub(at), 30*time.Minute-step-time.Minute, "fired %v ahead", loss.Sub(at))
+	require.Equal(t, loss, a.Details.ExpiresAt)
+	require.InDelta(t, 1, a.Details.GrowthRate, 1e-9)
+	require.Equal(t, 5*time.Minute, a.Details.GrowthWindow)
+	old, _ := fired(forecast.Config{Window: time.Hour, MinSpan: 5 * time.Minute, ShortWindows: []time.Duration{}})
+	require.InDelta(t, 20, loss.Sub(old).Minutes(), 1, "the whole window alone fires it 20 minutes ahead")
+	t.Logf("fired %v ahead (the whole window alone: %v)", loss.Sub(at), loss.Sub(old))
+}
+
+// TestDetailsGrowthIsCapped: the growth rate an alert reports is the one
+// its forecast divided by, capped at 1 s/s (issue 13 saw 1.139 s/s in
+// `sluice alerts describe`, the raw slope of a group that rewound its
+// offset, while the docs said capped).
+func TestDetailsGrowthIsCapped(t *testing.T) {
+	var samples []forecast.Sample
+	for i := range 121 {
+		at := t0.Add(time.Duration(i-120) * 30 * time.Second)
+		samples = append(samples, forecast.Sample{
+			Time: at, CommittedOffset: 10, LogEndOffset: 1000,
+			LagAge:    2*time.Hour + time.Duration(float64(at.Sub(t0))*1.139),
+			Retention: forecast.Retention{Time: 3 * time.Hour},
+		})
+	}
+	r, err := forecast.Compute(t0, samples, forecast.Config{})
+	require.NoError(t, err)
+	require.InDelta(t, 1.139, r.LagAgeFit.Slope, 1e-9)
+	_, trs := Evaluate(t0, subject, r, nil, DefaultPolicy())
+	require.Equal(t, []State{StatePending}, kinds(trs, KindLagGrowing))
+	require.Equal(t, []State{StatePending}, kinds(trs, KindExpiryRisk))
+	for _, tr := range trs {
+		require.Equal(t, 1.0, tr.Alert.Details.GrowthRate, "%s", tr.Kind)
+		if tr.Kind == KindLagGrowing {
+			require.Contains(t, tr.Alert.Details.Summary, "grows by 1.00 s every second")
+		} else {
+			require.Equal(t, time.Hour, tr.Alert.Details.TimeToLoss, "(3 h − 2 h) ÷ 1")
+		}
+	}
 }

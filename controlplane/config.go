@@ -104,7 +104,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.LagAlertPolicy.RiskFor, "lag-alert-risk-for", c.LagAlertPolicy.RiskFor, "how long a retention-expiry risk must hold before its alert fires")
 	fs.DurationVar(&c.LagAlertPolicy.GrowingFor, "lag-alert-growing-for", c.LagAlertPolicy.GrowingFor, "how long lag age must keep growing before the lag-growing alert fires")
 	fs.DurationVar(&c.LagAlertPolicy.ResolveAfter, "lag-alert-resolve-after", c.LagAlertPolicy.ResolveAfter, "how long a firing alert's condition must be gone before it resolves")
-	fs.DurationVar(&c.LagWindow, "lag-window", c.LagWindow, "how much lag history a forecast fits (the lag-age growth rate is the least-squares slope over it)")
+	fs.DurationVar(&c.LagWindow, "lag-window", c.LagWindow, "how much lag history a forecast fits (the lag-age growth rate is the least-squares slope over it, or the faster rate a fit of its last 5 or 15 minutes proves)")
 	fs.BoolVar(&c.WebhookAllowInsecureLoopback, "webhook-allow-insecure-loopback", c.WebhookAllowInsecureLoopback, "let alert webhooks call loopback addresses, over plain http:// too (for 'sluice dev' and tests; never in production, where webhooks are https:// to public addresses only)")
 	fs.IntVar(&c.OffsetsTopicPartitions, "offsets-topic-partitions", c.OffsetsTopicPartitions, "partitions of the internal topic holding consumer groups' offsets (each partition's leader coordinates its groups); fixed once created")
 	fs.IntVar(&c.OffsetsTopicReplicationFactor, "offsets-topic-replication-factor", c.OffsetsTopicReplicationFactor, "replication factor of the internal offsets topic; it is created once this many brokers are live, and consumer groups are unavailable until then")

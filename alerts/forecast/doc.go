@@ -24,13 +24,15 @@
 // consumer exactly as fast as the producers gives 0; a faster one a negative
 // g until it catches up. The lag age cannot grow faster than the clock while
 // the committed offset only moves forward, so g > 1 is noise or a consumer
-// that rewound its offset; the forecast caps the rate at 1.
+// that rewound its offset; the forecast caps the rate it uses
+// (Result.Growth) at 1.
 //
 // # Growth rate
 //
 // The growth rate g is the ordinary least-squares slope of the samples
 // (t_i, A_i) inside the window (Config.Window before now), not the
-// difference of two points:
+// difference of two points (see Short windows for the shorter fits that
+// may raise it):
 //
 //	g = Σ (t_i − t̄)(A_i − Ā) / Σ (t_i − t̄)²
 //
@@ -44,8 +46,9 @@
 // so the alert evaluator can require confidence (a high R², or g several
 // standard errors above zero) before it raises an alert. The slope is the
 // same one Prometheus's deriv() computes, so the rules in infra/ that use
-// deriv() or predict_linear() over the exported lag-age metric agree with the
-// built-in alerts by construction.
+// deriv() or predict_linear() over the exported lag-age metric agree with
+// LagAgeFit by construction; the forecast itself may use a faster rate a
+// short window proves (see Short windows).
 //
 // Least squares rather than Theil–Sen: the noise on a sampled lag age is
 // bounded and roughly symmetric (the saw-tooth of periodic commits, sampling
@@ -58,11 +61,71 @@
 // for. The large jumps seen in practice (a consumer catching up, rewinding)
 // are real events, not outliers to ignore.
 //
+// # Short windows
+//
+// A slope over the whole window lags a change of rate. A group caught up
+// for the whole hour that stops has a lag age of 0 and then a ramp; ten
+// minutes after the stop, with 30 s samples, the hour's slope is
+// 0.076 s/s and forecasts (60 − 10) min ÷ 0.076 = 10 h 55 min for a loss 50
+// minutes away. So the rate the forecast divides by, Result.Growth, is the
+// most pessimistic rate some window proves, in the spirit of multi-window
+// burn-rate alerting:
+//
+//	Growth = min(1, max(g_W, g_w for each short window w))
+//	g_w    = slope_w − 3·SE_w   when the fit of w is confident, and above
+//	                            g_W by more than MinGrowth
+//
+// with g_W the whole window's slope (LagAgeFit) and the short windows
+// (Config.ShortWindows, 5 and 15 min by default) ending at the latest
+// sample. A short window's fit is confident with at least MinSamples
+// samples spanning at least half of it and R² ≥ 0.9; it then counts for
+// the rate it proves, its slope less three standard errors, not the rate it
+// happens to show. The unconsumed bytes get the same treatment
+// (Result.ByteGrowth, without the cap).
+//
+// What it guarantees:
+//
+//   - Never later than the whole window alone: Growth ≥ min(g_W, 1), so
+//     every forecast is at or before the one g_W gives, and a threshold the
+//     whole window crosses is crossed at the same evaluation or earlier.
+//   - Never sooner than a stopped consumer: Growth ≤ 1.
+//   - After a stop, exact: the committed offset does not move, so the lag
+//     age grows exactly 1 s/s with no noise. Once the shortest window holds
+//     only samples taken after the group's last commit, its fit is exact
+//     (R² = 1, SE = 0), Growth = 1 and ExpiresAt is the oldest unconsumed
+//     record's append time + R, the truth. With samples every Δ and the
+//     shortest window W (holding MinSamples samples, so W ≥ MinSamples·Δ),
+//     a threshold T ≤ R − W is crossed at the first evaluation after the
+//     true time to loss falls below T, at least T − Δ ahead of the loss; a
+//     larger one within W + Δ of the stop. So every threshold is crossed at
+//     least T − (W + Δ) ahead, less the group's commit interval and the age
+//     of the latest sample where the threshold is that close to R. (The
+//     whole window alone crossed a 30-minute threshold 21 minutes ahead
+//     with R = 1 h.)
+//   - Noise: a short window decides only with R² ≥ 0.9, by its slope less
+//     three standard errors, and only by more than MinGrowth. For lag ages
+//     of pure Gaussian noise a 10-sample window reaches R² ≥ 0.9 with a
+//     rising slope about once in 70,000 fits (half the F(1, 8) tail beyond
+//     72). With noise the proven rate after a stop is below 1 and the
+//     forecast a little late, by the factor 1 − 3·SE_w, SE_w ≈ σ·√12 ÷
+//     (w·√n) for noise of standard deviation σ on n samples.
+//   - A group that commits less often than the shortest window looks
+//     stopped between its commits once its last commit is a window old:
+//     that is the committed offset's truth, and what it would lose if it
+//     never committed again.
+//   - Short windows never make a forecast more optimistic. A recovering
+//     group is seen through its level: the forecast uses the measured lag
+//     age, which falls as the group catches up, and the whole window's rate,
+//     which forgets the stall as it leaves the window.
+//
+// LagAgeFit and LagAgeTrend stay the whole window's, the same slope
+// Prometheus's deriv() computes over it.
+//
 // # Time to data loss
 //
 // With time retention R (retention.ms), the oldest unconsumed record is
 // deleted once its age reaches R. From the latest sample, taken at t_s with
-// lag age A_s, and a growth rate g above Config.MinGrowth:
+// lag age A_s, and the growth rate g = Result.Growth above Config.MinGrowth:
 //
 //	A_s + g·Δ = R   ⇒   Δ = (R − A_s) / g
 //	ExpiresAt  = t_s + (R − A_s) / g
@@ -87,7 +150,7 @@
 // The unconsumed bytes U are the sample's UnconsumedBytes or, when the
 // sampler cannot tell, PartitionBytes × lag / (log end − log start), which
 // assumes records of even size. U grows at b = the production byte rate
-// minus the consumption byte rate, fitted exactly like g:
+// minus the consumption byte rate, fitted exactly like g (Result.ByteGrowth):
 //
 //	ExpiresAt = t_s + (B − U_s) / b      while b > MinByteGrowth
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -15,6 +16,14 @@ const NoOffset int64 = -1
 // maxLagAgeGrowth caps the lag-age growth rate the forecast divides by: the
 // oldest unconsumed record cannot age faster than the clock.
 const maxLagAgeGrowth = 1.0
+
+// A short window's fit is confident when it explains at least
+// shortMinR2 of the variance; it then raises the growth rate to its slope
+// less shortStdErrs standard errors, what it proves. See the package doc.
+const (
+	shortMinR2   = 0.9
+	shortStdErrs = 3.0
+)
 
 // ErrInvalidSample is returned, wrapped with the sample's index and the
 // reason, for samples no sampler should produce: out of time order, offsets
@@ -79,6 +88,12 @@ func (s Sample) Lag() int64 {
 type Config struct {
 	// Window is how far back from now samples are used. Default 1 h.
 	Window time.Duration
+	// ShortWindows are the shorter windows, ending at the latest sample,
+	// whose confident fits may raise the lag-age growth rate above the
+	// whole window's (see the package doc); those not shorter than Window
+	// are left out. nil takes the default, 5 min and 15 min; an empty,
+	// non-nil slice fits the whole window only.
+	ShortWindows []time.Duration
 	// MinSamples is the fewest usable samples a trend is fitted from.
 	// Default 10, at least 3.
 	MinSamples int
@@ -101,6 +116,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Window == 0 {
 		c.Window = time.Hour
+	}
+	if c.ShortWindows == nil {
+		c.ShortWindows = []time.Duration{5 * time.Minute, 15 * time.Minute}
 	}
 	if c.MinSamples == 0 {
 		c.MinSamples = 10
@@ -126,6 +144,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Window < 0:
 		return fmt.Errorf("Config.Window %v: must be positive", c.Window)
+	case slices.ContainsFunc(c.ShortWindows, func(w time.Duration) bool { return w <= 0 }):
+		return fmt.Errorf("ShortWindows %v: must be positive", c.ShortWindows)
 	case c.MinSamples < 3:
 		return fmt.Errorf("MinSamples %d: must be at least 3", c.MinSamples)
 	case c.MinSpan < 0 || c.MinSpan > c.Window:
@@ -267,15 +287,30 @@ type Result struct {
 	// retention.
 	RetentionChanged bool
 
-	// LagAgeFit is the least-squares fit of the lag age (Slope in seconds
-	// per second) and LagAgeTrend its direction.
+	// LagAgeFit is the least-squares fit of the lag age over the whole
+	// window (Slope in seconds per second) and LagAgeTrend its direction.
 	LagAgeFit   Fit
 	LagAgeTrend Trend
-	// ByteFit is the fit of the unconsumed bytes (Slope in bytes per
-	// second: production minus consumption) and ByteTrend its direction;
-	// samples without a byte count are left out.
+	// Growth is the lag-age growth rate the forecast divides by, in
+	// seconds per second: LagAgeFit's slope, raised to what a confident
+	// short window proves when that is more (the most pessimistic), and
+	// capped at 1. GrowthWindow is the window that decided it (Config.Window
+	// or one of Config.ShortWindows) and GrowthFit that window's fit. Set
+	// whatever the status; the forecast uses it only when LagAgeTrend is
+	// known.
+	Growth       float64
+	GrowthWindow time.Duration
+	GrowthFit    Fit
+	// ByteFit is the fit of the unconsumed bytes over the whole window
+	// (Slope in bytes per second: production minus consumption) and
+	// ByteTrend its direction; samples without a byte count are left out.
 	ByteFit   Fit
 	ByteTrend Trend
+	// ByteGrowth is the growth rate of the unconsumed bytes the forecast
+	// divides by, in bytes per second, chosen like Growth (without a cap),
+	// and ByteGrowthWindow the window that decided it.
+	ByteGrowth       float64
+	ByteGrowthWindow time.Duration
 	// ProductionRate and ConsumptionRate are in records per second: the
 	// change of the log end offset, and of the committed offset, between
 	// the first and the last sample of the window that has it (0 with
@@ -382,24 +417,23 @@ func Compute(now time.Time, samples []Sample, cfg Config) (Result, error) {
 	var next expiry
 	unknown, shrinking := false, true
 	if ret.Time > 0 {
-		switch r.LagAgeTrend {
-		case TrendGrowing:
-			g := math.Min(r.LagAgeFit.Slope, maxLagAgeGrowth)
-			next.consider(last.Time.Add(seconds((ret.Time-last.LagAge).Seconds()/g)), HorizonTime)
-		case TrendUnknown:
+		switch {
+		case r.LagAgeTrend == TrendUnknown:
 			unknown = true
+		case r.Growth > cfg.MinGrowth:
+			next.consider(last.Time.Add(seconds((ret.Time-last.LagAge).Seconds()/r.Growth)), HorizonTime)
 		}
-		shrinking = shrinking && r.LagAgeTrend == TrendShrinking
+		shrinking = shrinking && r.Growth < -cfg.MinGrowth
 	}
 	if ret.Bytes > 0 {
-		switch r.ByteTrend {
-		case TrendGrowing:
-			u, _ := unconsumedBytes(last)
-			next.consider(last.Time.Add(seconds((float64(ret.Bytes)-u)/r.ByteFit.Slope)), HorizonSize)
-		case TrendUnknown:
+		switch {
+		case r.ByteTrend == TrendUnknown:
 			unknown = true
+		case r.ByteGrowth > cfg.MinByteGrowth:
+			u, _ := unconsumedBytes(last)
+			next.consider(last.Time.Add(seconds((float64(ret.Bytes)-u)/r.ByteGrowth)), HorizonSize)
 		}
-		shrinking = shrinking && r.ByteTrend == TrendShrinking
+		shrinking = shrinking && r.ByteGrowth < -cfg.MinByteGrowth
 	}
 	switch {
 	case next.set:
@@ -421,12 +455,13 @@ func Compute(now time.Time, samples []Sample, cfg Config) (Result, error) {
 // measure fills the fits, trends, rates, gaps and RetentionChanged of r from
 // the window w.
 func measure(r *Result, w []Sample, cfg Config) {
-	r.LagAgeFit = fitLine(w, func(s Sample) (float64, bool) {
-		return s.LagAge.Seconds(), usable(s)
-	})
+	r.LagAgeFit = fitLine(w, lagAge)
 	r.LagAgeTrend = trend(r.LagAgeFit, cfg.MinGrowth, cfg)
+	r.Growth, r.GrowthWindow, r.GrowthFit = raise(w, r.LagAgeFit, lagAge, cfg.MinGrowth, cfg)
+	r.Growth = math.Min(r.Growth, maxLagAgeGrowth)
 	r.ByteFit = fitLine(w, unconsumedBytes)
 	r.ByteTrend = trend(r.ByteFit, cfg.MinByteGrowth, cfg)
+	r.ByteGrowth, r.ByteGrowthWindow, _ = raise(w, r.ByteFit, unconsumedBytes, cfg.MinByteGrowth, cfg)
 
 	var firstOn, lastOn, firstUse, lastUse *Sample
 	for i := range w {
@@ -455,6 +490,34 @@ func measure(r *Result, w []Sample, cfg Config) {
 	r.ProductionRate = rate(firstOn, lastOn, func(s *Sample) int64 { return s.LogEndOffset })
 	r.ConsumptionRate = rate(firstUse, lastUse, func(s *Sample) int64 { return s.CommittedOffset })
 }
+
+// raise returns the growth rate of one series, the window that decides it
+// and that window's fit: the whole window's slope (whole), raised by every
+// short window whose fit is confident (MinSamples samples over at least
+// half the window, R² ≥ shortMinR2) to its slope less shortStdErrs
+// standard errors where that is more by over epsilon. Short windows end at
+// the latest sample of w.
+func raise(w []Sample, whole Fit, value func(Sample) (float64, bool), epsilon float64, cfg Config) (float64, time.Duration, Fit) {
+	g, window, fit := whole.Slope, cfg.Window, whole
+	end := w[len(w)-1].Time
+	for _, sw := range cfg.ShortWindows {
+		if sw >= cfg.Window {
+			continue
+		}
+		from := end.Add(-sw)
+		f := fitLine(w[sort.Search(len(w), func(i int) bool { return !w[i].Time.Before(from) }):], value)
+		if f.Samples < cfg.MinSamples || f.Span < sw/2 || f.R2 < shortMinR2 {
+			continue
+		}
+		if proven := f.Slope - shortStdErrs*f.SlopeStdErr; proven > g+epsilon {
+			g, window, fit = proven, sw, f
+		}
+	}
+	return g, window, fit
+}
+
+// lagAge is the lag age of a usable sample, in seconds.
+func lagAge(s Sample) (float64, bool) { return s.LagAge.Seconds(), usable(s) }
 
 func rate(first, last *Sample, offset func(*Sample) int64) float64 {
 	if first == nil || first == last {

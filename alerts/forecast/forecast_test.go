@@ -102,6 +102,9 @@ func TestForecastWorkedExample(t *testing.T) {
 	require.InDelta(t, 0.25, r.LagAgeFit.Slope, 1e-12)
 	require.InDelta(t, 1, r.LagAgeFit.R2, 1e-12)
 	require.Less(t, r.LagAgeFit.ResidualStdDev, 1e-6)
+	// The short windows see the same rate: the whole window decides.
+	require.Equal(t, r.LagAgeFit.Slope, r.Growth)
+	require.Equal(t, time.Hour, r.GrowthWindow)
 	require.Equal(t, forecast.TrendGrowing, r.LagAgeTrend)
 	require.Equal(t, 361, r.LagAgeFit.Samples)
 	require.Equal(t, time.Hour, r.LagAgeFit.Span)
@@ -203,6 +206,7 @@ func TestForecastGrowthAboveOneIsCapped(t *testing.T) {
 
 	require.Equal(t, forecast.StatusExpiring, r.Status)
 	require.InDelta(t, 1.5, r.LagAgeFit.Slope, 1e-12)
+	require.Equal(t, 1.0, r.Growth, "the rate the forecast uses, and reports, is capped")
 	requireDuration(t, 6*day, r.TimeToLoss, time.Microsecond)
 }
 
@@ -726,6 +730,8 @@ func TestForecastConfigValidate(t *testing.T) {
 		{MinGrowth: math.NaN()},
 		{MinGrowth: math.Inf(1)},
 		{MinByteGrowth: -1},
+		{ShortWindows: []time.Duration{0}},
+		{ShortWindows: []time.Duration{5 * time.Minute, -time.Minute}},
 	} {
 		require.Error(t, c.Validate(), "%+v", c)
 		_, err := forecast.Compute(now, steady().samples(), c)

@@ -35,11 +35,23 @@ func randomCase(rng *rand.Rand, noise float64) ([]forecast.Sample, forecast.Conf
 		samples[i].LagAge = samples[i].LagAge.Round(time.Millisecond) +
 			time.Duration(rng.Float64()*noise*1000)*time.Millisecond
 	}
+	// Half the cases change regime in their last quarter: the lag age
+	// grows up to 1.5 s/s faster from then on, for the short windows.
+	if rng.IntN(2) == 0 {
+		change := samples[n-1-rng.IntN(n/4+1)].Time
+		extra := rng.Float64() * 1.5
+		for i := range samples {
+			if d := samples[i].Time.Sub(change); d > 0 {
+				samples[i].LagAge += time.Duration(extra*d.Seconds()*1000) * time.Millisecond
+			}
+		}
+	}
 	cfg := forecast.Config{
-		Window:     span + step,
-		MinSamples: 10,
-		MinSpan:    span / 2,
-		MaxGap:     2 * step,
+		Window:       span + step,
+		ShortWindows: []time.Duration{((span + step) / 12).Truncate(time.Millisecond), ((span + step) / 4).Truncate(time.Millisecond)},
+		MinSamples:   10,
+		MinSpan:      span / 2,
+		MaxGap:       2 * step,
 	}
 	return samples, cfg
 }
@@ -76,9 +88,13 @@ func TestForecastPropertyTimeScaling(t *testing.T) {
 	// apart, lag ages and retention k times as long) leaves the growth rate,
 	// a ratio of durations, unchanged and scales the time to loss by k.
 	rng := rand.New(rand.NewPCG(8, 8))
+	short := 0
 	for i := range cases {
 		samples, cfg := randomCase(rng, 300)
 		base := compute(t, samples, cfg)
+		if base.GrowthWindow < cfg.Window {
+			short++
+		}
 		for _, k := range []struct{ num, den time.Duration }{{1, 1000}, {1, 10}, {3, 1}, {7, 1}, {1000, 1}} {
 			scale := func(d time.Duration) time.Duration { return d * k.num / k.den }
 			scaled := slices.Clone(samples)
@@ -89,12 +105,15 @@ func TestForecastPropertyTimeScaling(t *testing.T) {
 			}
 			c := cfg
 			c.Window, c.MinSpan, c.MaxGap = scale(c.Window), scale(c.MinSpan), scale(c.MaxGap)
+			c.ShortWindows = []time.Duration{scale(c.ShortWindows[0]), scale(c.ShortWindows[1])}
 
 			r := compute(t, scaled, c)
 			msg := []any{"case %d, k %d/%d", i, k.num, k.den}
 			require.Equal(t, base.Status, r.Status, msg...)
 			require.InDelta(t, base.LagAgeFit.Slope, r.LagAgeFit.Slope, 1e-9*math.Max(1, math.Abs(base.LagAgeFit.Slope)), msg...)
 			require.InDelta(t, base.LagAgeFit.R2, r.LagAgeFit.R2, 1e-9, msg...)
+			require.InDelta(t, base.Growth, r.Growth, 1e-9*math.Max(1, math.Abs(base.Growth)), msg...)
+			require.Equal(t, scale(base.GrowthWindow), r.GrowthWindow, msg...)
 			// Beyond about 292 years a Duration saturates; skip those.
 			if want := base.TimeToLoss.Seconds() * float64(k.num) / float64(k.den); want < 9e9 {
 				require.InDelta(t, want, r.TimeToLoss.Seconds(), 1e-9*want+1e-6, msg...)
@@ -102,13 +121,14 @@ func TestForecastPropertyTimeScaling(t *testing.T) {
 			require.InDelta(t, base.ProductionRate*float64(k.den)/float64(k.num), r.ProductionRate, 1e-9*r.ProductionRate, msg...)
 		}
 	}
+	require.Greater(t, short, cases/10, "short windows decide in some cases")
 }
 
 func TestForecastPropertyByteScaling(t *testing.T) {
 	t.Parallel()
 	// Under size retention, counting bytes in another unit (every byte
-	// count k times larger) scales the byte growth by k and leaves the time
-	// to loss unchanged.
+	// count, MinByteGrowth included, k times larger) scales the byte growth
+	// by k and leaves the time to loss unchanged.
 	rng := rand.New(rand.NewPCG(9, 9))
 	for i := range cases {
 		samples, cfg := randomCase(rng, 300)
@@ -125,8 +145,12 @@ func TestForecastPropertyByteScaling(t *testing.T) {
 				scaled[j].PartitionBytes *= k
 				scaled[j].Retention.Bytes *= k
 			}
-			r := compute(t, scaled, cfg)
+			c := cfg
+			c.MinByteGrowth = float64(k) // the default, 1 B/s, in the new unit
+			r := compute(t, scaled, c)
 			require.Equal(t, base.Status, r.Status, "case %d, k %d", i, k)
+			require.Equal(t, base.ByteGrowthWindow, r.ByteGrowthWindow, "case %d, k %d", i, k)
+			require.InDelta(t, base.ByteGrowth*float64(k), r.ByteGrowth, 1e-9*math.Abs(r.ByteGrowth)+1e-9, "case %d, k %d", i, k)
 			require.InDelta(t, base.ByteFit.Slope*float64(k), r.ByteFit.Slope, 1e-9*math.Abs(r.ByteFit.Slope)+1e-9, "case %d, k %d", i, k)
 			require.InDelta(t, base.TimeToLoss.Seconds(), r.TimeToLoss.Seconds(), 1e-9*base.TimeToLoss.Seconds()+1e-6, "case %d, k %d", i, k)
 		}

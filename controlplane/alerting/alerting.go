@@ -223,7 +223,7 @@ func (a *Alerter) Evaluate(ctx context.Context) error {
 				fs = append(fs, h.Forecast())
 			}
 		}
-		r, err := forecast.Compute(now, fs, forecast.Config{Window: a.cfg.Window, MinSpan: min(a.cfg.Window/4, 10*a.cfg.SampleInterval)})
+		r, err := forecast.Compute(now, fs, a.forecastConfig())
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -256,6 +256,19 @@ func (a *Alerter) Evaluate(ctx context.Context) error {
 	}
 	a.metrics.update(rows)
 	return errors.Join(errs...)
+}
+
+// forecastConfig is the forecast's configuration for the sampling interval
+// Δ: a trend from 10 samples over at least min(window ÷ 4, 10 Δ), and short
+// windows of 5 and 15 minutes, or 10 and 30 Δ when longer, so that a short
+// window holds the 10 samples it needs to be trusted (docs/alerts.md).
+func (a *Alerter) forecastConfig() forecast.Config {
+	iv := a.cfg.SampleInterval
+	return forecast.Config{
+		Window:       a.cfg.Window,
+		MinSpan:      min(a.cfg.Window/4, 10*iv),
+		ShortWindows: []time.Duration{max(5*time.Minute, 10*iv), max(15*time.Minute, 30*iv)},
+	}
 }
 
 // decide runs alerts.Evaluate for one key and stores what changed.

@@ -2,6 +2,7 @@ package alerting
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"path/filepath"
 	"testing"
 	"time"
@@ -99,4 +100,60 @@ func alertsPolicy(resolveAfter time.Duration) alerts.Policy {
 	p := alerts.DefaultPolicy()
 	p.ResolveAfter = resolveAfter
 	return p
+}
+
+// TestEvaluateStopUsesShortWindows: a group caught up for an hour stops; 10
+// minutes later it is 50 minutes from losing data (retention 1 h). The
+// whole hour's slope says 10 h 55 min; the control plane's forecast fits
+// the last 10 sampling intervals too (5 minutes at 30 s, 10 at 60 s) and
+// says 50 min, under the tenant's 55-minute threshold.
+func TestEvaluateStopUsesShortWindows(t *testing.T) {
+	t.Parallel()
+	for _, interval := range []time.Duration{30 * time.Second, time.Minute} {
+		ctx := t.Context()
+		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cp.db"), nil)
+		require.NoError(t, err)
+		defer st.Close()
+		tenant := store.NewID()
+		h := sha256.Sum256([]byte(tenant))
+		require.NoError(t, st.CreateTenant(ctx, store.Tenant{ID: tenant, Name: "t-" + tenant, Email: tenant + "@example.com", Plan: "free", Status: store.TenantActive},
+			store.APIKey{ID: "k_" + store.NewID(), TenantID: tenant, Name: "first", Hash: h[:], Scopes: []string{"consume"}}))
+		_, err = st.PutAlertPolicy(ctx, store.AlertPolicy{TenantID: tenant, ExpiryRiskThreshold: 55 * time.Minute})
+		require.NoError(t, err)
+
+		stop := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+		now := stop.Add(10 * time.Minute)
+		key := store.LagKey{TenantID: tenant, Group: "billing", TopicID: store.NewID(), Partition: 0}
+		var samples []store.LagSample
+		for at := stop.Add(-time.Hour); !at.After(now); at = at.Add(interval) {
+			leo := 100_000 + int64(at.Sub(stop)/time.Second)*10 // 10 records/s
+			s := store.LagSample{
+				LagKey: key, TopicName: "orders", SampledAt: at,
+				CommittedOffset: min(leo, 100_000), LogEndOffset: leo, RetentionMs: time.Hour.Milliseconds(), RetentionBytes: -1,
+			}
+			s.LagMessages = s.LogEndOffset - s.CommittedOffset
+			if at.After(stop) {
+				s.LagAgeMs = at.Sub(stop).Milliseconds()
+			}
+			samples = append(samples, s)
+		}
+		require.NoError(t, st.AddLagSamples(ctx, samples))
+		a := New(st, Config{SampleInterval: interval, Now: func() time.Time { return now }})
+		require.NoError(t, a.Evaluate(ctx))
+
+		list, err := st.ListAlerts(ctx, tenant, store.AlertQuery{})
+		require.NoError(t, err)
+		var risk *store.Alert
+		for i := range list {
+			if list[i].Kind == store.AlertRetentionExpiryRisk {
+				risk = &list[i]
+			}
+		}
+		require.NotNil(t, risk, "sampled every %v: no retention-expiry-risk", interval)
+		var d alerts.Details
+		require.NoError(t, json.Unmarshal(risk.Details, &d))
+		require.Equal(t, 50*time.Minute, d.TimeToLoss, "sampled every %v", interval)
+		require.InDelta(t, 1, d.GrowthRate, 1e-9)
+		require.Equal(t, max(5*time.Minute, 10*interval), d.GrowthWindow)
+	}
 }
