@@ -88,6 +88,9 @@ type Broker struct {
 	clients map[int32]*peerClients
 	runCtx  context.Context
 	stopRun context.CancelCauseFunc
+	// swept: the data dir was checked, against the first assignments this
+	// process received, for partitions of topics deleted while it was down.
+	swept bool
 }
 
 type peerClients struct {

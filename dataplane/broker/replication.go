@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +54,12 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 			delete(b.parts, k)
 		}
 	}
+	sweep := !b.swept
+	b.swept = true
 	b.mu.Unlock()
+	if sweep {
+		b.deleteStrayPartitions(ctx, m)
+	}
 	for _, p := range drop {
 		p.stop()
 		if err := p.log.Close(); err != nil {
@@ -72,6 +80,94 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 			go b.deleteRemotePartition(ctx, p.tenantID, p.topicID, p.id)
 		}
 	}
+}
+
+// deleteStrayPartitions deletes the data of partitions whose topic was
+// deleted while this broker was down (or before it first heard its
+// assignments): a running broker deletes a deleted topic's data when the
+// topic leaves its assignments, but one that was not running never sees
+// that happen. m is the first full view this process applied; a partition
+// directory whose topic id it does not name belongs to a deleted topic
+// (topic ids are never reused). The directories are listed now, before any
+// later view can open a partition, and removed in the background.
+func (b *Broker) deleteStrayPartitions(ctx context.Context, m *clusterMeta) {
+	type stray struct {
+		dir, tenantID, topicID string
+		partition              int32
+	}
+	var strays []stray
+	tenants, err := os.ReadDir(b.cfg.DataDir)
+	if err != nil {
+		b.logger.Warn("list the data dir for partitions of deleted topics", "dir", b.cfg.DataDir, "err", err)
+		return
+	}
+	for _, td := range tenants {
+		if !td.IsDir() || !isUUID(td.Name()) {
+			continue // .lock, .tier-cache, checkpoints
+		}
+		parts, err := os.ReadDir(filepath.Join(b.cfg.DataDir, td.Name()))
+		if err != nil {
+			b.logger.Warn("list the data dir for partitions of deleted topics", "dir", td.Name(), "err", err)
+			continue
+		}
+		for _, pd := range parts {
+			topicID, partition, ok := parsePartitionDir(pd.Name())
+			if !pd.IsDir() || !ok {
+				continue
+			}
+			if _, exists := m.byID[topicID]; exists {
+				continue
+			}
+			strays = append(strays, stray{filepath.Join(b.cfg.DataDir, td.Name(), pd.Name()), td.Name(), topicID, partition})
+		}
+	}
+	if len(strays) == 0 {
+		return
+	}
+	go func() {
+		for _, s := range strays {
+			if err := os.RemoveAll(s.dir); err != nil {
+				b.logger.Warn("delete partition data of a deleted topic", "topic", s.topicID, "partition", s.partition, "err", err)
+				continue
+			}
+			b.logger.Info("deleted partition data of a topic deleted while the broker was down", "topic", s.topicID, "partition", s.partition)
+			if b.tier != nil && s.tenantID != systemTenantID {
+				b.deleteRemotePartition(ctx, s.tenantID, s.topicID, s.partition)
+			}
+		}
+	}()
+}
+
+// parsePartitionDir splits a partition directory name, "<topic id>-<n>".
+func parsePartitionDir(name string) (topicID string, partition int32, ok bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 || !isUUID(name[:i]) {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return name[:i], int32(n), true
+}
+
+// isUUID reports whether s is a UUID in its canonical text form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {

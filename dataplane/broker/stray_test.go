@@ -1,0 +1,69 @@
+package broker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// TestBrokerDeletesPartitionsOfTopicsDeletedWhileDown: a broker that was
+// down while a topic was deleted never saw the topic leave its
+// assignments, so its first view after start-up decides: the partition
+// directories of a topic it does not name go (issue 12: they stayed on
+// disk for good); those of a topic it names stay, also where this broker
+// is no longer a replica, and so does everything that is not a partition
+// directory.
+func TestBrokerDeletesPartitionsOfTopicsDeletedWhileDown(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.mu.Lock()
+	b.runCtx = ctx
+	b.mu.Unlock()
+
+	const (
+		tenant  = "01a2316c-bf12-71c1-aeed-6a97ad3d38fa"
+		deleted = "01a2316c-bf77-7355-9a8f-a7deac7ee6b4"
+		kept    = "01a2316c-c0ab-7a02-b332-4a56b485e5ac"
+	)
+	mk := func(parts ...string) string {
+		dir := filepath.Join(append([]string{b.cfg.DataDir}, parts...)...)
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "00000000000000000000.log"), []byte("data"), 0o644))
+		return dir
+	}
+	gone := []string{mk(tenant, deleted+"-0"), mk(tenant, deleted+"-1")}
+	stay := []string{
+		mk(tenant, kept+"-0"),        // its topic exists; the replica is on brokers 2 and 3 now
+		mk(tenant, "not-a-partition"), // not a partition directory
+		mk(".tier-cache"),             // not a tenant directory
+	}
+
+	b.applyMetadata(toClusterMeta(&sluicev1.WatchAssignmentsResponse{
+		MetadataVersion: 7,
+		Partitions: []*sluicev1.PartitionAssignment{{
+			TenantId: tenant, TopicId: kept, TopicName: "orders", Partition: 1,
+			Replicas: []int32{2, 1, 3}, Leader: 2, Isr: []int32{2, 3},
+		}},
+	}))
+	deadline := time.Now().Add(30 * time.Second)
+	for _, dir := range gone {
+		for {
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "%s of a deleted topic is still on disk", dir)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, dir := range stay {
+		require.DirExists(t, dir)
+	}
+}
