@@ -41,6 +41,9 @@ func startCLI(t *testing.T, cfgPath string, args ...string) *cliProc {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
+		if r := testcluster.DataRace(p.stderr.String()); r != "" {
+			t.Errorf("sluice %v reports a data race:\n%s", args, r)
+		}
 	})
 	return p
 }

@@ -31,6 +31,9 @@ func cliIn(t *testing.T, cfgPath, stdin string, args ...string) (string, string,
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if r := testcluster.DataRace(stderr.String()); r != "" {
+		t.Errorf("sluice %v reports a data race:\n%s", args, r)
+	}
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

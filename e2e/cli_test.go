@@ -23,9 +23,9 @@ import (
 
 var sluiceBin string
 
-// TestMain builds the sluice binary once per test binary, then runs the
-// tests through testenv.Main (which tears down the Postgres the cluster
-// tests start). The binary goes to a fixed place in the user cache
+// TestMain builds the sluice binary once per test binary (with -race when
+// the tests run with it), then runs the tests through testenv.Main (which
+// tears down the Postgres the cluster tests start). The binary goes to a fixed place in the user cache
 // (replaced atomically), because testenv.Main exits without returning.
 func TestMain(m *testing.M) {
 	bin, err := buildSluice()
@@ -57,12 +57,19 @@ func buildSluice() (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	build := exec.Command("go", "build", "-o", tmp.Name(), "../cmd/sluice")
+	args := []string{"build", "-o", tmp.Name()}
+	name := "sluice"
+	if raceEnabled {
+		// The processes the tests start run under the race detector too.
+		args = append(args, "-race")
+		name = "sluice-race"
+	}
+	build := exec.Command("go", append(args, "../cmd/sluice")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "sluice")
+	bin := filepath.Join(dir, name)
 	return bin, os.Rename(tmp.Name(), bin)
 }
 
@@ -103,6 +110,9 @@ func startDev(t testing.TB, dataDir, cfgPath, addr string) *proc {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		if r := testcluster.DataRace(out.String()); r != "" {
+			t.Errorf("sluice dev reports a data race:\n%s", r)
+		}
 		if t.Failed() {
 			t.Logf("sluice dev output:\n%s", out.String())
 		}

@@ -73,6 +73,9 @@ func (g *groupRun) consumeProcess(t *testing.T, endpoint, apiKey string, kill ti
 	if timer != nil {
 		timer.Stop()
 	}
+	if r := testcluster.DataRace(stderr.String()); r != "" {
+		t.Errorf("sluice consume reports a data race:\n%s", r)
+	}
 	if kill == 0 {
 		require.NoError(t, err, "consumer %s: %s", g.name, stderr.String())
 	}

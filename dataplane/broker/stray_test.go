@@ -41,7 +41,7 @@ func TestBrokerDeletesPartitionsOfTopicsDeletedWhileDown(t *testing.T) {
 	}
 	gone := []string{mk(tenant, deleted+"-0"), mk(tenant, deleted+"-1")}
 	stay := []string{
-		mk(tenant, kept+"-0"),        // its topic exists; the replica is on brokers 2 and 3 now
+		mk(tenant, kept+"-0"),         // its topic exists; the replica is on brokers 2 and 3 now
 		mk(tenant, "not-a-partition"), // not a partition directory
 		mk(".tier-cache"),             // not a tenant directory
 	}

@@ -259,9 +259,16 @@ func (c *Cluster) cleanup() {
 		c.cp.kill()
 	}
 	c.hc.CloseIdleConnections()
+	logs, _ := filepath.Glob(filepath.Join(c.Dir, "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			if r := DataRace(string(b)); r != "" {
+				t.Errorf("testcluster: %s reports a data race (the binary is built with -race):\n%s", filepath.Base(l), r)
+			}
+		}
+	}
 	if t.Failed() || os.Getenv("SLUICE_KEEP_CLUSTER") != "" {
 		t.Logf("testcluster: kept %s (logs, data dirs, history)", c.Dir)
-		logs, _ := filepath.Glob(filepath.Join(c.Dir, "*.log"))
 		for _, l := range logs {
 			t.Logf("--- tail of %s:\n%s", l, tail(l, 6000))
 		}
@@ -505,4 +512,18 @@ func sanitize(name string) string {
 		}
 		return '_'
 	}, name)
+}
+
+// DataRace returns the first data race report in a process's output (a
+// binary built with -race prints one and keeps running), or "".
+func DataRace(out string) string {
+	i := strings.Index(out, "WARNING: DATA RACE")
+	if i < 0 {
+		return ""
+	}
+	r := out[i:]
+	if j := strings.Index(r, "\n==================\n"); j >= 0 {
+		r = r[:j]
+	}
+	return r[:min(len(r), 8000)]
 }
