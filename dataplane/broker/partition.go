@@ -67,18 +67,24 @@ type notLeaderError struct {
 	leader  int32
 	epoch   int32
 	address string
+	// self: the metadata names this very broker, whose replica has not
+	// taken over yet (it is still opening the log, or applying the view).
+	self bool
 }
 
 func (e *notLeaderError) Error() string {
-	if e.leader < 0 {
+	switch {
+	case e.leader < 0:
 		return "partition is offline: no in-sync replica is alive"
+	case e.self:
+		return fmt.Sprintf("this broker (%d) leads the partition at epoch %d but has not taken over yet; retry shortly", e.leader, e.epoch)
 	}
 	return fmt.Sprintf("not the leader: broker %d (%s) leads at epoch %d", e.leader, e.address, e.epoch)
 }
 
 // notLeader builds the error for a partition this broker does not lead.
 func (b *Broker) notLeader(pm partMeta) error {
-	e := &notLeaderError{leader: pm.leader, epoch: pm.leaderEpoch}
+	e := &notLeaderError{leader: pm.leader, epoch: pm.leaderEpoch, self: pm.leader == b.cfg.ID}
 	if bm, ok := b.metadata().brokers[pm.leader]; ok {
 		e.address = bm.address
 	}
@@ -98,8 +104,11 @@ func toConnect(err error) error {
 	case errors.As(err, &ce):
 		return ce // already decided, with its own code: never reinterpret what it wraps
 	case errors.As(err, &nl):
+		// Offline, or named leader but not leading yet: retrying here
+		// succeeds once it is back or has taken over (following the
+		// NotLeader to itself would loop). Either way nothing was written.
 		code := connect.CodeFailedPrecondition
-		if nl.leader < 0 {
+		if nl.leader < 0 || nl.self {
 			code = connect.CodeUnavailable
 		}
 		ce := connect.NewError(code, nl)

@@ -269,3 +269,47 @@ func TestBrokerFindCoordinatorWhileItsBrokerIsGone(t *testing.T) {
 	require.Equal(t, "127.0.0.1:9002", res.Msg.GetAddress())
 	require.EqualValues(t, 2, res.Msg.GetBrokerId())
 }
+
+// TestBrokerNamedLeaderNotTakenOverIsUnavailable: a produce to the broker
+// the metadata names as leader, before its replica has taken over, is
+// answered Unavailable (retry here shortly), not "not the leader: broker 1
+// leads" pointing at itself (issue 12: a client following that NotLeader
+// looped back to the same broker and gave up); a produce to a broker that
+// does not lead still gets FailedPrecondition with the leader's address.
+func TestBrokerNamedLeaderNotTakenOverIsUnavailable(t *testing.T) {
+	t.Parallel()
+	p := newFollower(t, newTestBroker(t), false)
+	batch := batchesOf(t, 0, 1, 0)
+	p.mu.Lock()
+	p.meta.leader, p.meta.leaderEpoch = 1, 4 // this broker, still a follower
+	p.mu.Unlock()
+	_, err := p.produce(context.Background(), [][]byte{batch}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "has not taken over yet")
+	nl, ok := notLeaderDetail(err)
+	require.True(t, ok, "the NotLeader detail says it was refused, not written")
+	require.EqualValues(t, 1, nl.GetLeaderId())
+	require.False(t, forwardable(http.Header{}, p.b.notLeader(p.meta)), "never forwarded to itself")
+
+	p.mu.Lock()
+	p.meta.leader = 2 // another broker leads
+	p.mu.Unlock()
+	_, err = p.produce(context.Background(), [][]byte{batch}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.True(t, forwardable(http.Header{}, p.b.notLeader(p.meta)))
+}
+
+func notLeaderDetail(err error) (*sluicev1.NotLeader, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil, false
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if nl, ok := v.(*sluicev1.NotLeader); ok {
+				return nl, true
+			}
+		}
+	}
+	return nil, false
+}

@@ -63,10 +63,12 @@ func (s *recordService) local(pm partMeta, t *topicMeta) (*partition, error) {
 	return nil, s.b.notLeader(pm)
 }
 
-// forwardable reports whether a request may be forwarded to the leader.
+// forwardable reports whether a request may be forwarded to the leader:
+// another broker, named by the metadata, and the caller did not ask to
+// route itself.
 func forwardable(h http.Header, err error) bool {
 	var nl *notLeaderError
-	return errors.As(err, &nl) && nl.leader >= 0 && h.Get(NoForwardHeader) != "1"
+	return errors.As(err, &nl) && nl.leader >= 0 && !nl.self && h.Get(NoForwardHeader) != "1"
 }
 
 func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
