@@ -43,7 +43,7 @@ func TestGapWaitEndsAfterRoleChange(t *testing.T) {
 			p.mu.Unlock()
 			select {
 			case r := <-done:
-				require.Contains(t, r, "not the leader", "refused as not-leader")
+				require.Contains(t, r, "is not leading the partition", "refused as not-leader")
 			case <-time.After(3 * time.Second):
 				t.Fatal("produce did not return")
 			}

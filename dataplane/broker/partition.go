@@ -67,8 +67,9 @@ type notLeaderError struct {
 	leader  int32
 	epoch   int32
 	address string
-	// self: the metadata names this very broker, whose replica has not
-	// taken over yet (it is still opening the log, or applying the view).
+	// self: the metadata names this very broker, whose replica is not
+	// leading: it has not taken over yet (still opening the log, applying
+	// the view), or it stepped down and the next view has not arrived.
 	self bool
 }
 
@@ -77,7 +78,7 @@ func (e *notLeaderError) Error() string {
 	case e.leader < 0:
 		return "partition is offline: no in-sync replica is alive"
 	case e.self:
-		return fmt.Sprintf("this broker (%d) leads the partition at epoch %d but has not taken over yet; retry shortly", e.leader, e.epoch)
+		return fmt.Sprintf("this broker (%d) is named the leader at epoch %d but is not leading the partition (yet); retry shortly", e.leader, e.epoch)
 	}
 	return fmt.Sprintf("not the leader: broker %d (%s) leads at epoch %d", e.leader, e.address, e.epoch)
 }

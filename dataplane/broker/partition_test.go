@@ -285,7 +285,7 @@ func TestBrokerNamedLeaderNotTakenOverIsUnavailable(t *testing.T) {
 	p.mu.Unlock()
 	_, err := p.produce(context.Background(), [][]byte{batch}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
-	require.ErrorContains(t, err, "has not taken over yet")
+	require.ErrorContains(t, err, "is named the leader at epoch 4 but is not leading")
 	nl, ok := notLeaderDetail(err)
 	require.True(t, ok, "the NotLeader detail says it was refused, not written")
 	require.EqualValues(t, 1, nl.GetLeaderId())

@@ -353,9 +353,10 @@ func Classify(err error) Outcome {
 		connect.CodePermissionDenied, connect.CodeUnauthenticated:
 		return Failed
 	case connect.CodeUnavailable:
-		// An offline partition is refused before any append (NotLeader with
-		// leader -1); any other Unavailable may follow an append.
-		if nl := NotLeaderOf(err); nl != nil && nl.GetLeaderId() < 0 {
+		// An offline partition (NotLeader with leader -1) and a named
+		// leader not leading yet (NotLeader naming itself) are refused
+		// before any append; any other Unavailable may follow an append.
+		if NotLeaderOf(err) != nil {
 			return Failed
 		}
 	}
