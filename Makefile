@@ -14,7 +14,7 @@ export SLUICE_TEST_VERSITYGW ?= $(VERSITYGW)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: help build generate check-generate lint test soak dev bench tools
+.PHONY: help build generate check-generate lint test test-busy soak dev bench tools
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -54,9 +54,15 @@ test: $(VERSITYGW) ## Run every test (race detector on), then the timing tests t
 	go test $(GO_TEST_FLAGS) ./...
 	go test -count=1 -run 'TestCooperativeRebalance' ./client/
 
-soak: ## Longer fault runs: the log crash test with 300 kills, then the cluster fault scenarios at soak size, 3 times.
+BUSY_RUNS ?= 3
+test-busy: $(VERSITYGW) ## Run make test BUSY_RUNS times (default 3) with every core kept busy by stress-ng (or yes), to catch tests that pass only on an idle machine.
+	@n=$$(nproc); if command -v stress-ng >/dev/null; then stress-ng --cpu $$n --quiet & else for i in $$(seq $$n); do yes >/dev/null & done; fi; \
+	trap 'kill $$(jobs -p) 2>/dev/null' EXIT; \
+	for i in $$(seq $(BUSY_RUNS)); do echo "== make test with $$n busy cores: run $$i of $(BUSY_RUNS)"; $(MAKE) test || exit 1; done
+
+soak: ## Longer fault runs: the log crash test with 300 kills, then the cluster fault scenarios and the SDK whole-cluster crash loop (5 seeds, 4 s and 20 s delivery timeouts) at soak size, 3 times.
 	SLUICE_SOAK=1 go test -count=1 -timeout 60m -run 'TestLogCrash' ./dataplane/log/
-	SLUICE_SOAK=1 go test -race -count=3 -timeout 60m -run 'TestCluster' ./e2e/
+	SLUICE_SOAK=1 go test -race -count=3 -timeout 90m -run 'TestCluster|TestSDKWholeClusterCrashLoop' ./e2e/
 
 dev: ## Run Sluice locally in one process (data in ./.sluice).
 	go run ./cmd/sluice dev
