@@ -25,10 +25,18 @@ type cliProc struct {
 	err            error
 }
 
-// startCLI starts a client command; it is killed when the test ends.
+// startCLI starts a client command with a CLI config file; it is killed
+// when the test ends.
 func startCLI(t *testing.T, cfgPath string, args ...string) *cliProc {
 	t.Helper()
-	cmd := exec.Command(sluiceBin, append([]string{"--cli-config", cfgPath}, args...)...)
+	return startCLIArgs(t, append([]string{"--cli-config", cfgPath}, args...)...)
+}
+
+// startCLIArgs starts a client command with exactly args; it is killed
+// when the test ends.
+func startCLIArgs(t *testing.T, args ...string) *cliProc {
+	t.Helper()
+	cmd := exec.Command(sluiceBin, args...)
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p := &cliProc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
@@ -43,6 +51,8 @@ func startCLI(t *testing.T, cfgPath string, args ...string) *cliProc {
 		<-p.done
 		if r := testcluster.DataRace(p.stderr.String()); r != "" {
 			t.Errorf("sluice %v reports a data race:\n%s", args, r)
+		} else if t.Failed() {
+			t.Logf("%v stderr:\n%s", cmd.Args, p.stderr.String())
 		}
 	})
 	return p
