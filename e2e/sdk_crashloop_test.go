@@ -225,6 +225,7 @@ func sdkCrashLoop(t *testing.T, seed uint64, deliveryTimeout time.Duration) {
 	h := healthy("after the faults")
 	t.Logf("healthy %s after the last restart", h.Sub(restarted).Round(time.Millisecond))
 	everyPartitionAcked(h, bound, "every producer × partition acknowledged again after the cluster is healthy")
+	t.Logf("every producer × partition acknowledged again %s after the cluster was healthy", time.Since(h).Round(time.Millisecond))
 
 	stop()
 	wg.Wait()

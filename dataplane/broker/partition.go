@@ -185,8 +185,9 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 		// Checked again after every wait: the partition may have changed
 		// hands while the lock was released.
 		if p.role != roleLeader || p.lead == nil || p.lead.Resigned() {
+			meta := p.meta // read under the lock: update replaces it
 			p.mu.Unlock()
-			return produceResult{}, toConnect(p.b.notLeader(p.meta))
+			return produceResult{}, toConnect(p.b.notLeader(meta))
 		}
 		if err := p.checkClientEpochLocked(clientEpoch); err != nil {
 			p.mu.Unlock()

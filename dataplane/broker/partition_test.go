@@ -313,3 +313,34 @@ func notLeaderDetail(err error) (*sluicev1.NotLeader, bool) {
 	}
 	return nil, false
 }
+
+// TestBrokerProduceRefusalWhileTheViewChanges: produces refused as
+// not-leader while new views arrive read the partition's metadata under its
+// lock (the race detector flagged the refusal reading it after unlocking,
+// in e2e runs with a -race binary).
+func TestBrokerProduceRefusalWhileTheViewChanges(t *testing.T) {
+	t.Parallel()
+	p := newFollower(t, newTestBroker(t), false)
+	batch := batchesOf(t, 0, 1, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // stops the follower's fetching
+	p.mu.Lock()
+	cfg := p.cfg
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := int32(4); e < 200; e++ {
+			p.update(ctx, partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 2 + e%2, leaderEpoch: e, isr: []int32{1, 2, 3}}, cfg)
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		_, err := p.produce(context.Background(), [][]byte{batch}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
+		require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	}
+}
