@@ -36,9 +36,10 @@ type CommitMode struct {
 	interval time.Duration // or every interval
 }
 
-// CommitInterval commits every d (Kafka's auto-commit; the default is 5 s).
-// A crash replays (at-least-once) or skips (at-most-once) up to d of
-// records.
+// CommitInterval commits every d (Kafka's auto-commit; the default is 5 s),
+// also while no new record arrives (a member that caught up commits what
+// it processed within d). A crash replays (at-least-once) or skips
+// (at-most-once) up to d of records.
 func CommitInterval(d time.Duration) CommitMode { return CommitMode{interval: d} }
 
 // CommitEach commits after every record: no replay beyond the record being
@@ -136,6 +137,7 @@ type GroupConsumer struct {
 	committed   map[TopicPartition]int64
 	sinceCommit int
 	lastCommit  time.Time
+	commitDue   bool             // commit the pending positions now (a rejoin after commits were refused)
 	assign      []TopicPartition // to start, from the last heartbeat
 	revoke      []TopicPartition // to give up, from the last heartbeat
 	hbErr       error
@@ -263,7 +265,8 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) error {
 		Group: g.group, MemberId: g.memberID, InstanceId: g.cfg.instanceID, MemberEpoch: g.epoch,
 		Assignor: g.cfg.assignor, OwnedSet: true, Owned: toTPs(g.owned),
 	}
-	if g.memberID == "" || g.epoch == 0 {
+	joining := g.memberID == "" || g.epoch == 0
+	if joining {
 		req.SubscriptionSet, req.SubscribedTopics = true, g.topics
 	}
 	g.mu.Unlock()
@@ -313,7 +316,14 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) error {
 			g.assign = append(g.assign, tp)
 		}
 	}
-	if len(g.assign)+len(g.revoke) > 0 {
+	// Back in the group (after the coordinator moved, say): what was
+	// processed meanwhile could not be committed; commit it now rather
+	// than with the next record, which may be long in coming.
+	rejoined := joining && g.pendingLocked()
+	if rejoined {
+		g.commitDue = true
+	}
+	if len(g.assign)+len(g.revoke) > 0 || rejoined {
 		select {
 		case g.wake <- struct{}{}:
 		default:
@@ -677,6 +687,11 @@ func (g *GroupConsumer) poll(ctx context.Context) ([]*Record, error) {
 			return recs, nil
 		}
 		pctx, cancel := context.WithCancel(ctx)
+		if d := g.commitWait(); d > 0 {
+			// An idle member commits at its interval too (Kafka's
+			// auto-commit runs in poll, which returns at its timeout).
+			pctx, cancel = context.WithTimeout(ctx, d)
+		}
 		go func() {
 			select {
 			case <-g.wake:
@@ -690,8 +705,8 @@ func (g *GroupConsumer) poll(ctx context.Context) ([]*Record, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if errors.Is(err, context.Canceled) {
-				continue // a rebalance: reconcile first
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				continue // a rebalance, or a commit due: reconcile and commit first
 			}
 			return nil, err
 		}
@@ -700,6 +715,31 @@ func (g *GroupConsumer) poll(ctx context.Context) ([]*Record, error) {
 			return recs, nil
 		}
 	}
+}
+
+// commitWait is how long poll may wait for records before an interval
+// commit of processed positions is due (at least 50 ms, so that a commit
+// still in flight is not polled for in a loop); 0 when no commit is
+// pending or the member cannot commit now (it is rejoining: the rejoin
+// wakes the poller).
+func (g *GroupConsumer) commitWait() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cfg.commit.interval <= 0 || g.fenced || g.memberID == "" || g.epoch <= 0 || !g.pendingLocked() {
+		return 0
+	}
+	return max(time.Until(g.lastCommit.Add(g.cfg.commit.interval)), 50*time.Millisecond)
+}
+
+// pendingLocked reports whether an owned partition has processed positions
+// not committed yet.
+func (g *GroupConsumer) pendingLocked() bool {
+	for tp, pos := range g.processed {
+		if g.owned[tp] && pos.offset != g.committed[tp] {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *GroupConsumer) isFenced() bool {
@@ -773,7 +813,8 @@ func (g *GroupConsumer) maybeCommit(ctx context.Context) error {
 		return err
 	}
 	m := g.cfg.commit
-	due := (m.every > 0 && g.sinceCommit >= m.every) || (m.interval > 0 && time.Since(g.lastCommit) >= m.interval)
+	due := (m.every > 0 && g.sinceCommit >= m.every) || (m.interval > 0 && time.Since(g.lastCommit) >= m.interval) ||
+		(g.commitDue && m != CommitMode{})
 	if g.memberID == "" || g.epoch <= 0 || g.fenced {
 		// Rejoining (the coordinator moved, or fenced us): a commit now
 		// would not name a member. The positions wait for the next one.
@@ -902,7 +943,7 @@ func (g *GroupConsumer) commitRequest(tps []TopicPartition) *sluicev1.CommitOffs
 		}
 		req.Offsets = append(req.Offsets, &sluicev1.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: pos.offset, LeaderEpoch: pos.epoch})
 	}
-	g.sinceCommit = 0
+	g.sinceCommit, g.commitDue = 0, false
 	g.lastCommit = time.Now()
 	if len(req.Offsets) == 0 {
 		return nil
