@@ -119,3 +119,15 @@ func TestClusterProxyModes(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, echo(c))
 }
+
+// TestAddrInUse picks the address a failed listen names, so a broker is
+// restarted with a new port for that address only.
+func TestAddrInUse(t *testing.T) {
+	out := "=== broker-1 start\nsluice: listen on --metrics-addr 127.0.0.1:20002: listen tcp 127.0.0.1:20002: bind: address already in use\n"
+	if got := addrInUse(out, "127.0.0.1:20001", "127.0.0.1:20002"); got != "127.0.0.1:20002" {
+		t.Fatalf("got %q", got)
+	}
+	if got := addrInUse("broker serving", "127.0.0.1:20001"); got != "" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // Secrets the cluster runs with; tests need not know them.
@@ -184,7 +184,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			b.CP = NewProxy(t, c.cpAddr)
 		}
 		c.brokers[b.ID] = b
-		c.startBrokerFirst(b)
+		c.startServing(b)
 	}
 	c.WaitLive(c.BrokerIDs()...)
 	return c
@@ -218,34 +218,75 @@ func (c *Cluster) startBroker(b *Broker) {
 	b.proc = p
 }
 
-// startBrokerFirst starts a broker for the first time. Its ports were free
-// when FreeAddr picked them, but another process may bind one before the
-// broker does; a broker that exits because an address is in use is
-// started again on new ports.
-func (c *Cluster) startBrokerFirst(b *Broker) {
+// startServing starts a broker and waits until it serves. Its ports
+// were free when FreeAddr picked them (or when it last ran on them), but
+// another process may bind one before the broker does; a broker that exits
+// because an address is in use is started again with a new port for that
+// address.
+func (c *Cluster) startServing(b *Broker) {
 	c.t.Helper()
 	for attempt := 1; ; attempt++ {
+		start := logSize(b.LogPath)
 		c.startBroker(b)
-		var bindErr bool
+		var inUse string
 		Wait(c.t, 30*time.Second, fmt.Sprintf("broker %d listening", b.ID), func() error {
+			out := readFrom(b.LogPath, start)
 			if done, _ := b.proc.exited(); done {
-				bindErr = strings.Contains(tail(b.LogPath, 4000), "address already in use")
+				inUse = addrInUse(out, b.ListenAddr, b.MetricsAddr)
 				return nil
 			}
-			if !strings.Contains(tail(b.LogPath, 4000), "broker serving") {
+			if !strings.Contains(out, "broker serving") {
 				return errors.New("not serving yet")
 			}
 			return nil
 		})
-		if !bindErr || attempt == 5 {
+		if inUse == "" || attempt == 5 {
 			return // WaitLive reports any other exit with its log
 		}
-		c.t.Logf("testcluster: broker %d could not bind %s or %s; trying other ports", b.ID, b.ListenAddr, b.MetricsAddr)
-		b.ListenAddr, b.MetricsAddr = FreeAddr(c.t), FreeAddr(c.t)
+		c.t.Logf("testcluster: broker %d could not bind %s; trying another port", b.ID, inUse)
+		if inUse == b.MetricsAddr {
+			b.MetricsAddr = FreeAddr(c.t)
+			continue
+		}
+		b.ListenAddr = FreeAddr(c.t)
 		if b.In != nil {
 			b.In.setTarget(b.ListenAddr)
 		}
 	}
+}
+
+// addrInUse returns which of addrs a process's output says was in use
+// when it tried to listen, or "".
+func addrInUse(out string, addrs ...string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, "address already in use") {
+			continue
+		}
+		for _, a := range addrs {
+			if strings.Contains(line, a) {
+				return a
+			}
+		}
+	}
+	return ""
+}
+
+// logSize is the size of a log file, 0 when it does not exist yet.
+func logSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// readFrom returns a file's contents from offset on ("" on errors).
+func readFrom(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || offset > int64(len(b)) {
+		return ""
+	}
+	return string(b[offset:])
 }
 
 func (c *Cluster) cleanup() {
@@ -333,8 +374,9 @@ func (c *Cluster) Resume(id int32) {
 }
 
 // Restart starts a broker that was killed (or kills it first), with its
-// data dir as it is or, with wipe, emptied. It does not wait for it to be
-// live; see WaitLive.
+// data dir as it is or, with wipe, emptied, and waits until it listens (on
+// a new port for an address another process took meanwhile). It does not
+// wait for it to be live; see WaitLive.
 func (c *Cluster) Restart(id int32, wipe bool) {
 	c.t.Helper()
 	b := c.Broker(id)
@@ -349,7 +391,7 @@ func (c *Cluster) Restart(id int32, wipe bool) {
 		}
 	}
 	c.mark("restart broker %d (wipe=%t)", id, wipe)
-	c.startBroker(b)
+	c.startServing(b)
 }
 
 // mark writes a line into every process log, so faults line up with what
@@ -453,38 +495,16 @@ func (c *Cluster) PartitionDir(id int32, tenantID, topicID string, partition int
 	return filepath.Join(c.Broker(id).DataDir, tenantID, fmt.Sprintf("%s-%d", topicID, partition))
 }
 
-// issuedPorts are the ports FreeAddr has handed out in this process. The
-// kernel may hand a port that was just closed to the next listener on
-// port 0, so two calls in a row could otherwise return the same address
-// for two brokers.
-var issuedPorts struct {
-	sync.Mutex
-	m map[int]bool
-}
-
-// FreeAddr returns a loopback address that was free a moment ago and was
-// not returned before in this process.
+// FreeAddr returns a loopback address that was free a moment ago, was not
+// returned before in this process, and lies below the ephemeral port range
+// (testenv.FreePort), so a broker restarted on it finds it free.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	issuedPorts.Lock()
-	defer issuedPorts.Unlock()
-	if issuedPorts.m == nil {
-		issuedPorts.m = map[int]bool{}
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for range 1000 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if !issuedPorts.m[port] {
-			issuedPorts.m[port] = true
-			return ln.Addr().String()
-		}
-	}
-	t.Fatal("testcluster: no fresh loopback port")
-	return ""
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 func httpOK(hc *http.Client, url string) error {

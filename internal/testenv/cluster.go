@@ -474,14 +474,7 @@ func (c *localCluster) startWithRetries() error {
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return FreePort() }
 
 // start runs postgres on port and waits until it accepts connections.
 func (c *localCluster) start(port int) error {
