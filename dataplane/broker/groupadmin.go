@@ -340,7 +340,7 @@ func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sl
 	meta := s.b.metadata()
 	t, ok := meta.topic(tenantID, m.GetTopic())
 	if !ok {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", m.GetTopic()))
+		return nil, unknownTopic(meta, m.GetTopic())
 	}
 	if m.GetSpec() < sluicev1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED || m.GetSpec() > sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("spec: unknown value %d", m.GetSpec()))

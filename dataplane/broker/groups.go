@@ -118,7 +118,8 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 		field := fmt.Sprintf("offsets[%d]", i)
 		t, ok := meta.topic(tenantID, po.GetTopic())
 		if !ok {
-			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("%s: topic %q not found", field, po.GetTopic()))
+			e := unknownTopic(meta, po.GetTopic())
+			return nil, connect.NewError(e.Code(), fmt.Errorf("%s: %s", field, e.Message()))
 		}
 		if po.GetPartition() < 0 || int(po.GetPartition()) >= len(t.partitions) {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q has partitions 0..%d; got %d", field, po.GetTopic(), len(t.partitions)-1, po.GetPartition()))
@@ -189,7 +190,7 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sl
 	for _, tp := range m.GetPartitions() {
 		t, ok := meta.topic(tenantID, tp.GetTopic())
 		if !ok {
-			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", tp.GetTopic()))
+			return nil, unknownTopic(meta, tp.GetTopic())
 		}
 		for _, p := range tp.GetPartitions() {
 			if p < 0 || int(p) >= len(t.partitions) {

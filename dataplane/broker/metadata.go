@@ -8,6 +8,9 @@ import (
 // assignment snapshot from the control plane. Never mutated after publish.
 type clusterMeta struct {
 	version int64
+	// loaded: a view from the control plane (false for the empty view a
+	// broker starts with, before its first assignments arrive).
+	loaded  bool
 	brokers map[int32]brokerMeta
 	// byTenant maps tenant id → topic name → topic.
 	byTenant map[string]map[string]*topicMeta

@@ -41,9 +41,10 @@ func (s *recordService) resolve(ctx context.Context, topic string, partition int
 	if topic == "" {
 		return nil, partMeta{}, p, connect.NewError(connect.CodeInvalidArgument, errors.New("topic: must not be empty"))
 	}
-	t, ok := s.b.metadata().topic(p.TenantID, topic)
+	meta := s.b.metadata()
+	t, ok := meta.topic(p.TenantID, topic)
 	if !ok {
-		return nil, partMeta{}, p, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", topic))
+		return nil, partMeta{}, p, unknownTopic(meta, topic)
 	}
 	if partition < 0 || int(partition) >= len(t.partitions) {
 		return nil, partMeta{}, p, connect.NewError(connect.CodeInvalidArgument,
@@ -61,6 +62,16 @@ func (s *recordService) local(pm partMeta, t *topicMeta) (*partition, error) {
 		}
 	}
 	return nil, s.b.notLeader(pm)
+}
+
+// unknownTopic is the answer for a topic the view does not name: NotFound,
+// or Unavailable while the broker has not received its first view (it has
+// just started; another broker, or this one shortly, knows the topic).
+func unknownTopic(meta *clusterMeta, name string) *connect.Error {
+	if !meta.loaded {
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("topic %q: this broker is starting and has not received its assignments yet; retry", name))
+	}
+	return connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", name))
 }
 
 // forwardable reports whether a request may be forwarded to the leader:
@@ -390,7 +401,7 @@ func (s *recordService) GetMetadata(ctx context.Context, req *connect.Request[sl
 	for _, name := range names {
 		t, ok := meta.topic(p.TenantID, name)
 		if !ok {
-			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", name))
+			return nil, unknownTopic(meta, name)
 		}
 		tm := &sluicev1.TopicMetadata{Name: t.name, Id: t.id}
 		for _, pm := range t.partitions {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants"
 )
 
 func TestBrokerProduceBatchesFromRecords(t *testing.T) {
@@ -99,4 +100,26 @@ func TestBrokerClientLeaderEpochFencing(t *testing.T) {
 	err = p.checkClientEpochLocked(e(4))
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
 	require.Contains(t, err.Error(), "unknown leader epoch 4")
+}
+
+// TestBrokerStartingBrokerAnswersUnavailable: a broker that has not
+// received its first assignments yet does not know any topic, and says so
+// with Unavailable (retry) rather than NotFound (the topic does not exist),
+// which clients treat as final; with a view, an unknown topic is NotFound.
+func TestBrokerStartingBrokerAnswersUnavailable(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	s := &recordService{b: b}
+	ctx := tenants.WithPrincipal(t.Context(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1"})
+	_, _, _, err := s.resolve(ctx, "orders", 0)
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "has not received its assignments yet")
+	_, err = s.GetMetadata(ctx, connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{"orders"}}))
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+
+	b.meta.Store(toClusterMeta(&sluicev1.WatchAssignmentsResponse{MetadataVersion: 3}))
+	_, _, _, err = s.resolve(ctx, "orders", 0)
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	_, err = s.GetMetadata(ctx, connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{"orders"}}))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
 }

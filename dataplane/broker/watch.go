@@ -46,7 +46,7 @@ func (b *Broker) watchLoop(ctx context.Context, epoch int64) {
 
 func toClusterMeta(m *sluicev1.WatchAssignmentsResponse) *clusterMeta {
 	meta := emptyMeta()
-	meta.version = m.GetMetadataVersion()
+	meta.version, meta.loaded = m.GetMetadataVersion(), true
 	for _, br := range m.GetBrokers() {
 		meta.brokers[br.GetBrokerId()] = brokerMeta{id: br.GetBrokerId(), address: br.GetAddress(), rack: br.GetRack()}
 	}
