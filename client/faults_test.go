@@ -58,6 +58,8 @@ type fakeBroker struct {
 	metadataGate chan struct{}
 	// epochs counts the batches written per (producer id, epoch).
 	epochs map[[2]int64]int
+	// metadataCalls counts GetMetadata calls.
+	metadataCalls atomic.Int64
 }
 
 func (f *fakeBroker) CreateToken(context.Context, *connect.Request[sluicev1.CreateTokenRequest]) (*connect.Response[sluicev1.CreateTokenResponse], error) {
@@ -65,6 +67,7 @@ func (f *fakeBroker) CreateToken(context.Context, *connect.Request[sluicev1.Crea
 }
 
 func (f *fakeBroker) GetMetadata(ctx context.Context, r *connect.Request[sluicev1.GetMetadataRequest]) (*connect.Response[sluicev1.GetMetadataResponse], error) {
+	f.metadataCalls.Add(1)
 	f.mu.Lock()
 	gate := f.metadataGate
 	f.mu.Unlock()

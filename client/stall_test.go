@@ -278,3 +278,33 @@ func TestFaultEveryCallbackErrorIsADeliveryError(t *testing.T) {
 	notWritten(err)
 	require.ErrorIs(t, err, client.ErrProducerClosed)
 }
+
+// Metadata refreshes of a topic are shared and spaced: with the cached
+// metadata always past its max age, 8 goroutines producing as fast as they
+// can for 1 s cause one refresh at a time, at least 100 ms apart (about
+// 10), not one per Produce.
+func TestFaultMetadataRefreshesAreSharedAndSpaced(t *testing.T) {
+	f := &fakeBroker{}
+	c := startFake(t, f, client.WithMetadataMaxAge(time.Nanosecond))
+	p, err := c.NewProducer(context.Background(), client.WithAcks(client.AcksLeader))
+	require.NoError(t, err)
+	require.NoError(t, p.ProduceSync(context.Background(), &client.Record{Topic: "t", Value: []byte("first")}))
+	before := f.metadataCalls.Load()
+	start := time.Now()
+	var produced atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for time.Since(start) < time.Second {
+				p.Produce(context.Background(), &client.Record{Topic: "t", Value: []byte("x")}, nil)
+				produced.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, p.Close(context.Background()))
+	calls, elapsed := f.metadataCalls.Load()-before, time.Since(start) // Close's sends refresh too
+	t.Logf("%d produces, %d metadata refreshes in %s", produced.Load(), calls, elapsed.Round(time.Millisecond))
+	require.Greater(t, produced.Load(), 10*calls, "refreshes are shared, not one per Produce")
+	require.LessOrEqual(t, calls, int64(elapsed/(100*time.Millisecond))+2, "refreshes start at least 100 ms apart")
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/replica"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
@@ -153,21 +154,8 @@ func parsePartitionDir(name string) (topicID string, partition int32, ok bool) {
 
 // isUUID reports whether s is a UUID in its canonical text form.
 func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return false
-			}
-		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
-		default:
-			return false
-		}
-	}
-	return true
+	_, err := uuid.Parse(s)
+	return len(s) == 36 && err == nil
 }
 
 func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {

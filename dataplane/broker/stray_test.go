@@ -2,14 +2,18 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tiered/objstore"
+	"github.com/sluicemq/sluice/tiered/objstore/folder"
 )
 
 // TestBrokerDeletesPartitionsOfTopicsDeletedWhileDown: a broker that was
@@ -18,10 +22,18 @@ import (
 // directories of a topic it does not name go (issue 12: they stayed on
 // disk for good); those of a topic it names stay, also where this broker
 // is no longer a replica, and so does everything that is not a partition
-// directory.
+// directory. With tiered storage the deleted topic's objects go too.
 func TestBrokerDeletesPartitionsOfTopicsDeletedWhileDown(t *testing.T) {
 	t.Parallel()
-	b := newTestBroker(t)
+	store, err := folder.New(t.TempDir())
+	require.NoError(t, err)
+	cfg := DefaultConfig()
+	cfg.ID = 1
+	cfg.DataDir = t.TempDir()
+	cfg.BrokerToken = "broker-token-0123456789"
+	b, err := New(cfg, Deps{TierStore: store})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.tier.Close(); _ = b.dirLock.Release() })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.mu.Lock()
@@ -40,6 +52,12 @@ func TestBrokerDeletesPartitionsOfTopicsDeletedWhileDown(t *testing.T) {
 		return dir
 	}
 	gone := []string{mk(tenant, deleted+"-0"), mk(tenant, deleted+"-1")}
+	object := func(topic string) string {
+		key := "tenants/" + tenant + "/topics/" + topic + "/0/00000000000000000000-0-x.log"
+		require.NoError(t, store.Put(ctx, key, strings.NewReader("cold"), 4))
+		return key
+	}
+	goneObject, keptObject := object(deleted), object(kept)
 	stay := []string{
 		mk(tenant, kept+"-0"),         // its topic exists; the replica is on brokers 2 and 3 now
 		mk(tenant, "not-a-partition"), // not a partition directory
@@ -66,4 +84,13 @@ func TestBrokerDeletesPartitionsOfTopicsDeletedWhileDown(t *testing.T) {
 	for _, dir := range stay {
 		require.DirExists(t, dir)
 	}
+	for {
+		if _, err := store.Head(ctx, goneObject); errors.Is(err, objstore.ErrNotFound) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the deleted topic's object %s is still in the object store", goneObject)
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err = store.Head(ctx, keptObject)
+	require.NoError(t, err, "an existing topic's objects stay")
 }

@@ -523,7 +523,9 @@ func (r *produceReport) done(num int, rec *client.Record, err error) {
 		if errors.As(err, &de) {
 			r.prog.printf("record %d: %v\n", num, sdkError{err})
 		} else {
-			// Refused before it was buffered: never sent.
+			// Refused by the CLI itself (a line over the limit), before
+			// Produce: never sent. Produce reports every failure as a
+			// *DeliveryError.
 			r.prog.printf("record %d: %v; the record was not written\n", num, sdkError{err})
 		}
 	} else {
