@@ -23,8 +23,9 @@ const (
 )
 
 // Limits are the effective quotas of one tenant: its plan's defaults with its Overrides applied.
-// Count limits (topics, partitions, retention, storage, message size) are enforced by the control
-// plane; rates by every broker, per tenant, with token buckets.
+// The control plane enforces the count limits (topics, partitions) and checks each topic's config
+// against MaxRetentionMs, MaxStorageBytes (per partition, as retention.bytes) and MaxMessageBytes.
+// The rates (ProduceBytesPerSec, FetchBytesPerSec, RequestsPerSec) are not enforced yet.
 type Limits struct {
 	MaxTopics          int32 `json:"max_topics"`
 	MaxPartitions      int32 `json:"max_partitions"` // total over all topics of the tenant

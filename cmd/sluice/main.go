@@ -1,5 +1,5 @@
-// Command sluice is Sluice's one binary: the servers (controlplane, dev,
-// and later broker) and the client commands. Run `sluice --help`.
+// Command sluice is Sluice's one binary: the servers (controlplane, broker,
+// dev) and the client commands. Run `sluice --help`.
 package main
 
 import (

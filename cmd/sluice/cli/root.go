@@ -1,5 +1,6 @@
 // Package cli implements the sluice command line: server commands
-// (controlplane, dev) and client commands (signup, login, apikey, topic).
+// (controlplane, broker, dev) and client commands (signup, login, tenant,
+// apikey, topic, produce, consume, group, alerts, webhook).
 package cli
 
 import (
