@@ -1,0 +1,682 @@
+package cli
+
+// The README and docs/ are claims about this tree and this command line, so
+// they are tested here: every relative link resolves (and every #anchor names
+// a heading), and every `sluice …` command line in their code blocks names a
+// real command with real flags. The test lives in package cli because the
+// command check needs the real cobra tree (rootCommand) and nothing may import
+// cmd/; the link check sits beside it so that `go test ./...` runs one doc test.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/flagenv"
+)
+
+// TestDocLinks: every relative link and image in README.md and docs/*.md
+// points at a file or folder of the repository, and every #anchor at a
+// heading of the target (GitHub's anchor rules).
+func TestDocLinks(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	docs := loadDocs(t, root)
+	tracked := trackedFiles(root)
+	var problems []string
+	for _, d := range docs {
+		problems = append(problems, checkLinks(root, d, docs, tracked)...)
+	}
+	require.Empty(t, problems, "broken links in the docs:\n%s", strings.Join(problems, "\n"))
+}
+
+// TestDocCommands: every `sluice …` command line in a shell code block of
+// README.md and docs/*.md (also after a `$ ` prompt, across `\` continuations,
+// after a pipe or `&&`, behind `VAR=…` prefixes, as `go run ./cmd/sluice …`
+// and as `make dev ARGS='…'`) resolves to a command of the real CLI, with
+// flags that command knows and values they accept, and exits 0 with --help.
+func TestDocCommands(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	var problems []string
+	n := 0
+	for _, d := range loadDocs(t, root) {
+		for _, c := range docCommands(d) {
+			n++
+			problems = append(problems, checkCommand(c)...)
+		}
+	}
+	require.Greater(t, n, 20, "the docs' command lines were found")
+	require.Empty(t, problems, "command lines in the docs that the CLI does not accept:\n%s", strings.Join(problems, "\n"))
+}
+
+// TestDocCheckerFindsPlantedErrors: the checks above fail on a bad link, a
+// bad anchor and bad command lines, so an empty result means something.
+func TestDocCheckerFindsPlantedErrors(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	docs := loadDocs(t, root)
+	lines := []string{
+		"# Planted",
+		"See [api](api.md), [missing](no-such-file.md), [bad anchor](api.md#no-such-heading),",
+		"[here](#planted), [gone](#gone), [out](../../outside.md) and `[in code](nowhere.md)`, a",
+		"[wrapped",
+		"link](wrapped.md) and a `code span [across",
+		"lines](nowhere.md)`.",
+		"",
+		"```sh",
+		"sluice topic list",
+		"```",
+		"```console",
+		"$ sluice topic lst",
+		"sluice: unknown command (output, not a command)",
+		"```",
+		"```sh",
+		"seq 3 | sluice produce orders --no-such-flag",
+		"SLUICE_NO_SUCH_FLAG=1 sluice topic list",
+		"sluice consume orders \\",
+		"  --partition zero",
+		"go run ./cmd/sluice bogus",
+		"make dev ARGS='--data-dir /tmp/x --listen'",
+		"sluice topic list -o yaml",
+		"```",
+	}
+	// at is "docs/planted.md:N" for the line holding s.
+	at := func(s string) string {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, s) })
+		require.GreaterOrEqual(t, i, 0, s)
+		return fmt.Sprintf("docs/planted.md:%d", i+1)
+	}
+	planted := parseDoc("docs/planted.md", strings.Join(lines, "\n"))
+
+	links := checkLinks(root, planted, append(docs, planted), nil)
+	require.Equal(t, []string{
+		at("no-such-file.md") + ": (no-such-file.md) docs/no-such-file.md does not exist",
+		at("no-such-file.md") + ": (api.md#no-such-heading) docs/api.md has no heading with the anchor #no-such-heading",
+		at("#gone") + ": (#gone) docs/planted.md has no heading with the anchor #gone",
+		at("#gone") + ": (../../outside.md) points outside the repository",
+		at("wrapped.md") + ": (wrapped.md) docs/wrapped.md does not exist",
+	}, links)
+
+	var cmds []string
+	for _, c := range docCommands(planted) {
+		cmds = append(cmds, checkCommand(c)...)
+	}
+	for _, want := range []string{
+		at("topic lst") + `: sluice topic lst: unknown command "lst" for "sluice topic"`,
+		at("--no-such-flag") + `: sluice produce orders --no-such-flag: unknown flag: --no-such-flag`,
+		at("SLUICE_NO_SUCH_FLAG") + `: SLUICE_NO_SUCH_FLAG=1 sluice topic list: $SLUICE_NO_SUCH_FLAG is read by no flag of "sluice topic list"`,
+		at("consume orders") + `: sluice consume orders --partition zero: invalid argument "zero" for "--partition"`,
+		at("bogus") + `: sluice bogus: unknown command "bogus" for "sluice"`,
+		at("make dev") + `: sluice dev --data-dir /tmp/x --listen: unknown flag: --listen`,
+		at("yaml") + `: sluice topic list -o yaml: --output must be table or json`,
+	} {
+		require.True(t, slices.ContainsFunc(cmds, func(p string) bool { return strings.HasPrefix(p, want) }),
+			"want a problem starting %q; got:\n%s", want, strings.Join(cmds, "\n"))
+	}
+	for _, p := range cmds {
+		require.False(t, strings.HasPrefix(p, at("sluice topic list")+":"), "sluice topic list is fine: %s", p)
+	}
+}
+
+// doc is one Markdown file: its prose lines (code blocks blanked, so line
+// numbers stay), its fenced code blocks and its heading anchors.
+type doc struct {
+	path    string // slash-separated, relative to the repository root
+	prose   []string
+	blocks  []codeBlock
+	anchors map[string]bool
+}
+
+type codeBlock struct {
+	lang  string
+	first int // line number of the first line inside the fence
+	lines []string
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, dir, parent, "no go.mod above the test's directory")
+		dir = parent
+	}
+}
+
+// loadDocs reads README.md and docs/*.md.
+func loadDocs(t *testing.T, root string) []doc {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	names = append([]string{filepath.Join(root, "README.md")}, names...)
+	var docs []doc
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		require.NoError(t, err)
+		rel, err := filepath.Rel(root, name)
+		require.NoError(t, err)
+		docs = append(docs, parseDoc(filepath.ToSlash(rel), string(b)))
+	}
+	require.Greater(t, len(docs), 5, "README.md and docs/*.md")
+	return docs
+}
+
+var (
+	fenceRe      = regexp.MustCompile("^\\s*(`{3,}|~{3,})\\s*([^`\\s]*)")
+	headingRe    = regexp.MustCompile(`^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$`)
+	htmlAnchorRe = regexp.MustCompile(`<a\s+(?:name|id)="([^"]+)"`)
+)
+
+func parseDoc(name, text string) doc {
+	d := doc{path: name, anchors: map[string]bool{}}
+	seen := map[string]int{}
+	var open string // the fence of the open code block
+	for i, line := range strings.Split(text, "\n") {
+		if open != "" {
+			d.prose = append(d.prose, "")
+			if m := fenceRe.FindStringSubmatch(line); m != nil && m[1][0] == open[0] && len(m[1]) >= len(open) && m[2] == "" {
+				open = ""
+				continue
+			}
+			b := &d.blocks[len(d.blocks)-1]
+			b.lines = append(b.lines, line)
+			continue
+		}
+		if m := fenceRe.FindStringSubmatch(line); m != nil {
+			open = m[1]
+			d.blocks = append(d.blocks, codeBlock{lang: strings.ToLower(m[2]), first: i + 2})
+			d.prose = append(d.prose, "")
+			continue
+		}
+		d.prose = append(d.prose, line)
+		for _, m := range htmlAnchorRe.FindAllStringSubmatch(line, -1) {
+			d.anchors[m[1]] = true
+		}
+		if m := headingRe.FindStringSubmatch(line); m != nil {
+			slug := githubSlug(m[2])
+			if n := seen[slug]; n > 0 {
+				d.anchors[fmt.Sprintf("%s-%d", slug, n)] = true
+			} else {
+				d.anchors[slug] = true
+			}
+			seen[slug]++
+		}
+	}
+	return d
+}
+
+var (
+	inlineLinkRe = regexp.MustCompile(`\[([^\]]*)\]\(([^)]*)\)`)
+	htmlTagRe    = regexp.MustCompile(`<[^>]+>`)
+)
+
+// githubSlug is the anchor GitHub gives a heading: its text as rendered
+// (links by their text, no code marks, emphasis or tags), lower-cased, with
+// everything but letters, digits, marks, '-', '_' and spaces dropped and
+// each space made a '-'. Repeats get -1, -2 … (parseDoc).
+func githubSlug(heading string) string {
+	s := inlineLinkRe.ReplaceAllString(heading, "$1")
+	s = htmlTagRe.ReplaceAllString(s, "")
+	s = strings.NewReplacer("`", "", "*", "").Replace(s)
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(s)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// stripCodeSpans blanks `code spans` (any number of backticks; they may span
+// lines) so that brackets inside them are not taken for links. Newlines stay,
+// so offsets keep their line.
+func stripCodeSpans(text string) string {
+	b := []byte(text)
+	for i := 0; i < len(b); {
+		if b[i] != '`' {
+			i++
+			continue
+		}
+		j := i
+		for j < len(b) && b[j] == '`' {
+			j++
+		}
+		n := j - i
+		// The span ends at the next run of exactly n backticks.
+		end := -1
+		for k := j; k < len(b); {
+			if b[k] != '`' {
+				k++
+				continue
+			}
+			r := k
+			for r < len(b) && b[r] == '`' {
+				r++
+			}
+			if r-k == n {
+				end = r
+				break
+			}
+			k = r
+		}
+		if end < 0 {
+			i = j
+			continue
+		}
+		for k := i; k < end; k++ {
+			if b[k] != '\n' {
+				b[k] = ' '
+			}
+		}
+		i = end
+	}
+	return string(b)
+}
+
+var (
+	linkRe    = regexp.MustCompile(`!?\[[^\]]*\]\(\s*<?([^)\s>]*)>?(?:\s+[^)]*)?\)`)
+	refDefRe  = regexp.MustCompile(`(?m)^ {0,3}\[[^\]]+\]:[ \t]*<?([^\s>]+)>?`)
+	schemedRe = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
+)
+
+// checkLinks returns "file:line: …" for every relative link of d that does
+// not resolve. tracked, when not nil, holds the repository's files (git's
+// view), so a link to an ignored or stray file fails too.
+func checkLinks(root string, d doc, docs []doc, tracked map[string]bool) []string {
+	byPath := map[string]doc{}
+	for _, o := range docs {
+		byPath[o.path] = o
+	}
+	var problems []string
+	// Links may wrap, so scan paragraphs (runs of non-blank prose lines).
+	for start := 0; start < len(d.prose); {
+		end := start
+		for end < len(d.prose) && strings.TrimSpace(d.prose[end]) != "" {
+			end++
+		}
+		if end == start {
+			start++
+			continue
+		}
+		para := stripCodeSpans(strings.Join(d.prose[start:end], "\n"))
+		var targets [][2]int // the target's offsets in para
+		for _, m := range linkRe.FindAllStringSubmatchIndex(para, -1) {
+			targets = append(targets, [2]int{m[2], m[3]})
+		}
+		for _, m := range refDefRe.FindAllStringSubmatchIndex(para, -1) {
+			targets = append(targets, [2]int{m[2], m[3]})
+		}
+		for _, at := range targets {
+			target := para[at[0]:at[1]]
+			if target == "" || schemedRe.MatchString(target) || strings.HasPrefix(target, "//") {
+				continue
+			}
+			if p := checkLink(root, d, target, byPath, tracked); p != "" {
+				line := start + 1 + strings.Count(para[:at[0]], "\n")
+				problems = append(problems, fmt.Sprintf("%s:%d: (%s) %s", d.path, line, target, p))
+			}
+		}
+		start = end
+	}
+	return problems
+}
+
+func checkLink(root string, d doc, target string, byPath map[string]doc, tracked map[string]bool) string {
+	file, frag, _ := strings.Cut(target, "#")
+	file, err := url.PathUnescape(file)
+	if err != nil {
+		return "does not unescape: " + err.Error()
+	}
+	resolved := d.path
+	if file != "" {
+		if strings.HasPrefix(file, "/") {
+			resolved = path.Clean(strings.TrimPrefix(file, "/"))
+		} else {
+			resolved = path.Join(path.Dir(d.path), file)
+		}
+		if resolved == ".." || strings.HasPrefix(resolved, "../") {
+			return "points outside the repository"
+		}
+		info, err := os.Stat(filepath.Join(root, filepath.FromSlash(resolved)))
+		if err != nil {
+			return fmt.Sprintf("%s does not exist", resolved)
+		}
+		if tracked != nil && !isTracked(tracked, resolved, info.IsDir()) {
+			return fmt.Sprintf("%s is not in the repository (ignored or not added)", resolved)
+		}
+	}
+	if frag == "" || !strings.HasSuffix(resolved, ".md") {
+		return ""
+	}
+	td, ok := byPath[resolved]
+	if !ok {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(resolved)))
+		if err != nil {
+			return err.Error()
+		}
+		td = parseDoc(resolved, string(b))
+		byPath[resolved] = td
+	}
+	if !td.anchors[frag] {
+		return fmt.Sprintf("%s has no heading with the anchor #%s", resolved, frag)
+	}
+	return ""
+}
+
+func isTracked(tracked map[string]bool, p string, dir bool) bool {
+	if !dir {
+		return tracked[p]
+	}
+	if p == "." {
+		return true
+	}
+	for f := range tracked {
+		if strings.HasPrefix(f, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// trackedFiles is git's list of the repository's files (committed, or new and
+// not ignored), or nil outside a git checkout.
+func trackedFiles(root string) map[string]bool {
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		return nil
+	}
+	files := map[string]bool{}
+	for f := range strings.SplitSeq(string(out), "\x00") {
+		if f != "" {
+			files[f] = true
+		}
+	}
+	return files
+}
+
+// docCommand is one sluice invocation found in a doc.
+type docCommand struct {
+	where string   // file:line
+	env   []string // NAME=value assignments before the command
+	args  []string // after "sluice"
+}
+
+func (c docCommand) String() string {
+	return strings.TrimSpace(strings.Join(c.env, " ") + " sluice " + strings.Join(c.args, " "))
+}
+
+// shellLangs are the code-block languages whose lines are shell commands.
+var shellLangs = map[string]bool{"": true, "sh": true, "bash": true, "shell": true, "console": true, "zsh": true, "shell-session": true}
+
+// docCommands returns the sluice invocations in d's shell code blocks. In a
+// block where some line starts with a "$ " prompt, only those lines are
+// commands (the rest is output).
+func docCommands(d doc) []docCommand {
+	var out []docCommand
+	for _, b := range d.blocks {
+		if !shellLangs[b.lang] {
+			continue
+		}
+		prompted := slices.ContainsFunc(b.lines, func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "$ ") })
+		for i := 0; i < len(b.lines); i++ {
+			start, line := i, strings.TrimSpace(b.lines[i])
+			if prompted {
+				if !strings.HasPrefix(line, "$ ") {
+					continue
+				}
+				line = strings.TrimPrefix(line, "$ ")
+			}
+			for strings.HasSuffix(line, `\`) && i+1 < len(b.lines) {
+				i++
+				line = strings.TrimSuffix(line, `\`) + " " + strings.TrimSpace(b.lines[i])
+			}
+			where := fmt.Sprintf("%s:%d", d.path, b.first+start)
+			for _, words := range shellWords(line) {
+				if c, ok := sluiceInvocation(words); ok {
+					c.where = where
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+var assignRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+
+// sluiceInvocation recognises `sluice …`, `bin/sluice …`, `go run ./cmd/sluice …`
+// and `make dev ARGS='…'`, each after optional VAR=value prefixes.
+func sluiceInvocation(words []string) (docCommand, bool) {
+	var c docCommand
+	for len(words) > 0 && assignRe.MatchString(words[0]) {
+		c.env = append(c.env, words[0])
+		words = words[1:]
+	}
+	for len(words) > 0 && slices.Contains([]string{"exec", "time", "nohup", "command"}, words[0]) {
+		words = words[1:]
+	}
+	switch {
+	case len(words) == 0:
+		return c, false
+	case path.Base(words[0]) == "sluice":
+		c.args = words[1:]
+		return c, true
+	case len(words) > 2 && words[0] == "go" && words[1] == "run":
+		for i, w := range words[2:] {
+			if strings.TrimSuffix(w, "/") == "./cmd/sluice" || w == "github.com/sluicemq/sluice/cmd/sluice" {
+				c.args = words[2+i+1:]
+				return c, true
+			}
+		}
+	case words[0] == "make" && slices.Contains(words[1:], "dev"):
+		c.args = []string{"dev"}
+		for _, w := range words[1:] {
+			if v, ok := strings.CutPrefix(w, "ARGS="); ok {
+				// make hands $(ARGS) to the shell unquoted: split it again.
+				for _, ws := range shellWords(v) {
+					c.args = append(c.args, ws...)
+				}
+			}
+		}
+		return c, true
+	}
+	return c, false
+}
+
+// shellWords splits a command line as a POSIX shell would into simple
+// commands (at unquoted |, ||, &&, ; and &) of words, with quotes removed,
+// comments and redirections dropped. Expansions ($VAR, $(…)) stay as text.
+func shellWords(line string) [][]string {
+	var (
+		cmds     [][]string
+		words    []string
+		cur      strings.Builder
+		inWord   bool
+		quoted   bool // cur holds quoted text (so "2" in "2>" is not an fd)
+		skipNext bool // the next word is a redirection's target
+	)
+	endWord := func() {
+		if inWord {
+			if skipNext {
+				skipNext = false
+			} else {
+				words = append(words, cur.String())
+			}
+		}
+		cur.Reset()
+		inWord, quoted = false, false
+	}
+	endCmd := func() {
+		endWord()
+		if len(words) > 0 {
+			cmds = append(cmds, words)
+		}
+		words = nil
+	}
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case ch == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+			inWord = true
+		case ch == '\'':
+			end := strings.IndexByte(line[i+1:], '\'')
+			if end < 0 {
+				end = len(line) - i - 1
+			}
+			cur.WriteString(line[i+1 : i+1+end])
+			i += end + 1
+			inWord, quoted = true, true
+		case ch == '"':
+			i++
+			for ; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte(`"\$`+"`", line[i+1]) >= 0 {
+					i++
+				}
+				cur.WriteByte(line[i])
+			}
+			inWord, quoted = true, true
+		case ch == '#' && !inWord:
+			endCmd()
+			return cmds
+		case ch == ' ' || ch == '\t':
+			endWord()
+		case ch == '|' || ch == '&' || ch == ';':
+			if ch == '&' && i > 0 && line[i-1] == '>' {
+				continue // >&2
+			}
+			endCmd()
+			if i+1 < len(line) && line[i+1] == ch {
+				i++
+			}
+		case ch == '<' || ch == '>':
+			if inWord && !quoted && strings.Trim(cur.String(), "0123456789") == "" {
+				cur.Reset()
+				inWord = false // the fd of 2>
+			} else {
+				endWord()
+			}
+			for i+1 < len(line) && strings.IndexByte("<>&", line[i+1]) >= 0 {
+				i++
+			}
+			if j := i + 1; j < len(line) && line[i] == '&' {
+				for j < len(line) && (line[j] >= '0' && line[j] <= '9' || line[j] == '-') {
+					j++
+				}
+				if j > i+1 {
+					i = j - 1
+					continue // >&2, 2>&1: no target word
+				}
+			}
+			skipNext = true
+		default:
+			cur.WriteByte(ch)
+			inWord = true
+		}
+	}
+	endCmd()
+	return cmds
+}
+
+// checkCommand runs c's arguments with --help through the real Execute
+// (exit 0, nothing "unknown") and then resolves them as Execute would, more
+// strictly: the command path exists (also below a command group, where cobra
+// itself would only print help), its flags parse, its positional arguments
+// and required flags fit, $SLUICE_* prefixes are variables its flags read,
+// and -o names an output format.
+func checkCommand(c docCommand) []string {
+	var problems []string
+	fail := func(format string, args ...any) {
+		problems = append(problems, fmt.Sprintf("%s: %s: %s", c.where, c, fmt.Sprintf(format, args...)))
+	}
+
+	var out, errOut bytes.Buffer
+	code := Execute(context.Background(), append(slices.Clone(c.args), "--help"), strings.NewReader(""), &out, &errOut)
+	if code != ExitOK || strings.Contains(errOut.String(), "unknown") {
+		fail("with --help it exits %d: %s", code, strings.TrimSpace(errOut.String()))
+	}
+
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	root := a.rootCommand()
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	cmd, rest, err := root.Find(c.args)
+	if err != nil {
+		fail("%v", firstLine(err))
+		return problems
+	}
+	cmd.InitDefaultHelpFlag()
+	if err := cmd.ParseFlags(rest); err != nil {
+		fail("%v", err)
+		return problems
+	}
+	if help, _ := cmd.Flags().GetBool("help"); help {
+		return problems
+	}
+	pos := cmd.Flags().Args()
+	if cmd.HasAvailableSubCommands() && !cmd.Runnable() && len(pos) > 0 {
+		fail("unknown command %q for %q", pos[0], cmd.CommandPath())
+		return problems
+	}
+	if err := cmd.ValidateArgs(pos); err != nil {
+		fail("%v", err)
+	}
+	for _, kv := range c.env {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix+"_") {
+			continue
+		}
+		var reader *string
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if flagenv.Name(envPrefix, f.Name) == name && strings.Contains(f.Usage, "[$"+name+"]") {
+				reader = &f.Name
+			}
+		})
+		switch {
+		case reader == nil:
+			fail("$%s is read by no flag of %q", name, cmd.CommandPath())
+		case !cmd.Flags().Changed(*reader):
+			if err := cmd.Flags().Set(*reader, value); err != nil {
+				fail("$%s: %v", name, err)
+			}
+		}
+	}
+	if err := cmd.ValidateRequiredFlags(); err != nil {
+		fail("%v", err)
+	}
+	if err := cmd.ValidateFlagGroups(); err != nil {
+		fail("%v", err)
+	}
+	if err := a.checkOutput(); err != nil {
+		fail("%v", err)
+	}
+	return problems
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
