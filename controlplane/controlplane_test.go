@@ -691,3 +691,23 @@ func TestControlPlaneHealthAndMetrics(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestControlPlaneQuotaMessageReportsUsage: a topic refused for the
+// partition limit says how many partitions the tenant really holds, also
+// when the request alone is over the limit (it said "0 in use").
+func TestControlPlaneQuotaMessageReportsUsage(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL)
+		c.registerBrokers(t, 1)
+		ctx := context.Background()
+		a := c.signup(t, "quota")
+		tc := c.topics(a.token)
+		_, err := tc.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 6, ReplicationFactor: 1}))
+		require.NoError(t, err)
+		_, err = tc.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "big", PartitionCount: 100, ReplicationFactor: 1}))
+		requireCode(t, connect.CodeResourceExhausted, err, "partitions limit reached: the tenant may have 30 (free plan and overrides); 6 in use, this topic needs 100")
+		_, err = tc.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "more", PartitionCount: 25, ReplicationFactor: 1}))
+		requireCode(t, connect.CodeResourceExhausted, err, "partitions limit reached: the tenant may have 30 (free plan and overrides); 6 in use, this topic needs 25")
+	})
+}

@@ -46,19 +46,17 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 	if err != nil {
 		return nil, err
 	}
-	// Cheap checks before placement; the store re-checks the counts
-	// atomically when it creates the topic.
-	if limits.MaxPartitions > 0 && n > limits.MaxPartitions {
-		return nil, limitExceeded(t.Plan, &store.LimitError{Limit: "partitions", Request: int64(n), Max: int64(limits.MaxPartitions)})
+	counts := store.CountLimits{MaxTopics: int64(limits.MaxTopics), MaxPartitions: int64(limits.MaxPartitions)}
+	// A cheap check before placement, on the tenant's real usage; the
+	// store re-checks the counts atomically when it creates the topic.
+	if err := s.checkCountLimits(ctx, t.ID, t.Plan, counts, n); err != nil {
+		return nil, err
 	}
 	if err := s.checkMetricCollision(ctx, t.ID, m.GetName()); err != nil {
 		return nil, err
 	}
 
-	topic, parts, err := s.placeAndCreate(ctx, t.ID, m.GetName(), n, rf, cfg, store.CountLimits{
-		MaxTopics:     int64(limits.MaxTopics),
-		MaxPartitions: int64(limits.MaxPartitions),
-	})
+	topic, parts, err := s.placeAndCreate(ctx, t.ID, m.GetName(), n, rf, cfg, counts)
 	var le *store.LimitError
 	switch {
 	case errors.As(err, &le):
@@ -131,7 +129,25 @@ func (a *API) placeAndCreate(ctx context.Context, tenantID, name string, n, rf i
 	return topic, parts, nil
 }
 
-// limitExceeded explains a count limit in ResourceExhausted.
+// checkCountLimits refuses a new topic of n partitions that would pass the
+// tenant's topic or partition count, reporting what the tenant holds now
+// (never a guess: the store counts it).
+func (a *API) checkCountLimits(ctx context.Context, tenantID, plan string, limits store.CountLimits, n int32) error {
+	u, err := a.store.TenantUsage(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	var le *store.LimitError
+	if errors.As(store.CheckLimits(limits, u.Topics, u.Partitions, int64(n)), &le) {
+		return limitExceeded(plan, le)
+	}
+	return nil
+}
+
+// limitExceeded explains a count limit in ResourceExhausted: the limit,
+// the tenant's usage (le.Current, as the store counted it) and what the
+// request adds. Every count-limit refusal of topics and partitions answers
+// with it.
 func limitExceeded(plan string, le *store.LimitError) error {
 	return connect.NewError(connect.CodeResourceExhausted,
 		fmt.Errorf("%s limit reached: the tenant may have %d (%s plan and overrides); %d in use, this topic needs %d",

@@ -827,6 +827,13 @@ func testTopicLimitPartitions(t *testing.T, s store.Store) {
 
 	tp, parts = newTopicValue(ten.ID, "seven", 7)
 	requireLimit(t, s.CreateTopic(ctx, tp, parts, limits), store.LimitError{Limit: "partitions", Current: 4, Request: 7, Max: 10})
+	// A request over the limit on its own still reports what is in use
+	// (the API's quota message quotes Current).
+	tp, parts = newTopicValue(ten.ID, "eleven", 11)
+	requireLimit(t, s.CreateTopic(ctx, tp, parts, limits), store.LimitError{Limit: "partitions", Current: 4, Request: 11, Max: 10})
+	u, err := s.TenantUsage(ctx, ten.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.TenantUsage{Topics: 1, Partitions: 4}, u, "the usage the API's early check reads")
 
 	tp, parts = newTopicValue(ten.ID, "six", 6)
 	require.NoError(t, s.CreateTopic(ctx, tp, parts, limits), "exactly at the limit")
@@ -838,7 +845,7 @@ func testTopicLimitPartitions(t *testing.T, s store.Store) {
 	requireLimit(t, s.CreateTopic(ctx, tp, parts, store.CountLimits{MaxTopics: 2, MaxPartitions: 10}),
 		store.LimitError{Limit: "topics", Current: 2, Request: 1, Max: 2})
 
-	u, err := s.TenantUsage(ctx, ten.ID)
+	u, err = s.TenantUsage(ctx, ten.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.TenantUsage{Topics: 2, Partitions: 10}, u)
 }
