@@ -46,6 +46,7 @@ var rules = map[string]rule{
 	sluicev1connect.TopicServiceDescribeTopicProcedure:     {access: accessTenant},
 	sluicev1connect.TopicServiceUpdateTopicConfigProcedure: {access: accessTenant, scope: tenants.ScopeAdmin},
 	sluicev1connect.TopicServiceDeleteTopicProcedure:       {access: accessTenant, scope: tenants.ScopeAdmin},
+	sluicev1connect.TopicServiceCreatePartitionsProcedure:  {access: accessTenant, scope: tenants.ScopeAdmin},
 
 	// Reading alerts, the policy, webhooks and their deliveries needs any
 	// tenant token; changing webhooks and the policy, and sending a test

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -75,33 +76,9 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 // Store errors (ErrAlreadyExists, *store.LimitError) pass through.
 func (a *API) placeAndCreate(ctx context.Context, tenantID, name string, n, rf int32, cfg store.TopicConfig, limits store.CountLimits) (store.Topic, []store.Partition, error) {
 	now := a.now().UTC()
-	brokers, err := a.store.ListBrokers(ctx)
+	assignment, err := a.place(ctx, now, n, rf)
 	if err != nil {
 		return store.Topic{}, nil, err
-	}
-	var live []placement.Broker
-	for _, b := range brokers {
-		if b.Live(now) {
-			live = append(live, placement.Broker{ID: b.ID, Rack: b.Rack})
-		}
-	}
-	if int(rf) > len(live) {
-		return store.Topic{}, nil, failedPrecondition("replication factor %d needs %d live brokers; %d live", rf, rf, len(live))
-	}
-	load, err := a.store.PartitionLoad(ctx)
-	if err != nil {
-		return store.Topic{}, nil, err
-	}
-	pl := make(placement.Load, len(load))
-	for id, l := range load {
-		pl[id] = placement.BrokerLoad{Replicas: l.Replicas, Leaders: l.Leaders}
-	}
-	assignment, err := placement.Assign(live, pl, int(n), int(rf))
-	if errors.Is(err, placement.ErrNotEnoughBrokers) {
-		return store.Topic{}, nil, failedPrecondition("%v", err)
-	}
-	if err != nil {
-		return store.Topic{}, nil, fmt.Errorf("place partitions: %w", err)
 	}
 	topic := store.Topic{
 		ID:                store.NewID(),
@@ -113,20 +90,66 @@ func (a *API) placeAndCreate(ctx context.Context, tenantID, name string, n, rf i
 		CreatedAt:         now,
 		UpdatedAt:         now,
 	}
-	parts := make([]store.Partition, n)
+	parts := newPartitions(topic.ID, 0, assignment)
+	if err := a.store.CreateTopic(ctx, topic, parts, limits); err != nil {
+		return store.Topic{}, nil, err
+	}
+	return topic, parts, nil
+}
+
+// place places n new partitions of replication factor rf over the brokers
+// live at now, rack-aware and balancing the load every broker already
+// holds (all topics' replicas and leaders): placement.Assign, for a new
+// topic and for partitions added to one alike. Too few live brokers is
+// FailedPrecondition.
+func (a *API) place(ctx context.Context, now time.Time, n, rf int32) ([][]int32, error) {
+	brokers, err := a.store.ListBrokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var live []placement.Broker
+	for _, b := range brokers {
+		if b.Live(now) {
+			live = append(live, placement.Broker{ID: b.ID, Rack: b.Rack})
+		}
+	}
+	if int(rf) > len(live) {
+		return nil, failedPrecondition("replication factor %d needs %d live brokers; %d live", rf, rf, len(live))
+	}
+	load, err := a.store.PartitionLoad(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pl := make(placement.Load, len(load))
+	for id, l := range load {
+		pl[id] = placement.BrokerLoad{Replicas: l.Replicas, Leaders: l.Leaders}
+	}
+	assignment, err := placement.Assign(live, pl, int(n), int(rf))
+	if errors.Is(err, placement.ErrNotEnoughBrokers) {
+		return nil, failedPrecondition("%v", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("place partitions: %w", err)
+	}
+	return assignment, nil
+}
+
+// newPartitions is the initial state of new partitions numbered from
+// `from`, one per replica list of assignment: led by the preferred leader
+// (replicas[0]), every replica in the ISR (their logs are all empty),
+// epochs 0. The controller takes over from there, as for any partition.
+func newPartitions(topicID string, from int32, assignment [][]int32) []store.Partition {
+	parts := make([]store.Partition, len(assignment))
 	for i, replicas := range assignment {
 		parts[i] = store.Partition{
-			TopicID:   topic.ID,
-			Partition: int32(i),
+			TopicID:   topicID,
+			Partition: from + int32(i),
 			Replicas:  replicas,
 			Leader:    replicas[0],
 			ISR:       append([]int32(nil), replicas...),
 		}
 	}
-	if err := a.store.CreateTopic(ctx, topic, parts, limits); err != nil {
-		return store.Topic{}, nil, err
-	}
-	return topic, parts, nil
+	return parts
 }
 
 // checkCountLimits refuses a new topic of n partitions that would pass the

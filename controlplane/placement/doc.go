@@ -1,5 +1,7 @@
-// Package placement chooses the brokers that host the replicas of a new
-// topic.
+// Package placement chooses the brokers that host the replicas of new
+// partitions: a new topic's, and those added to a topic (the control plane
+// passes the same Load either way, which then counts the topic's existing
+// partitions too).
 //
 // Assign is a pure function: no I/O, no clock, no randomness. It places the
 // partitions one after another, each replica greedily:

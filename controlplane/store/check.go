@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -78,8 +79,38 @@ func CheckLimits(l CountLimits, topics, parts, request int64) error {
 	if l.MaxTopics > 0 && topics+1 > l.MaxTopics {
 		return &LimitError{Limit: "topics", Current: topics, Request: 1, Max: l.MaxTopics}
 	}
+	return CheckPartitionLimit(l, parts, request)
+}
+
+// CheckPartitionLimit returns a *LimitError when a tenant holding parts
+// partitions may not add request more (to a new topic or an existing one).
+func CheckPartitionLimit(l CountLimits, parts, request int64) error {
 	if l.MaxPartitions > 0 && parts+request > l.MaxPartitions {
 		return &LimitError{Limit: "partitions", Current: parts, Request: request, Max: l.MaxPartitions}
+	}
+	return nil
+}
+
+// CheckNewPartitions validates the partitions AddPartitions is about to add
+// to a topic of from partitions: at least one, numbered from, from+1, ...
+// each once, and the new count within int32.
+func CheckNewPartitions(from int32, parts []Partition) error {
+	if from < 0 {
+		return fmt.Errorf("invalid partition growth: current count %d is negative", from)
+	}
+	if len(parts) == 0 {
+		return fmt.Errorf("invalid partition growth: no partitions to add")
+	}
+	if int64(from)+int64(len(parts)) > math.MaxInt32 {
+		return fmt.Errorf("invalid partition growth: %d + %d partitions overflows", from, len(parts))
+	}
+	seen := make([]bool, len(parts))
+	for _, p := range parts {
+		i := int64(p.Partition) - int64(from)
+		if i < 0 || i >= int64(len(parts)) || seen[i] {
+			return fmt.Errorf("invalid partition growth: new partition numbers must be %d..%d, each once; got %d", from, int(from)+len(parts)-1, p.Partition)
+		}
+		seen[i] = true
 	}
 	return nil
 }

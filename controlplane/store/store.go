@@ -14,8 +14,11 @@
 // missing object.
 //
 // Counting limits (topics and partitions per tenant) are enforced inside the
-// same transaction that creates the topic, serialised per tenant, so
-// concurrent creations never exceed them.
+// same transaction that creates the topic or adds partitions to it,
+// serialised per tenant, so concurrent creations and growths never exceed
+// them. A topic's partitions are only ever added (AddPartitions), never
+// removed but with the topic: a partition number, once given, names the
+// same partition for the topic's lifetime.
 //
 // # Controller lease and fencing
 //
@@ -54,7 +57,7 @@
 // # Metadata version
 //
 // MetadataVersion is a global counter bumped, in the same transaction, by
-// every change to topics (create, config update, delete), partition state
+// every change to topics (create, config update, partitions added, delete), partition state
 // and brokers (registration; not heartbeats, which only extend a lease). A
 // reader that reads the version before reading metadata, and polls the
 // version later, sees every change after the first read as a newer version.
@@ -293,6 +296,17 @@ type Store interface {
 	UpdateTopicConfig(ctx context.Context, tenantID, name string, at time.Time, update func(Topic) (TopicConfig, error)) (Topic, error)
 	// DeleteTopic removes the topic and its partition state, returning what was deleted → ErrNotFound.
 	DeleteTopic(ctx context.Context, tenantID, name string) (Topic, error)
+	// AddPartitions grows the tenant's topic topicID from `from` partitions to from+len(parts), in
+	// one transaction: parts are the new partitions' state, numbered from..from+len(parts)-1 each
+	// once (their TopicID is ignored); the existing partitions are untouched; the topic's
+	// Partitions becomes the new count and UpdatedAt `at`. The tenant's partition count (all its
+	// topics) plus len(parts) is checked against limits.MaxPartitions (MaxTopics does not apply)
+	// serialised with every creation and growth of the tenant's topics, so concurrent calls never
+	// pass it together → *LimitError (Current = the tenant's partitions, Request = len(parts)).
+	// The topic no longer having `from` partitions (a concurrent growth) → ErrConflict, checked
+	// before the limit; an unknown topic, or another tenant's → ErrNotFound. Returns the topic as
+	// stored.
+	AddPartitions(ctx context.Context, tenantID, topicID string, from int32, parts []Partition, limits CountLimits, at time.Time) (Topic, error)
 
 	// ListPartitions of a topic ordered by partition number.
 	ListPartitions(ctx context.Context, topicID string) ([]Partition, error)

@@ -24,6 +24,8 @@ func RunConcurrent(t *testing.T, newStore func(t *testing.T) store.Store) {
 var concurrentTests = []test{
 	{name: "ConcurrentTopicLimit", fn: testConcurrentTopicLimit},
 	{name: "ConcurrentPartitionLimit", fn: testConcurrentPartitionLimit},
+	{name: "ConcurrentPartitionGrowthLimit", fn: testConcurrentPartitionGrowthLimit},
+	{name: "ConcurrentPartitionGrowthSameTopic", fn: testConcurrentPartitionGrowthSameTopic},
 	{name: "ConcurrentTopicLimitPerTenant", fn: testConcurrentTopicLimitPerTenant},
 	{name: "ConcurrentTopicSameName", fn: testConcurrentTopicSameName},
 	{name: "ConcurrentTenantSameName", fn: testConcurrentTenantSameName},

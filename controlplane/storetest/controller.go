@@ -247,6 +247,12 @@ func testMetadataVersion(t *testing.T, s store.Store) {
 	})
 	require.NoError(t, err)
 	bumped("UpdateTopicConfig")
+	_, err = s.AddPartitions(ctx, ten.ID, tp.ID, 3, newPartitionValues(tp.ID, 3, 1, tp.ReplicationFactor), store.CountLimits{}, at(time.Hour))
+	require.NoError(t, err)
+	bumped("AddPartitions")
+	_, err = s.AddPartitions(ctx, ten.ID, tp.ID, 3, newPartitionValues(tp.ID, 3, 1, tp.ReplicationFactor), store.CountLimits{}, at(time.Hour))
+	require.ErrorIs(t, err, store.ErrConflict)
+	unchanged("a refused AddPartitions")
 	p := parts[0]
 	p.ISR, p.PartitionEpoch = p.Replicas[:1], 1
 	require.NoError(t, s.UpdatePartition(ctx, p, 0))

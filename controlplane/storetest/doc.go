@@ -8,7 +8,8 @@
 //
 // Run covers every method and every documented error of store.Store;
 // RunConcurrent proves the guarantees that only show under contention (count
-// limits never exceeded, one winner per partition epoch, broker epoch fencing,
+// limits never exceeded, also by partition growth, one winner per topic
+// growth and per partition epoch, broker epoch fencing,
 // one controller-lease holder at a time, no write of a deposed controller,
 // one finished remote copy per range while leaders race, one active alert
 // per key and one move per alert state while replicas race, one delivery

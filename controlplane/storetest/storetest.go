@@ -68,6 +68,9 @@ var tests = []test{
 	{name: "TopicDelete", fn: testTopicDelete},
 	{name: "TopicLimitTopics", fn: testTopicLimitTopics},
 	{name: "TopicLimitPartitions", fn: testTopicLimitPartitions},
+	{name: "TopicAddPartitions", fn: testTopicAddPartitions},
+	{name: "TopicAddPartitionsRefused", fn: testTopicAddPartitionsRefused},
+	{name: "TopicAddPartitionsLimit", fn: testTopicAddPartitionsLimit},
 
 	{name: "PartitionUpdateCAS", fn: testPartitionUpdateCAS},
 	{name: "PartitionLoad", own: true, fn: testPartitionLoad},

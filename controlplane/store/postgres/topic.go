@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -168,4 +169,58 @@ func (s *Store) DeleteTopic(ctx context.Context, tenantID, name string) (store.T
 	t, err := scanTopic(s.pool.QueryRow(ctx,
 		`DELETE FROM topics WHERE tenant_id = $1 AND name = $2 RETURNING `+topicColumns, tid, name))
 	return t, translate("delete topic", err)
+}
+
+// AddPartitions implements store.Store. The tenant row lock serialises it
+// with the tenant's other creations and growths (the partition count below
+// cannot change before this transaction ends), then the topic row lock with
+// config updates of the topic; locks are taken in that order, tenant first,
+// as CreateTopic takes the tenant's.
+func (s *Store) AddPartitions(ctx context.Context, tenantID, topicID string, from int32, parts []store.Partition, limits store.CountLimits, at time.Time) (store.Topic, error) {
+	tid, ok := store.CanonicalID(tenantID)
+	if !ok {
+		return store.Topic{}, store.ErrNotFound
+	}
+	id, ok := store.CanonicalID(topicID)
+	if !ok {
+		return store.Topic{}, store.ErrNotFound
+	}
+	if err := store.CheckNewPartitions(from, parts); err != nil {
+		return store.Topic{}, err
+	}
+	var out store.Topic
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, tid).Scan(&one); err != nil {
+			return err
+		}
+		var cur int32
+		if err := tx.QueryRow(ctx, `SELECT partitions FROM topics WHERE id = $1 AND tenant_id = $2 FOR NO KEY UPDATE`, id, tid).Scan(&cur); err != nil {
+			return err
+		}
+		if cur != from {
+			return fmt.Errorf("topic %s has %d partitions, not %d: %w", id, cur, from, store.ErrConflict)
+		}
+		var nparts int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(partitions), 0) FROM topics WHERE tenant_id = $1`, tid).Scan(&nparts); err != nil {
+			return err
+		}
+		if err := store.CheckPartitionLimit(limits, nparts, int64(len(parts))); err != nil {
+			return err
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"partitions"},
+			[]string{"topic_id", "partition", "replicas", "leader", "leader_epoch", "isr", "partition_epoch"},
+			pgx.CopyFromSlice(len(parts), func(i int) ([]any, error) {
+				p := parts[i]
+				return []any{id, p.Partition, nonNilList(p.Replicas), p.Leader, p.LeaderEpoch, nonNilList(p.ISR), p.PartitionEpoch}, nil
+			})); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanTopic(tx.QueryRow(ctx,
+			`UPDATE topics SET partitions = $1, updated_at = $2 WHERE id = $3 RETURNING `+topicColumns,
+			from+int32(len(parts)), ts(at), id))
+		return err
+	})
+	return out, translate("add partitions", err)
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/sluicemq/sluice/controlplane/store"
@@ -175,4 +176,55 @@ func (s *Store) DeleteTopic(ctx context.Context, tenantID, name string) (store.T
 	t, err := scanTopic(s.write.QueryRowContext(ctx,
 		`DELETE FROM topics WHERE tenant_id = ? AND name = ? RETURNING `+topicColumns, tid, name))
 	return t, translate("delete topic", err)
+}
+
+// AddPartitions implements store.Store. The write transaction (BEGIN
+// IMMEDIATE) holds the write lock from the count to the insert, so
+// concurrent growths and creations serialise.
+func (s *Store) AddPartitions(ctx context.Context, tenantID, topicID string, from int32, parts []store.Partition, limits store.CountLimits, at time.Time) (store.Topic, error) {
+	tid, ok := store.CanonicalID(tenantID)
+	if !ok {
+		return store.Topic{}, store.ErrNotFound
+	}
+	id, ok := store.CanonicalID(topicID)
+	if !ok {
+		return store.Topic{}, store.ErrNotFound
+	}
+	if err := store.CheckNewPartitions(from, parts); err != nil {
+		return store.Topic{}, err
+	}
+	var out store.Topic
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var cur int32
+		if err := tx.QueryRowContext(ctx, `SELECT partitions FROM topics WHERE id = ? AND tenant_id = ?`, id, tid).Scan(&cur); err != nil {
+			return err
+		}
+		if cur != from {
+			return fmt.Errorf("topic %s has %d partitions, not %d: %w", id, cur, from, store.ErrConflict)
+		}
+		var nparts int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(partitions), 0) FROM topics WHERE tenant_id = ?`, tid).Scan(&nparts); err != nil {
+			return err
+		}
+		if err := store.CheckPartitionLimit(limits, nparts, int64(len(parts))); err != nil {
+			return err
+		}
+		stmt, err := tx.PrepareContext(ctx,
+			`INSERT INTO partitions (`+partitionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, p := range parts {
+			if _, err := stmt.ExecContext(ctx, id, p.Partition, encodeList(p.Replicas), p.Leader, p.LeaderEpoch,
+				encodeList(p.ISR), p.PartitionEpoch); err != nil {
+				return err
+			}
+		}
+		out, err = scanTopic(tx.QueryRowContext(ctx,
+			`UPDATE topics SET partitions = ?, updated_at = ? WHERE id = ? RETURNING `+topicColumns,
+			from+int32(len(parts)), toMS(at), id))
+		return err
+	})
+	return out, translate("add partitions", err)
 }

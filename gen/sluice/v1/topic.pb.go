@@ -789,6 +789,113 @@ func (x *DeleteTopicResponse) GetTopic() *Topic {
 	return nil
 }
 
+type CreatePartitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The new total partition count (not the number to add), above the
+	// current one, at most 10000.
+	PartitionCount int32 `protobuf:"varint,2,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest) Reset() {
+	*x = CreatePartitionsRequest{}
+	mi := &file_sluice_v1_topic_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_topic_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_topic_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CreatePartitionsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreatePartitionsRequest) GetPartitionCount() int32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+type CreatePartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic *Topic                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Every partition of the topic, the new ones included.
+	Partitions    []*PartitionInfo `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse) Reset() {
+	*x = CreatePartitionsResponse{}
+	mi := &file_sluice_v1_topic_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_topic_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_topic_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CreatePartitionsResponse) GetTopic() *Topic {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+func (x *CreatePartitionsResponse) GetPartitions() []*PartitionInfo {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_sluice_v1_topic_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_topic_proto_rawDesc = "" +
@@ -855,14 +962,23 @@ const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"=\n" +
 	"\x13DeleteTopicResponse\x12&\n" +
-	"\x05topic\x18\x01 \x01(\v2\x10.sluice.v1.TopicR\x05topic2\xb3\x03\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.sluice.v1.TopicR\x05topic\"V\n" +
+	"\x17CreatePartitionsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x0fpartition_count\x18\x02 \x01(\x05R\x0epartitionCount\"|\n" +
+	"\x18CreatePartitionsResponse\x12&\n" +
+	"\x05topic\x18\x01 \x01(\v2\x10.sluice.v1.TopicR\x05topic\x128\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x18.sluice.v1.PartitionInfoR\n" +
+	"partitions2\x92\x04\n" +
 	"\fTopicService\x12N\n" +
 	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x00\x12K\n" +
 	"\n" +
 	"ListTopics\x12\x1c.sluice.v1.ListTopicsRequest\x1a\x1d.sluice.v1.ListTopicsResponse\"\x00\x12T\n" +
 	"\rDescribeTopic\x12\x1f.sluice.v1.DescribeTopicRequest\x1a .sluice.v1.DescribeTopicResponse\"\x00\x12`\n" +
 	"\x11UpdateTopicConfig\x12#.sluice.v1.UpdateTopicConfigRequest\x1a$.sluice.v1.UpdateTopicConfigResponse\"\x00\x12N\n" +
-	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00B\x93\x01\n" +
+	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00\x12]\n" +
+	"\x10CreatePartitions\x12\".sluice.v1.CreatePartitionsRequest\x1a#.sluice.v1.CreatePartitionsResponse\"\x00B\x93\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"TopicProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -879,7 +995,7 @@ func file_sluice_v1_topic_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_topic_proto_rawDescData
 }
 
-var file_sluice_v1_topic_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_sluice_v1_topic_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_sluice_v1_topic_proto_goTypes = []any{
 	(*TopicConfig)(nil),               // 0: sluice.v1.TopicConfig
 	(*Topic)(nil),                     // 1: sluice.v1.Topic
@@ -894,12 +1010,14 @@ var file_sluice_v1_topic_proto_goTypes = []any{
 	(*UpdateTopicConfigResponse)(nil), // 10: sluice.v1.UpdateTopicConfigResponse
 	(*DeleteTopicRequest)(nil),        // 11: sluice.v1.DeleteTopicRequest
 	(*DeleteTopicResponse)(nil),       // 12: sluice.v1.DeleteTopicResponse
-	(*timestamppb.Timestamp)(nil),     // 13: google.protobuf.Timestamp
+	(*CreatePartitionsRequest)(nil),   // 13: sluice.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),  // 14: sluice.v1.CreatePartitionsResponse
+	(*timestamppb.Timestamp)(nil),     // 15: google.protobuf.Timestamp
 }
 var file_sluice_v1_topic_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.Topic.config:type_name -> sluice.v1.TopicConfig
-	13, // 1: sluice.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	13, // 2: sluice.v1.Topic.update_time:type_name -> google.protobuf.Timestamp
+	15, // 1: sluice.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	15, // 2: sluice.v1.Topic.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 3: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.TopicConfig
 	1,  // 4: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.Topic
 	2,  // 5: sluice.v1.CreateTopicResponse.partitions:type_name -> sluice.v1.PartitionInfo
@@ -909,21 +1027,25 @@ var file_sluice_v1_topic_proto_depIdxs = []int32{
 	0,  // 9: sluice.v1.UpdateTopicConfigRequest.config:type_name -> sluice.v1.TopicConfig
 	1,  // 10: sluice.v1.UpdateTopicConfigResponse.topic:type_name -> sluice.v1.Topic
 	1,  // 11: sluice.v1.DeleteTopicResponse.topic:type_name -> sluice.v1.Topic
-	3,  // 12: sluice.v1.TopicService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	5,  // 13: sluice.v1.TopicService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	7,  // 14: sluice.v1.TopicService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
-	9,  // 15: sluice.v1.TopicService.UpdateTopicConfig:input_type -> sluice.v1.UpdateTopicConfigRequest
-	11, // 16: sluice.v1.TopicService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	4,  // 17: sluice.v1.TopicService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	6,  // 18: sluice.v1.TopicService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	8,  // 19: sluice.v1.TopicService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	10, // 20: sluice.v1.TopicService.UpdateTopicConfig:output_type -> sluice.v1.UpdateTopicConfigResponse
-	12, // 21: sluice.v1.TopicService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	1,  // 12: sluice.v1.CreatePartitionsResponse.topic:type_name -> sluice.v1.Topic
+	2,  // 13: sluice.v1.CreatePartitionsResponse.partitions:type_name -> sluice.v1.PartitionInfo
+	3,  // 14: sluice.v1.TopicService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	5,  // 15: sluice.v1.TopicService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	7,  // 16: sluice.v1.TopicService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
+	9,  // 17: sluice.v1.TopicService.UpdateTopicConfig:input_type -> sluice.v1.UpdateTopicConfigRequest
+	11, // 18: sluice.v1.TopicService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	13, // 19: sluice.v1.TopicService.CreatePartitions:input_type -> sluice.v1.CreatePartitionsRequest
+	4,  // 20: sluice.v1.TopicService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	6,  // 21: sluice.v1.TopicService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	8,  // 22: sluice.v1.TopicService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	10, // 23: sluice.v1.TopicService.UpdateTopicConfig:output_type -> sluice.v1.UpdateTopicConfigResponse
+	12, // 24: sluice.v1.TopicService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	14, // 25: sluice.v1.TopicService.CreatePartitions:output_type -> sluice.v1.CreatePartitionsResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_topic_proto_init() }
@@ -938,7 +1060,7 @@ func file_sluice_v1_topic_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_topic_proto_rawDesc), len(file_sluice_v1_topic_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,9 @@ const (
 	// TopicServiceDeleteTopicProcedure is the fully-qualified name of the TopicService's DeleteTopic
 	// RPC.
 	TopicServiceDeleteTopicProcedure = "/sluice.v1.TopicService/DeleteTopic"
+	// TopicServiceCreatePartitionsProcedure is the fully-qualified name of the TopicService's
+	// CreatePartitions RPC.
+	TopicServiceCreatePartitionsProcedure = "/sluice.v1.TopicService/CreatePartitions"
 )
 
 // TopicServiceClient is a client for the sluice.v1.TopicService service.
@@ -63,6 +66,16 @@ type TopicServiceClient interface {
 	UpdateTopicConfig(context.Context, *connect.Request[v1.UpdateTopicConfigRequest]) (*connect.Response[v1.UpdateTopicConfigResponse], error)
 	// DeleteTopic deletes a topic and its data. The topic id is never reused.
 	DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error)
+	// CreatePartitions raises a topic's partition count to partition_count
+	// (Kafka's CreatePartitions). The new partitions are placed like a new
+	// topic's, over the live brokers taking their load into account, with the
+	// topic's replication factor; existing partitions are untouched.
+	// Partitions are never removed: a count at or below the current one is
+	// INVALID_ARGUMENT. Passing the plan's partition limit is
+	// RESOURCE_EXHAUSTED; too few live brokers for the replication factor is
+	// FAILED_PRECONDITION. Keyed records map to other partitions from then on
+	// (hash(key) mod the new count).
+	CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error)
 }
 
 // NewTopicServiceClient constructs a client for the sluice.v1.TopicService service. By default, it
@@ -106,6 +119,12 @@ func NewTopicServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(topicServiceMethods.ByName("DeleteTopic")),
 			connect.WithClientOptions(opts...),
 		),
+		createPartitions: connect.NewClient[v1.CreatePartitionsRequest, v1.CreatePartitionsResponse](
+			httpClient,
+			baseURL+TopicServiceCreatePartitionsProcedure,
+			connect.WithSchema(topicServiceMethods.ByName("CreatePartitions")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -116,6 +135,7 @@ type topicServiceClient struct {
 	describeTopic     *connect.Client[v1.DescribeTopicRequest, v1.DescribeTopicResponse]
 	updateTopicConfig *connect.Client[v1.UpdateTopicConfigRequest, v1.UpdateTopicConfigResponse]
 	deleteTopic       *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
+	createPartitions  *connect.Client[v1.CreatePartitionsRequest, v1.CreatePartitionsResponse]
 }
 
 // CreateTopic calls sluice.v1.TopicService.CreateTopic.
@@ -143,6 +163,11 @@ func (c *topicServiceClient) DeleteTopic(ctx context.Context, req *connect.Reque
 	return c.deleteTopic.CallUnary(ctx, req)
 }
 
+// CreatePartitions calls sluice.v1.TopicService.CreatePartitions.
+func (c *topicServiceClient) CreatePartitions(ctx context.Context, req *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error) {
+	return c.createPartitions.CallUnary(ctx, req)
+}
+
 // TopicServiceHandler is an implementation of the sluice.v1.TopicService service.
 type TopicServiceHandler interface {
 	// CreateTopic places the partitions over live brokers. A replication
@@ -157,6 +182,16 @@ type TopicServiceHandler interface {
 	UpdateTopicConfig(context.Context, *connect.Request[v1.UpdateTopicConfigRequest]) (*connect.Response[v1.UpdateTopicConfigResponse], error)
 	// DeleteTopic deletes a topic and its data. The topic id is never reused.
 	DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error)
+	// CreatePartitions raises a topic's partition count to partition_count
+	// (Kafka's CreatePartitions). The new partitions are placed like a new
+	// topic's, over the live brokers taking their load into account, with the
+	// topic's replication factor; existing partitions are untouched.
+	// Partitions are never removed: a count at or below the current one is
+	// INVALID_ARGUMENT. Passing the plan's partition limit is
+	// RESOURCE_EXHAUSTED; too few live brokers for the replication factor is
+	// FAILED_PRECONDITION. Keyed records map to other partitions from then on
+	// (hash(key) mod the new count).
+	CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error)
 }
 
 // NewTopicServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -196,6 +231,12 @@ func NewTopicServiceHandler(svc TopicServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(topicServiceMethods.ByName("DeleteTopic")),
 		connect.WithHandlerOptions(opts...),
 	)
+	topicServiceCreatePartitionsHandler := connect.NewUnaryHandler(
+		TopicServiceCreatePartitionsProcedure,
+		svc.CreatePartitions,
+		connect.WithSchema(topicServiceMethods.ByName("CreatePartitions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.TopicService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case TopicServiceCreateTopicProcedure:
@@ -208,6 +249,8 @@ func NewTopicServiceHandler(svc TopicServiceHandler, opts ...connect.HandlerOpti
 			topicServiceUpdateTopicConfigHandler.ServeHTTP(w, r)
 		case TopicServiceDeleteTopicProcedure:
 			topicServiceDeleteTopicHandler.ServeHTTP(w, r)
+		case TopicServiceCreatePartitionsProcedure:
+			topicServiceCreatePartitionsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -235,4 +278,8 @@ func (UnimplementedTopicServiceHandler) UpdateTopicConfig(context.Context, *conn
 
 func (UnimplementedTopicServiceHandler) DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.TopicService.DeleteTopic is not implemented"))
+}
+
+func (UnimplementedTopicServiceHandler) CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.TopicService.CreatePartitions is not implemented"))
 }
