@@ -62,18 +62,11 @@ func (s *topicService) CreatePartitions(ctx context.Context, req *connect.Reques
 				name, t.Partitions, t.Partitions, n)
 		}
 		add := n - t.Partitions
-		// A cheap check before placement, with the real usage; the store
-		// checks again atomically.
-		if limits.MaxPartitions > 0 {
-			u, err := s.store.TenantUsage(ctx, tenant.ID)
-			if err != nil {
-				return nil, err
-			}
-			if err := store.CheckPartitionLimit(countLimits, u.Partitions, int64(add)); err != nil {
-				var le *store.LimitError
-				errors.As(err, &le)
-				return nil, limitExceeded(tenant.Plan, le)
-			}
+		// A cheap check before placement, on the tenant's real usage (the
+		// create path's, with no topic limit: growth adds no topic); the
+		// store checks again atomically.
+		if err := s.checkCountLimits(ctx, tenant.ID, tenant.Plan, countLimits, add); err != nil {
+			return nil, err
 		}
 		now := s.now().UTC()
 		assignment, err := s.place(ctx, now, add, t.ReplicationFactor)
