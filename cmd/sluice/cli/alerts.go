@@ -161,7 +161,7 @@ func lostRange(al *sluicev1.Alert) string {
 	if al.GetLostRecords() <= 0 && al.GetLostToOffset() <= al.GetLostFromOffset() {
 		return "-"
 	}
-	return fmt.Sprintf("offsets %d to %d (%d records)", al.GetLostFromOffset(), al.GetLostToOffset()-1, al.GetLostRecords())
+	return fmt.Sprintf("offsets %d to %d (%s)", al.GetLostFromOffset(), al.GetLostToOffset()-1, plural(al.GetLostRecords(), "record"))
 }
 
 // alertRows are the list table's rows.
@@ -198,7 +198,7 @@ func writeAlert(w io.Writer, al *sluicev1.Alert, loc *time.Location) error {
 		"fired", fmtTimeIn(al.GetFireTime(), loc),
 		"resolved", fmtTimeIn(al.GetResolveTime(), loc),
 		"updated", fmtTimeIn(al.GetUpdateTime(), loc),
-		"lag", strconv.FormatInt(al.GetLagMessages(), 10)+" records",
+		"lag", plural(al.GetLagMessages(), "record"),
 		"lag age", fmtProtoSpan(al.GetLagAge()),
 		"growth rate", fmtGrowth(al.GetLagAgeGrowthRate()),
 		"time to data loss", fmtProtoSpan(al.GetTimeToDataLoss()),

@@ -347,7 +347,7 @@ func (a *app) consume(ctx context.Context, topic string, o consumeOptions, from 
 	if ferr := out.Flush(); ferr != nil && err == nil {
 		err = fmt.Errorf("write stdout: %w", ferr)
 	}
-	fmt.Fprintf(a.stderr, "consumed %d records\n", consumed)
+	fmt.Fprintf(a.stderr, "consumed %s\n", plural(consumed, "record"))
 	return err
 }
 

@@ -174,7 +174,7 @@ func (a *app) consumeGroup(ctx context.Context, topic string, o consumeOptions, 
 		return nil
 	})
 	prog.stop()
-	fmt.Fprintf(a.stderr, "consumed %d records\n", consumed)
+	fmt.Fprintf(a.stderr, "consumed %s\n", plural(consumed, "record"))
 	return err
 }
 
@@ -494,7 +494,7 @@ did not answer shows - and is left out of the total.
 			if unknown {
 				note = " (some partitions unknown)"
 			}
-			_, err = fmt.Fprintf(a.stdout, "total lag: %d records, %.1f seconds%s\n", total, maxSecs, note)
+			_, err = fmt.Fprintf(a.stdout, "total lag: %s, %.1f seconds%s\n", plural(total, "record"), maxSecs, note)
 			return err
 		},
 	}

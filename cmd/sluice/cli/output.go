@@ -55,3 +55,12 @@ func fmtInts(xs []int32) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// plural writes n and a noun, singular for exactly one: "1 record",
+// "0 records", "2 records". Nouns are regular (noun + "s").
+func plural[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -361,14 +361,14 @@ func (a *app) produce(ctx context.Context, s produceSpec, quiet bool) error {
 	prog.stop()
 	acked, failed := rep.finish()
 	writeErr := out.Flush()
-	fmt.Fprintf(a.stderr, "produced %d records to %s (%d failed)\n", acked, s.topic, failed)
+	fmt.Fprintf(a.stderr, "produced %s to %s (%d failed)\n", plural(acked, "record"), s.topic, failed)
 	switch {
 	case readErr != nil:
 		return fmt.Errorf("read stdin: %w", readErr)
 	case writeErr != nil:
 		return fmt.Errorf("write stdout: %w", writeErr)
 	case failed > 0:
-		return fmt.Errorf("%d of %d records failed", failed, acked+failed)
+		return fmt.Errorf("%d of %s failed", failed, plural(acked+failed, "record"))
 	case closeErr != nil:
 		return sdkError{closeErr}
 	}
@@ -640,7 +640,7 @@ func startProgress(w io.Writer, verb string, enabled bool) *progress {
 				rate := float64(n-last) / now.Sub(lastAt).Seconds()
 				last, lastAt = n, now
 				p.mu.Lock()
-				fmt.Fprintf(p.w, "\r\x1b[K%s %d records, %.0f rec/s", p.verb, n, rate)
+				fmt.Fprintf(p.w, "\r\x1b[K%s %s, %.0f rec/s", p.verb, plural(n, "record"), rate)
 				p.shown = true
 				p.mu.Unlock()
 			}
