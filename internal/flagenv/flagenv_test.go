@@ -38,3 +38,21 @@ func TestFlagenvInvalidValue(t *testing.T) {
 	require.ErrorContains(t, err, "$SLUICE_TOKEN_TTL")
 	require.ErrorContains(t, err, "--token-ttl")
 }
+
+func TestFlagenvExclude(t *testing.T) {
+	t.Setenv("SLUICE_VALUE", "from-env")
+	t.Setenv("SLUICE_ACKS", "1")
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	value := fs.String("value", "def", "a record")
+	acks := fs.String("acks", "all", "acks")
+	Exclude(fs, "value")
+	Annotate(fs, "SLUICE")
+	require.NoError(t, fs.Parse(nil))
+	require.NoError(t, Apply(fs, "SLUICE"))
+	require.Equal(t, "def", *value, "an excluded flag reads no variable")
+	require.NotContains(t, fs.Lookup("value").Usage, "$SLUICE_VALUE")
+	require.Equal(t, "1", *acks)
+	require.Equal(t, []string{"--acks ($SLUICE_ACKS)"}, FromEnvironment(fs))
+	require.True(t, Excluded(fs.Lookup("value")))
+	require.False(t, Excluded(fs.Lookup("acks")))
+}

@@ -19,9 +19,8 @@ func (a *app) brokerCommand() *cobra.Command {
 	s3cfg := s3.DefaultConfig()
 	var tierDir string
 	cmd := &cobra.Command{
-		Use:         "broker",
-		Annotations: map[string]string{envFlags: "true"},
-		Short:       "Run a data-plane broker: partition replicas, produce/fetch, replication",
+		Use:   "broker",
+		Short: "Run a data-plane broker: partition replicas, produce/fetch, replication",
 		Example: `  sluice broker --id 1 --listen-addr 0.0.0.0:9092 --advertised-addr broker-1:9092 \
     --data-dir /var/lib/sluice --control-plane http://cp:8080 --broker-token "$BT"`,
 		Args: cobra.NoArgs,

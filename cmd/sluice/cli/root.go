@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,7 +58,7 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
@@ -70,6 +71,10 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	// cobra reports bad arguments and missing flags as plain errors.
 	if errors.As(err, &ue) || strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "accepts ") ||
 		strings.Contains(msg, "required flag") || strings.HasPrefix(msg, "invalid argument") {
+		if env := flagenv.FromEnvironment(cmd.Flags()); len(env) > 0 {
+			// The mistake may be in a variable, not on the command line.
+			fmt.Fprintf(stderr, "sluice: flags set from the environment: %s\n", strings.Join(env, ", "))
+		}
 		return ExitUsage
 	}
 	switch connect.CodeOf(err) {
@@ -112,25 +117,15 @@ Manage topics:        sluice topic create orders --partitions 6
 Consume in a group:   sluice consume orders --group billing
 Lag alerts:           sluice alerts list --state firing
 
-Every flag can also be set through an environment variable: --endpoint is
-$SLUICE_ENDPOINT, --api-key is $SLUICE_API_KEY, and so on.
+` + envHelp + `
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 4 not found, 5 already exists.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			// Global flags always read $SLUICE_*; a command's own flags only
-			// on server commands (marked envFlags), so $SLUICE_NAME does not
-			// silently name an API key.
-			sets := []*pflag.FlagSet{cmd.InheritedFlags()}
-			if cmd.Annotations[envFlags] == "true" {
-				sets = append(sets, cmd.LocalNonPersistentFlags())
-			}
-			for _, fs := range sets {
-				if err := flagenv.Apply(fs, envPrefix); err != nil {
-					return usageError{err}
-				}
+			if err := applyEnv(cmd); err != nil {
+				return err
 			}
 			return a.checkOutput()
 		},
@@ -159,12 +154,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 		a.alertsCommand(),
 		a.webhookCommand(),
 	)
-	flagenv.Annotate(root.PersistentFlags(), envPrefix)
-	for _, c := range root.Commands() {
-		if c.Annotations[envFlags] == "true" {
-			flagenv.Annotate(c.Flags(), envPrefix)
-		}
-	}
+	root.InitDefaultCompletionCmd() // before markEnvFlags: its flags have variables too
+	markEnvFlags(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	refuseUnknownSubcommands(root)
 	return root
@@ -201,8 +192,83 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 	return usageError{errors.New(msg)}
 }
 
-// envFlags marks a command whose own flags have $SLUICE_* fallbacks.
-const envFlags = "sluice/env-flags"
+// Flags without an environment variable, so that a variable left in the
+// environment never writes a record, names or confirms something, or
+// changes what exists, on its own: these flag names on every command, and
+// every flag of these commands. envHelp, in the root help, lists them.
+var (
+	noEnvFlags    = []string{"value", "key", "header", "name", "description", "email", "tenant", "force"}
+	noEnvCommands = []string{"topic alter", "group reset-offsets", "alerts policy set"}
+)
+
+// envHelp is the root help's paragraph on environment variables.
+var envHelp = wrap("Every flag can also be set through an environment variable: --endpoint is "+
+	"$SLUICE_ENDPOINT, --acks is $SLUICE_ACKS, --partitions is $SLUICE_PARTITIONS, and so on "+
+	"(each flag's --help shows its variable); the command line wins. Except, so that a variable "+
+	"left in the environment never writes, names, confirms or changes anything on its own: "+
+	flagList(noEnvFlags)+", and the flags of "+strings.Join(noEnvCommands[:len(noEnvCommands)-1], ", ")+
+	" and "+noEnvCommands[len(noEnvCommands)-1]+".", 76)
+
+func flagList(names []string) string {
+	fs := make([]string, len(names))
+	for i, n := range names {
+		fs[i] = "--" + n
+	}
+	return strings.Join(fs[:len(fs)-1], ", ") + " and " + fs[len(fs)-1]
+}
+
+// wrap breaks s into lines of at most width columns at spaces.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	col := 0
+	for i, w := range strings.Fields(s) {
+		switch {
+		case i == 0:
+		case col+1+len([]rune(w)) > width:
+			b.WriteByte('\n')
+			col = 0
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(w)
+		col += len([]rune(w))
+	}
+	return b.String()
+}
+
+// markEnvFlags excludes the flags without a variable (noEnvFlags,
+// noEnvCommands) and shows every other flag's variable in its help.
+func markEnvFlags(root *cobra.Command) {
+	flagenv.Annotate(root.PersistentFlags(), envPrefix)
+	var visit func(c *cobra.Command)
+	visit = func(c *cobra.Command) {
+		path := strings.TrimPrefix(c.CommandPath(), root.Name()+" ")
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if slices.Contains(noEnvFlags, f.Name) || slices.Contains(noEnvCommands, path) {
+				flagenv.Exclude(c.Flags(), f.Name)
+			}
+		})
+		flagenv.Annotate(c.LocalFlags(), envPrefix)
+		for _, sub := range c.Commands() {
+			visit(sub)
+		}
+	}
+	for _, c := range root.Commands() {
+		visit(c)
+	}
+}
+
+// applyEnv sets cmd's flags (its own and the global ones) that the command
+// line left unset from their $SLUICE_* variables.
+func applyEnv(cmd *cobra.Command) error {
+	for _, fs := range []*pflag.FlagSet{cmd.InheritedFlags(), cmd.LocalNonPersistentFlags()} {
+		if err := flagenv.Apply(fs, envPrefix); err != nil {
+			return usageError{err}
+		}
+	}
+	return nil
+}
 
 func (a *app) checkOutput() error {
 	if a.output != "table" && a.output != "json" {

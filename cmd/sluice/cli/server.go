@@ -33,9 +33,8 @@ import (
 func (a *app) controlplaneCommand() *cobra.Command {
 	cfg := controlplane.DefaultConfig()
 	cmd := &cobra.Command{
-		Use:         "controlplane",
-		Annotations: map[string]string{envFlags: "true"},
-		Short:       "Run a control-plane replica (tenants, auth, topics, placement) on Postgres or SQLite",
+		Use:   "controlplane",
+		Short: "Run a control-plane replica (tenants, auth, topics, placement) on Postgres or SQLite",
 		Example: `  sluice controlplane --database-url postgres://sluice@db/sluice --operator-token "$OP" --broker-token "$BT"
   SLUICE_DATABASE_URL=sqlite:./cp.db sluice controlplane`,
 		Args: cobra.NoArgs,
@@ -284,9 +283,8 @@ func (a *app) devCommand() *cobra.Command {
 	var dataDir, listen string
 	opts := devOptions{groupHeartbeat: time.Second, groupSession: 10 * time.Second}
 	cmd := &cobra.Command{
-		Use:         "dev",
-		Annotations: map[string]string{envFlags: "true"},
-		Short:       "Run Sluice locally in one process, with its data in one folder",
+		Use:   "dev",
+		Short: "Run Sluice locally in one process, with its data in one folder",
 		Long: `dev runs the control plane on an embedded SQLite database in --data-dir and
 three brokers in the same process (each with its own folder under --data-dir),
 creates a "dev" tenant on first start, and saves a ready CLI profile named
