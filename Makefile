@@ -64,8 +64,12 @@ soak: ## Longer fault runs: the log crash test with 300 kills, then the cluster 
 	SLUICE_SOAK=1 go test -count=1 -timeout 60m -run 'TestLogCrash' ./dataplane/log/
 	SLUICE_SOAK=1 go test -race -count=3 -timeout 90m -run 'TestCluster|TestSDKWholeClusterCrashLoop' ./e2e/
 
-dev: ## Run Sluice locally in one process (data in ./.sluice).
-	go run ./cmd/sluice dev
+# Built, then run with exec (not go run, which exits 1 whenever it is
+# interrupted, whatever the program did): on Ctrl-C sluice dev stops cleanly
+# and exits 0, so make reports no error.
+dev: ## Run Sluice locally in one process (data in ./.sluice); flags in ARGS, e.g. make dev ARGS='--listen-addr 127.0.0.1:8081'.
+	go build -o $(BIN)/sluice ./cmd/sluice
+	exec $(BIN)/sluice dev $(ARGS)
 
 bench: ## Run the Go benchmarks (log append vs raw writes, placement, store, a 3-broker produce benchmark).
 	go test -run='^$$' -bench=. -benchmem ./...
