@@ -56,7 +56,9 @@ func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = h
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithMetadataMaxAge sets how long cached metadata is trusted before a
-// refresh even without errors (default 5 minutes).
+// refresh even without errors (default 5 minutes, Kafka's
+// metadata.max.age.ms). It bounds how long a producer keeps partitioning
+// over a topic's old partition count after partitions were added.
 func WithMetadataMaxAge(d time.Duration) Option { return func(o *options) { o.metadataMaxAge = d } }
 
 // Client is a connection to a Sluice cluster. It is safe for concurrent
@@ -324,7 +326,18 @@ func (c *Client) applyMetadata(m *sluicev1.GetMetadataResponse) {
 	}
 	now := time.Now()
 	for _, t := range m.GetTopics() {
-		tm := &topicMeta{name: t.GetName(), id: t.GetId(), fetched: now, partitions: make([]partitionMeta, len(t.GetPartitions()))}
+		n := len(t.GetPartitions())
+		// Partitions are only ever added: an answer with fewer for the
+		// same topic comes from a broker that has not heard of the last
+		// ones yet. Keep them, or records bound for them would fail.
+		cur := c.topics[t.GetName()]
+		if cur != nil && cur.id == t.GetId() && len(cur.partitions) > n {
+			n = len(cur.partitions)
+		}
+		tm := &topicMeta{name: t.GetName(), id: t.GetId(), fetched: now, partitions: make([]partitionMeta, n)}
+		if cur != nil && cur.id == t.GetId() {
+			copy(tm.partitions, cur.partitions)
+		}
 		for _, p := range t.GetPartitions() {
 			if i := int(p.GetPartition()); i >= 0 && i < len(tm.partitions) {
 				tm.partitions[i] = partitionMeta{leader: p.GetLeader(), leaderEpoch: p.GetLeaderEpoch()}
@@ -442,10 +455,28 @@ func validTopic(name string) error {
 	return nil
 }
 
+// topicWith is topic for a caller about to use one of its partitions: when
+// the cached metadata has fewer partitions, it asks the control plane
+// (which knows of added partitions first; brokers learn of them a moment
+// later) before answering with what it has. Partitions may have been added
+// since the cache was filled, and a group coordinator assigns them as soon
+// as it knows of them. A partition the control plane does not have either
+// is left for the caller to refuse.
+func (c *Client) topicWith(ctx context.Context, name string, partition int32) (*topicMeta, error) {
+	tm, err := c.topic(ctx, name)
+	if err != nil || partition < 0 || int(partition) < len(tm.partitions) {
+		return tm, err
+	}
+	if _, err := c.refreshMetadata(ctx, []string{name}, true); err != nil {
+		return nil, err
+	}
+	return c.topic(ctx, name)
+}
+
 // leaderOf returns the client for the partition's leader and the leader
 // epoch to fence with, or an Unavailable error while it is offline.
 func (c *Client) leaderOf(ctx context.Context, topic string, partition int32) (sluicev1connect.RecordServiceClient, int32, error) {
-	tm, err := c.topic(ctx, topic)
+	tm, err := c.topicWith(ctx, topic, partition)
 	if err != nil {
 		return nil, 0, err
 	}

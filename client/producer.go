@@ -224,9 +224,17 @@ func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 // for such a refusal, and must not block for long.
 //
 // Produce blocks only while the buffer is full (see WithBlockOnFullBuffer)
-// or while the topic's metadata is fetched for the first time; ctx bounds
-// that wait, not the delivery. Later metadata refreshes run in the
-// background and never block Produce.
+// or while the topic's metadata is fetched for the first time, or again
+// from the control plane when the record names a partition the cached
+// metadata does not have (WithManualPartitioner: it may have been added
+// since); ctx bounds that wait, not the delivery. Later metadata refreshes
+// run in the background and never block Produce.
+//
+// A topic's partition count is read from the cached metadata: after
+// partitions are added, records with keys go to hash(key) mod the new
+// count (and records without keys spread over the new partitions too) once
+// the cache is refreshed, within the client's metadata max age
+// (WithMetadataMaxAge) at the latest.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) {
 	if cb == nil {
 		cb = func(*Record, error) {}
@@ -285,6 +293,13 @@ func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, erro
 	switch {
 	case p.cfg.manual:
 		part = r.Partition
+		if part >= n { // added since the cache was filled?
+			var err error
+			if tm, err = p.c.topicWith(ctx, r.Topic, part); err != nil {
+				return err
+			}
+			n = int32(len(tm.partitions))
+		}
 	case p.cfg.partitioner != nil:
 		part = p.cfg.partitioner(r, n)
 	case r.Key != nil:

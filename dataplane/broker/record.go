@@ -46,11 +46,26 @@ func (s *recordService) resolve(ctx context.Context, topic string, partition int
 	if !ok {
 		return nil, partMeta{}, p, unknownTopic(meta, topic)
 	}
-	if partition < 0 || int(partition) >= len(t.partitions) {
+	if partition < 0 {
 		return nil, partMeta{}, p, connect.NewError(connect.CodeInvalidArgument,
-			fmt.Errorf("partition: topic %q has partitions 0..%d; got %d", topic, len(t.partitions)-1, partition))
+			fmt.Errorf("partition: must not be negative; got %d", partition))
+	}
+	if int(partition) >= len(t.partitions) {
+		return nil, partMeta{}, p, unknownPartition(t, partition)
 	}
 	return t, t.partitions[partition], p, nil
+}
+
+// unknownPartition is the answer for a partition beyond the topic's count
+// in this broker's view: NotFound, as for a topic the view does not name
+// (Kafka's UNKNOWN_TOPIC_OR_PARTITION). Partitions are only ever added, so
+// a client that knows of the partition may be ahead of this broker: the
+// control plane added it and the assignment stream has not brought it here
+// yet. Clients retry NotFound from a broker when their metadata names the
+// partition, as they do for a new topic.
+func unknownPartition(t *topicMeta, partition int32) *connect.Error {
+	return connect.NewError(connect.CodeNotFound,
+		fmt.Errorf("topic %q partition %d not found: this broker knows partitions 0..%d (partitions added just now reach every broker within moments)", t.name, partition, len(t.partitions)-1))
 }
 
 // local returns the partition if this broker leads it; otherwise the error

@@ -1,0 +1,178 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/dataplane/group"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+const (
+	growTenant = "01a2316c-bf12-71c1-aeed-6a97ad3d38fa"
+	growTopic  = "01a2316c-c0ab-7a02-b332-4a56b485e5ac"
+)
+
+// assignments is a snapshot of topic "orders" of growTenant with n
+// partitions: those in local are led by broker 1 alone (RF 1), the others
+// by broker 2 alone.
+func assignments(version int64, n int32, local ...int32) *sluicev1.WatchAssignmentsResponse {
+	m := &sluicev1.WatchAssignmentsResponse{MetadataVersion: version}
+	for p := range n {
+		leader := int32(2)
+		for _, l := range local {
+			if l == p {
+				leader = 1
+			}
+		}
+		m.Partitions = append(m.Partitions, &sluicev1.PartitionAssignment{
+			TenantId: growTenant, TopicId: growTopic, TopicName: "orders", Partition: p,
+			Replicas: []int32{leader}, Leader: leader, Isr: []int32{leader},
+			Config: &sluicev1.TopicConfig{MinInsyncReplicas: ptrTo(int32(1)), MaxMessageBytes: ptrTo(int32(1 << 20))},
+		})
+	}
+	return m
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// TestBrokerPartitionBeyondViewIsNotFound: a partition the broker's view
+// does not have yet is NotFound (retried by clients whose metadata names
+// it, as for a topic not heard of yet), not InvalidArgument, which clients
+// take as final: partitions added to a topic reach brokers a moment after
+// the control plane (and the clients asking it) know them. Once the view
+// has it, it resolves.
+func TestBrokerPartitionBeyondViewIsNotFound(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	s := &recordService{b: b}
+	ctx := tenants.WithPrincipal(t.Context(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: growTenant})
+	b.meta.Store(toClusterMeta(assignments(3, 2)))
+
+	_, _, _, err := s.resolve(ctx, "orders", 2)
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, `topic "orders" partition 2 not found: this broker knows partitions 0..1`)
+	_, err = s.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "orders", Partition: 2}))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	_, err = s.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 2}))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	_, _, _, err = s.resolve(ctx, "orders", -1)
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "a negative partition never exists: %v", err)
+
+	b.meta.Store(toClusterMeta(assignments(4, 3)))
+	_, pm, _, err := s.resolve(ctx, "orders", 2)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, pm.partition)
+}
+
+// TestBrokerOpensPartitionsAddedToATopic: the assignment snapshot after a
+// growth opens a log for each new partition this broker hosts, keeps the
+// existing replicas as they are (same replica, same data), and leaves the
+// partitions it does not host alone.
+func TestBrokerOpensPartitionsAddedToATopic(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.mu.Lock()
+	b.runCtx = ctx
+	b.mu.Unlock()
+	// The topic deleted at the end: the broker stops and closes its
+	// replicas (and deletes their data).
+	defer b.applyMetadata(toClusterMeta(&sluicev1.WatchAssignmentsResponse{MetadataVersion: 9}))
+
+	b.applyMetadata(toClusterMeta(assignments(3, 2, 0)))
+	p0 := b.partition(growTopic, 0)
+	require.NotNil(t, p0)
+	require.Nil(t, b.partition(growTopic, 1), "hosted by broker 2")
+	_, err := p0.log.AppendFollower(batchesOf(t, 0, 5, 0))
+	require.NoError(t, err)
+
+	// Grown from 2 to 5 partitions; broker 1 hosts 3 and 4 of the new ones.
+	b.applyMetadata(toClusterMeta(assignments(4, 5, 0, 3, 4)))
+	require.Same(t, p0, b.partition(growTopic, 0), "the existing replica is kept")
+	require.EqualValues(t, 5, p0.log.LEO(), "with its data")
+	require.Nil(t, b.partition(growTopic, 2))
+	for _, n := range []int32{3, 4} {
+		p := b.partition(growTopic, n)
+		require.NotNil(t, p, "partition %d is opened", n)
+		require.DirExists(t, p.dir)
+		require.EqualValues(t, 0, p.log.LEO())
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			p.mu.Lock()
+			role := p.role
+			p.mu.Unlock()
+			if role == roleLeader {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "partition %d never became leader (role %v)", n, role)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	require.Len(t, b.metadata().byID[growTopic].partitions, 5)
+}
+
+// TestCoordinatorGrownSubscription: the coordinator reads the subscribed
+// topics' partition counts from its broker's current view at every
+// heartbeat, so when a topic grows (a new assignment snapshot) the next
+// heartbeat bumps the group epoch and the new partitions are assigned by a
+// cooperative rebalance: every member keeps what it had, nothing is
+// revoked, and each new partition goes to exactly one member.
+func TestCoordinatorGrownSubscription(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	b.meta.Store(toClusterMeta(assignments(3, 2)))
+	c := &coordinator{b: b, groups: map[groupKey]*groupState{}}
+	ctx := t.Context()
+	now := time.Now()
+	type member struct {
+		id    string
+		epoch int32
+		owned group.TopicPartitions
+	}
+	hb := func(m *member) group.HeartbeatResponse {
+		t.Helper()
+		req := group.HeartbeatRequest{MemberID: m.id, MemberEpoch: m.epoch, Owned: m.owned}
+		if m.id == "" {
+			req.Subscriptions = []string{"orders"}
+		}
+		res, err := c.heartbeat(ctx, now, growTenant, "billing", "", req)
+		require.NoError(t, err)
+		m.id, m.epoch, m.owned = res.MemberID, res.MemberEpoch, res.Assignment
+		return res
+	}
+	a, bm := &member{}, &member{}
+	hb(a)
+	hb(bm)
+	for range 3 { // settle: a releases what moves to b
+		hb(a)
+		hb(bm)
+	}
+	require.Equal(t, group.TopicPartitions{"orders": {0}}, a.owned)
+	require.Equal(t, group.TopicPartitions{"orders": {1}}, bm.owned)
+	before := c.groups[groupKey{growTenant, "billing"}].members.Describe(now)
+
+	// orders grows from 2 to 6 partitions.
+	b.meta.Store(toClusterMeta(assignments(4, 6)))
+	hb(a)
+	d := c.groups[groupKey{growTenant, "billing"}].members.Describe(now)
+	require.Greater(t, d.GroupEpoch, before.GroupEpoch, "the first heartbeat after the growth bumps the group epoch")
+	hb(bm)
+	hb(a)
+	hb(bm)
+	require.Contains(t, a.owned["orders"], int32(0), "a keeps its partition")
+	require.Contains(t, bm.owned["orders"], int32(1), "b keeps its partition")
+	require.Len(t, a.owned["orders"], 3)
+	require.Len(t, bm.owned["orders"], 3)
+	all := append(append([]int32(nil), a.owned["orders"]...), bm.owned["orders"]...)
+	require.ElementsMatch(t, []int32{0, 1, 2, 3, 4, 5}, all, "every partition assigned once")
+	d = c.groups[groupKey{growTenant, "billing"}].members.Describe(now)
+	require.Equal(t, before.RevokedPartitions, d.RevokedPartitions, "nothing revoked: a cooperative rebalance")
+	require.Equal(t, group.StateStable, d.State)
+}
