@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,4 +33,89 @@ func TestE2ECLIEdges(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, errOut, "produced 2 records to edges (0 failed)\n")
 	})
+
+	// -o json: one style (the API's protojson: camelCase, no double
+	// spaces) for every command, errors as JSON on stderr.
+	t.Run("json", func(t *testing.T) {
+		mustCLI(t, cfgPath, dev("webhook", "create", "http://127.0.0.1:9/hook")...)
+		for _, args := range [][]string{
+			{"tenant", "get"},
+			{"topic", "create", "json-style", "-p", "2", "--config", "retention.ms=3600000"},
+			{"topic", "list"},
+			{"topic", "describe", "json-style"},
+			{"topic", "alter", "json-style", "--config", "retention.ms=7200000"},
+			{"apikey", "create", "--name", "json"},
+			{"apikey", "list"},
+			{"group", "list"},
+			{"alerts", "list"},
+			{"alerts", "policy"},
+			{"webhook", "list"},
+			{"topic", "delete", "json-style"},
+		} {
+			out, errOut, code := cli(t, cfgPath, dev(append(args, "-o", "json")...)...)
+			require.Equal(t, 0, code, "%q: %s", args, errOut)
+			requireJSONStyle(t, out, args)
+		}
+		for _, args := range [][]string{
+			{"produce", "edges", "--value", "j1", "--value", "j2"},
+			{"consume", "edges", "-n", "2"},
+		} {
+			out, errOut, code := cli(t, cfgPath, dev(append(args, "-o", "json")...)...)
+			require.Equal(t, 0, code, "%q: %s", args, errOut)
+			for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+				requireJSONStyle(t, l, args)
+			}
+		}
+		// Errors: the Connect code and the message, on stderr, one line.
+		out, errOut, code := cli(t, cfgPath, dev("topic", "describe", "nope", "-o", "json")...)
+		require.Equal(t, 4, code)
+		require.Empty(t, out)
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(errOut), &e), errOut)
+		require.Equal(t, "not_found", e.Error.Code)
+		require.Contains(t, e.Error.Message, `topic "nope" not found`)
+		_, errOut, code = cli(t, cfgPath, dev("topic", "create", "edges", "-o", "json")...)
+		require.Equal(t, 5, code)
+		require.Contains(t, errOut, `{"error":{"code":"already_exists","message":`)
+	})
+
+	// Human output: messages, summaries and errors have no double spaces
+	// (only tables and key: value lines align with them).
+	t.Run("no double spaces", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"produce", "edges", "--value", "x"},
+			{"consume", "edges", "-n", "1"},
+			{"topic", "describe", "nope"},
+			{"topic", "create", "edges"},
+			{"topic", "lst"},
+			{"produce", "edges", "--acks", "2"},
+			{"topic", "create", "gone", "-p", "1"},
+			{"topic", "delete", "gone"},
+		} {
+			out, errOut, _ := cli(t, cfgPath, dev(args...)...)
+			for _, l := range strings.Split(errOut, "\n") {
+				require.NotContains(t, l, "  ", "%q: stderr line %q", args, l)
+			}
+			if args[1] == "delete" || args[0] == "produce" {
+				require.NotContains(t, strings.TrimLeft(out, " "), "  ", "%q: stdout %q", args, out)
+			}
+		}
+	})
+}
+
+var jsonKey = regexp.MustCompile(`"([^"\\]*)":`)
+
+// requireJSONStyle checks text is -o json as docs/cli.md says: valid JSON,
+// lowerCamelCase keys, no double space but in the indentation.
+func requireJSONStyle(t *testing.T, text string, args []string) {
+	t.Helper()
+	require.True(t, json.Valid([]byte(text)), "%q: %s", args, text)
+	for _, m := range jsonKey.FindAllStringSubmatch(text, -1) {
+		require.Regexp(t, `^[a-z][A-Za-z0-9]*$`, m[1], "%q: key %q is not lowerCamelCase", args, m[1])
+	}
+	for _, l := range strings.Split(text, "\n") {
+		require.NotContains(t, strings.TrimLeft(l, " "), "  ", "%q: a double space in %q", args, l)
+	}
 }

@@ -98,7 +98,7 @@ type groupLag struct {
 	Group   string `json:"group"`
 	State   string `json:"state"`
 	Members []struct {
-		MemberID   string `json:"member_id"`
+		MemberID   string `json:"memberId"`
 		Assignment []struct {
 			Topic      string  `json:"topic"`
 			Partitions []int32 `json:"partitions"`
@@ -107,10 +107,10 @@ type groupLag struct {
 	Partitions []struct {
 		Topic           string `json:"topic"`
 		Partition       int32  `json:"partition"`
-		CommittedOffset int64  `json:"committed_offset,string"`
-		HighWatermark   int64  `json:"high_watermark,string"`
+		CommittedOffset int64  `json:"committedOffset,string"`
+		HighWatermark   int64  `json:"highWatermark,string"`
 		Lag             int64  `json:"lag,string"`
-		MemberID        string `json:"member_id"`
+		MemberID        string `json:"memberId"`
 	} `json:"partitions"`
 }
 

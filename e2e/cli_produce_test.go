@@ -70,9 +70,9 @@ type consumedRecord struct {
 	Offset      int64   `json:"offset"`
 	Timestamp   string  `json:"timestamp"`
 	Key         *string `json:"key"`
-	KeyBase64   bool    `json:"key_base64"`
+	KeyBase64   bool    `json:"keyBase64"`
 	Value       *string `json:"value"`
-	ValueBase64 bool    `json:"value_base64"`
+	ValueBase64 bool    `json:"valueBase64"`
 	Headers     []struct {
 		Key   string  `json:"key"`
 		Value *string `json:"value"`

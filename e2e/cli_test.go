@@ -189,7 +189,7 @@ func TestE2EDevCLI(t *testing.T) {
 	var list struct {
 		Topics []struct {
 			Name           string `json:"name"`
-			PartitionCount int    `json:"partition_count"`
+			PartitionCount int    `json:"partitionCount"`
 		} `json:"topics"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &list))
@@ -225,7 +225,7 @@ func TestE2EDevCLI(t *testing.T) {
 	var created struct {
 		APIKey struct {
 			ID string `json:"id"`
-		} `json:"api_key"`
+		} `json:"apiKey"`
 		Secret string `json:"secret"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &created))

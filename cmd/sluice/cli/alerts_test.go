@@ -158,15 +158,15 @@ func TestCLIAlertsJSON(t *testing.T) {
 			Kind             string  `json:"kind"`
 			State            string  `json:"state"`
 			Partition        int32   `json:"partition"`
-			LagMessages      int64   `json:"lag_messages,string"`
-			LagAge           string  `json:"lag_age"`
-			LagAgeGrowthRate float64 `json:"lag_age_growth_rate"`
-			TimeToDataLoss   string  `json:"time_to_data_loss"`
-			ExpireTime       string  `json:"expire_time"`
-			ResolveTime      *string `json:"resolve_time"`
-			LostRecords      int64   `json:"lost_records,string"`
+			LagMessages      int64   `json:"lagMessages,string"`
+			LagAge           string  `json:"lagAge"`
+			LagAgeGrowthRate float64 `json:"lagAgeGrowthRate"`
+			TimeToDataLoss   string  `json:"timeToDataLoss"`
+			ExpireTime       string  `json:"expireTime"`
+			ResolveTime      *string `json:"resolveTime"`
+			LostRecords      int64   `json:"lostRecords,string"`
 		} `json:"alerts"`
-		NextPageToken *string `json:"next_page_token"`
+		NextPageToken *string `json:"nextPageToken"`
 	}
 	require.NoError(t, json.Unmarshal(b.Bytes(), &got), b.String())
 	require.Len(t, got.Alerts, 1)

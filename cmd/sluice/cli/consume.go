@@ -135,23 +135,23 @@ func writeFormatted(w *bufio.Writer, parts []formatPart, r *client.Record) {
 
 // jsonRecord is a consumed record in -o json. Key, value and header values
 // are strings when they are valid UTF-8, else base64 with the matching
-// *_base64 field true; null when null.
+// *Base64 field true; null when null.
 type jsonRecord struct {
 	Topic       string       `json:"topic"`
 	Partition   int32        `json:"partition"`
 	Offset      int64        `json:"offset"`
 	Timestamp   string       `json:"timestamp"`
 	Key         *string      `json:"key"`
-	KeyBase64   bool         `json:"key_base64,omitempty"`
+	KeyBase64   bool         `json:"keyBase64,omitempty"`
 	Value       *string      `json:"value"`
-	ValueBase64 bool         `json:"value_base64,omitempty"`
+	ValueBase64 bool         `json:"valueBase64,omitempty"`
 	Headers     []jsonHeader `json:"headers"`
 }
 
 type jsonHeader struct {
 	Key         string  `json:"key"`
 	Value       *string `json:"value"`
-	ValueBase64 bool    `json:"value_base64,omitempty"`
+	ValueBase64 bool    `json:"valueBase64,omitempty"`
 }
 
 // jsonBytes returns b as a JSON string value: itself when valid UTF-8,
@@ -240,8 +240,9 @@ With -o json (instead of --format) each record is one JSON object on a line:
   {"topic":"orders","partition":0,"offset":7,"timestamp":"2025-01-31T12:00:00.123Z",
    "key":"k1","value":"v1","headers":[{"key":"source","value":"cli"}]}
 A key, value or header value that is not valid UTF-8 is base64 instead,
-with "key_base64", "value_base64" or the header's "value_base64" set to
-true; a null key or value is null.
+with "keyBase64", "valueBase64" or the header's "valueBase64" set to
+true; a null key or value is null. Field names are camelCase as in every
+-o json output (docs/cli.md); offsets are JSON numbers.
 
 Exit codes: 0 done or interrupted, 1 error (an --offset out of the
 partition's range, for one, or another process took over this one's

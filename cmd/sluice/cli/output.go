@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -12,13 +14,25 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// printJSON writes m as indented protojson with proto field names.
+// printJSON writes an API response as -o json shows every one (see
+// docs/cli.md): protojson, as buf curl and grpcurl print it, with its
+// lowerCamelCase field names, enums by their names (ALERT_STATE_FIRING),
+// durations as "90s", timestamps in RFC 3339 UTC and 64-bit integers as
+// strings; every field, set or not; indented by two spaces. protojson
+// varies its whitespace on purpose (a space more or less after a colon,
+// from build to build), so the output is indented again by encoding/json,
+// which is stable: no double spaces, the same bytes for the same response.
 func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(w, string(b))
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
 	return err
 }
 

@@ -264,8 +264,8 @@ func TestCLIConsumeJSON(t *testing.T) {
 	b, err := json.Marshal(toJSONRecord(r))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"topic":"orders","partition":1,"offset":9,"timestamp":"2023-11-14T22:13:20.123Z",
-		"key":null,"value":"//4=","value_base64":true,
-		"headers":[{"key":"a","value":"é"},{"key":"n","value":null},{"key":"b","value":"gA==","value_base64":true}]}`, string(b))
+		"key":null,"value":"//4=","valueBase64":true,
+		"headers":[{"key":"a","value":"é"},{"key":"n","value":null},{"key":"b","value":"gA==","valueBase64":true}]}`, string(b))
 
 	b, err = json.Marshal(toJSONRecord(&client.Record{Key: []byte("k"), Value: []byte{}}))
 	require.NoError(t, err)

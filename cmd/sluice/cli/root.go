@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,19 +63,57 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "sluice:", err)
-	if d, ok := retryDelay(err); ok {
-		fmt.Fprintf(stderr, "sluice: the server asks to wait %s: retry after %s\n", fmtSpan(d), time.Now().Add(d).Format("15:04:05"))
+	code := exitCode(err)
+	var env []string
+	if code == ExitUsage {
+		// The mistake may be in a variable, not on the command line.
+		env = flagenv.FromEnvironment(cmd.Flags())
 	}
+	delay, hasDelay := retryDelay(err)
+	if a.output == "json" || (a.output == "table" && wantsJSON(args)) {
+		je := jsonError{Code: connect.CodeOf(err).String(), Message: err.Error(), FromEnvironment: env}
+		if code == ExitUsage {
+			je.Code = connect.CodeInvalidArgument.String()
+		}
+		if hasDelay {
+			je.RetryDelay = fmt.Sprintf("%ds", int64(delay/time.Second))
+		}
+		b, _ := json.Marshal(map[string]jsonError{"error": je})
+		fmt.Fprintln(stderr, string(b))
+		return code
+	}
+	fmt.Fprintln(stderr, "sluice:", err)
+	if hasDelay {
+		fmt.Fprintf(stderr, "sluice: the server asks to wait %s: retry after %s\n", fmtSpan(delay), time.Now().Add(delay).Format("15:04:05"))
+	}
+	if len(env) > 0 {
+		fmt.Fprintf(stderr, "sluice: flags set from the environment: %s\n", strings.Join(env, ", "))
+	}
+	return code
+}
+
+// jsonError is an error as -o json writes it on stderr:
+// {"error":{"code":"not_found","message":"…"}}. Code is the Connect code
+// (invalid_argument for a usage error, unknown for a local failure); the
+// exit code says the same as without -o json.
+type jsonError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// RetryDelay is how long the server asks to wait, as a protojson
+	// duration ("5s"), when it says.
+	RetryDelay string `json:"retryDelay,omitempty"`
+	// FromEnvironment names the flags of a usage error's command that
+	// were set from $SLUICE_* variables.
+	FromEnvironment []string `json:"fromEnvironment,omitempty"`
+}
+
+// exitCode maps an error to the documented exit codes.
+func exitCode(err error) int {
 	var ue usageError
 	msg := err.Error()
 	// cobra reports bad arguments and missing flags as plain errors.
 	if errors.As(err, &ue) || strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "accepts ") ||
 		strings.Contains(msg, "required flag") || strings.HasPrefix(msg, "invalid argument") {
-		if env := flagenv.FromEnvironment(cmd.Flags()); len(env) > 0 {
-			// The mistake may be in a variable, not on the command line.
-			fmt.Fprintf(stderr, "sluice: flags set from the environment: %s\n", strings.Join(env, ", "))
-		}
 		return ExitUsage
 	}
 	switch connect.CodeOf(err) {
@@ -86,6 +125,27 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return ExitExists
 	}
 	return ExitError
+}
+
+// wantsJSON reports whether args or $SLUICE_OUTPUT ask for -o json, for
+// errors that come before the flags are parsed (an unknown command, a bad
+// flag), so that they are JSON too.
+func wantsJSON(args []string) bool {
+	out := os.Getenv(flagenv.Name(envPrefix, "output"))
+	for i := 0; i < len(args); i++ {
+		switch arg := args[i]; {
+		case arg == "--":
+			return out == "json"
+		case (arg == "-o" || arg == "--output") && i+1 < len(args):
+			out = args[i+1]
+			i++
+		case strings.HasPrefix(arg, "--output="):
+			out = strings.TrimPrefix(arg, "--output=")
+		case strings.HasPrefix(arg, "-o"):
+			out = strings.TrimPrefix(strings.TrimPrefix(arg, "-o"), "=")
+		}
+	}
+	return out == "json"
 }
 
 // retryDelay is the retry delay a server attached to err (a
