@@ -122,6 +122,9 @@ type topicMeta struct {
 	id         string
 	partitions []partitionMeta
 	fetched    time.Time
+	// maxMessageBytes is the topic's max.message.bytes, the largest batch
+	// its partitions accept; 0 when the server did not say.
+	maxMessageBytes int32
 }
 
 type partitionMeta struct {
@@ -334,7 +337,7 @@ func (c *Client) applyMetadata(m *sluicev1.GetMetadataResponse) {
 		if cur != nil && cur.id == t.GetId() && len(cur.partitions) > n {
 			n = len(cur.partitions)
 		}
-		tm := &topicMeta{name: t.GetName(), id: t.GetId(), fetched: now, partitions: make([]partitionMeta, n)}
+		tm := &topicMeta{name: t.GetName(), id: t.GetId(), fetched: now, partitions: make([]partitionMeta, n), maxMessageBytes: t.GetMaxMessageBytes()}
 		if cur != nil && cur.id == t.GetId() {
 			copy(tm.partitions, cur.partitions)
 		}
@@ -520,11 +523,13 @@ func (c *Client) observe(topic string, partition int32, err error) {
 		}
 		np := slicesClone(tm.partitions)
 		np[partition] = partitionMeta{leader: nl.GetLeaderId(), leaderEpoch: nl.GetLeaderEpoch()}
-		c.topics[topic] = &topicMeta{name: tm.name, id: tm.id, partitions: np, fetched: tm.fetched}
+		c.topics[topic] = &topicMeta{name: tm.name, id: tm.id, partitions: np, fetched: tm.fetched, maxMessageBytes: tm.maxMessageBytes}
 		return
 	}
-	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable, connect.CodeFailedPrecondition, connect.CodeNotFound, connect.CodeUnknown, connect.CodeDeadlineExceeded, connect.CodeCanceled:
+	// batchTooLarge: the topic's max.message.bytes changed under the cache.
+	switch code := connect.CodeOf(err); {
+	case code == connect.CodeUnavailable, code == connect.CodeFailedPrecondition, code == connect.CodeNotFound, code == connect.CodeUnknown,
+		code == connect.CodeDeadlineExceeded, code == connect.CodeCanceled, batchTooLarge(err):
 		c.mu.Lock()
 		if tm := c.topics[topic]; tm != nil {
 			stale := *tm

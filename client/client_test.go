@@ -157,8 +157,10 @@ func TestProducerBadInput(t *testing.T) {
 	err = p.ProduceSync(ctx, &client.Record{Topic: "small", Value: make([]byte, 1<<20)})
 	require.ErrorIs(t, err, client.ErrRecordTooLarge)
 
-	// Over the topic's max.message.bytes: refused by the broker, for certain.
+	// Over the topic's max.message.bytes (which the producer knows from the
+	// metadata): refused, for certain, naming the limit.
 	err = p.ProduceSync(ctx, &client.Record{Topic: "small", Value: bytes.Repeat([]byte("x"), 4096)})
+	require.ErrorIs(t, err, client.ErrRecordTooLarge)
 	var de *client.DeliveryError
 	require.ErrorAs(t, err, &de)
 	require.False(t, de.Indefinite, "a refused record was certainly not written")
@@ -302,4 +304,53 @@ func TestRetention(t *testing.T) {
 	require.NoError(t, cs.Assign(t.Context(), "short", 0, client.At(0)))
 	_, err = cs.Poll(t.Context())
 	require.Equal(t, connect.CodeOutOfRange, connect.CodeOf(err), "%v", err)
+}
+
+// TestProducerRecordUpToTopicLimit: a record above the producer's max batch
+// size (256 KiB by default) but within the topic's max.message.bytes goes
+// in a batch of its own and is written (it was refused as "larger than the
+// maximum batch size"); records around it still batch; one over the topic's
+// limit is refused, saying so.
+func TestProducerRecordUpToTopicLimit(t *testing.T) {
+	createTopic(t, "bigrec", 1, nil) // max.message.bytes: the default, 1 MiB
+	createTopic(t, "bigrec-small", 1, &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(100 << 10))})
+	c := newClient(t)
+	ctx := t.Context()
+	p, err := c.NewProducer(ctx)
+	require.NoError(t, err)
+	defer p.Close(ctx)
+
+	big := bytes.Repeat([]byte("b"), 1000<<10)
+	recs := []*client.Record{
+		{Topic: "bigrec", Value: []byte("before")},
+		{Topic: "bigrec", Value: big},
+		{Topic: "bigrec", Value: bytes.Repeat([]byte("m"), 300<<10)},
+		{Topic: "bigrec", Value: []byte("after")},
+	}
+	require.NoError(t, p.ProduceSync(ctx, recs...))
+	got := consumeAll(t, c, "bigrec", len(recs))
+	require.Len(t, got, len(recs))
+	for i, r := range got {
+		require.Equal(t, int64(i), r.Offset)
+		require.True(t, bytes.Equal(recs[i].Value, r.Value), "record %d comes back whole (%d bytes)", i, len(r.Value))
+	}
+
+	err = p.ProduceSync(ctx, &client.Record{Topic: "bigrec", Value: make([]byte, 1<<20)})
+	require.ErrorIs(t, err, client.ErrRecordTooLarge)
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+	require.ErrorContains(t, err, `topic "bigrec" takes batches up to its max.message.bytes, 1048576`)
+	var de *client.DeliveryError
+	require.ErrorAs(t, err, &de)
+	require.False(t, de.Indefinite)
+
+	// Below the max batch size, the topic's limit bounds the batches and
+	// the records: 100 KiB.
+	err = p.ProduceSync(ctx, &client.Record{Topic: "bigrec-small", Value: make([]byte, 101<<10)})
+	require.ErrorContains(t, err, `topic "bigrec-small" takes batches up to its max.message.bytes, 102400`)
+	var many []*client.Record
+	for range 30 {
+		many = append(many, &client.Record{Topic: "bigrec-small", Value: bytes.Repeat([]byte("s"), 10<<10)})
+	}
+	require.NoError(t, p.ProduceSync(ctx, many...))
+	require.Len(t, consumeAll(t, c, "bigrec-small", len(many)), len(many))
 }

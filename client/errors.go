@@ -26,9 +26,12 @@ var (
 	// ErrProducerClosed: the record was produced after Close, or was still
 	// buffered when Close gave up.
 	ErrProducerClosed = errors.New("producer is closed")
-	// ErrRecordTooLarge: the record alone exceeds the producer's maximum
-	// batch size.
-	ErrRecordTooLarge = errors.New("record is larger than the maximum batch size")
+	// ErrRecordTooLarge: the record alone, in a batch of its own, exceeds
+	// the topic's max.message.bytes (or the producer's max batch size, from
+	// a server that does not send the topic's limit). It comes wrapped in
+	// an InvalidArgument *connect.Error, the code a broker refuses such a
+	// batch with, and the message names the limit.
+	ErrRecordTooLarge = errors.New("record too large")
 	// ErrProducerFenced: a newer instance of this producer id took over.
 	ErrProducerFenced = errors.New("producer fenced by a newer epoch")
 	// ErrInstanceFenced: another process joined the consumer group with

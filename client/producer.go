@@ -49,8 +49,11 @@ func WithIdempotence(on bool) ProducerOption {
 // request leaves room.
 func WithLinger(d time.Duration) ProducerOption { return func(c *producerConfig) { c.linger = d } }
 
-// WithMaxBatchBytes bounds a batch (default 256 KiB). Keep it at most the
-// topic's max.message.bytes.
+// WithMaxBatchBytes bounds a batch of several records (default 256 KiB),
+// lowered to the topic's max.message.bytes when that is smaller. A record
+// larger than it is not refused: it goes in a batch of its own, up to the
+// topic's max.message.bytes (which the producer learns from the metadata),
+// and only a record over that fails with ErrRecordTooLarge.
 func WithMaxBatchBytes(n int) ProducerOption { return func(c *producerConfig) { c.maxBatchBytes = n } }
 
 // WithCompression compresses batches: "none" (default), "zstd" or "lz4".
@@ -278,15 +281,23 @@ func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, erro
 		return errors.New("sluice: nil record")
 	}
 	size := r.size()
-	if size+log.HeaderSize > p.cfg.maxBatchBytes {
-		return fmt.Errorf("%w: about %d bytes, limit %d", ErrRecordTooLarge, size, p.cfg.maxBatchBytes)
-	}
 	tm := p.c.cachedTopic(r.Topic)
 	if tm == nil {
 		var err error
 		if tm, err = p.c.topic(ctx, r.Topic); err != nil {
 			return err
 		}
+	}
+	if size+log.HeaderSize > p.recordLimit(tm) {
+		if tm.maxMessageBytes > 0 {
+			// The topic's limit may have been raised since the metadata
+			// was fetched: the next records find out.
+			p.c.refreshTopic(r.Topic)
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: about %d bytes in its batch; topic %q takes batches up to its max.message.bytes, %d",
+				ErrRecordTooLarge, size+log.HeaderSize, r.Topic, tm.maxMessageBytes))
+		}
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: about %d bytes in its batch, over the max batch size %d",
+			ErrRecordTooLarge, size+log.HeaderSize, p.cfg.maxBatchBytes))
 	}
 	n := int32(len(tm.partitions))
 	var part int32
@@ -324,11 +335,31 @@ func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, erro
 		p.release(size)
 		return err
 	}
-	if !s.add(&pending{rec: r, cb: cb, size: size, at: time.Now()}) {
+	if !s.add(&pending{rec: r, cb: cb, size: size, at: time.Now()}, p.batchLimit(tm)) {
 		p.release(size)
 		return ErrProducerClosed
 	}
 	return nil
+}
+
+// recordLimit is the largest record, with its batch header, the producer
+// sends to tm's topic: the topic's max.message.bytes, in a batch of its own
+// when it is over the max batch size; the max batch size when the server
+// did not say.
+func (p *Producer) recordLimit(tm *topicMeta) int {
+	if tm.maxMessageBytes > 0 {
+		return int(tm.maxMessageBytes)
+	}
+	return p.cfg.maxBatchBytes
+}
+
+// batchLimit bounds a batch of several records to tm's topic: the max
+// batch size, or the topic's max.message.bytes when that is smaller.
+func (p *Producer) batchLimit(tm *topicMeta) int {
+	if tm.maxMessageBytes > 0 {
+		return min(p.cfg.maxBatchBytes, int(tm.maxMessageBytes))
+	}
+	return p.cfg.maxBatchBytes
 }
 
 // stickyBytes is how much keyless data goes to one partition before the

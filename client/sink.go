@@ -72,6 +72,7 @@ type sink struct {
 	mu        sync.Mutex
 	cur       []*pending
 	curBytes  int
+	limit     int // bytes of a batch of several records (see Producer.batchLimit), as of the last add
 	curSince  time.Time
 	flush     bool
 	queue     []*pbatch // sealed, outcome not delivered yet, in order
@@ -91,7 +92,7 @@ type sink struct {
 }
 
 func newSink(p *Producer, topic string, partition int32) *sink {
-	return &sink{p: p, topic: topic, partition: partition, pid: p.pid, epoch: p.epoch, wake: make(chan struct{}, 1)}
+	return &sink{p: p, topic: topic, partition: partition, pid: p.pid, epoch: p.epoch, limit: p.cfg.maxBatchBytes, wake: make(chan struct{}, 1)}
 }
 
 func (s *sink) signal() {
@@ -101,23 +102,26 @@ func (s *sink) signal() {
 	}
 }
 
-// add queues a record; false when the sink stopped (the producer closed).
-func (s *sink) add(pd *pending) bool {
+// add queues a record, to be batched with others up to limit bytes (a
+// record larger than limit goes in a batch of its own); false when the
+// sink stopped (the producer closed).
+func (s *sink) add(pd *pending, limit int) bool {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return false
 	}
+	s.limit = limit
 	if len(s.cur) == 0 {
 		s.curSince = pd.at
 	}
-	if s.curBytes+pd.size+log.HeaderSize > s.p.cfg.maxBatchBytes {
+	if s.curBytes+pd.size+log.HeaderSize > limit {
 		s.sealLocked()
 		s.curSince = pd.at
 	}
 	s.cur = append(s.cur, pd)
 	s.curBytes += pd.size
-	full := s.curBytes+log.HeaderSize >= s.p.cfg.maxBatchBytes
+	full := s.curBytes+log.HeaderSize >= limit
 	first := len(s.cur) == 1
 	s.mu.Unlock()
 	if full || first || s.p.cfg.linger == 0 {
@@ -212,7 +216,7 @@ func (s *sink) run() {
 		now := time.Now()
 		s.mu.Lock()
 		// Seal on linger, size or flush.
-		if len(s.cur) > 0 && (s.flush || now.Sub(s.curSince) >= s.p.cfg.linger || s.curBytes+log.HeaderSize >= s.p.cfg.maxBatchBytes) {
+		if len(s.cur) > 0 && (s.flush || now.Sub(s.curSince) >= s.p.cfg.linger || s.curBytes+log.HeaderSize >= s.limit) {
 			s.sealLocked()
 		}
 		if len(s.cur) == 0 {

@@ -34,6 +34,33 @@ func TestE2ECLIEdges(t *testing.T) {
 		require.Contains(t, errOut, "produced 2 records to edges (0 failed)\n")
 	})
 
+	// A record between the SDK's 256 KiB batch size and the topic's
+	// max.message.bytes is written (in a batch of its own); one over the
+	// topic's limit is refused, naming it.
+	t.Run("record up to max.message.bytes", func(t *testing.T) {
+		mustCLI(t, cfgPath, dev("topic", "create", "big", "-p", "1")...)
+		big := strings.Repeat("b", 600<<10)
+		out, errOut, code := cliIn(t, cfgPath, big+"\n", dev("produce", "big")...)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, "partition=0 offset=0\n", out)
+		out, errOut, code = cli(t, cfgPath, dev("consume", "big", "-n", "1", "--format", `%v`)...)
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, len(big), len(out))
+		require.Equal(t, big, out)
+
+		// Just below the 1 MiB limit with the framing: written; just over: refused.
+		_, errOut, code = cliIn(t, cfgPath, strings.Repeat("c", 1<<20-100)+"\n", dev("produce", "big")...)
+		require.Equal(t, 0, code, errOut)
+		_, errOut, code = cliIn(t, cfgPath, strings.Repeat("c", 1<<20-50)+"\n", dev("produce", "big")...)
+		require.Equal(t, 1, code, errOut)
+		require.Contains(t, errOut, `record 1: invalid_argument: record too large: about 1048608 bytes in its batch; topic "big" takes batches up to its max.message.bytes, 1048576`)
+		// The topic's own limit, when lowered, is the one cited.
+		mustCLI(t, cfgPath, dev("topic", "alter", "big", "--config", "max.message.bytes=102400")...)
+		_, errOut, code = cliIn(t, cfgPath, strings.Repeat("d", 200<<10)+"\n", dev("produce", "big")...)
+		require.Equal(t, 1, code, errOut)
+		require.Contains(t, errOut, `record 1: record too large: a line of 204800 bytes; topic "big" takes records up to its max.message.bytes, 102400`)
+	})
+
 	// -o json: one style (the API's protojson: camelCase, no double
 	// spaces) for every command, errors as JSON on stderr.
 	t.Run("json", func(t *testing.T) {

@@ -241,7 +241,7 @@ func TestE2ECLIProduce(t *testing.T) {
 	require.Contains(t, errOut, "produced 300 records to small (0 failed)")
 	_, errOut, code = cliIn(t, cfgPath, strings.Repeat("b", 1990)+"\n", dev("produce", "small")...)
 	require.Equal(t, 1, code, errOut)
-	require.Contains(t, errOut, "record 1: record is larger than the maximum batch size: about 2011 bytes, limit 2000")
+	require.Contains(t, errOut, `record 1: invalid_argument: record too large: about 2072 bytes in its batch; topic "small" takes batches up to its max.message.bytes, 2000`)
 
 	// --timeout ends a quiet consume cleanly.
 	_, errOut, code = cli(t, cfgPath, dev("consume", "events", "--offset", "latest", "--timeout", "300ms")...)
@@ -263,7 +263,7 @@ func TestE2ECLIProduce(t *testing.T) {
 		{[]string{"produce", "events", "--value", "x", "--key-separator", ":"}, "", 2, "cannot be used with --value"},
 		{[]string{"produce", "events", "--value", "x", "--partition", "3"}, "", 2, `--partition 3: topic "events" has partitions 0..2`},
 		{[]string{"produce", "events", "--value", "x", "--compression", "gzip"}, "", 2, "compression: choose none, zstd or lz4"},
-		{[]string{"produce", "events"}, "ok\n" + strings.Repeat("a", 300<<10) + "\nok\n", 1, "record 2: record is larger than the maximum batch size"},
+		{[]string{"produce", "events"}, "ok\n" + strings.Repeat("a", 1<<20+1) + "\nok\n", 1, `record 2: record too large: a line of 1048577 bytes; topic "events" takes records up to its max.message.bytes, 1048576`},
 		{[]string{"produce", "events", "--key-separator", ":"}, "k:v\nnone\n", 1, `record 2: no key separator ":" in the line; the record was not written`},
 		{[]string{"consume", "", "-n", "1"}, "", 2, "topic name must not be empty"},
 		{[]string{"consume", "nope", "-n", "1"}, "", 4, `topic "nope" not found`},
@@ -281,7 +281,7 @@ func TestE2ECLIProduce(t *testing.T) {
 		require.Contains(t, errOut, tc.want, "%q", tc.args)
 	}
 	// The record that was too large did not stop the others.
-	_, errOut, _ = cliIn(t, cfgPath, "ok\n"+strings.Repeat("a", 300<<10)+"\nok\n", dev("produce", "events", "-q")...)
+	_, errOut, _ = cliIn(t, cfgPath, "ok\n"+strings.Repeat("a", 1<<20+1)+"\nok\n", dev("produce", "events", "-q")...)
 	require.Contains(t, errOut, "produced 2 records to events (1 failed)")
 
 	// Ctrl-C stops consume cleanly, with the count.

@@ -53,7 +53,7 @@ func (s *metadataService) GetMetadata(ctx context.Context, req *connect.Request[
 		if err != nil {
 			return nil, err
 		}
-		tm := &sluicev1.TopicMetadata{Name: t.Name, Id: t.ID}
+		tm := &sluicev1.TopicMetadata{Name: t.Name, Id: t.ID, MaxMessageBytes: t.Config.MaxMessageBytes}
 		for _, pt := range parts {
 			tm.Partitions = append(tm.Partitions, &sluicev1.PartitionMetadata{
 				Partition: pt.Partition, Leader: pt.Leader, LeaderEpoch: pt.LeaderEpoch, Replicas: pt.Replicas, Isr: pt.ISR,

@@ -418,7 +418,7 @@ func (s *recordService) GetMetadata(ctx context.Context, req *connect.Request[sl
 		if !ok {
 			return nil, unknownTopic(meta, name)
 		}
-		tm := &sluicev1.TopicMetadata{Name: t.name, Id: t.id}
+		tm := &sluicev1.TopicMetadata{Name: t.name, Id: t.id, MaxMessageBytes: t.config.maxMessageBytes}
 		for _, pm := range t.partitions {
 			tm.Partitions = append(tm.Partitions, &sluicev1.PartitionMetadata{
 				Partition: pm.partition, Leader: pm.leader, LeaderEpoch: pm.leaderEpoch, Replicas: pm.replicas, Isr: pm.isr,

@@ -21,24 +21,9 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
-// maxBatchBytes bounds a producer's batch and so one record (key, value
-// and headers): the SDK's default, set explicitly (see batchLimit) so that
-// the stdin reader refuses longer lines with the same limit.
-const maxBatchBytes = 256 << 10
-
-// minBatchBytes is the smallest max batch size the SDK accepts.
-const minBatchBytes = 1024
-
-// batchLimit is the producer's max batch size for a topic: maxBatchBytes,
-// lowered to the topic's max.message.bytes (brokers refuse larger batches,
-// and the SDK does not know the topic's limit), but at least minBatchBytes.
-func batchLimit(maxMessageBytes int32) int {
-	n := maxBatchBytes
-	if maxMessageBytes > 0 {
-		n = min(n, int(maxMessageBytes))
-	}
-	return max(n, minBatchBytes)
-}
+// fallbackRecordBytes bounds a stdin line when the control plane does not
+// say the topic's max.message.bytes: the SDK's max batch size, its limit then.
+const fallbackRecordBytes = 256 << 10
 
 // interruptGrace is how long records already handed to the producer may
 // still be delivered after Ctrl-C.
@@ -71,13 +56,13 @@ type produceSpec struct {
 	partition int32 // -1: the SDK's partitioner
 	opts      []client.ProducerOption
 	timeout   time.Duration
-	limit     int // max batch bytes, and so max record bytes: see batchLimit
+	limit     int // the topic's max.message.bytes: no stdin line may be longer
 }
 
 // spec validates the flags; every error is a usage error. fs says which
 // flags were set explicitly.
 func (o *produceOptions) spec(topic string, fs *pflag.FlagSet) (produceSpec, error) {
-	s := produceSpec{topic: topic, partition: -1, timeout: o.deliveryTimeout, limit: maxBatchBytes}
+	s := produceSpec{topic: topic, partition: -1, timeout: o.deliveryTimeout, limit: fallbackRecordBytes}
 	if topic == "" {
 		return s, usageError{errors.New("topic name must not be empty")}
 	}
@@ -203,9 +188,10 @@ func (a *app) produceCommand() *cobra.Command {
 Values come from --value (one record per flag) or, without --value, from
 stdin: one record per line, where --delimiter says what ends a line. An
 empty line is a record with an empty (zero-length, not null) value; the
-last line needs no delimiter. A record (key, value and headers) may be up
-to 256 KiB, or the topic's max.message.bytes when that is smaller; a
-longer one fails on its own and the others are still sent.
+last line needs no delimiter. A record (key, value and headers, plus about
+80 bytes of framing) may be up to the topic's max.message.bytes (1 MiB
+unless its config says otherwise; see topic describe); a longer one fails
+on its own, naming the limit, and the others are still sent.
 
 Keys: --key gives every record the same key; --key-separator splits each
 stdin line at the first separator into key and value (a line without the
@@ -279,7 +265,9 @@ func (a *app) produce(ctx context.Context, s produceSpec, quiet bool) error {
 	if err != nil {
 		return err
 	}
-	s.limit = batchLimit(desc.Msg.GetTopic().GetConfig().GetMaxMessageBytes())
+	if n := desc.Msg.GetTopic().GetConfig().GetMaxMessageBytes(); n > 0 {
+		s.limit = int(n)
+	}
 	c, err := a.sdkClient(ctx)
 	if err != nil {
 		return err
@@ -294,7 +282,9 @@ func (a *app) produce(ctx context.Context, s produceSpec, quiet bool) error {
 	}
 	// NewProducer may wait for a producer id; do not wait forever.
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
-	p, err := c.NewProducer(pctx, append(s.opts, client.WithMaxBatchBytes(s.limit))...)
+	// The SDK batches up to 256 KiB, and sends a larger record in a batch
+	// of its own up to the topic's max.message.bytes.
+	p, err := c.NewProducer(pctx, s.opts...)
 	if err != nil {
 		var ce *connect.Error
 		refused := !errors.As(err, &ce) && pctx.Err() == nil
@@ -388,7 +378,7 @@ func (s *produceSpec) record(key, value []byte) *client.Record {
 // sent.
 func (s *produceSpec) lineRecord(l line) (*client.Record, error) {
 	if l.data == nil {
-		return nil, fmt.Errorf("%w: a line of %d bytes, limit %d", client.ErrRecordTooLarge, l.size, s.limit)
+		return nil, fmt.Errorf("%w: a line of %d bytes; topic %q takes records up to its max.message.bytes, %d", client.ErrRecordTooLarge, l.size, s.topic, s.limit)
 	}
 	if s.keySep == nil {
 		return s.record(s.key, l.data), nil

@@ -133,9 +133,10 @@ func TestCLIProduceFlags(t *testing.T) {
 	require.Equal(t, "v\t1", string(rec.Value))
 	_, err = s.lineRecord(line{data: []byte("no separator"), size: 12})
 	require.ErrorContains(t, err, `no key separator "\t"`)
-	_, err = s.lineRecord(line{size: maxBatchBytes + 1})
+	s.limit = 1 << 20
+	_, err = s.lineRecord(line{size: 1<<20 + 1})
 	require.ErrorIs(t, err, client.ErrRecordTooLarge)
-	require.ErrorContains(t, err, "a line of 262145 bytes, limit 262144")
+	require.ErrorContains(t, err, `a line of 1048577 bytes; topic "orders" takes records up to its max.message.bytes, 1048576`)
 
 	usage := map[string][]string{
 		"topic name must not be empty":             {""},
@@ -155,13 +156,6 @@ func TestCLIProduceFlags(t *testing.T) {
 		var ue usageError
 		require.ErrorAs(t, err, &ue, "%v", args)
 		require.ErrorContains(t, err, want)
-	}
-}
-
-func TestCLIProduceBatchLimit(t *testing.T) {
-	t.Parallel()
-	for mmb, want := range map[int32]int{0: maxBatchBytes, 1 << 20: maxBatchBytes, 100_000: 100_000, 1000: minBatchBytes} {
-		require.Equal(t, want, batchLimit(mmb), "max.message.bytes %d", mmb)
 	}
 }
 

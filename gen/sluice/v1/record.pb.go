@@ -1302,12 +1302,16 @@ func (x *BrokerAddress) GetRack() string {
 }
 
 type TopicMetadata struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	Partitions    []*PartitionMetadata   `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id         string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Partitions []*PartitionMetadata   `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The topic's max.message.bytes: the largest batch a partition accepts
+	// (as sent, after compression), and so the largest record. A producer
+	// sizes its batches by it. 0 from a server that does not say.
+	MaxMessageBytes int32 `protobuf:"varint,4,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TopicMetadata) Reset() {
@@ -1359,6 +1363,13 @@ func (x *TopicMetadata) GetPartitions() []*PartitionMetadata {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *TopicMetadata) GetMaxMessageBytes() int32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
 }
 
 type PartitionMetadata struct {
@@ -1699,13 +1710,14 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\rBrokerAddress\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04rack\x18\x03 \x01(\tR\x04rack\"q\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\"\x9d\x01\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12<\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x1c.sluice.v1.PartitionMetadataR\n" +
-	"partitions\"\x9a\x01\n" +
+	"partitions\x12*\n" +
+	"\x11max_message_bytes\x18\x04 \x01(\x05R\x0fmaxMessageBytes\"\x9a\x01\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
