@@ -192,14 +192,27 @@ func (a *app) topicCommand() *cobra.Command {
 		},
 	}
 	var alterConfigs []string
+	var alterPartitions int32
 	alter := &cobra.Command{
-		Use:     "alter NAME",
-		Short:   "Change topic config",
-		Example: "  sluice topic alter orders --config retention.ms=172800000 --config max.message.bytes=524288",
-		Args:    cobra.ExactArgs(1),
+		Use:   "alter NAME",
+		Short: "Change topic config, or add partitions",
+		Long: `Change a topic's config (--config: only the keys given), or raise its partition
+count (--partitions: the new total). Partitions can be added, never removed.
+After adding partitions, records with keys go to other partitions than before
+(hash(key) mod the new count), so the order of a key's records does not span
+the change. The two are separate changes: give one or the other.`,
+		Example: `  sluice topic alter orders --config retention.ms=172800000 --config max.message.bytes=524288
+  sluice topic alter orders --partitions 12`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(alterConfigs) == 0 {
-				return usageError{fmt.Errorf("give at least one --config key=value")}
+			grow := cmd.Flags().Changed("partitions")
+			switch {
+			case grow && len(alterConfigs) > 0:
+				return usageError{fmt.Errorf("--partitions and --config are separate changes (adding partitions cannot be undone, and the two would not be applied together): run topic alter once for each")}
+			case grow:
+				return a.addPartitions(cmd, args[0], alterPartitions)
+			case len(alterConfigs) == 0:
+				return usageError{fmt.Errorf("give --config key=value to change config, or --partitions N to add partitions")}
 			}
 			cfg, err := parseTopicConfig(alterConfigs)
 			if err != nil {
@@ -220,6 +233,7 @@ func (a *app) topicCommand() *cobra.Command {
 		},
 	}
 	alter.Flags().StringArrayVarP(&alterConfigs, "config", "c", nil, "topic config key=value to change (repeatable): "+strings.Join(topicConfigKeys, ", "))
+	alter.Flags().Int32VarP(&alterPartitions, "partitions", "p", 0, "raise the partition count to this new total (partitions are never removed; keyed records then map to other partitions)")
 	del := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a topic and its data",
@@ -242,4 +256,26 @@ func (a *app) topicCommand() *cobra.Command {
 	}
 	cmd.AddCommand(create, list, describe, alter, del)
 	return cmd
+}
+
+// addPartitions raises the topic's partition count to n and shows the
+// topic with every partition, the new ones included.
+func (a *app) addPartitions(cmd *cobra.Command, name string, n int32) error {
+	if n < 1 {
+		return usageError{fmt.Errorf("--partitions %d: give the new total partition count, more than the topic has now", n)}
+	}
+	c, err := a.authenticated(cmd.Context())
+	if err != nil {
+		return err
+	}
+	res, err := c.topic.CreatePartitions(cmd.Context(), connect.NewRequest(&sluicev1.CreatePartitionsRequest{Name: name, PartitionCount: n}))
+	if err != nil {
+		return err
+	}
+	if a.output == "json" {
+		return printJSON(a.stdout, res.Msg)
+	}
+	// As Kafka's kafka-topics --alter --partitions warns.
+	fmt.Fprintf(a.stderr, "note: records with keys now map to other partitions (hash(key) mod %d); a key's order does not span the change\n", res.Msg.GetTopic().GetPartitionCount())
+	return a.printTopic(res.Msg.GetTopic(), res.Msg.GetPartitions())
 }
