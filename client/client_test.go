@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -353,4 +354,70 @@ func TestProducerRecordUpToTopicLimit(t *testing.T) {
 	}
 	require.NoError(t, p.ProduceSync(ctx, many...))
 	require.Len(t, consumeAll(t, c, "bigrec-small", len(many)), len(many))
+}
+
+// TestConsumerAssignUntil: partitions assigned with an end are read up to
+// it, records written later are not, and Poll then says io.EOF; also for
+// an empty partition (which would otherwise wait forever) and a start at
+// a time after the last record. A start beyond the end still reports
+// OutOfRange.
+func TestConsumerAssignUntil(t *testing.T) {
+	createTopic(t, "until", 2, nil)
+	c := newClient(t)
+	ctx := t.Context()
+	p, err := c.NewProducer(ctx, client.WithManualPartitioner())
+	require.NoError(t, err)
+	defer p.Close(ctx)
+	var recs []*client.Record
+	for i := range 25 {
+		recs = append(recs, &client.Record{Topic: "until", Partition: 0, Value: fmt.Append(nil, i)})
+	}
+	require.NoError(t, p.ProduceSync(ctx, recs...)) // partition 1 stays empty
+
+	read := func(from client.Offset) ([]*client.Record, error) {
+		cs, err := c.NewConsumer(client.WithFetchMaxBytes(64))
+		require.NoError(t, err)
+		defer cs.Close()
+		for part := range int32(2) {
+			require.NoError(t, cs.AssignUntil(ctx, "until", part, from, client.Latest()))
+		}
+		// Written after the ends were resolved: not read.
+		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "until", Partition: 0, Value: []byte("later")}))
+		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "until", Partition: 1, Value: []byte("later")}))
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		var out []*client.Record
+		for {
+			rs, err := cs.Poll(pctx)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, rs...)
+		}
+	}
+	got, err := read(client.Earliest())
+	require.ErrorIs(t, err, io.EOF)
+	require.Len(t, got, 25)
+	for i, r := range got {
+		require.Equal(t, int64(i), r.Offset)
+	}
+	// The ends move with what was written: the two "later" records are
+	// read this time, nothing after.
+	got, err = read(client.Earliest())
+	require.ErrorIs(t, err, io.EOF)
+	require.Len(t, got, 27)
+
+	// A start after the last record: nothing to read, and no wait.
+	got, err = read(client.AtTime(time.Now().Add(time.Hour)))
+	require.ErrorIs(t, err, io.EOF)
+	require.Empty(t, got)
+
+	cs, err := c.NewConsumer()
+	require.NoError(t, err)
+	defer cs.Close()
+	require.NoError(t, cs.AssignUntil(ctx, "until", 0, client.At(500), client.Latest()))
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = cs.Poll(pctx)
+	require.Equal(t, connect.CodeOutOfRange, connect.CodeOf(err), "%v", err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -85,9 +86,10 @@ type Consumer struct {
 }
 
 type fetched struct {
-	f    *fetcher
-	recs []*Record
-	err  error
+	f     *fetcher
+	recs  []*Record
+	err   error
+	ended bool // the partition reached its end (AssignUntil) with these records
 }
 
 // NewConsumer makes a consumer with no partitions; Assign adds them.
@@ -106,12 +108,34 @@ func (c *Client) NewConsumer(opts ...ConsumerOption) (*Consumer, error) {
 // Assign starts reading topic's partition from. The start offset is
 // resolved at once, so an unknown topic or partition fails here.
 func (cs *Consumer) Assign(ctx context.Context, topic string, partition int32, from Offset) error {
+	return cs.assign(ctx, topic, partition, from, nil)
+}
+
+// AssignUntil is Assign with an end: it reads topic's partition from from
+// up to, not including, the offset until resolves to now (Latest(): the
+// high watermark, so what was written before the call; AtTime(t): the
+// first record at or after t), then stops reading it. Records written
+// later are not read. Once every assigned partition has reached its end
+// and Poll has returned their records, Poll returns io.EOF: read a topic
+// to its end, as kcat -e and rpk's -o :end do. A start beyond the end is
+// read once, so that an offset out of range is still reported by Poll.
+func (cs *Consumer) AssignUntil(ctx context.Context, topic string, partition int32, from, until Offset) error {
+	return cs.assign(ctx, topic, partition, from, &until)
+}
+
+func (cs *Consumer) assign(ctx context.Context, topic string, partition int32, from Offset, until *Offset) error {
 	if _, _, err := cs.c.leaderOf(ctx, topic, partition); err != nil && connect.CodeOf(err) != connect.CodeUnavailable {
 		return err
 	}
 	off, err := cs.c.ResolveOffset(ctx, topic, partition, from)
 	if err != nil {
 		return err
+	}
+	end := int64(-1)
+	if until != nil {
+		if end, err = cs.c.ResolveOffset(ctx, topic, partition, *until); err != nil {
+			return err
+		}
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -123,8 +147,12 @@ func (cs *Consumer) Assign(ctx context.Context, topic string, partition int32, f
 		f.cancel()
 	}
 	fctx, cancel := context.WithCancel(cs.ctx)
-	f := &fetcher{cs: cs, topic: topic, partition: partition, offset: off, fctx: fctx, cancel: cancel, slots: make(chan struct{}, cs.cfg.prefetch)}
+	f := &fetcher{cs: cs, topic: topic, partition: partition, offset: off, end: end, fctx: fctx, cancel: cancel, slots: make(chan struct{}, cs.cfg.prefetch)}
 	cs.parts[k] = f
+	if end >= 0 && off == end {
+		f.ended = true // nothing to read
+		return nil
+	}
 	cs.wg.Add(1)
 	go func() { defer cs.wg.Done(); f.run(fctx) }()
 	return nil
@@ -144,23 +172,49 @@ func (cs *Consumer) Unassign(topic string, partition int32) {
 // some arrive or ctx ends. Records of a partition come in offset order,
 // each once. A partition whose position is out of range (below the log
 // start after retention, or beyond the end) stops and Poll returns an
-// error coded OutOfRange naming it; Assign it again to go on.
+// error coded OutOfRange naming it; Assign it again to go on. When every
+// assigned partition was assigned with an end (AssignUntil) and has
+// reached it, Poll returns io.EOF.
 func (cs *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	for {
+		if cs.allEnded() {
+			return nil, io.EOF
+		}
 		select {
 		case fr := <-cs.ready:
 			<-fr.f.slots
 			if fr.f.ctx().Err() != nil {
 				continue // unassigned since
 			}
+			if fr.ended {
+				cs.mu.Lock()
+				fr.f.ended = true
+				cs.mu.Unlock()
+			}
 			if fr.err != nil {
 				return nil, fr.err
+			}
+			if len(fr.recs) == 0 {
+				continue // the end, without records
 			}
 			return fr.recs, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// allEnded reports whether partitions are assigned and every one reached
+// its end, its records returned.
+func (cs *Consumer) allEnded() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, f := range cs.parts {
+		if !f.ended {
+			return false
+		}
+	}
+	return len(cs.parts) > 0
 }
 
 // Close stops every fetch.
@@ -179,6 +233,8 @@ type fetcher struct {
 	topic     string
 	partition int32
 	offset    int64
+	end       int64 // stop before this offset (AssignUntil); -1: never
+	ended     bool  // reached end and Poll returned its records; guarded by cs.mu
 	cancel    context.CancelFunc
 	slots     chan struct{} // responses not yet taken by Poll
 	fctx      context.Context
@@ -207,17 +263,26 @@ func (f *fetcher) run(ctx context.Context) {
 			continue
 		}
 		attempt = 0
-		if err == nil && len(recs) == 0 {
+		ended := false
+		if err == nil && f.end >= 0 && f.offset >= f.end {
+			// Past the end: records written after it are not this
+			// assignment's.
+			for len(recs) > 0 && recs[len(recs)-1].Offset >= f.end {
+				recs = recs[:len(recs)-1]
+			}
+			ended = true
+		}
+		if err == nil && len(recs) == 0 && !ended {
 			<-f.slots
 			continue
 		}
 		select {
-		case f.cs.ready <- fetched{f: f, recs: recs, err: err}:
+		case f.cs.ready <- fetched{f: f, recs: recs, err: err, ended: ended}:
 		case <-ctx.Done():
 			return
 		}
-		if err != nil {
-			return // out of range or a lasting error: reported once, then stop
+		if err != nil || ended {
+			return // out of range or a lasting error: reported once, then stop; or done
 		}
 	}
 }

@@ -9,8 +9,9 @@
 //
 // # Producing
 //
-// A Producer batches records per partition (WithLinger, WithMaxBatchBytes),
-// optionally compresses batches (zstd or lz4), keeps up to 5 requests in
+// A Producer batches records per partition (WithLinger, WithMaxBatchBytes,
+// within the topic's max.message.bytes; a larger record goes alone, up to
+// that limit), optionally compresses batches (zstd or lz4), keeps up to 5 requests in
 // flight per partition, and reports each record's fate exactly once to its
 // callback. Records with a key go to the partition the key hashes to
 // (FNV-1a); records without one stick to one partition until 16 KiB went
@@ -36,9 +37,11 @@
 // # Consuming
 //
 // A Consumer reads partitions you assign from offsets you choose (Earliest,
-// Latest, At, AtTime). It keeps the next fetch in flight while you process
-// the previous one (WithPrefetch). Offsets are not committed: consumer
-// groups, which commit, are a separate feature.
+// Latest, At, AtTime), and with AssignUntil up to an end (Latest(): what
+// the partition holds now), after which Poll returns io.EOF. It keeps the
+// next fetch in flight while you process the previous one (WithPrefetch).
+// Offsets are not committed: consumer groups, which commit, are a separate
+// feature.
 //
 // # Errors
 //

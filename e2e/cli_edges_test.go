@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -59,6 +62,47 @@ func TestE2ECLIEdges(t *testing.T) {
 		_, errOut, code = cliIn(t, cfgPath, strings.Repeat("d", 200<<10)+"\n", dev("produce", "big")...)
 		require.Equal(t, 1, code, errOut)
 		require.Contains(t, errOut, `record 1: record too large: a line of 204800 bytes; topic "big" takes records up to its max.message.bytes, 102400`)
+	})
+
+	// Non-group consume stops at the end (the README's --offset @TIME
+	// example blocked forever on an empty partition); --follow goes on.
+	t.Run("consume ends", func(t *testing.T) {
+		mustCLI(t, cfgPath, dev("topic", "create", "ends", "-p", "3")...)
+		at := "@" + time.Now().UTC().Format(time.RFC3339)
+		start := time.Now()
+		_, errOut, code := cli(t, cfgPath, dev("consume", "ends", "--offset", at, "-o", "json")...)
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, errOut, "consumed 0 records")
+		require.Less(t, time.Since(start), 20*time.Second, "an empty topic ends at once")
+		_, errOut, code = cli(t, cfgPath, dev("consume", "ends")...)
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, errOut, "consumed 0 records")
+
+		mustCLIIn(t, cfgPath, "1\n2\n3\n4\n5\n", dev("produce", "ends", "-q")...)
+		out, errOut, code := cli(t, cfgPath, dev("consume", "ends")...)
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, errOut, "consumed 5 records")
+		require.ElementsMatch(t, []string{"1", "2", "3", "4", "5"}, strings.Fields(out))
+		// -n stops sooner.
+		out, _, code = cli(t, cfgPath, dev("consume", "ends", "-n", "2")...)
+		require.Equal(t, 0, code)
+		require.Len(t, strings.Fields(out), 2)
+
+		// --follow prints what is written after it started, until Ctrl-C.
+		f := startCLI(t, cfgPath, dev("consume", "ends", "--follow", "--offset", "latest")...)
+		testcluster.Wait(t, 30*time.Second, "follow to print a new record", func() error {
+			mustCLI(t, cfgPath, dev("produce", "ends", "--value", "new", "--partition", "1")...)
+			if !strings.Contains(f.stdout.String(), "new\n") {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		require.NoError(t, f.cmd.Process.Signal(syscall.SIGINT))
+		require.Equal(t, 0, f.wait(t, 30*time.Second), f.stderr.String())
+
+		_, errOut, code = cli(t, cfgPath, dev("consume", "ends", "--offset", "latest")...)
+		require.Equal(t, 2, code)
+		require.Contains(t, errOut, "add --follow")
 	})
 
 	// -o json: one style (the API's protojson: camelCase, no double

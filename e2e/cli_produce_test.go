@@ -244,7 +244,7 @@ func TestE2ECLIProduce(t *testing.T) {
 	require.Contains(t, errOut, `record 1: invalid_argument: record too large: about 2072 bytes in its batch; topic "small" takes batches up to its max.message.bytes, 2000`)
 
 	// --timeout ends a quiet consume cleanly.
-	_, errOut, code = cli(t, cfgPath, dev("consume", "events", "--offset", "latest", "--timeout", "300ms")...)
+	_, errOut, code = cli(t, cfgPath, dev("consume", "events", "--follow", "--offset", "latest", "--timeout", "300ms")...)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, errOut, "consumed 0 records")
 
@@ -287,7 +287,7 @@ func TestE2ECLIProduce(t *testing.T) {
 	// Ctrl-C stops consume cleanly, with the count.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sluiceBin, append([]string{"--cli-config", cfgPath}, dev("consume", "events", "--format", `%o\n`)...)...)
+	cmd := exec.CommandContext(ctx, sluiceBin, append([]string{"--cli-config", cfgPath}, dev("consume", "events", "--follow", "--format", `%o\n`)...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ type consumeOptions struct {
 	offset     string
 	count      int
 	timeout    time.Duration
+	follow     bool
 	format     string
 
 	group groupFlags // with --group: consume as a member of a consumer group
@@ -190,10 +192,15 @@ func (a *app) consumeCommand() *cobra.Command {
 
 It reads every partition unless --partition names some, starting at
 --offset in each: earliest (the default: the oldest record still kept),
-latest (only records written from now on), an offset, or @TIME, the first
-record at or after TIME, given in RFC 3339 (@2025-01-31T12:00:00Z) or Unix
-milliseconds (@1738324800000). Records of a partition come in offset
-order; partitions are interleaved. Without --group it commits nothing.
+latest (only records written from now on: needs --follow), an offset, or
+@TIME, the first record at or after TIME, given in RFC 3339
+(@2025-01-31T12:00:00Z) or Unix milliseconds (@1738324800000). Records of a
+partition come in offset order; partitions are interleaved. Without
+--group it commits nothing, and it stops at the end: once it printed what
+each partition held when consume started (up to its high watermark then;
+nothing for an empty partition), as kcat -e and rpk's -o :end do. With
+--follow (-f) it keeps going instead, printing records as they are written,
+until Ctrl-C.
 
 With --group G it consumes as a member of consumer group G instead: the
 group assigns it some of TOPIC's partitions (sharing them with the group's
@@ -224,10 +231,13 @@ second copy by mistake), the new one replaces it: the old one is fenced,
 stops with exit code 1 and does not rejoin. Give each running member its
 own ID. See also "sluice group --help".
 
-It runs until Ctrl-C, or until -n records were printed, or until --timeout
-passed without a new record; each ends with exit code 0 and
-"consumed N records" on stderr. stderr shows a progress line while it is a
-terminal and the records do not go to one.
+A group member always follows: the group may hand it partitions at any
+time, so the end of the partitions it holds now is no end for the group
+(rpk's group consume follows too). It stops, as a --follow consume does, at
+Ctrl-C, after -n records, or when --timeout passed without a new record.
+Every way of stopping ends with exit code 0 and "consumed N records" on
+stderr. stderr shows a progress line while it is a terminal and the
+records do not go to one.
 
 --format is a template for each record:
   %k key   %v value   %o offset   %p partition   %%  a percent sign
@@ -250,8 +260,8 @@ partition's range, for one, or another process took over this one's
 does not exist.`,
 		Example: `  sluice consume orders
   sluice consume orders -n 10 --offset earliest --format '%p:%o %k=%v\n'
-  sluice consume orders --offset latest --partition 0,1
-  sluice consume orders --offset @2025-01-31T12:00:00Z --timeout 5s -o json
+  sluice consume orders --follow --offset latest --partition 0,1
+  sluice consume orders --offset @2025-01-31T12:00:00Z -o json
   sluice consume orders --group billing
   sluice consume orders --group billing --commit each --offset latest
   sluice consume orders --group billing --instance-id "$HOSTNAME"
@@ -282,6 +292,12 @@ does not exist.`,
 			if err != nil {
 				return err
 			}
+			switch {
+			case o.group.name != "" && cmd.Flags().Changed("follow") && !o.follow:
+				return usageError{errors.New("--follow=false does not apply with --group: a group member follows; stop it with -n or --timeout")}
+			case o.group.name == "" && !o.follow && o.offset == "latest":
+				return usageError{errors.New("--offset latest starts at the end, where consume stops without --follow: add --follow to read the records written from now on")}
+			}
 			if o.group.name != "" {
 				return a.consumeGroup(cmd.Context(), args[0], o, gs, parts)
 			}
@@ -293,7 +309,8 @@ does not exist.`,
 	f.Lookup("partition").DefValue = "" // not "[]" in --help
 	f.StringVar(&o.offset, "offset", "earliest", "where to start in each partition: earliest, latest, an offset, or @TIME (RFC 3339 or Unix ms)")
 	f.IntVarP(&o.count, "count", "n", 0, "stop after `N` records (0: no limit)")
-	f.DurationVar(&o.timeout, "timeout", 0, "stop when no record arrived for this long (0: wait until Ctrl-C or -n)")
+	f.DurationVar(&o.timeout, "timeout", 0, "stop when no record arrived for this long (0: no limit)")
+	f.BoolVarP(&o.follow, "follow", "f", false, "keep reading records as they are written, until Ctrl-C, -n or --timeout (without it consume stops at the end; with --group it always follows)")
 	f.StringVar(&o.format, "format", "%v\n", "template per record: %k key, %v value, %o offset, %p partition, %t timestamp, %h headers, and \\n \\t escapes")
 	o.group.register(f)
 	return cmd
@@ -353,11 +370,16 @@ func (a *app) consume(ctx context.Context, topic string, o consumeOptions, from 
 }
 
 // consumeLoop assigns the partitions and hands each record to emit, calling
-// flush after each batch, until -n records, the --timeout, or ctx ends
-// (all three a clean stop: nil).
+// flush after each batch, until the end of the partitions (without
+// --follow: their high watermarks at the start), -n records, the
+// --timeout, or ctx ends (each a clean stop: nil).
 func consumeLoop(ctx context.Context, cs *client.Consumer, topic string, partitions []int32, from client.Offset, o consumeOptions, emit func(*client.Record) error, flush func() error) error {
 	for _, p := range partitions {
-		if err := cs.Assign(ctx, topic, p, from); err != nil {
+		assign := func() error { return cs.AssignUntil(ctx, topic, p, from, client.Latest()) }
+		if o.follow {
+			assign = func() error { return cs.Assign(ctx, topic, p, from) }
+		}
+		if err := assign(); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -374,8 +396,8 @@ func consumeLoop(ctx context.Context, cs *client.Consumer, topic string, partiti
 		timedOut := pctx.Err() != nil
 		cancel()
 		if err != nil {
-			if ctx.Err() != nil || timedOut {
-				return nil // interrupted, or no record for --timeout
+			if ctx.Err() != nil || timedOut || errors.Is(err, io.EOF) {
+				return nil // interrupted, no record for --timeout, or the end
 			}
 			return sdkError{err}
 		}
