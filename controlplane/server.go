@@ -5,7 +5,8 @@
 //
 // Goroutines: Run owns the HTTP servers, the signing-key sync loop and the
 // controller loop; all stop when its context is cancelled. On cancellation
-// the WatchAssignments streams end at once (Unavailable), the controller
+// the WatchAssignments streams end at once (Unavailable), gRPC health
+// answers NOT_SERVING and its Watch streams end once told, the controller
 // stops renewing its lease (another replica takes over when it expires), and
 // in-flight requests drain for up to Config.ShutdownTimeout. Run returns only
 // after the controller loop has returned. The Server holds no other
@@ -19,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +37,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
 	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/internal/healthwatch"
 	"github.com/sluicemq/sluice/internal/opshttp"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
 	"github.com/sluicemq/sluice/tenants"
@@ -70,6 +73,11 @@ type Server struct {
 	api       *api.API
 	ctl       *controller.Controller
 	now       func() time.Time
+	// health answers gRPC health checks: SERVING until the API server
+	// begins to drain (startDrain), which ends drainCtx.
+	health   *grpchealth.StaticChecker
+	drainCtx context.Context
+	drain    context.CancelFunc
 }
 
 // New opens the store (applying migrations), loads or creates the JWT
@@ -155,10 +163,15 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	a.Register(mux)
 	services := api.ServiceNames()
 	// Health and reflection go through the same interceptors (public in
-	// the auth rules), size cap and metrics as the API.
+	// the auth rules), size cap and metrics as the API. Reflection lists
+	// every service answered here, health and reflection included.
 	opts := a.HandlerOptions()
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...), opts...))
-	reflector := grpcreflect.NewStaticReflector(services...)
+	s.health = grpchealth.NewStaticChecker(services...)
+	s.drainCtx, s.drain = context.WithCancel(context.Background())
+	mux.Handle(grpchealth.NewHandler(s.health, append(slices.Clone(opts),
+		connect.WithInterceptors(healthwatch.EndOnDrain(func() context.Context { return s.drainCtx })))...))
+	reflector := grpcreflect.NewStaticReflector(slices.Concat(services,
+		[]string{grpchealth.HealthV1ServiceName, grpcreflect.ReflectV1ServiceName, grpcreflect.ReflectV1AlphaServiceName})...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 	mux.HandleFunc("GET "+JWKSPath, s.serveJWKS)
@@ -261,6 +274,7 @@ func NewHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
 	srv := NewHTTPServer(s.handler, s.logger)
 	srv.RegisterOnShutdown(s.api.CloseStreams)
+	srv.RegisterOnShutdown(s.startDrain)
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
 	go s.keys.run(loopCtx, keySyncInterval)
@@ -320,6 +334,17 @@ func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
 	return err
 }
 
+// startDrain runs when the API server begins to drain: gRPC health
+// answers NOT_SERVING from then on, and health Watch streams, once told,
+// end (healthwatch.EndOnDrain) instead of holding the drain.
+func (s *Server) startDrain() {
+	s.health.SetStatus("", grpchealth.StatusNotServing)
+	for _, svc := range api.ServiceNames() {
+		s.health.SetStatus(svc, grpchealth.StatusNotServing)
+	}
+	s.drain()
+}
+
 // ensureOffsetsTopic creates the internal offsets topic as soon as enough
 // brokers are live, checking every second until it exists.
 func (s *Server) ensureOffsetsTopic(ctx context.Context) {
@@ -343,6 +368,9 @@ func (s *Server) ensureOffsetsTopic(ctx context.Context) {
 
 // Close releases the store if the server opened it.
 func (s *Server) Close() error {
+	if s.drain != nil {
+		s.drain()
+	}
 	if s.ownsStore && s.store != nil {
 		return s.store.Close()
 	}

@@ -3,7 +3,10 @@
 // service (registration, heartbeats, the revocation feed, the assignment
 // stream and leader-driven ISR changes, see assignment.go; remote-segment
 // metadata for tiered storage, see remote.go), and tenants' lag alerts,
-// alert policy and webhooks (AlertService, alerts.go).
+// alert policy and webhooks (AlertService, alerts.go). Of the brokers'
+// services it serves RecordService.GetMetadata only; every other
+// procedure of RecordService and GroupService answers Unimplemented with
+// a pointer to the brokers (brokeronly.go).
 //
 // Every request passes, in order: the metrics interceptor (outermost), the
 // auth interceptor (tenants.NewAuthInterceptor with this package's rules: a
@@ -159,7 +162,9 @@ func New(cfg Config, deps Deps) *API {
 func (a *API) CloseStreams() { a.closeOnce.Do(func() { close(a.closing) }) }
 
 // ServiceNames lists the fully qualified names of the services Register
-// mounts (for reflection and health).
+// mounts and serves procedures of (for reflection, health and metrics):
+// RecordService for GetMetadata, and not GroupService, which is mounted
+// only to point its callers at the brokers (servedByBrokers).
 func ServiceNames() []string {
 	return []string{
 		sluicev1connect.TenantServiceName,
@@ -169,6 +174,7 @@ func ServiceNames() []string {
 		sluicev1connect.OperatorServiceName,
 		sluicev1connect.BrokerServiceName,
 		sluicev1connect.AlertServiceName,
+		sluicev1connect.RecordServiceName,
 	}
 }
 
@@ -202,6 +208,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle(sluicev1connect.NewBrokerServiceHandler(&brokerService{a}, opts...))
 	mux.Handle(sluicev1connect.NewAlertServiceHandler(&alertService{a}, opts...))
 	mux.Handle(sluicev1connect.NewRecordServiceHandler(&metadataService{API: a}, opts...))
+	mux.Handle(sluicev1connect.NewGroupServiceHandler(brokerGroups{}, opts...))
 }
 
 // limitsOf returns a tenant's effective limits: plan defaults with its

@@ -31,7 +31,8 @@ type rule struct {
 }
 
 // rules lists every procedure the control plane serves. A procedure missing
-// here is refused: new RPCs must be given a rule to be reachable.
+// here is refused (those of the brokers' services with a pointer to the
+// brokers, servedByBrokers): new RPCs must be given a rule to be reachable.
 var rules = map[string]rule{
 	sluicev1connect.TenantServiceSignupProcedure:    {access: accessPublic},
 	sluicev1connect.TenantServiceGetTenantProcedure: {access: accessTenant},
@@ -96,6 +97,9 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 	if !ok {
 		if tenants.IsInfrastructureProcedure(procedure) {
 			return tenants.Principal{Kind: tenants.PrincipalAnonymous}, nil
+		}
+		if err := servedByBrokers(procedure); err != nil {
+			return tenants.Principal{}, err
 		}
 		return tenants.Principal{}, fmt.Errorf("%w: unknown procedure", tenants.ErrPermissionDenied)
 	}

@@ -230,8 +230,9 @@ func (r *revocations) expire(now time.Time) {
 // keys revoked since the previous answer's server time (minus a margin for
 // clock skew between control-plane replicas), and takes the suspended set
 // of every answer as the current one. When the control plane cannot be
-// reached, r keeps what it last heard.
-func pollRevocations(ctx context.Context, client sluicev1connect.BrokerServiceClient, r *revocations, interval time.Duration, logger *slog.Logger) {
+// reached, r keeps what it last heard. loaded is called after the first
+// answer.
+func pollRevocations(ctx context.Context, client sluicev1connect.BrokerServiceClient, r *revocations, interval time.Duration, logger *slog.Logger, loaded func()) {
 	const margin = 10 * time.Second
 	const keep = tenants.MaxTokenTTL + tenants.MaxLeeway
 	var since *timestamppb.Timestamp
@@ -246,7 +247,9 @@ func pollRevocations(ctx context.Context, client sluicev1connect.BrokerServiceCl
 			r.setSuspended(res.Msg.GetSuspendedTenantIds())
 			since = timestamppb.New(res.Msg.GetServerTime().AsTime().Add(-margin))
 			r.expire(time.Now())
-			r.loaded.Store(true)
+			if !r.loaded.Swap(true) {
+				loaded()
+			}
 		} else if ctx.Err() == nil {
 			logger.Warn("poll revocations", "err", err)
 		}

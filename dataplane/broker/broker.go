@@ -1,8 +1,10 @@
 // Package broker is a Sluice data-plane broker: it registers with the
 // control plane and keeps its lease, follows the partition assignments the
 // control plane streams to it, opens a log (dataplane/log) per replica, and
-// serves the RecordService (produce, fetch, list offsets, metadata) and the
-// internal ReplicaService (followers copying a leader's log).
+// serves the RecordService (produce, fetch, list offsets, metadata), the
+// GroupService (consumer groups) and the internal ReplicaService (followers
+// copying a leader's log), with gRPC health and reflection for the first
+// two (health.go: SERVING only once the broker is ready, as /readyz).
 //
 // Goroutines, all owned by Run and stopped when its context ends: the HTTP
 // servers (the client port, the operator listener); the lease loop (register, heartbeat, re-register when fenced); the
@@ -31,6 +33,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -39,6 +42,7 @@ import (
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/dirlock"
 	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/internal/healthwatch"
 	"github.com/sluicemq/sluice/internal/opshttp"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
 	"github.com/sluicemq/sluice/tenants"
@@ -81,6 +85,10 @@ type Broker struct {
 	brokerEpoch atomic.Int64
 	pids        producerIDs
 	meta        atomic.Pointer[clusterMeta]
+	// assigned: the first assignments from the control plane are applied
+	// (their replicas opened); part of readiness (notReady).
+	assigned atomic.Bool
+	health   healthWatchers // gRPC health Watch streams
 
 	mu      sync.Mutex
 	parts   map[partKey]*partition
@@ -153,8 +161,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		b.groupLag = &groupLagCollector{b: b}
 		b.registry.MustRegister(b.groupLag)
 	}
-	services := []string{sluicev1connect.RecordServiceName, sluicev1connect.ReplicaServiceName, sluicev1connect.GroupServiceName}
-	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", services)
+	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", append(slices.Clone(clientServices), sluicev1connect.ReplicaServiceName))
 	auth := &authenticator{verifier: verifier, revoked: b.revoked, brokerToken: cfg.BrokerToken}
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), errorInterceptor{b.logger}),
@@ -170,7 +177,12 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	mux.Handle(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...))
 	mux.Handle(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...))
 	mux.Handle(sluicev1connect.NewGroupServiceHandler(&groupService{b}, opts...))
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...), opts...))
+	// Health and reflection pass the same interceptors as the services
+	// (public in the auth rules) and list only the client services.
+	mux.Handle(grpchealth.NewHandler(healthChecker{b}, append(slices.Clone(opts), connect.WithInterceptors(healthwatch.EndOnDrain(b.runContext)))...))
+	reflector := grpcreflect.NewStaticReflector(discoveryServices...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 	// No /metrics here: its labels name tenants, topics and groups, and
 	// tenants reach this port. It is on the operator listener only.
 	mux.HandleFunc("GET /healthz", opshttp.Healthz)
@@ -178,20 +190,6 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.handler = mux
 	b.ops = opshttp.Handler(b.registry, b.serveReady)
 	return b, nil
-}
-
-// serveReady answers 200 once the broker is registered with the control
-// plane and has loaded the API key revocation list.
-func (b *Broker) serveReady(w http.ResponseWriter, _ *http.Request) {
-	if b.brokerEpoch.Load() == 0 {
-		http.Error(w, "not registered with the control plane yet", http.StatusServiceUnavailable)
-		return
-	}
-	if !b.revoked.loaded.Load() {
-		http.Error(w, "API key revocation list not loaded yet", http.StatusServiceUnavailable)
-		return
-	}
-	_, _ = w.Write([]byte("ready\n"))
 }
 
 // OperatorHandler serves the operator listener: /metrics, /healthz and
@@ -294,9 +292,12 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	}
 	b.logger.Info("broker serving", logAttrs...)
 
+	// Draining: health checks answer NOT_SERVING from now on.
+	stopHealth := context.AfterFunc(ctx, b.healthChanged)
+	defer stopHealth()
 	var wg sync.WaitGroup
 	wg.Go(func() { b.jwks.Run(ctx) })
-	wg.Go(func() { pollRevocations(ctx, b.cp, b.revoked, 2*time.Second, b.logger) })
+	wg.Go(func() { pollRevocations(ctx, b.cp, b.revoked, 2*time.Second, b.logger, b.healthChanged) })
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.isrLoop(ctx) })
 	wg.Go(func() { b.hwCheckpointLoop(ctx, time.Second) })
@@ -387,6 +388,7 @@ func (b *Broker) leaseLoop(ctx context.Context) {
 		backoff = 100 * time.Millisecond
 		epoch := res.Msg.GetBrokerEpoch()
 		b.brokerEpoch.Store(epoch)
+		b.healthChanged()
 		b.logger.Info("registered", "broker_epoch", epoch)
 		interval := time.Duration(res.Msg.GetHeartbeatIntervalMs()) * time.Millisecond
 		if interval <= 0 {

@@ -25,6 +25,7 @@ import (
 type lagCluster struct {
 	brokers  []*Broker
 	tenantID string
+	token    string                              // the tenant's
 	records  sluicev1connect.RecordServiceClient // through broker 1, which forwards
 	groups   sluicev1connect.GroupServiceClient
 	topics   sluicev1connect.TopicServiceClient // on the control plane
@@ -112,7 +113,8 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 	c.tenantID = su.Msg.GetTenant().GetId()
 	tok, err := sluicev1connect.NewAuthServiceClient(hc, endpoint).CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: su.Msg.GetApiKeySecret()}))
 	require.NoError(t, err)
-	bearer := connect.WithInterceptors(tenants.Bearer(tok.Msg.GetToken()))
+	c.token = tok.Msg.GetToken()
+	bearer := connect.WithInterceptors(tenants.Bearer(c.token))
 	base := "http://" + c.brokers[0].cfg.Advertised()
 	c.records = sluicev1connect.NewRecordServiceClient(hc, base, bearer)
 	c.groups = sluicev1connect.NewGroupServiceClient(hc, base, bearer)

@@ -47,6 +47,9 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 			p.update(ctx, pm, t.config)
 		}
 	}
+	if !b.assigned.Swap(true) {
+		b.healthChanged()
+	}
 	b.mu.Lock()
 	var drop []*partition
 	for k, p := range b.parts {
