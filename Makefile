@@ -11,6 +11,10 @@ STATICCHECK_VERSION := v0.8.2
 VERSITYGW_VERSION := v1.8.0
 VERSITYGW := $(BIN)/versitygw-$(VERSITYGW_VERSION)
 export SLUICE_TEST_VERSITYGW ?= $(VERSITYGW)
+# grpcurl for the e2e discovery test (internal/testenv.Grpcurl); keep equal to testenv.GrpcurlVersion.
+GRPCURL_VERSION := v1.9.4
+GRPCURL := $(BIN)/grpcurl-$(GRPCURL_VERSION)
+export SLUICE_TEST_GRPCURL ?= $(GRPCURL)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 
@@ -34,6 +38,9 @@ $(BIN)/staticcheck:
 $(VERSITYGW):
 	rm -rf $(BIN)/.versitygw && GOBIN=$(BIN)/.versitygw go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 	mv $(BIN)/.versitygw/versitygw $@ && rmdir $(BIN)/.versitygw
+$(GRPCURL):
+	rm -rf $(BIN)/.grpcurl && GOBIN=$(BIN)/.grpcurl go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	mv $(BIN)/.grpcurl/grpcurl $@ && rmdir $(BIN)/.grpcurl
 
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go $(BIN)/staticcheck ## Install the pinned code generators and linters into bin/.
 
@@ -50,12 +57,12 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck and buf lint.
 	staticcheck ./...
 	buf lint
 
-test: $(VERSITYGW) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server for tests into bin/.
+test: $(VERSITYGW) $(GRPCURL) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server and grpcurl for tests into bin/.
 	go test $(GO_TEST_FLAGS) ./...
 	go test -count=1 -run 'TestCooperativeRebalance' ./client/
 
 BUSY_RUNS ?= 3
-test-busy: $(VERSITYGW) ## Run make test BUSY_RUNS times (default 3) with every core kept busy by stress-ng (or yes), to catch tests that pass only on an idle machine.
+test-busy: $(VERSITYGW) $(GRPCURL) ## Run make test BUSY_RUNS times (default 3) with every core kept busy by stress-ng (or yes), to catch tests that pass only on an idle machine.
 	@n=$$(nproc); if command -v stress-ng >/dev/null; then stress-ng --cpu $$n --quiet & else for i in $$(seq $$n); do yes >/dev/null & done; fi; \
 	trap 'kill $$(jobs -p) 2>/dev/null' EXIT; \
 	for i in $$(seq $(BUSY_RUNS)); do echo "== make test with $$n busy cores: run $$i of $(BUSY_RUNS)"; $(MAKE) test || exit 1; done

@@ -34,4 +34,7 @@
 // loopback port) with a fresh bucket; it needs no TestMain. Its binary comes from
 // $SLUICE_TEST_VERSITYGW (set by `make test`, which builds bin/versitygw-<version> first), else
 // from a build cached under $XDG_CACHE_HOME/sluice-testenv, made on first use.
+//
+// [Grpcurl] gives e2e tests a grpcurl binary, found the same way: $SLUICE_TEST_GRPCURL (set by
+// `make test`, which builds bin/grpcurl-<version> first), else the cached build, made on first use.
 package testenv

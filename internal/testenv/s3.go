@@ -4,7 +4,6 @@ package testenv
 
 import (
 	"context"
-	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"net/http"
@@ -101,81 +100,18 @@ func (s *S3Server) NewBucket(t testing.TB) string {
 	return b
 }
 
+// versitygw is the S3 server's binary, found or built as the S3 documentation says.
+var versitygw = goTool{
+	name: "versitygw", pkg: versitygwPackage, module: versitygwModule, version: VersitygwVersion,
+	env: EnvVersitygw, timeout: versitygwBuild,
+}
+
 // findOrBuildVersitygw returns the path of a versitygw binary of VersitygwVersion, in the order of
 // the S3 documentation.
-func findOrBuildVersitygw() (string, error) {
-	if p := os.Getenv(EnvVersitygw); p != "" {
-		if err := checkVersitygw(p); err != nil {
-			return "", fmt.Errorf("testenv: %s=%s: %w", EnvVersitygw, p, err)
-		}
-		return p, nil
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("testenv: no cache directory to build versitygw in (%v): set %s to a versitygw %s binary",
-			err, EnvVersitygw, VersitygwVersion)
-	}
-	dir := filepath.Join(cache, "sluice-testenv", "versitygw-"+VersitygwVersion)
-	bin := filepath.Join(dir, "versitygw")
-	if checkVersitygw(bin) == nil {
-		return bin, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("testenv: %w", err)
-	}
-	unlock, err := lockFile(filepath.Join(dir, "build.lock"), syscall.LOCK_EX)
-	if err != nil {
-		return "", fmt.Errorf("testenv: lock the versitygw build: %w", err)
-	}
-	defer unlock()
-	if checkVersitygw(bin) == nil { // built by another test binary while we waited
-		return bin, nil
-	}
-	if err := buildVersitygw(dir, bin); err != nil {
-		return "", err
-	}
-	return bin, nil
-}
+func findOrBuildVersitygw() (string, error) { return versitygw.find() }
 
 // checkVersitygw checks that path is a versitygw binary built from VersitygwVersion.
-func checkVersitygw(path string) error {
-	bi, err := buildinfo.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if bi.Main.Path != versitygwModule || bi.Main.Version != VersitygwVersion {
-		return fmt.Errorf("built from %s %s, want %s %s", bi.Main.Path, bi.Main.Version, versitygwModule, VersitygwVersion)
-	}
-	return nil
-}
-
-// buildVersitygw runs go install into a staging directory under dir and moves the binary to bin.
-func buildVersitygw(dir, bin string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("testenv: versitygw is not built and there is no go command to build it (%v): "+
-			"run `make test`, or set %s to a versitygw %s binary", err, EnvVersitygw, VersitygwVersion)
-	}
-	staging, err := os.MkdirTemp(dir, ".staging-")
-	if err != nil {
-		return fmt.Errorf("testenv: %w", err)
-	}
-	defer os.RemoveAll(staging)
-	ctx, cancel := context.WithTimeout(context.Background(), versitygwBuild)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "install", versitygwPackage+"@"+VersitygwVersion)
-	cmd.Dir = staging // outside any module or workspace
-	cmd.Env = append(os.Environ(), "GOBIN="+staging, "GOWORK=off", "GOFLAGS=-buildvcs=false")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("testenv: go install %s@%s failed (%v); set %s to a versitygw binary to skip the build:\n%s",
-			versitygwPackage, VersitygwVersion, err, EnvVersitygw, tail(string(out)))
-	}
-	if err := os.Rename(filepath.Join(staging, "versitygw"), bin); err != nil {
-		return fmt.Errorf("testenv: %w", err)
-	}
-	return checkVersitygw(bin)
-}
+func checkVersitygw(path string) error { return versitygw.check(path) }
 
 // startS3 starts versitygw on a free loopback port, retrying with another port if the one picked
 // was taken before the server bound it.
