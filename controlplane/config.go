@@ -90,7 +90,7 @@ func DefaultConfig() Config {
 // RegisterFlags binds the config to flags, with c's current values as defaults.
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve the Connect/gRPC API, JWKS, /healthz and /readyz on (tenants reach it; it serves no metrics)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port of the operator listener: Prometheus metrics at /metrics, /healthz and /readyz. Metric labels name tenants, topics and consumer groups: bind it to loopback (the default) or an interface only operators and Prometheus reach, never one tenants reach. Empty turns it off")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port of the operator listener: Prometheus metrics at /metrics, /healthz and /readyz, and Go profiles (pprof) under /debug/pprof/. Metric labels name tenants, topics and consumer groups, and profiles show its allocations and goroutines: bind it to loopback (the default) or an interface only operators and Prometheus reach, never one tenants reach. Empty turns it off")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "metadata store: postgres://user:pass@host/db (production) or sqlite:PATH (single node)")
 	fs.StringVar(&c.Issuer, "issuer", c.Issuer, "JWT issuer (iss) this control plane signs and brokers expect")
 	fs.StringVar(&c.Audience, "audience", c.Audience, "JWT audience (aud) for tenant tokens")

@@ -110,7 +110,7 @@ func DefaultConfig() Config {
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&c.ID, "id", c.ID, "broker id, unique in the cluster (0 ≤ id < 2^31)")
 	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve clients and other brokers on (tenants reach it; it serves no metrics)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port of the operator listener: Prometheus metrics at /metrics, /healthz and /readyz. Metric labels name tenants, topics and consumer groups: bind it to loopback (the default) or an interface only operators and Prometheus reach, never one tenants reach. Several brokers on one host need one each. Empty turns it off")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port of the operator listener: Prometheus metrics at /metrics, /healthz and /readyz, and Go profiles (pprof) under /debug/pprof/. Metric labels name tenants, topics and consumer groups, and profiles show its allocations and goroutines: bind it to loopback (the default) or an interface only operators and Prometheus reach, never one tenants reach. Several brokers on one host need one each. Empty turns it off")
 	fs.StringVar(&c.AdvertisedAddr, "advertised-addr", c.AdvertisedAddr, "host:port clients and brokers reach this broker at (default: the bound --listen-addr; required when listening on every interface)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "folder for partition logs; the broker locks it while it runs (a second broker on it exits, naming the holder's pid)")
 	fs.StringVar(&c.ControlPlane, "control-plane", c.ControlPlane, "control-plane URL")

@@ -295,9 +295,10 @@ One dev runs per --data-dir: a second one on the same folder (on another
 port too) exits at once with an error naming the running one's pid. The lock
 goes with the process, so after a crash or kill -9 dev starts again as usual.
 
-The control plane and each broker serve Prometheus metrics, /healthz and
-/readyz on their own operator listener, on a free loopback port printed at
-start; the endpoint serves no metrics (their labels name every tenant).`,
+The control plane and each broker serve Prometheus metrics, /healthz,
+/readyz and Go profiles (/debug/pprof/) on their own operator listener, on a
+free loopback port printed at start; the endpoint serves neither metrics
+(their labels name every tenant) nor profiles.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := a.logger()
