@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -229,7 +230,11 @@ func (c *coordinator) load(ctx context.Context) error {
 		}
 	}
 	c.groups = groups
-	c.b.logger.Info("loaded consumer groups", "offsets_partition", c.p.id, "leader_epoch", c.epoch,
+	lvl := slog.LevelInfo
+	if n == 0 {
+		lvl = slog.LevelDebug // nothing to load: routine (16 lines at every start of a fresh cluster)
+	}
+	c.b.logger.Log(context.Background(), lvl, "loaded consumer groups", "offsets_partition", c.p.id, "leader_epoch", c.epoch,
 		"groups", len(groups), "records", n, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -234,7 +235,7 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 		}
 		p.lead, p.role = lead, roleLeader
 		p.hw = lead.HW()
-		p.b.logger.Info("leading partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "isr", pm.isr, "leo", p.log.LEO(), "hw", p.hw)
+		p.b.logger.Log(ctx, roleLogLevel(pm), "leading partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "isr", pm.isr, "leo", p.log.LEO(), "hw", p.hw)
 	case pm.leader == self:
 		if cfg.minISR != prevCfg.minISR {
 			if err := p.lead.SetMinISR(max(1, int(cfg.minISR))); err != nil {
@@ -257,9 +258,20 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 			p.stopF = cancel
 			go p.follow(fctx, pm.leader, pm.leaderEpoch)
 		}
-		p.b.logger.Info("following partition", "topic", p.topicID, "partition", p.id, "leader", pm.leader, "leader_epoch", pm.leaderEpoch)
+		p.b.logger.Log(ctx, roleLogLevel(pm), "following partition", "topic", p.topicID, "partition", p.id, "leader", pm.leader, "leader_epoch", pm.leaderEpoch)
 	}
 	p.notifyLocked()
+}
+
+// roleLogLevel is the level of a replica's "leading"/"following" line:
+// debug for a partition's first leader (leader epoch 0: a new partition's
+// placement, one line per replica of every partition created), info once
+// the leadership moved (an election: worth an operator's eye).
+func roleLogLevel(pm partMeta) slog.Level {
+	if pm.leaderEpoch == 0 {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 func (p *partition) stop() {

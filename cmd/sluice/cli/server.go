@@ -7,12 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/dirlock"
@@ -150,39 +154,77 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	// once, then 1 per 10 minutes.
 	cfg.ClientLimits.Signup = clientlimit.Limit{Burst: 100, Every: 100 * time.Millisecond}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Start-up detail (migrations, listeners, registrations, the offsets
+	// topic's partitions) is logged at debug until the summary is printed:
+	// the summary says it all, and is the last thing a user sees.
+	quiet := &atomic.Bool{}
+	quiet.Store(true)
+	logger = slog.New(startupHandler{h: logger.Handler(), quiet: quiet})
+
+	// The brokers stop before the control plane (so that they do not
+	// warn about a control plane going away), both when ctx ends.
+	cpCtx, stopCP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCP()
+	brokersCtx, stopBrokers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBrokers()
 	addrc := make(chan [2]string, 1)
-	errc := make(chan error, 1)
+	cpErr := make(chan error, 1)
+	cpStart := time.Now()
 	go func() {
-		errc <- runControlPlane(ctx, cfg, logger, func(addr, metrics string) { addrc <- [2]string{addr, metrics} })
+		cpErr <- runControlPlane(cpCtx, cfg, logger, func(addr, metrics string) { addrc <- [2]string{addr, metrics} })
 	}()
+	brokerErr := make(chan error, devBrokers)
+	started := 0
+	// shutdown stops what started, brokers first, and returns the first
+	// error of their runs (nil after a clean stop).
+	shutdown := func() error {
+		stopBrokers()
+		var err error
+		for range started {
+			if berr := <-brokerErr; berr != nil && err == nil {
+				err = berr
+			}
+		}
+		stopCP()
+		if cerr := <-cpErr; cerr != nil && err == nil {
+			err = cerr
+		}
+		return err
+	}
+	// failed ends a start-up that did not finish: interrupted, it is a
+	// clean stop (exit 0); otherwise err says why.
+	failed := func(err error) error {
+		serr := shutdown()
+		if ctx.Err() != nil {
+			return serr
+		}
+		return err
+	}
+
 	var addr, cpMetrics string
 	select {
-	case err := <-errc:
+	case err := <-cpErr:
 		return err
 	case a := <-addrc:
 		addr, cpMetrics = a[0], a[1]
+	case <-ctx.Done():
+		stopCP()
+		return <-cpErr
 	}
 	endpoint := "http://" + addr
+	restart := secrets.APIKey != "" // brokers ran on this data dir before
 	if err := a.devTenant(ctx, dataDir, endpoint, &secrets); err != nil {
-		cancel()
-		<-errc
-		return err
+		return failed(err)
 	}
 	// Tiered storage in a folder the three brokers share, as they would
 	// share a bucket.
 	objects, err := folder.New(filepath.Join(dataDir, "objects"))
 	if err != nil {
-		cancel()
-		<-errc
-		return fmt.Errorf("tiered storage: %w", err)
+		return failed(fmt.Errorf("tiered storage: %w", err))
 	}
 	// Three brokers in this process, each with its own folder; they join
 	// the control plane like separate processes would.
-	brokerAddrs := make([]string, devBrokers)
-	brokerMetrics := make([]string, devBrokers)
-	brokerErr := make(chan error, devBrokers)
+	brokers := make([]devBroker, devBrokers)
 	for i := range devBrokers {
 		bc := broker.DefaultConfig()
 		bc.ID = int32(i + 1)
@@ -195,53 +237,247 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = opts.groupHeartbeat, opts.groupSession
 		ready := make(chan [2]string, 1)
 		go func() {
-			brokerErr <- runBroker(ctx, bc, logger, objects, func(addr, metrics string) { ready <- [2]string{addr, metrics} })
+			brokerErr <- runBroker(brokersCtx, bc, logger, objects, func(addr, metrics string) { ready <- [2]string{addr, metrics} })
 		}()
+		started++
 		select {
 		case a := <-ready:
-			brokerAddrs[i], brokerMetrics[i] = a[0], a[1]
+			brokers[i] = devBroker{ID: bc.ID, Address: a[0], MetricsURL: "http://" + a[1] + "/metrics"}
 		case err := <-brokerErr:
-			cancel()
-			<-errc
-			return fmt.Errorf("start broker %d: %w", i+1, err)
+			started--
+			return failed(fmt.Errorf("start broker %d: %w", i+1, err))
 		}
 	}
 	if err := waitBrokers(ctx, endpoint, secrets.OperatorToken, devBrokers); err != nil {
-		cancel()
-		<-errc
+		return failed(err)
+	}
+	// Consumer groups work once the control plane has created the
+	// internal offsets topic and every broker knows it: wait for that too,
+	// so that the summary comes after its start-up and groups work at once.
+	if err := waitGroups(ctx, endpoint, secrets.APIKey, brokers); err != nil {
+		if ctx.Err() != nil {
+			return failed(err)
+		}
+		logger.Warn("consumer groups are not available yet", "err", err)
+	}
+	sum := devSummary{
+		Endpoint: endpoint, DataDir: dataDir, TenantID: secrets.TenantID, APIKey: secrets.APIKey,
+		Profile: "dev", CLIConfig: a.configPath, JWKSURL: endpoint + "/.well-known/jwks.json",
+		ControlPlaneMetricsURL: "http://" + cpMetrics + "/metrics", Brokers: brokers,
+	}
+	if err := a.printDevSummary(sum); err != nil {
+		return failed(err)
+	}
+	// After a restart the brokers rejoin the ISRs once the controller's
+	// start-up grace is over (they count as restarted), which logs a few
+	// lines per partition: that too is start-up, kept at debug until every
+	// partition is in sync again.
+	settleAfter := cpStart
+	if restart {
+		settleAfter = cpStart.Add(cfg.Controller.StartupGrace)
+	}
+	go func() {
+		settle(cpCtx, sum.ControlPlaneMetricsURL, settleAfter)
+		quiet.Store(false)
+	}()
+
+	// Run until ctx ends (Ctrl-C, SIGTERM) or a process fails.
+	select {
+	case <-ctx.Done():
+	case err := <-cpErr:
+		cpErr <- err // shutdown reads it
+	case err := <-brokerErr:
+		brokerErr <- err
+	}
+	if err := shutdown(); err != nil {
 		return err
 	}
-	// Each process's operator listener; never on the endpoint, which
-	// tenants reach.
-	metrics := fmt.Sprintf("http://%s/metrics (control plane)", cpMetrics)
-	for i, m := range brokerMetrics {
-		metrics += fmt.Sprintf("\n                 http://%s/metrics (broker %d)", m, i+1)
+	if ctx.Err() != nil && a.output != "json" {
+		fmt.Fprintf(a.stdout, "Sluice dev stopped; state stays in %s.\n", dataDir)
 	}
-	fmt.Fprintf(a.stdout, `Sluice dev is running.
+	return nil
+}
+
+// devBroker is one of sluice dev's brokers, as its summary shows it.
+type devBroker struct {
+	ID         int32  `json:"id"`
+	Address    string `json:"address"`
+	MetricsURL string `json:"metricsUrl"`
+}
+
+// devSummary is what sluice dev prints once it is ready (with -o json as
+// one JSON object, in the CLI's camelCase).
+type devSummary struct {
+	Endpoint               string      `json:"endpoint"`
+	DataDir                string      `json:"dataDir"`
+	TenantID               string      `json:"tenantId"`
+	APIKey                 string      `json:"apiKey"`
+	Profile                string      `json:"profile"`
+	CLIConfig              string      `json:"cliConfig"`
+	JWKSURL                string      `json:"jwksUrl"`
+	ControlPlaneMetricsURL string      `json:"controlPlaneMetricsUrl"`
+	Brokers                []devBroker `json:"brokers"`
+}
+
+// printDevSummary writes the block a user of sluice dev sees last: where
+// everything listens and what to type next.
+func (a *app) printDevSummary(s devSummary) error {
+	if a.output == "json" {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(a.stdout, string(b))
+		return err
+	}
+	addrs := make([]string, len(s.Brokers))
+	metrics := fmt.Sprintf("%s (control plane)", s.ControlPlaneMetricsURL)
+	for i, b := range s.Brokers {
+		addrs[i] = b.Address
+		metrics += fmt.Sprintf("\n                 %s (broker %d)", b.MetricsURL, b.ID)
+	}
+	_, err := fmt.Fprintf(a.stdout, `Sluice dev is running.
 
   endpoint       %s
-  data dir       %s
+  profile        %q in %s
   tenant id      %s
   api key        %s
-  profile        "dev" in %s
-  JWKS           %s/.well-known/jwks.json
+  JWKS           %s
   brokers        %s
   metrics        %s
-                 (operator listeners, loopback only: their labels name every tenant)
+                 (loopback only: their labels name every tenant)
 
-Try:  sluice --profile dev tenant get
-      sluice --profile dev topic create orders --partitions 3
-      sluice --profile dev topic describe orders
+Try: sluice --profile dev topic create orders --partitions 3
+     sluice --profile dev produce orders --value hello
+     sluice --profile dev consume orders
 Stop with Ctrl-C; state stays in %s.
-`, endpoint, dataDir, secrets.TenantID, secrets.APIKey, a.configPath, endpoint, strings.Join(brokerAddrs, " "), metrics, dataDir)
-	err = <-errc
-	cancel()
-	for range devBrokers {
-		if berr := <-brokerErr; berr != nil && err == nil {
-			err = berr
+`, s.Endpoint, s.Profile, s.CLIConfig, s.TenantID, s.APIKey, s.JWKSURL, strings.Join(addrs, " "), metrics, s.DataDir)
+	return err
+}
+
+// startupHandler passes log records on, except that while quiet is set it
+// keeps info records to a logger at debug level: the start-up detail that
+// sluice dev's summary replaces (--log-level debug shows it, as logged).
+type startupHandler struct {
+	h     slog.Handler
+	quiet *atomic.Bool
+}
+
+func (s startupHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	if l == slog.LevelInfo && s.quiet.Load() {
+		return s.h.Enabled(ctx, slog.LevelDebug)
+	}
+	return s.h.Enabled(ctx, l)
+}
+
+func (s startupHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo && s.quiet.Load() && !s.h.Enabled(ctx, slog.LevelDebug) {
+		return nil // quieted after Enabled said yes
+	}
+	return s.h.Handle(ctx, r)
+}
+
+func (s startupHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return startupHandler{h: s.h.WithAttrs(as), quiet: s.quiet}
+}
+
+func (s startupHandler) WithGroup(name string) slog.Handler {
+	return startupHandler{h: s.h.WithGroup(name), quiet: s.quiet}
+}
+
+// settle returns once the controller has acted on the brokers' start-up
+// (not before after: on a restart, when its start-up grace ends) and, as
+// its metrics at metricsURL say, no partition
+// is offline or under-replicated; after a minute at most, or when ctx ends.
+func settle(ctx context.Context, metricsURL string, after time.Time) {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if time.Now().After(after) {
+			if v, err := scrapeGauges(ctx, hc, metricsURL, "sluice_controlplane_controller_active",
+				"sluice_controlplane_offline_partitions", "sluice_controlplane_under_replicated_partitions"); err == nil &&
+				v[0] == 1 && v[1] == 0 && v[2] == 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return err
+}
+
+// scrapeGauges reads the values of unlabelled metrics from a Prometheus
+// text page.
+func scrapeGauges(ctx context.Context, hc *http.Client, url string, names ...string) ([]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 8<<20))
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]float64, len(names))
+	for i, name := range names {
+		found := false
+		for _, l := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(l, name+" "); ok {
+				if vals[i], err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+					return nil, fmt.Errorf("%s: %w", name, err)
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no metric %s at %s", name, url)
+		}
+	}
+	return vals, nil
+}
+
+// waitGroups waits until each broker answers a consumer-group call for the
+// dev tenant, that is until the internal offsets topic exists and every
+// broker knows it, for up to 30 s.
+func waitGroups(ctx context.Context, endpoint, apiKey string, brokers []devBroker) error {
+	hc, err := httpClient(endpoint)
+	if err != nil {
+		return err
+	}
+	tok, err := newClients(hc, endpoint, "").auth.CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: apiKey}))
+	if err != nil {
+		return fmt.Errorf("log in as the dev tenant: %w", err)
+	}
+	bearer := connect.WithInterceptors(tenants.Bearer(tok.Msg.GetToken()))
+	deadline := time.Now().Add(30 * time.Second)
+	for _, b := range brokers {
+		gs := sluicev1connect.NewGroupServiceClient(hc, "http://"+b.Address, bearer)
+		for {
+			_, err := gs.ListGroups(ctx, connect.NewRequest(&sluicev1.ListGroupsRequest{}))
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("broker %d: %w", b.ID, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // devTenant signs up the "dev" tenant through the API on first start,
@@ -298,7 +534,15 @@ goes with the process, so after a crash or kill -9 dev starts again as usual.
 The control plane and each broker serve Prometheus metrics, /healthz,
 /readyz and Go profiles (/debug/pprof/) on their own operator listener, on a
 free loopback port printed at start; the endpoint serves neither metrics
-(their labels name every tenant) nor profiles.`,
+(their labels name every tenant) nor profiles.
+
+Once it is ready (brokers joined, consumer groups available) it prints a
+summary, the last thing you see: the endpoint, the profile, the brokers'
+addresses and every metrics endpoint (with -o json: one JSON object). Start-up
+detail is logged at debug, as is, after a restart, the brokers' rejoining
+of the ISRs (until every partition is in sync again); --log-level debug
+shows it. Ctrl-C or SIGTERM stops the brokers, then the control plane, and
+exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := a.logger()

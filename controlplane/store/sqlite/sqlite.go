@@ -118,9 +118,16 @@ func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	for _, r := range results {
-		logger.Info("applied store migration", "driver", "sqlite", "version", r.Source.Version, "duration", r.Duration)
+	if len(results) == 0 {
+		return nil
 	}
+	var took time.Duration
+	for _, r := range results {
+		took += r.Duration
+		logger.Debug("applied store migration", "driver", "sqlite", "version", r.Source.Version, "duration", r.Duration)
+	}
+	logger.Info("applied store migrations", "driver", "sqlite", "migrations", len(results),
+		"from_version", results[0].Source.Version, "to_version", results[len(results)-1].Source.Version, "took", took)
 	return nil
 }
 
