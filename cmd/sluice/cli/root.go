@@ -213,6 +213,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 		a.groupCommand(),
 		a.alertsCommand(),
 		a.webhookCommand(),
+		a.benchCommand(),
 	)
 	root.InitDefaultCompletionCmd() // before markEnvFlags: its flags have variables too
 	markEnvFlags(root)
@@ -257,7 +258,7 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 // changes what exists, on its own: these flag names on every command, and
 // every flag of these commands. envHelp, in the root help, lists them.
 var (
-	noEnvFlags    = []string{"value", "key", "header", "name", "description", "email", "tenant", "force"}
+	noEnvFlags    = []string{"value", "key", "header", "name", "description", "email", "tenant", "force", "topic"}
 	noEnvCommands = []string{"topic alter", "group reset-offsets", "alerts policy set"}
 )
 
