@@ -105,6 +105,42 @@ func TestE2ECLIEdges(t *testing.T) {
 		require.Contains(t, errOut, "add --follow")
 	})
 
+	// Shell completion offers the tenant's topic and group names from the
+	// server (cobra's hidden __complete command is what the shells run),
+	// and nothing, quietly, without credentials or a server.
+	t.Run("completion", func(t *testing.T) {
+		mustCLI(t, cfgPath, dev("topic", "create", "comp-a", "-p", "1")...)
+		mustCLI(t, cfgPath, dev("topic", "create", "comp-b", "-p", "1")...)
+		mustCLI(t, cfgPath, dev("produce", "comp-a", "--value", "c")...)
+		mustCLI(t, cfgPath, dev("consume", "comp-a", "--group", "comp-group", "-n", "1")...)
+		complete := func(args ...string) []string {
+			t.Helper()
+			out, errOut, code := cli(t, cfgPath, append([]string{"__complete"}, args...)...)
+			require.Equal(t, 0, code, errOut)
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			require.Equal(t, ":4", lines[len(lines)-1], "no file names offered: %q", out)
+			require.NotContains(t, errOut, "sluice:", "no error shown")
+			return lines[:len(lines)-1]
+		}
+		p := func(args ...string) []string { return append([]string{"--profile", "dev"}, args...) }
+		require.Equal(t, []string{"comp-a", "comp-b"}, complete(p("topic", "describe", "comp")...))
+		require.Contains(t, complete(p("topic", "describe", "")...), "edges")
+		require.Equal(t, []string{"comp-a", "comp-b"}, complete(p("consume", "comp")...))
+		require.Equal(t, []string{"comp-a", "comp-b"}, complete(p("produce", "comp-")...))
+		require.Empty(t, complete(p("topic", "describe", "comp-a", "")...), "one topic only")
+		require.Equal(t, []string{"comp-group"}, complete(p("group", "describe", "comp")...))
+		require.Equal(t, []string{"comp-group"}, complete(p("consume", "edges", "--group", "comp")...))
+		require.Equal(t, []string{"comp-group"}, complete(p("alerts", "list", "--group", "")...))
+		require.Equal(t, []string{"comp-a", "comp-b"}, complete(p("group", "reset-offsets", "comp-group", "--topic", "comp")...))
+
+		// Not logged in, or the server down: nothing, at once, no error.
+		start := time.Now()
+		require.Empty(t, complete("--profile", "nobody", "topic", "describe", ""))
+		require.Empty(t, complete("--endpoint", "http://"+testcluster.FreeAddr(t), "--api-key", "slk_0123456789abcdef_x", "topic", "describe", ""))
+		require.Empty(t, complete("--endpoint", "http://"+testcluster.FreeAddr(t), "--api-key", "slk_0123456789abcdef_x", "group", "lag", ""))
+		require.Less(t, time.Since(start), 20*time.Second)
+	})
+
 	// -o json: one style (the API's protojson: camelCase, no double
 	// spaces) for every command, errors as JSON on stderr.
 	t.Run("json", func(t *testing.T) {
