@@ -1,6 +1,6 @@
 // Package cli implements the sluice command line: server commands
 // (controlplane, broker, dev) and client commands (signup, login, tenant,
-// apikey, topic, produce, consume, group, alerts, webhook).
+// apikey, topic, produce, consume, group, alerts, webhook, bench).
 package cli
 
 import (
