@@ -79,17 +79,8 @@ func (s *Store) CreateTopic(ctx context.Context, t store.Topic, parts []store.Pa
 			c.MaxMessageBytes, c.MinInsyncReplicas, c.CleanupPolicy, toMS(created), toMS(updated), c.UncleanLeaderElection); err != nil {
 			return err
 		}
-		stmt, err := tx.PrepareContext(ctx,
-			`INSERT INTO partitions (`+partitionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
+		if err := insertPartitions(ctx, tx, id, parts); err != nil {
 			return err
-		}
-		defer stmt.Close()
-		for _, p := range parts {
-			if _, err := stmt.ExecContext(ctx, id, p.Partition, encodeList(p.Replicas), p.Leader, p.LeaderEpoch,
-				encodeList(p.ISR), p.PartitionEpoch); err != nil {
-				return err
-			}
 		}
 		return nil
 	})
@@ -209,22 +200,31 @@ func (s *Store) AddPartitions(ctx context.Context, tenantID, topicID string, fro
 		if err := store.CheckPartitionLimit(limits, nparts, int64(len(parts))); err != nil {
 			return err
 		}
-		stmt, err := tx.PrepareContext(ctx,
-			`INSERT INTO partitions (`+partitionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
+		if err := insertPartitions(ctx, tx, id, parts); err != nil {
 			return err
 		}
-		defer stmt.Close()
-		for _, p := range parts {
-			if _, err := stmt.ExecContext(ctx, id, p.Partition, encodeList(p.Replicas), p.Leader, p.LeaderEpoch,
-				encodeList(p.ISR), p.PartitionEpoch); err != nil {
-				return err
-			}
-		}
+		var err error
 		out, err = scanTopic(tx.QueryRowContext(ctx,
 			`UPDATE topics SET partitions = ?, updated_at = ? WHERE id = ? RETURNING `+topicColumns,
 			from+int32(len(parts)), toMS(at), id))
 		return err
 	})
 	return out, translate("add partitions", err)
+}
+
+// insertPartitions writes the partitions of the topic id in tx.
+func insertPartitions(ctx context.Context, tx *sql.Tx, id string, parts []store.Partition) error {
+	stmt, err := tx.PrepareContext(ctx,
+		`INSERT INTO partitions (`+partitionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, p := range parts {
+		if _, err := stmt.ExecContext(ctx, id, p.Partition, encodeList(p.Replicas), p.Leader, p.LeaderEpoch,
+			encodeList(p.ISR), p.PartitionEpoch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
