@@ -10,9 +10,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/compress"
+	"github.com/sluicemq/sluice/record"
 )
 
 // Offset says where a consumer starts reading a partition.
@@ -327,9 +327,9 @@ func (f *fetcher) fetchOnce(ctx context.Context) (_ []*Record, err error) {
 func decodeBatches(topic string, partition int32, data []byte, from int64) ([]*Record, int64, error) {
 	var out []*Record
 	next := from
-	var it log.RecordIter
+	var it record.RecordIter
 	for len(data) > 0 {
-		b, rest, err := log.ReadBatch(data)
+		b, rest, err := record.ReadBatch(data)
 		if err != nil {
 			return nil, 0, err
 		}

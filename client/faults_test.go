@@ -16,10 +16,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicemq/sluice/client"
-	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/record"
 	"github.com/stretchr/testify/require"
 )
 
@@ -50,7 +50,7 @@ type fakeBroker struct {
 	log  []fakeEntry
 	n    int
 	pid  int64
-	hook func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error)
+	hook func(n int, h record.BatchHeader, vals []string) (fakeAction, time.Duration, error)
 	// initEpoch is the epoch InitProducerId hands out with each new id.
 	initEpoch int16
 	// metadataGate, when set, holds every GetMetadata until it is closed
@@ -94,13 +94,13 @@ func (f *fakeBroker) InitProducerId(context.Context, *connect.Request[sluicev1.I
 
 func (f *fakeBroker) Produce(ctx context.Context, r *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
 	data := r.Msg.GetBatches().GetData()
-	b, _, err := log.ReadBatch(data)
+	b, _, err := record.ReadBatch(data)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	h := b.Header()
 	var vals []string
-	var it log.RecordIter
+	var it record.RecordIter
 	if err := it.Reset(b); err != nil {
 		return nil, err
 	}
@@ -241,7 +241,7 @@ func (f *fakeBroker) count(v string) int {
 // answered as a duplicate, and its callback runs before the refused one's.
 func TestFaultRefusalBehindAnUnknownBatch(t *testing.T) {
 	f := &fakeBroker{}
-	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
+	f.hook = func(n int, h record.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
 		switch {
 		case n == 1 && vals[0] == "A":
 			return writeLose, 300 * time.Millisecond, nil
@@ -283,7 +283,7 @@ func TestFaultRefusalBehindAnUnknownBatch(t *testing.T) {
 // sent again (without idempotence that would write it twice).
 func TestFaultAcknowledgedBatchNotResent(t *testing.T) {
 	f := &fakeBroker{}
-	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
+	f.hook = func(n int, h record.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
 		if n == 1 {
 			return refuse, 200 * time.Millisecond, connect.NewError(connect.CodeFailedPrecondition, errors.New("not enough replicas"))
 		}
@@ -306,7 +306,7 @@ func TestFaultAcknowledgedBatchNotResent(t *testing.T) {
 // still gets through.
 func TestFaultNoFencingAfterARefusal(t *testing.T) {
 	f := &fakeBroker{}
-	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
+	f.hook = func(n int, h record.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
 		switch {
 		case n == 1 && vals[0] == "A":
 			return writeLose, 300 * time.Millisecond, nil

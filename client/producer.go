@@ -11,8 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 )
 
 // ProducerOption configures a Producer.
@@ -23,7 +23,7 @@ type producerConfig struct {
 	idempotence     *bool
 	linger          time.Duration
 	maxBatchBytes   int
-	codec           log.Codec
+	codec           record.Codec
 	maxInFlight     int
 	deliveryTimeout time.Duration
 	requestTimeout  time.Duration
@@ -61,11 +61,11 @@ func WithCompression(codec string) ProducerOption {
 	return func(c *producerConfig) {
 		switch codec {
 		case "zstd":
-			c.codec = log.CodecZstd
+			c.codec = record.CodecZstd
 		case "lz4":
-			c.codec = log.CodecLZ4
+			c.codec = record.CodecLZ4
 		case "", "none":
-			c.codec = log.CodecNone
+			c.codec = record.CodecNone
 		default:
 			c.codec = 255 // refused by NewProducer
 		}
@@ -159,7 +159,7 @@ func (c *Client) NewProducer(ctx context.Context, opts ...ProducerOption) (*Prod
 		return nil, fmt.Errorf("sluice: acks %d: choose AcksAll, AcksLeader or AcksNone", cfg.acks)
 	case cfg.idempotence != nil && *cfg.idempotence && cfg.acks != AcksAll:
 		return nil, fmt.Errorf("sluice: idempotence needs acks=all (acks is %s)", cfg.acks)
-	case cfg.codec > log.CodecZstd || cfg.codec == log.CodecGzip || cfg.codec == log.CodecSnappy:
+	case cfg.codec > record.CodecZstd || cfg.codec == record.CodecGzip || cfg.codec == record.CodecSnappy:
 		return nil, errors.New("sluice: compression: choose none, zstd or lz4")
 	case cfg.maxInFlight < 1 || cfg.maxInFlight > 5:
 		return nil, fmt.Errorf("sluice: max in flight %d: choose 1 to 5", cfg.maxInFlight)
@@ -288,16 +288,16 @@ func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, erro
 			return err
 		}
 	}
-	if size+log.HeaderSize > p.recordLimit(tm) {
+	if size+record.HeaderSize > p.recordLimit(tm) {
 		if tm.maxMessageBytes > 0 {
 			// The topic's limit may have been raised since the metadata
 			// was fetched: the next records find out.
 			p.c.refreshTopic(r.Topic)
 			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: about %d bytes in its batch; topic %q takes batches up to its max.message.bytes, %d",
-				ErrRecordTooLarge, size+log.HeaderSize, r.Topic, tm.maxMessageBytes))
+				ErrRecordTooLarge, size+record.HeaderSize, r.Topic, tm.maxMessageBytes))
 		}
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%w: about %d bytes in its batch, over the max batch size %d",
-			ErrRecordTooLarge, size+log.HeaderSize, p.cfg.maxBatchBytes))
+			ErrRecordTooLarge, size+record.HeaderSize, p.cfg.maxBatchBytes))
 	}
 	n := int32(len(tm.partitions))
 	var part int32

@@ -10,9 +10,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/compress"
+	"github.com/sluicemq/sluice/record"
 )
 
 // pending is one produced record awaiting its outcome.
@@ -115,13 +115,13 @@ func (s *sink) add(pd *pending, limit int) bool {
 	if len(s.cur) == 0 {
 		s.curSince = pd.at
 	}
-	if s.curBytes+pd.size+log.HeaderSize > limit {
+	if s.curBytes+pd.size+record.HeaderSize > limit {
 		s.sealLocked()
 		s.curSince = pd.at
 	}
 	s.cur = append(s.cur, pd)
 	s.curBytes += pd.size
-	full := s.curBytes+log.HeaderSize >= limit
+	full := s.curBytes+record.HeaderSize >= limit
 	first := len(s.cur) == 1
 	s.mu.Unlock()
 	if full || first || s.p.cfg.linger == 0 {
@@ -157,7 +157,7 @@ func (s *sink) sealLocked() {
 func (s *sink) numberLocked(b *pbatch) {
 	b.epoch, b.baseSeq, b.numbered = s.epoch, s.seq, true
 	s.seq = nextSeq(s.seq, int32(len(b.recs)))
-	log.Batch(b.data).SetProducer(s.pid, b.epoch, b.baseSeq)
+	record.Batch(b.data).SetProducer(s.pid, b.epoch, b.baseSeq)
 }
 
 // unnumberLocked takes the numbers back from every unfinished batch (none
@@ -174,25 +174,25 @@ func (s *sink) unnumberLocked(seq int32) {
 
 // encode encodes b with the given producer epoch and first sequence.
 func (s *sink) encode(b *pbatch, epoch int16, seq int32) error {
-	recs := make([]log.Record, len(b.recs))
+	recs := make([]record.Record, len(b.recs))
 	first := b.recs[0].rec.Timestamp.UnixMilli()
 	for i, pd := range b.recs {
 		r := pd.rec
-		hs := make([]log.RecordHeader, len(r.Headers))
+		hs := make([]record.RecordHeader, len(r.Headers))
 		for j, h := range r.Headers {
-			hs[j] = log.RecordHeader{Key: []byte(h.Key), Value: h.Value}
+			hs[j] = record.RecordHeader{Key: []byte(h.Key), Value: h.Value}
 		}
-		recs[i] = log.Record{TimestampDelta: r.Timestamp.UnixMilli() - first, OffsetDelta: int32(i), Key: r.Key, Value: r.Value, Headers: hs}
+		recs[i] = record.Record{TimestampDelta: r.Timestamp.UnixMilli() - first, OffsetDelta: int32(i), Key: r.Key, Value: r.Value, Headers: hs}
 	}
-	h := log.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	h := record.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
 	if s.pid >= 0 {
 		h.ProducerID, h.ProducerEpoch, h.BaseSequence = s.pid, epoch, seq
 	}
-	plain, err := log.AppendBatch(nil, h, recs)
+	plain, err := record.AppendBatch(nil, h, recs)
 	if err != nil {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	if s.p.cfg.codec == log.CodecNone {
+	if s.p.cfg.codec == record.CodecNone {
 		b.data = plain
 		return nil
 	}
@@ -216,7 +216,7 @@ func (s *sink) run() {
 		now := time.Now()
 		s.mu.Lock()
 		// Seal on linger, size or flush.
-		if len(s.cur) > 0 && (s.flush || now.Sub(s.curSince) >= s.p.cfg.linger || s.curBytes+log.HeaderSize >= s.limit) {
+		if len(s.cur) > 0 && (s.flush || now.Sub(s.curSince) >= s.p.cfg.linger || s.curBytes+record.HeaderSize >= s.limit) {
 			s.sealLocked()
 		}
 		if len(s.cur) == 0 {

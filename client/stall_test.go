@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/client"
-	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/record"
 )
 
 // steadyProducer produces "0", "1", … to topic t every 2 ms until stopped,
@@ -98,7 +98,7 @@ func TestFaultDeadlineFailuresDoNotStallThePartition(t *testing.T) {
 			var outage atomic.Bool
 			outage.Store(true)
 			f := &fakeBroker{}
-			f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
+			f.hook = func(n int, h record.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
 				if outage.Load() {
 					return refuse, 0, tc.refusal()
 				}
@@ -157,7 +157,7 @@ func TestFaultDeadlineFailuresDoNotStallThePartition(t *testing.T) {
 // under a new producer id instead of failing every record from then on.
 func TestFaultEpochExhaustionTakesANewProducerID(t *testing.T) {
 	f := &fakeBroker{initEpoch: math.MaxInt16 - 1}
-	f.hook = func(n int, h log.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
+	f.hook = func(n int, h record.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
 		if vals[0] == "A" || vals[0] == "B" {
 			// Outcome unknown: the batch fails as indefinite at its
 			// deadline and the epoch is bumped.

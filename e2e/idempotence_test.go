@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/client"
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -23,11 +23,11 @@ import (
 // starting at sequence seq.
 func idemBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
 	t.Helper()
-	recs := make([]log.Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
-		recs[i] = log.Record{OffsetDelta: int32(i), Value: fmt.Appendf(nil, "%d/%d/%d", epoch, seq, i)}
+		recs[i] = record.Record{OffsetDelta: int32(i), Value: fmt.Appendf(nil, "%d/%d/%d", epoch, seq, i)}
 	}
-	b, err := log.AppendBatch(nil, log.BatchHeader{FirstTimestamp: time.Now().UnixMilli(), ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs)
+	b, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: time.Now().UnixMilli(), ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs)
 	require.NoError(t, err)
 	return b
 }

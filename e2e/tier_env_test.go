@@ -19,10 +19,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/record"
 )
 
 // Helpers of the TestTiered… family and BenchmarkTiered: a real versitygw,
@@ -337,7 +337,7 @@ type readStats struct {
 func (e *tierEnv) readAll(ctx context.Context, pl *payloads, partition int32, via int32, maxBytes int32, p *tierProducer, strict bool) (readStats, error) {
 	start := time.Now()
 	var seqs []int64 // by offset
-	var it log.RecordIter
+	var it record.RecordIter
 	var st readStats
 	hw := int64(-1)
 	var lastErr error
@@ -384,7 +384,7 @@ func (e *tierEnv) readAll(ctx context.Context, pl *payloads, partition int32, vi
 		}
 		// Decoded as the SDK's consumer does (it fetches raw batches too).
 		for len(data) > 0 {
-			b, rest, err := log.ReadBatch(data)
+			b, rest, err := record.ReadBatch(data)
 			if err != nil {
 				return st, fmt.Errorf("partition %d: batch fetched at offset %d: %w", partition, off, err)
 			}

@@ -17,10 +17,10 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/record"
 )
 
 // The TestTiered… family shows tiered storage (issue 7, DESIGN.md §6)
@@ -529,14 +529,14 @@ func TestTieredCorruptRemoteObject(t *testing.T) {
 
 // readRemoteBatches reads a remote segment's .log from the S3 server's
 // disk and returns it with its first two batches.
-func readRemoteBatches(t *testing.T, e *tierEnv, seg *sluicev1.RemoteSegment) ([]byte, log.Batch, log.Batch) {
+func readRemoteBatches(t *testing.T, e *tierEnv, seg *sluicev1.RemoteSegment) ([]byte, record.Batch, record.Batch) {
 	t.Helper()
 	data, err := os.ReadFile(e.objectPath(seg.GetObjectKey() + ".log"))
 	require.NoError(t, err)
 	require.Equal(t, seg.GetSizeBytes(), int64(len(data)))
-	b0, rest, err := log.ReadBatch(data)
+	b0, rest, err := record.ReadBatch(data)
 	require.NoError(t, err)
-	b1, _, err := log.ReadBatch(rest)
+	b1, _, err := record.ReadBatch(rest)
 	require.NoError(t, err, "the segment holds at least two batches")
 	return data, b0, b1
 }

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tiered/objstore"
 )
 
@@ -304,7 +304,7 @@ func (c *chunkCache) read(ctx context.Context, seg *sluicev1.RemoteSegment, offs
 			}
 			continue
 		}
-		batch, _, err := log.ReadBatch(buf[rel:])
+		batch, _, err := record.ReadBatch(buf[rel:])
 		if err != nil {
 			return nil, fmt.Errorf("%s.log at %d: %w: %w", seg.GetObjectKey(), pos, ErrCorrupt, err)
 		}

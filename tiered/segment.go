@@ -8,7 +8,7 @@ import (
 	"io"
 	"sort"
 
-	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/record"
 )
 
 // A remote segment is two objects under its key prefix:
@@ -67,7 +67,7 @@ type indexEntry struct {
 func scanSegment(r io.ReaderAt, size, from int64) (*segmentScan, error) {
 	sc := &segmentScan{start: -1, end: -1, maxTs: -1}
 	var (
-		hdr     = make([]byte, log.HeaderSize)
+		hdr     = make([]byte, record.HeaderSize)
 		buf     []byte
 		pos     int64
 		lastIdx int64 = -indexInterval
@@ -77,7 +77,7 @@ func scanSegment(r io.ReaderAt, size, from int64) (*segmentScan, error) {
 			return nil, fmt.Errorf("read batch at %d: %w", pos, err)
 		}
 		n := 12 + int64(binary.BigEndian.Uint32(hdr[8:12]))
-		if n < log.HeaderSize || pos+n > size {
+		if n < record.HeaderSize || pos+n > size {
 			return nil, fmt.Errorf("batch at %d of %d bytes overruns the %d-byte segment: %w", pos, n, size, ErrCorrupt)
 		}
 		if int64(cap(buf)) < n {
@@ -87,7 +87,7 @@ func scanSegment(r io.ReaderAt, size, from int64) (*segmentScan, error) {
 		if _, err := r.ReadAt(b, pos); err != nil {
 			return nil, fmt.Errorf("read batch at %d: %w", pos, err)
 		}
-		batch, _, err := log.ReadBatch(b)
+		batch, _, err := record.ReadBatch(b)
 		if err != nil {
 			return nil, fmt.Errorf("batch at %d: %w: %w", pos, ErrCorrupt, err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tiered/objstore/folder"
 )
 
@@ -34,11 +35,11 @@ func testLog(t *testing.T) (*log.Log, []log.SegmentInfo) {
 		if i%97 == 0 {
 			size = chunkSize + 1000 // spans cache chunks
 		}
-		var recs []log.Record
+		var recs []record.Record
 		for j := range n {
-			recs = append(recs, log.Record{OffsetDelta: int32(j), TimestampDelta: int64(j), Value: bytes.Repeat([]byte{byte(i)}, size/n)})
+			recs = append(recs, record.Record{OffsetDelta: int32(j), TimestampDelta: int64(j), Value: bytes.Repeat([]byte{byte(i)}, size/n)})
 		}
-		b, err := log.AppendBatch(nil, log.BatchHeader{FirstTimestamp: ts + int64(i)*1000, ProducerID: -1, BaseSequence: -1}, recs)
+		b, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: ts + int64(i)*1000, ProducerID: -1, BaseSequence: -1}, recs)
 		require.NoError(t, err)
 		_, _, err = l.Append(b, int32(1+i/150))
 		require.NoError(t, err)
@@ -88,7 +89,7 @@ func TestScanSegment(t *testing.T) {
 		// From the second batch: the copy starts at that batch.
 		data, err := l.Read(si.BaseOffset, 1)
 		require.NoError(t, err)
-		first, _, err := log.ReadBatch(data)
+		first, _, err := record.ReadBatch(data)
 		require.NoError(t, err)
 		second := first.LastOffset() + 1
 		sc2, err := scanSegment(f.Log, si.Size, second)
@@ -184,7 +185,7 @@ func TestCacheReadServesTheLogsBatches(t *testing.T) {
 		// The local read may go on into the next segment; the remote one
 		// stops at the end of its segment.
 		require.True(t, bytes.HasPrefix(want, got), "offset %d max %d: remote read differs from local", off, maxBytes)
-		first, _, err := log.ReadBatch(got)
+		first, _, err := record.ReadBatch(got)
 		require.NoError(t, err)
 		require.LessOrEqual(t, first.BaseOffset(), off)
 		require.GreaterOrEqual(t, first.LastOffset(), off)
@@ -222,7 +223,7 @@ func TestCacheReadRefusesCorruptObjects(t *testing.T) {
 		}
 		// What is served is intact.
 		for b := got; len(b) > 0; {
-			_, rest, err := log.ReadBatch(b)
+			_, rest, err := record.ReadBatch(b)
 			require.NoError(t, err)
 			b = rest
 		}
@@ -322,7 +323,7 @@ func TestTimestampLookup(t *testing.T) {
 				b, err := c.read(ctx, seg, off, 1<<20)
 				require.NoError(t, err)
 				for len(b) > 0 && got < 0 {
-					batch, rest, err := log.ReadBatch(b)
+					batch, rest, err := record.ReadBatch(b)
 					require.NoError(t, err)
 					if batch.MaxTimestamp() >= ts {
 						got = batch.BaseOffset()

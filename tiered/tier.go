@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tiered/objstore"
 )
 
@@ -597,7 +598,7 @@ func (t *Tier) OffsetForTimestamp(ctx context.Context, p Partition, ts int64) (i
 				return 0, false, err
 			}
 			for len(b) > 0 {
-				batch, rest, err := log.ReadBatch(b)
+				batch, rest, err := record.ReadBatch(b)
 				if err != nil {
 					return 0, false, fmt.Errorf("%w: %w", ErrCorrupt, err)
 				}

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicemq/sluice/dataplane/group"
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 )
 
 // Consumer groups are coordinated by the leaders of the internal offsets
@@ -211,7 +211,7 @@ func (c *coordinator) load(ctx context.Context) error {
 			break
 		}
 		for len(data) > 0 {
-			b, rest, err := log.ReadBatch(data)
+			b, rest, err := record.ReadBatch(data)
 			if err != nil {
 				return fmt.Errorf("load offsets partition %d: %w", c.p.id, err)
 			}
@@ -240,7 +240,7 @@ func (c *coordinator) load(ctx context.Context) error {
 }
 
 // eachGroupRecord decodes the records of one offsets-topic batch.
-func eachGroupRecord(b log.Batch, fn func(int64, *sluicev1.GroupRecordKey, *sluicev1.GroupRecordValue)) error {
+func eachGroupRecord(b record.Batch, fn func(int64, *sluicev1.GroupRecordKey, *sluicev1.GroupRecordValue)) error {
 	h := b.Header()
 	if h.Attributes.Control() {
 		return nil
@@ -310,7 +310,7 @@ type groupRecord struct {
 // partition at the epoch it loaded.
 func (c *coordinator) write(ctx context.Context, recs []groupRecord) error {
 	now := time.Now()
-	lr := make([]log.Record, len(recs))
+	lr := make([]record.Record, len(recs))
 	for i, r := range recs {
 		k, err := proto.Marshal(r.key)
 		if err != nil {
@@ -322,9 +322,9 @@ func (c *coordinator) write(ctx context.Context, recs []groupRecord) error {
 				return err
 			}
 		}
-		lr[i] = log.Record{OffsetDelta: int32(i), Key: k, Value: v}
+		lr[i] = record.Record{OffsetDelta: int32(i), Key: k, Value: v}
 	}
-	batch, err := log.AppendBatch(nil, log.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
+	batch, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
 	if err != nil {
 		return err
 	}

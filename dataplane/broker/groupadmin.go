@@ -12,8 +12,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -298,7 +298,7 @@ func (b *Broker) batchTimeAt(ctx context.Context, cred credentials, t *topicMeta
 	if len(data) == 0 {
 		return 0, nil
 	}
-	batch, _, err := log.ReadBatch(data)
+	batch, _, err := record.ReadBatch(data)
 	if err != nil {
 		return 0, err
 	}

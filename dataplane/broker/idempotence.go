@@ -10,9 +10,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 )
 
 const (
@@ -32,7 +32,7 @@ const (
 // checkSequenceLocked runs the idempotence check of one batch. It returns
 // the duplicate result, a Connect error to answer, or, with wait true, that
 // the batch is ahead of the expected sequence and may be waited for.
-func (p *partition) checkSequenceLocked(h log.BatchHeader) (res producerstate.Result, wait bool, err error) {
+func (p *partition) checkSequenceLocked(h record.BatchHeader) (res producerstate.Result, wait bool, err error) {
 	if h.ProducerID < 0 {
 		return res, false, nil
 	}
@@ -110,7 +110,7 @@ func waitSequenceGap(ctx context.Context, ch <-chan struct{}, deadline time.Time
 func (p *partition) applyAppendedLocked(data []byte) {
 	now := time.Now().UnixMilli()
 	for len(data) > 0 {
-		b, rest, err := log.ReadBatch(data)
+		b, rest, err := record.ReadBatch(data)
 		if err != nil {
 			return // the log accepted these bytes, so this cannot happen
 		}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 )
 
 // A batch held in the sequence-gap wait whose partition stops being led
@@ -21,7 +21,7 @@ func TestGapWaitEndsAfterRoleChange(t *testing.T) {
 			p := newFollower(t, newTestBroker(t), false)
 			lead(t, p, 8)
 			leo := p.log.LEO()
-			b, err := log.AppendBatch(nil, log.BatchHeader{ProducerID: 5, ProducerEpoch: 0, BaseSequence: 3}, []log.Record{{Value: []byte("x")}})
+			b, err := record.AppendBatch(nil, record.BatchHeader{ProducerID: 5, ProducerEpoch: 0, BaseSequence: 3}, []record.Record{{Value: []byte("x")}})
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan string, 1)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 )
 
 type role int
@@ -193,7 +194,7 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 			p.mu.Unlock()
 			return produceResult{}, err
 		}
-		_, wait, err := p.checkSequenceLocked(log.Batch(batches[0]).Header())
+		_, wait, err := p.checkSequenceLocked(record.Batch(batches[0]).Header())
 		if err == nil || !wait || waitedOut {
 			break // a refusal is answered by the check below
 		}
@@ -215,7 +216,7 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 	waitFor := int64(-1) // with acks=all: the HW to wait for
 	var appendErr error
 	for i, b := range batches {
-		dup, _, err := p.checkSequenceLocked(log.Batch(b).Header())
+		dup, _, err := p.checkSequenceLocked(record.Batch(b).Header())
 		if err != nil {
 			appendErr = producerError(p.b.metrics, err)
 			if i > 0 {
@@ -395,7 +396,7 @@ func belowHW(data []byte, hw int64) []byte {
 	n := 0
 	rest := data
 	for len(rest) > 0 {
-		b, r, err := log.ReadBatch(rest)
+		b, r, err := record.ReadBatch(rest)
 		if err != nil || b.BaseOffset() >= hw {
 			break
 		}

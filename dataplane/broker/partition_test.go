@@ -10,9 +10,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -35,7 +35,7 @@ func batchesOf(t *testing.T, from int64, n int, epoch int32) []byte {
 	t.Helper()
 	var out []byte
 	for i := range n {
-		b, err := log.AppendBatch(nil, log.BatchHeader{BaseOffset: from + int64(i), LeaderEpoch: epoch}, []log.Record{{Value: []byte("v")}})
+		b, err := record.AppendBatch(nil, record.BatchHeader{BaseOffset: from + int64(i), LeaderEpoch: epoch}, []record.Record{{Value: []byte("v")}})
 		require.NoError(t, err)
 		out = append(out, b...)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/compress"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -157,19 +158,19 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 		if first <= 0 {
 			first = now.UnixMilli()
 		}
-		lr := make([]log.Record, len(recs))
+		lr := make([]record.Record, len(recs))
 		for i, r := range recs {
 			ts := r.GetTimestampMs()
 			if ts <= 0 {
 				ts = now.UnixMilli()
 			}
-			hs := make([]log.RecordHeader, len(r.GetHeaders()))
+			hs := make([]record.RecordHeader, len(r.GetHeaders()))
 			for j, h := range r.GetHeaders() {
-				hs[j] = log.RecordHeader{Key: []byte(h.GetKey()), Value: h.GetValue()}
+				hs[j] = record.RecordHeader{Key: []byte(h.GetKey()), Value: h.GetValue()}
 			}
-			lr[i] = log.Record{TimestampDelta: ts - first, OffsetDelta: int32(i), Key: r.GetKey(), Value: r.GetValue(), Headers: hs}
+			lr[i] = record.Record{TimestampDelta: ts - first, OffsetDelta: int32(i), Key: r.GetKey(), Value: r.GetValue(), Headers: hs}
 		}
-		b, err := log.AppendBatch(nil, log.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
+		b, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
 		if err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("records: %w", err))
 		}
@@ -184,7 +185,7 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 		}
 		var out [][]byte
 		for len(data) > 0 {
-			b, rest, err := log.ReadBatch(data)
+			b, rest, err := record.ReadBatch(data)
 			if err != nil {
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: %w", err))
 			}
@@ -197,12 +198,12 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 			if err != nil {
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d: %w", len(out)+1, err))
 			}
-			if h.Attributes.Codec() != log.CodecNone {
+			if h.Attributes.Codec() != record.CodecNone {
 				// The records of a compressed batch are checked too, so
 				// that consumers never meet a batch they cannot decode.
 				plain, err := compress.DecompressBatch(nil, b, compress.DefaultLimit)
 				if err == nil {
-					_, err = log.ValidateLeaderBatch(plain, compress.DefaultLimit+log.HeaderSize)
+					_, err = log.ValidateLeaderBatch(plain, compress.DefaultLimit+record.HeaderSize)
 				}
 				if err != nil {
 					return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d (codec %d): %w", len(out)+1, h.Attributes.Codec(), err))
@@ -296,7 +297,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 func lastOffsetAfter(data []byte) (int64, error) {
 	var next int64
 	for len(data) > 0 {
-		b, rest, err := log.ReadBatch(data)
+		b, rest, err := record.ReadBatch(data)
 		if err != nil {
 			return 0, fmt.Errorf("read fetched batch: %w", err)
 		}
@@ -311,7 +312,7 @@ func lastOffsetAfter(data []byte) (int64, error) {
 func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
 	var out []*sluicev1.FetchedRecord
 	for len(data) > 0 {
-		b, rest, err := log.ReadBatch(data)
+		b, rest, err := record.ReadBatch(data)
 		if err != nil {
 			return nil, fmt.Errorf("read fetched batch: %w", err)
 		}

@@ -7,8 +7,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -60,9 +60,9 @@ func TestBrokerProduceBatchesValidation(t *testing.T) {
 	}
 
 	// Raw batches pass through, split into whole batches.
-	b1, err := log.AppendBatch(nil, log.BatchHeader{}, []log.Record{{Value: []byte("a")}})
+	b1, err := record.AppendBatch(nil, record.BatchHeader{}, []record.Record{{Value: []byte("a")}})
 	require.NoError(t, err)
-	b2, err := log.AppendBatch(nil, log.BatchHeader{}, []log.Record{{Value: []byte("b")}, {OffsetDelta: 1, Value: []byte("c")}})
+	b2, err := record.AppendBatch(nil, record.BatchHeader{}, []record.Record{{Value: []byte("b")}, {OffsetDelta: 1, Value: []byte("c")}})
 	require.NoError(t, err)
 	bs, err := produceBatches(&sluicev1.ProduceRequest{Payload: &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: append(append([]byte{}, b1...), b2...)}}}, 1<<20, now)
 	require.NoError(t, err)
@@ -74,7 +74,7 @@ func TestBrokerBelowHW(t *testing.T) {
 	var data []byte
 	var sizes []int
 	for i := range 3 {
-		b, err := log.AppendBatch(nil, log.BatchHeader{BaseOffset: int64(2 * i)}, []log.Record{{Value: []byte("x")}, {OffsetDelta: 1, Value: []byte("y")}})
+		b, err := record.AppendBatch(nil, record.BatchHeader{BaseOffset: int64(2 * i)}, []record.Record{{Value: []byte("x")}, {OffsetDelta: 1, Value: []byte("y")}})
 		require.NoError(t, err)
 		data = append(data, b...)
 		sizes = append(sizes, len(b))

@@ -1,6 +1,8 @@
 package log
 
 import (
+	"github.com/sluicemq/sluice/record"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,15 +12,15 @@ import (
 // benchBatch is a batch of 1 KiB records of about batchBytes in all.
 func benchBatch(b *testing.B, batchBytes int) []byte {
 	n := batchBytes / 1024
-	recs := make([]Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
 		v := make([]byte, 1024-8) // record framing brings it to ~1 KiB
 		for j := range v {
 			v[j] = byte(i*31 + j)
 		}
-		recs[i] = Record{OffsetDelta: int32(i), Value: v}
+		recs[i] = record.Record{OffsetDelta: int32(i), Value: v}
 	}
-	enc, err := AppendBatch(nil, BatchHeader{}, recs)
+	enc, err := record.AppendBatch(nil, record.BatchHeader{}, recs)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func BenchmarkLogRead(b *testing.B) {
 			off = 0
 			continue
 		}
-		last, _, _ := ReadBatch(data[len(data)-len(batch):])
+		last, _, _ := record.ReadBatch(data[len(data)-len(batch):])
 		off = last.LastOffset() + 1
 	}
 	b.SetBytes(n / int64(b.N))

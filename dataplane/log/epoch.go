@@ -1,6 +1,8 @@
 package log
 
 import (
+	"github.com/sluicemq/sluice/record"
+
 	"bufio"
 	"bytes"
 	"fmt"
@@ -136,35 +138,35 @@ func decodeEpochs(b []byte) ([]EpochEntry, error) {
 	}
 	v, ok := line()
 	if !ok || v != "0" {
-		return nil, fmt.Errorf("epoch checkpoint version %q: %w", v, ErrCorrupt)
+		return nil, fmt.Errorf("epoch checkpoint version %q: %w", v, record.ErrCorrupt)
 	}
 	cs, _ := line()
 	count, err := strconv.Atoi(cs)
 	if err != nil || count < 0 || count > len(b) {
-		return nil, fmt.Errorf("epoch checkpoint count %q: %w", cs, ErrCorrupt)
+		return nil, fmt.Errorf("epoch checkpoint count %q: %w", cs, record.ErrCorrupt)
 	}
 	entries := make([]EpochEntry, 0, count)
 	for i := range count {
 		l, ok := line()
 		if !ok {
-			return nil, fmt.Errorf("epoch checkpoint has %d of %d entries: %w", i, count, ErrCorrupt)
+			return nil, fmt.Errorf("epoch checkpoint has %d of %d entries: %w", i, count, record.ErrCorrupt)
 		}
 		f := strings.Fields(l)
 		if len(f) != 2 {
-			return nil, fmt.Errorf("epoch checkpoint line %q: %w", l, ErrCorrupt)
+			return nil, fmt.Errorf("epoch checkpoint line %q: %w", l, record.ErrCorrupt)
 		}
 		e, err1 := strconv.ParseInt(f[0], 10, 32)
 		o, err2 := strconv.ParseInt(f[1], 10, 64)
 		if err1 != nil || err2 != nil || e < 0 || o < 0 {
-			return nil, fmt.Errorf("epoch checkpoint line %q: %w", l, ErrCorrupt)
+			return nil, fmt.Errorf("epoch checkpoint line %q: %w", l, record.ErrCorrupt)
 		}
 		if n := len(entries); n > 0 && (int32(e) <= entries[n-1].Epoch || o <= entries[n-1].StartOffset) {
-			return nil, fmt.Errorf("epoch checkpoint line %q out of order: %w", l, ErrCorrupt)
+			return nil, fmt.Errorf("epoch checkpoint line %q out of order: %w", l, record.ErrCorrupt)
 		}
 		entries = append(entries, EpochEntry{Epoch: int32(e), StartOffset: o})
 	}
 	if _, extra := line(); extra {
-		return nil, fmt.Errorf("epoch checkpoint has extra lines: %w", ErrCorrupt)
+		return nil, fmt.Errorf("epoch checkpoint has extra lines: %w", record.ErrCorrupt)
 	}
 	return entries, nil
 }

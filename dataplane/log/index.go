@@ -1,6 +1,8 @@
 package log
 
 import (
+	"github.com/sluicemq/sluice/record"
+
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -60,19 +62,19 @@ func appendTrailer(b []byte, logSize int64, n int) []byte {
 // of its entries.
 func checkTrailer(b []byte, entrySize int, logSize int64) ([]byte, error) {
 	if len(b) < indexTrailerSize {
-		return nil, fmt.Errorf("index of %d bytes has no trailer: %w", len(b), ErrCorrupt)
+		return nil, fmt.Errorf("index of %d bytes has no trailer: %w", len(b), record.ErrCorrupt)
 	}
 	body := b[:len(b)-indexTrailerSize]
 	t := b[len(body):]
 	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(t[12:]) {
-		return nil, fmt.Errorf("index crc mismatch: %w", ErrCorrupt)
+		return nil, fmt.Errorf("index crc mismatch: %w", record.ErrCorrupt)
 	}
 	if got := int64(binary.BigEndian.Uint64(t)); got != logSize {
-		return nil, fmt.Errorf("index covers %d log bytes, log has %d: %w", got, logSize, ErrCorrupt)
+		return nil, fmt.Errorf("index covers %d log bytes, log has %d: %w", got, logSize, record.ErrCorrupt)
 	}
 	n := binary.BigEndian.Uint32(t[8:])
 	if len(body)%entrySize != 0 || uint64(len(body)/entrySize) != uint64(n) {
-		return nil, fmt.Errorf("index holds %d bytes for %d entries: %w", len(body), n, ErrCorrupt)
+		return nil, fmt.Errorf("index holds %d bytes for %d entries: %w", len(body), n, record.ErrCorrupt)
 	}
 	return body, nil
 }
@@ -89,10 +91,10 @@ func decodeIndex(b []byte, logSize int64) ([]indexEntry, error) {
 	for i := 0; i < len(body); i += indexEntrySize {
 		e := indexEntry{rel: binary.BigEndian.Uint32(body[i:]), pos: binary.BigEndian.Uint32(body[i+4:])}
 		if int64(e.pos) >= logSize {
-			return nil, fmt.Errorf("index entry %d at position %d beyond log size %d: %w", i/indexEntrySize, e.pos, logSize, ErrCorrupt)
+			return nil, fmt.Errorf("index entry %d at position %d beyond log size %d: %w", i/indexEntrySize, e.pos, logSize, record.ErrCorrupt)
 		}
 		if n := len(entries); n > 0 && (e.rel <= entries[n-1].rel || e.pos <= entries[n-1].pos) {
-			return nil, fmt.Errorf("index entry %d out of order: %w", i/indexEntrySize, ErrCorrupt)
+			return nil, fmt.Errorf("index entry %d out of order: %w", i/indexEntrySize, record.ErrCorrupt)
 		}
 		entries = append(entries, e)
 	}
@@ -110,7 +112,7 @@ func decodeTimeIndex(b []byte, logSize int64) ([]timeEntry, error) {
 	for i := 0; i < len(body); i += timeEntrySize {
 		e := timeEntry{ts: int64(binary.BigEndian.Uint64(body[i:])), rel: binary.BigEndian.Uint32(body[i+8:])}
 		if n := len(entries); n > 0 && (e.ts <= entries[n-1].ts || e.rel <= entries[n-1].rel) {
-			return nil, fmt.Errorf("time index entry %d out of order: %w", i/timeEntrySize, ErrCorrupt)
+			return nil, fmt.Errorf("time index entry %d out of order: %w", i/timeEntrySize, record.ErrCorrupt)
 		}
 		entries = append(entries, e)
 	}
@@ -136,3 +138,7 @@ func lookupTime(entries []timeEntry, ts int64) (uint32, bool) {
 	}
 	return entries[i-1].rel, true
 }
+
+// castagnoli is the CRC32C table of the index trailers; read-only after
+// initialisation.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)

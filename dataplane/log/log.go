@@ -1,8 +1,9 @@
 package log
 
 import (
+	"github.com/sluicemq/sluice/record"
+
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -97,14 +98,14 @@ func (c Config) Validate() error {
 	switch {
 	case c.SegmentBytes < 0 || c.SegmentBytes > math.MaxInt32:
 		return fmt.Errorf("SegmentBytes %d: must be in [1, %d]", c.SegmentBytes, math.MaxInt32)
-	case c.SegmentBytes > 0 && c.SegmentBytes < HeaderSize:
-		return fmt.Errorf("SegmentBytes %d: must be at least %d", c.SegmentBytes, HeaderSize)
+	case c.SegmentBytes > 0 && c.SegmentBytes < record.HeaderSize:
+		return fmt.Errorf("SegmentBytes %d: must be at least %d", c.SegmentBytes, record.HeaderSize)
 	case c.SegmentAge < 0:
 		return fmt.Errorf("SegmentAge %v: must not be negative", c.SegmentAge)
 	case c.IndexIntervalBytes < 0:
 		return fmt.Errorf("IndexIntervalBytes %d: must not be negative", c.IndexIntervalBytes)
-	case c.MaxBatchBytes < 0 || (c.MaxBatchBytes > 0 && c.MaxBatchBytes < HeaderSize):
-		return fmt.Errorf("MaxBatchBytes %d: must be at least %d", c.MaxBatchBytes, HeaderSize)
+	case c.MaxBatchBytes < 0 || (c.MaxBatchBytes > 0 && c.MaxBatchBytes < record.HeaderSize):
+		return fmt.Errorf("MaxBatchBytes %d: must be at least %d", c.MaxBatchBytes, record.HeaderSize)
 	case c.RetentionBytes < 0:
 		return fmt.Errorf("RetentionBytes %d: must not be negative", c.RetentionBytes)
 	case c.RetentionTime < 0:
@@ -162,7 +163,7 @@ func (e *CorruptionError) Error() string {
 func (e *CorruptionError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrCorrupt) true.
-func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
+func (e *CorruptionError) Is(target error) bool { return target == record.ErrCorrupt }
 
 // view is what readers see: an immutable snapshot published atomically.
 type view struct {
@@ -313,7 +314,7 @@ func (l *Log) open() error {
 		return err
 	}
 	epochsChanged := false
-	assign := func(h *BatchHeader) {
+	assign := func(h *record.BatchHeader) {
 		if l.epochs.assign(h.LeaderEpoch, h.BaseOffset) {
 			epochsChanged = true
 		}
@@ -325,7 +326,7 @@ func (l *Log) open() error {
 			return err
 		}
 		if i > 0 && l.segs[i-1].next != s.base {
-			return &CorruptionError{Path: s.path(".log"), Err: fmt.Errorf("segment starts at %d, previous ends at %d: %w", s.base, l.segs[i-1].next, ErrCorrupt)}
+			return &CorruptionError{Path: s.path(".log"), Err: fmt.Errorf("segment starts at %d, previous ends at %d: %w", s.base, l.segs[i-1].next, record.ErrCorrupt)}
 		}
 	}
 	active := l.segs[len(l.segs)-1]
@@ -369,7 +370,7 @@ func (l *Log) open() error {
 
 // loadSegment sets up s from its index files, or rebuilds it from the .log.
 // With recover, every batch is checked and a torn tail is truncated.
-func (l *Log) loadSegment(s *segment, recover bool, assign func(*BatchHeader)) error {
+func (l *Log) loadSegment(s *segment, recover bool, assign func(*record.BatchHeader)) error {
 	st, err := s.log.Stat()
 	if err != nil {
 		return err
@@ -386,7 +387,7 @@ func (l *Log) loadSegment(s *segment, recover bool, assign func(*BatchHeader)) e
 				s.maxTs, s.maxTsRel = tidx[n-1].ts, tidx[n-1].rel
 			}
 			if s.size > 0 {
-				var buf [HeaderSize]byte
+				var buf [record.HeaderSize]byte
 				h, err := headerAt(s.log, 0, &buf)
 				if err != nil {
 					return &CorruptionError{Path: s.path(".log"), Err: err}
@@ -503,7 +504,7 @@ func (l *Log) Append(batch []byte, epoch int32) (base, leo int64, err error) {
 	if epoch < 0 {
 		return 0, 0, fmt.Errorf("append: %w: negative leader epoch %d", ErrInvalidBatch, epoch)
 	}
-	b := Batch(batch)
+	b := record.Batch(batch)
 
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
@@ -514,11 +515,9 @@ func (l *Log) Append(batch []byte, epoch int32) (base, leo int64, err error) {
 		return 0, 0, fmt.Errorf("append with epoch %d, log at %d: %w", epoch, e.Epoch, ErrStaleEpoch)
 	}
 	base = l.segs[len(l.segs)-1].next
-	binary.BigEndian.PutUint64(batch[posBaseOffset:], uint64(base))
-	binary.BigEndian.PutUint32(batch[posLeaderEpoch:], uint32(epoch))
-	setCRC(batch)
+	b.SetLeader(base, epoch)
 	h.BaseOffset, h.LeaderEpoch = base, epoch
-	if err := l.appendLocked(b, []BatchHeader{h}); err != nil {
+	if err := l.appendLocked(b, []record.BatchHeader{h}); err != nil {
 		return 0, 0, err
 	}
 	return base, h.LastOffset() + 1, nil
@@ -532,36 +531,36 @@ func (l *Log) Append(batch []byte, epoch int32) (base, leo int64, err error) {
 // means the default 8 MiB — and, uncompressed, RecordCount records with
 // offset deltas 0..n-1), so a caller can validate several batches before
 // appending any. Errors wrap ErrInvalidBatch.
-func ValidateLeaderBatch(batch []byte, maxBatchBytes int) (BatchHeader, error) {
+func ValidateLeaderBatch(batch []byte, maxBatchBytes int) (record.BatchHeader, error) {
 	if maxBatchBytes <= 0 {
 		maxBatchBytes = 8 << 20
 	}
-	b, rest, err := ReadBatch(batch)
+	b, rest, err := record.ReadBatch(batch)
 	if err != nil {
-		return BatchHeader{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+		return record.BatchHeader{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
 	}
 	if len(rest) != 0 {
-		return BatchHeader{}, fmt.Errorf("%w: %d bytes after the batch", ErrInvalidBatch, len(rest))
+		return record.BatchHeader{}, fmt.Errorf("%w: %d bytes after the batch", ErrInvalidBatch, len(rest))
 	}
 	if len(b) > maxBatchBytes {
-		return BatchHeader{}, fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidBatch, len(b), maxBatchBytes)
+		return record.BatchHeader{}, fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidBatch, len(b), maxBatchBytes)
 	}
 	h := b.Header()
-	if h.Attributes.Codec() == CodecNone {
+	if h.Attributes.Codec() == record.CodecNone {
 		if err := checkLeaderRecords(b, &h); err != nil {
-			return BatchHeader{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+			return record.BatchHeader{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
 		}
 	} else if h.RecordCount != h.LastOffsetDelta+1 {
-		return BatchHeader{}, fmt.Errorf("%w: %d records span %d offsets", ErrInvalidBatch, h.RecordCount, h.LastOffsetDelta+1)
+		return record.BatchHeader{}, fmt.Errorf("%w: %d records span %d offsets", ErrInvalidBatch, h.RecordCount, h.LastOffsetDelta+1)
 	}
 	return h, nil
 }
 
-func checkLeaderRecords(b Batch, h *BatchHeader) error {
+func checkLeaderRecords(b record.Batch, h *record.BatchHeader) error {
 	if h.RecordCount == 0 || h.RecordCount != h.LastOffsetDelta+1 {
 		return fmt.Errorf("%d records span %d offsets", h.RecordCount, int64(h.LastOffsetDelta)+1)
 	}
-	var it RecordIter
+	var it record.RecordIter
 	if err := it.Reset(b); err != nil {
 		return err
 	}
@@ -581,9 +580,9 @@ func checkLeaderRecords(b Batch, h *BatchHeader) error {
 // (ErrNonContiguous), and leader epochs must not decrease (ErrStaleEpoch).
 // Nothing is written unless every batch passes. It returns the new LEO.
 func (l *Log) AppendFollower(batches []byte) (int64, error) {
-	var hs []BatchHeader
+	var hs []record.BatchHeader
 	for rest := batches; len(rest) > 0; {
-		b, r, err := ReadBatch(rest)
+		b, r, err := record.ReadBatch(rest)
 		if err != nil {
 			return 0, fmt.Errorf("append follower at byte %d: %w: %w", len(batches)-len(rest), ErrInvalidBatch, err)
 		}
@@ -626,7 +625,7 @@ func (l *Log) AppendFollower(batches []byte) (int64, error) {
 // appendLocked writes the checked batches data (with headers hs, in order)
 // at the end of the log, rolling segments as needed, then flushes according
 // to the policy and publishes the new end. Caller holds writeMu.
-func (l *Log) appendLocked(data []byte, hs []BatchHeader) error {
+func (l *Log) appendLocked(data []byte, hs []record.BatchHeader) error {
 	changed := false
 	for i := range hs {
 		if l.epochs.assign(hs[i].LeaderEpoch, hs[i].BaseOffset) {
@@ -685,7 +684,7 @@ func (l *Log) appendLocked(data []byte, hs []BatchHeader) error {
 
 // maybeRoll starts a new segment at h's base offset when h does not fit the
 // active one (size, offset span or age). Caller holds writeMu.
-func (l *Log) maybeRoll(h *BatchHeader) error {
+func (l *Log) maybeRoll(h *record.BatchHeader) error {
 	s := l.segs[len(l.segs)-1]
 	if s.size == 0 {
 		return nil
@@ -838,7 +837,7 @@ func (l *Log) readSegment(sv *segView, offset int64, maxBytes int) ([]byte, erro
 	}
 	if h.BaseOffset > offset && pos == from && from > 0 {
 		// The index pointed past the offset: it cannot be trusted.
-		return nil, &CorruptionError{Path: sv.seg.path(".index"), Position: pos, Err: fmt.Errorf("index entry past offset %d: %w", offset, ErrCorrupt)}
+		return nil, &CorruptionError{Path: sv.seg.path(".index"), Position: pos, Err: fmt.Errorf("index entry past offset %d: %w", offset, record.ErrCorrupt)}
 	}
 	n := min(int64(max(maxBytes, h.Size())), sv.size-pos)
 	buf := make([]byte, n)
@@ -848,12 +847,12 @@ func (l *Log) readSegment(sv *segView, offset int64, maxBytes int) ([]byte, erro
 	expect := h.BaseOffset
 	end := 0
 	for rest := buf; len(rest) > 0; {
-		b, r, err := ReadBatch(rest)
+		b, r, err := record.ReadBatch(rest)
 		if err == nil && b.BaseOffset() != expect {
-			err = fmt.Errorf("batch base offset %d, expected %d: %w", b.BaseOffset(), expect, ErrCorrupt)
+			err = fmt.Errorf("batch base offset %d, expected %d: %w", b.BaseOffset(), expect, record.ErrCorrupt)
 		}
 		if err != nil {
-			if errors.Is(err, ErrTruncated) && end > 0 {
+			if errors.Is(err, record.ErrTruncated) && end > 0 {
 				break // the next batch does not fit in maxBytes
 			}
 			if end == 0 {
@@ -888,7 +887,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (int64, bool, error) {
 		if rel, ok := lookupTime(sv.tindex, ts); ok {
 			from = lookupIndex(sv.index, rel)
 		}
-		var buf [HeaderSize]byte
+		var buf [record.HeaderSize]byte
 		for pos := from; pos < sv.size; {
 			h, err := headerAt(sv.seg.log, pos, &buf)
 			if err != nil {

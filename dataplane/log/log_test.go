@@ -1,6 +1,9 @@
 package log
 
 import (
+	"encoding/binary"
+	"github.com/sluicemq/sluice/record"
+
 	"context"
 	"errors"
 	"fmt"
@@ -17,13 +20,13 @@ import (
 // mkBatch encodes n records of valueSize bytes with first timestamp ts; the
 // values carry tag so batches are distinguishable.
 func mkBatch(t testing.TB, n, valueSize int, ts int64, tag string) []byte {
-	recs := make([]Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
 		v := make([]byte, valueSize)
 		copy(v, fmt.Sprintf("%s/%d", tag, i))
-		recs[i] = Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Value: v}
+		recs[i] = record.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Value: v}
 	}
-	b, err := AppendBatch(nil, BatchHeader{FirstTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	b, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
 	require.NoError(t, err)
 	return b
 }
@@ -37,15 +40,15 @@ func openLog(t testing.TB, dir string, cfg Config) *Log {
 }
 
 // readAll reads every batch from the log start to the LEO.
-func readAll(t testing.TB, l *Log) []Batch {
+func readAll(t testing.TB, l *Log) []record.Batch {
 	t.Helper()
-	var out []Batch
+	var out []record.Batch
 	for off := l.LogStartOffset(); off < l.LEO(); {
 		data, err := l.Read(off, 1<<20)
 		require.NoError(t, err)
 		require.NotEmpty(t, data, "read at %d of LEO %d", off, l.LEO())
 		for rest := data; len(rest) > 0; {
-			b, r, err := ReadBatch(rest)
+			b, r, err := record.ReadBatch(rest)
 			require.NoError(t, err)
 			require.Equal(t, off, b.BaseOffset())
 			out = append(out, b)
@@ -78,7 +81,7 @@ func TestLogAppendRead(t *testing.T) {
 		require.Equal(t, int32(1), got[i].LeaderEpoch())
 	}
 	// An offset inside a batch returns that whole batch.
-	data, err := l.Read(Batch(batches[3]).BaseOffset()+1, 1)
+	data, err := l.Read(record.Batch(batches[3]).BaseOffset()+1, 1)
 	require.NoError(t, err)
 	require.Equal(t, batches[3], data, "at least one whole batch even above maxBytes")
 	// At the LEO: nothing, no error.
@@ -110,12 +113,12 @@ func TestLogAppendRejects(t *testing.T) {
 	bad[30] ^= 1
 	_, _, err = l.Append(bad, 5)
 	require.ErrorIs(t, err, ErrInvalidBatch)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, record.ErrCorrupt)
 	two := append(mkBatch(t, 1, 10, 0, "a"), mkBatch(t, 1, 10, 0, "b")...)
 	_, _, err = l.Append(two, 5)
 	require.ErrorIs(t, err, ErrInvalidBatch)
 	// Offset deltas must be 0..n-1 for a leader append.
-	gap, err := AppendBatch(nil, BatchHeader{}, []Record{{OffsetDelta: 0}, {OffsetDelta: 2}})
+	gap, err := record.AppendBatch(nil, record.BatchHeader{}, []record.Record{{OffsetDelta: 0}, {OffsetDelta: 2}})
 	require.NoError(t, err)
 	_, _, err = l.Append(gap, 5)
 	require.ErrorIs(t, err, ErrInvalidBatch)
@@ -169,22 +172,20 @@ func TestLogAppendFollower(t *testing.T) {
 	_, err = f2.AppendFollower(b0) // base 0 again
 	require.ErrorIs(t, err, ErrNonContiguous)
 	b1 := mkBatch(t, 1, 10, 0, "y")
-	Batch(b1).setBase(2)
+	setBase(b1, 2)
 	_, err = f2.AppendFollower(b1)
 	require.NoError(t, err)
 	bad := append([]byte(nil), b1...)
-	Batch(bad).setBase(3)
+	setBase(bad, 3)
 	bad[40] ^= 4
 	_, err = f2.AppendFollower(bad)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, record.ErrCorrupt)
 	require.Equal(t, int64(3), f2.LEO())
 }
 
 // setBase sets the base offset (outside the CRC) for tests.
-func (b Batch) setBase(off int64) {
-	for i := range 8 {
-		b[i] = byte(off >> (56 - 8*i))
-	}
+func setBase(b []byte, off int64) {
+	binary.BigEndian.PutUint64(b, uint64(off))
 }
 
 func TestLogRollAndReopen(t *testing.T) {
@@ -221,7 +222,7 @@ func TestLogRollAndReopen(t *testing.T) {
 	for off := int64(0); off < leo; off++ {
 		data, err := l2.Read(off, 1)
 		require.NoError(t, err)
-		b, _, err := ReadBatch(data)
+		b, _, err := record.ReadBatch(data)
 		require.NoError(t, err)
 		require.True(t, b.BaseOffset() <= off && off <= b.LastOffset())
 	}
@@ -404,7 +405,7 @@ func TestLogReset(t *testing.T) {
 	require.Equal(t, int64(500), l.LEO())
 	require.Empty(t, l.Epochs())
 	b := mkBatch(t, 1, 10, 0, "x")
-	Batch(b).setBase(500)
+	setBase(b, 500)
 	_, err := l.AppendFollower(b)
 	require.NoError(t, err)
 	require.Len(t, readAll(t, l), 1)
@@ -455,7 +456,7 @@ func TestLogEpochCache(t *testing.T) {
 	require.Equal(t, []EpochEntry{{4, 15}, {9, 100}}, got)
 	for _, bad := range []string{"", "1\n0\n", "0\n2\n1 1\n", "0\n2\n2 5\n1 9\n", "0\n1\n1 -1\n", "0\n1\nx y\n", "0\n0\nextra\n"} {
 		_, err := decodeEpochs([]byte(bad))
-		require.ErrorIs(t, err, ErrCorrupt, "%q", bad)
+		require.ErrorIs(t, err, record.ErrCorrupt, "%q", bad)
 	}
 }
 
@@ -518,7 +519,7 @@ func TestLogConcurrentReaders(t *testing.T) {
 					return
 				}
 				for rest := data; len(rest) > 0; {
-					b, r, err := ReadBatch(rest)
+					b, r, err := record.ReadBatch(rest)
 					if err != nil || b.BaseOffset() != off {
 						errs <- fmt.Errorf("at %d: %v", off, err)
 						return
@@ -575,7 +576,7 @@ func TestLogConfigValidate(t *testing.T) {
 		_, err := Open(t.TempDir(), c)
 		require.Error(t, err)
 	}
-	require.True(t, errors.Is(&CorruptionError{Err: errors.New("x")}, ErrCorrupt))
+	require.True(t, errors.Is(&CorruptionError{Err: errors.New("x")}, record.ErrCorrupt))
 }
 
 // TestLogWriteFailureIsSticky: after an I/O error the log refuses every
@@ -586,7 +587,7 @@ func TestLogWriteFailureIsSticky(t *testing.T) {
 	require.NoError(t, err)
 	defer l.Close()
 	require.NoError(t, l.Failed())
-	b, err := AppendBatch(nil, BatchHeader{}, []Record{{Value: []byte("x")}})
+	b, err := record.AppendBatch(nil, record.BatchHeader{}, []record.Record{{Value: []byte("x")}})
 	require.NoError(t, err)
 	_, _, err = l.Append(append([]byte{}, b...), 0)
 	require.NoError(t, err)

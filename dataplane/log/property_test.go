@@ -1,6 +1,8 @@
 package log
 
 import (
+	"github.com/sluicemq/sluice/record"
+
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -31,14 +33,14 @@ func TestLogProperty(t *testing.T) {
 			check := func(step int) {
 				start := int64(0)
 				if len(model) > 0 {
-					start = Batch(model[0]).BaseOffset()
+					start = record.Batch(model[0]).BaseOffset()
 				} else {
 					start = l.LEO()
 				}
 				require.Equal(t, start, l.LogStartOffset(), "step %d", step)
 				leo := start
 				if len(model) > 0 {
-					leo = Batch(model[len(model)-1]).LastOffset() + 1
+					leo = record.Batch(model[len(model)-1]).LastOffset() + 1
 				}
 				require.Equal(t, leo, l.LEO(), "step %d", step)
 			}
@@ -54,7 +56,7 @@ func TestLogProperty(t *testing.T) {
 					model = append(model, b)
 				case op < 75 && len(model) > 0:
 					i := rng.IntN(len(model))
-					b := Batch(model[i])
+					b := record.Batch(model[i])
 					off := b.BaseOffset() + rng.Int64N(b.LastOffset()-b.BaseOffset()+1)
 					max := rng.IntN(2000)
 					data, err := l.Read(off, max)
@@ -73,7 +75,7 @@ func TestLogProperty(t *testing.T) {
 					require.NoError(t, l.Roll())
 				case op < 86 && len(model) > 0:
 					i := rng.IntN(len(model))
-					b := Batch(model[i])
+					b := record.Batch(model[i])
 					off := b.BaseOffset() + rng.Int64N(b.LastOffset()-b.BaseOffset()+1)
 					require.NoError(t, l.TruncateTo(off))
 					model = model[:i]
@@ -84,7 +86,7 @@ func TestLogProperty(t *testing.T) {
 				case op < 92:
 					_, err := l.ApplyRetention()
 					require.NoError(t, err)
-					for len(model) > 0 && Batch(model[0]).BaseOffset() < l.LogStartOffset() {
+					for len(model) > 0 && record.Batch(model[0]).BaseOffset() < l.LogStartOffset() {
 						model = model[1:]
 					}
 				case op < 96:

@@ -1,6 +1,8 @@
 package log
 
 import (
+	"github.com/sluicemq/sluice/record"
+
 	"bufio"
 	"encoding/binary"
 	"fmt"
@@ -16,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func fillLog(t testing.TB, dir string, cfg Config, n int) ([]Batch, *Log) {
+func fillLog(t testing.TB, dir string, cfg Config, n int) ([]record.Batch, *Log) {
 	t.Helper()
 	l := openLog(t, dir, cfg)
 	for i := range n {
@@ -34,8 +36,8 @@ func TestLogRecoveryTornTail(t *testing.T) {
 	active := filepath.Join(dir, fmt.Sprintf("%020d.log", l.v.Load().active.seg.base))
 	// A crash in the middle of writing the next batch, at every cut point.
 	next := mkBatch(t, 2, 80, 99, "torn")
-	Batch(next).setBase(l.LEO())
-	for _, cut := range []int{1, 11, 12, HeaderSize, len(next) / 2, len(next) - 1} {
+	setBase(next, l.LEO())
+	for _, cut := range []int{1, 11, 12, record.HeaderSize, len(next) / 2, len(next) - 1} {
 		crash := copyDir(t, dir)
 		f, err := os.OpenFile(filepath.Join(crash, filepath.Base(active)), os.O_WRONLY|os.O_APPEND, 0)
 		require.NoError(t, err)
@@ -85,18 +87,18 @@ func TestLogCorruptionDetected(t *testing.T) {
 				pos += int64(len(b))
 			}
 		}
-		flipBit(t, s.LogPath, d, pos+HeaderSize+20)
+		flipBit(t, s.LogPath, d, pos+record.HeaderSize+20)
 		l2 := openLog(t, d, cfg)
 		_, err := l2.Read(victim.BaseOffset(), 1<<20)
 		var ce *CorruptionError
 		require.ErrorAs(t, err, &ce)
-		require.ErrorIs(t, err, ErrCorrupt)
+		require.ErrorIs(t, err, record.ErrCorrupt)
 		require.Equal(t, pos, ce.Position)
 		// A read that starts earlier stops before the damaged batch.
 		data, err := l2.Read(s.BaseOffset, 1<<20)
 		require.NoError(t, err)
 		for rest := data; len(rest) > 0; {
-			b, r, err := ReadBatch(rest)
+			b, r, err := record.ReadBatch(rest)
 			require.NoError(t, err)
 			require.Less(t, b.LastOffset(), victim.BaseOffset())
 			rest = r
@@ -112,7 +114,7 @@ func TestLogCorruptionDetected(t *testing.T) {
 		flipBit(t, segs[0].LogPath, d, segs[0].Size/2)
 		require.NoError(t, os.Remove(filepath.Join(d, filepath.Base(segs[0].IndexPath))))
 		_, err := Open(d, cfg)
-		require.ErrorIs(t, err, ErrCorrupt)
+		require.ErrorIs(t, err, record.ErrCorrupt)
 	})
 	t.Run("active segment, unclean restart", func(t *testing.T) {
 		t.Parallel()
@@ -220,7 +222,7 @@ func crashBatch(t testing.TB, seed uint64, n, size int) []byte {
 
 func buildCrashBatch(seed uint64, n, size int) ([]byte, error) {
 	rng := rand.New(rand.NewPCG(seed, 2))
-	recs := make([]Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
 		v := make([]byte, size)
 		for j := range v {
@@ -229,9 +231,9 @@ func buildCrashBatch(seed uint64, n, size int) ([]byte, error) {
 		if len(v) >= 8 {
 			binary.BigEndian.PutUint64(v, seed)
 		}
-		recs[i] = Record{OffsetDelta: int32(i), Value: v}
+		recs[i] = record.Record{OffsetDelta: int32(i), Value: v}
 	}
-	return AppendBatch(nil, BatchHeader{FirstTimestamp: int64(seed)}, recs)
+	return record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: int64(seed)}, recs)
 }
 
 // TestLogCrash SIGKILLs a child appending with FlushAlways at random points;
@@ -289,7 +291,7 @@ func TestLogCrash(t *testing.T) {
 		for i, a := range all {
 			want := crashBatchFor(t, a.seed, a.size)
 			require.Equal(t, a.base, batches[i].BaseOffset(), "round %d batch %d", round, i)
-			Batch(want).setBase(a.base)
+			setBase(want, a.base)
 			stampEpoch(want, 1)
 			require.Equal(t, want, []byte(batches[i]), "round %d batch %d", round, i)
 		}
@@ -323,6 +325,5 @@ func crashBatchFor(t testing.TB, seed uint64, size int) []byte {
 }
 
 func stampEpoch(b []byte, epoch int32) {
-	binary.BigEndian.PutUint32(b[posLeaderEpoch:], uint32(epoch))
-	setCRC(b)
+	record.Batch(b).SetLeader(record.Batch(b).BaseOffset(), epoch)
 }

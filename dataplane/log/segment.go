@@ -1,6 +1,8 @@
 package log
 
 import (
+	"github.com/sluicemq/sluice/record"
+
 	"bufio"
 	"encoding/binary"
 	"errors"
@@ -58,7 +60,7 @@ func (s *segment) reset() {
 
 // track records the batch with header h written at pos: indexes, timestamps,
 // size and next offset. Entries are added exactly as a rebuild adds them.
-func (s *segment) track(pos int64, h *BatchHeader, interval int64) {
+func (s *segment) track(pos int64, h *record.BatchHeader, interval int64) {
 	rel := uint32(h.BaseOffset - s.base)
 	if pos == 0 {
 		s.firstTs = h.MaxTimestamp
@@ -142,7 +144,7 @@ type scanStop struct {
 // tracks each good one; fn, when not nil, sees each good header. It stops at
 // the first bad batch and returns where and why (nil stop at a clean end).
 // An I/O error is returned as err.
-func (s *segment) scan(end int64, verify bool, interval int64, maxBatch int, fn func(*BatchHeader)) (*scanStop, error) {
+func (s *segment) scan(end int64, verify bool, interval int64, maxBatch int, fn func(*record.BatchHeader)) (*scanStop, error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(s.log, s.size, end-s.size), 256<<10)
 	var buf []byte
 	for s.size < end {
@@ -150,16 +152,16 @@ func (s *segment) scan(end int64, verify bool, interval int64, maxBatch int, fn 
 		var prefix [lengthPrefix]byte
 		if _, err := io.ReadFull(r, prefix[:]); err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-				return &scanStop{pos, fmt.Errorf("%d bytes at the end: %w", end-pos, ErrTruncated)}, nil
+				return &scanStop{pos, fmt.Errorf("%d bytes at the end: %w", end-pos, record.ErrTruncated)}, nil
 			}
 			return nil, err
 		}
-		length := int64(int32(binary.BigEndian.Uint32(prefix[posLength:])))
+		length := record.Size(prefix[:]) - lengthPrefix
 		switch {
-		case length < HeaderSize-lengthPrefix || length+lengthPrefix > int64(maxBatch):
-			return &scanStop{pos, fmt.Errorf("batch length %d: %w", length, ErrCorrupt)}, nil
+		case length < record.HeaderSize-lengthPrefix || length+lengthPrefix > int64(maxBatch):
+			return &scanStop{pos, fmt.Errorf("batch length %d: %w", length, record.ErrCorrupt)}, nil
 		case pos+lengthPrefix+length > end:
-			return &scanStop{pos, fmt.Errorf("batch of %d bytes with %d left: %w", length+lengthPrefix, end-pos, ErrTruncated)}, nil
+			return &scanStop{pos, fmt.Errorf("batch of %d bytes with %d left: %w", length+lengthPrefix, end-pos, record.ErrTruncated)}, nil
 		}
 		size := int(length) + lengthPrefix
 		if cap(buf) < size {
@@ -170,20 +172,20 @@ func (s *segment) scan(end int64, verify bool, interval int64, maxBatch int, fn 
 		if _, err := io.ReadFull(r, buf[lengthPrefix:]); err != nil {
 			return nil, err
 		}
-		var h BatchHeader
+		var h record.BatchHeader
 		var err error
 		if verify {
-			if _, _, err = ReadBatch(buf); err == nil {
-				h, err = ParseBatchHeader(buf)
+			if _, _, err = record.ReadBatch(buf); err == nil {
+				h, err = record.ParseBatchHeader(buf)
 			}
 		} else {
-			h, err = ParseBatchHeader(buf)
+			h, err = record.ParseBatchHeader(buf)
 		}
 		if err == nil && h.BaseOffset != s.next {
-			err = fmt.Errorf("batch base offset %d, expected %d: %w", h.BaseOffset, s.next, ErrCorrupt)
+			err = fmt.Errorf("batch base offset %d, expected %d: %w", h.BaseOffset, s.next, record.ErrCorrupt)
 		}
 		if err == nil && h.LastOffset()-s.base > math.MaxUint32 {
-			err = fmt.Errorf("batch offset %d too far from segment base: %w", h.LastOffset(), ErrCorrupt)
+			err = fmt.Errorf("batch offset %d too far from segment base: %w", h.LastOffset(), record.ErrCorrupt)
 		}
 		if err != nil {
 			return &scanStop{pos, err}, nil
@@ -197,23 +199,23 @@ func (s *segment) scan(end int64, verify bool, interval int64, maxBatch int, fn 
 }
 
 // batchAt reads and fully checks the batch at pos, which must end by end.
-func batchAt(f *os.File, pos, end int64, maxBatch int) (Batch, error) {
+func batchAt(f *os.File, pos, end int64, maxBatch int) (record.Batch, error) {
 	var prefix [lengthPrefix]byte
 	if end-pos < lengthPrefix {
-		return nil, ErrTruncated
+		return nil, record.ErrTruncated
 	}
 	if _, err := f.ReadAt(prefix[:], pos); err != nil {
 		return nil, err
 	}
-	length := int64(int32(binary.BigEndian.Uint32(prefix[posLength:])))
-	if length < HeaderSize-lengthPrefix || length+lengthPrefix > int64(maxBatch) || pos+lengthPrefix+length > end {
-		return nil, ErrCorrupt
+	length := record.Size(prefix[:]) - lengthPrefix
+	if length < record.HeaderSize-lengthPrefix || length+lengthPrefix > int64(maxBatch) || pos+lengthPrefix+length > end {
+		return nil, record.ErrCorrupt
 	}
 	buf := make([]byte, lengthPrefix+length)
 	if _, err := f.ReadAt(buf, pos); err != nil {
 		return nil, err
 	}
-	b, _, err := ReadBatch(buf)
+	b, _, err := record.ReadBatch(buf)
 	return b, err
 }
 
@@ -227,8 +229,8 @@ func corruptNotTorn(f *os.File, pos, end int64, maxBatch int) bool {
 	if _, err := f.ReadAt(prefix[:], pos); err != nil {
 		return false
 	}
-	length := int64(int32(binary.BigEndian.Uint32(prefix[posLength:])))
-	if length < HeaderSize-lengthPrefix || length+lengthPrefix > int64(maxBatch) {
+	length := record.Size(prefix[:]) - lengthPrefix
+	if length < record.HeaderSize-lengthPrefix || length+lengthPrefix > int64(maxBatch) {
 		return false
 	}
 	next := pos + lengthPrefix + length
@@ -237,22 +239,22 @@ func corruptNotTorn(f *os.File, pos, end int64, maxBatch int) bool {
 }
 
 // headerAt reads the header of the batch at pos without checking its CRC.
-func headerAt(f *os.File, pos int64, buf *[HeaderSize]byte) (BatchHeader, error) {
+func headerAt(f *os.File, pos int64, buf *[record.HeaderSize]byte) (record.BatchHeader, error) {
 	if _, err := f.ReadAt(buf[:], pos); err != nil {
 		if errors.Is(err, io.EOF) {
-			return BatchHeader{}, fmt.Errorf("header at %d: %w", pos, ErrTruncated)
+			return record.BatchHeader{}, fmt.Errorf("header at %d: %w", pos, record.ErrTruncated)
 		}
-		return BatchHeader{}, err
+		return record.BatchHeader{}, err
 	}
-	return ParseBatchHeader(buf[:])
+	return record.ParseBatchHeader(buf[:])
 }
 
 // findBatch returns the position and header of the first batch in
 // [from, end) whose last offset is at least offset, or end and a zero header
 // when there is none. It checks offset continuity starting at expect (-1 to
 // skip the check for the first batch).
-func findBatch(f *os.File, from, end, offset int64) (int64, BatchHeader, error) {
-	var buf [HeaderSize]byte
+func findBatch(f *os.File, from, end, offset int64) (int64, record.BatchHeader, error) {
+	var buf [record.HeaderSize]byte
 	pos := from
 	expect := int64(-1)
 	for pos < end {
@@ -261,10 +263,10 @@ func findBatch(f *os.File, from, end, offset int64) (int64, BatchHeader, error) 
 			return pos, h, err
 		}
 		if expect >= 0 && h.BaseOffset != expect {
-			return pos, h, fmt.Errorf("batch base offset %d, expected %d: %w", h.BaseOffset, expect, ErrCorrupt)
+			return pos, h, fmt.Errorf("batch base offset %d, expected %d: %w", h.BaseOffset, expect, record.ErrCorrupt)
 		}
 		if pos+int64(h.Size()) > end {
-			return pos, h, fmt.Errorf("batch at %d runs past %d: %w", pos, end, ErrCorrupt)
+			return pos, h, fmt.Errorf("batch at %d runs past %d: %w", pos, end, record.ErrCorrupt)
 		}
 		if h.LastOffset() >= offset {
 			return pos, h, nil
@@ -272,7 +274,7 @@ func findBatch(f *os.File, from, end, offset int64) (int64, BatchHeader, error) 
 		expect = h.LastOffset() + 1
 		pos += int64(h.Size())
 	}
-	return end, BatchHeader{}, nil
+	return end, record.BatchHeader{}, nil
 }
 
 // loadIndexes reads both index files, checked against the .log size.
@@ -295,3 +297,6 @@ func (s *segment) loadIndexes(logSize int64) ([]indexEntry, []timeEntry, error) 
 	}
 	return idx, tidx, nil
 }
+
+// lengthPrefix is the part of a batch that its length field does not count.
+const lengthPrefix = record.PrefixSize

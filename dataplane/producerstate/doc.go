@@ -42,7 +42,7 @@
 //
 // Check, Append and Apply of one batch run under the partition lock, and
 // Apply runs before the next Check, so two in-flight batches of a producer
-// cannot both pass. The leader applies FromHeader(log.Batch(buf).Header())
+// cannot both pass. The leader applies FromHeader(record.Batch(buf).Header())
 // after Append (which stamped the base offset into buf); a follower applies
 // every batch it appended. Applying non-idempotent batches too (FromHeader
 // returns their offsets with ok false) keeps Offset at the LEO, so a Clone

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/record"
 )
 
 // LogReader is what Rebuild reads of a partition's log; *log.Log has it.
@@ -59,7 +60,7 @@ func Rebuild(dir string, r LogReader) (*State, error) {
 		}
 		from := off
 		for rest := data; len(rest) > 0 && off < leo; {
-			b, next, err := log.ReadBatch(rest)
+			b, next, err := record.ReadBatch(rest)
 			if err != nil {
 				return nil, fmt.Errorf("rebuild producer state: batch at offset %d: %w", off, err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
+	"github.com/sluicemq/sluice/record"
 )
 
 // leader appends batches to a real log as a partition leader would: Check,
@@ -49,11 +50,11 @@ func (ld *leader) restart(cfg log.Config) {
 func (ld *leader) produce(pid int64, n int) {
 	t := ld.t
 	t.Helper()
-	recs := make([]log.Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
-		recs[i] = log.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Value: make([]byte, 50)}
+		recs[i] = record.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Value: make([]byte, 50)}
 	}
-	h := log.BatchHeader{FirstTimestamp: ld.ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	h := record.BatchHeader{FirstTimestamp: ld.ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
 	ld.ts += 10
 	if pid >= 0 {
 		h.ProducerID, h.ProducerEpoch, h.BaseSequence = pid, ld.epochs[pid], ld.seqs[pid]
@@ -62,11 +63,11 @@ func (ld *leader) produce(pid int64, n int) {
 		require.False(t, res.Duplicate)
 		ld.seqs[pid] = producerstate.LastSequence(h.BaseSequence, int32(n)+1)
 	}
-	buf, err := log.AppendBatch(nil, h, recs)
+	buf, err := record.AppendBatch(nil, h, recs)
 	require.NoError(t, err)
 	_, leo, err := ld.l.Append(buf, 1)
 	require.NoError(t, err)
-	b, ok := producerstate.FromHeader(log.Batch(buf).Header())
+	b, ok := producerstate.FromHeader(record.Batch(buf).Header())
 	require.Equal(t, pid >= 0, ok)
 	ld.s.Apply(b)
 	require.Equal(t, leo, ld.s.Offset())

@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/record"
 )
 
 // MaxCachedBatches is how many of its newest batches each producer's entry
@@ -95,7 +95,7 @@ type Batch struct {
 // The last sequence is computed from LastOffsetDelta, as Kafka does: for a
 // batch a leader accepted it equals RecordCount-1 (the log checks it), and
 // unlike the record count it survives compaction.
-func FromHeader(h log.BatchHeader) (Batch, bool) {
+func FromHeader(h record.BatchHeader) (Batch, bool) {
 	if h.ProducerID < 0 || h.Attributes.Control() {
 		return Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LastSequence: -1,
 			FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp}, false

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
+	"github.com/sluicemq/sluice/record"
 )
 
 const maxSeq = math.MaxInt32
@@ -198,7 +198,7 @@ func TestProducerStateLastSequence(t *testing.T) {
 
 func TestProducerStateFromHeader(t *testing.T) {
 	t.Parallel()
-	h := log.BatchHeader{BaseOffset: 100, LastOffsetDelta: 4, RecordCount: 5, MaxTimestamp: 1234,
+	h := record.BatchHeader{BaseOffset: 100, LastOffsetDelta: 4, RecordCount: 5, MaxTimestamp: 1234,
 		ProducerID: 42, ProducerEpoch: 3, BaseSequence: maxSeq - 1}
 	b, ok := producerstate.FromHeader(h)
 	require.True(t, ok)
@@ -213,7 +213,7 @@ func TestProducerStateFromHeader(t *testing.T) {
 	require.Equal(t, offsetsOnly, b)
 
 	h.ProducerID = 42
-	h.Attributes = log.AttrControl | log.AttrTransactional
+	h.Attributes = record.AttrControl | record.AttrTransactional
 	b, ok = producerstate.FromHeader(h)
 	require.False(t, ok, "control batch")
 	require.Equal(t, offsetsOnly, b)

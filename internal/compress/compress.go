@@ -19,7 +19,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 
-	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/record"
 )
 
 // ErrTooLarge: the records decompress to more than the allowed size.
@@ -51,27 +51,27 @@ var (
 	lz4Readers = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
 )
 
-// ParseCodec maps a codec name (none, zstd, lz4) to its log.Codec.
-func ParseCodec(name string) (log.Codec, error) {
+// ParseCodec maps a codec name (none, zstd, lz4) to its record.Codec.
+func ParseCodec(name string) (record.Codec, error) {
 	switch name {
 	case "", "none":
-		return log.CodecNone, nil
+		return record.CodecNone, nil
 	case "zstd":
-		return log.CodecZstd, nil
+		return record.CodecZstd, nil
 	case "lz4":
-		return log.CodecLZ4, nil
+		return record.CodecLZ4, nil
 	}
 	return 0, fmt.Errorf("compression %q: choose none, zstd or lz4", name)
 }
 
 // Compress appends src compressed with c to dst.
-func Compress(c log.Codec, dst, src []byte) ([]byte, error) {
+func Compress(c record.Codec, dst, src []byte) ([]byte, error) {
 	switch c {
-	case log.CodecNone:
+	case record.CodecNone:
 		return append(dst, src...), nil
-	case log.CodecZstd:
+	case record.CodecZstd:
 		return zstdEnc().EncodeAll(src, dst), nil
-	case log.CodecLZ4:
+	case record.CodecLZ4:
 		buf := bytes.NewBuffer(dst)
 		w := lz4Writers.Get().(*lz4.Writer)
 		defer lz4Writers.Put(w)
@@ -89,17 +89,17 @@ func Compress(c log.Codec, dst, src []byte) ([]byte, error) {
 
 // Decompress appends src decompressed with c to dst, refusing output beyond
 // limit bytes (0 means DefaultLimit).
-func Decompress(c log.Codec, dst, src []byte, limit int) ([]byte, error) {
+func Decompress(c record.Codec, dst, src []byte, limit int) ([]byte, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
 	switch c {
-	case log.CodecNone:
+	case record.CodecNone:
 		if len(src) > limit {
 			return dst, ErrTooLarge
 		}
 		return append(dst, src...), nil
-	case log.CodecZstd:
+	case record.CodecZstd:
 		start := len(dst)
 		out, err := zstdDec().DecodeAll(src, dst)
 		if err != nil {
@@ -112,7 +112,7 @@ func Decompress(c log.Codec, dst, src []byte, limit int) ([]byte, error) {
 			return dst, ErrTooLarge
 		}
 		return out, nil
-	case log.CodecLZ4:
+	case record.CodecLZ4:
 		r := lz4Readers.Get().(*lz4.Reader)
 		defer lz4Readers.Put(r)
 		r.Reset(bytes.NewReader(src))
@@ -131,27 +131,27 @@ func Decompress(c log.Codec, dst, src []byte, limit int) ([]byte, error) {
 
 // CompressBatch appends to dst batch b (uncompressed) with its records
 // compressed by c. With CodecNone it appends b unchanged.
-func CompressBatch(dst []byte, b log.Batch, c log.Codec) ([]byte, error) {
-	if got := b.Header().Attributes.Codec(); got != log.CodecNone {
+func CompressBatch(dst []byte, b record.Batch, c record.Codec) ([]byte, error) {
+	if got := b.Header().Attributes.Codec(); got != record.CodecNone {
 		return dst, fmt.Errorf("compress batch: already compressed with codec %d", got)
 	}
-	if c == log.CodecNone {
+	if c == record.CodecNone {
 		return append(dst, b...), nil
 	}
-	return log.RecodeBatch(dst, b, c, func(dst, src []byte) ([]byte, error) { return Compress(c, dst, src) })
+	return record.RecodeBatch(dst, b, c, func(dst, src []byte) ([]byte, error) { return Compress(c, dst, src) })
 }
 
 // DecompressBatch returns b with its records decompressed, appended to dst
 // (an uncompressed b is returned as is, without copying). limit bounds the
 // decompressed records (0: DefaultLimit).
-func DecompressBatch(dst []byte, b log.Batch, limit int) (log.Batch, error) {
+func DecompressBatch(dst []byte, b record.Batch, limit int) (record.Batch, error) {
 	c := b.Header().Attributes.Codec()
-	if c == log.CodecNone {
+	if c == record.CodecNone {
 		return b, nil
 	}
-	out, err := log.RecodeBatch(dst, b, log.CodecNone, func(dst, src []byte) ([]byte, error) { return Decompress(c, dst, src, limit) })
+	out, err := record.RecodeBatch(dst, b, record.CodecNone, func(dst, src []byte) ([]byte, error) { return Decompress(c, dst, src, limit) })
 	if err != nil {
 		return nil, err
 	}
-	return log.Batch(out[len(dst):]), nil
+	return record.Batch(out[len(dst):]), nil
 }

@@ -9,17 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/record"
 )
 
 func TestRoundTrip(t *testing.T) {
 	src := bytes.Repeat([]byte("sluice compresses batches, not records. "), 1000)
-	for _, c := range []log.Codec{log.CodecNone, log.CodecZstd, log.CodecLZ4} {
+	for _, c := range []record.Codec{record.CodecNone, record.CodecZstd, record.CodecLZ4} {
 		t.Run(fmt.Sprint(c), func(t *testing.T) {
 			prefix := []byte("keep")
 			z, err := Compress(c, prefix, src)
 			require.NoError(t, err)
 			require.Equal(t, "keep", string(z[:4]), "appends to dst")
-			if c != log.CodecNone {
+			if c != record.CodecNone {
 				require.Less(t, len(z), len(src)/5, "repetitive input compresses")
 			}
 			out, err := Decompress(c, nil, z[4:], 0)
@@ -33,7 +34,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestDecompressGarbage(t *testing.T) {
-	for _, c := range []log.Codec{log.CodecZstd, log.CodecLZ4} {
+	for _, c := range []record.Codec{record.CodecZstd, record.CodecLZ4} {
 		z, err := Compress(c, nil, bytes.Repeat([]byte{1, 2, 3}, 5000))
 		require.NoError(t, err)
 		for i := range z {
@@ -45,24 +46,24 @@ func TestDecompressGarbage(t *testing.T) {
 			}
 		}
 	}
-	_, err := Decompress(log.CodecSnappy, nil, []byte{1}, 0)
+	_, err := Decompress(record.CodecSnappy, nil, []byte{1}, 0)
 	require.ErrorIs(t, err, ErrUnsupported)
-	_, err = Compress(log.CodecGzip, nil, []byte{1})
+	_, err = Compress(record.CodecGzip, nil, []byte{1})
 	require.ErrorIs(t, err, ErrUnsupported)
 }
 
 func TestBatchRoundTrip(t *testing.T) {
-	recs := make([]log.Record, 50)
+	recs := make([]record.Record, 50)
 	for i := range recs {
-		recs[i] = log.Record{OffsetDelta: int32(i), Key: []byte(fmt.Sprint("k", i)), Value: bytes.Repeat([]byte{byte(i)}, 200),
-			Headers: []log.RecordHeader{{Key: []byte("h"), Value: []byte("v")}}}
+		recs[i] = record.Record{OffsetDelta: int32(i), Key: []byte(fmt.Sprint("k", i)), Value: bytes.Repeat([]byte{byte(i)}, 200),
+			Headers: []record.RecordHeader{{Key: []byte("h"), Value: []byte("v")}}}
 	}
-	plain, err := log.AppendBatch(nil, log.BatchHeader{FirstTimestamp: 1000, ProducerID: 7, ProducerEpoch: 1, BaseSequence: 42}, recs)
+	plain, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: 1000, ProducerID: 7, ProducerEpoch: 1, BaseSequence: 42}, recs)
 	require.NoError(t, err)
-	for _, c := range []log.Codec{log.CodecZstd, log.CodecLZ4} {
+	for _, c := range []record.Codec{record.CodecZstd, record.CodecLZ4} {
 		z, err := CompressBatch(nil, plain, c)
 		require.NoError(t, err)
-		zb, rest, err := log.ReadBatch(z)
+		zb, rest, err := record.ReadBatch(z)
 		require.NoError(t, err, "a compressed batch passes its CRC")
 		require.Empty(t, rest)
 		h := zb.Header()
@@ -73,7 +74,7 @@ func TestBatchRoundTrip(t *testing.T) {
 		_, err = log.ValidateLeaderBatch(z, 0)
 		require.NoError(t, err)
 		_, err = zb.Records()
-		require.ErrorIs(t, err, log.ErrCompressed)
+		require.ErrorIs(t, err, record.ErrCompressed)
 
 		back, err := DecompressBatch(nil, zb, 0)
 		require.NoError(t, err)
@@ -88,7 +89,7 @@ func TestBatchRoundTrip(t *testing.T) {
 }
 
 func TestParseCodec(t *testing.T) {
-	for name, want := range map[string]log.Codec{"": log.CodecNone, "none": log.CodecNone, "zstd": log.CodecZstd, "lz4": log.CodecLZ4} {
+	for name, want := range map[string]record.Codec{"": record.CodecNone, "none": record.CodecNone, "zstd": record.CodecZstd, "lz4": record.CodecLZ4} {
 		got, err := ParseCodec(name)
 		require.NoError(t, err)
 		require.Equal(t, want, got)

@@ -517,7 +517,7 @@ func (x *Record) GetTimestampMs() int64 {
 }
 
 // RecordBatches carries one or more whole batches in Sluice's batch format
-// (see dataplane/log), as the Go SDK produces and consumes them: compressed,
+// (see package record), as the Go SDK produces and consumes them: compressed,
 // checksummed, and stored as they are.
 type RecordBatches struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

@@ -1,4 +1,4 @@
-package log
+package record
 
 import (
 	"encoding/binary"
@@ -346,6 +346,25 @@ func (b Batch) SetProducer(id int64, epoch int16, baseSequence int32) {
 	binary.BigEndian.PutUint16(b[posProducerEpoch:], uint16(epoch))
 	binary.BigEndian.PutUint32(b[posBaseSequence:], uint32(baseSequence))
 	setCRC(b)
+}
+
+// SetLeader stamps the base offset and leader epoch into a checked batch in
+// place and recomputes its CRC: a leader does it once when it appends a
+// producer's batch, and followers append the leader's bytes unchanged.
+func (b Batch) SetLeader(baseOffset int64, leaderEpoch int32) {
+	binary.BigEndian.PutUint64(b[posBaseOffset:], uint64(baseOffset))
+	binary.BigEndian.PutUint32(b[posLeaderEpoch:], uint32(leaderEpoch))
+	setCRC(b)
+}
+
+// PrefixSize is the size of a batch's base offset and length fields, the
+// part that its length field does not count.
+const PrefixSize = lengthPrefix
+
+// Size returns the whole size of the batch that starts with prefix (at
+// least PrefixSize bytes), from its length field; it checks nothing.
+func Size(prefix []byte) int64 {
+	return int64(int32(binary.BigEndian.Uint32(prefix[posLength:]))) + lengthPrefix
 }
 
 // Records returns an iterator over the records of an uncompressed batch, or
