@@ -40,6 +40,11 @@
 //
 // Every refusal wraps ErrInvalidToken with a short reason and maps to Unauthenticated.
 //
+// A Verifier with VerifierConfig.CacheSize remembers tokens that passed all of the above (a
+// bounded LRU keyed by the whole token string) and accepts one again without the signature check
+// only while the clock is before its exp — no leeway — and the KeySource still returns the same
+// key for its kid. Brokers use it; refused tokens are never remembered.
+//
 // # Key rotation
 //
 // The signing keys live in the control plane's store and reach the Issuer through SetKeys (hot

@@ -28,6 +28,10 @@ type VerifierConfig struct {
 	Audience string           // expected in "aud"; required
 	Leeway   time.Duration    // clock skew for exp/nbf/iat: 0 means DefaultLeeway, capped at MaxLeeway
 	Now      func() time.Time // clock, for tests; nil means time.Now
+	// CacheSize is how many verified tokens the Verifier remembers, least recently used
+	// dropped first, so that a token presented again skips the signature check until its exp;
+	// 0 means no cache. See Verify for what a cached token must still pass.
+	CacheSize int
 }
 
 // Verifier checks tenant JWTs offline against a KeySource. Safe for concurrent use.
@@ -35,6 +39,7 @@ type Verifier struct {
 	cfg    VerifierConfig
 	keys   KeySource
 	parser *jwt.Parser
+	cache  *tokenCache // nil without VerifierConfig.CacheSize
 }
 
 // NewVerifier returns a Verifier resolving signing keys only through keys. A config without
@@ -55,7 +60,26 @@ func NewVerifier(cfg VerifierConfig, keys KeySource) *Verifier {
 	if cfg.Now != nil {
 		opts = append(opts, jwt.WithTimeFunc(cfg.Now))
 	}
-	return &Verifier{cfg: cfg, keys: keys, parser: jwt.NewParser(opts...)}
+	v := &Verifier{cfg: cfg, keys: keys, parser: jwt.NewParser(opts...)}
+	if cfg.CacheSize > 0 {
+		v.cache = newTokenCache(cfg.CacheSize)
+	}
+	return v
+}
+
+func (v *Verifier) now() time.Time {
+	if v.cfg.Now != nil {
+		return v.cfg.Now()
+	}
+	return time.Now()
+}
+
+// CachedTokens is the number of verified tokens the Verifier remembers (0 without a cache).
+func (v *Verifier) CachedTokens() int {
+	if v.cache == nil {
+		return 0
+	}
+	return v.cache.len()
 }
 
 // keyError carries a user-facing reason out of the key function.
@@ -75,6 +99,11 @@ func invalidToken(reason string) error { return fmt.Errorf("%w: %s", ErrInvalidT
 // scopes, an API key id and the matching subject. Rejections wrap ErrInvalidToken (and
 // ErrUnknownKey for an unknown kid). Other errors (a KeySource that failed for another reason, a
 // misconfigured Verifier) do not wrap ErrInvalidToken: they are server faults.
+//
+// With a cache (VerifierConfig.CacheSize), a token that verified before is accepted again without
+// the signature check while the clock is before its exp (strictly: no leeway) and the KeySource
+// still returns the same key for its kid; otherwise it is verified in full again. Only tokens that
+// verified are cached. Revocation and suspension are checked by the caller on every call.
 func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) {
 	if v.cfg.Issuer == "" || v.cfg.Audience == "" {
 		return Principal{}, errors.New("verify token: verifier has no issuer or audience configured")
@@ -85,8 +114,15 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) 
 	case len(token) > MaxTokenBytes:
 		return Principal{}, invalidToken("token too large")
 	}
+	if v.cache != nil {
+		if p, ok := v.cache.get(ctx, token, v.now(), v.keys); ok {
+			return p, nil
+		}
+	}
 	var claims tokenClaims
 	var keyErr error // a KeySource failure that is not the token's fault
+	var usedKID string
+	var usedKey ed25519.PublicKey
 	tok, err := v.parser.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
 		if _, ok := t.Method.(*jwt.SigningMethodEd25519); !ok {
 			return nil, &keyError{reason: "unsupported signing algorithm"}
@@ -110,6 +146,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) 
 			keyErr = fmt.Errorf("key source returned a %d-byte key for %q", len(key), kid)
 			return nil, keyErr
 		}
+		usedKID, usedKey = kid, key
 		return key, nil // the ed25519.PublicKey type is what SigningMethodEd25519 requires
 	})
 	if keyErr != nil {
@@ -133,14 +170,18 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) 
 	case ValidateScopes(claims.Scopes) != nil:
 		return Principal{}, invalidToken("invalid scopes")
 	}
-	return Principal{
+	p := Principal{
 		Kind:      PrincipalTenant,
 		TenantID:  claims.TenantID,
 		APIKeyID:  claims.APIKeyID,
 		Scopes:    claims.Scopes,
 		TokenID:   claims.ID,
 		ExpiresAt: claims.ExpiresAt.Time, // required by the parser, so non-nil
-	}, nil
+	}
+	if v.cache != nil {
+		v.cache.put(token, usedKID, usedKey, p)
+	}
+	return p, nil
 }
 
 // rejectReason turns a jwt parse error into a short reason for the caller.

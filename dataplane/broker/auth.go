@@ -65,10 +65,22 @@ var rules = map[string]rule{
 	sluicev1connect.GroupServiceResetOffsetsProcedure:    {access: accessTenant, scope: tenants.ScopeAdmin},
 }
 
+// tokenCacheSize bounds the broker's cache of verified tokens (a few
+// hundred bytes each): a client presents one token for its lifetime (15
+// minutes by default), so this covers that many concurrent clients per
+// broker; beyond it the least recently used token is verified again.
+const tokenCacheSize = 16384
+
 // authenticator verifies tenant tokens offline (signature from the control
 // plane's JWKS, iss, aud, exp) and refuses tokens of API keys on the
 // revocation list and of tenants in the suspended set; other brokers
 // present the shared broker credential.
+//
+// The verifier caches tokens that verified (tenants.VerifierConfig.CacheSize:
+// until exp, and only while JWKS still holds their key), so most calls skip
+// the Ed25519 check; the revocation list and the suspended set are checked
+// below on every call, cached token or not, so the cache never delays a
+// revocation or a suspension.
 type authenticator struct {
 	verifier    *tenants.Verifier
 	revoked     *revocations

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,4 +122,57 @@ func TestBrokerRefusesSuspendedTenants(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Authenticate(ctx, sluicev1connect.RecordServiceProduceProcedure, t2)
 	require.NoError(t, err)
+}
+
+// TestBrokerTokenCacheKeepsRevocation: the broker's verifier remembers a
+// token after its first call, and a remembered token is still refused at
+// once when its API key's revocation reaches the broker, when its tenant
+// is suspended, and when it expires.
+func TestBrokerTokenCacheKeepsRevocation(t *testing.T) {
+	t.Parallel()
+	iss := tenants.NewIssuer(tenants.IssuerConfig{Issuer: "sluice", Audience: "sluice"})
+	k, err := tenants.GenerateSigningKey(time.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	iss.SetKeys([]tenants.SigningKey{k})
+	var clock atomic.Pointer[time.Time]
+	now := time.Now()
+	clock.Store(&now)
+	v := tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice", CacheSize: tokenCacheSize, Now: func() time.Time { return *clock.Load() }}, iss.KeySource())
+	a := &authenticator{verifier: v, revoked: newRevocations(), brokerToken: "broker-token-0123456789"}
+	a.revoked.loaded.Store(true)
+	mint := func(tenant, keyID string) http.Header {
+		tok, _, err := iss.Mint(now, tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: tenant, APIKeyID: keyID, Scopes: tenants.AllScopes()})
+		require.NoError(t, err)
+		return http.Header{"Authorization": []string{"Bearer " + tok}}
+	}
+	ctx := context.Background()
+	const proc = sluicev1connect.RecordServiceProduceProcedure
+	revokedKey, suspendedTenant, expiring := mint("t1", "aaaaaaaaaaaaaaaa"), mint("t2", "bbbbbbbbbbbbbbbb"), mint("t3", "cccccccccccccccc")
+	var exp time.Time
+	for _, h := range []http.Header{revokedKey, suspendedTenant, expiring} {
+		for range 2 {
+			p, err := a.Authenticate(ctx, proc, h)
+			require.NoError(t, err)
+			exp = p.ExpiresAt
+		}
+	}
+	require.Equal(t, 3, v.CachedTokens(), "each token is verified once and remembered")
+
+	a.revoked.add("aaaaaaaaaaaaaaaa", now.Add(time.Hour))
+	_, err = a.Authenticate(ctx, proc, revokedKey)
+	require.ErrorIs(t, err, tenants.ErrInvalidToken)
+	require.ErrorContains(t, err, "revoked")
+
+	a.revoked.setSuspended([]string{"t2"})
+	_, err = a.Authenticate(ctx, proc, suspendedTenant)
+	require.ErrorIs(t, err, tenants.ErrPermissionDenied)
+	require.ErrorContains(t, err, "tenant is suspended")
+
+	_, err = a.Authenticate(ctx, proc, expiring)
+	require.NoError(t, err)
+	later := exp.Add(tenants.MaxLeeway + time.Second)
+	clock.Store(&later)
+	_, err = a.Authenticate(ctx, proc, expiring)
+	require.ErrorIs(t, err, tenants.ErrInvalidToken)
+	require.ErrorContains(t, err, "token expired")
 }

@@ -149,7 +149,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	cpURL := strings.TrimRight(cfg.ControlPlane, "/")
 	b.cp = sluicev1connect.NewBrokerServiceClient(b.hc, cpURL, connect.WithInterceptors(tenants.Bearer(cfg.BrokerToken)))
 	b.jwks = tenants.NewJWKSCache(cpURL+"/.well-known/jwks.json", b.hc, time.Minute, 5*time.Second)
-	verifier := tenants.NewVerifier(tenants.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience}, b.jwks)
+	verifier := tenants.NewVerifier(tenants.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience, CacheSize: tokenCacheSize}, b.jwks)
 
 	b.registry = prometheus.NewRegistry()
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
