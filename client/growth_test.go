@@ -75,36 +75,32 @@ func TestGrowthProducerReroutesKeyedRecords(t *testing.T) {
 
 	growTopic(t, "grow-keys", 5)
 	grown := time.Now()
-	for round := 1; ; round++ {
-		rs := produce(round)
-		n := int32(2)
-		if rs[0].Partition != keyPartition(rs[0].Key, 2) || slicesAny(rs, func(r *client.Record) bool { return r.Partition >= 2 }) {
-			n = 5
-		}
-		for _, r := range rs {
-			require.Equal(t, keyPartition(r.Key, n), r.Partition, "round %d key %s: partitioned by %d partitions", round, r.Key, n)
-		}
-		if n == 5 {
-			took := time.Since(grown)
-			t.Logf("keyed records went to the new partitions %s after the growth (metadata max age %s)", took.Round(time.Millisecond), maxAge)
-			require.Less(t, took, maxAge+20*time.Second, "noticed within the metadata max age (and a refresh)")
-			break
+	// The producer partitions each record with the count it has when the
+	// record is enqueued; the refresh lands between two records, possibly
+	// inside a round. Records are enqueued in order, so within and across
+	// rounds the old count is used up to some record and the new one from
+	// then on, never the old one again.
+	switched := false
+	for round := 1; !switched; round++ {
+		for _, r := range produce(round) {
+			old, grownTo := keyPartition(r.Key, 2), keyPartition(r.Key, 5)
+			switch {
+			case old != grownTo && r.Partition == grownTo:
+				switched = true
+			case switched && r.Partition != grownTo:
+				t.Fatalf("round %d key %s: partition %d after the producer had switched to 5 partitions (want %d)", round, r.Key, r.Partition, grownTo)
+			case !switched && r.Partition != old:
+				t.Fatalf("round %d key %s: partition %d, neither hash mod 2 (%d) nor hash mod 5 (%d)", round, r.Key, r.Partition, old, grownTo)
+			}
 		}
 		require.Less(t, time.Since(grown), maxAge+20*time.Second, "the producer never used the new partition count")
 	}
+	took := time.Since(grown)
+	t.Logf("keyed records went to the new partitions %s after the growth (metadata max age %s)", took.Round(time.Millisecond), maxAge)
 	// From then on, the new count only.
 	for _, r := range produce(-1) {
 		require.Equal(t, keyPartition(r.Key, 5), r.Partition, "key %s", r.Key)
 	}
-}
-
-func slicesAny[T any](s []T, f func(T) bool) bool {
-	for _, v := range s {
-		if f(v) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestGrowthGroupConsumesNewPartitions: a group member subscribed to a
