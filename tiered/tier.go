@@ -28,7 +28,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tiered/objstore"
@@ -214,6 +213,32 @@ func (t *Tier) StartOffset(ctx context.Context, p Partition) (int64, bool, error
 	return segs[0].GetBaseOffset(), true, nil
 }
 
+// Source is the local log of a partition replica that a Tier copies from.
+// Brokers adapt their segment log to it; tiered needs nothing else of it.
+type Source interface {
+	// ClosedSegments lists the closed segments (rolled, synced, never
+	// written again), oldest first.
+	ClosedSegments() []Segment
+	// OpenSegment opens the batches file of the closed segment with base
+	// offset base. It stays readable if retention deletes the segment
+	// meanwhile; the caller closes it.
+	OpenSegment(base int64) (SegmentReader, error)
+}
+
+// Segment describes a closed local segment.
+type Segment struct {
+	BaseOffset   int64 // first offset
+	NextOffset   int64 // offset after the last batch
+	Size         int64 // bytes of batches
+	MaxTimestamp int64 // largest record timestamp
+}
+
+// SegmentReader reads a closed segment's batches file.
+type SegmentReader interface {
+	io.ReaderAt
+	io.Closer
+}
+
 func (t *Tier) fence() (int32, int64) { return t.cfg.BrokerID, t.cfg.BrokerEpoch() }
 
 // Copy copies the partition's closed segments that lie wholly below hw
@@ -224,7 +249,7 @@ func (t *Tier) fence() (int32, int64) { return t.cfg.BrokerID, t.cfg.BrokerEpoch
 //
 // After a failure it backs off (1 s doubling up to a minute): calls before
 // the next attempt is due return (0, nil) at once.
-func (t *Tier) Copy(ctx context.Context, p Partition, l *log.Log, hw int64) (int, error) {
+func (t *Tier) Copy(ctx context.Context, p Partition, l Source, hw int64) (int, error) {
 	st := t.state(p)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -295,7 +320,7 @@ func (t *Tier) failed(st *partState) {
 
 // updatePending reports the bytes of the partition's closed segments not
 // copied yet.
-func (t *Tier) updatePending(p Partition, st *partState, l *log.Log) {
+func (t *Tier) updatePending(p Partition, st *partState, l Source) {
 	t.mu.Lock()
 	next := st.next
 	t.mu.Unlock()
@@ -391,13 +416,13 @@ func (t *Tier) blocked(p Partition, st *partState, why string) {
 }
 
 // copySegment copies the part of a closed local segment from offset from.
-func (t *Tier) copySegment(ctx context.Context, p Partition, st *partState, l *log.Log, si log.SegmentInfo, from int64) (int64, error) {
-	files, err := l.OpenSegment(si.BaseOffset)
+func (t *Tier) copySegment(ctx context.Context, p Partition, st *partState, l Source, si Segment, from int64) (int64, error) {
+	file, err := l.OpenSegment(si.BaseOffset)
 	if err != nil {
 		return 0, err
 	}
-	defer files.Close()
-	sc, err := scanSegment(files.Log, si.Size, from)
+	defer file.Close()
+	sc, err := scanSegment(file, si.Size, from)
 	if err != nil {
 		return 0, fmt.Errorf("tiered: segment %d of %s/%d: %w", si.BaseOffset, p.TopicID, p.Partition, err)
 	}
@@ -420,7 +445,7 @@ func (t *Tier) copySegment(ctx context.Context, p Partition, st *partState, l *l
 	seg = res.Msg.GetSegment()
 	key := seg.GetObjectKey()
 	idx := encodeIndex(sc.index, sc.size)
-	err = t.cfg.Store.Put(ctx, key+".log", io.NewSectionReader(files.Log, sc.start, sc.size), sc.size)
+	err = t.cfg.Store.Put(ctx, key+".log", io.NewSectionReader(file, sc.start, sc.size), sc.size)
 	if err == nil {
 		err = t.cfg.Store.Put(ctx, key+".index", bytes.NewReader(idx), int64(len(idx)))
 	}

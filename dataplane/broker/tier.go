@@ -110,7 +110,7 @@ func (b *Broker) tierLoop(ctx context.Context) {
 }
 
 func (b *Broker) tierPartition(ctx context.Context, p *partition, tp tiered.Partition, hw int64, cfg topicConfig) {
-	if _, err := b.tier.Copy(ctx, tp, p.log, hw); err != nil && ctx.Err() == nil {
+	if _, err := b.tier.Copy(ctx, tp, tierSource{p.log}, hw); err != nil && ctx.Err() == nil {
 		b.logger.Warn("tiered storage: copy", "topic", p.topicID, "partition", p.id, "err", err)
 	}
 	through := b.tier.CopiedThrough(p.topicID, p.id)
@@ -212,3 +212,31 @@ func (p *partition) readRemote(ctx context.Context, tp tiered.Partition, offset 
 	}
 	return belowHW(data, hw), nil
 }
+
+// tierSource is a partition's log as the source tiered storage copies
+// closed segments from.
+type tierSource struct{ l *log.Log }
+
+func (s tierSource) ClosedSegments() []tiered.Segment {
+	segs := s.l.ClosedSegments()
+	out := make([]tiered.Segment, len(segs))
+	for i, si := range segs {
+		out[i] = tiered.Segment{BaseOffset: si.BaseOffset, NextOffset: si.NextOffset, Size: si.Size, MaxTimestamp: si.MaxTimestamp}
+	}
+	return out
+}
+
+// OpenSegment opens the segment's batches file; its index files are not
+// needed (tiered storage builds its own index as it scans).
+func (s tierSource) OpenSegment(base int64) (tiered.SegmentReader, error) {
+	files, err := s.l.OpenSegment(base)
+	if err != nil {
+		return nil, err
+	}
+	return segmentLog{files}, nil
+}
+
+// segmentLog reads a segment's batches file and closes all its files.
+type segmentLog struct{ *log.SegmentFiles }
+
+func (f segmentLog) ReadAt(p []byte, off int64) (int, error) { return f.Log.ReadAt(p, off) }
