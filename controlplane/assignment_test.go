@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"errors"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"slices"
 	"testing"
 	"time"
@@ -245,7 +246,7 @@ func TestControllerAlterPartition(t *testing.T) {
 
 		// Adding a dead broker is refused; once it is live again it may join.
 		f.kill(last)
-		eventually(t, 10*time.Second, func() error {
+		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 			brokers, err := c.srv.Store().ListBrokers(ctx)
 			require.NoError(t, err)
 			for _, b := range brokers {

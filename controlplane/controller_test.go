@@ -104,33 +104,6 @@ func (f *fleet) epoch(id int32) int64 {
 	return f.epochs[id]
 }
 
-// eventually polls cond every 50 ms until it returns nil or d passes, then
-// fails with cond's last error.
-func eventually(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// consistently polls cond every 50 ms for d and fails as soon as it errs.
-func consistently(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		require.NoError(t, cond())
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // partitions reads the topic's partition state from the server's store.
 func (c *cluster) partitions(t *testing.T, topicID string) []store.Partition {
 	t.Helper()
@@ -189,7 +162,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 
 		// Broker 1 dies.
 		f.kill(1)
-		eventually(t, 10*time.Second, func() error {
+		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 			for _, p := range c.partitions(t, topicID) {
 				if p.Leader == 1 || slices.Contains(p.ISR, 1) {
 					return fmt.Errorf("partition %d still has broker 1: %+v", p.Partition, p)
@@ -218,7 +191,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 
 		// The rest of the ISR dies: every partition goes offline, ISR kept.
 		f.kill(2, 3)
-		eventually(t, 10*time.Second, func() error {
+		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 			for _, p := range c.partitions(t, topicID) {
 				if p.Leader != -1 {
 					return fmt.Errorf("partition %d not offline: %+v", p.Partition, p)
@@ -232,7 +205,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 			require.NotContains(t, p.ISR, int32(1), "partition %d", i)
 			require.Greater(t, p.LeaderEpoch, after[i].LeaderEpoch)
 		}
-		eventually(t, 5*time.Second, func() error {
+		testenv.Wait(t, 5*time.Second, "the expected state", func() error {
 			if v := c.metric(t, `sluice_controlplane_offline_partitions`); v != 3 {
 				return fmt.Errorf("offline_partitions = %v", v)
 			}
@@ -241,7 +214,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 
 		// Broker 1 comes back, but it is not in any ISR: nothing is elected.
 		f.revive(1)
-		consistently(t, time.Second, func() error {
+		testenv.Consistently(t, time.Second, "a state that must hold", func() error {
 			if got := c.partitions(t, topicID); !slices.EqualFunc(got, offline, func(a, b store.Partition) bool {
 				return a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch && a.PartitionEpoch == b.PartitionEpoch
 			}) {
@@ -253,7 +226,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 		// The ISR members come back: elected from the last ISR, one epoch up.
 		f.revive(2)
 		f.revive(3)
-		eventually(t, 10*time.Second, func() error {
+		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 			for _, p := range c.partitions(t, topicID) {
 				if p.Leader == -1 {
 					return fmt.Errorf("partition %d still offline", p.Partition)
@@ -281,7 +254,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 				require.Equal(t, offline[i].PartitionEpoch+2, p.PartitionEpoch, "partition %d: broker 2 fenced out of the ISR, then one election", i)
 			}
 		}
-		eventually(t, 5*time.Second, func() error {
+		testenv.Wait(t, 5*time.Second, "the expected state", func() error {
 			if v := c.metric(t, `sluice_controlplane_offline_partitions`); v != 0 {
 				return fmt.Errorf("offline_partitions = %v", v)
 			}
@@ -304,7 +277,7 @@ func TestControllerPreferredLeaderRestore(t *testing.T) {
 		pref := p0.Replicas[0]
 		f.kill(pref)
 		var moved store.Partition
-		eventually(t, 10*time.Second, func() error {
+		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 			moved = c.partitions(t, topicID)[0]
 			if moved.Leader == pref || slices.Contains(moved.ISR, pref) {
 				return fmt.Errorf("not failed over yet: %+v", moved)
@@ -320,7 +293,7 @@ func TestControllerPreferredLeaderRestore(t *testing.T) {
 		}))
 		require.NoError(t, err)
 		require.Contains(t, res.Msg.GetPartition().GetIsr(), pref)
-		eventually(t, 10*time.Second, func() error {
+		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 			if p := c.partitions(t, topicID)[0]; p.Leader != pref {
 				return fmt.Errorf("leadership not restored: %+v", p)
 			}
@@ -351,13 +324,13 @@ func TestControllerSingleActiveAndFailover(t *testing.T) {
 		}
 		return active
 	}
-	eventually(t, 10*time.Second, func() error {
+	testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 		if got := actives(); len(got) != 1 {
 			return fmt.Errorf("active controllers: %v", got)
 		}
 		return nil
 	})
-	consistently(t, time.Second, func() error {
+	testenv.Consistently(t, time.Second, "a state that must hold", func() error {
 		if got := actives(); len(got) > 1 {
 			return fmt.Errorf("two active controllers: %v", got)
 		}
@@ -371,7 +344,7 @@ func TestControllerSingleActiveAndFailover(t *testing.T) {
 	f := newFleet(t, standby, 3)
 	topicID := standby.createTopic(t, "hatenant", "orders", 1, 3)
 	nodes[first].stop()
-	eventually(t, 10*time.Second, func() error {
+	testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 		if v := standby.metric(t, `sluice_controlplane_controller_active`); v != 1 {
 			return fmt.Errorf("standby not active yet")
 		}
@@ -387,7 +360,7 @@ func TestControllerSingleActiveAndFailover(t *testing.T) {
 	err := standby.srv.Store().UpdatePartitionFenced(context.Background(), next, p.PartitionEpoch, int64(oldEpoch))
 	require.ErrorIs(t, err, store.ErrFenced)
 	f.kill(p.Leader)
-	eventually(t, 10*time.Second, func() error {
+	testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 		if q := standby.partitions(t, topicID)[0]; q.Leader == p.Leader {
 			return fmt.Errorf("no failover by the new controller: %+v", q)
 		}
@@ -404,7 +377,7 @@ func TestControllerRestartedBrokerLeavesISR(t *testing.T) {
 	f := newFleet(t, c, 3)
 	topicID := c.createTopic(t, "restart", "orders", 3, 3)
 	// Let the controller see every broker live under its first epoch.
-	eventually(t, 10*time.Second, func() error {
+	testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 		if c.metric(t, `sluice_controlplane_controller_active`) != 1 {
 			return fmt.Errorf("controller not active yet")
 		}

@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"slices"
 	"sync"
 	"testing"
@@ -156,7 +157,7 @@ func TestControlPlaneCreatePartitions(t *testing.T) {
 		// The controller moves a grown partition's leadership like any
 		// other's when its leader dies.
 		f.kill(idle)
-		eventually(t, 10*time.Second, func() error {
+		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 			for _, p := range c.partitions(t, topicID)[3:] {
 				if p.Leader == idle || slices.Contains(p.ISR, idle) {
 					return fmt.Errorf("partition %d: leader %d isr %v", p.Partition, p.Leader, p.ISR)
@@ -175,7 +176,7 @@ func TestControlPlaneCreatePartitions(t *testing.T) {
 		require.NoError(t, err)
 		other := idle%4 + 1
 		f.kill(other)
-		eventually(t, 10*time.Second, func() error {
+		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 			bl, err := op.ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
 			if err != nil {
 				return err

@@ -5,6 +5,8 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -184,10 +186,19 @@ func TestJWKSCacheRun(t *testing.T) {
 		defer close(done)
 		c.Run(ctx)
 	}()
-	require.Eventually(t, func() bool { return c.lookup(k1.KID) != nil }, 5*time.Second, 5*time.Millisecond)
+	testenv.Wait(t, 5*time.Second, "the first key set", func() error {
+		if c.lookup(k1.KID) == nil {
+			return errors.New("key 1 not known")
+		}
+		return nil
+	})
 	srv.issuer.SetKeys([]SigningKey{k2})
-	require.Eventually(t, func() bool { return c.lookup(k2.KID) != nil && c.lookup(k1.KID) == nil }, 5*time.Second, 5*time.Millisecond,
-		"the periodic refresh picks up rotated keys without an unknown-kid miss")
+	testenv.Wait(t, 5*time.Second, "the periodic refresh to pick up rotated keys without an unknown-kid miss", func() error {
+		if c.lookup(k2.KID) == nil || c.lookup(k1.KID) != nil {
+			return errors.New("still the old key set")
+		}
+		return nil
+	})
 	cancel()
 	select {
 	case <-done:

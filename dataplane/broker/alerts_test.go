@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func TestLagAlertsFromBrokerSamples(t *testing.T) {
 		return out, nil
 	}
 	var risk store.Alert
-	checkFor(t, 30*time.Second, func() error {
+	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		got, err := firing()
 		if err != nil {
 			return err
@@ -83,7 +84,7 @@ func TestLagAlertsFromBrokerSamples(t *testing.T) {
 
 	// The group catches up: both resolve.
 	c.commit(t, "slow", map[int32]int64{0: 10})
-	checkFor(t, 30*time.Second, func() error {
+	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		got, err := firing()
 		if err != nil {
 			return err
@@ -156,7 +157,7 @@ func TestLagAlertsSizeBasedRetention(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	st := c.cp.Store()
-	checkFor(t, 30*time.Second, func() error {
+	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		list, err := st.ListAlerts(ctx, c.tenantID, store.AlertQuery{States: []store.AlertState{store.AlertFiring}})
 		if err != nil {
 			return err

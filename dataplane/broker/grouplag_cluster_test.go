@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"net"
 	"path/filepath"
 	"strings"
@@ -121,13 +122,13 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 
 	topics := sluicev1connect.NewTopicServiceClient(hc, endpoint, bearer)
 	c.topics = topics
-	checkFor(t, 30*time.Second, func() error {
+	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		_, err := topics.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 2, ReplicationFactor: 3, Config: opts.topicConfig}))
 		return err // the brokers may not be live yet
 	})
 	// Ready when every broker knows a leader for every partition of the
 	// topic and of the offsets topic.
-	checkFor(t, 30*time.Second, func() error {
+	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		for _, b := range c.brokers {
 			for _, tt := range [][2]string{{c.tenantID, "orders"}, {systemTenantID, offsetsTopic}} {
 				tm, ok := b.metadata().topic(tt[0], tt[1])
@@ -154,23 +155,6 @@ func listenLoopback(t *testing.T) net.Listener {
 	return ln
 }
 
-// checkFor polls fn until it returns nil, failing the test at the deadline
-// with fn's last error.
-func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // produce writes one batch of n records stamped at ts to a partition.
 func (c *lagCluster) produce(t *testing.T, partition int32, n int, ts time.Time) {
 	t.Helper()
@@ -193,7 +177,7 @@ func (c *lagCluster) commit(t *testing.T, group string, offsets map[int32]int64)
 	for p, off := range offsets {
 		req.Offsets = append(req.Offsets, &sluicev1.PartitionOffset{Topic: "orders", Partition: p, Offset: off})
 	}
-	checkFor(t, 30*time.Second, func() error {
+	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		_, err := c.groups.CommitOffsets(context.Background(), connect.NewRequest(req))
 		return err
 	})
@@ -363,7 +347,7 @@ func TestBrokerGroupLagMetrics(t *testing.T) {
 	require.EqualValues(t, 0, lags["audit orders 0"].GetLagAgeMs())
 
 	// A deleted group's series are gone after the next computation.
-	checkFor(t, 10*time.Second, func() error {
+	testenv.Wait(t, 10*time.Second, "the expected state", func() error {
 		_, err := c.groups.DeleteGroup(context.Background(), connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: "audit"}))
 		return err
 	})

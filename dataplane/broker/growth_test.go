@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"testing"
 	"time"
 
@@ -103,17 +105,15 @@ func TestBrokerOpensPartitionsAddedToATopic(t *testing.T) {
 		require.NotNil(t, p, "partition %d is opened", n)
 		require.DirExists(t, p.dir)
 		require.EqualValues(t, 0, p.log.LEO())
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testenv.Wait(t, 10*time.Second, fmt.Sprintf("partition %d to lead", n), func() error {
 			p.mu.Lock()
 			role := p.role
 			p.mu.Unlock()
-			if role == roleLeader {
-				break
+			if role != roleLeader {
+				return fmt.Errorf("role %v", role)
 			}
-			require.True(t, time.Now().Before(deadline), "partition %d never became leader (role %v)", n, role)
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	require.Len(t, b.metadata().byID[growTopic].partitions, 5)
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"io"
 	"net/http"
 	"strings"
@@ -50,7 +51,7 @@ func TestBrokerTenantPortsServeNoMetrics(t *testing.T) {
 	// group lag, the control plane its lag samples, every broker the
 	// tenant's traffic somewhere.
 	coord := c.coordinatorOf(t, group)
-	checkFor(t, 30*time.Second, func() error {
+	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		for url, want := range map[string][]string{
 			c.brokerMetrics[coord-1]: {"sluice_group_lag_messages{", tenantLabel, groupLabel},
 			c.cpMetrics:              {"sluice_consumer_lag_messages{", tenantLabel, groupLabel},

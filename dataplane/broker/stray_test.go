@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,26 +73,23 @@ func TestBrokerDeletesPartitionsOfTopicsDeletedWhileDown(t *testing.T) {
 			Replicas: []int32{2, 1, 3}, Leader: 2, Isr: []int32{2, 3},
 		}},
 	}))
-	deadline := time.Now().Add(30 * time.Second)
 	for _, dir := range gone {
-		for {
-			if _, err := os.Stat(dir); os.IsNotExist(err) {
-				break
+		testenv.Wait(t, 30*time.Second, "a deleted topic's partition folder to go", func() error {
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				return fmt.Errorf("%s of a deleted topic is still on disk", dir)
 			}
-			require.True(t, time.Now().Before(deadline), "%s of a deleted topic is still on disk", dir)
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	for _, dir := range stay {
 		require.DirExists(t, dir)
 	}
-	for {
-		if _, err := store.Head(ctx, goneObject); errors.Is(err, objstore.ErrNotFound) {
-			break
+	testenv.Wait(t, 30*time.Second, "a deleted topic's objects to go", func() error {
+		if _, err := store.Head(ctx, goneObject); !errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("the deleted topic's object %s is still in the object store (%v)", goneObject, err)
 		}
-		require.True(t, time.Now().Before(deadline), "the deleted topic's object %s is still in the object store", goneObject)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	_, err = store.Head(ctx, keptObject)
 	require.NoError(t, err, "an existing topic's objects stay")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,7 @@ func TestTieredStorage(t *testing.T) {
 
 	// Every replica deletes what is copied, down to its local retention.
 	var topicID string
-	checkFor(t, 30*time.Second, func() error {
+	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		for _, b := range c.brokers {
 			tm, _ := b.metadata().topic(c.tenantID, "orders")
 			topicID = tm.id
@@ -136,7 +137,7 @@ func TestTieredStorage(t *testing.T) {
 	require.NoError(t, os.Chtimes(filepath.Join(objects, "objects", oldOrphan), hourAgo, hourAgo))
 	before := keys
 	leader.tier.Forget(topicID, 0) // it reloads and sweeps at its next copy
-	checkFor(t, 30*time.Second, func() error {
+	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		if _, err := store.Head(ctx, oldOrphan); !errors.Is(err, objstore.ErrNotFound) {
 			return fmt.Errorf("old orphan still there (%v)", err)
 		}
@@ -155,7 +156,7 @@ func TestTieredStorage(t *testing.T) {
 	// Deleting the topic deletes its objects too.
 	_, err = c.topics.DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: "orders"}))
 	require.NoError(t, err)
-	checkFor(t, 30*time.Second, func() error {
+	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		for info, err := range store.List(ctx, "tenants/"+c.tenantID+"/topics/"+topicID+"/") {
 			if err != nil {
 				return err

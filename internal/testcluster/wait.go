@@ -1,59 +1,23 @@
 package testcluster
 
 import (
-	"errors"
-	"fmt"
 	"net"
 	"net/http"
-	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/tenants"
 
 	"connectrpc.com/connect"
 )
 
-// pollEvery is how often Wait checks its condition.
-const pollEvery = 50 * time.Millisecond
-
-type permanentError struct{ err error }
-
-func (e permanentError) Error() string { return e.err.Error() }
-func (e permanentError) Unwrap() error { return e.err }
-
-// Permanent marks an error that no amount of waiting fixes: Wait fails at
-// once with it.
-func Permanent(err error) error { return permanentError{err} }
-
-// Wait polls cond every 50 ms until it returns nil, and fails the test with
-// the last error when timeout passes or cond returns a Permanent error.
-// It is the only way this package waits for the cluster.
-func Wait(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	if err := Retry(timeout, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-// Retry is Wait returning the error instead of failing the test, for use
-// off the test goroutine.
-func Retry(timeout time.Duration, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		var pe permanentError
-		if errors.As(err, &pe) {
-			return pe.err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %s: %w", timeout, err)
-		}
-		time.Sleep(pollEvery)
-	}
-}
+// Wait, Retry and Permanent are testenv's: one polling helper for every
+// test in the tree.
+var (
+	Wait      = testenv.Wait
+	Retry     = testenv.Retry
+	Permanent = testenv.Permanent
+)
 
 // h2cClient is an HTTP/2 cleartext client with no overall timeout (calls
 // carry contexts) and pings that drop connections to unresponsive peers.
