@@ -116,7 +116,7 @@ func TestLagAlertsEndToEnd(t *testing.T) {
 	}()
 	groups := sluicev1connect.NewGroupServiceClient(c.HTTPClient(), "http://"+c.Broker(1).ListenAddr, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(a.Token())))
 	commit := func(off int64) {
-		testcluster.Wait(t, 30*time.Second, "commit", func() error {
+		testenv.Wait(t, 30*time.Second, "commit", func() error {
 			_, err := groups.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{
 				Group: "slow", Offsets: []*sluicev1.PartitionOffset{{Topic: "events", Partition: 0, Offset: off}},
 			}))
@@ -155,7 +155,7 @@ func TestLagAlertsEndToEnd(t *testing.T) {
 		return nil
 	}
 	var risk *sluicev1.Alert
-	testcluster.Wait(t, 60*time.Second, "retention-expiry-risk firing", func() error {
+	testenv.Wait(t, 60*time.Second, "retention-expiry-risk firing", func() error {
 		if risk = get(sluicev1.AlertKind_ALERT_KIND_RETENTION_EXPIRY_RISK, sluicev1.AlertState_ALERT_STATE_FIRING); risk == nil {
 			return fmt.Errorf("not firing")
 		}
@@ -172,7 +172,7 @@ func TestLagAlertsEndToEnd(t *testing.T) {
 	// Wait for retention to delete records the group has not consumed:
 	// the actual loss.
 	var lostAt time.Time
-	testcluster.Wait(t, 150*time.Second, "retention deletes unconsumed records", func() error {
+	testenv.Wait(t, 150*time.Second, "retention deletes unconsumed records", func() error {
 		res, err := a.Records(1).ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "events", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST}))
 		if err != nil {
 			return err
@@ -191,7 +191,7 @@ func TestLagAlertsEndToEnd(t *testing.T) {
 		forecastAt.Sub(lostAt).Round(time.Millisecond), left.Round(time.Millisecond), 100*forecastAt.Sub(lostAt).Abs().Seconds()/left.Seconds())
 
 	var expired *sluicev1.Alert
-	testcluster.Wait(t, 30*time.Second, "retention-expired firing", func() error {
+	testenv.Wait(t, 30*time.Second, "retention-expired firing", func() error {
 		if expired = get(sluicev1.AlertKind_ALERT_KIND_RETENTION_EXPIRED, sluicev1.AlertState_ALERT_STATE_FIRING); expired == nil {
 			return fmt.Errorf("not firing")
 		}
@@ -205,7 +205,7 @@ func TestLagAlertsEndToEnd(t *testing.T) {
 	// everything resolves.
 	stopSlow()
 	<-slowDone
-	testcluster.Wait(t, 60*time.Second, "every alert resolved", func() error {
+	testenv.Wait(t, 60*time.Second, "every alert resolved", func() error {
 		off, err := a.Records(1).ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "events", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST}))
 		if err != nil {
 			return err
@@ -222,7 +222,7 @@ func TestLagAlertsEndToEnd(t *testing.T) {
 	})
 
 	// The webhook got each state change of each alert once, signed.
-	testcluster.Wait(t, 30*time.Second, "webhook deliveries", func() error {
+	testenv.Wait(t, 30*time.Second, "webhook deliveries", func() error {
 		got := recv.states()
 		if len(got["retention-expired"]) < 2 || len(got["retention-expiry-risk"]) < 2 {
 			return fmt.Errorf("received %v", got)

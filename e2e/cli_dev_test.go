@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/internal/testcluster"
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // TestE2EMakeDev: `make dev ARGS='…'` passes the flags to sluice dev, and
@@ -46,10 +47,10 @@ func TestE2EMakeDev(t *testing.T) {
 			t.Logf("make dev output:\n%s", out.String())
 		}
 	})
-	testcluster.Wait(t, 5*time.Minute, "make dev to build and start", func() error {
+	testenv.Wait(t, 5*time.Minute, "make dev to build and start", func() error {
 		select {
 		case err := <-exited:
-			return testcluster.Permanent(errors.Join(errors.New("make dev exited"), err))
+			return testenv.Permanent(errors.Join(errors.New("make dev exited"), err))
 		default:
 		}
 		if !strings.Contains(out.String(), "Sluice dev is running") {
@@ -119,7 +120,7 @@ func TestE2EDevSummaryAndStop(t *testing.T) {
 	}
 	waitFor := func(buf *syncBuffer, s string) {
 		t.Helper()
-		testcluster.Wait(t, time.Minute, "sluice dev to print "+s, func() error {
+		testenv.Wait(t, time.Minute, "sluice dev to print "+s, func() error {
 			if !strings.Contains(buf.String(), s) {
 				return errors.New("not yet")
 			}

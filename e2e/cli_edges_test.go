@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/internal/testcluster"
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // TestE2ECLIEdges runs the CLI edges a new user trips on (issue 13)
@@ -90,7 +91,7 @@ func TestE2ECLIEdges(t *testing.T) {
 
 		// --follow prints what is written after it started, until Ctrl-C.
 		f := startCLI(t, cfgPath, dev("consume", "ends", "--follow", "--offset", "latest")...)
-		testcluster.Wait(t, 30*time.Second, "follow to print a new record", func() error {
+		testenv.Wait(t, 30*time.Second, "follow to print a new record", func() error {
 			mustCLI(t, cfgPath, dev("produce", "ends", "--value", "new", "--partition", "1")...)
 			if !strings.Contains(f.stdout.String(), "new\n") {
 				return errors.New("not yet")

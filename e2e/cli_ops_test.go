@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/internal/testcluster"
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // TestE2EDevOperatorListeners: `sluice dev` prints each process's
@@ -61,7 +62,7 @@ func TestE2EDevOperatorListeners(t *testing.T) {
 	}
 	// Some broker leads the partition and counts the tenant's bytes.
 	label := fmt.Sprintf(`sluice_broker_produced_bytes_total{tenant=%q}`, tenantID[1])
-	testcluster.Wait(t, 30*time.Second, "the tenant's bytes in a broker's metrics", func() error {
+	testenv.Wait(t, 30*time.Second, "the tenant's bytes in a broker's metrics", func() error {
 		for i := 1; i <= 3; i++ {
 			_, body, err := get("http://" + listeners[fmt.Sprintf("broker %d", i)] + "/metrics")
 			if err != nil {

@@ -72,7 +72,7 @@ func (s *scenario) startWorkload(cfg testcluster.WorkloadConfig) {
 // broker lease, 3s) is over, so that it acts on broker failures at once.
 func (s *scenario) waitControllerGrace() {
 	s.t.Helper()
-	testcluster.Wait(s.t, 10*time.Second, "the controller's startup grace to end", func() error {
+	testenv.Wait(s.t, 10*time.Second, "the controller's startup grace to end", func() error {
 		if d := time.Since(s.started); d < 4*time.Second {
 			return fmt.Errorf("cluster up for %s", d)
 		}
@@ -83,7 +83,7 @@ func (s *scenario) waitControllerGrace() {
 // waitAcked waits until the workload has acknowledged n records in all.
 func (s *scenario) waitAcked(n int64, timeout time.Duration) {
 	s.t.Helper()
-	testcluster.Wait(s.t, timeout, fmt.Sprintf("%d records acknowledged", n), func() error {
+	testenv.Wait(s.t, timeout, fmt.Sprintf("%d records acknowledged", n), func() error {
 		if got := s.w.Acked(); got < n {
 			return fmt.Errorf("%d acknowledged", got)
 		}
@@ -96,7 +96,7 @@ func (s *scenario) waitAcked(n int64, timeout time.Duration) {
 func (s *scenario) waitAckAfter(partition int32, t time.Time, timeout time.Duration) time.Duration {
 	s.t.Helper()
 	var at time.Time
-	testcluster.Wait(s.t, timeout, fmt.Sprintf("an acks=all produce to partition %d acknowledged", partition), func() error {
+	testenv.Wait(s.t, timeout, fmt.Sprintf("an acks=all produce to partition %d acknowledged", partition), func() error {
 		var ok bool
 		if at, ok = testcluster.FirstAckAfter(s.w.Ops(), partition, t); !ok {
 			return fmt.Errorf("none yet")
@@ -120,7 +120,7 @@ func (s *scenario) metadata() map[int32]testcluster.PartitionInfo {
 func (s *scenario) waitNewLeader(partition int32, before testcluster.PartitionInfo, fault time.Time, from ...int32) testcluster.PartitionInfo {
 	s.t.Helper()
 	var after testcluster.PartitionInfo
-	testcluster.Wait(s.t, 30*time.Second, fmt.Sprintf("a new leader for partition %d", partition), func() error {
+	testenv.Wait(s.t, 30*time.Second, fmt.Sprintf("a new leader for partition %d", partition), func() error {
 		for _, id := range from {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			md, err := s.cl.Metadata(ctx, id)
@@ -242,7 +242,7 @@ func TestClusterKillTwoBrokersRefusesAcksAll(t *testing.T) {
 	}
 	// Wait until the survivor has applied the controller's decisions: every
 	// partition led by it with the ISR down to itself.
-	testcluster.Wait(t, 30*time.Second, "the survivor leading every partition alone", func() error {
+	testenv.Wait(t, 30*time.Second, "the survivor leading every partition alone", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		md, err := s.cl.Metadata(ctx, survivor)
@@ -262,7 +262,7 @@ func TestClusterKillTwoBrokersRefusesAcksAll(t *testing.T) {
 		probes = append(probes, s.probeAcksAll(survivor, p, 5, "outage")...)
 	}
 	// Let the workload run into the refusals too.
-	testcluster.Wait(t, 30*time.Second, "workload refused during the outage", func() error {
+	testenv.Wait(t, 30*time.Second, "workload refused during the outage", func() error {
 		n := 0
 		for _, op := range s.w.Ops() {
 			if op.Start.After(outage) && op.Outcome == testcluster.Failed {
@@ -334,7 +334,7 @@ func TestClusterPausedLeaderIsFenced(t *testing.T) {
 	s.c.Resume(victim)
 	s.c.WaitLive(victim)
 	// The old leader learns it was deposed and follows the new one.
-	testcluster.Wait(t, 30*time.Second, fmt.Sprintf("broker %d following partition 0", victim), func() error {
+	testenv.Wait(t, 30*time.Second, fmt.Sprintf("broker %d following partition 0", victim), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		md, err := s.cl.Metadata(ctx, victim)
@@ -443,7 +443,7 @@ func TestClusterIsolatedLeaderCannotAck(t *testing.T) {
 	t.Logf("unavailability window of partition 0 after isolating its leader %d: %s", victim, s.waitAckAfter(0, cut, 30*time.Second).Round(time.Millisecond))
 	// Past replica.lag.time.max the isolated leader tries to shrink its ISR
 	// to itself; the controller is out of reach, so it still cannot ack.
-	testcluster.Wait(t, 30*time.Second, "the isolated leader trying to shrink its ISR", func() error {
+	testenv.Wait(t, 30*time.Second, "the isolated leader trying to shrink its ISR", func() error {
 		b, err := os.ReadFile(vb.LogPath)
 		if err != nil {
 			return err

@@ -192,7 +192,7 @@ func TestGroupCoordinatorKilledWithLiveMembers(t *testing.T) {
 		t.Helper()
 		var d *sluicev1.DescribeGroupResponse
 		var offs map[int32]int64
-		testcluster.Wait(t, 30*time.Second, what, func() error {
+		testenv.Wait(t, 30*time.Second, what, func() error {
 			var err error
 			if d, err = admin.describe(ctx); err != nil {
 				return err
@@ -217,7 +217,7 @@ func TestGroupCoordinatorKilledWithLiveMembers(t *testing.T) {
 	committedNow := func(what string) map[int32]int64 {
 		t.Helper()
 		var offs map[int32]int64
-		testcluster.Wait(t, 30*time.Second, what, func() error {
+		testenv.Wait(t, 30*time.Second, what, func() error {
 			var err error
 			offs, err = admin.committed(ctx)
 			return err
@@ -281,7 +281,7 @@ func TestGroupCoordinatorKilledWithLiveMembers(t *testing.T) {
 	cancel()
 	acked, failed, sent := prod.snapshot()
 	require.Empty(t, failed, "every record is acknowledged within the delivery timeout (%d sent)", sent)
-	drained := testcluster.Retry(30*time.Second, func() error {
+	drained := testenv.Retry(30*time.Second, func() error {
 		if missing := h.missing(acked); len(missing) > 0 {
 			return fmt.Errorf("%d acknowledged records not processed yet, e.g. %v", len(missing), missing[:min(5, len(missing))])
 		}
@@ -434,7 +434,7 @@ func (a *groupAdmin) describe(ctx context.Context) (*sluicev1.DescribeGroupRespo
 func (a *groupAdmin) findCoordinator(t *testing.T, ctx context.Context, ok func(int32) bool) int32 {
 	t.Helper()
 	var id int32
-	testcluster.Wait(t, 30*time.Second, "a coordinator", func() error {
+	testenv.Wait(t, 30*time.Second, "a coordinator", func() error {
 		return a.call(ctx, func(gs sluicev1connect.GroupServiceClient) error {
 			res, err := gs.FindCoordinator(ctx, connect.NewRequest(&sluicev1.FindCoordinatorRequest{Group: a.group}))
 			if err != nil {

@@ -48,7 +48,7 @@ func TestCommittedOffsetsSurviveCoordinatorKill(t *testing.T) {
 	}
 	// any live broker forwards to the coordinator
 	call := func(what string, fn func(sluicev1connect.GroupServiceClient) error) {
-		testcluster.Wait(t, 30*time.Second, what, func() error {
+		testenv.Wait(t, 30*time.Second, what, func() error {
 			var last error
 			for _, id := range c.BrokerIDs() {
 				if last = fn(groups(id)); last == nil {

@@ -57,7 +57,7 @@ func TestIdempotenceSurvivesFailoverAndRestart(t *testing.T) {
 	}
 	leader := func() int32 {
 		var l int32
-		testcluster.Wait(t, 30*time.Second, "a leader", func() error {
+		testenv.Wait(t, 30*time.Second, "a leader", func() error {
 			md := tc.NewestMetadata(ctx)
 			if l = md[0].Leader; l < 0 {
 				return errors.New("offline")
@@ -110,7 +110,7 @@ func TestIdempotenceSurvivesFailoverAndRestart(t *testing.T) {
 
 	old := leader()
 	c.Kill(old)
-	testcluster.Wait(t, 30*time.Second, "a new leader", func() error {
+	testenv.Wait(t, 30*time.Second, "a new leader", func() error {
 		if l := tc.NewestMetadata(ctx)[0].Leader; l == old || l < 0 {
 			return fmt.Errorf("leader %d", l)
 		}

@@ -161,7 +161,7 @@ func TestE2EPartitionGrowthUnderLoad(t *testing.T) {
 	admin := &groupAdmin{cl: newClient("admin"), group: group, topic: topic}
 	waitStable := func(what string, partitions int) {
 		t.Helper()
-		testcluster.Wait(t, 60*time.Second, what, func() error {
+		testenv.Wait(t, 60*time.Second, what, func() error {
 			d, err := admin.describe(ctx)
 			if err != nil {
 				return err
@@ -247,7 +247,7 @@ func TestE2EPartitionGrowthUnderLoad(t *testing.T) {
 	}()
 	atLeast := func(what string, count func() map[int32]int, from, to int32, n int) {
 		t.Helper()
-		testcluster.Wait(t, 90*time.Second, what, func() error {
+		testenv.Wait(t, 90*time.Second, what, func() error {
 			got := count()
 			for q := from; q < to; q++ {
 				if got[q] < n {
@@ -299,7 +299,7 @@ func TestE2EPartitionGrowthUnderLoad(t *testing.T) {
 		require.Equal(t, testcluster.Acked, op.Outcome, "every record is acknowledged: %s (%s)", op.Values[0], op.Err)
 		acked = append(acked, op.Values[0])
 	}
-	testcluster.Wait(t, 90*time.Second, "every acknowledged record processed", func() error {
+	testenv.Wait(t, 90*time.Second, "every acknowledged record processed", func() error {
 		gh.mu.Lock()
 		defer gh.mu.Unlock()
 		for _, v := range acked {
@@ -391,7 +391,7 @@ func TestTieredGrownPartitions(t *testing.T) {
 	res, err := topics.CreatePartitions(ctx, connect.NewRequest(&sluicev1.CreatePartitionsRequest{Name: tierTopic, PartitionCount: 3}))
 	require.NoError(t, err)
 	require.Len(t, res.Msg.GetPartitions(), 3)
-	testcluster.Wait(t, 30*time.Second, "every broker knows the new partitions, and the test client their leaders", func() error {
+	testenv.Wait(t, 30*time.Second, "every broker knows the new partitions, and the test client their leaders", func() error {
 		for _, id := range e.c.BrokerIDs() {
 			md, err := e.cl.Metadata(ctx, id)
 			if err != nil {

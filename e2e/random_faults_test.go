@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/testcluster"
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 var faultSeedFlag = flag.String("fault-seed", "", "seed of TestClusterRandomFaults' fault schedule (default $SLUICE_FAULT_SEED, else 1)")
@@ -189,7 +190,7 @@ func (s *scenario) waitHealthy(since time.Time) {
 // partition with a leader and all its replicas in the ISR, and reports
 // whether it did.
 func (s *scenario) waitFullISR(timeout time.Duration) bool {
-	err := testcluster.Retry(timeout, func() error {
+	err := testenv.Retry(timeout, func() error {
 		for _, id := range s.c.BrokerIDs() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			md, err := s.cl.Metadata(ctx, id)

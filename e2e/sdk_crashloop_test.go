@@ -163,7 +163,7 @@ func sdkCrashLoop(t *testing.T, seed uint64, deliveryTimeout time.Duration) {
 		t.Helper()
 		c.WaitLive(c.BrokerIDs()...)
 		for p := range int32(partitions) {
-			testcluster.Wait(t, 90*time.Second, fmt.Sprintf("partition %d to acknowledge acks=all (%s)", p, what), func() error {
+			testenv.Wait(t, 90*time.Second, fmt.Sprintf("partition %d to acknowledge acks=all (%s)", p, what), func() error {
 				pctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 				defer cancel()
 				return tc.Produce(pctx, p, []string{"-1"}, sluicev1.Acks_ACKS_ALL, 2*time.Second).Err
@@ -175,7 +175,7 @@ func sdkCrashLoop(t *testing.T, seed uint64, deliveryTimeout time.Duration) {
 	// acknowledged a record after since, and fails with the wedged ones.
 	everyPartitionAcked := func(since time.Time, bound time.Duration, what string) {
 		t.Helper()
-		testcluster.Wait(t, bound, what, func() error {
+		testenv.Wait(t, bound, what, func() error {
 			var wedged []string
 			for _, cp := range producers {
 				got := cp.ackedSince(since)

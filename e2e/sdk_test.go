@@ -70,7 +70,7 @@ func readBack(t *testing.T, c *client.Client, topic string) map[int32][]int {
 	want := 0
 	for p := range n {
 		var hw int64
-		testcluster.Wait(t, 30*time.Second, "high watermark", func() error {
+		testenv.Wait(t, 30*time.Second, "high watermark", func() error {
 			_, hw, err = c.Watermarks(ctx, topic, p)
 			return err
 		})

@@ -174,10 +174,10 @@ func (r *staticGroupRun) waitConsumed(n int, committed bool, alive ...*cliProc) 
 	r.t.Helper()
 	ctx := r.t.Context()
 	var d *sluicev1.DescribeGroupResponse
-	testcluster.Wait(r.t, 60*time.Second, fmt.Sprintf("%d records consumed (committed: %v) by a stable group of two", n, committed), func() error {
+	testenv.Wait(r.t, 60*time.Second, fmt.Sprintf("%d records consumed (committed: %v) by a stable group of two", n, committed), func() error {
 		for _, p := range alive {
 			if exited(p) {
-				return testcluster.Permanent(fmt.Errorf("%v exited: %v\n%s", p.cmd.Args, p.err, p.stderr.String()))
+				return testenv.Permanent(fmt.Errorf("%v exited: %v\n%s", p.cmd.Args, p.err, p.stderr.String()))
 			}
 		}
 		seen := r.counts()
@@ -221,9 +221,9 @@ func (r *staticGroupRun) committedAll(n int) error {
 func (r *staticGroupRun) waitReplaced(old string, want []int32, alive *cliProc) *sluicev1.DescribeGroupResponse {
 	r.t.Helper()
 	var d *sluicev1.DescribeGroupResponse
-	testcluster.Wait(r.t, 60*time.Second, "the new pod-x process holding the old one's partitions", func() error {
+	testenv.Wait(r.t, 60*time.Second, "the new pod-x process holding the old one's partitions", func() error {
 		if exited(alive) {
-			return testcluster.Permanent(fmt.Errorf("the new pod-x process exited: %v\n%s", alive.err, alive.stderr.String()))
+			return testenv.Permanent(fmt.Errorf("the new pod-x process exited: %v\n%s", alive.err, alive.stderr.String()))
 		}
 		var err error
 		if d, err = r.admin.describe(r.t.Context()); err != nil {

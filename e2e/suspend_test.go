@@ -104,9 +104,9 @@ func isSuspended(err error) (bool, error) {
 		if strings.Contains(err.Error(), "tenant is suspended") {
 			return true, nil
 		}
-		return false, testcluster.Permanent(err)
+		return false, testenv.Permanent(err)
 	case connect.CodeUnauthenticated:
-		return false, testcluster.Permanent(fmt.Errorf("a suspended tenant's token must be PermissionDenied, not Unauthenticated: %w", err))
+		return false, testenv.Permanent(fmt.Errorf("a suspended tenant's token must be PermissionDenied, not Unauthenticated: %w", err))
 	}
 	return false, nil
 }
@@ -135,7 +135,7 @@ func TestClusterSuspendedTenantRefusedAtBrokers(t *testing.T) {
 	begin := time.Now()
 	waitAcked := func(p *liveProducer, after time.Time, what string) {
 		t.Helper()
-		testcluster.Wait(t, 30*time.Second, what, func() error {
+		testenv.Wait(t, 30*time.Second, what, func() error {
 			for _, r := range p.since(after) {
 				if r.err == nil {
 					return nil
@@ -181,7 +181,7 @@ func TestClusterSuspendedTenantRefusedAtBrokers(t *testing.T) {
 	// broker asked, never forwarded), then also its produce, whether it
 	// leads the partition or would forward to the leader.
 	refusedAt := map[int32]time.Duration{}
-	testcluster.Wait(t, suspendBound, "every broker refusing the suspended tenant", func() error {
+	testenv.Wait(t, suspendBound, "every broker refusing the suspended tenant", func() error {
 		for _, id := range c.BrokerIDs() {
 			if _, ok := refusedAt[id]; ok {
 				continue
@@ -213,7 +213,7 @@ func TestClusterSuspendedTenantRefusedAtBrokers(t *testing.T) {
 		t.Fatalf("the long poll is still waiting %v after the suspension", suspendBound)
 	}
 	// The live producer is refused too, and the control plane mints no token.
-	testcluster.Wait(t, suspendBound, "the live producer refused", func() error {
+	testenv.Wait(t, suspendBound, "the live producer refused", func() error {
 		for _, r := range acmeProducer.since(allRefused) {
 			requireSuspended(t, r.err, "acme's live producer")
 			return nil
@@ -247,7 +247,7 @@ func TestClusterSuspendedTenantRefusedAtBrokers(t *testing.T) {
 	require.NoError(t, c.SetTenantStatus(ctx, acme.TenantID, "active"))
 	reinstated := time.Now()
 	acceptedAt := map[int32]time.Duration{}
-	testcluster.Wait(t, suspendBound, "every broker accepting the reinstated tenant", func() error {
+	testenv.Wait(t, suspendBound, "every broker accepting the reinstated tenant", func() error {
 		for _, id := range c.BrokerIDs() {
 			if _, ok := acceptedAt[id]; ok {
 				continue
@@ -260,7 +260,7 @@ func TestClusterSuspendedTenantRefusedAtBrokers(t *testing.T) {
 		return nil
 	})
 	t.Logf("every broker accepted the reinstated tenant within %v (per broker: %v)", time.Since(reinstated).Round(time.Millisecond), acceptedAt)
-	testcluster.Wait(t, 30*time.Second, "the reinstated tenant's produce through every broker", func() error {
+	testenv.Wait(t, 30*time.Second, "the reinstated tenant's produce through every broker", func() error {
 		for _, id := range c.BrokerIDs() {
 			if err := produceVia(acme, id); err != nil {
 				return fmt.Errorf("broker %d: %w", id, err)

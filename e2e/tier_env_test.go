@@ -123,7 +123,7 @@ func startTier(t testing.TB, o tierOpts) *tierEnv {
 // broker lease, 3s) is over, so that it elects leaders at once.
 func (e *tierEnv) waitControllerGrace() {
 	e.t.Helper()
-	testcluster.Wait(e.t, 10*time.Second, "the controller's startup grace to end", func() error {
+	testenv.Wait(e.t, 10*time.Second, "the controller's startup grace to end", func() error {
 		if d := time.Since(e.started); d < 4*time.Second {
 			return fmt.Errorf("cluster up for %s", d)
 		}
@@ -559,7 +559,7 @@ func (e *tierEnv) waitHotTail(partition int32, brokers []int32, through int64, t
 	e.t.Helper()
 	var r remoteState
 	bound := e.localRetention + 2*e.segmentBytes
-	testcluster.Wait(e.t, timeout, fmt.Sprintf("partition %d tiered: only the hot tail on brokers %v", partition, brokers), func() error {
+	testenv.Wait(e.t, timeout, fmt.Sprintf("partition %d tiered: only the hot tail on brokers %v", partition, brokers), func() error {
 		// The disks first: what is copied only grows, so a local log start
 		// seen before the metadata can be compared with it.
 		locals := make([]localLog, len(brokers))
@@ -571,12 +571,12 @@ func (e *tierEnv) waitHotTail(partition int32, brokers []int32, through int64, t
 		}
 		var err error
 		if r, err = e.remote(context.Background(), partition); err != nil {
-			return testcluster.Permanent(err)
+			return testenv.Permanent(err)
 		}
 		for i, b := range brokers {
 			l := locals[i]
 			if l.Start() > r.Through+1 {
-				return testcluster.Permanent(fmt.Errorf("broker %d deleted offsets [%d, %d) that are not copied (copied through %d)", b, r.Through+1, l.Start(), r.Through))
+				return testenv.Permanent(fmt.Errorf("broker %d deleted offsets [%d, %d) that are not copied (copied through %d)", b, r.Through+1, l.Start(), r.Through))
 			}
 		}
 		if r.Through < through {

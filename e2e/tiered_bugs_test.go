@@ -12,6 +12,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testcluster"
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // Tests of tiered storage that fail today (issue 7 report): kept out of
@@ -90,7 +91,7 @@ func TestTieredOutagePendingBytesAndBackoff(t *testing.T) {
 	prev := failed()
 	var pending float64
 	for range 10 {
-		testcluster.Wait(t, 2*time.Second, "a second", func() error {
+		testenv.Wait(t, 2*time.Second, "a second", func() error {
 			if time.Since(outage) < time.Duration(len(perSecond)+2)*time.Second {
 				return fmt.Errorf("not yet")
 			}

@@ -166,10 +166,10 @@ func TestTieredLeaderKilledDuringUpload(t *testing.T) {
 	old := e.leader(0)
 	require.Positive(t, old.Leader)
 	var atKill remoteState
-	testcluster.Wait(t, 2*time.Minute, "finished copies, a copy in flight and closed segments waiting", func() error {
+	testenv.Wait(t, 2*time.Minute, "finished copies, a copy in flight and closed segments waiting", func() error {
 		r, err := e.remote(ctx, 0)
 		if err != nil {
-			return testcluster.Permanent(err)
+			return testenv.Permanent(err)
 		}
 		l, err := e.localLog(old.Leader, 0)
 		if err != nil {
@@ -193,7 +193,7 @@ func TestTieredLeaderKilledDuringUpload(t *testing.T) {
 	e.link.SetRate(0)
 
 	var next testcluster.PartitionInfo
-	testcluster.Wait(t, 30*time.Second, "a new leader", func() error {
+	testenv.Wait(t, 30*time.Second, "a new leader", func() error {
 		next = e.leader(0)
 		if next.Leader <= 0 || next.Leader == old.Leader || next.LeaderEpoch <= old.LeaderEpoch {
 			return fmt.Errorf("leader %d at epoch %d", next.Leader, next.LeaderEpoch)
@@ -202,7 +202,7 @@ func TestTieredLeaderKilledDuringUpload(t *testing.T) {
 	})
 	// Produce 8 MiB more under the new leader, then stop.
 	n0, _, _ := pr.stats()
-	testcluster.Wait(t, time.Minute, "8 MiB more acknowledged by the new leader", func() error {
+	testenv.Wait(t, time.Minute, "8 MiB more acknowledged by the new leader", func() error {
 		if n, _, _ := pr.stats(); (n-n0)*int64(pl.size) < 8<<20 {
 			return fmt.Errorf("%d records since the kill", n-n0)
 		}
@@ -217,10 +217,10 @@ func TestTieredLeaderKilledDuringUpload(t *testing.T) {
 	// new leader and the survivor run) keep only the hot tail.
 	survivors := slices.DeleteFunc(e.c.BrokerIDs(), func(id int32) bool { return id == old.Leader })
 	r := e.waitHotTail(0, survivors, records-e.tailRecords(pl.size), 2*time.Minute)
-	testcluster.Wait(t, 30*time.Second, "no copy left unfinished", func() error {
+	testenv.Wait(t, 30*time.Second, "no copy left unfinished", func() error {
 		var err error
 		if r, err = e.remote(ctx, 0); err != nil {
-			return testcluster.Permanent(err)
+			return testenv.Permanent(err)
 		}
 		if n := r.count(sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_COPY_STARTED) + r.count(sluicev1.RemoteSegmentState_REMOTE_SEGMENT_STATE_DELETE_STARTED); n > 0 {
 			return fmt.Errorf("%d segments in COPY_STARTED or DELETE_STARTED: %s", n, describeRemote(r.All))
@@ -295,7 +295,7 @@ func TestTieredEmptyDiskBrokerServesFromObjectStore(t *testing.T) {
 	preferred := md.Replicas[0]
 	require.Equal(t, preferred, md.Leader, "the preferred replica leads at first")
 	e.c.Kill(preferred)
-	testcluster.Wait(t, 30*time.Second, "another leader", func() error {
+	testenv.Wait(t, 30*time.Second, "another leader", func() error {
 		if l := e.leader(0); l.Leader <= 0 || l.Leader == preferred {
 			return fmt.Errorf("leader %d", l.Leader)
 		}
@@ -307,7 +307,7 @@ func TestTieredEmptyDiskBrokerServesFromObjectStore(t *testing.T) {
 
 	e.c.Restart(preferred, true)
 	e.c.WaitLive(preferred)
-	testcluster.Wait(t, time.Minute, fmt.Sprintf("broker %d leading again, by its own metadata", preferred), func() error {
+	testenv.Wait(t, time.Minute, fmt.Sprintf("broker %d leading again, by its own metadata", preferred), func() error {
 		md, err := e.cl.Metadata(ctx, preferred)
 		if err != nil {
 			return err
@@ -326,7 +326,7 @@ func TestTieredEmptyDiskBrokerServesFromObjectStore(t *testing.T) {
 	began := time.Now()
 	var first *sluicev1.FetchResponse
 	var refusals []string
-	testcluster.Wait(t, 10*time.Second, "offset 0 from the wiped broker", func() error {
+	testenv.Wait(t, 10*time.Second, "offset 0 from the wiped broker", func() error {
 		req := connect.NewRequest(&sluicev1.FetchRequest{Topic: tierTopic, Partition: 0, Offset: 0, MaxBytes: 1 << 20})
 		testcluster.NoForward(req.Header())
 		res, err := e.cl.Records(preferred).Fetch(ctx, req)
@@ -335,7 +335,7 @@ func TestTieredEmptyDiskBrokerServesFromObjectStore(t *testing.T) {
 			// NotLeader for the moment between its metadata naming it and
 			// its partition taking over.
 			if connect.CodeOf(err) != connect.CodeUnavailable && testcluster.NotLeaderOf(err) == nil {
-				return testcluster.Permanent(err)
+				return testenv.Permanent(err)
 			}
 			refusals = append(refusals, err.Error())
 			return err
@@ -411,9 +411,9 @@ func TestTieredObjectStoreOutage(t *testing.T) {
 		}
 		return nil
 	}
-	testcluster.Wait(t, 30*time.Second, "failed copies during the outage, hot tails past the local retention", func() error {
+	testenv.Wait(t, 30*time.Second, "failed copies during the outage, hot tails past the local retention", func() error {
 		if err := check(); err != nil {
-			return testcluster.Permanent(err)
+			return testenv.Permanent(err)
 		}
 		if n := e.mustMetric(leader, "sluice_tier_upload_errors_total"); n <= errorsBefore {
 			return fmt.Errorf("%v upload errors", n)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,7 +187,7 @@ func ReadFinal(t testing.TB, cl *Client, partitions []int32) map[int32][]Record 
 // every replica, in the newest metadata.
 func WaitQuiesced(t testing.TB, cl *Client, partitions []int32, timeout time.Duration) {
 	t.Helper()
-	Wait(t, timeout, "partitions fully in sync", func() error {
+	testenv.Wait(t, timeout, "partitions fully in sync", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		md := cl.NewestMetadata(ctx)
@@ -208,7 +209,7 @@ func WaitQuiesced(t testing.TB, cl *Client, partitions []int32, timeout time.Dur
 // first difference when they do not become so within timeout.
 func WaitReplicasIdentical(t testing.TB, cl *Client, partitions []int32, timeout time.Duration) {
 	t.Helper()
-	Wait(t, timeout, "replicas byte-identical", func() error {
+	testenv.Wait(t, timeout, "replicas byte-identical", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		md := cl.NewestMetadata(ctx)

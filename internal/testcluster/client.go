@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -83,7 +84,7 @@ func (c *Cluster) NewClientWithConfig(t testing.TB, tenant, topic string, partit
 		cl.leaders[p.GetPartition()] = p.GetLeader()
 	}
 	// Ready when every broker knows every partition's leader.
-	Wait(t, 30*time.Second, "topic assignments on every broker", func() error {
+	testenv.Wait(t, 30*time.Second, "topic assignments on every broker", func() error {
 		for _, id := range c.BrokerIDs() {
 			md, err := cl.Metadata(ctx, id)
 			if err != nil {
@@ -292,7 +293,7 @@ func (cl *Client) FetchFrom(ctx context.Context, broker, partition int32, offset
 func (cl *Client) ReadAll(ctx context.Context, partition int32) ([]Record, error) {
 	var out []Record
 	var hw int64 = -1
-	err := Retry(60*time.Second, func() error {
+	err := testenv.Retry(60*time.Second, func() error {
 		for {
 			off := int64(0)
 			if len(out) > 0 {

@@ -164,9 +164,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	Wait(t, 60*time.Second, "control plane ready", func() error {
+	testenv.Wait(t, 60*time.Second, "control plane ready", func() error {
 		if done, err := c.cp.exited(); done {
-			return Permanent(fmt.Errorf("control plane exited: %v\n%s", err, tail(c.cp.logPath, 4000)))
+			return testenv.Permanent(fmt.Errorf("control plane exited: %v\n%s", err, tail(c.cp.logPath, 4000)))
 		}
 		return httpOK(c.hc, "http://"+c.cpAddr+"/readyz")
 	})
@@ -229,7 +229,7 @@ func (c *Cluster) startServing(b *Broker) {
 		start := logSize(b.LogPath)
 		c.startBroker(b)
 		var inUse string
-		Wait(c.t, 30*time.Second, fmt.Sprintf("broker %d listening", b.ID), func() error {
+		testenv.Wait(c.t, 30*time.Second, fmt.Sprintf("broker %d listening", b.ID), func() error {
 			out := readFrom(b.LogPath, start)
 			if done, _ := b.proc.exited(); done {
 				inUse = addrInUse(out, b.ListenAddr, b.MetricsAddr)
@@ -448,10 +448,10 @@ func (c *Cluster) LiveBrokers(ctx context.Context) ([]int32, error) {
 // (registered with a current lease) and each one answers /readyz.
 func (c *Cluster) WaitLive(ids ...int32) {
 	c.t.Helper()
-	Wait(c.t, 60*time.Second, fmt.Sprintf("brokers %v live", ids), func() error {
+	testenv.Wait(c.t, 60*time.Second, fmt.Sprintf("brokers %v live", ids), func() error {
 		for _, id := range ids {
 			if done, err := c.Broker(id).proc.exited(); done {
-				return Permanent(fmt.Errorf("broker %d exited: %v\n%s", id, err, tail(c.Broker(id).LogPath, 4000)))
+				return testenv.Permanent(fmt.Errorf("broker %d exited: %v\n%s", id, err, tail(c.Broker(id).LogPath, 4000)))
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -476,7 +476,7 @@ func (c *Cluster) WaitLive(ids ...int32) {
 // lease expired).
 func (c *Cluster) WaitDead(id int32) {
 	c.t.Helper()
-	Wait(c.t, 30*time.Second, fmt.Sprintf("broker %d's lease expired", id), func() error {
+	testenv.Wait(c.t, 30*time.Second, fmt.Sprintf("broker %d's lease expired", id), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		live, err := c.LiveBrokers(ctx)

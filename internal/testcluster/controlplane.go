@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"strings"
 	"time"
 )
@@ -48,17 +49,17 @@ func (c *Cluster) RestartControlPlane() {
 	if err := start(); err != nil {
 		c.t.Fatal(err)
 	}
-	Wait(c.t, 30*time.Second, "the restarted control plane ready", func() error {
+	testenv.Wait(c.t, 30*time.Second, "the restarted control plane ready", func() error {
 		if done, err := c.cp.exited(); done {
 			out := lastRun(tail(logPath, 4000))
 			// The listen address is an ephemeral port: in the rare case that
 			// an outgoing connection holds it for a moment, start again.
 			if !strings.Contains(out, "address already in use") {
-				return Permanent(fmt.Errorf("restarted control plane exited: %v\n%s", err, out))
+				return testenv.Permanent(fmt.Errorf("restarted control plane exited: %v\n%s", err, out))
 			}
 			c.mark("control plane could not listen on %s; starting it again", c.cpAddr)
 			if err := start(); err != nil {
-				return Permanent(err)
+				return testenv.Permanent(err)
 			}
 			return fmt.Errorf("control plane could not listen on %s", c.cpAddr)
 		}
