@@ -45,7 +45,7 @@ func writeHW(dir string, hw int64) error {
 // checkpointHW writes the partition's HW when it moved since the last write.
 func (p *partition) checkpointHW() error {
 	p.mu.Lock()
-	hw, last := p.hw, p.savedHW
+	hw, last := p.hwLocked(), p.savedHW
 	p.mu.Unlock()
 	if hw == last {
 		return nil

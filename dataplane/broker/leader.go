@@ -37,7 +37,7 @@ func (p *partition) newLeaderLocked(pm partMeta, cfg topicConfig, now time.Time)
 		MinISR:         minISR,
 		LagTimeMax:     p.b.cfg.ReplicaLagTimeMax,
 		Log:            logState(p.log),
-		HW:             min(p.hw, p.log.LEO()),
+		HW:             min(p.roleHW, p.log.LEO()),
 		Now:            now,
 	})
 }

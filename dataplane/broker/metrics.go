@@ -148,7 +148,7 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	parts := c.b.partitions()
 	for _, p := range parts {
 		p.mu.Lock()
-		r, hw, isr := p.role, p.hw, len(p.meta.isr)
+		r, hw, isr := p.role, p.hwLocked(), len(p.meta.isr)
 		p.mu.Unlock()
 		name := map[role]string{roleLeader: "leader", roleFollower: "follower", roleNone: "none"}[r]
 		part := strconv.Itoa(int(p.id))

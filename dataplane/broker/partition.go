@@ -28,8 +28,11 @@ const (
 )
 
 // partition is one partition replica on this broker: its log, its role and
-// the leader's replication state. mu guards everything but log (which has
-// its own single-writer discipline: only the goroutine holding mu appends).
+// the replication state machine of that role (replica.Leader or
+// replica.Follower), which own the HW, the ISR and acks=all waits; the
+// partition keeps no copy of them. mu guards everything but log (which has
+// its own single-writer discipline: only the goroutine holding mu appends)
+// and serialises every call to the state machines.
 type partition struct {
 	b        *Broker
 	tenantID string
@@ -42,9 +45,13 @@ type partition struct {
 	meta partMeta
 	cfg  topicConfig
 	role role
-	hw   int64
-	hwCh chan struct{}   // closed and replaced on every append, HW or role change
-	lead *replica.Leader // set while leader
+	hwCh chan struct{}     // closed and replaced on every append, HW or role change
+	lead *replica.Leader   // set while leader
+	fol  *replica.Follower // set while following a leader
+	// roleHW is the HW while neither state machine is set: read from the
+	// checkpoint at open, then what the last one had when its role ended.
+	// It seeds the next role's state machine.
+	roleHW int64
 	// savedHW is the HW last written to the checkpoint file.
 	savedHW int64
 	stopF   context.CancelFunc
@@ -149,7 +156,18 @@ func (p *partition) notifyLocked() {
 func (p *partition) highWatermark() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.hw
+	return p.hwLocked()
+}
+
+// hwLocked is the replica's HW, read from the state machine of its role.
+func (p *partition) hwLocked() int64 {
+	switch {
+	case p.lead != nil:
+		return p.lead.HW()
+	case p.fol != nil:
+		return p.fol.HW()
+	}
+	return p.roleHW
 }
 
 // readerHW is the HW to show readers on the leader, or errHWCatchingUp
@@ -163,7 +181,7 @@ func (p *partition) readerHW() (int64, error) {
 	if p.lead.HW() < p.lead.EpochStartOffset() {
 		return 0, errHWCatchingUp
 	}
-	return p.hw, nil
+	return p.lead.HW(), nil
 }
 
 // produceResult is what a produce returns.
@@ -255,7 +273,6 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 		p.mu.Unlock()
 		return produceResult{}, fmt.Errorf("record append: %w", err)
 	}
-	p.hw = lead.HW()
 	p.notifyLocked() // wakes follower fetches (new data) and waiters (HW)
 	p.mu.Unlock()
 	if appendErr != nil {
@@ -327,7 +344,7 @@ func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait 
 			p.mu.Unlock()
 			return nil, 0, err
 		}
-		hw, ch, isLeader, meta := p.hw, p.hwCh, p.role == roleLeader && p.lead != nil, p.meta
+		hw, ch, isLeader, meta := p.hwLocked(), p.hwCh, p.role == roleLeader && p.lead != nil, p.meta
 		catchingUp := isLeader && p.lead.HW() < p.lead.EpochStartOffset()
 		p.mu.Unlock()
 		if !isLeader {

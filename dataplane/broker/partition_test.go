@@ -53,22 +53,49 @@ func newFollower(t *testing.T, b *Broker, unclean bool) *partition {
 	_, err = p.log.AppendFollower(batchesOf(t, 0, 10, 3))
 	require.NoError(t, err)
 	p.mu.Lock()
-	p.role, p.cfg, p.hw = roleFollower, tm.config, 8
+	p.role, p.cfg = roleFollower, tm.config
 	p.meta = partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 2, leaderEpoch: 3, isr: []int32{1, 2, 3}}
+	p.fol, err = replica.NewFollower(replica.FollowerParams{Self: 1, BrokerEpoch: 1, Leader: 2, LeaderEpoch: 3, HW: 8, Unclean: unclean})
 	p.mu.Unlock()
+	require.NoError(t, err)
 	return p
+}
+
+// nextFetch is the fetch p's follower state machine sends next.
+func nextFetch(p *partition) (*replica.Follower, replica.FetchRequest) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fol, p.fol.Next(logState(p.log))
+}
+
+// applyNext applies res as the answer to p's next fetch.
+func applyNext(p *partition, res *sluicev1.FetchReplicaResponse) error {
+	fol, q := nextFetch(p)
+	return p.applyFetch(fol, q, res)
 }
 
 func TestBrokerFollowerDropsStaleFetchAnswers(t *testing.T) {
 	t.Parallel()
 	p := newFollower(t, newTestBroker(t), false)
-	// An answer from the previous leadership (epoch 2, leader 3) is ignored.
-	require.NoError(t, p.applyFetch(3, 2, &sluicev1.FetchReplicaResponse{Batches: batchesOf(t, 10, 2, 3), HighWatermark: 12}))
+	fol, q := nextFetch(p)
+	// An answer for the previous leadership (epoch 2) is ignored.
+	old := q
+	old.LeaderEpoch = 2
+	require.NoError(t, p.applyFetch(fol, old, &sluicev1.FetchReplicaResponse{Batches: batchesOf(t, 10, 2, 3), HighWatermark: 12}))
+	require.EqualValues(t, 8, p.highWatermark())
+	// So is one for a follower state machine that was replaced.
+	stale, err := replica.NewFollower(replica.FollowerParams{Self: 1, Leader: 2, LeaderEpoch: 3})
+	require.NoError(t, err)
+	require.NoError(t, p.applyFetch(stale, q, &sluicev1.FetchReplicaResponse{Batches: batchesOf(t, 10, 2, 3), HighWatermark: 12}))
 	require.EqualValues(t, 10, p.log.LEO())
 	require.EqualValues(t, 8, p.highWatermark())
 	// The current leadership's answer is applied.
-	require.NoError(t, p.applyFetch(2, 3, &sluicev1.FetchReplicaResponse{Batches: batchesOf(t, 10, 2, 3), HighWatermark: 12}))
+	require.NoError(t, p.applyFetch(fol, q, &sluicev1.FetchReplicaResponse{Batches: batchesOf(t, 10, 2, 3), HighWatermark: 12}))
 	require.EqualValues(t, 12, p.log.LEO())
+	require.EqualValues(t, 12, p.highWatermark())
+	// A lower HW from the leader does not move the follower's back.
+	fol, q = nextFetch(p)
+	require.NoError(t, p.applyFetch(fol, q, &sluicev1.FetchReplicaResponse{HighWatermark: 9}))
 	require.EqualValues(t, 12, p.highWatermark())
 }
 
@@ -78,20 +105,23 @@ func TestBrokerFollowerNeverTruncatesCommittedRecords(t *testing.T) {
 	diverge := &sluicev1.FetchReplicaResponse{DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: 3, EndOffset: 5}}
 
 	p := newFollower(t, b, false)
-	err := p.applyFetch(2, 3, diverge)
-	require.ErrorContains(t, err, "below the high watermark 8: refusing")
+	err := applyNext(p, diverge)
+	require.ErrorIs(t, err, replica.ErrTruncateBelowHW)
+	require.ErrorContains(t, err, "refusing to truncate")
 	require.EqualValues(t, 10, p.log.LEO(), "nothing truncated")
+	require.EqualValues(t, 8, p.highWatermark())
 
 	// Unclean election opted in: the loss is accepted.
 	p = newFollower(t, newTestBroker(t), true)
-	require.NoError(t, p.applyFetch(2, 3, diverge))
+	require.NoError(t, applyNext(p, diverge))
 	require.EqualValues(t, 5, p.log.LEO())
 	require.EqualValues(t, 5, p.highWatermark())
 
 	// A divergence above the HW is an ordinary truncation.
 	p = newFollower(t, newTestBroker(t), false)
-	require.NoError(t, p.applyFetch(2, 3, &sluicev1.FetchReplicaResponse{DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: 3, EndOffset: 9}}))
+	require.NoError(t, applyNext(p, &sluicev1.FetchReplicaResponse{DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: 3, EndOffset: 9}}))
 	require.EqualValues(t, 9, p.log.LEO())
+	require.EqualValues(t, 8, p.highWatermark())
 }
 
 // lead makes p the leader at epoch 4 with the given HW.
@@ -100,7 +130,8 @@ func lead(t *testing.T, p *partition, hw int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.meta = partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 1, leaderEpoch: 4, isr: []int32{1, 2, 3}}
-	p.hw = hw
+	p.endRoleLocked(4)
+	p.roleHW = hw
 	l, err := p.newLeaderLocked(p.meta, p.cfg, time.Now())
 	require.NoError(t, err)
 	p.lead, p.role = l, roleLeader
@@ -121,7 +152,6 @@ func TestBrokerNewLeaderHidesHWUntilEstablished(t *testing.T) {
 		_, ferr := p.lead.FollowerFetch(replica.FetchRequest{Replica: f, BrokerEpoch: 1, LeaderEpoch: 4, FetchOffset: 10, LastFetchedEpoch: 3}, time.Now())
 		require.NoError(t, ferr)
 	}
-	p.hw = p.lead.HW()
 	p.mu.Unlock()
 	hw, err := p.readerHW()
 	require.NoError(t, err)
@@ -145,7 +175,7 @@ func TestBrokerAcksAllWaitEndsWithItsLeadership(t *testing.T) {
 	l, err := p.newLeaderLocked(partMeta{partition: 0, replicas: []int32{1}, leader: 1, leaderEpoch: 5, isr: []int32{1}}, topicConfig{minISR: 1}, time.Now())
 	require.NoError(t, err)
 	require.NoError(t, l.Append(12, time.Now()))
-	p.lead, p.hw = l, l.HW()
+	p.lead = l
 	p.notifyLocked()
 	p.mu.Unlock()
 	err = <-done
@@ -226,7 +256,7 @@ func TestBrokerRetentionNeverDeletesAboveTheHW(t *testing.T) {
 		require.NoError(t, p.log.Roll())
 	}
 	p.mu.Lock()
-	p.role, p.cfg, p.hw = roleFollower, tm.config, 8
+	p.role, p.cfg, p.roleHW = roleNone, tm.config, 8
 	p.mu.Unlock()
 
 	n, err := p.applyRetention()
@@ -235,7 +265,7 @@ func TestBrokerRetentionNeverDeletesAboveTheHW(t *testing.T) {
 	require.EqualValues(t, 5, p.log.LogStartOffset())
 
 	p.mu.Lock()
-	p.hw = 12
+	p.roleHW = 12
 	p.mu.Unlock()
 	n, err = p.applyRetention()
 	require.NoError(t, err)

@@ -202,7 +202,7 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 		return nil, fmt.Errorf("rebuild producer state: %w", err)
 	}
 	ps.Touch(time.Now().UnixMilli())
-	p := &partition{b: b, tenantID: t.tenantID, topicID: t.id, id: pm.partition, dir: dir, log: l, hw: hw, savedHW: hw,
+	p := &partition{b: b, tenantID: t.tenantID, topicID: t.id, id: pm.partition, dir: dir, log: l, roleHW: hw, savedHW: hw,
 		hwCh: make(chan struct{}), meta: partMeta{leader: -1, leaderEpoch: -1},
 		pstate: ps, snapOffset: ps.Offset(), snapAt: time.Now(), retainBelow: retainBelow, tiered: isTiered}
 	p.remoteThrough.Store(-1)
@@ -212,8 +212,9 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition, error) {
 }
 
 // update moves the replica to the role pm gives it. A new leader epoch
-// always restarts the role (KAFKA-7164: a follower re-checks for divergence
-// even when the leader id stays the same).
+// always restarts the role (KAFKA-7164: a follower's next fetch carries its
+// last epoch to the new leadership, which checks it for divergence even when
+// the leader id stays the same).
 func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 	self := p.b.cfg.ID
 	p.mu.Lock()
@@ -226,41 +227,59 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 	p.meta, p.cfg = pm, cfg
 	switch {
 	case pm.leader == self && (p.role != roleLeader || newEpoch || p.lead == nil):
-		p.stopLocked()
+		p.endRoleLocked(pm.leaderEpoch)
 		lead, err := p.newLeaderLocked(pm, cfg, time.Now())
 		if err != nil {
 			p.b.logger.Error("cannot lead partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "err", err)
-			p.lead, p.role = nil, roleNone
+			p.role = roleNone
 			break
 		}
 		p.lead, p.role = lead, roleLeader
-		p.hw = lead.HW()
-		p.b.logger.Log(ctx, roleLogLevel(pm), "leading partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "isr", pm.isr, "leo", p.log.LEO(), "hw", p.hw)
+		p.b.logger.Log(ctx, roleLogLevel(pm), "leading partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "isr", pm.isr, "leo", p.log.LEO(), "hw", lead.HW())
 	case pm.leader == self:
 		if cfg.minISR != prevCfg.minISR {
 			if err := p.lead.SetMinISR(max(1, int(cfg.minISR))); err != nil {
 				p.b.logger.Warn("apply min.insync.replicas", "topic", p.topicID, "partition", p.id, "err", err)
 			}
-			p.hw = p.lead.HW()
 		}
 		if pm.partitionEpoch > p.lead.PartitionEpoch() {
 			if err := p.lead.ISRChanged(pm.partitionEpoch, pm.isr); err != nil && !errors.Is(err, replica.ErrStalePartitionEpoch) {
 				p.b.logger.Warn("apply ISR", "topic", p.topicID, "partition", p.id, "isr", pm.isr, "err", err)
 			}
-			p.hw = p.lead.HW()
 		}
 	case p.role != roleFollower || newEpoch || prev.leader != pm.leader:
-		p.stopLocked()
-		p.lead = nil
+		p.endRoleLocked(pm.leaderEpoch)
 		p.role = roleFollower
-		if pm.leader >= 0 {
-			fctx, cancel := context.WithCancel(ctx)
-			p.stopF = cancel
-			go p.follow(fctx, pm.leader, pm.leaderEpoch)
+		if pm.leader < 0 {
+			break // offline: nobody to follow until a leader is elected
 		}
+		fol, err := replica.NewFollower(replica.FollowerParams{
+			Self: self, BrokerEpoch: p.b.brokerEpoch.Load(), Leader: pm.leader, LeaderEpoch: pm.leaderEpoch,
+			HW: min(p.roleHW, p.log.LEO()), Unclean: cfg.unclean,
+		})
+		if err != nil {
+			p.b.logger.Error("cannot follow partition", "topic", p.topicID, "partition", p.id, "leader", pm.leader, "leader_epoch", pm.leaderEpoch, "err", err)
+			break
+		}
+		p.fol = fol
+		fctx, cancel := context.WithCancel(ctx)
+		p.stopF = cancel
+		go p.follow(fctx, fol)
 		p.b.logger.Log(ctx, roleLogLevel(pm), "following partition", "topic", p.topicID, "partition", p.id, "leader", pm.leader, "leader_epoch", pm.leaderEpoch)
+	case p.fol != nil:
+		p.fol.SetUnclean(cfg.unclean)
 	}
 	p.notifyLocked()
+}
+
+// endRoleLocked ends the replica's current role, if any: it stops the
+// follower's fetching, resigns a leadership in favour of newLeaderEpoch
+// (failing its pending acks=all waits), and keeps the state machine's HW in
+// roleHW for the next role.
+func (p *partition) endRoleLocked(newLeaderEpoch int32) {
+	p.stopLocked()
+	p.roleHW = p.hwLocked()
+	p.lead, p.fol = nil, nil
 }
 
 // roleLogLevel is the level of a replica's "leading"/"following" line:
@@ -277,9 +296,8 @@ func roleLogLevel(pm partMeta) slog.Level {
 func (p *partition) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.stopLocked()
+	p.endRoleLocked(p.meta.leaderEpoch + 1)
 	p.role = roleNone
-	p.lead = nil
 	p.notifyLocked()
 }
 
@@ -290,29 +308,30 @@ func (p *partition) stopLocked() {
 	}
 }
 
-// lastEpoch is the epoch of the last batch in the log, or -1.
-func lastEpoch(l *log.Log) int32 {
-	es := l.Epochs()
-	if len(es) == 0 {
-		return -1
-	}
-	return es[len(es)-1].Epoch
-}
-
-// follow copies the leader's log until ctx ends: fetch from the local LEO,
-// append the bytes unchanged, and truncate first when the leader reports a
+// follow copies the leader's log until ctx ends, as the follower state
+// machine fol says: fetch from the local LEO with the last batch's epoch,
+// append the bytes unchanged, or truncate first when the leader reports a
 // divergence (KIP-101/279/320).
-func (p *partition) follow(ctx context.Context, leader int32, epoch int32) {
+func (p *partition) follow(ctx context.Context, fol *replica.Follower) {
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
+		p.mu.Lock()
+		if p.fol != fol {
+			p.mu.Unlock()
+			return
+		}
+		fol.SetBrokerEpoch(p.b.brokerEpoch.Load())
+		q := fol.Next(logState(p.log))
+		leader := fol.Leader()
+		p.mu.Unlock()
 		req := &sluicev1.FetchReplicaRequest{
-			FollowerId:          p.b.cfg.ID,
-			FollowerBrokerEpoch: p.b.brokerEpoch.Load(),
+			FollowerId:          q.Replica,
+			FollowerBrokerEpoch: q.BrokerEpoch,
 			TopicId:             p.topicID,
 			Partition:           p.id,
-			LeaderEpoch:         epoch,
-			FetchOffset:         p.log.LEO(),
-			LastFetchedEpoch:    lastEpoch(p.log),
+			LeaderEpoch:         q.LeaderEpoch,
+			FetchOffset:         q.FetchOffset,
+			LastFetchedEpoch:    q.LastFetchedEpoch,
 			MaxBytes:            4 << 20,
 			MaxWaitMs:           500,
 		}
@@ -327,7 +346,7 @@ func (p *partition) follow(ctx context.Context, leader int32, epoch int32) {
 			continue
 		}
 		backoff = 50 * time.Millisecond
-		if err := p.applyFetch(leader, epoch, res.Msg); err != nil {
+		if err := p.applyFetch(fol, q, res.Msg); err != nil {
 			if ferr := p.log.Failed(); ferr != nil {
 				p.b.failStop(p, ferr)
 				return
@@ -338,28 +357,35 @@ func (p *partition) follow(ctx context.Context, leader int32, epoch int32) {
 	}
 }
 
-func (p *partition) applyFetch(leader, epoch int32, res *sluicev1.FetchReplicaResponse) error {
+// applyFetch applies the leader's answer res to fetch q of follower fol:
+// the truncation or the HW that fol decides, and the records appended.
+func (p *partition) applyFetch(fol *replica.Follower, q replica.FetchRequest, res *sluicev1.FetchReplicaResponse) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.role != roleFollower || p.meta.leader != leader || p.meta.leaderEpoch != epoch {
-		return nil // an answer from a leadership this replica no longer follows
+	if p.fol != fol || p.role != roleFollower || fol.CheckAnswer(logState(p.log), q) != nil {
+		return nil // an answer for a leadership this replica no longer follows
 	}
 	if p.tiered {
 		p.remoteThrough.Store(res.GetCopiedEndOffset() - 1)
 	}
 	if d := res.GetDivergingEpoch(); d != nil {
-		to := truncationPoint(logState(p.log), p.hw, replica.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()})
-		if to < p.hw {
+		hw := fol.HW()
+		to, err := fol.HandleFetch(logState(p.log), q, replica.FetchDecision{
+			HW: res.GetHighWatermark(), Diverging: true,
+			DivergingEpoch: replica.EpochEndOffset{Epoch: d.GetEpoch(), EndOffset: d.GetEndOffset()},
+		})
+		switch {
+		case err != nil:
 			// Records below the HW are committed: a leader elected from the
 			// ISR has them all and never asks for this. Only an unclean
-			// election (an opt-in that accepts the loss) can; otherwise
-			// refuse rather than destroy committed data.
-			if !p.cfg.unclean {
-				return fmt.Errorf("leader %d at epoch %d asks to truncate to %d, below the high watermark %d: refusing", p.meta.leader, p.meta.leaderEpoch, to, p.hw)
-			}
+			// election (an opt-in that accepts the loss) can; otherwise the
+			// follower refuses rather than destroy committed data.
+			return fmt.Errorf("refusing to truncate: %w", err)
+		case to < hw:
 			p.b.logger.Error("truncating committed records after an unclean leader election",
-				"topic", p.topicID, "partition", p.id, "to", to, "hw", p.hw, "lost", p.hw-to)
+				"topic", p.topicID, "partition", p.id, "to", to, "hw", hw, "lost", hw-to)
 		}
+		defer func() { fol.Truncated(p.log.LEO()) }()
 		if to < p.log.LogStartOffset() {
 			// Nothing in common: start over at the leader's log start.
 			if err := p.resetProducerStateLocked(); err != nil {
@@ -373,63 +399,34 @@ func (p *partition) applyFetch(leader, epoch int32, res *sluicev1.FetchReplicaRe
 				return fmt.Errorf("truncate to %d: %w", to, err)
 			}
 			if err := p.rebuildProducerStateLocked(); err != nil {
-				p.hw = min(p.hw, p.log.LEO())
 				return err
 			}
 		}
 		p.b.logger.Info("truncated divergent tail", "topic", p.topicID, "partition", p.id, "to", p.log.LEO(), "leader_epoch_end", d.GetEpoch())
-		p.hw = min(p.hw, p.log.LEO())
 		return nil
 	}
 	if p.log.LEO() < res.GetLogStartOffset() {
 		// The leader no longer has what we need (retention): start over
-		// at its log start, then fetch from there.
+		// at its log start, then fetch from there. (Such an answer carries
+		// no records.)
 		if err := p.resetProducerStateLocked(); err != nil {
 			return err
 		}
 		if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
 			return fmt.Errorf("reset log: %w", err)
 		}
-		p.hw = min(p.hw, p.log.LEO())
 	}
 	if len(res.GetBatches()) > 0 {
-		if p.log.LEO() < res.GetLogStartOffset() {
-			if err := p.resetProducerStateLocked(); err != nil {
-				return err
-			}
-			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
-				return fmt.Errorf("reset log: %w", err)
-			}
-		}
 		if _, err := p.log.AppendFollower(res.GetBatches()); err != nil {
 			return fmt.Errorf("append follower: %w", err)
 		}
 		p.applyAppendedLocked(res.GetBatches())
 	}
-	if hw := min(res.GetHighWatermark(), p.log.LEO()); hw > p.hw {
-		p.hw = hw
+	if _, err := fol.HandleFetch(logState(p.log), q, replica.FetchDecision{HW: res.GetHighWatermark()}); err != nil {
+		return err
 	}
 	p.notifyLocked()
 	return nil
-}
-
-// truncationPoint is where a follower truncates when the leader reports
-// that their logs diverge (KIP-101, KIP-279): up to the end of the largest
-// epoch both logs know, or the follower's HW when the leader knows none.
-// The next fetch carries the follower's new last epoch, so the leader checks
-// again until the logs agree.
-func truncationPoint(local replica.LogState, hw int64, ans replica.EpochEndOffset) int64 {
-	if ans.Undefined() {
-		return min(hw, local.LEO)
-	}
-	mine := replica.EndOffsetFor(local.Epochs, ans.Epoch, local.LEO)
-	switch {
-	case mine.Undefined():
-		return min(ans.EndOffset, local.LEO)
-	case mine.Epoch != ans.Epoch:
-		return min(mine.EndOffset, local.LEO)
-	}
-	return min(mine.EndOffset, ans.EndOffset, local.LEO)
 }
 
 // replicaService serves followers' fetches on the leader.
@@ -484,8 +481,9 @@ func (p *partition) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) 
 	start := p.log.LogStartOffset()
 	if off < start {
 		// The follower needs history the leader no longer has: restart it at the log start.
-		return &sluicev1.FetchReplicaResponse{HighWatermark: p.hw, LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1}, nil, nil
+		return &sluicev1.FetchReplicaResponse{HighWatermark: p.lead.HW(), LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1}, nil, nil
 	}
+	hw := p.lead.HW()
 	d, err := p.lead.FollowerFetch(replica.FetchRequest{
 		Replica: m.GetFollowerId(), BrokerEpoch: m.GetFollowerBrokerEpoch(), LeaderEpoch: m.GetLeaderEpoch(),
 		FetchOffset: off, LastFetchedEpoch: m.GetLastFetchedEpoch(),
@@ -499,9 +497,8 @@ func (p *partition) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) 
 			DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: d.DivergingEpoch.Epoch, EndOffset: d.DivergingEpoch.EndOffset},
 		}, nil, nil
 	}
-	if hw := p.lead.HW(); hw != p.hw {
-		p.hw = hw
-		p.notifyLocked()
+	if d.HW != hw {
+		p.notifyLocked() // wakes readers waiting for the HW
 	}
 	if off >= d.LEO {
 		return nil, p.hwCh, nil
@@ -510,5 +507,5 @@ func (p *partition) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) 
 	if err != nil {
 		return nil, nil, toConnect(err)
 	}
-	return &sluicev1.FetchReplicaResponse{Batches: data, HighWatermark: p.hw, LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1}, nil, nil
+	return &sluicev1.FetchReplicaResponse{Batches: data, HighWatermark: d.HW, LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1}, nil, nil
 }

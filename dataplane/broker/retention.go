@@ -56,7 +56,7 @@ func (p *partition) applyRetention() (int, error) {
 	defer p.mu.Unlock()
 	lt, lb := localRetention(p.cfg, p.tiered)
 	p.log.SetRetention(lt, lb, p.b.segmentAge(p.cfg, p.tiered))
-	p.retainBelow.Store(p.hw)
+	p.retainBelow.Store(p.hwLocked())
 	n, err := p.log.ApplyRetention()
 	if err != nil || n == 0 {
 		return n, err

@@ -81,7 +81,7 @@ func (p *partition) tierLeader() (tiered.Partition, int64, topicConfig, bool) {
 	if p.role != roleLeader || p.lead == nil {
 		return tiered.Partition{}, 0, topicConfig{}, false
 	}
-	return tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: p.meta.leaderEpoch}, p.hw, p.cfg, true
+	return tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: p.meta.leaderEpoch}, p.lead.HW(), p.cfg, true
 }
 
 // tierLoop copies and applies total retention to the led partitions, a few

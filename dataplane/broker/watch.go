@@ -186,14 +186,13 @@ func (p *partition) maybeAlterISR(ctx context.Context) {
 	if pm.partitionEpoch > p.meta.partitionEpoch {
 		p.meta = pm
 	}
-	p.hw = lead.HW()
 	if err == nil {
 		if prop.Kind == replica.Expand {
 			p.b.metrics.isrExpands.Inc()
 		} else {
 			p.b.metrics.isrShrinks.Inc()
 		}
-		p.b.logger.Info("ISR changed", "topic", p.topicID, "partition", p.id, "change", prop.String(), "partition_epoch", pm.partitionEpoch, "hw", p.hw)
+		p.b.logger.Info("ISR changed", "topic", p.topicID, "partition", p.id, "change", prop.String(), "partition_epoch", pm.partitionEpoch, "hw", lead.HW())
 	}
 	p.notifyLocked()
 }

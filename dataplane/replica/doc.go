@@ -1,7 +1,7 @@
 // Package replica is the replication logic of one partition as pure state
 // machines: a Leader that tracks its followers, the high watermark (HW), the
 // in-sync replica set (ISR) and acks=all waits, and a Follower that
-// reconciles its log with the leader's by leader epoch and then fetches.
+// fetches from the leader and truncates a divergent tail by leader epoch.
 //
 // # Model
 //
@@ -30,14 +30,20 @@
 // refused for a stale partition epoch stays pending until the newer state
 // arrives, because the controller may have applied it earlier.
 //
-// A follower, after every leader epoch change (even with the same leader,
-// KAFKA-7164), asks the leader where its latest epoch ends and truncates to
-// the smaller of that and its own end of that epoch; if the leader answers
-// with an older epoch it truncates to its own end of that older epoch and
-// asks again (KIP-101, KIP-279). Fetches carry the last fetched epoch too,
-// and the leader answers a divergence instead of records, so no divergent
-// tail survives. The follower's HW is the smaller of the leader's HW and its
-// own LEO.
+// A follower's every fetch carries the epoch of its last batch, and the
+// leader checks it against its own epochs: when that epoch ends earlier in
+// the leader's log than the fetch offset (or the leader never had it), the
+// leader answers with the end of the largest epoch at or below it instead of
+// records. The follower truncates to the smaller of that and its own end of
+// that epoch, or, when the leader answered with an epoch it lacks, to its
+// own end of its largest epoch below that one, and fetches again (KIP-101,
+// KIP-279, with the divergence carried by the fetch as in KIP-320 and
+// Kafka ≥ 2.7). So after every leader epoch change, even with the same
+// leader (KAFKA-7164), the first fetch reconciles the log and no divergent
+// tail survives. A follower never truncates below its HW (committed
+// records) unless the topic allows unclean leader election. Its HW is the
+// largest HW a leader sent it, capped at its own LEO: it never moves back,
+// although a new leader may start below what its predecessor exposed.
 //
 // The state machines do no I/O, start no goroutines and read no clock: every
 // time is an argument and the caller (the broker) performs the requests,
@@ -81,12 +87,12 @@
 //
 // The broker owns one state machine per partition replica and serialises
 // calls to it (e.g. under the partition's lock). It feeds the Leader with
-// Append after each local append, FollowerFetch and EndOffsetFor for
-// replication requests, ISRChanged and ProposalRejected from the
+// Append after each local append, FollowerFetch for replication requests,
+// ISRChanged and ProposalRejected from the
 // controller, and Tick from its ISR checker loop; it sends the proposals
 // Tick returns, and completes produce requests from TakeAcks. A Follower's
-// owner loops: Next, send the request, then HandleEpochEndOffset or
-// HandleFetch with the log's state, truncating the log as they say. LogState
+// owner loops: Next, send the fetch, then HandleFetch with the log's state,
+// truncating the log as it says or appending the records. LogState
 // and EpochEntry mirror the partition log's LEO and leader-epoch cache
 // (dataplane/log), which this package does not import.
 //

@@ -30,6 +30,14 @@ var (
 	// ErrOffsetOutOfRange: a follower fetched past the leader's LEO without
 	// a last fetched epoch that would explain a divergence.
 	ErrOffsetOutOfRange = errors.New("fetch offset out of range")
+	// ErrTruncateBelowHW: the leader's answer would make a follower
+	// truncate records below its HW (committed records). A leader elected
+	// from the ISR never asks that; only an unclean election can, and the
+	// follower complies only when the topic opted in to it.
+	ErrTruncateBelowHW = errors.New("truncation below the high watermark")
+	// ErrStaleResponse: an answer to a request made under an older leader
+	// epoch (or from an older log state); it is ignored.
+	ErrStaleResponse = errors.New("stale response")
 	// ErrInvalid: an argument breaks the documented contract (a caller bug).
 	ErrInvalid = errors.New("invalid argument")
 )

@@ -102,14 +102,6 @@ type FetchRequest struct {
 	LastFetchedEpoch int32
 }
 
-// EpochRequest asks the leader where epoch Epoch ends in its log
-// (OffsetsForLeaderEpoch).
-type EpochRequest struct {
-	Replica     int32
-	LeaderEpoch int32 // the requester's view of the current leader epoch
-	Epoch       int32
-}
-
 // FetchDecision is the leader's answer to a fetch. When Diverging is set the
 // follower's log disagrees with the leader's at or before FetchOffset: the
 // leader sends no records and the follower truncates (see
@@ -270,19 +262,6 @@ func (l *Leader) Append(leo int64, now time.Time) error {
 	l.leo = leo
 	l.maybeAdvanceHW()
 	return nil
-}
-
-// EndOffsetFor answers a follower's OffsetsForLeaderEpoch after fencing its
-// leader epoch: the largest epoch at or below req.Epoch in the leader's log
-// and where it ends (for this leader's own epoch, the LEO).
-func (l *Leader) EndOffsetFor(req EpochRequest) (EpochEndOffset, error) {
-	if err := l.CheckEpoch(req.LeaderEpoch); err != nil {
-		return EpochEndOffset{}, err
-	}
-	if _, ok := l.followers[req.Replica]; !ok {
-		return EpochEndOffset{}, fmt.Errorf("broker %d: %w", req.Replica, ErrNotReplica)
-	}
-	return EndOffsetFor(l.epochs, req.Epoch, l.leo), nil
 }
 
 // FollowerFetch handles a follower's fetch. It fences the leader epoch,

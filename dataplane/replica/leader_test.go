@@ -204,14 +204,6 @@ func TestReplicaLeaderDivergence(t *testing.T) {
 	})
 	d := mustFetch(t, l, FetchRequest{Replica: 2, BrokerEpoch: 5, LeaderEpoch: 3, FetchOffset: 5, LastFetchedEpoch: 2}, t0)
 	require.Equal(t, FetchDecision{HW: 4, LEO: 4, Diverging: true, DivergingEpoch: EpochEndOffset{1, 4}}, d)
-
-	ans, err := l.EndOffsetFor(EpochRequest{Replica: 2, LeaderEpoch: 3, Epoch: 2})
-	require.NoError(t, err)
-	require.Equal(t, EpochEndOffset{1, 4}, ans)
-	_, err = l.EndOffsetFor(EpochRequest{Replica: 2, LeaderEpoch: 2, Epoch: 2})
-	require.ErrorIs(t, err, ErrFencedLeaderEpoch)
-	_, err = l.EndOffsetFor(EpochRequest{Replica: 7, LeaderEpoch: 3, Epoch: 2})
-	require.ErrorIs(t, err, ErrNotReplica)
 }
 
 func TestReplicaLeaderLastCaughtUp(t *testing.T) {
