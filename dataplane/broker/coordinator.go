@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicemq/sluice/dataplane/group"
+	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 )
@@ -324,13 +325,13 @@ func (c *coordinator) write(ctx context.Context, recs []groupRecord) error {
 		}
 		lr[i] = record.Record{OffsetDelta: int32(i), Key: k, Value: v}
 	}
-	batch, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
+	batch, err := log.EncodeLeaderBatch(nil, record.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
 	if err != nil {
 		return err
 	}
 	epoch := c.epoch
 	start := time.Now()
-	res, err := c.p.produce(ctx, [][]byte{batch}, sluicev1.Acks_ACKS_ALL, 30*time.Second, &epoch)
+	res, err := c.p.produce(ctx, []log.ValidBatch{batch}, sluicev1.Acks_ACKS_ALL, 30*time.Second, &epoch)
 	err = c.b.takingOver(err)
 	if c.b.metrics != nil {
 		c.b.metrics.groupWriteLatency.Observe(time.Since(start).Seconds())

@@ -106,20 +106,26 @@ func waitSequenceGap(ctx context.Context, ch <-chan struct{}, deadline time.Time
 }
 
 // applyAppendedLocked records batches just appended to the log (leader
-// or follower) in the producer state.
+// or follower) in the producer state. The log checked them (the leader's
+// at the produce request, a follower's in AppendFollower), so only their
+// headers are read here: no second CRC.
 func (p *partition) applyAppendedLocked(data []byte) {
 	now := time.Now().UnixMilli()
-	for len(data) > 0 {
-		b, rest, err := record.ReadBatch(data)
-		if err != nil {
+	for len(data) >= record.PrefixSize {
+		n := record.Size(data)
+		if n < record.HeaderSize || n > int64(len(data)) {
 			return // the log accepted these bytes, so this cannot happen
 		}
-		pb, ok := producerstate.FromHeader(b.Header())
+		h, err := record.ParseBatchHeader(data[:n])
+		if err != nil {
+			return // as above
+		}
+		pb, ok := producerstate.FromHeader(h)
 		p.pstate.Apply(pb)
 		if ok {
 			p.pstate.Seen(pb.ProducerID, now)
 		}
-		data = rest
+		data = data[n:]
 	}
 }
 

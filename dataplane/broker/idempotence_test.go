@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 )
@@ -31,7 +32,7 @@ func TestGapWaitEndsAfterRoleChange(t *testing.T) {
 						done <- fmt.Sprint("PANIC: ", r)
 					}
 				}()
-				_, err := p.produce(ctx, [][]byte{b}, acks, 5*time.Second, nil)
+				_, err := p.produce(ctx, []log.ValidBatch{validBatch(t, b)}, acks, 5*time.Second, nil)
 				done <- fmt.Sprint(err)
 			}()
 			time.Sleep(100 * time.Millisecond) // in the gap wait: sequence 3 without 0..2

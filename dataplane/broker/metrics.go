@@ -99,11 +99,7 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 	return m
 }
 
-func (m *brokerMetrics) produced(tenant string, batches [][]byte) {
-	n := 0
-	for _, b := range batches {
-		n += len(b)
-	}
+func (m *brokerMetrics) produced(tenant string, n int) {
 	m.producedBytes.WithLabelValues(tenant).Add(float64(n))
 }
 

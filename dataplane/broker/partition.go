@@ -196,7 +196,7 @@ type produceResult struct {
 // answered with the original offsets (after waiting, with acks=all, until
 // those are committed); a batch ahead of the expected sequence waits up
 // to sequenceGapWait for the batches before it.
-func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32) (produceResult, error) {
+func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32) (produceResult, error) {
 	gapDeadline := time.Now().Add(sequenceGapWait)
 	waitedOut := false
 	p.mu.Lock()
@@ -212,7 +212,7 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 			p.mu.Unlock()
 			return produceResult{}, err
 		}
-		_, wait, err := p.checkSequenceLocked(record.Batch(batches[0]).Header())
+		_, wait, err := p.checkSequenceLocked(batches[0].Header())
 		if err == nil || !wait || waitedOut {
 			break // a refusal is answered by the check below
 		}
@@ -234,7 +234,7 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 	waitFor := int64(-1) // with acks=all: the HW to wait for
 	var appendErr error
 	for i, b := range batches {
-		dup, _, err := p.checkSequenceLocked(record.Batch(b).Header())
+		dup, _, err := p.checkSequenceLocked(b.Header())
 		if err != nil {
 			appendErr = producerError(p.b.metrics, err)
 			if i > 0 {
@@ -252,7 +252,7 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 			waitFor = max(waitFor, dup.LastOffset+1)
 			continue
 		}
-		bo, leo, err := p.log.Append(b, epoch)
+		bo, leo, err := p.log.AppendValidated(b, epoch)
 		if err != nil {
 			appendErr = fmt.Errorf("append batch %d of %d: %w", i+1, len(batches), err)
 			if i > 0 {
@@ -260,7 +260,7 @@ func (p *partition) produce(ctx context.Context, batches [][]byte, acks sluicev1
 			}
 			break
 		}
-		p.applyAppendedLocked(b)
+		p.applyAppendedLocked(b.Batch())
 		waitFor = max(waitFor, leo)
 		if i == 0 {
 			res.base = bo

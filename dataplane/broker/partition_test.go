@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
@@ -40,6 +41,14 @@ func batchesOf(t *testing.T, from int64, n int, epoch int32) []byte {
 		out = append(out, b...)
 	}
 	return out
+}
+
+// validBatch checks b as the produce handler checks a request's batch.
+func validBatch(t *testing.T, b []byte) log.ValidBatch {
+	t.Helper()
+	v, err := log.ValidateLeaderBatch(b, 0)
+	require.NoError(t, err)
+	return v
 }
 
 // newFollower opens a partition following broker 2 at leader epoch 3 with
@@ -313,7 +322,7 @@ func TestBrokerNamedLeaderNotTakenOverIsUnavailable(t *testing.T) {
 	p.mu.Lock()
 	p.meta.leader, p.meta.leaderEpoch = 1, 4 // this broker, still a follower
 	p.mu.Unlock()
-	_, err := p.produce(context.Background(), [][]byte{batch}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
+	_, err := p.produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, "is named the leader at epoch 4 but is not leading")
 	nl, ok := notLeaderDetail(err)
@@ -324,7 +333,7 @@ func TestBrokerNamedLeaderNotTakenOverIsUnavailable(t *testing.T) {
 	p.mu.Lock()
 	p.meta.leader = 2 // another broker leads
 	p.mu.Unlock()
-	_, err = p.produce(context.Background(), [][]byte{batch}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
+	_, err = p.produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	require.True(t, forwardable(http.Header{}, p.b.notLeader(p.meta)))
 }
@@ -370,7 +379,7 @@ func TestBrokerProduceRefusalWhileTheViewChanges(t *testing.T) {
 			return
 		default:
 		}
-		_, err := p.produce(context.Background(), [][]byte{batch}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
+		_, err := p.produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
 		require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	}
 }

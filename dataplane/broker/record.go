@@ -137,14 +137,20 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
-	s.b.metrics.produced(t.tenantID, batches)
+	n := 0
+	for _, b := range batches {
+		n += len(b.Batch())
+	}
+	s.b.metrics.produced(t.tenantID, n)
 	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: res.base, LogStartOffset: p.log.LogStartOffset(), Duplicate: res.duplicate}), nil
 }
 
 // produceBatches validates the request's payload and returns it as batches
 // in the log format: records are encoded into one batch; given batches are
-// split and checked (CRC, format, size).
-func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.Time) ([][]byte, error) {
+// split and checked (CRC, format, size). This is the one check a produced
+// batch gets on the leader: the log appends the ValidBatch without
+// checking it again, and the idempotence check reads its header.
+func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.Time) ([]log.ValidBatch, error) {
 	switch pl := m.GetPayload().(type) {
 	case *sluicev1.ProduceRequest_Records:
 		recs := pl.Records.GetRecords()
@@ -170,47 +176,53 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 			}
 			lr[i] = record.Record{TimestampDelta: ts - first, OffsetDelta: int32(i), Key: r.GetKey(), Value: r.GetValue(), Headers: hs}
 		}
-		b, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
+		// Encoded here, so valid by construction: no CRC check follows.
+		v, err := log.EncodeLeaderBatch(nil, record.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
 		if err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("records: %w", err))
 		}
-		if maxMessageBytes > 0 && len(b) > int(maxMessageBytes) {
+		if b := v.Batch(); maxMessageBytes > 0 && len(b) > int(maxMessageBytes) {
 			return nil, batchTooLarge("records", len(b), maxMessageBytes)
 		}
-		return [][]byte{b}, nil
+		return []log.ValidBatch{v}, nil
 	case *sluicev1.ProduceRequest_Batches:
 		data := pl.Batches.GetData()
 		if len(data) == 0 {
 			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("batches: must not be empty"))
 		}
-		var out [][]byte
+		var out []log.ValidBatch
 		for len(data) > 0 {
-			b, rest, err := record.ReadBatch(data)
-			if err != nil {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: %w", err))
-			}
-			if maxMessageBytes > 0 && len(b) > int(maxMessageBytes) {
-				return nil, batchTooLarge("batches", len(b), maxMessageBytes)
+			// Split at the length prefix; ValidateLeaderBatch checks what
+			// it frames (and says truncated when it frames past the end).
+			end := len(data)
+			if len(data) >= record.PrefixSize {
+				if n := record.Size(data); n >= record.HeaderSize && n <= int64(len(data)) {
+					end = int(n)
+					if maxMessageBytes > 0 && end > int(maxMessageBytes) {
+						return nil, batchTooLarge("batches", end, maxMessageBytes)
+					}
+				}
 			}
 			// Every check the log makes, before any batch is appended: a
 			// request is written whole or not at all.
-			h, err := log.ValidateLeaderBatch(b, 0)
+			v, err := log.ValidateLeaderBatch(data[:end], 0)
 			if err != nil {
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d: %w", len(out)+1, err))
 			}
-			if h.Attributes.Codec() != record.CodecNone {
+			if h := v.Header(); h.Attributes.Codec() != record.CodecNone {
 				// The records of a compressed batch are checked too, so
-				// that consumers never meet a batch they cannot decode.
-				plain, err := compress.DecompressBatch(nil, b, compress.DefaultLimit)
+				// that consumers never meet a batch they cannot decode
+				// (the decompressed copy's CRC is fresh: not checked).
+				plain, err := compress.DecompressBatch(nil, v.Batch(), compress.DefaultLimit)
 				if err == nil {
-					_, err = log.ValidateLeaderBatch(plain, compress.DefaultLimit+record.HeaderSize)
+					err = log.CheckLeaderRecords(plain)
 				}
 				if err != nil {
 					return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d (codec %d): %w", len(out)+1, h.Attributes.Codec(), err))
 				}
 			}
-			out = append(out, []byte(b))
-			data = rest
+			out = append(out, v)
+			data = data[end:]
 		}
 		return out, nil
 	}

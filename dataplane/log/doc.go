@@ -6,6 +6,17 @@
 // and serves unchanged but for the base offset and leader epoch a leader
 // stamps (and the CRC that covers the epoch).
 //
+// # Checks
+//
+// Every batch is checked (framing, header fields, CRC and, for a leader,
+// its records) once on its way in and again whenever it is read back from
+// a file: Append checks with ValidateLeaderBatch; AppendValidated takes a
+// ValidBatch, the proof that ValidateLeaderBatch (or EncodeLeaderBatch)
+// already ran, without checking again, so that a broker checks a produced
+// batch once, where the request enters; AppendFollower checks each batch
+// of the leader's bytes; Read and Open's recovery check what they read
+// from disk.
+//
 // # Files
 //
 // A log is a directory. Each segment is named by its base offset in 20
@@ -53,7 +64,7 @@
 //
 // # Goroutines and locks
 //
-// A Log has one writer: Append, AppendFollower, TruncateTo, Reset,
+// A Log has one writer: Append, AppendValidated, AppendFollower, TruncateTo, Reset,
 // ApplyRetention and Close serialise on writeMu. Readers (Read,
 // OffsetForTimestamp, ClosedSegments, OpenSegment, Sync and the interval
 // flusher) take structMu for reading and use an immutable view published

@@ -489,22 +489,37 @@ func (l *Log) LEO() int64 { return l.v.Load().leo }
 // FlushedOffset is the offset below which every batch is fsynced.
 func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
 
-// Append appends one batch as the leader: it checks the batch (CRC, format,
-// for uncompressed batches record count and offset deltas 0..n-1), rewrites
-// its base offset to the LEO and its leader epoch to epoch, recomputing the
-// CRC, in the caller's buffer, and writes it. It returns the batch's base
-// offset and the new LEO. With FlushAlways the batch is fsynced before
-// Append returns. It fails with ErrStaleEpoch when epoch is below the log's
-// latest epoch and ErrInvalidBatch for a bad batch, changing nothing.
+// Append appends one batch as the leader: it checks the batch
+// (ValidateLeaderBatch: CRC, format, for uncompressed batches record count
+// and offset deltas 0..n-1) and appends it with AppendValidated. It fails
+// with ErrInvalidBatch for a bad batch, changing nothing; otherwise as
+// AppendValidated.
 func (l *Log) Append(batch []byte, epoch int32) (base, leo int64, err error) {
-	h, err := ValidateLeaderBatch(batch, l.cfg.MaxBatchBytes)
+	v, err := ValidateLeaderBatch(batch, l.cfg.MaxBatchBytes)
 	if err != nil {
 		return 0, 0, fmt.Errorf("append: %w", err)
 	}
-	if epoch < 0 {
+	return l.AppendValidated(v, epoch)
+}
+
+// AppendValidated appends a batch that passed ValidateLeaderBatch as the
+// leader, without checking its CRC or records again: it rewrites the
+// batch's base offset to the LEO and its leader epoch to epoch,
+// recomputing the CRC, in the caller's buffer, and writes it. It returns
+// the batch's base offset and the new LEO. With FlushAlways the batch is
+// fsynced before it returns. It fails with ErrStaleEpoch when epoch is
+// below the log's latest epoch and ErrInvalidBatch for a zero ValidBatch
+// or one over the log's MaxBatchBytes, changing nothing.
+func (l *Log) AppendValidated(v ValidBatch, epoch int32) (base, leo int64, err error) {
+	switch {
+	case v.b == nil:
+		return 0, 0, fmt.Errorf("append: %w: not a validated batch", ErrInvalidBatch)
+	case len(v.b) > l.cfg.MaxBatchBytes:
+		return 0, 0, fmt.Errorf("append: %w: %d bytes, limit %d", ErrInvalidBatch, len(v.b), l.cfg.MaxBatchBytes)
+	case epoch < 0:
 		return 0, 0, fmt.Errorf("append: %w: negative leader epoch %d", ErrInvalidBatch, epoch)
 	}
-	b := record.Batch(batch)
+	b, h := v.b, v.h
 
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
@@ -523,39 +538,97 @@ func (l *Log) Append(batch []byte, epoch int32) (base, leo int64, err error) {
 	return base, h.LastOffset() + 1, nil
 }
 
-// checkLeaderRecords checks that an uncompressed batch holds exactly
-// RecordCount well-formed records with offset deltas 0, 1, 2, ...
-//
+// ValidBatch is one batch that passed ValidateLeaderBatch (or was built by
+// EncodeLeaderBatch): holding one is the proof that the check ran, so the
+// leader checks a produced batch once, where it enters the broker, and
+// AppendValidated and the producer state take it from there. Its bytes
+// alias the caller's buffer, which must not change until it is appended
+// (AppendValidated stamps the offset and epoch into it). The zero value is
+// no batch.
+type ValidBatch struct {
+	b record.Batch
+	h record.BatchHeader
+}
+
+// Batch is the batch's bytes (after AppendValidated: with the offset and
+// leader epoch it was written with).
+func (v ValidBatch) Batch() record.Batch { return v.b }
+
+// Header is the batch's header as validated (AppendValidated does not
+// update it: read Batch().Header() for the written offset and epoch).
+func (v ValidBatch) Header() record.BatchHeader { return v.h }
+
 // ValidateLeaderBatch applies every check Append makes of a batch before it
 // writes (exactly one whole batch, CRC, format, at most maxBatchBytes — 0
 // means the default 8 MiB — and, uncompressed, RecordCount records with
 // offset deltas 0..n-1), so a caller can validate several batches before
-// appending any. Errors wrap ErrInvalidBatch.
-func ValidateLeaderBatch(batch []byte, maxBatchBytes int) (record.BatchHeader, error) {
+// appending any, and append them with AppendValidated without checking
+// again. Errors wrap ErrInvalidBatch.
+func ValidateLeaderBatch(batch []byte, maxBatchBytes int) (ValidBatch, error) {
 	if maxBatchBytes <= 0 {
 		maxBatchBytes = 8 << 20
 	}
 	b, rest, err := record.ReadBatch(batch)
 	if err != nil {
-		return record.BatchHeader{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+		return ValidBatch{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
 	}
 	if len(rest) != 0 {
-		return record.BatchHeader{}, fmt.Errorf("%w: %d bytes after the batch", ErrInvalidBatch, len(rest))
+		return ValidBatch{}, fmt.Errorf("%w: %d bytes after the batch", ErrInvalidBatch, len(rest))
 	}
 	if len(b) > maxBatchBytes {
-		return record.BatchHeader{}, fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidBatch, len(b), maxBatchBytes)
+		return ValidBatch{}, fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidBatch, len(b), maxBatchBytes)
 	}
 	h := b.Header()
 	if h.Attributes.Codec() == record.CodecNone {
 		if err := checkLeaderRecords(b, &h); err != nil {
-			return record.BatchHeader{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+			return ValidBatch{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
 		}
 	} else if h.RecordCount != h.LastOffsetDelta+1 {
-		return record.BatchHeader{}, fmt.Errorf("%w: %d records span %d offsets", ErrInvalidBatch, h.RecordCount, h.LastOffsetDelta+1)
+		return ValidBatch{}, fmt.Errorf("%w: %d records span %d offsets", ErrInvalidBatch, h.RecordCount, h.LastOffsetDelta+1)
 	}
-	return h, nil
+	return ValidBatch{b: b, h: h}, nil
 }
 
+// CheckLeaderRecords checks the records of an uncompressed batch whose
+// framing and CRC are known good without checking them again (the batch
+// a compressed one decompresses to): RecordCount well-formed records with
+// offset deltas 0..n-1, as ValidateLeaderBatch requires. Errors wrap
+// ErrInvalidBatch.
+func CheckLeaderRecords(b record.Batch) error {
+	h, err := record.ParseBatchHeader(b)
+	if err == nil && h.Size() != len(b) {
+		err = fmt.Errorf("batch of %d bytes, length says %d", len(b), h.Size())
+	}
+	if err == nil {
+		err = checkLeaderRecords(b, &h)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+	}
+	return nil
+}
+
+// EncodeLeaderBatch encodes records into one uncompressed batch appended
+// to dst (record.AppendBatch) and returns it as a ValidBatch: a batch this
+// process just encoded, with offset deltas 0..n-1, needs no check. It
+// fails with ErrInvalidBatch when the records' offset deltas are not
+// 0..n-1 or the encoding fails.
+func EncodeLeaderBatch(dst []byte, h record.BatchHeader, records []record.Record) (ValidBatch, error) {
+	for i := range records {
+		if records[i].OffsetDelta != int32(i) {
+			return ValidBatch{}, fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidBatch, i, records[i].OffsetDelta)
+		}
+	}
+	out, err := record.AppendBatch(dst, h, records)
+	if err != nil {
+		return ValidBatch{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+	}
+	b := record.Batch(out[len(dst):])
+	return ValidBatch{b: b, h: b.Header()}, nil
+}
+
+// checkLeaderRecords checks that an uncompressed batch holds exactly
+// RecordCount well-formed records with offset deltas 0, 1, 2, ...
 func checkLeaderRecords(b record.Batch, h *record.BatchHeader) error {
 	if h.RecordCount == 0 || h.RecordCount != h.LastOffsetDelta+1 {
 		return fmt.Errorf("%d records span %d offsets", h.RecordCount, int64(h.LastOffsetDelta)+1)
