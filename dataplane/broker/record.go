@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -125,7 +126,7 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 		return nil, err
 	}
 	p, err := s.local(pm, t)
-	if forwardable(req.Header(), err) {
+	if err != nil && forwardable(req.Header(), err) { // Header() allocates: only on the refusal path
 		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).Produce)
 	}
 	if err != nil {
@@ -133,7 +134,7 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	}
 	start := time.Now()
 	res, err := p.produce(ctx, batches, acks, timeout, m.CurrentLeaderEpoch)
-	s.b.metrics.produceLatency.WithLabelValues(strings.ToLower(strings.TrimPrefix(acks.String(), "ACKS_"))).Observe(time.Since(start).Seconds())
+	s.b.metrics.produceLatency.WithLabelValues(acksLabel(acks)).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +144,20 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	}
 	s.b.metrics.produced(t.tenantID, n)
 	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: res.base, LogStartOffset: p.log.LogStartOffset(), Duplicate: res.duplicate}), nil
+}
+
+// acksLabel is the produce latency metric's acks label ("none", "leader",
+// "all"), without building it per request.
+func acksLabel(a sluicev1.Acks) string {
+	switch a {
+	case sluicev1.Acks_ACKS_NONE:
+		return "none"
+	case sluicev1.Acks_ACKS_LEADER:
+		return "leader"
+	case sluicev1.Acks_ACKS_ALL:
+		return "all"
+	}
+	return strings.ToLower(strings.TrimPrefix(a.String(), "ACKS_"))
 }
 
 // produceBatches validates the request's payload and returns it as batches
@@ -164,20 +179,38 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 		if first <= 0 {
 			first = now.UnixMilli()
 		}
+		// One allocation each for the records, their headers, the header
+		// keys and the encoded batch (sized from above, so it never
+		// grows), however many records: keys and values are copied once,
+		// from the request into the batch.
+		size, nh, hkeys := record.HeaderSize, 0, 0
+		for _, r := range recs {
+			size += maxRecordOverhead + len(r.GetKey()) + len(r.GetValue())
+			for _, h := range r.GetHeaders() {
+				size += maxHeaderOverhead + len(h.GetKey()) + len(h.GetValue())
+				hkeys += len(h.GetKey())
+			}
+			nh += len(r.GetHeaders())
+		}
 		lr := make([]record.Record, len(recs))
+		hs := make([]record.RecordHeader, nh)
+		keys := make([]byte, 0, hkeys) // header keys arrive as strings
 		for i, r := range recs {
 			ts := r.GetTimestampMs()
 			if ts <= 0 {
 				ts = now.UnixMilli()
 			}
-			hs := make([]record.RecordHeader, len(r.GetHeaders()))
+			rh := hs[:len(r.GetHeaders()):len(r.GetHeaders())]
+			hs = hs[len(rh):]
 			for j, h := range r.GetHeaders() {
-				hs[j] = record.RecordHeader{Key: []byte(h.GetKey()), Value: h.GetValue()}
+				k := len(keys)
+				keys = append(keys, h.GetKey()...)
+				rh[j] = record.RecordHeader{Key: keys[k:len(keys):len(keys)], Value: h.GetValue()}
 			}
-			lr[i] = record.Record{TimestampDelta: ts - first, OffsetDelta: int32(i), Key: r.GetKey(), Value: r.GetValue(), Headers: hs}
+			lr[i] = record.Record{TimestampDelta: ts - first, OffsetDelta: int32(i), Key: r.GetKey(), Value: r.GetValue(), Headers: rh}
 		}
 		// Encoded here, so valid by construction: no CRC check follows.
-		v, err := log.EncodeLeaderBatch(nil, record.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
+		v, err := log.EncodeLeaderBatch(make([]byte, 0, size), record.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
 		if err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("records: %w", err))
 		}
@@ -229,6 +262,15 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 	return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("payload: set records or batches"))
 }
 
+// The most a record's (and a record header's) encoding adds to its key and
+// value bytes: varints of at most 10 bytes for the record's length,
+// timestamp delta, offset delta, key and value lengths and header count,
+// plus its attributes byte; for a header, its key and value lengths.
+const (
+	maxRecordOverhead = 6*binary.MaxVarintLen64 + 1
+	maxHeaderOverhead = 2 * binary.MaxVarintLen64
+)
+
 // batchTooLarge refuses a batch over max.message.bytes, with a
 // BatchTooLarge detail so that clients can split it.
 func batchTooLarge(field string, size int, maxMessageBytes int32) error {
@@ -274,7 +316,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 		return err
 	}
 	p, err := s.local(pm, t)
-	if forwardable(req.Header(), err) {
+	if err != nil && forwardable(req.Header(), err) { // Header() allocates: only on the refusal path
 		res, err := forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).Fetch)
 		return res, suspended(err)
 	}
@@ -379,7 +421,7 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("spec: choose earliest, latest or timestamp"))
 	}
 	p, err := s.local(pm, t)
-	if forwardable(req.Header(), err) {
+	if err != nil && forwardable(req.Header(), err) { // Header() allocates: only on the refusal path
 		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).ListOffsets)
 	}
 	if err != nil {

@@ -125,3 +125,41 @@ func TestBrokerStartingBrokerAnswersUnavailable(t *testing.T) {
 	_, err = s.GetMetadata(ctx, connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{"orders"}}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
 }
+
+// TestBrokerProduceRecordsAllocations: encoding a records payload takes a
+// fixed number of allocations, however many records and headers it has
+// (the batch is sized up front and never grows), and the bound holds for
+// the worst case of every varint.
+func TestBrokerProduceRecordsAllocations(t *testing.T) {
+	now := time.Now()
+	req := func(n int) *sluicev1.ProduceRequest {
+		recs := make([]*sluicev1.Record, n)
+		for i := range recs {
+			recs[i] = &sluicev1.Record{Key: []byte("key"), Value: make([]byte, 100), TimestampMs: int64(1 + i*1_000_000_000_000),
+				Headers: []*sluicev1.Header{{Key: "h1", Value: []byte("v")}, {Key: "h2"}}}
+		}
+		return &sluicev1.ProduceRequest{Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: recs}}}
+	}
+	var allocs []float64
+	for _, n := range []int{1, 10, 1000} {
+		r := req(n)
+		allocs = append(allocs, testing.AllocsPerRun(20, func() {
+			bs, err := produceBatches(r, 1<<30, now)
+			if err != nil || len(bs) != 1 {
+				t.Fatal(err)
+			}
+			if b := bs[0].Batch(); cap(b) < len(b) {
+				t.Fatal("impossible")
+			}
+		}))
+		bs, err := produceBatches(r, 1<<30, now)
+		require.NoError(t, err)
+		recs, err := decodeRecords(bs[0].Batch(), 0)
+		require.NoError(t, err)
+		require.Len(t, recs, n)
+		require.Equal(t, "h2", recs[n-1].GetHeaders()[1].GetKey())
+	}
+	t.Logf("allocations for 1, 10, 1000 records: %v", allocs)
+	require.Equal(t, allocs[0], allocs[2], "allocations per request do not grow with records: %v", allocs)
+	require.LessOrEqual(t, allocs[0], 6.0, "%v", allocs)
+}
