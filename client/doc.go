@@ -9,13 +9,20 @@
 //
 // # Producing
 //
-// A Producer batches records per partition (WithLinger, WithMaxBatchBytes,
-// within the topic's max.message.bytes; a larger record goes alone, up to
-// that limit), optionally compresses batches (zstd or lz4), keeps up to 5 requests in
-// flight per partition, and reports each record's fate exactly once to its
-// callback. Records with a key go to the partition the key hashes to
-// (FNV-1a); records without one stick to one partition until 16 KiB went
-// there, then move to another (Kafka's sticky partitioner).
+// A Producer batches records per partition, optionally compresses batches
+// (zstd or lz4), keeps up to 5 requests in flight per partition
+// (WithMaxInFlight), and reports each record's fate exactly once to its
+// callback. Batching is natural, without a fixed linger: a partition's
+// record is sent as soon as one of its request slots is free, and the
+// records produced while every slot is busy gather into one batch, up to
+// WithMaxBatchBytes (256 KiB, or the topic's max.message.bytes when
+// smaller; a larger record goes alone, up to that limit), sent when the
+// next slot frees. So a lone record leaves at once, and under load requests
+// grow rather than multiply. WithLinger adds a wait for fuller batches.
+// Records with a key go to the partition the key hashes to (FNV-1a);
+// records without one stick to one partition until the batch they go into
+// there is sent or full, then move to another (Kafka's sticky
+// partitioner, KIP-480).
 //
 // The producer is idempotent by default, with AcksAll: it gets a producer
 // id from the cluster and numbers its batches per partition; the leader

@@ -60,6 +60,18 @@ type fakeBroker struct {
 	epochs map[[2]int64]int
 	// metadataCalls counts GetMetadata calls.
 	metadataCalls atomic.Int64
+	// partitions is the topics' partition count (1 when 0); all share one
+	// log, so with several use them without idempotence.
+	partitions int32
+	// written lists the batches written, in order.
+	written []fakeBatch
+}
+
+// fakeBatch is one batch the fake broker wrote.
+type fakeBatch struct {
+	partition int32
+	records   int
+	bytes     int
 }
 
 func (f *fakeBroker) CreateToken(context.Context, *connect.Request[sluicev1.CreateTokenRequest]) (*connect.Response[sluicev1.CreateTokenResponse], error) {
@@ -80,7 +92,11 @@ func (f *fakeBroker) GetMetadata(ctx context.Context, r *connect.Request[sluicev
 	}
 	res := &sluicev1.GetMetadataResponse{Brokers: []*sluicev1.BrokerAddress{{Id: 1, Address: f.addr}}}
 	for _, t := range r.Msg.GetTopics() {
-		res.Topics = append(res.Topics, &sluicev1.TopicMetadata{Name: t, Id: "id-" + t, Partitions: []*sluicev1.PartitionMetadata{{Partition: 0, Leader: 1, Replicas: []int32{1}, Isr: []int32{1}}}})
+		tm := &sluicev1.TopicMetadata{Name: t, Id: "id-" + t}
+		for i := range max(f.partitions, 1) {
+			tm.Partitions = append(tm.Partitions, &sluicev1.PartitionMetadata{Partition: i, Leader: 1, Replicas: []int32{1}, Isr: []int32{1}})
+		}
+		res.Topics = append(res.Topics, tm)
 	}
 	return connect.NewResponse(res), nil
 }
@@ -153,6 +169,7 @@ func (f *fakeBroker) Produce(ctx context.Context, r *connect.Request[sluicev1.Pr
 		return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: res.FirstOffset, Duplicate: true}), nil
 	}
 	base := int64(len(f.log))
+	f.written = append(f.written, fakeBatch{partition: r.Msg.GetPartition(), records: len(vals), bytes: len(data)})
 	for i, v := range vals {
 		f.log = append(f.log, fakeEntry{h.ProducerEpoch, h.BaseSequence + int32(i), v})
 	}

@@ -44,16 +44,28 @@ func WithIdempotence(on bool) ProducerOption {
 	return func(c *producerConfig) { c.idempotence = &on }
 }
 
-// WithLinger sets how long a partition's batch waits for more records
-// before it is sent (default 5 ms). Zero sends as soon as the previous
-// request leaves room.
+// WithLinger makes a partition's batch wait up to d after its first record
+// for more records before it is sent (default 0: no wait).
+//
+// Batching does not need a linger: a partition's records are sent as soon
+// as one of its request slots (WithMaxInFlight) is free, and the records
+// that arrive while every slot is busy gather into one batch, up to the
+// max batch size (WithMaxBatchBytes), which goes out when the next slot
+// frees. So an idle producer sends a record at once, and a loaded one sends
+// fewer, larger requests as the load grows; with 0 it never degrades to a
+// request per record. A linger d > 0 holds a batch that could be sent for
+// up to d, so that more records join it: fewer requests at light load, for
+// up to d more latency. A full batch never waits, and neither do Flush
+// and ProduceSync.
 func WithLinger(d time.Duration) ProducerOption { return func(c *producerConfig) { c.linger = d } }
 
 // WithMaxBatchBytes bounds a batch of several records (default 256 KiB),
-// lowered to the topic's max.message.bytes when that is smaller. A record
-// larger than it is not refused: it goes in a batch of its own, up to the
-// topic's max.message.bytes (which the producer learns from the metadata),
-// and only a record over that fails with ErrRecordTooLarge.
+// lowered to the topic's max.message.bytes when that is smaller: a batch
+// that reaches it is sealed and waits for a request slot, and the next
+// records start another. A record larger than it is not refused: it goes
+// in a batch of its own, up to the topic's max.message.bytes (which the
+// producer learns from the metadata), and only a record over that fails
+// with ErrRecordTooLarge.
 func WithMaxBatchBytes(n int) ProducerOption { return func(c *producerConfig) { c.maxBatchBytes = n } }
 
 // WithCompression compresses batches: "none" (default), "zstd" or "lz4".
@@ -73,8 +85,9 @@ func WithCompression(codec string) ProducerOption {
 }
 
 // WithMaxInFlight bounds the requests in flight per partition, 1 to 5
-// (default 5). Order within a partition is kept across retries with
-// idempotence at any value; without it only at 1.
+// (default 5). Records produced while every slot is busy gather into the
+// partition's next batch (see WithLinger). Order within a partition is
+// kept across retries with idempotence at any value; without it only at 1.
 func WithMaxInFlight(n int) ProducerOption { return func(c *producerConfig) { c.maxInFlight = n } }
 
 // WithDeliveryTimeout bounds the time from Produce to the record's
@@ -139,16 +152,18 @@ type sinkKey struct {
 	partition int32
 }
 
+// stickyPart is where a topic's records without keys go: partition, until
+// it seals another batch (sealed is its sink's count when it was chosen).
 type stickyPart struct {
 	partition int32
-	bytes     int
+	sealed    int64
 }
 
 // NewProducer makes a producer. With idempotence (the default) it first
 // obtains a producer id from the cluster.
 func (c *Client) NewProducer(ctx context.Context, opts ...ProducerOption) (*Producer, error) {
 	cfg := producerConfig{
-		acks: AcksAll, linger: 5 * time.Millisecond, maxBatchBytes: 256 << 10, maxInFlight: 5,
+		acks: AcksAll, maxBatchBytes: 256 << 10, maxInFlight: 5,
 		deliveryTimeout: 2 * time.Minute, requestTimeout: 30 * time.Second, bufferBytes: 32 << 20, block: true,
 	}
 	for _, o := range opts {
@@ -301,6 +316,7 @@ func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, erro
 	}
 	n := int32(len(tm.partitions))
 	var part int32
+	sticky := false
 	switch {
 	case p.cfg.manual:
 		part = r.Partition
@@ -318,7 +334,7 @@ func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, erro
 		h.Write(r.Key)
 		part = int32(h.Sum32() % uint32(n))
 	default:
-		part = p.stickyPartition(tm, size)
+		part, sticky = p.stickyPartition(tm, -1), true
 	}
 	if part < 0 || part >= n {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partition: topic %q has partitions 0..%d; got %d", r.Topic, n-1, part))
@@ -335,7 +351,23 @@ func (p *Producer) enqueue(ctx context.Context, r *Record, cb func(*Record, erro
 		p.release(size)
 		return err
 	}
-	if !s.add(&pending{rec: r, cb: cb, size: size, at: time.Now()}, p.batchLimit(tm)) {
+	pd := &pending{rec: r, cb: cb, size: size, at: time.Now()}
+	res, _ := s.add(pd, p.batchLimit(tm), sticky)
+	if res == addNewBatch {
+		// The sticky partition's batch is full: the record goes to
+		// another partition, and stays for the batch it joins there, also
+		// when that is a new one (the open batch was full too).
+		part = p.stickyPartition(tm, part)
+		r.Partition = part
+		if s, err = p.sink(r.Topic, part); err != nil {
+			p.release(size)
+			return err
+		}
+		var sealed int64
+		res, sealed = s.add(pd, p.batchLimit(tm), false)
+		p.stickyJoined(tm.name, part, sealed)
+	}
+	if res == addClosed {
 		p.release(size)
 		return ErrProducerClosed
 	}
@@ -362,33 +394,51 @@ func (p *Producer) batchLimit(tm *topicMeta) int {
 	return p.cfg.maxBatchBytes
 }
 
-// stickyBytes is how much keyless data goes to one partition before the
-// sticky partitioner moves on (Kafka's batch.size default).
-const stickyBytes = 16 << 10
-
 // stickyPartition keeps records without keys on one available partition
-// until stickyBytes went there (Kafka's KIP-480 and KIP-794), so they batch
-// well and still spread over the partitions.
-func (p *Producer) stickyPartition(tm *topicMeta, size int) int32 {
+// until the batch they go into there is sealed (sent, or full), then moves
+// to another (Kafka's KIP-480, franz-go's sticky partitioner): each batch
+// holds whatever natural batching gathers on one partition, and over many
+// batches the records still spread over the partitions. full, when not -1,
+// is a partition whose open batch has no room for the next record: the
+// partitioner leaves it if it is still the sticky one.
+func (p *Producer) stickyPartition(tm *topicMeta, full int32) int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	sp := p.sticky[tm.name]
-	if sp == nil || sp.bytes+size > min(p.cfg.maxBatchBytes, stickyBytes) || int(sp.partition) >= len(tm.partitions) || tm.partitions[sp.partition].leader < 0 {
-		var avail []int32
-		for i, pm := range tm.partitions {
-			if pm.leader >= 0 && (sp == nil || int32(i) != sp.partition || len(tm.partitions) == 1) {
-				avail = append(avail, int32(i))
-			}
-		}
-		next := rand.Int32N(int32(len(tm.partitions)))
-		if len(avail) > 0 {
-			next = avail[rand.IntN(len(avail))]
-		}
-		sp = &stickyPart{partition: next}
-		p.sticky[tm.name] = sp
+	if sp != nil && sp.partition != full && int(sp.partition) < len(tm.partitions) && tm.partitions[sp.partition].leader >= 0 &&
+		p.sealedLocked(tm.name, sp.partition) == sp.sealed {
+		return sp.partition
 	}
-	sp.bytes += size
-	return sp.partition
+	var avail []int32
+	for i, pm := range tm.partitions {
+		if pm.leader >= 0 && (sp == nil || int32(i) != sp.partition || len(tm.partitions) == 1) {
+			avail = append(avail, int32(i))
+		}
+	}
+	next := rand.Int32N(int32(len(tm.partitions)))
+	if len(avail) > 0 {
+		next = avail[rand.IntN(len(avail))]
+	}
+	p.sticky[tm.name] = &stickyPart{partition: next, sealed: p.sealedLocked(tm.name, next)}
+	return next
+}
+
+// stickyJoined notes that a record without a key joined partition's batch
+// after sealed others: the sticky partitioner stays there for that batch.
+func (p *Producer) stickyJoined(topic string, partition int32, sealed int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sp := p.sticky[topic]; sp != nil && sp.partition == partition && sealed > sp.sealed {
+		sp.sealed = sealed
+	}
+}
+
+// sealedLocked is how many batches partition of topic sealed so far.
+func (p *Producer) sealedLocked(topic string, partition int32) int64 {
+	if s := p.sinks[sinkKey{topic, partition}]; s != nil {
+		return s.sealed.Load()
+	}
+	return 0
 }
 
 // reserve takes room for size bytes in the buffer.
@@ -475,8 +525,9 @@ func (p *Producer) sinkList() []*sink {
 	return out
 }
 
-// Flush sends every buffered record without waiting for linger and waits
-// until each has its outcome (its callback ran), or ctx ends.
+// Flush sends every buffered record without waiting for a linger (each as
+// soon as its partition has a free request slot) and waits until each has
+// its outcome (its callback ran), or ctx ends.
 func (p *Producer) Flush(ctx context.Context) error {
 	for {
 		for _, s := range p.sinkList() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -48,6 +49,17 @@ type pbatch struct {
 // batches, starts requests (up to maxInFlight), handles failures once no
 // request is in flight (the rewind), and runs callbacks in order.
 //
+// Batching is natural (franz-go's, and Kafka's accumulator): records go
+// into the open batch, which is sealed and sent as soon as a request slot
+// is free and every batch before it was sent, so on an idle partition a
+// record leaves at once, and while the slots are busy the records that
+// arrive gather into one batch, up to the batch limit (a full batch is
+// sealed and waits in the queue; the next records open another). A linger
+// (WithLinger) only delays the sealing of an open batch that has a free
+// slot, by at most the linger after its first record; it never seals a
+// batch early. So under load requests grow, instead of queuing up behind
+// one another.
+//
 // With idempotence a batch is numbered (producer epoch and sequence) when
 // it is first sent, in queue order, so the numbered batches are always a
 // prefix of the unfinished ones. A numbered batch keeps its numbers across
@@ -89,6 +101,11 @@ type sink struct {
 	fenced    error
 	closed    bool // run returned: add refuses records
 	wake      chan struct{}
+
+	// sealed counts the batches sealed so far. The sticky partitioner
+	// reads it without the lock, to move on once the batch its records went
+	// into was sealed.
+	sealed atomic.Int64
 }
 
 func newSink(p *Producer, topic string, partition int32) *sink {
@@ -102,32 +119,51 @@ func (s *sink) signal() {
 	}
 }
 
-// add queues a record, to be batched with others up to limit bytes (a
-// record larger than limit goes in a batch of its own); false when the
-// sink stopped (the producer closed).
-func (s *sink) add(pd *pending, limit int) bool {
+// addResult is what became of a record given to sink.add.
+type addResult int
+
+const (
+	added       addResult = iota
+	addClosed             // the sink stopped (the producer closed): not added
+	addNewBatch           // it would have sealed the open batch: not added (see add)
+)
+
+// add puts a record in the open batch, batched with others up to limit
+// bytes; a record larger than limit goes in a batch of its own. A record
+// that does not fit seals the open batch first, unless moveOn: then it is
+// not added (addNewBatch), so that the sticky partitioner sends it to
+// another partition instead (Kafka's KIP-480). It also returns how many
+// batches the sink sealed before the one the record joined.
+func (s *sink) add(pd *pending, limit int, moveOn bool) (addResult, int64) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return false
+		return addClosed, 0
 	}
 	s.limit = limit
-	if len(s.cur) == 0 {
-		s.curSince = pd.at
-	}
-	if s.curBytes+pd.size+record.HeaderSize > limit {
+	if len(s.cur) > 0 && s.curBytes+pd.size+record.HeaderSize > limit {
+		if moveOn {
+			s.mu.Unlock()
+			return addNewBatch, 0
+		}
 		s.sealLocked()
+	}
+	if len(s.cur) == 0 {
 		s.curSince = pd.at
 	}
 	s.cur = append(s.cur, pd)
 	s.curBytes += pd.size
 	full := s.curBytes+record.HeaderSize >= limit
 	first := len(s.cur) == 1
+	sealed := s.sealed.Load()
 	s.mu.Unlock()
-	if full || first || s.p.cfg.linger == 0 {
-		s.signal() // send, or arm the linger timer
+	if full || first {
+		// Send it if a slot is free, arm the linger timer, or seal the
+		// full batch. Later records of an open batch need no wake-up: run
+		// seals the batch with whatever it holds when a slot frees.
+		s.signal()
 	}
-	return true
+	return added, sealed
 }
 
 func (s *sink) flushNow() {
@@ -145,6 +181,7 @@ func (s *sink) sealLocked() {
 	}
 	b := &pbatch{recs: s.cur, deadline: s.cur[0].at.Add(s.p.cfg.deliveryTimeout), offset: -1}
 	s.cur, s.curBytes = nil, 0
+	s.sealed.Add(1)
 	if err := s.encode(b, s.epoch, 0); err != nil {
 		b.fatalErr = err
 		s.rewind = true
@@ -215,17 +252,32 @@ func (s *sink) run() {
 	for {
 		now := time.Now()
 		s.mu.Lock()
-		// Seal on linger, size or flush.
-		if len(s.cur) > 0 && (s.flush || now.Sub(s.curSince) >= s.p.cfg.linger || s.curBytes+record.HeaderSize >= s.limit) {
+		// A full batch is sealed (it waits in the queue for a slot), and so
+		// is one whose first record reached its delivery deadline, for the
+		// rewind to fail it even if nothing can be sent. Any other open
+		// batch is sealed only when it can be sent (below).
+		if len(s.cur) > 0 && (s.curBytes+record.HeaderSize >= s.limit || !now.Before(s.cur[0].at.Add(s.p.cfg.deliveryTimeout))) {
 			s.sealLocked()
-		}
-		if len(s.cur) == 0 {
-			s.flush = false
 		}
 		if s.fenced != nil || (s.inflight == 0 && (s.rewind || s.frontBlockedLocked(now))) {
 			s.rewindLocked(now)
 		}
-		for !s.rewind && s.fenced == nil && !s.newPID && s.next < len(s.queue) && s.inflight < s.p.cfg.maxInFlight {
+		wait := time.Hour
+		for !s.rewind && s.fenced == nil && !s.newPID && s.inflight < s.p.cfg.maxInFlight {
+			if s.next == len(s.queue) {
+				// A slot is free and every sealed batch was sent: the open
+				// batch goes now, with every record that gathered while
+				// the slots were busy, unless a linger still holds it.
+				if len(s.cur) == 0 {
+					break
+				}
+				if age := now.Sub(s.curSince); !s.flush && age < s.p.cfg.linger {
+					wait = s.p.cfg.linger - age
+					break
+				}
+				s.sealLocked() // may fail to encode: the rewind settles it
+				continue
+			}
 			b := s.queue[s.next]
 			if b.done {
 				s.next++ // acknowledged: never sent again
@@ -246,18 +298,24 @@ func (s *sink) run() {
 			b.sent = true
 			go s.send(b)
 		}
+		if len(s.cur) == 0 {
+			s.flush = false
+		}
 		done := s.popDoneLocked()
-		wait := time.Hour
 		if len(s.cur) > 0 {
-			wait = min(wait, s.p.cfg.linger-now.Sub(s.curSince))
+			wait = min(wait, s.cur[0].at.Add(s.p.cfg.deliveryTimeout).Sub(now))
 		}
 		if s.notBefore.After(now) {
 			wait = min(wait, s.notBefore.Sub(now))
 		}
 		if i := s.firstUnfinished(); i >= 0 && s.inflight == 0 {
 			// Wake for the front batch's delivery deadline: it fails then
-			// even if nothing else happens.
+			// even if nothing else happens; and at once when a batch
+			// sealed above failed to encode, for the rewind to settle it.
 			wait = min(wait, s.queue[i].deadline.Sub(now))
+			if s.rewind {
+				wait = 0
+			}
 		}
 		s.mu.Unlock()
 		s.deliver(done)

@@ -96,7 +96,8 @@ func BenchmarkClusterProduce(b *testing.B) {
 // same dev cluster, 1 KiB records (16 per op, so MB/s compare), RF 3,
 // acks=all, idempotent, 6 partitions, 8 goroutines calling Produce with a
 // 2 MiB buffer. Latency is per record, from Produce to its callback: it
-// includes batching (linger 5 ms) and waiting for buffer room.
+// includes batching (natural: records gather while requests are in
+// flight) and waiting for buffer room.
 func benchSDKProduce(b *testing.B, endpoint, apiKey string, hc *http.Client, auth connect.ClientOption) {
 	ctx := context.Background()
 	const partitions = 6

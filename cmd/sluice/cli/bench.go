@@ -212,7 +212,7 @@ func (o *benchOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.acks, "acks", "all", "when a record counts as written: all (every in-sync replica), 1 (the leader) or 0 (no answer)")
 	f.BoolVar(&o.idempotence, "idempotence", true, "idempotent producers; the SDK's default: on with --acks all, off otherwise")
 	f.StringVar(&o.compression, "compression", "none", "batch compression: none, zstd or lz4 (the values are random: they do not compress)")
-	f.DurationVar(&o.linger, "linger", 0, "how long a batch waits for more records before it is sent (default: the SDK's)")
+	f.DurationVar(&o.linger, "linger", 0, "how long a batch that could be sent waits for more records (default: the SDK's, 0: at once)")
 	f.StringVar(&o.batchSize, "batch-size", "", "largest batch of several records, e.g. 256KiB (default: the SDK's)")
 	f.IntVar(&o.maxInFlight, "max-in-flight", 0, "produce requests in flight per partition, 1 to 5 (default: the SDK's, 5)")
 	f.BoolVar(&o.endToEnd, "end-to-end", true, "read the records back in this process and measure end-to-end latency")

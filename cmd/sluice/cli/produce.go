@@ -249,7 +249,7 @@ func (o *produceOptions) register(f *pflag.FlagSet) {
 	f.BoolVar(&o.idempotence, "idempotence", true, "write each record once despite retries; needs --acks all, so other acks turn it off unless given")
 	f.StringVar(&o.compression, "compression", "none", "batch compression: none, zstd or lz4")
 	f.DurationVar(&o.deliveryTimeout, "delivery-timeout", 2*time.Minute, "give up on a record not acknowledged within this time, retries included")
-	f.DurationVar(&o.linger, "linger", 5*time.Millisecond, "how long a batch waits for more records before it is sent")
+	f.DurationVar(&o.linger, "linger", 0, "how long a batch that could be sent waits for more records (0: at once; records still gather into one batch while requests are in flight)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print no line per record, only the summary on stderr")
 }
 
