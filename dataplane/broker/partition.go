@@ -16,7 +16,6 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/record"
 )
 
 type role int
@@ -408,12 +407,13 @@ func (p *partition) checkClientEpochLocked(e *int32) error {
 var errHWCatchingUp = connect.NewError(connect.CodeUnavailable, errors.New("the new leader is still establishing its high watermark; retry shortly"))
 
 // belowHW keeps the whole batches of data that start below hw. Replicas
-// append whole batches, so the HW always falls on a batch boundary.
+// append whole batches, so the HW always falls on a batch boundary. The
+// read that returned data has checked its batches.
 func belowHW(data []byte, hw int64) []byte {
 	n := 0
 	rest := data
 	for len(rest) > 0 {
-		b, r, err := record.ReadBatch(rest)
+		b, r, err := nextChecked(rest)
 		if err != nil || b.BaseOffset() >= hw {
 			break
 		}

@@ -347,11 +347,29 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	return connect.NewResponse(res), nil
 }
 
-// lastOffsetAfter returns one past the last offset of the batches in data.
+// nextChecked splits the first batch off data that a read has checked
+// already (the log's Read and the tier's Read check every batch they
+// return): it reads the length and the header, not the CRC again.
+func nextChecked(data []byte) (record.Batch, []byte, error) {
+	if len(data) < record.HeaderSize {
+		return nil, data, fmt.Errorf("%d bytes left: %w", len(data), record.ErrTruncated)
+	}
+	n := record.Size(data)
+	if n < record.HeaderSize || n > int64(len(data)) {
+		return nil, data, fmt.Errorf("batch of %d bytes, have %d: %w", n, len(data), record.ErrCorrupt)
+	}
+	if _, err := record.ParseBatchHeader(data[:n]); err != nil {
+		return nil, data, err
+	}
+	return record.Batch(data[:n]), data[n:], nil
+}
+
+// lastOffsetAfter returns one past the last offset of the batches in data
+// (checked by the read that returned them).
 func lastOffsetAfter(data []byte) (int64, error) {
 	var next int64
 	for len(data) > 0 {
-		b, rest, err := record.ReadBatch(data)
+		b, rest, err := nextChecked(data)
 		if err != nil {
 			return 0, fmt.Errorf("read fetched batch: %w", err)
 		}
@@ -361,12 +379,39 @@ func lastOffsetAfter(data []byte) (int64, error) {
 	return next, nil
 }
 
-// decodeRecords turns batches into records at or after from (a fetch may
-// start inside a batch), decompressing compressed batches.
+// decodeRecords turns batches (checked by the read that returned them)
+// into records at or after from (a fetch may start inside a batch),
+// decompressing compressed batches. Allocations do not grow with the
+// records: the records come from chunks, keys and values of uncompressed
+// batches are copied into one buffer, those of compressed batches alias
+// their decompressed copy; only header keys (strings) cost one each.
 func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
-	var out []*sluicev1.FetchedRecord
+	count := 0
+	for rest := data; len(rest) > 0; {
+		b, r, err := nextChecked(rest)
+		if err != nil {
+			return nil, fmt.Errorf("read fetched batch: %w", err)
+		}
+		count += int(b.Header().RecordCount)
+		rest = r
+	}
+	count = min(count, len(data)) // a record takes at least a byte: bounds what a header claims
+	out := make([]*sluicev1.FetchedRecord, 0, count)
+	var recs []sluicev1.FetchedRecord
+	var hdrs []sluicev1.Header
+	var hdrPtrs []*sluicev1.Header
+	buf := make([]byte, 0, len(data)) // uncompressed keys and values are within data
+	own := func(b []byte, copyOut bool) []byte {
+		if b == nil || !copyOut {
+			return b
+		}
+		k := len(buf)
+		buf = append(buf, b...)
+		return buf[k:len(buf):len(buf)]
+	}
+	var it record.RecordIter
 	for len(data) > 0 {
-		b, rest, err := record.ReadBatch(data)
+		b, rest, err := nextChecked(data)
 		if err != nil {
 			return nil, fmt.Errorf("read fetched batch: %w", err)
 		}
@@ -375,11 +420,13 @@ func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
 		if h.Attributes.Control() {
 			continue
 		}
+		// A compressed batch decompresses into a buffer of its own, which
+		// the records may keep; an uncompressed one is the caller's.
+		copyOut := h.Attributes.Codec() == record.CodecNone
 		if b, err = compress.DecompressBatch(nil, b, compress.DefaultLimit); err != nil {
 			return nil, fmt.Errorf("decompress fetched batch at offset %d: %w", h.BaseOffset, err)
 		}
-		it, err := b.Records()
-		if err != nil {
+		if err := it.Reset(b); err != nil {
 			return nil, fmt.Errorf("decode fetched batch: %w", err)
 		}
 		for it.Next() {
@@ -388,12 +435,28 @@ func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
 			if off < from {
 				continue
 			}
-			fr := &sluicev1.FetchedRecord{
-				Offset: off, TimestampMs: h.FirstTimestamp + r.TimestampDelta, LeaderEpoch: h.LeaderEpoch,
-				Key: clone(r.Key), Value: clone(r.Value),
+			if len(recs) == cap(recs) {
+				recs = make([]sluicev1.FetchedRecord, 0, max(64, min(count, 1024)))
 			}
-			for _, hd := range r.Headers {
-				fr.Headers = append(fr.Headers, &sluicev1.Header{Key: string(hd.Key), Value: clone(hd.Value)})
+			recs = recs[:len(recs)+1]
+			fr := &recs[len(recs)-1]
+			fr.Offset, fr.TimestampMs, fr.LeaderEpoch = off, h.FirstTimestamp+r.TimestampDelta, h.LeaderEpoch
+			fr.Key, fr.Value = own(r.Key, copyOut), own(r.Value, copyOut)
+			if n := len(r.Headers); n > 0 {
+				if cap(hdrs)-len(hdrs) < n {
+					hdrs = make([]sluicev1.Header, 0, max(n, 64))
+				}
+				if cap(hdrPtrs)-len(hdrPtrs) < n {
+					hdrPtrs = make([]*sluicev1.Header, 0, max(n, 64))
+				}
+				k := len(hdrPtrs)
+				for _, hd := range r.Headers {
+					hdrs = hdrs[:len(hdrs)+1]
+					x := &hdrs[len(hdrs)-1]
+					x.Key, x.Value = string(hd.Key), own(hd.Value, copyOut)
+					hdrPtrs = append(hdrPtrs, x)
+				}
+				fr.Headers = hdrPtrs[k:len(hdrPtrs):len(hdrPtrs)]
 			}
 			out = append(out, fr)
 		}
@@ -402,13 +465,6 @@ func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
 		}
 	}
 	return out, nil
-}
-
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append([]byte{}, b...)
 }
 
 func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sluicev1.ListOffsetsRequest]) (*connect.Response[sluicev1.ListOffsetsResponse], error) {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/compress"
 	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -162,4 +164,72 @@ func TestBrokerProduceRecordsAllocations(t *testing.T) {
 	t.Logf("allocations for 1, 10, 1000 records: %v", allocs)
 	require.Equal(t, allocs[0], allocs[2], "allocations per request do not grow with records: %v", allocs)
 	require.LessOrEqual(t, allocs[0], 6.0, "%v", allocs)
+}
+
+// TestBrokerFetchDecodeRecords: records decoded for a fetch are right
+// across uncompressed and compressed batches and headers, do not alias
+// the fetched bytes of uncompressed batches (the read's buffer stays the
+// caller's), and take allocations that do not grow with the records
+// (without headers; header keys are strings, one each).
+func TestBrokerFetchDecodeRecords(t *testing.T) { // not parallel: AllocsPerRun
+	mk := func(base int64, n int, codec record.Codec) []byte {
+		recs := make([]record.Record, n)
+		for i := range recs {
+			recs[i] = record.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Key: fmt.Appendf(nil, "k%d", base+int64(i)), Value: fmt.Appendf(nil, "v%d", base+int64(i))}
+			if i%2 == 0 {
+				recs[i].Headers = []record.RecordHeader{{Key: []byte("h"), Value: []byte("x")}}
+			}
+		}
+		b, err := record.AppendBatch(nil, record.BatchHeader{BaseOffset: base, FirstTimestamp: 1000, LeaderEpoch: 2}, recs)
+		require.NoError(t, err)
+		if codec != record.CodecNone {
+			b, err = compress.CompressBatch(nil, record.Batch(b), codec)
+			require.NoError(t, err)
+		}
+		return b
+	}
+	data := append(append(mk(0, 3, record.CodecNone), mk(3, 4, record.CodecZstd)...), mk(7, 2, record.CodecNone)...)
+	recs, err := decodeRecords(data, 1)
+	require.NoError(t, err)
+	require.Len(t, recs, 8, "from offset 1")
+	for i, r := range recs {
+		off := int64(i + 1)
+		require.Equal(t, off, r.GetOffset())
+		require.Equal(t, fmt.Sprintf("k%d", off), string(r.GetKey()))
+		require.Equal(t, fmt.Sprintf("v%d", off), string(r.GetValue()))
+		require.EqualValues(t, 2, r.GetLeaderEpoch())
+	}
+	require.Len(t, recs[1].GetHeaders(), 1, "offset 2 is record 2 of its batch")
+	require.Equal(t, "h", recs[1].GetHeaders()[0].GetKey())
+	require.Empty(t, recs[3].GetHeaders(), "offset 4 is record 1 of its batch")
+	for i := range data {
+		data[i] = 0
+	}
+	require.Equal(t, "k1", string(recs[0].GetKey()), "a copy, not the fetched bytes")
+	require.Equal(t, "x", string(recs[1].GetHeaders()[0].GetValue()))
+	require.Equal(t, "v8", string(recs[7].GetValue()))
+
+	_, err = decodeRecords(mk(0, 2, record.CodecNone)[:30], 0)
+	require.ErrorIs(t, err, record.ErrTruncated)
+
+	plain := func(n int) []byte {
+		recs := make([]record.Record, n)
+		for i := range recs {
+			recs[i] = record.Record{OffsetDelta: int32(i), Key: []byte("key"), Value: make([]byte, 100)}
+		}
+		b, err := record.AppendBatch(nil, record.BatchHeader{}, recs)
+		require.NoError(t, err)
+		return b
+	}
+	var allocs []float64
+	for _, n := range []int{10, 1000} {
+		d := plain(n)
+		allocs = append(allocs, testing.AllocsPerRun(10, func() {
+			if _, err := decodeRecords(d, 0); err != nil {
+				t.Fatal(err)
+			}
+		}))
+	}
+	t.Logf("allocations for 10, 1000 records: %v", allocs)
+	require.Equal(t, allocs[0], allocs[1], "allocations do not grow with records: %v", allocs)
 }
