@@ -116,12 +116,19 @@ func (b *Broker) countRole(r role, underReplicated bool) int {
 	n := 0
 	for _, p := range parts {
 		p.mu.Lock()
-		if p.role == r && (!underReplicated || len(p.meta.isr) < len(p.meta.replicas)) {
+		if p.role == r && (!underReplicated || p.underReplicatedLocked()) {
 			n++
 		}
 		p.mu.Unlock()
 	}
 	return n
+}
+
+// underReplicatedLocked reports whether this replica leads with an ISR
+// smaller than the replica set (the ISR the controller confirmed, as the
+// leader state machine holds it).
+func (p *partition) underReplicatedLocked() bool {
+	return p.lead != nil && len(p.lead.ISR()) < len(p.lead.Replicas())
 }
 
 // partitionCollector reports each local replica's offsets and ISR size.
@@ -144,13 +151,16 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	parts := c.b.partitions()
 	for _, p := range parts {
 		p.mu.Lock()
-		r, hw, isr := p.role, p.hwLocked(), len(p.meta.isr)
+		r, hw, isr := p.role, p.hwLocked(), 0
+		if p.lead != nil {
+			isr = len(p.lead.ISR())
+		}
 		p.mu.Unlock()
 		name := map[role]string{roleLeader: "leader", roleFollower: "follower", roleNone: "none"}[r]
 		part := strconv.Itoa(int(p.id))
 		ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(hw), p.topicID, part, name)
 		ch <- prometheus.MustNewConstMetric(descLEO, prometheus.GaugeValue, float64(p.log.LEO()), p.topicID, part, name)
-		if r == roleLeader {
+		if r == roleLeader && isr > 0 {
 			ch <- prometheus.MustNewConstMetric(descISR, prometheus.GaugeValue, float64(isr), p.topicID, part)
 		}
 	}

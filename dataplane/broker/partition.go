@@ -40,13 +40,22 @@ type partition struct {
 	dir      string
 	log      *log.Log
 
-	mu   sync.Mutex
+	mu sync.Mutex
+	// meta is the assignment last applied from the control plane's
+	// stream: the input a role's state machine starts from. Its ISR and
+	// partition epoch are not the leader's: the leader state machine also
+	// applies AlterPartition answers and holds the confirmed ISR
+	// (Leader.ISR) and the maximal ISR it counts for the HW; read those.
 	meta partMeta
 	cfg  topicConfig
 	role role
 	hwCh chan struct{}     // closed and replaced on every append, HW or role change
 	lead *replica.Leader   // set while leader
 	fol  *replica.Follower // set while following a leader
+	// ackWaiters are the produce requests waiting for lead's acks=all
+	// registrations (WaitAcksAll), by id; settleAcksLocked hands them the
+	// results lead reports (TakeAcks).
+	ackWaiters map[replica.AckID]chan replica.AckResult
 	// roleHW is the HW while neither state machine is set: read from the
 	// checkpoint at open, then what the last one had when its role ended.
 	// It seeds the next role's state machine.
@@ -230,7 +239,7 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 	lead := p.lead
 	epoch := p.meta.leaderEpoch
 	res := produceResult{base: -1}
-	waitFor := int64(-1) // with acks=all: the HW to wait for
+	waitFor := int64(-1) // with acks=all: the end of the records to wait for
 	var appendErr error
 	for i, b := range batches {
 		dup, _, err := p.checkSequenceLocked(b.Header())
@@ -272,7 +281,24 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 		p.mu.Unlock()
 		return produceResult{}, fmt.Errorf("record append: %w", err)
 	}
-	p.notifyLocked() // wakes follower fetches (new data) and waiters (HW)
+	var ack replica.AckID
+	var acked chan replica.AckResult
+	if appendErr == nil && acks == sluicev1.Acks_ACKS_ALL {
+		// Registered under the same lock as the append, so no HW change
+		// can slip between them.
+		id, err := lead.WaitAcksAll(waitFor)
+		if err != nil {
+			appendErr = fmt.Errorf("acks=all wait: %w (the records were written)", p.replicaError(err))
+		} else {
+			ack, acked = id, make(chan replica.AckResult, 1)
+			if p.ackWaiters == nil {
+				p.ackWaiters = map[replica.AckID]chan replica.AckResult{}
+			}
+			p.ackWaiters[id] = acked
+		}
+	}
+	p.settleAcksLocked()
+	p.notifyLocked() // wakes follower fetches (new data) and readers (HW)
 	p.mu.Unlock()
 	if appendErr != nil {
 		if ferr := p.log.Failed(); ferr != nil {
@@ -287,50 +313,74 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 	case sluicev1.Acks_ACKS_LEADER:
 		return res, nil
 	}
-	if err := p.waitHW(ctx, lead, waitFor, timeout); err != nil {
+	if err := p.waitAck(ctx, lead, ack, acked, timeout); err != nil {
 		return produceResult{}, err
 	}
 	return res, nil
 }
 
-// waitHW waits until the high watermark of the leadership that appended
-// the records (lead) reaches offset: every ISR member has the records below
-// it. It fails when that leadership ends (the records may have been
-// truncated since, even if a later HW passes offset), when the ISR falls
-// below min ISR, when the timeout passes or ctx ends.
-func (p *partition) waitHW(ctx context.Context, lead *replica.Leader, offset int64, timeout time.Duration) error {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		p.mu.Lock()
-		ch, meta := p.hwCh, p.meta
-		same := p.role == roleLeader && p.lead == lead && !lead.Resigned()
-		hw := lead.HW()
-		var ackErr error
-		if same {
-			if err := lead.CanAcceptAcksAll(); err != nil {
-				ackErr = p.replicaError(err)
-			}
-		}
-		p.mu.Unlock()
-		switch {
-		case !same:
-			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.b.notLeader(meta)))
-		case hw >= offset:
-			return nil
-		case ackErr != nil:
-			// The records are in the log and may yet be committed: this is
-			// an unknown outcome, not a refusal (no NotEnoughReplicas detail).
-			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the ISR shrank below min.insync.replicas before acks=all completed; the records may or may not be committed: %v", ackErr))
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			return connect.NewError(connect.CodeDeadlineExceeded, errors.New("acks=all not confirmed within the timeout; the records may or may not be committed"))
-		case <-ctx.Done():
-			return ctx.Err()
+// settleAcksLocked hands the acks=all results the leader state machine
+// reports to the produce requests waiting for them. Every call to p.lead
+// that can end waits (Append, WaitAcksAll, FollowerFetch, ISRChanged,
+// SetMinISR, Resign, Close) is followed by it under the same lock hold.
+func (p *partition) settleAcksLocked() {
+	if p.lead == nil {
+		return
+	}
+	for _, r := range p.lead.TakeAcks() {
+		if ch, ok := p.ackWaiters[r.ID]; ok {
+			delete(p.ackWaiters, r.ID)
+			ch <- r
 		}
 	}
+}
+
+// waitAck waits for the end of acks=all wait id of the leadership that
+// appended the records (lead): success once every ISR member has them, a
+// failure when that leadership ends first (the records may have been
+// truncated since, even if a later HW passes them) or the ISR falls below
+// min ISR, or when the timeout passes or ctx ends (the wait is cancelled).
+func (p *partition) waitAck(ctx context.Context, lead *replica.Leader, id replica.AckID, acked <-chan replica.AckResult, timeout time.Duration) error {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var r replica.AckResult
+	select {
+	case r = <-acked:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	if r.ID == 0 { // timed out or cancelled: withdraw the wait unless it just ended
+		p.mu.Lock()
+		if lead.CancelAck(id) {
+			if p.lead == lead {
+				delete(p.ackWaiters, id)
+			}
+			p.mu.Unlock()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return connect.NewError(connect.CodeDeadlineExceeded, errors.New("acks=all not confirmed within the timeout; the records may or may not be committed"))
+		}
+		if p.lead == lead {
+			p.settleAcksLocked()
+		}
+		p.mu.Unlock()
+		r = <-acked // it ended: settleAcksLocked delivered it under the lock
+	}
+	switch {
+	case r.Err == nil:
+		return nil
+	case errors.Is(r.Err, replica.ErrNotEnoughReplicas):
+		// The records are in the log and may yet be committed: this is
+		// an unknown outcome, not a refusal (no NotEnoughReplicas detail).
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the ISR shrank below min.insync.replicas before acks=all completed; the records may or may not be committed: %v", r.Err))
+	case errors.Is(r.Err, replica.ErrNotLeader):
+		p.mu.Lock()
+		meta := p.meta
+		p.mu.Unlock()
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.b.notLeader(meta)))
+	}
+	return fmt.Errorf("acks=all wait: %w", r.Err)
 }
 
 // fetch returns whole batches from offset that lie below the high

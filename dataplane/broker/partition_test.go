@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -139,7 +140,7 @@ func lead(t *testing.T, p *partition, hw int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.meta = partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 1, leaderEpoch: 4, isr: []int32{1, 2, 3}}
-	p.endRoleLocked(4)
+	p.endRoleLocked()
 	p.roleHW = hw
 	l, err := p.newLeaderLocked(p.meta, p.cfg, time.Now())
 	require.NoError(t, err)
@@ -167,29 +168,108 @@ func TestBrokerNewLeaderHidesHWUntilEstablished(t *testing.T) {
 	require.EqualValues(t, 10, hw)
 }
 
+// produceAsync produces one acks=all batch to p in the background and
+// waits until the leader state machine holds its acks=all wait.
+func produceAsync(t *testing.T, p *partition, timeout time.Duration) <-chan error {
+	t.Helper()
+	p.mu.Lock()
+	before := len(p.ackWaiters)
+	p.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.produce(context.Background(), []log.ValidBatch{validBatch(t, batchesOf(t, 0, 1, 0))}, sluicev1.Acks_ACKS_ALL, timeout, nil)
+		done <- err
+	}()
+	testenv.Wait(t, 10*time.Second, "the produce's acks=all wait", func() error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if len(p.ackWaiters) == before {
+			return errors.New("not registered")
+		}
+		return nil
+	})
+	return done
+}
+
+// followerFetch sends follower id's fetch from offset through the leader's
+// replication handler, as a follower broker would.
+func followerFetch(t *testing.T, p *partition, id int32, offset int64, lastEpoch int32) {
+	t.Helper()
+	_, _, err := p.serveReplica(&sluicev1.FetchReplicaRequest{FollowerId: id, FollowerBrokerEpoch: 1, TopicId: p.topicID,
+		LeaderEpoch: 4, FetchOffset: offset, LastFetchedEpoch: lastEpoch, MaxBytes: 1 << 20}, 1<<20)
+	require.NoError(t, err)
+}
+
+// TestBrokerAcksAllCompletesFromTheStateMachine: an acks=all produce is
+// answered when the leader state machine reports its wait done, which the
+// followers' fetches through the replication handler cause.
+func TestBrokerAcksAllCompletesFromTheStateMachine(t *testing.T) {
+	t.Parallel()
+	p := newFollower(t, newTestBroker(t), false)
+	lead(t, p, 8)
+	for _, f := range []int32{2, 3} {
+		followerFetch(t, p, f, 10, 3)
+	}
+	require.EqualValues(t, 10, p.highWatermark())
+	done := produceAsync(t, p, time.Minute)
+	followerFetch(t, p, 2, 11, 4)
+	select {
+	case err := <-done:
+		t.Fatalf("acknowledged before 3 had the record: %v", err)
+	default:
+	}
+	followerFetch(t, p, 3, 11, 4)
+	require.NoError(t, <-done)
+	require.EqualValues(t, 11, p.highWatermark())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	require.Empty(t, p.ackWaiters)
+}
+
 func TestBrokerAcksAllWaitEndsWithItsLeadership(t *testing.T) {
 	t.Parallel()
 	p := newFollower(t, newTestBroker(t), false)
 	lead(t, p, 8)
 	p.mu.Lock()
-	appended := p.lead
+	cfg := p.cfg
 	p.mu.Unlock()
-	done := make(chan error, 1)
-	go func() { done <- p.waitHW(context.Background(), appended, 10, 10*time.Second) }()
-	// A new leadership (here: this broker again, at a new epoch) takes over
-	// and its HW passes 10, perhaps over different records: the old wait
-	// must not report success.
+	done := produceAsync(t, p, time.Minute)
+	// A new leadership (here: this broker again, at a new epoch, alone in
+	// the ISR) takes over and its HW passes the record at once, perhaps
+	// over different records: the old wait must not report success.
+	cfg.minISR = 1
+	p.update(context.Background(), partMeta{partition: 0, replicas: []int32{1}, leader: 1, leaderEpoch: 5, isr: []int32{1}}, cfg)
+	err := <-done
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "leadership moved before acks=all completed; the records may or may not be committed")
+	require.EqualValues(t, 11, p.highWatermark())
+}
+
+func TestBrokerAcksAllWaitFailsWhenTheISRShrinksBelowMin(t *testing.T) {
+	t.Parallel()
+	p := newFollower(t, newTestBroker(t), false)
+	lead(t, p, 8)
 	p.mu.Lock()
-	p.meta.leaderEpoch = 5
-	l, err := p.newLeaderLocked(partMeta{partition: 0, replicas: []int32{1}, leader: 1, leaderEpoch: 5, isr: []int32{1}}, topicConfig{minISR: 1}, time.Now())
-	require.NoError(t, err)
-	require.NoError(t, l.Append(12, time.Now()))
-	p.lead = l
-	p.notifyLocked()
+	cfg, pm := p.cfg, p.meta
 	p.mu.Unlock()
-	err = <-done
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
-	require.Contains(t, err.Error(), "may or may not be committed")
+	done := produceAsync(t, p, time.Minute)
+	pm.isr, pm.partitionEpoch = []int32{1}, pm.partitionEpoch+1
+	p.update(context.Background(), pm, cfg)
+	err := <-done
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "the ISR shrank below min.insync.replicas before acks=all completed")
+}
+
+func TestBrokerAcksAllWaitTimesOut(t *testing.T) {
+	t.Parallel()
+	p := newFollower(t, newTestBroker(t), false)
+	lead(t, p, 8)
+	err := <-produceAsync(t, p, 50*time.Millisecond)
+	require.Equal(t, connect.CodeDeadlineExceeded, connect.CodeOf(err), "%v", err)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	require.Empty(t, p.ackWaiters, "the wait was withdrawn")
+	require.Empty(t, p.lead.TakeAcks())
 }
 
 func TestBrokerHWRestoredOnOpen(t *testing.T) {

@@ -227,7 +227,7 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 	p.meta, p.cfg = pm, cfg
 	switch {
 	case pm.leader == self && (p.role != roleLeader || newEpoch || p.lead == nil):
-		p.endRoleLocked(pm.leaderEpoch)
+		p.endRoleLocked()
 		lead, err := p.newLeaderLocked(pm, cfg, time.Now())
 		if err != nil {
 			p.b.logger.Error("cannot lead partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "err", err)
@@ -247,8 +247,9 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 				p.b.logger.Warn("apply ISR", "topic", p.topicID, "partition", p.id, "isr", pm.isr, "err", err)
 			}
 		}
+		p.settleAcksLocked()
 	case p.role != roleFollower || newEpoch || prev.leader != pm.leader:
-		p.endRoleLocked(pm.leaderEpoch)
+		p.endRoleLocked()
 		p.role = roleFollower
 		if pm.leader < 0 {
 			break // offline: nobody to follow until a leader is elected
@@ -273,13 +274,17 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 }
 
 // endRoleLocked ends the replica's current role, if any: it stops the
-// follower's fetching, resigns a leadership in favour of newLeaderEpoch
-// (failing its pending acks=all waits), and keeps the state machine's HW in
-// roleHW for the next role.
-func (p *partition) endRoleLocked(newLeaderEpoch int32) {
+// follower's fetching, closes a leadership (its pending acks=all waits fail
+// with ErrNotLeader), and keeps the state machine's HW in roleHW for the
+// next role.
+func (p *partition) endRoleLocked() {
 	p.stopLocked()
 	p.roleHW = p.hwLocked()
-	p.lead, p.fol = nil, nil
+	if p.lead != nil {
+		p.lead.Close()
+		p.settleAcksLocked()
+	}
+	p.lead, p.fol, p.ackWaiters = nil, nil, nil
 }
 
 // roleLogLevel is the level of a replica's "leading"/"following" line:
@@ -296,7 +301,7 @@ func roleLogLevel(pm partMeta) slog.Level {
 func (p *partition) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.endRoleLocked(p.meta.leaderEpoch + 1)
+	p.endRoleLocked()
 	p.role = roleNone
 	p.notifyLocked()
 }
@@ -498,6 +503,7 @@ func (p *partition) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) 
 		}, nil, nil
 	}
 	if d.HW != hw {
+		p.settleAcksLocked()
 		p.notifyLocked() // wakes readers waiting for the HW
 	}
 	if off >= d.LEO {

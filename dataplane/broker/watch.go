@@ -173,18 +173,18 @@ func (p *partition) maybeAlterISR(ctx context.Context) {
 		// Deposed: stop acknowledging now rather than when the assignment
 		// stream catches up.
 		_ = lead.Resign(pm.leaderEpoch)
+		p.settleAcksLocked()
 		p.notifyLocked()
 		return
 	}
 	if pm.leader != p.b.cfg.ID || pm.leaderEpoch != lead.LeaderEpoch() || pm.partitionEpoch <= lead.PartitionEpoch() {
 		return
 	}
-	if cerr := lead.ISRChanged(pm.partitionEpoch, pm.isr); cerr != nil && !errors.Is(cerr, replica.ErrStalePartitionEpoch) {
+	cerr := lead.ISRChanged(pm.partitionEpoch, pm.isr)
+	p.settleAcksLocked()
+	if cerr != nil && !errors.Is(cerr, replica.ErrStalePartitionEpoch) {
 		p.b.logger.Warn("apply ISR", "topic", p.topicID, "partition", p.id, "isr", pm.isr, "err", cerr)
 		return
-	}
-	if pm.partitionEpoch > p.meta.partitionEpoch {
-		p.meta = pm
 	}
 	if err == nil {
 		if prop.Kind == replica.Expand {

@@ -68,7 +68,7 @@
 //     ISR has at least min.insync.replicas members. Otherwise the produce is
 //     refused (CanAcceptAcksAll, WaitAcksAll) or the pending wait fails with
 //     ErrNotEnoughReplicas when the ISR shrinks below min ISR, and with
-//     ErrNotLeader when leadership is lost (Resign). Never silently
+//     ErrNotLeader when leadership is lost (Resign, Close). Never silently
 //     downgraded to acks=1.
 //   - Only ISR members can be proposed as leader: the controller elects from
 //     the ISR, and a replica enters the ISR only after reaching the HW and

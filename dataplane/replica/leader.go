@@ -512,6 +512,19 @@ func (l *Leader) Resign(newLeaderEpoch int32) error {
 	return nil
 }
 
+// Close ends this leadership without a newer leader epoch known (the
+// replica stops leading, e.g. it is closed or moves to another role):
+// pending acks=all waits fail with ErrNotLeader and every later call fails
+// with ErrNotLeader. Closing twice does nothing.
+func (l *Leader) Close() {
+	if l.resigned {
+		return
+	}
+	l.resigned = true
+	l.pending = nil
+	l.failAcks(fmt.Errorf("leadership at epoch %d ended: %w", l.leaderEpoch, ErrNotLeader))
+}
+
 // HW returns the high watermark: consumers read only below it. It never
 // decreases.
 func (l *Leader) HW() int64 { return l.hw }

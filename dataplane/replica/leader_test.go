@@ -378,6 +378,27 @@ func TestReplicaLeaderResign(t *testing.T) {
 	require.False(t, ok)
 }
 
+// TestReplicaLeaderClose: a leadership that ends without a newer epoch
+// known (the broker closes the replica or gives it another role) fails its
+// pending acks=all waits like a resignation.
+func TestReplicaLeaderClose(t *testing.T) {
+	t.Parallel()
+	l := setupLeader(t)
+	id, err := l.WaitAcksAll(10)
+	require.NoError(t, err)
+	l.Close()
+	require.True(t, l.Resigned())
+	res := l.TakeAcks()
+	require.Len(t, res, 1)
+	require.Equal(t, id, res[0].ID)
+	require.ErrorIs(t, res[0].Err, ErrNotLeader)
+	l.Close()
+	require.Empty(t, l.TakeAcks(), "closing twice reports nothing new")
+	_, err = l.WaitAcksAll(10)
+	require.ErrorIs(t, err, ErrNotLeader)
+	require.ErrorIs(t, l.Append(11, t0), ErrNotLeader)
+}
+
 func TestReplicaConfigValidate(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, Config{LagTimeMax: DefaultLagTimeMax}.Validate())
