@@ -454,7 +454,13 @@ func consume(cons *client.Consumer, runner *bench.Runner) (stop func()) {
 				return
 			}
 			if err != nil {
+				// Counted, and not in a tight loop: the SDK retries what
+				// it can, and what it cannot will not pass in 100 ms.
 				runner.ConsumeError(err)
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-ctx.Done():
+				}
 				continue
 			}
 			for _, r := range recs {
