@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/client"
-	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -128,7 +128,7 @@ func TestProducerBatchesNaturallyUnderLoad(t *testing.T) {
 			_, wait := burst(t, p, n, tc.pace)
 			// Every request slot is taken (the first records went out at
 			// once), and the rest of the burst waits in the producer.
-			testcluster.Wait(t, 10*time.Second, "the first requests at the gate", func() error {
+			testenv.Wait(t, 10*time.Second, "the first requests at the gate", func() error {
 				if got := f.requests(); got == 0 {
 					return fmt.Errorf("%d requests arrived", got)
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -380,7 +381,11 @@ func TestFaultProduceDuringClose(t *testing.T) {
 		cancel()
 		close(stop)
 		wg.Wait()
-		require.Eventually(t, func() bool { return calls.Load() == cbs.Load() }, 2*time.Second, 5*time.Millisecond,
-			"%d produces, %d callbacks", calls.Load(), cbs.Load())
+		testenv.Wait(t, 2*time.Second, "a callback for every produce", func() error {
+			if c, b := calls.Load(), cbs.Load(); c != b {
+				return fmt.Errorf("%d produces, %d callbacks", c, b)
+			}
+			return nil
+		})
 	}
 }

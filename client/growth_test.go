@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"hash/fnv"
 	"net/http"
 	"sync"
@@ -15,7 +16,6 @@ import (
 	"github.com/sluicemq/sluice/client"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
-	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -152,7 +152,7 @@ func TestGrowthGroupConsumesNewPartitions(t *testing.T) {
 	require.NoError(t, p.ProduceSync(ctx,
 		&client.Record{Topic: "grow-group", Partition: 0, Value: []byte("old-0")},
 		&client.Record{Topic: "grow-group", Partition: 1, Value: []byte("old-1")}))
-	testcluster.Wait(t, 30*time.Second, "the member consumes the first partitions", func() error {
+	testenv.Wait(t, 30*time.Second, "the member consumes the first partitions", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(got[0]) == 0 || len(got[1]) == 0 {
@@ -166,7 +166,7 @@ func TestGrowthGroupConsumesNewPartitions(t *testing.T) {
 	// minutes ago); a new client that knows of the added ones writes to
 	// them.
 	var fcl *client.Client
-	testcluster.Wait(t, 30*time.Second, "a client that sees 4 partitions", func() error {
+	testenv.Wait(t, 30*time.Second, "a client that sees 4 partitions", func() error {
 		fcl = newClient(t)
 		if n, err := fcl.Partitions(ctx, "grow-group"); err != nil || n != 4 {
 			return fmt.Errorf("%d partitions, %v", n, err)
@@ -185,7 +185,7 @@ func TestGrowthGroupConsumesNewPartitions(t *testing.T) {
 		&client.Record{Topic: "grow-group", Partition: 3, Value: []byte("new-3")}))
 	consumed := func(what string, n int) {
 		t.Helper()
-		testcluster.Wait(t, 30*time.Second, what, func() error {
+		testenv.Wait(t, 30*time.Second, what, func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(got[2]) < n || len(got[3]) < n {

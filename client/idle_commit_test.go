@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/sluicemq/sluice/client"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/internal/testcluster"
 )
 
 // TestGroupIdleConsumerCommitsAtItsInterval: a member that caught up and
@@ -49,7 +49,7 @@ func TestGroupIdleConsumerCommitsAtItsInterval(t *testing.T) {
 	}()
 	admin, err := c.GroupAdmin()
 	require.NoError(t, err)
-	testcluster.Wait(t, 30*time.Second, "every record committed while the member idles", func() error {
+	testenv.Wait(t, 30*time.Second, "every record committed while the member idles", func() error {
 		res, err := admin.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: group}))
 		if err != nil {
 			return err

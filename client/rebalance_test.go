@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"sync"
 	"testing"
 	"time"
@@ -113,14 +114,14 @@ func TestCooperativeRebalanceDoesNotStopOthers(t *testing.T) {
 			t.Logf("client %d: %s", i, m.gc.Debug())
 		}
 	}()
-	require.Eventually(t, func() bool {
-		for _, m := range members {
-			if len(m.gc.Assignment()) != 3 {
-				return false
+	testenv.Wait(t, 30*time.Second, "20 members × 3 partitions", func() error {
+		for i, m := range members {
+			if n := len(m.gc.Assignment()); n != 3 {
+				return fmt.Errorf("member %d holds %d partitions", i, n)
 			}
 		}
-		return true
-	}, 30*time.Second, 50*time.Millisecond, "20 members × 3 partitions")
+		return nil
+	})
 	time.Sleep(500 * time.Millisecond)
 	start := time.Now()
 	before := map[*member][]client.TopicPartition{}
@@ -138,17 +139,17 @@ func TestCooperativeRebalanceDoesNotStopOthers(t *testing.T) {
 	require.NoError(t, leaver.gc.Close(context.Background()))
 	joiner := join()
 	stayers := members[1:]
-	require.Eventually(t, func() bool {
-		if len(joiner.gc.Assignment()) != 3 {
-			return false
+	testenv.Wait(t, 30*time.Second, "back to 20 × 3", func() error {
+		if n := len(joiner.gc.Assignment()); n != 3 {
+			return fmt.Errorf("the joiner holds %d partitions", n)
 		}
-		for _, m := range stayers {
-			if len(m.gc.Assignment()) != 3 {
-				return false
+		for i, m := range stayers {
+			if n := len(m.gc.Assignment()); n != 3 {
+				return fmt.Errorf("stayer %d holds %d partitions", i, n)
 			}
 		}
-		return true
-	}, 30*time.Second, 50*time.Millisecond, "back to 20 × 3")
+		return nil
+	})
 	time.Sleep(time.Second)
 	stop()
 

@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"math"
 	"strconv"
 	"sync"
@@ -111,15 +113,22 @@ func TestFaultDeadlineFailuresDoNotStallThePartition(t *testing.T) {
 
 			// Let records fail at their deadline for a while: the queue is
 			// full of batches past or near their deadline.
-			require.Eventually(t, func() bool {
+			testenv.Wait(t, 30*time.Second, "300 records failed at their deadline", func() error {
 				sp.mu.Lock()
 				defer sp.mu.Unlock()
-				return len(sp.failed) >= 300
-			}, 30*time.Second, 5*time.Millisecond)
+				if len(sp.failed) < 300 {
+					return fmt.Errorf("%d failed", len(sp.failed))
+				}
+				return nil
+			})
 			healed := time.Now()
 			outage.Store(false)
-			require.Eventually(t, func() bool { return sp.ackedProducedAfter(healed) }, 5*time.Second, 5*time.Millisecond,
-				"a record produced after the leader accepts again is acknowledged")
+			testenv.Wait(t, 5*time.Second, "a record produced after the leader accepts again to be acknowledged", func() error {
+				if !sp.ackedProducedAfter(healed) {
+					return errors.New("none acknowledged yet")
+				}
+				return nil
+			})
 			close(sp.stop)
 			<-sp.stopped
 			require.NoError(t, p.Close(context.Background()))

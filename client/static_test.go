@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/sluicemq/sluice/client"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/internal/testcluster"
 )
 
 // staticMember is a GroupConsumer running Run in the background, recording
@@ -163,7 +163,7 @@ func TestGroupStaticMemberReplacedWhileAlive(t *testing.T) {
 	a := startStaticMember(t, c, group, topic)                                             // the other member: dynamic
 	x1 := startStaticMember(t, newClient(t), group, topic, client.WithInstanceID("pod-x")) // the first process of pod-x
 	var before *sluicev1.DescribeGroupResponse
-	testcluster.Wait(t, 30*time.Second, "a stable group of two, everything consumed and committed", func() error {
+	testenv.Wait(t, 30*time.Second, "a stable group of two, everything consumed and committed", func() error {
 		d, err := stable()
 		if err != nil {
 			return err
@@ -181,7 +181,7 @@ func TestGroupStaticMemberReplacedWhileAlive(t *testing.T) {
 	// pod-x starts again while the old process still runs.
 	x2 := startStaticMember(t, newClient(t), group, topic, client.WithInstanceID("pod-x"))
 	var after *sluicev1.DescribeGroupResponse
-	testcluster.Wait(t, 30*time.Second, "the new process holding pod-x's partitions", func() error {
+	testenv.Wait(t, 30*time.Second, "the new process holding pod-x's partitions", func() error {
 		d, err := stable()
 		if err != nil {
 			return err
@@ -220,7 +220,7 @@ func TestGroupStaticMemberReplacedWhileAlive(t *testing.T) {
 	// where the old one committed, the old one none.
 	x1Values, _, _ := x1.snapshot()
 	produce(n, 2*n)
-	testcluster.Wait(t, 30*time.Second, "every record consumed", func() error {
+	testenv.Wait(t, 30*time.Second, "every record consumed", func() error {
 		av, _, _ := a.snapshot()
 		xv, _, _ := x2.snapshot()
 		seen := map[int]bool{}

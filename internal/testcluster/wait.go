@@ -5,18 +5,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/tenants"
 
 	"connectrpc.com/connect"
-)
-
-// Wait, Retry and Permanent are testenv's: one polling helper for every
-// test in the tree.
-var (
-	Wait      = testenv.Wait
-	Retry     = testenv.Retry
-	Permanent = testenv.Permanent
 )
 
 // h2cClient is an HTTP/2 cleartext client with no overall timeout (calls
