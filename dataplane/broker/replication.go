@@ -320,46 +320,60 @@ func (p *partition) stopLocked() {
 func (p *partition) follow(ctx context.Context, fol *replica.Follower) {
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		p.mu.Lock()
-		if p.fol != fol {
-			p.mu.Unlock()
+		sent, err := p.fetchOnce(ctx, fol, p.b.peer(fol.Leader()).replica.FetchReplica)
+		switch {
+		case errors.Is(err, errNotFollowing) || ctx.Err() != nil:
 			return
-		}
-		fol.SetBrokerEpoch(p.b.brokerEpoch.Load())
-		q := fol.Next(logState(p.log))
-		leader := fol.Leader()
-		p.mu.Unlock()
-		req := &sluicev1.FetchReplicaRequest{
-			FollowerId:          q.Replica,
-			FollowerBrokerEpoch: q.BrokerEpoch,
-			TopicId:             p.topicID,
-			Partition:           p.id,
-			LeaderEpoch:         q.LeaderEpoch,
-			FetchOffset:         q.FetchOffset,
-			LastFetchedEpoch:    q.LastFetchedEpoch,
-			MaxBytes:            4 << 20,
-			MaxWaitMs:           500,
-		}
-		res, err := p.b.peer(leader).replica.FetchReplica(ctx, connect.NewRequest(req))
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			p.b.logger.Debug("fetch from leader", "topic", p.topicID, "partition", p.id, "leader", leader, "err", err)
+		case !sent:
+			p.b.logger.Debug("fetch from leader", "topic", p.topicID, "partition", p.id, "leader", fol.Leader(), "err", err)
 			sleep(ctx, backoff)
 			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 50 * time.Millisecond
-		if err := p.applyFetch(fol, q, res.Msg); err != nil {
+		case err != nil:
+			backoff = 50 * time.Millisecond
 			if ferr := p.log.Failed(); ferr != nil {
 				p.b.failStop(p, ferr)
 				return
 			}
 			p.b.logger.Error("apply leader's batches", "topic", p.topicID, "partition", p.id, "err", err)
 			sleep(ctx, time.Second)
+		default:
+			backoff = 50 * time.Millisecond
 		}
 	}
+}
+
+// errNotFollowing: fol is no longer this replica's follower state machine.
+var errNotFollowing = errors.New("no longer following")
+
+// fetchOnce is one step of follow: the fetch fol says to send, sent with
+// send, and its answer applied. sent reports whether the leader answered;
+// err is then the failure to apply the answer.
+func (p *partition) fetchOnce(ctx context.Context, fol *replica.Follower,
+	send func(context.Context, *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error),
+) (sent bool, err error) {
+	p.mu.Lock()
+	if p.fol != fol {
+		p.mu.Unlock()
+		return false, errNotFollowing
+	}
+	fol.SetBrokerEpoch(p.b.brokerEpoch.Load())
+	q := fol.Next(logState(p.log))
+	p.mu.Unlock()
+	res, err := send(ctx, connect.NewRequest(&sluicev1.FetchReplicaRequest{
+		FollowerId:          q.Replica,
+		FollowerBrokerEpoch: q.BrokerEpoch,
+		TopicId:             p.topicID,
+		Partition:           p.id,
+		LeaderEpoch:         q.LeaderEpoch,
+		FetchOffset:         q.FetchOffset,
+		LastFetchedEpoch:    q.LastFetchedEpoch,
+		MaxBytes:            4 << 20,
+		MaxWaitMs:           500,
+	}))
+	if err != nil {
+		return false, err
+	}
+	return true, p.applyFetch(fol, q, res.Msg)
 }
 
 // applyFetch applies the leader's answer res to fetch q of follower fol:

@@ -103,7 +103,10 @@
 // controller that can delay, reorder and refuse, a virtual clock, crashes
 // and network isolation) with the invariants above checked after every
 // command. model_test.go drives the same simulation with random commands
-// from fixed seeds. Regenerate the expected output after an intended change
+// from fixed seeds. The broker runs these state machines and keeps no copy
+// of their state; dataplane/broker's TestBrokerReplicationModel runs the
+// same random faults and invariant checks on broker partitions with real
+// logs, through the broker's replication handlers. Regenerate the expected output after an intended change
 // with
 //
 //	go test ./dataplane/replica -run TestReplicaScenario -rewrite
