@@ -128,7 +128,10 @@ func TestE2ECLIBench(t *testing.T) {
 	out = mustCLI(t, cfgPath, "--profile", "dev", "bench", "--topic", "ledger", "--rate", "200", "--duration", "1s", "--warmup", "0s", "-q")
 	require.Contains(t, out, "ledger (existing)")
 	require.Regexp(t, `(?m)^partitions:\s+2$`, out)
-	require.Regexp(t, `(?m)^200/s\s+\d+\s+\d+\s+0\s+`, out, "a row for the step, no failure")
+	// A loaded machine may not keep up with even 200/s: the row then says
+	// so ("200/s (behind)"), which is the tool reporting truthfully, not a
+	// failure.
+	require.Regexp(t, `(?m)^200/s( \(behind\))?\s+\d+\s+\d+\s+0\s+`, out, "a row for the step, no failure")
 	require.Contains(t, out, "end-to-end")
 	require.Contains(t, mustCLI(t, cfgPath, "--profile", "dev", "topic", "list"), "ledger")
 
