@@ -220,6 +220,18 @@ func TestGroupStaticMemberReplacedWhileAlive(t *testing.T) {
 	// where the old one committed, the old one none.
 	x1Values, _, _ := x1.snapshot()
 	produce(n, 2*n)
+	defer func() { // what each member held, for a failure below
+		if t.Failed() {
+			for name, m := range map[string]*staticMember{"a": a, "x2": x2} {
+				_, _, processed := m.snapshot()
+				last := map[int32]int64{}
+				for p, offs := range processed {
+					last[p] = offs[len(offs)-1]
+				}
+				t.Logf("%s: %s; last offset processed per partition %v", name, m.gc.Debug(), last)
+			}
+		}
+	}()
 	testenv.Wait(t, 30*time.Second, "every record consumed", func() error {
 		av, _, _ := a.snapshot()
 		xv, _, _ := x2.snapshot()
