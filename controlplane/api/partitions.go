@@ -31,25 +31,15 @@ const growAttempts = 5
 // partition limit in the same transaction, serialised with every creation
 // and growth of the tenant's topics.
 func (s *topicService) CreatePartitions(ctx context.Context, req *connect.Request[sluicev1.CreatePartitionsRequest]) (*connect.Response[sluicev1.CreatePartitionsResponse], error) {
-	_, tenant, err := s.tenantOf(ctx)
-	if err != nil {
-		return nil, err
-	}
-	limits, _, err := limitsOf(tenant)
-	if err != nil {
-		return nil, err
-	}
 	m := req.Msg
 	name := m.GetName()
-	if err := ValidateTopicName(name); err != nil {
+	tenant, limits, err := s.topicTenant(ctx, name)
+	if err != nil {
 		return nil, err
 	}
 	n := m.GetPartitionCount()
-	switch {
-	case n < 1:
-		return nil, invalid("partition_count", "must be at least 1 (the new total, not the number to add); got %d", n)
-	case n > maxPartitionsPerTopic:
-		return nil, invalid("partition_count", "must be at most %d; got %d", maxPartitionsPerTopic, n)
+	if err := validPartitionCount(n, " (the new total, not the number to add)"); err != nil {
+		return nil, err
 	}
 	countLimits := store.CountLimits{MaxPartitions: int64(limits.MaxPartitions)}
 	for attempt := 1; ; attempt++ {

@@ -12,29 +12,20 @@ import (
 	"github.com/sluicemq/sluice/controlplane/placement"
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants"
 )
 
 type topicService struct{ *API }
 
 func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[sluicev1.CreateTopicRequest]) (*connect.Response[sluicev1.CreateTopicResponse], error) {
-	_, t, err := s.tenantOf(ctx)
-	if err != nil {
-		return nil, err
-	}
-	limits, _, err := limitsOf(t)
+	t, limits, err := s.topicTenant(ctx, req.Msg.GetName())
 	if err != nil {
 		return nil, err
 	}
 	m := req.Msg
-	if err := ValidateTopicName(m.GetName()); err != nil {
-		return nil, err
-	}
 	n := m.GetPartitionCount()
-	switch {
-	case n < 1:
-		return nil, invalid("partition_count", "must be at least 1; got %d", n)
-	case n > maxPartitionsPerTopic:
-		return nil, invalid("partition_count", "must be at most %d; got %d", maxPartitionsPerTopic, n)
+	if err := validPartitionCount(n, ""); err != nil {
+		return nil, err
 	}
 	rf := m.GetReplicationFactor()
 	if rf == 0 {
@@ -243,16 +234,9 @@ func (s *topicService) DescribeTopic(ctx context.Context, req *connect.Request[s
 }
 
 func (s *topicService) UpdateTopicConfig(ctx context.Context, req *connect.Request[sluicev1.UpdateTopicConfigRequest]) (*connect.Response[sluicev1.UpdateTopicConfigResponse], error) {
-	_, tenant, err := s.tenantOf(ctx)
-	if err != nil {
-		return nil, err
-	}
-	limits, _, err := limitsOf(tenant)
-	if err != nil {
-		return nil, err
-	}
 	name := req.Msg.GetName()
-	if err := ValidateTopicName(name); err != nil {
+	tenant, limits, err := s.topicTenant(ctx, name)
+	if err != nil {
 		return nil, err
 	}
 	if req.Msg.GetConfig() == nil {
@@ -290,4 +274,33 @@ func (s *topicService) DeleteTopic(ctx context.Context, req *connect.Request[slu
 	}
 	s.logger.InfoContext(ctx, "topic deleted", "tenant", p.TenantID, "topic", name, "id", t.ID)
 	return connect.NewResponse(&sluicev1.DeleteTopicResponse{Topic: toTopicPB(t)}), nil
+}
+
+// topicTenant is the prologue of the calls that change a topic: the
+// caller's tenant, its limits (plan and overrides), and a valid topic name.
+func (s *topicService) topicTenant(ctx context.Context, name string) (store.Tenant, tenants.Limits, error) {
+	_, t, err := s.tenantOf(ctx)
+	if err != nil {
+		return store.Tenant{}, tenants.Limits{}, err
+	}
+	limits, _, err := limitsOf(t)
+	if err != nil {
+		return store.Tenant{}, tenants.Limits{}, err
+	}
+	if err := ValidateTopicName(name); err != nil {
+		return store.Tenant{}, tenants.Limits{}, err
+	}
+	return t, limits, nil
+}
+
+// validPartitionCount checks a topic's partition count (hint says more
+// about the field in the message, or is empty).
+func validPartitionCount(n int32, hint string) error {
+	switch {
+	case n < 1:
+		return invalid("partition_count", "must be at least 1%s; got %d", hint, n)
+	case n > maxPartitionsPerTopic:
+		return invalid("partition_count", "must be at most %d; got %d", maxPartitionsPerTopic, n)
+	}
+	return nil
 }
