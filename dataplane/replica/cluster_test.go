@@ -26,6 +26,7 @@ type broker struct {
 	id          int32
 	brokerEpoch int64
 	log         []entry
+	flushed     int64 // with sync=manual: the end of the synced prefix of log
 	hw          int64 // the HW checkpoint used when the broker changes role
 	up          bool
 	isolated    bool // cut off from everyone
@@ -43,8 +44,13 @@ func (b *broker) logState() LogState {
 			eps = append(eps, EpochEntry{Epoch: e.epoch, StartOffset: int64(i)})
 		}
 	}
-	return LogState{LEO: int64(len(b.log)), Epochs: eps}
+	return LogState{LEO: int64(len(b.log)), Epochs: eps, Durable: b.durable()}
 }
+
+// durable is the end of the broker's log that survives a crash: all of it,
+// unless the cluster syncs by hand (sync=manual), then what the last sync
+// covered.
+func (b *broker) durable() int64 { return min(b.flushed, int64(len(b.log))) }
 
 func (b *broker) currentHW() int64 {
 	switch {
@@ -113,6 +119,11 @@ type cluster struct {
 	// lossy: an unclean election happened, so committed and acknowledged
 	// records may be gone; check no longer holds the history to them.
 	lossy bool
+	// manualSync (replicas ... sync=manual): appended records are durable
+	// only after a "sync <broker>", and a restart loses the rest; otherwise
+	// every append is durable at once (flush policy "os", or a sync that
+	// never fails).
+	manualSync bool
 }
 
 func newCluster() *cluster {
@@ -250,6 +261,8 @@ func (c *cluster) run(line string) error {
 		err = c.cmdElect(a)
 	case "crash", "restart", "isolate", "heal":
 		err = c.cmdBroker(fields[0], a)
+	case "sync":
+		err = c.cmdSync(a)
 	case "status":
 		c.status()
 	default:
@@ -287,6 +300,7 @@ func (c *cluster) cmdReplicas(a args) error {
 	c.ctl = controller{replicas: ids, leader: leader, leaderEpoch: 1, partitionEpoch: 1,
 		isr: slices.Clone(ids), minISR: int(minISR), lagMax: lag, brokerEpochs: map[int32]int64{},
 		unclean: a.kv["unclean"] == "true"}
+	c.manualSync = a.kv["sync"] == "manual"
 	for _, id := range ids {
 		c.brokers = append(c.brokers, &broker{id: id, brokerEpoch: 1, up: true})
 		c.ctl.brokerEpochs[id] = 1
@@ -347,6 +361,7 @@ func (c *cluster) cmdProduce(cmd string, a args) error {
 	if err := l.Append(int64(len(b.log)), c.now); err != nil {
 		return err
 	}
+	c.autoSync(b)
 	line := fmt.Sprintf("%d: append [%d,%d) epoch=%d", id, start, len(b.log), l.LeaderEpoch())
 	if acksAll {
 		ack, err := l.WaitAcksAll(int64(len(b.log)))
@@ -435,6 +450,7 @@ func (c *cluster) cmdFetch(a args) error {
 			upto = min(upto, q.FetchOffset+maxRecords)
 		}
 		b.log = append(b.log, lb.log[q.FetchOffset:upto]...)
+		c.autoSync(b)
 		if _, err := f.HandleFetch(b.logState(), q, d); err != nil {
 			return err
 		}
@@ -451,6 +467,7 @@ func (c *cluster) rawFetch(b *broker, a args) error {
 		LeaderEpoch:      b.follower.LeaderEpoch(),
 		FetchOffset:      int64(len(b.log)),
 		LastFetchedEpoch: b.logState().LatestEpoch(),
+		Durable:          b.durable(),
 	}
 	to := b.follower.Leader()
 	if v, ok := a.kv["from"]; ok {
@@ -459,7 +476,7 @@ func (c *cluster) rawFetch(b *broker, a args) error {
 			return err
 		}
 	}
-	for k, p := range map[string]*int64{"broker-epoch": &req.BrokerEpoch, "offset": &req.FetchOffset} {
+	for k, p := range map[string]*int64{"broker-epoch": &req.BrokerEpoch, "offset": &req.FetchOffset, "durable": &req.Durable} {
 		v, err := a.int(k, *p)
 		if err != nil {
 			return err
@@ -499,7 +516,46 @@ func (c *cluster) truncate(b *broker, to int64) {
 	if to < int64(len(b.log)) {
 		c.printf("%d: truncate %d -> %d", b.id, len(b.log), to)
 		b.log = b.log[:to]
+		b.flushed = min(b.flushed, to)
 	}
+}
+
+// autoSync makes b's whole log durable unless the cluster syncs by hand.
+func (c *cluster) autoSync(b *broker) {
+	if !c.manualSync {
+		c.syncLog(b)
+	}
+}
+
+// syncLog makes b's whole log durable and tells its leadership.
+func (c *cluster) syncLog(b *broker) {
+	b.flushed = int64(len(b.log))
+	if b.leader != nil {
+		if err := b.leader.Flushed(b.flushed); err != nil && !errors.Is(err, ErrNotLeader) {
+			panic(err)
+		}
+	}
+}
+
+// cmdSync: sync <broker>... fsyncs the brokers' logs (with sync=manual).
+func (c *cluster) cmdSync(a args) error {
+	ids, err := parseIDs(a.pos)
+	if err != nil || len(ids) == 0 {
+		return fmt.Errorf("sync %v: %v", a.pos, err)
+	}
+	for _, id := range ids {
+		b := c.broker(id)
+		if b == nil {
+			return fmt.Errorf("no broker %d", id)
+		}
+		if !b.up {
+			c.printf("%d: sync: down", id)
+			continue
+		}
+		c.syncLog(b)
+		c.printf("%d: synced to %d", id, b.flushed)
+	}
+	return nil
 }
 
 // cmdTick: tick [duration]. Advances the clock, then lets every leader
@@ -846,6 +902,10 @@ func (c *cluster) cmdBroker(cmd string, a args) error {
 		}
 		lose = min(lose, int64(len(b.log)))
 		b.log = b.log[:int64(len(b.log))-lose]
+		if c.manualSync {
+			b.log = b.log[:b.durable()] // the crash took what was not synced
+		}
+		b.flushed = int64(len(b.log))
 		if int64(len(b.log)) < c.commitEnd && slices.Contains(c.ctl.isr, b.id) {
 			b.damaged = true
 		}
@@ -965,6 +1025,9 @@ func (c *cluster) check() error {
 			}
 			if int64(len(mb.log)) < hw {
 				return fmt.Errorf("leader %d HW %d above LEO %d of ISR member %d", b.id, hw, len(mb.log), m)
+			}
+			if mb.up && mb.durable() < hw {
+				return fmt.Errorf("leader %d HW %d above the durable end %d of ISR member %d", b.id, hw, mb.durable(), m)
 			}
 			for o := range hw {
 				if mb.log[o] != b.log[o] {

@@ -9,8 +9,15 @@
 // by the controller; the controller also owns the ISR, versioned by a
 // partition epoch. The leader appends, followers pull by fetching from their
 // log end offset (LEO), and a follower's fetch offset is its LEO as far as
-// the leader knows. The HW is the smallest LEO in the ISR; consumers read
-// only below it and acks=all completes once the HW covers the records.
+// the leader knows. Each replica also knows how much of its log is durable
+// under the broker's flush policy (LogState.Durable: fsynced with "always"
+// or "interval", the whole log with "os"); a follower reports its durable
+// end with every fetch and the leader's own comes from Flushed. The HW is
+// the smallest durable end in the ISR, the leader's included; consumers read
+// only below it and acks=all completes once the HW covers the records. So a
+// follower may fetch records the leader has not synced yet, and syncs run in
+// parallel on every replica, while nothing is committed before every ISR
+// member (under a syncing policy) has it on disk.
 //
 // The leader changes the ISR only through the controller. Tick proposes one
 // change at a time. A follower is in sync when it is at the leader's LEO or
@@ -18,8 +25,9 @@
 // fetch reaching the leader's LEO of the previous fetch counts as caught up
 // as of that fetch). A shrink removes ISR followers that are out of sync or
 // that reported a LEO below the HW (they lost data, e.g. a restart with an
-// empty disk). An expansion adds replicas that are in sync and whose LEO
-// reached the HW and the start offset of this leader epoch; using the same
+// empty disk). An expansion adds replicas that are in sync, whose durable
+// end reached the HW and whose LEO reached the start offset of this leader
+// epoch; using the same
 // criterion both ways keeps a slow follower from flapping. Expansions carry
 // the added brokers' epochs (KIP-903). The controller applies a proposal
 // with compare-and-set on the partition epoch and tells the leader
@@ -52,9 +60,10 @@
 //
 // # Invariants
 //
-//   - HW ≤ LEO of every ISR member: the HW is the minimum over the maximal
-//     ISR, and a follower whose LEO is unknown in this leader epoch holds it
-//     back. A new leader starts with its local HW and unknown follower LEOs.
+//   - HW ≤ durable end (and so LEO) of every ISR member: the HW is the
+//     minimum of the durable ends over the maximal ISR, and a follower whose
+//     durable end is unknown in this leader epoch holds it back. A new
+//     leader starts with its local HW and unknown follower positions.
 //     The one exception is a member that lost its log (a restart with an
 //     empty disk): its fetch below the HW makes the leader propose its
 //     removal at the next Tick, without waiting for the lag time.
@@ -87,13 +96,16 @@
 //
 // The broker owns one state machine per partition replica and serialises
 // calls to it (e.g. under the partition's lock). It feeds the Leader with
-// Append after each local append, FollowerFetch for replication requests,
+// Append after each local append, Flushed when the local log's durable end
+// moves (after a sync, which it runs outside its lock), FollowerFetch for
+// replication requests,
 // ISRChanged and ProposalRejected from the
 // controller, and Tick from its ISR checker loop; it sends the proposals
 // Tick returns, and completes produce requests from TakeAcks. A Follower's
 // owner loops: Next, send the fetch, then HandleFetch with the log's state,
-// truncating the log as it says or appending the records. LogState
-// and EpochEntry mirror the partition log's LEO and leader-epoch cache
+// truncating the log as it says or appending the records, and making them
+// durable before the next fetch reports them. LogState and EpochEntry
+// mirror the partition log's LEO, durable end and leader-epoch cache
 // (dataplane/log), which this package does not import.
 //
 // # Tests

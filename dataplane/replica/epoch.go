@@ -33,11 +33,19 @@ func (e EpochEndOffset) Undefined() bool {
 }
 
 // LogState is what the state machines need to know about a local log: its
-// log end offset and its leader-epoch cache (oldest first). The caller reads
-// it from the log before each call; the state machines never keep it.
+// log end offset, its leader-epoch cache (oldest first) and how much of it
+// is durable. The caller reads it from the log before each call; the state
+// machines never keep it.
 type LogState struct {
 	LEO    int64
 	Epochs []EpochEntry
+	// Durable is the end of the log's durable prefix (at most LEO): every
+	// batch below it survives a crash of this broker under the flush
+	// policy (after an fsync with "always" and "interval"; at once with
+	// "os", which trusts the page cache). Only durable offsets count
+	// toward the high watermark, so what is committed survives even a
+	// crash of every replica at once when the policy syncs.
+	Durable int64
 }
 
 // LatestEpoch returns the epoch of the last batch in the log, or

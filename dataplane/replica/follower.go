@@ -67,7 +67,8 @@ func (f *Follower) BecomeFollower(leader, leaderEpoch int32) error {
 func (f *Follower) SetUnclean(unclean bool) { f.unclean = unclean }
 
 // Next returns the fetch to send to Leader() given the local log: from its
-// LEO, with the epoch of its last batch.
+// LEO, with the epoch of its last batch and the end of its durable prefix
+// (what the leader may count toward the HW).
 func (f *Follower) Next(local LogState) FetchRequest {
 	return FetchRequest{
 		Replica:          f.self,
@@ -75,6 +76,7 @@ func (f *Follower) Next(local LogState) FetchRequest {
 		LeaderEpoch:      f.leaderEpoch,
 		FetchOffset:      local.LEO,
 		LastFetchedEpoch: local.LatestEpoch(),
+		Durable:          min(max(local.Durable, 0), local.LEO),
 	}
 }
 

@@ -37,7 +37,8 @@ type LeaderParams struct {
 	LagTimeMax     time.Duration
 	// Log is the local log: its LEO becomes the leader epoch start offset
 	// and its epoch cache (plus LeaderEpoch at that offset) answers
-	// followers' end offset queries. A leader never truncates.
+	// followers' end offset queries; its Durable is the leader's own
+	// durable end until Flushed reports more. A leader never truncates.
 	Log LogState
 	// HW is the local high watermark (at most Log.LEO).
 	HW int64
@@ -91,15 +92,18 @@ func (p Proposal) String() string {
 	return fmt.Sprintf("%v %s -> %s", p.Kind, FormatIDs(p.From), FormatIDs(p.ISR))
 }
 
-// FetchRequest is a follower's fetch. FetchOffset is the follower's LEO and
+// FetchRequest is a follower's fetch. FetchOffset is the follower's LEO,
 // LastFetchedEpoch the epoch of its last batch (UndefinedEpoch for an empty
-// log).
+// log) and Durable the end of its durable prefix (LogState.Durable, at most
+// FetchOffset): the leader counts the follower toward the HW only up to
+// Durable, and toward ISR membership up to FetchOffset.
 type FetchRequest struct {
 	Replica          int32
 	BrokerEpoch      int64
 	LeaderEpoch      int32 // the requester's view of the current leader epoch
 	FetchOffset      int64
 	LastFetchedEpoch int32
+	Durable          int64
 }
 
 // FetchDecision is the leader's answer to a fetch. When Diverging is set the
@@ -136,6 +140,7 @@ type pendingAck struct {
 type remote struct {
 	brokerEpoch        int64 // -1: unknown
 	leo                int64 // -1: unknown in this leader epoch
+	durable            int64 // end of its durable prefix; -1: unknown in this leader epoch
 	lastCaughtUp       time.Time
 	lastFetchLeaderLEO int64
 	lastFetch          time.Time
@@ -157,6 +162,7 @@ type Leader struct {
 	epochs         []EpochEntry
 	epochStart     int64
 	leo, hw        int64
+	durable        int64 // end of the local log's durable prefix (≤ leo)
 	followers      map[int32]*remote
 	acks           []pendingAck
 	done           []AckResult
@@ -193,6 +199,8 @@ func NewLeader(p LeaderParams) (*Leader, error) {
 		return nil, fmt.Errorf("lag time max %v: must be positive: %w", p.LagTimeMax, ErrInvalid)
 	case p.HW < 0 || p.HW > p.Log.LEO:
 		return nil, fmt.Errorf("HW %d outside [0, LEO %d]: %w", p.HW, p.Log.LEO, ErrInvalid)
+	case p.Log.Durable < 0 || p.Log.Durable > p.Log.LEO:
+		return nil, fmt.Errorf("durable end %d outside [0, LEO %d]: %w", p.Log.Durable, p.Log.LEO, ErrInvalid)
 	}
 	if err := checkEpochs(p.Log.Epochs, p.Log.LEO); err != nil {
 		return nil, err
@@ -211,6 +219,7 @@ func NewLeader(p LeaderParams) (*Leader, error) {
 		epochs:         assignEpoch(p.Log.Epochs, p.LeaderEpoch, p.Log.LEO),
 		leo:            p.Log.LEO,
 		hw:             p.HW,
+		durable:        p.Log.Durable,
 		followers:      make(map[int32]*remote, len(replicas)-1),
 		nextAck:        1,
 		nextProposal:   1,
@@ -220,7 +229,7 @@ func NewLeader(p LeaderParams) (*Leader, error) {
 		if id == p.Self {
 			continue
 		}
-		r := &remote{brokerEpoch: -1, leo: -1, lastFetchLeaderLEO: -1}
+		r := &remote{brokerEpoch: -1, leo: -1, durable: -1, lastFetchLeaderLEO: -1}
 		if e, ok := p.BrokerEpochs[id]; ok {
 			r.brokerEpoch = e
 		}
@@ -250,8 +259,9 @@ func (l *Leader) CheckEpoch(leaderEpoch int32) error {
 }
 
 // Append records that the local log appended batches (stamped with this
-// leader's epoch) and now ends at leo. leo never decreases. With a one-member
-// ISR and min ISR 1 it advances the HW.
+// leader's epoch) and now ends at leo: followers may fetch up to it. leo
+// never decreases. The new records count toward the HW only once Flushed
+// reports them durable.
 func (l *Leader) Append(leo int64, now time.Time) error {
 	if l.resigned {
 		return ErrNotLeader
@@ -260,7 +270,24 @@ func (l *Leader) Append(leo int64, now time.Time) error {
 		return fmt.Errorf("append to LEO %d below %d: %w", leo, l.leo, ErrInvalid)
 	}
 	l.leo = leo
-	l.maybeAdvanceHW()
+	return nil
+}
+
+// Flushed records that the local log is durable below durable (its
+// LogState.Durable; at most the LEO given to Append). A lower value than
+// already known changes nothing: a leader's log never shrinks. With a
+// one-member ISR and min ISR 1 it advances the HW.
+func (l *Leader) Flushed(durable int64) error {
+	if l.resigned {
+		return ErrNotLeader
+	}
+	if durable > l.leo {
+		return fmt.Errorf("durable end %d above LEO %d: %w", durable, l.leo, ErrInvalid)
+	}
+	if durable > l.durable {
+		l.durable = durable
+		l.maybeAdvanceHW()
+	}
 	return nil
 }
 
@@ -284,8 +311,8 @@ func (l *Leader) FollowerFetch(req FetchRequest, now time.Time) (FetchDecision, 
 	if req.BrokerEpoch < r.brokerEpoch {
 		return FetchDecision{}, fmt.Errorf("broker %d epoch %d, known %d: %w", req.Replica, req.BrokerEpoch, r.brokerEpoch, ErrStaleBrokerEpoch)
 	}
-	if req.FetchOffset < 0 {
-		return FetchDecision{}, fmt.Errorf("fetch offset %d: %w", req.FetchOffset, ErrInvalid)
+	if req.FetchOffset < 0 || req.Durable < 0 || req.Durable > req.FetchOffset {
+		return FetchDecision{}, fmt.Errorf("fetch offset %d, durable end %d: %w", req.FetchOffset, req.Durable, ErrInvalid)
 	}
 	r.brokerEpoch = req.BrokerEpoch
 	if req.LastFetchedEpoch != UndefinedEpoch {
@@ -296,7 +323,7 @@ func (l *Leader) FollowerFetch(req FetchRequest, now time.Time) (FetchDecision, 
 	} else if req.FetchOffset > l.leo {
 		return FetchDecision{}, fmt.Errorf("fetch offset %d, LEO %d: %w", req.FetchOffset, l.leo, ErrOffsetOutOfRange)
 	}
-	r.leo = req.FetchOffset
+	r.leo, r.durable = req.FetchOffset, req.Durable
 	switch {
 	case req.FetchOffset >= l.leo:
 		r.lastCaughtUp = now
@@ -346,7 +373,10 @@ func (l *Leader) Tick(now time.Time) (Proposal, bool) {
 			if !ok || slices.Contains(l.isr, id) {
 				continue
 			}
-			if r.leo >= l.hw && r.leo >= l.epochStart && l.inSync(r, now) {
+			// The HW must be durable on it too: once in the ISR it may be
+			// elected, and a crash of every replica must not lose what
+			// was committed.
+			if r.durable >= l.hw && r.leo >= l.epochStart && l.inSync(r, now) {
 				p.ISR = append(p.ISR, id)
 				p.BrokerEpochs = append(p.BrokerEpochs, BrokerEpoch{Broker: id, Epoch: r.brokerEpoch})
 			}
@@ -532,6 +562,10 @@ func (l *Leader) HW() int64 { return l.hw }
 // LEO returns the local log end offset last given to Append.
 func (l *Leader) LEO() int64 { return l.leo }
 
+// Durable returns the end of the local log's durable prefix last given to
+// NewLeader or Flushed.
+func (l *Leader) Durable() int64 { return l.durable }
+
 // ISR returns the ISR the controller confirmed, sorted.
 func (l *Leader) ISR() []int32 { return slices.Clone(l.isr) }
 
@@ -571,6 +605,7 @@ func (l *Leader) Resigned() bool { return l.resigned }
 type FollowerState struct {
 	BrokerEpoch  int64     // -1 when unknown
 	LEO          int64     // -1 until it fetched in this leader epoch
+	Durable      int64     // its durable end; -1 until it fetched in this leader epoch
 	LastCaughtUp time.Time // zero if never
 	LostData     bool
 }
@@ -581,20 +616,21 @@ func (l *Leader) Follower(id int32) (FollowerState, bool) {
 	if !ok {
 		return FollowerState{}, false
 	}
-	return FollowerState{BrokerEpoch: r.brokerEpoch, LEO: r.leo, LastCaughtUp: r.lastCaughtUp, LostData: r.lostData}, true
+	return FollowerState{BrokerEpoch: r.brokerEpoch, LEO: r.leo, Durable: r.durable, LastCaughtUp: r.lastCaughtUp, LostData: r.lostData}, true
 }
 
-// maybeAdvanceHW moves the HW to the smallest LEO in the maximal ISR, never
+// maybeAdvanceHW moves the HW to the smallest durable end in the maximal
+// ISR (the leader's own included), never
 // backwards and never while the confirmed ISR is below min ISR, and
 // completes the acks=all waits it covers.
 func (l *Leader) maybeAdvanceHW() {
 	if l.resigned || len(l.isr) < l.minISR {
 		return
 	}
-	hw := l.leo
+	hw := l.durable
 	for _, id := range l.MaximalISR() {
 		if r := l.followers[id]; r != nil {
-			hw = min(hw, r.leo)
+			hw = min(hw, r.durable)
 		}
 	}
 	if hw <= l.hw {

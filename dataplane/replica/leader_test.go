@@ -15,7 +15,7 @@ func leaderParams() LeaderParams {
 	return LeaderParams{
 		Self: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3},
 		LeaderEpoch: 3, PartitionEpoch: 7, MinISR: 2, LagTimeMax: 30 * time.Second,
-		Log:          LogState{LEO: 10, Epochs: []EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 6}}},
+		Log:          LogState{LEO: 10, Epochs: []EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 6}}, Durable: 10},
 		HW:           8,
 		BrokerEpochs: map[int32]int64{2: 5, 3: 5},
 		Now:          t0,
@@ -34,7 +34,16 @@ func setupLeader(t *testing.T, mutate ...func(*LeaderParams)) *Leader {
 }
 
 func fetch(id int32, offset int64, lastEpoch int32) FetchRequest {
-	return FetchRequest{Replica: id, BrokerEpoch: 5, LeaderEpoch: 3, FetchOffset: offset, LastFetchedEpoch: lastEpoch}
+	return FetchRequest{Replica: id, BrokerEpoch: 5, LeaderEpoch: 3, FetchOffset: offset, LastFetchedEpoch: lastEpoch, Durable: offset}
+}
+
+// appendDurable appends up to leo and reports it durable at once, as a
+// leader with flush policy "os" (or a sync with no delay) does.
+func appendDurable(l *Leader, leo int64, now time.Time) error {
+	if err := l.Append(leo, now); err != nil {
+		return err
+	}
+	return l.Flushed(leo)
 }
 
 func mustFetch(t *testing.T, l *Leader, req FetchRequest, now time.Time) FetchDecision {
@@ -82,7 +91,7 @@ func TestReplicaLeaderInitialState(t *testing.T) {
 	require.Equal(t, int32(7), l.PartitionEpoch())
 	f, ok := l.Follower(2)
 	require.True(t, ok)
-	require.Equal(t, FollowerState{BrokerEpoch: 5, LEO: -1, LastCaughtUp: t0}, f)
+	require.Equal(t, FollowerState{BrokerEpoch: 5, LEO: -1, Durable: -1, LastCaughtUp: t0}, f)
 	_, ok = l.Follower(1)
 	require.False(t, ok, "the leader is not its own follower")
 
@@ -114,9 +123,66 @@ func TestReplicaLeaderHWNeedsEveryISRMember(t *testing.T) {
 	mustFetch(t, l, fetch(3, 10, 2), t0)
 	require.Equal(t, int64(10), l.HW())
 
-	require.NoError(t, l.Append(12, t0))
+	require.NoError(t, appendDurable(l, 12, t0))
 	require.Equal(t, int64(10), l.HW())
 	require.ErrorIs(t, l.Append(11, t0), ErrInvalid, "the LEO never goes back")
+}
+
+// The HW counts only what every ISR member, the leader included, reports
+// durable: a follower may fetch records the leader has not synced, and
+// fetched records a follower has not synced hold the HW back.
+func TestReplicaLeaderHWCountsOnlyDurableOffsets(t *testing.T) {
+	t.Parallel()
+	l := setupLeader(t, func(p *LeaderParams) { p.Log.Durable = 9 })
+	mustFetch(t, l, fetch(2, 10, 2), t0)
+	mustFetch(t, l, fetch(3, 10, 2), t0)
+	require.Equal(t, int64(9), l.HW(), "the leader's own tail is not durable yet")
+	require.NoError(t, l.Flushed(10))
+	require.Equal(t, int64(10), l.HW())
+
+	require.NoError(t, l.Append(14, t0))
+	ack, err := l.WaitAcksAll(14)
+	require.NoError(t, err)
+	d := mustFetch(t, l, fetch(2, 10, 3), t0)
+	require.Equal(t, int64(14), d.LEO, "followers fetch past the leader's durable end")
+	require.Equal(t, int64(10), d.HW)
+	req := fetch(2, 14, 3)
+	req.Durable = 12 // fetched, partly synced
+	mustFetch(t, l, req, t0)
+	req = fetch(3, 14, 3)
+	mustFetch(t, l, req, t0)
+	require.Equal(t, int64(10), l.HW(), "the leader has synced nothing above 10")
+	require.NoError(t, l.Flushed(14))
+	require.Equal(t, int64(12), l.HW(), "follower 2 has only 12 durable")
+	require.Empty(t, l.TakeAcks())
+	mustFetch(t, l, fetch(2, 14, 3), t0)
+	require.Equal(t, int64(14), l.HW())
+	require.Equal(t, []AckResult{{ID: ack, End: 14}}, l.TakeAcks())
+
+	require.NoError(t, l.Flushed(11), "a lower durable end changes nothing")
+	require.Equal(t, int64(14), l.Durable())
+	require.ErrorIs(t, l.Flushed(15), ErrInvalid, "durable beyond the LEO")
+	bad := fetch(2, 14, 3)
+	bad.Durable = 15
+	_, err = l.FollowerFetch(bad, t0)
+	require.ErrorIs(t, err, ErrInvalid, "a follower's durable end beyond its fetch offset")
+}
+
+// A replica joins the ISR only once the HW is durable on it: elected
+// later, it must still hold every committed record after a crash.
+func TestReplicaLeaderExpandNeedsDurableHW(t *testing.T) {
+	t.Parallel()
+	l := setupLeader(t, func(p *LeaderParams) { p.ISR = []int32{1, 2}; p.HW = 10 })
+	req := fetch(3, 10, 2)
+	req.Durable = 9
+	mustFetch(t, l, req, t0)
+	_, ok := l.Tick(t0)
+	require.False(t, ok, "3 has the HW in its log but not on disk")
+	mustFetch(t, l, fetch(3, 10, 2), t0)
+	p, ok := l.Tick(t0)
+	require.True(t, ok)
+	require.Equal(t, Expand, p.Kind)
+	require.Equal(t, []int32{1, 2, 3}, p.ISR)
 }
 
 func TestReplicaLeaderSingleReplica(t *testing.T) {
@@ -127,7 +193,7 @@ func TestReplicaLeaderSingleReplica(t *testing.T) {
 	require.Equal(t, int64(10), l.HW(), "with only itself in the ISR the leader commits at once")
 	id, err := l.WaitAcksAll(10)
 	require.NoError(t, err)
-	require.NoError(t, l.Append(11, t0))
+	require.NoError(t, appendDurable(l, 11, t0))
 	require.Equal(t, []AckResult{{ID: id, End: 10}}, l.TakeAcks())
 }
 
@@ -181,7 +247,7 @@ func TestReplicaLeaderDivergence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			l := setupLeader(t)
-			require.NoError(t, l.Append(12, t0))
+			require.NoError(t, appendDurable(l, 12, t0))
 			d, err := l.FollowerFetch(fetch(2, tc.offset, tc.lastEpoch), t0)
 			require.NoError(t, err)
 			f, _ := l.Follower(2)
@@ -199,7 +265,7 @@ func TestReplicaLeaderDivergence(t *testing.T) {
 	// Epochs the follower has but the leader lacks: epoch 2 missing on a
 	// leader with 1@0, 3@4.
 	l := setupLeader(t, func(p *LeaderParams) {
-		p.LeaderEpoch, p.Log = 3, LogState{LEO: 4, Epochs: []EpochEntry{{1, 0}}}
+		p.LeaderEpoch, p.Log = 3, LogState{LEO: 4, Epochs: []EpochEntry{{1, 0}}, Durable: 4}
 		p.HW = 4
 	})
 	d := mustFetch(t, l, FetchRequest{Replica: 2, BrokerEpoch: 5, LeaderEpoch: 3, FetchOffset: 5, LastFetchedEpoch: 2}, t0)
@@ -214,13 +280,13 @@ func TestReplicaLeaderLastCaughtUp(t *testing.T) {
 
 	mustFetch(t, l, fetch(2, 10, 2), at(1)) // at the LEO
 	require.Equal(t, at(1), caughtUp())
-	require.NoError(t, l.Append(11, at(2)))
+	require.NoError(t, appendDurable(l, 11, at(2)))
 	mustFetch(t, l, fetch(2, 10, 2), at(3)) // reached the LEO of its previous fetch
 	require.Equal(t, at(1), caughtUp())
-	require.NoError(t, l.Append(12, at(4)))
+	require.NoError(t, appendDurable(l, 12, at(4)))
 	mustFetch(t, l, fetch(2, 11, 3), at(5)) // same, as of the previous fetch (3s)
 	require.Equal(t, at(3), caughtUp())
-	require.NoError(t, l.Append(20, at(6)))
+	require.NoError(t, appendDurable(l, 20, at(6)))
 	mustFetch(t, l, fetch(2, 11, 3), at(7)) // fell behind the previous fetch's LEO (12)
 	require.Equal(t, at(3), caughtUp())
 }
@@ -326,7 +392,7 @@ func TestReplicaLeaderAcks(t *testing.T) {
 func TestReplicaLeaderStrictMinISR(t *testing.T) {
 	t.Parallel()
 	l := setupLeader(t)
-	require.NoError(t, l.Append(12, t0))
+	require.NoError(t, appendDurable(l, 12, t0))
 	pending, err := l.WaitAcksAll(12)
 	require.NoError(t, err)
 
@@ -340,7 +406,7 @@ func TestReplicaLeaderStrictMinISR(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotEnoughReplicas)
 
 	// The leader alone holds everything, yet the HW stays.
-	require.NoError(t, l.Append(13, t0))
+	require.NoError(t, appendDurable(l, 13, t0))
 	mustFetch(t, l, fetch(2, 13, 3), t0)
 	require.Equal(t, int64(8), l.HW())
 
@@ -411,7 +477,7 @@ func TestReplicaLeaderSetMinISR(t *testing.T) {
 	l, err := NewLeader(LeaderParams{Self: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, LeaderEpoch: 1, MinISR: 2,
 		LagTimeMax: 10 * time.Second, Log: LogState{LEO: 0}, Now: now})
 	require.NoError(t, err)
-	require.NoError(t, l.Append(5, now))
+	require.NoError(t, appendDurable(l, 5, now))
 	id, err := l.WaitAcksAll(5)
 	require.NoError(t, err)
 
@@ -422,7 +488,7 @@ func TestReplicaLeaderSetMinISR(t *testing.T) {
 	require.Equal(t, id, res[0].ID)
 	require.ErrorIs(t, res[0].Err, ErrNotEnoughReplicas)
 	require.ErrorIs(t, l.CanAcceptAcksAll(), ErrNotEnoughReplicas)
-	_, err = l.FollowerFetch(FetchRequest{Replica: 2, BrokerEpoch: 1, LeaderEpoch: 1, FetchOffset: 5, LastFetchedEpoch: UndefinedEpoch}, now)
+	_, err = l.FollowerFetch(FetchRequest{Replica: 2, BrokerEpoch: 1, LeaderEpoch: 1, FetchOffset: 5, LastFetchedEpoch: UndefinedEpoch, Durable: 5}, now)
 	require.NoError(t, err)
 	require.Zero(t, l.HW(), "HW frozen below min ISR")
 
