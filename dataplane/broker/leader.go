@@ -18,7 +18,8 @@ func logState(l *log.Log) replica.LogState {
 	for i, e := range es {
 		out[i] = replica.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset}
 	}
-	return replica.LogState{LEO: l.LEO(), Epochs: out}
+	leo := l.LEO() // before the durable end, which a sync may move up to it
+	return replica.LogState{LEO: leo, Epochs: out, Durable: min(l.DurableOffset(), leo)}
 }
 
 // newLeader starts the replication state machine for a leadership that pm

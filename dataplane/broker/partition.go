@@ -281,6 +281,10 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 		p.mu.Unlock()
 		return produceResult{}, fmt.Errorf("record append: %w", err)
 	}
+	if err := lead.Flushed(p.log.DurableOffset()); err != nil { // at once with flush=os
+		p.mu.Unlock()
+		return produceResult{}, fmt.Errorf("record durable end: %w", err)
+	}
 	var ack replica.AckID
 	var acked chan replica.AckResult
 	if appendErr == nil && acks == sluicev1.Acks_ACKS_ALL {
@@ -306,6 +310,20 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 		}
 		return produceResult{}, appendErr
 	}
+	// Outside the lock: followers fetch the records while the leader
+	// syncs them, and producers that arrive meanwhile share the next sync.
+	// Every answer, even with acks=0, waits for the leader's own copy to be
+	// durable: that also makes sure somebody syncs every appended record.
+	if err := p.makeDurable(ctx, lead, leo); err != nil {
+		if acked != nil {
+			p.mu.Lock()
+			if lead.CancelAck(ack) && p.lead == lead {
+				delete(p.ackWaiters, ack)
+			}
+			p.mu.Unlock()
+		}
+		return produceResult{}, err
+	}
 
 	switch acks {
 	case sluicev1.Acks_ACKS_NONE:
@@ -317,6 +335,39 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 		return produceResult{}, err
 	}
 	return res, nil
+}
+
+// makeDurable makes the leader's log durable below off under the flush
+// policy (log.MakeDurable: a shared fsync with "always", the next interval
+// flush with "interval", nothing with "os"), without holding the partition
+// lock, and then tells the leadership lead that appended it, which may
+// advance the HW. A failed sync fails the log, and the broker stops
+// serving the partition (failStop); the records' fate is then unknown.
+func (p *partition) makeDurable(ctx context.Context, lead *replica.Leader, off int64) error {
+	if err := p.log.MakeDurable(ctx, off); err != nil {
+		if ferr := p.log.Failed(); ferr != nil {
+			go p.b.failStop(p, ferr)
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the records were written but could not be synced to disk; they may or may not be committed: %w", ferr))
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the records were written but not synced to disk; they may or may not be committed: %w", err))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lead != lead {
+		return nil // the leadership ended: its waits failed with it
+	}
+	hw := lead.HW()
+	if err := lead.Flushed(p.log.DurableOffset()); err != nil && !errors.Is(err, replica.ErrNotLeader) {
+		return fmt.Errorf("record durable end: %w", err)
+	}
+	p.settleAcksLocked()
+	if lead.HW() != hw {
+		p.notifyLocked() // wakes readers waiting for the HW
+	}
+	return nil
 }
 
 // settleAcksLocked hands the acks=all results the leader state machine

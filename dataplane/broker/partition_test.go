@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -144,7 +145,18 @@ func lead(t *testing.T, p *partition, hw int64) {
 	p.roleHW = hw
 	l, err := p.newLeaderLocked(p.meta, p.cfg, time.Now())
 	require.NoError(t, err)
-	p.lead, p.role = l, roleLeader
+	p.startLeadingLocked(context.Background(), l)
+}
+
+// waitHW waits until p's HW is hw.
+func waitHW(t *testing.T, p *partition, hw int64) {
+	t.Helper()
+	testenv.Wait(t, 10*time.Second, fmt.Sprintf("HW %d", hw), func() error {
+		if got := p.highWatermark(); got != hw {
+			return fmt.Errorf("HW %d", got)
+		}
+		return nil
+	})
 }
 
 func TestBrokerNewLeaderHidesHWUntilEstablished(t *testing.T) {
@@ -159,10 +171,13 @@ func TestBrokerNewLeaderHidesHWUntilEstablished(t *testing.T) {
 	// Once the ISR has fetched up to the LEO the HW is established.
 	p.mu.Lock()
 	for _, f := range []int32{2, 3} {
-		_, ferr := p.lead.FollowerFetch(replica.FetchRequest{Replica: f, BrokerEpoch: 1, LeaderEpoch: 4, FetchOffset: 10, LastFetchedEpoch: 3}, time.Now())
+		_, ferr := p.lead.FollowerFetch(replica.FetchRequest{Replica: f, BrokerEpoch: 1, LeaderEpoch: 4, FetchOffset: 10, LastFetchedEpoch: 3, Durable: 10}, time.Now())
 		require.NoError(t, ferr)
 	}
 	p.mu.Unlock()
+	// The leader's own tail, fetched as a follower, is synced by the
+	// leadership's start.
+	waitHW(t, p, 10)
 	hw, err := p.readerHW()
 	require.NoError(t, err)
 	require.EqualValues(t, 10, hw)
@@ -210,7 +225,7 @@ func TestBrokerAcksAllCompletesFromTheStateMachine(t *testing.T) {
 	for _, f := range []int32{2, 3} {
 		followerFetch(t, p, f, 10, 3)
 	}
-	require.EqualValues(t, 10, p.highWatermark())
+	waitHW(t, p, 10)
 	done := produceAsync(t, p, time.Minute)
 	followerFetch(t, p, 2, 11, 4)
 	select {
@@ -224,6 +239,42 @@ func TestBrokerAcksAllCompletesFromTheStateMachine(t *testing.T) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	require.Empty(t, p.ackWaiters)
+}
+
+// TestBrokerHWCountsFollowersDurableOffsets: a follower that reports the
+// record fetched but not yet durable does not count toward the HW, so the
+// acks=all produce waits for its sync.
+func TestBrokerHWCountsFollowersDurableOffsets(t *testing.T) {
+	t.Parallel()
+	p := newFollower(t, newTestBroker(t), false)
+	lead(t, p, 8)
+	for _, f := range []int32{2, 3} {
+		followerFetch(t, p, f, 10, 3)
+	}
+	waitHW(t, p, 10)
+	done := produceAsync(t, p, time.Minute)
+	fetchDurable := func(id int32, durable int64) {
+		t.Helper()
+		_, _, err := p.serveReplica(&sluicev1.FetchReplicaRequest{FollowerId: id, FollowerBrokerEpoch: 1, TopicId: p.topicID,
+			LeaderEpoch: 4, FetchOffset: 11, LastFetchedEpoch: 4, DurableOffset: &durable, MaxBytes: 1 << 20}, 1<<20)
+		require.NoError(t, err)
+	}
+	fetchDurable(2, 11)
+	fetchDurable(3, 10) // fetched, not synced
+	testenv.Consistently(t, 200*time.Millisecond, "no ack before 3 synced", func() error {
+		select {
+		case err := <-done:
+			return fmt.Errorf("acknowledged before 3 synced the record: %v", err)
+		default:
+		}
+		if hw := p.highWatermark(); hw != 10 {
+			return fmt.Errorf("HW %d", hw)
+		}
+		return nil
+	})
+	fetchDurable(3, 11)
+	require.NoError(t, <-done)
+	require.EqualValues(t, 11, p.highWatermark())
 }
 
 func TestBrokerAcksAllWaitEndsWithItsLeadership(t *testing.T) {

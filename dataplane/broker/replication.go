@@ -234,7 +234,7 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 			p.role = roleNone
 			break
 		}
-		p.lead, p.role = lead, roleLeader
+		p.startLeadingLocked(ctx, lead)
 		p.b.logger.Log(ctx, roleLogLevel(pm), "leading partition", "topic", p.topicID, "partition", p.id, "leader_epoch", pm.leaderEpoch, "isr", pm.isr, "leo", p.log.LEO(), "hw", lead.HW())
 	case pm.leader == self:
 		if cfg.minISR != prevCfg.minISR {
@@ -271,6 +271,22 @@ func (p *partition) update(ctx context.Context, pm partMeta, cfg topicConfig) {
 		p.fol.SetUnclean(cfg.unclean)
 	}
 	p.notifyLocked()
+}
+
+// startLeadingLocked makes lead the replica's leadership. When the log's
+// tail (what it fetched last as a follower) is not durable yet, no producer
+// of this leadership waits for it, so it is synced in the background:
+// otherwise the HW could not reach the epoch's start before the next
+// produce.
+func (p *partition) startLeadingLocked(ctx context.Context, lead *replica.Leader) {
+	p.lead, p.role = lead, roleLeader
+	if leo := p.log.LEO(); lead.Durable() < leo {
+		go func() {
+			if err := p.makeDurable(ctx, lead, leo); err != nil {
+				p.b.logger.Warn("sync the log tail of a new leadership", "topic", p.topicID, "partition", p.id, "err", err)
+			}
+		}()
+	}
 }
 
 // endRoleLocked ends the replica's current role, if any: it stops the
@@ -351,6 +367,13 @@ var errNotFollowing = errors.New("no longer following")
 func (p *partition) fetchOnce(ctx context.Context, fol *replica.Follower,
 	send func(context.Context, *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error),
 ) (sent bool, err error) {
+	// What the last fetch appended becomes durable before this fetch
+	// reports it (outside the lock: fetches of this replica and the ISR
+	// loop go on meanwhile). The leader counts only durable offsets toward
+	// the HW. Only this goroutine writes the log while it follows.
+	if err := p.log.MakeDurable(ctx, p.log.LEO()); err != nil {
+		return true, fmt.Errorf("sync fetched batches: %w", err)
+	}
 	p.mu.Lock()
 	if p.fol != fol {
 		p.mu.Unlock()
@@ -367,6 +390,7 @@ func (p *partition) fetchOnce(ctx context.Context, fol *replica.Follower,
 		LeaderEpoch:         q.LeaderEpoch,
 		FetchOffset:         q.FetchOffset,
 		LastFetchedEpoch:    q.LastFetchedEpoch,
+		DurableOffset:       &q.Durable,
 		MaxBytes:            4 << 20,
 		MaxWaitMs:           500,
 	}))
@@ -503,9 +527,13 @@ func (p *partition) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) 
 		return &sluicev1.FetchReplicaResponse{HighWatermark: p.lead.HW(), LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1}, nil, nil
 	}
 	hw := p.lead.HW()
+	durable := off // a follower that does not say synced before fetching
+	if m.DurableOffset != nil {
+		durable = m.GetDurableOffset()
+	}
 	d, err := p.lead.FollowerFetch(replica.FetchRequest{
 		Replica: m.GetFollowerId(), BrokerEpoch: m.GetFollowerBrokerEpoch(), LeaderEpoch: m.GetLeaderEpoch(),
-		FetchOffset: off, LastFetchedEpoch: m.GetLastFetchedEpoch(),
+		FetchOffset: off, LastFetchedEpoch: m.GetLastFetchedEpoch(), Durable: durable,
 	}, time.Now())
 	if err != nil {
 		return nil, nil, p.replicaError(err)

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"context"
 	"github.com/sluicemq/sluice/record"
 
 	"fmt"
@@ -52,7 +53,11 @@ func BenchmarkLogAppend(b *testing.B) {
 					defer l.Close()
 					b.ResetTimer()
 					for b.Loop() {
-						if _, _, err := l.Append(batch, 0); err != nil {
+						_, leo, err := l.Append(batch, 0)
+						if err == nil {
+							err = l.MakeDurable(context.Background(), leo)
+						}
+						if err != nil {
 							b.Fatal(err)
 						}
 					}

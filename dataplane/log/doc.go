@@ -43,19 +43,28 @@
 //
 // # Flush policies and what they promise after a crash
 //
-//   - FlushAlways: Append fsyncs the segment before it returns. Every batch
-//     whose Append returned nil survives a crash of the process or of the
-//     machine (given a disk that honours fsync), except when the damage is a
-//     corrupted last batch, which recovery cannot tell from a torn write.
+// Appends never fsync: they write and publish, and the caller makes the
+// batches durable with MakeDurable after releasing its own locks, so a slow
+// disk delays only the callers that wait for durability, never appends,
+// reads or fetches. DurableOffset is the end of the durable prefix.
+//
+//   - FlushAlways: MakeDurable fsyncs, one fsync at a time per log, shared
+//     by every caller that arrived while the previous one ran (group
+//     commit). Every batch below DurableOffset survives a crash of the
+//     process or of the machine (given a disk that honours fsync), except
+//     when the damage is a corrupted last batch, which recovery cannot tell
+//     from a torn write.
 //   - FlushInterval: a background goroutine fsyncs every Config.FlushInterval
-//     (group commit). After a machine crash the batches appended in the last
-//     interval (plus one fsync time) may be lost; FlushedOffset and
-//     WaitFlushed tell which batches are safe. A process crash loses nothing
-//     the kernel accepted.
-//   - FlushOS: the page cache decides. A process crash loses nothing that
+//     and MakeDurable waits for it, so at most one interval (plus one fsync)
+//     passes between an append and its durability. After a machine crash
+//     the batches not yet below DurableOffset may be lost. A process crash
+//     loses nothing the kernel accepted.
+//   - FlushOS: the page cache decides; DurableOffset is the LEO and
+//     MakeDurable returns at once. A process crash loses nothing that
 //     Append accepted; a machine crash may lose any batch of the active
-//     segment, and recovery truncates to the last valid batch. Rolled
-//     segments are always fsynced at roll.
+//     segment, and recovery truncates to the last valid batch.
+//
+// Rolled segments are fsynced at roll under every policy.
 //
 // In every policy recovery truncates a torn tail at the first batch that
 // fails its checks, so nothing after a torn write is served. A CRC failure
@@ -66,12 +75,13 @@
 //
 // A Log has one writer: Append, AppendValidated, AppendFollower, TruncateTo, Reset,
 // ApplyRetention and Close serialise on writeMu. Readers (Read,
-// OffsetForTimestamp, ClosedSegments, OpenSegment, Sync and the interval
-// flusher) take structMu for reading and use an immutable view published
+// OffsetForTimestamp, ClosedSegments, OpenSegment, Sync, MakeDurable and
+// the interval flusher) take structMu for reading and use an immutable view published
 // through an atomic pointer; they never wait for Append, which does not take
 // structMu. Operations that delete or shrink files (TruncateTo, Reset,
 // retention, Close) take structMu for writing, so no file is removed or cut
-// while a reader uses it. Lock order: writeMu, then structMu, then flushMu.
+// while a reader uses it. Lock order: writeMu, then syncMu, then structMu,
+// then flushMu (MakeDurable takes syncMu without writeMu).
 //
 // With FlushInterval the Log owns one flusher goroutine, started by Open and
 // stopped by Close.

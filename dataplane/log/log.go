@@ -198,6 +198,13 @@ type Log struct {
 	writeMu  sync.Mutex
 	structMu sync.RWMutex
 	flushMu  sync.Mutex
+	// syncMu queues MakeDurable's fsyncs (FlushAlways): one runs at a
+	// time, and the callers that arrive meanwhile share the next one.
+	syncMu sync.Mutex
+	syncs  atomic.Int64 // fsyncs of the active segment by Sync, for tests
+	// beforeSync, when set (by tests, before any use), runs in Sync right
+	// before the fsync, with Sync's locks held.
+	beforeSync func()
 
 	// Owned by the writer (writeMu).
 	segs   []*segment
@@ -506,8 +513,8 @@ func (l *Log) Append(batch []byte, epoch int32) (base, leo int64, err error) {
 // leader, without checking its CRC or records again: it rewrites the
 // batch's base offset to the LEO and its leader epoch to epoch,
 // recomputing the CRC, in the caller's buffer, and writes it. It returns
-// the batch's base offset and the new LEO. With FlushAlways the batch is
-// fsynced before it returns. It fails with ErrStaleEpoch when epoch is
+// the batch's base offset and the new LEO. It does not wait for an fsync:
+// MakeDurable does, outside the caller's locks. It fails with ErrStaleEpoch when epoch is
 // below the log's latest epoch and ErrInvalidBatch for a zero ValidBatch
 // or one over the log's MaxBatchBytes, changing nothing.
 func (l *Log) AppendValidated(v ValidBatch, epoch int32) (base, leo int64, err error) {
@@ -742,16 +749,7 @@ func (l *Log) appendLocked(data []byte, hs []record.BatchHeader) error {
 		}
 		off += int(size)
 	}
-	active := l.segs[len(l.segs)-1]
-	if l.cfg.Flush == FlushAlways {
-		if err := active.log.Sync(); err != nil {
-			return l.fail(fmt.Errorf("sync segment %d: %w", active.base, err))
-		}
-	}
 	l.publish()
-	if l.cfg.Flush == FlushAlways {
-		l.advanceFlushed(active.next)
-	}
 	return nil
 }
 
@@ -815,7 +813,8 @@ func (l *Log) advanceFlushed(off int64) {
 }
 
 // Sync fsyncs the active segment; afterwards FlushedOffset is at least the
-// LEO seen when Sync started. Safe to call from any goroutine.
+// LEO seen when Sync started. Safe to call from any goroutine; it does not
+// take writeMu, so appends and reads go on while the disk works.
 func (l *Log) Sync() error {
 	l.structMu.RLock()
 	defer l.structMu.RUnlock()
@@ -823,10 +822,56 @@ func (l *Log) Sync() error {
 	if v.closedState {
 		return ErrClosed
 	}
+	l.syncs.Add(1)
+	if l.beforeSync != nil {
+		l.beforeSync()
+	}
 	if err := v.active.seg.log.Sync(); err != nil {
 		return l.fail(fmt.Errorf("sync segment %d: %w", v.active.seg.base, err))
 	}
 	l.advanceFlushed(v.leo)
+	return nil
+}
+
+// DurableOffset is the end of the log's durable prefix under its flush
+// policy: FlushedOffset with FlushAlways and FlushInterval, the LEO with
+// FlushOS (which trusts the page cache).
+func (l *Log) DurableOffset() int64 {
+	if l.cfg.Flush == FlushOS {
+		return l.LEO()
+	}
+	return l.FlushedOffset()
+}
+
+// MakeDurable returns once DurableOffset reaches off, which must not be
+// above the LEO. With FlushAlways it fsyncs (group commit: one fsync runs
+// at a time, and every caller that arrives while it runs shares the next
+// one, which covers all of their batches); with FlushInterval it waits for
+// the interval flush that covers off, at most one interval (plus the fsync)
+// later; with FlushOS it returns at once. It holds no lock a writer or
+// reader needs while the disk works, so call it after releasing your own:
+// appends, reads and fetches never wait for an fsync. A failed fsync fails
+// the log (Failed) and is returned.
+func (l *Log) MakeDurable(ctx context.Context, off int64) error {
+	switch {
+	case l.cfg.Flush == FlushOS || l.FlushedOffset() >= off:
+		return nil
+	case l.cfg.Flush == FlushInterval:
+		return l.WaitFlushed(ctx, off)
+	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.FlushedOffset() >= off {
+		return nil // the fsync that ran while this caller queued covered it
+	}
+	if err := l.Sync(); err != nil {
+		return err
+	}
+	if l.FlushedOffset() < off {
+		// The log was cut below off meanwhile (a follower's truncation):
+		// what is left up to the LEO is durable.
+		return fmt.Errorf("make durable to %d: the log was truncated to %d", off, l.FlushedOffset())
+	}
 	return nil
 }
 

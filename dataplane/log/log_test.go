@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // mkBatch encodes n records of valueSize bytes with first timestamp ts; the
@@ -71,7 +73,10 @@ func TestLogAppendRead(t *testing.T) {
 		require.Equal(t, wantBase, base)
 		require.Equal(t, base+int64(1+i%4), leo)
 		require.Equal(t, leo, l.LEO())
-		require.Equal(t, leo, l.FlushedOffset(), "FlushAlways flushes before returning")
+		require.Equal(t, base, l.FlushedOffset(), "Append does not fsync")
+		require.NoError(t, l.MakeDurable(context.Background(), leo))
+		require.Equal(t, leo, l.FlushedOffset())
+		require.Equal(t, leo, l.DurableOffset())
 		batches = append(batches, b) // Append stamped it in place
 	}
 	got := readAll(t, l)
@@ -498,6 +503,91 @@ func TestLogFlushInterval(t *testing.T) {
 	require.ErrorIs(t, o.WaitFlushed(short, leo), context.DeadlineExceeded)
 	require.NoError(t, o.Sync())
 	require.Equal(t, leo, o.FlushedOffset())
+}
+
+// MakeDurable with FlushAlways is a group commit: callers that queue while
+// an fsync runs share the next one.
+func TestLogMakeDurableGroupCommit(t *testing.T) {
+	t.Parallel()
+	l := openLog(t, t.TempDir(), Config{})
+	const n = 8
+	l.syncMu.Lock() // an fsync is running: every caller below queues behind it
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, leo, err := l.Append(mkBatch(t, 1, 10, 0, fmt.Sprint(i)), 0)
+			if err == nil {
+				err = l.MakeDurable(context.Background(), leo)
+			}
+			errs <- err
+		}()
+	}
+	testenv.Wait(t, 10*time.Second, "all appended", func() error {
+		if l.LEO() != n {
+			return fmt.Errorf("LEO %d", l.LEO())
+		}
+		return nil
+	})
+	before := l.syncs.Load()
+	l.syncMu.Unlock()
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, int64(1), l.syncs.Load()-before, "one fsync covers every queued caller")
+	require.Equal(t, int64(n), l.DurableOffset())
+}
+
+// An fsync in progress holds up only the callers waiting for durability:
+// appends and reads go on.
+func TestLogAppendAndReadDoNotWaitForSync(t *testing.T) {
+	t.Parallel()
+	l := openLog(t, t.TempDir(), Config{})
+	_, leo, err := l.Append(mkBatch(t, 1, 10, 0, "a"), 0)
+	require.NoError(t, err)
+	inSync, release := make(chan struct{}), make(chan struct{})
+	l.beforeSync = func() {
+		close(inSync)
+		<-release
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- l.MakeDurable(context.Background(), leo) }()
+	<-inSync
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := l.Append(mkBatch(t, 1, 10, 0, "b"), 0)
+		if err == nil {
+			_, err = l.Read(0, 1<<20)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("an append or read waited for the fsync")
+	}
+	require.Equal(t, int64(0), l.DurableOffset(), "the fsync has not finished")
+	close(release)
+	require.NoError(t, <-synced)
+	require.Equal(t, leo, l.DurableOffset())
+}
+
+func TestLogMakeDurablePolicies(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	o := openLog(t, t.TempDir(), Config{Flush: FlushOS})
+	_, leo, err := o.Append(mkBatch(t, 3, 10, 0, "a"), 0)
+	require.NoError(t, err)
+	require.Equal(t, leo, o.DurableOffset(), "os trusts the page cache")
+	require.NoError(t, o.MakeDurable(ctx, leo))
+	require.Equal(t, int64(0), o.syncs.Load(), "os never fsyncs for MakeDurable")
+
+	i := openLog(t, t.TempDir(), Config{Flush: FlushInterval, FlushInterval: 5 * time.Millisecond})
+	_, leo, err = i.Append(mkBatch(t, 3, 10, 0, "a"), 0)
+	require.NoError(t, err)
+	require.NoError(t, i.MakeDurable(ctx, leo), "waits for the interval flush")
+	require.GreaterOrEqual(t, i.DurableOffset(), leo)
 }
 
 func TestLogConcurrentReaders(t *testing.T) {

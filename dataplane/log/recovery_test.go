@@ -1,6 +1,7 @@
 package log
 
 import (
+	"context"
 	"github.com/sluicemq/sluice/record"
 
 	"bufio"
@@ -201,7 +202,10 @@ func crashChild(dir string) {
 			w.Flush()
 			os.Exit(2)
 		}
-		base, _, err := l.Append(b, 1)
+		base, leo, err := l.Append(b, 1)
+		if err == nil {
+			err = l.MakeDurable(context.Background(), leo)
+		}
 		if err != nil {
 			fmt.Fprintln(w, "error", err)
 			w.Flush()

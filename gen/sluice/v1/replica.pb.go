@@ -256,8 +256,14 @@ type FetchReplicaRequest struct {
 	LastFetchedEpoch int32 `protobuf:"varint,7,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3" json:"last_fetched_epoch,omitempty"`
 	MaxBytes         int32 `protobuf:"varint,8,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	MaxWaitMs        int64 `protobuf:"varint,9,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The end of the follower's durable prefix (at most fetch_offset): what
+	// its flush policy has made survive a crash of the follower. The leader
+	// counts the follower toward the high watermark only up to it, and
+	// toward the ISR up to fetch_offset. Absent (a follower built before the
+	// field, which synced before every fetch) means fetch_offset.
+	DurableOffset *int64 `protobuf:"varint,10,opt,name=durable_offset,json=durableOffset,proto3,oneof" json:"durable_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchReplicaRequest) Reset() {
@@ -349,6 +355,13 @@ func (x *FetchReplicaRequest) GetMaxBytes() int32 {
 func (x *FetchReplicaRequest) GetMaxWaitMs() int64 {
 	if x != nil {
 		return x.MaxWaitMs
+	}
+	return 0
+}
+
+func (x *FetchReplicaRequest) GetDurableOffset() int64 {
+	if x != nil && x.DurableOffset != nil {
+		return *x.DurableOffset
 	}
 	return 0
 }
@@ -510,7 +523,7 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\n" +
 	"lag_age_ms\x18\n" +
 	" \x01(\x03R\blagAgeMs\x12'\n" +
-	"\x0fpartition_bytes\x18\v \x01(\x03R\x0epartitionBytes\"\xd4\x02\n" +
+	"\x0fpartition_bytes\x18\v \x01(\x03R\x0epartitionBytes\"\x93\x03\n" +
 	"\x13FetchReplicaRequest\x12\x1f\n" +
 	"\vfollower_id\x18\x01 \x01(\x05R\n" +
 	"followerId\x122\n" +
@@ -521,7 +534,10 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\ffetch_offset\x18\x06 \x01(\x03R\vfetchOffset\x12,\n" +
 	"\x12last_fetched_epoch\x18\a \x01(\x05R\x10lastFetchedEpoch\x12\x1b\n" +
 	"\tmax_bytes\x18\b \x01(\x05R\bmaxBytes\x12\x1e\n" +
-	"\vmax_wait_ms\x18\t \x01(\x03R\tmaxWaitMs\"E\n" +
+	"\vmax_wait_ms\x18\t \x01(\x03R\tmaxWaitMs\x12*\n" +
+	"\x0edurable_offset\x18\n" +
+	" \x01(\x03H\x00R\rdurableOffset\x88\x01\x01B\x11\n" +
+	"\x0f_durable_offset\"E\n" +
 	"\x0eDivergingEpoch\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
@@ -580,6 +596,7 @@ func file_sluice_v1_replica_proto_init() {
 	if File_sluice_v1_replica_proto != nil {
 		return
 	}
+	file_sluice_v1_replica_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
