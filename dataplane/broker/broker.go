@@ -92,7 +92,7 @@ type Broker struct {
 
 	mu      sync.Mutex
 	parts   map[partKey]*partition
-	coords  map[partKey]*coordinator // consumer-group coordinators, by offsets partition
+	coords  map[partKey]*groupCoordinator // consumer-group coordinators, by offsets partition
 	clients map[int32]*peerClients
 	runCtx  context.Context
 	stopRun context.CancelCauseFunc
@@ -137,7 +137,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		logger:  deps.Logger.With("broker", cfg.ID),
 		flush:   flush,
 		parts:   map[partKey]*partition{},
-		coords:  map[partKey]*coordinator{},
+		coords:  map[partKey]*groupCoordinator{},
 		clients: map[int32]*peerClients{},
 		revoked: newRevocations(),
 		hc:      h2c.Client(),

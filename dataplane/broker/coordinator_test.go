@@ -1,33 +1,27 @@
 package broker
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/group"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/record"
 )
 
 func TestOffsetsTopicNamesMatchTheControlPlane(t *testing.T) {
 	require.Equal(t, store.SystemTenantID, systemTenantID)
 	require.Equal(t, store.OffsetsTopic, offsetsTopic)
-}
-
-func TestGroupPartitionSpreadsAndSeparatesTenants(t *testing.T) {
-	counts := make([]int, 16)
-	for i := range 1600 {
-		counts[groupPartition("tenant-a", "group-"+string(rune('a'+i%26))+string(rune('a'+i/26)), 16)]++
-	}
-	for p, n := range counts {
-		require.Positive(t, n, "partition %d gets groups", p)
-	}
-	require.Equal(t, groupPartition("t", "g", 16), groupPartition("t", "g", 16), "stable")
-	require.NotEqual(t, groupPartition("ab", "c", 1<<30), groupPartition("a", "bc", 1<<30), "tenant and group are separated")
 }
 
 // Every procedure a broker serves has an authorization rule: one without
@@ -47,77 +41,128 @@ func TestEveryServedProcedureHasARule(t *testing.T) {
 	}
 }
 
-// A coordinator that takes over a group rebuilds, from the offsets
-// partition's records, the member id of each static member's latest
-// incarnation: a process another one replaced before the failover is
-// still fenced (heartbeat and commit), the current one is only unknown
-// (it rejoins), and so is anything without the instance id. Records apply
-// in log order, per (tenant, group, instance id).
-func TestCoordinatorStaticIncarnationsSurviveReload(t *testing.T) {
+// TestBrokerGroupErrorCodes: the coordinator's and the group state
+// machine's refusals become the Connect codes and GroupError reasons
+// clients branch on; anything else passes unchanged (to toConnect).
+func TestBrokerGroupErrorCodes(t *testing.T) {
 	t.Parallel()
-	groups := map[groupKey]*groupState{}
-	static := func(tenant, grp, instance, member string) (*sluicev1.GroupRecordKey, *sluicev1.GroupRecordValue) {
-		return &sluicev1.GroupRecordKey{TenantId: tenant, Group: grp, Kind: &sluicev1.GroupRecordKey_StaticMember{
-			StaticMember: &sluicev1.StaticMemberKey{InstanceId: instance},
-		}}, &sluicev1.GroupRecordValue{MemberId: member}
-	}
-	for i, r := range [][4]string{
-		{"tenant-a", "g", "pod-x", "m1"},
-		{"tenant-a", "g", "pod-x", "m2"}, // m2 replaced m1
-		{"tenant-b", "g", "pod-x", "other"},
+	for _, c := range []struct {
+		err    error
+		code   connect.Code
+		reason sluicev1.GroupError_Reason
+	}{
+		{fmt.Errorf("x: %w", group.ErrUnknownMember), connect.CodeNotFound, sluicev1.GroupError_REASON_UNKNOWN_MEMBER},
+		{fmt.Errorf("x: %w", group.ErrFencedMemberEpoch), connect.CodeFailedPrecondition, sluicev1.GroupError_REASON_FENCED_MEMBER_EPOCH},
+		{fmt.Errorf("x: %w", group.ErrFencedInstanceID), connect.CodeFailedPrecondition, sluicev1.GroupError_REASON_FENCED_INSTANCE_ID},
+		{fmt.Errorf("x: %w", group.ErrNotOwned), connect.CodeFailedPrecondition, sluicev1.GroupError_REASON_NOT_OWNED},
+		{fmt.Errorf("group %q %w: stop them first", "g", coordinator.ErrGroupActive), connect.CodeFailedPrecondition, sluicev1.GroupError_REASON_GROUP_ACTIVE},
+		{fmt.Errorf("x: %w", group.ErrInvalid), connect.CodeInvalidArgument, 0},
 	} {
-		k, v := static(r[0], r[1], r[2], r[3])
-		applyGroupRecord(groups, int64(i), k, v)
+		err := groupError(c.err)
+		require.Equal(t, c.code, connect.CodeOf(err), "%v", c.err)
+		require.Equal(t, c.reason, groupReason(t, err), "%v", c.err)
+		require.Contains(t, err.Error(), c.err.Error())
 	}
-	require.Equal(t, map[string]string{"pod-x": "m2"}, groups[groupKey{"tenant-a", "g"}].instances)
-	require.Equal(t, map[string]string{"pod-x": "other"}, groups[groupKey{"tenant-b", "g"}].instances, "tenants apart")
+	require.Equal(t, `failed_precondition: group "g" has members: stop them first`,
+		groupError(fmt.Errorf("group %q %w: stop them first", "g", coordinator.ErrGroupActive)).Error())
+	other := errors.New("disk on fire")
+	require.Same(t, other, groupError(other))
+	require.NoError(t, groupError(nil))
+}
 
-	c := &coordinator{b: &Broker{cfg: Config{GroupSessionTimeout: 10 * time.Second, GroupHeartbeatInterval: time.Second}}, groups: groups}
-	offs := []*sluicev1.PartitionOffset{{Topic: "t", Partition: 0, Offset: 1}}
-	reason := func(err error) sluicev1.GroupError_Reason {
-		t.Helper()
-		var ce *connect.Error
-		require.ErrorAs(t, err, &ce)
-		for _, d := range ce.Details() {
-			if v, derr := d.Value(); derr == nil {
-				if ge, ok := v.(*sluicev1.GroupError); ok {
-					return ge.GetReason()
-				}
+// groupReason is err's GroupError reason (0: none).
+func groupReason(t *testing.T, err error) sluicev1.GroupError_Reason {
+	t.Helper()
+	var ce *connect.Error
+	require.ErrorAs(t, err, &ce)
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if ge, ok := v.(*sluicev1.GroupError); ok {
+				return ge.GetReason()
 			}
 		}
-		return 0
 	}
-	// Before any heartbeat reaches the new coordinator.
-	err := c.checkCommitter("tenant-a", "g", "m1", "pod-x", 3, offs)
+	return 0
+}
+
+// TestBrokerCoordinatorOnItsReplica: a coordinator on one of this broker's
+// partition replicas (offsetsPartition) loads only once the replica leads
+// with its HW established, answers a commit only once the ISR has it
+// (acks=all through the leader state machine), and once the leadership
+// moves on to a new epoch it is no longer current and its writes are
+// fenced: refused, nothing appended, nothing applied.
+func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
+	t.Parallel()
+	b := newTestBroker(t)
+	tm := &topicMeta{tenantID: systemTenantID, id: "offsets", name: offsetsTopic, config: topicConfig{minISR: 2}}
+	p, err := b.openPartition(tm, partMeta{partition: 0})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.log.Close() })
+	// Records [0, 10) replicated at epoch 3: commits of offsets 0..9.
+	var data []byte
+	for i := range int64(10) {
+		k, err := proto.Marshal(&sluicev1.GroupRecordKey{TenantId: "t1", Group: "billing", Kind: &sluicev1.GroupRecordKey_Offset{Offset: &sluicev1.OffsetKey{TopicId: "topic-1", Topic: "orders"}}})
+		require.NoError(t, err)
+		v, err := proto.Marshal(&sluicev1.GroupRecordValue{Offset: &sluicev1.PartitionOffset{Topic: "orders", Offset: i}})
+		require.NoError(t, err)
+		batch, err := record.AppendBatch(nil, record.BatchHeader{BaseOffset: i, LeaderEpoch: 3, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{{Key: k, Value: v}})
+		require.NoError(t, err)
+		data = append(data, batch...)
+	}
+	_, err = p.log.AppendFollower(data)
+	require.NoError(t, err)
+	p.mu.Lock()
+	p.cfg = tm.config
+	p.mu.Unlock()
+	lead(t, p, 8) // epoch 4, LEO 10, HW 8
+	c := coordinator.New(offsetsPartition{p}, coordinator.Config{LeaderEpoch: 4, SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second})
+	committed := func() int64 {
+		return c.Offsets("t1", "billing")[coordinator.TopicPartition{TopicID: "topic-1"}].Offset.GetOffset()
+	}
+	ctx := t.Context()
+	require.ErrorIs(t, c.Load(ctx), errHWCatchingUp)
+	for _, f := range []int32{2, 3} {
+		followerFetch(t, p, f, 10, 3)
+	}
+	waitHW(t, p, 10)
+	require.NoError(t, c.Load(ctx))
+	require.True(t, c.Current())
+	require.EqualValues(t, 9, committed(), "rebuilt from the replica's log")
+
+	commit := func(offset int64) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- c.CommitOffsets(ctx, time.Now(), "t1", "billing", []coordinator.OffsetCommit{{TopicID: "topic-1", Offset: &sluicev1.PartitionOffset{Topic: "orders", Offset: offset}}})
+		}()
+		return done
+	}
+	done := commit(3)
+	testenv.Wait(t, 10*time.Second, "the commit appended", func() error {
+		if leo := p.log.LEO(); leo != 11 {
+			return fmt.Errorf("LEO %d", leo)
+		}
+		return nil
+	})
+	followerFetch(t, p, 2, 11, 4)
+	select {
+	case err := <-done:
+		t.Fatalf("answered before 3 had the record: %v", err)
+	default:
+	}
+	require.EqualValues(t, 9, committed(), "applied only once committed")
+	followerFetch(t, p, 3, 11, 4)
+	require.NoError(t, <-done)
+	require.EqualValues(t, 3, committed(), "the later commit in the log wins")
+
+	p.mu.Lock()
+	cfg, pm := p.cfg, p.meta
+	p.mu.Unlock()
+	pm.leaderEpoch++
+	p.update(ctx, pm, cfg)
+	require.False(t, c.Current())
+	err = <-commit(4)
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
-	require.Equal(t, sluicev1.GroupError_REASON_FENCED_INSTANCE_ID, reason(err))
-	err = c.checkCommitter("tenant-a", "g", "m2", "pod-x", 3, offs)
-	require.Equal(t, sluicev1.GroupError_REASON_UNKNOWN_MEMBER, reason(err), "the current incarnation rejoins")
-	err = c.checkCommitter("tenant-a", "g", "m1", "", 3, offs)
-	require.Equal(t, sluicev1.GroupError_REASON_UNKNOWN_MEMBER, reason(err))
-
-	// Once the group is rebuilt here.
-	c.mu.Lock()
-	g, err := c.membersLocked("tenant-a", "g", "")
-	c.mu.Unlock()
-	require.NoError(t, err)
-	now := time.Now()
-	_, err = g.Heartbeat(now, group.HeartbeatRequest{MemberID: "m1", InstanceID: "pod-x", MemberEpoch: 3}, group.TopicMap(map[string]int32{"t": 1}))
-	require.ErrorIs(t, err, group.ErrFencedInstanceID)
-	require.Equal(t, sluicev1.GroupError_REASON_FENCED_INSTANCE_ID, reason(groupError(err, 0)))
-	_, err = g.Heartbeat(now, group.HeartbeatRequest{MemberID: "m2", InstanceID: "pod-x", MemberEpoch: 3}, group.TopicMap(map[string]int32{"t": 1}))
-	require.ErrorIs(t, err, group.ErrUnknownMember)
-	err = c.checkCommitter("tenant-a", "g", "m1", "pod-x", 3, offs)
-	require.Equal(t, sluicev1.GroupError_REASON_FENCED_INSTANCE_ID, reason(err))
-
-	// The current process rejoins (a new member id), reporting what it
-	// owns; the old one is still fenced, and cannot take the slot back
-	// with its member id.
-	res, err := g.Heartbeat(now, group.HeartbeatRequest{InstanceID: "pod-x", Subscriptions: []string{"t"}, Owned: group.TopicPartitions{"t": {0}}}, group.TopicMap(map[string]int32{"t": 1}))
-	require.NoError(t, err)
-	require.NotEqual(t, "m2", res.MemberID)
-	_, err = g.Heartbeat(now, group.HeartbeatRequest{MemberID: "m1", InstanceID: "pod-x", Subscriptions: []string{"t"}}, group.TopicMap(map[string]int32{"t": 1}))
-	require.ErrorIs(t, err, group.ErrFencedInstanceID)
-	require.NoError(t, c.checkCommitter("tenant-a", "g", res.MemberID, "pod-x", res.MemberEpoch, offs))
-	require.True(t, c.active(now, "tenant-a", "g"))
+	require.ErrorContains(t, err, "fenced leader epoch 4")
+	require.EqualValues(t, 11, p.log.LEO(), "nothing appended")
+	require.EqualValues(t, 3, committed(), "nothing applied")
 }

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/coordinator"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
@@ -33,7 +34,7 @@ func (s *groupService) ListGroups(ctx context.Context, req *connect.Request[slui
 		}
 		var out []*sluicev1.GroupSummary
 		for _, c := range coords {
-			out = append(out, c.summaries(now, tenantID)...)
+			out = append(out, c.Summaries(now, tenantID)...)
 		}
 		return out, nil
 	}
@@ -102,7 +103,7 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[s
 		return nil, err
 	}
 	now := time.Now()
-	d, offsets, ok := c.describe(now, tenantID, m.GetGroup())
+	d, offsets, ok := c.Describe(now, tenantID, m.GetGroup())
 	if !ok {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("group %q not found", m.GetGroup()))
 	}
@@ -132,11 +133,11 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[s
 			topics[t] = true
 		}
 	}
-	committed := map[TopicPartitionKey]committedOffset{}
+	committed := map[TopicPartitionKey]coordinator.Committed{}
 	for k, co := range offsets {
-		if t, ok := meta.byID[k.topicID]; ok && t.tenantID == tenantID {
+		if t, ok := meta.byID[k.TopicID]; ok && t.tenantID == tenantID {
 			topics[t.name] = true
-			committed[TopicPartitionKey{t.name, k.partition}] = co
+			committed[TopicPartitionKey{t.name, k.Partition}] = co
 		}
 	}
 	var lags []*sluicev1.PartitionLag
@@ -150,7 +151,7 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[s
 			k := TopicPartitionKey{name, tpm.partition}
 			pl := &sluicev1.PartitionLag{Topic: name, Partition: tpm.partition, CommittedOffset: -1, MemberId: owner[k]}
 			if co, ok := committed[k]; ok {
-				pl.CommittedOffset = co.offset.GetOffset()
+				pl.CommittedOffset = co.Offset.GetOffset()
 			}
 			lags = append(lags, pl)
 			toFill = append(toFill, topicLag{topic: t, lag: pl})
@@ -315,14 +316,13 @@ func (s *groupService) DeleteGroup(ctx context.Context, req *connect.Request[slu
 		return nil, err
 	}
 	now := time.Now()
-	if _, _, ok := c.describe(now, tenantID, m.GetGroup()); !ok {
+	if _, _, ok := c.Describe(now, tenantID, m.GetGroup()); !ok {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("group %q not found", m.GetGroup()))
 	}
-	if c.active(now, tenantID, m.GetGroup()) {
-		return nil, groupError(fmt.Errorf("group %q has members: stop them first", m.GetGroup()), sluicev1.GroupError_REASON_GROUP_ACTIVE)
+	if c.Active(now, tenantID, m.GetGroup()) {
+		return nil, groupError(fmt.Errorf("group %q %w: stop them first", m.GetGroup(), coordinator.ErrGroupActive))
 	}
-	err = c.write(ctx, []groupRecord{{key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: m.GetGroup(), Kind: &sluicev1.GroupRecordKey_GroupDeleted{GroupDeleted: true}}}})
-	if err != nil {
+	if err := c.DeleteGroup(ctx, tenantID, m.GetGroup()); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&sluicev1.DeleteGroupResponse{}), nil
@@ -359,13 +359,13 @@ func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sl
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partitions: topic %q has partitions 0..%d; got %d", t.name, len(t.partitions)-1, p))
 		}
 	}
-	if !m.GetForce() && c.active(time.Now(), tenantID, m.GetGroup()) {
-		return nil, groupError(fmt.Errorf("group %q has members: stop them first, or force (members keep consuming from their own positions until their partitions move)", m.GetGroup()), sluicev1.GroupError_REASON_GROUP_ACTIVE)
+	if !m.GetForce() && c.Active(time.Now(), tenantID, m.GetGroup()) {
+		return nil, groupError(fmt.Errorf("group %q %w: stop them first, or force (members keep consuming from their own positions until their partitions move)", m.GetGroup(), coordinator.ErrGroupActive))
 	}
 	cred := clientCredentials(req.Header())
 	now := time.Now()
 	res := &sluicev1.ResetOffsetsResponse{}
-	var recs []groupRecord
+	var commits []coordinator.OffsetCommit
 	for _, p := range slices.Compact(slices.Sorted(slices.Values(parts))) {
 		pm := t.partitions[p]
 		bounds, err := s.b.listOffsets(ctx, cred, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
@@ -391,14 +391,9 @@ func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sl
 		}
 		po := &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: off, LeaderEpoch: -1, Metadata: "reset"}
 		res.Offsets = append(res.Offsets, po)
-		recs = append(recs, groupRecord{
-			key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: m.GetGroup(), Kind: &sluicev1.GroupRecordKey_Offset{
-				Offset: &sluicev1.OffsetKey{TopicId: t.id, Topic: t.name, Partition: p},
-			}},
-			value: &sluicev1.GroupRecordValue{Offset: po, CommitTimeMs: now.UnixMilli()},
-		})
+		commits = append(commits, coordinator.OffsetCommit{TopicID: t.id, Offset: po})
 	}
-	if err := c.write(ctx, recs); err != nil {
+	if err := c.CommitOffsets(ctx, now, tenantID, m.GetGroup(), commits); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(res), nil

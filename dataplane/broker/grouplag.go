@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicemq/sluice/dataplane/coordinator"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
@@ -187,7 +188,7 @@ func (c *groupLagCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, s := range snap.series {
-		if t.partitions[groupPartition(s.tenant, s.group, len(t.partitions))].leader != c.b.cfg.ID {
+		if t.partitions[coordinator.PartitionOf(s.tenant, s.group, len(t.partitions))].leader != c.b.cfg.ID {
 			continue
 		}
 		// Not Must: a label value that is not UTF-8 (a group id written
@@ -221,7 +222,7 @@ func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 	}
 	var (
 		toFill []topicLag
-		owners []groupKey // the group of each toFill
+		owners []coordinator.GroupKey // the group of each toFill
 	)
 	meta := b.metadata()
 	if ot, ok := meta.topic(systemTenantID, offsetsTopic); ok {
@@ -230,18 +231,18 @@ func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 				continue
 			}
 			c, err := b.coordinatorAt(ctx, ot, pm)
-			if err != nil || !c.current() {
+			if err != nil || !c.Current() {
 				b.logger.Debug("group lag metrics: offsets partition not ready", "offsets_partition", pm.partition, "err", err)
 				continue
 			}
-			for gk, offsets := range c.committedOffsets() {
+			for gk, offsets := range c.CommittedOffsets() {
 				for tk, co := range offsets {
-					t, ok := meta.byID[tk.topicID]
-					if !ok || t.tenantID != gk.tenant || (t.tenantID == systemTenantID && t.name == offsetsTopic) {
+					t, ok := meta.byID[tk.TopicID]
+					if !ok || t.tenantID != gk.Tenant || (t.tenantID == systemTenantID && t.name == offsetsTopic) {
 						continue // the topic was deleted since; the offsets topic is no group's
 					}
 					toFill = append(toFill, topicLag{topic: t, lag: &sluicev1.PartitionLag{
-						Topic: t.name, Partition: tk.partition, CommittedOffset: co.offset.GetOffset(),
+						Topic: t.name, Partition: tk.Partition, CommittedOffset: co.Offset.GetOffset(),
 					}})
 					owners = append(owners, gk)
 				}
@@ -262,11 +263,11 @@ func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 			continue
 		}
 		rows = append(rows, lagRow{
-			tenant: owners[i].tenant, group: owners[i].group, topic: tl.lag.GetTopic(), partition: tl.lag.GetPartition(),
+			tenant: owners[i].Tenant, group: owners[i].Group, topic: tl.lag.GetTopic(), partition: tl.lag.GetPartition(),
 			messages: tl.lag.GetLag(), seconds: tl.lag.GetLagSeconds(),
 		})
 		detail.Lags = append(detail.Lags, &sluicev1.GroupPartitionLag{
-			TenantId: owners[i].tenant, Group: owners[i].group, TopicId: tl.topic.id, Topic: tl.lag.GetTopic(),
+			TenantId: owners[i].Tenant, Group: owners[i].Group, TopicId: tl.topic.id, Topic: tl.lag.GetTopic(),
 			Partition: tl.lag.GetPartition(), CommittedOffset: tl.lag.GetCommittedOffset(),
 			HighWatermark: tl.lag.GetHighWatermark(), LogStartOffset: tl.lag.GetLogStartOffset(),
 			LagMessages: tl.lag.GetLag(), LagAgeMs: int64(tl.lag.GetLagSeconds() * 1000), PartitionBytes: tl.lag.GetPartitionBytes(),
@@ -278,24 +279,6 @@ func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 	}
 	snap := capLagSeries(rows, b.cfg.GroupLagMetricsMaxSeries)
 	b.groupLag.last.Store(&snap)
-}
-
-// committedOffsets returns a copy of every group's committed offsets.
-func (c *coordinator) committedOffsets() map[groupKey]map[tpKey]committedOffset {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[groupKey]map[tpKey]committedOffset, len(c.groups))
-	for gk, gs := range c.groups {
-		if len(gs.offsets) == 0 {
-			continue
-		}
-		offs := make(map[tpKey]committedOffset, len(gs.offsets))
-		for k, v := range gs.offsets {
-			offs[k] = v
-		}
-		out[gk] = offs
-	}
-	return out
 }
 
 // ListGroupLags answers the last lag computation of the groups this broker

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane"
+	"github.com/sluicemq/sluice/dataplane/coordinator"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
@@ -188,7 +189,7 @@ func (c *lagCluster) coordinatorOf(t *testing.T, group string) int32 {
 	t.Helper()
 	ot, ok := c.brokers[0].metadata().topic(systemTenantID, offsetsTopic)
 	require.True(t, ok)
-	return ot.partitions[groupPartition(c.tenantID, group, len(ot.partitions))].leader
+	return ot.partitions[coordinator.PartitionOf(c.tenantID, group, len(ot.partitions))].leader
 }
 
 // computeLag runs one lag computation on every broker at now.

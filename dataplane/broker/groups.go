@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/group"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tenants"
@@ -49,7 +50,7 @@ func tenantOf(ctx context.Context) (string, error) {
 
 // groupCall resolves the group's coordinator: here (c), or an error to
 // answer; forward says the caller should forward to pm's leader instead.
-func (s *groupService) groupCall(ctx context.Context, h interface{ Get(string) string }, group string) (c *coordinator, tenantID string, pm partMeta, forward bool, err error) {
+func (s *groupService) groupCall(ctx context.Context, h interface{ Get(string) string }, group string) (c *groupCoordinator, tenantID string, pm partMeta, forward bool, err error) {
 	if tenantID, err = tenantOf(ctx); err != nil {
 		return nil, "", pm, false, err
 	}
@@ -77,7 +78,7 @@ func (s *groupService) FindCoordinator(ctx context.Context, req *connect.Request
 	if !ok || len(t.partitions) == 0 {
 		return nil, errNoOffsetsTopic
 	}
-	pm := t.partitions[groupPartition(tenantID, req.Msg.GetGroup(), len(t.partitions))]
+	pm := t.partitions[coordinator.PartitionOf(tenantID, req.Msg.GetGroup(), len(t.partitions))]
 	if pm.leader < 0 {
 		return nil, toConnect(s.b.notLeader(pm))
 	}
@@ -107,13 +108,13 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 	if len(m.GetInstanceId()) > maxGroupName {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("instance_id: at most %d bytes", maxGroupName))
 	}
-	if err := c.checkCommitter(tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId(), m.GetMemberEpoch(), m.GetOffsets()); err != nil {
-		return nil, err
+	if err := c.CheckCommitter(tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId(), m.GetMemberEpoch(), m.GetOffsets()); err != nil {
+		return nil, groupError(err)
 	}
 	meta := s.b.metadata()
 	now := time.Now()
-	recs := make([]groupRecord, 0, len(m.GetOffsets()))
-	seen := map[tpKey]bool{}
+	commits := make([]coordinator.OffsetCommit, 0, len(m.GetOffsets()))
+	seen := map[partKey]bool{}
 	for i, po := range m.GetOffsets() {
 		field := fmt.Sprintf("offsets[%d]", i)
 		t, ok := meta.topic(tenantID, po.GetTopic())
@@ -130,7 +131,7 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 		if len(po.GetMetadata()) > 4096 {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: metadata is at most 4096 bytes; got %d", field, len(po.GetMetadata())))
 		}
-		tk := tpKey{t.id, po.GetPartition()}
+		tk := partKey{t.id, po.GetPartition()}
 		if seen[tk] {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q partition %d appears twice", field, po.GetTopic(), po.GetPartition()))
 		}
@@ -142,16 +143,11 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 		if hw := bounds.GetHighWatermark(); po.GetOffset() > hw {
 			return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("%s: offset %d is beyond the end of topic %q partition %d (high watermark %d)", field, po.GetOffset(), po.GetTopic(), po.GetPartition(), hw))
 		}
-		recs = append(recs, groupRecord{
-			key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: m.GetGroup(), Kind: &sluicev1.GroupRecordKey_Offset{
-				Offset: &sluicev1.OffsetKey{TopicId: t.id, Topic: t.name, Partition: po.GetPartition()},
-			}},
-			value: &sluicev1.GroupRecordValue{Offset: &sluicev1.PartitionOffset{
-				Topic: t.name, Partition: po.GetPartition(), Offset: po.GetOffset(), LeaderEpoch: po.GetLeaderEpoch(), Metadata: po.GetMetadata(),
-			}, CommitTimeMs: now.UnixMilli()},
-		})
+		commits = append(commits, coordinator.OffsetCommit{TopicID: t.id, Offset: &sluicev1.PartitionOffset{
+			Topic: t.name, Partition: po.GetPartition(), Offset: po.GetOffset(), LeaderEpoch: po.GetLeaderEpoch(), Metadata: po.GetMetadata(),
+		}})
 	}
-	if err := c.write(ctx, recs); err != nil {
+	if err := c.CommitOffsets(ctx, now, tenantID, m.GetGroup(), commits); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&sluicev1.CommitOffsetsResponse{}), nil
@@ -166,16 +162,16 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sl
 	if err != nil {
 		return nil, err
 	}
-	committed := c.offsets(tenantID, m.GetGroup())
+	committed := c.Offsets(tenantID, m.GetGroup())
 	meta := s.b.metadata()
 	res := &sluicev1.FetchOffsetsResponse{}
 	if len(m.GetPartitions()) == 0 {
 		for k, co := range committed {
-			t, ok := meta.byID[k.topicID]
+			t, ok := meta.byID[k.TopicID]
 			if !ok || t.tenantID != tenantID {
 				continue // the topic was deleted since
 			}
-			o := proto.Clone(co.offset).(*sluicev1.PartitionOffset)
+			o := proto.Clone(co.Offset).(*sluicev1.PartitionOffset)
 			o.Topic = t.name
 			res.Offsets = append(res.Offsets, o)
 		}
@@ -197,8 +193,8 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sl
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("topic %q has partitions 0..%d; got %d", t.name, len(t.partitions)-1, p))
 			}
 			o := &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: -1, LeaderEpoch: -1}
-			if co, ok := committed[tpKey{t.id, p}]; ok {
-				o = &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: co.offset.GetOffset(), LeaderEpoch: co.offset.GetLeaderEpoch(), Metadata: co.offset.GetMetadata()}
+			if co, ok := committed[coordinator.TopicPartition{TopicID: t.id, Partition: p}]; ok {
+				o = &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: co.Offset.GetOffset(), LeaderEpoch: co.Offset.GetLeaderEpoch(), Metadata: co.Offset.GetMetadata()}
 			}
 			res.Offsets = append(res.Offsets, o)
 		}
@@ -231,9 +227,9 @@ func (s *groupService) GroupHeartbeat(ctx context.Context, req *connect.Request[
 	if m.GetOwnedSet() {
 		hr.Owned = fromTopicPartitions(m.GetOwned())
 	}
-	res, err := c.heartbeat(ctx, time.Now(), tenantID, m.GetGroup(), m.GetAssignor(), hr)
+	res, err := c.Heartbeat(ctx, time.Now(), tenantID, m.GetGroup(), m.GetAssignor(), s.b.metadata().groupTopics(tenantID), hr)
 	if err != nil {
-		return nil, groupError(err, 0)
+		return nil, groupError(err)
 	}
 	return connect.NewResponse(&sluicev1.GroupHeartbeatResponse{
 		MemberId: res.MemberID, MemberEpoch: res.MemberEpoch,
@@ -254,8 +250,8 @@ func (s *groupService) LeaveGroup(ctx context.Context, req *connect.Request[slui
 	if m.GetMemberId() == "" && m.GetInstanceId() == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("member_id or instance_id: one must be set"))
 	}
-	if err := c.leave(time.Now(), tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId()); err != nil {
-		return nil, groupError(err, 0)
+	if err := c.Leave(time.Now(), tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId()); err != nil {
+		return nil, groupError(err)
 	}
 	return connect.NewResponse(&sluicev1.LeaveGroupResponse{}), nil
 }

@@ -10,7 +10,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicemq/sluice/dataplane/group"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -116,63 +115,4 @@ func TestBrokerOpensPartitionsAddedToATopic(t *testing.T) {
 		})
 	}
 	require.Len(t, b.metadata().byID[growTopic].partitions, 5)
-}
-
-// TestCoordinatorGrownSubscription: the coordinator reads the subscribed
-// topics' partition counts from its broker's current view at every
-// heartbeat, so when a topic grows (a new assignment snapshot) the next
-// heartbeat bumps the group epoch and the new partitions are assigned by a
-// cooperative rebalance: every member keeps what it had, nothing is
-// revoked, and each new partition goes to exactly one member.
-func TestCoordinatorGrownSubscription(t *testing.T) {
-	t.Parallel()
-	b := newTestBroker(t)
-	b.meta.Store(toClusterMeta(assignments(3, 2)))
-	c := &coordinator{b: b, groups: map[groupKey]*groupState{}}
-	ctx := t.Context()
-	now := time.Now()
-	type member struct {
-		id    string
-		epoch int32
-		owned group.TopicPartitions
-	}
-	hb := func(m *member) group.HeartbeatResponse {
-		t.Helper()
-		req := group.HeartbeatRequest{MemberID: m.id, MemberEpoch: m.epoch, Owned: m.owned}
-		if m.id == "" {
-			req.Subscriptions = []string{"orders"}
-		}
-		res, err := c.heartbeat(ctx, now, growTenant, "billing", "", req)
-		require.NoError(t, err)
-		m.id, m.epoch, m.owned = res.MemberID, res.MemberEpoch, res.Assignment
-		return res
-	}
-	a, bm := &member{}, &member{}
-	hb(a)
-	hb(bm)
-	for range 3 { // settle: a releases what moves to b
-		hb(a)
-		hb(bm)
-	}
-	require.Equal(t, group.TopicPartitions{"orders": {0}}, a.owned)
-	require.Equal(t, group.TopicPartitions{"orders": {1}}, bm.owned)
-	before := c.groups[groupKey{growTenant, "billing"}].members.Describe(now)
-
-	// orders grows from 2 to 6 partitions.
-	b.meta.Store(toClusterMeta(assignments(4, 6)))
-	hb(a)
-	d := c.groups[groupKey{growTenant, "billing"}].members.Describe(now)
-	require.Greater(t, d.GroupEpoch, before.GroupEpoch, "the first heartbeat after the growth bumps the group epoch")
-	hb(bm)
-	hb(a)
-	hb(bm)
-	require.Contains(t, a.owned["orders"], int32(0), "a keeps its partition")
-	require.Contains(t, bm.owned["orders"], int32(1), "b keeps its partition")
-	require.Len(t, a.owned["orders"], 3)
-	require.Len(t, bm.owned["orders"], 3)
-	all := append(append([]int32(nil), a.owned["orders"]...), bm.owned["orders"]...)
-	require.ElementsMatch(t, []int32{0, 1, 2, 3, 4, 5}, all, "every partition assigned once")
-	d = c.groups[groupKey{growTenant, "billing"}].members.Describe(now)
-	require.Equal(t, before.RevokedPartitions, d.RevokedPartitions, "nothing revoked: a cooperative rebalance")
-	require.Equal(t, group.StateStable, d.State)
 }

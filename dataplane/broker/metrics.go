@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicemq/sluice/dataplane/coordinator"
 )
 
 // brokerMetrics are the broker's Prometheus metrics. Tenant labels are
@@ -164,4 +166,12 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descISR, prometheus.GaugeValue, float64(isr), p.topicID, part)
 		}
 	}
+}
+
+// coordinator is what the group coordinators count (nil without metrics).
+func (m *brokerMetrics) coordinator() *coordinator.Metrics {
+	if m == nil {
+		return nil
+	}
+	return &coordinator.Metrics{Rebalances: m.groupRebalances, Revoked: m.groupRevoked, WriteLatency: m.groupWriteLatency}
 }

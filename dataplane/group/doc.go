@@ -1,9 +1,10 @@
 // Package group is the state machine of one consumer group: membership,
 // server-side assignment and cooperative rebalancing, modelled on Kafka's
-// next-generation consumer rebalance protocol (KIP-848). The broker hosting
-// the group's coordinator keeps one Group per group, maps the
-// GroupHeartbeat and LeaveGroup RPCs onto Heartbeat and Leave, checks offset
-// commits with Owns, and persists the committed offsets itself.
+// next-generation consumer rebalance protocol (KIP-848). The group's
+// coordinator (dataplane/coordinator) keeps one Group per group, runs the
+// GroupHeartbeat and LeaveGroup RPCs its broker receives as Heartbeat and
+// Leave, checks offset commits with Owns, and persists the committed
+// offsets itself.
 //
 // # Model
 //
@@ -148,8 +149,8 @@
 //
 // Only committed offsets and, for static members, the member id of each
 // instance id's latest incarnation survive a coordinator failover. The
-// broker writes the latter to its replicated log before it answers a join
-// that changes it, and gives it back to the new Group with
+// coordinator writes the latter to its replicated log before it answers a
+// join that changes it, and gives it back to the new Group with
 // RestoreInstance, so a fenced process stays fenced across the failover.
 // A new Group starts with no members, and members learn it at their next
 // heartbeat (ErrUnknownMember), then join again reporting what they own. With the uniform assignor each
@@ -168,7 +169,7 @@
 //
 // Group does no I/O, starts no goroutines and reads no clock; it is not
 // safe for concurrent use, and the caller serialises every call for a group
-// (for example under the coordinator's per-group lock). Topics must be
+// (dataplane/coordinator holds one lock per offsets partition). Topics must be
 // authoritative: a topic it reports missing is treated as deleted and its
 // partitions are revoked. The broker calls Expire on a timer (every
 // heartbeat interval, say) so that idle groups expire too, refuses

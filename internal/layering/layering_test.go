@@ -29,6 +29,8 @@ var rules = []rule{
 	{"tenants", []string{"dataplane", "controlplane", "client", "tiered"}, "tenants is a leaf (plans, keys, tokens)", nil},
 	{"alerts", []string{"dataplane", "controlplane", "client", "tiered", "internal"}, "the alert rules are pure logic", nil},
 	{"gen", []string{"dataplane", "controlplane", "client", "tiered", "tenants", "record", "internal"}, "generated code is a leaf", nil},
+	{"dataplane/coordinator", []string{"dataplane/broker"}, "the group coordinator reaches its offsets partition through coordinator.Partition, which the broker implements and wires", nil},
+	{"dataplane/group", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/log", "dataplane/replica", "gen", "record", "internal", "tiered", "tenants"}, "the group membership state machine is pure logic", nil},
 	{"", []string{"cmd"}, "nothing imports cmd/", nil},
 	{"", []string{"internal/testenv", "internal/testcluster"}, "test harnesses are for tests only",
 		[]string{"internal/testenv", "internal/testcluster"}}, // they may use each other
@@ -74,7 +76,7 @@ func TestLayeringFindsAViolation(t *testing.T) {
 		}
 	}
 	deps := listDeps(t)
-	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "record", "tiered", "cmd/sluice/cli", "internal/testenv"} {
+	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "record", "tiered", "cmd/sluice/cli", "internal/testenv"} {
 		if _, ok := deps[want]; !ok {
 			t.Errorf("package %s not listed: the rules name folders that no longer exist", want)
 		}

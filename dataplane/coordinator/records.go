@@ -1,0 +1,138 @@
+package coordinator
+
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
+)
+
+// PartitionOf is the offsets-topic partition, of partitions, that
+// coordinates a tenant's group. The mapping is part of the offsets topic's
+// format: a group's records are in this partition, so changing it would
+// orphan them.
+func PartitionOf(tenantID, group string, partitions int) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(tenantID))
+	h.Write([]byte{0})
+	h.Write([]byte(group))
+	return int32(h.Sum32() % uint32(partitions))
+}
+
+// groupRecord is one record to write to the offsets partition: a
+// GroupRecordKey and, except for a group's deletion, a GroupRecordValue.
+type groupRecord struct {
+	key   *sluicev1.GroupRecordKey
+	value *sluicev1.GroupRecordValue
+}
+
+// offsetRecord commits one partition's offset.
+func offsetRecord(tenantID, groupID string, oc OffsetCommit, now time.Time) groupRecord {
+	return groupRecord{
+		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_Offset{
+			Offset: &sluicev1.OffsetKey{TopicId: oc.TopicID, Topic: oc.Offset.GetTopic(), Partition: oc.Offset.GetPartition()},
+		}},
+		value: &sluicev1.GroupRecordValue{Offset: oc.Offset, CommitTimeMs: now.UnixMilli()},
+	}
+}
+
+// staticMemberRecord records the member id of a static member's latest
+// incarnation.
+func staticMemberRecord(tenantID, groupID, instanceID, memberID string, now time.Time) groupRecord {
+	return groupRecord{
+		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_StaticMember{
+			StaticMember: &sluicev1.StaticMemberKey{InstanceId: instanceID},
+		}},
+		value: &sluicev1.GroupRecordValue{MemberId: memberID, CommitTimeMs: now.UnixMilli()},
+	}
+}
+
+// groupDeletedRecord deletes a group: its offsets and incarnations.
+func groupDeletedRecord(tenantID, groupID string) groupRecord {
+	return groupRecord{key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_GroupDeleted{GroupDeleted: true}}}
+}
+
+// encodeGroupRecords builds the leader batch of recs (one record each, in
+// order), stamped now.
+func encodeGroupRecords(recs []groupRecord, now time.Time) (log.ValidBatch, error) {
+	lr := make([]record.Record, len(recs))
+	for i, r := range recs {
+		k, err := proto.Marshal(r.key)
+		if err != nil {
+			return log.ValidBatch{}, err
+		}
+		var v []byte
+		if r.value != nil {
+			if v, err = proto.Marshal(r.value); err != nil {
+				return log.ValidBatch{}, err
+			}
+		}
+		lr[i] = record.Record{OffsetDelta: int32(i), Key: k, Value: v}
+	}
+	return log.EncodeLeaderBatch(nil, record.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
+}
+
+// eachGroupRecord decodes the records of one offsets-topic batch.
+func eachGroupRecord(b record.Batch, fn func(int64, *sluicev1.GroupRecordKey, *sluicev1.GroupRecordValue)) error {
+	h := b.Header()
+	if h.Attributes.Control() {
+		return nil
+	}
+	it, err := b.Records()
+	if err != nil {
+		return err
+	}
+	for it.Next() {
+		r := it.Record()
+		k, v := &sluicev1.GroupRecordKey{}, &sluicev1.GroupRecordValue{}
+		if err := proto.Unmarshal(r.Key, k); err != nil {
+			return fmt.Errorf("record key at %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
+		}
+		if r.Value != nil {
+			if err := proto.Unmarshal(r.Value, v); err != nil {
+				return fmt.Errorf("record value at %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
+			}
+		}
+		fn(h.BaseOffset+int64(r.OffsetDelta), k, v)
+	}
+	return it.Err()
+}
+
+// applyGroupRecord applies one record; a record older (in the log) than
+// what a key holds is ignored, so concurrent commits resolve in log order.
+func applyGroupRecord(groups map[GroupKey]*groupState, logOffset int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
+	gk := GroupKey{k.GetTenantId(), k.GetGroup()}
+	switch kind := k.GetKind().(type) {
+	case *sluicev1.GroupRecordKey_GroupDeleted:
+		delete(groups, gk)
+	case *sluicev1.GroupRecordKey_StaticMember:
+		g := groups[gk]
+		if g == nil {
+			g = &groupState{offsets: map[TopicPartition]Committed{}}
+			groups[gk] = g
+		}
+		if g.instances == nil {
+			g.instances = map[string]string{}
+		}
+		g.instances[kind.StaticMember.GetInstanceId()] = v.GetMemberId()
+	case *sluicev1.GroupRecordKey_Offset:
+		g := groups[gk]
+		if g == nil {
+			g = &groupState{offsets: map[TopicPartition]Committed{}}
+			groups[gk] = g
+		}
+		tk := TopicPartition{kind.Offset.GetTopicId(), kind.Offset.GetPartition()}
+		if cur, ok := g.offsets[tk]; ok && cur.logOffset > logOffset {
+			return
+		}
+		g.offsets[tk] = Committed{
+			Topic: kind.Offset.GetTopic(), Offset: v.GetOffset(), logOffset: logOffset,
+			CommitTime: time.UnixMilli(v.GetCommitTimeMs()),
+		}
+	}
+}
