@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // ---- controller lease ----
@@ -445,7 +447,12 @@ func testConcurrentFencedTakeover(t *testing.T, s store.Store) {
 		})
 	}
 	// Let the old controller win a few writes, then take over.
-	require.Eventually(t, func() bool { return oldWins.Load() >= 5 }, 10*time.Second, time.Millisecond)
+	testenv.Wait(t, 10*time.Second, "the old controller winning 5 writes", func() error {
+		if n := oldWins.Load(); n < 5 {
+			return fmt.Errorf("%d won", n)
+		}
+		return nil
+	})
 	nu, ok, err := s.AcquireControllerLease(ctx, "new", at(2*time.Second), time.Second)
 	require.NoError(t, err)
 	require.True(t, ok)

@@ -32,8 +32,8 @@ var rules = []rule{
 	{"dataplane/coordinator", []string{"dataplane/broker"}, "the group coordinator reaches its offsets partition through coordinator.Partition, which the broker implements and wires", nil},
 	{"dataplane/group", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/log", "dataplane/replica", "gen", "record", "internal", "tiered", "tenants"}, "the group membership state machine is pure logic", nil},
 	{"", []string{"cmd"}, "nothing imports cmd/", nil},
-	{"", []string{"internal/testenv", "internal/testcluster"}, "test harnesses are for tests only",
-		[]string{"internal/testenv", "internal/testcluster"}}, // they may use each other
+	{"", []string{"internal/testenv", "internal/testcluster", "controlplane/storetest"}, "test harnesses are for tests only",
+		[]string{"internal/testenv", "internal/testcluster", "controlplane/storetest"}}, // they may use each other
 }
 
 func TestLayering(t *testing.T) {
