@@ -316,6 +316,26 @@ func ReadBatch(b []byte) (Batch, []byte, error) {
 	return Batch(b[:size]), b[size:], nil
 }
 
+// NextChecked splits the first batch off data whose batches have been
+// checked already (by ReadBatch, or by a log read that checks what it
+// returns): it reads the length and the header, not the CRC again. It
+// fails on bytes too short for a header (ErrTruncated), a length past the
+// end or below the header size, and a header that does not parse
+// (ErrCorrupt).
+func NextChecked(data []byte) (Batch, []byte, error) {
+	if len(data) < HeaderSize {
+		return nil, data, fmt.Errorf("%d bytes left: %w", len(data), ErrTruncated)
+	}
+	n := Size(data)
+	if n < HeaderSize || n > int64(len(data)) {
+		return nil, data, fmt.Errorf("batch of %d bytes, have %d: %w", n, len(data), ErrCorrupt)
+	}
+	if _, err := ParseBatchHeader(data[:n]); err != nil {
+		return nil, data, err
+	}
+	return Batch(data[:n]), data[n:], nil
+}
+
 // Header decodes the header of a checked batch.
 func (b Batch) Header() BatchHeader {
 	h, _ := ParseBatchHeader(b)

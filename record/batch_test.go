@@ -239,3 +239,30 @@ func TestLogBatchSetProducer(t *testing.T) {
 	require.NoError(t, it.Err())
 	require.Equal(t, 3, n)
 }
+
+// TestLogBatchNextChecked: NextChecked splits checked batches by their
+// length and header without checking the CRC again, and refuses framing
+// that does not hold.
+func TestLogBatchNextChecked(t *testing.T) {
+	t.Parallel()
+	b1, err := AppendBatch(nil, BatchHeader{BaseOffset: 0}, testRecords())
+	require.NoError(t, err)
+	b2, err := AppendBatch(nil, BatchHeader{BaseOffset: 3}, testRecords()[:1])
+	require.NoError(t, err)
+	data := append(append([]byte{}, b1...), b2...)
+	data[posCRC] ^= 0xff // a CRC check would refuse the first batch
+
+	b, rest, err := NextChecked(data)
+	require.NoError(t, err)
+	require.Equal(t, len(b1), len(b))
+	require.EqualValues(t, 2, b.LastOffset())
+	b, rest, err = NextChecked(rest)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, b.BaseOffset())
+	require.Empty(t, rest)
+
+	_, _, err = NextChecked(b1[:HeaderSize-1])
+	require.ErrorIs(t, err, ErrTruncated)
+	_, _, err = NextChecked(b1[:len(b1)-1])
+	require.ErrorIs(t, err, ErrCorrupt, "a length past the end")
+}

@@ -1,17 +1,20 @@
 // Package broker is a Sluice data-plane broker: it registers with the
 // control plane and keeps its lease, follows the partition assignments the
-// control plane streams to it, opens a log (dataplane/log) per replica, and
-// serves the RecordService (produce, fetch, list offsets, metadata), the
-// GroupService (consumer groups) and the internal ReplicaService (followers
-// copying a leader's log), with gRPC health and reflection for the first
-// two (health.go: SERVING only once the broker is ready, as /readyz).
+// control plane streams to it, opens a partition replica
+// (dataplane/partition: log, replication state, idempotence, retention)
+// for each one placed on it, and serves the RecordService (produce,
+// fetch, list offsets, metadata), the GroupService (consumer groups) and
+// the internal ReplicaService (followers copying a leader's log), with
+// gRPC health and reflection for the first two (health.go: SERVING only
+// once the broker is ready, as /readyz).
 //
 // Goroutines, all owned by Run and stopped when its context ends: the HTTP
 // servers (the client port, the operator listener); the lease loop (register, heartbeat, re-register when fenced); the
 // assignment watch; the revocation poller; the ISR checker; the group member
-// expiry and group lag metrics loops; and one fetcher per partition this
-// broker follows. Lock order: Broker.mu before partition.mu; no lock is held
-// across network calls.
+// expiry and group lag metrics loops; the HW checkpoint, retention and
+// tiering loops over the replicas; and, owned by each replica, one fetcher
+// per partition this broker follows. Lock order: Broker.mu before a
+// replica's lock; no lock is held across network calls.
 package broker
 
 import (
@@ -38,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/dirlock"
@@ -81,6 +85,8 @@ type Broker struct {
 	// Tiered storage; both nil when off.
 	tierStore objstore.Store
 	tier      *tiered.Tier
+	// host is what the partition replicas reach the broker through.
+	host *partition.Host
 
 	brokerEpoch atomic.Int64
 	pids        producerIDs
@@ -91,7 +97,7 @@ type Broker struct {
 	health   healthWatchers // gRPC health Watch streams
 
 	mu      sync.Mutex
-	parts   map[partKey]*partition
+	parts   map[partKey]*partition.Replica
 	coords  map[partKey]*groupCoordinator // consumer-group coordinators, by offsets partition
 	clients map[int32]*peerClients
 	runCtx  context.Context
@@ -136,7 +142,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		cfg:     cfg,
 		logger:  deps.Logger.With("broker", cfg.ID),
 		flush:   flush,
-		parts:   map[partKey]*partition{},
+		parts:   map[partKey]*partition.Replica{},
 		coords:  map[partKey]*groupCoordinator{},
 		clients: map[int32]*peerClients{},
 		revoked: newRevocations(),
@@ -157,6 +163,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	if err := b.newTier(); err != nil {
 		return nil, err
 	}
+	b.host = b.replicaHost()
 	if cfg.GroupLagMetricsInterval > 0 {
 		b.groupLag = &groupLagCollector{b: b}
 		b.registry.MustRegister(b.groupLag)
@@ -203,13 +210,13 @@ func (b *Broker) metadata() *clusterMeta { return b.meta.Load() }
 
 // partitions returns the local replicas at this moment, for loops that must
 // not hold b.mu while they work on each.
-func (b *Broker) partitions() []*partition {
+func (b *Broker) partitions() []*partition.Replica {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Collect(maps.Values(b.parts))
 }
 
-func (b *Broker) partition(topicID string, id int32) *partition {
+func (b *Broker) partition(topicID string, id int32) *partition.Replica {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.parts[partKey{topicID, id}]
@@ -337,18 +344,18 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 func (b *Broker) closePartitions() {
 	b.mu.Lock()
 	parts := b.parts
-	b.parts = map[partKey]*partition{}
+	b.parts = map[partKey]*partition.Replica{}
 	b.mu.Unlock()
 	for _, p := range parts {
-		p.stop()
-		if err := p.checkpointHW(); err != nil {
-			b.logger.Warn("checkpoint high watermark", "topic", p.topicID, "partition", p.id, "err", err)
+		p.Stop()
+		if err := p.CheckpointHW(); err != nil {
+			b.logger.Warn("checkpoint high watermark", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
 		}
-		if err := p.snapshotProducers(time.Now(), true); err != nil {
-			b.logger.Warn("snapshot producer state", "topic", p.topicID, "partition", p.id, "err", err)
+		if err := p.SnapshotProducers(time.Now(), true); err != nil {
+			b.logger.Warn("snapshot producer state", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
 		}
-		if err := p.log.Close(); err != nil {
-			b.logger.Warn("close partition log", "topic", p.topicID, "partition", p.id, "err", err)
+		if err := p.Log().Close(); err != nil {
+			b.logger.Warn("close partition log", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
 		}
 	}
 }
@@ -358,13 +365,36 @@ func (b *Broker) closePartitions() {
 // would rather stop than keep a lease it cannot honour: its lease expires
 // and the controller moves its leaderships to in-sync replicas. Run returns
 // the error.
-func (b *Broker) failStop(p *partition, err error) {
-	b.logger.Error("partition log failed: stopping the broker", "topic", p.topicID, "partition", p.id, "err", err)
+func (b *Broker) failStop(topicID string, id int32, err error) {
+	b.logger.Error("partition log failed: stopping the broker", "topic", topicID, "partition", id, "err", err)
 	b.mu.Lock()
 	stop := b.stopRun
 	b.mu.Unlock()
 	if stop != nil {
-		stop(fmt.Errorf("partition %s/%d log failed: %w", p.topicID, p.id, err))
+		stop(fmt.Errorf("partition %s/%d log failed: %w", topicID, id, err))
+	}
+}
+
+// replicaHost is what this broker's partition replicas reach it through.
+func (b *Broker) replicaHost() *partition.Host {
+	return &partition.Host{
+		ID:          b.cfg.ID,
+		BrokerEpoch: b.brokerEpoch.Load,
+		Logger:      b.logger,
+		Metrics: &partition.Metrics{
+			Duplicates: b.metrics.duplicates, SequenceErrors: b.metrics.sequenceErrors,
+			ISRShrinks: b.metrics.isrShrinks, ISRExpands: b.metrics.isrExpands,
+		},
+		SegmentBytes:      b.cfg.SegmentBytes,
+		SegmentAge:        b.cfg.SegmentAge,
+		Flush:             b.flush,
+		FlushInterval:     b.cfg.FlushInterval,
+		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
+		LeaderAddress:     b.brokerAddress,
+		ReplicaClient:     func(leader int32) sluicev1connect.ReplicaServiceClient { return b.peer(leader).replica },
+		AlterPartition:    b.cp.AlterPartition,
+		FailStop:          b.failStop,
+		Tier:              b.tier,
 	}
 }
 

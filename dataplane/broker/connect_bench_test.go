@@ -61,8 +61,8 @@ func BenchmarkProduceConnect(b *testing.B) {
 	br.meta.Store(m)
 	p, err := br.openPartition(tm, pm)
 	require.NoError(b, err)
-	b.Cleanup(func() { p.log.Close() })
-	p.update(b.Context(), pm, tm.config)
+	b.Cleanup(func() { p.Log().Close() })
+	p.Update(b.Context(), pm.assignment(), tm.config.replica())
 
 	srv := httptest.NewUnstartedServer(br.handler)
 	srv.Config.Protocols = &protos

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
@@ -36,7 +37,7 @@ var errNoOffsetsTopic = connect.NewError(connect.CodeUnavailable, errors.New("co
 // leads, with the replica it was made on.
 type groupCoordinator struct {
 	*coordinator.Coordinator
-	p *partition
+	p *partition.Replica
 }
 
 // coordinatorFor returns the loaded coordinator of the group's offsets
@@ -67,7 +68,7 @@ func (b *Broker) coordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (
 	b.mu.Lock()
 	c := b.coords[k]
 	if c == nil || c.Epoch() != pm.leaderEpoch || c.p != p {
-		c = &groupCoordinator{p: p, Coordinator: coordinator.New(offsetsPartition{p}, coordinator.Config{
+		c = &groupCoordinator{p: p, Coordinator: coordinator.New(offsetsPartition{b, p}, coordinator.Config{
 			Partition: pm.partition, LeaderEpoch: pm.leaderEpoch,
 			SessionTimeout: b.cfg.GroupSessionTimeout, HeartbeatInterval: b.cfg.GroupHeartbeatInterval,
 			Logger: b.logger, Metrics: b.metrics.coordinator(),
@@ -85,8 +86,8 @@ func (b *Broker) coordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (
 // this broker: the metadata already names it but its replica has not taken
 // over yet. Retrying shortly succeeds; following the NotLeader would loop.
 func (b *Broker) takingOver(err error) error {
-	var nl *notLeaderError
-	if errors.As(err, &nl) && nl.leader == b.cfg.ID {
+	var nl *partition.NotLeaderError
+	if errors.As(err, &nl) && nl.Leader == b.cfg.ID {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("this broker is taking over the partition; retry: %w", err))
 	}
 	return err
@@ -178,32 +179,31 @@ func groupError(err error) error {
 
 // offsetsPartition is a coordinator's access to its offsets partition
 // replica on this broker (coordinator.Partition).
-type offsetsPartition struct{ p *partition }
+type offsetsPartition struct {
+	b *Broker
+	p *partition.Replica
+}
 
-func (o offsetsPartition) LogStartOffset() int64 { return o.p.log.LogStartOffset() }
-func (o offsetsPartition) LEO() int64            { return o.p.log.LEO() }
+func (o offsetsPartition) LogStartOffset() int64 { return o.p.Log().LogStartOffset() }
+func (o offsetsPartition) LEO() int64            { return o.p.Log().LEO() }
 
 func (o offsetsPartition) Read(offset int64, maxBytes int) ([]byte, error) {
-	return o.p.log.Read(offset, maxBytes)
+	return o.p.Log().Read(offset, maxBytes)
 }
 
 func (o offsetsPartition) CheckLeader() error {
-	_, err := o.p.readerHW()
+	_, err := o.p.ReaderHW()
 	return err
 }
 
 // AppendAcksAll produces batch with acks=all, fenced at epoch (as a
 // client's leader epoch).
 func (o offsetsPartition) AppendAcksAll(ctx context.Context, epoch int32, batch log.ValidBatch) (int64, error) {
-	res, err := o.p.produce(ctx, []log.ValidBatch{batch}, sluicev1.Acks_ACKS_ALL, 30*time.Second, &epoch)
+	res, err := o.p.Produce(ctx, []log.ValidBatch{batch}, sluicev1.Acks_ACKS_ALL, 30*time.Second, &epoch)
 	if err != nil {
-		return 0, o.p.b.takingOver(err)
+		return 0, o.b.takingOver(err)
 	}
-	return res.base, nil
+	return res.Base, nil
 }
 
-func (o offsetsPartition) Leads(epoch int32) bool {
-	o.p.mu.Lock()
-	defer o.p.mu.Unlock()
-	return o.p.role == roleLeader && o.p.meta.leaderEpoch == epoch
-}
+func (o offsetsPartition) Leads(epoch int32) bool { return o.p.LeadsAt(epoch) }

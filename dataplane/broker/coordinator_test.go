@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/group"
+	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
@@ -97,7 +98,7 @@ func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
 	tm := &topicMeta{tenantID: systemTenantID, id: "offsets", name: offsetsTopic, config: topicConfig{minISR: 2}}
 	p, err := b.openPartition(tm, partMeta{partition: 0})
 	require.NoError(t, err)
-	t.Cleanup(func() { p.log.Close() })
+	t.Cleanup(func() { p.Log().Close() })
 	// Records [0, 10) replicated at epoch 3: commits of offsets 0..9.
 	var data []byte
 	for i := range int64(10) {
@@ -109,20 +110,18 @@ func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
 		require.NoError(t, err)
 		data = append(data, batch...)
 	}
-	_, err = p.log.AppendFollower(data)
+	_, err = p.Log().AppendFollower(data)
 	require.NoError(t, err)
-	p.mu.Lock()
-	p.cfg = tm.config
-	p.mu.Unlock()
-	lead(t, p, 8) // epoch 4, LEO 10, HW 8
-	c := coordinator.New(offsetsPartition{p}, coordinator.Config{LeaderEpoch: 4, SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second})
+	ctx := t.Context()
+	pm := partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 1, leaderEpoch: 4, isr: []int32{1, 2, 3}}
+	p.Update(ctx, pm.assignment(), tm.config.replica()) // epoch 4 starts at LEO 10
+	c := coordinator.New(offsetsPartition{b, p}, coordinator.Config{LeaderEpoch: 4, SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second})
 	committed := func() int64 {
 		return c.Offsets("t1", "billing")[coordinator.TopicPartition{TopicID: "topic-1"}].Offset.GetOffset()
 	}
-	ctx := t.Context()
-	require.ErrorIs(t, c.Load(ctx), errHWCatchingUp)
+	require.ErrorIs(t, c.Load(ctx), partition.ErrHWCatchingUp)
 	for _, f := range []int32{2, 3} {
-		followerFetch(t, p, f, 10, 3)
+		followerFetch(t, b, f, 10, 3)
 	}
 	waitHW(t, p, 10)
 	require.NoError(t, c.Load(ctx))
@@ -138,31 +137,49 @@ func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
 	}
 	done := commit(3)
 	testenv.Wait(t, 10*time.Second, "the commit appended", func() error {
-		if leo := p.log.LEO(); leo != 11 {
+		if leo := p.Log().LEO(); leo != 11 {
 			return fmt.Errorf("LEO %d", leo)
 		}
 		return nil
 	})
-	followerFetch(t, p, 2, 11, 4)
+	followerFetch(t, b, 2, 11, 4)
 	select {
 	case err := <-done:
 		t.Fatalf("answered before 3 had the record: %v", err)
 	default:
 	}
 	require.EqualValues(t, 9, committed(), "applied only once committed")
-	followerFetch(t, p, 3, 11, 4)
+	followerFetch(t, b, 3, 11, 4)
 	require.NoError(t, <-done)
 	require.EqualValues(t, 3, committed(), "the later commit in the log wins")
 
-	p.mu.Lock()
-	cfg, pm := p.cfg, p.meta
-	p.mu.Unlock()
 	pm.leaderEpoch++
-	p.update(ctx, pm, cfg)
+	p.Update(ctx, pm.assignment(), tm.config.replica())
 	require.False(t, c.Current())
 	err = <-commit(4)
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, "fenced leader epoch 4")
-	require.EqualValues(t, 11, p.log.LEO(), "nothing appended")
+	require.EqualValues(t, 11, p.Log().LEO(), "nothing appended")
 	require.EqualValues(t, 3, committed(), "nothing applied")
+}
+
+// followerFetch sends follower id's fetch from offset of the offsets
+// partition through broker b's ReplicaService handler, as a follower broker
+// would, reporting the records below offset durable.
+func followerFetch(t *testing.T, b *Broker, id int32, offset int64, lastEpoch int32) {
+	t.Helper()
+	_, err := (&replicaService{b}).FetchReplica(t.Context(), connect.NewRequest(&sluicev1.FetchReplicaRequest{FollowerId: id, FollowerBrokerEpoch: 1,
+		TopicId: "offsets", LeaderEpoch: 4, FetchOffset: offset, LastFetchedEpoch: lastEpoch, DurableOffset: &offset, MaxBytes: 1 << 20}))
+	require.NoError(t, err)
+}
+
+// waitHW waits until p's HW is hw.
+func waitHW(t *testing.T, p *partition.Replica, hw int64) {
+	t.Helper()
+	testenv.Wait(t, 10*time.Second, fmt.Sprintf("HW %d", hw), func() error {
+		if got := p.HighWatermark(); got != hw {
+			return fmt.Errorf("HW %d", got)
+		}
+		return nil
+	})
 }

@@ -6,10 +6,28 @@ import (
 	"log/slog"
 
 	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/dataplane/partition"
 )
 
+// toConnect maps the partition replicas' domain errors to Connect errors
+// with details a client can act on (partition.ToConnect), for the
+// broker's handlers and the NotLeader answers it builds itself.
+func toConnect(err error) error { return partition.ToConnect(err) }
+
+// notLeader builds the error for a partition this broker does not lead, as
+// pm describes it (NotLeader with the leader's address from this broker's
+// view).
+func (b *Broker) notLeader(pm partMeta) error {
+	return &partition.NotLeaderError{Leader: pm.leader, Epoch: pm.leaderEpoch, Self: pm.leader == b.cfg.ID, Address: b.brokerAddress(pm.leader)}
+}
+
+// brokerAddress is the address of broker id in this broker's view, "" when
+// the view does not name it.
+func (b *Broker) brokerAddress(id int32) string { return b.metadata().brokers[id].address }
+
 // errorInterceptor maps errors once at the seam: Connect errors pass, the
-// partition's domain errors get their codes (toConnect), context errors
+// partition replicas' domain errors get their codes (toConnect), context errors
 // become Canceled/DeadlineExceeded, and anything else is logged and
 // answered as a generic Internal error.
 type errorInterceptor struct{ logger *slog.Logger }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/group"
+	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -58,8 +59,8 @@ func (s *groupService) groupCall(ctx context.Context, h interface{ Get(string) s
 		return nil, tenantID, pm, false, err
 	}
 	c, pm, err = s.b.coordinatorFor(ctx, tenantID, group)
-	var nl *notLeaderError
-	if errors.As(err, &nl) && nl.leader >= 0 && h.Get(NoForwardHeader) != "1" {
+	var nl *partition.NotLeaderError
+	if errors.As(err, &nl) && nl.Leader >= 0 && h.Get(NoForwardHeader) != "1" {
 		return nil, tenantID, pm, true, nil
 	}
 	return c, tenantID, pm, false, toConnect(err)

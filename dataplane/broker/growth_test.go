@@ -10,7 +10,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -91,24 +93,23 @@ func TestBrokerOpensPartitionsAddedToATopic(t *testing.T) {
 	p0 := b.partition(growTopic, 0)
 	require.NotNil(t, p0)
 	require.Nil(t, b.partition(growTopic, 1), "hosted by broker 2")
-	_, err := p0.log.AppendFollower(batchesOf(t, 0, 5, 0))
+	five, err := record.AppendBatch(nil, record.BatchHeader{}, []record.Record{{Value: []byte("a")}, {OffsetDelta: 1}, {OffsetDelta: 2}, {OffsetDelta: 3}, {OffsetDelta: 4}})
+	require.NoError(t, err)
+	_, err = p0.Log().AppendFollower(five)
 	require.NoError(t, err)
 
 	// Grown from 2 to 5 partitions; broker 1 hosts 3 and 4 of the new ones.
 	b.applyMetadata(toClusterMeta(assignments(4, 5, 0, 3, 4)))
 	require.Same(t, p0, b.partition(growTopic, 0), "the existing replica is kept")
-	require.EqualValues(t, 5, p0.log.LEO(), "with its data")
+	require.EqualValues(t, 5, p0.Log().LEO(), "with its data")
 	require.Nil(t, b.partition(growTopic, 2))
 	for _, n := range []int32{3, 4} {
 		p := b.partition(growTopic, n)
 		require.NotNil(t, p, "partition %d is opened", n)
-		require.DirExists(t, p.dir)
-		require.EqualValues(t, 0, p.log.LEO())
+		require.DirExists(t, p.Dir())
+		require.EqualValues(t, 0, p.Log().LEO())
 		testenv.Wait(t, 10*time.Second, fmt.Sprintf("partition %d to lead", n), func() error {
-			p.mu.Lock()
-			role := p.role
-			p.mu.Unlock()
-			if role != roleLeader {
+			if role := p.Status().Role; role != partition.RoleLeader {
 				return fmt.Errorf("role %v", role)
 			}
 			return nil

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"slices"
+
+	"github.com/sluicemq/sluice/dataplane/partition"
 )
 
 // clusterMeta is the broker's view of the cluster, replaced whole on every
@@ -74,3 +76,16 @@ func (m *clusterMeta) topic(tenantID, name string) (*topicMeta, bool) {
 }
 
 func (p partMeta) hasReplica(id int32) bool { return slices.Contains(p.replicas, id) }
+
+// assignment is the partition's assignment as its replica applies it.
+func (p partMeta) assignment() partition.Assignment {
+	return partition.Assignment{Replicas: p.replicas, Leader: p.leader, LeaderEpoch: p.leaderEpoch, ISR: p.isr, PartitionEpoch: p.partitionEpoch}
+}
+
+// replica is the part of the topic's configuration its replicas apply.
+func (c topicConfig) replica() partition.TopicConfig {
+	return partition.TopicConfig{
+		MinISR: c.minISR, RetentionMs: c.retentionMs, RetentionBytes: c.retentionBytes,
+		LocalRetentionMs: c.localRetentionMs, LocalRetentionBytes: c.localRetentionBytes, Unclean: c.unclean,
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicemq/sluice/dataplane/coordinator"
+	"github.com/sluicemq/sluice/dataplane/partition"
 )
 
 // brokerMetrics are the broker's Prometheus metrics. Tenant labels are
@@ -93,11 +94,11 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Subsystem: "broker", Name: "leader_partitions",
 		Help: "Partitions this broker leads.",
-	}, func() float64 { return float64(b.countRole(roleLeader, false)) }))
+	}, func() float64 { return float64(b.countRole(partition.RoleLeader, false)) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Subsystem: "broker", Name: "under_replicated_partitions",
 		Help: "Partitions this broker leads whose ISR is smaller than their replica set.",
-	}, func() float64 { return float64(b.countRole(roleLeader, true)) }))
+	}, func() float64 { return float64(b.countRole(partition.RoleLeader, true)) }))
 	return m
 }
 
@@ -112,25 +113,17 @@ func (m *brokerMetrics) fetched(tenant string, n int) {
 }
 
 // countRole counts partitions in role; with underReplicated, only those
-// whose ISR is smaller than the replica set.
-func (b *Broker) countRole(r role, underReplicated bool) int {
+// whose ISR is smaller than the replica set (the ISR the controller
+// confirmed, as the leader state machine holds it).
+func (b *Broker) countRole(r partition.Role, underReplicated bool) int {
 	parts := b.partitions()
 	n := 0
 	for _, p := range parts {
-		p.mu.Lock()
-		if p.role == r && (!underReplicated || p.underReplicatedLocked()) {
+		if s := p.Status(); s.Role == r && (!underReplicated || s.UnderReplicated()) {
 			n++
 		}
-		p.mu.Unlock()
 	}
 	return n
-}
-
-// underReplicatedLocked reports whether this replica leads with an ISR
-// smaller than the replica set (the ISR the controller confirmed, as the
-// leader state machine holds it).
-func (p *partition) underReplicatedLocked() bool {
-	return p.lead != nil && len(p.lead.ISR()) < len(p.lead.Replicas())
 }
 
 // partitionCollector reports each local replica's offsets and ISR size.
@@ -152,18 +145,12 @@ func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	parts := c.b.partitions()
 	for _, p := range parts {
-		p.mu.Lock()
-		r, hw, isr := p.role, p.hwLocked(), 0
-		if p.lead != nil {
-			isr = len(p.lead.ISR())
-		}
-		p.mu.Unlock()
-		name := map[role]string{roleLeader: "leader", roleFollower: "follower", roleNone: "none"}[r]
-		part := strconv.Itoa(int(p.id))
-		ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(hw), p.topicID, part, name)
-		ch <- prometheus.MustNewConstMetric(descLEO, prometheus.GaugeValue, float64(p.log.LEO()), p.topicID, part, name)
-		if r == roleLeader && isr > 0 {
-			ch <- prometheus.MustNewConstMetric(descISR, prometheus.GaugeValue, float64(isr), p.topicID, part)
+		s := p.Status()
+		name, part := s.Role.String(), strconv.Itoa(int(p.Partition()))
+		ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(s.HW), p.TopicID(), part, name)
+		ch <- prometheus.MustNewConstMetric(descLEO, prometheus.GaugeValue, float64(p.Log().LEO()), p.TopicID(), part, name)
+		if s.Role == partition.RoleLeader && s.ISR > 0 {
+			ch <- prometheus.MustNewConstMetric(descISR, prometheus.GaugeValue, float64(s.ISR), p.TopicID(), part)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
@@ -20,7 +21,7 @@ import (
 // record service as the auth interceptor would.
 type produceBench struct {
 	svc *recordService
-	p   *partition
+	p   *partition.Replica
 	ctx context.Context
 }
 
@@ -41,10 +42,10 @@ func setupProduceBench(tb testing.TB) *produceBench {
 	b.meta.Store(m)
 	p, err := b.openPartition(tm, pm)
 	require.NoError(tb, err)
-	tb.Cleanup(func() { p.log.Close() })
+	tb.Cleanup(func() { p.Log().Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
-	p.update(ctx, pm, tm.config)
+	p.Update(ctx, pm.assignment(), tm.config.replica())
 	pctx := tenants.WithPrincipal(ctx, tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", APIKeyID: "0123456789abcdef", Scopes: tenants.AllScopes()})
 	return &produceBench{svc: &recordService{b: b}, p: p, ctx: pctx}
 }

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/compress"
 	"github.com/sluicemq/sluice/record"
@@ -72,7 +73,7 @@ func unknownPartition(t *topicMeta, partition int32) *connect.Error {
 
 // local returns the partition if this broker leads it; otherwise the error
 // to return or the cue to forward.
-func (s *recordService) local(pm partMeta, t *topicMeta) (*partition, error) {
+func (s *recordService) local(pm partMeta, t *topicMeta) (*partition.Replica, error) {
 	if pm.leader == s.b.cfg.ID {
 		if p := s.b.partition(t.id, pm.partition); p != nil {
 			return p, nil
@@ -95,8 +96,8 @@ func unknownTopic(meta *clusterMeta, name string) *connect.Error {
 // another broker, named by the metadata, and the caller did not ask to
 // route itself.
 func forwardable(h http.Header, err error) bool {
-	var nl *notLeaderError
-	return errors.As(err, &nl) && nl.leader >= 0 && !nl.self && h.Get(NoForwardHeader) != "1"
+	var nl *partition.NotLeaderError
+	return errors.As(err, &nl) && nl.Leader >= 0 && !nl.Self && h.Get(NoForwardHeader) != "1"
 }
 
 func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
@@ -133,7 +134,7 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 		return nil, err
 	}
 	start := time.Now()
-	res, err := p.produce(ctx, batches, acks, timeout, m.CurrentLeaderEpoch)
+	res, err := p.Produce(ctx, batches, acks, timeout, m.CurrentLeaderEpoch)
 	s.b.metrics.produceLatency.WithLabelValues(acksLabel(acks)).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
@@ -143,7 +144,7 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 		n += len(b.Batch())
 	}
 	s.b.metrics.produced(t.tenantID, n)
-	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: res.base, LogStartOffset: p.log.LogStartOffset(), Duplicate: res.duplicate}), nil
+	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: res.Base, LogStartOffset: p.Log().LogStartOffset(), Duplicate: res.Duplicate}), nil
 }
 
 // acksLabel is the produce latency metric's acks label ("none", "leader",
@@ -324,12 +325,12 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 		return nil, err
 	}
 	start := time.Now()
-	data, hw, err := p.fetch(ctx, m.GetOffset(), maxBytes, wait, m.CurrentLeaderEpoch)
+	data, hw, err := p.Fetch(ctx, m.GetOffset(), maxBytes, wait, m.CurrentLeaderEpoch)
 	s.b.metrics.fetchLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, suspended(err)
 	}
-	res := &sluicev1.FetchResponse{HighWatermark: hw, LogStartOffset: p.startOffset(ctx), NextOffset: m.GetOffset()}
+	res := &sluicev1.FetchResponse{HighWatermark: hw, LogStartOffset: p.StartOffset(ctx), NextOffset: m.GetOffset()}
 	if len(data) > 0 {
 		res.NextOffset, err = lastOffsetAfter(data)
 		if err != nil {
@@ -347,29 +348,12 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	return connect.NewResponse(res), nil
 }
 
-// nextChecked splits the first batch off data that a read has checked
-// already (the log's Read and the tier's Read check every batch they
-// return): it reads the length and the header, not the CRC again.
-func nextChecked(data []byte) (record.Batch, []byte, error) {
-	if len(data) < record.HeaderSize {
-		return nil, data, fmt.Errorf("%d bytes left: %w", len(data), record.ErrTruncated)
-	}
-	n := record.Size(data)
-	if n < record.HeaderSize || n > int64(len(data)) {
-		return nil, data, fmt.Errorf("batch of %d bytes, have %d: %w", n, len(data), record.ErrCorrupt)
-	}
-	if _, err := record.ParseBatchHeader(data[:n]); err != nil {
-		return nil, data, err
-	}
-	return record.Batch(data[:n]), data[n:], nil
-}
-
 // lastOffsetAfter returns one past the last offset of the batches in data
 // (checked by the read that returned them).
 func lastOffsetAfter(data []byte) (int64, error) {
 	var next int64
 	for len(data) > 0 {
-		b, rest, err := nextChecked(data)
+		b, rest, err := record.NextChecked(data)
 		if err != nil {
 			return 0, fmt.Errorf("read fetched batch: %w", err)
 		}
@@ -388,7 +372,7 @@ func lastOffsetAfter(data []byte) (int64, error) {
 func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
 	count := 0
 	for rest := data; len(rest) > 0; {
-		b, r, err := nextChecked(rest)
+		b, r, err := record.NextChecked(rest)
 		if err != nil {
 			return nil, fmt.Errorf("read fetched batch: %w", err)
 		}
@@ -411,7 +395,7 @@ func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
 	}
 	var it record.RecordIter
 	for len(data) > 0 {
-		b, rest, err := nextChecked(data)
+		b, rest, err := record.NextChecked(data)
 		if err != nil {
 			return nil, fmt.Errorf("read fetched batch: %w", err)
 		}
@@ -483,18 +467,18 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 	if err != nil {
 		return nil, err
 	}
-	hw, err := p.readerHW()
+	hw, err := p.ReaderHW()
 	if err != nil {
 		return nil, err
 	}
-	res := &sluicev1.ListOffsetsResponse{LogStartOffset: p.startOffset(ctx), HighWatermark: hw, SizeBytes: p.sizeBytes(ctx)}
+	res := &sluicev1.ListOffsetsResponse{LogStartOffset: p.StartOffset(ctx), HighWatermark: hw, SizeBytes: p.SizeBytes(ctx)}
 	switch m.GetSpec() {
 	case sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
 		res.Offset = res.LogStartOffset
 	case sluicev1.OffsetSpec_OFFSET_SPEC_LATEST:
 		res.Offset = hw
 	case sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
-		off, ok, err := p.offsetForTimestamp(ctx, m.GetTimestampMs())
+		off, ok, err := p.OffsetForTimestamp(ctx, m.GetTimestampMs())
 		switch {
 		case err != nil:
 			return nil, err

@@ -73,37 +73,17 @@ func TestBrokerProduceBatchesValidation(t *testing.T) {
 	require.Equal(t, record.Batch(b2), bs[1].Batch())
 }
 
-func TestBrokerBelowHW(t *testing.T) {
+func TestBrokerLastOffsetAfter(t *testing.T) {
 	t.Parallel()
 	var data []byte
-	var sizes []int
 	for i := range 3 {
 		b, err := record.AppendBatch(nil, record.BatchHeader{BaseOffset: int64(2 * i)}, []record.Record{{Value: []byte("x")}, {OffsetDelta: 1, Value: []byte("y")}})
 		require.NoError(t, err)
 		data = append(data, b...)
-		sizes = append(sizes, len(b))
 	}
-	require.Len(t, belowHW(data, 0), 0)
-	require.Len(t, belowHW(data, 2), sizes[0])
-	require.Len(t, belowHW(data, 4), sizes[0]+sizes[1])
-	require.Len(t, belowHW(data, 100), len(data))
 	next, err := lastOffsetAfter(data)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), next)
-}
-
-func TestBrokerClientLeaderEpochFencing(t *testing.T) {
-	t.Parallel()
-	p := &partition{meta: partMeta{leaderEpoch: 3}}
-	e := func(v int32) *int32 { return &v }
-	require.NoError(t, p.checkClientEpochLocked(nil), "unset: no check")
-	require.NoError(t, p.checkClientEpochLocked(e(3)))
-	err := p.checkClientEpochLocked(e(2))
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
-	require.Contains(t, err.Error(), "fenced leader epoch 2")
-	err = p.checkClientEpochLocked(e(4))
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
-	require.Contains(t, err.Error(), "unknown leader epoch 4")
 }
 
 // TestBrokerStartingBrokerAnswersUnavailable: a broker that has not

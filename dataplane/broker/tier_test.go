@@ -68,14 +68,14 @@ func TestTieredStorage(t *testing.T) {
 			if p == nil {
 				return fmt.Errorf("broker %d has no replica", b.cfg.ID)
 			}
-			if start := p.log.LogStartOffset(); start == 0 {
+			if start := p.Log().LogStartOffset(); start == 0 {
 				return fmt.Errorf("broker %d still holds offset 0 locally", b.cfg.ID)
 			}
-			if through := p.remoteThrough.Load(); p.log.LogStartOffset() > through+1 {
-				return fmt.Errorf("broker %d deleted up to %d, copied only through %d", b.cfg.ID, p.log.LogStartOffset(), through)
+			if through := p.Status().CopiedThrough; p.Log().LogStartOffset() > through+1 {
+				return fmt.Errorf("broker %d deleted up to %d, copied only through %d", b.cfg.ID, p.Log().LogStartOffset(), through)
 			}
 			var local int64
-			for _, si := range p.log.ClosedSegments() {
+			for _, si := range p.Log().ClosedSegments() {
 				local += si.Size
 			}
 			if local > 4*localBytes {

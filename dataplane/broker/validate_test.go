@@ -7,7 +7,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/compress"
 	"github.com/sluicemq/sluice/record"
@@ -42,7 +41,7 @@ func batchesRequest(data []byte) *connect.Request[sluicev1.ProduceRequest] {
 // append and the producer state take the batch all the same (before, the
 // log's Append checked the CRC again, and the producer state a third
 // time), and the log holds it with the CRC the leader stamps with the
-// offset and epoch.
+// offset and epoch; a retry of it is answered as a duplicate.
 func TestBrokerProduceChecksEachBatchOnce(t *testing.T) {
 	t.Parallel()
 	pb := setupProduceBench(t)
@@ -53,20 +52,20 @@ func TestBrokerProduceChecksEachBatchOnce(t *testing.T) {
 	b := vs[0].Batch()
 	copy(b[12:16], []byte{0, 0, 0, 0}) // the CRC field
 
-	res, err := pb.p.produce(pb.ctx, vs, sluicev1.Acks_ACKS_ALL, 10*time.Second, nil)
+	res, err := pb.p.Produce(pb.ctx, vs, sluicev1.Acks_ACKS_ALL, 10*time.Second, nil)
 	require.NoError(t, err, "nothing after produceBatches checks the CRC again")
-	require.EqualValues(t, 0, res.base)
-	data, err := pb.p.log.Read(0, 1<<20)
+	require.EqualValues(t, 0, res.Base)
+	data, err := pb.p.Log().Read(0, 1<<20)
 	require.NoError(t, err)
 	got, rest, err := record.ReadBatch(data)
 	require.NoError(t, err, "the leader stamps a fresh CRC with the offset and epoch")
 	require.Empty(t, rest)
 	require.EqualValues(t, 1, got.LeaderEpoch())
-	pb.p.mu.Lock()
-	e, ok := pb.p.pstate.Producer(7)
-	pb.p.mu.Unlock()
-	require.True(t, ok, "the producer state took the batch from its header")
-	require.EqualValues(t, 2, e.Batches[len(e.Batches)-1].LastSequence)
+	retry, err := pb.svc.Produce(pb.ctx, batchesRequest(idempotentBatch(t, 3, 0)))
+	require.NoError(t, err)
+	require.True(t, retry.Msg.GetDuplicate(), "the producer state took the batch from its header")
+	require.EqualValues(t, 0, retry.Msg.GetBaseOffset())
+	require.EqualValues(t, 3, pb.p.Log().LEO())
 }
 
 // TestBrokerProduceRefusesCorruptBatches: corrupt batches are refused
@@ -100,11 +99,11 @@ func TestBrokerProduceRefusesCorruptBatches(t *testing.T) {
 		_, err := pb.svc.Produce(pb.ctx, batchesRequest(tt.data))
 		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s: %v", tt.name, err)
 		require.ErrorContains(t, err, tt.msg, tt.name)
-		require.EqualValues(t, 0, pb.p.log.LEO(), "%s: nothing written", tt.name)
+		require.EqualValues(t, 0, pb.p.Log().LEO(), "%s: nothing written", tt.name)
 	}
 	_, err = pb.svc.Produce(pb.ctx, batchesRequest(good))
 	require.NoError(t, err)
-	require.EqualValues(t, 3, pb.p.log.LEO())
+	require.EqualValues(t, 3, pb.p.Log().LEO())
 
 	// A broker that follows the partition checks before forwarding: the
 	// corrupt batch never reaches the leader (broker 2 is not even
@@ -117,54 +116,4 @@ func TestBrokerProduceRefusesCorruptBatches(t *testing.T) {
 	_, err = pb.svc.Produce(pb.ctx, batchesRequest(corruptValue(good)))
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, "crc")
-}
-
-// TestBrokerFollowerRefusesCorruptBatches: a follower checks the leader's
-// batches once, in the log's AppendFollower, and refuses a fetch answer
-// with a corrupt batch whole: nothing appended, producer state unchanged;
-// the intact answer is then appended.
-func TestBrokerFollowerRefusesCorruptBatches(t *testing.T) {
-	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
-	good := idempotentBatch(t, 2, 0)
-	record.Batch(good).SetLeader(10, 3)
-	answer := append(batchesOf(t, 10+2, 1, 3), []byte{}...)
-	answer = append(append([]byte{}, good...), answer...)
-
-	bad := append(append([]byte{}, good...), corruptValue(batchesOf(t, 12, 1, 3))...)
-	err := applyNext(p, &sluicev1.FetchReplicaResponse{Batches: bad, HighWatermark: 13})
-	require.ErrorIs(t, err, log.ErrInvalidBatch)
-	require.ErrorIs(t, err, record.ErrCorrupt)
-	require.EqualValues(t, 10, p.log.LEO(), "nothing appended, not even the intact first batch")
-	p.mu.Lock()
-	_, ok := p.pstate.Producer(7)
-	p.mu.Unlock()
-	require.False(t, ok)
-
-	require.NoError(t, applyNext(p, &sluicev1.FetchReplicaResponse{Batches: answer, HighWatermark: 13}))
-	require.EqualValues(t, 13, p.log.LEO())
-	p.mu.Lock()
-	e, ok := p.pstate.Producer(7)
-	p.mu.Unlock()
-	require.True(t, ok)
-	require.EqualValues(t, 1, e.Batches[len(e.Batches)-1].LastSequence)
-}
-
-// TestBrokerProducerStateReadsOnlyHeaders: applying appended batches to
-// the producer state (leader and follower) reads their headers and does
-// not check their CRC a second time: the log has checked them.
-func TestBrokerProducerStateReadsOnlyHeaders(t *testing.T) {
-	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
-	b := idempotentBatch(t, 4, 0)
-	record.Batch(b).SetLeader(10, 3)
-	copy(b[12:16], []byte{0, 0, 0, 0}) // the CRC field: a check would refuse the batch
-	p.mu.Lock()
-	p.applyAppendedLocked(append(b, batchesOf(t, 14, 1, 3)...))
-	e, ok := p.pstate.Producer(7)
-	off := p.pstate.Offset()
-	p.mu.Unlock()
-	require.True(t, ok)
-	require.EqualValues(t, 3, e.Batches[len(e.Batches)-1].LastSequence)
-	require.EqualValues(t, 15, off, "both batches applied")
 }

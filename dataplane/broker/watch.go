@@ -2,12 +2,8 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/sluicemq/sluice/dataplane/replica"
 
 	"connectrpc.com/connect"
 
@@ -94,105 +90,7 @@ func (b *Broker) isrLoop(ctx context.Context) {
 		}
 		parts := b.partitions()
 		for _, p := range parts {
-			p.maybeAlterISR(ctx)
+			p.MaybeAlterISR(ctx)
 		}
 	}
-}
-
-// maybeAlterISR sends the leader's pending ISR proposal, or a new one, to
-// the controller, and applies the answer. A proposal whose outcome is
-// unknown (network error) stays pending and is resent next round: until the
-// answer is known the leader keeps counting added replicas for the HW.
-func (p *partition) maybeAlterISR(ctx context.Context) {
-	p.mu.Lock()
-	if p.role != roleLeader || p.lead == nil {
-		p.mu.Unlock()
-		return
-	}
-	prop, ok := p.lead.Pending()
-	if !ok {
-		prop, ok = p.lead.Tick(time.Now())
-	}
-	if !ok {
-		p.mu.Unlock()
-		return
-	}
-	lead := p.lead
-	req := &sluicev1.AlterPartitionRequest{
-		BrokerId: p.b.cfg.ID, BrokerEpoch: p.b.brokerEpoch.Load(), TopicId: p.topicID, Partition: p.id,
-		LeaderEpoch: prop.LeaderEpoch, PartitionEpoch: prop.PartitionEpoch, NewIsr: prop.ISR,
-	}
-	for _, be := range prop.BrokerEpochs {
-		req.AddedBrokerEpochs = append(req.AddedBrokerEpochs, &sluicev1.BrokerEpoch{BrokerId: be.Broker, BrokerEpoch: be.Epoch})
-	}
-	p.mu.Unlock()
-
-	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	res, err := p.b.cp.AlterPartition(callCtx, connect.NewRequest(req))
-	cancel()
-	var current *sluicev1.PartitionAssignment
-	if err == nil {
-		current = res.Msg.GetPartition()
-	} else if ctx.Err() == nil {
-		p.b.logger.Warn("alter ISR", "topic", p.topicID, "partition", p.id, "proposal", prop.String(), "err", err)
-	}
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		// A refusal about the partition carries its current state.
-		for _, d := range ce.Details() {
-			if v, derr := d.Value(); derr == nil {
-				if pa, ok := v.(*sluicev1.PartitionAssignment); ok {
-					current = pa
-				}
-			}
-		}
-	}
-
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.lead != lead || p.role != roleLeader {
-		return // leadership changed meanwhile; the assignment stream rules
-	}
-	// The controller checks the partition epoch before anything else, so
-	// only "stale partition epoch" can hide an applied proposal; every
-	// other refusal means it was not applied.
-	switch {
-	case err == nil:
-	case connect.CodeOf(err) == connect.CodeFailedPrecondition && strings.Contains(err.Error(), "stale partition epoch"):
-		lead.ProposalRejected(prop.ID, replica.ErrStalePartitionEpoch)
-	case connect.CodeOf(err) == connect.CodeFailedPrecondition || connect.CodeOf(err) == connect.CodeInvalidArgument:
-		lead.ProposalRejected(prop.ID, err) // definitive: propose afresh later
-	default:
-		return // unknown outcome: resend Pending next round
-	}
-	if current == nil {
-		return
-	}
-	pm := toPartMeta(current)
-	if pm.leaderEpoch > lead.LeaderEpoch() {
-		// Deposed: stop acknowledging now rather than when the assignment
-		// stream catches up.
-		_ = lead.Resign(pm.leaderEpoch)
-		p.settleAcksLocked()
-		p.notifyLocked()
-		return
-	}
-	if pm.leader != p.b.cfg.ID || pm.leaderEpoch != lead.LeaderEpoch() || pm.partitionEpoch <= lead.PartitionEpoch() {
-		return
-	}
-	cerr := lead.ISRChanged(pm.partitionEpoch, pm.isr)
-	p.settleAcksLocked()
-	if cerr != nil && !errors.Is(cerr, replica.ErrStalePartitionEpoch) {
-		p.b.logger.Warn("apply ISR", "topic", p.topicID, "partition", p.id, "isr", pm.isr, "err", cerr)
-		return
-	}
-	if err == nil {
-		if prop.Kind == replica.Expand {
-			p.b.metrics.isrExpands.Inc()
-		} else {
-			p.b.metrics.isrShrinks.Inc()
-		}
-		p.b.logger.Info("ISR changed", "topic", p.topicID, "partition", p.id, "change", prop.String(), "partition_epoch", pm.partitionEpoch, "hw", lead.HW())
-	}
-	p.notifyLocked()
 }

@@ -38,9 +38,9 @@
 // all with the entry's epoch and producer id; every batch applied lies
 // below Offset.
 //
-// # Wiring (the broker's side)
+// # Wiring (the partition replica's side, dataplane/partition)
 //
-// Check, Append and Apply of one batch run under the partition lock, and
+// Check, Append and Apply of one batch run under the replica's lock, and
 // Apply runs before the next Check, so two in-flight batches of a producer
 // cannot both pass. The leader applies FromHeader(record.Batch(buf).Header())
 // after Append (which stamped the base offset into buf); a follower applies

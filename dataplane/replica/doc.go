@@ -94,8 +94,9 @@
 //
 // # Use
 //
-// The broker owns one state machine per partition replica and serialises
-// calls to it (e.g. under the partition's lock). It feeds the Leader with
+// A partition replica on a broker (dataplane/partition) owns the state
+// machine of its role and serialises calls to it (under the replica's
+// lock). It feeds the Leader with
 // Append after each local append, Flushed when the local log's durable end
 // moves (after a sync, which it runs outside its lock), FollowerFetch for
 // replication requests,
@@ -116,9 +117,10 @@
 // and network isolation) with the invariants above checked after every
 // command. model_test.go drives the same simulation with random commands
 // from fixed seeds. The broker runs these state machines and keeps no copy
-// of their state; dataplane/broker's TestBrokerReplicationModel runs the
-// same random faults and invariant checks on broker partitions with real
-// logs, through the broker's replication handlers. Regenerate the expected output after an intended change
+// of their state; dataplane/partition's TestPartitionReplicationModel runs
+// the same random faults and invariant checks on the partition replicas
+// brokers run (partition.Replica), with real logs, through their own
+// replication paths. Regenerate the expected output after an intended change
 // with
 //
 //	go test ./dataplane/replica -run TestReplicaScenario -rewrite

@@ -30,7 +30,8 @@ var rules = []rule{
 	{"alerts", []string{"dataplane", "controlplane", "client", "tiered", "internal"}, "the alert rules are pure logic", nil},
 	{"gen", []string{"dataplane", "controlplane", "client", "tiered", "tenants", "record", "internal"}, "generated code is a leaf", nil},
 	{"dataplane/coordinator", []string{"dataplane/broker"}, "the group coordinator reaches its offsets partition through coordinator.Partition, which the broker implements and wires", nil},
-	{"dataplane/group", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/log", "dataplane/replica", "gen", "record", "internal", "tiered", "tenants"}, "the group membership state machine is pure logic", nil},
+	{"dataplane/group", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/partition", "dataplane/log", "dataplane/replica", "gen", "record", "internal", "tiered", "tenants"}, "the group membership state machine is pure logic", nil},
+	{"dataplane/partition", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group"}, "a partition replica reaches its broker only through partition.Host, which the broker provides and wires", nil},
 	{"", []string{"cmd"}, "nothing imports cmd/", nil},
 	{"", []string{"internal/testenv", "internal/testcluster", "controlplane/storetest"}, "test harnesses are for tests only",
 		[]string{"internal/testenv", "internal/testcluster", "controlplane/storetest"}}, // they may use each other
@@ -76,7 +77,7 @@ func TestLayeringFindsAViolation(t *testing.T) {
 		}
 	}
 	deps := listDeps(t)
-	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "record", "tiered", "cmd/sluice/cli", "internal/testenv"} {
+	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "record", "tiered", "cmd/sluice/cli", "internal/testenv"} {
 		if _, ok := deps[want]; !ok {
 			t.Errorf("package %s not listed: the rules name folders that no longer exist", want)
 		}

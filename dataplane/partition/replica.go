@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"context"
@@ -8,32 +8,24 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicemq/sluice/dataplane/replica"
-	"github.com/sluicemq/sluice/tiered"
-
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
+	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/record"
+	"github.com/sluicemq/sluice/tiered"
 )
 
-type role int
-
-const (
-	roleNone role = iota
-	roleLeader
-	roleFollower
-)
-
-// partition is one partition replica on this broker: its log, its role and
+// Replica is one partition replica on this broker: its log, its role and
 // the replication state machine of that role (replica.Leader or
 // replica.Follower), which own the HW, the ISR and acks=all waits; the
-// partition keeps no copy of them. mu guards everything but log (which has
+// replica keeps no copy of them. mu guards everything but log (which has
 // its own single-writer discipline: only the goroutine holding mu appends)
 // and serialises every call to the state machines.
-type partition struct {
-	b        *Broker
+type Replica struct {
+	h        *Host
 	tenantID string
 	topicID  string
 	id       int32
@@ -46,9 +38,9 @@ type partition struct {
 	// partition epoch are not the leader's: the leader state machine also
 	// applies AlterPartition answers and holds the confirmed ISR
 	// (Leader.ISR) and the maximal ISR it counts for the HW; read those.
-	meta partMeta
-	cfg  topicConfig
-	role role
+	meta Assignment
+	cfg  TopicConfig
+	role Role
 	hwCh chan struct{}     // closed and replaced on every append, HW or role change
 	lead *replica.Leader   // set while leader
 	fol  *replica.Follower // set while following a leader
@@ -78,97 +70,72 @@ type partition struct {
 	tiered        bool
 }
 
-// notLeaderError says this broker cannot serve the partition as leader.
-type notLeaderError struct {
-	leader  int32
-	epoch   int32
-	address string
-	// self: the metadata names this very broker, whose replica is not
-	// leading: it has not taken over yet (still opening the log, applying
-	// the view), or it stepped down and the next view has not arrived.
-	self bool
+// TenantID, TopicID and Partition name the replica's partition.
+func (p *Replica) TenantID() string { return p.tenantID }
+func (p *Replica) TopicID() string  { return p.topicID }
+func (p *Replica) Partition() int32 { return p.id }
+
+// Dir is the replica's directory.
+func (p *Replica) Dir() string { return p.dir }
+
+// Tiered reports whether the replica was opened with tiered storage.
+func (p *Replica) Tiered() bool { return p.tiered }
+
+// Log is the replica's log, for reads (its offsets, Read) and for Close
+// once the replica is stopped. Only the replica appends to it.
+func (p *Replica) Log() *log.Log { return p.log }
+
+// Status is a replica's state at one moment.
+type Status struct {
+	Role Role
+	HW   int64
+	// ISR and Replicas are the leader's confirmed ISR and replica set
+	// sizes; 0 while not leading.
+	ISR      int
+	Replicas int
+	// CopiedThrough is the last offset copied to the object store as this
+	// replica knows it (-1: none or unknown; followers learn it from the
+	// leader).
+	CopiedThrough int64
 }
 
-func (e *notLeaderError) Error() string {
-	switch {
-	case e.leader < 0:
-		return "partition is offline: no in-sync replica is alive"
-	case e.self:
-		return fmt.Sprintf("this broker (%d) is named the leader at epoch %d but is not leading the partition (yet); retry shortly", e.leader, e.epoch)
+// UnderReplicated reports whether the replica leads with an ISR smaller
+// than the replica set.
+func (s Status) UnderReplicated() bool { return s.ISR < s.Replicas }
+
+// Status returns the replica's role, HW and, while leading, ISR.
+func (p *Replica) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Status{Role: p.role, HW: p.hwLocked(), CopiedThrough: p.remoteThrough.Load()}
+	if p.lead != nil {
+		s.ISR, s.Replicas = len(p.lead.ISR()), len(p.lead.Replicas())
 	}
-	return fmt.Sprintf("not the leader: broker %d (%s) leads at epoch %d", e.leader, e.address, e.epoch)
+	return s
 }
 
-// notLeader builds the error for a partition this broker does not lead.
-func (b *Broker) notLeader(pm partMeta) error {
-	e := &notLeaderError{leader: pm.leader, epoch: pm.leaderEpoch, self: pm.leader == b.cfg.ID}
-	if bm, ok := b.metadata().brokers[pm.leader]; ok {
-		e.address = bm.address
-	}
-	return e
+// LeadsAt reports whether the replica leads at leader epoch epoch.
+func (p *Replica) LeadsAt(epoch int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.role == RoleLeader && p.meta.LeaderEpoch == epoch
 }
 
-// toConnect maps the partition's errors to Connect errors with details a
-// client can act on.
-func toConnect(err error) error {
-	var nl *notLeaderError
-	var ner *notEnoughReplicasError
-	var oor *log.OffsetOutOfRangeError
-	var ce *connect.Error
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ce):
-		return ce // already decided, with its own code: never reinterpret what it wraps
-	case errors.As(err, &nl):
-		// Offline, or named leader but not leading yet: retrying here
-		// succeeds once it is back or has taken over (following the
-		// NotLeader to itself would loop). Either way nothing was written.
-		code := connect.CodeFailedPrecondition
-		if nl.leader < 0 || nl.self {
-			code = connect.CodeUnavailable
-		}
-		ce := connect.NewError(code, nl)
-		if d, derr := connect.NewErrorDetail(&sluicev1.NotLeader{LeaderId: nl.leader, LeaderAddress: nl.address, LeaderEpoch: nl.epoch}); derr == nil {
-			ce.AddDetail(d)
-		}
-		return ce
-	case errors.As(err, &ner):
-		ce := connect.NewError(connect.CodeFailedPrecondition, ner)
-		if d, derr := connect.NewErrorDetail(&sluicev1.NotEnoughReplicas{IsrSize: int32(ner.isr), MinInsyncReplicas: ner.min}); derr == nil {
-			ce.AddDetail(d)
-		}
-		return ce
-	case errors.As(err, &oor):
-		return connect.NewError(connect.CodeOutOfRange, oor)
-	}
-	return err
-}
-
-// notEnoughReplicasError refuses acks=all writes while the ISR is smaller
-// than min.insync.replicas.
-type notEnoughReplicasError struct {
-	isr int
-	min int32
-}
-
-func (e *notEnoughReplicasError) Error() string {
-	return fmt.Sprintf("not enough replicas: %d in sync, min.insync.replicas is %d; acks=all writes are refused until replicas catch up", e.isr, e.min)
-}
-
-func (p *partition) notifyLocked() {
+func (p *Replica) notifyLocked() {
 	close(p.hwCh)
 	p.hwCh = make(chan struct{})
 }
 
-func (p *partition) highWatermark() int64 {
+// HighWatermark is the replica's HW: the leader's, what a follower learned
+// from its leader, or the last one it had while it has no role.
+func (p *Replica) HighWatermark() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.hwLocked()
 }
 
 // hwLocked is the replica's HW, read from the state machine of its role.
-func (p *partition) hwLocked() int64 {
+func (p *Replica) hwLocked() int64 {
 	switch {
 	case p.lead != nil:
 		return p.lead.HW()
@@ -178,47 +145,52 @@ func (p *partition) hwLocked() int64 {
 	return p.roleHW
 }
 
-// readerHW is the HW to show readers on the leader, or errHWCatchingUp
-// while a new leader's HW is still below where its epoch started.
-func (p *partition) readerHW() (int64, error) {
+// ReaderHW is the HW to show readers on the leader, ErrHWCatchingUp
+// while a new leader's HW is still below where its epoch started, or
+// NotLeader (as a Connect error) when this replica does not lead.
+func (p *Replica) ReaderHW() (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.role != roleLeader || p.lead == nil {
-		return 0, toConnect(p.b.notLeader(p.meta))
+	if p.role != RoleLeader || p.lead == nil {
+		return 0, ToConnect(p.h.notLeader(p.meta))
 	}
 	if p.lead.HW() < p.lead.EpochStartOffset() {
-		return 0, errHWCatchingUp
+		return 0, ErrHWCatchingUp
 	}
 	return p.lead.HW(), nil
 }
 
-// produceResult is what a produce returns.
-type produceResult struct {
-	base      int64 // first offset written (the original's for a duplicate); -1 with acks=0
-	duplicate bool  // the first batch was a retry of one already written
+// ProduceResult is what a produce returns.
+type ProduceResult struct {
+	Base      int64 // first offset written (the original's for a duplicate); -1 with acks=0
+	Duplicate bool  // the first batch was a retry of one already written
 }
 
-// produce appends batches as leader and waits for the acknowledgement acks
-// asks for. Idempotent batches are checked against the producer state
-// first: a retry of a batch already written is not written again but
-// answered with the original offsets (after waiting, with acks=all, until
-// those are committed); a batch ahead of the expected sequence waits up
-// to sequenceGapWait for the batches before it.
-func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32) (produceResult, error) {
+// Produce appends batches as leader and waits for the acknowledgement acks
+// asks for, at most timeout for acks=all. Idempotent batches are checked
+// against the producer state first: a retry of a batch already written is
+// not written again but answered with the original offsets (after waiting,
+// with acks=all, until those are committed); a batch ahead of the expected
+// sequence waits up to a second for the batches before it. clientEpoch,
+// when set, fences a client whose leader epoch is not this leader's. The
+// errors are Connect errors (NotLeader, NotEnoughReplicas, ProducerError
+// details; Unavailable or DeadlineExceeded when the records were written
+// but their fate is unknown) or I/O failures.
+func (p *Replica) Produce(ctx context.Context, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32) (ProduceResult, error) {
 	gapDeadline := time.Now().Add(sequenceGapWait)
 	waitedOut := false
 	p.mu.Lock()
 	for {
 		// Checked again after every wait: the partition may have changed
 		// hands while the lock was released.
-		if p.role != roleLeader || p.lead == nil || p.lead.Resigned() {
-			meta := p.meta // read under the lock: update replaces it
+		if p.role != RoleLeader || p.lead == nil || p.lead.Resigned() {
+			meta := p.meta // read under the lock: Update replaces it
 			p.mu.Unlock()
-			return produceResult{}, toConnect(p.b.notLeader(meta))
+			return ProduceResult{}, ToConnect(p.h.notLeader(meta))
 		}
 		if err := p.checkClientEpochLocked(clientEpoch); err != nil {
 			p.mu.Unlock()
-			return produceResult{}, err
+			return ProduceResult{}, err
 		}
 		_, wait, err := p.checkSequenceLocked(batches[0].Header())
 		if err == nil || !wait || waitedOut {
@@ -233,29 +205,29 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 		if err := p.lead.CanAcceptAcksAll(); err != nil {
 			err = p.replicaError(err)
 			p.mu.Unlock()
-			return produceResult{}, err
+			return ProduceResult{}, err
 		}
 	}
 	lead := p.lead
-	epoch := p.meta.leaderEpoch
-	res := produceResult{base: -1}
+	epoch := p.meta.LeaderEpoch
+	res := ProduceResult{Base: -1}
 	waitFor := int64(-1) // with acks=all: the end of the records to wait for
 	var appendErr error
 	for i, b := range batches {
 		dup, _, err := p.checkSequenceLocked(b.Header())
 		if err != nil {
-			appendErr = producerError(p.b.metrics, err)
+			appendErr = producerError(p.h.Metrics, err)
 			if i > 0 {
 				appendErr = fmt.Errorf("batch %d of %d: %w (the batches before it were written)", i+1, len(batches), appendErr)
 			}
 			break
 		}
 		if dup.Duplicate {
-			if p.b.metrics != nil {
-				p.b.metrics.duplicates.Inc()
+			if m := p.h.Metrics; m != nil {
+				m.Duplicates.Inc()
 			}
 			if i == 0 {
-				res.base, res.duplicate = dup.FirstOffset, true
+				res.Base, res.Duplicate = dup.FirstOffset, true
 			}
 			waitFor = max(waitFor, dup.LastOffset+1)
 			continue
@@ -271,7 +243,7 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 		p.applyAppendedLocked(b.Batch())
 		waitFor = max(waitFor, leo)
 		if i == 0 {
-			res.base = bo
+			res.Base = bo
 		}
 	}
 	// Whatever reached the log is replicated and counted, even after a
@@ -279,11 +251,11 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 	leo := p.log.LEO()
 	if err := lead.Append(leo, time.Now()); err != nil {
 		p.mu.Unlock()
-		return produceResult{}, fmt.Errorf("record append: %w", err)
+		return ProduceResult{}, fmt.Errorf("record append: %w", err)
 	}
 	if err := lead.Flushed(p.log.DurableOffset()); err != nil { // at once with flush=os
 		p.mu.Unlock()
-		return produceResult{}, fmt.Errorf("record durable end: %w", err)
+		return ProduceResult{}, fmt.Errorf("record durable end: %w", err)
 	}
 	var ack replica.AckID
 	var acked chan replica.AckResult
@@ -306,9 +278,9 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 	p.mu.Unlock()
 	if appendErr != nil {
 		if ferr := p.log.Failed(); ferr != nil {
-			go p.b.failStop(p, ferr)
+			go p.h.failStop(p, ferr)
 		}
-		return produceResult{}, appendErr
+		return ProduceResult{}, appendErr
 	}
 	// Outside the lock: followers fetch the records while the leader
 	// syncs them, and producers that arrive meanwhile share the next sync.
@@ -322,17 +294,17 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 			}
 			p.mu.Unlock()
 		}
-		return produceResult{}, err
+		return ProduceResult{}, err
 	}
 
 	switch acks {
 	case sluicev1.Acks_ACKS_NONE:
-		return produceResult{base: -1, duplicate: res.duplicate}, nil
+		return ProduceResult{Base: -1, Duplicate: res.Duplicate}, nil
 	case sluicev1.Acks_ACKS_LEADER:
 		return res, nil
 	}
 	if err := p.waitAck(ctx, lead, ack, acked, timeout); err != nil {
-		return produceResult{}, err
+		return ProduceResult{}, err
 	}
 	return res, nil
 }
@@ -342,11 +314,11 @@ func (p *partition) produce(ctx context.Context, batches []log.ValidBatch, acks 
 // flush with "interval", nothing with "os"), without holding the partition
 // lock, and then tells the leadership lead that appended it, which may
 // advance the HW. A failed sync fails the log, and the broker stops
-// serving the partition (failStop); the records' fate is then unknown.
-func (p *partition) makeDurable(ctx context.Context, lead *replica.Leader, off int64) error {
+// serving the partition (Host.FailStop); the records' fate is then unknown.
+func (p *Replica) makeDurable(ctx context.Context, lead *replica.Leader, off int64) error {
 	if err := p.log.MakeDurable(ctx, off); err != nil {
 		if ferr := p.log.Failed(); ferr != nil {
-			go p.b.failStop(p, ferr)
+			go p.h.failStop(p, ferr)
 			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the records were written but could not be synced to disk; they may or may not be committed: %w", ferr))
 		}
 		if ctx.Err() != nil {
@@ -374,7 +346,7 @@ func (p *partition) makeDurable(ctx context.Context, lead *replica.Leader, off i
 // reports to the produce requests waiting for them. Every call to p.lead
 // that can end waits (Append, WaitAcksAll, FollowerFetch, ISRChanged,
 // SetMinISR, Resign, Close) is followed by it under the same lock hold.
-func (p *partition) settleAcksLocked() {
+func (p *Replica) settleAcksLocked() {
 	if p.lead == nil {
 		return
 	}
@@ -391,7 +363,7 @@ func (p *partition) settleAcksLocked() {
 // failure when that leadership ends first (the records may have been
 // truncated since, even if a later HW passes them) or the ISR falls below
 // min ISR, or when the timeout passes or ctx ends (the wait is cancelled).
-func (p *partition) waitAck(ctx context.Context, lead *replica.Leader, id replica.AckID, acked <-chan replica.AckResult, timeout time.Duration) error {
+func (p *Replica) waitAck(ctx context.Context, lead *replica.Leader, id replica.AckID, acked <-chan replica.AckResult, timeout time.Duration) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var r replica.AckResult
@@ -429,14 +401,16 @@ func (p *partition) waitAck(ctx context.Context, lead *replica.Leader, id replic
 		p.mu.Lock()
 		meta := p.meta
 		p.mu.Unlock()
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.b.notLeader(meta)))
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.h.notLeader(meta)))
 	}
 	return fmt.Errorf("acks=all wait: %w", r.Err)
 }
 
-// fetch returns whole batches from offset that lie below the high
-// watermark, waiting up to wait for some to arrive.
-func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait time.Duration, clientEpoch *int32) ([]byte, int64, error) {
+// Fetch returns, on the leader, whole batches from offset that lie below
+// the high watermark (from the object store below the local log start of
+// a tiered replica), waiting up to wait for some to arrive, and the HW.
+// clientEpoch fences as in Produce.
+func (p *Replica) Fetch(ctx context.Context, offset int64, maxBytes int, wait time.Duration, clientEpoch *int32) ([]byte, int64, error) {
 	var timer *time.Timer
 	for {
 		p.mu.Lock()
@@ -444,28 +418,28 @@ func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait 
 			p.mu.Unlock()
 			return nil, 0, err
 		}
-		hw, ch, isLeader, meta := p.hwLocked(), p.hwCh, p.role == roleLeader && p.lead != nil, p.meta
+		hw, ch, isLeader, meta := p.hwLocked(), p.hwCh, p.role == RoleLeader && p.lead != nil, p.meta
 		catchingUp := isLeader && p.lead.HW() < p.lead.EpochStartOffset()
 		p.mu.Unlock()
 		if !isLeader {
-			return nil, hw, toConnect(p.b.notLeader(meta))
+			return nil, hw, ToConnect(p.h.notLeader(meta))
 		}
 		if catchingUp {
-			return nil, hw, errHWCatchingUp
+			return nil, hw, ErrHWCatchingUp
 		}
 		start, leo := p.log.LogStartOffset(), p.log.LEO()
 		if offset < start && p.tiered {
-			tp := tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: meta.leaderEpoch}
+			tp := tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: meta.LeaderEpoch}
 			data, err := p.readRemote(ctx, tp, offset, maxBytes, hw)
 			return data, hw, err
 		}
 		if offset < start || offset > leo {
-			return nil, hw, toConnect(&log.OffsetOutOfRangeError{Offset: offset, LogStart: start, LEO: leo})
+			return nil, hw, ToConnect(&log.OffsetOutOfRangeError{Offset: offset, LogStart: start, LEO: leo})
 		}
 		if offset < hw {
 			data, err := p.log.Read(offset, maxBytes)
 			if err != nil {
-				return nil, hw, toConnect(err)
+				return nil, hw, ToConnect(err)
 			}
 			return belowHW(data, hw), hw, nil
 		}
@@ -489,23 +463,17 @@ func (p *partition) fetch(ctx context.Context, offset int64, maxBytes int, wait 
 // checkClientEpochLocked fences a client request that names a leader epoch
 // (KIP-320): older than this leader's → FailedPrecondition (the client's
 // metadata is stale), newer → Unavailable (this broker has not caught up).
-func (p *partition) checkClientEpochLocked(e *int32) error {
+func (p *Replica) checkClientEpochLocked(e *int32) error {
 	switch {
 	case e == nil:
 		return nil
-	case *e < p.meta.leaderEpoch:
-		return toConnect(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fenced leader epoch %d: the current epoch is %d; refresh metadata", *e, p.meta.leaderEpoch)))
-	case *e > p.meta.leaderEpoch:
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("unknown leader epoch %d: this broker is at %d; retry", *e, p.meta.leaderEpoch))
+	case *e < p.meta.LeaderEpoch:
+		return ToConnect(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fenced leader epoch %d: the current epoch is %d; refresh metadata", *e, p.meta.LeaderEpoch)))
+	case *e > p.meta.LeaderEpoch:
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("unknown leader epoch %d: this broker is at %d; retry", *e, p.meta.LeaderEpoch))
 	}
 	return nil
 }
-
-// errHWCatchingUp: a new leader has not yet learned a high watermark as
-// high as the previous leader's (its followers have not all fetched). It
-// must not answer with a HW that went backwards; clients retry shortly
-// (Kafka's OFFSET_NOT_AVAILABLE).
-var errHWCatchingUp = connect.NewError(connect.CodeUnavailable, errors.New("the new leader is still establishing its high watermark; retry shortly"))
 
 // belowHW keeps the whole batches of data that start below hw. Replicas
 // append whole batches, so the HW always falls on a batch boundary. The
@@ -514,7 +482,7 @@ func belowHW(data []byte, hw int64) []byte {
 	n := 0
 	rest := data
 	for len(rest) > 0 {
-		b, r, err := nextChecked(rest)
+		b, r, err := record.NextChecked(rest)
 		if err != nil || b.BaseOffset() >= hw {
 			break
 		}

@@ -1,7 +1,6 @@
-package broker
+package partition
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluicemq/sluice/dataplane/log"
 )
@@ -42,8 +40,10 @@ func writeHW(dir string, hw int64) error {
 	return log.WriteFileAtomic(filepath.Join(dir, hwCheckpointName), []byte(strconv.FormatInt(hw, 10)+"\n"))
 }
 
-// checkpointHW writes the partition's HW when it moved since the last write.
-func (p *partition) checkpointHW() error {
+// CheckpointHW writes the replica's HW to its checkpoint file when it
+// moved since the last write (atomically and durably, outside the replica
+// lock). Open reads it back.
+func (p *Replica) CheckpointHW() error {
 	p.mu.Lock()
 	hw, last := p.hwLocked(), p.savedHW
 	p.mu.Unlock()
@@ -57,19 +57,4 @@ func (p *partition) checkpointHW() error {
 	p.savedHW = hw
 	p.mu.Unlock()
 	return nil
-}
-
-// hwCheckpointLoop checkpoints every partition's HW every interval until
-// ctx ends; closePartitions writes a last one.
-func (b *Broker) hwCheckpointLoop(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func() {
-		for _, p := range b.partitions() {
-			if err := p.checkpointHW(); err != nil && ctx.Err() == nil {
-				b.logger.Warn("checkpoint high watermark", "topic", p.topicID, "partition", p.id, "err", err)
-			}
-			if err := p.snapshotProducers(time.Now(), false); err != nil && ctx.Err() == nil {
-				b.logger.Warn("snapshot producer state", "topic", p.topicID, "partition", p.id, "err", err)
-			}
-		}
-	})
 }

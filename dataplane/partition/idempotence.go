@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"context"
@@ -32,7 +32,7 @@ const (
 // checkSequenceLocked runs the idempotence check of one batch. It returns
 // the duplicate result, a Connect error to answer, or, with wait true, that
 // the batch is ahead of the expected sequence and may be waited for.
-func (p *partition) checkSequenceLocked(h record.BatchHeader) (res producerstate.Result, wait bool, err error) {
+func (p *Replica) checkSequenceLocked(h record.BatchHeader) (res producerstate.Result, wait bool, err error) {
 	if h.ProducerID < 0 {
 		return res, false, nil
 	}
@@ -56,7 +56,7 @@ func (p *partition) checkSequenceLocked(h record.BatchHeader) (res producerstate
 
 // producerError maps the producer state's refusals to Connect errors with a
 // ProducerError detail.
-func producerError(m *brokerMetrics, err error) error {
+func producerError(m *Metrics, err error) error {
 	var se *producerstate.SequenceError
 	pe := &sluicev1.ProducerError{}
 	code := connect.CodeFailedPrecondition
@@ -77,7 +77,7 @@ func producerError(m *brokerMetrics, err error) error {
 	}
 	ce := connect.NewError(code, err)
 	if m != nil {
-		m.sequenceErrors.WithLabelValues(strings.ToLower(strings.TrimPrefix(pe.GetReason().String(), "REASON_"))).Inc()
+		m.SequenceErrors.WithLabelValues(strings.ToLower(strings.TrimPrefix(pe.GetReason().String(), "REASON_"))).Inc()
 	}
 	if d, derr := connect.NewErrorDetail(pe); derr == nil {
 		ce.AddDetail(d)
@@ -109,7 +109,7 @@ func waitSequenceGap(ctx context.Context, ch <-chan struct{}, deadline time.Time
 // or follower) in the producer state. The log checked them (the leader's
 // at the produce request, a follower's in AppendFollower), so only their
 // headers are read here: no second CRC.
-func (p *partition) applyAppendedLocked(data []byte) {
+func (p *Replica) applyAppendedLocked(data []byte) {
 	now := time.Now().UnixMilli()
 	for len(data) >= record.PrefixSize {
 		n := record.Size(data)
@@ -135,11 +135,11 @@ func (p *partition) applyAppendedLocked(data []byte) {
 // A replica whose producer state cannot be rebuilt could later lead
 // without deduplication, so a failure stops the broker (as a failed log
 // write does): its partitions move to replicas that have their state.
-func (p *partition) rebuildProducerStateLocked() error {
+func (p *Replica) rebuildProducerStateLocked() error {
 	s, err := producerstate.Rebuild(p.dir, p.log)
 	if err != nil {
 		err = fmt.Errorf("rebuild producer state: %w", err)
-		go p.b.failStop(p, err)
+		go p.h.failStop(p, err)
 		return err
 	}
 	s.Touch(time.Now().UnixMilli())
@@ -148,15 +148,17 @@ func (p *partition) rebuildProducerStateLocked() error {
 }
 
 // resetProducerStateLocked forgets every producer after a log Reset.
-func (p *partition) resetProducerStateLocked() error {
+func (p *Replica) resetProducerStateLocked() error {
 	p.pstate = producerstate.New()
 	return producerstate.DeleteAbove(p.dir, -1)
 }
 
-// snapshotProducers writes the producer state when it changed since the
-// last snapshot (or always with force), after expiring idle producers. It
-// runs under the partition lock, so no truncation can race the write.
-func (p *partition) snapshotProducers(now time.Time, force bool) error {
+// SnapshotProducers writes the producer state when it changed since the
+// last snapshot and the last one is producerSnapshotInterval old (or always
+// with force), after expiring producers idle for producerIDExpiration, and
+// deletes the snapshots below the log start. It runs under the replica
+// lock, so no truncation can race the write.
+func (p *Replica) SnapshotProducers(now time.Time, force bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pstate == nil || p.log.Failed() != nil {

@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 // A batch held in the sequence-gap wait whose partition stops being led
 // meanwhile is refused as not-leader: it is never appended by a former
 // leader, nothing panics, and the partition lock is released.
-func TestGapWaitEndsAfterRoleChange(t *testing.T) {
+func TestPartitionGapWaitEndsAfterRoleChange(t *testing.T) {
 	for _, acks := range []sluicev1.Acks{sluicev1.Acks_ACKS_ALL, sluicev1.Acks_ACKS_LEADER} {
 		t.Run(acks.String(), func(t *testing.T) {
-			p := newFollower(t, newTestBroker(t), false)
+			p := newFollower(t, newTestHost(t), false)
 			lead(t, p, 8)
 			leo := p.log.LEO()
 			b, err := record.AppendBatch(nil, record.BatchHeader{ProducerID: 5, ProducerEpoch: 0, BaseSequence: 3}, []record.Record{{Value: []byte("x")}})
@@ -32,14 +32,14 @@ func TestGapWaitEndsAfterRoleChange(t *testing.T) {
 						done <- fmt.Sprint("PANIC: ", r)
 					}
 				}()
-				_, err := p.produce(ctx, []log.ValidBatch{validBatch(t, b)}, acks, 5*time.Second, nil)
+				_, err := p.Produce(ctx, []log.ValidBatch{validBatch(t, b)}, acks, 5*time.Second, nil)
 				done <- fmt.Sprint(err)
 			}()
 			time.Sleep(100 * time.Millisecond) // in the gap wait: sequence 3 without 0..2
 			p.mu.Lock()
 			cancel() // the client gives up (as when the 1 s wait ends)
 			time.Sleep(50 * time.Millisecond)
-			p.role, p.lead = roleFollower, nil // and the replica stops leading
+			p.role, p.lead = RoleFollower, nil // and the replica stops leading
 			p.notifyLocked()
 			p.mu.Unlock()
 			select {

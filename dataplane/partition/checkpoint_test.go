@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestBrokerHWCheckpoint(t *testing.T) {
+func TestPartitionHWCheckpoint(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	hw, err := readHW(dir)

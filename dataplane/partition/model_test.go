@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,17 +17,16 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
 )
 
-// TestBrokerReplicationModel is dataplane/replica's model test
-// (TestReplicaModel) run on the code brokers run: three broker partitions
-// on real logs, driven through the broker's own paths (produce, the
-// follower's fetchOnce → the leader's FetchReplica handler → applyFetch,
-// update for every assignment, maybeAlterISR against a control plane that
-// applies AlterPartition by compare-and-set) with random produces (acks=1
+// TestPartitionReplicationModel is dataplane/replica's model test
+// (TestReplicaModel) run on the code brokers run: three replicas of the
+// type brokers run (Replica) on real logs, one per broker, driven through
+// their own paths (Produce, the follower's fetchOnce → the leader's
+// FetchReplica → applyFetch, Update for every assignment, MaybeAlterISR
+// against a control plane that applies AlterPartition by compare-and-set) with random produces (acks=1
 // and acks=all, to the leader and sometimes to a zombie or a follower),
 // partial fetches, crashes with a lost uncommitted tail and a stale HW
 // checkpoint, isolation, and elections from the ISR. After every step it
@@ -35,12 +35,12 @@ import (
 // never changed, acknowledged records on every ISR member, a follower's HW
 // at most its LEO, no refusal to truncate below the HW after clean
 // elections), and at the end that the replicas converge, every produce is
-// answered and every acknowledged record is there. The partition keeps no
-// replication state of its own: a broker that grew its own truncation or HW
-// rule again would have to pass this too (truncating to the HW on a
+// answered and every acknowledged record is there. The replica keeps no
+// replication state of its own: a replica that grew its own truncation or
+// HW rule again would have to pass this too (truncating to the HW on a
 // divergence, the pre-KIP-101 rule, loses acknowledged records here;
 // ignoring a divergence never converges).
-func TestBrokerReplicationModel(t *testing.T) {
+func TestPartitionReplicationModel(t *testing.T) {
 	t.Parallel()
 	for seed := uint64(1); seed <= 24; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -59,8 +59,10 @@ func (e modelEntry) String() string { return fmt.Sprintf("%d:%s", e.epoch, e.val
 
 type modelNode struct {
 	id       int32
-	b        *Broker
-	p        *partition   // nil while down
+	h        *Host
+	dir      string       // the replica's directory
+	epoch    atomic.Int64 // the broker epoch
+	p        *Replica     // nil while down
 	lastLog  []modelEntry // the log as it was when the node went down
 	isolated bool
 }
@@ -72,7 +74,7 @@ type modelProduce struct {
 }
 
 type produceOutcome struct {
-	res produceResult
+	res ProduceResult
 	err error
 }
 
@@ -81,7 +83,7 @@ type brokerModel struct {
 	seed     uint64
 	rng      *rand.Rand
 	nodes    []*modelNode
-	tm       *topicMeta
+	cfg      TopicConfig
 	dead     context.Context // a cancelled context: update starts no fetch loop
 	trace    strings.Builder
 	nextVal  int
@@ -104,29 +106,27 @@ func newBrokerModel(t *testing.T, seed uint64) *brokerModel {
 	dead, cancel := context.WithCancel(context.Background())
 	cancel()
 	m := &brokerModel{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0xb40c)), dead: dead,
-		tm:     &topicMeta{tenantID: "t1", id: "topic-m", name: "model", config: topicConfig{minISR: int32(1 + seed%2)}},
+		cfg:    TopicConfig{MinISR: int32(1 + seed%2)},
 		leader: 1, leaderEpoch: 1, partitionEpoch: 1, isr: []int32{1, 2, 3}, brokerEpochs: map[int32]int64{},
 		acked: map[int64]string{}, committed: map[int64]modelEntry{}, seenHW: map[*replica.Leader]int64{}}
 	for id := int32(1); id <= 3; id++ {
-		cfg := DefaultConfig()
-		cfg.ID = id
-		cfg.DataDir = t.TempDir()
-		cfg.BrokerToken = "broker-token-0123456789"
-		cfg.Flush = "os" // a crash here loses only what restart truncates, never the page cache
-		b, err := New(cfg, Deps{})
-		require.NoError(t, err)
-		b.cfg.ReplicaLagTimeMax = time.Second // shrinks happen; the invariants must hold anyway
-		b.cp = modelControlPlane{m: m}
-		b.brokerEpoch.Store(1)
+		n := &modelNode{id: id, dir: t.TempDir()}
+		h := newTestHost(t)
+		h.ID = id
+		h.BrokerEpoch = n.epoch.Load
+		h.Flush = log.FlushOS             // a crash here loses only what restart truncates, never the page cache
+		h.ReplicaLagTimeMax = time.Second // shrinks happen; the invariants must hold anyway
+		h.AlterPartition = modelControlPlane{m: m}.AlterPartition
+		n.h = h
+		n.epoch.Store(1)
 		m.brokerEpochs[id] = 1
-		n := &modelNode{id: id, b: b}
 		m.nodes = append(m.nodes, n)
 		m.open(n)
 	}
 	t.Cleanup(func() {
 		for _, n := range m.nodes {
 			if n.p != nil {
-				n.p.stop()
+				n.p.Stop()
 				_ = n.p.log.Close()
 			}
 		}
@@ -147,23 +147,23 @@ func (m *brokerModel) fatalf(format string, args ...any) {
 }
 
 func (m *brokerModel) open(n *modelNode) {
-	p, err := n.b.openPartition(m.tm, partMeta{partition: 0})
+	p, err := Open(n.h, Spec{TenantID: "t1", TopicID: modelTopic, Partition: 0, Dir: n.dir, Config: m.cfg})
 	if err != nil {
-		m.fatalf("open partition on %d: %v", n.id, err)
+		m.fatalf("open replica on %d: %v", n.id, err)
 	}
 	n.p = p
 }
 
-func (m *brokerModel) assignment() partMeta {
-	return partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: m.leader, leaderEpoch: m.leaderEpoch,
-		isr: slices.Clone(m.isr), partitionEpoch: m.partitionEpoch}
+func (m *brokerModel) assignment() Assignment {
+	return Assignment{Replicas: []int32{1, 2, 3}, Leader: m.leader, LeaderEpoch: m.leaderEpoch,
+		ISR: slices.Clone(m.isr), PartitionEpoch: m.partitionEpoch}
 }
 
 // assign delivers the control plane's current assignment to n, as the
 // assignment stream would.
 func (m *brokerModel) assign(n *modelNode) {
 	if n.p != nil && !n.isolated {
-		n.p.update(m.dead, m.assignment(), m.tm.config)
+		n.p.Update(m.dead, m.assignment(), m.cfg)
 	}
 }
 
@@ -173,11 +173,13 @@ func (m *brokerModel) assignAll() {
 	}
 }
 
+// modelTopic is the id of the model's topic.
+const modelTopic = "topic-m"
+
 // modelControlPlane answers AlterPartition like the controller: leader
 // epoch, then partition epoch, then the broker epochs of added replicas,
 // each a compare-and-set; a refusal carries the current state.
 type modelControlPlane struct {
-	sluicev1connect.BrokerServiceClient
 	m *brokerModel
 }
 
@@ -210,7 +212,7 @@ func (c modelControlPlane) AlterPartition(_ context.Context, req *connect.Reques
 }
 
 func (m *brokerModel) wireAssignment() *sluicev1.PartitionAssignment {
-	return &sluicev1.PartitionAssignment{TopicId: m.tm.id, Partition: 0, Replicas: []int32{1, 2, 3}, Leader: m.leader,
+	return &sluicev1.PartitionAssignment{TopicId: modelTopic, Partition: 0, Replicas: []int32{1, 2, 3}, Leader: m.leader,
 		LeaderEpoch: m.leaderEpoch, Isr: slices.Clone(m.isr), PartitionEpoch: m.partitionEpoch}
 }
 
@@ -261,17 +263,17 @@ func (m *brokerModel) produce(n *modelNode, acksAll bool) {
 	b, err := log.EncodeLeaderBatch(nil, record.BatchHeader{ProducerID: -1}, []record.Record{{Value: []byte(val)}})
 	require.NoError(m.t, err)
 	if !acksAll {
-		res, err := n.p.produce(context.Background(), []log.ValidBatch{b}, sluicev1.Acks_ACKS_LEADER, time.Minute, nil)
-		m.logf("%d: produce %s acks=1 -> base=%d err=%v", n.id, val, res.base, err)
+		res, err := n.p.Produce(context.Background(), []log.ValidBatch{b}, sluicev1.Acks_ACKS_LEADER, time.Minute, nil)
+		m.logf("%d: produce %s acks=1 -> base=%d err=%v", n.id, val, res.Base, err)
 		return
 	}
 	p := n.p
 	p.mu.Lock()
-	changed := p.hwCh // produce closes it once it appended and registered its wait
+	changed := p.hwCh // Produce closes it once it appended and registered its wait
 	p.mu.Unlock()
 	mp := &modelProduce{node: n, val: val, done: make(chan produceOutcome, 1)}
 	go func() {
-		res, err := p.produce(context.Background(), []log.ValidBatch{b}, sluicev1.Acks_ACKS_ALL, time.Minute, nil)
+		res, err := p.Produce(context.Background(), []log.ValidBatch{b}, sluicev1.Acks_ACKS_ALL, time.Minute, nil)
 		mp.done <- produceOutcome{res, err}
 	}()
 	select {
@@ -304,11 +306,15 @@ func (m *brokerModel) fetch(n *modelNode) {
 		}
 		req.Msg.MaxWaitMs = 0
 		req.Msg.MaxBytes = int32(1 + m.rng.IntN(200)) // sometimes a partial fetch
-		return (&replicaService{b: ln.b}).FetchReplica(ctx, req)
+		res, err := ln.p.FetchReplica(ctx, req.Msg)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(res), nil
 	}
 	before := n.p.log.LEO()
 	sent, err := n.p.fetchOnce(context.Background(), fol, send)
-	m.logf("%d: fetch from %d: leo %d -> %d hw=%d sent=%v err=%v", n.id, ln.id, before, n.p.log.LEO(), n.p.highWatermark(), sent, err)
+	m.logf("%d: fetch from %d: leo %d -> %d hw=%d sent=%v err=%v", n.id, ln.id, before, n.p.log.LEO(), n.p.HighWatermark(), sent, err)
 	if sent && err != nil && !errors.Is(err, replica.ErrTruncateBelowHW) {
 		m.fatalf("%d: apply fetch: %v", n.id, err)
 	}
@@ -317,12 +323,12 @@ func (m *brokerModel) fetch(n *modelNode) {
 	}
 }
 
-// tick runs every up leader's ISR step (maybeAlterISR) against the control
+// tick runs every up leader's ISR step (MaybeAlterISR) against the control
 // plane, then lets the assignment stream deliver the result.
 func (m *brokerModel) tick() {
 	for _, n := range m.nodes {
 		if n.p != nil {
-			n.p.maybeAlterISR(context.Background())
+			n.p.MaybeAlterISR(context.Background())
 		}
 	}
 	m.assignAll()
@@ -333,14 +339,11 @@ func (m *brokerModel) crash(n *modelNode) {
 		return
 	}
 	if m.rng.IntN(2) == 0 {
-		require.NoError(m.t, n.p.checkpointHW()) // the checkpoint loop ran lately
+		require.NoError(m.t, n.p.CheckpointHW()) // the checkpoint loop ran lately
 	}
 	n.lastLog = m.entries(n.p)
-	n.p.stop()
+	n.p.Stop()
 	require.NoError(m.t, n.p.log.Close())
-	n.b.mu.Lock()
-	delete(n.b.parts, partKey{m.tm.id, 0})
-	n.b.mu.Unlock()
 	n.p, n.isolated = nil, false
 	m.logf("%d: crashed", n.id)
 }
@@ -353,8 +356,8 @@ func (m *brokerModel) restart(n *modelNode) {
 	if n.p != nil {
 		return
 	}
-	n.b.brokerEpoch.Add(1)
-	m.brokerEpochs[n.id] = n.b.brokerEpoch.Load()
+	n.epoch.Add(1)
+	m.brokerEpochs[n.id] = n.epoch.Load()
 	m.open(n)
 	if leo := n.p.log.LEO(); leo > m.commitEnd {
 		to := leo - m.rng.Int64N(leo-m.commitEnd+1)
@@ -409,7 +412,7 @@ func (m *brokerModel) heal(n *modelNode) {
 }
 
 // entries reads a partition's log as (leader epoch, value) pairs.
-func (m *brokerModel) entries(p *partition) []modelEntry {
+func (m *brokerModel) entries(p *Replica) []modelEntry {
 	m.t.Helper()
 	var out []modelEntry
 	for off := p.log.LogStartOffset(); off < p.log.LEO(); {
@@ -438,7 +441,7 @@ func (m *brokerModel) logOf(n *modelNode) []modelEntry {
 	return m.entries(n.p)
 }
 
-// check verifies the invariants of dataplane/replica's doc on the brokers.
+// check verifies the invariants of dataplane/replica's doc on the replicas.
 func (m *brokerModel) check() {
 	m.t.Helper()
 	m.reap()
@@ -507,9 +510,9 @@ func (m *brokerModel) reap() {
 	m.inflight = slices.DeleteFunc(m.inflight, func(mp *modelProduce) bool {
 		select {
 		case out := <-mp.done:
-			m.logf("%d: ack %s base=%d err=%v", mp.node.id, mp.val, out.res.base, out.err)
+			m.logf("%d: ack %s base=%d err=%v", mp.node.id, mp.val, out.res.Base, out.err)
 			if out.err == nil {
-				m.acked[out.res.base] = mp.val
+				m.acked[out.res.Base] = mp.val
 			}
 			return true
 		default:

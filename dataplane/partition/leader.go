@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"errors"
@@ -22,21 +22,21 @@ func logState(l *log.Log) replica.LogState {
 	return replica.LogState{LEO: leo, Epochs: out, Durable: min(l.DurableOffset(), leo)}
 }
 
-// newLeader starts the replication state machine for a leadership that pm
-// gives this broker.
-func (p *partition) newLeaderLocked(pm partMeta, cfg topicConfig, now time.Time) (*replica.Leader, error) {
-	minISR := int(cfg.minISR)
+// newLeaderLocked starts the replication state machine for a leadership
+// that pm gives this broker.
+func (p *Replica) newLeaderLocked(pm Assignment, cfg TopicConfig, now time.Time) (*replica.Leader, error) {
+	minISR := int(cfg.MinISR)
 	if minISR < 1 {
 		minISR = 1
 	}
 	return replica.NewLeader(replica.LeaderParams{
-		Self:           p.b.cfg.ID,
-		Replicas:       pm.replicas,
-		ISR:            pm.isr,
-		LeaderEpoch:    pm.leaderEpoch,
-		PartitionEpoch: pm.partitionEpoch,
+		Self:           p.h.ID,
+		Replicas:       pm.Replicas,
+		ISR:            pm.ISR,
+		LeaderEpoch:    pm.LeaderEpoch,
+		PartitionEpoch: pm.PartitionEpoch,
 		MinISR:         minISR,
-		LagTimeMax:     p.b.cfg.ReplicaLagTimeMax,
+		LagTimeMax:     p.h.ReplicaLagTimeMax,
 		Log:            logState(p.log),
 		HW:             min(p.roleHW, p.log.LEO()),
 		Now:            now,
@@ -45,12 +45,12 @@ func (p *partition) newLeaderLocked(pm partMeta, cfg topicConfig, now time.Time)
 
 // replicaError maps the state machine's errors to Connect codes for the
 // replication and produce paths.
-func (p *partition) replicaError(err error) error {
+func (p *Replica) replicaError(err error) error {
 	switch {
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
-		return toConnect(&notEnoughReplicasError{isr: len(p.lead.ISR()), min: p.cfg.minISR})
+		return ToConnect(&notEnoughReplicasError{isr: len(p.lead.ISR()), min: p.cfg.MinISR})
 	case errors.Is(err, replica.ErrNotLeader):
-		return toConnect(p.b.notLeader(p.meta))
+		return ToConnect(p.h.notLeader(p.meta))
 	case errors.Is(err, replica.ErrFencedLeaderEpoch), errors.Is(err, replica.ErrStaleBrokerEpoch):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, replica.ErrUnknownLeaderEpoch):

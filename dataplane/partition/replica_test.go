@@ -1,35 +1,79 @@
-package broker
+package partition
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+	"log/slog"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
-	"github.com/sluicemq/sluice/tenants"
 )
 
-// newTestBroker is a broker that is never started: enough for partition
-// logic that needs its config, logger and metadata.
-func newTestBroker(t *testing.T) *Broker {
+// newTestHost is broker 1 as its replicas see it, with the broker's
+// defaults (--flush always, 256 MiB segments, a 30 s lag time), never
+// registered (broker epoch 0), knowing brokers 1 to 3 at made-up
+// addresses, and no leader a follower could reach: a test drives
+// replication itself.
+func newTestHost(t *testing.T) *Host {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.ID = 1
-	cfg.DataDir = t.TempDir()
-	cfg.BrokerToken = "broker-token-0123456789"
-	b, err := New(cfg, Deps{})
+	return &Host{
+		ID:          1,
+		BrokerEpoch: func() int64 { return 0 },
+		Logger:      slog.New(slog.DiscardHandler),
+		Metrics: &Metrics{
+			Duplicates:     prometheus.NewCounter(prometheus.CounterOpts{Name: "duplicates"}),
+			SequenceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sequence_errors"}, []string{"reason"}),
+			ISRShrinks:     prometheus.NewCounter(prometheus.CounterOpts{Name: "isr_shrinks"}),
+			ISRExpands:     prometheus.NewCounter(prometheus.CounterOpts{Name: "isr_expands"}),
+		},
+		SegmentBytes:      256 << 20,
+		SegmentAge:        7 * 24 * time.Hour,
+		Flush:             log.FlushAlways,
+		FlushInterval:     10 * time.Millisecond,
+		ReplicaLagTimeMax: 30 * time.Second,
+		LeaderAddress: func(id int32) string {
+			if id < 1 || id > 3 {
+				return ""
+			}
+			return fmt.Sprintf("127.0.0.1:900%d", id)
+		},
+		ReplicaClient: func(int32) sluicev1connect.ReplicaServiceClient { return unreachable{} },
+		// A broker stops; a test has no broker to stop (and a replica may
+		// report after its test ended, from a produce a crash interrupted).
+		FailStop: func(string, int32, error) {},
+	}
+}
+
+// unreachable is a leader no follower reaches: a test that lets a
+// follower's own fetch loop run gets the network error a real follower
+// would, and drives replication itself.
+type unreachable struct {
+	sluicev1connect.ReplicaServiceClient
+}
+
+func (unreachable) FetchReplica(context.Context, *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error) {
+	return nil, connect.NewError(connect.CodeUnavailable, errors.New("the leader is unreachable in this test"))
+}
+
+// open opens replica 0 of topic-1 in a fresh directory, closed at the
+// end of the test.
+func open(t *testing.T, h *Host, cfg TopicConfig) *Replica {
+	t.Helper()
+	p, err := Open(h, Spec{TenantID: "t1", TopicID: "topic-1", Partition: 0, Dir: t.TempDir(), Config: cfg})
 	require.NoError(t, err)
-	return b
+	t.Cleanup(func() { p.log.Close() })
+	return p
 }
 
 // batchOf encodes n one-record batches for offsets from, as a leader would
@@ -53,19 +97,17 @@ func validBatch(t *testing.T, b []byte) log.ValidBatch {
 	return v
 }
 
-// newFollower opens a partition following broker 2 at leader epoch 3 with
+// newFollower opens a replica following broker 2 at leader epoch 3 with
 // records [0, 10) of epoch 3 and HW 8.
-func newFollower(t *testing.T, b *Broker, unclean bool) *partition {
+func newFollower(t *testing.T, h *Host, unclean bool) *Replica {
 	t.Helper()
-	tm := &topicMeta{tenantID: "t1", id: "topic-1", name: "orders", config: topicConfig{minISR: 2, unclean: unclean}}
-	p, err := b.openPartition(tm, partMeta{partition: 0})
-	require.NoError(t, err)
-	t.Cleanup(func() { p.log.Close() })
-	_, err = p.log.AppendFollower(batchesOf(t, 0, 10, 3))
+	cfg := TopicConfig{MinISR: 2, Unclean: unclean}
+	p := open(t, h, cfg)
+	_, err := p.log.AppendFollower(batchesOf(t, 0, 10, 3))
 	require.NoError(t, err)
 	p.mu.Lock()
-	p.role, p.cfg = roleFollower, tm.config
-	p.meta = partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 2, leaderEpoch: 3, isr: []int32{1, 2, 3}}
+	p.role, p.cfg = RoleFollower, cfg
+	p.meta = Assignment{Replicas: []int32{1, 2, 3}, Leader: 2, LeaderEpoch: 3, ISR: []int32{1, 2, 3}}
 	p.fol, err = replica.NewFollower(replica.FollowerParams{Self: 1, BrokerEpoch: 1, Leader: 2, LeaderEpoch: 3, HW: 8, Unclean: unclean})
 	p.mu.Unlock()
 	require.NoError(t, err)
@@ -73,74 +115,73 @@ func newFollower(t *testing.T, b *Broker, unclean bool) *partition {
 }
 
 // nextFetch is the fetch p's follower state machine sends next.
-func nextFetch(p *partition) (*replica.Follower, replica.FetchRequest) {
+func nextFetch(p *Replica) (*replica.Follower, replica.FetchRequest) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fol, p.fol.Next(logState(p.log))
 }
 
 // applyNext applies res as the answer to p's next fetch.
-func applyNext(p *partition, res *sluicev1.FetchReplicaResponse) error {
+func applyNext(p *Replica, res *sluicev1.FetchReplicaResponse) error {
 	fol, q := nextFetch(p)
 	return p.applyFetch(fol, q, res)
 }
 
-func TestBrokerFollowerDropsStaleFetchAnswers(t *testing.T) {
+func TestPartitionFollowerDropsStaleFetchAnswers(t *testing.T) {
 	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
+	p := newFollower(t, newTestHost(t), false)
 	fol, q := nextFetch(p)
 	// An answer for the previous leadership (epoch 2) is ignored.
 	old := q
 	old.LeaderEpoch = 2
 	require.NoError(t, p.applyFetch(fol, old, &sluicev1.FetchReplicaResponse{Batches: batchesOf(t, 10, 2, 3), HighWatermark: 12}))
-	require.EqualValues(t, 8, p.highWatermark())
+	require.EqualValues(t, 8, p.HighWatermark())
 	// So is one for a follower state machine that was replaced.
 	stale, err := replica.NewFollower(replica.FollowerParams{Self: 1, Leader: 2, LeaderEpoch: 3})
 	require.NoError(t, err)
 	require.NoError(t, p.applyFetch(stale, q, &sluicev1.FetchReplicaResponse{Batches: batchesOf(t, 10, 2, 3), HighWatermark: 12}))
 	require.EqualValues(t, 10, p.log.LEO())
-	require.EqualValues(t, 8, p.highWatermark())
+	require.EqualValues(t, 8, p.HighWatermark())
 	// The current leadership's answer is applied.
 	require.NoError(t, p.applyFetch(fol, q, &sluicev1.FetchReplicaResponse{Batches: batchesOf(t, 10, 2, 3), HighWatermark: 12}))
 	require.EqualValues(t, 12, p.log.LEO())
-	require.EqualValues(t, 12, p.highWatermark())
+	require.EqualValues(t, 12, p.HighWatermark())
 	// A lower HW from the leader does not move the follower's back.
 	fol, q = nextFetch(p)
 	require.NoError(t, p.applyFetch(fol, q, &sluicev1.FetchReplicaResponse{HighWatermark: 9}))
-	require.EqualValues(t, 12, p.highWatermark())
+	require.EqualValues(t, 12, p.HighWatermark())
 }
 
-func TestBrokerFollowerNeverTruncatesCommittedRecords(t *testing.T) {
+func TestPartitionFollowerNeverTruncatesCommittedRecords(t *testing.T) {
 	t.Parallel()
-	b := newTestBroker(t)
 	diverge := &sluicev1.FetchReplicaResponse{DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: 3, EndOffset: 5}}
 
-	p := newFollower(t, b, false)
+	p := newFollower(t, newTestHost(t), false)
 	err := applyNext(p, diverge)
 	require.ErrorIs(t, err, replica.ErrTruncateBelowHW)
 	require.ErrorContains(t, err, "refusing to truncate")
 	require.EqualValues(t, 10, p.log.LEO(), "nothing truncated")
-	require.EqualValues(t, 8, p.highWatermark())
+	require.EqualValues(t, 8, p.HighWatermark())
 
 	// Unclean election opted in: the loss is accepted.
-	p = newFollower(t, newTestBroker(t), true)
+	p = newFollower(t, newTestHost(t), true)
 	require.NoError(t, applyNext(p, diverge))
 	require.EqualValues(t, 5, p.log.LEO())
-	require.EqualValues(t, 5, p.highWatermark())
+	require.EqualValues(t, 5, p.HighWatermark())
 
 	// A divergence above the HW is an ordinary truncation.
-	p = newFollower(t, newTestBroker(t), false)
+	p = newFollower(t, newTestHost(t), false)
 	require.NoError(t, applyNext(p, &sluicev1.FetchReplicaResponse{DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: 3, EndOffset: 9}}))
 	require.EqualValues(t, 9, p.log.LEO())
-	require.EqualValues(t, 8, p.highWatermark())
+	require.EqualValues(t, 8, p.HighWatermark())
 }
 
 // lead makes p the leader at epoch 4 with the given HW.
-func lead(t *testing.T, p *partition, hw int64) {
+func lead(t *testing.T, p *Replica, hw int64) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.meta = partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 1, leaderEpoch: 4, isr: []int32{1, 2, 3}}
+	p.meta = Assignment{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 4, ISR: []int32{1, 2, 3}}
 	p.endRoleLocked()
 	p.roleHW = hw
 	l, err := p.newLeaderLocked(p.meta, p.cfg, time.Now())
@@ -149,23 +190,23 @@ func lead(t *testing.T, p *partition, hw int64) {
 }
 
 // waitHW waits until p's HW is hw.
-func waitHW(t *testing.T, p *partition, hw int64) {
+func waitHW(t *testing.T, p *Replica, hw int64) {
 	t.Helper()
 	testenv.Wait(t, 10*time.Second, fmt.Sprintf("HW %d", hw), func() error {
-		if got := p.highWatermark(); got != hw {
+		if got := p.HighWatermark(); got != hw {
 			return fmt.Errorf("HW %d", got)
 		}
 		return nil
 	})
 }
 
-func TestBrokerNewLeaderHidesHWUntilEstablished(t *testing.T) {
+func TestPartitionNewLeaderHidesHWUntilEstablished(t *testing.T) {
 	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
+	p := newFollower(t, newTestHost(t), false)
 	lead(t, p, 8) // LEO 10: the epoch starts at 10, the HW is 8
-	_, err := p.readerHW()
-	require.ErrorIs(t, err, errHWCatchingUp)
-	_, _, err = p.fetch(context.Background(), 0, 1<<20, 0, nil)
+	_, err := p.ReaderHW()
+	require.ErrorIs(t, err, ErrHWCatchingUp)
+	_, _, err = p.Fetch(context.Background(), 0, 1<<20, 0, nil)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
 
 	// Once the ISR has fetched up to the LEO the HW is established.
@@ -178,21 +219,21 @@ func TestBrokerNewLeaderHidesHWUntilEstablished(t *testing.T) {
 	// The leader's own tail, fetched as a follower, is synced by the
 	// leadership's start.
 	waitHW(t, p, 10)
-	hw, err := p.readerHW()
+	hw, err := p.ReaderHW()
 	require.NoError(t, err)
 	require.EqualValues(t, 10, hw)
 }
 
 // produceAsync produces one acks=all batch to p in the background and
 // waits until the leader state machine holds its acks=all wait.
-func produceAsync(t *testing.T, p *partition, timeout time.Duration) <-chan error {
+func produceAsync(t *testing.T, p *Replica, timeout time.Duration) <-chan error {
 	t.Helper()
 	p.mu.Lock()
 	before := len(p.ackWaiters)
 	p.mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.produce(context.Background(), []log.ValidBatch{validBatch(t, batchesOf(t, 0, 1, 0))}, sluicev1.Acks_ACKS_ALL, timeout, nil)
+		_, err := p.Produce(context.Background(), []log.ValidBatch{validBatch(t, batchesOf(t, 0, 1, 0))}, sluicev1.Acks_ACKS_ALL, timeout, nil)
 		done <- err
 	}()
 	testenv.Wait(t, 10*time.Second, "the produce's acks=all wait", func() error {
@@ -208,19 +249,19 @@ func produceAsync(t *testing.T, p *partition, timeout time.Duration) <-chan erro
 
 // followerFetch sends follower id's fetch from offset through the leader's
 // replication handler, as a follower broker would.
-func followerFetch(t *testing.T, p *partition, id int32, offset int64, lastEpoch int32) {
+func followerFetch(t *testing.T, p *Replica, id int32, offset int64, lastEpoch int32) {
 	t.Helper()
 	_, _, err := p.serveReplica(&sluicev1.FetchReplicaRequest{FollowerId: id, FollowerBrokerEpoch: 1, TopicId: p.topicID,
 		LeaderEpoch: 4, FetchOffset: offset, LastFetchedEpoch: lastEpoch, MaxBytes: 1 << 20}, 1<<20)
 	require.NoError(t, err)
 }
 
-// TestBrokerAcksAllCompletesFromTheStateMachine: an acks=all produce is
+// TestPartitionAcksAllCompletesFromTheStateMachine: an acks=all produce is
 // answered when the leader state machine reports its wait done, which the
 // followers' fetches through the replication handler cause.
-func TestBrokerAcksAllCompletesFromTheStateMachine(t *testing.T) {
+func TestPartitionAcksAllCompletesFromTheStateMachine(t *testing.T) {
 	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
+	p := newFollower(t, newTestHost(t), false)
 	lead(t, p, 8)
 	for _, f := range []int32{2, 3} {
 		followerFetch(t, p, f, 10, 3)
@@ -235,18 +276,18 @@ func TestBrokerAcksAllCompletesFromTheStateMachine(t *testing.T) {
 	}
 	followerFetch(t, p, 3, 11, 4)
 	require.NoError(t, <-done)
-	require.EqualValues(t, 11, p.highWatermark())
+	require.EqualValues(t, 11, p.HighWatermark())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	require.Empty(t, p.ackWaiters)
 }
 
-// TestBrokerHWCountsFollowersDurableOffsets: a follower that reports the
+// TestPartitionHWCountsFollowersDurableOffsets: a follower that reports the
 // record fetched but not yet durable does not count toward the HW, so the
 // acks=all produce waits for its sync.
-func TestBrokerHWCountsFollowersDurableOffsets(t *testing.T) {
+func TestPartitionHWCountsFollowersDurableOffsets(t *testing.T) {
 	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
+	p := newFollower(t, newTestHost(t), false)
 	lead(t, p, 8)
 	for _, f := range []int32{2, 3} {
 		followerFetch(t, p, f, 10, 3)
@@ -267,19 +308,19 @@ func TestBrokerHWCountsFollowersDurableOffsets(t *testing.T) {
 			return fmt.Errorf("acknowledged before 3 synced the record: %v", err)
 		default:
 		}
-		if hw := p.highWatermark(); hw != 10 {
+		if hw := p.HighWatermark(); hw != 10 {
 			return fmt.Errorf("HW %d", hw)
 		}
 		return nil
 	})
 	fetchDurable(3, 11)
 	require.NoError(t, <-done)
-	require.EqualValues(t, 11, p.highWatermark())
+	require.EqualValues(t, 11, p.HighWatermark())
 }
 
-func TestBrokerAcksAllWaitEndsWithItsLeadership(t *testing.T) {
+func TestPartitionAcksAllWaitEndsWithItsLeadership(t *testing.T) {
 	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
+	p := newFollower(t, newTestHost(t), false)
 	lead(t, p, 8)
 	p.mu.Lock()
 	cfg := p.cfg
@@ -288,32 +329,32 @@ func TestBrokerAcksAllWaitEndsWithItsLeadership(t *testing.T) {
 	// A new leadership (here: this broker again, at a new epoch, alone in
 	// the ISR) takes over and its HW passes the record at once, perhaps
 	// over different records: the old wait must not report success.
-	cfg.minISR = 1
-	p.update(context.Background(), partMeta{partition: 0, replicas: []int32{1}, leader: 1, leaderEpoch: 5, isr: []int32{1}}, cfg)
+	cfg.MinISR = 1
+	p.Update(context.Background(), Assignment{Replicas: []int32{1}, Leader: 1, LeaderEpoch: 5, ISR: []int32{1}}, cfg)
 	err := <-done
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 	require.Contains(t, err.Error(), "leadership moved before acks=all completed; the records may or may not be committed")
-	require.EqualValues(t, 11, p.highWatermark())
+	require.EqualValues(t, 11, p.HighWatermark())
 }
 
-func TestBrokerAcksAllWaitFailsWhenTheISRShrinksBelowMin(t *testing.T) {
+func TestPartitionAcksAllWaitFailsWhenTheISRShrinksBelowMin(t *testing.T) {
 	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
+	p := newFollower(t, newTestHost(t), false)
 	lead(t, p, 8)
 	p.mu.Lock()
 	cfg, pm := p.cfg, p.meta
 	p.mu.Unlock()
 	done := produceAsync(t, p, time.Minute)
-	pm.isr, pm.partitionEpoch = []int32{1}, pm.partitionEpoch+1
-	p.update(context.Background(), pm, cfg)
+	pm.ISR, pm.PartitionEpoch = []int32{1}, pm.PartitionEpoch+1
+	p.Update(context.Background(), pm, cfg)
 	err := <-done
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 	require.Contains(t, err.Error(), "the ISR shrank below min.insync.replicas before acks=all completed")
 }
 
-func TestBrokerAcksAllWaitTimesOut(t *testing.T) {
+func TestPartitionAcksAllWaitTimesOut(t *testing.T) {
 	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
+	p := newFollower(t, newTestHost(t), false)
 	lead(t, p, 8)
 	err := <-produceAsync(t, p, 50*time.Millisecond)
 	require.Equal(t, connect.CodeDeadlineExceeded, connect.CodeOf(err), "%v", err)
@@ -323,83 +364,38 @@ func TestBrokerAcksAllWaitTimesOut(t *testing.T) {
 	require.Empty(t, p.lead.TakeAcks())
 }
 
-func TestBrokerHWRestoredOnOpen(t *testing.T) {
+func TestPartitionHWRestoredOnOpen(t *testing.T) {
 	t.Parallel()
-	b := newTestBroker(t)
-	p := newFollower(t, b, false)
-	require.NoError(t, p.checkpointHW())
+	h := newTestHost(t)
+	p := newFollower(t, h, false)
+	require.NoError(t, p.CheckpointHW())
 	require.NoError(t, p.log.Close())
-	b.mu.Lock()
-	delete(b.parts, partKey{p.topicID, p.id})
-	b.mu.Unlock()
 
-	p2, err := b.openPartition(&topicMeta{tenantID: "t1", id: "topic-1"}, partMeta{partition: 0})
+	p2, err := Open(h, Spec{TenantID: "t1", TopicID: "topic-1", Partition: 0, Dir: p.Dir()})
 	require.NoError(t, err)
 	defer p2.log.Close()
-	require.EqualValues(t, 8, p2.highWatermark(), "the checkpoint, capped at the LEO")
+	require.EqualValues(t, 8, p2.HighWatermark(), "the checkpoint, capped at the LEO")
 }
 
-func TestBrokerFailStopCancelsRun(t *testing.T) {
-	t.Parallel()
-	b := newTestBroker(t)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	b.stopRun = cancel
-	b.failStop(&partition{topicID: "topic-1", id: 0}, errors.New("disk on fire"))
-	<-ctx.Done()
-	require.ErrorContains(t, context.Cause(ctx), "partition topic-1/0 log failed: disk on fire")
-}
-
-func TestBrokerFailsClosedUntilRevocationsLoad(t *testing.T) {
-	t.Parallel()
-	iss := tenants.NewIssuer(tenants.IssuerConfig{Issuer: "sluice", Audience: "sluice"})
-	k, err := tenants.GenerateSigningKey(time.Now().Add(-time.Minute))
-	require.NoError(t, err)
-	iss.SetKeys([]tenants.SigningKey{k})
-	tok, _, err := iss.Mint(time.Now(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", APIKeyID: "0123456789abcdef", Scopes: []string{tenants.ScopeConsume}})
-	require.NoError(t, err)
-	a := &authenticator{
-		verifier:    tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice"}, iss.KeySource()),
-		revoked:     newRevocations(),
-		brokerToken: "broker-token-0123456789",
-	}
-	h := http.Header{"Authorization": []string{"Bearer " + tok}}
-	const fetch = "/sluice.v1.RecordService/Fetch"
-	_, err = a.Authenticate(context.Background(), fetch, h)
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "no answer from the revocation feed yet")
-
-	a.revoked.loaded.Store(true)
-	p, err := a.Authenticate(context.Background(), fetch, h)
-	require.NoError(t, err)
-	require.Equal(t, "t1", p.TenantID)
-
-	a.revoked.add("0123456789abcdef", time.Now().Add(time.Hour))
-	_, err = a.Authenticate(context.Background(), fetch, h)
-	require.ErrorContains(t, err, "revoked")
-}
-
-// TestBrokerRetentionNeverDeletesAboveTheHW: retention deletes expired
+// TestPartitionRetentionNeverDeletesAboveTheHW: retention deletes expired
 // segments only up to the high watermark: a segment holding records not
 // yet committed stays, however old its records, since a new leader may
 // still need it (its replicas could truncate otherwise-committed data).
-func TestBrokerRetentionNeverDeletesAboveTheHW(t *testing.T) {
+func TestPartitionRetentionNeverDeletesAboveTheHW(t *testing.T) {
 	t.Parallel()
-	b := newTestBroker(t)
-	tm := &topicMeta{tenantID: "t1", id: "topic-r", name: "old", config: topicConfig{minISR: 2, retentionMs: 1000}}
-	p, err := b.openPartition(tm, partMeta{partition: 0})
-	require.NoError(t, err)
-	t.Cleanup(func() { p.log.Close() })
+	cfg := TopicConfig{MinISR: 2, RetentionMs: 1000}
+	p := open(t, newTestHost(t), cfg)
 	// Three segments of records stamped in 1970: [0, 5), [5, 10), [10, 12).
 	for _, r := range [][2]int{{0, 5}, {5, 5}, {10, 2}} {
-		_, err = p.log.AppendFollower(batchesOf(t, int64(r[0]), r[1], 3))
+		_, err := p.log.AppendFollower(batchesOf(t, int64(r[0]), r[1], 3))
 		require.NoError(t, err)
 		require.NoError(t, p.log.Roll())
 	}
 	p.mu.Lock()
-	p.role, p.cfg, p.roleHW = roleNone, tm.config, 8
+	p.role, p.cfg, p.roleHW = RoleNone, cfg, 8
 	p.mu.Unlock()
 
-	n, err := p.applyRetention()
+	n, err := p.ApplyRetention()
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "only [0, 5) lies wholly below the HW")
 	require.EqualValues(t, 5, p.log.LogStartOffset())
@@ -407,66 +403,48 @@ func TestBrokerRetentionNeverDeletesAboveTheHW(t *testing.T) {
 	p.mu.Lock()
 	p.roleHW = 12
 	p.mu.Unlock()
-	n, err = p.applyRetention()
+	n, err = p.ApplyRetention()
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "once committed, the rest goes")
 	require.EqualValues(t, 12, p.log.LogStartOffset())
 }
 
-// TestBrokerFindCoordinatorWhileItsBrokerIsGone: while the metadata still
-// names a coordinator whose broker left the live list (its lease expired,
-// no new leader elected yet), FindCoordinator answers Unavailable (retry),
-// not an empty address; once that broker is back it answers its address.
-func TestBrokerFindCoordinatorWhileItsBrokerIsGone(t *testing.T) {
-	t.Parallel()
-	b := newTestBroker(t)
-	meta := emptyMeta()
-	ot := &topicMeta{tenantID: systemTenantID, id: "offsets", name: offsetsTopic}
-	for i := range int32(4) {
-		ot.partitions = append(ot.partitions, partMeta{partition: i, replicas: []int32{2}, leader: 2, leaderEpoch: 1})
-	}
-	meta.addTopic(ot)
-	b.meta.Store(meta)
-	gs := &groupService{b}
-	ctx := tenants.WithPrincipal(t.Context(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1"})
-	req := connect.NewRequest(&sluicev1.FindCoordinatorRequest{Group: "billing"})
-	_, err := gs.FindCoordinator(ctx, req)
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
-
-	meta.brokers[2] = brokerMeta{id: 2, address: "127.0.0.1:9002"}
-	res, err := gs.FindCoordinator(ctx, req)
-	require.NoError(t, err)
-	require.Equal(t, "127.0.0.1:9002", res.Msg.GetAddress())
-	require.EqualValues(t, 2, res.Msg.GetBrokerId())
-}
-
-// TestBrokerNamedLeaderNotTakenOverIsUnavailable: a produce to the broker
+// TestPartitionNamedLeaderNotTakenOverIsUnavailable: a produce to the broker
 // the metadata names as leader, before its replica has taken over, is
 // answered Unavailable (retry here shortly), not "not the leader: broker 1
 // leads" pointing at itself (issue 12: a client following that NotLeader
 // looped back to the same broker and gave up); a produce to a broker that
 // does not lead still gets FailedPrecondition with the leader's address.
-func TestBrokerNamedLeaderNotTakenOverIsUnavailable(t *testing.T) {
+// (TestBrokerNotLeaderForwardedOnlyToAnotherBroker: the broker forwards
+// only the second.)
+func TestPartitionNamedLeaderNotTakenOverIsUnavailable(t *testing.T) {
 	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
+	p := newFollower(t, newTestHost(t), false)
 	batch := batchesOf(t, 0, 1, 0)
 	p.mu.Lock()
-	p.meta.leader, p.meta.leaderEpoch = 1, 4 // this broker, still a follower
+	p.meta.Leader, p.meta.LeaderEpoch = 1, 4 // this broker, still a follower
 	p.mu.Unlock()
-	_, err := p.produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
+	_, err := p.Produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, "is named the leader at epoch 4 but is not leading")
 	nl, ok := notLeaderDetail(err)
 	require.True(t, ok, "the NotLeader detail says it was refused, not written")
 	require.EqualValues(t, 1, nl.GetLeaderId())
-	require.False(t, forwardable(http.Header{}, p.b.notLeader(p.meta)), "never forwarded to itself")
+	var nle *NotLeaderError
+	require.ErrorAs(t, err, &nle)
+	require.True(t, nle.Self)
 
 	p.mu.Lock()
-	p.meta.leader = 2 // another broker leads
+	p.meta.Leader = 2 // another broker leads
 	p.mu.Unlock()
-	_, err = p.produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
+	_, err = p.Produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
-	require.True(t, forwardable(http.Header{}, p.b.notLeader(p.meta)))
+	require.ErrorContains(t, err, "not the leader: broker 2 (127.0.0.1:9002) leads at epoch 4")
+	nl, ok = notLeaderDetail(err)
+	require.True(t, ok)
+	require.Equal(t, "127.0.0.1:9002", nl.GetLeaderAddress())
+	require.ErrorAs(t, err, &nle)
+	require.False(t, nle.Self)
 }
 
 func notLeaderDetail(err error) (*sluicev1.NotLeader, bool) {
@@ -484,13 +462,13 @@ func notLeaderDetail(err error) (*sluicev1.NotLeader, bool) {
 	return nil, false
 }
 
-// TestBrokerProduceRefusalWhileTheViewChanges: produces refused as
+// TestPartitionProduceRefusalWhileTheViewChanges: produces refused as
 // not-leader while new views arrive read the partition's metadata under its
 // lock (the race detector flagged the refusal reading it after unlocking,
 // in e2e runs with a -race binary).
-func TestBrokerProduceRefusalWhileTheViewChanges(t *testing.T) {
+func TestPartitionProduceRefusalWhileTheViewChanges(t *testing.T) {
 	t.Parallel()
-	p := newFollower(t, newTestBroker(t), false)
+	p := newFollower(t, newTestHost(t), false)
 	batch := batchesOf(t, 0, 1, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // stops the follower's fetching
@@ -501,7 +479,7 @@ func TestBrokerProduceRefusalWhileTheViewChanges(t *testing.T) {
 	go func() {
 		defer close(done)
 		for e := int32(4); e < 200; e++ {
-			p.update(ctx, partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 2 + e%2, leaderEpoch: e, isr: []int32{1, 2, 3}}, cfg)
+			p.Update(ctx, Assignment{Replicas: []int32{1, 2, 3}, Leader: 2 + e%2, LeaderEpoch: e, ISR: []int32{1, 2, 3}}, cfg)
 		}
 	}()
 	for {
@@ -510,7 +488,37 @@ func TestBrokerProduceRefusalWhileTheViewChanges(t *testing.T) {
 			return
 		default:
 		}
-		_, err := p.produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
+		_, err := p.Produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
 		require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	}
+}
+
+func TestPartitionBelowHW(t *testing.T) {
+	t.Parallel()
+	var data []byte
+	var sizes []int
+	for i := range 3 {
+		b, err := record.AppendBatch(nil, record.BatchHeader{BaseOffset: int64(2 * i)}, []record.Record{{Value: []byte("x")}, {OffsetDelta: 1, Value: []byte("y")}})
+		require.NoError(t, err)
+		data = append(data, b...)
+		sizes = append(sizes, len(b))
+	}
+	require.Len(t, belowHW(data, 0), 0)
+	require.Len(t, belowHW(data, 2), sizes[0])
+	require.Len(t, belowHW(data, 4), sizes[0]+sizes[1])
+	require.Len(t, belowHW(data, 100), len(data))
+}
+
+func TestPartitionClientLeaderEpochFencing(t *testing.T) {
+	t.Parallel()
+	p := &Replica{meta: Assignment{LeaderEpoch: 3}}
+	e := func(v int32) *int32 { return &v }
+	require.NoError(t, p.checkClientEpochLocked(nil), "unset: no check")
+	require.NoError(t, p.checkClientEpochLocked(e(3)))
+	err := p.checkClientEpochLocked(e(2))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	require.Contains(t, err.Error(), "fenced leader epoch 2")
+	err = p.checkClientEpochLocked(e(4))
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
+	require.Contains(t, err.Error(), "unknown leader epoch 4")
 }

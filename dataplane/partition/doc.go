@@ -1,0 +1,61 @@
+// Package partition is one partition replica on a broker: its log
+// (dataplane/log), the replication state machine of its role
+// (dataplane/replica's Leader or Follower), the idempotent producers' state
+// (dataplane/producerstate), its high-watermark checkpoint, retention and,
+// with tiered storage, the copy of its closed segments to the object store.
+// The broker (dataplane/broker) decides which replicas it hosts, opens each
+// with Open, hands it every assignment the controller publishes (Update),
+// routes clients' produce and fetch requests and followers' replica fetches
+// to it, and runs the loops that call MaybeAlterISR, CheckpointHW,
+// SnapshotProducers, ApplyRetention and CopyToTier on every replica. A
+// replica reaches its broker only through the Host the broker gives it:
+// its id and broker epoch, a logger and counters, the log settings, the
+// leader's address for NotLeader errors, a ReplicaService client to fetch
+// from its leader, the controller's AlterPartition, a fail-stop callback
+// and the tiered storage.
+//
+// # Model
+//
+// A replica leads, follows or does neither, as the last assignment says.
+// The state machine of the role owns the high watermark, the ISR and the
+// acks=all waits; the replica keeps no copy of them (between roles, only
+// the HW the last one ended with, which seeds the next), so the scenario
+// files and model tests of dataplane/replica, and this package's
+// TestPartitionReplicationModel, exercise exactly what brokers run.
+//
+//   - HW ≤ LEO; a leader's HW counts only offsets each ISR member reported
+//     durable (followers sync what they fetched before their next fetch
+//     reports it), and never goes back for readers: a new leader answers
+//     ErrHWCatchingUp until its HW reaches where its epoch started.
+//   - acks=all is refused (NotEnoughReplicas) while the ISR is below min
+//     ISR; once accepted, it is acknowledged only when the leadership that
+//     appended the records has them in every ISR member; if that
+//     leadership ends first the outcome is reported unknown.
+//   - A follower appends the leader's batches unchanged and truncates only
+//     as its state machine decides from the leader's diverging epoch
+//     (KIP-101/279/320), never below its HW unless the topic opted in to
+//     unclean election.
+//   - Retention never deletes above the HW, and with tiered storage never
+//     what is not copied.
+//   - A log that fails a write or a sync, or producer state that cannot be
+//     rebuilt, stops the broker (Host.FailStop): a replica never serves a
+//     disk it cannot trust.
+//
+// # Locking and goroutines
+//
+// Replica.mu guards the role, the assignment, the state machines, the
+// producer state and the acks=all waiters, and serialises every call to the
+// state machines. The log has its own single-writer discipline: only the
+// goroutine holding mu appends or truncates. mu is never held across an
+// fsync or a network call: a produce appends under it and syncs after
+// releasing it (producers arriving meanwhile share the next sync), and a
+// follower syncs what it fetched before it takes mu to build the next
+// fetch. Lock order: the broker's lock, then Replica.mu, then the log's
+// writer lock.
+//
+// A follower's fetch loop is the one goroutine a replica owns: Update
+// starts it with the follower role and a context derived from Update's, and
+// the role's end (a new assignment, Stop) cancels it. A new leadership whose
+// log tail is not yet durable syncs it in a short-lived goroutine of its
+// own.
+package partition
