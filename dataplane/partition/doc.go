@@ -46,11 +46,13 @@
 // Replica.mu guards the role, the assignment, the state machines, the
 // producer state and the acks=all waiters, and serialises every call to the
 // state machines. The log has its own single-writer discipline: only the
-// goroutine holding mu appends or truncates. mu is never held across an
-// fsync or a network call: a produce appends under it and syncs after
-// releasing it (producers arriving meanwhile share the next sync), and a
-// follower syncs what it fetched before it takes mu to build the next
-// fetch. Lock order: the broker's lock, then Replica.mu, then the log's
+// goroutine holding mu appends or truncates. mu is never held across a
+// network call, nor across the log's fsyncs: a produce appends under it and
+// syncs after releasing it (producers arriving meanwhile share the next
+// sync), and a follower syncs what it fetched before it takes mu to build
+// the next fetch. The exceptions are rare file writes that must not race a
+// truncation: the producer-state snapshot (at most every 30 s per changed
+// replica, SnapshotProducers) and a follower's truncation or reset itself. Lock order: the broker's lock, then Replica.mu, then the log's
 // writer lock.
 //
 // A follower's fetch loop is the one goroutine a replica owns: Update
