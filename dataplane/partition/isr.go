@@ -15,8 +15,10 @@ import (
 
 // MaybeAlterISR sends the leader's pending ISR proposal, or a new one (a
 // follower out of sync for Host.ReplicaLagTimeMax leaves, a caught-up one
-// joins), to the controller through Host.AlterPartition, and applies the
-// answer. A proposal whose outcome is unknown (network error) stays
+// joins once it fetched since it left the ISR or was last refused), to the
+// controller through Host.AlterPartition, and applies the answer. A
+// definitive refusal of an expansion is not retried before the refused
+// follower fetches again, so a dead broker costs no AlterPartition calls. A proposal whose outcome is unknown (network error) stays
 // pending and is resent next round: until the answer is known the leader
 // keeps counting added replicas for the HW. It does nothing on a replica
 // that does not lead. The broker's ISR loop calls it every half second.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -521,4 +522,51 @@ func TestPartitionClientLeaderEpochFencing(t *testing.T) {
 	err = p.checkClientEpochLocked(e(4))
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
 	require.Contains(t, err.Error(), "unknown leader epoch 4")
+}
+
+// TestPartitionDeadFollowerNotProposedBack: the controller dropped broker
+// 3 from the ISR (its lease expired) while the partition was idle and 3 at
+// the leader's LEO. The ISR loop sends no AlterPartition for it while it
+// does not fetch, and after a refusal (the controller still sees it dead)
+// at most one per fetch of 3, however often the loop runs (issue 15: a dead
+// broker was proposed every round, 400–900 refused AlterPartition/s with
+// one broker down).
+func TestPartitionDeadFollowerNotProposedBack(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	var calls atomic.Int32
+	h.AlterPartition = func(_ context.Context, req *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
+		calls.Add(1)
+		ce := connect.NewError(connect.CodeFailedPrecondition, errors.New("broker 3 is not live; it cannot join the ISR"))
+		d, err := connect.NewErrorDetail(&sluicev1.PartitionAssignment{TopicId: "topic-1", Replicas: []int32{1, 2, 3},
+			Leader: 1, LeaderEpoch: 4, Isr: []int32{1, 2}, PartitionEpoch: req.Msg.GetPartitionEpoch()})
+		require.NoError(t, err)
+		ce.AddDetail(d)
+		return nil, ce
+	}
+	p := newFollower(t, h, false)
+	lead(t, p, 8)
+	for _, f := range []int32{2, 3} {
+		followerFetch(t, p, f, 10, 3)
+	}
+	waitHW(t, p, 10)
+	p.Update(context.Background(), Assignment{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 4, ISR: []int32{1, 2}, PartitionEpoch: 1}, p.cfg)
+
+	for range 20 {
+		followerFetch(t, p, 2, 10, 3)
+		p.MaybeAlterISR(context.Background())
+	}
+	require.Zero(t, calls.Load(), "proposed a follower that has not fetched since it left the ISR")
+
+	followerFetch(t, p, 3, 10, 3) // a zombie fetch the controller refuses to count
+	for range 20 {
+		p.MaybeAlterISR(context.Background())
+	}
+	require.EqualValues(t, 1, calls.Load(), "one refused proposal per fetch")
+	followerFetch(t, p, 3, 10, 3)
+	for range 20 {
+		p.MaybeAlterISR(context.Background())
+	}
+	require.EqualValues(t, 2, calls.Load())
+	require.Equal(t, 2, p.Status().ISR)
 }

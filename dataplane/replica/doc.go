@@ -20,23 +20,30 @@
 // member (under a syncing policy) has it on disk.
 //
 // The leader changes the ISR only through the controller. Tick proposes one
-// change at a time. A follower is in sync when it is at the leader's LEO or
-// caught up to it within replica.lag.time.max (Kafka's lastCaughtUpTime: a
-// fetch reaching the leader's LEO of the previous fetch counts as caught up
-// as of that fetch). A shrink removes ISR followers that are out of sync or
-// that reported a LEO below the HW (they lost data, e.g. a restart with an
-// empty disk). An expansion adds replicas that are in sync, whose durable
-// end reached the HW and whose LEO reached the start offset of this leader
-// epoch; using the same
-// criterion both ways keeps a slow follower from flapping. Expansions carry
-// the added brokers' epochs (KIP-903). The controller applies a proposal
-// with compare-and-set on the partition epoch and tells the leader
-// (ISRChanged); stale partition epochs are ignored. While a change is in
-// flight the HW is computed over the "maximal ISR": the confirmed ISR plus
-// any replicas being added (a pending shrink removes nobody), so the HW never
-// counts on a smaller set than the controller may already hold. A proposal
-// refused for a stale partition epoch stays pending until the newer state
-// arrives, because the controller may have applied it earlier.
+// change at a time. A follower is in sync when a fetch of it in this leader
+// epoch caught up to the leader's LEO within replica.lag.time.max (Kafka's
+// lastCaughtUpTime: a fetch reaching the leader's LEO of the previous fetch
+// counts as caught up as of that fetch; ISR members count as caught up when
+// the leadership begins). Its last known LEO equalling the leader's does not
+// make it in sync: that position is only as fresh as its last fetch, and an
+// idle follower that stopped fetching (a dead broker) must leave. A live
+// idle follower keeps fetching at the LEO and stays. A shrink removes ISR
+// followers that are out of sync or that reported a LEO below the HW (they
+// lost data, e.g. a restart with an empty disk). An expansion adds replicas
+// that are in sync, whose durable end reached the HW, whose LEO reached the
+// start offset of this leader epoch, and that fetched since they last left
+// the ISR or were last refused entry by the controller: a follower is
+// proposed on news, so a dead one is not proposed at all and a refused one
+// at most once per fetch. Using the same criterion both ways keeps a slow
+// follower from flapping. Expansions carry the added brokers' epochs
+// (KIP-903). The controller applies a proposal with compare-and-set on the
+// partition epoch and tells the leader (ISRChanged); stale partition epochs
+// are ignored. While a change is in flight the HW is computed over the
+// "maximal ISR": the confirmed ISR plus any replicas being added (a pending
+// shrink removes nobody), so the HW never counts on a smaller set than the
+// controller may already hold. A proposal refused for a stale partition
+// epoch stays pending until the newer state arrives, because the controller
+// may have applied it earlier.
 //
 // A follower's every fetch carries the epoch of its last batch, and the
 // leader checks it against its own epochs: when that epoch ends earlier in
@@ -80,8 +87,9 @@
 //     ErrNotLeader when leadership is lost (Resign, Close). Never silently
 //     downgraded to acks=1.
 //   - Only ISR members can be proposed as leader: the controller elects from
-//     the ISR, and a replica enters the ISR only after reaching the HW and
-//     the leader epoch's start offset while the HW counted it, so every ISR
+//     the ISR, and a replica enters the ISR only after a fetch in this
+//     leader epoch showed its durable end at the HW and its LEO at the
+//     leader epoch's start offset while the HW counted it, so every ISR
 //     member holds every committed record.
 //   - Leader epochs strictly increase: Resign and BecomeFollower refuse an
 //     epoch that is not newer. A request with a stale leader epoch is fenced
@@ -99,7 +107,8 @@
 // lock). It feeds the Leader with
 // Append after each local append, Flushed when the local log's durable end
 // moves (after a sync, which it runs outside its lock), FollowerFetch for
-// replication requests,
+// every replication request (idle ones too: a follower whose fetches stop
+// reaching the leader leaves the ISR after replica.lag.time.max),
 // ISRChanged and ProposalRejected from the
 // controller, and Tick from its ISR checker loop; it sends the proposals
 // Tick returns, and completes produce requests from TakeAcks. A Follower's

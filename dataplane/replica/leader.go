@@ -12,8 +12,9 @@ const DefaultLagTimeMax = 30 * time.Second
 
 // Config holds the broker-wide replication settings.
 type Config struct {
-	// LagTimeMax is replica.lag.time.max: a follower that has not caught
-	// up to the leader's LEO for longer than this leaves the ISR.
+	// LagTimeMax is replica.lag.time.max: a follower whose fetches have not
+	// caught up to the leader's LEO for longer than this leaves the ISR
+	// (one that stopped fetching too, whatever LEO it last reported).
 	LagTimeMax time.Duration
 }
 
@@ -145,6 +146,11 @@ type remote struct {
 	lastFetchLeaderLEO int64
 	lastFetch          time.Time
 	lostData           bool // an ISR member reported a LEO below the HW
+	// fetchedSinceOut: it fetched since it last left the ISR or was last
+	// refused entry. Only such a follower may be proposed for expansion,
+	// so a dead one is not proposed again and again on its old position,
+	// and a refused one at most once per fetch.
+	fetchedSinceOut bool
 }
 
 // Leader is the replication state machine of a partition's leader. It is
@@ -323,7 +329,7 @@ func (l *Leader) FollowerFetch(req FetchRequest, now time.Time) (FetchDecision, 
 	} else if req.FetchOffset > l.leo {
 		return FetchDecision{}, fmt.Errorf("fetch offset %d, LEO %d: %w", req.FetchOffset, l.leo, ErrOffsetOutOfRange)
 	}
-	r.leo, r.durable = req.FetchOffset, req.Durable
+	r.leo, r.durable, r.fetchedSinceOut = req.FetchOffset, req.Durable, true
 	switch {
 	case req.FetchOffset >= l.leo:
 		r.lastCaughtUp = now
@@ -341,13 +347,17 @@ func (l *Leader) FollowerFetch(req FetchRequest, now time.Time) (FetchDecision, 
 // Tick returns the next ISR change to propose to the controller, if any.
 // Only one proposal is in flight at a time: none is returned while one is
 // pending. Shrinks come first: an ISR follower leaves when it reported a LEO
-// below the HW (it lost data) or when it is not at the leader's LEO and has
-// not caught up for longer than the lag time max (Kafka's
-// lastCaughtUpTime). Otherwise every non-ISR replica that is in sync by the
-// same criterion and whose LEO reached both the HW and this leader epoch's
-// start offset is added; using one criterion both ways keeps a slow
-// follower from flapping in and out. Call it periodically and after
-// events; it is cheap.
+// below the HW (it lost data) or when it has not caught up to the leader's
+// LEO for longer than the lag time max (Kafka's lastCaughtUpTime; an idle
+// follower that stopped fetching leaves too, whatever LEO it last
+// reported). Otherwise every non-ISR replica that is in sync by the same
+// criterion, whose durable end reached the HW, whose LEO reached this
+// leader epoch's start offset and that fetched since it last left the ISR
+// or was last refused entry (ProposalRejected) is added; using one
+// criterion both ways keeps a slow follower from flapping in and out, and
+// requiring a newer fetch keeps a dead or refused follower from being
+// proposed on every call. Call it periodically and after events; it is
+// cheap.
 func (l *Leader) Tick(now time.Time) (Proposal, bool) {
 	if l.resigned || l.pending != nil {
 		return Proposal{}, false
@@ -376,7 +386,7 @@ func (l *Leader) Tick(now time.Time) (Proposal, bool) {
 			// The HW must be durable on it too: once in the ISR it may be
 			// elected, and a crash of every replica must not lose what
 			// was committed.
-			if r.durable >= l.hw && r.leo >= l.epochStart && l.inSync(r, now) {
+			if r.fetchedSinceOut && r.durable >= l.hw && r.leo >= l.epochStart && l.inSync(r, now) {
 				p.ISR = append(p.ISR, id)
 				p.BrokerEpochs = append(p.BrokerEpochs, BrokerEpoch{Broker: id, Epoch: r.brokerEpoch})
 			}
@@ -393,10 +403,16 @@ func (l *Leader) Tick(now time.Time) (Proposal, bool) {
 	return p, true
 }
 
-// inSync is Kafka's criterion for ISR membership: the follower is at the
-// leader's LEO, or caught up to it within the lag time max.
+// inSync is the criterion for ISR membership both ways: the follower
+// caught up to the leader's LEO, by a fetch in this leader epoch, within the
+// lag time max (an ISR member counts as caught up when the leadership
+// began). Unlike Kafka's isCaughtUp it has no "LEO equals the leader's"
+// shortcut: the leader's view of a follower's LEO is only as fresh as its
+// last fetch, and an idle follower that stopped fetching (a dead broker)
+// would otherwise stay in sync forever. A live idle follower keeps fetching
+// at the leader's LEO, so it stays caught up.
 func (l *Leader) inSync(r *remote, now time.Time) bool {
-	return r.leo == l.leo || now.Sub(r.lastCaughtUp) <= l.lagMax
+	return now.Sub(r.lastCaughtUp) <= l.lagMax
 }
 
 // Pending returns the proposal in flight, to resend after a timeout.
@@ -413,11 +429,20 @@ func (l *Leader) Pending() (Proposal, bool) {
 // proposal stays pending until ISRChanged brings the newer state. Any other
 // refusal (a stale broker epoch of an added replica, a fenced leader epoch)
 // is definitive, provided the controller checks the partition epoch first,
-// and drops the proposal so that Tick may propose again. Never call it when
-// the outcome is unknown (a timeout): resend Pending instead, since until
-// it is known the leader must keep counting added replicas for the HW.
+// and drops the proposal so that Tick may propose again; an expansion's
+// added followers are proposed again only after their next fetch. Never
+// call it when the outcome is unknown (a timeout): resend Pending instead,
+// since until it is known the leader must keep counting added replicas for
+// the HW.
 func (l *Leader) ProposalRejected(id uint64, err error) {
 	if l.pending != nil && l.pending.ID == id && !errors.Is(err, ErrStalePartitionEpoch) {
+		if l.pending.Kind == Expand {
+			for _, be := range l.pending.BrokerEpochs {
+				if r := l.followers[be.Broker]; r != nil {
+					r.fetchedSinceOut = false
+				}
+			}
+		}
 		l.pending = nil
 	}
 }
@@ -444,7 +469,7 @@ func (l *Leader) ISRChanged(partitionEpoch int32, isr []int32) error {
 	}
 	for _, id := range l.isr {
 		if r := l.followers[id]; r != nil && !slices.Contains(set, id) {
-			r.lostData = false
+			r.lostData, r.fetchedSinceOut = false, false
 		}
 	}
 	l.isr, l.partitionEpoch, l.pending = set, partitionEpoch, nil

@@ -298,6 +298,7 @@ func TestReplicaLeaderShrinkAndExpand(t *testing.T) {
 	_, ok := l.Tick(t0.Add(30 * time.Second))
 	require.False(t, ok, "exactly the lag time max is still in sync")
 
+	mustFetch(t, l, fetch(2, 10, 2), t0.Add(30*time.Second)) // 2 keeps fetching, 3 does not
 	p, ok := l.Tick(t0.Add(31 * time.Second))
 	require.True(t, ok)
 	require.Equal(t, Proposal{ID: 1, Kind: Shrink, LeaderEpoch: 3, PartitionEpoch: 7, From: []int32{1, 2, 3}, ISR: []int32{1, 2}}, p)
@@ -343,6 +344,116 @@ func TestReplicaLeaderShrinkAndExpand(t *testing.T) {
 	_, ok = l.Pending()
 	require.False(t, ok)
 	require.Equal(t, []int32{1, 2}, l.MaximalISR())
+}
+
+// An idle follower is in sync as long as it keeps fetching; one that stops
+// (a dead broker) leaves after the lag time max although its last LEO equals
+// the leader's, and once out it is not proposed back before it fetches again
+// (issue 15: a dead broker was proposed every round while it was down).
+func TestReplicaLeaderIdleFollowerInSyncOnlyWhileFetching(t *testing.T) {
+	t.Parallel()
+	l := setupLeader(t)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	mustFetch(t, l, fetch(2, 10, 2), at(0))
+	mustFetch(t, l, fetch(3, 10, 2), at(0)) // both at the LEO; nothing more is produced
+	require.Equal(t, int64(10), l.HW())
+	for s := 1; s <= 30; s++ {
+		mustFetch(t, l, fetch(2, 10, 2), at(s))
+		_, ok := l.Tick(at(s))
+		require.False(t, ok, "at %ds both are within the lag time max", s)
+	}
+	mustFetch(t, l, fetch(2, 10, 2), at(31))
+	p, ok := l.Tick(at(31))
+	require.True(t, ok, "3 stopped fetching 31s ago")
+	require.Equal(t, Shrink, p.Kind)
+	require.Equal(t, []int32{1, 2}, p.ISR)
+	require.NoError(t, l.ISRChanged(8, p.ISR))
+
+	// Out of the ISR, 3 is never proposed back on its old position, and 2,
+	// idle but fetching, stays in.
+	for s := 32; s < 600; s++ {
+		mustFetch(t, l, fetch(2, 10, 2), at(s))
+		p, ok := l.Tick(at(s))
+		require.False(t, ok, "at %ds: proposed %v", s, p)
+	}
+	// It rejoins once it fetched at the leader's LEO with the HW durable.
+	require.NoError(t, appendDurable(l, 12, at(600)))
+	mustFetch(t, l, fetch(2, 12, 3), at(600))
+	require.Equal(t, int64(12), l.HW())
+	mustFetch(t, l, fetch(3, 10, 2), at(601))
+	_, ok = l.Tick(at(601))
+	require.False(t, ok, "below the HW")
+	mustFetch(t, l, fetch(3, 12, 3), at(602))
+	p, ok = l.Tick(at(602))
+	require.True(t, ok)
+	require.Equal(t, Expand, p.Kind)
+	require.Equal(t, []int32{1, 2, 3}, p.ISR)
+}
+
+// The controller removes a dead broker from the ISR itself (its lease
+// expired) while the leader still counts it caught up: the leader does not
+// propose it back before it fetches again.
+func TestReplicaLeaderFollowerRemovedByTheControllerWaitsForAFetch(t *testing.T) {
+	t.Parallel()
+	l := setupLeader(t)
+	mustFetch(t, l, fetch(2, 10, 2), t0)
+	mustFetch(t, l, fetch(3, 10, 2), t0)
+	require.NoError(t, l.ISRChanged(8, []int32{1, 2}))
+	for i := 1; i <= 20; i++ {
+		now := t0.Add(time.Duration(i) * 500 * time.Millisecond)
+		p, ok := l.Tick(now)
+		require.False(t, ok, "tick %d proposed %v", i, p)
+	}
+	now := t0.Add(11 * time.Second)
+	mustFetch(t, l, fetch(3, 10, 2), now)
+	p, ok := l.Tick(now)
+	require.True(t, ok)
+	require.Equal(t, Proposal{ID: 1, Kind: Expand, LeaderEpoch: 3, PartitionEpoch: 8, From: []int32{1, 2}, ISR: []int32{1, 2, 3}, BrokerEpochs: []BrokerEpoch{{Broker: 3, Epoch: 5}}}, p)
+}
+
+// An expansion the controller refused definitively (the added broker is
+// not live, or restarted) is proposed again only after that follower's next
+// fetch: a leader ticking every half second sends at most one refused
+// proposal per follower fetch, and none for a follower that stopped.
+func TestReplicaLeaderRefusedExpansionWaitsForTheNextFetch(t *testing.T) {
+	t.Parallel()
+	l := setupLeader(t, func(p *LeaderParams) { p.ISR = []int32{1, 2} })
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	mustFetch(t, l, fetch(2, 10, 2), at(0))
+	mustFetch(t, l, fetch(3, 10, 2), at(0))
+	p, ok := l.Tick(at(0))
+	require.True(t, ok)
+	require.Equal(t, Expand, p.Kind)
+	l.ProposalRejected(p.ID, ErrStaleBrokerEpoch)
+
+	proposals := 0
+	for ms := 500; ms <= 20_000; ms += 500 {
+		mustFetch(t, l, fetch(2, 10, 2), at(ms))
+		if ms%5000 == 0 { // 3 fetches every 5 s
+			mustFetch(t, l, fetch(3, 10, 2), at(ms))
+		}
+		if p, ok := l.Tick(at(ms)); ok {
+			require.Equal(t, []int32{1, 2, 3}, p.ISR)
+			proposals++
+			l.ProposalRejected(p.ID, ErrStaleBrokerEpoch)
+		}
+	}
+	require.Equal(t, 4, proposals, "one per fetch of 3, not one per tick")
+
+	// A refusal for a stale partition epoch keeps the proposal pending (the
+	// controller may have applied it); the newer state ends it, and 3 is
+	// proposed again on it without waiting for a fetch, since 3 did not
+	// leave and was not refused.
+	mustFetch(t, l, fetch(3, 10, 2), at(20_500))
+	p, ok = l.Tick(at(20_500))
+	require.True(t, ok)
+	l.ProposalRejected(p.ID, ErrStalePartitionEpoch)
+	_, ok = l.Tick(at(21_000))
+	require.False(t, ok, "still pending")
+	require.NoError(t, l.ISRChanged(9, []int32{1, 2}))
+	p, ok = l.Tick(at(21_500))
+	require.True(t, ok)
+	require.Equal(t, int32(9), p.PartitionEpoch)
 }
 
 func TestReplicaLeaderLostDataShrinksAtOnce(t *testing.T) {
