@@ -33,6 +33,13 @@ type AlertStore interface {
 	// upper bound), oldest first: the history forecast.Compute takes (LagSample.Forecast).
 	// Another tenant's key, or an unknown one, has none.
 	ListLagSamples(ctx context.Context, key LagKey, since, until time.Time) ([]LagSample, error)
+	// ListLagHistories is ListLagSamples of many keys in one read, as forecast.Compute takes
+	// them: out[i] holds the samples of keys[i] taken in [since, until] (a zero until means no
+	// upper bound), oldest first, each as LagSample.Forecast converts it. An unknown or
+	// malformed key, or another tenant's, has none; a key named twice has its samples twice. At most
+	// MaxLagHistoryKeys keys per call, else an error that is none of the sentinels: the
+	// evaluator reads a round's histories in chunks of that many.
+	ListLagHistories(ctx context.Context, keys []LagKey, since, until time.Time) ([][]forecast.Sample, error)
 	// LatestLagSamples returns the newest sample of each key of the tenant, ordered by group,
 	// topic id and partition.
 	LatestLagSamples(ctx context.Context, tenantID string) ([]LagSample, error)
@@ -61,6 +68,15 @@ type AlertStore interface {
 	// enqueues, for every webhook of the tenant, a delivery of Payload(alert) for the new
 	// state (idempotent as EnqueueDelivery): the change and its notifications commit together.
 	TransitionAlert(ctx context.Context, tr AlertTransition) (Alert, error)
+	// RefreshAlerts applies, in one transaction, refreshes: transitions with From == To (a
+	// state) that replace an active alert's Details, ClearSince and UpdatedAt (At) and nothing
+	// else, each compare-and-set as TransitionAlert's (the tenant's alert ID, of the key, still
+	// in state From). applied[i] is false for a refresh that found no such alert (another
+	// replica moved it first); it changes nothing. No refresh enqueues deliveries: the state
+	// does not change. A malformed refresh (CheckAlertTransition, or From ≠ To), one alert id
+	// named twice, or more than MaxAlertRefreshes → an error that is none of the sentinels, and
+	// nothing applied.
+	RefreshAlerts(ctx context.Context, refreshes []AlertTransition) (applied []bool, err error)
 	// GetAlert returns the tenant's alert id → ErrNotFound (also for another tenant's id).
 	GetAlert(ctx context.Context, tenantID, id string) (Alert, error)
 	// ListAlerts returns the tenant's alerts newest first (CreatedAt, then id, descending),
@@ -179,6 +195,26 @@ type LagSample struct {
 	// retention.bytes when sampled; -1 is unlimited.
 	RetentionMs    int64
 	RetentionBytes int64
+}
+
+// MaxLagHistoryKeys bounds the keys of one ListLagHistories call.
+const MaxLagHistoryKeys = 1000
+
+// CheckLagHistoryKeys validates the keys of a ListLagHistories call: at most
+// MaxLagHistoryKeys. It returns, for each key, its canonical ids, and ok
+// false for a malformed key, which has no samples whatever is stored.
+func CheckLagHistoryKeys(keys []LagKey) (out []LagKey, ok []bool, err error) {
+	if len(keys) > MaxLagHistoryKeys {
+		return nil, nil, fmt.Errorf("list lag histories: %d keys, more than %d", len(keys), MaxLagHistoryKeys)
+	}
+	out, ok = make([]LagKey, len(keys)), make([]bool, len(keys))
+	for i, k := range keys {
+		tid, ok1 := CanonicalID(k.TenantID)
+		pid, ok2 := CanonicalID(k.TopicID)
+		k.TenantID, k.TopicID = tid, pid
+		out[i], ok[i] = k, ok1 && ok2 && k.Group != "" && PlainText(k.Group) && k.Partition >= 0
+	}
+	return out, ok, nil
 }
 
 // NoCommittedOffset is LagSample.CommittedOffset for a group that has
@@ -338,7 +374,7 @@ type Alert struct {
 	// evaluator owns (alerts.Details), stored and returned byte for byte.
 	Details    json.RawMessage
 	CreatedAt  time.Time // when the condition was first seen this episode
-	UpdatedAt  time.Time // of the latest transition or refresh
+	UpdatedAt  time.Time // of the latest transition or refresh (a change of Details or ClearSince)
 	FiredAt    time.Time // zero until it fired
 	ResolvedAt time.Time // zero until resolved
 	// ClearSince is the evaluator's: while firing, since when the condition
@@ -442,6 +478,42 @@ func CheckAlertTransition(tr AlertTransition) (AlertTransition, error) {
 		return AlertTransition{}, err
 	}
 	return tr, nil
+}
+
+// MaxAlertRefreshes bounds the refreshes of one RefreshAlerts call.
+const MaxAlertRefreshes = 1000
+
+// CheckAlertRefreshes validates the refreshes of a RefreshAlerts call and
+// returns them with canonical ids; the At of each, when zero, is now.
+func CheckAlertRefreshes(refreshes []AlertTransition) ([]AlertTransition, error) {
+	if len(refreshes) > MaxAlertRefreshes {
+		return nil, fmt.Errorf("refresh alerts: %d refreshes, more than %d", len(refreshes), MaxAlertRefreshes)
+	}
+	out := make([]AlertTransition, len(refreshes))
+	now := time.Now()
+	seen := make(map[string]bool, len(refreshes))
+	for i, tr := range refreshes {
+		if tr.From == AlertNone || tr.From != tr.To {
+			return nil, fmt.Errorf("invalid alert refresh of %q: from %q to %q is not a refresh", tr.ID, tr.From, tr.To)
+		}
+		tr, err := CheckAlertTransition(tr)
+		if err != nil {
+			return nil, err
+		}
+		if seen[tr.ID] {
+			return nil, fmt.Errorf("invalid alert refresh: alert %s named twice", tr.ID)
+		}
+		seen[tr.ID] = true
+		if tr.At.IsZero() {
+			tr.At = now
+		}
+		tr.ClearSince = tr.ClearSince.Truncate(time.Millisecond)
+		if !tr.ClearSince.IsZero() {
+			tr.ClearSince = tr.ClearSince.UTC()
+		}
+		out[i] = tr
+	}
+	return out, nil
 }
 
 var alertTransitions = map[AlertState]map[AlertState]bool{

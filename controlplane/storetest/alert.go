@@ -31,6 +31,7 @@ var alertTests = []test{
 	{name: "LagSampleLatestAll", own: true, fn: testLagSampleLatestAll},
 	{name: "LagSamplePrune", own: true, fn: testLagSamplePrune},
 	{name: "LagSampleForecast", fn: testLagSampleForecast},
+	{name: "LagHistories", fn: testLagHistories},
 
 	{name: "AlertLifecycle", fn: testAlertLifecycle},
 	{name: "AlertCompareAndSet", fn: testAlertCompareAndSet},
@@ -39,6 +40,7 @@ var alertTests = []test{
 	{name: "AlertTenantIsolation", fn: testAlertTenantIsolation},
 	{name: "AlertListActive", own: true, fn: testAlertListActive},
 	{name: "AlertNotify", fn: testAlertNotify},
+	{name: "AlertRefresh", fn: testAlertRefresh},
 
 	{name: "WebhookCreateGetListDelete", fn: testWebhookCreateGetListDelete},
 	{name: "WebhookLimit", fn: testWebhookLimit},
@@ -375,6 +377,85 @@ func testLagSampleForecast(t *testing.T, s store.Store) {
 	require.Equal(t, forecast.Retention{Time: 7 * 24 * time.Hour}, r.Retention)
 }
 
+// testLagHistories: ListLagHistories answers, in one call, each key's
+// ListLagSamples in [since, until] as the forecast takes it, in the order
+// the keys were asked, with nothing for unknown, malformed or another
+// tenant's keys, and refuses more than MaxLagHistoryKeys keys.
+func testLagHistories(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ten, _ := createTenant(t, s)
+	other, _ := createTenant(t, s)
+	a, b, c := lagKey(ten.ID, "billing", 0), lagKey(ten.ID, "billing", 1), lagKey(ten.ID, "audit", 0)
+	c.TopicID = a.TopicID // same topic and partition as a, another group
+	theirs := lagKey(other.ID, "billing", 0)
+	var batch []store.LagSample
+	for i := range 10 {
+		d := time.Duration(i) * 30 * time.Second
+		for j, k := range []store.LagKey{a, b, c, theirs} {
+			smp := lagSample(k, d)
+			smp.CommittedOffset, smp.LagAgeMs = int64(100*j+i), int64(1000*j+i)
+			smp.Offline = i == 3 && j == 1
+			smp.UnconsumedBytes = int64(j)
+			batch = append(batch, smp)
+		}
+	}
+	require.NoError(t, s.AddLagSamples(ctx, batch))
+
+	want := func(k store.LagKey, since, until time.Time) []forecast.Sample {
+		hist, err := s.ListLagSamples(ctx, k, since, until)
+		require.NoError(t, err)
+		if len(hist) == 0 {
+			return nil
+		}
+		return store.ForecastSamples(hist)
+	}
+	upper := strings.ToUpper(b.TopicID) // not canonical: still b
+	bUpper := b
+	bUpper.TopicID = upper
+	theirsAsMine := theirs
+	theirsAsMine.TenantID = ten.ID
+	keys := []store.LagKey{
+		c, bUpper, a,
+		lagKey(ten.ID, "billing", 0),                             // unknown
+		{TenantID: "nope", Group: "billing", TopicID: a.TopicID}, // malformed
+		{TenantID: ten.ID, Group: "", TopicID: a.TopicID},        // malformed
+		theirsAsMine, // another tenant's, under this tenant
+		a,            // twice
+	}
+	for _, span := range [][2]time.Time{
+		{at(0), time.Time{}},
+		{at(90 * time.Second), at(150 * time.Second)},
+		{at(time.Hour), time.Time{}},
+	} {
+		got, err := s.ListLagHistories(ctx, keys, span[0], span[1])
+		require.NoError(t, err)
+		require.Len(t, got, len(keys))
+		require.Equal(t, want(c, span[0], span[1]), got[0], "since %v until %v", span[0], span[1])
+		require.Equal(t, want(b, span[0], span[1]), got[1])
+		require.Equal(t, want(a, span[0], span[1]), got[2])
+		for i := 3; i < 7; i++ {
+			require.Empty(t, got[i], "key %d", i)
+		}
+		require.Equal(t, got[2], got[7])
+	}
+	got, err := s.ListLagHistories(ctx, keys, at(0), time.Time{})
+	require.NoError(t, err)
+	require.Len(t, got[1], 10)
+	require.True(t, got[1][3].Offline)
+	require.Equal(t, ms(at(0)), got[0][0].Time)
+	require.Equal(t, 2002*time.Millisecond, got[0][2].LagAge)
+
+	got, err = s.ListLagHistories(ctx, nil, at(0), time.Time{})
+	require.NoError(t, err)
+	require.Empty(t, got)
+	_, err = s.ListLagHistories(ctx, make([]store.LagKey, store.MaxLagHistoryKeys+1), at(0), time.Time{})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, store.ErrNotFound)
+	got, err = s.ListLagHistories(ctx, make([]store.LagKey, store.MaxLagHistoryKeys), at(0), time.Time{})
+	require.NoError(t, err)
+	require.Len(t, got, store.MaxLagHistoryKeys)
+}
+
 // ---- alerts ----
 
 func testAlertLifecycle(t *testing.T, s store.Store) {
@@ -444,6 +525,85 @@ func testAlertLifecycle(t *testing.T, s store.Store) {
 	// A reused NewID is a taken id.
 	_, err = s.TransitionAlert(ctx, store.AlertTransition{Key: alertKey(ten.ID, store.AlertLagGrowing), NewID: id, To: store.AlertPending, At: at(0)})
 	requireAlreadyExists(t, err, "alert id")
+}
+
+// testAlertRefresh: RefreshAlerts applies many From == To transitions at
+// once, each as TransitionAlert would (details, UpdatedAt and ClearSince
+// replaced, nothing else, no deliveries), compare-and-set each on its own:
+// a stale state, another key, an unknown id or another tenant's changes
+// nothing and only that refresh reports not applied. A malformed batch (one
+// alert named twice included) is refused whole.
+func testAlertRefresh(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	ten, _ := createTenant(t, s)
+	other, _ := createTenant(t, s)
+	w := createWebhook(t, s, ten.ID, at(0))
+	pend := openAlert(t, s, alertKey(ten.ID, store.AlertLagGrowing), store.AlertPending, 0)
+	fire := openAlert(t, s, alertKey(ten.ID, store.AlertRetentionExpiryRisk), store.AlertFiring, 0)
+	done := moveAlert(t, s, openAlert(t, s, alertKey(ten.ID, store.AlertLagGrowing), store.AlertPending, 0), store.AlertResolved, time.Second)
+	theirs := openAlert(t, s, alertKey(other.ID, store.AlertLagGrowing), store.AlertPending, 0)
+	fire2 := openAlert(t, s, alertKey(ten.ID, store.AlertRetentionExpiryRisk), store.AlertFiring, 0)
+	pend2 := openAlert(t, s, alertKey(ten.ID, store.AlertLagGrowing), store.AlertPending, 0)
+
+	refresh := func(a store.Alert, state store.AlertState, details string, clear time.Time) store.AlertTransition {
+		return store.AlertTransition{Key: a.AlertKey, ID: a.ID, From: state, To: state, Details: json.RawMessage(details), ClearSince: clear, At: at(time.Minute)}
+	}
+	wrongKey := refresh(pend2, store.AlertPending, `{"lag_messages":1}`, time.Time{})
+	wrongKey.Key.Group = "elsewhere"
+	theirsAsMine := refresh(theirs, store.AlertPending, `{"lag_messages":1}`, time.Time{})
+	theirsAsMine.Key.TenantID = ten.ID
+	clearAt := at(30 * time.Second)
+	applied, err := s.RefreshAlerts(ctx, []store.AlertTransition{
+		refresh(pend, store.AlertPending, `{"lag_messages":200}`, time.Time{}),
+		refresh(fire, store.AlertFiring, `{"lag_messages":300}`, clearAt),
+		refresh(fire2, store.AlertPending, `{"lag_messages":1}`, time.Time{}), // stale state
+		refresh(done, store.AlertFiring, `{"lag_messages":1}`, time.Time{}),  // resolved: final
+		wrongKey,
+		theirsAsMine,
+		refresh(store.Alert{ID: store.NewID(), AlertKey: pend.AlertKey}, store.AlertPending, `{"lag_messages":1}`, time.Time{}),
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, false, false, false, false, false}, applied)
+
+	want := pend
+	want.Details, want.UpdatedAt = json.RawMessage(`{"lag_messages":200}`), ms(at(time.Minute))
+	got, err := s.GetAlert(ctx, ten.ID, pend.ID)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	want = fire
+	want.Details, want.UpdatedAt, want.ClearSince = json.RawMessage(`{"lag_messages":300}`), ms(at(time.Minute)), ms(clearAt)
+	got, err = s.GetAlert(ctx, ten.ID, fire.ID)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	for _, a := range []store.Alert{done, theirs, fire2, pend2} {
+		got, err := s.GetAlert(ctx, a.TenantID, a.ID)
+		require.NoError(t, err)
+		require.Equal(t, a, got, "unchanged")
+	}
+	log, err := s.ListDeliveries(ctx, ten.ID, w.ID, 0)
+	require.NoError(t, err)
+	require.Empty(t, log, "a refresh announces nothing")
+
+	// Malformed: refused whole.
+	for name, bad := range map[string]store.AlertTransition{
+		"not a refresh": {Key: pend.AlertKey, ID: pend.ID, From: store.AlertPending, To: store.AlertFiring},
+		"creation":      {Key: pend.AlertKey, To: store.AlertPending},
+		"details":       refresh(pend, store.AlertPending, `[1]`, time.Time{}),
+		"id":            refresh(store.Alert{ID: "nope", AlertKey: pend.AlertKey}, store.AlertPending, `{}`, time.Time{}),
+		"twice":         refresh(pend, store.AlertPending, `{"lag_messages":10}`, time.Time{}),
+	} {
+		_, err := s.RefreshAlerts(ctx, []store.AlertTransition{refresh(pend, store.AlertPending, `{"lag_messages":9}`, time.Time{}), bad})
+		require.Error(t, err, name)
+		require.False(t, errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound), name)
+	}
+	got, err = s.GetAlert(ctx, ten.ID, pend.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"lag_messages":200}`, string(got.Details))
+	_, err = s.RefreshAlerts(ctx, make([]store.AlertTransition, store.MaxAlertRefreshes+1))
+	require.Error(t, err)
+	applied, err = s.RefreshAlerts(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, applied)
 }
 
 func testAlertCompareAndSet(t *testing.T, s store.Store) {

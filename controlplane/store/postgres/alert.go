@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/sluicemq/sluice/alerts/forecast"
 	"github.com/sluicemq/sluice/controlplane/store"
 )
 
@@ -88,6 +89,63 @@ func (s *Store) ListLagSamples(ctx context.Context, key store.LagKey, since, unt
 		return nil, translate("list lag samples", err)
 	}
 	return collect(rows, scanLagSample, "list lag samples")
+}
+
+// ListLagHistories implements store.Store: one query joining the keys, as
+// column arrays numbered by position, to the samples through their key
+// index; only the columns the forecast takes travel back.
+func (s *Store) ListLagHistories(ctx context.Context, keys []store.LagKey, since, until time.Time) ([][]forecast.Sample, error) {
+	keys, ok, err := store.CheckLagHistoryKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]forecast.Sample, len(keys))
+	var (
+		pos                    []int32
+		tenants, groups, topic []string
+		partitions             []int32
+	)
+	for i, k := range keys {
+		if ok[i] {
+			pos, tenants, groups, topic, partitions = append(pos, int32(i)), append(tenants, k.TenantID), append(groups, k.Group),
+				append(topic, k.TopicID), append(partitions, k.Partition)
+		}
+	}
+	if len(pos) == 0 {
+		return out, nil
+	}
+	var upper pgtype.Timestamptz
+	if !until.IsZero() {
+		upper = pgtype.Timestamptz{Time: ts(until), Valid: true}
+	}
+	rows, err := s.pool.Query(ctx,
+		`SELECT k.pos, l.sampled_at, l.offline, l.committed_offset, l.log_start_offset, l.log_end_offset, l.lag_age_ms,
+		 	l.partition_bytes, l.unconsumed_bytes, l.retention_ms, l.retention_bytes
+		 FROM unnest($1::integer[], $2::uuid[], $3::text[], $4::uuid[], $5::integer[]) AS k(pos, tenant_id, group_name, topic_id, partition)
+		 JOIN lag_samples l ON l.tenant_id = k.tenant_id AND l.group_name = k.group_name AND l.topic_id = k.topic_id AND l.partition = k.partition
+		 WHERE l.sampled_at >= $6 AND ($7::timestamptz IS NULL OR l.sampled_at <= $7)
+		 ORDER BY k.pos, l.sampled_at`,
+		pos, tenants, groups, topic, partitions, ts(since), upper)
+	if err != nil {
+		return nil, translate("list lag histories", err)
+	}
+	defer rows.Close()
+	var (
+		i   int32
+		smp store.LagSample
+	)
+	for rows.Next() {
+		if err := rows.Scan(&i, &smp.SampledAt, &smp.Offline, &smp.CommittedOffset, &smp.LogStartOffset, &smp.LogEndOffset, &smp.LagAgeMs,
+			&smp.PartitionBytes, &smp.UnconsumedBytes, &smp.RetentionMs, &smp.RetentionBytes); err != nil {
+			return nil, translate("list lag histories", err)
+		}
+		smp.SampledAt = smp.SampledAt.UTC()
+		out[i] = append(out[i], smp.Forecast())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate("list lag histories", err)
+	}
+	return out, nil
 }
 
 // latestLagSamples is the newest sample of each key, of one tenant or (tenant
@@ -238,6 +296,55 @@ func (s *Store) TransitionAlert(ctx context.Context, tr store.AlertTransition) (
 		return store.Alert{}, translate("transition alert", err)
 	}
 	return out, nil
+}
+
+// RefreshAlerts implements store.Store: one UPDATE … FROM unnest of column
+// arrays, compare-and-set on id, tenant, key and state in its WHERE clause;
+// the ids it returns are the refreshes applied.
+func (s *Store) RefreshAlerts(ctx context.Context, refreshes []store.AlertTransition) ([]bool, error) {
+	refreshes, err := store.CheckAlertRefreshes(refreshes)
+	if err != nil {
+		return nil, err
+	}
+	applied := make([]bool, len(refreshes))
+	if len(refreshes) == 0 {
+		return applied, nil
+	}
+	n := len(refreshes)
+	var (
+		ids, tenants, kinds, groups, topics, states, details = make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		partitions = make([]int32, n)
+		times      = make([]time.Time, n)
+		clear      = make([]pgtype.Timestamptz, n)
+	)
+	for i, tr := range refreshes {
+		ids[i], tenants[i], kinds[i], groups[i], topics[i], partitions[i] = tr.ID, tr.Key.TenantID, string(tr.Key.Kind), tr.Key.Group, tr.Key.TopicID, tr.Key.Partition
+		states[i], details[i], times[i], clear[i] = string(tr.From), string(tr.Details), ts(tr.At), nullTS(tr.ClearSince)
+	}
+	rows, err := s.pool.Query(ctx,
+		`UPDATE alerts a SET details = u.details::json, updated_at = u.at, clear_since = u.clear_since
+		 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::integer[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[])
+		 	AS u(id, tenant_id, kind, group_name, topic_id, partition, state, details, at, clear_since)
+		 WHERE a.id = u.id AND a.tenant_id = u.tenant_id AND a.kind = u.kind AND a.group_name = u.group_name
+		   AND a.topic_id = u.topic_id AND a.partition = u.partition AND a.state = u.state
+		 RETURNING a.id::text`,
+		ids, tenants, kinds, groups, topics, partitions, states, details, times, clear)
+	if err != nil {
+		return nil, translate("refresh alerts", err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, translate("refresh alerts", err)
+	}
+	done := make(map[string]bool, len(got))
+	for _, id := range got {
+		done[id] = true
+	}
+	for i, tr := range refreshes {
+		applied[i] = done[tr.ID]
+	}
+	return applied, nil
 }
 
 // enqueueForAlert enqueues, in tx, a delivery of a's new state to every

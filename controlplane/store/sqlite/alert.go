@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/sluicemq/sluice/alerts/forecast"
 	"github.com/sluicemq/sluice/controlplane/store"
 )
 
@@ -80,6 +82,61 @@ func (s *Store) ListLagSamples(ctx context.Context, key store.LagKey, since, unt
 		return nil, translate("list lag samples", err)
 	}
 	return collect(rows, scanLagSample, "list lag samples")
+}
+
+// ListLagHistories implements store.Store: one query joining the keys, a
+// JSON array of [position, tenant, group, topic, partition], to the samples
+// through their clustered key; only the columns the forecast takes travel
+// back.
+func (s *Store) ListLagHistories(ctx context.Context, keys []store.LagKey, since, until time.Time) ([][]forecast.Sample, error) {
+	keys, ok, err := store.CheckLagHistoryKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]forecast.Sample, len(keys))
+	var arg [][5]any
+	for i, k := range keys {
+		if ok[i] {
+			arg = append(arg, [5]any{i, k.TenantID, k.Group, k.TopicID, k.Partition})
+		}
+	}
+	if len(arg) == 0 {
+		return out, nil
+	}
+	js, err := json.Marshal(arg)
+	if err != nil {
+		return nil, fmt.Errorf("list lag histories: %w", err)
+	}
+	rows, err := s.read.QueryContext(ctx,
+		`WITH k(pos, tenant_id, group_name, topic_id, partition) AS (
+		 	SELECT value->>0, value->>1, value->>2, value->>3, value->>4 FROM json_each(?1))
+		 SELECT k.pos, l.sampled_at, l.offline, l.committed_offset, l.log_start_offset, l.log_end_offset, l.lag_age_ms,
+		 	l.partition_bytes, l.unconsumed_bytes, l.retention_ms, l.retention_bytes
+		 FROM k JOIN lag_samples l ON l.tenant_id = k.tenant_id AND l.group_name = k.group_name AND l.topic_id = k.topic_id AND l.partition = k.partition
+		 WHERE l.sampled_at >= ?2 AND (?3 IS NULL OR l.sampled_at <= ?3)
+		 ORDER BY k.pos, l.sampled_at`,
+		string(js), toMS(since), nullMS(until))
+	if err != nil {
+		return nil, translate("list lag histories", err)
+	}
+	defer rows.Close()
+	var (
+		i       int
+		sampled int64
+		smp     store.LagSample
+	)
+	for rows.Next() {
+		if err := rows.Scan(&i, &sampled, &smp.Offline, &smp.CommittedOffset, &smp.LogStartOffset, &smp.LogEndOffset, &smp.LagAgeMs,
+			&smp.PartitionBytes, &smp.UnconsumedBytes, &smp.RetentionMs, &smp.RetentionBytes); err != nil {
+			return nil, translate("list lag histories", err)
+		}
+		smp.SampledAt = fromMS(sampled)
+		out[i] = append(out[i], smp.Forecast())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate("list lag histories", err)
+	}
+	return out, nil
 }
 
 // latestLagSamples is the newest sample of each key, of one tenant or (tenant
@@ -226,6 +283,45 @@ func (s *Store) TransitionAlert(ctx context.Context, tr store.AlertTransition) (
 		return store.Alert{}, translate("transition alert", err)
 	}
 	return out, nil
+}
+
+// RefreshAlerts implements store.Store: one write transaction, one
+// prepared compare-and-set UPDATE per refresh.
+func (s *Store) RefreshAlerts(ctx context.Context, refreshes []store.AlertTransition) ([]bool, error) {
+	refreshes, err := store.CheckAlertRefreshes(refreshes)
+	if err != nil {
+		return nil, err
+	}
+	applied := make([]bool, len(refreshes))
+	if len(refreshes) == 0 {
+		return applied, nil
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		clear(applied) // a retried transaction starts over
+		stmt, err := tx.PrepareContext(ctx, `UPDATE alerts SET details = ?1, updated_at = ?2, clear_since = ?3
+			WHERE id = ?4 AND tenant_id = ?5 AND kind = ?6 AND group_name = ?7 AND topic_id = ?8 AND partition = ?9 AND state = ?10`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for i, tr := range refreshes {
+			res, err := stmt.ExecContext(ctx, string(tr.Details), toMS(tr.At), nullMS(tr.ClearSince),
+				tr.ID, tr.Key.TenantID, string(tr.Key.Kind), tr.Key.Group, tr.Key.TopicID, tr.Key.Partition, string(tr.From))
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			applied[i] = n == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, translate("refresh alerts", err)
+	}
+	return applied, nil
 }
 
 // enqueueForAlert enqueues, in tx, a delivery of a's new state to every
