@@ -79,5 +79,5 @@ dev: ## Run Sluice locally in one process (data in ./.sluice); flags in ARGS, e.
 	go build -o $(BIN)/sluice ./cmd/sluice
 	exec $(BIN)/sluice dev $(ARGS)
 
-bench: ## Run the Go benchmarks (log append vs raw writes, placement, store, a 3-broker produce benchmark).
+bench: ## Run the Go benchmarks (log append vs raw writes, placement, store, a lag round, a 3-broker produce benchmark).
 	go test -run='^$$' -bench=. -benchmem ./...

@@ -11,14 +11,29 @@
 // broker's computation time (a replica storing the same sample again
 // changes nothing), alert transitions are compare-and-set on the stored
 // state, and deliveries are leased to one sender at a time.
+//
+// A round's cost is bounded (issue 15): the histories are read in chunks
+// of store.MaxLagHistoryKeys keys, one query each, and only what is new —
+// the Alerter keeps each key's window of samples between rounds (about
+// 100 bytes a sample: some 70 MB for 2,000 groups × 3 partitions sampled every
+// 30 s over an hour) and re-reads from its newest sample less an overlap,
+// which catches samples another replica stores late; every resyncEvery
+// rounds it reads every history whole again. Alerts are written only when
+// they change (a state change through TransitionAlert with its deliveries;
+// new numbers through one RefreshAlerts per 1,000), and a round that runs
+// out of its interval stops, says so, and leaves the rest to the next.
 package alerting
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,7 +74,34 @@ type Alerter struct {
 	cfg     Config
 	st      store.Store
 	metrics *collector
+
+	mu     sync.Mutex   // one evaluation at a time; guards the fields below
+	resume store.LagKey // where the next evaluation starts (zero: at the first key)
+	// hist holds each key's history over the window as last read, so that a
+	// round reads only what is new (histories); evals counts evaluations,
+	// every resyncEvery of which reads every history whole again.
+	hist   map[store.LagKey]*history
+	histAt time.Time // the now hist was read up to; a clock going back starts over
+	evals  int
 }
+
+// history is one key's samples over the window, oldest first, and the time
+// of the newest one read.
+type history struct {
+	samples []forecast.Sample
+	through time.Time
+}
+
+const (
+	// resyncEvery: every so many evaluations read every history whole, as
+	// if none were kept, so that a sample stored late beyond the overlap
+	// (by another replica) counts within that many rounds.
+	resyncEvery = 20
+	// minOverlap: a round re-reads at least this much before the newest
+	// sample it has of a key (more with a long interval: overlap), for
+	// samples other replicas store after a newer one was read.
+	minOverlap = 2 * time.Minute
+)
 
 // New makes an Alerter.
 func New(st store.Store, cfg Config) *Alerter {
@@ -95,12 +137,16 @@ func (a *Alerter) Run(ctx context.Context) {
 	t := time.NewTicker(a.cfg.SampleInterval)
 	defer t.Stop()
 	for round := 0; ; round++ {
+		// A round (sampling and evaluation) is bounded by the interval:
+		// the next one is due then.
+		begin := time.Now()
 		if err := a.Sample(ctx); err != nil && ctx.Err() == nil {
 			a.cfg.Logger.Warn("lag alerts: sample", "err", err)
 		}
-		if err := a.Evaluate(ctx); err != nil && ctx.Err() == nil {
+		if _, err := a.evaluate(ctx, begin.Add(a.cfg.SampleInterval)); err != nil && ctx.Err() == nil {
 			a.cfg.Logger.Warn("lag alerts: evaluate", "err", err)
 		}
+		a.metrics.round(time.Since(begin))
 		if round%20 == 0 {
 			now := a.cfg.Now()
 			if _, err := a.st.PruneLagSamples(ctx, now.Add(-a.cfg.Keep), 2000); err != nil && ctx.Err() == nil {
@@ -179,27 +225,52 @@ func (a *Alerter) Sample(ctx context.Context) error {
 }
 
 // Evaluate forecasts every sampled group × partition and records the
-// alert transitions.
+// alert transitions, within one SampleInterval of the real clock (see
+// evaluate).
 func (a *Alerter) Evaluate(ctx context.Context) error {
+	_, err := a.evaluate(ctx, time.Now().Add(a.cfg.SampleInterval))
+	return err
+}
+
+// evaluate is Evaluate with the round's budget. The histories are read
+// store.MaxLagHistoryKeys keys at a time (only what is new since the last
+// round: see histories), and once the real clock passes
+// deadline the round reads no more: the keys it leaves keep their alerts as
+// stored and their metrics as last exported, the next round starts with
+// them, and the round says how many it left (the returned count, the
+// sluice_lag_evaluation_skipped metric and a warning). Alert refreshes (the
+// numbers of an alert whose state does not change) are written only when
+// they change something but the evaluation time, in batches
+// (store.RefreshAlerts); state changes go one by one through
+// TransitionAlert, with their deliveries.
+func (a *Alerter) evaluate(ctx context.Context, deadline time.Time) (skipped int, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	now := a.cfg.Now()
 	latest, err := a.st.AllLatestLagSamples(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	active, err := a.st.ListActiveAlerts(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// The tenants' thresholds, read once per round.
 	stored, err := a.st.ListAlertPolicies(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	policies := make(map[string]alerts.Policy, len(stored))
 	for _, p := range stored {
 		pol := a.cfg.Policy
 		pol.RiskThreshold = p.ExpiryRiskThreshold
 		policies[p.TenantID] = pol
+	}
+	policy := func(tenantID string) alerts.Policy {
+		if pol, ok := policies[tenantID]; ok {
+			return pol
+		}
+		return a.cfg.Policy
 	}
 	byKey := map[store.LagKey]map[alerts.Kind]store.Alert{}
 	for _, al := range active {
@@ -209,34 +280,60 @@ func (a *Alerter) Evaluate(ctx context.Context) error {
 		}
 		byKey[k][alerts.Kind(al.Kind)] = al
 	}
-	var rows []metricRow
-	var errs []error
-	for _, s := range latest {
-		hist, err := a.st.ListLagSamples(ctx, s.LagKey, now.Add(-a.cfg.Window), time.Time{})
+	// Start where the previous round stopped, so that every key is evaluated
+	// even when rounds run out of time.
+	first, _ := slices.BinarySearchFunc(latest, a.resume, func(s store.LagSample, k store.LagKey) int { return compareLagKeys(s.LagKey, k) })
+	order := append(slices.Clip(latest[first:]), latest[:first]...)
+	a.resume = store.LagKey{}
+	if a.evals%resyncEvery == 0 {
+		a.hist = nil
+	}
+	a.evals++
+	fc := a.forecastConfig()
+	var (
+		rows      []metricRow
+		refreshes []store.AlertTransition
+		errs      []error
+		keep      = map[store.LagKey]bool{} // not evaluated this round
+	)
+	leave := func(rest []store.LagSample) {
+		for _, s := range rest {
+			keep[s.LagKey] = true
+			delete(byKey, s.LagKey)
+		}
+	}
+	for start := 0; start < len(order); start += store.MaxLagHistoryKeys {
+		if start > 0 && time.Now().After(deadline) {
+			skipped = len(order) - start
+			a.resume = order[start].LagKey
+			leave(order[start:])
+			break
+		}
+		chunk := order[start:min(len(order), start+store.MaxLagHistoryKeys)]
+		keys := make([]store.LagKey, len(chunk))
+		for i, s := range chunk {
+			keys[i] = s.LagKey
+		}
+		hists, err := a.histories(ctx, keys, now)
 		if err != nil {
 			errs = append(errs, err)
+			leave(chunk)
 			continue
 		}
-		fs := make([]forecast.Sample, 0, len(hist))
-		for _, h := range hist {
-			if !h.SampledAt.After(now) {
-				fs = append(fs, h.Forecast())
+		for i, s := range chunk {
+			r, err := forecast.Compute(now, hists[i], fc)
+			if err != nil {
+				errs = append(errs, err)
+				continue
 			}
+			rows = append(rows, metricRow{sample: s, result: r})
+			rs, err := a.decide(ctx, now, s, r, byKey[s.LagKey], policy(s.TenantID))
+			refreshes = append(refreshes, rs...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			delete(byKey, s.LagKey)
 		}
-		r, err := forecast.Compute(now, fs, a.forecastConfig())
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		rows = append(rows, metricRow{sample: s, result: r})
-		pol, ok := policies[s.TenantID]
-		if !ok {
-			pol = a.cfg.Policy
-		}
-		if err := a.decide(ctx, now, s, r, byKey[s.LagKey], pol); err != nil {
-			errs = append(errs, err)
-		}
-		delete(byKey, s.LagKey)
 	}
 	// Alerts of group × partitions no longer sampled at all (the topic or
 	// the group was deleted and its samples pruned): nothing holds, so they
@@ -246,16 +343,124 @@ func (a *Alerter) Evaluate(ctx context.Context) error {
 		for _, al := range stored {
 			s = store.LagSample{LagKey: k, TopicName: al.TopicName}
 		}
-		pol, ok := policies[k.TenantID]
-		if !ok {
-			pol = a.cfg.Policy
-		}
-		if err := a.decide(ctx, now, s, forecast.Result{Status: forecast.StatusNoData, Now: now}, stored, pol); err != nil {
+		rs, err := a.decide(ctx, now, s, forecast.Result{Status: forecast.StatusNoData, Now: now}, stored, policy(k.TenantID))
+		refreshes = append(refreshes, rs...)
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	a.metrics.update(rows)
-	return errors.Join(errs...)
+	for trs := range slices.Chunk(refreshes, store.MaxAlertRefreshes) {
+		applied, err := a.st.RefreshAlerts(ctx, trs)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i, ok := range applied {
+			if !ok {
+				// Another replica moved it first: it decides this one.
+				errs = append(errs, fmt.Errorf("refresh alert %s: %w", trs[i].ID, store.ErrConflict))
+			}
+		}
+	}
+	// Forget the histories of keys no longer sampled.
+	if len(a.hist) > len(latest) {
+		live := make(map[store.LagKey]bool, len(latest))
+		for _, s := range latest {
+			live[s.LagKey] = true
+		}
+		for k := range a.hist {
+			if !live[k] {
+				delete(a.hist, k)
+			}
+		}
+	}
+	a.metrics.update(rows, keep, skipped)
+	if skipped > 0 {
+		a.cfg.Logger.Warn("lag alerts: the round ran out of its interval; the next one starts with the rest",
+			"evaluated", len(order)-skipped, "skipped", skipped, "interval", a.cfg.SampleInterval)
+	}
+	return skipped, errors.Join(errs...)
+}
+
+// histories returns the history of each key over the window ending at
+// now, oldest first: what ListLagHistories(keys, now − Window, now) returns,
+// read in at most two queries, and from the store only for what this
+// Alerter does not hold yet. Keys it has a history of are read from the
+// newest sample it has of any of them less the overlap, and those samples
+// replace what it held from then on; the others whole. Samples older than
+// the window are dropped.
+func (a *Alerter) histories(ctx context.Context, keys []store.LagKey, now time.Time) ([][]forecast.Sample, error) {
+	if a.hist == nil || now.Before(a.histAt) {
+		a.hist = map[store.LagKey]*history{}
+	}
+	a.histAt = now
+	from := now.Add(-a.cfg.Window).Truncate(time.Millisecond) // the store keeps milliseconds
+	overlap := max(minOverlap, 4*a.cfg.SampleInterval)
+	var (
+		whole, tail []int
+		since       = now
+	)
+	for i, k := range keys {
+		if h := a.hist[k]; h != nil && !h.through.Before(from) {
+			tail = append(tail, i)
+			if t := h.through.Add(-overlap); t.Before(since) {
+				since = t
+			}
+		} else {
+			whole = append(whole, i)
+		}
+	}
+	read := func(idx []int, since time.Time) error {
+		if len(idx) == 0 {
+			return nil
+		}
+		if since.Before(from) {
+			since = from
+		}
+		since = since.Truncate(time.Millisecond)
+		ks := make([]store.LagKey, len(idx))
+		for j, i := range idx {
+			ks[j] = keys[i]
+		}
+		got, err := a.st.ListLagHistories(ctx, ks, since, now)
+		if err != nil {
+			return err
+		}
+		for j, k := range ks {
+			h := a.hist[k]
+			if h == nil {
+				h = &history{}
+				a.hist[k] = h
+			}
+			cut, _ := slices.BinarySearchFunc(h.samples, since, func(s forecast.Sample, t time.Time) int { return s.Time.Compare(t) })
+			h.samples = append(h.samples[:cut], got[j]...)
+			if n := len(got[j]); n > 0 && got[j][n-1].Time.After(h.through) {
+				h.through = got[j][n-1].Time
+			}
+		}
+		return nil
+	}
+	if err := read(whole, from); err != nil {
+		return nil, err
+	}
+	if err := read(tail, since); err != nil {
+		return nil, err
+	}
+	out := make([][]forecast.Sample, len(keys))
+	for i, k := range keys {
+		h := a.hist[k]
+		old, _ := slices.BinarySearchFunc(h.samples, from, func(s forecast.Sample, t time.Time) int { return s.Time.Compare(t) })
+		h.samples = h.samples[old:]
+		out[i] = slices.Clip(h.samples) // read up to this now or an earlier one: none is newer
+	}
+	return out, nil
+}
+
+// compareLagKeys orders keys as the store orders AllLatestLagSamples:
+// tenant id, group, topic id, partition.
+func compareLagKeys(a, b store.LagKey) int {
+	return cmp.Or(cmp.Compare(a.TenantID, b.TenantID), cmp.Compare(a.Group, b.Group),
+		cmp.Compare(a.TopicID, b.TopicID), cmp.Compare(a.Partition, b.Partition))
 }
 
 // forecastConfig is the forecast's configuration for the sampling interval
@@ -271,8 +476,10 @@ func (a *Alerter) forecastConfig() forecast.Config {
 	}
 }
 
-// decide runs alerts.Evaluate for one key and stores what changed.
-func (a *Alerter) decide(ctx context.Context, now time.Time, s store.LagSample, r forecast.Result, stored map[alerts.Kind]store.Alert, policy alerts.Policy) error {
+// decide runs alerts.Evaluate for one key and stores its state changes;
+// it returns the refreshes to store (alerts whose state holds but whose
+// numbers changed), which the caller batches.
+func (a *Alerter) decide(ctx context.Context, now time.Time, s store.LagSample, r forecast.Result, stored map[alerts.Kind]store.Alert, policy alerts.Policy) ([]store.AlertTransition, error) {
 	prev := map[alerts.Kind]alerts.Alert{}
 	for k, al := range stored {
 		prev[k] = alerts.Alert{Kind: k, State: alerts.State(al.State), Since: al.CreatedAt, FiredAt: al.FiredAt, ClearSince: al.ClearSince}
@@ -283,16 +490,25 @@ func (a *Alerter) decide(ctx context.Context, now time.Time, s store.LagSample, 
 	for k, al := range stored {
 		ids[k], states[k] = al.ID, al.State
 	}
-	var errs []error
-	apply := func(k alerts.Kind, to store.AlertState, al alerts.Alert, notify bool) {
+	var (
+		errs []error
+		out  []store.AlertTransition
+	)
+	transition := func(k alerts.Kind, to store.AlertState, al alerts.Alert) store.AlertTransition {
 		details, err := json.Marshal(al.Details)
 		if err != nil {
 			errs = append(errs, err)
-			return
+			return store.AlertTransition{}
 		}
-		tr := store.AlertTransition{
+		return store.AlertTransition{
 			Key:       store.AlertKey{TenantID: s.TenantID, Kind: store.AlertKind(k), Group: s.Group, TopicID: s.TopicID, Partition: s.Partition},
 			TopicName: s.TopicName, ID: ids[k], From: states[k], To: to, Details: details, ClearSince: al.ClearSince, At: now,
+		}
+	}
+	apply := func(k alerts.Kind, to store.AlertState, al alerts.Alert, notify bool) {
+		tr := transition(k, to, al)
+		if tr.To == "" {
+			return
 		}
 		if notify {
 			tr.Payload = func(stored store.Alert) ([]byte, error) { return json.Marshal(newEvent(stored)) }
@@ -310,19 +526,43 @@ func (a *Alerter) decide(ctx context.Context, now time.Time, s store.LagSample, 
 		// Pending is not announced: only firing and resolved are news.
 		apply(tr.Kind, store.AlertState(tr.To), tr.Alert, tr.To != alerts.StatePending)
 	}
-	for k := range stored {
+	for k, cur := range stored {
 		if seen[k] {
 			continue
 		}
 		if al, ok := next[k]; ok {
-			apply(k, store.AlertState(al.State), al, false) // refresh the numbers
+			// The state holds: refresh the numbers, if they changed.
+			if unchanged(cur, al) {
+				continue
+			}
+			if tr := transition(k, store.AlertState(al.State), al); tr.To != "" {
+				out = append(out, tr)
+			}
 		} else {
 			// Pending, and gone before it fired: nobody was told, so
 			// nobody is told it resolved either.
 			apply(k, store.AlertResolved, prev[k], false)
 		}
 	}
-	return errors.Join(errs...)
+	return out, errors.Join(errs...)
+}
+
+// unchanged reports whether storing al over cur, in the same state, would
+// change nothing but the evaluation time (alerts.Details.ForecastedNow, and
+// the UpdatedAt it would bump): then it is not written.
+func unchanged(cur store.Alert, al alerts.Alert) bool {
+	if !cur.ClearSince.Equal(al.ClearSince.Truncate(time.Millisecond)) {
+		return false
+	}
+	var old alerts.Details
+	if err := json.Unmarshal(cur.Details, &old); err != nil {
+		return false
+	}
+	d := al.Details
+	old.ForecastedNow, d.ForecastedNow = time.Time{}, time.Time{}
+	was, err1 := json.Marshal(old)
+	is, err2 := json.Marshal(d)
+	return err1 == nil && err2 == nil && bytes.Equal(was, is)
 }
 
 // Event is the JSON body a webhook receives for an alert state change.

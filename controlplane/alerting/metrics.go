@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,6 +35,10 @@ var (
 		[]string{"tenant", "topic"}, nil)
 	descTruncated = prometheus.NewDesc("sluice_consumer_lag_metrics_truncated",
 		"Group × partition label sets left out to stay within the series cap.", nil, nil)
+	descRound = prometheus.NewDesc("sluice_lag_round_seconds",
+		"How long the latest lag round (sampling every group × partition and evaluating its alerts) took.", nil, nil)
+	descSkipped = prometheus.NewDesc("sluice_lag_evaluation_skipped",
+		"Group × partitions the latest lag round left unevaluated because it ran out of its interval (the next round starts with them).", nil, nil)
 )
 
 type metricRow struct {
@@ -48,16 +53,29 @@ type collector struct {
 	truncated int
 	lost      map[store.LagKey]int64 // records counted lost
 	lostTo    map[store.LagKey]int64 // counted up to this offset
+	skipped   int                    // keys the latest evaluation left
+	roundTime time.Duration          // of the latest round
 }
 
 func newCollector() *collector {
 	return &collector{lost: map[store.LagKey]int64{}, lostTo: map[store.LagKey]int64{}}
 }
 
-func (c *collector) update(rows []metricRow) {
-	slices.SortFunc(rows, func(a, b metricRow) int { return cmp.Compare(b.sample.LagAgeMs, a.sample.LagAgeMs) })
+// update replaces the exported evaluation with rows, but for the keys in
+// keep (left unevaluated by a round that ran out of time), whose rows stay
+// as last exported; skipped is how many keys the round left.
+func (c *collector) update(rows []metricRow, keep map[store.LagKey]bool, skipped int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.skipped = skipped
+	if len(keep) > 0 {
+		for _, r := range c.rows {
+			if keep[r.sample.LagKey] {
+				rows = append(rows, r)
+			}
+		}
+	}
+	slices.SortFunc(rows, func(a, b metricRow) int { return cmp.Compare(b.sample.LagAgeMs, a.sample.LagAgeMs) })
 	c.truncated = max(0, len(rows)-MaxSeries)
 	rows = rows[:min(len(rows), MaxSeries)]
 	for _, r := range rows {
@@ -71,8 +89,15 @@ func (c *collector) update(rows []metricRow) {
 	c.rows = rows
 }
 
+// round records how long a round took.
+func (c *collector) round(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.roundTime = d
+}
+
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLag, descLagAge, descTTL, descLost, descRetention, descTruncated} {
+	for _, d := range []*prometheus.Desc{descLag, descLagAge, descTTL, descLost, descRetention, descTruncated, descRound, descSkipped} {
 		ch <- d
 	}
 }
@@ -99,4 +124,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRetention, prometheus.GaugeValue, float64(ms)/1000, t[0], t[1])
 	}
 	ch <- prometheus.MustNewConstMetric(descTruncated, prometheus.GaugeValue, float64(c.truncated))
+	ch <- prometheus.MustNewConstMetric(descRound, prometheus.GaugeValue, c.roundTime.Seconds())
+	ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.GaugeValue, float64(c.skipped))
 }

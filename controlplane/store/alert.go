@@ -252,6 +252,19 @@ func ForecastSamples(samples []LagSample) []forecast.Sample {
 	return out
 }
 
+// SortForecastSamples sorts a history oldest first, as a driver reading it
+// in another order returns it; a history newest first is reversed.
+func SortForecastSamples(h []forecast.Sample) {
+	older := func(a, b forecast.Sample) int { return a.Time.Compare(b.Time) }
+	if slices.IsSortedFunc(h, older) {
+		return
+	}
+	slices.Reverse(h)
+	if !slices.IsSortedFunc(h, older) {
+		slices.SortFunc(h, older)
+	}
+}
+
 // CheckLagKey validates a key about to be written and returns it with
 // canonical ids.
 func CheckLagKey(k LagKey) (LagKey, error) {

@@ -557,7 +557,7 @@ func testAlertRefresh(t *testing.T, s store.Store) {
 		refresh(pend, store.AlertPending, `{"lag_messages":200}`, time.Time{}),
 		refresh(fire, store.AlertFiring, `{"lag_messages":300}`, clearAt),
 		refresh(fire2, store.AlertPending, `{"lag_messages":1}`, time.Time{}), // stale state
-		refresh(done, store.AlertFiring, `{"lag_messages":1}`, time.Time{}),  // resolved: final
+		refresh(done, store.AlertFiring, `{"lag_messages":1}`, time.Time{}),   // resolved: final
 		wrongKey,
 		theirsAsMine,
 		refresh(store.Alert{ID: store.NewID(), AlertKey: pend.AlertKey}, store.AlertPending, `{"lag_messages":1}`, time.Time{}),

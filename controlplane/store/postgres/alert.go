@@ -31,7 +31,10 @@ func scanLagSample(r pgx.Row) (store.LagSample, error) {
 }
 
 // AddLagSamples implements store.Store: one INSERT … SELECT FROM unnest of
-// column arrays, so the batch is one statement and one round trip.
+// column arrays, so the batch is one statement and one round trip. Ids
+// travel as text[] cast to uuid[] in SQL: a uuid[] parameter makes pgx try,
+// and fail with a formatted error, another encoding of every []string first
+// (most of a round's CPU with thousands of samples).
 func (s *Store) AddLagSamples(ctx context.Context, samples []store.LagSample) error {
 	if len(samples) == 0 {
 		return nil
@@ -59,7 +62,7 @@ func (s *Store) AddLagSamples(ctx context.Context, samples []store.LagSample) er
 	}
 	_, err := s.pool.Exec(ctx,
 		`INSERT INTO lag_samples (`+lagSampleColumns+`)
-		 SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::integer[], $5::timestamptz[], $6::text[], $7::boolean[],
+		 SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]::uuid[], $4::integer[], $5::timestamptz[], $6::text[], $7::boolean[],
 		 	$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
 		 	$14::bigint[], $15::bigint[], $16::bigint[])
 		 ON CONFLICT (tenant_id, group_name, topic_id, partition, sampled_at) DO NOTHING`,
@@ -121,10 +124,9 @@ func (s *Store) ListLagHistories(ctx context.Context, keys []store.LagKey, since
 	rows, err := s.pool.Query(ctx,
 		`SELECT k.pos, l.sampled_at, l.offline, l.committed_offset, l.log_start_offset, l.log_end_offset, l.lag_age_ms,
 		 	l.partition_bytes, l.unconsumed_bytes, l.retention_ms, l.retention_bytes
-		 FROM unnest($1::integer[], $2::uuid[], $3::text[], $4::uuid[], $5::integer[]) AS k(pos, tenant_id, group_name, topic_id, partition)
+		 FROM unnest($1::integer[], $2::text[]::uuid[], $3::text[], $4::text[]::uuid[], $5::integer[]) AS k(pos, tenant_id, group_name, topic_id, partition)
 		 JOIN lag_samples l ON l.tenant_id = k.tenant_id AND l.group_name = k.group_name AND l.topic_id = k.topic_id AND l.partition = k.partition
-		 WHERE l.sampled_at >= $6 AND ($7::timestamptz IS NULL OR l.sampled_at <= $7)
-		 ORDER BY k.pos, l.sampled_at`,
+		 WHERE l.sampled_at >= $6 AND ($7::timestamptz IS NULL OR l.sampled_at <= $7)`,
 		pos, tenants, groups, topic, partitions, ts(since), upper)
 	if err != nil {
 		return nil, translate("list lag histories", err)
@@ -144,6 +146,9 @@ func (s *Store) ListLagHistories(ctx context.Context, keys []store.LagKey, since
 	}
 	if err := rows.Err(); err != nil {
 		return nil, translate("list lag histories", err)
+	}
+	for _, h := range out {
+		store.SortForecastSamples(h)
 	}
 	return out, nil
 }
@@ -169,9 +174,22 @@ func (s *Store) LatestLagSamples(ctx context.Context, tenantID string) ([]store.
 	return collect(rows, scanLagSample, "list latest lag samples")
 }
 
+// allLatestLagSamples is the newest sample of each key as a skip scan of
+// the key index: one descent per key, from the key after the previous one,
+// rather than a read of every sample.
+var allLatestLagSamples = `WITH RECURSIVE latest AS (
+	(SELECT ` + lagSampleColumns + ` FROM lag_samples
+	 ORDER BY tenant_id, group_name, topic_id, partition, sampled_at DESC LIMIT 1)
+	UNION ALL
+	SELECT n.* FROM latest p, LATERAL (
+		SELECT ` + lagSampleColumns + ` FROM lag_samples l
+		WHERE (l.tenant_id, l.group_name, l.topic_id, l.partition) > (p.tenant_id, p.group_name, p.topic_id, p.partition)
+		ORDER BY l.tenant_id, l.group_name, l.topic_id, l.partition, l.sampled_at DESC LIMIT 1) n)
+	SELECT ` + lagSampleColumns + ` FROM latest`
+
 // AllLatestLagSamples implements store.Store.
 func (s *Store) AllLatestLagSamples(ctx context.Context) ([]store.LagSample, error) {
-	rows, err := s.pool.Query(ctx, latestLagSamples, nil)
+	rows, err := s.pool.Query(ctx, allLatestLagSamples)
 	if err != nil {
 		return nil, translate("list latest lag samples", err)
 	}
@@ -324,7 +342,7 @@ func (s *Store) RefreshAlerts(ctx context.Context, refreshes []store.AlertTransi
 	}
 	rows, err := s.pool.Query(ctx,
 		`UPDATE alerts a SET details = u.details::json, updated_at = u.at, clear_since = u.clear_since
-		 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::integer[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[])
+		 FROM unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::text[], $5::text[]::uuid[], $6::integer[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[])
 		 	AS u(id, tenant_id, kind, group_name, topic_id, partition, state, details, at, clear_since)
 		 WHERE a.id = u.id AND a.tenant_id = u.tenant_id AND a.kind = u.kind AND a.group_name = u.group_name
 		   AND a.topic_id = u.topic_id AND a.partition = u.partition AND a.state = u.state
