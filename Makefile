@@ -18,7 +18,7 @@ export SLUICE_TEST_GRPCURL ?= $(GRPCURL)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: help build generate check-generate lint test test-busy soak dev bench tools
+.PHONY: help build generate check-generate lint test test-busy soak dev bench scale tools
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -81,3 +81,7 @@ dev: ## Run Sluice locally in one process (data in ./.sluice); flags in ARGS, e.
 
 bench: ## Run the Go benchmarks (log append vs raw writes, placement, store, a lag round, a 3-broker produce benchmark).
 	go test -run='^$$' -bench=. -benchmem ./...
+
+SLUICE_SCALE_SIZES ?= 3,30,300,1500
+scale: ## Partition-density benchmark (issue 15): per size in SLUICE_SCALE_SIZES (default 3,30,300,1500; 3000 and 6000 take many minutes each) a fresh 3-broker cluster, time to lead after create, idle CPU/RSS/goroutines/fds, produce over N partitions, failover and rejoin; prints a table.
+	SLUICE_SCALE=1 SLUICE_SCALE_SIZES=$(SLUICE_SCALE_SIZES) go test -count=1 -timeout 240m -run '^TestScale$$' -v ./e2e/
