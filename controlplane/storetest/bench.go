@@ -71,3 +71,50 @@ func Benchmark(b *testing.B, s store.Store) {
 		})
 	})
 }
+
+// BenchmarkPlacement measures what the store costs the placement of one new
+// topic as the cluster grows: the broker load (PartitionLoad, read by every
+// CreateTopic and CreatePartitions of the API) and then the creation of a
+// topic of 3 partitions, on a store that already holds 300 and 3000
+// partitions (RF 3, topics of 3 partitions, 100 topics a tenant). The new
+// topic is deleted again outside the timer, so every iteration sees the
+// same count. newStore returns an empty, migrated store (one per size).
+// The cost should not grow with the partitions held.
+func BenchmarkPlacement(b *testing.B, newStore func(b *testing.B) store.Store) {
+	for _, held := range []int{300, 3000} {
+		b.Run(fmt.Sprintf("partitions=%d", held), func(b *testing.B) {
+			s := newStore(b)
+			ctx := b.Context()
+			var ten store.Tenant
+			for i := range held / 3 {
+				if i%100 == 0 {
+					ten, _ = createTenant(b, s)
+				}
+				createTopic(b, s, ten.ID, topicName("held", i), 3)
+			}
+			ten, _ = createTenant(b, s)
+			limits := store.CountLimits{MaxTopics: 100, MaxPartitions: 300}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				load, err := s.PartitionLoad(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(load) != 3 {
+					b.Fatalf("load over %d brokers, want 3", len(load))
+				}
+				tp, parts := newTopicValue(ten.ID, topicName("new", i), 3)
+				i++
+				if err := s.CreateTopic(ctx, tp, parts, limits); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if _, err := s.DeleteTopic(ctx, ten.ID, tp.Name); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}

@@ -73,6 +73,15 @@ func BenchmarkStorePostgres(b *testing.B) {
 	storetest.Benchmark(b, s)
 }
 
+func BenchmarkStorePostgresPlacement(b *testing.B) {
+	storetest.BenchmarkPlacement(b, func(b *testing.B) store.Store {
+		s, err := postgres.Open(b.Context(), testenv.PostgresURL(b), nil)
+		require.NoError(b, err)
+		b.Cleanup(func() { require.NoError(b, s.Close()) })
+		return s
+	})
+}
+
 // TestStorePostgresControllerLeaseAcrossReplicas races the controller lease
 // over three pools on one database, as three control-plane replicas would.
 func TestStorePostgresControllerLeaseAcrossReplicas(t *testing.T) {

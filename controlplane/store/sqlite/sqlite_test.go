@@ -64,6 +64,15 @@ func BenchmarkStoreSQLite(b *testing.B) {
 	storetest.Benchmark(b, s)
 }
 
+func BenchmarkStoreSQLitePlacement(b *testing.B) {
+	storetest.BenchmarkPlacement(b, func(b *testing.B) store.Store {
+		s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "sluice.db"), nil)
+		require.NoError(b, err)
+		b.Cleanup(func() { require.NoError(b, s.Close()) })
+		return s
+	})
+}
+
 // TestStoreSQLiteControllerLeaseAcrossHandles races the controller lease
 // over three stores opened on one file (each with its own write connection,
 // as separate processes would have).
