@@ -323,7 +323,10 @@ type Store interface {
 	// ListAllPartitions returns every partition of every topic with its topic's tenant, name
 	// and config, ordered by tenant id, topic name (bytewise) and partition, from one snapshot.
 	ListAllPartitions(ctx context.Context) ([]PartitionWithTopic, error)
-	// PartitionLoad counts, per broker, the replicas and leaders it holds over all topics.
+	// PartitionLoad counts, per broker, the replicas and leaders (leader >= 0) it holds over all
+	// topics, from one snapshot; brokers holding nothing are absent. It is exact after every write
+	// that creates, grows, deletes or changes partitions, and its cost does not grow with the
+	// number of partitions (placement reads it on every topic creation and growth).
 	PartitionLoad(ctx context.Context) (map[int32]BrokerLoad, error)
 	// MetadataVersion returns the global metadata version (0 on a new store). Every change to
 	// topics, partitions and broker registrations increases it in the same transaction;

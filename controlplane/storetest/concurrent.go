@@ -26,6 +26,7 @@ var concurrentTests = []test{
 	{name: "ConcurrentPartitionLimit", fn: testConcurrentPartitionLimit},
 	{name: "ConcurrentPartitionGrowthLimit", fn: testConcurrentPartitionGrowthLimit},
 	{name: "ConcurrentPartitionGrowthSameTopic", fn: testConcurrentPartitionGrowthSameTopic},
+	{name: "ConcurrentPartitionLoad", own: true, fn: testConcurrentPartitionLoad},
 	{name: "ConcurrentTopicLimitPerTenant", fn: testConcurrentTopicLimitPerTenant},
 	{name: "ConcurrentTopicSameName", fn: testConcurrentTopicSameName},
 	{name: "ConcurrentTenantSameName", fn: testConcurrentTenantSameName},

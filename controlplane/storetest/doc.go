@@ -9,7 +9,8 @@
 // Run covers every method and every documented error of store.Store;
 // RunConcurrent proves the guarantees that only show under contention (count
 // limits never exceeded, also by partition growth, one winner per topic
-// growth and per partition epoch, broker epoch fencing,
+// growth and per partition epoch, an exact broker load under concurrent
+// creations, growths, elections and deletions, broker epoch fencing,
 // one controller-lease holder at a time, no write of a deposed controller,
 // one finished remote copy per range while leaders race, one active alert
 // per key and one move per alert state while replicas race, one delivery
@@ -17,6 +18,9 @@
 // DeliveryClaimContest runs the claim race over several handles.
 // ControllerLeaseContest runs the lease race over several handles on one
 // database, as separate control-plane replicas would hold.
+// BrokerLoadBackfill checks the migration that counts the broker load of a
+// database that already holds partitions; BenchmarkPlacement measures the
+// store's share of placing a topic at 300 and 3000 partitions held.
 //
 // newStore returns an empty, migrated store and closes it at t's cleanup.
 // Subtests that only touch their own tenants share one store and run in

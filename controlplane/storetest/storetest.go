@@ -902,36 +902,6 @@ func testPartitionUpdateCAS(t *testing.T, s store.Store) {
 	require.ErrorIs(t, s.UpdatePartition(ctx, missing, 0), store.ErrNotFound)
 }
 
-func testPartitionLoad(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	load, err := s.PartitionLoad(ctx)
-	require.NoError(t, err)
-	require.Empty(t, load)
-
-	ten, _ := createTenant(t, s)
-	other, _ := createTenant(t, s)
-	// t1: 3 partitions over brokers 1..3 (rf 3): leaders 1, 2, 3.
-	createTopic(t, s, ten.ID, "t1", 3)
-	// t2: 2 partitions rf 2: replicas (1,2), (2,3); partition 1 offline.
-	tp, parts := createTopic(t, s, other.ID, "t2", 2)
-	off := parts[1]
-	off.Leader, off.ISR, off.PartitionEpoch = -1, nil, 1
-	require.NoError(t, s.UpdatePartition(ctx, off, 0))
-	// t3 is deleted and counts no more.
-	createTopic(t, s, ten.ID, "t3", 3)
-	_, err = s.DeleteTopic(ctx, ten.ID, "t3")
-	require.NoError(t, err)
-	_ = tp
-
-	load, err = s.PartitionLoad(ctx)
-	require.NoError(t, err)
-	require.Equal(t, map[int32]store.BrokerLoad{
-		1: {Replicas: 3 + 1, Leaders: 1 + 1},
-		2: {Replicas: 3 + 2, Leaders: 1},
-		3: {Replicas: 3 + 1, Leaders: 1},
-	}, load)
-}
-
 // ---- brokers ----
 
 func testBrokerRegister(t *testing.T, s store.Store) {

@@ -52,6 +52,10 @@
 //   - The metadata version row is bumped by triggers (migrations/00002) in
 //     the transaction of each topic, partition or broker-registration change;
 //     writers serialise on it briefly at commit.
+//   - The broker load (PartitionLoad) is a counter row per broker, moved by
+//     statement triggers on partitions (migrations/00010) in the same
+//     transaction, after the metadata version's bump, so partition writers
+//     already hold the metadata version row when they write it.
 //
 // Errors are translated once (translate): pgx.ErrNoRows → store.ErrNotFound;
 // unique_violation (23505) → *store.AlreadyExistsError naming the field after

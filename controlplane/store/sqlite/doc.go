@@ -31,7 +31,8 @@
 // epoch, leader, leader epoch) and the next base offset are read and the row
 // written under the one write lock; so are alert transitions, webhook
 // creation (count and insert) and delivery claims. The metadata version is bumped by
-// triggers (migrations/00002).
+// triggers (migrations/00002), and the broker load (PartitionLoad) is a
+// counter row per broker that triggers on partitions move (migrations/00010).
 //
 // Errors are translated once (translate): sql.ErrNoRows → store.ErrNotFound,
 // UNIQUE/PRIMARY KEY violations → *store.AlreadyExistsError naming the field,
