@@ -139,6 +139,9 @@ type scaleTopic struct {
 const (
 	scaleTopicPartitions = 3
 	scaleTopicsPerTenant = 10
+	// scaleOffsetsPartitions is the internal offsets topic's size
+	// (controlplane.Config's default).
+	scaleOffsetsPartitions = 16
 )
 
 func scaleRun(t *testing.T, n int) scaleRow {
@@ -150,6 +153,8 @@ func scaleRun(t *testing.T, n int) scaleRow {
 		// so that failover and ISR times are what an operator gets.
 		BrokerLease:       10 * time.Second,
 		ReplicaLagTimeMax: 30 * time.Second,
+		// The default, named: the wait below counts on it.
+		ExtraControlPlaneArgs: []string{"--offsets-topic-partitions", strconv.Itoa(scaleOffsetsPartitions)},
 	})
 	t.Logf("cluster up in %s", time.Since(start).Round(time.Millisecond))
 	ids := c.BrokerIDs()
@@ -157,7 +162,15 @@ func scaleRun(t *testing.T, n int) scaleRow {
 	long := time.Minute + time.Duration(n)*100*time.Millisecond
 	row := scaleRow{Partitions: n}
 
-	baseLeaders := sumMetric(t, c, ids, "sluice_broker_leader_partitions")
+	// The control plane creates the internal offsets topic once enough
+	// brokers are live; it is led before the clock starts.
+	baseLeaders := scaleOffsetsPartitions
+	testenv.Wait(t, long, "the internal offsets topic led", func() error {
+		if l := sumMetric(t, c, ids, "sluice_broker_leader_partitions"); l != baseLeaders {
+			return fmt.Errorf("brokers lead %d", l)
+		}
+		return nil
+	})
 
 	// Create: free-plan tenants, topics of 3 partitions.
 	hc := c.HTTPClient()
