@@ -253,7 +253,8 @@ func (p *Replica) Produce(ctx context.Context, batches []log.ValidBatch, acks sl
 		p.mu.Unlock()
 		return ProduceResult{}, fmt.Errorf("record append: %w", err)
 	}
-	if err := lead.Flushed(p.log.DurableOffset()); err != nil { // at once with flush=os
+	durable := p.log.DurableOffset() // the LEO with flush=os: nothing to sync
+	if err := lead.Flushed(durable); err != nil {
 		p.mu.Unlock()
 		return ProduceResult{}, fmt.Errorf("record durable end: %w", err)
 	}
@@ -286,15 +287,19 @@ func (p *Replica) Produce(ctx context.Context, batches []log.ValidBatch, acks sl
 	// syncs them, and producers that arrive meanwhile share the next sync.
 	// Every answer, even with acks=0, waits for the leader's own copy to be
 	// durable: that also makes sure somebody syncs every appended record.
-	if err := p.makeDurable(ctx, lead, leo); err != nil {
-		if acked != nil {
-			p.mu.Lock()
-			if lead.CancelAck(ack) && p.lead == lead {
-				delete(p.ackWaiters, ack)
+	// With nothing left to sync (flush=os, or only duplicates) the lock is
+	// not taken again.
+	if durable < leo {
+		if err := p.makeDurable(ctx, lead, leo); err != nil {
+			if acked != nil {
+				p.mu.Lock()
+				if lead.CancelAck(ack) && p.lead == lead {
+					delete(p.ackWaiters, ack)
+				}
+				p.mu.Unlock()
 			}
-			p.mu.Unlock()
+			return ProduceResult{}, err
 		}
-		return ProduceResult{}, err
 	}
 
 	switch acks {
