@@ -848,9 +848,10 @@ func (l *Log) DurableOffset() int64 {
 // at a time, and every caller that arrives while it runs shares the next
 // one, which covers all of their batches); with FlushInterval it waits for
 // the interval flush that covers off, at most one interval (plus the fsync)
-// later; with FlushOS it returns at once. It holds no lock a writer or
-// reader needs while the disk works, so call it after releasing your own:
-// appends, reads and fetches never wait for an fsync. A failed fsync fails
+// later; with FlushOS it returns at once. While the disk works it holds
+// only structMu for reading, so call it after releasing your own locks:
+// appends and reads never wait for an fsync (TruncateTo, Reset, retention
+// and Close, which take structMu for writing, do). A failed fsync fails
 // the log (Failed) and is returned.
 func (l *Log) MakeDurable(ctx context.Context, off int64) error {
 	switch {

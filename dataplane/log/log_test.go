@@ -572,6 +572,22 @@ func TestLogAppendAndReadDoNotWaitForSync(t *testing.T) {
 	require.Equal(t, leo, l.DurableOffset())
 }
 
+// A failed fsync fails the log: MakeDurable returns the error, nothing
+// counts as durable, and later appends are refused.
+func TestLogMakeDurableFailedSyncFailsTheLog(t *testing.T) {
+	t.Parallel()
+	l := openLog(t, t.TempDir(), Config{})
+	_, leo, err := l.Append(mkBatch(t, 1, 10, 0, "a"), 0)
+	require.NoError(t, err)
+	// The fsync fails: its file was closed under it.
+	l.beforeSync = func() { _ = l.segs[len(l.segs)-1].log.Close() }
+	require.Error(t, l.MakeDurable(context.Background(), leo))
+	require.Error(t, l.Failed())
+	require.Equal(t, int64(0), l.DurableOffset())
+	_, _, err = l.Append(mkBatch(t, 1, 10, 0, "b"), 0)
+	require.Error(t, err, "a failed log takes no more appends")
+}
+
 func TestLogMakeDurablePolicies(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
