@@ -52,7 +52,9 @@
 // sync), and a follower syncs what it fetched before it takes mu to build
 // the next fetch. The exceptions are rare file writes that must not race a
 // truncation: the producer-state snapshot (at most every 30 s per changed
-// replica, SnapshotProducers) and a follower's truncation or reset itself. Lock order: the broker's lock, then Replica.mu, then the log's
+// replica, SnapshotProducers) and a follower's truncation or reset itself.
+// Retention (ApplyRetention) also runs under mu, and when it deletes
+// segments it waits for a sync in flight (the log's structMu). Lock order: the broker's lock, then Replica.mu, then the log's
 // writer lock.
 //
 // A follower's fetch loop is the one goroutine a replica owns: Update
