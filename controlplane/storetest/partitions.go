@@ -15,21 +15,7 @@ import (
 // numbered from `from`, replicas rotating over brokers 1..3 (rf of them),
 // as newTopicValue makes them.
 func newPartitionValues(topicID string, from, n, rf int32) []store.Partition {
-	parts := make([]store.Partition, n)
-	for i := range n {
-		replicas := make([]int32, rf)
-		for r := range rf {
-			replicas[r] = (from+i+r)%3 + 1
-		}
-		parts[i] = store.Partition{
-			TopicID:   topicID,
-			Partition: from + i,
-			Replicas:  replicas,
-			Leader:    replicas[0],
-			ISR:       append([]int32(nil), replicas...),
-		}
-	}
-	return parts
+	return spreadPartitions(topicID, from, n, rf, 3, from)
 }
 
 // testTopicAddPartitions: the new partitions are stored as given, the old
