@@ -320,6 +320,17 @@ type Store interface {
 	// p.PartitionEpoch == expectedEpoch+1 (else an error that is none of the sentinels).
 	// Stale expectedEpoch → ErrConflict; unknown partition → ErrNotFound.
 	UpdatePartitionFenced(ctx context.Context, p Partition, expectedEpoch int32, controllerEpoch int64) error
+	// UpdatePartitions applies every update as UpdatePartition would, all in one transaction (one
+	// commit: readers see the whole batch or none of it), and returns one outcome per update, in
+	// order: nil (written), ErrConflict (stale expected epoch) or ErrNotFound (unknown partition).
+	// One update's loss leaves the others as they are. An update of a partition an earlier update
+	// of the batch wrote is compared with what that one wrote. The error is the whole batch's
+	// (nothing written, outcomes nil).
+	UpdatePartitions(ctx context.Context, updates []PartitionUpdate) ([]error, error)
+	// UpdatePartitionsFenced is the controller's UpdatePartitions: the stored controller-lease epoch
+	// must equal controllerEpoch, else ErrFenced for the whole batch and nothing is written; every
+	// update must pass CheckFencedUpdate, else an error (none of the sentinels) for the whole batch.
+	UpdatePartitionsFenced(ctx context.Context, updates []PartitionUpdate, controllerEpoch int64) ([]error, error)
 	// ListAllPartitions returns every partition of every topic with its topic's tenant, name
 	// and config, ordered by tenant id, topic name (bytewise) and partition, from one snapshot.
 	ListAllPartitions(ctx context.Context) ([]PartitionWithTopic, error)

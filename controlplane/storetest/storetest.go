@@ -76,6 +76,8 @@ var tests = []test{
 	{name: "PartitionLoad", own: true, fn: testPartitionLoad},
 	{name: "PartitionUpdateFenced", own: true, fn: testPartitionUpdateFenced},
 	{name: "PartitionListAll", own: true, fn: testPartitionListAll},
+	{name: "PartitionUpdateBatch", own: true, fn: testPartitionUpdateBatch},
+	{name: "PartitionUpdateBatchFenced", own: true, fn: testPartitionUpdateBatchFenced},
 
 	{name: "ControllerLeaseAcquire", own: true, fn: testControllerLeaseAcquire},
 	{name: "MetadataVersion", own: true, fn: testMetadataVersion},
