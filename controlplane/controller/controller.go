@@ -17,6 +17,13 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 )
 
+// MaxBatch bounds how many partition changes one store transaction of the
+// controller writes (store.UpdatePartitionsFenced): a round with more
+// changes, say every partition a failed broker led, writes them in
+// batches of at most this many, so a transaction's locks and size stay
+// bounded while the round's cost follows the batches, not the partitions.
+const MaxBatch = 500
+
 // Config is the controller's configuration.
 type Config struct {
 	// LeaseTTL is how long the controller lease lasts without renewal: how
@@ -270,37 +277,54 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 		}
 	}
 	changes := Decide(Input{Now: now, Brokers: view, Partitions: parts, LiveSince: c.sinceMap(), PreferredLeaderDelay: c.cfg.PreferredLeaderDelay, Unclean: unclean})
-	for _, ch := range changes {
-		err := c.store.UpdatePartitionFenced(ctx, ch.After, ch.Before.PartitionEpoch, epoch)
+	if len(changes) == 0 {
+		return nil
+	}
+	type key struct {
+		topic string
+		part  int32
+	}
+	index := make(map[key]int, len(parts))
+	for i, p := range parts {
+		index[key{p.TopicID, p.Partition}] = i
+	}
+	for batch := range slices.Chunk(changes, MaxBatch) {
+		updates := make([]store.PartitionUpdate, len(batch))
+		for i, ch := range batch {
+			updates[i] = store.PartitionUpdate{Partition: ch.After, ExpectedEpoch: ch.Before.PartitionEpoch}
+		}
+		outcomes, err := c.store.UpdatePartitionsFenced(ctx, updates, epoch)
 		switch {
-		case err == nil:
 		case errors.Is(err, store.ErrFenced):
 			c.deactivate("fenced by a newer controller epoch")
 			return nil
-		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
-			// Changed (a leader's AlterPartition) or deleted since we read
-			// it: the next round decides again from a fresh read.
-			continue
-		default:
-			return fmt.Errorf("write partition %s/%d: %w", ch.After.TopicID, ch.After.Partition, err)
+		case err != nil:
+			return fmt.Errorf("write %d partition changes: %w", len(batch), err)
 		}
-		for j := range parts {
-			if parts[j].TopicID == ch.After.TopicID && parts[j].Partition == ch.After.Partition {
-				parts[j] = ch.After
+		for i, ch := range batch {
+			switch err := outcomes[i]; {
+			case err == nil:
+			case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+				// Changed (a leader's AlterPartition) or deleted since we read
+				// it: the next round decides again from a fresh read.
+				continue
+			default:
+				return fmt.Errorf("write partition %s/%d: %w", ch.After.TopicID, ch.After.Partition, err)
 			}
+			parts[index[key{ch.After.TopicID, ch.After.Partition}]] = ch.After
+			c.m.changes.WithLabelValues(string(ch.Reason)).Inc()
+			if ch.Reason.Elects() {
+				c.m.elections.WithLabelValues(string(ch.Reason)).Inc()
+			}
+			level := slog.LevelInfo
+			if ch.Reason == ReasonOffline || ch.Reason == ReasonUncleanElection {
+				level = slog.LevelWarn
+			}
+			c.logger.Log(ctx, level, "partition changed by controller", "reason", ch.Reason, "controller_epoch", epoch,
+				"topic_id", ch.After.TopicID, "topic", names[ch.After.TopicID], "partition", ch.After.Partition,
+				"leader_before", ch.Before.Leader, "leader", ch.After.Leader, "leader_epoch", ch.After.LeaderEpoch,
+				"isr_before", ch.Before.ISR, "isr", ch.After.ISR, "partition_epoch", ch.After.PartitionEpoch)
 		}
-		c.m.changes.WithLabelValues(string(ch.Reason)).Inc()
-		if ch.Reason.Elects() {
-			c.m.elections.WithLabelValues(string(ch.Reason)).Inc()
-		}
-		level := slog.LevelInfo
-		if ch.Reason == ReasonOffline || ch.Reason == ReasonUncleanElection {
-			level = slog.LevelWarn
-		}
-		c.logger.Log(ctx, level, "partition changed by controller", "reason", ch.Reason, "controller_epoch", epoch,
-			"topic_id", ch.After.TopicID, "topic", names[ch.After.TopicID], "partition", ch.After.Partition,
-			"leader_before", ch.Before.Leader, "leader", ch.After.Leader, "leader_epoch", ch.After.LeaderEpoch,
-			"isr_before", ch.Before.ISR, "isr", ch.After.ISR, "partition_epoch", ch.After.PartitionEpoch)
 	}
 	return nil
 }

@@ -7,11 +7,15 @@
 // Every Interval (250 ms) the controller acquires or renews the lease
 // (store.AcquireControllerLease, TTL 3 s, holder = a random id per process).
 // While it holds the lease it reads all brokers and partitions, decides the
-// changes with the pure function Decide, and writes each one with
-// store.UpdatePartitionFenced under its lease epoch: a deposed controller's
-// writes are refused (store.ErrFenced) and a lost compare-and-set on the
-// partition epoch is simply retried from a fresh read next round. A broker is
-// dead when its lease has expired (or it is unknown).
+// changes with the pure function Decide, and writes them with
+// store.UpdatePartitionsFenced under its lease epoch, at most MaxBatch (500)
+// changes per transaction, so a failed broker's thousands of partitions are
+// re-elected in a few transactions rather than one each. A deposed
+// controller's batches are refused whole (store.ErrFenced: it deactivates);
+// the compare-and-set stays per partition: a partition whose epoch moved
+// meanwhile (a leader's AlterPartition) or that was deleted is skipped alone
+// and decided again from a fresh read next round. A broker is dead when its
+// lease has expired (or it is unknown).
 //
 // Decide applies, per partition, the first rule that matches:
 //
