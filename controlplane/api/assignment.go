@@ -121,91 +121,28 @@ func sameEndpoint(a, b *sluicev1.BrokerEndpoint) bool {
 // liveness of the brokers it adds, which is checked here.
 func (s *brokerService) AlterPartition(ctx context.Context, req *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
 	m := req.Msg
-	if m.GetTopicId() == "" {
-		return nil, invalid("topic_id", "must not be empty")
+	r := alterReq{
+		brokerID: m.GetBrokerId(), brokerEpoch: m.GetBrokerEpoch(), topicID: m.GetTopicId(), partition: m.GetPartition(),
+		leaderEpoch: m.GetLeaderEpoch(), partitionEpoch: m.GetPartitionEpoch(), newISR: m.GetNewIsr(), added: m.GetAddedBrokerEpochs(),
 	}
-	if m.GetPartition() < 0 {
-		return nil, invalid("partition", "must not be negative; got %d", m.GetPartition())
+	if err := r.checkShape(); err != nil {
+		return nil, err
 	}
-	isr := m.GetNewIsr()
-	if len(isr) == 0 {
-		return nil, invalid("new_isr", "must not be empty")
-	}
-	if !slices.Contains(isr, m.GetBrokerId()) {
-		return nil, invalid("new_isr", "%v does not contain the leader %d", isr, m.GetBrokerId())
-	}
-	if len(dedup(isr)) != len(isr) {
-		return nil, invalid("new_isr", "%v lists a broker twice", isr)
-	}
-
-	// The partition epoch is checked first: a proposal whose outcome the
-	// leader does not know (a lost response) may have been applied, and
-	// only "stale partition epoch" may say so. Every other refusal below is
-	// decided against the current partition epoch, so it means "not
-	// applied", which the leader may treat as definitive.
 	topic, cur, err := s.partition(ctx, m.GetTopicId(), m.GetPartition())
 	if err != nil {
 		return nil, err
-	}
-	if cur.PartitionEpoch != m.GetPartitionEpoch() {
-		return nil, partitionPrecondition(topic, cur, "stale partition epoch %d (current %d)", m.GetPartitionEpoch(), cur.PartitionEpoch)
 	}
 	brokers, err := s.store.ListBrokers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBrokerEpoch(brokers, m.GetBrokerId(), m.GetBrokerEpoch()); err != nil {
+	next, changed, err := decideAlter(r, withTopic(topic, cur), brokers, s.now())
+	if err != nil {
 		return nil, err
 	}
-	now := s.now()
-	caller, _ := findBroker(brokers, m.GetBrokerId())
-	if !caller.Live(now) {
-		// Its lease expired: the controller may be moving leadership away;
-		// shrinking the ISR to itself now could leave only a dead member.
-		return nil, failedPrecondition("broker %d's lease has expired; heartbeat before changing the ISR", caller.ID)
-	}
-	switch {
-	case cur.Leader != m.GetBrokerId():
-		return nil, partitionPrecondition(topic, cur, "broker %d is not the leader of partition %d (leader %d)", m.GetBrokerId(), cur.Partition, cur.Leader)
-	case cur.LeaderEpoch != m.GetLeaderEpoch():
-		return nil, partitionPrecondition(topic, cur, "stale leader epoch %d (current %d)", m.GetLeaderEpoch(), cur.LeaderEpoch)
-	}
-	added := map[int32]int64{}
-	for _, be := range m.GetAddedBrokerEpochs() {
-		added[be.GetBrokerId()] = be.GetBrokerEpoch()
-	}
-	for _, b := range isr {
-		if !slices.Contains(cur.Replicas, b) {
-			return nil, invalid("new_isr", "broker %d is not a replica of partition %d (replicas %v)", b, cur.Partition, cur.Replicas)
-		}
-		if slices.Contains(cur.ISR, b) {
-			continue
-		}
-		nb, ok := findBroker(brokers, b)
-		if !ok || !nb.Live(now) {
-			return nil, partitionPrecondition(topic, cur, "broker %d is not live; it cannot join the ISR", b)
-		}
-		// KIP-903: the leader saw this broker catch up under one broker
-		// epoch; if it registered again since, that incarnation may have
-		// lost its log.
-		if e, ok := added[b]; !ok {
-			return nil, invalid("added_broker_epochs", "broker %d joins the ISR without the broker epoch its catch-up was seen under", b)
-		} else if e != nb.Epoch {
-			return nil, partitionPrecondition(topic, cur, "broker %d caught up under broker epoch %d but is now at %d (it restarted); it cannot join the ISR", b, e, nb.Epoch)
-		}
-	}
-	// Stored in replica order, so equal sets read back equal.
-	next := cur
-	next.ISR = nil
-	for _, r := range cur.Replicas {
-		if slices.Contains(isr, r) {
-			next.ISR = append(next.ISR, r)
-		}
-	}
-	if slices.Equal(dedup(cur.ISR), dedup(next.ISR)) {
+	if !changed {
 		return connect.NewResponse(&sluicev1.AlterPartitionResponse{Partition: toAssignmentPB(withTopic(topic, cur))}), nil
 	}
-	next.PartitionEpoch = cur.PartitionEpoch + 1
 	switch err := s.store.UpdatePartition(ctx, next, cur.PartitionEpoch); {
 	case errors.Is(err, store.ErrConflict):
 		topic, fresh, rerr := s.partition(ctx, m.GetTopicId(), m.GetPartition())

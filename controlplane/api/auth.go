@@ -74,6 +74,7 @@ var rules = map[string]rule{
 	sluicev1connect.BrokerServiceListRevokedAPIKeysProcedure:  {access: accessBroker},
 	sluicev1connect.BrokerServiceWatchAssignmentsProcedure:    {access: accessBroker},
 	sluicev1connect.BrokerServiceAlterPartitionProcedure:      {access: accessBroker},
+	sluicev1connect.BrokerServiceAlterPartitionsProcedure:     {access: accessBroker},
 	sluicev1connect.BrokerServiceAllocateProducerIdsProcedure: {access: accessBroker},
 	sluicev1connect.BrokerServiceAddRemoteSegmentProcedure:    {access: accessBroker},
 	sluicev1connect.BrokerServiceUpdateRemoteSegmentProcedure: {access: accessBroker},

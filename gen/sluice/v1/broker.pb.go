@@ -1731,6 +1731,349 @@ func (x *AlterPartitionResponse) GetPartition() *PartitionAssignment {
 	return nil
 }
 
+type AlterPartitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller: the leader of every item's partition.
+	BrokerId    int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch int64 `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	// At most 1000; the fields mean what AlterPartitionRequest's do.
+	Items         []*AlterPartitionsItem `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionsRequest) Reset() {
+	*x = AlterPartitionsRequest{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionsRequest) ProtoMessage() {}
+
+func (x *AlterPartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionsRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AlterPartitionsRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *AlterPartitionsRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionsRequest) GetItems() []*AlterPartitionsItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type AlterPartitionsItem struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	TopicId           string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition         int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	LeaderEpoch       int32                  `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	PartitionEpoch    int32                  `protobuf:"varint,4,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	NewIsr            []int32                `protobuf:"varint,5,rep,packed,name=new_isr,json=newIsr,proto3" json:"new_isr,omitempty"`
+	AddedBrokerEpochs []*BrokerEpoch         `protobuf:"bytes,6,rep,name=added_broker_epochs,json=addedBrokerEpochs,proto3" json:"added_broker_epochs,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *AlterPartitionsItem) Reset() {
+	*x = AlterPartitionsItem{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionsItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionsItem) ProtoMessage() {}
+
+func (x *AlterPartitionsItem) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionsItem.ProtoReflect.Descriptor instead.
+func (*AlterPartitionsItem) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *AlterPartitionsItem) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *AlterPartitionsItem) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *AlterPartitionsItem) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionsItem) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
+}
+
+func (x *AlterPartitionsItem) GetNewIsr() []int32 {
+	if x != nil {
+		return x.NewIsr
+	}
+	return nil
+}
+
+func (x *AlterPartitionsItem) GetAddedBrokerEpochs() []*BrokerEpoch {
+	if x != nil {
+		return x.AddedBrokerEpochs
+	}
+	return nil
+}
+
+type AlterPartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per item, in the request's order.
+	Results       []*AlterPartitionsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionsResponse) Reset() {
+	*x = AlterPartitionsResponse{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionsResponse) ProtoMessage() {}
+
+func (x *AlterPartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionsResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *AlterPartitionsResponse) GetResults() []*AlterPartitionsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type AlterPartitionsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*AlterPartitionsResult_Partition
+	//	*AlterPartitionsResult_Error
+	Outcome       isAlterPartitionsResult_Outcome `protobuf_oneof:"outcome"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionsResult) Reset() {
+	*x = AlterPartitionsResult{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionsResult) ProtoMessage() {}
+
+func (x *AlterPartitionsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionsResult.ProtoReflect.Descriptor instead.
+func (*AlterPartitionsResult) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *AlterPartitionsResult) GetOutcome() isAlterPartitionsResult_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *AlterPartitionsResult) GetPartition() *PartitionAssignment {
+	if x != nil {
+		if x, ok := x.Outcome.(*AlterPartitionsResult_Partition); ok {
+			return x.Partition
+		}
+	}
+	return nil
+}
+
+func (x *AlterPartitionsResult) GetError() *AlterPartitionsError {
+	if x != nil {
+		if x, ok := x.Outcome.(*AlterPartitionsResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isAlterPartitionsResult_Outcome interface {
+	isAlterPartitionsResult_Outcome()
+}
+
+type AlterPartitionsResult_Partition struct {
+	// Accepted: the partition's state after the change, as
+	// AlterPartitionResponse.partition.
+	Partition *PartitionAssignment `protobuf:"bytes,1,opt,name=partition,proto3,oneof"`
+}
+
+type AlterPartitionsResult_Error struct {
+	// Refused: what AlterPartition's error would have said.
+	Error *AlterPartitionsError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*AlterPartitionsResult_Partition) isAlterPartitionsResult_Outcome() {}
+
+func (*AlterPartitionsResult_Error) isAlterPartitionsResult_Outcome() {}
+
+type AlterPartitionsError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Connect code, as Connect names it in text ("failed_precondition",
+	// "invalid_argument", "not_found", ...).
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// AlterPartition's error message; a stale partition epoch says "stale
+	// partition epoch", the only refusal that may hide an earlier, applied
+	// proposal of the same change.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The partition's current state, when the refusal is about the
+	// partition (AlterPartition's PartitionAssignment error detail).
+	Current       *PartitionAssignment `protobuf:"bytes,3,opt,name=current,proto3" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionsError) Reset() {
+	*x = AlterPartitionsError{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionsError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionsError) ProtoMessage() {}
+
+func (x *AlterPartitionsError) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionsError.ProtoReflect.Descriptor instead.
+func (*AlterPartitionsError) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AlterPartitionsError) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *AlterPartitionsError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AlterPartitionsError) GetCurrent() *PartitionAssignment {
+	if x != nil {
+		return x.Current
+	}
+	return nil
+}
+
 var File_sluice_v1_broker_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_broker_proto_rawDesc = "" +
@@ -1862,19 +2205,41 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"V\n" +
 	"\x16AlterPartitionResponse\x12<\n" +
-	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\tpartition*\xd4\x01\n" +
+	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\tpartition\"\x8e\x01\n" +
+	"\x16AlterPartitionsRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x124\n" +
+	"\x05items\x18\x03 \x03(\v2\x1e.sluice.v1.AlterPartitionsItemR\x05items\"\xfb\x01\n" +
+	"\x13AlterPartitionsItem\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12'\n" +
+	"\x0fpartition_epoch\x18\x04 \x01(\x05R\x0epartitionEpoch\x12\x17\n" +
+	"\anew_isr\x18\x05 \x03(\x05R\x06newIsr\x12F\n" +
+	"\x13added_broker_epochs\x18\x06 \x03(\v2\x16.sluice.v1.BrokerEpochR\x11addedBrokerEpochs\"U\n" +
+	"\x17AlterPartitionsResponse\x12:\n" +
+	"\aresults\x18\x01 \x03(\v2 .sluice.v1.AlterPartitionsResultR\aresults\"\x9b\x01\n" +
+	"\x15AlterPartitionsResult\x12>\n" +
+	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentH\x00R\tpartition\x127\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.sluice.v1.AlterPartitionsErrorH\x00R\x05errorB\t\n" +
+	"\aoutcome\"~\n" +
+	"\x14AlterPartitionsError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x128\n" +
+	"\acurrent\x18\x03 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\acurrent*\xd4\x01\n" +
 	"\x12RemoteSegmentState\x12$\n" +
 	" REMOTE_SEGMENT_STATE_UNSPECIFIED\x10\x00\x12%\n" +
 	"!REMOTE_SEGMENT_STATE_COPY_STARTED\x10\x01\x12&\n" +
 	"\"REMOTE_SEGMENT_STATE_COPY_FINISHED\x10\x02\x12'\n" +
 	"#REMOTE_SEGMENT_STATE_DELETE_STARTED\x10\x03\x12 \n" +
-	"\x1cREMOTE_SEGMENT_STATE_DELETED\x10\x042\xf7\x06\n" +
+	"\x1cREMOTE_SEGMENT_STATE_DELETED\x10\x042\xd3\a\n" +
 	"\rBrokerService\x12W\n" +
 	"\x0eRegisterBroker\x12 .sluice.v1.RegisterBrokerRequest\x1a!.sluice.v1.RegisterBrokerResponse\"\x00\x12Z\n" +
 	"\x0fHeartbeatBroker\x12!.sluice.v1.HeartbeatBrokerRequest\x1a\".sluice.v1.HeartbeatBrokerResponse\"\x00\x12c\n" +
 	"\x12ListRevokedAPIKeys\x12$.sluice.v1.ListRevokedAPIKeysRequest\x1a%.sluice.v1.ListRevokedAPIKeysResponse\"\x00\x12_\n" +
 	"\x10WatchAssignments\x12\".sluice.v1.WatchAssignmentsRequest\x1a#.sluice.v1.WatchAssignmentsResponse\"\x000\x01\x12W\n" +
-	"\x0eAlterPartition\x12 .sluice.v1.AlterPartitionRequest\x1a!.sluice.v1.AlterPartitionResponse\"\x00\x12f\n" +
+	"\x0eAlterPartition\x12 .sluice.v1.AlterPartitionRequest\x1a!.sluice.v1.AlterPartitionResponse\"\x00\x12Z\n" +
+	"\x0fAlterPartitions\x12!.sluice.v1.AlterPartitionsRequest\x1a\".sluice.v1.AlterPartitionsResponse\"\x00\x12f\n" +
 	"\x13AllocateProducerIds\x12%.sluice.v1.AllocateProducerIdsRequest\x1a&.sluice.v1.AllocateProducerIdsResponse\"\x00\x12]\n" +
 	"\x10AddRemoteSegment\x12\".sluice.v1.AddRemoteSegmentRequest\x1a#.sluice.v1.AddRemoteSegmentResponse\"\x00\x12f\n" +
 	"\x13UpdateRemoteSegment\x12%.sluice.v1.UpdateRemoteSegmentRequest\x1a&.sluice.v1.UpdateRemoteSegmentResponse\"\x00\x12c\n" +
@@ -1895,7 +2260,7 @@ func file_sluice_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_sluice_v1_broker_proto_goTypes = []any{
 	(RemoteSegmentState)(0),             // 0: sluice.v1.RemoteSegmentState
 	(*RemoteSegment)(nil),               // 1: sluice.v1.RemoteSegment
@@ -1923,13 +2288,18 @@ var file_sluice_v1_broker_proto_goTypes = []any{
 	(*AlterPartitionRequest)(nil),       // 23: sluice.v1.AlterPartitionRequest
 	(*BrokerEpoch)(nil),                 // 24: sluice.v1.BrokerEpoch
 	(*AlterPartitionResponse)(nil),      // 25: sluice.v1.AlterPartitionResponse
-	(*timestamppb.Timestamp)(nil),       // 26: google.protobuf.Timestamp
-	(*TopicConfig)(nil),                 // 27: sluice.v1.TopicConfig
+	(*AlterPartitionsRequest)(nil),      // 26: sluice.v1.AlterPartitionsRequest
+	(*AlterPartitionsItem)(nil),         // 27: sluice.v1.AlterPartitionsItem
+	(*AlterPartitionsResponse)(nil),     // 28: sluice.v1.AlterPartitionsResponse
+	(*AlterPartitionsResult)(nil),       // 29: sluice.v1.AlterPartitionsResult
+	(*AlterPartitionsError)(nil),        // 30: sluice.v1.AlterPartitionsError
+	(*timestamppb.Timestamp)(nil),       // 31: google.protobuf.Timestamp
+	(*TopicConfig)(nil),                 // 32: sluice.v1.TopicConfig
 }
 var file_sluice_v1_broker_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.RemoteSegment.state:type_name -> sluice.v1.RemoteSegmentState
-	26, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
-	26, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
+	31, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
+	31, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
 	2,  // 3: sluice.v1.RemoteSegment.epochs:type_name -> sluice.v1.EpochStart
 	1,  // 4: sluice.v1.AddRemoteSegmentRequest.segment:type_name -> sluice.v1.RemoteSegment
 	1,  // 5: sluice.v1.AddRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
@@ -1937,40 +2307,48 @@ var file_sluice_v1_broker_proto_depIdxs = []int32{
 	1,  // 7: sluice.v1.UpdateRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
 	0,  // 8: sluice.v1.ListRemoteSegmentsRequest.states:type_name -> sluice.v1.RemoteSegmentState
 	1,  // 9: sluice.v1.ListRemoteSegmentsResponse.segments:type_name -> sluice.v1.RemoteSegment
-	26, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	26, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	26, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
-	26, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	31, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	31, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	31, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
+	31, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
 	17, // 14: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
-	26, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
+	31, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
 	21, // 16: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
 	22, // 17: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
-	27, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
+	32, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
 	24, // 19: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
 	21, // 20: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
-	12, // 21: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
-	14, // 22: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
-	16, // 23: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
-	19, // 24: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
-	23, // 25: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
-	10, // 26: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
-	3,  // 27: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
-	5,  // 28: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
-	7,  // 29: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
-	13, // 30: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
-	15, // 31: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
-	18, // 32: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
-	20, // 33: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
-	25, // 34: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
-	11, // 35: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
-	4,  // 36: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
-	6,  // 37: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
-	8,  // 38: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
-	30, // [30:39] is the sub-list for method output_type
-	21, // [21:30] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	27, // 21: sluice.v1.AlterPartitionsRequest.items:type_name -> sluice.v1.AlterPartitionsItem
+	24, // 22: sluice.v1.AlterPartitionsItem.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
+	29, // 23: sluice.v1.AlterPartitionsResponse.results:type_name -> sluice.v1.AlterPartitionsResult
+	21, // 24: sluice.v1.AlterPartitionsResult.partition:type_name -> sluice.v1.PartitionAssignment
+	30, // 25: sluice.v1.AlterPartitionsResult.error:type_name -> sluice.v1.AlterPartitionsError
+	21, // 26: sluice.v1.AlterPartitionsError.current:type_name -> sluice.v1.PartitionAssignment
+	12, // 27: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
+	14, // 28: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
+	16, // 29: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
+	19, // 30: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
+	23, // 31: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
+	26, // 32: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
+	10, // 33: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
+	3,  // 34: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
+	5,  // 35: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
+	7,  // 36: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
+	13, // 37: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
+	15, // 38: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
+	18, // 39: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
+	20, // 40: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
+	25, // 41: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
+	28, // 42: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
+	11, // 43: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
+	4,  // 44: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
+	6,  // 45: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
+	8,  // 46: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
+	37, // [37:47] is the sub-list for method output_type
+	27, // [27:37] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_broker_proto_init() }
@@ -1979,13 +2357,17 @@ func file_sluice_v1_broker_proto_init() {
 		return
 	}
 	file_sluice_v1_topic_proto_init()
+	file_sluice_v1_broker_proto_msgTypes[28].OneofWrappers = []any{
+		(*AlterPartitionsResult_Partition)(nil),
+		(*AlterPartitionsResult_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_broker_proto_rawDesc), len(file_sluice_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,9 @@ const (
 	// BrokerServiceAlterPartitionProcedure is the fully-qualified name of the BrokerService's
 	// AlterPartition RPC.
 	BrokerServiceAlterPartitionProcedure = "/sluice.v1.BrokerService/AlterPartition"
+	// BrokerServiceAlterPartitionsProcedure is the fully-qualified name of the BrokerService's
+	// AlterPartitions RPC.
+	BrokerServiceAlterPartitionsProcedure = "/sluice.v1.BrokerService/AlterPartitions"
 	// BrokerServiceAllocateProducerIdsProcedure is the fully-qualified name of the BrokerService's
 	// AllocateProducerIds RPC.
 	BrokerServiceAllocateProducerIdsProcedure = "/sluice.v1.BrokerService/AllocateProducerIds"
@@ -109,6 +112,20 @@ type BrokerServiceClient interface {
 	// the leader can refresh without waiting for WatchAssignments.
 	// NOT_FOUND: unknown broker, topic or partition.
 	AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error)
+	// AlterPartitions is AlterPartition for many partitions in one call: a
+	// broker sends the ISR proposals of every partition it leads together
+	// (one call per ISR round), and the accepted ones are written in one
+	// store transaction, each still a compare-and-set on its own partition
+	// epoch. Every item is validated exactly as AlterPartition validates its
+	// request, in the same order (its partition epoch first), and answered on
+	// its own: the new state, or the error AlterPartition would have returned
+	// (code, message and, for a refusal about the partition, its current
+	// PartitionAssignment). A refused item leaves the others as they are.
+	//
+	// Errors of the whole call: INVALID_ARGUMENT for more than 1000 items;
+	// any other code (UNAVAILABLE, a timeout) leaves every item's outcome
+	// unknown, as a lost AlterPartition response does.
+	AlterPartitions(context.Context, *connect.Request[v1.AlterPartitionsRequest]) (*connect.Response[v1.AlterPartitionsResponse], error)
 	// AllocateProducerIds reserves a block of producer ids for a broker to
 	// hand out in InitProducerId (Kafka's KIP-730). Blocks never overlap and
 	// an id is never handed out twice, even across control-plane failovers:
@@ -185,6 +202,12 @@ func NewBrokerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(brokerServiceMethods.ByName("AlterPartition")),
 			connect.WithClientOptions(opts...),
 		),
+		alterPartitions: connect.NewClient[v1.AlterPartitionsRequest, v1.AlterPartitionsResponse](
+			httpClient,
+			baseURL+BrokerServiceAlterPartitionsProcedure,
+			connect.WithSchema(brokerServiceMethods.ByName("AlterPartitions")),
+			connect.WithClientOptions(opts...),
+		),
 		allocateProducerIds: connect.NewClient[v1.AllocateProducerIdsRequest, v1.AllocateProducerIdsResponse](
 			httpClient,
 			baseURL+BrokerServiceAllocateProducerIdsProcedure,
@@ -219,6 +242,7 @@ type brokerServiceClient struct {
 	listRevokedAPIKeys  *connect.Client[v1.ListRevokedAPIKeysRequest, v1.ListRevokedAPIKeysResponse]
 	watchAssignments    *connect.Client[v1.WatchAssignmentsRequest, v1.WatchAssignmentsResponse]
 	alterPartition      *connect.Client[v1.AlterPartitionRequest, v1.AlterPartitionResponse]
+	alterPartitions     *connect.Client[v1.AlterPartitionsRequest, v1.AlterPartitionsResponse]
 	allocateProducerIds *connect.Client[v1.AllocateProducerIdsRequest, v1.AllocateProducerIdsResponse]
 	addRemoteSegment    *connect.Client[v1.AddRemoteSegmentRequest, v1.AddRemoteSegmentResponse]
 	updateRemoteSegment *connect.Client[v1.UpdateRemoteSegmentRequest, v1.UpdateRemoteSegmentResponse]
@@ -248,6 +272,11 @@ func (c *brokerServiceClient) WatchAssignments(ctx context.Context, req *connect
 // AlterPartition calls sluice.v1.BrokerService.AlterPartition.
 func (c *brokerServiceClient) AlterPartition(ctx context.Context, req *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error) {
 	return c.alterPartition.CallUnary(ctx, req)
+}
+
+// AlterPartitions calls sluice.v1.BrokerService.AlterPartitions.
+func (c *brokerServiceClient) AlterPartitions(ctx context.Context, req *connect.Request[v1.AlterPartitionsRequest]) (*connect.Response[v1.AlterPartitionsResponse], error) {
+	return c.alterPartitions.CallUnary(ctx, req)
 }
 
 // AllocateProducerIds calls sluice.v1.BrokerService.AllocateProducerIds.
@@ -317,6 +346,20 @@ type BrokerServiceHandler interface {
 	// the leader can refresh without waiting for WatchAssignments.
 	// NOT_FOUND: unknown broker, topic or partition.
 	AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error)
+	// AlterPartitions is AlterPartition for many partitions in one call: a
+	// broker sends the ISR proposals of every partition it leads together
+	// (one call per ISR round), and the accepted ones are written in one
+	// store transaction, each still a compare-and-set on its own partition
+	// epoch. Every item is validated exactly as AlterPartition validates its
+	// request, in the same order (its partition epoch first), and answered on
+	// its own: the new state, or the error AlterPartition would have returned
+	// (code, message and, for a refusal about the partition, its current
+	// PartitionAssignment). A refused item leaves the others as they are.
+	//
+	// Errors of the whole call: INVALID_ARGUMENT for more than 1000 items;
+	// any other code (UNAVAILABLE, a timeout) leaves every item's outcome
+	// unknown, as a lost AlterPartition response does.
+	AlterPartitions(context.Context, *connect.Request[v1.AlterPartitionsRequest]) (*connect.Response[v1.AlterPartitionsResponse], error)
 	// AllocateProducerIds reserves a block of producer ids for a broker to
 	// hand out in InitProducerId (Kafka's KIP-730). Blocks never overlap and
 	// an id is never handed out twice, even across control-plane failovers:
@@ -389,6 +432,12 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(brokerServiceMethods.ByName("AlterPartition")),
 		connect.WithHandlerOptions(opts...),
 	)
+	brokerServiceAlterPartitionsHandler := connect.NewUnaryHandler(
+		BrokerServiceAlterPartitionsProcedure,
+		svc.AlterPartitions,
+		connect.WithSchema(brokerServiceMethods.ByName("AlterPartitions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	brokerServiceAllocateProducerIdsHandler := connect.NewUnaryHandler(
 		BrokerServiceAllocateProducerIdsProcedure,
 		svc.AllocateProducerIds,
@@ -425,6 +474,8 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 			brokerServiceWatchAssignmentsHandler.ServeHTTP(w, r)
 		case BrokerServiceAlterPartitionProcedure:
 			brokerServiceAlterPartitionHandler.ServeHTTP(w, r)
+		case BrokerServiceAlterPartitionsProcedure:
+			brokerServiceAlterPartitionsHandler.ServeHTTP(w, r)
 		case BrokerServiceAllocateProducerIdsProcedure:
 			brokerServiceAllocateProducerIdsHandler.ServeHTTP(w, r)
 		case BrokerServiceAddRemoteSegmentProcedure:
@@ -460,6 +511,10 @@ func (UnimplementedBrokerServiceHandler) WatchAssignments(context.Context, *conn
 
 func (UnimplementedBrokerServiceHandler) AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.AlterPartition is not implemented"))
+}
+
+func (UnimplementedBrokerServiceHandler) AlterPartitions(context.Context, *connect.Request[v1.AlterPartitionsRequest]) (*connect.Response[v1.AlterPartitionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.AlterPartitions is not implemented"))
 }
 
 func (UnimplementedBrokerServiceHandler) AllocateProducerIds(context.Context, *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error) {
