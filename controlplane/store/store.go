@@ -61,6 +61,9 @@
 // and brokers (registration; not heartbeats, which only extend a lease). A
 // reader that reads the version before reading metadata, and polls the
 // version later, sees every change after the first read as a newer version.
+// A batched partition write (UpdatePartitions, UpdatePartitionsFenced)
+// commits once: readers see all its changes under one new version, though
+// the counter moves by one per partition written (triggers bump per row).
 package store
 
 import (
