@@ -52,6 +52,7 @@ var rules = map[string]rule{
 	sluicev1connect.RecordServiceGetMetadataProcedure:    {access: accessTenant},
 	sluicev1connect.RecordServiceInitProducerIdProcedure: {access: accessTenant, scope: tenants.ScopeProduce},
 	sluicev1connect.ReplicaServiceFetchReplicaProcedure:  {access: accessBroker},
+	sluicev1connect.ReplicaServiceFetchReplicasProcedure: {access: accessBroker},
 	sluicev1connect.ReplicaServiceListGroupLagsProcedure: {access: accessBroker},
 
 	sluicev1connect.GroupServiceFindCoordinatorProcedure: {access: accessTenant, scope: tenants.ScopeConsume},

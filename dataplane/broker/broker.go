@@ -87,6 +87,9 @@ type Broker struct {
 	tier      *tiered.Tier
 	// host is what the partition replicas reach the broker through.
 	host *partition.Host
+	// sessions are the fetch sessions of the followers that fetch from
+	// the partitions this broker leads (FetchReplicas).
+	sessions *partition.Sessions
 
 	brokerEpoch atomic.Int64
 	pids        producerIDs
@@ -164,6 +167,10 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		return nil, err
 	}
 	b.host = b.replicaHost()
+	b.sessions = partition.NewSessions(partition.SessionsConfig{
+		Lookup:  b.partition,
+		Metrics: &partition.SessionMetrics{Requests: b.metrics.fetchSessionRequests},
+	})
 	if cfg.GroupLagMetricsInterval > 0 {
 		b.groupLag = &groupLagCollector{b: b}
 		b.registry.MustRegister(b.groupLag)

@@ -28,6 +28,9 @@ type brokerMetrics struct {
 	groupRebalances   prometheus.Counter
 	groupRevoked      prometheus.Counter
 	groupWriteLatency prometheus.Histogram
+	// fetchSessionRequests counts the FetchReplicas requests this broker
+	// served as leader, by kind (full, incremental, refused).
+	fetchSessionRequests *prometheus.CounterVec
 }
 
 func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
@@ -87,9 +90,25 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 			Help:    "Time to write an offset commit (or group change) to the replicated offsets partition, acks=all.",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
 		}),
+		fetchSessionRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "replica_fetch_session_requests_total",
+			Help: "Replica-fetch session requests (FetchReplicas) served as leader, by kind: full (a new session), incremental, refused (an unknown session or a wrong session epoch: the follower starts a new session).",
+		}, []string{"kind"}),
 	}
 	reg.MustRegister(m.produceLatency, m.fetchLatency, m.producedBytes, m.fetchedBytes, m.forwarded, m.isrShrinks, m.isrExpands,
-		m.duplicates, m.sequenceErrors, m.producerIDs, m.groupRebalances, m.groupRevoked, m.groupWriteLatency)
+		m.duplicates, m.sequenceErrors, m.producerIDs, m.groupRebalances, m.groupRevoked, m.groupWriteLatency, m.fetchSessionRequests)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sluice", Subsystem: "broker", Name: "replica_fetch_sessions",
+		Help: "Replica-fetch sessions of follower brokers that this broker serves as leader (one per follower broker).",
+	}, func() float64 { return float64(b.sessions.Stats().Sessions) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sluice", Subsystem: "broker", Name: "replica_fetch_session_partitions",
+		Help: "Partitions carried by the replica-fetch sessions this broker serves as leader.",
+	}, func() float64 { return float64(b.sessions.Stats().Partitions) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sluice", Subsystem: "broker", Name: "replica_fetchers",
+		Help: "Leader brokers this broker's follower replicas fetch from: one fetcher, one fetch session, one goroutine each.",
+	}, func() float64 { return float64(b.host.Fetchers()) }))
 	reg.MustRegister(partitionCollector{b})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Subsystem: "broker", Name: "leader_partitions",

@@ -184,8 +184,18 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition.Replica, e
 	return p, nil
 }
 
-// replicaService serves followers' fetches on the leader.
+// replicaService serves followers' fetches on the leader: a follower
+// broker's fetch session (FetchReplicas), and the per-partition fetch of
+// followers that predate sessions (FetchReplica).
 type replicaService struct{ b *Broker }
+
+func (s *replicaService) FetchReplicas(ctx context.Context, req *connect.Request[sluicev1.FetchReplicasRequest]) (*connect.Response[sluicev1.FetchReplicasResponse], error) {
+	res, err := s.b.sessions.Fetch(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
+}
 
 func (s *replicaService) FetchReplica(ctx context.Context, req *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error) {
 	m := req.Msg

@@ -5,14 +5,14 @@
 // with tiered storage, the copy of its closed segments to the object store.
 // The broker (dataplane/broker) decides which replicas it hosts, opens each
 // with Open, hands it every assignment the controller publishes (Update),
-// routes clients' produce and fetch requests and followers' replica fetches
-// to it, and runs the loops that call MaybeAlterISR, CheckpointHW,
-// SnapshotProducers, ApplyRetention and CopyToTier on every replica. A
-// replica reaches its broker only through the Host the broker gives it:
-// its id and broker epoch, a logger and counters, the log settings, the
-// leader's address for NotLeader errors, a ReplicaService client to fetch
-// from its leader, the controller's AlterPartition, a fail-stop callback
-// and the tiered storage.
+// routes clients' produce and fetch requests to it, serves follower
+// brokers' fetch sessions through Sessions, and runs the loops that call
+// MaybeAlterISR, CheckpointHW, SnapshotProducers, ApplyRetention and
+// CopyToTier on every replica. A replica reaches its broker only through
+// the Host the broker gives it: its id and broker epoch, a logger and
+// counters, the log settings, the leader's address for NotLeader errors, a
+// ReplicaService client for the fetcher of each leader broker, the
+// controller's AlterPartition, a fail-stop callback and the tiered storage.
 //
 // # Model
 //
@@ -57,9 +57,23 @@
 // segments it waits for a sync in flight (the log's structMu). Lock order: the broker's lock, then Replica.mu, then the log's
 // writer lock.
 //
-// A follower's fetch loop is the one goroutine a replica owns: Update
-// starts it with the follower role and a context derived from Update's, and
-// the role's end (a new assignment, Stop) cancels it. A new leadership whose
-// log tail is not yet durable syncs it in a short-lived goroutine of its
-// own.
+// A replica owns no goroutine of its own. Its follower side is the
+// Host's fetcher of its leader (fetcher.go): one per leader broker, with
+// one goroutine and one fetch session carrying every replica here that
+// follows a partition of that leader. Update registers a follower with
+// it, the role's end (a new assignment, Stop) unregisters it; the
+// goroutine starts with its first registration and the context given to
+// that Update, and ends when nothing is registered or that context ends.
+// A round of the fetcher makes each replica's fetched batches durable
+// (up to 8 fsyncs at once, outside every lock), builds each replica's
+// position under its mu, sends one request without any lock, and applies
+// each answer under the replica's mu (applyFetch): only the round writes a
+// following replica's log. On the leader side, Sessions serve the
+// follower brokers' sessions from the request's goroutine: a session is a
+// watcher of each replica it carries, which notifyLocked signals (a mark
+// and a non-blocking send on the session's wake channel) under the
+// replica's mu. Lock order there: a session's lock, then Replica.mu, then
+// the session's dirty-set lock; the fetcher's locks come after Replica.mu.
+// A new leadership whose log tail is not yet durable syncs it in a
+// short-lived goroutine of its own.
 package partition

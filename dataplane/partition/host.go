@@ -45,7 +45,8 @@ type Host struct {
 	// the cluster ("" when it has none), for NotLeader errors.
 	LeaderAddress func(id int32) string
 	// ReplicaClient returns the client of broker leader's ReplicaService
-	// that a follower fetches with.
+	// that the fetcher of that leader's partitions fetches with
+	// (FetchReplicas).
 	ReplicaClient func(leader int32) sluicev1connect.ReplicaServiceClient
 	// AlterPartition sends a leader's ISR proposal to the controller.
 	AlterPartition func(context.Context, *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error)
@@ -57,6 +58,10 @@ type Host struct {
 	// Tier is the broker's tiered storage, nil when off; only replicas
 	// opened with Spec.Tiered use it.
 	Tier *tiered.Tier
+
+	// fetchers are the follower side of the broker's replicas: one
+	// fetcher, with one fetch session, per leader broker (fetcher.go).
+	fetchers fetchers
 }
 
 // Metrics are the counters replicas update, registered by the broker.

@@ -24,8 +24,8 @@ import (
 // TestPartitionReplicationModel is dataplane/replica's model test
 // (TestReplicaModel) run on the code brokers run: three replicas of the
 // type brokers run (Replica) on real logs, one per broker, driven through
-// their own paths (Produce, the follower's fetchOnce → the leader's
-// FetchReplica → applyFetch, Update for every assignment, MaybeAlterISR
+// their own paths (Produce, a round of the follower broker's fetcher → the
+// leader broker's fetch Sessions → applyFetch, Update for every assignment, MaybeAlterISR
 // against a control plane that applies AlterPartition by compare-and-set) with random produces (acks=1
 // and acks=all, to the leader and sometimes to a zombie or a follower),
 // partial fetches, crashes with a lost uncommitted tail and a stale HW
@@ -58,11 +58,14 @@ type modelEntry struct {
 func (e modelEntry) String() string { return fmt.Sprintf("%d:%s", e.epoch, e.val) }
 
 type modelNode struct {
-	id       int32
-	h        *Host
-	dir      string       // the replica's directory
-	epoch    atomic.Int64 // the broker epoch
-	p        *Replica     // nil while down
+	id    int32
+	h     *Host
+	dir   string       // the replica's directory
+	epoch atomic.Int64 // the broker epoch
+	p     *Replica     // nil while down
+	// sessions serve the followers' fetch sessions while n leads; a
+	// restart loses them.
+	sessions *Sessions
 	lastLog  []modelEntry // the log as it was when the node went down
 	isolated bool
 }
@@ -152,6 +155,12 @@ func (m *brokerModel) open(n *modelNode) {
 		m.fatalf("open replica on %d: %v", n.id, err)
 	}
 	n.p = p
+	n.sessions = NewSessions(SessionsConfig{Lookup: func(topicID string, partition int32) *Replica {
+		if topicID != modelTopic || partition != 0 {
+			return nil
+		}
+		return n.p
+	}})
 }
 
 func (m *brokerModel) assignment() Assignment {
@@ -287,8 +296,10 @@ func (m *brokerModel) produce(n *modelNode, acksAll bool) {
 	m.inflight = append(m.inflight, mp)
 }
 
-// fetch runs one replication step of n's follower, through the leader's
-// FetchReplica handler, unless a link is cut.
+// fetch runs one round of n's fetcher of its leader (the code brokers
+// run: the fetcher's session request, the leader's Sessions, the answers
+// applied), unless a link is cut. A leader that restarted lost its
+// sessions, so the fetcher starts a new one.
 func (m *brokerModel) fetch(n *modelNode) {
 	if n.p == nil || n.isolated {
 		return
@@ -300,26 +311,29 @@ func (m *brokerModel) fetch(n *modelNode) {
 		return
 	}
 	ln := m.node(fol.Leader())
-	send := func(ctx context.Context, req *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error) {
+	f := n.h.fetcher(ln.id)
+	if f == nil {
+		m.fatalf("%d: follows %d without a fetcher", n.id, ln.id)
+	}
+	send := func(ctx context.Context, req *connect.Request[sluicev1.FetchReplicasRequest]) (*connect.Response[sluicev1.FetchReplicasResponse], error) {
 		if ln.p == nil || ln.isolated {
 			return nil, connect.NewError(connect.CodeUnavailable, errors.New("leader unreachable"))
 		}
-		req.Msg.MaxWaitMs = 0
-		req.Msg.MaxBytes = int32(1 + m.rng.IntN(200)) // sometimes a partial fetch
-		res, err := ln.p.FetchReplica(ctx, req.Msg)
+		res, err := ln.sessions.Fetch(ctx, req.Msg)
 		if err != nil {
 			return nil, err
 		}
 		return connect.NewResponse(res), nil
 	}
 	before := n.p.log.LEO()
-	sent, err := n.p.fetchOnce(context.Background(), fol, send)
-	m.logf("%d: fetch from %d: leo %d -> %d hw=%d sent=%v err=%v", n.id, ln.id, before, n.p.log.LEO(), n.p.HighWatermark(), sent, err)
-	if sent && err != nil && !errors.Is(err, replica.ErrTruncateBelowHW) {
-		m.fatalf("%d: apply fetch: %v", n.id, err)
+	// Sometimes a partial fetch.
+	r := f.round(context.Background(), send, 0, int32(1+m.rng.IntN(400)), int32(1+m.rng.IntN(200)))
+	m.logf("%d: fetch from %d: leo %d -> %d hw=%d err=%v apply-err=%v", n.id, ln.id, before, n.p.log.LEO(), n.p.HighWatermark(), r.err, r.applyErr)
+	if errors.Is(r.applyErr, replica.ErrTruncateBelowHW) {
+		m.fatalf("%d: asked to truncate committed records after clean elections: %v", n.id, r.applyErr)
 	}
-	if errors.Is(err, replica.ErrTruncateBelowHW) {
-		m.fatalf("%d: asked to truncate committed records after clean elections: %v", n.id, err)
+	if r.applyErr != nil {
+		m.fatalf("%d: apply fetch: %v", n.id, r.applyErr)
 	}
 }
 

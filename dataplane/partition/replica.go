@@ -54,7 +54,9 @@ type Replica struct {
 	roleHW int64
 	// savedHW is the HW last written to the checkpoint file.
 	savedHW int64
-	stopF   context.CancelFunc
+	// watchers are the fetch sessions (Sessions) that carry this replica
+	// as leader: notifyLocked signals them.
+	watchers map[*fetchSession]struct{}
 	// pstate is the idempotent producers' state, kept in step with the
 	// log on leaders and followers alike.
 	pstate     *producerstate.State
@@ -121,9 +123,15 @@ func (p *Replica) LeadsAt(epoch int32) bool {
 	return p.role == RoleLeader && p.meta.LeaderEpoch == epoch
 }
 
+// notifyLocked wakes whoever waits for a change of the replica: readers
+// and old-style follower fetches (hwCh), and the fetch sessions that carry
+// it (a non-blocking signal each).
 func (p *Replica) notifyLocked() {
 	close(p.hwCh)
 	p.hwCh = make(chan struct{})
+	for s := range p.watchers {
+		s.signal(p)
+	}
 }
 
 // HighWatermark is the replica's HW: the leader's, what a follower learned

@@ -57,13 +57,17 @@ func newTestHost(t *testing.T) *Host {
 }
 
 // unreachable is a leader no follower reaches: a test that lets a
-// follower's own fetch loop run gets the network error a real follower
+// follower's fetcher run gets the network error a real follower
 // would, and drives replication itself.
 type unreachable struct {
 	sluicev1connect.ReplicaServiceClient
 }
 
 func (unreachable) FetchReplica(context.Context, *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error) {
+	return nil, connect.NewError(connect.CodeUnavailable, errors.New("the leader is unreachable in this test"))
+}
+
+func (unreachable) FetchReplicas(context.Context, *connect.Request[sluicev1.FetchReplicasRequest]) (*connect.Response[sluicev1.FetchReplicasResponse], error) {
 	return nil, connect.NewError(connect.CodeUnavailable, errors.New("the leader is unreachable in this test"))
 }
 
@@ -252,7 +256,7 @@ func produceAsync(t *testing.T, p *Replica, timeout time.Duration) <-chan error 
 // replication handler, as a follower broker would.
 func followerFetch(t *testing.T, p *Replica, id int32, offset int64, lastEpoch int32) {
 	t.Helper()
-	_, _, err := p.serveReplica(&sluicev1.FetchReplicaRequest{FollowerId: id, FollowerBrokerEpoch: 1, TopicId: p.topicID,
+	_, err := p.serveReplica(&sluicev1.FetchReplicaRequest{FollowerId: id, FollowerBrokerEpoch: 1, TopicId: p.topicID,
 		LeaderEpoch: 4, FetchOffset: offset, LastFetchedEpoch: lastEpoch, MaxBytes: 1 << 20}, 1<<20)
 	require.NoError(t, err)
 }
@@ -297,7 +301,7 @@ func TestPartitionHWCountsFollowersDurableOffsets(t *testing.T) {
 	done := produceAsync(t, p, time.Minute)
 	fetchDurable := func(id int32, durable int64) {
 		t.Helper()
-		_, _, err := p.serveReplica(&sluicev1.FetchReplicaRequest{FollowerId: id, FollowerBrokerEpoch: 1, TopicId: p.topicID,
+		_, err := p.serveReplica(&sluicev1.FetchReplicaRequest{FollowerId: id, FollowerBrokerEpoch: 1, TopicId: p.topicID,
 			LeaderEpoch: 4, FetchOffset: 11, LastFetchedEpoch: 4, DurableOffset: &durable, MaxBytes: 1 << 20}, 1<<20)
 		require.NoError(t, err)
 	}

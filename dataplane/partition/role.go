@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	"github.com/sluicemq/sluice/dataplane/replica"
@@ -62,8 +60,9 @@ func Open(h *Host, s Spec) (*Replica, error) {
 
 // Update moves the replica to the role assignment pm gives it, with the
 // topic's configuration cfg: leader (a new leader state machine, or the
-// current one told of a new ISR or min ISR), follower (a fetch loop
-// running until the role ends or ctx does), or neither. An assignment
+// current one told of a new ISR or min ISR), follower (registered with
+// the Host's fetcher of its leader, whose goroutine runs with ctx, until
+// the role ends), or neither. An assignment
 // older than the last one applied is ignored. A new leader epoch always
 // restarts the role (KAFKA-7164: a follower's next fetch carries its last
 // epoch to the new leadership, which checks it for divergence even when
@@ -116,9 +115,7 @@ func (p *Replica) Update(ctx context.Context, pm Assignment, cfg TopicConfig) {
 			break
 		}
 		p.fol = fol
-		fctx, cancel := context.WithCancel(ctx)
-		p.stopF = cancel
-		go p.follow(fctx, fol)
+		p.h.follow(ctx, p, fol)
 		p.h.Logger.Log(ctx, roleLogLevel(pm), "following partition", "topic", p.topicID, "partition", p.id, "leader", pm.Leader, "leader_epoch", pm.LeaderEpoch)
 	case p.fol != nil:
 		p.fol.SetUnclean(cfg.Unclean)
@@ -142,12 +139,14 @@ func (p *Replica) startLeadingLocked(ctx context.Context, lead *replica.Leader) 
 	}
 }
 
-// endRoleLocked ends the replica's current role, if any: it stops the
-// follower's fetching, closes a leadership (its pending acks=all waits fail
+// endRoleLocked ends the replica's current role, if any: it unregisters
+// the follower from its fetcher, closes a leadership (its pending acks=all waits fail
 // with ErrNotLeader), and keeps the state machine's HW in roleHW for the
 // next role.
 func (p *Replica) endRoleLocked() {
-	p.stopLocked()
+	if p.fol != nil {
+		p.h.unfollow(p, p.fol.Leader())
+	}
 	p.roleHW = p.hwLocked()
 	if p.lead != nil {
 		p.lead.Close()
@@ -175,84 +174,6 @@ func (p *Replica) Stop() {
 	p.endRoleLocked()
 	p.role = RoleNone
 	p.notifyLocked()
-}
-
-func (p *Replica) stopLocked() {
-	if p.stopF != nil {
-		p.stopF()
-		p.stopF = nil
-	}
-}
-
-// follow copies the leader's log until ctx ends, as the follower state
-// machine fol says: fetch from the local LEO with the last batch's epoch,
-// append the bytes unchanged, or truncate first when the leader reports a
-// divergence (KIP-101/279/320).
-func (p *Replica) follow(ctx context.Context, fol *replica.Follower) {
-	backoff := 50 * time.Millisecond
-	for ctx.Err() == nil {
-		sent, err := p.fetchOnce(ctx, fol, p.h.ReplicaClient(fol.Leader()).FetchReplica)
-		switch {
-		case errors.Is(err, errNotFollowing) || ctx.Err() != nil:
-			return
-		case !sent:
-			p.h.Logger.Debug("fetch from leader", "topic", p.topicID, "partition", p.id, "leader", fol.Leader(), "err", err)
-			sleep(ctx, backoff)
-			backoff = min(2*backoff, time.Second)
-		case err != nil:
-			backoff = 50 * time.Millisecond
-			if ferr := p.log.Failed(); ferr != nil {
-				p.h.failStop(p, ferr)
-				return
-			}
-			p.h.Logger.Error("apply leader's batches", "topic", p.topicID, "partition", p.id, "err", err)
-			sleep(ctx, time.Second)
-		default:
-			backoff = 50 * time.Millisecond
-		}
-	}
-}
-
-// errNotFollowing: fol is no longer this replica's follower state machine.
-var errNotFollowing = errors.New("no longer following")
-
-// fetchOnce is one step of follow: the fetch fol says to send, sent with
-// send, and its answer applied. sent reports whether the leader answered;
-// err is then the failure to apply the answer.
-func (p *Replica) fetchOnce(ctx context.Context, fol *replica.Follower,
-	send func(context.Context, *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error),
-) (sent bool, err error) {
-	// What the last fetch appended becomes durable before this fetch
-	// reports it (outside the lock: fetches of this replica and the ISR
-	// loop go on meanwhile). The leader counts only durable offsets toward
-	// the HW. Only this goroutine writes the log while it follows.
-	if err := p.log.MakeDurable(ctx, p.log.LEO()); err != nil {
-		return true, fmt.Errorf("sync fetched batches: %w", err)
-	}
-	p.mu.Lock()
-	if p.fol != fol {
-		p.mu.Unlock()
-		return false, errNotFollowing
-	}
-	fol.SetBrokerEpoch(p.h.BrokerEpoch())
-	q := fol.Next(logState(p.log))
-	p.mu.Unlock()
-	res, err := send(ctx, connect.NewRequest(&sluicev1.FetchReplicaRequest{
-		FollowerId:          q.Replica,
-		FollowerBrokerEpoch: q.BrokerEpoch,
-		TopicId:             p.topicID,
-		Partition:           p.id,
-		LeaderEpoch:         q.LeaderEpoch,
-		FetchOffset:         q.FetchOffset,
-		LastFetchedEpoch:    q.LastFetchedEpoch,
-		DurableOffset:       &q.Durable,
-		MaxBytes:            4 << 20,
-		MaxWaitMs:           500,
-	}))
-	if err != nil {
-		return false, err
-	}
-	return true, p.applyFetch(fol, q, res.Msg)
 }
 
 // applyFetch applies the leader's answer res to fetch q of follower fol:

@@ -9,11 +9,12 @@ import (
 )
 
 // FetchReplica serves a follower's fetch m on the leader (the
-// ReplicaService's FetchReplica for this replica): the follower's progress
-// goes to the leader state machine (which may move the HW and complete
-// acks=all waits), and the answer carries the records from its fetch
-// offset, a diverging epoch to truncate to, or, with nothing new, nothing
-// once m's wait (at most 5 s) has passed. The errors are Connect errors.
+// ReplicaService's FetchReplica for this replica, which followers that
+// predate fetch sessions still send): the follower's progress goes to the
+// leader state machine (which may move the HW and complete acks=all
+// waits), and the answer carries the records from its fetch offset, a
+// diverging epoch to truncate to, or, with nothing new, nothing once m's
+// wait (at most 5 s) has passed. The errors are Connect errors.
 func (p *Replica) FetchReplica(ctx context.Context, m *sluicev1.FetchReplicaRequest) (*sluicev1.FetchReplicaResponse, error) {
 	maxBytes := int(m.GetMaxBytes())
 	if maxBytes <= 0 || maxBytes > 64<<20 {
@@ -22,22 +23,19 @@ func (p *Replica) FetchReplica(ctx context.Context, m *sluicev1.FetchReplicaRequ
 	wait := min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, 5*time.Second)
 	var timer *time.Timer
 	for {
-		res, ch, err := p.serveReplica(m, maxBytes)
-		if err != nil || res != nil || wait <= 0 {
-			if err != nil {
-				return nil, err
-			}
-			if res == nil {
-				res = &sluicev1.FetchReplicaResponse{HighWatermark: p.HighWatermark(), LogStartOffset: p.log.LogStartOffset(), CopiedEndOffset: p.remoteThrough.Load() + 1}
-			}
-			return res, nil
+		sv, err := p.serveReplica(m, maxBytes)
+		if err != nil {
+			return nil, err
+		}
+		if sv.wait == nil || wait <= 0 {
+			return sv.res, nil
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
 		}
 		select {
-		case <-ch:
+		case <-sv.wait:
 		case <-timer.C:
 			wait = 0
 		case <-ctx.Done():
@@ -46,19 +44,34 @@ func (p *Replica) FetchReplica(ctx context.Context, m *sluicev1.FetchReplicaRequ
 	}
 }
 
-// serveReplica answers one follower fetch, or returns a channel to wait on
-// when the follower is caught up and nothing is new.
-func (p *Replica) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) (*sluicev1.FetchReplicaResponse, <-chan struct{}, error) {
+// served is one follower fetch served by serveReplica.
+type served struct {
+	// res is the answer: records, a diverging epoch, a log start to reset
+	// to, or only the HW, log start and copied end.
+	res *sluicev1.FetchReplicaResponse
+	// wait is set when the follower is caught up and nothing is new: it is
+	// closed when something changes (an append, the HW, the role).
+	wait <-chan struct{}
+	// more: records are there but maxBytes was ≤ 0, so none were read.
+	more bool
+}
+
+// serveReplica answers one follower fetch m, reading at most maxBytes of
+// records (at least one batch when maxBytes > 0, none otherwise). Every
+// call counts as a fetch of the follower at m's position for the ISR
+// (Leader.FollowerFetch). The errors are Connect errors.
+func (p *Replica) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) (served, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader || p.lead == nil {
-		return nil, nil, ToConnect(p.h.notLeader(p.meta))
+		return served{}, ToConnect(p.h.notLeader(p.meta))
 	}
 	off := m.GetFetchOffset()
 	start := p.log.LogStartOffset()
+	copied := p.remoteThrough.Load() + 1
 	if off < start {
 		// The follower needs history the leader no longer has: restart it at the log start.
-		return &sluicev1.FetchReplicaResponse{HighWatermark: p.lead.HW(), LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1}, nil, nil
+		return served{res: &sluicev1.FetchReplicaResponse{HighWatermark: p.lead.HW(), LogStartOffset: start, CopiedEndOffset: copied}}, nil
 	}
 	hw := p.lead.HW()
 	durable := off // a follower that does not say synced before fetching
@@ -70,24 +83,29 @@ func (p *Replica) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) (*
 		FetchOffset: off, LastFetchedEpoch: m.GetLastFetchedEpoch(), Durable: durable,
 	}, time.Now())
 	if err != nil {
-		return nil, nil, p.replicaError(err)
+		return served{}, p.replicaError(err)
 	}
 	if d.Diverging {
-		return &sluicev1.FetchReplicaResponse{
-			HighWatermark: d.HW, LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1,
+		return served{res: &sluicev1.FetchReplicaResponse{
+			HighWatermark: d.HW, LogStartOffset: start, CopiedEndOffset: copied,
 			DivergingEpoch: &sluicev1.DivergingEpoch{Epoch: d.DivergingEpoch.Epoch, EndOffset: d.DivergingEpoch.EndOffset},
-		}, nil, nil
+		}}, nil
 	}
 	if d.HW != hw {
 		p.settleAcksLocked()
 		p.notifyLocked() // wakes readers waiting for the HW
 	}
-	if off >= d.LEO {
-		return nil, p.hwCh, nil
+	res := &sluicev1.FetchReplicaResponse{HighWatermark: d.HW, LogStartOffset: start, CopiedEndOffset: copied}
+	switch {
+	case off >= d.LEO:
+		return served{res: res, wait: p.hwCh}, nil
+	case maxBytes <= 0:
+		return served{res: res, more: true}, nil
 	}
 	data, err := p.log.Read(off, maxBytes)
 	if err != nil {
-		return nil, nil, ToConnect(err)
+		return served{}, ToConnect(err)
 	}
-	return &sluicev1.FetchReplicaResponse{Batches: data, HighWatermark: d.HW, LogStartOffset: start, CopiedEndOffset: p.remoteThrough.Load() + 1}, nil, nil
+	res.Batches = data
+	return served{res: res}, nil
 }

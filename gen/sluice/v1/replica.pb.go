@@ -501,6 +501,449 @@ func (x *FetchReplicaResponse) GetCopiedEndOffset() int64 {
 	return 0
 }
 
+type FetchReplicasRequest struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	FollowerId          int32                  `protobuf:"varint,1,opt,name=follower_id,json=followerId,proto3" json:"follower_id,omitempty"`
+	FollowerBrokerEpoch int64                  `protobuf:"varint,2,opt,name=follower_broker_epoch,json=followerBrokerEpoch,proto3" json:"follower_broker_epoch,omitempty"`
+	// 0 starts a new session with a full request: partitions lists every
+	// partition the follower fetches from this leader, and any earlier
+	// session of this follower ends.
+	SessionId int64 `protobuf:"varint,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// 0 with a new session, then one more with each request of the session.
+	SessionEpoch int32 `protobuf:"varint,4,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	// Partitions added to the session or whose position changed (all of
+	// them in a full request).
+	Partitions []*ReplicaFetchPosition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Partitions that leave the session.
+	Removed []*ReplicaPartition `protobuf:"bytes,6,rep,name=removed,proto3" json:"removed,omitempty"`
+	// How long to wait when no partition has anything new (at most 5 s).
+	MaxWaitMs int64 `protobuf:"varint,7,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	// The most batch bytes in the whole answer and per partition; at least
+	// one batch of a partition with records is sent while the total allows.
+	MaxBytes          int32 `protobuf:"varint,8,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	PartitionMaxBytes int32 `protobuf:"varint,9,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *FetchReplicasRequest) Reset() {
+	*x = FetchReplicasRequest{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchReplicasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchReplicasRequest) ProtoMessage() {}
+
+func (x *FetchReplicasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchReplicasRequest.ProtoReflect.Descriptor instead.
+func (*FetchReplicasRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *FetchReplicasRequest) GetFollowerId() int32 {
+	if x != nil {
+		return x.FollowerId
+	}
+	return 0
+}
+
+func (x *FetchReplicasRequest) GetFollowerBrokerEpoch() int64 {
+	if x != nil {
+		return x.FollowerBrokerEpoch
+	}
+	return 0
+}
+
+func (x *FetchReplicasRequest) GetSessionId() int64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *FetchReplicasRequest) GetSessionEpoch() int32 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
+}
+
+func (x *FetchReplicasRequest) GetPartitions() []*ReplicaFetchPosition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *FetchReplicasRequest) GetRemoved() []*ReplicaPartition {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *FetchReplicasRequest) GetMaxWaitMs() int64 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
+func (x *FetchReplicasRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *FetchReplicasRequest) GetPartitionMaxBytes() int32 {
+	if x != nil {
+		return x.PartitionMaxBytes
+	}
+	return 0
+}
+
+// ReplicaPartition names a partition.
+type ReplicaPartition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TopicId       string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaPartition) Reset() {
+	*x = ReplicaPartition{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaPartition) ProtoMessage() {}
+
+func (x *ReplicaPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaPartition.ProtoReflect.Descriptor instead.
+func (*ReplicaPartition) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReplicaPartition) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *ReplicaPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+// ReplicaFetchPosition is a follower's position in one partition, as in
+// FetchReplicaRequest.
+type ReplicaFetchPosition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TopicId   string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The leader epoch the follower believes is current.
+	LeaderEpoch int32 `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The follower's log end offset: the next offset it needs.
+	FetchOffset int64 `protobuf:"varint,4,opt,name=fetch_offset,json=fetchOffset,proto3" json:"fetch_offset,omitempty"`
+	// The epoch of the last batch in the follower's log (-1 when empty).
+	LastFetchedEpoch int32 `protobuf:"varint,5,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3" json:"last_fetched_epoch,omitempty"`
+	// The end of the follower's durable prefix (at most fetch_offset).
+	DurableOffset int64 `protobuf:"varint,6,opt,name=durable_offset,json=durableOffset,proto3" json:"durable_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchPosition) Reset() {
+	*x = ReplicaFetchPosition{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchPosition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchPosition) ProtoMessage() {}
+
+func (x *ReplicaFetchPosition) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchPosition.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchPosition) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReplicaFetchPosition) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *ReplicaFetchPosition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPosition) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPosition) GetFetchOffset() int64 {
+	if x != nil {
+		return x.FetchOffset
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPosition) GetLastFetchedEpoch() int32 {
+	if x != nil {
+		return x.LastFetchedEpoch
+	}
+	return 0
+}
+
+func (x *ReplicaFetchPosition) GetDurableOffset() int64 {
+	if x != nil {
+		return x.DurableOffset
+	}
+	return 0
+}
+
+type FetchReplicasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session the next request names.
+	SessionId int64 `protobuf:"varint,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Only partitions with something new.
+	Partitions    []*ReplicaFetchAnswer `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchReplicasResponse) Reset() {
+	*x = FetchReplicasResponse{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchReplicasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchReplicasResponse) ProtoMessage() {}
+
+func (x *FetchReplicasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchReplicasResponse.ProtoReflect.Descriptor instead.
+func (*FetchReplicasResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *FetchReplicasResponse) GetSessionId() int64 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *FetchReplicasResponse) GetPartitions() []*ReplicaFetchAnswer {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// ReplicaFetchAnswer is the leader's answer for one partition of a session:
+// fetch as FetchReplica would answer it, or error.
+type ReplicaFetchAnswer struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TopicId   string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Fetch     *FetchReplicaResponse  `protobuf:"bytes,3,opt,name=fetch,proto3" json:"fetch,omitempty"`
+	// Set when the partition cannot be served (not the leader, a fenced or
+	// unknown leader epoch, not on this broker): the partition left the
+	// session.
+	Error         *ReplicaFetchError `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchAnswer) Reset() {
+	*x = ReplicaFetchAnswer{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchAnswer) ProtoMessage() {}
+
+func (x *ReplicaFetchAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchAnswer.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchAnswer) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReplicaFetchAnswer) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *ReplicaFetchAnswer) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReplicaFetchAnswer) GetFetch() *FetchReplicaResponse {
+	if x != nil {
+		return x.Fetch
+	}
+	return nil
+}
+
+func (x *ReplicaFetchAnswer) GetError() *ReplicaFetchError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// ReplicaFetchError is one partition's failure in a session, as the Connect
+// error FetchReplica would return.
+type ReplicaFetchError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Connect code (connect.Code: 9 FAILED_PRECONDITION, 14 UNAVAILABLE, ...).
+	Code          uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaFetchError) Reset() {
+	*x = ReplicaFetchError{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaFetchError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaFetchError) ProtoMessage() {}
+
+func (x *ReplicaFetchError) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaFetchError.ProtoReflect.Descriptor instead.
+func (*ReplicaFetchError) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ReplicaFetchError) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ReplicaFetchError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_sluice_v1_replica_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_replica_proto_rawDesc = "" +
@@ -547,9 +990,48 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\x0ehigh_watermark\x18\x02 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x03 \x01(\x03R\x0elogStartOffset\x12B\n" +
 	"\x0fdiverging_epoch\x18\x04 \x01(\v2\x19.sluice.v1.DivergingEpochR\x0edivergingEpoch\x12*\n" +
-	"\x11copied_end_offset\x18\x05 \x01(\x03R\x0fcopiedEndOffset2\xb9\x01\n" +
+	"\x11copied_end_offset\x18\x05 \x01(\x03R\x0fcopiedEndOffset\"\x94\x03\n" +
+	"\x14FetchReplicasRequest\x12\x1f\n" +
+	"\vfollower_id\x18\x01 \x01(\x05R\n" +
+	"followerId\x122\n" +
+	"\x15follower_broker_epoch\x18\x02 \x01(\x03R\x13followerBrokerEpoch\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\x03R\tsessionId\x12#\n" +
+	"\rsession_epoch\x18\x04 \x01(\x05R\fsessionEpoch\x12?\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2\x1f.sluice.v1.ReplicaFetchPositionR\n" +
+	"partitions\x125\n" +
+	"\aremoved\x18\x06 \x03(\v2\x1b.sluice.v1.ReplicaPartitionR\aremoved\x12\x1e\n" +
+	"\vmax_wait_ms\x18\a \x01(\x03R\tmaxWaitMs\x12\x1b\n" +
+	"\tmax_bytes\x18\b \x01(\x05R\bmaxBytes\x12.\n" +
+	"\x13partition_max_bytes\x18\t \x01(\x05R\x11partitionMaxBytes\"K\n" +
+	"\x10ReplicaPartition\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xea\x01\n" +
+	"\x14ReplicaFetchPosition\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12!\n" +
+	"\ffetch_offset\x18\x04 \x01(\x03R\vfetchOffset\x12,\n" +
+	"\x12last_fetched_epoch\x18\x05 \x01(\x05R\x10lastFetchedEpoch\x12%\n" +
+	"\x0edurable_offset\x18\x06 \x01(\x03R\rdurableOffset\"u\n" +
+	"\x15FetchReplicasResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\x03R\tsessionId\x12=\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x1d.sluice.v1.ReplicaFetchAnswerR\n" +
+	"partitions\"\xb8\x01\n" +
+	"\x12ReplicaFetchAnswer\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x125\n" +
+	"\x05fetch\x18\x03 \x01(\v2\x1f.sluice.v1.FetchReplicaResponseR\x05fetch\x122\n" +
+	"\x05error\x18\x04 \x01(\v2\x1c.sluice.v1.ReplicaFetchErrorR\x05error\"A\n" +
+	"\x11ReplicaFetchError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage2\x8f\x02\n" +
 	"\x0eReplicaService\x12Q\n" +
 	"\fFetchReplica\x12\x1e.sluice.v1.FetchReplicaRequest\x1a\x1f.sluice.v1.FetchReplicaResponse\"\x00\x12T\n" +
+	"\rFetchReplicas\x12\x1f.sluice.v1.FetchReplicasRequest\x1a .sluice.v1.FetchReplicasResponse\"\x00\x12T\n" +
 	"\rListGroupLags\x12\x1f.sluice.v1.ListGroupLagsRequest\x1a .sluice.v1.ListGroupLagsResponse\"\x00B\x95\x01\n" +
 	"\rcom.sluice.v1B\fReplicaProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -566,7 +1048,7 @@ func file_sluice_v1_replica_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_replica_proto_rawDescData
 }
 
-var file_sluice_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_sluice_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_sluice_v1_replica_proto_goTypes = []any{
 	(*ListGroupLagsRequest)(nil),  // 0: sluice.v1.ListGroupLagsRequest
 	(*ListGroupLagsResponse)(nil), // 1: sluice.v1.ListGroupLagsResponse
@@ -574,21 +1056,34 @@ var file_sluice_v1_replica_proto_goTypes = []any{
 	(*FetchReplicaRequest)(nil),   // 3: sluice.v1.FetchReplicaRequest
 	(*DivergingEpoch)(nil),        // 4: sluice.v1.DivergingEpoch
 	(*FetchReplicaResponse)(nil),  // 5: sluice.v1.FetchReplicaResponse
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*FetchReplicasRequest)(nil),  // 6: sluice.v1.FetchReplicasRequest
+	(*ReplicaPartition)(nil),      // 7: sluice.v1.ReplicaPartition
+	(*ReplicaFetchPosition)(nil),  // 8: sluice.v1.ReplicaFetchPosition
+	(*FetchReplicasResponse)(nil), // 9: sluice.v1.FetchReplicasResponse
+	(*ReplicaFetchAnswer)(nil),    // 10: sluice.v1.ReplicaFetchAnswer
+	(*ReplicaFetchError)(nil),     // 11: sluice.v1.ReplicaFetchError
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_sluice_v1_replica_proto_depIdxs = []int32{
-	2, // 0: sluice.v1.ListGroupLagsResponse.lags:type_name -> sluice.v1.GroupPartitionLag
-	6, // 1: sluice.v1.ListGroupLagsResponse.compute_time:type_name -> google.protobuf.Timestamp
-	4, // 2: sluice.v1.FetchReplicaResponse.diverging_epoch:type_name -> sluice.v1.DivergingEpoch
-	3, // 3: sluice.v1.ReplicaService.FetchReplica:input_type -> sluice.v1.FetchReplicaRequest
-	0, // 4: sluice.v1.ReplicaService.ListGroupLags:input_type -> sluice.v1.ListGroupLagsRequest
-	5, // 5: sluice.v1.ReplicaService.FetchReplica:output_type -> sluice.v1.FetchReplicaResponse
-	1, // 6: sluice.v1.ReplicaService.ListGroupLags:output_type -> sluice.v1.ListGroupLagsResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2,  // 0: sluice.v1.ListGroupLagsResponse.lags:type_name -> sluice.v1.GroupPartitionLag
+	12, // 1: sluice.v1.ListGroupLagsResponse.compute_time:type_name -> google.protobuf.Timestamp
+	4,  // 2: sluice.v1.FetchReplicaResponse.diverging_epoch:type_name -> sluice.v1.DivergingEpoch
+	8,  // 3: sluice.v1.FetchReplicasRequest.partitions:type_name -> sluice.v1.ReplicaFetchPosition
+	7,  // 4: sluice.v1.FetchReplicasRequest.removed:type_name -> sluice.v1.ReplicaPartition
+	10, // 5: sluice.v1.FetchReplicasResponse.partitions:type_name -> sluice.v1.ReplicaFetchAnswer
+	5,  // 6: sluice.v1.ReplicaFetchAnswer.fetch:type_name -> sluice.v1.FetchReplicaResponse
+	11, // 7: sluice.v1.ReplicaFetchAnswer.error:type_name -> sluice.v1.ReplicaFetchError
+	3,  // 8: sluice.v1.ReplicaService.FetchReplica:input_type -> sluice.v1.FetchReplicaRequest
+	6,  // 9: sluice.v1.ReplicaService.FetchReplicas:input_type -> sluice.v1.FetchReplicasRequest
+	0,  // 10: sluice.v1.ReplicaService.ListGroupLags:input_type -> sluice.v1.ListGroupLagsRequest
+	5,  // 11: sluice.v1.ReplicaService.FetchReplica:output_type -> sluice.v1.FetchReplicaResponse
+	9,  // 12: sluice.v1.ReplicaService.FetchReplicas:output_type -> sluice.v1.FetchReplicasResponse
+	1,  // 13: sluice.v1.ReplicaService.ListGroupLags:output_type -> sluice.v1.ListGroupLagsResponse
+	11, // [11:14] is the sub-list for method output_type
+	8,  // [8:11] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_replica_proto_init() }
@@ -603,7 +1098,7 @@ func file_sluice_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_replica_proto_rawDesc), len(file_sluice_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,9 @@ const (
 	// ReplicaServiceFetchReplicaProcedure is the fully-qualified name of the ReplicaService's
 	// FetchReplica RPC.
 	ReplicaServiceFetchReplicaProcedure = "/sluice.v1.ReplicaService/FetchReplica"
+	// ReplicaServiceFetchReplicasProcedure is the fully-qualified name of the ReplicaService's
+	// FetchReplicas RPC.
+	ReplicaServiceFetchReplicasProcedure = "/sluice.v1.ReplicaService/FetchReplicas"
 	// ReplicaServiceListGroupLagsProcedure is the fully-qualified name of the ReplicaService's
 	// ListGroupLags RPC.
 	ReplicaServiceListGroupLagsProcedure = "/sluice.v1.ReplicaService/ListGroupLags"
@@ -48,7 +51,29 @@ type ReplicaServiceClient interface {
 	// instead and must truncate before fetching again. A request with an older
 	// leader epoch than the leader's is FAILED_PRECONDITION (fenced); a newer
 	// one means this leader is stale: UNAVAILABLE.
+	//
+	// Brokers fetch with FetchReplicas; FetchReplica stays for followers that
+	// predate it (a rolling upgrade).
 	FetchReplica(context.Context, *connect.Request[v1.FetchReplicaRequest]) (*connect.Response[v1.FetchReplicaResponse], error)
+	// FetchReplicas is a replica-fetch session (Kafka's KIP-227 fetch
+	// sessions): one follower broker fetches every partition it follows from
+	// this leader with one request, long-polling once for all of them. The
+	// first request (session_id 0) lists every partition and starts a
+	// session; later ones carry the answer's session_id and the next
+	// session_epoch, and list only partitions whose position changed, those
+	// added (partitions) and those removed (removed). The leader keeps each
+	// partition's last position and treats every request of a live session
+	// as a fetch of every partition in it, at that position, so an idle
+	// follower that keeps its session stays in the ISR. It answers, per
+	// partition, only what is new: records, a changed high watermark, log
+	// start or copied end, a diverging epoch, or an error. A partition
+	// answered with an error leaves the session (the follower adds it back
+	// when it retries); one partition's error never fails the request. An
+	// unknown or evicted session is NOT_FOUND, a wrong session epoch or a
+	// session already serving a request FAILED_PRECONDITION: the follower then
+	// starts a new session with a full request. The leader keeps a bounded
+	// number of sessions and evicts idle ones.
+	FetchReplicas(context.Context, *connect.Request[v1.FetchReplicasRequest]) (*connect.Response[v1.FetchReplicasResponse], error)
 	// ListGroupLags answers the lag of every (group, topic, partition) with a
 	// committed offset among the consumer groups this broker coordinates, as
 	// of its last lag computation (every --group-lag-metrics-interval). The
@@ -75,6 +100,12 @@ func NewReplicaServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(replicaServiceMethods.ByName("FetchReplica")),
 			connect.WithClientOptions(opts...),
 		),
+		fetchReplicas: connect.NewClient[v1.FetchReplicasRequest, v1.FetchReplicasResponse](
+			httpClient,
+			baseURL+ReplicaServiceFetchReplicasProcedure,
+			connect.WithSchema(replicaServiceMethods.ByName("FetchReplicas")),
+			connect.WithClientOptions(opts...),
+		),
 		listGroupLags: connect.NewClient[v1.ListGroupLagsRequest, v1.ListGroupLagsResponse](
 			httpClient,
 			baseURL+ReplicaServiceListGroupLagsProcedure,
@@ -87,12 +118,18 @@ func NewReplicaServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 // replicaServiceClient implements ReplicaServiceClient.
 type replicaServiceClient struct {
 	fetchReplica  *connect.Client[v1.FetchReplicaRequest, v1.FetchReplicaResponse]
+	fetchReplicas *connect.Client[v1.FetchReplicasRequest, v1.FetchReplicasResponse]
 	listGroupLags *connect.Client[v1.ListGroupLagsRequest, v1.ListGroupLagsResponse]
 }
 
 // FetchReplica calls sluice.v1.ReplicaService.FetchReplica.
 func (c *replicaServiceClient) FetchReplica(ctx context.Context, req *connect.Request[v1.FetchReplicaRequest]) (*connect.Response[v1.FetchReplicaResponse], error) {
 	return c.fetchReplica.CallUnary(ctx, req)
+}
+
+// FetchReplicas calls sluice.v1.ReplicaService.FetchReplicas.
+func (c *replicaServiceClient) FetchReplicas(ctx context.Context, req *connect.Request[v1.FetchReplicasRequest]) (*connect.Response[v1.FetchReplicasResponse], error) {
+	return c.fetchReplicas.CallUnary(ctx, req)
 }
 
 // ListGroupLags calls sluice.v1.ReplicaService.ListGroupLags.
@@ -107,7 +144,29 @@ type ReplicaServiceHandler interface {
 	// instead and must truncate before fetching again. A request with an older
 	// leader epoch than the leader's is FAILED_PRECONDITION (fenced); a newer
 	// one means this leader is stale: UNAVAILABLE.
+	//
+	// Brokers fetch with FetchReplicas; FetchReplica stays for followers that
+	// predate it (a rolling upgrade).
 	FetchReplica(context.Context, *connect.Request[v1.FetchReplicaRequest]) (*connect.Response[v1.FetchReplicaResponse], error)
+	// FetchReplicas is a replica-fetch session (Kafka's KIP-227 fetch
+	// sessions): one follower broker fetches every partition it follows from
+	// this leader with one request, long-polling once for all of them. The
+	// first request (session_id 0) lists every partition and starts a
+	// session; later ones carry the answer's session_id and the next
+	// session_epoch, and list only partitions whose position changed, those
+	// added (partitions) and those removed (removed). The leader keeps each
+	// partition's last position and treats every request of a live session
+	// as a fetch of every partition in it, at that position, so an idle
+	// follower that keeps its session stays in the ISR. It answers, per
+	// partition, only what is new: records, a changed high watermark, log
+	// start or copied end, a diverging epoch, or an error. A partition
+	// answered with an error leaves the session (the follower adds it back
+	// when it retries); one partition's error never fails the request. An
+	// unknown or evicted session is NOT_FOUND, a wrong session epoch or a
+	// session already serving a request FAILED_PRECONDITION: the follower then
+	// starts a new session with a full request. The leader keeps a bounded
+	// number of sessions and evicts idle ones.
+	FetchReplicas(context.Context, *connect.Request[v1.FetchReplicasRequest]) (*connect.Response[v1.FetchReplicasResponse], error)
 	// ListGroupLags answers the lag of every (group, topic, partition) with a
 	// committed offset among the consumer groups this broker coordinates, as
 	// of its last lag computation (every --group-lag-metrics-interval). The
@@ -130,6 +189,12 @@ func NewReplicaServiceHandler(svc ReplicaServiceHandler, opts ...connect.Handler
 		connect.WithSchema(replicaServiceMethods.ByName("FetchReplica")),
 		connect.WithHandlerOptions(opts...),
 	)
+	replicaServiceFetchReplicasHandler := connect.NewUnaryHandler(
+		ReplicaServiceFetchReplicasProcedure,
+		svc.FetchReplicas,
+		connect.WithSchema(replicaServiceMethods.ByName("FetchReplicas")),
+		connect.WithHandlerOptions(opts...),
+	)
 	replicaServiceListGroupLagsHandler := connect.NewUnaryHandler(
 		ReplicaServiceListGroupLagsProcedure,
 		svc.ListGroupLags,
@@ -140,6 +205,8 @@ func NewReplicaServiceHandler(svc ReplicaServiceHandler, opts ...connect.Handler
 		switch r.URL.Path {
 		case ReplicaServiceFetchReplicaProcedure:
 			replicaServiceFetchReplicaHandler.ServeHTTP(w, r)
+		case ReplicaServiceFetchReplicasProcedure:
+			replicaServiceFetchReplicasHandler.ServeHTTP(w, r)
 		case ReplicaServiceListGroupLagsProcedure:
 			replicaServiceListGroupLagsHandler.ServeHTTP(w, r)
 		default:
@@ -153,6 +220,10 @@ type UnimplementedReplicaServiceHandler struct{}
 
 func (UnimplementedReplicaServiceHandler) FetchReplica(context.Context, *connect.Request[v1.FetchReplicaRequest]) (*connect.Response[v1.FetchReplicaResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ReplicaService.FetchReplica is not implemented"))
+}
+
+func (UnimplementedReplicaServiceHandler) FetchReplicas(context.Context, *connect.Request[v1.FetchReplicasRequest]) (*connect.Response[v1.FetchReplicasResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ReplicaService.FetchReplicas is not implemented"))
 }
 
 func (UnimplementedReplicaServiceHandler) ListGroupLags(context.Context, *connect.Request[v1.ListGroupLagsRequest]) (*connect.Response[v1.ListGroupLagsResponse], error) {
