@@ -400,6 +400,7 @@ func (b *Broker) replicaHost() *partition.Host {
 		LeaderAddress:     b.brokerAddress,
 		ReplicaClient:     func(leader int32) sluicev1connect.ReplicaServiceClient { return b.peer(leader).replica },
 		AlterPartition:    b.cp.AlterPartition,
+		AlterPartitions:   b.cp.AlterPartitions,
 		FailStop:          b.failStop,
 		Tier:              b.tier,
 	}

@@ -76,21 +76,3 @@ func toPartMeta(pa *sluicev1.PartitionAssignment) partMeta {
 		leaderEpoch: pa.GetLeaderEpoch(), isr: slices.Clone(pa.GetIsr()), partitionEpoch: pa.GetPartitionEpoch(),
 	}
 }
-
-// isrLoop asks the controller to shrink or expand the ISR of partitions this
-// broker leads, every half second.
-func (b *Broker) isrLoop(ctx context.Context) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		parts := b.partitions()
-		for _, p := range parts {
-			p.MaybeAlterISR(ctx)
-		}
-	}
-}

@@ -7,12 +7,14 @@
 // with Open, hands it every assignment the controller publishes (Update),
 // routes clients' produce and fetch requests to it, serves follower
 // brokers' fetch sessions through Sessions, and runs the loops that call
-// MaybeAlterISR, CheckpointHW, SnapshotProducers, ApplyRetention and
-// CopyToTier on every replica. A replica reaches its broker only through
-// the Host the broker gives it: its id and broker epoch, a logger and
-// counters, the log settings, the leader's address for NotLeader errors, a
-// ReplicaService client for the fetcher of each leader broker, the
-// controller's AlterPartition, a fail-stop callback and the tiered storage.
+// AlterISRs (every leader's ISR proposal in one AlterPartitions call per
+// round), CheckpointHW, SnapshotProducers, ApplyRetention and CopyToTier
+// on every replica. A replica reaches its broker only through the Host the
+// broker gives it: its id and broker epoch, a logger and counters, the log
+// settings, the leader's address for NotLeader errors, a ReplicaService
+// client for the fetcher of each leader broker, the controller's
+// AlterPartitions and AlterPartition, a fail-stop callback and the tiered
+// storage.
 //
 // # Model
 //

@@ -50,6 +50,9 @@ type Host struct {
 	ReplicaClient func(leader int32) sluicev1connect.ReplicaServiceClient
 	// AlterPartition sends a leader's ISR proposal to the controller.
 	AlterPartition func(context.Context, *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error)
+	// AlterPartitions sends many leaders' ISR proposals to the controller
+	// in one call (AlterISRs); nil sends each alone with AlterPartition.
+	AlterPartitions func(context.Context, *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error)
 	// FailStop stops the broker after the local log of a replica failed
 	// (a write or sync was refused, or its producer state could not be
 	// rebuilt): the broker gives up its lease rather than serve a disk it

@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -13,48 +14,73 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
-// MaybeAlterISR sends the leader's pending ISR proposal, or a new one (a
-// follower out of sync for Host.ReplicaLagTimeMax leaves, a caught-up one
-// joins once it fetched since it left the ISR or was last refused), to the
-// controller through Host.AlterPartition, and applies the answer. A
+// MaxAlterISRItems bounds the proposals of one AlterPartitions call, as
+// the control plane does (api.MaxAlterPartitionsItems).
+const MaxAlterISRItems = 1000
+
+// alterTimeout bounds one call to the controller.
+const alterTimeout = 5 * time.Second
+
+// ISRProposal is a leader's ISR proposal taken by TakeISRProposal: sent to
+// the controller, and its answer applied with Apply.
+type ISRProposal struct {
+	p    *Replica
+	lead *replica.Leader
+	prop replica.Proposal
+}
+
+// TakeISRProposal returns the leader's pending ISR proposal, or a new one
+// (a follower out of sync for Host.ReplicaLagTimeMax leaves, a caught-up
+// one joins once it fetched since it left the ISR or was last refused). A
 // definitive refusal of an expansion is not retried before the refused
-// follower fetches again, so a dead broker costs no AlterPartition calls. A proposal whose outcome is unknown (network error) stays
-// pending and is resent next round: until the answer is known the leader
-// keeps counting added replicas for the HW. It does nothing on a replica
-// that does not lead. The broker's ISR loop calls it every half second.
-func (p *Replica) MaybeAlterISR(ctx context.Context) {
+// follower fetches again, so a dead broker costs no AlterPartition calls. A
+// proposal whose outcome is unknown stays pending and is taken again
+// next round: until the answer is known the leader keeps counting added
+// replicas for the HW. It returns false on a replica that does not lead or
+// has nothing to propose.
+func (p *Replica) TakeISRProposal() (*ISRProposal, bool) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.role != RoleLeader || p.lead == nil {
-		p.mu.Unlock()
-		return
+		return nil, false
 	}
 	prop, ok := p.lead.Pending()
 	if !ok {
 		prop, ok = p.lead.Tick(time.Now())
 	}
 	if !ok {
-		p.mu.Unlock()
-		return
+		return nil, false
 	}
-	lead := p.lead
-	req := &sluicev1.AlterPartitionRequest{
-		BrokerId: p.h.ID, BrokerEpoch: p.h.BrokerEpoch(), TopicId: p.topicID, Partition: p.id,
-		LeaderEpoch: prop.LeaderEpoch, PartitionEpoch: prop.PartitionEpoch, NewIsr: prop.ISR,
-	}
-	for _, be := range prop.BrokerEpochs {
-		req.AddedBrokerEpochs = append(req.AddedBrokerEpochs, &sluicev1.BrokerEpoch{BrokerId: be.Broker, BrokerEpoch: be.Epoch})
-	}
-	p.mu.Unlock()
+	return &ISRProposal{p: p, lead: p.lead, prop: prop}, true
+}
 
-	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	res, err := p.h.AlterPartition(callCtx, connect.NewRequest(req))
-	cancel()
-	var current *sluicev1.PartitionAssignment
-	if err == nil {
-		current = res.Msg.GetPartition()
-	} else if ctx.Err() == nil {
-		p.h.Logger.Warn("alter ISR", "topic", p.topicID, "partition", p.id, "proposal", prop.String(), "err", err)
+// Item is the proposal as an AlterPartitions item.
+func (x *ISRProposal) Item() *sluicev1.AlterPartitionsItem {
+	it := &sluicev1.AlterPartitionsItem{
+		TopicId: x.p.topicID, Partition: x.p.id,
+		LeaderEpoch: x.prop.LeaderEpoch, PartitionEpoch: x.prop.PartitionEpoch, NewIsr: x.prop.ISR,
 	}
+	for _, be := range x.prop.BrokerEpochs {
+		it.AddedBrokerEpochs = append(it.AddedBrokerEpochs, &sluicev1.BrokerEpoch{BrokerId: be.Broker, BrokerEpoch: be.Epoch})
+	}
+	return it
+}
+
+// send is the proposal's own AlterPartition call (Host.AlterPartition),
+// answered as Apply takes it.
+func (x *ISRProposal) send(ctx context.Context) (*sluicev1.PartitionAssignment, error) {
+	it := x.Item()
+	req := &sluicev1.AlterPartitionRequest{
+		BrokerId: x.p.h.ID, BrokerEpoch: x.p.h.BrokerEpoch(), TopicId: it.TopicId, Partition: it.Partition,
+		LeaderEpoch: it.LeaderEpoch, PartitionEpoch: it.PartitionEpoch, NewIsr: it.NewIsr, AddedBrokerEpochs: it.AddedBrokerEpochs,
+	}
+	callCtx, cancel := context.WithTimeout(ctx, alterTimeout)
+	res, err := x.p.h.AlterPartition(callCtx, connect.NewRequest(req))
+	cancel()
+	if err == nil {
+		return res.Msg.GetPartition(), nil
+	}
+	var current *sluicev1.PartitionAssignment
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		// A refusal about the partition carries its current state.
@@ -66,7 +92,19 @@ func (p *Replica) MaybeAlterISR(ctx context.Context) {
 			}
 		}
 	}
+	return current, err
+}
 
+// Apply applies the controller's answer to the proposal: err nil and
+// current the partition's new state when it was accepted; a refusal's
+// error (its Connect code and message) and, when the refusal was about the
+// partition, its current state; or the call's failure (current nil), which
+// leaves the outcome unknown and the proposal pending.
+func (x *ISRProposal) Apply(ctx context.Context, current *sluicev1.PartitionAssignment, err error) {
+	p, lead, prop := x.p, x.lead, x.prop
+	if err != nil && ctx.Err() == nil {
+		p.h.Logger.Warn("alter ISR", "topic", p.topicID, "partition", p.id, "proposal", prop.String(), "err", err)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.lead != lead || p.role != RoleLeader {
@@ -116,6 +154,78 @@ func (p *Replica) MaybeAlterISR(ctx context.Context) {
 		p.h.Logger.Info("ISR changed", "topic", p.topicID, "partition", p.id, "change", prop.String(), "partition_epoch", pm.PartitionEpoch, "hw", lead.HW())
 	}
 	p.notifyLocked()
+}
+
+// MaybeAlterISR takes the replica's ISR proposal (TakeISRProposal), sends
+// it alone through Host.AlterPartition, and applies the answer. It does
+// nothing on a replica that does not lead.
+func (p *Replica) MaybeAlterISR(ctx context.Context) {
+	x, ok := p.TakeISRProposal()
+	if !ok {
+		return
+	}
+	current, err := x.send(ctx)
+	x.Apply(ctx, current, err)
+}
+
+// AlterISRs is the ISR round of a broker's leaders: it takes the ISR
+// proposal of every replica in reps that has one and sends them together,
+// MaxAlterISRItems per Host.AlterPartitions call, applying each item's
+// answer as MaybeAlterISR applies its own. A call that fails leaves all
+// its proposals' outcomes unknown (pending, resent next round). Without
+// Host.AlterPartitions, or against a control plane that does not know it
+// (Unimplemented), each proposal goes alone through Host.AlterPartition.
+// The broker's ISR loop calls it every half second.
+func AlterISRs(ctx context.Context, h *Host, reps []*Replica) {
+	var props []*ISRProposal
+	for _, r := range reps {
+		if x, ok := r.TakeISRProposal(); ok {
+			props = append(props, x)
+		}
+	}
+	for chunk := range slices.Chunk(props, MaxAlterISRItems) {
+		if h.AlterPartitions == nil {
+			sendEach(ctx, chunk)
+			continue
+		}
+		req := &sluicev1.AlterPartitionsRequest{BrokerId: h.ID, BrokerEpoch: h.BrokerEpoch()}
+		for _, x := range chunk {
+			req.Items = append(req.Items, x.Item())
+		}
+		callCtx, cancel := context.WithTimeout(ctx, alterTimeout)
+		res, err := h.AlterPartitions(callCtx, connect.NewRequest(req))
+		cancel()
+		if connect.CodeOf(err) == connect.CodeUnimplemented {
+			sendEach(ctx, chunk)
+			continue
+		}
+		if err == nil && len(res.Msg.GetResults()) != len(chunk) {
+			err = fmt.Errorf("alter partitions: %d results for %d items", len(res.Msg.GetResults()), len(chunk))
+		}
+		for i, x := range chunk {
+			if err != nil {
+				x.Apply(ctx, nil, err)
+				continue
+			}
+			r := res.Msg.GetResults()[i]
+			if e := r.GetError(); e != nil {
+				var code connect.Code
+				if code.UnmarshalText([]byte(e.GetCode())) != nil {
+					code = connect.CodeUnknown
+				}
+				x.Apply(ctx, e.GetCurrent(), connect.NewError(code, errors.New(e.GetMessage())))
+				continue
+			}
+			x.Apply(ctx, r.GetPartition(), nil)
+		}
+	}
+}
+
+func sendEach(ctx context.Context, props []*ISRProposal) {
+	for _, x := range props {
+		current, err := x.send(ctx)
+		x.Apply(ctx, current, err)
+	}
 }
 
 // assignmentOf reads the controller's answer about the partition.
