@@ -70,7 +70,9 @@
 // (up to 8 fsyncs at once, outside every lock), builds each replica's
 // position under its mu, sends one request without any lock, and applies
 // each answer under the replica's mu (applyFetch): only the round writes a
-// following replica's log. On the leader side, Sessions serve the
+// following replica's log. With a leader that predates sessions the round
+// sends one FetchReplica per partition instead, up to 8 at once from
+// short-lived goroutines. On the leader side, Sessions serve the
 // follower brokers' sessions from the request's goroutine: a session is a
 // watcher of each replica it carries, which notifyLocked signals (a mark
 // and a non-blocking send on the session's wake channel) under the

@@ -138,11 +138,26 @@ func (h *Host) Fetchers() int {
 	return len(fs.byLeader)
 }
 
-// run fetches until no replica is registered or ctx ends.
+// run fetches until no replica is registered or ctx ends. A leader that
+// answers FetchReplicas with Unimplemented predates fetch sessions (a
+// rolling upgrade): for a minute at a time the fetcher then fetches its
+// partitions one by one with FetchReplica (legacyRound).
 func (f *fetcher) run(ctx context.Context) {
 	backoff := 50 * time.Millisecond
+	var legacyUntil time.Time
 	for f.keepRunning(ctx) {
-		r := f.round(ctx, f.h.ReplicaClient(f.leader).FetchReplicas, fetchWait, fetchMaxBytes, fetchPartMaxBytes)
+		client := f.h.ReplicaClient(f.leader)
+		var r roundResult
+		if time.Now().Before(legacyUntil) {
+			r = f.legacyRound(ctx, client.FetchReplica)
+		} else {
+			r = f.round(ctx, client.FetchReplicas, fetchWait, fetchMaxBytes, fetchPartMaxBytes)
+			if connect.CodeOf(r.err) == connect.CodeUnimplemented {
+				f.h.Logger.Info("the leader predates fetch sessions: fetching its partitions one by one", "leader", f.leader)
+				legacyUntil = time.Now().Add(time.Minute)
+				continue
+			}
+		}
 		switch {
 		case ctx.Err() != nil:
 		case r.err != nil:
@@ -380,4 +395,96 @@ func (f *fetcher) syncFetched(ctx context.Context, keys []sessionKey) error {
 		}
 	}
 	return nil
+}
+
+type legacySendFunc func(context.Context, *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error)
+
+// legacyRound fetches every registered partition once with FetchReplica,
+// for a leader that predates fetch sessions: the same syncs, positions and
+// answers as round, one request per partition without waiting (fetchSyncs
+// at a time), then, when no partition got records, a pause of fetchWait.
+func (f *fetcher) legacyRound(ctx context.Context, send legacySendFunc) roundResult {
+	f.roundMu.Lock()
+	defer f.roundMu.Unlock()
+	f.sessionID, f.sessionEpoch = 0, 0
+	now := time.Now()
+	f.mu.Lock()
+	reg := maps.Clone(f.reg)
+	f.mu.Unlock()
+	for k, fp := range f.parts {
+		if r, ok := reg[k]; !ok || r != fp.following {
+			delete(f.parts, k)
+		}
+	}
+	var keys []sessionKey
+	for k, r := range reg {
+		fp := f.parts[k]
+		if fp == nil {
+			fp = &fetchPart{following: r}
+			f.parts[k] = fp
+		}
+		fp.inSession = false
+		if !now.Before(fp.retryAt) {
+			keys = append(keys, k)
+		}
+	}
+	if err := f.syncFetched(ctx, keys); err != nil {
+		return roundResult{err: err}
+	}
+	var mu sync.Mutex
+	var errs []error
+	got := false
+	sem := make(chan struct{}, fetchSyncs)
+	var wg sync.WaitGroup
+	epoch := f.h.BrokerEpoch()
+	for _, k := range keys {
+		fp := f.parts[k]
+		if time.Now().Before(fp.retryAt) {
+			continue // its sync failed
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			p := fp.p
+			p.mu.Lock()
+			if p.fol != fp.fol {
+				p.mu.Unlock()
+				return
+			}
+			fp.fol.SetBrokerEpoch(epoch)
+			q := fp.fol.Next(logState(p.log))
+			p.mu.Unlock()
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			res, err := send(rctx, connect.NewRequest(&sluicev1.FetchReplicaRequest{
+				FollowerId: q.Replica, FollowerBrokerEpoch: q.BrokerEpoch, TopicId: k.topicID, Partition: k.partition,
+				LeaderEpoch: q.LeaderEpoch, FetchOffset: q.FetchOffset, LastFetchedEpoch: q.LastFetchedEpoch,
+				DurableOffset: &q.Durable, MaxBytes: fetchPartMaxBytes,
+			}))
+			if err != nil {
+				fp.backOff(now)
+				return
+			}
+			aerr := p.applyFetch(fp.fol, q, res.Msg)
+			mu.Lock()
+			defer mu.Unlock()
+			got = got || len(res.Msg.GetBatches()) > 0 || res.Msg.GetDivergingEpoch() != nil
+			if aerr != nil {
+				fp.backOff(now)
+				if ferr := p.log.Failed(); ferr != nil {
+					f.h.failStop(p, ferr)
+				} else {
+					f.h.Logger.Error("apply leader's batches", "topic", k.topicID, "partition", k.partition, "err", aerr)
+				}
+				errs = append(errs, fmt.Errorf("partition %s/%d: %w", k.topicID, k.partition, aerr))
+				return
+			}
+			fp.backoff = 0
+		})
+	}
+	wg.Wait()
+	if !got {
+		sleep(ctx, fetchWait)
+	}
+	return roundResult{applyErr: errors.Join(errs...)}
 }

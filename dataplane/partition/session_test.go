@@ -32,6 +32,11 @@ type sessionCluster struct {
 	cfg            TopicConfig
 	stopFollower   context.CancelFunc
 
+	// legacyLeader: broker 1 predates fetch sessions (FetchReplicas is
+	// Unimplemented, FetchReplica serves).
+	legacyLeader atomic.Bool
+	byPart       map[int32]*Replica
+
 	mu       sync.Mutex
 	requests []*sluicev1.FetchReplicasRequest
 	refused  []connect.Code
@@ -40,9 +45,12 @@ type sessionCluster struct {
 	alters   int
 }
 
-func newSessionCluster(t *testing.T, n int, lagTimeMax time.Duration, leaderHas func(partition int32) bool) *sessionCluster {
+func newSessionCluster(t *testing.T, n int, lagTimeMax time.Duration, leaderHas func(partition int32) bool, opts ...func(*sessionCluster)) *sessionCluster {
 	t.Helper()
 	c := &sessionCluster{t: t, cfg: TopicConfig{MinISR: 1}, isr: map[int32]int32{}}
+	for _, o := range opts {
+		o(c)
+	}
 	c.leader, c.follow = newTestHost(t), newTestHost(t)
 	c.follow.ID = 2
 	c.leader.ReplicaLagTimeMax = lagTimeMax
@@ -52,6 +60,7 @@ func newSessionCluster(t *testing.T, n int, lagTimeMax time.Duration, leaderHas 
 		return sessionClient{c}
 	}
 	byPart := map[int32]*Replica{}
+	c.byPart = byPart
 	lookup := func(topicID string, partition int32) *Replica {
 		if topicID != "topic-s" || !leaderHas(partition) {
 			return nil
@@ -115,6 +124,9 @@ type sessionClient struct{ c *sessionCluster }
 
 func (s sessionClient) FetchReplicas(ctx context.Context, req *connect.Request[sluicev1.FetchReplicasRequest]) (*connect.Response[sluicev1.FetchReplicasResponse], error) {
 	c := s.c
+	if c.legacyLeader.Load() {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ReplicaService.FetchReplicas is not implemented"))
+	}
 	res, err := c.sessions.Load().Fetch(ctx, req.Msg)
 	c.mu.Lock()
 	c.requests = append(c.requests, req.Msg)
@@ -128,11 +140,18 @@ func (s sessionClient) FetchReplicas(ctx context.Context, req *connect.Request[s
 	return connect.NewResponse(res), nil
 }
 
-func (s sessionClient) FetchReplica(context.Context, *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error) {
+func (s sessionClient) FetchReplica(ctx context.Context, req *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error) {
 	s.c.mu.Lock()
 	s.c.legacy++
 	s.c.mu.Unlock()
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("not in this test"))
+	if !s.c.legacyLeader.Load() {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("not in this test"))
+	}
+	res, err := s.c.byPart[req.Msg.GetPartition()].FetchReplica(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
 }
 
 func (s sessionClient) ListGroupLags(context.Context, *connect.Request[sluicev1.ListGroupLagsRequest]) (*connect.Response[sluicev1.ListGroupLagsResponse], error) {
@@ -317,4 +336,22 @@ func TestPartitionFetchSessionLostSessionRecovers(t *testing.T) {
 	last := c.requests[len(c.requests)-1]
 	require.NotZero(t, last.GetSessionId(), "a new session")
 	require.Equal(t, SessionStats{Sessions: 1, Partitions: n}, c.sessions.Load().Stats())
+}
+
+// TestPartitionFetchSessionFallsBackToFetchReplica: a leader that predates
+// fetch sessions answers FetchReplicas Unimplemented; the follower then
+// fetches its partitions one by one with FetchReplica (a rolling upgrade)
+// and replicates on, acks=all included.
+func TestPartitionFetchSessionFallsBackToFetchReplica(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	c := newSessionCluster(t, n, 30*time.Second, func(int32) bool { return true }, func(c *sessionCluster) { c.legacyLeader.Store(true) })
+	c.produce(all(n)...)
+	c.waitCopied(all(n)...)
+	_, err := c.leads[2].Produce(context.Background(), []log.ValidBatch{plainBatch(t)}, sluicev1.Acks_ACKS_ALL, 10*time.Second, nil)
+	require.NoError(t, err)
+	c.waitCopied(2)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.GreaterOrEqual(t, c.legacy, n)
 }

@@ -53,7 +53,8 @@ type ReplicaServiceClient interface {
 	// one means this leader is stale: UNAVAILABLE.
 	//
 	// Brokers fetch with FetchReplicas; FetchReplica stays for followers that
-	// predate it (a rolling upgrade).
+	// predate it, and a follower uses it with a leader that answers
+	// FetchReplicas UNIMPLEMENTED (a rolling upgrade).
 	FetchReplica(context.Context, *connect.Request[v1.FetchReplicaRequest]) (*connect.Response[v1.FetchReplicaResponse], error)
 	// FetchReplicas is a replica-fetch session (Kafka's KIP-227 fetch
 	// sessions): one follower broker fetches every partition it follows from
@@ -146,7 +147,8 @@ type ReplicaServiceHandler interface {
 	// one means this leader is stale: UNAVAILABLE.
 	//
 	// Brokers fetch with FetchReplicas; FetchReplica stays for followers that
-	// predate it (a rolling upgrade).
+	// predate it, and a follower uses it with a leader that answers
+	// FetchReplicas UNIMPLEMENTED (a rolling upgrade).
 	FetchReplica(context.Context, *connect.Request[v1.FetchReplicaRequest]) (*connect.Response[v1.FetchReplicaResponse], error)
 	// FetchReplicas is a replica-fetch session (Kafka's KIP-227 fetch
 	// sessions): one follower broker fetches every partition it follows from
