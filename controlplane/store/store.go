@@ -62,8 +62,9 @@
 // reader that reads the version before reading metadata, and polls the
 // version later, sees every change after the first read as a newer version.
 // A batched partition write (UpdatePartitions, UpdatePartitionsFenced)
-// commits once: readers see all its changes under one new version, though
-// the counter moves by one per partition written (triggers bump per row).
+// commits once: readers see all its changes under one new version (on
+// PostgreSQL the counter moves by one per batch; SQLite's row triggers move
+// it by one per partition written).
 package store
 
 import (

@@ -12,7 +12,8 @@ import (
 
 // Benchmark measures a driver's hot paths on s, an empty store: topic
 // creation (limit check included), the partition compare-and-set of the
-// controller, broker heartbeats and API-key lookups (authentication).
+// controller, alone and batched (500 per transaction), broker heartbeats
+// and API-key lookups (authentication).
 func Benchmark(b *testing.B, s store.Store) {
 	b.Run("CreateTopic", func(b *testing.B) {
 		// A tenant holds at most 100 topics (a plan-sized count to check), then the next one takes over.
@@ -45,6 +46,35 @@ func Benchmark(b *testing.B, s store.Store) {
 				b.Fatal(err)
 			}
 		}
+	})
+	b.Run("UpdatePartitions500", func(b *testing.B) {
+		// One batch of 500 compare-and-sets (the controller's batch size), to
+		// set against 500 UpdatePartition calls.
+		ten, _ := createTenant(b, s)
+		_, parts := createTopic(b, s, ten.ID, "cas-batch", 500)
+		updates := make([]store.PartitionUpdate, len(parts))
+		for i, p := range parts {
+			updates[i] = store.PartitionUpdate{Partition: p}
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			for i := range updates {
+				u := &updates[i]
+				u.ExpectedEpoch = u.Partition.PartitionEpoch
+				u.Partition.PartitionEpoch++
+				u.Partition.LeaderEpoch++
+			}
+			out, err := s.UpdatePartitions(b.Context(), updates)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, e := range out {
+				if e != nil {
+					b.Fatal(e)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(updates)), "ns/partition")
 	})
 	b.Run("HeartbeatBroker", func(b *testing.B) {
 		br, err := s.RegisterBroker(b.Context(), store.Broker{ID: 1, Address: "127.0.0.1:9001", LeaseExpiresAt: time.Now()})

@@ -34,7 +34,7 @@ var concurrentTests = []test{
 	{name: "ConcurrentBrokerHeartbeat", own: true, fn: testConcurrentBrokerHeartbeat},
 	{name: "ConcurrentPartitionCASRounds", fn: testConcurrentPartitionCASRounds},
 	{name: "ConcurrentPartitionCASFreeForAll", fn: testConcurrentPartitionCASFreeForAll},
-	{name: "ConcurrentPartitionBatches", fn: testConcurrentPartitionBatches},
+	{name: "ConcurrentPartitionBatches", own: true, fn: testConcurrentPartitionBatches},
 	{name: "ConcurrentTopicConfigUpdate", fn: testConcurrentTopicConfigUpdate},
 	{name: "ConcurrentTenantUpdate", fn: testConcurrentTenantUpdate},
 	{name: "ConcurrentControllerLease", own: true, fn: testConcurrentControllerLease},

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -52,7 +53,7 @@ func (s *Store) UpdatePartitionsFenced(ctx context.Context, updates []store.Part
 
 // updatePartitions is the batched compare-and-set inside tx. It first locks
 // every named partition row in key order (one statement), which also reads
-// their epochs; the writes then go out as one pipelined batch of UPDATEs.
+// their epochs; the writes then go out as one UPDATE of all of them.
 // Locking the rows up front, in one order, before any write takes the
 // metadata_version row (its trigger), keeps concurrent batches and
 // single-row writers from deadlocking on each other. Its errors are
@@ -102,10 +103,11 @@ func updatePartitions(ctx context.Context, tx pgx.Tx, updates []store.PartitionU
 		return nil, err
 	}
 
-	var (
-		b      pgx.Batch
-		queued []int
-	)
+	// Each round is one UPDATE of many partitions (one bump of the metadata
+	// version, migrations/00012); a partition named again in the batch goes
+	// into the next round, compared with what the earlier update wrote.
+	var rounds [][]int
+	round := map[key]int{}
 	for i, u := range updates {
 		if out[i] != nil {
 			continue
@@ -122,27 +124,52 @@ func updatePartitions(ctx context.Context, tx pgx.Tx, updates []store.PartitionU
 			continue
 		}
 		epochs[k] = p.PartitionEpoch
-		b.Queue(`UPDATE partitions SET replicas = $1, leader = $2, leader_epoch = $3, isr = $4, partition_epoch = $5
-			 WHERE topic_id = $6 AND partition = $7 AND partition_epoch = $8`,
-			nonNilList(p.Replicas), p.Leader, p.LeaderEpoch, nonNilList(p.ISR), p.PartitionEpoch,
-			ids[i], p.Partition, u.ExpectedEpoch)
-		queued = append(queued, i)
+		r := round[k]
+		round[k] = r + 1
+		if r == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[r] = append(rounds[r], i)
 	}
-	if len(queued) == 0 {
-		return out, nil
-	}
-	br := tx.SendBatch(ctx, &b)
-	for _, i := range queued {
-		tag, err := br.Exec()
+	for _, idx := range rounds {
+		n := len(idx)
+		var (
+			topic                          = make([]string, 0, n)
+			part, leader, lepoch, pe, prev = make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+			replicas, isr                  = make([]string, 0, n), make([]string, 0, n)
+		)
+		for _, i := range idx {
+			p := updates[i].Partition
+			topic, part = append(topic, ids[i]), append(part, p.Partition)
+			replicas, isr = append(replicas, arrayText(p.Replicas)), append(isr, arrayText(p.ISR))
+			leader, lepoch, pe = append(leader, p.Leader), append(lepoch, p.LeaderEpoch), append(pe, p.PartitionEpoch)
+			prev = append(prev, updates[i].ExpectedEpoch)
+		}
+		tag, err := tx.Exec(ctx,
+			`UPDATE partitions p SET replicas = u.replicas::integer[], leader = u.leader, leader_epoch = u.leader_epoch,
+			        isr = u.isr::integer[], partition_epoch = u.partition_epoch
+			 FROM unnest($1::text[], $2::integer[], $3::text[], $4::integer[], $5::integer[], $6::text[], $7::integer[], $8::integer[])
+			      AS u(topic_id, partition, replicas, leader, leader_epoch, isr, partition_epoch, expected)
+			 WHERE p.topic_id = u.topic_id::uuid AND p.partition = u.partition AND p.partition_epoch = u.expected`,
+			topic, part, replicas, leader, lepoch, isr, pe, prev)
 		if err != nil {
-			_ = br.Close()
 			return nil, err
 		}
-		if tag.RowsAffected() != 1 {
-			_ = br.Close()
-			p := updates[i].Partition
-			return nil, fmt.Errorf("partition %s/%d locked at epoch %d but not updated", p.TopicID, p.Partition, updates[i].ExpectedEpoch)
+		if tag.RowsAffected() != int64(n) {
+			return nil, fmt.Errorf("update partitions: %d of %d locked partitions updated", tag.RowsAffected(), n)
 		}
 	}
-	return out, br.Close()
+	return out, nil
+}
+
+// arrayText is v in PostgreSQL's array text form ("{1,2,3}").
+func arrayText(v []int32) string {
+	b := []byte{'{'}
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(x), 10)
+	}
+	return string(append(b, '}'))
 }

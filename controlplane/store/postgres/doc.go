@@ -35,6 +35,13 @@
 //     UpdatePartition compare-and-set in one transaction: a takeover (which
 //     updates the row) waits for in-flight fenced writes and every later
 //     write sees the new epoch.
+//   - UpdatePartitions (and UpdatePartitionsFenced, after the same lease
+//     check) first locks every partition it names in key order (SELECT …
+//     ORDER BY topic_id, partition FOR UPDATE), which also reads their
+//     epochs, then writes the winners in one UPDATE … FROM unnest(…):
+//     batches over overlapping partitions lock in one order, and take the
+//     metadata version row only after all their partition rows, so neither
+//     they nor single-row writers deadlock on each other.
 //   - AddRemoteSegment and UpdateRemoteSegmentState read the broker row FOR
 //     SHARE and the partition row FOR NO KEY UPDATE, then decide and write in
 //     the same transaction: a leader change (an UPDATE of the partition row)
@@ -50,11 +57,14 @@
 //     ClaimDeliveries leases rows picked FOR UPDATE SKIP LOCKED; the Mark…
 //     calls lock the delivery and check the lease token.
 //   - The metadata version row is bumped by triggers (migrations/00002) in
-//     the transaction of each topic, partition or broker-registration change;
-//     writers serialise on it briefly at commit.
+//     the transaction of each topic, partition or broker-registration change
+//     (for partition updates once per statement that changed a row,
+//     migrations/00012, so a batch bumps it once); writers serialise on it
+//     briefly at commit.
 //   - The broker load (PartitionLoad) is a counter row per broker, moved by
 //     statement triggers on partitions (migrations/00010) in the same
-//     transaction, after the metadata version's bump, so partition writers
+//     transaction, after the metadata version's bump (its update trigger's
+//     name sorts first), so partition writers
 //     already hold the metadata version row when they write it.
 //
 // Errors are translated once (translate): pgx.ErrNoRows → store.ErrNotFound;
