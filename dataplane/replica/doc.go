@@ -108,7 +108,9 @@
 // Append after each local append, Flushed when the local log's durable end
 // moves (after a sync, which it runs outside its lock), FollowerFetch for
 // every replication request (idle ones too: a follower whose fetches stop
-// reaching the leader leaves the ISR after replica.lag.time.max),
+// reaching the leader leaves the ISR after replica.lag.time.max; a
+// follower broker's fetch session counts each of its requests as a fetch
+// of every partition it carries, at the position the session holds),
 // ISRChanged and ProposalRejected from the
 // controller, and Tick from its ISR checker loop; it sends the proposals
 // Tick returns, and completes produce requests from TakeAcks. A Follower's
