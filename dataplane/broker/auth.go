@@ -47,6 +47,7 @@ const actForTenantHeader = "Sluice-Act-For-Tenant"
 // rules lists every procedure a broker serves; anything else is refused.
 var rules = map[string]rule{
 	sluicev1connect.RecordServiceProduceProcedure:        {access: accessTenant, scope: tenants.ScopeProduce},
+	sluicev1connect.RecordServiceProduceManyProcedure:    {access: accessTenant, scope: tenants.ScopeProduce},
 	sluicev1connect.RecordServiceFetchProcedure:          {access: accessTenant, scope: tenants.ScopeConsume, brokerForTenant: true},
 	sluicev1connect.RecordServiceListOffsetsProcedure:    {access: accessTenant, scope: tenants.ScopeConsume, brokerForTenant: true},
 	sluicev1connect.RecordServiceGetMetadataProcedure:    {access: accessTenant},

@@ -8,13 +8,16 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/compress"
 	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
@@ -106,21 +109,9 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
-	acks := m.GetAcks()
-	if acks == sluicev1.Acks_ACKS_UNSPECIFIED {
-		acks = sluicev1.Acks_ACKS_ALL
-	}
-	if acks < sluicev1.Acks_ACKS_NONE || acks > sluicev1.Acks_ACKS_ALL {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("acks: unknown value %d", acks))
-	}
-	timeout := time.Duration(m.GetTimeoutMs()) * time.Millisecond
-	switch {
-	case m.GetTimeoutMs() < 0:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("timeout_ms: must not be negative"))
-	case timeout == 0:
-		timeout = defaultProduceWait
-	case timeout > maxProduceWait:
-		timeout = maxProduceWait
+	acks, timeout, err := produceOptions(m.GetAcks(), m.GetTimeoutMs())
+	if err != nil {
+		return nil, err
 	}
 	batches, err := produceBatches(m, t.config.maxMessageBytes, time.Now())
 	if err != nil {
@@ -133,8 +124,39 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
+	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, m.CurrentLeaderEpoch)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
+}
+
+// produceOptions checks a produce request's acks and timeout and returns
+// them with their defaults applied.
+func produceOptions(acks sluicev1.Acks, timeoutMs int64) (sluicev1.Acks, time.Duration, error) {
+	if acks == sluicev1.Acks_ACKS_UNSPECIFIED {
+		acks = sluicev1.Acks_ACKS_ALL
+	}
+	if acks < sluicev1.Acks_ACKS_NONE || acks > sluicev1.Acks_ACKS_ALL {
+		return 0, 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("acks: unknown value %d", acks))
+	}
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	switch {
+	case timeoutMs < 0:
+		return 0, 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("timeout_ms: must not be negative"))
+	case timeout == 0:
+		timeout = defaultProduceWait
+	case timeout > maxProduceWait:
+		timeout = maxProduceWait
+	}
+	return acks, timeout, nil
+}
+
+// produceOn writes checked batches to p, a replica this broker leads, and
+// counts them in the metrics.
+func (s *recordService) produceOn(ctx context.Context, t *topicMeta, p *partition.Replica, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, epoch *int32) (*sluicev1.ProduceResponse, error) {
 	start := time.Now()
-	res, err := p.Produce(ctx, batches, acks, timeout, m.CurrentLeaderEpoch)
+	res, err := p.Produce(ctx, batches, acks, timeout, epoch)
 	s.b.metrics.produceLatency.WithLabelValues(acksLabel(acks)).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
@@ -144,7 +166,114 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 		n += len(b.Batch())
 	}
 	s.b.metrics.produced(t.tenantID, n)
-	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: res.Base, LogStartOffset: p.Log().LogStartOffset(), Duplicate: res.Duplicate}), nil
+	return &sluicev1.ProduceResponse{BaseOffset: res.Base, LogStartOffset: p.Log().LogStartOffset(), Duplicate: res.Duplicate}, nil
+}
+
+// Bounds of one ProduceMany request, refused whole beyond them.
+const (
+	maxProduceManyEntries = 4096
+	maxProduceManyBytes   = 64 << 20
+)
+
+// ProduceMany writes every entry as Produce would (the same resolution
+// and tenant scoping, checks, leader epoch fencing and acks), each on its
+// own goroutine, so that their appends, fsyncs (concurrent fsyncs of
+// different logs, which the file system commits together) and acks=all
+// waits overlap; entries of one partition run one after another, in
+// request order. It never forwards: an entry for a partition another
+// broker leads gets the NotLeader answer. Each entry's error is mapped as
+// the error interceptor maps a Produce error, and travels in its result.
+func (s *recordService) ProduceMany(ctx context.Context, req *connect.Request[sluicev1.ProduceManyRequest]) (*connect.Response[sluicev1.ProduceManyResponse], error) {
+	m := req.Msg
+	if _, ok := tenants.PrincipalFrom(ctx); !ok {
+		return nil, errors.New("no tenant principal in context")
+	}
+	entries := m.GetPartitions()
+	switch {
+	case len(entries) == 0:
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("partitions: must not be empty"))
+	case len(entries) > maxProduceManyEntries:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partitions: at most %d per request; got %d", maxProduceManyEntries, len(entries)))
+	}
+	size := 0
+	for _, e := range entries {
+		size += len(e.GetBatches().GetData())
+	}
+	if size > maxProduceManyBytes {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partitions: at most %d bytes of batches per request; got %d", maxProduceManyBytes, size))
+	}
+	acks, timeout, err := produceOptions(m.GetAcks(), m.GetTimeoutMs())
+	if err != nil {
+		return nil, err
+	}
+	// One goroutine per partition, taking its entries in request order.
+	type key struct {
+		topic     string
+		partition int32
+	}
+	groups := make(map[key][]int, len(entries))
+	order := make([]key, 0, len(entries))
+	for i, e := range entries {
+		k := key{e.GetTopic(), e.GetPartition()}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	results := make([]*sluicev1.ProducePartitionResult, len(entries))
+	now := time.Now()
+	var wg sync.WaitGroup
+	for _, k := range order {
+		wg.Go(func() {
+			for _, i := range groups[k] {
+				res, err := s.produceEntry(ctx, entries[i], acks, timeout, now)
+				if err != nil {
+					results[i] = &sluicev1.ProducePartitionResult{Error: s.produceError(ctx, err)}
+					continue
+				}
+				results[i] = &sluicev1.ProducePartitionResult{BaseOffset: res.GetBaseOffset(), LogStartOffset: res.GetLogStartOffset(), Duplicate: res.GetDuplicate()}
+			}
+		})
+	}
+	wg.Wait()
+	return connect.NewResponse(&sluicev1.ProduceManyResponse{Results: results}), nil
+}
+
+// produceEntry writes one ProduceMany entry as Produce writes a request
+// with the same fields, except that it never forwards.
+func (s *recordService) produceEntry(ctx context.Context, e *sluicev1.ProducePartition, acks sluicev1.Acks, timeout time.Duration, now time.Time) (*sluicev1.ProduceResponse, error) {
+	t, pm, _, err := s.resolve(ctx, e.GetTopic(), e.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	data := e.GetBatches().GetData()
+	if len(data) == 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("batches: must not be empty"))
+	}
+	batches, err := splitBatches(data, t.config.maxMessageBytes)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.local(pm, t)
+	if err != nil {
+		return nil, err
+	}
+	return s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch)
+}
+
+// produceError maps an entry's error as errorInterceptor maps a handler's
+// and carries it in a message: code, message and details.
+func (s *recordService) produceError(ctx context.Context, err error) *sluicev1.ProduceError {
+	err = errorInterceptor{s.b.logger}.mapErr(ctx, sluicev1connect.RecordServiceProduceManyProcedure, err)
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return &sluicev1.ProduceError{Code: int32(connect.CodeInternal), Message: "internal error"}
+	}
+	pe := &sluicev1.ProduceError{Code: int32(ce.Code()), Message: ce.Message()}
+	for _, d := range ce.Details() {
+		pe.Details = append(pe.Details, &anypb.Any{TypeUrl: "type.googleapis.com/" + d.Type(), Value: d.Bytes()})
+	}
+	return pe
 }
 
 // acksLabel is the produce latency metric's acks label ("none", "leader",
@@ -224,43 +353,51 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 		if len(data) == 0 {
 			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("batches: must not be empty"))
 		}
-		var out []log.ValidBatch
-		for len(data) > 0 {
-			// Split at the length prefix; ValidateLeaderBatch checks what
-			// it frames (and says truncated when it frames past the end).
-			end := len(data)
-			if len(data) >= record.PrefixSize {
-				if n := record.Size(data); n >= record.HeaderSize && n <= int64(len(data)) {
-					end = int(n)
-					if maxMessageBytes > 0 && end > int(maxMessageBytes) {
-						return nil, batchTooLarge("batches", end, maxMessageBytes)
-					}
-				}
-			}
-			// Every check the log makes, before any batch is appended: a
-			// request is written whole or not at all.
-			v, err := log.ValidateLeaderBatch(data[:end], 0)
-			if err != nil {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d: %w", len(out)+1, err))
-			}
-			if h := v.Header(); h.Attributes.Codec() != record.CodecNone {
-				// The records of a compressed batch are checked too, so
-				// that consumers never meet a batch they cannot decode
-				// (the decompressed copy's CRC is fresh: not checked).
-				plain, err := compress.DecompressBatch(nil, v.Batch(), compress.DefaultLimit)
-				if err == nil {
-					err = log.CheckLeaderRecords(plain)
-				}
-				if err != nil {
-					return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d (codec %d): %w", len(out)+1, h.Attributes.Codec(), err))
-				}
-			}
-			out = append(out, v)
-			data = data[end:]
-		}
-		return out, nil
+		return splitBatches(data, maxMessageBytes)
 	}
 	return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("payload: set records or batches"))
+}
+
+// splitBatches splits and checks batches in the SDK's format (CRC, format,
+// size, and the records of compressed batches): every check the log makes,
+// before any batch is appended, so that a request is written whole or not
+// at all.
+func splitBatches(data []byte, maxMessageBytes int32) ([]log.ValidBatch, error) {
+	var out []log.ValidBatch
+	for len(data) > 0 {
+		// Split at the length prefix; ValidateLeaderBatch checks what
+		// it frames (and says truncated when it frames past the end).
+		end := len(data)
+		if len(data) >= record.PrefixSize {
+			if n := record.Size(data); n >= record.HeaderSize && n <= int64(len(data)) {
+				end = int(n)
+				if maxMessageBytes > 0 && end > int(maxMessageBytes) {
+					return nil, batchTooLarge("batches", end, maxMessageBytes)
+				}
+			}
+		}
+		// Every check the log makes, before any batch is appended: a
+		// request is written whole or not at all.
+		v, err := log.ValidateLeaderBatch(data[:end], 0)
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d: %w", len(out)+1, err))
+		}
+		if h := v.Header(); h.Attributes.Codec() != record.CodecNone {
+			// The records of a compressed batch are checked too, so
+			// that consumers never meet a batch they cannot decode
+			// (the decompressed copy's CRC is fresh: not checked).
+			plain, err := compress.DecompressBatch(nil, v.Batch(), compress.DefaultLimit)
+			if err == nil {
+				err = log.CheckLeaderRecords(plain)
+			}
+			if err != nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d (codec %d): %w", len(out)+1, h.Attributes.Codec(), err))
+			}
+		}
+		out = append(out, v)
+		data = data[end:]
+	}
+	return out, nil
 }
 
 // The most a record's (and a record header's) encoding adds to its key and

@@ -9,6 +9,7 @@ package sluicev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -690,6 +691,321 @@ func (*ProduceRequest_Records) isProduceRequest_Payload() {}
 
 func (*ProduceRequest_Batches) isProduceRequest_Payload() {}
 
+type ProduceManyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As in ProduceRequest, for every entry.
+	Acks Acks `protobuf:"varint,1,opt,name=acks,proto3,enum=sluice.v1.Acks" json:"acks,omitempty"`
+	// As in ProduceRequest, for every entry.
+	TimeoutMs     int64               `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Partitions    []*ProducePartition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceManyRequest) Reset() {
+	*x = ProduceManyRequest{}
+	mi := &file_sluice_v1_record_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceManyRequest) ProtoMessage() {}
+
+func (x *ProduceManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_record_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceManyRequest.ProtoReflect.Descriptor instead.
+func (*ProduceManyRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ProduceManyRequest) GetAcks() Acks {
+	if x != nil {
+		return x.Acks
+	}
+	return Acks_ACKS_UNSPECIFIED
+}
+
+func (x *ProduceManyRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *ProduceManyRequest) GetPartitions() []*ProducePartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// ProducePartition is one entry of a ProduceManyRequest: the fields of a
+// ProduceRequest that name the partition and carry its batches.
+type ProducePartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Batches   *RecordBatches         `protobuf:"bytes,3,opt,name=batches,proto3" json:"batches,omitempty"`
+	// As in ProduceRequest.
+	CurrentLeaderEpoch *int32 `protobuf:"varint,4,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof" json:"current_leader_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ProducePartition) Reset() {
+	*x = ProducePartition{}
+	mi := &file_sluice_v1_record_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducePartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducePartition) ProtoMessage() {}
+
+func (x *ProducePartition) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_record_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducePartition.ProtoReflect.Descriptor instead.
+func (*ProducePartition) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ProducePartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ProducePartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ProducePartition) GetBatches() *RecordBatches {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+func (x *ProducePartition) GetCurrentLeaderEpoch() int32 {
+	if x != nil && x.CurrentLeaderEpoch != nil {
+		return *x.CurrentLeaderEpoch
+	}
+	return 0
+}
+
+type ProduceManyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per request entry, in the request's order.
+	Results       []*ProducePartitionResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceManyResponse) Reset() {
+	*x = ProduceManyResponse{}
+	mi := &file_sluice_v1_record_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceManyResponse) ProtoMessage() {}
+
+func (x *ProduceManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_record_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceManyResponse.ProtoReflect.Descriptor instead.
+func (*ProduceManyResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ProduceManyResponse) GetResults() []*ProducePartitionResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ProducePartitionResult is one entry's outcome: the fields of a
+// ProduceResponse when it was written, or the error a Produce of it alone
+// would have returned.
+type ProducePartitionResult struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	BaseOffset     int64                  `protobuf:"varint,1,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	LogStartOffset int64                  `protobuf:"varint,2,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	Duplicate      bool                   `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// Set when the entry failed; the other fields are then unset.
+	Error         *ProduceError `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducePartitionResult) Reset() {
+	*x = ProducePartitionResult{}
+	mi := &file_sluice_v1_record_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducePartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducePartitionResult) ProtoMessage() {}
+
+func (x *ProducePartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_record_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducePartitionResult.ProtoReflect.Descriptor instead.
+func (*ProducePartitionResult) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ProducePartitionResult) GetBaseOffset() int64 {
+	if x != nil {
+		return x.BaseOffset
+	}
+	return 0
+}
+
+func (x *ProducePartitionResult) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *ProducePartitionResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *ProducePartitionResult) GetError() *ProduceError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// ProduceError is a Connect error carried in a message: its code, numbered
+// as Connect and gRPC number them (3 INVALID_ARGUMENT, 5 NOT_FOUND, 9
+// FAILED_PRECONDITION, 14 UNAVAILABLE, ...), its message, and its details
+// (NotLeader, ProducerError, BatchTooLarge, NotEnoughReplicas, ...), as
+// they would be on the wire.
+type ProduceError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Details       []*anypb.Any           `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceError) Reset() {
+	*x = ProduceError{}
+	mi := &file_sluice_v1_record_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceError) ProtoMessage() {}
+
+func (x *ProduceError) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_record_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceError.ProtoReflect.Descriptor instead.
+func (*ProduceError) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ProduceError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ProduceError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ProduceError) GetDetails() []*anypb.Any {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
 type RecordList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Records       []*Record              `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
@@ -699,7 +1015,7 @@ type RecordList struct {
 
 func (x *RecordList) Reset() {
 	*x = RecordList{}
-	mi := &file_sluice_v1_record_proto_msgTypes[8]
+	mi := &file_sluice_v1_record_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +1027,7 @@ func (x *RecordList) String() string {
 func (*RecordList) ProtoMessage() {}
 
 func (x *RecordList) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[8]
+	mi := &file_sluice_v1_record_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +1040,7 @@ func (x *RecordList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordList.ProtoReflect.Descriptor instead.
 func (*RecordList) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RecordList) GetRecords() []*Record {
@@ -748,7 +1064,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[9]
+	mi := &file_sluice_v1_record_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +1076,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[9]
+	mi := &file_sluice_v1_record_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +1089,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ProduceResponse) GetBaseOffset() int64 {
@@ -818,7 +1134,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[10]
+	mi := &file_sluice_v1_record_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1146,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[10]
+	mi := &file_sluice_v1_record_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1159,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -909,7 +1225,7 @@ type FetchedRecord struct {
 
 func (x *FetchedRecord) Reset() {
 	*x = FetchedRecord{}
-	mi := &file_sluice_v1_record_proto_msgTypes[11]
+	mi := &file_sluice_v1_record_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1237,7 @@ func (x *FetchedRecord) String() string {
 func (*FetchedRecord) ProtoMessage() {}
 
 func (x *FetchedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[11]
+	mi := &file_sluice_v1_record_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1250,7 @@ func (x *FetchedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchedRecord.ProtoReflect.Descriptor instead.
 func (*FetchedRecord) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FetchedRecord) GetOffset() int64 {
@@ -993,7 +1309,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[12]
+	mi := &file_sluice_v1_record_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1321,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[12]
+	mi := &file_sluice_v1_record_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1334,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FetchResponse) GetRecords() []*FetchedRecord {
@@ -1069,7 +1385,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[13]
+	mi := &file_sluice_v1_record_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1397,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[13]
+	mi := &file_sluice_v1_record_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1410,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -1140,7 +1456,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[14]
+	mi := &file_sluice_v1_record_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1468,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[14]
+	mi := &file_sluice_v1_record_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1481,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListOffsetsResponse) GetOffset() int64 {
@@ -1206,7 +1522,7 @@ type GetMetadataRequest struct {
 
 func (x *GetMetadataRequest) Reset() {
 	*x = GetMetadataRequest{}
-	mi := &file_sluice_v1_record_proto_msgTypes[15]
+	mi := &file_sluice_v1_record_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1534,7 @@ func (x *GetMetadataRequest) String() string {
 func (*GetMetadataRequest) ProtoMessage() {}
 
 func (x *GetMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[15]
+	mi := &file_sluice_v1_record_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1547,7 @@ func (x *GetMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMetadataRequest.ProtoReflect.Descriptor instead.
 func (*GetMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetMetadataRequest) GetTopics() []string {
@@ -1252,7 +1568,7 @@ type BrokerAddress struct {
 
 func (x *BrokerAddress) Reset() {
 	*x = BrokerAddress{}
-	mi := &file_sluice_v1_record_proto_msgTypes[16]
+	mi := &file_sluice_v1_record_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1580,7 @@ func (x *BrokerAddress) String() string {
 func (*BrokerAddress) ProtoMessage() {}
 
 func (x *BrokerAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[16]
+	mi := &file_sluice_v1_record_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1593,7 @@ func (x *BrokerAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerAddress.ProtoReflect.Descriptor instead.
 func (*BrokerAddress) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BrokerAddress) GetId() int32 {
@@ -1316,7 +1632,7 @@ type TopicMetadata struct {
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_sluice_v1_record_proto_msgTypes[17]
+	mi := &file_sluice_v1_record_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1644,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[17]
+	mi := &file_sluice_v1_record_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1657,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -1386,7 +1702,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_sluice_v1_record_proto_msgTypes[18]
+	mi := &file_sluice_v1_record_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1714,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[18]
+	mi := &file_sluice_v1_record_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1727,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -1459,7 +1775,7 @@ type GetMetadataResponse struct {
 
 func (x *GetMetadataResponse) Reset() {
 	*x = GetMetadataResponse{}
-	mi := &file_sluice_v1_record_proto_msgTypes[19]
+	mi := &file_sluice_v1_record_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1787,7 @@ func (x *GetMetadataResponse) String() string {
 func (*GetMetadataResponse) ProtoMessage() {}
 
 func (x *GetMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[19]
+	mi := &file_sluice_v1_record_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1800,7 @@ func (x *GetMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMetadataResponse.ProtoReflect.Descriptor instead.
 func (*GetMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetMetadataResponse) GetBrokers() []*BrokerAddress {
@@ -1515,7 +1831,7 @@ type NotLeader struct {
 
 func (x *NotLeader) Reset() {
 	*x = NotLeader{}
-	mi := &file_sluice_v1_record_proto_msgTypes[20]
+	mi := &file_sluice_v1_record_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1843,7 @@ func (x *NotLeader) String() string {
 func (*NotLeader) ProtoMessage() {}
 
 func (x *NotLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[20]
+	mi := &file_sluice_v1_record_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1856,7 @@ func (x *NotLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotLeader.ProtoReflect.Descriptor instead.
 func (*NotLeader) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NotLeader) GetLeaderId() int32 {
@@ -1576,7 +1892,7 @@ type NotEnoughReplicas struct {
 
 func (x *NotEnoughReplicas) Reset() {
 	*x = NotEnoughReplicas{}
-	mi := &file_sluice_v1_record_proto_msgTypes[21]
+	mi := &file_sluice_v1_record_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1904,7 @@ func (x *NotEnoughReplicas) String() string {
 func (*NotEnoughReplicas) ProtoMessage() {}
 
 func (x *NotEnoughReplicas) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_record_proto_msgTypes[21]
+	mi := &file_sluice_v1_record_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1917,7 @@ func (x *NotEnoughReplicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotEnoughReplicas.ProtoReflect.Descriptor instead.
 func (*NotEnoughReplicas) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NotEnoughReplicas) GetIsrSize() int32 {
@@ -1622,7 +1938,7 @@ var File_sluice_v1_record_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/record.proto\x12\tsluice.v1\"\x17\n" +
+	"\x16sluice/v1/record.proto\x12\tsluice.v1\x1a\x19google/protobuf/any.proto\"\x17\n" +
 	"\x15InitProducerIdRequest\"`\n" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
@@ -1661,7 +1977,32 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x125\n" +
 	"\x14current_leader_epoch\x18\a \x01(\x05H\x01R\x12currentLeaderEpoch\x88\x01\x01B\t\n" +
 	"\apayloadB\x17\n" +
-	"\x15_current_leader_epoch\"9\n" +
+	"\x15_current_leader_epoch\"\x95\x01\n" +
+	"\x12ProduceManyRequest\x12#\n" +
+	"\x04acks\x18\x01 \x01(\x0e2\x0f.sluice.v1.AcksR\x04acks\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12;\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2\x1b.sluice.v1.ProducePartitionR\n" +
+	"partitions\"\xca\x01\n" +
+	"\x10ProducePartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x122\n" +
+	"\abatches\x18\x03 \x01(\v2\x18.sluice.v1.RecordBatchesR\abatches\x125\n" +
+	"\x14current_leader_epoch\x18\x04 \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01B\x17\n" +
+	"\x15_current_leader_epoch\"R\n" +
+	"\x13ProduceManyResponse\x12;\n" +
+	"\aresults\x18\x01 \x03(\v2!.sluice.v1.ProducePartitionResultR\aresults\"\xb0\x01\n" +
+	"\x16ProducePartitionResult\x12\x1f\n" +
+	"\vbase_offset\x18\x01 \x01(\x03R\n" +
+	"baseOffset\x12(\n" +
+	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12\x1c\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12-\n" +
+	"\x05error\x18\x04 \x01(\v2\x17.sluice.v1.ProduceErrorR\x05error\"l\n" +
+	"\fProduceError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails\"9\n" +
 	"\n" +
 	"RecordList\x12+\n" +
 	"\arecords\x18\x01 \x03(\v2\x11.sluice.v1.RecordR\arecords\"z\n" +
@@ -1744,9 +2085,10 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\x8a\x03\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xda\x03\n" +
 	"\rRecordService\x12B\n" +
-	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x00\x12<\n" +
+	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x00\x12N\n" +
+	"\vProduceMany\x12\x1d.sluice.v1.ProduceManyRequest\x1a\x1e.sluice.v1.ProduceManyResponse\"\x00\x12<\n" +
 	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\"\x00\x12N\n" +
 	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse\"\x00\x12N\n" +
 	"\vGetMetadata\x12\x1d.sluice.v1.GetMetadataRequest\x1a\x1e.sluice.v1.GetMetadataResponse\"\x00\x12W\n" +
@@ -1767,7 +2109,7 @@ func file_sluice_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_sluice_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_sluice_v1_record_proto_goTypes = []any{
 	(Acks)(0),                      // 0: sluice.v1.Acks
 	(OffsetSpec)(0),                // 1: sluice.v1.OffsetSpec
@@ -1780,50 +2122,64 @@ var file_sluice_v1_record_proto_goTypes = []any{
 	(*Record)(nil),                 // 8: sluice.v1.Record
 	(*RecordBatches)(nil),          // 9: sluice.v1.RecordBatches
 	(*ProduceRequest)(nil),         // 10: sluice.v1.ProduceRequest
-	(*RecordList)(nil),             // 11: sluice.v1.RecordList
-	(*ProduceResponse)(nil),        // 12: sluice.v1.ProduceResponse
-	(*FetchRequest)(nil),           // 13: sluice.v1.FetchRequest
-	(*FetchedRecord)(nil),          // 14: sluice.v1.FetchedRecord
-	(*FetchResponse)(nil),          // 15: sluice.v1.FetchResponse
-	(*ListOffsetsRequest)(nil),     // 16: sluice.v1.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),    // 17: sluice.v1.ListOffsetsResponse
-	(*GetMetadataRequest)(nil),     // 18: sluice.v1.GetMetadataRequest
-	(*BrokerAddress)(nil),          // 19: sluice.v1.BrokerAddress
-	(*TopicMetadata)(nil),          // 20: sluice.v1.TopicMetadata
-	(*PartitionMetadata)(nil),      // 21: sluice.v1.PartitionMetadata
-	(*GetMetadataResponse)(nil),    // 22: sluice.v1.GetMetadataResponse
-	(*NotLeader)(nil),              // 23: sluice.v1.NotLeader
-	(*NotEnoughReplicas)(nil),      // 24: sluice.v1.NotEnoughReplicas
+	(*ProduceManyRequest)(nil),     // 11: sluice.v1.ProduceManyRequest
+	(*ProducePartition)(nil),       // 12: sluice.v1.ProducePartition
+	(*ProduceManyResponse)(nil),    // 13: sluice.v1.ProduceManyResponse
+	(*ProducePartitionResult)(nil), // 14: sluice.v1.ProducePartitionResult
+	(*ProduceError)(nil),           // 15: sluice.v1.ProduceError
+	(*RecordList)(nil),             // 16: sluice.v1.RecordList
+	(*ProduceResponse)(nil),        // 17: sluice.v1.ProduceResponse
+	(*FetchRequest)(nil),           // 18: sluice.v1.FetchRequest
+	(*FetchedRecord)(nil),          // 19: sluice.v1.FetchedRecord
+	(*FetchResponse)(nil),          // 20: sluice.v1.FetchResponse
+	(*ListOffsetsRequest)(nil),     // 21: sluice.v1.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),    // 22: sluice.v1.ListOffsetsResponse
+	(*GetMetadataRequest)(nil),     // 23: sluice.v1.GetMetadataRequest
+	(*BrokerAddress)(nil),          // 24: sluice.v1.BrokerAddress
+	(*TopicMetadata)(nil),          // 25: sluice.v1.TopicMetadata
+	(*PartitionMetadata)(nil),      // 26: sluice.v1.PartitionMetadata
+	(*GetMetadataResponse)(nil),    // 27: sluice.v1.GetMetadataResponse
+	(*NotLeader)(nil),              // 28: sluice.v1.NotLeader
+	(*NotEnoughReplicas)(nil),      // 29: sluice.v1.NotEnoughReplicas
+	(*anypb.Any)(nil),              // 30: google.protobuf.Any
 }
 var file_sluice_v1_record_proto_depIdxs = []int32{
 	2,  // 0: sluice.v1.ProducerError.reason:type_name -> sluice.v1.ProducerError.Reason
 	7,  // 1: sluice.v1.Record.headers:type_name -> sluice.v1.Header
-	11, // 2: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.RecordList
+	16, // 2: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.RecordList
 	9,  // 3: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.RecordBatches
 	0,  // 4: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
-	8,  // 5: sluice.v1.RecordList.records:type_name -> sluice.v1.Record
-	7,  // 6: sluice.v1.FetchedRecord.headers:type_name -> sluice.v1.Header
-	14, // 7: sluice.v1.FetchResponse.records:type_name -> sluice.v1.FetchedRecord
-	9,  // 8: sluice.v1.FetchResponse.batches:type_name -> sluice.v1.RecordBatches
-	1,  // 9: sluice.v1.ListOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
-	21, // 10: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	19, // 11: sluice.v1.GetMetadataResponse.brokers:type_name -> sluice.v1.BrokerAddress
-	20, // 12: sluice.v1.GetMetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	10, // 13: sluice.v1.RecordService.Produce:input_type -> sluice.v1.ProduceRequest
-	13, // 14: sluice.v1.RecordService.Fetch:input_type -> sluice.v1.FetchRequest
-	16, // 15: sluice.v1.RecordService.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	18, // 16: sluice.v1.RecordService.GetMetadata:input_type -> sluice.v1.GetMetadataRequest
-	3,  // 17: sluice.v1.RecordService.InitProducerId:input_type -> sluice.v1.InitProducerIdRequest
-	12, // 18: sluice.v1.RecordService.Produce:output_type -> sluice.v1.ProduceResponse
-	15, // 19: sluice.v1.RecordService.Fetch:output_type -> sluice.v1.FetchResponse
-	17, // 20: sluice.v1.RecordService.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	22, // 21: sluice.v1.RecordService.GetMetadata:output_type -> sluice.v1.GetMetadataResponse
-	4,  // 22: sluice.v1.RecordService.InitProducerId:output_type -> sluice.v1.InitProducerIdResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	0,  // 5: sluice.v1.ProduceManyRequest.acks:type_name -> sluice.v1.Acks
+	12, // 6: sluice.v1.ProduceManyRequest.partitions:type_name -> sluice.v1.ProducePartition
+	9,  // 7: sluice.v1.ProducePartition.batches:type_name -> sluice.v1.RecordBatches
+	14, // 8: sluice.v1.ProduceManyResponse.results:type_name -> sluice.v1.ProducePartitionResult
+	15, // 9: sluice.v1.ProducePartitionResult.error:type_name -> sluice.v1.ProduceError
+	30, // 10: sluice.v1.ProduceError.details:type_name -> google.protobuf.Any
+	8,  // 11: sluice.v1.RecordList.records:type_name -> sluice.v1.Record
+	7,  // 12: sluice.v1.FetchedRecord.headers:type_name -> sluice.v1.Header
+	19, // 13: sluice.v1.FetchResponse.records:type_name -> sluice.v1.FetchedRecord
+	9,  // 14: sluice.v1.FetchResponse.batches:type_name -> sluice.v1.RecordBatches
+	1,  // 15: sluice.v1.ListOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
+	26, // 16: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
+	24, // 17: sluice.v1.GetMetadataResponse.brokers:type_name -> sluice.v1.BrokerAddress
+	25, // 18: sluice.v1.GetMetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
+	10, // 19: sluice.v1.RecordService.Produce:input_type -> sluice.v1.ProduceRequest
+	11, // 20: sluice.v1.RecordService.ProduceMany:input_type -> sluice.v1.ProduceManyRequest
+	18, // 21: sluice.v1.RecordService.Fetch:input_type -> sluice.v1.FetchRequest
+	21, // 22: sluice.v1.RecordService.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	23, // 23: sluice.v1.RecordService.GetMetadata:input_type -> sluice.v1.GetMetadataRequest
+	3,  // 24: sluice.v1.RecordService.InitProducerId:input_type -> sluice.v1.InitProducerIdRequest
+	17, // 25: sluice.v1.RecordService.Produce:output_type -> sluice.v1.ProduceResponse
+	13, // 26: sluice.v1.RecordService.ProduceMany:output_type -> sluice.v1.ProduceManyResponse
+	20, // 27: sluice.v1.RecordService.Fetch:output_type -> sluice.v1.FetchResponse
+	22, // 28: sluice.v1.RecordService.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	27, // 29: sluice.v1.RecordService.GetMetadata:output_type -> sluice.v1.GetMetadataResponse
+	4,  // 30: sluice.v1.RecordService.InitProducerId:output_type -> sluice.v1.InitProducerIdResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_record_proto_init() }
@@ -1835,14 +2191,15 @@ func file_sluice_v1_record_proto_init() {
 		(*ProduceRequest_Records)(nil),
 		(*ProduceRequest_Batches)(nil),
 	}
-	file_sluice_v1_record_proto_msgTypes[10].OneofWrappers = []any{}
+	file_sluice_v1_record_proto_msgTypes[9].OneofWrappers = []any{}
+	file_sluice_v1_record_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_record_proto_rawDesc), len(file_sluice_v1_record_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,9 @@ const (
 const (
 	// RecordServiceProduceProcedure is the fully-qualified name of the RecordService's Produce RPC.
 	RecordServiceProduceProcedure = "/sluice.v1.RecordService/Produce"
+	// RecordServiceProduceManyProcedure is the fully-qualified name of the RecordService's ProduceMany
+	// RPC.
+	RecordServiceProduceManyProcedure = "/sluice.v1.RecordService/ProduceMany"
 	// RecordServiceFetchProcedure is the fully-qualified name of the RecordService's Fetch RPC.
 	RecordServiceFetchProcedure = "/sluice.v1.RecordService/Fetch"
 	// RecordServiceListOffsetsProcedure is the fully-qualified name of the RecordService's ListOffsets
@@ -52,6 +55,21 @@ const (
 type RecordServiceClient interface {
 	// Produce appends records to one partition and returns the first offset.
 	Produce(context.Context, *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error)
+	// ProduceMany appends batches to many partitions in one request: each
+	// entry is checked, scoped and written as a Produce of it alone would be,
+	// and answered with its own result or error; one entry's failure never
+	// fails another. The broker appends every entry, syncs them together
+	// (concurrent fsyncs of different logs, which the file system commits
+	// together) and waits for their acks concurrently; it answers when every
+	// entry has its outcome, so a slow entry (an acks=all wait) delays the
+	// answer of the others, as in Kafka's produce request. Entries of one
+	// partition are written in request order. ProduceMany is never
+	// forwarded: an entry for a partition this broker does not lead is
+	// answered FAILED_PRECONDITION with a NotLeader detail (or UNAVAILABLE,
+	// as Produce). A request over 4096 entries or 64 MiB of batches is
+	// INVALID_ARGUMENT as a whole. The Go SDK sends one per leader broker,
+	// and falls back to Produce against a broker that answers UNIMPLEMENTED.
+	ProduceMany(context.Context, *connect.Request[v1.ProduceManyRequest]) (*connect.Response[v1.ProduceManyResponse], error)
 	// Fetch reads records from one partition below the high watermark,
 	// waiting up to max_wait_ms for data.
 	Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error)
@@ -87,6 +105,12 @@ func NewRecordServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(recordServiceMethods.ByName("Produce")),
 			connect.WithClientOptions(opts...),
 		),
+		produceMany: connect.NewClient[v1.ProduceManyRequest, v1.ProduceManyResponse](
+			httpClient,
+			baseURL+RecordServiceProduceManyProcedure,
+			connect.WithSchema(recordServiceMethods.ByName("ProduceMany")),
+			connect.WithClientOptions(opts...),
+		),
 		fetch: connect.NewClient[v1.FetchRequest, v1.FetchResponse](
 			httpClient,
 			baseURL+RecordServiceFetchProcedure,
@@ -117,6 +141,7 @@ func NewRecordServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 // recordServiceClient implements RecordServiceClient.
 type recordServiceClient struct {
 	produce        *connect.Client[v1.ProduceRequest, v1.ProduceResponse]
+	produceMany    *connect.Client[v1.ProduceManyRequest, v1.ProduceManyResponse]
 	fetch          *connect.Client[v1.FetchRequest, v1.FetchResponse]
 	listOffsets    *connect.Client[v1.ListOffsetsRequest, v1.ListOffsetsResponse]
 	getMetadata    *connect.Client[v1.GetMetadataRequest, v1.GetMetadataResponse]
@@ -126,6 +151,11 @@ type recordServiceClient struct {
 // Produce calls sluice.v1.RecordService.Produce.
 func (c *recordServiceClient) Produce(ctx context.Context, req *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error) {
 	return c.produce.CallUnary(ctx, req)
+}
+
+// ProduceMany calls sluice.v1.RecordService.ProduceMany.
+func (c *recordServiceClient) ProduceMany(ctx context.Context, req *connect.Request[v1.ProduceManyRequest]) (*connect.Response[v1.ProduceManyResponse], error) {
+	return c.produceMany.CallUnary(ctx, req)
 }
 
 // Fetch calls sluice.v1.RecordService.Fetch.
@@ -152,6 +182,21 @@ func (c *recordServiceClient) InitProducerId(ctx context.Context, req *connect.R
 type RecordServiceHandler interface {
 	// Produce appends records to one partition and returns the first offset.
 	Produce(context.Context, *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error)
+	// ProduceMany appends batches to many partitions in one request: each
+	// entry is checked, scoped and written as a Produce of it alone would be,
+	// and answered with its own result or error; one entry's failure never
+	// fails another. The broker appends every entry, syncs them together
+	// (concurrent fsyncs of different logs, which the file system commits
+	// together) and waits for their acks concurrently; it answers when every
+	// entry has its outcome, so a slow entry (an acks=all wait) delays the
+	// answer of the others, as in Kafka's produce request. Entries of one
+	// partition are written in request order. ProduceMany is never
+	// forwarded: an entry for a partition this broker does not lead is
+	// answered FAILED_PRECONDITION with a NotLeader detail (or UNAVAILABLE,
+	// as Produce). A request over 4096 entries or 64 MiB of batches is
+	// INVALID_ARGUMENT as a whole. The Go SDK sends one per leader broker,
+	// and falls back to Produce against a broker that answers UNIMPLEMENTED.
+	ProduceMany(context.Context, *connect.Request[v1.ProduceManyRequest]) (*connect.Response[v1.ProduceManyResponse], error)
 	// Fetch reads records from one partition below the high watermark,
 	// waiting up to max_wait_ms for data.
 	Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error)
@@ -183,6 +228,12 @@ func NewRecordServiceHandler(svc RecordServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(recordServiceMethods.ByName("Produce")),
 		connect.WithHandlerOptions(opts...),
 	)
+	recordServiceProduceManyHandler := connect.NewUnaryHandler(
+		RecordServiceProduceManyProcedure,
+		svc.ProduceMany,
+		connect.WithSchema(recordServiceMethods.ByName("ProduceMany")),
+		connect.WithHandlerOptions(opts...),
+	)
 	recordServiceFetchHandler := connect.NewUnaryHandler(
 		RecordServiceFetchProcedure,
 		svc.Fetch,
@@ -211,6 +262,8 @@ func NewRecordServiceHandler(svc RecordServiceHandler, opts ...connect.HandlerOp
 		switch r.URL.Path {
 		case RecordServiceProduceProcedure:
 			recordServiceProduceHandler.ServeHTTP(w, r)
+		case RecordServiceProduceManyProcedure:
+			recordServiceProduceManyHandler.ServeHTTP(w, r)
 		case RecordServiceFetchProcedure:
 			recordServiceFetchHandler.ServeHTTP(w, r)
 		case RecordServiceListOffsetsProcedure:
@@ -230,6 +283,10 @@ type UnimplementedRecordServiceHandler struct{}
 
 func (UnimplementedRecordServiceHandler) Produce(context.Context, *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.RecordService.Produce is not implemented"))
+}
+
+func (UnimplementedRecordServiceHandler) ProduceMany(context.Context, *connect.Request[v1.ProduceManyRequest]) (*connect.Response[v1.ProduceManyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.RecordService.ProduceMany is not implemented"))
 }
 
 func (UnimplementedRecordServiceHandler) Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error) {
