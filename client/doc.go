@@ -19,6 +19,14 @@
 // smaller; a larger record goes alone, up to that limit), sent when the
 // next slot frees. So a lone record leaves at once, and under load requests
 // grow rather than multiply. WithLinger adds a wait for fuller batches.
+// The batches of every partition one broker leads travel together: one
+// ProduceMany request carries a batch of each partition that has one ready,
+// gathered the same natural way (a request leaves while fewer than
+// WithMaxInFlight requests to that broker are in flight; while they all
+// are, the next batches of any of its partitions wait for the next
+// request). Each partition keeps its own slots, sequence numbers, retries
+// and re-routing; a broker that does not serve ProduceMany (an older
+// version) gets one Produce request per batch.
 // Records with a key go to the partition the key hashes to (FNV-1a);
 // records without one stick to one partition until the batch they go into
 // there is sent or full, then move to another (Kafka's sticky

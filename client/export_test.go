@@ -17,3 +17,21 @@ func keys(m map[TopicPartition]bool) []int32 {
 	}
 	return out
 }
+
+// QueuedProduces is how many requests the producer's sinks handed to their
+// leader brokers' connections that wait for a ProduceMany slot.
+func QueuedProduces(p *Producer) int {
+	p.mu.Lock()
+	lcs := make([]*leaderConn, 0, len(p.leaders))
+	for _, lc := range p.leaders {
+		lcs = append(lcs, lc)
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, lc := range lcs {
+		lc.mu.Lock()
+		n += len(lc.queue)
+		lc.mu.Unlock()
+	}
+	return n
+}

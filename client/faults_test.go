@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicemq/sluice/client"
@@ -66,6 +67,11 @@ type fakeBroker struct {
 	partitions int32
 	// written lists the batches written, in order.
 	written []fakeBatch
+	// single: the fake serves Produce only, as a broker of a version
+	// before ProduceMany does (Unimplemented).
+	single bool
+	// manyCalls counts ProduceMany calls, entries the entries it served.
+	manyCalls, entries atomic.Int64
 }
 
 // fakeBatch is one batch the fake broker wrote.
@@ -189,6 +195,39 @@ func (f *fakeBroker) Produce(ctx context.Context, r *connect.Request[sluicev1.Pr
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("connection reset (ack lost)"))
 	}
 	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: base}), nil
+}
+
+// ProduceMany serves each entry as Produce would, concurrently, and
+// carries each error in the entry's result as the broker does.
+func (f *fakeBroker) ProduceMany(ctx context.Context, r *connect.Request[sluicev1.ProduceManyRequest]) (*connect.Response[sluicev1.ProduceManyResponse], error) {
+	f.manyCalls.Add(1)
+	if f.single {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.RecordService.ProduceMany is not implemented"))
+	}
+	f.entries.Add(int64(len(r.Msg.GetPartitions())))
+	results := make([]*sluicev1.ProducePartitionResult, len(r.Msg.GetPartitions()))
+	var wg sync.WaitGroup
+	for i, e := range r.Msg.GetPartitions() {
+		wg.Go(func() {
+			res, err := f.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: e.GetTopic(), Partition: e.GetPartition(), Acks: r.Msg.GetAcks(),
+				TimeoutMs: r.Msg.GetTimeoutMs(), CurrentLeaderEpoch: e.CurrentLeaderEpoch, Payload: &sluicev1.ProduceRequest_Batches{Batches: e.GetBatches()}}))
+			if err == nil {
+				results[i] = &sluicev1.ProducePartitionResult{BaseOffset: res.Msg.GetBaseOffset(), Duplicate: res.Msg.GetDuplicate()}
+				return
+			}
+			ce := new(connect.Error)
+			if !errors.As(err, &ce) {
+				ce = connect.NewError(connect.CodeInternal, err)
+			}
+			pe := &sluicev1.ProduceError{Code: int32(ce.Code()), Message: ce.Message()}
+			for _, d := range ce.Details() {
+				pe.Details = append(pe.Details, &anypb.Any{TypeUrl: "type.googleapis.com/" + d.Type(), Value: d.Bytes()})
+			}
+			results[i] = &sluicev1.ProducePartitionResult{Error: pe}
+		})
+	}
+	wg.Wait()
+	return connect.NewResponse(&sluicev1.ProduceManyResponse{Results: results}), nil
 }
 
 func startFake(t *testing.T, f *fakeBroker, opts ...client.Option) *client.Client {

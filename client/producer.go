@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -88,6 +89,9 @@ func WithCompression(codec string) ProducerOption {
 // (default 5). Records produced while every slot is busy gather into the
 // partition's next batch (see WithLinger). Order within a partition is
 // kept across retries with idempotence at any value; without it only at 1.
+// It also bounds the ProduceMany requests in flight to each broker, which
+// carry the batches of all the partitions the broker leads: batches
+// handed in while those are all in flight gather into the next one.
 func WithMaxInFlight(n int) ProducerOption { return func(c *producerConfig) { c.maxInFlight = n } }
 
 // WithDeliveryTimeout bounds the time from Produce to the record's
@@ -134,6 +138,7 @@ type Producer struct {
 
 	mu      sync.Mutex
 	sinks   map[sinkKey]*sink
+	leaders map[sluicev1connect.RecordServiceClient]*leaderConn // by broker client, see leaderConn
 	sticky  map[string]*stickyPart
 	closed  bool
 	buffer  int // bytes of unfinished records
@@ -186,7 +191,7 @@ func (c *Client) NewProducer(ctx context.Context, opts ...ProducerOption) (*Prod
 		return nil, errors.New("sluice: delivery and request timeouts must be positive and linger not negative")
 	}
 	p := &Producer{
-		c: c, cfg: cfg, pid: -1, sinks: map[sinkKey]*sink{}, sticky: map[string]*stickyPart{},
+		c: c, cfg: cfg, pid: -1, sinks: map[sinkKey]*sink{}, leaders: map[sluicev1connect.RecordServiceClient]*leaderConn{}, sticky: map[string]*stickyPart{},
 		changed: make(chan struct{}), stop: make(chan struct{}), aborted: make(chan struct{}),
 	}
 	if cfg.idempotence == nil || *cfg.idempotence {

@@ -47,7 +47,10 @@ type pbatch struct {
 
 // sink sends the batches of one partition. One goroutine (run) seals
 // batches, starts requests (up to maxInFlight), handles failures once no
-// request is in flight (the rewind), and runs callbacks in order.
+// request is in flight (the rewind), and runs callbacks in order. A
+// request is one batch of the partition; it travels to the leader with the
+// other partitions' requests to that broker in one ProduceMany (see
+// leaderConn), and comes back with its own answer, as if alone.
 //
 // Batching is natural (franz-go's, and Kafka's accumulator): records go
 // into the open batch, which is sealed and sent as soon as a request slot
@@ -620,7 +623,8 @@ func (s *sink) firstUnfinished() int {
 	return -1
 }
 
-// send makes one attempt at b and records its outcome.
+// send makes one attempt at b, through the leader's leaderConn, and
+// records its outcome.
 func (s *sink) send(b *pbatch) {
 	timeout := min(s.p.cfg.requestTimeout, time.Until(b.deadline))
 	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, 50*time.Millisecond)+2*time.Second)
@@ -632,7 +636,7 @@ func (s *sink) send(b *pbatch) {
 		case <-ctx.Done():
 		}
 	}()
-	var res *connect.Response[sluicev1.ProduceResponse]
+	var res *sluicev1.ProduceResponse
 	rc, epoch, err := s.p.c.leaderOf(ctx, s.topic, s.partition)
 	sent := err == nil // a routing error never left this process
 	if err != nil {
@@ -644,7 +648,7 @@ func (s *sink) send(b *pbatch) {
 			CurrentLeaderEpoch: &epoch,
 			Payload:            &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: b.data}},
 		}
-		res, err = rc.Produce(ctx, connect.NewRequest(req))
+		res, err = s.p.leaderConn(rc).produce(ctx, req, timeout)
 		err = normalize(ctx, err)
 		s.p.c.observe(s.topic, s.partition, err)
 	}
@@ -659,7 +663,7 @@ func (s *sink) send(b *pbatch) {
 		return // settled already (an earlier attempt's answer)
 	}
 	if err == nil {
-		b.done, b.offset = true, res.Msg.GetBaseOffset()
+		b.done, b.offset = true, res.GetBaseOffset()
 		if s.p.cfg.acks == AcksNone {
 			b.offset = -1
 		}
