@@ -65,6 +65,10 @@
 // commits once: readers see all its changes under one new version (on
 // PostgreSQL the counter moves by one per batch; SQLite's row triggers move
 // it by one per partition written).
+// MetadataChangesSince lists what changed after a version, so that such a
+// reader need not re-read every partition when the version moves: each
+// topic and partition row records the version of its last write, and a
+// deleted topic leaves a tombstone, kept about an hour.
 package store
 
 import (
@@ -82,6 +86,8 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrAlreadyExists: a unique name is taken. Wrapped in *AlreadyExistsError.
 	ErrAlreadyExists = errors.New("already exists")
+	// ErrChangesPruned: MetadataChangesSince was asked for changes older than those it keeps.
+	ErrChangesPruned = errors.New("metadata changes pruned")
 	// ErrConflict: a compare-and-set lost (stale epoch or concurrent change).
 	ErrConflict = errors.New("conflict")
 	// ErrLimitExceeded: a count limit would be exceeded. Wrapped in *LimitError.
@@ -205,6 +211,17 @@ type Broker struct {
 
 // Live reports whether the broker's lease is unexpired at now.
 func (b Broker) Live(now time.Time) bool { return now.Before(b.LeaseExpiresAt) }
+
+// MetadataChanges is what changed in the metadata after a version
+// (MetadataChangesSince).
+type MetadataChanges struct {
+	// Version is the metadata version the changes bring a reader to.
+	Version int64
+	// Partitions changed, ordered as ListAllPartitions orders them.
+	Partitions []PartitionWithTopic
+	// DeletedTopics are the ids of the topics deleted, sorted.
+	DeletedTopics []string
+}
 
 // PartitionWithTopic is a partition's state with what a broker needs to host
 // it: its topic's tenant, name and config.
@@ -347,6 +364,15 @@ type Store interface {
 	// topics, partitions and broker registrations increases it in the same transaction;
 	// heartbeats and the controller lease do not.
 	MetadataVersion(ctx context.Context) (int64, error)
+	// MetadataChangesSince returns, from one snapshot, the metadata version and what changed
+	// after version since: every partition written after it (created, grown, or its state
+	// changed), every partition of a topic written after it (created, config updated,
+	// partitions added), and the ids of the topics deleted after it. A row changed again
+	// since is returned once, as it is now. Broker registrations are not listed (the broker
+	// list is small; ListBrokers reads it). Its cost follows the changes, not the number of
+	// partitions. since below the horizon up to which deletions are kept (about an hour, and
+	// never before the store began recording them) → ErrChangesPruned: read ListAllPartitions.
+	MetadataChangesSince(ctx context.Context, since int64) (MetadataChanges, error)
 
 	// AcquireControllerLease acquires the controller lease for holder until now+ttl when it is
 	// free or expired at now (bumping the epoch when the holder changes), or renews it when

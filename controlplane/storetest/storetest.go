@@ -81,6 +81,7 @@ var tests = []test{
 
 	{name: "ControllerLeaseAcquire", own: true, fn: testControllerLeaseAcquire},
 	{name: "MetadataVersion", own: true, fn: testMetadataVersion},
+	{name: "MetadataChanges", own: true, fn: testMetadataChanges},
 
 	{name: "BrokerRegister", own: true, fn: testBrokerRegister},
 	{name: "BrokerHeartbeat", own: true, fn: testBrokerHeartbeat},

@@ -61,6 +61,11 @@
 //     (for partition updates once per statement that changed a row,
 //     migrations/00012, so a batch bumps it once); writers serialise on it
 //     briefly at commit.
+//   - A BEFORE ROW trigger (migrations/00011) stamps each topic and
+//     partition row written with the version its transaction commits at
+//     most (changed_version), read with the metadata version row locked
+//     after the written row, as the bump locks it; a topic deletion leaves
+//     a tombstone. MetadataChangesSince reads those by index.
 //   - The broker load (PartitionLoad) is a counter row per broker, moved by
 //     statement triggers on partitions (migrations/00010) in the same
 //     transaction, after the metadata version's bump (its update trigger's

@@ -33,3 +33,16 @@ func TestStorePostgresBrokerLoadBackfill(t *testing.T) {
 		require.NoError(t, migrate(t.Context(), s.pool, s.logger))
 	})
 }
+
+// TestStorePostgresMetadataChangesPruned: tombstones older than an hour are
+// pruned (migrations/00011).
+func TestStorePostgresMetadataChangesPruned(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), testenv.PostgresURL(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	storetest.MetadataChangesPruned(t, s, func(t *testing.T) {
+		_, err := s.pool.Exec(t.Context(), `UPDATE deleted_topics SET deleted_at = deleted_at - interval '2 hours'`)
+		require.NoError(t, err)
+	})
+}

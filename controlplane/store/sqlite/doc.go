@@ -31,7 +31,9 @@
 // epoch, leader, leader epoch) and the next base offset are read and the row
 // written under the one write lock; so are alert transitions, webhook
 // creation (count and insert) and delivery claims. The metadata version is bumped by
-// triggers (migrations/00002), and the broker load (PartitionLoad) is a
+// triggers (migrations/00002; since 00011 they also stamp each topic and
+// partition row with the version and leave a tombstone per deleted topic,
+// for MetadataChangesSince), and the broker load (PartitionLoad) is a
 // counter row per broker that triggers on partitions move (migrations/00010).
 //
 // Errors are translated once (translate): sql.ErrNoRows → store.ErrNotFound,

@@ -30,3 +30,16 @@ func TestStoreSQLiteBrokerLoadBackfill(t *testing.T) {
 		require.NoError(t, migrate(t.Context(), s.write, s.logger))
 	})
 }
+
+// TestStoreSQLiteMetadataChangesPruned: tombstones older than an hour are
+// pruned (migrations/00011).
+func TestStoreSQLiteMetadataChangesPruned(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "sluice.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	storetest.MetadataChangesPruned(t, s, func(t *testing.T) {
+		_, err := s.write.ExecContext(t.Context(), `UPDATE deleted_topics SET deleted_at = deleted_at - 7200`)
+		require.NoError(t, err)
+	})
+}
