@@ -17,11 +17,17 @@ import (
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 )
 
-// watch opens WatchAssignments for broker id over gRPC (HTTP/2 streaming).
+// watch opens WatchAssignments for broker id over gRPC (HTTP/2 streaming),
+// without deltas: every message is a snapshot.
 func (c *cluster) watch(t *testing.T, id int32, epoch int64) *connect.ServerStreamForClient[sluicev1.WatchAssignmentsResponse] {
 	t.Helper()
+	return c.watchReq(t, &sluicev1.WatchAssignmentsRequest{BrokerId: id, BrokerEpoch: epoch})
+}
+
+func (c *cluster) watchReq(t *testing.T, m *sluicev1.WatchAssignmentsRequest) *connect.ServerStreamForClient[sluicev1.WatchAssignmentsResponse] {
+	t.Helper()
 	client := sluicev1connect.NewBrokerServiceClient(c.streamHC, c.endpoint, connect.WithGRPC())
-	req := connect.NewRequest(&sluicev1.WatchAssignmentsRequest{BrokerId: id, BrokerEpoch: epoch})
+	req := connect.NewRequest(m)
 	req.Header().Set("Authorization", "Bearer "+brokerToken)
 	stream, err := client.WatchAssignments(t.Context(), req)
 	require.NoError(t, err) // server errors surface on Receive
@@ -115,6 +121,7 @@ func TestControllerWatchAssignments(t *testing.T) {
 		for {
 			require.True(t, time.Now().Before(deadline), "no snapshot with the new leader")
 			snap = receive(t, s)
+			require.False(t, snap.GetDelta(), "a broker that did not ask for deltas gets snapshots")
 			require.GreaterOrEqual(t, snap.GetMetadataVersion(), version, "versions never go back")
 			version = snap.GetMetadataVersion()
 			i := slices.IndexFunc(snap.GetPartitions(), func(p *sluicev1.PartitionAssignment) bool {
@@ -151,6 +158,88 @@ func TestControllerWatchAssignments(t *testing.T) {
 		c.stop()
 		requireCode(t, connect.CodeUnavailable, streamEnd(t, s3), "shutting down")
 		require.Less(t, time.Since(began), 5*time.Second)
+	})
+}
+
+// TestControllerWatchAssignmentsDeltas: a broker that accepts deltas gets a
+// snapshot first, then deltas, each on top of the message before: a
+// created topic's partitions (and no others), a leader change (only the
+// partitions that changed), a deleted topic's id, and the live brokers.
+func TestControllerWatchAssignmentsDeltas(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		c := start(t, dbURL, fastController)
+		f := newFleet(t, c, 3)
+		a := c.signup(t, "deltas")
+		ctx := t.Context()
+		_, err := c.topics(a.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 3}))
+		require.NoError(t, err)
+
+		s := c.watchReq(t, &sluicev1.WatchAssignmentsRequest{BrokerId: 2, BrokerEpoch: f.epoch(2), AcceptDeltas: true})
+		snap := receive(t, s)
+		require.False(t, snap.GetDelta(), "the first message is a snapshot")
+		require.Len(t, snap.GetPartitions(), 3)
+		version := snap.GetMetadataVersion()
+		// next returns the next delta, checking it applies on the message
+		// before.
+		next := func() *sluicev1.WatchAssignmentsResponse {
+			t.Helper()
+			d := receive(t, s)
+			require.True(t, d.GetDelta(), "after the snapshot: deltas")
+			require.Equal(t, version, d.GetBaseVersion(), "each delta applies on the message before")
+			require.GreaterOrEqual(t, d.GetMetadataVersion(), version)
+			version = d.GetMetadataVersion()
+			return d
+		}
+		names := func(d *sluicev1.WatchAssignmentsResponse) []string {
+			var out []string
+			for _, p := range d.GetPartitions() {
+				out = append(out, fmt.Sprintf("%s/%d", p.GetTopicName(), p.GetPartition()))
+			}
+			return out
+		}
+
+		created, err := c.topics(a.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "more", PartitionCount: 2}))
+		require.NoError(t, err)
+		var seen []string
+		for len(seen) < 2 {
+			d := next()
+			for _, n := range names(d) {
+				require.Contains(t, []string{"more/0", "more/1"}, n, "only the new topic's partitions")
+				seen = append(seen, n)
+			}
+		}
+		require.ElementsMatch(t, []string{"more/0", "more/1"}, seen)
+
+		// Broker 1 dies: the partitions it led change, and it leaves the
+		// live brokers; "more" partitions it led change too, nothing else.
+		f.kill(1)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			require.True(t, time.Now().Before(deadline), "no delta with broker 1 gone")
+			d := next()
+			for _, p := range d.GetPartitions() {
+				require.Contains(t, p.GetReplicas(), int32(1), "only partitions broker 1 is a replica of change: %s/%d", p.GetTopicName(), p.GetPartition())
+			}
+			if !slices.Contains(endpointIDs(d.GetBrokers()), 1) {
+				require.Equal(t, []int32{2, 3}, endpointIDs(d.GetBrokers()))
+				break
+			}
+		}
+
+		_, err = c.topics(a.token).DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: "more"}))
+		require.NoError(t, err)
+		deadline = time.Now().Add(10 * time.Second)
+		for {
+			require.True(t, time.Now().Before(deadline), "no delta with the deleted topic")
+			d := next()
+			if slices.Contains(d.GetDeletedTopicIds(), created.Msg.GetTopic().GetId()) {
+				for _, n := range names(d) {
+					require.NotContains(t, []string{"more/0", "more/1"}, n)
+				}
+				break
+			}
+		}
 	})
 }
 

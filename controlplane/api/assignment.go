@@ -17,12 +17,18 @@ import (
 // store's metadata version and broker list for changes.
 const DefaultWatchInterval = 200 * time.Millisecond
 
-// WatchAssignments streams full snapshots of the caller's partitions. Each
-// stream polls the store on its own: two small reads (the metadata version
-// and the broker list) every WatchInterval, and a listing of all partitions
-// only when the version moved.
+// WatchAssignments streams the caller's view of the cluster: a snapshot of
+// every partition first, then, when the version moved or the live brokers
+// changed, a snapshot again for a broker that did not ask for deltas, or a
+// delta for one that did (accept_deltas). Each stream polls the store on
+// its own: two small reads (the metadata version and the broker list)
+// every WatchInterval; when the version moved, a read of what changed
+// since the last message (MetadataChangesSince, whose cost follows the
+// changes) for a delta, or a listing of all partitions for a snapshot (the
+// first message, an old broker, or a stream behind the store's horizon of
+// kept deletions).
 func (s *brokerService) WatchAssignments(ctx context.Context, req *connect.Request[sluicev1.WatchAssignmentsRequest], stream *connect.ServerStream[sluicev1.WatchAssignmentsResponse]) error {
-	id, epoch := req.Msg.GetBrokerId(), req.Msg.GetBrokerEpoch()
+	id, epoch, deltas := req.Msg.GetBrokerId(), req.Msg.GetBrokerEpoch(), req.Msg.GetAcceptDeltas()
 	ticker := time.NewTicker(s.cfg.WatchInterval)
 	defer ticker.Stop()
 	var (
@@ -45,22 +51,46 @@ func (s *brokerService) WatchAssignments(ctx context.Context, req *connect.Reque
 		if err := checkBrokerEpoch(brokers, id, epoch); err != nil {
 			return err
 		}
-		if !sent || version != lastVersion {
+		live := liveEndpoints(brokers, s.now())
+		var msg *sluicev1.WatchAssignmentsResponse
+		switch {
+		case sent && version == lastVersion:
+			if !slices.EqualFunc(live, lastLive, sameEndpoint) {
+				if deltas {
+					msg = &sluicev1.WatchAssignmentsResponse{Delta: true, BaseVersion: lastVersion, MetadataVersion: lastVersion, Brokers: live}
+				} else {
+					msg = &sluicev1.WatchAssignmentsResponse{MetadataVersion: version, Partitions: parts, Brokers: live}
+				}
+			}
+		case sent && deltas:
+			ch, err := s.store.MetadataChangesSince(ctx, lastVersion)
+			if err == nil {
+				msg = &sluicev1.WatchAssignmentsResponse{
+					Delta: true, BaseVersion: lastVersion, MetadataVersion: ch.Version,
+					Partitions: toAssignmentsPB(ch.Partitions), Brokers: live, DeletedTopicIds: ch.DeletedTopics,
+				}
+				break
+			}
+			if !errors.Is(err, store.ErrChangesPruned) {
+				return err
+			}
+			fallthrough // behind the kept deletions: a snapshot
+		default:
 			all, err := s.store.ListAllPartitions(ctx)
 			if err != nil {
 				return err
 			}
-			parts = parts[:0:0]
-			for _, p := range all {
-				parts = append(parts, toAssignmentPB(p))
+			parts = toAssignmentsPB(all)
+			msg = &sluicev1.WatchAssignmentsResponse{MetadataVersion: version, Partitions: parts, Brokers: live}
+			if deltas {
+				parts = nil // not kept: only snapshots for old brokers repeat it
 			}
 		}
-		live := liveEndpoints(brokers, s.now())
-		if !sent || version != lastVersion || !slices.EqualFunc(live, lastLive, sameEndpoint) {
-			if err := stream.Send(&sluicev1.WatchAssignmentsResponse{MetadataVersion: version, Partitions: parts, Brokers: live}); err != nil {
+		if msg != nil {
+			if err := stream.Send(msg); err != nil {
 				return err
 			}
-			sent, lastVersion, lastLive = true, version, live
+			sent, lastVersion, lastLive = true, msg.GetMetadataVersion(), live
 		}
 		select {
 		case <-ctx.Done():
@@ -70,6 +100,14 @@ func (s *brokerService) WatchAssignments(ctx context.Context, req *connect.Reque
 		case <-ticker.C:
 		}
 	}
+}
+
+func toAssignmentsPB(ps []store.PartitionWithTopic) []*sluicev1.PartitionAssignment {
+	out := make([]*sluicev1.PartitionAssignment, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, toAssignmentPB(p))
+	}
+	return out
 }
 
 // checkBrokerEpoch refuses an unknown broker (NotFound) and an epoch that is

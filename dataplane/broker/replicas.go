@@ -17,13 +17,14 @@ import (
 )
 
 // The broker's side of its partition replicas (dataplane/partition): which
-// ones it hosts (applyMetadata, from the control plane's assignments),
+// ones it hosts (applyMetadata and applyDelta, from the control plane's
+// assignment snapshots and deltas),
 // opening them, deleting the data of deleted topics, the ReplicaService
 // that routes a follower's fetch to its replica, and the loops over every
 // replica (HW checkpoints and producer-state snapshots, retention).
 
-// applyMetadata installs a new cluster view and brings every local replica
-// to the role it now has: leader, follower, or none (closed).
+// applyMetadata installs a new cluster view from a snapshot and brings every
+// local replica to the role it now has: leader, follower, or none (closed).
 func (b *Broker) applyMetadata(m *clusterMeta) {
 	b.meta.Store(m)
 	b.mu.Lock()
@@ -38,14 +39,8 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 			if !pm.hasReplica(b.cfg.ID) {
 				continue
 			}
-			k := partKey{t.id, pm.partition}
-			want[k] = true
-			p, err := b.openPartition(t, pm)
-			if err != nil {
-				b.logger.Error("open partition", "topic", t.id, "partition", pm.partition, "err", err)
-				continue
-			}
-			p.Update(ctx, pm.assignment(), t.config.replica())
+			want[partKey{t.id, pm.partition}] = true
+			b.updateReplica(ctx, t, pm)
 		}
 	}
 	if !b.assigned.Swap(true) {
@@ -65,6 +60,53 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 	if sweep {
 		b.deleteStrayPartitions(ctx, m)
 	}
+	b.dropReplicas(ctx, m, drop)
+}
+
+// applyDelta installs m, the view a delta made of the one before, and
+// brings the local replicas of the partitions it changed — and only
+// those — to their new role: the cost follows the delta, not the
+// partitions hosted. A delta comes after a snapshot of the same stream
+// (applyMetadata), so the first view and its sweep of strays are done.
+func (b *Broker) applyDelta(m *clusterMeta, changed []partKey) {
+	b.meta.Store(m)
+	b.mu.Lock()
+	ctx := b.runCtx
+	b.mu.Unlock()
+	if ctx == nil || ctx.Err() != nil {
+		return
+	}
+	var drop []*partition.Replica
+	for _, k := range changed {
+		if t, ok := m.byID[k.topicID]; ok && int(k.partition) < len(t.partitions) && t.partitions[k.partition].hasReplica(b.cfg.ID) {
+			b.updateReplica(ctx, t, t.partitions[k.partition])
+			continue
+		}
+		b.mu.Lock()
+		if p, ok := b.parts[k]; ok {
+			drop = append(drop, p)
+			delete(b.parts, k)
+		}
+		b.mu.Unlock()
+	}
+	b.dropReplicas(ctx, m, drop)
+}
+
+// updateReplica opens the local replica of partition pm of topic t if
+// need be and applies its assignment and the topic's config.
+func (b *Broker) updateReplica(ctx context.Context, t *topicMeta, pm partMeta) {
+	p, err := b.openPartition(t, pm)
+	if err != nil {
+		b.logger.Error("open partition", "topic", t.id, "partition", pm.partition, "err", err)
+		return
+	}
+	p.Update(ctx, pm.assignment(), t.config.replica())
+}
+
+// dropReplicas stops and closes replicas this broker no longer hosts in m
+// (already taken out of b.parts), deleting the data of those whose topic
+// m no longer has.
+func (b *Broker) dropReplicas(ctx context.Context, m *clusterMeta, drop []*partition.Replica) {
 	for _, p := range drop {
 		p.Stop()
 		if err := p.Log().Close(); err != nil {

@@ -2,7 +2,7 @@ package broker
 
 import (
 	"context"
-	"slices"
+	"errors"
 	"time"
 
 	"connectrpc.com/connect"
@@ -11,18 +11,16 @@ import (
 )
 
 // watchLoop follows the control plane's assignment stream for one broker
-// epoch, installing every snapshot, and reconnects on errors until ctx
-// ends or the epoch is fenced (the lease loop then registers again).
+// epoch, installing its snapshot and applying its deltas (followAssignments),
+// and reconnects on errors until ctx ends or the epoch is fenced (the lease
+// loop then registers again). A delta that does not apply on the view held
+// ends the stream: the next one starts with a snapshot.
 func (b *Broker) watchLoop(ctx context.Context, epoch int64) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		stream, err := b.cp.WatchAssignments(ctx, connect.NewRequest(&sluicev1.WatchAssignmentsRequest{BrokerId: b.cfg.ID, BrokerEpoch: epoch}))
+		stream, err := b.cp.WatchAssignments(ctx, connect.NewRequest(&sluicev1.WatchAssignmentsRequest{BrokerId: b.cfg.ID, BrokerEpoch: epoch, AcceptDeltas: true}))
 		if err == nil {
-			for stream.Receive() {
-				backoff = 100 * time.Millisecond
-				b.applyMetadata(toClusterMeta(stream.Msg()))
-			}
-			err = stream.Err()
+			err = b.followAssignments(stream, func() { backoff = 100 * time.Millisecond })
 			_ = stream.Close()
 		}
 		if ctx.Err() != nil {
@@ -40,39 +38,53 @@ func (b *Broker) watchLoop(ctx context.Context, epoch int64) {
 	}
 }
 
+// assignmentStream is the client side of WatchAssignments.
+type assignmentStream interface {
+	Receive() bool
+	Msg() *sluicev1.WatchAssignmentsResponse
+	Err() error
+}
+
+// errDeltaGap: a delta's base is not the version of the view held.
+var errDeltaGap = errors.New("assignment delta does not apply on the view held; reconnecting for a snapshot")
+
+// followAssignments applies the messages of one assignment stream until it
+// ends (its error) or a delta does not apply (errDeltaGap): a delta applies
+// only after this stream's snapshot, on the view of its base version.
+// received is called on every message.
+func (b *Broker) followAssignments(stream assignmentStream, received func()) error {
+	snapshot := false
+	for stream.Receive() {
+		received()
+		m := stream.Msg()
+		if !m.GetDelta() {
+			b.applyMetadata(toClusterMeta(m))
+			snapshot = true
+			continue
+		}
+		cur := b.meta.Load()
+		if !snapshot || cur.version != m.GetBaseVersion() {
+			b.logger.Warn("assignment stream: delta gap", "held_version", cur.version, "base_version", m.GetBaseVersion(), "first_message", !snapshot)
+			return errDeltaGap
+		}
+		next, changed := cur.withDelta(m)
+		b.applyDelta(next, changed)
+	}
+	return stream.Err()
+}
+
+// toClusterMeta is the view of a snapshot.
 func toClusterMeta(m *sluicev1.WatchAssignmentsResponse) *clusterMeta {
 	meta := emptyMeta()
 	meta.version, meta.loaded = m.GetMetadataVersion(), true
-	for _, br := range m.GetBrokers() {
-		meta.brokers[br.GetBrokerId()] = brokerMeta{id: br.GetBrokerId(), address: br.GetAddress(), rack: br.GetRack()}
-	}
+	meta.brokers = brokersOf(m.GetBrokers())
 	for _, pa := range m.GetPartitions() {
 		t, ok := meta.byID[pa.GetTopicId()]
 		if !ok {
-			c := pa.GetConfig()
-			t = &topicMeta{
-				tenantID: pa.GetTenantId(), id: pa.GetTopicId(), name: pa.GetTopicName(),
-				config: topicConfig{
-					minISR: c.GetMinInsyncReplicas(), maxMessageBytes: c.GetMaxMessageBytes(),
-					retentionMs: c.GetRetentionMs(), retentionBytes: c.GetRetentionBytes(),
-					localRetentionMs: c.GetLocalRetentionMs(), localRetentionBytes: c.GetLocalRetentionBytes(),
-					unclean: c.GetUncleanLeaderElectionEnable(),
-				},
-			}
+			t = newTopicMeta(pa)
 			meta.addTopic(t)
 		}
-		pm := toPartMeta(pa)
-		for int(pm.partition) >= len(t.partitions) {
-			t.partitions = append(t.partitions, partMeta{partition: int32(len(t.partitions)), leader: -1})
-		}
-		t.partitions[pm.partition] = pm
+		t.setPartition(pa)
 	}
 	return meta
-}
-
-func toPartMeta(pa *sluicev1.PartitionAssignment) partMeta {
-	return partMeta{
-		partition: pa.GetPartition(), replicas: slices.Clone(pa.GetReplicas()), leader: pa.GetLeader(),
-		leaderEpoch: pa.GetLeaderEpoch(), isr: slices.Clone(pa.GetIsr()), partitionEpoch: pa.GetPartitionEpoch(),
-	}
 }

@@ -1223,7 +1223,10 @@ type WatchAssignmentsRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	// The epoch RegisterBroker returned.
-	BrokerEpoch   int64 `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	BrokerEpoch int64 `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	// The broker applies deltas: after the first snapshot the server may send
+	// messages with delta set. Without it every message is a full snapshot.
+	AcceptDeltas  bool `protobuf:"varint,3,opt,name=accept_deltas,json=acceptDeltas,proto3" json:"accept_deltas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1272,20 +1275,38 @@ func (x *WatchAssignmentsRequest) GetBrokerEpoch() int64 {
 	return 0
 }
 
+func (x *WatchAssignmentsRequest) GetAcceptDeltas() bool {
+	if x != nil {
+		return x.AcceptDeltas
+	}
+	return false
+}
+
 type WatchAssignmentsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The store's metadata version this snapshot was read at; increases
-	// across snapshots of one stream (equal when only the live brokers
-	// changed).
+	// The store's metadata version this message was read at (the view a
+	// delta brings the broker to); never decreases along one stream (equal
+	// when only the live brokers changed).
 	MetadataVersion int64 `protobuf:"varint,1,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
-	// Every partition with this broker among its replicas, ordered by tenant
-	// id, topic name and partition.
+	// A snapshot: every partition of every topic. A delta: every partition
+	// that changed (created, its state or its topic's config changed) since
+	// base_version, as it is at metadata_version. Ordered by tenant id, topic
+	// name and partition.
 	Partitions []*PartitionAssignment `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// Every live broker (lease unexpired), ordered by id: where to reach
-	// leaders and followers.
-	Brokers       []*BrokerEndpoint `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// leaders and followers. Sent whole in deltas too (the list is small).
+	Brokers []*BrokerEndpoint `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	// The message is a delta on top of the view at base_version (only when
+	// the request set accept_deltas).
+	Delta bool `protobuf:"varint,4,opt,name=delta,proto3" json:"delta,omitempty"`
+	// A delta: the metadata_version of the view it applies to (that of the
+	// message before it on this stream).
+	BaseVersion int64 `protobuf:"varint,5,opt,name=base_version,json=baseVersion,proto3" json:"base_version,omitempty"`
+	// A delta: the topics deleted since base_version, with all their
+	// partitions, sorted.
+	DeletedTopicIds []string `protobuf:"bytes,6,rep,name=deleted_topic_ids,json=deletedTopicIds,proto3" json:"deleted_topic_ids,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WatchAssignmentsResponse) Reset() {
@@ -1335,6 +1356,27 @@ func (x *WatchAssignmentsResponse) GetPartitions() []*PartitionAssignment {
 func (x *WatchAssignmentsResponse) GetBrokers() []*BrokerEndpoint {
 	if x != nil {
 		return x.Brokers
+	}
+	return nil
+}
+
+func (x *WatchAssignmentsResponse) GetDelta() bool {
+	if x != nil {
+		return x.Delta
+	}
+	return false
+}
+
+func (x *WatchAssignmentsResponse) GetBaseVersion() int64 {
+	if x != nil {
+		return x.BaseVersion
+	}
+	return 0
+}
+
+func (x *WatchAssignmentsResponse) GetDeletedTopicIds() []string {
+	if x != nil {
+		return x.DeletedTopicIds
 	}
 	return nil
 }
@@ -2165,16 +2207,20 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x04keys\x18\x01 \x03(\v2\x18.sluice.v1.RevokedAPIKeyR\x04keys\x12;\n" +
 	"\vserver_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x120\n" +
-	"\x14suspended_tenant_ids\x18\x03 \x03(\tR\x12suspendedTenantIds\"Y\n" +
+	"\x14suspended_tenant_ids\x18\x03 \x03(\tR\x12suspendedTenantIds\"~\n" +
 	"\x17WatchAssignmentsRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
-	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xba\x01\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12#\n" +
+	"\raccept_deltas\x18\x03 \x01(\bR\facceptDeltas\"\x9f\x02\n" +
 	"\x18WatchAssignmentsResponse\x12)\n" +
 	"\x10metadata_version\x18\x01 \x01(\x03R\x0fmetadataVersion\x12>\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x1e.sluice.v1.PartitionAssignmentR\n" +
 	"partitions\x123\n" +
-	"\abrokers\x18\x03 \x03(\v2\x19.sluice.v1.BrokerEndpointR\abrokers\"\xcc\x02\n" +
+	"\abrokers\x18\x03 \x03(\v2\x19.sluice.v1.BrokerEndpointR\abrokers\x12\x14\n" +
+	"\x05delta\x18\x04 \x01(\bR\x05delta\x12!\n" +
+	"\fbase_version\x18\x05 \x01(\x03R\vbaseVersion\x12*\n" +
+	"\x11deleted_topic_ids\x18\x06 \x03(\tR\x0fdeletedTopicIds\"\xcc\x02\n" +
 	"\x13PartitionAssignment\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12\x1d\n" +

@@ -81,14 +81,23 @@ type BrokerServiceClient interface {
 	// WatchAssignments streams the cluster's partition metadata: every
 	// partition of every topic (a broker hosts those listing it as a replica
 	// and uses the rest to answer Metadata and forward requests). The first
-	// message is a full snapshot; a new full snapshot follows whenever the
-	// cluster metadata changes (topics, partition state, broker registrations)
-	// or the set of live brokers does. The server checks every 200 ms, so a
-	// change reaches brokers within about that much after it commits.
+	// message is a full snapshot. Whenever the cluster metadata changes
+	// (topics, partition state, broker registrations) or the set of live
+	// brokers does, another message follows: a full snapshot again, or — when
+	// the request set accept_deltas — a delta of what changed since the
+	// message before. The server checks every 200 ms, so a change reaches
+	// brokers within about that much after it commits.
 	//
-	// Each message replaces the previous one entirely: a partition absent
-	// from it no longer exists, and one whose replicas lack this broker is no
-	// longer hosted by it.
+	// A snapshot (delta false) replaces the previous view entirely: a
+	// partition absent from it no longer exists, and one whose replicas lack
+	// this broker is no longer hosted by it. A delta applies on top of the
+	// view at base_version: its partitions replace those of the same topic
+	// and number (a partition whose replicas lack this broker is no longer
+	// hosted by it), the topics in deleted_topic_ids are gone with all their
+	// partitions, and its brokers replace the broker list. A delta whose
+	// base_version is not the version the broker holds cannot be applied: the
+	// broker reconnects, and the new stream starts with a snapshot. The server
+	// may send a snapshot instead of a delta at any time.
 	//
 	// A broker epoch that is not the current one is FAILED_PRECONDITION (the
 	// broker must register again); an unknown broker is NOT_FOUND. The stream
@@ -315,14 +324,23 @@ type BrokerServiceHandler interface {
 	// WatchAssignments streams the cluster's partition metadata: every
 	// partition of every topic (a broker hosts those listing it as a replica
 	// and uses the rest to answer Metadata and forward requests). The first
-	// message is a full snapshot; a new full snapshot follows whenever the
-	// cluster metadata changes (topics, partition state, broker registrations)
-	// or the set of live brokers does. The server checks every 200 ms, so a
-	// change reaches brokers within about that much after it commits.
+	// message is a full snapshot. Whenever the cluster metadata changes
+	// (topics, partition state, broker registrations) or the set of live
+	// brokers does, another message follows: a full snapshot again, or — when
+	// the request set accept_deltas — a delta of what changed since the
+	// message before. The server checks every 200 ms, so a change reaches
+	// brokers within about that much after it commits.
 	//
-	// Each message replaces the previous one entirely: a partition absent
-	// from it no longer exists, and one whose replicas lack this broker is no
-	// longer hosted by it.
+	// A snapshot (delta false) replaces the previous view entirely: a
+	// partition absent from it no longer exists, and one whose replicas lack
+	// this broker is no longer hosted by it. A delta applies on top of the
+	// view at base_version: its partitions replace those of the same topic
+	// and number (a partition whose replicas lack this broker is no longer
+	// hosted by it), the topics in deleted_topic_ids are gone with all their
+	// partitions, and its brokers replace the broker list. A delta whose
+	// base_version is not the version the broker holds cannot be applied: the
+	// broker reconnects, and the new stream starts with a snapshot. The server
+	// may send a snapshot instead of a delta at any time.
 	//
 	// A broker epoch that is not the current one is FAILED_PRECONDITION (the
 	// broker must register again); an unknown broker is NOT_FOUND. The stream
