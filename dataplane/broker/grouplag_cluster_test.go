@@ -128,7 +128,7 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 		return err // the brokers may not be live yet
 	})
 	// Ready when every broker knows a leader for every partition of the
-	// topic and of the offsets topic.
+	// topic and of the offsets topic, and each leader's replica leads.
 	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		for _, b := range c.brokers {
 			for _, tt := range [][2]string{{c.tenantID, "orders"}, {systemTenantID, offsetsTopic}} {
@@ -139,6 +139,10 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 				for _, pm := range tm.partitions {
 					if pm.leader < 0 || len(pm.isr) < 3 {
 						return fmt.Errorf("broker %d: topic %s partition %d has leader %d, ISR %v", b.cfg.ID, tt[1], pm.partition, pm.leader, pm.isr)
+					}
+					// The view is published before the replicas apply it.
+					if p := b.partition(tm.id, pm.partition); pm.leader == b.cfg.ID && (p == nil || !p.LeadsAt(pm.leaderEpoch)) {
+						return fmt.Errorf("broker %d: topic %s partition %d: its replica does not lead yet", b.cfg.ID, tt[1], pm.partition)
 					}
 				}
 			}
