@@ -56,7 +56,8 @@ func (s *Store) MetadataChangesSince(ctx context.Context, since int64) (store.Me
 	return out, nil
 }
 
-// scanPartitionWithTopic scans the columns of ListAllPartitions.
+// scanPartitionWithTopic scans the columns of ListAllPartitions (and of
+// MetadataChangesSince, which reads the same ones).
 func scanPartitionWithTopic(r pgx.Row) (store.PartitionWithTopic, error) {
 	var (
 		pt store.PartitionWithTopic

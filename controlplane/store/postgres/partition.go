@@ -114,21 +114,7 @@ func (s *Store) ListAllPartitions(ctx context.Context) ([]store.PartitionWithTop
 	if err != nil {
 		return nil, translate("list all partitions", err)
 	}
-	return collect(rows, func(r pgx.Row) (store.PartitionWithTopic, error) {
-		var (
-			pt store.PartitionWithTopic
-			p  = &pt.Partition
-			c  = &pt.Config
-		)
-		if err := r.Scan(&p.TopicID, &p.Partition, &p.Replicas, &p.Leader, &p.LeaderEpoch, &p.ISR, &p.PartitionEpoch,
-			&pt.TenantID, &pt.TopicName, &c.RetentionMs, &c.RetentionBytes, &c.LocalRetentionMs, &c.LocalRetentionBytes,
-			&c.MaxMessageBytes, &c.MinInsyncReplicas, &c.CleanupPolicy, &c.UncleanLeaderElection); err != nil {
-			return store.PartitionWithTopic{}, err
-		}
-		p.Replicas = nilIfEmpty(p.Replicas)
-		p.ISR = nilIfEmpty(p.ISR)
-		return pt, nil
-	}, "list all partitions")
+	return collect(rows, scanPartitionWithTopic, "list all partitions")
 }
 
 // PartitionLoad implements store.Store: one read of the broker_load

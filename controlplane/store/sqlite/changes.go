@@ -61,7 +61,8 @@ func (s *Store) metadataChangesSince(ctx context.Context, since int64) (store.Me
 	return out, err
 }
 
-// scanPartitionWithTopic scans the columns of ListAllPartitions.
+// scanPartitionWithTopic scans the columns of ListAllPartitions (and of
+// MetadataChangesSince, which reads the same ones).
 func scanPartitionWithTopic(r rowScanner) (store.PartitionWithTopic, error) {
 	var (
 		pt            store.PartitionWithTopic

@@ -106,27 +106,7 @@ func (s *Store) ListAllPartitions(ctx context.Context) ([]store.PartitionWithTop
 	if err != nil {
 		return nil, translate("list all partitions", err)
 	}
-	return collect(rows, func(r rowScanner) (store.PartitionWithTopic, error) {
-		var (
-			pt            store.PartitionWithTopic
-			p             = &pt.Partition
-			c             = &pt.Config
-			replicas, isr string
-		)
-		if err := r.Scan(&p.TopicID, &p.Partition, &replicas, &p.Leader, &p.LeaderEpoch, &isr, &p.PartitionEpoch,
-			&pt.TenantID, &pt.TopicName, &c.RetentionMs, &c.RetentionBytes, &c.LocalRetentionMs, &c.LocalRetentionBytes,
-			&c.MaxMessageBytes, &c.MinInsyncReplicas, &c.CleanupPolicy, &c.UncleanLeaderElection); err != nil {
-			return store.PartitionWithTopic{}, err
-		}
-		var err error
-		if p.Replicas, err = decodeList[int32](replicas); err != nil {
-			return store.PartitionWithTopic{}, err
-		}
-		if p.ISR, err = decodeList[int32](isr); err != nil {
-			return store.PartitionWithTopic{}, err
-		}
-		return pt, nil
-	}, "list all partitions")
+	return collect(rows, scanPartitionWithTopic, "list all partitions")
 }
 
 // PartitionLoad implements store.Store: one read of the broker_load
