@@ -28,6 +28,20 @@
 // is rebuilt from the .log. leader-epoch-checkpoint holds the leader-epoch
 // cache; clean-shutdown exists only between a Close and the next Open.
 //
+// Appends do not write the leader-epoch checkpoint (Kafka made the same
+// move in KAFKA-15046): a batch that starts a new epoch only updates the
+// cache in memory. The checkpoint is written (atomically: a temporary file,
+// fsynced, renamed, the directory fsynced) when the cache must be durable:
+// by a roll, after the sealed segment is fsynced and before the next
+// segment's file is created, because Open loads a closed segment from its
+// indexes without looking at its batches' epochs; by Close, before the
+// clean-shutdown marker, because the clean Open does not scan the active
+// segment either; by TruncateTo, Reset and retention when they drop
+// entries; and by Open when the file holds entries the log no longer has.
+// So the checkpoint misses at most the epochs that start in the active
+// segment, and an Open after a crash, which checks every batch of the
+// active segment, adds them back from the batches' leader epochs.
+//
 // # Invariants
 //
 //   - Segments are contiguous: a segment's next offset is the next segment's
@@ -39,7 +53,8 @@
 //   - Readers only see bytes below the published end of the active segment,
 //     which only covers whole batches that were completely written.
 //   - Leader-epoch cache: epochs and start offsets strictly increase, every
-//     start offset is in [LogStartOffset, LEO).
+//     start offset is in [LogStartOffset, LEO). The checkpoint file is a
+//     prefix of the cache; the entries it lacks start in the active segment.
 //
 // # Flush policies and what they promise after a crash
 //

@@ -206,10 +206,20 @@ type Log struct {
 	// before the fsync, with Sync's locks held.
 	beforeSync func()
 
+	// crashPoint, when set (by tests, before any use), runs at the named
+	// steps of roll with writeMu held, so a test can copy the directory
+	// there as a crash would leave it.
+	crashPoint func(step string)
+
 	// Owned by the writer (writeMu).
 	segs   []*segment
 	epochs epochCache
-	closed bool
+	// epochsDirty: the cache holds epochs the checkpoint file does not.
+	// They all start in the active segment (roll writes the checkpoint
+	// before a segment stops being active), which an unclean Open rescans
+	// with assign, so a crash loses none of them.
+	epochsDirty bool
+	closed      bool
 
 	v       atomic.Pointer[view]
 	failed  atomic.Pointer[error]
@@ -308,7 +318,9 @@ func (l *Log) open() error {
 		l.segs = append(l.segs, s)
 	}
 
-	// Leader-epoch cache.
+	// Leader-epoch cache: the checkpoint, plus the epochs that start in
+	// segments scanned below (the active one after a crash: appends do not
+	// write the checkpoint).
 	eb, err := os.ReadFile(filepath.Join(l.dir, epochCheckpointName))
 	switch {
 	case err == nil:
@@ -320,12 +332,8 @@ func (l *Log) open() error {
 	case !errors.Is(err, os.ErrNotExist):
 		return err
 	}
-	epochsChanged := false
-	assign := func(h *record.BatchHeader) {
-		if l.epochs.assign(h.LeaderEpoch, h.BaseOffset) {
-			epochsChanged = true
-		}
-	}
+	onDisk := l.epochs.entries
+	assign := func(h *record.BatchHeader) { l.epochs.assign(h.LeaderEpoch, h.BaseOffset) }
 
 	for i, s := range l.segs {
 		last := i == len(l.segs)-1
@@ -347,13 +355,18 @@ func (l *Log) open() error {
 		return err
 	}
 	leo := active.next
-	if l.epochs.truncateFromEnd(leo) {
-		epochsChanged = true
-	}
-	if l.epochs.truncateFromStart(l.segs[0].base) {
-		epochsChanged = true
-	}
-	if epochsChanged {
+	l.epochs.truncateFromEnd(leo)
+	l.epochs.truncateFromStart(l.segs[0].base)
+	switch e := l.epochs.entries; {
+	case slices.Equal(e, onDisk):
+	case len(e) > len(onDisk) && slices.Equal(e[:len(onDisk)], onDisk) && e[len(onDisk)].StartOffset >= active.base:
+		// Only epochs that start in the active segment are new: the next
+		// unclean Open finds them again, as appends leave them.
+		l.epochsDirty = true
+	default:
+		// The checkpoint holds entries the log no longer has, or misses
+		// one that starts in a closed segment: a later Open could not
+		// repair it from the active segment alone.
 		if err := l.persistEpochs(); err != nil {
 			return err
 		}
@@ -457,8 +470,15 @@ func (l *Log) publishWith(closed []segView) {
 // publish republishes the view after appends to the active segment.
 func (l *Log) publish() { l.publishWith(l.v.Load().closed) }
 
+// persistEpochs writes the leader-epoch checkpoint (atomically: a
+// temporary file, fsynced, renamed, and the directory fsynced). Caller
+// holds writeMu.
 func (l *Log) persistEpochs() error {
-	return WriteFileAtomic(filepath.Join(l.dir, epochCheckpointName), encodeEpochs(l.epochs.entries))
+	if err := WriteFileAtomic(filepath.Join(l.dir, epochCheckpointName), encodeEpochs(l.epochs.entries)); err != nil {
+		return err
+	}
+	l.epochsDirty = false
+	return nil
 }
 
 // fail puts the log in a failed state after an I/O error that leaves memory
@@ -706,17 +726,14 @@ func (l *Log) AppendFollower(batches []byte) (int64, error) {
 // at the end of the log, rolling segments as needed, then flushes according
 // to the policy and publishes the new end. Caller holds writeMu.
 func (l *Log) appendLocked(data []byte, hs []record.BatchHeader) error {
-	changed := false
 	for i := range hs {
+		// Only in memory: a new epoch starts in the active segment (or in
+		// the one a roll below starts, after roll wrote the checkpoint),
+		// and Open after a crash finds it again by scanning the active
+		// segment's batches. roll and Close write the checkpoint before a
+		// segment stops being scanned; no fsync on the append path.
 		if l.epochs.assign(hs[i].LeaderEpoch, hs[i].BaseOffset) {
-			changed = true
-		}
-	}
-	if changed {
-		// Before the data: recovery drops epochs beyond the LEO, but could
-		// not recover an epoch whose batches are durable and entry is not.
-		if err := l.persistEpochs(); err != nil {
-			return l.fail(fmt.Errorf("persist leader epochs: %w", err))
+			l.epochsDirty = true
 		}
 	}
 	interval := int64(l.cfg.IndexIntervalBytes)
@@ -769,11 +786,26 @@ func (l *Log) maybeRoll(h *record.BatchHeader) error {
 }
 
 // roll seals the active segment and starts a new one at the LEO.
+//
+// Once the new segment's file exists, Open loads the sealed one from its
+// indexes without scanning its batches for epochs, so the checkpoint is
+// written before that: a crash before it leaves the sealed segment active
+// (rescanned), one after it finds every epoch in the checkpoint (entries
+// past the recovered LEO are dropped by Open). The checkpoint may also
+// hold the epochs of batches of this append that go to the new segment;
+// they are not written yet, and Open drops them as past the LEO.
 func (l *Log) roll() error {
 	s := l.segs[len(l.segs)-1]
 	if err := s.seal(); err != nil {
 		return l.fail(err)
 	}
+	l.crash("sealed")
+	if l.epochsDirty {
+		if err := l.persistEpochs(); err != nil {
+			return l.fail(fmt.Errorf("persist leader epochs: %w", err))
+		}
+	}
+	l.crash("epochs")
 	ns, err := l.createSegment(s.next)
 	if err != nil {
 		return l.fail(fmt.Errorf("create segment %d: %w", s.next, err))
@@ -786,7 +818,14 @@ func (l *Log) roll() error {
 	l.publishWith(closed)
 	// The sealed segment is durable up to its end.
 	l.advanceFlushed(s.next)
+	l.crash("rolled")
 	return nil
+}
+
+func (l *Log) crash(step string) {
+	if l.crashPoint != nil {
+		l.crashPoint(step)
+	}
 }
 
 // Roll closes the active segment and starts a new one, unless it is empty.
@@ -1302,6 +1341,11 @@ func (l *Log) Close() error {
 	if l.failed.Load() == nil {
 		active := l.segs[len(l.segs)-1]
 		err = active.seal()
+		if err == nil && l.epochsDirty {
+			// The clean Open loads the active segment from its indexes
+			// without scanning it for epochs.
+			err = l.persistEpochs()
+		}
 		if err == nil {
 			err = writeFileSync(filepath.Join(l.dir, cleanShutdownName), nil)
 		}
