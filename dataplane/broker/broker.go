@@ -108,6 +108,17 @@ type Broker struct {
 	// swept: the data dir was checked, against the first assignments this
 	// process received, for partitions of topics deleted while it was down.
 	swept bool
+	// hwKept are the checkpointed HWs of the partitions whose data is in
+	// the data dir but that are not open: read from the HW checkpoint at
+	// New (an entry goes when its partition opens), and those of replicas
+	// closed because they moved to other brokers. The partitions of
+	// deleted topics leave it.
+	hwKept map[partKey]int64
+
+	// hwMu serialises the HW checkpoint's writes; hwWritten is what the
+	// file holds.
+	hwMu      sync.Mutex
+	hwWritten map[partKey]int64
 }
 
 type peerClients struct {
@@ -141,6 +152,17 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	flush, _ := cfg.FlushPolicy()
+	hws, err := partition.ReadHWCheckpoint(filepath.Join(cfg.DataDir, partition.HWCheckpointName))
+	if err != nil {
+		// Written atomically, so damage means a disk not to trust (Kafka
+		// takes such a log dir offline); partition/doc.go says what
+		// removing the file costs.
+		return nil, fmt.Errorf("broker %d: %w; the data dir's disk may be damaged: check it, and remove the file to start with every high watermark at 0", cfg.ID, err)
+	}
+	hwKept := make(map[partKey]int64, len(hws))
+	for k, hw := range hws {
+		hwKept[partKey{k.TopicID, k.Partition}] = hw
+	}
 	b := &Broker{
 		cfg:     cfg,
 		logger:  deps.Logger.With("broker", cfg.ID),
@@ -151,6 +173,10 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		revoked: newRevocations(),
 		hc:      h2c.Client(),
 		dirLock: dirLock,
+		hwKept:  hwKept,
+		// The file holds what was read (hwKept): nothing to write until
+		// something changes.
+		hwWritten: maps.Clone(hwKept),
 
 		tierStore: deps.TierStore,
 	}
@@ -355,9 +381,17 @@ func (b *Broker) closePartitions() {
 	b.mu.Unlock()
 	for _, p := range parts {
 		p.Stop()
-		if err := p.CheckpointHW(); err != nil {
-			b.logger.Warn("checkpoint high watermark", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
-		}
+	}
+	// Their last HWs, kept for the next start.
+	b.mu.Lock()
+	for k, p := range parts {
+		b.hwKept[k] = p.HighWatermark()
+	}
+	b.mu.Unlock()
+	if err := b.checkpointHWs(); err != nil {
+		b.logger.Warn("checkpoint high watermarks", "err", err)
+	}
+	for _, p := range parts {
 		if err := p.SnapshotProducers(time.Now(), true); err != nil {
 			b.logger.Warn("snapshot producer state", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
 		}

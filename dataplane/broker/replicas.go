@@ -2,9 +2,12 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +54,12 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 	for k, p := range b.parts {
 		if !want[k] {
 			drop = append(drop, p)
-			delete(b.parts, k)
+			b.closeLocked(m, k, p)
+		}
+	}
+	for k := range b.hwKept {
+		if _, exists := m.byID[k.topicID]; !exists {
+			delete(b.hwKept, k) // a deleted topic's: its data goes
 		}
 	}
 	sweep := !b.swept
@@ -85,7 +93,9 @@ func (b *Broker) applyDelta(m *clusterMeta, changed []partKey) {
 		b.mu.Lock()
 		if p, ok := b.parts[k]; ok {
 			drop = append(drop, p)
-			delete(b.parts, k)
+			b.closeLocked(m, k, p)
+		} else if _, exists := m.byID[k.topicID]; !exists {
+			delete(b.hwKept, k)
 		}
 		b.mu.Unlock()
 	}
@@ -101,6 +111,16 @@ func (b *Broker) updateReplica(ctx context.Context, t *topicMeta, pm partMeta) {
 		return
 	}
 	p.Update(ctx, pm.assignment(), t.config.replica())
+}
+
+// closeLocked takes replica p of partition k out of the open ones, to be
+// dropped (dropReplicas). When view m still has its topic, its data stays,
+// so its HW stays in the checkpoint (hwKept).
+func (b *Broker) closeLocked(m *clusterMeta, k partKey, p *partition.Replica) {
+	delete(b.parts, k)
+	if _, exists := m.byID[k.topicID]; exists {
+		b.hwKept[k] = p.HighWatermark()
+	}
 }
 
 // dropReplicas stops and closes replicas this broker no longer hosts in m
@@ -213,9 +233,11 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition.Replica, e
 	if p, ok := b.parts[k]; ok {
 		return p, nil
 	}
+	hw, hwKnown := b.hwKept[k]
 	p, err := partition.Open(b.host, partition.Spec{
 		TenantID: t.tenantID, TopicID: t.id, Partition: pm.partition,
-		Dir:    b.partitionDir(t.tenantID, t.id, pm.partition),
+		Dir: b.partitionDir(t.tenantID, t.id, pm.partition),
+		HW:  hw, HWKnown: hwKnown,
 		Config: t.config.replica(),
 		Tiered: b.tier != nil && t.tenantID != systemTenantID,
 	})
@@ -223,6 +245,7 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition.Replica, e
 		return nil, err
 	}
 	b.parts[k] = p
+	delete(b.hwKept, k) // the replica has it now
 	return p, nil
 }
 
@@ -252,20 +275,58 @@ func (s *replicaService) FetchReplica(ctx context.Context, req *connect.Request[
 	return connect.NewResponse(res), nil
 }
 
-// hwCheckpointLoop checkpoints every partition's HW, and snapshots its
-// producer state when due, every interval until ctx ends;
-// closePartitions writes a last one.
+// hwCheckpointLoop writes the HW checkpoint (checkpointHWs), and
+// snapshots every partition's producer state when due, every interval
+// until ctx ends; closePartitions writes a last checkpoint.
 func (b *Broker) hwCheckpointLoop(ctx context.Context, interval time.Duration) {
 	every(ctx, interval, func() {
+		if err := b.checkpointHWs(); err != nil && ctx.Err() == nil {
+			b.logger.Warn("checkpoint high watermarks", "err", err)
+		}
 		for _, p := range b.partitions() {
-			if err := p.CheckpointHW(); err != nil && ctx.Err() == nil {
-				b.logger.Warn("checkpoint high watermark", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
-			}
 			if err := p.SnapshotProducers(time.Now(), false); err != nil && ctx.Err() == nil {
 				b.logger.Warn("snapshot producer state", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
 			}
 		}
 	})
+}
+
+// checkpointHWs writes the broker's HW checkpoint (partition.WriteHWCheckpoint:
+// one file in the data dir) with the HW of every open replica and the
+// kept ones (hwKept), when it differs from what the file holds. Then the
+// replicas the durable file holds drop their legacy per-partition file.
+func (b *Broker) checkpointHWs() error {
+	b.hwMu.Lock()
+	defer b.hwMu.Unlock()
+	b.mu.Lock()
+	parts := slices.Collect(maps.Values(b.parts))
+	hws := maps.Clone(b.hwKept)
+	b.mu.Unlock()
+	for _, p := range parts {
+		// Outside b.mu: a replica's lock may be held for a while (a
+		// truncation). A replica closed meanwhile is in hwKept too, with
+		// the same or a lower HW: either is one it reached.
+		hws[partKey{p.TopicID(), p.Partition()}] = p.HighWatermark()
+	}
+	if !maps.Equal(hws, b.hwWritten) {
+		file := make(map[partition.HWKey]int64, len(hws))
+		for k, hw := range hws {
+			file[partition.HWKey{TopicID: k.topicID, Partition: k.partition}] = hw
+		}
+		if err := partition.WriteHWCheckpoint(filepath.Join(b.cfg.DataDir, partition.HWCheckpointName), file); err != nil {
+			return err
+		}
+		b.hwWritten = hws
+	}
+	var errs []error
+	for _, p := range parts {
+		if _, ok := b.hwWritten[partKey{p.TopicID(), p.Partition()}]; ok {
+			if err := p.HWCheckpointed(); err != nil {
+				errs = append(errs, fmt.Errorf("partition %s/%d: %w", p.TopicID(), p.Partition(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // retentionLoop applies retention to every partition every interval.

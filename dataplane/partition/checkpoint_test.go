@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -8,21 +9,66 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestPartitionHWCheckpoint(t *testing.T) {
+// TestPartitionHWCheckpointFile: the broker's checkpoint holds every
+// partition's HW in one file and reads back what was written; no file is
+// no HW yet.
+func TestPartitionHWCheckpointFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), HWCheckpointName)
+	hws, err := ReadHWCheckpoint(path)
+	require.NoError(t, err)
+	require.Empty(t, hws, "no checkpoint yet")
+
+	want := map[HWKey]int64{{"topic-b", 0}: 7, {"topic-a", 1}: 0, {"topic-a", 0}: 1 << 40}
+	require.NoError(t, WriteHWCheckpoint(path, want))
+	got, err := ReadHWCheckpoint(path)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "sluice-replication-offset-checkpoint 1\n3\ntopic-a 0 1099511627776\ntopic-a 1 0\ntopic-b 0 7\n", string(data[:bytes.LastIndex(data, []byte("crc32c "))]),
+		"sorted, one line per partition")
+
+	require.NoError(t, WriteHWCheckpoint(path, map[HWKey]int64{}))
+	got, err = ReadHWCheckpoint(path)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.Error(t, WriteHWCheckpoint(path, map[HWKey]int64{{"a b", 0}: 1}), "a topic id with a space")
+	require.Error(t, WriteHWCheckpoint(path, map[HWKey]int64{{"a", 0}: -1}))
+}
+
+// TestPartitionHWCheckpointCorrupt: a checkpoint that fails its checks is
+// ErrHWCheckpointCorrupt, never read as some other HWs.
+func TestPartitionHWCheckpointCorrupt(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	hw, err := readHW(dir)
+	good := filepath.Join(dir, "good")
+	require.NoError(t, WriteHWCheckpoint(good, map[HWKey]int64{{"topic-a", 0}: 12, {"topic-a", 1}: 5}))
+	data, err := os.ReadFile(good)
 	require.NoError(t, err)
-	require.Zero(t, hw, "no checkpoint yet")
-	require.NoError(t, writeHW(dir, 42))
-	hw, err = readHW(dir)
-	require.NoError(t, err)
-	require.EqualValues(t, 42, hw)
-	require.NoError(t, writeHW(dir, 43))
-	hw, err = readHW(dir)
-	require.NoError(t, err)
-	require.EqualValues(t, 43, hw)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, hwCheckpointName), []byte("garbage"), 0o644))
-	_, err = readHW(dir)
-	require.Error(t, err)
+	flipped := bytes.Replace(data, []byte("topic-a 0 12"), []byte("topic-a 0 92"), 1)
+	for name, b := range map[string][]byte{
+		"empty":          {},
+		"garbage":        []byte("garbage"),
+		"legacy format":  []byte("42\n"),
+		"a digit flips":  flipped,
+		"truncated":      data[:len(data)/2],
+		"no newline":     data[:len(data)-1],
+		"unknown header": withChecksum("sluice-replication-offset-checkpoint 2\n0\n"),
+		"count too high": withChecksum("sluice-replication-offset-checkpoint 1\n2\ntopic-a 0 1\n"),
+		"bad entry":      withChecksum("sluice-replication-offset-checkpoint 1\n1\ntopic-a 0\n"),
+		"negative hw":    withChecksum("sluice-replication-offset-checkpoint 1\n1\ntopic-a 0 -1\n"),
+		"duplicate":      withChecksum("sluice-replication-offset-checkpoint 1\n2\ntopic-a 0 1\ntopic-a 0 2\n"),
+	} {
+		path := filepath.Join(dir, "bad")
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+		_, err := ReadHWCheckpoint(path)
+		require.ErrorIs(t, err, ErrHWCheckpointCorrupt, name)
+		require.ErrorContains(t, err, path, name)
+	}
+}
+
+// withChecksum is body with a valid checksum line.
+func withChecksum(body string) []byte {
+	return append([]byte(body), checksumLine([]byte(body))...)
 }

@@ -87,9 +87,16 @@ type Spec struct {
 	TopicID  string
 	// Partition is the partition's number within its topic.
 	Partition int32
-	// Dir is the replica's directory: its log segments, the HW checkpoint
-	// and the producer-state snapshots.
+	// Dir is the replica's directory: its log segments and the
+	// producer-state snapshots (and, from brokers before the broker-wide
+	// HW checkpoint, a legacy per-partition one).
 	Dir string
+	// HW is the replica's high watermark in the broker's checkpoint
+	// (ReadHWCheckpoint) when HWKnown is set. Otherwise Open reads the
+	// legacy per-partition checkpoint file, if any (a broker upgraded from
+	// a version that kept one), else the HW starts at 0.
+	HW      int64
+	HWKnown bool
 	// Config is the topic's configuration when the replica opens, for its
 	// log's retention and segment age until the first Update.
 	Config TopicConfig

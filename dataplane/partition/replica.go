@@ -48,12 +48,13 @@ type Replica struct {
 	// registrations (WaitAcksAll), by id; settleAcksLocked hands them the
 	// results lead reports (TakeAcks).
 	ackWaiters map[replica.AckID]chan replica.AckResult
-	// roleHW is the HW while neither state machine is set: read from the
-	// checkpoint at open, then what the last one had when its role ended.
-	// It seeds the next role's state machine.
+	// roleHW is the HW while neither state machine is set: the
+	// checkpointed one at open, then what the last one had when its role
+	// ended. It seeds the next role's state machine.
 	roleHW int64
-	// savedHW is the HW last written to the checkpoint file.
-	savedHW int64
+	// legacyHW: the replica's directory has a legacy per-partition HW
+	// checkpoint file, which HWCheckpointed removes.
+	legacyHW atomic.Bool
 	// watchers are the fetch sessions (Sessions) that carry this replica
 	// as leader: notifyLocked signals them.
 	watchers map[*fetchSession]struct{}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -369,17 +371,44 @@ func TestPartitionAcksAllWaitTimesOut(t *testing.T) {
 	require.Empty(t, p.lead.TakeAcks())
 }
 
+// TestPartitionHWRestoredOnOpen: Open starts from the HW the broker's
+// checkpoint holds, capped at the LEO; without one, from the legacy
+// per-partition file an older broker wrote, which HWCheckpointed removes;
+// with neither, from 0.
 func TestPartitionHWRestoredOnOpen(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
-	p := newFollower(t, h, false)
-	require.NoError(t, p.CheckpointHW())
+	p := newFollower(t, h, false) // LEO 10, HW 8
 	require.NoError(t, p.log.Close())
+	reopen := func(s Spec) *Replica {
+		t.Helper()
+		s.TenantID, s.TopicID, s.Dir = "t1", "topic-1", p.Dir()
+		p2, err := Open(h, s)
+		require.NoError(t, err)
+		t.Cleanup(func() { p2.log.Close() })
+		return p2
+	}
+	legacy := filepath.Join(p.Dir(), "high-watermark")
 
-	p2, err := Open(h, Spec{TenantID: "t1", TopicID: "topic-1", Partition: 0, Dir: p.Dir()})
-	require.NoError(t, err)
-	defer p2.log.Close()
-	require.EqualValues(t, 8, p2.HighWatermark(), "the checkpoint, capped at the LEO")
+	require.EqualValues(t, 0, reopen(Spec{}).HighWatermark(), "no checkpoint")
+	require.EqualValues(t, 8, reopen(Spec{HW: 8, HWKnown: true}).HighWatermark(), "the broker's checkpoint")
+	require.EqualValues(t, 10, reopen(Spec{HW: 12, HWKnown: true}).HighWatermark(), "capped at the LEO")
+	require.EqualValues(t, 0, reopen(Spec{HW: 0, HWKnown: true}).HighWatermark())
+
+	require.NoError(t, os.WriteFile(legacy, []byte("7\n"), 0o644))
+	require.EqualValues(t, 6, reopen(Spec{HW: 6, HWKnown: true}).HighWatermark(), "the broker's checkpoint wins")
+	p2 := reopen(Spec{})
+	require.EqualValues(t, 7, p2.HighWatermark(), "upgraded: the legacy file")
+	require.FileExists(t, legacy)
+	require.NoError(t, p2.HWCheckpointed())
+	require.NoFileExists(t, legacy, "gone once the broker's checkpoint holds the partition")
+	require.NoError(t, p2.HWCheckpointed())
+
+	require.NoError(t, os.WriteFile(legacy, []byte("garbage"), 0o644))
+	p3 := reopen(Spec{})
+	require.EqualValues(t, 0, p3.HighWatermark(), "a damaged legacy file is ignored")
+	require.NoError(t, p3.HWCheckpointed())
+	require.NoFileExists(t, legacy)
 }
 
 // TestPartitionRetentionNeverDeletesAboveTheHW: retention deletes expired

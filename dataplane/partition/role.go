@@ -16,8 +16,9 @@ import (
 
 // Open opens the replica s names: its log (recovered up to the last
 // intact batch), its producer state (rebuilt from the snapshots and the
-// log) and its HW checkpoint (capped at the LEO). It has no role until the
-// first Update.
+// log) and its HW (s.HW from the broker's checkpoint, or the legacy
+// per-partition file; capped at the LEO). It has no role until the first
+// Update.
 func Open(h *Host, s Spec) (*Replica, error) {
 	// Retention never deletes records above this replica's HW (set under
 	// the replica lock before each ApplyRetention).
@@ -38,10 +39,13 @@ func Open(h *Host, s Spec) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	hw, err := readHW(s.Dir)
-	if err != nil {
+	hw, legacy, err := readLegacyHW(s.Dir)
+	if err != nil && !s.HWKnown {
 		h.Logger.Warn("ignoring high watermark checkpoint", "dir", s.Dir, "err", err)
 		hw = 0
+	}
+	if s.HWKnown {
+		hw = s.HW
 	}
 	hw = min(hw, l.LEO())
 	ps, err := producerstate.Rebuild(s.Dir, l)
@@ -50,10 +54,11 @@ func Open(h *Host, s Spec) (*Replica, error) {
 		return nil, fmt.Errorf("rebuild producer state: %w", err)
 	}
 	ps.Touch(time.Now().UnixMilli())
-	p := &Replica{h: h, tenantID: s.TenantID, topicID: s.TopicID, id: s.Partition, dir: s.Dir, log: l, roleHW: hw, savedHW: hw,
+	p := &Replica{h: h, tenantID: s.TenantID, topicID: s.TopicID, id: s.Partition, dir: s.Dir, log: l, roleHW: hw,
 		hwCh: make(chan struct{}), meta: Assignment{Leader: -1, LeaderEpoch: -1},
 		pstate: ps, snapOffset: ps.Offset(), snapAt: time.Now(), retainBelow: retainBelow, tiered: s.Tiered}
 	p.remoteThrough.Store(-1)
+	p.legacyHW.Store(legacy)
 	self = p
 	return p, nil
 }
