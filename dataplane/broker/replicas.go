@@ -276,8 +276,9 @@ func (s *replicaService) FetchReplica(ctx context.Context, req *connect.Request[
 }
 
 // hwCheckpointLoop writes the HW checkpoint (checkpointHWs), and
-// snapshots every partition's producer state when due, every interval
-// until ctx ends; closePartitions writes a last checkpoint.
+// snapshots the producer state of every partition whose log rolled since
+// its last snapshot (SnapshotProducers), every interval until ctx ends;
+// closePartitions writes a last checkpoint and snapshot.
 func (b *Broker) hwCheckpointLoop(ctx context.Context, interval time.Duration) {
 	every(ctx, interval, func() {
 		if err := b.checkpointHWs(); err != nil && ctx.Err() == nil {

@@ -44,6 +44,23 @@
 //     rebuilt, stops the broker (Host.FailStop): a replica never serves a
 //     disk it cannot trust.
 //
+// # Producer-state snapshots
+//
+// As in Kafka, a replica's producer state is snapshotted at segment roll
+// and at close, not as producers write: the broker's checkpoint loop calls
+// SnapshotProducers every second, which writes one only when the active
+// segment's base moved past the newest snapshot (and expires idle
+// producers in memory every 30 s), and the broker's shutdown calls it with
+// force. So a replica that takes records without rolling writes no
+// snapshot (at 6000 partitions, the previous snapshot per changed
+// partition every 30 s cost 12,000 fsyncs in a burst). Open rebuilds the
+// state from the newest snapshot and the log after it: nothing after a
+// clean close, and after a crash at most the active segment, which the
+// log's unclean open scans by CRC anyway, plus, when the crash came
+// within a second of a roll, the tail of the segment before it. A
+// producer expired in memory but still in the newest snapshot or the log
+// after it is known again after a crash, until it expires again.
+//
 // # High-watermark checkpoint
 //
 // A broker keeps one checkpoint of the HWs of the replicas in its data
@@ -97,8 +114,11 @@
 // syncs after releasing it (producers arriving meanwhile share the next
 // sync), and a follower syncs what it fetched before it takes mu to build
 // the next fetch. The exceptions are rare file writes that must not race a
-// truncation: the producer-state snapshot (at most every 30 s per changed
-// replica, SnapshotProducers) and a follower's truncation or reset itself.
+// truncation: the producer-state snapshot (SnapshotProducers: once after
+// each segment roll, and at close) and a follower's truncation or reset
+// itself, whose rebuild of the producer state replays the log from the
+// newest snapshot at or below the new LEO (at most the active segment,
+// and the one before it for an interval after a roll).
 // Retention (ApplyRetention) also runs under mu, and when it deletes
 // segments it waits for a sync in flight (the log's structMu). Lock order: the broker's lock, then Replica.mu, then the log's
 // writer lock.

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
@@ -24,9 +25,10 @@ const (
 	// producerIDExpiration: a producer id with no batch in a partition for
 	// this long is forgotten there (Kafka's producer.id.expiration.ms).
 	producerIDExpiration = 24 * time.Hour
-	// producerSnapshotInterval is how often a changed producer state is
-	// snapshotted, bounding the log a restart replays to rebuild it.
-	producerSnapshotInterval = 30 * time.Second
+	// producerExpireInterval is how often SnapshotProducers looks for
+	// producers idle for producerIDExpiration (in memory; the next
+	// snapshot leaves them out).
+	producerExpireInterval = 30 * time.Second
 )
 
 // checkSequenceLocked runs the idempotence check of one batch. It returns
@@ -130,50 +132,70 @@ func (p *Replica) applyAppendedLocked(data []byte) {
 }
 
 // rebuildProducerStateLocked recomputes the producer state from the
-// snapshots and the log after the log was truncated.
+// snapshots and the log after the log was truncated: it replays from the
+// newest snapshot at or below the new LEO, at most the active segment
+// (and the one before it for an interval after a roll; see
+// SnapshotProducers), under the replica lock, as Kafka reloads its
+// producer state at a truncation.
 //
 // A replica whose producer state cannot be rebuilt could later lead
 // without deduplication, so a failure stops the broker (as a failed log
 // write does): its partitions move to replicas that have their state.
 func (p *Replica) rebuildProducerStateLocked() error {
-	s, err := producerstate.Rebuild(p.dir, p.log)
+	s, from, err := producerstate.Rebuild(p.dir, p.log)
 	if err != nil {
 		err = fmt.Errorf("rebuild producer state: %w", err)
 		go p.h.failStop(p, err)
 		return err
 	}
 	s.Touch(time.Now().UnixMilli())
-	p.pstate = s
+	p.pstate, p.snapOffset = s, from
 	return nil
 }
 
 // resetProducerStateLocked forgets every producer after a log Reset.
 func (p *Replica) resetProducerStateLocked() error {
-	p.pstate = producerstate.New()
+	p.pstate, p.snapOffset = producerstate.New(), 0
 	return producerstate.DeleteAbove(p.dir, -1)
 }
 
-// SnapshotProducers writes the producer state when it changed since the
-// last snapshot and the last one is producerSnapshotInterval old (or always
-// with force), after expiring producers idle for producerIDExpiration, and
-// deletes the snapshots below the log start. It runs under the replica
-// lock, so no truncation can race the write.
+// SnapshotProducers expires the producers idle for producerIDExpiration
+// (every producerExpireInterval, in memory) and writes the producer state
+// as a snapshot when the log rolled since the newest one, or always with
+// force (at close), then deletes the snapshots below the log start. As in
+// Kafka, snapshots follow segment rolls, not appends: a replica whose log
+// never rolls writes none until it closes, and a rebuild after a crash
+// replays from the newest snapshot, at most the active segment (which an
+// unclean log open scans anyway), and for the interval between a roll and
+// the next call also the tail of the segment before it. It runs under the
+// replica lock, so no truncation can race the write.
 func (p *Replica) SnapshotProducers(now time.Time, force bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pstate == nil || p.log.Failed() != nil {
 		return nil
 	}
-	if !force && (p.pstate.Offset() == p.snapOffset || now.Sub(p.snapAt) < producerSnapshotInterval) {
-		return nil
+	if force || now.Sub(p.expiredAt) >= producerExpireInterval {
+		p.pstate.Expire(now.Add(-producerIDExpiration).UnixMilli())
+		p.expiredAt = now
 	}
-	p.pstate.Expire(now.Add(-producerIDExpiration).UnixMilli())
-	if off := p.pstate.Offset(); off != p.snapOffset && off <= p.log.LEO() {
-		if err := producerstate.WriteSnapshot(p.dir, p.pstate, off); err != nil {
-			return err
-		}
-		p.snapOffset = off
+	off := p.pstate.Offset()
+	if off == p.snapOffset || off > p.log.LEO() || (!force && activeSegmentBase(p.log) <= p.snapOffset) {
+		return nil // nothing new, or no roll since the newest snapshot
 	}
-	p.snapAt = now
+	if err := producerstate.WriteSnapshot(p.dir, p.pstate, off); err != nil {
+		return err
+	}
+	p.snapOffset = off
 	return producerstate.DeleteBelow(p.dir, p.log.LogStartOffset())
+}
+
+// activeSegmentBase is the first offset of l's active segment: where the
+// last closed one ends, or the log start when there is none.
+func activeSegmentBase(l *log.Log) int64 {
+	closed := l.ClosedSegments()
+	if len(closed) == 0 {
+		return l.LogStartOffset()
+	}
+	return closed[len(closed)-1].NextOffset
 }

@@ -60,9 +60,11 @@ type Replica struct {
 	watchers map[*fetchSession]struct{}
 	// pstate is the idempotent producers' state, kept in step with the
 	// log on leaders and followers alike.
-	pstate     *producerstate.State
-	snapOffset int64     // offset of the last producer-state snapshot
-	snapAt     time.Time // when it was written
+	pstate *producerstate.State
+	// snapOffset is where a rebuild of pstate would start replaying the
+	// log: the offset of the newest producer-state snapshot (0: none).
+	snapOffset int64
+	expiredAt  time.Time // when SnapshotProducers last expired producers
 	// retainBelow bounds what retention may delete (the log's CanDelete).
 	retainBelow *atomic.Int64
 	// With tiered storage: the last offset copied to the object store (-1:

@@ -48,7 +48,7 @@ func Open(h *Host, s Spec) (*Replica, error) {
 		hw = s.HW
 	}
 	hw = min(hw, l.LEO())
-	ps, err := producerstate.Rebuild(s.Dir, l)
+	ps, snapOffset, err := producerstate.Rebuild(s.Dir, l)
 	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("rebuild producer state: %w", err)
@@ -56,7 +56,7 @@ func Open(h *Host, s Spec) (*Replica, error) {
 	ps.Touch(time.Now().UnixMilli())
 	p := &Replica{h: h, tenantID: s.TenantID, topicID: s.TopicID, id: s.Partition, dir: s.Dir, log: l, roleHW: hw,
 		hwCh: make(chan struct{}), meta: Assignment{Leader: -1, LeaderEpoch: -1},
-		pstate: ps, snapOffset: ps.Offset(), snapAt: time.Now(), retainBelow: retainBelow, tiered: s.Tiered}
+		pstate: ps, snapOffset: snapOffset, expiredAt: time.Now(), retainBelow: retainBelow, tiered: s.Tiered}
 	p.remoteThrough.Store(-1)
 	p.legacyHW.Store(legacy)
 	self = p

@@ -49,9 +49,10 @@
 // can be snapshotted at its own Offset. After a log truncation the
 // in-memory state is ahead of the log: Rebuild it (which also removes the
 // snapshots above the new LEO). After a log Reset, DeleteAbove(dir, -1) and start from New.
-// Snapshots are taken from a Clone at a batch boundary (normally at segment
-// roll, with the LEO as offset), and DeleteBelow(dir, log start offset)
-// after retention. The files of one dir must not be changed concurrently.
+// Snapshots are taken at a batch boundary (the replica writes one after
+// each segment roll, within a second, and at close, with the LEO as
+// offset), and DeleteBelow(dir, log start offset) after retention. The
+// files of one dir must not be changed concurrently.
 //
 // # Snapshot format (version 1)
 //
@@ -93,6 +94,12 @@
 // (a read returns the whole batch holding its offset) are skipped.
 // Producers whose batches were deleted by retention before any snapshot
 // covered them are unknown, as in Kafka; expiry is left to the caller.
+// Rebuild also returns the offset of the snapshot it started from, so the
+// caller knows where the next rebuild would start. With snapshots at every
+// roll (as the replica takes them) a rebuild reads at most the active
+// segment, and the one before it between a roll and its snapshot: the
+// cost of a restart after a crash, and of every truncation, which
+// rebuilds too.
 //
 // Nothing here starts goroutines or reads a clock; State is not safe for
 // concurrent use.

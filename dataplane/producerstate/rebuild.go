@@ -24,24 +24,25 @@ var _ LogReader = (*log.Log)(nil)
 const rebuildReadBytes = 1 << 20
 
 // Rebuild returns the producer state of the log r reads, with snapshots in
-// dir: it removes the snapshots above the LEO (they describe batches the log
-// no longer has), loads the newest remaining one (see LoadLatest), and
+// dir, and the offset of the snapshot it started from (0 without one): it
+// removes the snapshots above the LEO (they describe batches the log no
+// longer has), loads the newest remaining one (see LoadLatest), and
 // applies every idempotent batch from max(snapshot offset, log start offset)
 // to the LEO as read when it starts. The result's Offset is that LEO.
 // Producers whose batches all lie in segments deleted before the snapshot
 // was taken are unknown, as in Kafka. Rebuild does not expire producers; the
 // caller calls Expire with its clock. The log must not be truncated while
 // Rebuild runs; appends past the LEO and retention are harmless.
-func Rebuild(dir string, r LogReader) (*State, error) {
+func Rebuild(dir string, r LogReader) (_ *State, snapshot int64, _ error) {
 	leo := r.LEO()
 	if err := DeleteAbove(dir, leo); err != nil {
-		return nil, fmt.Errorf("rebuild producer state: %w", err)
+		return nil, 0, fmt.Errorf("rebuild producer state: %w", err)
 	}
-	s, off, err := LoadLatest(dir, leo)
+	s, snapshot, err := LoadLatest(dir, leo)
 	if err != nil {
-		return nil, fmt.Errorf("rebuild producer state: %w", err)
+		return nil, 0, fmt.Errorf("rebuild producer state: %w", err)
 	}
-	off = max(off, r.LogStartOffset())
+	off := max(snapshot, r.LogStartOffset())
 	for off < leo {
 		data, err := r.Read(off, rebuildReadBytes)
 		if errors.Is(err, log.ErrOffsetOutOfRange) {
@@ -53,16 +54,16 @@ func Rebuild(dir string, r LogReader) (*State, error) {
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("rebuild producer state: read log at %d: %w", off, err)
+			return nil, 0, fmt.Errorf("rebuild producer state: read log at %d: %w", off, err)
 		}
 		if len(data) == 0 {
-			return nil, fmt.Errorf("rebuild producer state: log ends at %d, before its LEO %d", off, leo)
+			return nil, 0, fmt.Errorf("rebuild producer state: log ends at %d, before its LEO %d", off, leo)
 		}
 		from := off
 		for rest := data; len(rest) > 0 && off < leo; {
 			b, next, err := record.ReadBatch(rest)
 			if err != nil {
-				return nil, fmt.Errorf("rebuild producer state: batch at offset %d: %w", off, err)
+				return nil, 0, fmt.Errorf("rebuild producer state: batch at offset %d: %w", off, err)
 			}
 			rest = next
 			if b.LastOffset() < off {
@@ -73,9 +74,9 @@ func Rebuild(dir string, r LogReader) (*State, error) {
 			off = b.LastOffset() + 1
 		}
 		if off == from {
-			return nil, fmt.Errorf("rebuild producer state: log read at %d returned no batch holding it", from)
+			return nil, 0, fmt.Errorf("rebuild producer state: log read at %d returned no batch holding it", from)
 		}
 	}
 	s.offset = max(s.offset, leo)
-	return s, nil
+	return s, snapshot, nil
 }

@@ -101,9 +101,16 @@ func (ld *leader) snapshot() int64 {
 
 func (ld *leader) rebuild() *producerstate.State {
 	ld.t.Helper()
-	s, err := producerstate.Rebuild(ld.dir, ld.l)
-	require.NoError(ld.t, err)
+	s, _ := ld.rebuildFrom()
 	return s
+}
+
+// rebuildFrom rebuilds the state, and says from which snapshot.
+func (ld *leader) rebuildFrom() (*producerstate.State, int64) {
+	ld.t.Helper()
+	s, snap, err := producerstate.Rebuild(ld.dir, ld.l)
+	require.NoError(ld.t, err)
+	return s, snap
 }
 
 func (ld *leader) snapshots() []int64 {
@@ -131,14 +138,20 @@ func TestProducerStateRebuild(t *testing.T) {
 
 	// A restart rebuilds the state from the newest snapshot and the log.
 	ld.restart(cfg)
-	require.Equal(t, ld.s, ld.rebuild())
+	s, from := ld.rebuildFrom()
+	require.Equal(t, ld.s, s)
+	require.Equal(t, snap2, from)
 	require.Equal(t, []int64{snap1, snap2}, ld.snapshots(), "a rebuild keeps the snapshots at or below the LEO")
 
 	// From the older snapshot, and from the log alone.
 	require.NoError(t, producerstate.DeleteAbove(ld.dir, snap1))
-	require.Equal(t, ld.s, ld.rebuild())
+	s, from = ld.rebuildFrom()
+	require.Equal(t, ld.s, s)
+	require.Equal(t, snap1, from)
 	require.NoError(t, producerstate.DeleteAbove(ld.dir, -1))
-	require.Equal(t, ld.s, ld.rebuild())
+	s, from = ld.rebuildFrom()
+	require.Equal(t, ld.s, s)
+	require.Zero(t, from)
 }
 
 func TestProducerStateRebuildAfterTruncation(t *testing.T) {
@@ -240,7 +253,7 @@ func TestProducerStateRebuildAfterRetention(t *testing.T) {
 	// Retention running during a rebuild: the reads skip to the new start.
 	require.NoError(t, ld.l.Roll())
 	ld.produce(3, 1)
-	got, err = producerstate.Rebuild(ld.dir, &retentionRace{Log: ld.l, t: t})
+	got, _, err = producerstate.Rebuild(ld.dir, &retentionRace{Log: ld.l, t: t})
 	require.NoError(t, err)
 	require.Equal(t, []int64{3}, got.ProducerIDs())
 	e, _ := got.Producer(3)
