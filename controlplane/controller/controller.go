@@ -95,6 +95,11 @@ type Controller struct {
 	activeSince time.Time
 	liveSince   map[int32]seen
 	restarted   map[int32]bool // brokers seen registering again, not yet acted on
+	view        *view          // nil until the first read of an activation
+	// quiet, when non-nil, is the liveness of the last round that decided
+	// no change, at view generation quietGen.
+	quiet    *Liveness
+	quietGen uint64
 }
 
 // seen is since when a broker has been live under one epoch.
@@ -208,6 +213,7 @@ func (c *Controller) round(ctx context.Context) {
 	}
 	if !c.active || lease.Epoch != c.epoch {
 		c.active, c.epoch, c.activeSince, c.liveSince = true, lease.Epoch, now, map[int32]seen{}
+		c.view, c.quiet = nil, nil // read whole again: another controller wrote meanwhile
 		c.m.active.Set(1)
 		c.m.epoch.Set(float64(lease.Epoch))
 		c.logger.Info("controller active", "holder", c.holder, "epoch", lease.Epoch, "grace", c.cfg.StartupGrace)
@@ -221,21 +227,20 @@ func (c *Controller) deactivate(why string) {
 	if c.active {
 		c.logger.Info("controller inactive", "holder", c.holder, "epoch", c.epoch, "why", why)
 	}
-	c.active, c.liveSince, c.restarted = false, nil, nil
+	c.active, c.liveSince, c.restarted, c.view, c.quiet = false, nil, nil, nil, nil
 	c.m.active.Set(0)
 	c.m.offline.Set(0)
 	c.m.underReplicated.Set(0)
 }
 
-// reconcile reads brokers and partitions, decides and writes the changes
-// under the controller epoch.
+// reconcile reads the brokers, brings the partition view up to date,
+// decides and writes the changes under the controller epoch.
 func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) error {
 	brokers, err := c.store.ListBrokers(ctx)
 	if err != nil {
 		return err
 	}
-	all, err := c.store.ListAllPartitions(ctx)
-	if err != nil {
+	if err := c.refresh(ctx); err != nil {
 		return err
 	}
 	for id := range c.trackLiveness(brokers, now) {
@@ -244,17 +249,8 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 		}
 		c.restarted[id] = true // kept until a round past the startup grace applies it
 	}
-	parts := make([]store.Partition, len(all))
-	names := make(map[string]string, len(all))
-	unclean := map[string]bool{}
-	for i, p := range all {
-		parts[i] = p.Partition
-		names[p.TopicID] = p.TopicName
-		if p.Config.UncleanLeaderElection {
-			unclean[p.TopicID] = true
-		}
-	}
-	defer func() { c.report(parts) }()
+	v := c.view
+	defer c.report()
 	if now.Before(c.activeSince.Add(c.cfg.StartupGrace)) {
 		return nil
 	}
@@ -264,30 +260,32 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 	// counts as dead, so it leaves every ISR and leadership; it rejoins the
 	// ISR only when a leader sees it caught up (AlterPartition), as Kafka's
 	// KIP-903 intends.
-	view := brokers
+	bview := brokers
 	if len(c.restarted) > 0 {
 		restarted := c.restarted
 		c.restarted = nil
-		view = slices.Clone(brokers)
-		for i := range view {
-			if restarted[view[i].ID] {
-				view[i].LeaseExpiresAt = now.Add(-time.Nanosecond)
-				c.logger.Info("broker restarted: removing it from ISRs", "broker", view[i].ID, "broker_epoch", view[i].Epoch)
+		bview = slices.Clone(brokers)
+		for i := range bview {
+			if restarted[bview[i].ID] {
+				bview[i].LeaseExpiresAt = now.Add(-time.Nanosecond)
+				c.logger.Info("broker restarted: removing it from ISRs", "broker", bview[i].ID, "broker_epoch", bview[i].Epoch)
 			}
 		}
 	}
-	changes := Decide(Input{Now: now, Brokers: view, Partitions: parts, LiveSince: c.sinceMap(), PreferredLeaderDelay: c.cfg.PreferredLeaderDelay, Unclean: unclean})
-	if len(changes) == 0 {
+	in := Input{Now: now, Brokers: bview, Partitions: v.parts, LiveSince: c.sinceMap(), PreferredLeaderDelay: c.cfg.PreferredLeaderDelay, Unclean: v.unclean}
+	// Decide is a function of the partitions, the topics' unclean election
+	// and the liveness alone: when none of them moved since a round that
+	// decided nothing, this one would decide nothing either.
+	live := in.Liveness()
+	if c.quiet != nil && c.quietGen == v.gen && c.quiet.Equal(live) {
 		return nil
 	}
-	type key struct {
-		topic string
-		part  int32
+	changes := Decide(in)
+	if len(changes) == 0 {
+		c.quiet, c.quietGen = &live, v.gen
+		return nil
 	}
-	index := make(map[key]int, len(parts))
-	for i, p := range parts {
-		index[key{p.TopicID, p.Partition}] = i
-	}
+	c.quiet = nil
 	for batch := range slices.Chunk(changes, MaxBatch) {
 		updates := make([]store.PartitionUpdate, len(batch))
 		for i, ch := range batch {
@@ -305,13 +303,15 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 			switch err := outcomes[i]; {
 			case err == nil:
 			case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
-				// Changed (a leader's AlterPartition) or deleted since we read
-				// it: the next round decides again from a fresh read.
+				// Changed (a leader's AlterPartition) or deleted since the
+				// view's version: the next round's changes bring the row as
+				// it is then (or its topic's deletion), and it is decided
+				// again.
 				continue
 			default:
 				return fmt.Errorf("write partition %s/%d: %w", ch.After.TopicID, ch.After.Partition, err)
 			}
-			parts[index[key{ch.After.TopicID, ch.After.Partition}]] = ch.After
+			v.set(ch.After)
 			c.m.changes.WithLabelValues(string(ch.Reason)).Inc()
 			if ch.Reason.Elects() {
 				c.m.elections.WithLabelValues(string(ch.Reason)).Inc()
@@ -321,11 +321,46 @@ func (c *Controller) reconcile(ctx context.Context, now time.Time, epoch int64) 
 				level = slog.LevelWarn
 			}
 			c.logger.Log(ctx, level, "partition changed by controller", "reason", ch.Reason, "controller_epoch", epoch,
-				"topic_id", ch.After.TopicID, "topic", names[ch.After.TopicID], "partition", ch.After.Partition,
+				"topic_id", ch.After.TopicID, "topic", v.names[ch.After.TopicID], "partition", ch.After.Partition,
 				"leader_before", ch.Before.Leader, "leader", ch.After.Leader, "leader_epoch", ch.After.LeaderEpoch,
 				"isr_before", ch.Before.ISR, "isr", ch.After.ISR, "partition_epoch", ch.After.PartitionEpoch)
 		}
 	}
+	return nil
+}
+
+// refresh brings the partition view to the store's current metadata
+// version: a read of the version, and when it moved, of what changed since
+// the view's (store.MetadataChangesSince); the first time after
+// activation, behind the store's horizon of kept deletions, or when the
+// store's version went backwards (a restored database), a read of every
+// partition instead.
+func (c *Controller) refresh(ctx context.Context) error {
+	if c.view != nil {
+		version, err := c.store.MetadataVersion(ctx)
+		if err != nil {
+			return err
+		}
+		if version == c.view.version {
+			return nil // nothing committed since the view's version
+		}
+		if version > c.view.version {
+			ch, err := c.store.MetadataChangesSince(ctx, c.view.version)
+			switch {
+			case err == nil && ch.Version >= c.view.version:
+				c.view.apply(ch)
+				return nil
+			case err != nil && !errors.Is(err, store.ErrChangesPruned):
+				return err
+			}
+		}
+		c.logger.Info("controller: reading every partition again", "view_version", c.view.version, "store_version", version)
+	}
+	v, err := load(ctx, c.store)
+	if err != nil {
+		return err
+	}
+	c.view, c.quiet = v, nil
 	return nil
 }
 
@@ -364,13 +399,14 @@ func (c *Controller) sinceMap() map[int32]time.Time {
 	return out
 }
 
-// report sets the partition gauges from the state after this round's writes.
-func (c *Controller) report(parts []store.Partition) {
-	if !c.active {
+// report sets the partition gauges from the view after this round's
+// writes.
+func (c *Controller) report() {
+	if !c.active || c.view == nil {
 		return
 	}
 	var offline, under int
-	for _, p := range parts {
+	for _, p := range c.view.parts {
 		if p.Leader < 0 {
 			offline++
 		}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -53,26 +54,54 @@ type Change struct {
 	Reason        Reason
 }
 
+// Liveness is everything Decide reads of the brokers and the clock
+// (in.Now, in.Brokers, in.LiveSince and in.PreferredLeaderDelay): Decide
+// is a function of in.Partitions, in.Unclean and in.Liveness() alone, so
+// over the same partitions and topics, equal livenesses decide the same
+// changes.
+type Liveness struct {
+	// Live holds the brokers live at Now.
+	Live map[int32]bool
+	// Settled holds the live brokers that have been live for at least
+	// PreferredLeaderDelay: the ones leadership may move back to.
+	Settled map[int32]bool
+}
+
+// Liveness returns what Decide reads of in's brokers and clock.
+func (in Input) Liveness() Liveness {
+	l := Liveness{Live: make(map[int32]bool, len(in.Brokers)), Settled: map[int32]bool{}}
+	for _, b := range in.Brokers {
+		if !b.Live(in.Now) {
+			continue
+		}
+		l.Live[b.ID] = true
+		if since, ok := in.LiveSince[b.ID]; ok && in.Now.Sub(since) >= in.PreferredLeaderDelay {
+			l.Settled[b.ID] = true
+		}
+	}
+	return l
+}
+
+// Equal reports whether l and o hold the same brokers.
+func (l Liveness) Equal(o Liveness) bool {
+	return maps.Equal(l.Live, o.Live) && maps.Equal(l.Settled, o.Settled)
+}
+
 // Decide returns the changes the controller should make, at most one per
 // partition, in the order of in.Partitions. It does not modify its input.
 func Decide(in Input) []Change {
-	live := make(map[int32]bool, len(in.Brokers))
-	for _, b := range in.Brokers {
-		if b.Live(in.Now) {
-			live[b.ID] = true
-		}
-	}
-	isLive := func(id int32) bool { return live[id] }
+	l := in.Liveness()
 	var out []Change
 	for _, p := range in.Partitions {
-		if ch, ok := decide(in, p, isLive); ok {
+		if ch, ok := decide(l, in.Unclean, p); ok {
 			out = append(out, ch)
 		}
 	}
 	return out
 }
 
-func decide(in Input, p store.Partition, live func(int32) bool) (Change, bool) {
+func decide(l Liveness, unclean map[string]bool, p store.Partition) (Change, bool) {
+	live := func(id int32) bool { return l.Live[id] }
 	liveISR := slices.DeleteFunc(slices.Clone(p.ISR), func(b int32) bool { return !live(b) })
 	next := p
 	next.Replicas = slices.Clone(p.Replicas)
@@ -90,7 +119,7 @@ func decide(in Input, p store.Partition, live func(int32) bool) (Change, bool) {
 			next.ISR = liveISR
 			return Change{Before: p, After: next, Reason: ReasonLeaderFailover}, true
 		}
-		if u, ok := uncleanCandidate(in, p, live); ok {
+		if u, ok := uncleanCandidate(unclean, p, live); ok {
 			elect(u)
 			next.ISR = []int32{u}
 			return Change{Before: p, After: next, Reason: ReasonUncleanElection}, true
@@ -105,7 +134,7 @@ func decide(in Input, p store.Partition, live func(int32) bool) (Change, bool) {
 	case p.Leader < 0:
 		c, ok := candidate(p, live)
 		if !ok {
-			if u, ok := uncleanCandidate(in, p, live); ok {
+			if u, ok := uncleanCandidate(unclean, p, live); ok {
 				elect(u)
 				next.ISR = []int32{u}
 				return Change{Before: p, After: next, Reason: ReasonUncleanElection}, true
@@ -118,8 +147,7 @@ func decide(in Input, p store.Partition, live func(int32) bool) (Change, bool) {
 
 	case len(p.Replicas) > 0 && p.Leader != p.Replicas[0]:
 		pref := p.Replicas[0]
-		since, ok := in.LiveSince[pref]
-		if !live(pref) || !slices.Contains(p.ISR, pref) || !ok || in.Now.Sub(since) < in.PreferredLeaderDelay {
+		if !l.Settled[pref] || !slices.Contains(p.ISR, pref) {
 			return Change{}, false
 		}
 		elect(pref)
@@ -141,8 +169,8 @@ func candidate(p store.Partition, live func(int32) bool) (int32, bool) {
 
 // uncleanCandidate returns the first live replica, in replicas order, when
 // the partition's topic opted in to unclean leader election.
-func uncleanCandidate(in Input, p store.Partition, live func(int32) bool) (int32, bool) {
-	if !in.Unclean[p.TopicID] {
+func uncleanCandidate(unclean map[string]bool, p store.Partition, live func(int32) bool) (int32, bool) {
+	if !unclean[p.TopicID] {
 		return 0, false
 	}
 	for _, r := range p.Replicas {

@@ -6,16 +6,35 @@
 //
 // Every Interval (250 ms) the controller acquires or renews the lease
 // (store.AcquireControllerLease, TTL 3 s, holder = a random id per process).
-// While it holds the lease it reads all brokers and partitions, decides the
-// changes with the pure function Decide, and writes them with
-// store.UpdatePartitionsFenced under its lease epoch, at most MaxBatch (500)
-// changes per transaction, so a failed broker's thousands of partitions are
-// re-elected in a few transactions rather than one each. A deposed
-// controller's batches are refused whole (store.ErrFenced: it deactivates);
-// the compare-and-set stays per partition: a partition whose epoch moved
-// meanwhile (a leader's AlterPartition) or that was deleted is skipped alone
-// and decided again from a fresh read next round. A broker is dead when its
-// lease has expired (or it is unknown).
+// While it holds the lease it reads all brokers, brings its view of the
+// partitions up to date, decides the changes with the pure function Decide,
+// and writes them with store.UpdatePartitionsFenced under its lease epoch,
+// at most MaxBatch (500) changes per transaction, so a failed broker's
+// thousands of partitions are re-elected in a few transactions rather than
+// one each. A deposed controller's batches are refused whole
+// (store.ErrFenced: it deactivates); the compare-and-set stays per
+// partition: a partition whose epoch moved meanwhile (a leader's
+// AlterPartition) or that was deleted is skipped alone and decided again
+// next round, from its row as it is then. A broker is dead when its lease
+// has expired (or it is unknown).
+//
+// The view holds every partition's state and its topic's name and
+// unclean-election config. It is read whole once per activation (the
+// metadata version first, then store.ListAllPartitions) and then follows
+// the store: each round reads the metadata version and, only when it
+// moved, what changed since the view's version (store.MetadataChangesSince:
+// the partitions written, as they are now, and the topics deleted). So an
+// idle round reads the lease, the brokers and the version, and a busy one
+// what changed, never every partition. The controller's own successful
+// writes go into the view as it writes them; a write that lost its
+// compare-and-set comes back with the next changes. Behind the store's
+// horizon of kept deletions (store.ErrChangesPruned), or when the store's
+// version went backwards (a restored database), the view is read whole
+// again; a deactivated controller drops it. Decide runs over the whole
+// view, except in a round whose partitions, topic configs and Liveness
+// (the brokers live now, and those live for PreferredLeaderDelay) are
+// those of a round that decided nothing: Decide reads nothing else, so it
+// would decide nothing again.
 //
 // Decide applies, per partition, the first rule that matches:
 //
