@@ -272,47 +272,16 @@ func (r partitionsRead) find(topicID string, n int32) (store.PartitionWithTopic,
 	return store.PartitionWithTopic{}, notFound("partition %d of topic %q not found", n, topicID)
 }
 
-// smallRead is the most distinct topics readPartitions reads one by one;
-// past it, one read of every partition is cheaper.
-const smallRead = 8
-
 // readPartitions reads the partitions of the given topics (any tenant;
-// unknown ones are absent).
+// unknown ones are absent) in one read (store.ListTopicsPartitions).
 func (s *brokerService) readPartitions(ctx context.Context, topicIDs []string) (partitionsRead, error) {
-	want := map[string]bool{}
-	for _, t := range topicIDs {
-		if id, ok := store.CanonicalID(t); ok {
-			want[id] = true
-		}
+	parts, err := s.store.ListTopicsPartitions(ctx, topicIDs)
+	if err != nil {
+		return nil, err
 	}
 	out := partitionsRead{}
-	if len(want) > smallRead {
-		all, err := s.store.ListAllPartitions(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range all {
-			if want[p.TopicID] {
-				out[p.TopicID] = append(out[p.TopicID], p)
-			}
-		}
-		return out, nil
-	}
-	for id := range want {
-		t, err := s.store.GetTopicByID(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		parts, err := s.store.ListPartitions(ctx, t.ID)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range parts {
-			out[t.ID] = append(out[t.ID], withTopic(t, p))
-		}
+	for _, p := range parts {
+		out[p.TopicID] = append(out[p.TopicID], p)
 	}
 	return out, nil
 }

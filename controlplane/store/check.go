@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,6 +52,19 @@ func CanonicalID(id string) (string, bool) {
 		return "", false
 	}
 	return u.String(), true
+}
+
+// CanonicalIDs returns the canonical forms of the UUIDs among ids, each
+// once, sorted; ids that are not UUIDs are left out.
+func CanonicalIDs(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if c, ok := CanonicalID(id); ok {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // CheckNewID is CanonicalID for an id about to be written: not a UUID is an error.

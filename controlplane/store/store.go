@@ -355,6 +355,11 @@ type Store interface {
 	// ListAllPartitions returns every partition of every topic with its topic's tenant, name
 	// and config, ordered by tenant id, topic name (bytewise) and partition, from one snapshot.
 	ListAllPartitions(ctx context.Context) ([]PartitionWithTopic, error)
+	// ListTopicsPartitions returns every partition of the topics topicIDs names (any tenant)
+	// with its topic's tenant, name and config, ordered as ListAllPartitions, from one
+	// snapshot. Ids that name no topic (unknown, deleted, not a UUID) are skipped; an id named
+	// twice counts once. Its cost follows the topics named, not the number of partitions.
+	ListTopicsPartitions(ctx context.Context, topicIDs []string) ([]PartitionWithTopic, error)
 	// PartitionLoad counts, per broker, the replicas and leaders (leader >= 0) it holds over all
 	// topics, from one snapshot; brokers holding nothing are absent. It is exact after every write
 	// that creates, grows, deletes or changes partitions, and its cost does not grow with the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,6 +217,53 @@ func testPartitionListAll(t *testing.T, s store.Store) {
 	all, err = s.ListAllPartitions(ctx)
 	require.NoError(t, err)
 	require.Equal(t, want, all)
+}
+
+// testPartitionListTopics: ListTopicsPartitions reads the partitions of the
+// topics named, of any tenant, as ListAllPartitions does, and skips what
+// names no topic.
+func testPartitionListTopics(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	got, err := s.ListTopicsPartitions(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	ten1, _ := createTenant(t, s)
+	ten2, _ := createTenant(t, s)
+	tB, _ := createTopic(t, s, ten1.ID, "b", 2)
+	tA, _ := createTopic(t, s, ten1.ID, "a", 3)
+	tC, _ := createTopic(t, s, ten2.ID, "c", 1)
+	createTopic(t, s, ten2.ID, "not-named", 2)
+	gone, _ := createTopic(t, s, ten2.ID, "gone", 2)
+	_, err = s.DeleteTopic(ctx, ten2.ID, "gone")
+	require.NoError(t, err)
+	// A changed partition reads back changed.
+	parts, err := s.ListPartitions(ctx, tA.ID)
+	require.NoError(t, err)
+	off := parts[2]
+	off.Leader, off.LeaderEpoch, off.ISR, off.PartitionEpoch = -1, 1, nil, 1
+	require.NoError(t, s.UpdatePartition(ctx, off, 0))
+
+	all, err := s.ListAllPartitions(ctx)
+	require.NoError(t, err)
+	named := map[string]bool{tA.ID: true, tB.ID: true, tC.ID: true}
+	var want []store.PartitionWithTopic
+	for _, p := range all { // in ListAllPartitions order
+		if named[p.TopicID] {
+			want = append(want, p)
+		}
+	}
+	require.Len(t, want, 6)
+	got, err = s.ListTopicsPartitions(ctx, []string{
+		tC.ID, strings.ToUpper(tA.ID), tB.ID, tA.ID, // any case, any order, repeated
+		gone.ID, store.NewID(), "not-a-uuid", "",
+	})
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	got, err = s.ListTopicsPartitions(ctx, []string{gone.ID, "not-a-uuid"})
+	require.NoError(t, err)
+	require.Empty(t, got)
 }
 
 func testMetadataVersion(t *testing.T, s store.Store) {

@@ -76,6 +76,7 @@ var tests = []test{
 	{name: "PartitionLoad", own: true, fn: testPartitionLoad},
 	{name: "PartitionUpdateFenced", own: true, fn: testPartitionUpdateFenced},
 	{name: "PartitionListAll", own: true, fn: testPartitionListAll},
+	{name: "PartitionListTopics", fn: testPartitionListTopics},
 	{name: "PartitionUpdateBatch", own: true, fn: testPartitionUpdateBatch},
 	{name: "PartitionUpdateBatchFenced", own: true, fn: testPartitionUpdateBatchFenced},
 

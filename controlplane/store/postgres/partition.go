@@ -117,6 +117,26 @@ func (s *Store) ListAllPartitions(ctx context.Context) ([]store.PartitionWithTop
 	return collect(rows, scanPartitionWithTopic, "list all partitions")
 }
 
+// ListTopicsPartitions implements store.Store (one statement: one
+// snapshot; index scans of the partitions' primary key).
+func (s *Store) ListTopicsPartitions(ctx context.Context, topicIDs []string) ([]store.PartitionWithTopic, error) {
+	ids := store.CanonicalIDs(topicIDs)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx,
+		`SELECT p.topic_id, p.partition, p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
+		        t.tenant_id, t.name, t.retention_ms, t.retention_bytes, t.local_retention_ms, t.local_retention_bytes,
+		        t.max_message_bytes, t.min_insync_replicas, t.cleanup_policy, t.unclean_leader_election
+		 FROM partitions p JOIN topics t ON t.id = p.topic_id
+		 WHERE p.topic_id = ANY($1::uuid[])
+		 ORDER BY t.tenant_id, t.name COLLATE "C", p.partition`, ids)
+	if err != nil {
+		return nil, translate("list topics' partitions", err)
+	}
+	return collect(rows, scanPartitionWithTopic, "list topics' partitions")
+}
+
 // PartitionLoad implements store.Store: one read of the broker_load
 // counters, which triggers keep in step with every partition write
 // (migrations/00010), so its cost follows the brokers, not the partitions.

@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/sluicemq/sluice/controlplane/store"
 )
@@ -107,6 +109,30 @@ func (s *Store) ListAllPartitions(ctx context.Context) ([]store.PartitionWithTop
 		return nil, translate("list all partitions", err)
 	}
 	return collect(rows, scanPartitionWithTopic, "list all partitions")
+}
+
+// ListTopicsPartitions implements store.Store (one statement: one
+// snapshot; index lookups of the partitions' primary key).
+func (s *Store) ListTopicsPartitions(ctx context.Context, topicIDs []string) ([]store.PartitionWithTopic, error) {
+	ids := store.CanonicalIDs(topicIDs)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("list topics' partitions: %w", err)
+	}
+	rows, err := s.read.QueryContext(ctx,
+		`SELECT p.topic_id, p.partition, p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
+		        t.tenant_id, t.name, t.retention_ms, t.retention_bytes, t.local_retention_ms, t.local_retention_bytes,
+		        t.max_message_bytes, t.min_insync_replicas, t.cleanup_policy, t.unclean_leader_election
+		 FROM partitions p JOIN topics t ON t.id = p.topic_id
+		 WHERE p.topic_id IN (SELECT value FROM json_each(?1))
+		 ORDER BY t.tenant_id, t.name, p.partition`, string(list))
+	if err != nil {
+		return nil, translate("list topics' partitions", err)
+	}
+	return collect(rows, scanPartitionWithTopic, "list topics' partitions")
 }
 
 // PartitionLoad implements store.Store: one read of the broker_load
