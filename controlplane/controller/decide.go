@@ -102,56 +102,49 @@ func Decide(in Input) []Change {
 
 func decide(l Liveness, unclean map[string]bool, p store.Partition) (Change, bool) {
 	live := func(id int32) bool { return l.Live[id] }
-	liveISR := slices.DeleteFunc(slices.Clone(p.ISR), func(b int32) bool { return !live(b) })
-	next := p
-	next.Replicas = slices.Clone(p.Replicas)
-	next.ISR = slices.Clone(p.ISR)
-	next.PartitionEpoch = p.PartitionEpoch + 1
-	elect := func(leader int32) {
-		next.Leader = leader
-		next.LeaderEpoch = p.LeaderEpoch + 1
+	liveISR := func() []int32 { return slices.DeleteFunc(slices.Clone(p.ISR), func(b int32) bool { return !live(b) }) }
+	// change is p with the ISR isr and, when elect, the leader leader; it
+	// copies only when there is a change, so an idle round allocates nothing.
+	change := func(r Reason, isr []int32, elect bool, leader int32) (Change, bool) {
+		next := p
+		next.Replicas = slices.Clone(p.Replicas)
+		next.ISR = isr
+		next.PartitionEpoch = p.PartitionEpoch + 1
+		if elect {
+			next.Leader = leader
+			next.LeaderEpoch = p.LeaderEpoch + 1
+		}
+		return Change{Before: p, After: next, Reason: r}, true
 	}
 
 	switch {
 	case p.Leader >= 0 && !live(p.Leader):
 		if c, ok := candidate(p, live); ok {
-			elect(c)
-			next.ISR = liveISR
-			return Change{Before: p, After: next, Reason: ReasonLeaderFailover}, true
+			return change(ReasonLeaderFailover, liveISR(), true, c)
 		}
 		if u, ok := uncleanCandidate(unclean, p, live); ok {
-			elect(u)
-			next.ISR = []int32{u}
-			return Change{Before: p, After: next, Reason: ReasonUncleanElection}, true
+			return change(ReasonUncleanElection, []int32{u}, true, u)
 		}
-		elect(-1)
-		return Change{Before: p, After: next, Reason: ReasonOffline}, true
+		return change(ReasonOffline, slices.Clone(p.ISR), true, -1)
 
-	case p.Leader >= 0 && len(liveISR) < len(p.ISR):
-		next.ISR = liveISR
-		return Change{Before: p, After: next, Reason: ReasonISRShrink}, true
+	case p.Leader >= 0 && slices.ContainsFunc(p.ISR, func(b int32) bool { return !live(b) }):
+		return change(ReasonISRShrink, liveISR(), false, 0)
 
 	case p.Leader < 0:
-		c, ok := candidate(p, live)
-		if !ok {
-			if u, ok := uncleanCandidate(unclean, p, live); ok {
-				elect(u)
-				next.ISR = []int32{u}
-				return Change{Before: p, After: next, Reason: ReasonUncleanElection}, true
-			}
-			return Change{}, false // still offline
+		if c, ok := candidate(p, live); ok {
+			return change(ReasonOfflineRecovery, liveISR(), true, c)
 		}
-		elect(c)
-		next.ISR = liveISR
-		return Change{Before: p, After: next, Reason: ReasonOfflineRecovery}, true
+		if u, ok := uncleanCandidate(unclean, p, live); ok {
+			return change(ReasonUncleanElection, []int32{u}, true, u)
+		}
+		return Change{}, false // still offline
 
 	case len(p.Replicas) > 0 && p.Leader != p.Replicas[0]:
 		pref := p.Replicas[0]
 		if !l.Settled[pref] || !slices.Contains(p.ISR, pref) {
 			return Change{}, false
 		}
-		elect(pref)
-		return Change{Before: p, After: next, Reason: ReasonPreferredLeader}, true
+		return change(ReasonPreferredLeader, slices.Clone(p.ISR), true, pref)
 	}
 	return Change{}, false
 }
