@@ -9,7 +9,10 @@ import (
 // MetadataChangesSince implements store.Store: one read transaction (one
 // WAL snapshot), reading the rows whose changed_version, kept by triggers
 // (migrations/00011), is above since — index scans, so the cost follows
-// the changes.
+// the changes. The plan is pinned (INDEXED BY, and CROSS JOIN, which fixes
+// the join order): without statistics SQLite's planner scanned every topic
+// in ORDER BY order and probed the changes for each, 5-10 ms at 6,000
+// partitions for one change.
 func (s *Store) MetadataChangesSince(ctx context.Context, since int64) (store.MetadataChanges, error) {
 	out, err := s.metadataChangesSince(ctx, since)
 	if err != nil {
@@ -34,15 +37,16 @@ func (s *Store) metadataChangesSince(ctx context.Context, since int64) (store.Me
 	}
 	rows, err := tx.QueryContext(ctx,
 		`WITH changed AS (
-		     SELECT topic_id, partition FROM partitions WHERE changed_version > ?1
+		     SELECT topic_id, partition FROM partitions INDEXED BY partitions_changed_version_idx WHERE changed_version > ?1
 		     UNION
-		     SELECT p.topic_id, p.partition FROM topics t JOIN partitions p ON p.topic_id = t.id WHERE t.changed_version > ?1
+		     SELECT p.topic_id, p.partition FROM topics t INDEXED BY topics_changed_version_idx
+		     CROSS JOIN partitions p ON p.topic_id = t.id WHERE t.changed_version > ?1
 		 )
 		 SELECT p.topic_id, p.partition, p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
 		        t.tenant_id, t.name, t.retention_ms, t.retention_bytes, t.local_retention_ms, t.local_retention_bytes,
 		        t.max_message_bytes, t.min_insync_replicas, t.cleanup_policy, t.unclean_leader_election
-		 FROM changed c JOIN partitions p ON p.topic_id = c.topic_id AND p.partition = c.partition
-		 JOIN topics t ON t.id = p.topic_id
+		 FROM changed c CROSS JOIN partitions p ON p.topic_id = c.topic_id AND p.partition = c.partition
+		 CROSS JOIN topics t ON t.id = p.topic_id
 		 ORDER BY t.tenant_id, t.name, p.partition`, since)
 	if err != nil {
 		return out, err
