@@ -28,7 +28,7 @@ import (
 // registered (broker epoch 0), knowing brokers 1 to 3 at made-up
 // addresses, and no leader a follower could reach: a test drives
 // replication itself.
-func newTestHost(t *testing.T) *Host {
+func newTestHost(t testing.TB) *Host {
 	t.Helper()
 	return &Host{
 		ID:          1,
