@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -394,4 +395,54 @@ func TestControllerRestartedBrokerLeavesISR(t *testing.T) {
 		require.Len(t, p.ISR, 2)
 		require.NotEqual(t, int32(-1), p.Leader, "the other ISR members lead")
 	}
+}
+
+// partitionWrites counts the plain partition writes (AlterPartition's and
+// a registration's, not the controller's fenced ones) by transaction.
+type partitionWrites struct {
+	store.Store
+	single, batches atomic.Int32
+}
+
+func (s *partitionWrites) UpdatePartition(ctx context.Context, p store.Partition, expectedEpoch int32) error {
+	s.single.Add(1)
+	return s.Store.UpdatePartition(ctx, p, expectedEpoch)
+}
+
+func (s *partitionWrites) UpdatePartitions(ctx context.Context, updates []store.PartitionUpdate) ([]error, error) {
+	s.batches.Add(1)
+	return s.Store.UpdatePartitions(ctx, updates)
+}
+
+// TestControllerRestartedBrokerFencedInBatches: a broker that registers
+// again while a replica of 1,200 partitions leaves them all before it gets
+// its new epoch, in transactions of 500, not one per partition.
+func TestControllerRestartedBrokerFencedInBatches(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, dbURL string) {
+		w := &partitionWrites{}
+		c := startWith(t, dbURL, func(s store.Store) store.Store { w.Store = s; return w }, fastController)
+		f := newFleet(t, c, 3)
+		a := c.signup(t, "fence")
+		const n = 1200
+		now := time.Now().UTC()
+		tp := store.Topic{ID: store.NewID(), TenantID: a.tenantID, Name: "many", Partitions: n, ReplicationFactor: 3,
+			Config:    store.TopicConfig{RetentionMs: -1, RetentionBytes: -1, LocalRetentionMs: -2, LocalRetentionBytes: -2, MaxMessageBytes: 1 << 20, MinInsyncReplicas: 2, CleanupPolicy: "delete"},
+			CreatedAt: now, UpdatedAt: now}
+		parts := make([]store.Partition, n)
+		for i := range int32(n) {
+			r := []int32{i%3 + 1, (i+1)%3 + 1, (i+2)%3 + 1}
+			parts[i] = store.Partition{TopicID: tp.ID, Partition: i, Replicas: r, Leader: r[0], ISR: r}
+		}
+		require.NoError(t, c.srv.Store().CreateTopic(t.Context(), tp, parts, store.CountLimits{}))
+
+		f.revive(1)
+		for _, p := range c.partitions(t, tp.ID) {
+			require.NotEqual(t, int32(1), p.Leader, "partition %d", p.Partition)
+			require.NotContains(t, p.ISR, int32(1), "partition %d", p.Partition)
+			require.Len(t, p.ISR, 2, "partition %d", p.Partition)
+		}
+		require.Zero(t, w.single.Load(), "no write of one partition")
+		require.EqualValues(t, (n+499)/500, w.batches.Load(), "a transaction per 500 partitions")
+	})
 }

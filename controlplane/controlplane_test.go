@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicemq/sluice/controlplane"
 	"github.com/sluicemq/sluice/controlplane/clientlimit"
+	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testenv"
@@ -62,6 +63,22 @@ func drivers(t *testing.T, fn func(t *testing.T, dbURL string)) {
 
 func start(t *testing.T, dbURL string, mutate ...func(*controlplane.Config)) *cluster {
 	t.Helper()
+	return startWith(t, dbURL, nil, mutate...)
+}
+
+// startWith is start with the store opened here and passed to the server
+// through wrap (a test's wrapper that counts calls, say), when wrap is not
+// nil.
+func startWith(t *testing.T, dbURL string, wrap func(store.Store) store.Store, mutate ...func(*controlplane.Config)) *cluster {
+	t.Helper()
+	var deps controlplane.Deps
+	if wrap != nil {
+		st, err := controlplane.OpenStore(context.Background(), dbURL, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		deps.Store = wrap(st)
+		dbURL = ""
+	}
 	cfg := controlplane.DefaultConfig()
 	cfg.DatabaseURL = dbURL
 	cfg.OperatorToken = operatorToken
@@ -82,7 +99,8 @@ func start(t *testing.T, dbURL string, mutate ...func(*controlplane.Config)) *cl
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{Logger: logger})
+	deps.Logger = logger
+	srv, err := controlplane.New(ctx, cfg, deps)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

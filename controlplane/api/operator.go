@@ -142,6 +142,11 @@ func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request
 	}), nil
 }
 
+// fenceBatch bounds the partitions one transaction of
+// fencePreviousIncarnation writes (with three brokers, a restarted one is a
+// replica of every partition).
+const fenceBatch = 500
+
 // fencePreviousIncarnation treats a broker registering again as the failure
 // of its previous incarnation, before the new one gets its epoch: the
 // restarted broker may have lost its log (an empty disk) and must neither
@@ -152,7 +157,8 @@ func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request
 // stays: nobody else has the data (electing it after an empty-disk restart
 // is the unclean case, as in Kafka without KIP-966). The leader adds it
 // back to the ISR once it has caught up. Writes are compare-and-sets on the
-// partition epoch, retried on conflicts.
+// partition epoch, fenceBatch to a transaction (store.UpdatePartitions),
+// retried from a fresh read on conflicts.
 func (s *brokerService) fencePreviousIncarnation(ctx context.Context, id int32, now time.Time) error {
 	brokers, err := s.store.ListBrokers(ctx)
 	if err != nil {
@@ -166,11 +172,16 @@ func (s *brokerService) fencePreviousIncarnation(ctx context.Context, id int32, 
 		return b != id && i >= 0 && brokers[i].Live(now)
 	}
 	for range 5 {
+		// Every partition: the broker may be a replica of any of them (a
+		// registration is rare; this is the one full listing it costs).
 		all, err := s.store.ListAllPartitions(ctx)
 		if err != nil {
 			return err
 		}
-		conflict := false
+		var (
+			updates []store.PartitionUpdate
+			before  []int32 // leader of each update's partition before it
+		)
 		for _, pt := range all {
 			p := pt.Partition
 			if p.Leader != id && !slices.Contains(p.ISR, id) {
@@ -195,17 +206,29 @@ func (s *brokerService) fencePreviousIncarnation(ctx context.Context, id int32, 
 			case len(rest) == 0:
 				continue // sole ISR member of an offline partition: keep it
 			}
-			err := s.store.UpdatePartition(ctx, next, p.PartitionEpoch)
-			switch {
-			case err == nil:
-				s.logger.InfoContext(ctx, "broker registered again: fenced its previous incarnation",
-					"broker", id, "topic_id", pt.TopicID, "partition", p.Partition,
-					"leader_before", p.Leader, "leader", next.Leader, "leader_epoch", next.LeaderEpoch, "isr", next.ISR)
-			case errors.Is(err, store.ErrConflict):
-				conflict = true
-			case errors.Is(err, store.ErrNotFound):
-			default:
+			updates = append(updates, store.PartitionUpdate{Partition: next, ExpectedEpoch: p.PartitionEpoch})
+			before = append(before, p.Leader)
+		}
+		conflict := false
+		for start := 0; start < len(updates); start += fenceBatch {
+			batch := updates[start:min(start+fenceBatch, len(updates))]
+			outcomes, err := s.store.UpdatePartitions(ctx, batch)
+			if err != nil {
 				return err
+			}
+			for i, u := range batch {
+				switch err := outcomes[i]; {
+				case err == nil:
+					next := u.Partition
+					s.logger.InfoContext(ctx, "broker registered again: fenced its previous incarnation",
+						"broker", id, "topic_id", next.TopicID, "partition", next.Partition,
+						"leader_before", before[start+i], "leader", next.Leader, "leader_epoch", next.LeaderEpoch, "isr", next.ISR)
+				case errors.Is(err, store.ErrConflict):
+					conflict = true
+				case errors.Is(err, store.ErrNotFound):
+				default:
+					return err
+				}
 			}
 		}
 		if !conflict {
