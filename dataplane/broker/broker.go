@@ -72,6 +72,7 @@ type Broker struct {
 	cfg      Config
 	logger   *slog.Logger
 	flush    log.FlushPolicy
+	files    *log.FileCache // every replica log's open segment files
 	registry *prometheus.Registry
 	metrics  *brokerMetrics
 	groupLag *groupLagCollector // nil when the group lag metrics are off
@@ -167,6 +168,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		cfg:     cfg,
 		logger:  deps.Logger.With("broker", cfg.ID),
 		flush:   flush,
+		files:   log.NewFileCache(cfg.MaxOpenSegmentFiles),
 		parts:   map[partKey]*partition.Replica{},
 		coords:  map[partKey]*groupCoordinator{},
 		clients: map[int32]*peerClients{},
@@ -430,6 +432,7 @@ func (b *Broker) replicaHost() *partition.Host {
 		SegmentAge:        b.cfg.SegmentAge,
 		Flush:             b.flush,
 		FlushInterval:     b.cfg.FlushInterval,
+		Files:             b.files,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
 		LeaderAddress:     b.brokerAddress,
 		ReplicaClient:     func(leader int32) sluicev1connect.ReplicaServiceClient { return b.peer(leader).replica },

@@ -35,6 +35,9 @@ type Config struct {
 	ReplicaLagTimeMax time.Duration
 	// SegmentBytes rolls partition log segments at this size.
 	SegmentBytes int64
+	// MaxOpenSegmentFiles bounds the partition log segment files the
+	// broker keeps open (log.FileCache); 0: no limit.
+	MaxOpenSegmentFiles int
 	// SegmentAge rolls a partition's active segment once its oldest record
 	// is this old (or a tenth of the topic's retention.ms, if shorter), so
 	// time-based retention can delete it.
@@ -89,6 +92,7 @@ func DefaultConfig() Config {
 		Audience:               "sluice",
 		ReplicaLagTimeMax:      30 * time.Second,
 		SegmentBytes:           256 << 20,
+		MaxOpenSegmentFiles:    1024,
 		SegmentAge:             7 * 24 * time.Hour,
 		RetentionCheckInterval: time.Minute,
 		GroupSessionTimeout:    45 * time.Second,
@@ -122,6 +126,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Audience, "audience", c.Audience, "expected JWT audience (aud), as the control plane's --audience")
 	fs.DurationVar(&c.ReplicaLagTimeMax, "replica-lag-time-max", c.ReplicaLagTimeMax, "a follower not caught up for this long is removed from the ISR")
 	fs.Int64Var(&c.SegmentBytes, "segment-bytes", c.SegmentBytes, "partition log segment size")
+	fs.IntVar(&c.MaxOpenSegmentFiles, "max-open-segment-files", c.MaxOpenSegmentFiles, "most partition log segment files the broker keeps open (the least recently used are closed and reopened when next read or written; files in use, and with --flush=os files awaiting the fsync before their close, can exceed it for a while); 0: no limit, one open file per segment")
 	fs.DurationVar(&c.SegmentAge, "segment-age", c.SegmentAge, "roll a partition's active segment once its oldest record is this old (or a tenth of the topic's retention.ms, if shorter), so retention can delete it")
 	fs.DurationVar(&c.GroupSessionTimeout, "group-session-timeout", c.GroupSessionTimeout, "a consumer-group member that has not heartbeated for this long is removed and its partitions reassigned")
 	fs.DurationVar(&c.GroupHeartbeatInterval, "group-heartbeat-interval", c.GroupHeartbeatInterval, "how often consumer-group members heartbeat (and learn of rebalances)")
@@ -196,6 +201,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplicaLagTimeMax < time.Second {
 		return fmt.Errorf("--replica-lag-time-max must be at least 1s; got %s", c.ReplicaLagTimeMax)
+	}
+	if c.MaxOpenSegmentFiles < 0 {
+		return fmt.Errorf("--max-open-segment-files must not be negative; got %d", c.MaxOpenSegmentFiles)
 	}
 	if c.SegmentBytes < 1<<20 || c.SegmentBytes > 1<<31-1 {
 		return fmt.Errorf("--segment-bytes must be between 1 MiB and 2 GiB; got %d", c.SegmentBytes)

@@ -109,6 +109,10 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 		Namespace: "sluice", Subsystem: "broker", Name: "replica_fetchers",
 		Help: "Leader brokers this broker's follower replicas fetch from: one fetcher, one fetch session, one goroutine each.",
 	}, func() float64 { return float64(b.host.Fetchers()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sluice", Subsystem: "broker", Name: "open_segment_files",
+		Help: "Partition log segment files open now (at most --max-open-segment-files but for those in use and, with --flush=os, those awaiting their fsync).",
+	}, func() float64 { return float64(b.files.OpenFiles()) }))
 	reg.MustRegister(partitionCollector{b})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Subsystem: "broker", Name: "leader_partitions",

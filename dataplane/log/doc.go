@@ -42,6 +42,23 @@
 // segment, and an Open after a crash, which checks every batch of the
 // active segment, adds them back from the batches' leader epochs.
 //
+// # Open files
+//
+// A segment's .log file is opened through a FileCache (Config.Files; a
+// broker shares one among all its logs): a reader, the writer or an fsync
+// acquires it for the duration of the operation and releases it, and the
+// cache closes the least recently used files nobody uses once more than
+// its capacity are open, to reopen them at their next use. Index files are
+// read into memory when a segment is loaded and written whole when it is
+// sealed, so they are never held open. A file is closed only with all its
+// writes fsynced (the cache fsyncs it first, and a failed fsync fails the
+// log); with FlushOS this costs an fsync per active segment the cache
+// closes. Readers hold structMu for reading while they use a segment, and
+// deleting or cutting segments takes it for writing, so a reader never
+// finds its segment gone; a removed segment's file, were it still in use,
+// would close at its release and is never reopened. Without Config.Files
+// a log has a cache of its own without a limit: one open file per segment.
+//
 // # Invariants
 //
 //   - Segments are contiguous: a segment's next offset is the next segment's
@@ -99,5 +116,8 @@
 // then flushMu (MakeDurable takes syncMu without writeMu).
 //
 // With FlushInterval the Log owns one flusher goroutine, started by Open and
-// stopped by Close.
+// stopped by Close. A FileCache runs one goroutine, only while it has files
+// over its capacity to fsync before it closes them. Its mutex is held to
+// open and close files and to count their users, never across a read, a
+// write or an fsync.
 package log

@@ -71,6 +71,12 @@ type Config struct {
 	// segment (tiered storage answers true once the segment is uploaded).
 	// Retention stops at the first segment it refuses.
 	CanDelete func(SegmentInfo) bool
+	// Files is the cache of open segment files this log shares with
+	// others (a broker's, bounded by its --max-open-segment-files). Nil
+	// gives the log a cache of its own without a limit: each segment's
+	// file opens at its first use (Open uses them all) and stays open
+	// until the segment is deleted or the log closed.
+	Files *FileCache
 }
 
 func (c Config) withDefaults() Config {
@@ -89,8 +95,19 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Files == nil {
+		c.Files = testFiles
+	}
+	if c.Files == nil {
+		c.Files = NewFileCache(0)
+	}
 	return c
 }
+
+// testFiles, when set (by TestMain, before any Open), is the FileCache of
+// every log opened without one, so the package's tests can run with a tiny
+// shared cache.
+var testFiles *FileCache
 
 // Validate names the first field outside its allowed range. Zero fields are
 // valid (they take defaults).
@@ -205,6 +222,9 @@ type Log struct {
 	// beforeSync, when set (by tests, before any use), runs in Sync right
 	// before the fsync, with Sync's locks held.
 	beforeSync func()
+	// afterAcquire, when set (by tests, before any use), runs in Read once
+	// it holds the segment's file.
+	afterAcquire func()
 
 	// crashPoint, when set (by tests, before any use), runs at the named
 	// steps of roll with writeMu held, so a test can copy the directory
@@ -244,7 +264,7 @@ func Open(dir string, cfg Config) (*Log, error) {
 	l := &Log{dir: dir, cfg: cfg.withDefaults(), flushCh: make(chan struct{})}
 	if err := l.open(); err != nil {
 		for _, s := range l.segs {
-			s.log.Close()
+			_ = s.file.forget()
 		}
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -309,11 +329,8 @@ func (l *Log) open() error {
 		l.segs = []*segment{s}
 	}
 	for _, base := range bases {
-		f, err := os.OpenFile(filepath.Join(l.dir, segName(base, ".log")), os.O_RDWR, 0)
-		if err != nil {
-			return err
-		}
-		s := &segment{base: base, dir: l.dir, log: f}
+		s := &segment{base: base, dir: l.dir}
+		s.file = l.cfg.Files.newFile(s.path(".log"), nil, l.failFile)
 		s.reset()
 		l.segs = append(l.segs, s)
 	}
@@ -351,7 +368,9 @@ func (l *Log) open() error {
 			return err
 		}
 	}
-	if err := active.log.Sync(); err != nil {
+	// The last process's writes to the active segment may not be durable
+	// (closed segments were fsynced before the next one was created).
+	if err := active.syncAll(); err != nil {
 		return err
 	}
 	leo := active.next
@@ -391,7 +410,12 @@ func (l *Log) open() error {
 // loadSegment sets up s from its index files, or rebuilds it from the .log.
 // With recover, every batch is checked and a torn tail is truncated.
 func (l *Log) loadSegment(s *segment, recover bool, assign func(*record.BatchHeader)) error {
-	st, err := s.log.Stat()
+	f, err := s.file.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.file.release()
+	st, err := f.Stat()
 	if err != nil {
 		return err
 	}
@@ -408,13 +432,13 @@ func (l *Log) loadSegment(s *segment, recover bool, assign func(*record.BatchHea
 			}
 			if s.size > 0 {
 				var buf [record.HeaderSize]byte
-				h, err := headerAt(s.log, 0, &buf)
+				h, err := headerAt(f, 0, &buf)
 				if err != nil {
 					return &CorruptionError{Path: s.path(".log"), Err: err}
 				}
 				s.firstTs = h.MaxTimestamp
 			}
-			stop, err := s.scan(size, true, interval, l.cfg.MaxBatchBytes, nil)
+			stop, err := s.scan(f, size, true, interval, l.cfg.MaxBatchBytes, nil)
 			if err != nil {
 				return err
 			}
@@ -425,21 +449,22 @@ func (l *Log) loadSegment(s *segment, recover bool, assign func(*record.BatchHea
 		// Missing, stale or corrupt index (or a bad tail): rebuild.
 		s.reset()
 	}
-	stop, err := s.scan(size, true, interval, l.cfg.MaxBatchBytes, assign)
+	stop, err := s.scan(f, size, true, interval, l.cfg.MaxBatchBytes, assign)
 	if err != nil {
 		return err
 	}
 	if stop == nil {
 		return nil
 	}
-	if !recover || corruptNotTorn(s.log, stop.pos, size, l.cfg.MaxBatchBytes) {
+	if !recover || corruptNotTorn(f, stop.pos, size, l.cfg.MaxBatchBytes) {
 		return &CorruptionError{Path: s.path(".log"), Position: stop.pos, Err: stop.reason}
 	}
 	// A torn tail: drop it durably before anything is appended after it.
-	if err := s.log.Truncate(stop.pos); err != nil {
+	if err := f.Truncate(stop.pos); err != nil {
 		return err
 	}
-	return s.log.Sync()
+	s.file.written()
+	return s.file.fsync(f)
 }
 
 func (l *Log) createSegment(base int64) (*segment, error) {
@@ -452,9 +477,9 @@ func (l *Log) createSegment(base int64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.log = f
+	s.file = l.cfg.Files.newFile(s.path(".log"), f, l.failFile)
 	if err := SyncDir(l.dir); err != nil {
-		f.Close()
+		_ = s.file.forget()
 		return nil, err
 	}
 	return s, nil
@@ -496,6 +521,10 @@ func (l *Log) fail(err error) error {
 	l.failed.CompareAndSwap(nil, &err)
 	return err
 }
+
+// failFile is how a segment file fails the log when an fsync that is not
+// the log's own (the FileCache's, before it closes the file) fails.
+func (l *Log) failFile(err error) { l.fail(fmt.Errorf("sync segment file: %w", err)) }
 
 func (l *Log) writable() error {
 	if l.closed {
@@ -753,11 +782,8 @@ func (l *Log) appendLocked(data []byte, hs []record.BatchHeader) error {
 			size += n
 			j++
 		}
-		if _, err := s.log.WriteAt(data[start:start+int(size)], s.size); err != nil {
-			if terr := s.log.Truncate(s.size); terr != nil {
-				err = errors.Join(err, terr)
-			}
-			return l.fail(fmt.Errorf("write segment %d at %d: %w", s.base, s.size, err))
+		if err := l.write(s, data[start:start+int(size)]); err != nil {
+			return err
 		}
 		pos := s.size
 		for ; i < j; i++ {
@@ -767,6 +793,25 @@ func (l *Log) appendLocked(data []byte, hs []record.BatchHeader) error {
 		off += int(size)
 	}
 	l.publish()
+	return nil
+}
+
+// write writes data at the end of the active segment s. Caller holds
+// writeMu.
+func (l *Log) write(s *segment, data []byte) error {
+	f, err := s.file.acquire()
+	if err != nil {
+		return l.fail(fmt.Errorf("open segment %d: %w", s.base, err))
+	}
+	defer s.file.release()
+	_, err = f.WriteAt(data, s.size)
+	s.file.written() // even a failed write may have changed the file
+	if err != nil {
+		if terr := f.Truncate(s.size); terr != nil {
+			err = errors.Join(err, terr)
+		}
+		return l.fail(fmt.Errorf("write segment %d at %d: %w", s.base, s.size, err))
+	}
 	return nil
 }
 
@@ -865,7 +910,7 @@ func (l *Log) Sync() error {
 	if l.beforeSync != nil {
 		l.beforeSync()
 	}
-	if err := v.active.seg.log.Sync(); err != nil {
+	if err := v.active.seg.file.sync(); err != nil {
 		return l.fail(fmt.Errorf("sync segment %d: %w", v.active.seg.base, err))
 	}
 	l.advanceFlushed(v.leo)
@@ -981,7 +1026,14 @@ func (l *Log) Read(offset int64, maxBytes int) ([]byte, error) {
 }
 
 func (l *Log) readSegment(sv *segView, offset int64, maxBytes int) ([]byte, error) {
-	f := sv.seg.log
+	f, err := sv.seg.file.acquire()
+	if err != nil {
+		return nil, fmt.Errorf("read segment %d: %w", sv.seg.base, err)
+	}
+	defer sv.seg.file.release()
+	if l.afterAcquire != nil {
+		l.afterAcquire()
+	}
 	from := int64(0)
 	if offset > sv.seg.base {
 		from = lookupIndex(sv.index, uint32(min(offset-sv.seg.base, math.MaxUint32)))
@@ -1045,17 +1097,32 @@ func (l *Log) OffsetForTimestamp(ts int64) (int64, bool, error) {
 		if rel, ok := lookupTime(sv.tindex, ts); ok {
 			from = lookupIndex(sv.index, rel)
 		}
-		var buf [record.HeaderSize]byte
-		for pos := from; pos < sv.size; {
-			h, err := headerAt(sv.seg.log, pos, &buf)
-			if err != nil {
-				return 0, false, &CorruptionError{Path: sv.seg.path(".log"), Position: pos, Err: err}
-			}
-			if h.MaxTimestamp >= ts {
-				return h.BaseOffset, true, nil
-			}
-			pos += int64(h.Size())
+		off, ok, err := offsetForTimestamp(sv, from, ts)
+		if err != nil || ok {
+			return off, ok, err
 		}
+	}
+	return 0, false, nil
+}
+
+// offsetForTimestamp scans the segment of sv from position from for the
+// first batch whose max timestamp is at least ts.
+func offsetForTimestamp(sv *segView, from, ts int64) (int64, bool, error) {
+	f, err := sv.seg.file.acquire()
+	if err != nil {
+		return 0, false, fmt.Errorf("read segment %d: %w", sv.seg.base, err)
+	}
+	defer sv.seg.file.release()
+	var buf [record.HeaderSize]byte
+	for pos := from; pos < sv.size; {
+		h, err := headerAt(f, pos, &buf)
+		if err != nil {
+			return 0, false, &CorruptionError{Path: sv.seg.path(".log"), Position: pos, Err: err}
+		}
+		if h.MaxTimestamp >= ts {
+			return h.BaseOffset, true, nil
+		}
+		pos += int64(h.Size())
 	}
 	return 0, false, nil
 }
@@ -1103,25 +1170,8 @@ func (l *Log) TruncateTo(offset int64) error {
 		l.segs = l.segs[:i]
 	}
 	s := l.segs[k]
-	cut, _, err := findBatch(s.log, lookupIndex(s.index, uint32(offset-s.base)), s.size, offset)
-	if err != nil {
-		return l.fail(&CorruptionError{Path: s.path(".log"), Position: cut, Err: err})
-	}
-	s.reset()
-	if stop, err := s.scan(cut, false, int64(l.cfg.IndexIntervalBytes), l.cfg.MaxBatchBytes, nil); err != nil || stop != nil {
-		if err == nil {
-			err = &CorruptionError{Path: s.path(".log"), Position: stop.pos, Err: stop.reason}
-		}
-		return l.fail(fmt.Errorf("truncate: rescan segment %d: %w", s.base, err))
-	}
-	if err := s.removeIndexes(); err != nil {
-		return l.fail(err)
-	}
-	if err := s.log.Truncate(cut); err != nil {
-		return l.fail(fmt.Errorf("truncate segment %d: %w", s.base, err))
-	}
-	if err := s.log.Sync(); err != nil {
-		return l.fail(fmt.Errorf("sync segment %d: %w", s.base, err))
+	if err := l.truncateSegment(s, offset); err != nil {
+		return err
 	}
 	if err := SyncDir(l.dir); err != nil {
 		return l.fail(err)
@@ -1137,6 +1187,39 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	l.flushMu.Unlock()
 	l.publishWith(l.v.Load().closed[:k:k])
+	return nil
+}
+
+// truncateSegment cuts s before the batch that holds offset, durably.
+// Caller holds writeMu and structMu.
+func (l *Log) truncateSegment(s *segment, offset int64) error {
+	f, err := s.file.acquire()
+	if err != nil {
+		return l.fail(fmt.Errorf("truncate: open segment %d: %w", s.base, err))
+	}
+	defer s.file.release()
+	cut, _, err := findBatch(f, lookupIndex(s.index, uint32(offset-s.base)), s.size, offset)
+	if err != nil {
+		return l.fail(&CorruptionError{Path: s.path(".log"), Position: cut, Err: err})
+	}
+	s.reset()
+	if stop, err := s.scan(f, cut, false, int64(l.cfg.IndexIntervalBytes), l.cfg.MaxBatchBytes, nil); err != nil || stop != nil {
+		if err == nil {
+			err = &CorruptionError{Path: s.path(".log"), Position: stop.pos, Err: stop.reason}
+		}
+		return l.fail(fmt.Errorf("truncate: rescan segment %d: %w", s.base, err))
+	}
+	if err := s.removeIndexes(); err != nil {
+		return l.fail(err)
+	}
+	err = f.Truncate(cut)
+	s.file.written()
+	if err != nil {
+		return l.fail(fmt.Errorf("truncate segment %d: %w", s.base, err))
+	}
+	if err := s.file.fsync(f); err != nil {
+		return l.fail(fmt.Errorf("sync segment %d: %w", s.base, err))
+	}
 	return nil
 }
 
@@ -1356,7 +1439,7 @@ func (l *Log) Close() error {
 	l.structMu.Lock()
 	defer l.structMu.Unlock()
 	for _, s := range l.segs {
-		if cerr := s.log.Close(); err == nil {
+		if cerr := s.file.forget(); err == nil {
 			err = cerr
 		}
 	}

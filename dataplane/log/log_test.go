@@ -580,12 +580,20 @@ func TestLogMakeDurableFailedSyncFailsTheLog(t *testing.T) {
 	_, leo, err := l.Append(mkBatch(t, 1, 10, 0, "a"), 0)
 	require.NoError(t, err)
 	// The fsync fails: its file was closed under it.
-	l.beforeSync = func() { _ = l.segs[len(l.segs)-1].log.Close() }
+	l.beforeSync = func() { closeUnder(l.segs[len(l.segs)-1].file) }
 	require.Error(t, l.MakeDurable(context.Background(), leo))
 	require.Error(t, l.Failed())
 	require.Equal(t, int64(0), l.DurableOffset())
 	_, _, err = l.Append(mkBatch(t, 1, 10, 0, "b"), 0)
 	require.Error(t, err, "a failed log takes no more appends")
+}
+
+// closeUnder closes a segment's open file behind the cache's back, so that
+// its next fsync fails.
+func closeUnder(h *segFile) {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	_ = h.f.Close()
 }
 
 func TestLogMakeDurablePolicies(t *testing.T) {
@@ -698,7 +706,7 @@ func TestLogWriteFailureIsSticky(t *testing.T) {
 	_, _, err = l.Append(append([]byte{}, b...), 0)
 	require.NoError(t, err)
 
-	require.NoError(t, l.segs[len(l.segs)-1].log.Close()) // the disk goes away
+	closeUnder(l.segs[len(l.segs)-1].file) // the disk goes away
 	_, _, err = l.Append(append([]byte{}, b...), 0)
 	require.Error(t, err)
 	require.Error(t, l.Failed())

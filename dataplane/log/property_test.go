@@ -11,18 +11,23 @@ import (
 )
 
 // TestLogProperty runs random appends, reads, rolls, truncations, retention
-// and restarts against a model (the list of batches the log should hold).
+// and restarts against a model (the list of batches the log should hold),
+// with a file cache of its own and with one of capacity 1 (every segment
+// file use but the last one's reopens the file).
 func TestLogProperty(t *testing.T) {
 	t.Parallel()
-	for seed := uint64(1); seed <= 6; seed++ {
+	for seed := uint64(1); seed <= 12; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
-			rng := rand.New(rand.NewPCG(seed, 0))
+			rng := rand.New(rand.NewPCG((seed+1)/2, 0))
 			cfg := Config{
 				SegmentBytes:       int64(500 + rng.IntN(3000)),
 				IndexIntervalBytes: 1 + rng.IntN(600),
 				RetentionBytes:     int64(2000 + rng.IntN(6000)),
 				Flush:              FlushPolicy(rng.IntN(3)),
+			}
+			if seed%2 == 0 {
+				cfg.Files = NewFileCache(1)
 			}
 			dir := t.TempDir()
 			l, err := Open(dir, cfg)

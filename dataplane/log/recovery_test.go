@@ -175,7 +175,14 @@ const crashChildEnv = "SLUICE_LOG_CRASH_CHILD"
 
 // TestMain runs the crash child instead of the tests when TestLogCrash
 // re-executes this binary with crashChildEnv set.
+//
+// SLUICE_LOG_FILES=n runs every test with one FileCache of capacity n
+// shared by every log opened without one (n=1 makes nearly every file use
+// reopen a file).
 func TestMain(m *testing.M) {
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_LOG_FILES")); err == nil {
+		testFiles = NewFileCache(n)
+	}
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		crashChild(dir)
 	}
@@ -185,14 +192,32 @@ func TestMain(m *testing.M) {
 // crashChild is the child of TestLogCrash: it appends batches with
 // FlushAlways forever and reports each acknowledged (fsynced) batch on
 // stdout as "base size seed" until it is killed. It never returns.
+//
+// Odd rounds share a FileCache of capacity 1 with a second log the child
+// reads, so that the appended log's file is closed and reopened between
+// appends (and fsynced by the cache when FlushAlways's own fsync has not
+// run yet).
 func crashChild(dir string) {
-	l, err := Open(dir, Config{SegmentBytes: 64 << 10, IndexIntervalBytes: 1024})
+	seed, _ := strconv.ParseUint(os.Getenv(crashChildEnv+"_SEED"), 10, 64)
+	cfg := Config{SegmentBytes: 64 << 10, IndexIntervalBytes: 1024}
+	var other *Log
+	if seed%2 == 1 {
+		cfg.Files = NewFileCache(1)
+		var err error
+		if other, err = Open(dir+".other", cfg); err == nil {
+			_, _, err = other.Append(mustBatch(buildCrashBatch(0, 1, 10)), 0)
+		}
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+	}
+	l, err := Open(dir, cfg)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
 	w := bufio.NewWriter(os.Stdout)
-	seed, _ := strconv.ParseUint(os.Getenv(crashChildEnv+"_SEED"), 10, 64)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for i := uint64(0); ; i++ {
 		s := seed<<32 | i
@@ -203,6 +228,9 @@ func crashChild(dir string) {
 			os.Exit(2)
 		}
 		base, leo, err := l.Append(b, 1)
+		if err == nil && other != nil {
+			_, err = other.Read(0, 1<<20)
+		}
 		if err == nil {
 			err = l.MakeDurable(context.Background(), leo)
 		}
@@ -214,6 +242,13 @@ func crashChild(dir string) {
 		fmt.Fprintf(w, "%d %d %d %d\n", base, len(b), s, len(b)/1)
 		w.Flush()
 	}
+}
+
+func mustBatch(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // crashBatch builds a deterministic batch from its seed.

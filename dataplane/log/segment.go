@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 )
 
-// segment is one .log file with its indexes. base, dir and log never change.
-// The other fields belong to the writer; readers use a segView snapshot.
+// segment is one .log file with its indexes. base, dir and file never
+// change. The other fields belong to the writer; readers use a segView
+// snapshot. The .log file is opened through file (acquire and release, see
+// FileCache), by readers and the writer alike.
 type segment struct {
 	base int64
 	dir  string
-	log  *os.File
+	file *segFile
 
 	size         int64 // bytes of whole batches
 	next         int64 // offset after the last batch
@@ -85,7 +87,7 @@ func (s *segment) seal() error {
 	if n := len(s.tindex); s.maxTs != math.MinInt64 && (n == 0 || s.maxTs > s.tindex[n-1].ts) {
 		s.tindex = append(s.tindex, timeEntry{ts: s.maxTs, rel: s.maxTsRel})
 	}
-	if err := s.log.Sync(); err != nil {
+	if err := s.file.sync(); err != nil {
 		return fmt.Errorf("sync segment %d: %w", s.base, err)
 	}
 	if err := writeFileSync(s.path(".index"), encodeIndex(s.index, s.size)); err != nil {
@@ -95,6 +97,16 @@ func (s *segment) seal() error {
 		return fmt.Errorf("write time index of segment %d: %w", s.base, err)
 	}
 	return nil
+}
+
+// syncAll fsyncs the .log even when this process wrote nothing to it.
+func (s *segment) syncAll() error {
+	f, err := s.file.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.file.release()
+	return s.file.fsync(f)
 }
 
 func writeFileSync(path string, data []byte) error {
@@ -124,9 +136,11 @@ func (s *segment) removeIndexes() error {
 }
 
 // remove closes and deletes the segment's files, the .log last so that a
-// crash in between leaves a segment whose index is rebuilt.
+// crash in between leaves a segment whose index is rebuilt. Nobody uses the
+// file (the caller holds structMu for writing and writeMu); were it in use,
+// it would close when released, and the bytes stay readable until then.
 func (s *segment) remove() error {
-	s.log.Close()
+	_ = s.file.forget()
 	if err := s.removeIndexes(); err != nil {
 		return err
 	}
@@ -139,13 +153,13 @@ type scanStop struct {
 	reason error // wraps ErrTruncated or ErrCorrupt
 }
 
-// scan reads the batches in [s.size, end), checking framing, offset
+// scan reads the batches of f in [s.size, end), checking framing, offset
 // continuity from s.next, the size limit and (when verify) the CRC, and
 // tracks each good one; fn, when not nil, sees each good header. It stops at
 // the first bad batch and returns where and why (nil stop at a clean end).
 // An I/O error is returned as err.
-func (s *segment) scan(end int64, verify bool, interval int64, maxBatch int, fn func(*record.BatchHeader)) (*scanStop, error) {
-	r := bufio.NewReaderSize(io.NewSectionReader(s.log, s.size, end-s.size), 256<<10)
+func (s *segment) scan(f *os.File, end int64, verify bool, interval int64, maxBatch int, fn func(*record.BatchHeader)) (*scanStop, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, s.size, end-s.size), 256<<10)
 	var buf []byte
 	for s.size < end {
 		pos := s.size

@@ -37,6 +37,9 @@ type Host struct {
 	SegmentAge    time.Duration
 	Flush         log.FlushPolicy
 	FlushInterval time.Duration
+	// Files bounds the segment files every replica's log holds open
+	// (shared by all of them); nil: no limit.
+	Files *log.FileCache
 	// ReplicaLagTimeMax: a follower not caught up for this long leaves
 	// the ISR of a leader here.
 	ReplicaLagTimeMax time.Duration

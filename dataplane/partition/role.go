@@ -29,6 +29,7 @@ func Open(h *Host, s Spec) (*Replica, error) {
 		SegmentBytes:   h.SegmentBytes,
 		Flush:          h.Flush,
 		FlushInterval:  h.FlushInterval,
+		Files:          h.Files,
 		RetentionTime:  lt,
 		RetentionBytes: lb,
 		SegmentAge:     h.segmentAge(s.Config, s.Tiered),
