@@ -148,3 +148,78 @@ func BenchmarkPlacement(b *testing.B, newStore func(b *testing.B) store.Store) {
 		})
 	}
 }
+
+// BenchmarkPartitionReads measures the partition reads of the control
+// plane's rounds on s, an empty store, filled with 6,000 partitions (2,000
+// topics of 3, RF 3): every partition (ListAllPartitions: a snapshot of a
+// WatchAssignments stream, the controller's at activation), the partitions
+// of 300 topics (ListTopicsPartitions: a leader's AlterPartitions batch),
+// and what changed since the version before one partition's ISR change
+// (MetadataChangesSince: a round of the controller and of each stream).
+func BenchmarkPartitionReads(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	var (
+		ten   store.Tenant
+		ids   []string
+		first store.Partition
+	)
+	for i := range 2000 {
+		if i%100 == 0 {
+			ten, _ = createTenant(b, s)
+		}
+		tp, parts := createTopic(b, s, ten.ID, topicName("read", i), 3)
+		ids = append(ids, tp.ID)
+		if i == 0 {
+			first = parts[0]
+		}
+	}
+	b.Run("ListAllPartitions", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			all, err := s.ListAllPartitions(ctx)
+			if err != nil || len(all) != 6000 {
+				b.Fatal(len(all), err)
+			}
+		}
+	})
+	b.Run("ListTopicsPartitions300", func(b *testing.B) {
+		named := make([]string, 0, 300)
+		for i := range 300 {
+			named = append(named, ids[i*len(ids)/300])
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			got, err := s.ListTopicsPartitions(ctx, named)
+			if err != nil || len(got) != 900 {
+				b.Fatal(len(got), err)
+			}
+		}
+	})
+	b.Run("MetadataChangesSinceOne", func(b *testing.B) {
+		p := first
+		full := p.ISR
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			since, err := s.MetadataVersion(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			next := p
+			next.PartitionEpoch++
+			next.ISR = full[:2]
+			if len(p.ISR) == 2 {
+				next.ISR = full
+			}
+			if err := s.UpdatePartition(ctx, next, p.PartitionEpoch); err != nil {
+				b.Fatal(err)
+			}
+			p = next
+			b.StartTimer()
+			ch, err := s.MetadataChangesSince(ctx, since)
+			if err != nil || len(ch.Partitions) != 1 {
+				b.Fatal(len(ch.Partitions), err)
+			}
+		}
+	})
+}

@@ -73,6 +73,13 @@ func BenchmarkStorePostgres(b *testing.B) {
 	storetest.Benchmark(b, s)
 }
 
+func BenchmarkStorePostgresPartitionReads(b *testing.B) {
+	s, err := postgres.Open(b.Context(), testenv.PostgresURL(b), nil)
+	require.NoError(b, err)
+	defer s.Close()
+	storetest.BenchmarkPartitionReads(b, s)
+}
+
 func BenchmarkStorePostgresPlacement(b *testing.B) {
 	storetest.BenchmarkPlacement(b, func(b *testing.B) store.Store {
 		s, err := postgres.Open(b.Context(), testenv.PostgresURL(b), nil)

@@ -64,6 +64,13 @@ func BenchmarkStoreSQLite(b *testing.B) {
 	storetest.Benchmark(b, s)
 }
 
+func BenchmarkStoreSQLitePartitionReads(b *testing.B) {
+	s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "sluice.db"), nil)
+	require.NoError(b, err)
+	defer s.Close()
+	storetest.BenchmarkPartitionReads(b, s)
+}
+
 func BenchmarkStoreSQLitePlacement(b *testing.B) {
 	storetest.BenchmarkPlacement(b, func(b *testing.B) store.Store {
 		s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "sluice.db"), nil)
