@@ -5,8 +5,12 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,56 +26,110 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // engine is a store driver the controller's tests run against: open
-// returns an empty, migrated store closed at cleanup; age makes every
-// tombstone of a deleted topic the store holds more than an hour old, so
-// that the next deletion raises the store's horizon (ErrChangesPruned), as
-// the drivers' own MetadataChangesPruned tests do.
+// returns an empty, migrated store closed at cleanup, and its env.
 type engine struct {
 	name string
-	open func(tb testing.TB) (s store.Store, age func(tb testing.TB))
+	open func(tb testing.TB) (store.Store, env)
+}
+
+// env is what a test may do to an engine's database besides the store.
+type env struct {
+	// age makes every tombstone of a deleted topic the store holds more
+	// than an hour old, so that the next deletion raises the store's
+	// horizon (ErrChangesPruned), as the drivers' own
+	// MetadataChangesPruned tests do.
+	age func(tb testing.TB)
+	// dbCPU is the CPU time the database server's backends have used for
+	// this store (0 for SQLite, which runs in this process).
+	dbCPU func(tb testing.TB) time.Duration
 }
 
 var engines = []engine{
-	{name: "postgres", open: func(tb testing.TB) (store.Store, func(testing.TB)) {
+	{name: "postgres", open: func(tb testing.TB) (store.Store, env) {
 		url := testenv.PostgresURL(tb)
 		s, err := postgres.Open(tb.Context(), url, nil)
 		require.NoError(tb, err)
 		tb.Cleanup(func() { _ = s.Close() })
-		return s, func(tb testing.TB) {
+		exec := func(tb testing.TB, fn func(conn *pgx.Conn)) {
 			conn, err := pgx.Connect(tb.Context(), url)
 			require.NoError(tb, err)
 			defer func() { _ = conn.Close(context.Background()) }()
-			_, err = conn.Exec(tb.Context(), `UPDATE deleted_topics SET deleted_at = deleted_at - interval '2 hours'`)
-			require.NoError(tb, err)
+			fn(conn)
+		}
+		return s, env{
+			age: func(tb testing.TB) {
+				exec(tb, func(conn *pgx.Conn) {
+					_, err := conn.Exec(tb.Context(), `UPDATE deleted_topics SET deleted_at = deleted_at - interval '2 hours'`)
+					require.NoError(tb, err)
+				})
+			},
+			dbCPU: func(tb testing.TB) (total time.Duration) {
+				exec(tb, func(conn *pgx.Conn) { total = backendsCPU(tb, conn) })
+				return total
+			},
 		}
 	}},
-	{name: "sqlite", open: func(tb testing.TB) (store.Store, func(testing.TB)) {
+	{name: "sqlite", open: func(tb testing.TB) (store.Store, env) {
 		path := filepath.Join(tb.TempDir(), "cp.db")
 		s, err := sqlite.Open(tb.Context(), path, nil)
 		require.NoError(tb, err)
 		tb.Cleanup(func() { _ = s.Close() })
-		return s, func(tb testing.TB) {
-			db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
-			require.NoError(tb, err)
-			defer func() { _ = db.Close() }()
-			_, err = db.ExecContext(tb.Context(), `UPDATE deleted_topics SET deleted_at = deleted_at - 7200`)
-			require.NoError(tb, err)
+		return s, env{
+			age: func(tb testing.TB) {
+				db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+				require.NoError(tb, err)
+				defer func() { _ = db.Close() }()
+				_, err = db.ExecContext(tb.Context(), `UPDATE deleted_topics SET deleted_at = deleted_at - 7200`)
+				require.NoError(tb, err)
+			},
+			dbCPU: func(testing.TB) time.Duration { return 0 },
 		}
 	}},
+}
+
+// cpuTime is the CPU time this process has used (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backendsCPU is the CPU time the Postgres backends serving conn's
+// database have used (user and system, from /proc; the server runs on
+// this machine), but conn's own (as BenchmarkLagRound measures).
+func backendsCPU(tb testing.TB, conn *pgx.Conn) time.Duration {
+	rows, err := conn.Query(tb.Context(), `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	require.NoError(tb, err)
+	var total time.Duration
+	for rows.Next() {
+		var pid int
+		require.NoError(tb, rows.Scan(&pid))
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone since
+		}
+		// Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+st) * (time.Second / 100) // clock ticks: USER_HZ is 100 on Linux
+	}
+	require.NoError(tb, rows.Err())
+	return total
 }
 
 // fixture is a store with brokers 1..3 registered, live until leaseUntil,
 // and one tenant to create topics in.
 type fixture struct {
 	s      store.Store
-	age    func(tb testing.TB)
+	env    env
 	tenant string
 }
 
 func newFixture(tb testing.TB, e engine, now time.Time, leaseUntil time.Time) *fixture {
 	tb.Helper()
 	ctx := tb.Context()
-	s, age := e.open(tb)
+	s, env := e.open(tb)
 	for id := int32(1); id <= 3; id++ {
 		_, err := s.RegisterBroker(ctx, store.Broker{ID: id, Address: "b", LeaseExpiresAt: leaseUntil, RegisteredAt: now})
 		require.NoError(tb, err)
@@ -81,7 +139,7 @@ func newFixture(tb testing.TB, e engine, now time.Time, leaseUntil time.Time) *f
 	require.NoError(tb, s.CreateTenant(ctx,
 		store.Tenant{ID: tenantID, Name: "t", Email: "t@example.com", Plan: "free", Status: store.TenantActive, Overrides: []byte(`{}`), CreatedAt: now},
 		store.APIKey{ID: "k_" + store.NewID(), TenantID: tenantID, Name: "k", Hash: h[:], Scopes: []string{"produce"}, CreatedAt: now}))
-	return &fixture{s: s, age: age, tenant: tenantID}
+	return &fixture{s: s, env: env, tenant: tenantID}
 }
 
 // topic creates topic name with n partitions over brokers 1..3 (RF 3,
@@ -124,7 +182,11 @@ func (s *readCounter) MetadataChangesSince(ctx context.Context, since int64) (st
 // reconciliation) with 6,000 partitions (2,000 topics of 3, RF 3) on 3 live
 // brokers: idle, nothing changed since the round before; one_change, a
 // leader changed one partition's ISR (AlterPartition) since, which the
-// controller has nothing to decide about.
+// controller has nothing to decide about. Besides the time it reports the
+// CPU of this process (cpu-ns/op: the controller, and SQLite), of the
+// Postgres backends (pg-cpu-ns/op) and both together as a share of one
+// core at a round every 250 ms (core-%@250ms); one_change's include the
+// change itself.
 func BenchmarkControllerRound(b *testing.B) {
 	for _, e := range engines {
 		b.Run(e.name, func(b *testing.B) {
@@ -144,9 +206,11 @@ func BenchmarkControllerRound(b *testing.B) {
 			require.True(b, c.active)
 			b.Run("idle", func(b *testing.B) {
 				b.ReportAllocs()
+				done := measureCPU(b, f)
 				for b.Loop() {
 					c.round(ctx)
 				}
+				done()
 			})
 			b.Run("one_change", func(b *testing.B) {
 				ps, err := f.s.ListPartitions(ctx, first)
@@ -154,6 +218,7 @@ func BenchmarkControllerRound(b *testing.B) {
 				p := ps[0]
 				full := p.ISR
 				b.ReportAllocs()
+				done := measureCPU(b, f)
 				for b.Loop() {
 					b.StopTimer()
 					// The leader drops a follower or takes it back.
@@ -168,11 +233,25 @@ func BenchmarkControllerRound(b *testing.B) {
 					b.StartTimer()
 					c.round(ctx)
 				}
-				b.StopTimer()
+				done()
 				got, err := f.s.ListPartitions(ctx, first)
 				require.NoError(b, err)
 				require.Equal(b, p, got[0], "the controller changed nothing")
 			})
 		})
+	}
+}
+
+// measureCPU starts counting CPU; the function it returns stops the timer
+// and reports the CPU per round.
+func measureCPU(b *testing.B, f *fixture) func() {
+	cpu, db := cpuTime(), f.env.dbCPU(b)
+	return func() {
+		b.StopTimer()
+		self := float64(cpuTime()-cpu) / float64(b.N)
+		pg := float64(f.env.dbCPU(b)-db) / float64(b.N)
+		b.ReportMetric(self, "cpu-ns/op")
+		b.ReportMetric(pg, "pg-cpu-ns/op")
+		b.ReportMetric(100*(self+pg)/float64(DefaultConfig().Interval), "core-%@250ms")
 	}
 }

@@ -171,7 +171,7 @@ func TestControllerViewResnapshotsBehindHorizon(t *testing.T) {
 			since := h.c.view.version
 			_, err := h.s.DeleteTopic(ctx, h.tenant, "x")
 			require.NoError(t, err)
-			h.age(t)
+			h.env.age(t)
 			_, err = h.s.DeleteTopic(ctx, h.tenant, "y") // prunes x's tombstone
 			require.NoError(t, err)
 			_, err = h.s.MetadataChangesSince(ctx, since)
