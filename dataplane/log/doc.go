@@ -86,8 +86,9 @@
 //     process or of the machine (given a disk that honours fsync), except
 //     when the damage is a corrupted last batch, which recovery cannot tell
 //     from a torn write.
-//   - FlushInterval: a background goroutine fsyncs every Config.FlushInterval
-//     and MakeDurable waits for it, so at most one interval (plus one fsync)
+//   - FlushInterval: the log's FileCache fsyncs it every Config.FlushInterval
+//     when it appended since (one goroutine for all the logs that share the
+//     cache and the interval), and MakeDurable waits for that, so at most one interval (plus one fsync)
 //     passes between an append and its durability. After a machine crash
 //     the batches not yet below DurableOffset may be lost. A process crash
 //     loses nothing the kernel accepted.
@@ -115,8 +116,10 @@
 // while a reader uses it. Lock order: writeMu, then syncMu, then structMu,
 // then flushMu (MakeDurable takes syncMu without writeMu).
 //
-// With FlushInterval the Log owns one flusher goroutine, started by Open and
-// stopped by Close. A FileCache runs one goroutine, only while it has files
+// With FlushInterval the log's FileCache flushes it from one goroutine per
+// interval shared by all its logs (started with the first one's Open,
+// stopped with the last one's Close), which runs at most 16 fsyncs at
+// once. A FileCache runs one goroutine, only while it has files
 // over its capacity to fsync before it closes them. Its mutex is held to
 // open and close files and to count their users, never across a read, a
 // write or an fsync.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 )
 
 // FileCache bounds the segment (.log) files that the logs sharing it hold
@@ -29,6 +30,11 @@ import (
 // fsync can take the cache over its capacity, up to twice it: beyond that,
 // the caller that needs a file fsyncs one itself.
 //
+// The cache also runs the interval flush of its FlushInterval logs: one
+// goroutine per Config.FlushInterval for all of them, which fsyncs every
+// interval the logs that appended since their last flush, at most 16 at
+// once, so that goroutines do not grow with partitions either.
+//
 // A FileCache is safe for concurrent use. Its zero value is not usable:
 // call NewFileCache.
 type FileCache struct {
@@ -39,6 +45,9 @@ type FileCache struct {
 	clean    list.List // *segFile unused, open, all writes fsynced; least recent at the back
 	dirty    list.List // *segFile unused, open, with writes not yet fsynced
 	cleaning bool      // a cleaner goroutine runs
+
+	flushMu     sync.Mutex
+	flushGroups map[time.Duration]*flushGroup // the FlushInterval logs' flushes, by interval
 }
 
 // NewFileCache returns a cache that keeps at most capacity segment files

@@ -246,8 +246,11 @@ type Log struct {
 	flushed atomic.Int64
 	flushCh chan struct{} // closed when flushed advances; under flushMu
 
-	stop chan struct{}
-	done chan struct{}
+	// flusher is the FileCache's flush group that fsyncs this log every
+	// FlushInterval (nil with other policies); flushQueued says the log
+	// is queued there.
+	flusher     *flushGroup
+	flushQueued atomic.Bool
 }
 
 const cleanShutdownName = "clean-shutdown"
@@ -269,8 +272,7 @@ func Open(dir string, cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	if l.cfg.Flush == FlushInterval {
-		l.stop, l.done = make(chan struct{}), make(chan struct{})
-		go l.flushLoop()
+		l.flusher = l.cfg.Files.addFlusher(l)
 	}
 	return l, nil
 }
@@ -793,6 +795,9 @@ func (l *Log) appendLocked(data []byte, hs []record.BatchHeader) error {
 		off += int(size)
 	}
 	l.publish()
+	if l.flusher != nil && l.flushQueued.CompareAndSwap(false, true) {
+		l.flusher.queue(l)
+	}
 	return nil
 }
 
@@ -979,22 +984,6 @@ func (l *Log) WaitFlushed(ctx context.Context, offset int64) error {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
-		}
-	}
-}
-
-func (l *Log) flushLoop() {
-	defer close(l.done)
-	t := time.NewTicker(l.cfg.FlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-			if l.FlushedOffset() < l.LEO() {
-				_ = l.Sync() // a failure is recorded by fail and returned to writers
-			}
 		}
 	}
 }
@@ -1416,9 +1405,8 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	if l.stop != nil {
-		close(l.stop)
-		<-l.done
+	if l.flusher != nil {
+		l.cfg.Files.removeFlusher(l.flusher)
 	}
 	var err error
 	if l.failed.Load() == nil {
