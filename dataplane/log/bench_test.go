@@ -170,3 +170,24 @@ func BenchmarkAppendFileCache(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLogAppendNewEpoch appends 1 KiB batches with FlushOS, each in a
+// new leader epoch (the first append of each partition after a leader
+// change, as a broker sees them at scale): the epoch cache is written to
+// its checkpoint only at the next roll or Close, not by the append.
+func BenchmarkLogAppendNewEpoch(b *testing.B) {
+	batch := benchBatch(b, 1<<10)
+	l, err := Open(b.TempDir(), Config{Flush: FlushOS})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.SetBytes(int64(len(batch)))
+	epoch := int32(0)
+	for b.Loop() {
+		epoch++
+		if _, _, err := l.Append(batch, epoch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
