@@ -1331,6 +1331,10 @@ func (l *Log) ApplyRetention() (int, error) {
 	return n, nil
 }
 
+// ActiveSegmentBase is the first offset of the active segment: where the
+// last closed segment ends, or the log start when there is none.
+func (l *Log) ActiveSegmentBase() int64 { return l.v.Load().active.seg.base }
+
 // Size is the bytes of every segment's .log, the active one included.
 func (l *Log) Size() int64 {
 	v := l.v.Load()

@@ -10,7 +10,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
@@ -180,7 +179,7 @@ func (p *Replica) SnapshotProducers(now time.Time, force bool) error {
 		p.expiredAt = now
 	}
 	off := p.pstate.Offset()
-	if off == p.snapOffset || off > p.log.LEO() || (!force && activeSegmentBase(p.log) <= p.snapOffset) {
+	if off == p.snapOffset || off > p.log.LEO() || (!force && p.log.ActiveSegmentBase() <= p.snapOffset) {
 		return nil // nothing new, or no roll since the newest snapshot
 	}
 	if err := producerstate.WriteSnapshot(p.dir, p.pstate, off); err != nil {
@@ -188,14 +187,4 @@ func (p *Replica) SnapshotProducers(now time.Time, force bool) error {
 	}
 	p.snapOffset = off
 	return producerstate.DeleteBelow(p.dir, p.log.LogStartOffset())
-}
-
-// activeSegmentBase is the first offset of l's active segment: where the
-// last closed one ends, or the log start when there is none.
-func activeSegmentBase(l *log.Log) int64 {
-	closed := l.ClosedSegments()
-	if len(closed) == 0 {
-		return l.LogStartOffset()
-	}
-	return closed[len(closed)-1].NextOffset
 }
