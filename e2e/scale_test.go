@@ -363,6 +363,8 @@ func scaleProduce(t *testing.T, c *testcluster.Cluster, ts []scaleTenant, row *s
 		value[i] = byte(rand.N(256))
 	}
 	var acked, failed atomic.Int64
+	var errMu sync.Mutex
+	errs := map[string]int{} // distinct failures, to log
 	begin := time.Now()
 	from, until := begin.Add(warmup), begin.Add(warmup+window)
 	pctx, cancel := context.WithDeadline(ctx, until)
@@ -374,6 +376,11 @@ func scaleProduce(t *testing.T, c *testcluster.Cluster, ts []scaleTenant, row *s
 		}
 		if err != nil {
 			failed.Add(1)
+			errMu.Lock()
+			if len(errs) < 10 {
+				errs[err.Error()]++
+			}
+			errMu.Unlock()
 			return
 		}
 		acked.Add(1)
@@ -394,6 +401,9 @@ func scaleProduce(t *testing.T, c *testcluster.Cluster, ts []scaleTenant, row *s
 		if err := p.Close(fctx); err != nil {
 			t.Logf("close producer: %v", err)
 		}
+	}
+	for e, n := range errs {
+		t.Logf("produce failure (%d×): %s", n, e)
 	}
 	row.ProducePerSecond = float64(acked.Load()) / window.Seconds()
 	row.ProduceFailed = failed.Load()
