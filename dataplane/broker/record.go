@@ -361,7 +361,7 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 // splitBatches splits and checks batches in the SDK's format (CRC, format,
 // size, and the records of compressed batches): every check the log makes,
 // before any batch is appended, so that a request is written whole or not
-// at all.
+// at all. Batches with the transactional or control attribute are refused.
 func splitBatches(data []byte, maxMessageBytes int32) ([]log.ValidBatch, error) {
 	var out []log.ValidBatch
 	for len(data) > 0 {
@@ -381,6 +381,17 @@ func splitBatches(data []byte, maxMessageBytes int32) ([]log.ValidBatch, error) 
 		v, err := log.ValidateLeaderBatch(data[:end], 0)
 		if err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d: %w", len(out)+1, err))
+		}
+		if a := v.Header().Attributes; a.Control() || a.Transactional() {
+			// A transactional batch that no transaction coordinator
+			// vouches for would hold back every read_committed reader
+			// of the partition once those exist; markers are written by
+			// Sluice alone.
+			what := "has the transactional attribute: Sluice does not support transactions"
+			if a.Control() {
+				what = "is a control batch (a transaction marker): only Sluice writes those"
+			}
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d %s", len(out)+1, what))
 		}
 		if h := v.Header(); h.Attributes.Codec() != record.CodecNone {
 			// The records of a compressed batch are checked too, so

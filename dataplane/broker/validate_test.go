@@ -117,3 +117,34 @@ func TestBrokerProduceRefusesCorruptBatches(t *testing.T) {
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, "crc")
 }
+
+// TestBrokerProduceRefusesTransactionalAndControlBatches: a client's batch
+// with the transactional attribute, or a control batch (a transaction
+// marker), is refused with InvalidArgument and nothing is written, alone
+// or after a good batch in the same request.
+func TestBrokerProduceRefusesTransactionalAndControlBatches(t *testing.T) {
+	t.Parallel()
+	pb := setupProduceBench(t)
+	with := func(a record.Attributes) []byte {
+		b, err := record.AppendBatch(nil, record.BatchHeader{Attributes: a, FirstTimestamp: time.Now().UnixMilli(), ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0}, benchRecords(2, 100))
+		require.NoError(t, err)
+		return b
+	}
+	for _, tt := range []struct {
+		name, msg string
+		data      []byte
+	}{
+		{"transactional", "batch 1 has the transactional attribute", with(record.AttrTransactional)},
+		{"control", "batch 1 is a control batch", with(record.AttrControl)},
+		{"transactional control", "control batch", with(record.AttrTransactional | record.AttrControl)},
+		{"after a good batch", "batch 2 has the transactional attribute", append(plainBatch(t, 2), with(record.AttrTransactional)...)},
+	} {
+		_, err := pb.svc.Produce(pb.ctx, batchesRequest(tt.data))
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s: %v", tt.name, err)
+		require.ErrorContains(t, err, tt.msg, tt.name)
+		require.EqualValues(t, 0, pb.p.Log().LEO(), "%s: nothing written", tt.name)
+	}
+	_, err := pb.svc.Produce(pb.ctx, batchesRequest(idempotentBatch(t, 3, 0)))
+	require.NoError(t, err)
+	require.EqualValues(t, 3, pb.p.Log().LEO())
+}
