@@ -154,14 +154,14 @@ func BenchmarkLagRound(b *testing.B) {
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(b, err)
 	defer conn.Close(context.Background())
-	cpu, pg := cpuTime(), pgCPU(b, conn)
+	cpu, pg := cpuTime(), testenv.PostgresBackendsCPU(b, conn)
 	b.ResetTimer()
 	for b.Loop() {
 		round()
 	}
 	b.StopTimer()
 	self := float64(cpuTime()-cpu) / float64(b.N)
-	db := float64(pgCPU(b, conn)-pg) / float64(b.N)
+	db := float64(testenv.PostgresBackendsCPU(b, conn)-pg) / float64(b.N)
 	b.ReportMetric(self, "cpu-ns/op")
 	b.ReportMetric(db, "pg-cpu-ns/op")
 	b.ReportMetric(100*(self+db)/float64(interval), "core-%@30s")
@@ -174,28 +174,4 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// pgCPU is the CPU time the Postgres backends serving conn's database have
-// used (user and system, from /proc; the server runs on this machine),
-// but conn's own.
-func pgCPU(b *testing.B, conn *pgx.Conn) time.Duration {
-	rows, err := conn.Query(b.Context(), `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
-	require.NoError(b, err)
-	var total time.Duration
-	for rows.Next() {
-		var pid int
-		require.NoError(b, rows.Scan(&pid))
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // gone since
-		}
-		// Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		stt, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(ut+stt) * (time.Second / 100) // clock ticks: USER_HZ is 100 on Linux
-	}
-	require.NoError(b, rows.Err())
-	return total
 }

@@ -5,10 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -64,7 +61,7 @@ var engines = []engine{
 				})
 			},
 			dbCPU: func(tb testing.TB) (total time.Duration) {
-				exec(tb, func(conn *pgx.Conn) { total = backendsCPU(tb, conn) })
+				exec(tb, func(conn *pgx.Conn) { total = testenv.PostgresBackendsCPU(tb, conn) })
 				return total
 			},
 		}
@@ -92,30 +89,6 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// backendsCPU is the CPU time the Postgres backends serving conn's
-// database have used (user and system, from /proc; the server runs on
-// this machine), but conn's own (as BenchmarkLagRound measures).
-func backendsCPU(tb testing.TB, conn *pgx.Conn) time.Duration {
-	rows, err := conn.Query(tb.Context(), `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
-	require.NoError(tb, err)
-	var total time.Duration
-	for rows.Next() {
-		var pid int
-		require.NoError(tb, rows.Scan(&pid))
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // gone since
-		}
-		// Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(ut+st) * (time.Second / 100) // clock ticks: USER_HZ is 100 on Linux
-	}
-	require.NoError(tb, rows.Err())
-	return total
 }
 
 // fixture is a store with brokers 1..3 registered, live until leaseUntil,
