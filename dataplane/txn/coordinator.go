@@ -208,6 +208,9 @@ func (c *Coordinator) Load(ctx context.Context) error {
 // lock takes k's entry (creating it) for one operation; unlock gives it
 // back.
 func (c *Coordinator) lock(ctx context.Context, k Key) (*entry, error) {
+	if err := c.checkCurrent(); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	if c.txns == nil {
 		c.mu.Unlock()
@@ -239,11 +242,20 @@ func tryLock(e *entry) bool {
 
 func unlock(e *entry) { <-e.op }
 
+// checkCurrent answers ErrNotCoordinator when the broker no longer leads
+// the partition at the coordinator's epoch.
+func (c *Coordinator) checkCurrent() error {
+	if !c.Current() {
+		return fmt.Errorf("%w: partition %d moved from leader epoch %d", ErrNotCoordinator, c.cfg.Partition, c.cfg.LeaderEpoch)
+	}
+	return nil
+}
+
 // write appends t as k's state (a tombstone when nil) with acks=all, then
 // applies it. The caller holds e.op.
 func (c *Coordinator) write(ctx context.Context, k Key, e *entry, t *Transaction) error {
-	if !c.Current() {
-		return fmt.Errorf("%w: partition %d moved from leader epoch %d", ErrNotCoordinator, c.cfg.Partition, c.cfg.LeaderEpoch)
+	if err := c.checkCurrent(); err != nil {
+		return err
 	}
 	batch, err := encodeRecord(k, t, c.cfg.Now())
 	if err != nil {
@@ -490,6 +502,9 @@ func markers(k Key, t *Transaction) []Marker {
 // caller holds e.op.
 func (c *Coordinator) finish(ctx context.Context, k Key, e *entry) error {
 	t := e.t
+	if err := c.checkCurrent(); err != nil {
+		return err // a deposed coordinator writes no markers: the new one does
+	}
 	if ms := markers(k, t); len(ms) > 0 {
 		if err := c.cfg.Markers.WriteMarkers(ctx, ms); err != nil {
 			return fmt.Errorf("%w: transactional id %q: write %d markers: %w", ErrConcurrentTransactions, k.TransactionalID, len(ms), err)

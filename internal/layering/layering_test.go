@@ -30,6 +30,7 @@ var rules = []rule{
 	{"alerts", []string{"dataplane", "controlplane", "client", "tiered", "internal"}, "the alert rules are pure logic", nil},
 	{"gen", []string{"dataplane", "controlplane", "client", "tiered", "tenants", "record", "internal"}, "generated code is a leaf", nil},
 	{"dataplane/coordinator", []string{"dataplane/broker"}, "the group coordinator reaches its offsets partition through coordinator.Partition, which the broker implements and wires", nil},
+	{"dataplane/txn", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/partition", "dataplane/replica"}, "the transaction coordinator reaches its partition through txn.Partition and the partitions it marks through txn.MarkerWriter, which the broker will implement and wire", nil},
 	{"dataplane/group", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/partition", "dataplane/log", "dataplane/replica", "gen", "record", "internal", "tiered", "tenants"}, "the group membership state machine is pure logic", nil},
 	{"dataplane/partition", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group"}, "a partition replica reaches its broker only through partition.Host, which the broker provides and wires", nil},
 	{"", []string{"cmd"}, "nothing imports cmd/", nil},

@@ -1,0 +1,491 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var errUnreachable = errors.New("partition leader unreachable")
+
+// TestTxnTransitions drives every transition and refusal from a fresh
+// coordinator: each case prepares a transactional id "t", makes one call,
+// and checks its error (and class) and the state after it.
+func TestTxnTransitions(t *testing.T) {
+	t.Parallel()
+	type call func(f *fixture, p producer) error
+	add := func(tps ...TopicPartition) call {
+		return func(f *fixture, p producer) error { return f.add(p, "t", tps...) }
+	}
+	end := func(commit bool) call {
+		return func(f *fixture, p producer) error { _, err := f.end(p, "t", commit); return err }
+	}
+	addOffsets := func(f *fixture, p producer) error {
+		return f.c.AddOffsets(f.ctx, tenant, "t", p.id, p.epoch, "g")
+	}
+	initP := func(f *fixture, _ producer) error { _, _, err := f.c.InitProducer(f.ctx, tenant, "t", 0); return err }
+	// prep returns the producer the call uses.
+	fresh := func(t *testing.T, f *fixture) producer { return f.init(t, "t") }
+	ongoing := func(t *testing.T, f *fixture) producer {
+		p := f.init(t, "t")
+		require.NoError(t, f.add(p, "t", tp0))
+		return p
+	}
+	// ended: committed (or aborted); the call uses the epoch of the ended
+	// transaction: a late one.
+	ended := func(commit bool) func(t *testing.T, f *fixture) producer {
+		return func(t *testing.T, f *fixture) producer {
+			p := ongoing(t, f)
+			_, err := f.end(p, "t", commit)
+			require.NoError(t, err)
+			return p
+		}
+	}
+	// stuck: an end whose markers cannot be written (Prepare*); the
+	// writer stays failing.
+	stuck := func(commit bool) func(t *testing.T, f *fixture) producer {
+		return func(t *testing.T, f *fixture) producer {
+			p := ongoing(t, f)
+			f.markers.setFail(errUnreachable)
+			_, err := f.end(p, "t", commit)
+			require.ErrorIs(t, err, ErrConcurrentTransactions)
+			require.ErrorIs(t, err, errUnreachable)
+			return p
+		}
+	}
+	reinit := func(t *testing.T, f *fixture) producer { // the old incarnation after a new one
+		p := ongoing(t, f)
+		f.init(t, "t")
+		return p
+	}
+	timedOut := func(t *testing.T, f *fixture) producer {
+		p := ongoing(t, f)
+		f.clock.advance(time.Minute + time.Millisecond)
+		aborted, err := f.c.Expire(f.ctx, f.clock.Now())
+		require.NoError(t, err)
+		require.Equal(t, []Key{{tenant, "t"}}, aborted)
+		return p
+	}
+	bumped := func(prep func(*testing.T, *fixture) producer, d int16) func(*testing.T, *fixture) producer {
+		return func(t *testing.T, f *fixture) producer { p := prep(t, f); p.epoch += d; return p }
+	}
+	for _, tc := range []struct {
+		name  string
+		prep  func(*testing.T, *fixture) producer
+		call  call
+		want  error
+		class Class
+		state State
+		epoch int16 // the id's epoch after the call
+		parts []TopicPartition
+	}{
+		{"empty add begins", fresh, add(tp0), nil, ClassOther, StateOngoing, 0, []TopicPartition{tp0}},
+		{"empty add offsets begins", fresh, addOffsets, nil, ClassOther, StateOngoing, 0, nil},
+		{"ongoing add grows", ongoing, add(tp1, tp0), nil, ClassOther, StateOngoing, 0, []TopicPartition{tp0, tp1}},
+		{"ongoing add again", ongoing, add(tp0), nil, ClassOther, StateOngoing, 0, []TopicPartition{tp0}},
+		{"ongoing commit", ongoing, end(true), nil, ClassOther, StateCompleteCommit, 1, []TopicPartition{tp0}},
+		{"ongoing abort", ongoing, end(false), nil, ClassOther, StateCompleteAbort, 1, []TopicPartition{tp0}},
+		{"empty commit bumps", fresh, end(true), nil, ClassOther, StateCompleteCommit, 1, nil},
+		{"ongoing future epoch", bumped(ongoing, 1), add(tp1), ErrInvalidProducerEpoch, ClassFatal, StateOngoing, 0, []TopicPartition{tp0}},
+		{"ongoing init aborts and bumps twice", ongoing, initP, nil, ClassOther, StateEmpty, 2, nil},
+		// KIP-890: the ended transaction's epoch is fenced.
+		{"late add after commit", ended(true), add(tp1), ErrProducerFenced, ClassFatal, StateCompleteCommit, 1, []TopicPartition{tp0}},
+		{"late add after abort", ended(false), add(tp1), ErrProducerFenced, ClassFatal, StateCompleteAbort, 1, []TopicPartition{tp0}},
+		{"opposite end after commit", ended(true), end(false), ErrProducerFenced, ClassFatal, StateCompleteCommit, 1, []TopicPartition{tp0}},
+		{"opposite end after abort", ended(false), end(true), ErrProducerFenced, ClassFatal, StateCompleteAbort, 1, []TopicPartition{tp0}},
+		{"commit retried", ended(true), end(true), nil, ClassOther, StateCompleteCommit, 1, []TopicPartition{tp0}},
+		{"abort retried", ended(false), end(false), nil, ClassOther, StateCompleteAbort, 1, []TopicPartition{tp0}},
+		{"next transaction after commit", bumped(ended(true), 1), add(tp1), nil, ClassOther, StateOngoing, 1, []TopicPartition{tp1}},
+		{"old incarnation add", reinit, add(tp1), ErrProducerFenced, ClassFatal, StateEmpty, 2, nil},
+		{"old incarnation commit", reinit, end(true), ErrProducerFenced, ClassFatal, StateEmpty, 2, nil},
+		{"old incarnation abort", reinit, end(false), ErrProducerFenced, ClassFatal, StateEmpty, 2, nil},
+		{"stuck commit: late add", stuck(true), add(tp1), ErrProducerFenced, ClassFatal, StatePrepareCommit, 1, []TopicPartition{tp0}},
+		{"stuck commit: add at the markers' epoch", bumped(stuck(true), 1), add(tp1), ErrConcurrentTransactions, ClassRetriable, StatePrepareCommit, 1, []TopicPartition{tp0}},
+		{"stuck commit: abort", stuck(true), end(false), ErrProducerFenced, ClassFatal, StatePrepareCommit, 1, []TopicPartition{tp0}},
+		{"stuck commit: retry still stuck", stuck(true), end(true), ErrConcurrentTransactions, ClassRetriable, StatePrepareCommit, 1, []TopicPartition{tp0}},
+		{"stuck abort: init still stuck", stuck(false), initP, ErrConcurrentTransactions, ClassRetriable, StatePrepareAbort, 1, []TopicPartition{tp0}},
+		{"timed out: add", timedOut, add(tp1), ErrTransactionAbortable, ClassAbortable, StateCompleteAbort, 1, []TopicPartition{tp0}},
+		{"timed out: commit", timedOut, end(true), ErrTransactionAbortable, ClassAbortable, StateCompleteAbort, 1, []TopicPartition{tp0}},
+		{"timed out: abort", timedOut, end(false), nil, ClassOther, StateCompleteAbort, 1, []TopicPartition{tp0}},
+		{"timed out: next transaction", bumped(timedOut, 1), add(tp1), nil, ClassOther, StateOngoing, 1, []TopicPartition{tp1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			p := tc.prep(t, f)
+			err := tc.call(f, p)
+			if tc.want == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.want)
+			}
+			require.Equal(t, tc.class, ClassOf(err))
+			st := f.state(t, "t")
+			require.Equal(t, tc.state, st.State)
+			require.Equal(t, tc.epoch, st.Epoch)
+			require.Equal(t, tc.parts, st.Partitions)
+			// What a new coordinator loads is what this one answers.
+			require.Equal(t, f.c.Transactions(), f.takeover(t).Transactions())
+		})
+	}
+}
+
+// TestTxnRefusals: requests that name no transaction here, or a bad
+// timeout, or reach a coordinator that is not (or no longer) one.
+func TestTxnRefusals(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	err := f.add(producer{1, 0}, "nobody", tp0)
+	require.ErrorIs(t, err, ErrUnknownTransactionalID)
+	require.Equal(t, ClassFatal, ClassOf(err))
+	_, err = f.end(producer{1, 0}, "nobody", true)
+	require.ErrorIs(t, err, ErrUnknownTransactionalID)
+	for _, d := range []time.Duration{-time.Second, 16 * time.Minute} {
+		_, _, err = f.c.InitProducer(f.ctx, tenant, "t", d)
+		require.ErrorIs(t, err, ErrInvalidTimeout)
+	}
+	_, ok := f.c.Describe(tenant, "t")
+	require.False(t, ok)
+
+	// A transactional id is per tenant.
+	p := f.init(t, "t")
+	require.ErrorIs(t, f.c.AddPartitions(f.ctx, "tenant-b", "t", p.id, p.epoch, []TopicPartition{tp0}), ErrUnknownTransactionalID)
+
+	// Not loaded.
+	c := New(openPartition(t, -1), f.config(1))
+	_, _, err = c.InitProducer(f.ctx, tenant, "t", 0)
+	require.ErrorIs(t, err, ErrNotCoordinator)
+	require.Equal(t, ClassRetriable, ClassOf(err))
+	require.ErrorIs(t, c.Load(f.ctx), errNotLeader)
+
+	// The leadership moved: writes fail with ErrNotCoordinator and change nothing.
+	f.p.resign()
+	leo := f.p.LEO()
+	err = f.add(p, "t", tp0)
+	require.ErrorIs(t, err, ErrNotCoordinator)
+	require.Equal(t, StateEmpty, f.state(t, "t").State)
+	require.Equal(t, leo, f.p.LEO())
+}
+
+// TestTxnMarkers: a commit writes its markers, at the bumped epoch, to
+// every partition and group in the transaction before it answers; an abort
+// the abort markers; a transaction with nothing in it none.
+func TestTxnMarkers(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	p := f.init(t, "t")
+	require.NoError(t, f.add(p, "t", tp0, tp1))
+	require.NoError(t, f.add(p, "t", tp2))
+	require.NoError(t, f.c.AddOffsets(f.ctx, tenant, "t", p.id, p.epoch, "billing"))
+	next, err := f.end(p, "t", true)
+	require.NoError(t, err)
+	require.Equal(t, producer{p.id, p.epoch + 1}, next)
+	commit := []writtenMarker{{true, p.id, p.epoch + 1}}
+	offsets := TopicPartition{TopicID: "offsets:" + tenant + "/billing"}
+	require.Equal(t, map[TopicPartition][]writtenMarker{tp0: commit, tp1: commit, tp2: commit, offsets: commit}, f.markers.written(t))
+	st := f.state(t, "t")
+	require.Equal(t, StateCompleteCommit, st.State)
+	require.Equal(t, []string{"billing"}, st.Groups)
+	require.Equal(t, EndedByClient, st.EndedBy)
+
+	// The next transaction, at the new epoch, aborted.
+	require.NoError(t, f.add(next, "t", tp1))
+	last, err := f.end(next, "t", false)
+	require.NoError(t, err)
+	require.Equal(t, producer{p.id, p.epoch + 2}, last)
+	w := f.markers.written(t)
+	require.Equal(t, []writtenMarker{{true, p.id, 1}, {false, p.id, 2}}, w[tp1])
+	require.Equal(t, commit, w[tp0])
+
+	// Nothing in it: no markers.
+	calls := f.markers.calls
+	_, err = f.end(last, "t", true)
+	require.NoError(t, err)
+	require.Equal(t, calls, f.markers.calls)
+}
+
+// TestTxnTakeoverInEachState: the coordinator's broker crashes with the id
+// in each state; a coordinator over the same log (replicated to a new
+// leader) loads the same state and the same pending markers, finishes an
+// end in Prepare* (FinishPending), and the old coordinator is fenced.
+func TestTxnTakeoverInEachState(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		state State
+		prep  func(t *testing.T, f *fixture) producer
+	}{
+		{StateEmpty, func(t *testing.T, f *fixture) producer { return f.init(t, "t") }},
+		{StateOngoing, func(t *testing.T, f *fixture) producer {
+			p := f.init(t, "t")
+			require.NoError(t, f.add(p, "t", tp0, tp1))
+			return p
+		}},
+		{StatePrepareCommit, nil},
+		{StatePrepareAbort, nil},
+		{StateCompleteCommit, nil},
+		{StateCompleteAbort, nil},
+	} {
+		t.Run(tc.state.String(), func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			var p producer
+			if tc.prep != nil {
+				p = tc.prep(t, f)
+			} else {
+				p = f.init(t, "t")
+				require.NoError(t, f.add(p, "t", tp0, tp1))
+				commit := tc.state == StatePrepareCommit || tc.state == StateCompleteCommit
+				if tc.state.preparing() {
+					f.markers.setFail(errUnreachable)
+				}
+				_, err := f.end(p, "t", commit)
+				if tc.state.preparing() {
+					require.ErrorIs(t, err, ErrConcurrentTransactions)
+				} else {
+					require.NoError(t, err)
+				}
+			}
+			// Another id, untouched, and one forgotten.
+			other := f.init(t, "other")
+			f.init(t, "gone")
+			f.clock.advance(25 * time.Hour)
+			require.NoError(t, f.add(other, "other", tp2))
+			before := f.c.Transactions()
+			pendingBefore := f.c.Pending()
+			_, ok := before[Key{tenant, "t"}]
+			require.True(t, ok)
+			require.Equal(t, tc.state, before[Key{tenant, "t"}].State)
+
+			old := f.c
+			c := f.takeover(t)
+			require.Equal(t, before, c.Transactions(), "the new coordinator loads what the old one answered")
+			require.Equal(t, pendingBefore, c.Pending())
+			if tc.state.preparing() {
+				require.Len(t, c.Pending()[Key{tenant, "t"}], 2)
+			} else {
+				require.Empty(t, c.Pending())
+			}
+
+			// The old coordinator is fenced.
+			_, _, err := old.InitProducer(f.ctx, tenant, "t", 0)
+			require.ErrorIs(t, err, ErrNotCoordinator)
+
+			f.markers.setFail(nil)
+			f.c = c
+			require.NoError(t, c.FinishPending(f.ctx))
+			require.Empty(t, c.Pending())
+			st := f.state(t, "t")
+			if tc.state.preparing() {
+				want := StateCompleteCommit
+				if tc.state == StatePrepareAbort {
+					want = StateCompleteAbort
+				}
+				require.Equal(t, want, st.State)
+				m := []writtenMarker{{tc.state == StatePrepareCommit, p.id, p.epoch + 1}}
+				require.Equal(t, map[TopicPartition][]writtenMarker{tp0: m, tp1: m}, f.markers.written(t))
+				// The producer's retry answers the new epoch.
+				next, err := f.end(p, "t", tc.state == StatePrepareCommit)
+				require.NoError(t, err)
+				require.Equal(t, producer{p.id, p.epoch + 1}, next)
+			} else {
+				require.Equal(t, tc.state, st.State)
+			}
+			// The new coordinator serves the id: a new incarnation.
+			np := f.init(t, "t")
+			require.Greater(t, np.epoch, p.epoch)
+			require.ErrorIs(t, f.add(p, "t", tp2), ErrProducerFenced)
+		})
+	}
+}
+
+// TestTxnTimeout: Expire aborts only what outlived its timeout, writing
+// abort markers at the bumped epoch; the producer is told its transaction
+// is abortable, not that it is fenced.
+func TestTxnTimeout(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	p1 := f.init(t, "slow")
+	require.NoError(t, f.add(p1, "slow", tp0))
+	pid, epoch, err := f.c.InitProducer(f.ctx, tenant, "patient", 10*time.Minute)
+	require.NoError(t, err)
+	p2 := producer{pid, epoch}
+	require.NoError(t, f.add(p2, "patient", tp1))
+
+	f.clock.advance(time.Minute)
+	aborted, err := f.c.Expire(f.ctx, f.clock.Now())
+	require.NoError(t, err)
+	require.Empty(t, aborted, "not past the timeout yet")
+	f.clock.advance(time.Millisecond)
+	aborted, err = f.c.Expire(f.ctx, f.clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, []Key{{tenant, "slow"}}, aborted)
+	st := f.state(t, "slow")
+	require.Equal(t, StateCompleteAbort, st.State)
+	require.Equal(t, EndedByTimeout, st.EndedBy)
+	require.Equal(t, map[TopicPartition][]writtenMarker{tp0: {{false, p1.id, p1.epoch + 1}}}, f.markers.written(t))
+	require.Equal(t, StateOngoing, f.state(t, "patient").State)
+
+	err = f.add(p1, "slow", tp1)
+	require.ErrorIs(t, err, ErrTransactionAbortable)
+	require.Equal(t, ClassAbortable, ClassOf(err))
+	next, err := f.end(p1, "slow", false)
+	require.NoError(t, err)
+	require.Equal(t, producer{p1.id, p1.epoch + 1}, next)
+	require.NoError(t, f.add(next, "slow", tp1))
+}
+
+// TestTxnEpochOverflow: an epoch is an int16. An end whose bump reaches
+// math.MaxInt16 writes its markers at that epoch and moves the producer to
+// a new producer id at epoch 0; InitProducer does so before the epoch
+// reaches it. The old producer id is fenced.
+func TestTxnEpochOverflow(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	// The id's state as a long-lived producer left it in the log, loaded
+	// by a coordinator.
+	k := Key{tenant, "t"}
+	load := func(tx *Transaction) {
+		b, err := encodeRecord(k, tx, f.clock.Now())
+		require.NoError(t, err)
+		_, err = f.p.AppendAcksAll(f.ctx, 1, b)
+		require.NoError(t, err)
+		f.c = New(f.p, f.config(1))
+		require.NoError(t, f.c.Load(f.ctx))
+	}
+	load(&Transaction{ProducerID: 7, Epoch: math.MaxInt16 - 2, Timeout: time.Minute, State: StateEmpty, LastProducerID: -1, LastEpoch: -1})
+
+	p := producer{7, math.MaxInt16 - 2}
+	require.NoError(t, f.add(p, "t", tp0))
+	p, err := f.end(p, "t", true)
+	require.NoError(t, err)
+	require.Equal(t, producer{7, math.MaxInt16 - 1}, p, "no overflow yet")
+	require.NoError(t, f.add(p, "t", tp0))
+	np, err := f.end(p, "t", true)
+	require.NoError(t, err)
+	require.Equal(t, producer{1001, 0}, np, "a new producer id")
+	require.Equal(t, []writtenMarker{{true, 7, math.MaxInt16 - 1}, {true, 7, math.MaxInt16}}, f.markers.written(t)[tp0])
+	// A retry of the end answers the same; the old producer id is fenced.
+	again, err := f.end(p, "t", true)
+	require.NoError(t, err)
+	require.Equal(t, np, again)
+	require.NoError(t, f.add(np, "t", tp1))
+	require.ErrorIs(t, f.add(p, "t", tp1), ErrProducerFenced)
+	require.ErrorIs(t, f.add(producer{7, math.MaxInt16}, "t", tp1), ErrProducerFenced)
+	require.Equal(t, f.c.Transactions(), f.takeover(t).Transactions())
+
+	// InitProducer at the last usable epoch: a new producer id.
+	f = setup(t)
+	f.nextPID.Store(1001)
+	load(&Transaction{ProducerID: 8, Epoch: math.MaxInt16 - 1, Timeout: time.Minute, State: StateCompleteCommit, LastProducerID: 8, LastEpoch: math.MaxInt16 - 2, EndedBy: EndedByClient})
+	require.Equal(t, producer{1002, 0}, f.init(t, "t"))
+	require.Equal(t, producer{1002, 1}, f.init(t, "t"))
+}
+
+// TestTxnIdleForgotten: Expire forgets an id idle for IdleTimeout with a
+// tombstone; a coordinator loading the log later does not know it either,
+// and InitProducer gives it a new producer id.
+func TestTxnIdleForgotten(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	p := f.init(t, "idle")
+	busy := f.init(t, "busy")
+	require.NoError(t, f.add(busy, "busy", tp0))
+	f.clock.advance(24*time.Hour + time.Millisecond)
+	require.NoError(t, f.add(busy, "busy", tp1)) // Ongoing: only its timeout applies
+	aborted, err := f.c.Expire(f.ctx, f.clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, []Key{{tenant, "busy"}}, aborted)
+	_, ok := f.c.Describe(tenant, "idle")
+	require.False(t, ok)
+	c := f.takeover(t)
+	_, ok = c.Describe(tenant, "idle")
+	require.False(t, ok)
+	_, ok = c.Describe(tenant, "busy")
+	require.True(t, ok)
+	f.c = c
+	np := f.init(t, "idle")
+	require.NotEqual(t, p.id, np.id)
+}
+
+// TestTxnConcurrent: partition leaders verifying many partitions of one
+// transaction at once, other ids' whole transactions, expiry and reads,
+// concurrently (run with -race): every partition added is in the
+// transaction and gets its marker, and the log loads to the same state.
+func TestTxnConcurrent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	p := f.init(t, "t")
+	var wg sync.WaitGroup
+	const n = 16
+	for i := range n {
+		wg.Go(func() {
+			assert.NoError(t, f.add(p, "t", TopicPartition{"topic-c", int32(i)}))
+			assert.NoError(t, f.add(p, "t", TopicPartition{"topic-c", int32(i)}))
+		})
+	}
+	for i := range 4 {
+		wg.Go(func() {
+			id := fmt.Sprintf("other-%d", i)
+			pid, epoch, err := f.c.InitProducer(f.ctx, tenant, id, 0)
+			if !assert.NoError(t, err) {
+				return
+			}
+			q := producer{pid, epoch}
+			for range 5 {
+				assert.NoError(t, f.add(q, id, tp0, tp1))
+				q, err = f.end(q, id, i%2 == 0)
+				if !assert.NoError(t, err) {
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			_, err := f.c.Expire(context.Background(), f.clock.Now())
+			assert.NoError(t, err)
+			assert.NoError(t, f.c.FinishPending(context.Background()))
+			_ = f.c.Transactions()
+			_ = f.c.Pending()
+		}
+	})
+	wg.Wait()
+	require.Len(t, f.state(t, "t").Partitions, n)
+	next, err := f.end(p, "t", true)
+	require.NoError(t, err)
+	w := f.markers.written(t)
+	for i := range n {
+		require.Equal(t, []writtenMarker{{true, p.id, next.epoch}}, w[TopicPartition{"topic-c", int32(i)}])
+	}
+	require.Len(t, w[tp0], 20)
+	require.Equal(t, f.c.Transactions(), f.takeover(t).Transactions())
+}
+
+// TestTxnPartitionOfSpreadsAndSeparatesTenants: ids spread over the
+// partitions, the tenant is part of the key, and the mapping is stable.
+func TestTxnPartitionOfSpreadsAndSeparatesTenants(t *testing.T) {
+	t.Parallel()
+	seen := map[int32]int{}
+	for i := range 1000 {
+		p := PartitionOf("t", fmt.Sprintf("txn-%d", i), 16)
+		require.True(t, p >= 0 && p < 16)
+		seen[p]++
+	}
+	require.Len(t, seen, 16)
+	differ := 0
+	for i := range 100 {
+		id := fmt.Sprintf("txn-%d", i)
+		require.Equal(t, PartitionOf("a", id, 50), PartitionOf("a", id, 50))
+		if PartitionOf("a", id, 50) != PartitionOf("b", id, 50) {
+			differ++
+		}
+	}
+	require.Greater(t, differ, 50)
+}
