@@ -42,6 +42,10 @@
 //     a takeover: Load keeps it); FinishPending, a retry of the same end
 //     or the next InitProducer writes the markers and Complete*.
 //
+// The scenarios in testdata/ (scenario_test.go) drive it over real logs:
+// commit, abort, timeout, fencing by a new incarnation, a coordinator
+// failover in each phase, a late batch after the end.
+//
 // Errors carry a Class (ClassOf): fatal (ErrProducerFenced, ...),
 // abortable (ErrTransactionAbortable) or retriable
 // (ErrConcurrentTransactions, ErrNotCoordinator).
