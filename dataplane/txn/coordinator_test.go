@@ -211,6 +211,34 @@ func TestTxnMarkers(t *testing.T) {
 	require.Equal(t, calls, f.markers.calls)
 }
 
+// TestTxnWritesOutsideTheLock: the coordinator's state stays readable
+// while it writes a record or markers (its main mutex is not held across
+// either: a read from inside the write would deadlock otherwise), and while
+// the markers are written the transaction is PrepareCommit, already in the
+// log.
+func TestTxnWritesOutsideTheLock(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	p := f.init(t, "t")
+	require.NoError(t, f.add(p, "t", tp0))
+	var duringAppend []State
+	f.p.onAppend = func() {
+		tx, _ := f.c.Describe(tenant, "t")
+		duringAppend = append(duringAppend, tx.State)
+	}
+	var duringMarkers []State
+	f.markers.onWrite = func([]Marker) {
+		tx, _ := f.c.Describe(tenant, "t")
+		duringMarkers = append(duringMarkers, tx.State)
+		_ = f.c.Pending()
+		_ = f.c.Transactions()
+	}
+	_, err := f.end(p, "t", true)
+	require.NoError(t, err)
+	require.Equal(t, []State{StateOngoing, StatePrepareCommit}, duringAppend, "the Prepare and Complete records")
+	require.Equal(t, []State{StatePrepareCommit}, duringMarkers)
+}
+
 // TestTxnTakeoverInEachState: the coordinator's broker crashes with the id
 // in each state; a coordinator over the same log (replicated to a new
 // leader) loads the same state and the same pending markers, finishes an

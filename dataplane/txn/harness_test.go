@@ -26,6 +26,8 @@ type logPartition struct {
 
 	mu    sync.Mutex
 	epoch int32 // the epoch it leads at; -1 while it does not lead
+	// onAppend, when set, runs at the start of every AppendAcksAll.
+	onAppend func()
 }
 
 func openLog(t *testing.T) *log.Log {
@@ -51,6 +53,9 @@ func (p *logPartition) CheckLeader() error {
 }
 
 func (p *logPartition) AppendAcksAll(_ context.Context, epoch int32, batch log.ValidBatch) (int64, error) {
+	if p.onAppend != nil {
+		p.onAppend()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.epoch < 0 || epoch != p.epoch {
@@ -101,6 +106,8 @@ type markerLogs struct {
 	logs  map[TopicPartition]*log.Log
 	fail  error
 	calls int
+	// onWrite, when set, runs at the start of every WriteMarkers, without mu.
+	onWrite func([]Marker)
 }
 
 func newMarkerLogs(t *testing.T) *markerLogs {
@@ -121,6 +128,9 @@ func (w *markerLogs) setFail(err error) {
 }
 
 func (w *markerLogs) WriteMarkers(_ context.Context, markers []Marker) error {
+	if w.onWrite != nil {
+		w.onWrite(markers)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.calls++
