@@ -109,7 +109,7 @@ type Coordinator struct {
 	cfg Config
 
 	mu   sync.Mutex
-	txns map[Key]*entry // nil until loaded; entries are never removed
+	txns map[Key]*entry // nil until loaded
 }
 
 // New returns the coordinator of p at cfg.LeaderEpoch, not loaded yet.
@@ -206,27 +206,36 @@ func (c *Coordinator) Load(ctx context.Context) error {
 }
 
 // lock takes k's entry (creating it) for one operation; unlock gives it
-// back.
+// back. An entry Expire removed while the caller waited for it is left for
+// the id's current one.
 func (c *Coordinator) lock(ctx context.Context, k Key) (*entry, error) {
 	if err := c.checkCurrent(); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	if c.txns == nil {
+	for {
+		c.mu.Lock()
+		if c.txns == nil {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("%w: transaction state partition %d not loaded", ErrNotCoordinator, c.cfg.Partition)
+		}
+		e := c.txns[k]
+		if e == nil {
+			e = newEntry(nil)
+			c.txns[k] = e
+		}
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: transaction state partition %d not loaded", ErrNotCoordinator, c.cfg.Partition)
-	}
-	e := c.txns[k]
-	if e == nil {
-		e = newEntry(nil)
-		c.txns[k] = e
-	}
-	c.mu.Unlock()
-	select {
-	case e.op <- struct{}{}:
-		return e, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case e.op <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+		current := c.txns[k] == e
+		c.mu.Unlock()
+		if current {
+			return e, nil
+		}
+		unlock(e)
 	}
 }
 
@@ -550,6 +559,10 @@ func (c *Coordinator) Expire(ctx context.Context, now time.Time) ([]Key, error) 
 		case c.cfg.IdleTimeout > 0 && (t.State == StateEmpty || t.State.complete()) && now.Sub(t.UpdateTime) > c.cfg.IdleTimeout:
 			if err := c.write(ctx, k, e, nil); err != nil {
 				errs = append(errs, fmt.Errorf("forget idle transactional id %q: %w", k.TransactionalID, err))
+			} else {
+				c.mu.Lock()
+				delete(c.txns, k) // a caller waiting for e retries with a new entry (lock)
+				c.mu.Unlock()
 			}
 		}
 		unlock(e)

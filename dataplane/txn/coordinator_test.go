@@ -432,6 +432,10 @@ func TestTxnIdleForgotten(t *testing.T) {
 	require.Equal(t, []Key{{tenant, "busy"}}, aborted)
 	_, ok := f.c.Describe(tenant, "idle")
 	require.False(t, ok)
+	f.c.mu.Lock()
+	_, kept := f.c.txns[Key{tenant, "idle"}]
+	f.c.mu.Unlock()
+	require.False(t, kept, "a forgotten id takes no memory")
 	c := f.takeover(t)
 	_, ok = c.Describe(tenant, "idle")
 	require.False(t, ok)
@@ -516,4 +520,41 @@ func TestTxnPartitionOfSpreadsAndSeparatesTenants(t *testing.T) {
 		}
 	}
 	require.Greater(t, differ, 50)
+}
+
+// TestTxnForgetWhileWaiting: an operation waiting for an id that Expire
+// forgets meanwhile acts on the id's new entry, never on the removed one
+// (its result would be lost). Expire's hold is simulated so the waiter can
+// queue behind it; either order of the two passes.
+func TestTxnForgetWhileWaiting(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for i := range 20 {
+		id := fmt.Sprintf("idle-%d", i)
+		old := f.init(t, id)
+		k := Key{tenant, id}
+		f.c.mu.Lock()
+		e := f.c.txns[k]
+		f.c.mu.Unlock()
+		e.op <- struct{}{} // Expire holds the id
+		type result struct {
+			p   producer
+			err error
+		}
+		done := make(chan result)
+		go func() {
+			pid, epoch, err := f.c.InitProducer(f.ctx, tenant, id, 0)
+			done <- result{producer{pid, epoch}, err}
+		}()
+		require.NoError(t, f.c.write(f.ctx, k, e, nil))
+		f.c.mu.Lock()
+		delete(f.c.txns, k)
+		f.c.mu.Unlock()
+		unlock(e)
+		r := <-done
+		require.NoError(t, r.err)
+		require.NotEqual(t, old.id, r.p.id, "a forgotten id starts afresh")
+		require.Equal(t, r.p, producer{f.state(t, id).ProducerID, f.state(t, id).Epoch})
+	}
+	require.Equal(t, f.c.Transactions(), f.takeover(t).Transactions())
 }

@@ -68,7 +68,10 @@
 // map of ids and each id's state; it is held during Load and never across
 // a write to the partition, a marker write or an allocation. Lock order:
 // an id's operation lock, then mu; never an operation lock while holding
-// mu. Expire and FinishPending skip ids whose operation lock is held. The
+// mu. Expire and FinishPending skip ids whose operation lock is held.
+// Expire removes a forgotten id's entry while holding its operation lock;
+// an operation that waited for that entry sees it is no longer the id's
+// and takes the current one. The
 // Coordinator starts no goroutines: its broker will call Expire and
 // FinishPending periodically.
 package txn
