@@ -54,4 +54,16 @@
 // Decoding checks every length against the bytes that remain, never panics,
 // and allocates at most the reusable header slice of a record (bounded by the
 // input size) on any input.
+//
+// # Control records (transaction markers)
+//
+// A control batch (attributes Control|Transactional, the producer's id and
+// epoch, base sequence -1) holds one control record, in Kafka's format
+// (version 0), big-endian:
+//
+//	key:   version int16 (0), type int16 (0 abort, 1 commit)
+//	value: version int16 (0), coordinator epoch int32
+//
+// MarkerBatch builds one, ReadControlRecord and ParseControlRecord decode
+// it (ErrInvalidControlRecord on anything else, never a panic).
 package record
