@@ -27,8 +27,10 @@ const rebuildReadBytes = 1 << 20
 // dir, and the offset of the snapshot it started from (0 without one): it
 // removes the snapshots above the LEO (they describe batches the log no
 // longer has), loads the newest remaining one (see LoadLatest), and
-// applies every idempotent batch from max(snapshot offset, log start offset)
-// to the LEO as read when it starts. The result's Offset is that LEO.
+// applies every batch (FromBatch: markers included, so ongoing and aborted
+// transactions come back) from max(snapshot offset, log start offset) to
+// the LEO as read when it starts; a marker whose control record does not
+// decode fails it. The result's Offset is that LEO.
 // Producers whose batches all lie in segments deleted before the snapshot
 // was taken are unknown, as in Kafka. Rebuild does not expire producers; the
 // caller calls Expire with its clock. The log must not be truncated while
@@ -69,7 +71,10 @@ func Rebuild(dir string, r LogReader) (_ *State, snapshot int64, _ error) {
 			if b.LastOffset() < off {
 				continue // before the offset, in the first batch read
 			}
-			pb, _ := FromHeader(b.Header())
+			pb, _, err := FromBatch(b)
+			if err != nil {
+				return nil, 0, fmt.Errorf("rebuild producer state: batch at offset %d: %w", b.BaseOffset(), err)
+			}
 			s.Apply(pb)
 			off = b.LastOffset() + 1
 		}

@@ -1,6 +1,7 @@
 package producerstate_test
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -47,7 +48,11 @@ func (ld *leader) restart(cfg log.Config) {
 }
 
 // produce appends a batch of n records from pid (-1: not idempotent).
-func (ld *leader) produce(pid int64, n int) {
+func (ld *leader) produce(pid int64, n int) { ld.produceBatch(pid, n, false) }
+
+// produceBatch appends a batch of n records from pid, transactional (and
+// verified) or not.
+func (ld *leader) produceBatch(pid int64, n int, txn bool) {
 	t := ld.t
 	t.Helper()
 	recs := make([]record.Record, n)
@@ -58,17 +63,46 @@ func (ld *leader) produce(pid int64, n int) {
 	ld.ts += 10
 	if pid >= 0 {
 		h.ProducerID, h.ProducerEpoch, h.BaseSequence = pid, ld.epochs[pid], ld.seqs[pid]
-		res, err := ld.s.Check(pid, h.ProducerEpoch, h.BaseSequence, producerstate.LastSequence(h.BaseSequence, int32(n)))
+		last := producerstate.LastSequence(h.BaseSequence, int32(n))
+		var res producerstate.Result
+		var err error
+		if txn {
+			h.Attributes = record.AttrTransactional
+			res, err = ld.s.CheckTransactional(pid, h.ProducerEpoch, h.BaseSequence, last, true)
+		} else {
+			res, err = ld.s.Check(pid, h.ProducerEpoch, h.BaseSequence, last)
+		}
 		require.NoError(t, err)
 		require.False(t, res.Duplicate)
 		ld.seqs[pid] = producerstate.LastSequence(h.BaseSequence, int32(n)+1)
 	}
 	buf, err := record.AppendBatch(nil, h, recs)
 	require.NoError(t, err)
+	ld.append(buf, pid >= 0)
+}
+
+// end appends a marker of pid's transaction with its bumped epoch, as the
+// coordinator's WriteTxnMarkers will, through log.EncodeLeaderBatch.
+func (ld *leader) end(pid int64, typ record.ControlType) {
+	t := ld.t
+	t.Helper()
+	ld.bump(pid)
+	require.NoError(t, ld.s.CheckMarker(pid, ld.epochs[pid], 1))
+	h, recs := record.MarkerBatch(pid, ld.epochs[pid], ld.ts, record.ControlRecord{Type: typ, CoordinatorEpoch: 1})
+	ld.ts += 10
+	v, err := log.EncodeLeaderBatch(nil, h, recs)
+	require.NoError(t, err)
+	ld.append(v.Batch(), true)
+}
+
+func (ld *leader) append(buf []byte, idempotent bool) {
+	t := ld.t
+	t.Helper()
 	_, leo, err := ld.l.Append(buf, 1)
 	require.NoError(t, err)
-	b, ok := producerstate.FromHeader(record.Batch(buf).Header())
-	require.Equal(t, pid >= 0, ok)
+	b, ok, err := producerstate.FromBatch(record.Batch(buf))
+	require.NoError(t, err)
+	require.Equal(t, idempotent, ok)
 	ld.s.Apply(b)
 	require.Equal(t, leo, ld.s.Offset())
 	ld.states[leo] = ld.s.Clone()
@@ -90,6 +124,52 @@ func (ld *leader) run(r *rand.Rand, n int) {
 		}
 		ld.produce(pid, 1+r.IntN(6))
 	}
+}
+
+// runTxn appends n batches from producers 1..5 and non-idempotent ones,
+// mixing transactional batches, commits and aborts; a producer in a
+// transaction writes only transactional batches.
+func (ld *leader) runTxn(r *rand.Rand, n int, inTxn map[int64]bool) {
+	ld.t.Helper()
+	for range n {
+		pid := r.Int64N(6)
+		switch {
+		case pid == 0:
+			ld.produce(-1, 1+r.IntN(6))
+		case inTxn[pid] && r.IntN(3) == 0:
+			ld.end(pid, record.ControlType(r.IntN(2)))
+			inTxn[pid] = false
+		case inTxn[pid] || r.IntN(2) == 0:
+			ld.produceBatch(pid, 1+r.IntN(6), true)
+			inTxn[pid] = true
+		default:
+			ld.produce(pid, 1+r.IntN(6))
+		}
+	}
+}
+
+// replayPrefixes replays the log batch by batch into a fresh state and
+// requires it to equal the live state at every batch boundary.
+func (ld *leader) replayPrefixes() {
+	t := ld.t
+	t.Helper()
+	s := producerstate.New()
+	n := 0
+	for s.Offset() < ld.l.LEO() {
+		data, err := ld.l.Read(s.Offset(), 1<<20)
+		require.NoError(t, err)
+		for rest := data; len(rest) > 0; n++ {
+			b, next, err := record.ReadBatch(rest)
+			require.NoError(t, err)
+			rest = next
+			pb, _, err := producerstate.FromBatch(b)
+			require.NoError(t, err)
+			s.Apply(pb)
+			require.Equal(t, ld.states[s.Offset()], s, "replayed to %d", s.Offset())
+		}
+	}
+	require.Equal(t, ld.l.LEO(), s.Offset())
+	require.Equal(t, len(ld.states)-1, n, "every batch boundary compared")
 }
 
 func (ld *leader) snapshot() int64 {
@@ -259,4 +339,54 @@ func TestProducerStateRebuildAfterRetention(t *testing.T) {
 	e, _ := got.Producer(3)
 	require.Len(t, e.Batches, 1)
 	require.Equal(t, ld.l.LEO(), got.Offset())
+}
+
+// Rebuild from the log equals applying as the batches were appended, with
+// transactions: at every prefix of a log of mixed batches and markers,
+// from every snapshot, after a restart and after truncations.
+func TestProducerStateRebuildTransactions(t *testing.T) {
+	t.Parallel()
+	cfg := log.Config{SegmentBytes: 2048}
+	ld := newLeader(t, cfg)
+	r := rand.New(rand.NewPCG(11, 12))
+	inTxn := map[int64]bool{}
+	var snaps []int64
+	for range 6 {
+		ld.runTxn(r, 15, inTxn)
+		snaps = append(snaps, ld.snapshot())
+	}
+	ld.runTxn(r, 15, inTxn)
+	require.GreaterOrEqual(t, len(ld.l.ClosedSegments()), 5, "the batches span several segments")
+	require.NotEmpty(t, ld.s.AbortedTransactions(0, ld.l.LEO()), "the log has aborted transactions")
+	_, ok := ld.s.FirstUnstableOffset()
+	require.True(t, ok, "and an ongoing one at the end")
+	ld.replayPrefixes()
+
+	// A restart rebuilds from each snapshot in turn, and from the log alone.
+	ld.restart(cfg)
+	for i := len(snaps) - 1; i >= 0; i-- {
+		require.NoError(t, producerstate.DeleteAbove(ld.dir, snaps[i]))
+		s, from := ld.rebuildFrom()
+		require.Equal(t, snaps[i], from)
+		require.Equal(t, ld.s, s, "from the snapshot at %d", snaps[i])
+	}
+	require.NoError(t, producerstate.DeleteAbove(ld.dir, -1))
+	s, from := ld.rebuildFrom()
+	require.Zero(t, from)
+	require.Equal(t, ld.s, s)
+
+	// Truncations to batch boundaries (largest first) rebuild the state of
+	// that prefix, snapshots above it removed.
+	ld.snapshot()
+	leos := slices.Sorted(maps.Keys(ld.states))
+	var cuts []int64
+	for _, leo := range slices.Backward(leos) {
+		if leo > 0 && r.IntN(8) == 0 {
+			cuts = append(cuts, leo)
+		}
+	}
+	for _, cut := range cuts {
+		require.NoError(t, ld.l.TruncateTo(cut))
+		require.Equal(t, ld.states[cut], ld.rebuild(), "truncated to %d", cut)
+	}
 }

@@ -1,6 +1,7 @@
 package producerstate
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -22,22 +23,27 @@ var ErrCorruptSnapshot = errors.New("corrupt producer state snapshot")
 
 // Snapshot format; the package doc shows the layout.
 const (
-	snapshotVersion   = 1
+	snapshotVersion1  = 1
+	snapshotVersion   = 2
 	snapshotExt       = ".snapshot"
 	snapshotFixedSize = 1 + 8 + 4 + 4 // version, offset, producer count, crc
-	entryHeaderSize   = 8 + 2 + 1     // producer id, epoch, batch count
-	batchEntrySize    = 4 + 4 + 8 + 8 + 8
+	entryHeaderSizeV1 = 8 + 2 + 1     // producer id, epoch, batch count
+	// producer id, epoch, coordinator epoch, txn first offset, last
+	// timestamp, batch count
+	entryHeaderSize = 8 + 2 + 4 + 8 + 8 + 1
+	batchEntrySize  = 4 + 4 + 8 + 8 + 8
+	abortedSize     = 8 + 8 + 8 + 8 // producer id, first, last, LSO
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// MarshalBinary encodes the state and its Offset in the snapshot format.
-// It never fails.
+// MarshalBinary encodes the state and its Offset in the snapshot format
+// (version 2). It never fails.
 func (s *State) MarshalBinary() ([]byte, error) { return s.encode(s.offset), nil }
 
-// UnmarshalBinary replaces s with the state encoded in data, including its
-// Offset. On error (ErrCorruptSnapshot) s is unchanged. It never panics and
-// allocates no more than the size of data justifies.
+// UnmarshalBinary replaces s with the state encoded in data (version 1 or
+// 2), including its Offset. On error (ErrCorruptSnapshot) s is unchanged.
+// It never panics and allocates no more than the size of data justifies.
 func (s *State) UnmarshalBinary(data []byte) error {
 	d, err := decode(data)
 	if err != nil {
@@ -49,7 +55,7 @@ func (s *State) UnmarshalBinary(data []byte) error {
 
 func (s *State) encode(offset int64) []byte {
 	ids := s.ProducerIDs()
-	size := snapshotFixedSize
+	size := snapshotFixedSize + 4 + abortedSize*len(s.aborted)
 	for _, pid := range ids {
 		size += entryHeaderSize + batchEntrySize*len(s.producers[pid].Batches)
 	}
@@ -61,6 +67,9 @@ func (s *State) encode(offset int64) []byte {
 		e := s.producers[pid]
 		b = binary.BigEndian.AppendUint64(b, uint64(pid))
 		b = binary.BigEndian.AppendUint16(b, uint16(e.Epoch))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.CoordinatorEpoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.TxnFirstOffset))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.lastTimestamp))
 		b = append(b, byte(len(e.Batches)))
 		for _, c := range e.Batches {
 			b = binary.BigEndian.AppendUint32(b, uint32(c.BaseSequence))
@@ -69,6 +78,13 @@ func (s *State) encode(offset int64) []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(c.LastOffset))
 			b = binary.BigEndian.AppendUint64(b, uint64(c.MaxTimestamp))
 		}
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.aborted)))
+	for _, t := range s.aborted {
+		b = binary.BigEndian.AppendUint64(b, uint64(t.ProducerID))
+		b = binary.BigEndian.AppendUint64(b, uint64(t.FirstOffset))
+		b = binary.BigEndian.AppendUint64(b, uint64(t.LastOffset))
+		b = binary.BigEndian.AppendUint64(b, uint64(t.LastStableOffset))
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -81,7 +97,8 @@ func decode(data []byte) (*State, error) {
 	if len(data) < snapshotFixedSize {
 		return nil, corrupt("%d bytes, need at least %d", len(data), snapshotFixedSize)
 	}
-	if data[0] != snapshotVersion {
+	version := data[0]
+	if version != snapshotVersion1 && version != snapshotVersion {
 		return nil, corrupt("unknown version %d", data[0])
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
@@ -94,35 +111,54 @@ func decode(data []byte) (*State, error) {
 	if offset < 0 {
 		return nil, corrupt("negative offset %d", offset)
 	}
-	// Every entry holds at least one batch; this bounds the map size.
-	if uint64(n)*(entryHeaderSize+batchEntrySize) > uint64(len(b)) {
+	// Every entry takes at least its header (and in version 1 one batch);
+	// this bounds the map size.
+	headerSize, minBatches := entryHeaderSize, 0
+	if version == snapshotVersion1 {
+		headerSize, minBatches = entryHeaderSizeV1, 1
+	}
+	if uint64(n)*uint64(headerSize+minBatches*batchEntrySize) > uint64(len(b)) {
 		return nil, corrupt("%d producers in %d bytes", n, len(b))
 	}
 	s := &State{producers: make(map[int64]*Entry, n), offset: offset}
 	prev := int64(-1)
 	for i := range n {
-		if len(b) < entryHeaderSize {
+		if len(b) < headerSize {
 			return nil, corrupt("producer %d truncated", i)
 		}
 		pid := int64(binary.BigEndian.Uint64(b))
-		epoch := int16(binary.BigEndian.Uint16(b[8:]))
-		k := int(b[10])
-		b = b[entryHeaderSize:]
+		e := &Entry{Epoch: int16(binary.BigEndian.Uint16(b[8:])), TxnFirstOffset: -1, CoordinatorEpoch: -1}
+		if version == snapshotVersion1 {
+			b = b[10:]
+		} else {
+			e.CoordinatorEpoch = int32(binary.BigEndian.Uint32(b[10:]))
+			e.TxnFirstOffset = int64(binary.BigEndian.Uint64(b[14:]))
+			e.lastTimestamp = int64(binary.BigEndian.Uint64(b[22:]))
+			b = b[30:]
+		}
+		k := int(b[0])
+		b = b[1:]
 		if pid <= prev {
 			return nil, corrupt("producer id %d after %d", pid, prev)
 		}
 		prev = pid
-		if k < 1 || k > MaxCachedBatches {
+		if k < minBatches || k > MaxCachedBatches {
 			return nil, corrupt("producer %d has %d batches", pid, k)
+		}
+		if e.CoordinatorEpoch < -1 {
+			return nil, corrupt("producer %d has coordinator epoch %d", pid, e.CoordinatorEpoch)
+		}
+		if e.TxnFirstOffset < -1 || e.TxnFirstOffset >= offset {
+			return nil, corrupt("producer %d has a transaction from offset %d in a snapshot at %d", pid, e.TxnFirstOffset, offset)
 		}
 		if len(b) < k*batchEntrySize {
 			return nil, corrupt("producer %d batches truncated", pid)
 		}
-		e := &Entry{Epoch: epoch, Batches: make([]Batch, k, MaxCachedBatches)}
+		e.Batches = make([]Batch, k, MaxCachedBatches)
 		for j := range e.Batches {
 			c := Batch{
 				ProducerID:    pid,
-				ProducerEpoch: epoch,
+				ProducerEpoch: e.Epoch,
 				BaseSequence:  int32(binary.BigEndian.Uint32(b)),
 				LastSequence:  int32(binary.BigEndian.Uint32(b[4:])),
 				FirstOffset:   int64(binary.BigEndian.Uint64(b[8:])),
@@ -135,10 +171,49 @@ func decode(data []byte) (*State, error) {
 			}
 			e.Batches[j] = c
 		}
+		if version == snapshotVersion1 {
+			e.lastTimestamp = e.Batches[k-1].MaxTimestamp
+		}
+		if e.TxnFirstOffset >= 0 {
+			s.ongoing = append(s.ongoing, OngoingTxn{ProducerID: pid, FirstOffset: e.TxnFirstOffset})
+		}
 		s.producers[pid] = e
 	}
-	if len(b) != 0 {
-		return nil, corrupt("%d bytes after the last producer", len(b))
+	slices.SortFunc(s.ongoing, func(a, b OngoingTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	if version == snapshotVersion1 {
+		if len(b) != 0 {
+			return nil, corrupt("%d bytes after the last producer", len(b))
+		}
+		return s, nil
+	}
+	if len(b) < 4 {
+		return nil, corrupt("aborted transaction count truncated")
+	}
+	na := binary.BigEndian.Uint32(b)
+	b = b[4:]
+	if uint64(na)*abortedSize != uint64(len(b)) {
+		return nil, corrupt("%d aborted transactions in %d bytes", na, len(b))
+	}
+	if na > 0 {
+		s.aborted = make([]AbortedTxn, na)
+	}
+	for i := range s.aborted {
+		t := AbortedTxn{
+			ProducerID:       int64(binary.BigEndian.Uint64(b)),
+			FirstOffset:      int64(binary.BigEndian.Uint64(b[8:])),
+			LastOffset:       int64(binary.BigEndian.Uint64(b[16:])),
+			LastStableOffset: int64(binary.BigEndian.Uint64(b[24:])),
+		}
+		b = b[abortedSize:]
+		if t.ProducerID < 0 || t.FirstOffset < 0 || t.LastOffset <= t.FirstOffset || t.LastOffset >= offset ||
+			t.LastStableOffset < 0 || t.LastStableOffset > t.LastOffset+1 {
+			return nil, corrupt("aborted transaction of producer %d at %d..%d (LSO %d) in a snapshot at %d",
+				t.ProducerID, t.FirstOffset, t.LastOffset, t.LastStableOffset, offset)
+		}
+		if i > 0 && t.LastOffset <= s.aborted[i-1].LastOffset {
+			return nil, corrupt("aborted transaction marker at %d after %d", t.LastOffset, s.aborted[i-1].LastOffset)
+		}
+		s.aborted[i] = t
 	}
 	return s, nil
 }

@@ -13,38 +13,88 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/dataplane/producerstate"
+	"github.com/sluicemq/sluice/record"
 )
 
 // randomState applies random batches of random producers, with epoch
-// changes, wrapping sequences, non-idempotent batches and odd timestamps.
+// changes, wrapping sequences, non-idempotent batches, odd timestamps,
+// transactional batches and commit and abort markers (some of which drop
+// the aborted transactions below them).
 func randomState(r *rand.Rand) *producerstate.State {
 	s := producerstate.New()
 	off := r.Int64N(1000)
 	pids := []int64{0, math.MaxInt64, r.Int64N(1 << 40), r.Int64N(100), r.Int64N(100)}
 	for range r.IntN(60) {
-		if r.IntN(8) == 0 {
+		pid := pids[r.IntN(len(pids))]
+		epoch := int16(r.IntN(3))
+		if r.IntN(20) == 0 {
+			epoch = math.MaxInt16
+		}
+		switch r.IntN(10) {
+		case 0:
 			n := 1 + r.Int64N(5)
 			s.Apply(producerstate.Batch{ProducerID: -1, FirstOffset: off, LastOffset: off + n - 1})
 			off += n
 			continue
+		case 1, 2:
+			m := marker(pid, epoch, record.ControlType(r.IntN(2)), off, r.Int64()-math.MaxInt64/2)
+			m.Marker.CoordinatorEpoch = r.Int32N(5) - 1
+			s.Apply(m)
+			off += 1 + r.Int64N(3)
+			if r.IntN(4) == 0 {
+				s.DropAbortedBelow(off - r.Int64N(100))
+			}
+			continue
 		}
-		pid := pids[r.IntN(len(pids))]
 		count := 1 + r.Int32N(20)
 		base := r.Int32N(math.MaxInt32)
-		if e, ok := s.Producer(pid); ok && r.IntN(4) != 0 {
+		if e, ok := s.Producer(pid); ok && len(e.Batches) > 0 && r.IntN(4) != 0 {
 			base = e.Batches[len(e.Batches)-1].LastSequence + 1
 			if base < 0 {
 				base = 0
 			}
 		}
-		epoch := int16(r.IntN(3))
-		if r.IntN(20) == 0 {
-			epoch = math.MaxInt16
-		}
-		s.Apply(batch(pid, epoch, base, count, off, r.Int64()-math.MaxInt64/2))
+		b := batch(pid, epoch, base, count, off, r.Int64()-math.MaxInt64/2)
+		b.Transactional = r.IntN(3) == 0
+		s.Apply(b)
 		off += int64(count) + r.Int64N(3)
 	}
 	return s
+}
+
+// A version 1 snapshot (testdata/v1.snapshot, written by the code before
+// version 2 existed, of checkState) still loads, without transactions.
+func TestProducerStateSnapshotVersion1(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("testdata/v1.snapshot")
+	require.NoError(t, err)
+	require.Equal(t, byte(1), data[0])
+	var got producerstate.State
+	require.NoError(t, got.UnmarshalBinary(data))
+	require.Equal(t, checkState(), &got)
+	_, ok := got.FirstUnstableOffset()
+	require.False(t, ok)
+	for _, pid := range got.ProducerIDs() {
+		e, _ := got.Producer(pid)
+		require.Equal(t, int64(-1), e.TxnFirstOffset)
+		require.Equal(t, int32(-1), e.CoordinatorEpoch)
+		require.Equal(t, e.Batches[len(e.Batches)-1].MaxTimestamp, e.LastTimestamp())
+	}
+	// Written again, it is version 2 and loads to the same state.
+	v2, err := got.MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, byte(2), v2[0])
+	var again producerstate.State
+	require.NoError(t, again.UnmarshalBinary(v2))
+	require.Equal(t, &got, &again)
+
+	// The version 1 checks still apply: an entry needs a batch.
+	b := append([]byte(nil), data...)
+	b[13+10] = 0
+	require.ErrorIs(t, got.UnmarshalBinary(withCRC(b)), producerstate.ErrCorruptSnapshot)
+	b = append([]byte(nil), data...)
+	b = append(b[:len(b)-4], 0, 0, 0, 0, 0, 0, 0, 0) // trailing bytes
+	require.ErrorIs(t, got.UnmarshalBinary(withCRC(b)), producerstate.ErrCorruptSnapshot)
 }
 
 func TestProducerStateSnapshotRoundTrip(t *testing.T) {
@@ -97,19 +147,27 @@ func withCRC(b []byte) []byte {
 
 func TestProducerStateSnapshotFieldChecks(t *testing.T) {
 	t.Parallel()
+	// Producer 5 aborts a transaction at 100..101 with a marker at 104
+	// that bumps its epoch, then writes one batch; producer 9 one batch.
 	s := producerstate.New()
-	s.Apply(batch(5, 1, 0, 10, 100, 7))
+	s.Apply(txnBatch(5, 0, 0, 2, 100, 7))
+	s.Apply(marker(5, 1, record.ControlAbort, 104, 7))
+	s.Apply(batch(5, 1, 0, 1, 105, 7))
 	s.Apply(batch(9, 2, 0, 10, 110, 7))
 	good, err := s.MarshalBinary()
 	require.NoError(t, err)
-	// Layout: version 0, offset 1, count 9, producers at 13 (11-byte header,
-	// 32-byte batches), crc at end-4.
-	const p1, p2 = 13, 13 + 11 + 32
+	// Layout: version 0, offset 1, count 9, producers at 13 (31-byte header:
+	// pid 0, epoch 8, coordinator epoch 10, txn first offset 14, last
+	// timestamp 22, batch count 30; 32-byte batches), aborted count, aborted
+	// transactions (32 bytes), crc at end-4.
+	const p1, p2 = 13, 13 + 31 + 32
+	const ab = p2 + 31 + 32
 	tests := []struct {
 		name   string
 		mutate func(b []byte)
 	}{
-		{"version", func(b []byte) { b[0] = 2 }},
+		{"version", func(b []byte) { b[0] = 3 }},
+		{"version 1", func(b []byte) { b[0] = 1 }},
 		{"negative offset", func(b []byte) { binary.BigEndian.PutUint64(b[1:], math.MaxUint64) }},
 		{"offset below a batch", func(b []byte) { binary.BigEndian.PutUint64(b[1:], 119) }},
 		{"too many producers", func(b []byte) { binary.BigEndian.PutUint32(b[9:], math.MaxUint32) }},
@@ -117,11 +175,21 @@ func TestProducerStateSnapshotFieldChecks(t *testing.T) {
 		{"one producer too few", func(b []byte) { binary.BigEndian.PutUint32(b[9:], 1) }},
 		{"unsorted producers", func(b []byte) { binary.BigEndian.PutUint64(b[p2:], 5) }},
 		{"negative producer id", func(b []byte) { binary.BigEndian.PutUint64(b[p1:], math.MaxUint64) }},
-		{"no batches", func(b []byte) { b[p1+10] = 0 }},
-		{"six batches", func(b []byte) { b[p1+10] = 6 }},
-		{"two batches", func(b []byte) { b[p1+10] = 2 }},
-		{"negative first offset", func(b []byte) { binary.BigEndian.PutUint64(b[p1+11+8:], math.MaxUint64) }},
-		{"last offset before first", func(b []byte) { binary.BigEndian.PutUint64(b[p1+11+16:], 99) }},
+		{"coordinator epoch -2", func(b []byte) { binary.BigEndian.PutUint32(b[p1+10:], math.MaxUint32-1) }},
+		{"txn first offset -2", func(b []byte) { binary.BigEndian.PutUint64(b[p1+14:], math.MaxUint64-1) }},
+		{"txn first offset at the snapshot offset", func(b []byte) { binary.BigEndian.PutUint64(b[p1+14:], 120) }},
+		{"no batches", func(b []byte) { b[p1+30] = 0 }},
+		{"six batches", func(b []byte) { b[p1+30] = 6 }},
+		{"two batches", func(b []byte) { b[p1+30] = 2 }},
+		{"negative first offset", func(b []byte) { binary.BigEndian.PutUint64(b[p1+31+8:], math.MaxUint64) }},
+		{"last offset before first", func(b []byte) { binary.BigEndian.PutUint64(b[p1+31+16:], 99) }},
+		{"too many aborted", func(b []byte) { binary.BigEndian.PutUint32(b[ab:], 2) }},
+		{"too few aborted", func(b []byte) { binary.BigEndian.PutUint32(b[ab:], 0) }},
+		{"aborted negative producer", func(b []byte) { binary.BigEndian.PutUint64(b[ab+4:], math.MaxUint64) }},
+		{"aborted negative first", func(b []byte) { binary.BigEndian.PutUint64(b[ab+4+8:], math.MaxUint64) }},
+		{"aborted marker at first", func(b []byte) { binary.BigEndian.PutUint64(b[ab+4+16:], 100) }},
+		{"aborted marker at the snapshot offset", func(b []byte) { binary.BigEndian.PutUint64(b[ab+4+16:], 120) }},
+		{"aborted LSO past the marker", func(b []byte) { binary.BigEndian.PutUint64(b[ab+4+24:], 106) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

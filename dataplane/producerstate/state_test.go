@@ -23,6 +23,23 @@ func batch(pid int64, epoch int16, base, count int32, first, ts int64) producers
 	}
 }
 
+// txnBatch is batch with the transactional bit.
+func txnBatch(pid int64, epoch int16, base, count int32, first, ts int64) producerstate.Batch {
+	b := batch(pid, epoch, base, count, first, ts)
+	b.Transactional = true
+	return b
+}
+
+// marker is the marker of producer pid's transaction, with epoch (the
+// bumped one, KIP-890), at offset off.
+func marker(pid int64, epoch int16, typ record.ControlType, off, ts int64) producerstate.Batch {
+	return producerstate.Batch{
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: -1, LastSequence: -1,
+		FirstOffset: off, LastOffset: off, MaxTimestamp: ts,
+		Transactional: true, Control: true, Marker: record.ControlRecord{Type: typ, CoordinatorEpoch: 3},
+	}
+}
+
 // checkState holds:
 //   - producer 1, epoch 0: six batches of 10 records, sequences 0..59 at
 //     offsets 100*i..100*i+9, so the cached ones are 10..59;
@@ -256,7 +273,9 @@ func TestProducerStateApply(t *testing.T) {
 		b := batch(1, epoch, 0, 1, s.Offset(), 100)
 		s.Apply(b)
 		e, _ = s.Producer(1)
-		require.Equal(t, producerstate.Entry{Epoch: epoch, Batches: []producerstate.Batch{b}}, e)
+		require.Equal(t, epoch, e.Epoch)
+		require.Equal(t, []producerstate.Batch{b}, e.Batches)
+		require.Equal(t, int64(-1), e.TxnFirstOffset)
 	}
 	_, ok := s.Producer(2)
 	require.False(t, ok)
