@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/record"
 )
@@ -85,6 +87,36 @@ type Config struct {
 	Now func() time.Time
 	// Logger: nil discards.
 	Logger *slog.Logger
+	// Metrics: nil counts nothing.
+	Metrics *Metrics
+}
+
+// Metrics are what coordinators count, shared by every coordinator of a
+// broker; any field may be nil. The caller registers them.
+type Metrics struct {
+	// Commits and Aborts count finished ends (Complete* written), TimedOut
+	// the aborts Expire started.
+	Commits, Aborts, TimedOut prometheus.Counter
+	// EndLatency observes each end finished by the call that began it
+	// (EndTransaction, InitProducer's abort, Expire), from its Prepare*
+	// write's start to its Complete* write, markers included; an end
+	// finished later (a retry, FinishPending) is not observed.
+	EndLatency prometheus.Observer
+	// WriteLatency observes each write to the transaction-state
+	// partition (acks=all).
+	WriteLatency prometheus.Observer
+}
+
+func inc(c prometheus.Counter) {
+	if c != nil {
+		c.Inc()
+	}
+}
+
+func observe(o prometheus.Observer, since time.Time) {
+	if o != nil {
+		o.Observe(time.Since(since).Seconds())
+	}
 }
 
 // entry is one transactional id at this coordinator.
@@ -125,6 +157,9 @@ func New(p Partition, cfg Config) *Coordinator {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = &Metrics{}
 	}
 	return &Coordinator{p: p, cfg: cfg}
 }
@@ -270,7 +305,10 @@ func (c *Coordinator) write(ctx context.Context, k Key, e *entry, t *Transaction
 	if err != nil {
 		return err
 	}
-	if _, err := c.p.AppendAcksAll(ctx, c.cfg.LeaderEpoch, batch); err != nil {
+	start := time.Now()
+	_, err = c.p.AppendAcksAll(ctx, c.cfg.LeaderEpoch, batch)
+	observe(c.cfg.Metrics.WriteLatency, start)
+	if err != nil {
 		if !c.Current() {
 			return fmt.Errorf("%w: write to transaction state partition %d: %w", ErrNotCoordinator, c.cfg.Partition, err)
 		}
@@ -488,10 +526,18 @@ func (c *Coordinator) end(ctx context.Context, k Key, e *entry, commit bool, by 
 		n.NextProducerID = pid
 	}
 	n.UpdateTime = c.cfg.Now()
+	start := time.Now()
 	if err := c.write(ctx, k, e, n); err != nil {
 		return err
 	}
-	return c.finish(ctx, k, e)
+	if by == EndedByTimeout {
+		inc(c.cfg.Metrics.TimedOut)
+	}
+	if err := c.finish(ctx, k, e); err != nil {
+		return err
+	}
+	observe(c.cfg.Metrics.EndLatency, start)
+	return nil
 }
 
 // markers are the markers of t's end (Prepare*).
@@ -528,7 +574,20 @@ func (c *Coordinator) finish(ctx context.Context, k Key, e *entry) error {
 		n.ProducerID, n.Epoch, n.NextProducerID = t.NextProducerID, 0, 0
 	}
 	n.UpdateTime = c.cfg.Now()
-	return c.write(ctx, k, e, n)
+	if err := c.write(ctx, k, e, n); err != nil {
+		return err
+	}
+	if n.State == StateCompleteCommit {
+		inc(c.cfg.Metrics.Commits)
+	} else {
+		inc(c.cfg.Metrics.Aborts)
+	}
+	return nil
+}
+
+// Open is the number of transactions open (Ongoing) or ending (Prepare*).
+func (c *Coordinator) Open() int {
+	return len(c.entries(func(t *Transaction) bool { return t.State == StateOngoing || t.State.preparing() }))
 }
 
 // Expire aborts every transaction Ongoing for longer than its timeout at

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -367,6 +370,56 @@ func TestTxnTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, producer{p1.id, p1.epoch + 1}, next)
 	require.NoError(t, f.add(next, "slow", tp1))
+}
+
+// TestTxnMetrics: finished commits and aborts, timeouts, end and write
+// latencies, and the open transactions are counted; an end left unfinished
+// is counted when it finishes.
+func TestTxnMetrics(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	m := &Metrics{
+		Commits: prometheus.NewCounter(prometheus.CounterOpts{Name: "c"}), Aborts: prometheus.NewCounter(prometheus.CounterOpts{Name: "a"}),
+		TimedOut:   prometheus.NewCounter(prometheus.CounterOpts{Name: "t"}),
+		EndLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "e"}), WriteLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "w"}),
+	}
+	cfg := f.config(1)
+	cfg.Metrics = m
+	f.c = New(f.p, cfg)
+	require.NoError(t, f.c.Load(f.ctx))
+	p := f.init(t, "t")
+	q := f.init(t, "slow")
+	require.NoError(t, f.add(p, "t", tp0))
+	require.NoError(t, f.add(q, "slow", tp1))
+	require.Equal(t, 2, f.c.Open())
+	p, err := f.end(p, "t", true)
+	require.NoError(t, err)
+	require.Equal(t, 1, f.c.Open())
+	f.clock.advance(2 * time.Minute)
+	f.markers.setFail(errUnreachable)
+	_, err = f.c.Expire(f.ctx, f.clock.Now())
+	require.Error(t, err)
+	require.Equal(t, 1, f.c.Open(), "the abort is not finished")
+	require.EqualValues(t, 1, testutil.ToFloat64(m.TimedOut))
+	require.EqualValues(t, 0, testutil.ToFloat64(m.Aborts))
+	f.markers.setFail(nil)
+	require.NoError(t, f.c.FinishPending(f.ctx))
+	require.NoError(t, f.add(p, "t", tp0))
+	_, err = f.end(p, "t", false)
+	require.NoError(t, err)
+	require.Equal(t, 0, f.c.Open())
+	require.EqualValues(t, 1, testutil.ToFloat64(m.Commits))
+	require.EqualValues(t, 2, testutil.ToFloat64(m.Aborts))
+	require.EqualValues(t, 2, samples(t, m.EndLatency), "the two ends that finished in one go")
+	require.EqualValues(t, f.p.LEO(), samples(t, m.WriteLatency), "one per record written")
+}
+
+// samples is the number of observations of a histogram.
+func samples(t *testing.T, o prometheus.Observer) uint64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, o.(prometheus.Histogram).Write(&m))
+	return m.GetHistogram().GetSampleCount()
 }
 
 // TestTxnEpochOverflow: an epoch is an int16. An end whose bump reaches

@@ -71,7 +71,6 @@
 // mu. Expire and FinishPending skip ids whose operation lock is held.
 // Expire removes a forgotten id's entry while holding its operation lock;
 // an operation that waited for that entry sees it is no longer the id's
-// and takes the current one. The
-// Coordinator starts no goroutines: its broker will call Expire and
-// FinishPending periodically.
+// and takes the current one. The Coordinator starts no goroutines: its
+// broker will call Expire and FinishPending periodically.
 package txn
