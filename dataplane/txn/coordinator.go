@@ -51,6 +51,10 @@ type Marker struct {
 	Commit        bool
 	ProducerID    int64
 	ProducerEpoch int16
+	// CoordinatorEpoch is the leader epoch of the coordinator writing the
+	// marker (record.ControlRecord's), so that a partition can refuse the
+	// markers of a coordinator that was replaced.
+	CoordinatorEpoch int32
 }
 
 // MarkerWriter writes transaction markers: the broker's, to the leaders of
@@ -540,15 +544,16 @@ func (c *Coordinator) end(ctx context.Context, k Key, e *entry, commit bool, by 
 	return nil
 }
 
-// markers are the markers of t's end (Prepare*).
-func markers(k Key, t *Transaction) []Marker {
+// markers are the markers of t's end (Prepare*), written by this
+// coordinator.
+func (c *Coordinator) markers(k Key, t *Transaction) []Marker {
 	commit := t.State == StatePrepareCommit || t.State == StateCompleteCommit
 	var out []Marker
 	for _, tp := range t.Partitions {
-		out = append(out, Marker{Tenant: k.Tenant, Partition: tp, Commit: commit, ProducerID: t.ProducerID, ProducerEpoch: t.Epoch})
+		out = append(out, Marker{Tenant: k.Tenant, Partition: tp, Commit: commit, ProducerID: t.ProducerID, ProducerEpoch: t.Epoch, CoordinatorEpoch: c.cfg.LeaderEpoch})
 	}
 	for _, g := range t.Groups {
-		out = append(out, Marker{Tenant: k.Tenant, Group: g, Commit: commit, ProducerID: t.ProducerID, ProducerEpoch: t.Epoch})
+		out = append(out, Marker{Tenant: k.Tenant, Group: g, Commit: commit, ProducerID: t.ProducerID, ProducerEpoch: t.Epoch, CoordinatorEpoch: c.cfg.LeaderEpoch})
 	}
 	return out
 }
@@ -560,7 +565,7 @@ func (c *Coordinator) finish(ctx context.Context, k Key, e *entry) error {
 	if err := c.checkCurrent(); err != nil {
 		return err // a deposed coordinator writes no markers: the new one does
 	}
-	if ms := markers(k, t); len(ms) > 0 {
+	if ms := c.markers(k, t); len(ms) > 0 {
 		if err := c.cfg.Markers.WriteMarkers(ctx, ms); err != nil {
 			return fmt.Errorf("%w: transactional id %q: write %d markers: %w", ErrConcurrentTransactions, k.TransactionalID, len(ms), err)
 		}
@@ -687,14 +692,15 @@ func (c *Coordinator) Transactions() map[Key]Transaction {
 	return out
 }
 
-// Pending returns the markers of every end not finished (Prepare*).
+// Pending returns the markers of every end not finished (Prepare*), as
+// this coordinator writes them.
 func (c *Coordinator) Pending() map[Key][]Marker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[Key][]Marker{}
 	for k, e := range c.txns {
 		if e.t != nil && e.t.State.preparing() {
-			out[k] = markers(k, e.t)
+			out[k] = c.markers(k, e.t)
 		}
 	}
 	return out

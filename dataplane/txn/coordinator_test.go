@@ -190,7 +190,7 @@ func TestTxnMarkers(t *testing.T) {
 	next, err := f.end(p, "t", true)
 	require.NoError(t, err)
 	require.Equal(t, producer{p.id, p.epoch + 1}, next)
-	commit := []writtenMarker{{true, p.id, p.epoch + 1}}
+	commit := []writtenMarker{{true, p.id, p.epoch + 1, 1}}
 	offsets := TopicPartition{TopicID: "offsets:" + tenant + "/billing"}
 	require.Equal(t, map[TopicPartition][]writtenMarker{tp0: commit, tp1: commit, tp2: commit, offsets: commit}, f.markers.written(t))
 	st := f.state(t, "t")
@@ -204,7 +204,7 @@ func TestTxnMarkers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, producer{p.id, p.epoch + 2}, last)
 	w := f.markers.written(t)
-	require.Equal(t, []writtenMarker{{true, p.id, 1}, {false, p.id, 2}}, w[tp1])
+	require.Equal(t, []writtenMarker{{true, p.id, 1, 1}, {false, p.id, 2, 1}}, w[tp1])
 	require.Equal(t, commit, w[tp0])
 
 	// Nothing in it: no markers.
@@ -297,6 +297,14 @@ func TestTxnTakeoverInEachState(t *testing.T) {
 			old := f.c
 			c := f.takeover(t)
 			require.Equal(t, before, c.Transactions(), "the new coordinator loads what the old one answered")
+			// The same markers, to be written at the new coordinator's epoch.
+			for k, ms := range pendingBefore {
+				for i := range ms {
+					require.EqualValues(t, 1, ms[i].CoordinatorEpoch)
+					ms[i].CoordinatorEpoch = 2
+				}
+				pendingBefore[k] = ms
+			}
 			require.Equal(t, pendingBefore, c.Pending())
 			if tc.state.preparing() {
 				require.Len(t, c.Pending()[Key{tenant, "t"}], 2)
@@ -319,7 +327,7 @@ func TestTxnTakeoverInEachState(t *testing.T) {
 					want = StateCompleteAbort
 				}
 				require.Equal(t, want, st.State)
-				m := []writtenMarker{{tc.state == StatePrepareCommit, p.id, p.epoch + 1}}
+				m := []writtenMarker{{tc.state == StatePrepareCommit, p.id, p.epoch + 1, 2}} // written by the new coordinator
 				require.Equal(t, map[TopicPartition][]writtenMarker{tp0: m, tp1: m}, f.markers.written(t))
 				// The producer's retry answers the new epoch.
 				next, err := f.end(p, "t", tc.state == StatePrepareCommit)
@@ -360,7 +368,7 @@ func TestTxnTimeout(t *testing.T) {
 	st := f.state(t, "slow")
 	require.Equal(t, StateCompleteAbort, st.State)
 	require.Equal(t, EndedByTimeout, st.EndedBy)
-	require.Equal(t, map[TopicPartition][]writtenMarker{tp0: {{false, p1.id, p1.epoch + 1}}}, f.markers.written(t))
+	require.Equal(t, map[TopicPartition][]writtenMarker{tp0: {{false, p1.id, p1.epoch + 1, 1}}}, f.markers.written(t))
 	require.Equal(t, StateOngoing, f.state(t, "patient").State)
 
 	err = f.add(p1, "slow", tp1)
@@ -451,7 +459,7 @@ func TestTxnEpochOverflow(t *testing.T) {
 	np, err := f.end(p, "t", true)
 	require.NoError(t, err)
 	require.Equal(t, producer{1001, 0}, np, "a new producer id")
-	require.Equal(t, []writtenMarker{{true, 7, math.MaxInt16 - 1}, {true, 7, math.MaxInt16}}, f.markers.written(t)[tp0])
+	require.Equal(t, []writtenMarker{{true, 7, math.MaxInt16 - 1, 1}, {true, 7, math.MaxInt16, 1}}, f.markers.written(t)[tp0])
 	// A retry of the end answers the same; the old producer id is fenced.
 	again, err := f.end(p, "t", true)
 	require.NoError(t, err)
@@ -547,7 +555,7 @@ func TestTxnConcurrent(t *testing.T) {
 	require.NoError(t, err)
 	w := f.markers.written(t)
 	for i := range n {
-		require.Equal(t, []writtenMarker{{true, p.id, next.epoch}}, w[TopicPartition{"topic-c", int32(i)}])
+		require.Equal(t, []writtenMarker{{true, p.id, next.epoch, 1}}, w[TopicPartition{"topic-c", int32(i)}])
 	}
 	require.Len(t, w[tp0], 20)
 	require.Equal(t, f.c.Transactions(), f.takeover(t).Transactions())

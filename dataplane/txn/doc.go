@@ -31,7 +31,8 @@
 //     transactional batch.
 //   - EndTransaction writes Prepare* with the epoch bumped, hands the
 //     markers (partition or group, commit or abort, producer id, bumped
-//     epoch) to the MarkerWriter, writes Complete*, and answers then with
+//     epoch, its own leader epoch as the coordinator epoch) to the
+//     MarkerWriter, writes Complete*, and answers then with
 //     the producer id and epoch to use next. Every end bumps the epoch, so
 //     a late AddPartitions of an ended transaction is fenced and never
 //     joins the next one. A retry of a written end answers the same.

@@ -144,14 +144,12 @@ func (w *markerLogs) WriteMarkers(_ context.Context, markers []Marker) error {
 			l = openLog(w.t)
 			w.logs[tp] = l
 		}
-		typ := byte(0)
+		typ := record.ControlAbort
 		if m.Commit {
-			typ = 1
+			typ = record.ControlCommit
 		}
-		b, err := log.EncodeLeaderBatch(nil, record.BatchHeader{
-			Attributes: record.AttrControl | record.AttrTransactional, FirstTimestamp: time.Now().UnixMilli(),
-			ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, BaseSequence: -1,
-		}, []record.Record{{Key: []byte{0, 0, 0, typ}, Value: []byte{}}})
+		h, recs := record.MarkerBatch(m.ProducerID, m.ProducerEpoch, time.Now().UnixMilli(), record.ControlRecord{Type: typ, CoordinatorEpoch: m.CoordinatorEpoch})
+		b, err := log.EncodeLeaderBatch(nil, h, recs)
 		if err != nil {
 			return err
 		}
@@ -164,9 +162,10 @@ func (w *markerLogs) WriteMarkers(_ context.Context, markers []Marker) error {
 
 // writtenMarker is a marker as read back from a log.
 type writtenMarker struct {
-	Commit        bool
-	ProducerID    int64
-	ProducerEpoch int16
+	Commit           bool
+	ProducerID       int64
+	ProducerEpoch    int16
+	CoordinatorEpoch int32
 }
 
 // written reads back the markers in every log.
@@ -185,10 +184,9 @@ func (w *markerLogs) written(t *testing.T) map[TopicPartition][]writtenMarker {
 				data = rest
 				h := b.Header()
 				require.True(t, h.Attributes.Control() && h.Attributes.Transactional())
-				it, err := b.Records()
+				cr, err := record.ReadControlRecord(b)
 				require.NoError(t, err)
-				require.True(t, it.Next())
-				out[tp] = append(out[tp], writtenMarker{Commit: it.Record().Key[3] == 1, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch})
+				out[tp] = append(out[tp], writtenMarker{Commit: cr.Type == record.ControlCommit, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, CoordinatorEpoch: cr.CoordinatorEpoch})
 				off = h.LastOffset() + 1
 			}
 		}

@@ -49,6 +49,9 @@ import (
 //	pending                          the markers of unfinished ends
 //	written                          the markers in every partition's log, in log order
 //
+// Markers print as TYPE PRODUCERID/EPOCH cN, N the leader epoch of the
+// coordinator that wrote them.
+//
 // A producer refused with a fatal error stops for good (later commands for
 // it still run, to show what the coordinator answers).
 
@@ -203,12 +206,12 @@ func fmtTPs(tps []TopicPartition) string {
 	return strings.Join(s, ",")
 }
 
-func fmtMarker(commit bool, pid int64, epoch int16) string {
+func fmtMarker(commit bool, pid int64, epoch int16, coordinatorEpoch int32) string {
 	kind := "abort"
 	if commit {
 		kind = "commit"
 	}
-	return fmt.Sprintf("%s %d/%d", kind, pid, epoch)
+	return fmt.Sprintf("%s %d/%d c%d", kind, pid, epoch, coordinatorEpoch)
 }
 
 func (w *world) run(line string) error {
@@ -406,7 +409,7 @@ func (w *world) run(line string) error {
 		}, func(a, b Key) int { return strings.Compare(a.TransactionalID, b.TransactionalID) }) {
 			var ms []string
 			for _, m := range pending[k] {
-				ms = append(ms, fmtTarget(m)+" "+fmtMarker(m.Commit, m.ProducerID, m.ProducerEpoch))
+				ms = append(ms, fmtTarget(m)+" "+fmtMarker(m.Commit, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch))
 			}
 			w.printf("%s: %s", k.TransactionalID, strings.Join(ms, "; "))
 		}
@@ -425,7 +428,7 @@ func (w *world) run(line string) error {
 		for _, tp := range keys {
 			var ms []string
 			for _, m := range written[tp] {
-				ms = append(ms, fmtMarker(m.Commit, m.ProducerID, m.ProducerEpoch))
+				ms = append(ms, fmtMarker(m.Commit, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch))
 			}
 			name := fmt.Sprintf("%s:%d", tp.TopicID, tp.Partition)
 			if g, ok := strings.CutPrefix(tp.TopicID, "offsets:"+tenant+"/"); ok {
