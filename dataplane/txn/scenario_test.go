@@ -1,10 +1,7 @@
 package txn
 
 import (
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/internal/scenario"
 )
 
 // Scenario files (testdata/*.txt) hold blocks: comment lines (#), command
@@ -55,93 +54,12 @@ import (
 // A producer refused with a fatal error stops for good (later commands for
 // it still run, to show what the coordinator answers).
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt scenarios")
-
-type block struct {
-	lines    []string
-	line     int
-	expected string
-}
-
-func parseScenario(t *testing.T, path string) []block {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var blocks []block
-	var cur block
-	inOutput := false
-	var out []string
-	flush := func() {
-		if inOutput {
-			cur.expected = strings.Join(out, "\n")
-			blocks = append(blocks, cur)
-		}
-		cur, out, inOutput = block{}, nil, false
-	}
-	for i, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
-		switch {
-		case inOutput && l == "":
-			flush()
-		case inOutput:
-			out = append(out, l)
-		case l == "----":
-			inOutput = true
-		default:
-			if cur.line == 0 && l != "" && !strings.HasPrefix(l, "#") {
-				cur.line = i + 1
-			}
-			if l != "" || len(cur.lines) > 0 {
-				cur.lines = append(cur.lines, l)
-			}
-		}
-	}
-	flush()
-	require.Empty(t, cur.lines, "%s: commands without ---- at the end", path)
-	return blocks
-}
-
 func TestTxnScenario(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("testdata/*.txt")
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	doRewrite := *rewrite || os.Getenv("SLUICE_REWRITE") != ""
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			t.Parallel()
-			blocks := parseScenario(t, path)
-			w := newWorld(t)
-			var rewritten strings.Builder
-			for _, b := range blocks {
-				w.out.Reset()
-				for i, l := range b.lines {
-					if l == "" || strings.HasPrefix(l, "#") {
-						continue
-					}
-					if err := w.run(l); err != nil {
-						t.Fatalf("%s:%d: %s: %v\noutput so far:\n%s", path, b.line+i, l, err, w.out.String())
-					}
-				}
-				got := strings.TrimRight(w.out.String(), "\n")
-				if doRewrite {
-					rewritten.WriteString(strings.Join(b.lines, "\n"))
-					rewritten.WriteString("\n----\n")
-					if got != "" {
-						rewritten.WriteString(got + "\n")
-					}
-					rewritten.WriteString("\n")
-					continue
-				}
-				if got != b.expected {
-					t.Errorf("%s:%d: output differs\n--- want\n%s\n--- got\n%s", path, b.line, b.expected, got)
-				}
-			}
-			if doRewrite {
-				out := strings.TrimRight(rewritten.String(), "\n") + "\n"
-				require.NoError(t, os.WriteFile(path, []byte(out), 0o644))
-			}
-		})
-	}
+	scenario.Run(t, "testdata/*.txt", func(t *testing.T) scenario.Script {
+		w := newWorld(t)
+		return scenario.Script{Exec: w.run, Out: &w.out}
+	})
 }
 
 // sim is a simulated transactional producer.
