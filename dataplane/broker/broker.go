@@ -219,6 +219,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	mux.Handle(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...))
 	mux.Handle(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...))
 	mux.Handle(sluicev1connect.NewGroupServiceHandler(&groupService{b}, opts...))
+	mux.Handle(sluicev1connect.NewTransactionServiceHandler(&transactionService{b: b}, opts...))
 	// Health and reflection pass the same interceptors as the services
 	// (public in the auth rules) and list only the client services.
 	mux.Handle(grpchealth.NewHandler(healthChecker{b}, append(slices.Clone(opts), connect.WithInterceptors(healthwatch.EndOnDrain(b.runContext)))...))

@@ -21,7 +21,7 @@ import (
 // offer a tenant's tool, and it is not advertised on a port tenants reach.
 // Its schema stays public (proto/), and leaving it unlisted protects
 // nothing: the credential check does.
-var clientServices = []string{sluicev1connect.RecordServiceName, sluicev1connect.GroupServiceName}
+var clientServices = []string{sluicev1connect.RecordServiceName, sluicev1connect.GroupServiceName, sluicev1connect.TransactionServiceName}
 
 // discoveryServices are what reflection lists: the client services, and
 // health and reflection themselves, as grpc-go servers list them.

@@ -158,6 +158,10 @@ func (s sessionClient) ListGroupLags(context.Context, *connect.Request[sluicev1.
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("not in this test"))
 }
 
+func (s sessionClient) WriteTxnMarkers(context.Context, *connect.Request[sluicev1.WriteTxnMarkersRequest]) (*connect.Response[sluicev1.WriteTxnMarkersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("not in this test"))
+}
+
 // produce appends one record to each leader in parts, acks=1.
 func (c *sessionCluster) produce(parts ...int) {
 	c.t.Helper()

@@ -93,7 +93,144 @@ func (x GroupError_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupError_Reason.Descriptor instead.
 func (GroupError_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11, 0}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13, 0}
+}
+
+type TxnCommitOffsetsRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Group           string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	TransactionalId string                 `protobuf:"bytes,2,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch   int32                  `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// As in CommitOffsetsRequest.
+	MemberId      string             `protobuf:"bytes,5,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32              `protobuf:"varint,6,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	InstanceId    string             `protobuf:"bytes,7,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Offsets       []*PartitionOffset `protobuf:"bytes,8,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnCommitOffsetsRequest) Reset() {
+	*x = TxnCommitOffsetsRequest{}
+	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnCommitOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnCommitOffsetsRequest) ProtoMessage() {}
+
+func (x *TxnCommitOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnCommitOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*TxnCommitOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TxnCommitOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *TxnCommitOffsetsRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnCommitOffsetsRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnCommitOffsetsRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *TxnCommitOffsetsRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *TxnCommitOffsetsRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *TxnCommitOffsetsRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *TxnCommitOffsetsRequest) GetOffsets() []*PartitionOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+type TxnCommitOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnCommitOffsetsResponse) Reset() {
+	*x = TxnCommitOffsetsResponse{}
+	mi := &file_sluice_v1_group_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnCommitOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnCommitOffsetsResponse) ProtoMessage() {}
+
+func (x *TxnCommitOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnCommitOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*TxnCommitOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{1}
 }
 
 type ListGroupsRequest struct {
@@ -104,7 +241,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	mi := &file_sluice_v1_group_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -116,7 +253,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[0]
+	mi := &file_sluice_v1_group_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -129,7 +266,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{2}
 }
 
 type GroupSummary struct {
@@ -144,7 +281,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_sluice_v1_group_proto_msgTypes[1]
+	mi := &file_sluice_v1_group_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +293,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[1]
+	mi := &file_sluice_v1_group_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +306,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -202,7 +339,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[2]
+	mi := &file_sluice_v1_group_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +351,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[2]
+	mi := &file_sluice_v1_group_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +364,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -246,7 +383,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[3]
+	mi := &file_sluice_v1_group_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +395,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[3]
+	mi := &file_sluice_v1_group_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +408,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -298,7 +435,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_sluice_v1_group_proto_msgTypes[4]
+	mi := &file_sluice_v1_group_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +447,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[4]
+	mi := &file_sluice_v1_group_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +460,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -399,7 +536,7 @@ type PartitionLag struct {
 
 func (x *PartitionLag) Reset() {
 	*x = PartitionLag{}
-	mi := &file_sluice_v1_group_proto_msgTypes[5]
+	mi := &file_sluice_v1_group_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +548,7 @@ func (x *PartitionLag) String() string {
 func (*PartitionLag) ProtoMessage() {}
 
 func (x *PartitionLag) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[5]
+	mi := &file_sluice_v1_group_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +561,7 @@ func (x *PartitionLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLag.ProtoReflect.Descriptor instead.
 func (*PartitionLag) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PartitionLag) GetTopic() string {
@@ -505,7 +642,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[6]
+	mi := &file_sluice_v1_group_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +654,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[6]
+	mi := &file_sluice_v1_group_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +667,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -591,7 +728,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[7]
+	mi := &file_sluice_v1_group_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +740,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[7]
+	mi := &file_sluice_v1_group_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +753,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -634,7 +771,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	mi := &file_sluice_v1_group_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +783,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	mi := &file_sluice_v1_group_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +796,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{10}
 }
 
 type ResetOffsetsRequest struct {
@@ -681,7 +818,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[9]
+	mi := &file_sluice_v1_group_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +830,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[9]
+	mi := &file_sluice_v1_group_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +843,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -767,7 +904,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[10]
+	mi := &file_sluice_v1_group_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +916,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[10]
+	mi := &file_sluice_v1_group_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +929,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -812,7 +949,7 @@ type GroupError struct {
 
 func (x *GroupError) Reset() {
 	*x = GroupError{}
-	mi := &file_sluice_v1_group_proto_msgTypes[11]
+	mi := &file_sluice_v1_group_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +961,7 @@ func (x *GroupError) String() string {
 func (*GroupError) ProtoMessage() {}
 
 func (x *GroupError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[11]
+	mi := &file_sluice_v1_group_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +974,7 @@ func (x *GroupError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupError.ProtoReflect.Descriptor instead.
 func (*GroupError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GroupError) GetReason() GroupError_Reason {
@@ -856,7 +993,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	mi := &file_sluice_v1_group_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1005,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	mi := &file_sluice_v1_group_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1018,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FindCoordinatorRequest) GetGroup() string {
@@ -901,7 +1038,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	mi := &file_sluice_v1_group_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1050,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	mi := &file_sluice_v1_group_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1063,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FindCoordinatorResponse) GetBrokerId() int32 {
@@ -953,7 +1090,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sluice_v1_group_proto_msgTypes[14]
+	mi := &file_sluice_v1_group_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1102,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[14]
+	mi := &file_sluice_v1_group_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1115,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -1027,7 +1164,7 @@ type GroupHeartbeatRequest struct {
 
 func (x *GroupHeartbeatRequest) Reset() {
 	*x = GroupHeartbeatRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[15]
+	mi := &file_sluice_v1_group_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1176,7 @@ func (x *GroupHeartbeatRequest) String() string {
 func (*GroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[15]
+	mi := &file_sluice_v1_group_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1189,7 @@ func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GroupHeartbeatRequest) GetGroup() string {
@@ -1139,7 +1276,7 @@ type GroupHeartbeatResponse struct {
 
 func (x *GroupHeartbeatResponse) Reset() {
 	*x = GroupHeartbeatResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[16]
+	mi := &file_sluice_v1_group_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1288,7 @@ func (x *GroupHeartbeatResponse) String() string {
 func (*GroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[16]
+	mi := &file_sluice_v1_group_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1301,7 @@ func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GroupHeartbeatResponse) GetMemberId() string {
@@ -1206,7 +1343,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[17]
+	mi := &file_sluice_v1_group_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1355,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[17]
+	mi := &file_sluice_v1_group_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1368,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -1263,7 +1400,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[18]
+	mi := &file_sluice_v1_group_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1412,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[18]
+	mi := &file_sluice_v1_group_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1425,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{20}
 }
 
 type PartitionOffset struct {
@@ -1307,7 +1444,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_sluice_v1_group_proto_msgTypes[19]
+	mi := &file_sluice_v1_group_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1456,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[19]
+	mi := &file_sluice_v1_group_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1469,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -1387,7 +1524,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[20]
+	mi := &file_sluice_v1_group_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1536,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[20]
+	mi := &file_sluice_v1_group_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1549,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -1458,7 +1595,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[21]
+	mi := &file_sluice_v1_group_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1607,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[21]
+	mi := &file_sluice_v1_group_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1620,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{23}
 }
 
 type FetchOffsetsRequest struct {
@@ -1497,7 +1634,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[22]
+	mi := &file_sluice_v1_group_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1646,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[22]
+	mi := &file_sluice_v1_group_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1659,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -1549,7 +1686,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[23]
+	mi := &file_sluice_v1_group_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1698,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[23]
+	mi := &file_sluice_v1_group_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1711,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -1602,7 +1739,7 @@ type GroupRecordKey struct {
 
 func (x *GroupRecordKey) Reset() {
 	*x = GroupRecordKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[24]
+	mi := &file_sluice_v1_group_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1751,7 @@ func (x *GroupRecordKey) String() string {
 func (*GroupRecordKey) ProtoMessage() {}
 
 func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[24]
+	mi := &file_sluice_v1_group_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1764,7 @@ func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordKey.ProtoReflect.Descriptor instead.
 func (*GroupRecordKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupRecordKey) GetTenantId() string {
@@ -1714,7 +1851,7 @@ type StaticMemberKey struct {
 
 func (x *StaticMemberKey) Reset() {
 	*x = StaticMemberKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[25]
+	mi := &file_sluice_v1_group_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1863,7 @@ func (x *StaticMemberKey) String() string {
 func (*StaticMemberKey) ProtoMessage() {}
 
 func (x *StaticMemberKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[25]
+	mi := &file_sluice_v1_group_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1876,7 @@ func (x *StaticMemberKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticMemberKey.ProtoReflect.Descriptor instead.
 func (*StaticMemberKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StaticMemberKey) GetInstanceId() string {
@@ -1760,7 +1897,7 @@ type OffsetKey struct {
 
 func (x *OffsetKey) Reset() {
 	*x = OffsetKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[26]
+	mi := &file_sluice_v1_group_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1909,7 @@ func (x *OffsetKey) String() string {
 func (*OffsetKey) ProtoMessage() {}
 
 func (x *OffsetKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[26]
+	mi := &file_sluice_v1_group_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1922,7 @@ func (x *OffsetKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetKey.ProtoReflect.Descriptor instead.
 func (*OffsetKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *OffsetKey) GetTopicId() string {
@@ -1821,7 +1958,7 @@ type GroupRecordValue struct {
 
 func (x *GroupRecordValue) Reset() {
 	*x = GroupRecordValue{}
-	mi := &file_sluice_v1_group_proto_msgTypes[27]
+	mi := &file_sluice_v1_group_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1970,7 @@ func (x *GroupRecordValue) String() string {
 func (*GroupRecordValue) ProtoMessage() {}
 
 func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[27]
+	mi := &file_sluice_v1_group_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1983,7 @@ func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordValue.ProtoReflect.Descriptor instead.
 func (*GroupRecordValue) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupRecordValue) GetOffset() *PartitionOffset {
@@ -1874,7 +2011,19 @@ var File_sluice_v1_group_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_group_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/group.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\x13\n" +
+	"\x15sluice/v1/group.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\xb9\x02\n" +
+	"\x17TxnCommitOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12)\n" +
+	"\x10transactional_id\x18\x02 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12\x1b\n" +
+	"\tmember_id\x18\x05 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x06 \x01(\x05R\vmemberEpoch\x12\x1f\n" +
+	"\vinstance_id\x18\a \x01(\tR\n" +
+	"instanceId\x124\n" +
+	"\aoffsets\x18\b \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets\"\x1a\n" +
+	"\x18TxnCommitOffsetsResponse\"\x13\n" +
 	"\x11ListGroupsRequest\"T\n" +
 	"\fGroupSummary\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
@@ -2019,7 +2168,7 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\x10GroupRecordValue\x122\n" +
 	"\x06offset\x18\x01 \x01(\v2\x1a.sluice.v1.PartitionOffsetR\x06offset\x12$\n" +
 	"\x0ecommit_time_ms\x18\x02 \x01(\x03R\fcommitTimeMs\x12\x1b\n" +
-	"\tmember_id\x18\x03 \x01(\tR\bmemberId2\xff\x05\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId2\xde\x06\n" +
 	"\fGroupService\x12Z\n" +
 	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\"\x00\x12W\n" +
 	"\x0eGroupHeartbeat\x12 .sluice.v1.GroupHeartbeatRequest\x1a!.sluice.v1.GroupHeartbeatResponse\"\x00\x12K\n" +
@@ -2031,7 +2180,8 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"ListGroups\x12\x1c.sluice.v1.ListGroupsRequest\x1a\x1d.sluice.v1.ListGroupsResponse\"\x00\x12T\n" +
 	"\rDescribeGroup\x12\x1f.sluice.v1.DescribeGroupRequest\x1a .sluice.v1.DescribeGroupResponse\"\x00\x12N\n" +
 	"\vDeleteGroup\x12\x1d.sluice.v1.DeleteGroupRequest\x1a\x1e.sluice.v1.DeleteGroupResponse\"\x00\x12Q\n" +
-	"\fResetOffsets\x12\x1e.sluice.v1.ResetOffsetsRequest\x1a\x1f.sluice.v1.ResetOffsetsResponse\"\x00B\x93\x01\n" +
+	"\fResetOffsets\x12\x1e.sluice.v1.ResetOffsetsRequest\x1a\x1f.sluice.v1.ResetOffsetsResponse\"\x00\x12]\n" +
+	"\x10TxnCommitOffsets\x12\".sluice.v1.TxnCommitOffsetsRequest\x1a#.sluice.v1.TxnCommitOffsetsResponse\"\x00B\x93\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"GroupProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -2049,80 +2199,85 @@ func file_sluice_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_sluice_v1_group_proto_goTypes = []any{
-	(GroupError_Reason)(0),          // 0: sluice.v1.GroupError.Reason
-	(*ListGroupsRequest)(nil),       // 1: sluice.v1.ListGroupsRequest
-	(*GroupSummary)(nil),            // 2: sluice.v1.GroupSummary
-	(*ListGroupsResponse)(nil),      // 3: sluice.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),    // 4: sluice.v1.DescribeGroupRequest
-	(*GroupMember)(nil),             // 5: sluice.v1.GroupMember
-	(*PartitionLag)(nil),            // 6: sluice.v1.PartitionLag
-	(*DescribeGroupResponse)(nil),   // 7: sluice.v1.DescribeGroupResponse
-	(*DeleteGroupRequest)(nil),      // 8: sluice.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),     // 9: sluice.v1.DeleteGroupResponse
-	(*ResetOffsetsRequest)(nil),     // 10: sluice.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),    // 11: sluice.v1.ResetOffsetsResponse
-	(*GroupError)(nil),              // 12: sluice.v1.GroupError
-	(*FindCoordinatorRequest)(nil),  // 13: sluice.v1.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil), // 14: sluice.v1.FindCoordinatorResponse
-	(*TopicPartitions)(nil),         // 15: sluice.v1.TopicPartitions
-	(*GroupHeartbeatRequest)(nil),   // 16: sluice.v1.GroupHeartbeatRequest
-	(*GroupHeartbeatResponse)(nil),  // 17: sluice.v1.GroupHeartbeatResponse
-	(*LeaveGroupRequest)(nil),       // 18: sluice.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),      // 19: sluice.v1.LeaveGroupResponse
-	(*PartitionOffset)(nil),         // 20: sluice.v1.PartitionOffset
-	(*CommitOffsetsRequest)(nil),    // 21: sluice.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),   // 22: sluice.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),     // 23: sluice.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),    // 24: sluice.v1.FetchOffsetsResponse
-	(*GroupRecordKey)(nil),          // 25: sluice.v1.GroupRecordKey
-	(*StaticMemberKey)(nil),         // 26: sluice.v1.StaticMemberKey
-	(*OffsetKey)(nil),               // 27: sluice.v1.OffsetKey
-	(*GroupRecordValue)(nil),        // 28: sluice.v1.GroupRecordValue
-	(OffsetSpec)(0),                 // 29: sluice.v1.OffsetSpec
+	(GroupError_Reason)(0),           // 0: sluice.v1.GroupError.Reason
+	(*TxnCommitOffsetsRequest)(nil),  // 1: sluice.v1.TxnCommitOffsetsRequest
+	(*TxnCommitOffsetsResponse)(nil), // 2: sluice.v1.TxnCommitOffsetsResponse
+	(*ListGroupsRequest)(nil),        // 3: sluice.v1.ListGroupsRequest
+	(*GroupSummary)(nil),             // 4: sluice.v1.GroupSummary
+	(*ListGroupsResponse)(nil),       // 5: sluice.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),     // 6: sluice.v1.DescribeGroupRequest
+	(*GroupMember)(nil),              // 7: sluice.v1.GroupMember
+	(*PartitionLag)(nil),             // 8: sluice.v1.PartitionLag
+	(*DescribeGroupResponse)(nil),    // 9: sluice.v1.DescribeGroupResponse
+	(*DeleteGroupRequest)(nil),       // 10: sluice.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),      // 11: sluice.v1.DeleteGroupResponse
+	(*ResetOffsetsRequest)(nil),      // 12: sluice.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),     // 13: sluice.v1.ResetOffsetsResponse
+	(*GroupError)(nil),               // 14: sluice.v1.GroupError
+	(*FindCoordinatorRequest)(nil),   // 15: sluice.v1.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),  // 16: sluice.v1.FindCoordinatorResponse
+	(*TopicPartitions)(nil),          // 17: sluice.v1.TopicPartitions
+	(*GroupHeartbeatRequest)(nil),    // 18: sluice.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),   // 19: sluice.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),        // 20: sluice.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),       // 21: sluice.v1.LeaveGroupResponse
+	(*PartitionOffset)(nil),          // 22: sluice.v1.PartitionOffset
+	(*CommitOffsetsRequest)(nil),     // 23: sluice.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),    // 24: sluice.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),      // 25: sluice.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),     // 26: sluice.v1.FetchOffsetsResponse
+	(*GroupRecordKey)(nil),           // 27: sluice.v1.GroupRecordKey
+	(*StaticMemberKey)(nil),          // 28: sluice.v1.StaticMemberKey
+	(*OffsetKey)(nil),                // 29: sluice.v1.OffsetKey
+	(*GroupRecordValue)(nil),         // 30: sluice.v1.GroupRecordValue
+	(OffsetSpec)(0),                  // 31: sluice.v1.OffsetSpec
 }
 var file_sluice_v1_group_proto_depIdxs = []int32{
-	2,  // 0: sluice.v1.ListGroupsResponse.groups:type_name -> sluice.v1.GroupSummary
-	15, // 1: sluice.v1.GroupMember.assignment:type_name -> sluice.v1.TopicPartitions
-	15, // 2: sluice.v1.GroupMember.pending:type_name -> sluice.v1.TopicPartitions
-	15, // 3: sluice.v1.GroupMember.revoking:type_name -> sluice.v1.TopicPartitions
-	5,  // 4: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
-	6,  // 5: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
-	29, // 6: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
-	20, // 7: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
-	0,  // 8: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
-	15, // 9: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
-	15, // 10: sluice.v1.GroupHeartbeatResponse.assignment:type_name -> sluice.v1.TopicPartitions
-	20, // 11: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
-	15, // 12: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
-	20, // 13: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
-	27, // 14: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
-	26, // 15: sluice.v1.GroupRecordKey.static_member:type_name -> sluice.v1.StaticMemberKey
-	20, // 16: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
-	13, // 17: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
-	16, // 18: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
-	18, // 19: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
-	21, // 20: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
-	23, // 21: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
-	1,  // 22: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	4,  // 23: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	8,  // 24: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
-	10, // 25: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
-	14, // 26: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
-	17, // 27: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
-	19, // 28: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
-	22, // 29: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
-	24, // 30: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
-	3,  // 31: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	7,  // 32: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	9,  // 33: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
-	11, // 34: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
-	26, // [26:35] is the sub-list for method output_type
-	17, // [17:26] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	22, // 0: sluice.v1.TxnCommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
+	4,  // 1: sluice.v1.ListGroupsResponse.groups:type_name -> sluice.v1.GroupSummary
+	17, // 2: sluice.v1.GroupMember.assignment:type_name -> sluice.v1.TopicPartitions
+	17, // 3: sluice.v1.GroupMember.pending:type_name -> sluice.v1.TopicPartitions
+	17, // 4: sluice.v1.GroupMember.revoking:type_name -> sluice.v1.TopicPartitions
+	7,  // 5: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
+	8,  // 6: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
+	31, // 7: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
+	22, // 8: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
+	0,  // 9: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
+	17, // 10: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
+	17, // 11: sluice.v1.GroupHeartbeatResponse.assignment:type_name -> sluice.v1.TopicPartitions
+	22, // 12: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
+	17, // 13: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
+	22, // 14: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
+	29, // 15: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
+	28, // 16: sluice.v1.GroupRecordKey.static_member:type_name -> sluice.v1.StaticMemberKey
+	22, // 17: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
+	15, // 18: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
+	18, // 19: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
+	20, // 20: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
+	23, // 21: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
+	25, // 22: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
+	3,  // 23: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	6,  // 24: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	10, // 25: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
+	12, // 26: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
+	1,  // 27: sluice.v1.GroupService.TxnCommitOffsets:input_type -> sluice.v1.TxnCommitOffsetsRequest
+	16, // 28: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
+	19, // 29: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
+	21, // 30: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
+	24, // 31: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
+	26, // 32: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
+	5,  // 33: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	9,  // 34: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	11, // 35: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
+	13, // 36: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
+	2,  // 37: sluice.v1.GroupService.TxnCommitOffsets:output_type -> sluice.v1.TxnCommitOffsetsResponse
+	28, // [28:38] is the sub-list for method output_type
+	18, // [18:28] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_group_proto_init() }
@@ -2131,7 +2286,7 @@ func file_sluice_v1_group_proto_init() {
 		return
 	}
 	file_sluice_v1_record_proto_init()
-	file_sluice_v1_group_proto_msgTypes[24].OneofWrappers = []any{
+	file_sluice_v1_group_proto_msgTypes[26].OneofWrappers = []any{
 		(*GroupRecordKey_Offset)(nil),
 		(*GroupRecordKey_GroupDeleted)(nil),
 		(*GroupRecordKey_StaticMember)(nil),
@@ -2142,7 +2297,7 @@ func file_sluice_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_group_proto_rawDesc), len(file_sluice_v1_group_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -80,6 +80,62 @@ func (Acks) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_record_proto_rawDescGZIP(), []int{0}
 }
 
+// IsolationLevel says which records a consumer reads.
+type IsolationLevel int32
+
+const (
+	// Same as ISOLATION_LEVEL_READ_UNCOMMITTED.
+	IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED IsolationLevel = 0
+	// Every record below the high watermark, those of open and aborted
+	// transactions included.
+	IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED IsolationLevel = 1
+	// Records below the last stable offset (the first offset of the oldest
+	// open transaction, or the high watermark), without those of aborted
+	// transactions.
+	IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED IsolationLevel = 2
+)
+
+// Enum value maps for IsolationLevel.
+var (
+	IsolationLevel_name = map[int32]string{
+		0: "ISOLATION_LEVEL_UNSPECIFIED",
+		1: "ISOLATION_LEVEL_READ_UNCOMMITTED",
+		2: "ISOLATION_LEVEL_READ_COMMITTED",
+	}
+	IsolationLevel_value = map[string]int32{
+		"ISOLATION_LEVEL_UNSPECIFIED":      0,
+		"ISOLATION_LEVEL_READ_UNCOMMITTED": 1,
+		"ISOLATION_LEVEL_READ_COMMITTED":   2,
+	}
+)
+
+func (x IsolationLevel) Enum() *IsolationLevel {
+	p := new(IsolationLevel)
+	*p = x
+	return p
+}
+
+func (x IsolationLevel) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IsolationLevel) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_record_proto_enumTypes[1].Descriptor()
+}
+
+func (IsolationLevel) Type() protoreflect.EnumType {
+	return &file_sluice_v1_record_proto_enumTypes[1]
+}
+
+func (x IsolationLevel) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IsolationLevel.Descriptor instead.
+func (IsolationLevel) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{1}
+}
+
 // OffsetSpec selects an offset.
 type OffsetSpec int32
 
@@ -117,11 +173,11 @@ func (x OffsetSpec) String() string {
 }
 
 func (OffsetSpec) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_v1_record_proto_enumTypes[1].Descriptor()
+	return file_sluice_v1_record_proto_enumTypes[2].Descriptor()
 }
 
 func (OffsetSpec) Type() protoreflect.EnumType {
-	return &file_sluice_v1_record_proto_enumTypes[1]
+	return &file_sluice_v1_record_proto_enumTypes[2]
 }
 
 func (x OffsetSpec) Number() protoreflect.EnumNumber {
@@ -130,7 +186,7 @@ func (x OffsetSpec) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OffsetSpec.Descriptor instead.
 func (OffsetSpec) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_record_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_record_proto_rawDescGZIP(), []int{2}
 }
 
 type ProducerError_Reason int32
@@ -182,11 +238,11 @@ func (x ProducerError_Reason) String() string {
 }
 
 func (ProducerError_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_v1_record_proto_enumTypes[2].Descriptor()
+	return file_sluice_v1_record_proto_enumTypes[3].Descriptor()
 }
 
 func (ProducerError_Reason) Type() protoreflect.EnumType {
-	return &file_sluice_v1_record_proto_enumTypes[2]
+	return &file_sluice_v1_record_proto_enumTypes[3]
 }
 
 func (x ProducerError_Reason) Number() protoreflect.EnumNumber {
@@ -199,9 +255,14 @@ func (ProducerError_Reason) EnumDescriptor() ([]byte, []int) {
 }
 
 type InitProducerIdRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty: an idempotent producer without transactions.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// With a transactional id: how long a transaction may stay open before
+	// the coordinator aborts it; 0 means 60 s. At most the plan's maximum.
+	TransactionTimeoutMs int64 `protobuf:"varint,2,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *InitProducerIdRequest) Reset() {
@@ -232,6 +293,20 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
 	return file_sluice_v1_record_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *InitProducerIdRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *InitProducerIdRequest) GetTransactionTimeoutMs() int64 {
+	if x != nil {
+		return x.TransactionTimeoutMs
+	}
+	return 0
 }
 
 type InitProducerIdResponse struct {
@@ -581,8 +656,14 @@ type ProduceRequest struct {
 	// one UNAVAILABLE (this broker has not caught up yet): a client never
 	// writes to a leader it did not mean.
 	CurrentLeaderEpoch *int32 `protobuf:"varint,7,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof" json:"current_leader_epoch,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Set when the batches are transactional (the transactional attribute
+	// bit, with the producer id and epoch InitProducerId gave for this
+	// transactional id): the leader verifies with the transaction coordinator
+	// that the partition is in the producer's current transaction before it
+	// appends them. Transactional batches without it are INVALID_ARGUMENT.
+	TransactionalId string `protobuf:"bytes,8,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -675,6 +756,13 @@ func (x *ProduceRequest) GetCurrentLeaderEpoch() int32 {
 	return 0
 }
 
+func (x *ProduceRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
 type isProduceRequest_Payload interface {
 	isProduceRequest_Payload()
 }
@@ -696,10 +784,12 @@ type ProduceManyRequest struct {
 	// As in ProduceRequest, for every entry.
 	Acks Acks `protobuf:"varint,1,opt,name=acks,proto3,enum=sluice.v1.Acks" json:"acks,omitempty"`
 	// As in ProduceRequest, for every entry.
-	TimeoutMs     int64               `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Partitions    []*ProducePartition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TimeoutMs  int64               `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Partitions []*ProducePartition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// As in ProduceRequest, for every entry.
+	TransactionalId string `protobuf:"bytes,4,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProduceManyRequest) Reset() {
@@ -751,6 +841,13 @@ func (x *ProduceManyRequest) GetPartitions() []*ProducePartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ProduceManyRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
 }
 
 // ProducePartition is one entry of a ProduceManyRequest: the fields of a
@@ -1128,8 +1225,12 @@ type FetchRequest struct {
 	// As in ProduceRequest: fences reads from a leader the client did not mean
 	// (KIP-320).
 	CurrentLeaderEpoch *int32 `protobuf:"varint,7,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof" json:"current_leader_epoch,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// READ_COMMITTED returns only records below the last stable offset and
+	// never a record of an aborted transaction; transaction markers are
+	// never returned to clients in either mode (raw batches included).
+	IsolationLevel IsolationLevel `protobuf:"varint,8,opt,name=isolation_level,json=isolationLevel,proto3,enum=sluice.v1.IsolationLevel" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -1209,6 +1310,13 @@ func (x *FetchRequest) GetCurrentLeaderEpoch() int32 {
 		return *x.CurrentLeaderEpoch
 	}
 	return 0
+}
+
+func (x *FetchRequest) GetIsolationLevel() IsolationLevel {
+	if x != nil {
+		return x.IsolationLevel
+	}
+	return IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED
 }
 
 type FetchedRecord struct {
@@ -1302,9 +1410,12 @@ type FetchResponse struct {
 	HighWatermark  int64                  `protobuf:"varint,3,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogStartOffset int64                  `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// The offset to fetch next.
-	NextOffset    int64 `protobuf:"varint,5,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NextOffset int64 `protobuf:"varint,5,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// The first offset of the oldest open transaction, or the high
+	// watermark when none is open.
+	LastStableOffset int64 `protobuf:"varint,6,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
@@ -1372,15 +1483,24 @@ func (x *FetchResponse) GetNextOffset() int64 {
 	return 0
 }
 
+func (x *FetchResponse) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
+	}
+	return 0
+}
+
 type ListOffsetsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	Spec      OffsetSpec             `protobuf:"varint,3,opt,name=spec,proto3,enum=sluice.v1.OffsetSpec" json:"spec,omitempty"`
 	// With OFFSET_SPEC_TIMESTAMP: milliseconds since the Unix epoch.
-	TimestampMs   int64 `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TimestampMs int64 `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// READ_COMMITTED: OFFSET_SPEC_LATEST answers the last stable offset.
+	IsolationLevel IsolationLevel `protobuf:"varint,5,opt,name=isolation_level,json=isolationLevel,proto3,enum=sluice.v1.IsolationLevel" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListOffsetsRequest) Reset() {
@@ -1441,6 +1561,13 @@ func (x *ListOffsetsRequest) GetTimestampMs() int64 {
 	return 0
 }
 
+func (x *ListOffsetsRequest) GetIsolationLevel() IsolationLevel {
+	if x != nil {
+		return x.IsolationLevel
+	}
+	return IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED
+}
+
 type ListOffsetsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// -1 when no record has a timestamp at or after timestamp_ms.
@@ -1449,9 +1576,11 @@ type ListOffsetsResponse struct {
 	HighWatermark  int64 `protobuf:"varint,3,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	// Bytes the partition holds from log_start_offset to its end, the object
 	// store's part included (what retention.bytes limits).
-	SizeBytes     int64 `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SizeBytes int64 `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// See FetchResponse.
+	LastStableOffset int64 `protobuf:"varint,5,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListOffsetsResponse) Reset() {
@@ -1508,6 +1637,13 @@ func (x *ListOffsetsResponse) GetHighWatermark() int64 {
 func (x *ListOffsetsResponse) GetSizeBytes() int64 {
 	if x != nil {
 		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *ListOffsetsResponse) GetLastStableOffset() int64 {
+	if x != nil {
+		return x.LastStableOffset
 	}
 	return 0
 }
@@ -1938,8 +2074,10 @@ var File_sluice_v1_record_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/record.proto\x12\tsluice.v1\x1a\x19google/protobuf/any.proto\"\x17\n" +
-	"\x15InitProducerIdRequest\"`\n" +
+	"\x16sluice/v1/record.proto\x12\tsluice.v1\x1a\x19google/protobuf/any.proto\"x\n" +
+	"\x15InitProducerIdRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x124\n" +
+	"\x16transaction_timeout_ms\x18\x02 \x01(\x03R\x14transactionTimeoutMs\"`\n" +
 	"\x16InitProducerIdResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
@@ -1966,7 +2104,7 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\aheaders\x18\x03 \x03(\v2\x11.sluice.v1.HeaderR\aheaders\x12!\n" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\"#\n" +
 	"\rRecordBatches\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xcc\x02\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xf7\x02\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x121\n" +
@@ -1975,16 +2113,18 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x04acks\x18\x05 \x01(\x0e2\x0f.sluice.v1.AcksR\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x06 \x01(\x03R\ttimeoutMs\x125\n" +
-	"\x14current_leader_epoch\x18\a \x01(\x05H\x01R\x12currentLeaderEpoch\x88\x01\x01B\t\n" +
+	"\x14current_leader_epoch\x18\a \x01(\x05H\x01R\x12currentLeaderEpoch\x88\x01\x01\x12)\n" +
+	"\x10transactional_id\x18\b \x01(\tR\x0ftransactionalIdB\t\n" +
 	"\apayloadB\x17\n" +
-	"\x15_current_leader_epoch\"\x95\x01\n" +
+	"\x15_current_leader_epoch\"\xc0\x01\n" +
 	"\x12ProduceManyRequest\x12#\n" +
 	"\x04acks\x18\x01 \x01(\x0e2\x0f.sluice.v1.AcksR\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12;\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x1b.sluice.v1.ProducePartitionR\n" +
-	"partitions\"\xca\x01\n" +
+	"partitions\x12)\n" +
+	"\x10transactional_id\x18\x04 \x01(\tR\x0ftransactionalId\"\xca\x01\n" +
 	"\x10ProducePartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x122\n" +
@@ -2010,7 +2150,7 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\x88\x02\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\xcc\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2019,7 +2159,8 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\vmax_wait_ms\x18\x05 \x01(\x03R\tmaxWaitMs\x12\x1f\n" +
 	"\vraw_batches\x18\x06 \x01(\bR\n" +
 	"rawBatches\x125\n" +
-	"\x14current_leader_epoch\x18\a \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01B\x17\n" +
+	"\x14current_leader_epoch\x18\a \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01\x12B\n" +
+	"\x0fisolation_level\x18\b \x01(\x0e2\x19.sluice.v1.IsolationLevelR\x0eisolationLevelB\x17\n" +
 	"\x15_current_leader_epoch\"\xc2\x01\n" +
 	"\rFetchedRecord\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12!\n" +
@@ -2027,25 +2168,28 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\fR\x05value\x12+\n" +
 	"\aheaders\x18\x05 \x03(\v2\x11.sluice.v1.HeaderR\aheaders\x12!\n" +
-	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\xe9\x01\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\x97\x02\n" +
 	"\rFetchResponse\x122\n" +
 	"\arecords\x18\x01 \x03(\v2\x18.sluice.v1.FetchedRecordR\arecords\x122\n" +
 	"\abatches\x18\x02 \x01(\v2\x18.sluice.v1.RecordBatchesR\abatches\x12%\n" +
 	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\x12\x1f\n" +
 	"\vnext_offset\x18\x05 \x01(\x03R\n" +
-	"nextOffset\"\x96\x01\n" +
+	"nextOffset\x12,\n" +
+	"\x12last_stable_offset\x18\x06 \x01(\x03R\x10lastStableOffset\"\xda\x01\n" +
 	"\x12ListOffsetsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
 	"\x04spec\x18\x03 \x01(\x0e2\x15.sluice.v1.OffsetSpecR\x04spec\x12!\n" +
-	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\"\x9d\x01\n" +
+	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12B\n" +
+	"\x0fisolation_level\x18\x05 \x01(\x0e2\x19.sluice.v1.IsolationLevelR\x0eisolationLevel\"\xcb\x01\n" +
 	"\x13ListOffsetsResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\",\n" +
+	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\x12,\n" +
+	"\x12last_stable_offset\x18\x05 \x01(\x03R\x10lastStableOffset\",\n" +
 	"\x12GetMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\"M\n" +
 	"\rBrokerAddress\x12\x0e\n" +
@@ -2079,7 +2223,11 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x10ACKS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tACKS_NONE\x10\x01\x12\x0f\n" +
 	"\vACKS_LEADER\x10\x02\x12\f\n" +
-	"\bACKS_ALL\x10\x03*v\n" +
+	"\bACKS_ALL\x10\x03*{\n" +
+	"\x0eIsolationLevel\x12\x1f\n" +
+	"\x1bISOLATION_LEVEL_UNSPECIFIED\x10\x00\x12$\n" +
+	" ISOLATION_LEVEL_READ_UNCOMMITTED\x10\x01\x12\"\n" +
+	"\x1eISOLATION_LEVEL_READ_COMMITTED\x10\x02*v\n" +
 	"\n" +
 	"OffsetSpec\x12\x1b\n" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -2108,78 +2256,81 @@ func file_sluice_v1_record_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_record_proto_rawDescData
 }
 
-var file_sluice_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_sluice_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_sluice_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_sluice_v1_record_proto_goTypes = []any{
 	(Acks)(0),                      // 0: sluice.v1.Acks
-	(OffsetSpec)(0),                // 1: sluice.v1.OffsetSpec
-	(ProducerError_Reason)(0),      // 2: sluice.v1.ProducerError.Reason
-	(*InitProducerIdRequest)(nil),  // 3: sluice.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil), // 4: sluice.v1.InitProducerIdResponse
-	(*BatchTooLarge)(nil),          // 5: sluice.v1.BatchTooLarge
-	(*ProducerError)(nil),          // 6: sluice.v1.ProducerError
-	(*Header)(nil),                 // 7: sluice.v1.Header
-	(*Record)(nil),                 // 8: sluice.v1.Record
-	(*RecordBatches)(nil),          // 9: sluice.v1.RecordBatches
-	(*ProduceRequest)(nil),         // 10: sluice.v1.ProduceRequest
-	(*ProduceManyRequest)(nil),     // 11: sluice.v1.ProduceManyRequest
-	(*ProducePartition)(nil),       // 12: sluice.v1.ProducePartition
-	(*ProduceManyResponse)(nil),    // 13: sluice.v1.ProduceManyResponse
-	(*ProducePartitionResult)(nil), // 14: sluice.v1.ProducePartitionResult
-	(*ProduceError)(nil),           // 15: sluice.v1.ProduceError
-	(*RecordList)(nil),             // 16: sluice.v1.RecordList
-	(*ProduceResponse)(nil),        // 17: sluice.v1.ProduceResponse
-	(*FetchRequest)(nil),           // 18: sluice.v1.FetchRequest
-	(*FetchedRecord)(nil),          // 19: sluice.v1.FetchedRecord
-	(*FetchResponse)(nil),          // 20: sluice.v1.FetchResponse
-	(*ListOffsetsRequest)(nil),     // 21: sluice.v1.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),    // 22: sluice.v1.ListOffsetsResponse
-	(*GetMetadataRequest)(nil),     // 23: sluice.v1.GetMetadataRequest
-	(*BrokerAddress)(nil),          // 24: sluice.v1.BrokerAddress
-	(*TopicMetadata)(nil),          // 25: sluice.v1.TopicMetadata
-	(*PartitionMetadata)(nil),      // 26: sluice.v1.PartitionMetadata
-	(*GetMetadataResponse)(nil),    // 27: sluice.v1.GetMetadataResponse
-	(*NotLeader)(nil),              // 28: sluice.v1.NotLeader
-	(*NotEnoughReplicas)(nil),      // 29: sluice.v1.NotEnoughReplicas
-	(*anypb.Any)(nil),              // 30: google.protobuf.Any
+	(IsolationLevel)(0),            // 1: sluice.v1.IsolationLevel
+	(OffsetSpec)(0),                // 2: sluice.v1.OffsetSpec
+	(ProducerError_Reason)(0),      // 3: sluice.v1.ProducerError.Reason
+	(*InitProducerIdRequest)(nil),  // 4: sluice.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil), // 5: sluice.v1.InitProducerIdResponse
+	(*BatchTooLarge)(nil),          // 6: sluice.v1.BatchTooLarge
+	(*ProducerError)(nil),          // 7: sluice.v1.ProducerError
+	(*Header)(nil),                 // 8: sluice.v1.Header
+	(*Record)(nil),                 // 9: sluice.v1.Record
+	(*RecordBatches)(nil),          // 10: sluice.v1.RecordBatches
+	(*ProduceRequest)(nil),         // 11: sluice.v1.ProduceRequest
+	(*ProduceManyRequest)(nil),     // 12: sluice.v1.ProduceManyRequest
+	(*ProducePartition)(nil),       // 13: sluice.v1.ProducePartition
+	(*ProduceManyResponse)(nil),    // 14: sluice.v1.ProduceManyResponse
+	(*ProducePartitionResult)(nil), // 15: sluice.v1.ProducePartitionResult
+	(*ProduceError)(nil),           // 16: sluice.v1.ProduceError
+	(*RecordList)(nil),             // 17: sluice.v1.RecordList
+	(*ProduceResponse)(nil),        // 18: sluice.v1.ProduceResponse
+	(*FetchRequest)(nil),           // 19: sluice.v1.FetchRequest
+	(*FetchedRecord)(nil),          // 20: sluice.v1.FetchedRecord
+	(*FetchResponse)(nil),          // 21: sluice.v1.FetchResponse
+	(*ListOffsetsRequest)(nil),     // 22: sluice.v1.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),    // 23: sluice.v1.ListOffsetsResponse
+	(*GetMetadataRequest)(nil),     // 24: sluice.v1.GetMetadataRequest
+	(*BrokerAddress)(nil),          // 25: sluice.v1.BrokerAddress
+	(*TopicMetadata)(nil),          // 26: sluice.v1.TopicMetadata
+	(*PartitionMetadata)(nil),      // 27: sluice.v1.PartitionMetadata
+	(*GetMetadataResponse)(nil),    // 28: sluice.v1.GetMetadataResponse
+	(*NotLeader)(nil),              // 29: sluice.v1.NotLeader
+	(*NotEnoughReplicas)(nil),      // 30: sluice.v1.NotEnoughReplicas
+	(*anypb.Any)(nil),              // 31: google.protobuf.Any
 }
 var file_sluice_v1_record_proto_depIdxs = []int32{
-	2,  // 0: sluice.v1.ProducerError.reason:type_name -> sluice.v1.ProducerError.Reason
-	7,  // 1: sluice.v1.Record.headers:type_name -> sluice.v1.Header
-	16, // 2: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.RecordList
-	9,  // 3: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.RecordBatches
+	3,  // 0: sluice.v1.ProducerError.reason:type_name -> sluice.v1.ProducerError.Reason
+	8,  // 1: sluice.v1.Record.headers:type_name -> sluice.v1.Header
+	17, // 2: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.RecordList
+	10, // 3: sluice.v1.ProduceRequest.batches:type_name -> sluice.v1.RecordBatches
 	0,  // 4: sluice.v1.ProduceRequest.acks:type_name -> sluice.v1.Acks
 	0,  // 5: sluice.v1.ProduceManyRequest.acks:type_name -> sluice.v1.Acks
-	12, // 6: sluice.v1.ProduceManyRequest.partitions:type_name -> sluice.v1.ProducePartition
-	9,  // 7: sluice.v1.ProducePartition.batches:type_name -> sluice.v1.RecordBatches
-	14, // 8: sluice.v1.ProduceManyResponse.results:type_name -> sluice.v1.ProducePartitionResult
-	15, // 9: sluice.v1.ProducePartitionResult.error:type_name -> sluice.v1.ProduceError
-	30, // 10: sluice.v1.ProduceError.details:type_name -> google.protobuf.Any
-	8,  // 11: sluice.v1.RecordList.records:type_name -> sluice.v1.Record
-	7,  // 12: sluice.v1.FetchedRecord.headers:type_name -> sluice.v1.Header
-	19, // 13: sluice.v1.FetchResponse.records:type_name -> sluice.v1.FetchedRecord
-	9,  // 14: sluice.v1.FetchResponse.batches:type_name -> sluice.v1.RecordBatches
-	1,  // 15: sluice.v1.ListOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
-	26, // 16: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
-	24, // 17: sluice.v1.GetMetadataResponse.brokers:type_name -> sluice.v1.BrokerAddress
-	25, // 18: sluice.v1.GetMetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
-	10, // 19: sluice.v1.RecordService.Produce:input_type -> sluice.v1.ProduceRequest
-	11, // 20: sluice.v1.RecordService.ProduceMany:input_type -> sluice.v1.ProduceManyRequest
-	18, // 21: sluice.v1.RecordService.Fetch:input_type -> sluice.v1.FetchRequest
-	21, // 22: sluice.v1.RecordService.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	23, // 23: sluice.v1.RecordService.GetMetadata:input_type -> sluice.v1.GetMetadataRequest
-	3,  // 24: sluice.v1.RecordService.InitProducerId:input_type -> sluice.v1.InitProducerIdRequest
-	17, // 25: sluice.v1.RecordService.Produce:output_type -> sluice.v1.ProduceResponse
-	13, // 26: sluice.v1.RecordService.ProduceMany:output_type -> sluice.v1.ProduceManyResponse
-	20, // 27: sluice.v1.RecordService.Fetch:output_type -> sluice.v1.FetchResponse
-	22, // 28: sluice.v1.RecordService.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	27, // 29: sluice.v1.RecordService.GetMetadata:output_type -> sluice.v1.GetMetadataResponse
-	4,  // 30: sluice.v1.RecordService.InitProducerId:output_type -> sluice.v1.InitProducerIdResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	13, // 6: sluice.v1.ProduceManyRequest.partitions:type_name -> sluice.v1.ProducePartition
+	10, // 7: sluice.v1.ProducePartition.batches:type_name -> sluice.v1.RecordBatches
+	15, // 8: sluice.v1.ProduceManyResponse.results:type_name -> sluice.v1.ProducePartitionResult
+	16, // 9: sluice.v1.ProducePartitionResult.error:type_name -> sluice.v1.ProduceError
+	31, // 10: sluice.v1.ProduceError.details:type_name -> google.protobuf.Any
+	9,  // 11: sluice.v1.RecordList.records:type_name -> sluice.v1.Record
+	1,  // 12: sluice.v1.FetchRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
+	8,  // 13: sluice.v1.FetchedRecord.headers:type_name -> sluice.v1.Header
+	20, // 14: sluice.v1.FetchResponse.records:type_name -> sluice.v1.FetchedRecord
+	10, // 15: sluice.v1.FetchResponse.batches:type_name -> sluice.v1.RecordBatches
+	2,  // 16: sluice.v1.ListOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
+	1,  // 17: sluice.v1.ListOffsetsRequest.isolation_level:type_name -> sluice.v1.IsolationLevel
+	27, // 18: sluice.v1.TopicMetadata.partitions:type_name -> sluice.v1.PartitionMetadata
+	25, // 19: sluice.v1.GetMetadataResponse.brokers:type_name -> sluice.v1.BrokerAddress
+	26, // 20: sluice.v1.GetMetadataResponse.topics:type_name -> sluice.v1.TopicMetadata
+	11, // 21: sluice.v1.RecordService.Produce:input_type -> sluice.v1.ProduceRequest
+	12, // 22: sluice.v1.RecordService.ProduceMany:input_type -> sluice.v1.ProduceManyRequest
+	19, // 23: sluice.v1.RecordService.Fetch:input_type -> sluice.v1.FetchRequest
+	22, // 24: sluice.v1.RecordService.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	24, // 25: sluice.v1.RecordService.GetMetadata:input_type -> sluice.v1.GetMetadataRequest
+	4,  // 26: sluice.v1.RecordService.InitProducerId:input_type -> sluice.v1.InitProducerIdRequest
+	18, // 27: sluice.v1.RecordService.Produce:output_type -> sluice.v1.ProduceResponse
+	14, // 28: sluice.v1.RecordService.ProduceMany:output_type -> sluice.v1.ProduceManyResponse
+	21, // 29: sluice.v1.RecordService.Fetch:output_type -> sluice.v1.FetchResponse
+	23, // 30: sluice.v1.RecordService.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	28, // 31: sluice.v1.RecordService.GetMetadata:output_type -> sluice.v1.GetMetadataResponse
+	5,  // 32: sluice.v1.RecordService.InitProducerId:output_type -> sluice.v1.InitProducerIdResponse
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_record_proto_init() }
@@ -2198,7 +2349,7 @@ func file_sluice_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_record_proto_rawDesc), len(file_sluice_v1_record_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,

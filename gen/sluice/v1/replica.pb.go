@@ -22,6 +22,242 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type WriteTxnMarkersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Markers       []*TxnMarker           `protobuf:"bytes,1,rep,name=markers,proto3" json:"markers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkersRequest) Reset() {
+	*x = WriteTxnMarkersRequest{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkersRequest) ProtoMessage() {}
+
+func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *WriteTxnMarkersRequest) GetMarkers() []*TxnMarker {
+	if x != nil {
+		return x.Markers
+	}
+	return nil
+}
+
+// TxnMarker is one marker to write: to a data partition (topic_id,
+// partition) or to a group's offsets partition (group).
+type TxnMarker struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TenantId         string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	TopicId          string                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition        int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Group            string                 `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	Commit           bool                   `protobuf:"varint,5,opt,name=commit,proto3" json:"commit,omitempty"`
+	ProducerId       int64                  `protobuf:"varint,6,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch    int32                  `protobuf:"varint,7,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	CoordinatorEpoch int32                  `protobuf:"varint,8,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TxnMarker) Reset() {
+	*x = TxnMarker{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnMarker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnMarker) ProtoMessage() {}
+
+func (x *TxnMarker) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnMarker.ProtoReflect.Descriptor instead.
+func (*TxnMarker) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TxnMarker) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *TxnMarker) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *TxnMarker) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TxnMarker) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *TxnMarker) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *TxnMarker) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnMarker) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *TxnMarker) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+type WriteTxnMarkersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per marker, in the request's order.
+	Results       []*TxnMarkerResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkersResponse) Reset() {
+	*x = WriteTxnMarkersResponse{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkersResponse) ProtoMessage() {}
+
+func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WriteTxnMarkersResponse) GetResults() []*TxnMarkerResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type TxnMarkerResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unset when written.
+	Error         *ProduceError `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnMarkerResult) Reset() {
+	*x = TxnMarkerResult{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnMarkerResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnMarkerResult) ProtoMessage() {}
+
+func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnMarkerResult.ProtoReflect.Descriptor instead.
+func (*TxnMarkerResult) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TxnMarkerResult) GetError() *ProduceError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type ListGroupLagsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -30,7 +266,7 @@ type ListGroupLagsRequest struct {
 
 func (x *ListGroupLagsRequest) Reset() {
 	*x = ListGroupLagsRequest{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	mi := &file_sluice_v1_replica_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -42,7 +278,7 @@ func (x *ListGroupLagsRequest) String() string {
 func (*ListGroupLagsRequest) ProtoMessage() {}
 
 func (x *ListGroupLagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	mi := &file_sluice_v1_replica_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -55,7 +291,7 @@ func (x *ListGroupLagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupLagsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupLagsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{4}
 }
 
 type ListGroupLagsResponse struct {
@@ -69,7 +305,7 @@ type ListGroupLagsResponse struct {
 
 func (x *ListGroupLagsResponse) Reset() {
 	*x = ListGroupLagsResponse{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	mi := &file_sluice_v1_replica_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -81,7 +317,7 @@ func (x *ListGroupLagsResponse) String() string {
 func (*ListGroupLagsResponse) ProtoMessage() {}
 
 func (x *ListGroupLagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	mi := &file_sluice_v1_replica_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -94,7 +330,7 @@ func (x *ListGroupLagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupLagsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupLagsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListGroupLagsResponse) GetLags() []*GroupPartitionLag {
@@ -137,7 +373,7 @@ type GroupPartitionLag struct {
 
 func (x *GroupPartitionLag) Reset() {
 	*x = GroupPartitionLag{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[2]
+	mi := &file_sluice_v1_replica_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -149,7 +385,7 @@ func (x *GroupPartitionLag) String() string {
 func (*GroupPartitionLag) ProtoMessage() {}
 
 func (x *GroupPartitionLag) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[2]
+	mi := &file_sluice_v1_replica_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -162,7 +398,7 @@ func (x *GroupPartitionLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitionLag.ProtoReflect.Descriptor instead.
 func (*GroupPartitionLag) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GroupPartitionLag) GetTenantId() string {
@@ -268,7 +504,7 @@ type FetchReplicaRequest struct {
 
 func (x *FetchReplicaRequest) Reset() {
 	*x = FetchReplicaRequest{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[3]
+	mi := &file_sluice_v1_replica_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +516,7 @@ func (x *FetchReplicaRequest) String() string {
 func (*FetchReplicaRequest) ProtoMessage() {}
 
 func (x *FetchReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[3]
+	mi := &file_sluice_v1_replica_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +529,7 @@ func (x *FetchReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReplicaRequest.ProtoReflect.Descriptor instead.
 func (*FetchReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FetchReplicaRequest) GetFollowerId() int32 {
@@ -379,7 +615,7 @@ type DivergingEpoch struct {
 
 func (x *DivergingEpoch) Reset() {
 	*x = DivergingEpoch{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[4]
+	mi := &file_sluice_v1_replica_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +627,7 @@ func (x *DivergingEpoch) String() string {
 func (*DivergingEpoch) ProtoMessage() {}
 
 func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[4]
+	mi := &file_sluice_v1_replica_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +640,7 @@ func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergingEpoch.ProtoReflect.Descriptor instead.
 func (*DivergingEpoch) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DivergingEpoch) GetEpoch() int32 {
@@ -438,7 +674,7 @@ type FetchReplicaResponse struct {
 
 func (x *FetchReplicaResponse) Reset() {
 	*x = FetchReplicaResponse{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[5]
+	mi := &file_sluice_v1_replica_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +686,7 @@ func (x *FetchReplicaResponse) String() string {
 func (*FetchReplicaResponse) ProtoMessage() {}
 
 func (x *FetchReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[5]
+	mi := &file_sluice_v1_replica_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +699,7 @@ func (x *FetchReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReplicaResponse.ProtoReflect.Descriptor instead.
 func (*FetchReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FetchReplicaResponse) GetBatches() []byte {
@@ -528,7 +764,7 @@ type FetchReplicasRequest struct {
 
 func (x *FetchReplicasRequest) Reset() {
 	*x = FetchReplicasRequest{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[6]
+	mi := &file_sluice_v1_replica_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +776,7 @@ func (x *FetchReplicasRequest) String() string {
 func (*FetchReplicasRequest) ProtoMessage() {}
 
 func (x *FetchReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[6]
+	mi := &file_sluice_v1_replica_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +789,7 @@ func (x *FetchReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReplicasRequest.ProtoReflect.Descriptor instead.
 func (*FetchReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FetchReplicasRequest) GetFollowerId() int32 {
@@ -630,7 +866,7 @@ type ReplicaPartition struct {
 
 func (x *ReplicaPartition) Reset() {
 	*x = ReplicaPartition{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[7]
+	mi := &file_sluice_v1_replica_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +878,7 @@ func (x *ReplicaPartition) String() string {
 func (*ReplicaPartition) ProtoMessage() {}
 
 func (x *ReplicaPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[7]
+	mi := &file_sluice_v1_replica_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +891,7 @@ func (x *ReplicaPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaPartition.ProtoReflect.Descriptor instead.
 func (*ReplicaPartition) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReplicaPartition) GetTopicId() string {
@@ -692,7 +928,7 @@ type ReplicaFetchPosition struct {
 
 func (x *ReplicaFetchPosition) Reset() {
 	*x = ReplicaFetchPosition{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[8]
+	mi := &file_sluice_v1_replica_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +940,7 @@ func (x *ReplicaFetchPosition) String() string {
 func (*ReplicaFetchPosition) ProtoMessage() {}
 
 func (x *ReplicaFetchPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[8]
+	mi := &file_sluice_v1_replica_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +953,7 @@ func (x *ReplicaFetchPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchPosition.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchPosition) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplicaFetchPosition) GetTopicId() string {
@@ -774,7 +1010,7 @@ type FetchReplicasResponse struct {
 
 func (x *FetchReplicasResponse) Reset() {
 	*x = FetchReplicasResponse{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[9]
+	mi := &file_sluice_v1_replica_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +1022,7 @@ func (x *FetchReplicasResponse) String() string {
 func (*FetchReplicasResponse) ProtoMessage() {}
 
 func (x *FetchReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[9]
+	mi := &file_sluice_v1_replica_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +1035,7 @@ func (x *FetchReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReplicasResponse.ProtoReflect.Descriptor instead.
 func (*FetchReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FetchReplicasResponse) GetSessionId() int64 {
@@ -833,7 +1069,7 @@ type ReplicaFetchAnswer struct {
 
 func (x *ReplicaFetchAnswer) Reset() {
 	*x = ReplicaFetchAnswer{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[10]
+	mi := &file_sluice_v1_replica_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1081,7 @@ func (x *ReplicaFetchAnswer) String() string {
 func (*ReplicaFetchAnswer) ProtoMessage() {}
 
 func (x *ReplicaFetchAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[10]
+	mi := &file_sluice_v1_replica_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1094,7 @@ func (x *ReplicaFetchAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchAnswer.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchAnswer) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplicaFetchAnswer) GetTopicId() string {
@@ -902,7 +1138,7 @@ type ReplicaFetchError struct {
 
 func (x *ReplicaFetchError) Reset() {
 	*x = ReplicaFetchError{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[11]
+	mi := &file_sluice_v1_replica_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1150,7 @@ func (x *ReplicaFetchError) String() string {
 func (*ReplicaFetchError) ProtoMessage() {}
 
 func (x *ReplicaFetchError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[11]
+	mi := &file_sluice_v1_replica_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1163,7 @@ func (x *ReplicaFetchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchError.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReplicaFetchError) GetCode() uint32 {
@@ -948,7 +1184,23 @@ var File_sluice_v1_replica_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/replica.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n" +
+	"\x17sluice/v1/replica.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/record.proto\"H\n" +
+	"\x16WriteTxnMarkersRequest\x12.\n" +
+	"\amarkers\x18\x01 \x03(\v2\x14.sluice.v1.TxnMarkerR\amarkers\"\x84\x02\n" +
+	"\tTxnMarker\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x14\n" +
+	"\x05group\x18\x04 \x01(\tR\x05group\x12\x16\n" +
+	"\x06commit\x18\x05 \x01(\bR\x06commit\x12\x1f\n" +
+	"\vproducer_id\x18\x06 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\a \x01(\x05R\rproducerEpoch\x12+\n" +
+	"\x11coordinator_epoch\x18\b \x01(\x05R\x10coordinatorEpoch\"O\n" +
+	"\x17WriteTxnMarkersResponse\x124\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.sluice.v1.TxnMarkerResultR\aresults\"@\n" +
+	"\x0fTxnMarkerResult\x12-\n" +
+	"\x05error\x18\x01 \x01(\v2\x17.sluice.v1.ProduceErrorR\x05error\"\x16\n" +
 	"\x14ListGroupLagsRequest\"\x88\x01\n" +
 	"\x15ListGroupLagsResponse\x120\n" +
 	"\x04lags\x18\x01 \x03(\v2\x1c.sluice.v1.GroupPartitionLagR\x04lags\x12=\n" +
@@ -1028,11 +1280,12 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\v2\x1c.sluice.v1.ReplicaFetchErrorR\x05error\"A\n" +
 	"\x11ReplicaFetchError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2\x8f\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage2\xeb\x02\n" +
 	"\x0eReplicaService\x12Q\n" +
 	"\fFetchReplica\x12\x1e.sluice.v1.FetchReplicaRequest\x1a\x1f.sluice.v1.FetchReplicaResponse\"\x00\x12T\n" +
 	"\rFetchReplicas\x12\x1f.sluice.v1.FetchReplicasRequest\x1a .sluice.v1.FetchReplicasResponse\"\x00\x12T\n" +
-	"\rListGroupLags\x12\x1f.sluice.v1.ListGroupLagsRequest\x1a .sluice.v1.ListGroupLagsResponse\"\x00B\x95\x01\n" +
+	"\rListGroupLags\x12\x1f.sluice.v1.ListGroupLagsRequest\x1a .sluice.v1.ListGroupLagsResponse\"\x00\x12Z\n" +
+	"\x0fWriteTxnMarkers\x12!.sluice.v1.WriteTxnMarkersRequest\x1a\".sluice.v1.WriteTxnMarkersResponse\"\x00B\x95\x01\n" +
 	"\rcom.sluice.v1B\fReplicaProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -1048,42 +1301,52 @@ func file_sluice_v1_replica_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_replica_proto_rawDescData
 }
 
-var file_sluice_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_sluice_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sluice_v1_replica_proto_goTypes = []any{
-	(*ListGroupLagsRequest)(nil),  // 0: sluice.v1.ListGroupLagsRequest
-	(*ListGroupLagsResponse)(nil), // 1: sluice.v1.ListGroupLagsResponse
-	(*GroupPartitionLag)(nil),     // 2: sluice.v1.GroupPartitionLag
-	(*FetchReplicaRequest)(nil),   // 3: sluice.v1.FetchReplicaRequest
-	(*DivergingEpoch)(nil),        // 4: sluice.v1.DivergingEpoch
-	(*FetchReplicaResponse)(nil),  // 5: sluice.v1.FetchReplicaResponse
-	(*FetchReplicasRequest)(nil),  // 6: sluice.v1.FetchReplicasRequest
-	(*ReplicaPartition)(nil),      // 7: sluice.v1.ReplicaPartition
-	(*ReplicaFetchPosition)(nil),  // 8: sluice.v1.ReplicaFetchPosition
-	(*FetchReplicasResponse)(nil), // 9: sluice.v1.FetchReplicasResponse
-	(*ReplicaFetchAnswer)(nil),    // 10: sluice.v1.ReplicaFetchAnswer
-	(*ReplicaFetchError)(nil),     // 11: sluice.v1.ReplicaFetchError
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*WriteTxnMarkersRequest)(nil),  // 0: sluice.v1.WriteTxnMarkersRequest
+	(*TxnMarker)(nil),               // 1: sluice.v1.TxnMarker
+	(*WriteTxnMarkersResponse)(nil), // 2: sluice.v1.WriteTxnMarkersResponse
+	(*TxnMarkerResult)(nil),         // 3: sluice.v1.TxnMarkerResult
+	(*ListGroupLagsRequest)(nil),    // 4: sluice.v1.ListGroupLagsRequest
+	(*ListGroupLagsResponse)(nil),   // 5: sluice.v1.ListGroupLagsResponse
+	(*GroupPartitionLag)(nil),       // 6: sluice.v1.GroupPartitionLag
+	(*FetchReplicaRequest)(nil),     // 7: sluice.v1.FetchReplicaRequest
+	(*DivergingEpoch)(nil),          // 8: sluice.v1.DivergingEpoch
+	(*FetchReplicaResponse)(nil),    // 9: sluice.v1.FetchReplicaResponse
+	(*FetchReplicasRequest)(nil),    // 10: sluice.v1.FetchReplicasRequest
+	(*ReplicaPartition)(nil),        // 11: sluice.v1.ReplicaPartition
+	(*ReplicaFetchPosition)(nil),    // 12: sluice.v1.ReplicaFetchPosition
+	(*FetchReplicasResponse)(nil),   // 13: sluice.v1.FetchReplicasResponse
+	(*ReplicaFetchAnswer)(nil),      // 14: sluice.v1.ReplicaFetchAnswer
+	(*ReplicaFetchError)(nil),       // 15: sluice.v1.ReplicaFetchError
+	(*ProduceError)(nil),            // 16: sluice.v1.ProduceError
+	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
 }
 var file_sluice_v1_replica_proto_depIdxs = []int32{
-	2,  // 0: sluice.v1.ListGroupLagsResponse.lags:type_name -> sluice.v1.GroupPartitionLag
-	12, // 1: sluice.v1.ListGroupLagsResponse.compute_time:type_name -> google.protobuf.Timestamp
-	4,  // 2: sluice.v1.FetchReplicaResponse.diverging_epoch:type_name -> sluice.v1.DivergingEpoch
-	8,  // 3: sluice.v1.FetchReplicasRequest.partitions:type_name -> sluice.v1.ReplicaFetchPosition
-	7,  // 4: sluice.v1.FetchReplicasRequest.removed:type_name -> sluice.v1.ReplicaPartition
-	10, // 5: sluice.v1.FetchReplicasResponse.partitions:type_name -> sluice.v1.ReplicaFetchAnswer
-	5,  // 6: sluice.v1.ReplicaFetchAnswer.fetch:type_name -> sluice.v1.FetchReplicaResponse
-	11, // 7: sluice.v1.ReplicaFetchAnswer.error:type_name -> sluice.v1.ReplicaFetchError
-	3,  // 8: sluice.v1.ReplicaService.FetchReplica:input_type -> sluice.v1.FetchReplicaRequest
-	6,  // 9: sluice.v1.ReplicaService.FetchReplicas:input_type -> sluice.v1.FetchReplicasRequest
-	0,  // 10: sluice.v1.ReplicaService.ListGroupLags:input_type -> sluice.v1.ListGroupLagsRequest
-	5,  // 11: sluice.v1.ReplicaService.FetchReplica:output_type -> sluice.v1.FetchReplicaResponse
-	9,  // 12: sluice.v1.ReplicaService.FetchReplicas:output_type -> sluice.v1.FetchReplicasResponse
-	1,  // 13: sluice.v1.ReplicaService.ListGroupLags:output_type -> sluice.v1.ListGroupLagsResponse
-	11, // [11:14] is the sub-list for method output_type
-	8,  // [8:11] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	1,  // 0: sluice.v1.WriteTxnMarkersRequest.markers:type_name -> sluice.v1.TxnMarker
+	3,  // 1: sluice.v1.WriteTxnMarkersResponse.results:type_name -> sluice.v1.TxnMarkerResult
+	16, // 2: sluice.v1.TxnMarkerResult.error:type_name -> sluice.v1.ProduceError
+	6,  // 3: sluice.v1.ListGroupLagsResponse.lags:type_name -> sluice.v1.GroupPartitionLag
+	17, // 4: sluice.v1.ListGroupLagsResponse.compute_time:type_name -> google.protobuf.Timestamp
+	8,  // 5: sluice.v1.FetchReplicaResponse.diverging_epoch:type_name -> sluice.v1.DivergingEpoch
+	12, // 6: sluice.v1.FetchReplicasRequest.partitions:type_name -> sluice.v1.ReplicaFetchPosition
+	11, // 7: sluice.v1.FetchReplicasRequest.removed:type_name -> sluice.v1.ReplicaPartition
+	14, // 8: sluice.v1.FetchReplicasResponse.partitions:type_name -> sluice.v1.ReplicaFetchAnswer
+	9,  // 9: sluice.v1.ReplicaFetchAnswer.fetch:type_name -> sluice.v1.FetchReplicaResponse
+	15, // 10: sluice.v1.ReplicaFetchAnswer.error:type_name -> sluice.v1.ReplicaFetchError
+	7,  // 11: sluice.v1.ReplicaService.FetchReplica:input_type -> sluice.v1.FetchReplicaRequest
+	10, // 12: sluice.v1.ReplicaService.FetchReplicas:input_type -> sluice.v1.FetchReplicasRequest
+	4,  // 13: sluice.v1.ReplicaService.ListGroupLags:input_type -> sluice.v1.ListGroupLagsRequest
+	0,  // 14: sluice.v1.ReplicaService.WriteTxnMarkers:input_type -> sluice.v1.WriteTxnMarkersRequest
+	9,  // 15: sluice.v1.ReplicaService.FetchReplica:output_type -> sluice.v1.FetchReplicaResponse
+	13, // 16: sluice.v1.ReplicaService.FetchReplicas:output_type -> sluice.v1.FetchReplicasResponse
+	5,  // 17: sluice.v1.ReplicaService.ListGroupLags:output_type -> sluice.v1.ListGroupLagsResponse
+	2,  // 18: sluice.v1.ReplicaService.WriteTxnMarkers:output_type -> sluice.v1.WriteTxnMarkersResponse
+	15, // [15:19] is the sub-list for method output_type
+	11, // [11:15] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_replica_proto_init() }
@@ -1091,14 +1354,15 @@ func file_sluice_v1_replica_proto_init() {
 	if File_sluice_v1_replica_proto != nil {
 		return
 	}
-	file_sluice_v1_replica_proto_msgTypes[3].OneofWrappers = []any{}
+	file_sluice_v1_record_proto_init()
+	file_sluice_v1_replica_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_replica_proto_rawDesc), len(file_sluice_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

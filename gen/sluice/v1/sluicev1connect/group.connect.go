@@ -58,6 +58,9 @@ const (
 	// GroupServiceResetOffsetsProcedure is the fully-qualified name of the GroupService's ResetOffsets
 	// RPC.
 	GroupServiceResetOffsetsProcedure = "/sluice.v1.GroupService/ResetOffsets"
+	// GroupServiceTxnCommitOffsetsProcedure is the fully-qualified name of the GroupService's
+	// TxnCommitOffsets RPC.
+	GroupServiceTxnCommitOffsetsProcedure = "/sluice.v1.GroupService/TxnCommitOffsets"
 )
 
 // GroupServiceClient is a client for the sluice.v1.GroupService service.
@@ -95,6 +98,17 @@ type GroupServiceClient interface {
 	// members unless force is set (members then resume from the new offsets
 	// only after their partitions are reassigned).
 	ResetOffsets(context.Context, *connect.Request[v1.ResetOffsetsRequest]) (*connect.Response[v1.ResetOffsetsResponse], error)
+	// TxnCommitOffsets commits offsets inside a transaction (KIP-447): the
+	// group joins the producer's current transaction at its transaction
+	// coordinator, and the offsets become the group's committed offsets when
+	// the transaction commits; an abort drops them. A member's commit names
+	// it and its epoch, as CommitOffsets does, so a zombie member is fenced by
+	// the group too. While a transaction holds pending offsets for one of the
+	// group's partitions, a plain commit of that partition is refused
+	// (UNAVAILABLE, retry). Refusals of the transaction carry a
+	// TransactionError detail; the group's, a GroupError. Needs the
+	// "produce" scope (it is the producer's transaction).
+	TxnCommitOffsets(context.Context, *connect.Request[v1.TxnCommitOffsetsRequest]) (*connect.Response[v1.TxnCommitOffsetsResponse], error)
 }
 
 // NewGroupServiceClient constructs a client for the sluice.v1.GroupService service. By default, it
@@ -162,20 +176,27 @@ func NewGroupServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(groupServiceMethods.ByName("ResetOffsets")),
 			connect.WithClientOptions(opts...),
 		),
+		txnCommitOffsets: connect.NewClient[v1.TxnCommitOffsetsRequest, v1.TxnCommitOffsetsResponse](
+			httpClient,
+			baseURL+GroupServiceTxnCommitOffsetsProcedure,
+			connect.WithSchema(groupServiceMethods.ByName("TxnCommitOffsets")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // groupServiceClient implements GroupServiceClient.
 type groupServiceClient struct {
-	findCoordinator *connect.Client[v1.FindCoordinatorRequest, v1.FindCoordinatorResponse]
-	groupHeartbeat  *connect.Client[v1.GroupHeartbeatRequest, v1.GroupHeartbeatResponse]
-	leaveGroup      *connect.Client[v1.LeaveGroupRequest, v1.LeaveGroupResponse]
-	commitOffsets   *connect.Client[v1.CommitOffsetsRequest, v1.CommitOffsetsResponse]
-	fetchOffsets    *connect.Client[v1.FetchOffsetsRequest, v1.FetchOffsetsResponse]
-	listGroups      *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
-	describeGroup   *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
-	deleteGroup     *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
-	resetOffsets    *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
+	findCoordinator  *connect.Client[v1.FindCoordinatorRequest, v1.FindCoordinatorResponse]
+	groupHeartbeat   *connect.Client[v1.GroupHeartbeatRequest, v1.GroupHeartbeatResponse]
+	leaveGroup       *connect.Client[v1.LeaveGroupRequest, v1.LeaveGroupResponse]
+	commitOffsets    *connect.Client[v1.CommitOffsetsRequest, v1.CommitOffsetsResponse]
+	fetchOffsets     *connect.Client[v1.FetchOffsetsRequest, v1.FetchOffsetsResponse]
+	listGroups       *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
+	describeGroup    *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
+	deleteGroup      *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
+	resetOffsets     *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
+	txnCommitOffsets *connect.Client[v1.TxnCommitOffsetsRequest, v1.TxnCommitOffsetsResponse]
 }
 
 // FindCoordinator calls sluice.v1.GroupService.FindCoordinator.
@@ -223,6 +244,11 @@ func (c *groupServiceClient) ResetOffsets(ctx context.Context, req *connect.Requ
 	return c.resetOffsets.CallUnary(ctx, req)
 }
 
+// TxnCommitOffsets calls sluice.v1.GroupService.TxnCommitOffsets.
+func (c *groupServiceClient) TxnCommitOffsets(ctx context.Context, req *connect.Request[v1.TxnCommitOffsetsRequest]) (*connect.Response[v1.TxnCommitOffsetsResponse], error) {
+	return c.txnCommitOffsets.CallUnary(ctx, req)
+}
+
 // GroupServiceHandler is an implementation of the sluice.v1.GroupService service.
 type GroupServiceHandler interface {
 	// FindCoordinator names the broker coordinating a group.
@@ -258,6 +284,17 @@ type GroupServiceHandler interface {
 	// members unless force is set (members then resume from the new offsets
 	// only after their partitions are reassigned).
 	ResetOffsets(context.Context, *connect.Request[v1.ResetOffsetsRequest]) (*connect.Response[v1.ResetOffsetsResponse], error)
+	// TxnCommitOffsets commits offsets inside a transaction (KIP-447): the
+	// group joins the producer's current transaction at its transaction
+	// coordinator, and the offsets become the group's committed offsets when
+	// the transaction commits; an abort drops them. A member's commit names
+	// it and its epoch, as CommitOffsets does, so a zombie member is fenced by
+	// the group too. While a transaction holds pending offsets for one of the
+	// group's partitions, a plain commit of that partition is refused
+	// (UNAVAILABLE, retry). Refusals of the transaction carry a
+	// TransactionError detail; the group's, a GroupError. Needs the
+	// "produce" scope (it is the producer's transaction).
+	TxnCommitOffsets(context.Context, *connect.Request[v1.TxnCommitOffsetsRequest]) (*connect.Response[v1.TxnCommitOffsetsResponse], error)
 }
 
 // NewGroupServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -321,6 +358,12 @@ func NewGroupServiceHandler(svc GroupServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(groupServiceMethods.ByName("ResetOffsets")),
 		connect.WithHandlerOptions(opts...),
 	)
+	groupServiceTxnCommitOffsetsHandler := connect.NewUnaryHandler(
+		GroupServiceTxnCommitOffsetsProcedure,
+		svc.TxnCommitOffsets,
+		connect.WithSchema(groupServiceMethods.ByName("TxnCommitOffsets")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.GroupService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case GroupServiceFindCoordinatorProcedure:
@@ -341,6 +384,8 @@ func NewGroupServiceHandler(svc GroupServiceHandler, opts ...connect.HandlerOpti
 			groupServiceDeleteGroupHandler.ServeHTTP(w, r)
 		case GroupServiceResetOffsetsProcedure:
 			groupServiceResetOffsetsHandler.ServeHTTP(w, r)
+		case GroupServiceTxnCommitOffsetsProcedure:
+			groupServiceTxnCommitOffsetsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -384,4 +429,8 @@ func (UnimplementedGroupServiceHandler) DeleteGroup(context.Context, *connect.Re
 
 func (UnimplementedGroupServiceHandler) ResetOffsets(context.Context, *connect.Request[v1.ResetOffsetsRequest]) (*connect.Response[v1.ResetOffsetsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.GroupService.ResetOffsets is not implemented"))
+}
+
+func (UnimplementedGroupServiceHandler) TxnCommitOffsets(context.Context, *connect.Request[v1.TxnCommitOffsetsRequest]) (*connect.Response[v1.TxnCommitOffsetsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.GroupService.TxnCommitOffsets is not implemented"))
 }

@@ -85,6 +85,13 @@ type RecordServiceClient interface {
 	// sequence once, answers a retry with the original offset, refuses a gap
 	// and fences an older epoch (see docs/delivery-semantics.md). Needs the
 	// "produce" scope.
+	//
+	// With a transactional id it is answered by the id's transaction
+	// coordinator (forwarded there, as TransactionService's calls are): the
+	// id's producer id and a bumped epoch, fencing every older incarnation;
+	// a transaction the previous incarnation left open is aborted (one left
+	// ending is finished) before it answers. Refusals carry a
+	// TransactionError detail.
 	InitProducerId(context.Context, *connect.Request[v1.InitProducerIdRequest]) (*connect.Response[v1.InitProducerIdResponse], error)
 }
 
@@ -212,6 +219,13 @@ type RecordServiceHandler interface {
 	// sequence once, answers a retry with the original offset, refuses a gap
 	// and fences an older epoch (see docs/delivery-semantics.md). Needs the
 	// "produce" scope.
+	//
+	// With a transactional id it is answered by the id's transaction
+	// coordinator (forwarded there, as TransactionService's calls are): the
+	// id's producer id and a bumped epoch, fencing every older incarnation;
+	// a transaction the previous incarnation left open is aborted (one left
+	// ending is finished) before it answers. Refusals carry a
+	// TransactionError detail.
 	InitProducerId(context.Context, *connect.Request[v1.InitProducerIdRequest]) (*connect.Response[v1.InitProducerIdResponse], error)
 }
 

@@ -42,6 +42,9 @@ const (
 	// ReplicaServiceListGroupLagsProcedure is the fully-qualified name of the ReplicaService's
 	// ListGroupLags RPC.
 	ReplicaServiceListGroupLagsProcedure = "/sluice.v1.ReplicaService/ListGroupLags"
+	// ReplicaServiceWriteTxnMarkersProcedure is the fully-qualified name of the ReplicaService's
+	// WriteTxnMarkers RPC.
+	ReplicaServiceWriteTxnMarkersProcedure = "/sluice.v1.ReplicaService/WriteTxnMarkers"
 )
 
 // ReplicaServiceClient is a client for the sluice.v1.ReplicaService service.
@@ -82,6 +85,17 @@ type ReplicaServiceClient interface {
 	// broker's lag computation is off (--group-lag-metrics-interval 0);
 	// UNAVAILABLE before its first computation. Broker credential only.
 	ListGroupLags(context.Context, *connect.Request[v1.ListGroupLagsRequest]) (*connect.Response[v1.ListGroupLagsResponse], error)
+	// WriteTxnMarkers is called by a transaction coordinator on the leaders
+	// of the partitions (and of the groups' offsets partitions) in a
+	// transaction it ends: each marker is appended as a control batch with
+	// acks=all, ending the producer's transaction there. Each marker is
+	// answered with its own result; a partition this broker does not lead
+	// is FAILED_PRECONDITION with a NotLeader detail, and the coordinator
+	// retries at the new leader. Writing a marker twice is harmless. A
+	// marker of a producer epoch or coordinator epoch older than the
+	// partition's last is FAILED_PRECONDITION (fenced). Broker credential
+	// only.
+	WriteTxnMarkers(context.Context, *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error)
 }
 
 // NewReplicaServiceClient constructs a client for the sluice.v1.ReplicaService service. By default,
@@ -113,14 +127,21 @@ func NewReplicaServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(replicaServiceMethods.ByName("ListGroupLags")),
 			connect.WithClientOptions(opts...),
 		),
+		writeTxnMarkers: connect.NewClient[v1.WriteTxnMarkersRequest, v1.WriteTxnMarkersResponse](
+			httpClient,
+			baseURL+ReplicaServiceWriteTxnMarkersProcedure,
+			connect.WithSchema(replicaServiceMethods.ByName("WriteTxnMarkers")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // replicaServiceClient implements ReplicaServiceClient.
 type replicaServiceClient struct {
-	fetchReplica  *connect.Client[v1.FetchReplicaRequest, v1.FetchReplicaResponse]
-	fetchReplicas *connect.Client[v1.FetchReplicasRequest, v1.FetchReplicasResponse]
-	listGroupLags *connect.Client[v1.ListGroupLagsRequest, v1.ListGroupLagsResponse]
+	fetchReplica    *connect.Client[v1.FetchReplicaRequest, v1.FetchReplicaResponse]
+	fetchReplicas   *connect.Client[v1.FetchReplicasRequest, v1.FetchReplicasResponse]
+	listGroupLags   *connect.Client[v1.ListGroupLagsRequest, v1.ListGroupLagsResponse]
+	writeTxnMarkers *connect.Client[v1.WriteTxnMarkersRequest, v1.WriteTxnMarkersResponse]
 }
 
 // FetchReplica calls sluice.v1.ReplicaService.FetchReplica.
@@ -136,6 +157,11 @@ func (c *replicaServiceClient) FetchReplicas(ctx context.Context, req *connect.R
 // ListGroupLags calls sluice.v1.ReplicaService.ListGroupLags.
 func (c *replicaServiceClient) ListGroupLags(ctx context.Context, req *connect.Request[v1.ListGroupLagsRequest]) (*connect.Response[v1.ListGroupLagsResponse], error) {
 	return c.listGroupLags.CallUnary(ctx, req)
+}
+
+// WriteTxnMarkers calls sluice.v1.ReplicaService.WriteTxnMarkers.
+func (c *replicaServiceClient) WriteTxnMarkers(ctx context.Context, req *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error) {
+	return c.writeTxnMarkers.CallUnary(ctx, req)
 }
 
 // ReplicaServiceHandler is an implementation of the sluice.v1.ReplicaService service.
@@ -176,6 +202,17 @@ type ReplicaServiceHandler interface {
 	// broker's lag computation is off (--group-lag-metrics-interval 0);
 	// UNAVAILABLE before its first computation. Broker credential only.
 	ListGroupLags(context.Context, *connect.Request[v1.ListGroupLagsRequest]) (*connect.Response[v1.ListGroupLagsResponse], error)
+	// WriteTxnMarkers is called by a transaction coordinator on the leaders
+	// of the partitions (and of the groups' offsets partitions) in a
+	// transaction it ends: each marker is appended as a control batch with
+	// acks=all, ending the producer's transaction there. Each marker is
+	// answered with its own result; a partition this broker does not lead
+	// is FAILED_PRECONDITION with a NotLeader detail, and the coordinator
+	// retries at the new leader. Writing a marker twice is harmless. A
+	// marker of a producer epoch or coordinator epoch older than the
+	// partition's last is FAILED_PRECONDITION (fenced). Broker credential
+	// only.
+	WriteTxnMarkers(context.Context, *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error)
 }
 
 // NewReplicaServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -203,6 +240,12 @@ func NewReplicaServiceHandler(svc ReplicaServiceHandler, opts ...connect.Handler
 		connect.WithSchema(replicaServiceMethods.ByName("ListGroupLags")),
 		connect.WithHandlerOptions(opts...),
 	)
+	replicaServiceWriteTxnMarkersHandler := connect.NewUnaryHandler(
+		ReplicaServiceWriteTxnMarkersProcedure,
+		svc.WriteTxnMarkers,
+		connect.WithSchema(replicaServiceMethods.ByName("WriteTxnMarkers")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.ReplicaService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ReplicaServiceFetchReplicaProcedure:
@@ -211,6 +254,8 @@ func NewReplicaServiceHandler(svc ReplicaServiceHandler, opts ...connect.Handler
 			replicaServiceFetchReplicasHandler.ServeHTTP(w, r)
 		case ReplicaServiceListGroupLagsProcedure:
 			replicaServiceListGroupLagsHandler.ServeHTTP(w, r)
+		case ReplicaServiceWriteTxnMarkersProcedure:
+			replicaServiceWriteTxnMarkersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -230,4 +275,8 @@ func (UnimplementedReplicaServiceHandler) FetchReplicas(context.Context, *connec
 
 func (UnimplementedReplicaServiceHandler) ListGroupLags(context.Context, *connect.Request[v1.ListGroupLagsRequest]) (*connect.Response[v1.ListGroupLagsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ReplicaService.ListGroupLags is not implemented"))
+}
+
+func (UnimplementedReplicaServiceHandler) WriteTxnMarkers(context.Context, *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ReplicaService.WriteTxnMarkers is not implemented"))
 }
