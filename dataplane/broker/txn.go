@@ -31,6 +31,7 @@ type transactionService struct {
 // h carries the producing client's credential. It returns nil once the
 // coordinator has the partition in the transaction, or the error to answer
 // the produce with (a Connect error with a TransactionError detail).
+//
 //lint:ignore U1000 the produce path calls it once partitions verify transactional batches (being wired)
 func (b *Broker) verifyTransaction(ctx context.Context, h http.Header, tenantID, transactionalID, topic string, partition int32, producerID int64, epoch int16) error {
 	return connect.NewError(connect.CodeUnimplemented, errNoTransactions)
