@@ -37,6 +37,15 @@ func (b *Broker) verifyTransaction(ctx context.Context, h http.Header, tenantID,
 	return connect.NewError(connect.CodeUnimplemented, errNoTransactions)
 }
 
+// verifyTransactionGroup is verifyTransaction for a group whose offsets
+// the producer commits in its transaction (the coordinator's AddOffsets),
+// before the group coordinator accepts a TxnCommitOffsets.
+//
+//lint:ignore U1000 TxnCommitOffsets calls it once groups take transactional offsets (being wired)
+func (b *Broker) verifyTransactionGroup(ctx context.Context, h http.Header, tenantID, transactionalID, group string, producerID int64, epoch int16) error {
+	return connect.NewError(connect.CodeUnimplemented, errNoTransactions)
+}
+
 // WriteTxnMarkers appends transaction markers as a coordinator asks.
 func (s *replicaService) WriteTxnMarkers(ctx context.Context, req *connect.Request[sluicev1.WriteTxnMarkersRequest]) (*connect.Response[sluicev1.WriteTxnMarkersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errNoTransactions)
