@@ -61,6 +61,36 @@
 // producer expired in memory but still in the newest snapshot or the log
 // after it is known again after a crash, until it expires again.
 //
+// # Transactions (issue 16)
+//
+// The producer state (dataplane/producerstate) tracks transactions on
+// leaders, followers and in rebuilds alike: data batches are applied from
+// their headers (FromHeader), control batches (transaction markers) with
+// their control record (FromBatch), so a marker ends its producer's
+// ongoing transaction here, bumps its epoch and records an abort.
+//
+//   - WriteMarker is how a transaction coordinator ends a transaction on
+//     the partition: as leader, under the lock, the marker is checked
+//     (CheckMarker: an older producer epoch, or an older coordinator epoch
+//     than the producer's last marker, is FailedPrecondition with a
+//     TransactionError PRODUCER_FENCED detail), encoded
+//     (record.MarkerBatch), appended at the leader epoch through the same
+//     append, sync and acks=all wait as Produce (always acks=all), and
+//     its offset returned once the ISR has it. A retried marker passes
+//     and appends a control batch that ends nothing.
+//   - ProduceTransactional takes a transactional producer's batches with a
+//     Verifier: before the first transactional batch of an epoch not
+//     verified on this leadership, the replica releases its lock and asks
+//     the verifier (the broker's: the transaction coordinator's
+//     AddPartitions, KIP-890), then checks again from the start under the
+//     lock. The cache of verified (producer, epoch) is cleared for a
+//     producer by its every marker and whole at every role change; one
+//     verification per producer and epoch is in flight at a time (others
+//     wait for it). CheckTransactional then fences an epoch older than the
+//     producer's here: a marker bumps the epoch, so a delayed batch of an
+//     ended transaction is refused even when its verification raced the
+//     marker. Produce refuses transactional batches (not verified).
+//
 // # High-watermark checkpoint
 //
 // A broker keeps one checkpoint of the HWs of the replicas in its data

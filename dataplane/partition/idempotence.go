@@ -30,15 +30,22 @@ const (
 	producerExpireInterval = 30 * time.Second
 )
 
-// checkSequenceLocked runs the idempotence check of one batch. It returns
-// the duplicate result, a Connect error to answer, or, with wait true, that
-// the batch is ahead of the expected sequence and may be waited for.
+// checkSequenceLocked runs the idempotence check of one batch
+// (CheckTransactional for a transactional batch, verified when the
+// replica's cache says so). It returns the duplicate result, a Connect
+// error to answer, or, with wait true, that the batch is ahead of the
+// expected sequence and may be waited for.
 func (p *Replica) checkSequenceLocked(h record.BatchHeader) (res producerstate.Result, wait bool, err error) {
-	if h.ProducerID < 0 {
+	txn := h.Attributes.Transactional()
+	if h.ProducerID < 0 && !txn {
 		return res, false, nil
 	}
 	b, _ := producerstate.FromHeader(h)
-	res, err = p.pstate.Check(h.ProducerID, h.ProducerEpoch, h.BaseSequence, b.LastSequence)
+	if txn {
+		res, err = p.pstate.CheckTransactional(h.ProducerID, h.ProducerEpoch, h.BaseSequence, b.LastSequence, p.verifiedLocked(h.ProducerID, h.ProducerEpoch))
+	} else {
+		res, err = p.pstate.Check(h.ProducerID, h.ProducerEpoch, h.BaseSequence, b.LastSequence)
+	}
 	var se *producerstate.SequenceError
 	if errors.As(err, &se) {
 		// Ahead by less than half the sequence space (for a producer or
@@ -55,9 +62,20 @@ func (p *Replica) checkSequenceLocked(h record.BatchHeader) (res producerstate.R
 	return res, wait, err
 }
 
+// fencedLocked reports whether the batch's producer epoch is older than
+// the producer's here: refused without asking the coordinator.
+func (p *Replica) fencedLocked(h record.BatchHeader) bool {
+	_, err := p.pstate.CheckTransactional(h.ProducerID, h.ProducerEpoch, 0, 0, true)
+	return errors.Is(err, producerstate.ErrProducerFenced)
+}
+
 // producerError maps the producer state's refusals to Connect errors with a
-// ProducerError detail.
-func producerError(m *Metrics, err error) error {
+// ProducerError detail, and, for a transactional batch or a marker (txn),
+// a TransactionError detail too when the refusal is about the transaction
+// (fenced); the refusals only transactions have (ErrInvalidTxnState,
+// ErrTransactionNotVerified, ErrCoordinatorFenced) carry a
+// TransactionError detail alone.
+func producerError(m *Metrics, err error, txn bool) error {
 	var se *producerstate.SequenceError
 	pe := &sluicev1.ProducerError{}
 	code := connect.CodeFailedPrecondition
@@ -73,6 +91,19 @@ func producerError(m *Metrics, err error) error {
 		pe.Reason, code = sluicev1.ProducerError_REASON_DUPLICATE_SEQUENCE, connect.CodeAlreadyExists
 	case errors.Is(err, producerstate.ErrInvalidSequence), errors.Is(err, producerstate.ErrInvalidProducer):
 		pe.Reason, code = sluicev1.ProducerError_REASON_INVALID_SEQUENCE, connect.CodeInvalidArgument
+	case errors.Is(err, producerstate.ErrInvalidTxnState):
+		// A non-transactional batch of a producer whose transaction is
+		// open here.
+		return transactionError(connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_INVALID_TXN_STATE, err)
+	case errors.Is(err, producerstate.ErrTransactionNotVerified):
+		// A transactional batch no coordinator vouched for (a produce
+		// without a transactional id never reaches here: the broker
+		// refuses it).
+		return transactionError(connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_INVALID_TXN_STATE, err)
+	case errors.Is(err, producerstate.ErrCoordinatorFenced):
+		// A marker of a coordinator that was replaced: its writer is
+		// fenced (Kafka's TRANSACTION_COORDINATOR_FENCED).
+		return transactionError(connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_PRODUCER_FENCED, err)
 	default:
 		return err
 	}
@@ -82,6 +113,11 @@ func producerError(m *Metrics, err error) error {
 	}
 	if d, derr := connect.NewErrorDetail(pe); derr == nil {
 		ce.AddDetail(d)
+	}
+	if txn && pe.Reason == sluicev1.ProducerError_REASON_PRODUCER_FENCED {
+		if d, derr := connect.NewErrorDetail(&sluicev1.TransactionError{Reason: sluicev1.TransactionError_REASON_PRODUCER_FENCED}); derr == nil {
+			ce.AddDetail(d)
+		}
 	}
 	return ce
 }
@@ -108,8 +144,10 @@ func waitSequenceGap(ctx context.Context, ch <-chan struct{}, deadline time.Time
 
 // applyAppendedLocked records batches just appended to the log (leader
 // or follower) in the producer state. The log checked them (the leader's
-// at the produce request, a follower's in AppendFollower), so only their
-// headers are read here: no second CRC.
+// at the produce request, a follower's in AppendFollower), so only the
+// headers of data batches are read here: no second CRC. A control batch
+// (a transaction marker) is applied with its control record
+// (applyMarkerLocked).
 func (p *Replica) applyAppendedLocked(data []byte) {
 	now := time.Now().UnixMilli()
 	for len(data) >= record.PrefixSize {
@@ -120,6 +158,11 @@ func (p *Replica) applyAppendedLocked(data []byte) {
 		h, err := record.ParseBatchHeader(data[:n])
 		if err != nil {
 			return // as above
+		}
+		if h.Attributes.Control() {
+			p.applyMarkerLocked(record.Batch(data[:n]), now)
+			data = data[n:]
+			continue
 		}
 		pb, ok := producerstate.FromHeader(h)
 		p.pstate.Apply(pb)

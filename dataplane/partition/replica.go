@@ -65,6 +65,12 @@ type Replica struct {
 	// log: the offset of the newest producer-state snapshot (0: none).
 	snapOffset int64
 	expiredAt  time.Time // when SnapshotProducers last expired producers
+	// verified caches, per producer id, the epoch whose transaction the
+	// coordinator confirmed this partition is in (KIP-890's verification,
+	// asked before the first transactional batch of that epoch): cleared
+	// for the producer by its every marker, and whole at every role
+	// change.
+	verified map[int64]*verification
 	// retainBelow bounds what retention may delete (the log's CanDelete).
 	retainBelow *atomic.Int64
 	// With tiered storage: the last offset copied to the object store (-1:
@@ -185,11 +191,39 @@ type ProduceResult struct {
 // sequence waits up to a second for the batches before it. clientEpoch,
 // when set, fences a client whose leader epoch is not this leader's. The
 // errors are Connect errors (NotLeader, NotEnoughReplicas, ProducerError
-// details; Unavailable or DeadlineExceeded when the records were written
-// but their fate is unknown) or I/O failures.
+// and TransactionError details; Unavailable or DeadlineExceeded when the
+// records were written but their fate is unknown) or I/O failures.
+// Transactional batches are refused (ErrTransactionNotVerified, as a
+// TransactionError): ProduceTransactional verifies them.
 func (p *Replica) Produce(ctx context.Context, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32) (ProduceResult, error) {
+	return p.produce(ctx, batches, acks, timeout, clientEpoch, nil)
+}
+
+// ProduceTransactional is Produce for batches of a transactional producer
+// (all of one producer id and epoch, as the broker checks): before the
+// first transactional batch of an epoch the replica has not verified since
+// the producer's last marker (or since it began leading), it asks verify,
+// without the replica lock, whether the partition is in the producer's
+// current transaction (KIP-890), and answers with verify's error if not.
+// The batches are then checked by producerstate's CheckTransactional,
+// which also fences an epoch older than the producer's here: a marker
+// bumps the epoch, so a delayed batch of an ended transaction is refused
+// even when its verification raced the marker.
+func (p *Replica) ProduceTransactional(ctx context.Context, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32, verify Verifier) (ProduceResult, error) {
+	if verify == nil {
+		return ProduceResult{}, errors.New("produce transactional: no verifier")
+	}
+	return p.produce(ctx, batches, acks, timeout, clientEpoch, verify)
+}
+
+// maxVerifyRounds bounds how often one produce verifies when markers of
+// its producer keep clearing the verification meanwhile.
+const maxVerifyRounds = 3
+
+func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32, verify Verifier) (ProduceResult, error) {
 	gapDeadline := time.Now().Add(sequenceGapWait)
 	waitedOut := false
+	verifyRounds := 0
 	p.mu.Lock()
 	for {
 		// Checked again after every wait: the partition may have changed
@@ -203,7 +237,24 @@ func (p *Replica) Produce(ctx context.Context, batches []log.ValidBatch, acks sl
 			p.mu.Unlock()
 			return ProduceResult{}, err
 		}
-		_, wait, err := p.checkSequenceLocked(batches[0].Header())
+		h := batches[0].Header()
+		if verify != nil && h.Attributes.Transactional() && h.ProducerID >= 0 && !p.verifiedLocked(h.ProducerID, h.ProducerEpoch) && !p.fencedLocked(h) {
+			if verifyRounds == maxVerifyRounds {
+				p.mu.Unlock()
+				return ProduceResult{}, transactionError(connect.CodeUnavailable, sluicev1.TransactionError_REASON_CONCURRENT_TRANSACTIONS,
+					fmt.Errorf("producer %d epoch %d: transaction markers kept ending the verification of this partition; retry", h.ProducerID, h.ProducerEpoch))
+			}
+			started, err := p.verifyLocked(ctx, verify, h.ProducerID, h.ProducerEpoch)
+			if err != nil {
+				p.mu.Unlock()
+				return ProduceResult{}, err
+			}
+			if started {
+				verifyRounds++
+			}
+			continue // the lock was released: check everything again
+		}
+		_, wait, err := p.checkSequenceLocked(h)
 		if err == nil || !wait || waitedOut {
 			break // a refusal is answered by the check below
 		}
@@ -227,7 +278,7 @@ func (p *Replica) Produce(ctx context.Context, batches []log.ValidBatch, acks sl
 	for i, b := range batches {
 		dup, _, err := p.checkSequenceLocked(b.Header())
 		if err != nil {
-			appendErr = producerError(p.h.Metrics, err)
+			appendErr = producerError(p.h.Metrics, err, b.Header().Attributes.Transactional())
 			if i > 0 {
 				appendErr = fmt.Errorf("batch %d of %d: %w (the batches before it were written)", i+1, len(batches), appendErr)
 			}
@@ -257,32 +308,63 @@ func (p *Replica) Produce(ctx context.Context, batches []log.ValidBatch, acks sl
 			res.Base = bo
 		}
 	}
-	// Whatever reached the log is replicated and counted, even after a
-	// failure part way (an I/O error): the state machine follows the log.
+	a, err := p.publishAppendLocked(lead, waitFor, acks == sluicev1.Acks_ACKS_ALL, appendErr)
+	if err != nil {
+		return ProduceResult{}, err
+	}
+	if err := p.awaitAppend(ctx, a, timeout); err != nil {
+		return ProduceResult{}, err
+	}
+	if acks == sluicev1.Acks_ACKS_NONE {
+		return ProduceResult{Base: -1, Duplicate: res.Duplicate}, nil
+	}
+	return res, nil
+}
+
+// pendingAppend is what a leader appended under the replica lock
+// (publishAppendLocked), to be made durable and acknowledged outside it
+// (awaitAppend).
+type pendingAppend struct {
+	lead    *replica.Leader // the leadership that appended
+	leo     int64           // the LEO after the append
+	durable int64           // the log's durable end when the lock was released
+	// ack and acked are the acks=all wait; acked is nil without one.
+	ack   replica.AckID
+	acked chan replica.AckResult
+}
+
+// publishAppendLocked ends a leader's append under p.mu and releases the
+// lock: whatever reached the log (even after a failure part way, such as
+// an I/O error: the state machine follows the log) is handed to the
+// leadership lead for replication and counting, an acks=all wait for the
+// offsets below waitFor is registered when acksAll is set and appendErr
+// is nil, and readers, follower fetches and sessions are woken. It
+// returns appendErr (after asking the broker to stop when the log failed)
+// or the state machine's refusal.
+func (p *Replica) publishAppendLocked(lead *replica.Leader, waitFor int64, acksAll bool, appendErr error) (pendingAppend, error) {
 	leo := p.log.LEO()
 	if err := lead.Append(leo, time.Now()); err != nil {
 		p.mu.Unlock()
-		return ProduceResult{}, fmt.Errorf("record append: %w", err)
+		return pendingAppend{}, fmt.Errorf("record append: %w", err)
 	}
 	durable := p.log.DurableOffset() // the LEO with flush=os: nothing to sync
 	if err := lead.Flushed(durable); err != nil {
 		p.mu.Unlock()
-		return ProduceResult{}, fmt.Errorf("record durable end: %w", err)
+		return pendingAppend{}, fmt.Errorf("record durable end: %w", err)
 	}
-	var ack replica.AckID
-	var acked chan replica.AckResult
-	if appendErr == nil && acks == sluicev1.Acks_ACKS_ALL {
+	a := pendingAppend{lead: lead, leo: leo, durable: durable}
+	if appendErr == nil && acksAll {
 		// Registered under the same lock as the append, so no HW change
 		// can slip between them.
 		id, err := lead.WaitAcksAll(waitFor)
 		if err != nil {
 			appendErr = fmt.Errorf("acks=all wait: %w (the records were written)", p.replicaError(err))
 		} else {
-			ack, acked = id, make(chan replica.AckResult, 1)
+			a.ack, a.acked = id, make(chan replica.AckResult, 1)
 			if p.ackWaiters == nil {
 				p.ackWaiters = map[replica.AckID]chan replica.AckResult{}
 			}
-			p.ackWaiters[id] = acked
+			p.ackWaiters[id] = a.acked
 		}
 	}
 	p.settleAcksLocked()
@@ -292,37 +374,35 @@ func (p *Replica) Produce(ctx context.Context, batches []log.ValidBatch, acks sl
 		if ferr := p.log.Failed(); ferr != nil {
 			go p.h.failStop(p, ferr)
 		}
-		return ProduceResult{}, appendErr
+		return pendingAppend{}, appendErr
 	}
-	// Outside the lock: followers fetch the records while the leader
-	// syncs them, and producers that arrive meanwhile share the next sync.
-	// Every answer, even with acks=0, waits for the leader's own copy to be
-	// durable: that also makes sure somebody syncs every appended record.
-	// With nothing left to sync (flush=os, or only duplicates) the lock is
-	// not taken again.
-	if durable < leo {
-		if err := p.makeDurable(ctx, lead, leo); err != nil {
-			if acked != nil {
+	return a, nil
+}
+
+// awaitAppend waits, without the lock, for append a: the leader's own copy
+// durable, then, with an acks=all wait, the ISR's (at most timeout).
+// Followers fetch the records while the leader syncs them, and producers
+// that arrive meanwhile share the next sync. Every answer, even with
+// acks=0, waits for the leader's own copy to be durable: that also makes
+// sure somebody syncs every appended record. With nothing left to sync
+// (flush=os, or only duplicates) the lock is not taken again.
+func (p *Replica) awaitAppend(ctx context.Context, a pendingAppend, timeout time.Duration) error {
+	if a.durable < a.leo {
+		if err := p.makeDurable(ctx, a.lead, a.leo); err != nil {
+			if a.acked != nil {
 				p.mu.Lock()
-				if lead.CancelAck(ack) && p.lead == lead {
-					delete(p.ackWaiters, ack)
+				if a.lead.CancelAck(a.ack) && p.lead == a.lead {
+					delete(p.ackWaiters, a.ack)
 				}
 				p.mu.Unlock()
 			}
-			return ProduceResult{}, err
+			return err
 		}
 	}
-
-	switch acks {
-	case sluicev1.Acks_ACKS_NONE:
-		return ProduceResult{Base: -1, Duplicate: res.Duplicate}, nil
-	case sluicev1.Acks_ACKS_LEADER:
-		return res, nil
+	if a.acked == nil {
+		return nil
 	}
-	if err := p.waitAck(ctx, lead, ack, acked, timeout); err != nil {
-		return ProduceResult{}, err
-	}
-	return res, nil
+	return p.waitAck(ctx, a.lead, a.ack, a.acked, timeout)
 }
 
 // makeDurable makes the leader's log durable below off under the flush

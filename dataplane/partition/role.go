@@ -159,6 +159,7 @@ func (p *Replica) endRoleLocked() {
 		p.settleAcksLocked()
 	}
 	p.lead, p.fol, p.ackWaiters = nil, nil, nil
+	p.verified = nil // a new leadership verifies afresh
 }
 
 // roleLogLevel is the level of a replica's "leading"/"following" line:

@@ -5,10 +5,10 @@
 // the aborted ones, the first unstable offset), with snapshot files and a
 // rebuild from the log.
 //
-// The transaction tracking is groundwork: dataplane/partition does not use
-// it yet (the broker refuses transactional and control batches from
-// clients, nothing writes markers, and fetch has no read_committed), so
-// Sluice has no transactions; docs/design/transactions.md is the plan.
+// dataplane/partition applies markers (WriteMarker, a follower's fetch,
+// a rebuild) and checks transactional batches with CheckTransactional
+// (ProduceTransactional); docs/design/transactions.md says what of
+// transactions is wired.
 //
 // # Semantics
 //
@@ -83,9 +83,9 @@
 //
 // # Wiring (the partition replica's side, dataplane/partition)
 //
-// What follows describes today's wiring, which applies data batches only
-// (FromHeader); wiring transactions in means applying markers through
-// FromBatch, which reads their control record.
+// The replica applies data batches from their headers (FromHeader) and
+// markers with their control record (FromBatch); Rebuild applies
+// FromBatch to every batch.
 //
 // Check, Append and Apply of one batch run under the replica's lock, and
 // Apply runs before the next Check, so two in-flight batches of a producer
