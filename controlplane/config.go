@@ -38,8 +38,14 @@ type Config struct {
 	// that many brokers are live.
 	OffsetsTopicPartitions        int
 	OffsetsTopicReplicationFactor int
-	MaxRequestBytes               int
-	ShutdownTimeout               time.Duration
+	// TransactionStateTopicPartitions and
+	// TransactionStateTopicReplicationFactor shape the internal topic of
+	// the transaction coordinators' state, created once that many brokers
+	// are live.
+	TransactionStateTopicPartitions        int
+	TransactionStateTopicReplicationFactor int
+	MaxRequestBytes                        int
+	ShutdownTimeout                        time.Duration
 	// LagSampleInterval is how often consumer groups are sampled for lag
 	// alerts (0 turns lag alerts off); LagWindow how much history a
 	// forecast fits.
@@ -67,23 +73,25 @@ const DefaultMetricsAddr = "127.0.0.1:9643"
 // DefaultConfig returns the defaults RegisterFlags uses.
 func DefaultConfig() Config {
 	return Config{
-		ListenAddr:                    "127.0.0.1:8080",
-		MetricsAddr:                   DefaultMetricsAddr,
-		Issuer:                        "sluice",
-		Audience:                      "sluice",
-		TokenTTL:                      15 * time.Minute,
-		KeyRotation:                   24 * time.Hour,
-		BrokerLease:                   10 * time.Second,
-		DefaultReplicationFactor:      3,
-		OffsetsTopicPartitions:        16,
-		OffsetsTopicReplicationFactor: 3,
-		MaxRequestBytes:               1 << 20,
-		ShutdownTimeout:               10 * time.Second,
-		LagSampleInterval:             30 * time.Second,
-		LagWindow:                     time.Hour,
-		LagAlertPolicy:                alerts.DefaultPolicy(),
-		Controller:                    controller.DefaultConfig(),
-		ClientLimits:                  clientlimit.DefaultConfig(),
+		ListenAddr:                             "127.0.0.1:8080",
+		MetricsAddr:                            DefaultMetricsAddr,
+		Issuer:                                 "sluice",
+		Audience:                               "sluice",
+		TokenTTL:                               15 * time.Minute,
+		KeyRotation:                            24 * time.Hour,
+		BrokerLease:                            10 * time.Second,
+		DefaultReplicationFactor:               3,
+		OffsetsTopicPartitions:                 16,
+		OffsetsTopicReplicationFactor:          3,
+		TransactionStateTopicPartitions:        16,
+		TransactionStateTopicReplicationFactor: 3,
+		MaxRequestBytes:                        1 << 20,
+		ShutdownTimeout:                        10 * time.Second,
+		LagSampleInterval:                      30 * time.Second,
+		LagWindow:                              time.Hour,
+		LagAlertPolicy:                         alerts.DefaultPolicy(),
+		Controller:                             controller.DefaultConfig(),
+		ClientLimits:                           clientlimit.DefaultConfig(),
 	}
 }
 
@@ -108,6 +116,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.WebhookAllowInsecureLoopback, "webhook-allow-insecure-loopback", c.WebhookAllowInsecureLoopback, "let alert webhooks call loopback addresses, over plain http:// too (for 'sluice dev' and tests; never in production, where webhooks are https:// to public addresses only)")
 	fs.IntVar(&c.OffsetsTopicPartitions, "offsets-topic-partitions", c.OffsetsTopicPartitions, "partitions of the internal topic holding consumer groups' offsets (each partition's leader coordinates its groups); fixed once created")
 	fs.IntVar(&c.OffsetsTopicReplicationFactor, "offsets-topic-replication-factor", c.OffsetsTopicReplicationFactor, "replication factor of the internal offsets topic; it is created once this many brokers are live, and consumer groups are unavailable until then")
+	fs.IntVar(&c.TransactionStateTopicPartitions, "transaction-state-topic-partitions", c.TransactionStateTopicPartitions, "partitions of the internal topic holding the transaction coordinators' state (each partition's leader coordinates the transactional ids that hash to it); fixed once created")
+	fs.IntVar(&c.TransactionStateTopicReplicationFactor, "transaction-state-topic-replication-factor", c.TransactionStateTopicReplicationFactor, "replication factor of the internal transaction-state topic; it is created once this many brokers are live, and transactions are unavailable until then")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
 	c.Controller.RegisterFlags(fs)
@@ -149,6 +159,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--offsets-topic-partitions must be between 1 and 1000; got %d", c.OffsetsTopicPartitions)
 	case c.OffsetsTopicReplicationFactor < 1 || c.OffsetsTopicReplicationFactor > 7:
 		return fmt.Errorf("--offsets-topic-replication-factor must be between 1 and 7; got %d", c.OffsetsTopicReplicationFactor)
+	case c.TransactionStateTopicPartitions < 1 || c.TransactionStateTopicPartitions > 1000:
+		return fmt.Errorf("--transaction-state-topic-partitions must be between 1 and 1000; got %d", c.TransactionStateTopicPartitions)
+	case c.TransactionStateTopicReplicationFactor < 1 || c.TransactionStateTopicReplicationFactor > 7:
+		return fmt.Errorf("--transaction-state-topic-replication-factor must be between 1 and 7; got %d", c.TransactionStateTopicReplicationFactor)
 	case c.DefaultReplicationFactor < 1 || c.DefaultReplicationFactor > 7:
 		return fmt.Errorf("--default-replication-factor must be between 1 and 7; got %d", c.DefaultReplicationFactor)
 	case c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 64<<20:

@@ -84,8 +84,10 @@ func startWith(t *testing.T, dbURL string, wrap func(store.Store) store.Store, m
 	cfg.OperatorToken = operatorToken
 	cfg.BrokerToken = brokerToken
 	// These tests count partitions, elections and load: keep the internal
-	// offsets topic out of them (it needs 7 live brokers here).
+	// offsets and transaction-state topics out of them (they need 7 live
+	// brokers here).
 	cfg.OffsetsTopicReplicationFactor = 7
+	cfg.TransactionStateTopicReplicationFactor = 7
 	// Every request comes from loopback: tests sign up tenant after tenant
 	// and try bad keys on purpose. The per-client limits' own test sets
 	// them; the others must not run into production's.

@@ -131,16 +131,18 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	// one address policy.
 	sender := alerting.NewSender(alerting.Guard{AllowInsecureLoopback: cfg.WebhookAllowInsecureLoopback}, 10*time.Second, deps.Now)
 	a := api.New(api.Config{
-		TokenTTL:                      cfg.TokenTTL,
-		OperatorToken:                 cfg.OperatorToken,
-		BrokerToken:                   cfg.BrokerToken,
-		BrokerLease:                   cfg.BrokerLease,
-		DefaultReplicationFactor:      int32(cfg.DefaultReplicationFactor),
-		OffsetsTopicPartitions:        int32(cfg.OffsetsTopicPartitions),
-		OffsetsTopicReplicationFactor: int32(cfg.OffsetsTopicReplicationFactor),
-		MaxRequestBytes:               cfg.MaxRequestBytes,
-		DefaultExpiryRiskThreshold:    cfg.LagAlertPolicy.RiskThreshold,
-		ClientLimits:                  cfg.ClientLimits,
+		TokenTTL:                               cfg.TokenTTL,
+		OperatorToken:                          cfg.OperatorToken,
+		BrokerToken:                            cfg.BrokerToken,
+		BrokerLease:                            cfg.BrokerLease,
+		DefaultReplicationFactor:               int32(cfg.DefaultReplicationFactor),
+		OffsetsTopicPartitions:                 int32(cfg.OffsetsTopicPartitions),
+		OffsetsTopicReplicationFactor:          int32(cfg.OffsetsTopicReplicationFactor),
+		TransactionStateTopicPartitions:        int32(cfg.TransactionStateTopicPartitions),
+		TransactionStateTopicReplicationFactor: int32(cfg.TransactionStateTopicReplicationFactor),
+		MaxRequestBytes:                        cfg.MaxRequestBytes,
+		DefaultExpiryRiskThreshold:             cfg.LagAlertPolicy.RiskThreshold,
+		ClientLimits:                           cfg.ClientLimits,
 	}, api.Deps{
 		Webhooks:     sender,
 		Store:        s.store,
@@ -278,7 +280,8 @@ func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	defer stopLoop()
 	go s.keys.run(loopCtx, keySyncInterval)
-	go s.ensureOffsetsTopic(loopCtx)
+	go s.ensureInternalTopic(loopCtx, "offsets", s.api.EnsureOffsetsTopic)
+	go s.ensureInternalTopic(loopCtx, "transaction-state", s.api.EnsureTransactionStateTopic)
 	if s.alerter != nil {
 		go s.alerter.Run(loopCtx)
 	}
@@ -345,18 +348,19 @@ func (s *Server) startDrain() {
 	s.drain()
 }
 
-// ensureOffsetsTopic creates the internal offsets topic as soon as enough
-// brokers are live, checking every second until it exists.
-func (s *Server) ensureOffsetsTopic(ctx context.Context) {
+// ensureInternalTopic creates an internal topic (ensure: the offsets
+// topic's or the transaction-state topic's) as soon as enough brokers are
+// live, checking every second until it exists.
+func (s *Server) ensureInternalTopic(ctx context.Context, name string, ensure func(context.Context) (bool, error)) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		ok, err := s.api.EnsureOffsetsTopic(ctx)
+		ok, err := ensure(ctx)
 		if ok {
 			return
 		}
 		if err != nil && ctx.Err() == nil && connect.CodeOf(err) != connect.CodeFailedPrecondition {
-			s.logger.Warn("create the internal offsets topic", "err", err)
+			s.logger.Warn("create the internal "+name+" topic", "err", err)
 		}
 		select {
 		case <-ctx.Done():

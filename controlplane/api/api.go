@@ -53,6 +53,11 @@ type Config struct {
 	// internal offsets topic (consumer groups' coordinators and commits).
 	OffsetsTopicPartitions        int32
 	OffsetsTopicReplicationFactor int32
+	// TransactionStateTopicPartitions and
+	// TransactionStateTopicReplicationFactor shape the internal
+	// transaction-state topic (transaction coordinators' state).
+	TransactionStateTopicPartitions        int32
+	TransactionStateTopicReplicationFactor int32
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int
 	// WatchInterval is how often WatchAssignments streams look for changes

@@ -17,21 +17,34 @@ import (
 // outlive any data retention. The log grows with every commit until
 // compaction exists.
 func (a *API) EnsureOffsetsTopic(ctx context.Context) (bool, error) {
-	if _, err := a.store.GetTopic(ctx, store.SystemTenantID, store.OffsetsTopic); err == nil {
+	return a.ensureInternalTopic(ctx, store.OffsetsTopic, a.cfg.OffsetsTopicPartitions, a.cfg.OffsetsTopicReplicationFactor)
+}
+
+// EnsureTransactionStateTopic creates the internal transaction-state topic
+// (store.TransactionStateTopic, owned by store.SystemTenantID) as
+// EnsureOffsetsTopic creates the offsets topic, with the same retention
+// (-1: a transactional id's last record must outlive any data retention;
+// the coordinators forget idle ids with tombstones, but the log grows
+// until compaction exists).
+func (a *API) EnsureTransactionStateTopic(ctx context.Context) (bool, error) {
+	return a.ensureInternalTopic(ctx, store.TransactionStateTopic, a.cfg.TransactionStateTopicPartitions, a.cfg.TransactionStateTopicReplicationFactor)
+}
+
+func (a *API) ensureInternalTopic(ctx context.Context, name string, n, rf int32) (bool, error) {
+	if _, err := a.store.GetTopic(ctx, store.SystemTenantID, name); err == nil {
 		return true, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return false, err
 	}
-	n, rf := a.cfg.OffsetsTopicPartitions, a.cfg.OffsetsTopicReplicationFactor
 	cfg := defaultTopicConfig(tenants.Limits{}, rf)
 	cfg.RetentionMs = unlimited
-	topic, _, err := a.placeAndCreate(ctx, store.SystemTenantID, store.OffsetsTopic, n, rf, cfg, store.CountLimits{})
+	topic, _, err := a.placeAndCreate(ctx, store.SystemTenantID, name, n, rf, cfg, store.CountLimits{})
 	switch {
 	case errors.Is(err, store.ErrAlreadyExists):
 		return true, nil
 	case err != nil:
 		return false, err
 	}
-	a.logger.InfoContext(ctx, "created the internal offsets topic", "id", topic.ID, "partitions", n, "rf", rf)
+	a.logger.InfoContext(ctx, "created an internal topic", "topic", name, "id", topic.ID, "partitions", n, "rf", rf)
 	return true, nil
 }

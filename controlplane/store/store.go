@@ -441,5 +441,10 @@ const SystemTenantID = "00000000-0000-0000-0000-000000000001"
 // that hash to it.
 const OffsetsTopic = "__consumer_offsets"
 
+// TransactionStateTopic is the system tenant's internal topic holding the
+// transaction coordinators' state (dataplane/txn); each partition's leader
+// coordinates the transactional ids that hash to it.
+const TransactionStateTopic = "__transaction_state"
+
 // BrokerLoad is the number of replicas and leaders a broker holds.
 type BrokerLoad struct{ Replicas, Leaders int }
