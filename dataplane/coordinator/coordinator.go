@@ -112,7 +112,10 @@ type groupState struct {
 	// as written to the offsets partition. Given to members when it is
 	// created (group.Group.RestoreInstance).
 	instances map[string]string
-	members   *group.Group // nil until the first heartbeat at this coordinator
+	// pending: producer id → the offsets its open transaction committed
+	// (TxnCommitOffsets), not yet the group's until its commit marker.
+	pending map[int64]map[TopicPartition]pendingOffset
+	members *group.Group // nil until the first heartbeat at this coordinator
 	// rebalances and revoked are the members' counters last reported to
 	// Metrics.
 	rebalances, revoked int64
@@ -130,8 +133,13 @@ type Coordinator struct {
 	// incarnations in the order the groups made them (the last one written
 	// is the current one). Taken before mu, never while holding it.
 	staticJoins sync.Mutex
-	mu          sync.Mutex
-	groups      map[GroupKey]*groupState // nil until loaded
+	// txnOps serialise, per (group, producer id), a transactional write's
+	// check with its append and apply (TxnCommitOffsets, WriteTxnMarker):
+	// a marker never comes between an offset commit's fencing check and
+	// its record. Taken before mu, never while holding it; one at a time.
+	txnOps [64]sync.Mutex
+	mu     sync.Mutex
+	st     state // st.groups nil until loaded
 }
 
 // New returns the coordinator of p at cfg.LeaderEpoch, not loaded yet.
@@ -156,14 +164,14 @@ func (c *Coordinator) Current() bool { return c.p.Leads(c.cfg.LeaderEpoch) }
 func (c *Coordinator) Load(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.groups != nil {
+	if c.st.groups != nil {
 		return nil
 	}
 	if err := c.p.CheckLeader(); err != nil {
 		return err // not the leader any more, or its HW is still catching up
 	}
 	start := time.Now()
-	groups := map[GroupKey]*groupState{}
+	st := newState()
 	end := c.p.LEO()
 	n := 0
 	for off := c.p.LogStartOffset(); off < end; {
@@ -188,7 +196,7 @@ func (c *Coordinator) Load(ctx context.Context) error {
 				continue
 			}
 			if err := eachGroupRecord(b, func(logOffset int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
-				applyGroupRecord(groups, logOffset, k, v)
+				st.apply(logOffset, k, v)
 				n++
 			}); err != nil {
 				return fmt.Errorf("load offsets partition %d at %d: %w", c.cfg.Partition, h.BaseOffset, err)
@@ -196,13 +204,13 @@ func (c *Coordinator) Load(ctx context.Context) error {
 			off = h.LastOffset() + 1
 		}
 	}
-	c.groups = groups
+	c.st = st
 	lvl := slog.LevelInfo
 	if n == 0 {
 		lvl = slog.LevelDebug // nothing to load: routine (16 lines at every start of a fresh cluster)
 	}
 	c.cfg.Logger.Log(context.Background(), lvl, "loaded consumer groups", "offsets_partition", c.cfg.Partition, "leader_epoch", c.cfg.LeaderEpoch,
-		"groups", len(groups), "records", n, "took", time.Since(start).Round(time.Millisecond))
+		"groups", len(st.groups), "records", n, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -225,7 +233,7 @@ func (c *Coordinator) write(ctx context.Context, recs []groupRecord) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, r := range recs {
-		applyGroupRecord(c.groups, base+int64(i), r.key, r.value)
+		c.st.apply(base+int64(i), r.key, r.value)
 	}
 	return nil
 }
@@ -234,10 +242,20 @@ func (c *Coordinator) write(ctx context.Context, recs []groupRecord) error {
 // partition (acks=all) and answers once they are committed; a later commit
 // of the same partition wins (in log order). The caller checks the
 // committer first (CheckCommitter) and the offsets against the partitions.
+// A partition with offsets pending in an open transaction is refused
+// (ErrUnstableOffset, wrapped): retry once the transaction ends.
 func (c *Coordinator) CommitOffsets(ctx context.Context, now time.Time, tenantID, groupID string, offsets []OffsetCommit) error {
 	recs := make([]groupRecord, len(offsets))
+	tps := make([]TopicPartition, len(offsets))
 	for i, oc := range offsets {
 		recs[i] = offsetRecord(tenantID, groupID, oc, now)
+		tps[i] = TopicPartition{oc.TopicID, oc.Offset.GetPartition()}
+	}
+	c.mu.Lock()
+	err := c.unstableLocked(GroupKey{tenantID, groupID}, tps)
+	c.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	return c.write(ctx, recs)
 }
@@ -245,7 +263,15 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, now time.Time, tenantID
 // DeleteGroup writes the group's deletion to the offsets partition
 // (acks=all): its committed offsets and static-member incarnations are
 // gone, here and at every coordinator that loads the partition later.
+// A group with offsets pending in an open transaction is refused
+// (ErrUnstableOffset, wrapped): retry once the transaction ends.
 func (c *Coordinator) DeleteGroup(ctx context.Context, tenantID, groupID string) error {
+	c.mu.Lock()
+	err := c.unstableLocked(GroupKey{tenantID, groupID}, nil)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	return c.write(ctx, []groupRecord{groupDeletedRecord(tenantID, groupID)})
 }
 
@@ -253,7 +279,7 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, tenantID, groupID string)
 func (c *Coordinator) Offsets(tenantID, groupID string) map[TopicPartition]Committed {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g := c.groups[GroupKey{tenantID, groupID}]
+	g := c.st.groups[GroupKey{tenantID, groupID}]
 	if g == nil {
 		return nil
 	}
@@ -265,8 +291,8 @@ func (c *Coordinator) Offsets(tenantID, groupID string) map[TopicPartition]Commi
 func (c *Coordinator) CommittedOffsets() map[GroupKey]map[TopicPartition]Committed {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[GroupKey]map[TopicPartition]Committed, len(c.groups))
-	for gk, gs := range c.groups {
+	out := make(map[GroupKey]map[TopicPartition]Committed, len(c.st.groups))
+	for gk, gs := range c.st.groups {
 		if len(gs.offsets) == 0 {
 			continue
 		}
@@ -286,7 +312,7 @@ func (c *Coordinator) CheckCommitter(tenantID, groupID, memberID, instanceID str
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var g *group.Group
-	if gs := c.groups[GroupKey{tenantID, groupID}]; gs != nil {
+	if gs := c.st.groups[GroupKey{tenantID, groupID}]; gs != nil {
 		g = gs.members
 	}
 	if memberID == "" {
@@ -298,7 +324,7 @@ func (c *Coordinator) CheckCommitter(tenantID, groupID, memberID, instanceID str
 	if g == nil {
 		// No heartbeat here since this coordinator took over: only the
 		// persisted incarnations can tell.
-		if gs := c.groups[GroupKey{tenantID, groupID}]; gs != nil && instanceID != "" {
+		if gs := c.st.groups[GroupKey{tenantID, groupID}]; gs != nil && instanceID != "" {
 			if cur, ok := gs.instances[instanceID]; ok && cur != memberID {
 				return fmt.Errorf("%w: instance id %q belongs to member %s, not %s: another process joined with it", group.ErrFencedInstanceID, instanceID, cur, memberID)
 			}
@@ -320,16 +346,16 @@ func (c *Coordinator) CheckCommitter(tenantID, groupID, memberID, instanceID str
 // is handed to another.
 func (c *Coordinator) membersLocked(tenantID, groupID, assignor string) (*group.Group, error) {
 	gk := GroupKey{tenantID, groupID}
-	gs := c.groups[gk]
+	gs := c.st.groups[gk]
 	if gs == nil {
 		gs = &groupState{offsets: map[TopicPartition]Committed{}}
-		c.groups[gk] = gs
+		c.st.groups[gk] = gs
 	}
 	if gs.members != nil {
 		return gs.members, nil
 	}
 	cfg := group.Config{Assignor: assignor, SessionTimeout: c.cfg.SessionTimeout, HeartbeatInterval: c.cfg.HeartbeatInterval}
-	if len(gs.offsets) > 0 || len(gs.instances) > 0 {
+	if len(gs.offsets) > 0 || len(gs.instances) > 0 || len(gs.pending) > 0 {
 		cfg.InitialAssignmentDelay = 2 * c.cfg.HeartbeatInterval
 	}
 	g, err := group.New(groupID, cfg)
@@ -382,7 +408,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, now time.Time, tenantID, gr
 		return group.HeartbeatResponse{}, err
 	}
 	res, err := g.Heartbeat(now, req, topics)
-	gs := c.groups[GroupKey{tenantID, groupID}]
+	gs := c.st.groups[GroupKey{tenantID, groupID}]
 	c.countLocked(gs)
 	persist := staticJoin && err == nil && gs.instances[req.InstanceID] != res.MemberID
 	c.mu.Unlock()
@@ -399,7 +425,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, now time.Time, tenantID, gr
 func (c *Coordinator) Leave(now time.Time, tenantID, groupID, memberID, instanceID string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	gs := c.groups[GroupKey{tenantID, groupID}]
+	gs := c.st.groups[GroupKey{tenantID, groupID}]
 	if gs == nil || gs.members == nil {
 		return fmt.Errorf("%w %q in group %q", group.ErrUnknownMember, memberID, groupID)
 	}
@@ -410,7 +436,7 @@ func (c *Coordinator) Leave(now time.Time, tenantID, groupID, memberID, instance
 func (c *Coordinator) Expire(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for gk, gs := range c.groups {
+	for gk, gs := range c.st.groups {
 		if gs.members == nil {
 			continue
 		}
@@ -426,7 +452,7 @@ func (c *Coordinator) Summaries(now time.Time, tenantID string) []*sluicev1.Grou
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []*sluicev1.GroupSummary
-	for gk, gs := range c.groups {
+	for gk, gs := range c.st.groups {
 		if gk.Tenant != tenantID {
 			continue
 		}
@@ -446,7 +472,7 @@ func (c *Coordinator) Summaries(now time.Time, tenantID string) []*sluicev1.Grou
 func (c *Coordinator) Describe(now time.Time, tenantID, groupID string) (d group.GroupDescription, offsets map[TopicPartition]Committed, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	gs := c.groups[GroupKey{tenantID, groupID}]
+	gs := c.st.groups[GroupKey{tenantID, groupID}]
 	if gs == nil {
 		return d, nil, false
 	}
@@ -460,6 +486,6 @@ func (c *Coordinator) Describe(now time.Time, tenantID, groupID string) (d group
 func (c *Coordinator) Active(now time.Time, tenantID, groupID string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	gs := c.groups[GroupKey{tenantID, groupID}]
+	gs := c.st.groups[GroupKey{tenantID, groupID}]
 	return gs != nil && gs.members != nil && !gs.members.Empty(now)
 }

@@ -259,21 +259,28 @@ func TestCoordinatorRecordsOnDisk(t *testing.T) {
 // TestCoordinatorRecordsApplyInLogOrder: records apply by their offset in
 // the offsets partition, not by when a write returned: of two concurrent
 // commits of one partition the one later in the log wins, whichever
-// coordinator request applied first.
+// coordinator request applied first; a commit older in the log than the
+// group's deletion, applied after it, does not bring the group back.
 func TestCoordinatorRecordsApplyInLogOrder(t *testing.T) {
 	t.Parallel()
-	groups := map[GroupKey]*groupState{}
+	st := newState()
 	r := func(off int64) groupRecord {
 		return offsetRecord("tenant-a", "g", commit("id-1", "orders", 0, off), time.Now())
 	}
 	for _, off := range []int64{6, 5} {
 		rec := r(off)
-		applyGroupRecord(groups, off, rec.key, rec.value)
+		st.apply(off, rec.key, rec.value)
 	}
-	require.EqualValues(t, 6, groups[GroupKey{"tenant-a", "g"}].offsets[TopicPartition{"id-1", 0}].Offset.GetOffset())
+	require.EqualValues(t, 6, st.groups[GroupKey{"tenant-a", "g"}].offsets[TopicPartition{"id-1", 0}].Offset.GetOffset())
 	del := groupDeletedRecord("tenant-a", "g")
-	applyGroupRecord(groups, 7, del.key, del.value)
-	require.NotContains(t, groups, GroupKey{"tenant-a", "g"})
+	st.apply(8, del.key, del.value)
+	require.NotContains(t, st.groups, GroupKey{"tenant-a", "g"})
+	rec := r(7)
+	st.apply(7, rec.key, rec.value)
+	require.NotContains(t, st.groups, GroupKey{"tenant-a", "g"}, "older than the deletion")
+	rec = r(9)
+	st.apply(9, rec.key, rec.value)
+	require.EqualValues(t, 9, st.groups[GroupKey{"tenant-a", "g"}].offsets[TopicPartition{"id-1", 0}].Offset.GetOffset(), "committed again after it")
 }
 
 // TestCoordinatorStaticMemberFencedAcrossRebuild: a coordinator that takes

@@ -1,6 +1,6 @@
 // Package coordinator is the consumer-group coordinator of one partition of
-// the internal offsets topic: the groups' committed offsets and static
-// members' incarnations, kept in memory and in that partition, and the
+// the internal offsets topic: the groups' committed offsets (and those
+// pending in transactions) and static members' incarnations, kept in memory and in that partition, and the
 // groups' membership (dataplane/group) in memory.
 //
 // # Model
@@ -13,7 +13,8 @@
 //
 // Every change that must survive a failover — a committed offset, the
 // member id of a static member's latest incarnation (instance id → member
-// id), a group's deletion — is a record (GroupRecordKey, GroupRecordValue)
+// id), a group's deletion, a transaction's pending offsets and its
+// marker — is a record (GroupRecordKey, GroupRecordValue)
 // appended to the partition with acks=all at the coordinator's leader
 // epoch, and applied in memory only once the ISR has it; the request is
 // answered after that. A coordinator that takes over (a new leader, or a
@@ -23,6 +24,41 @@
 // Records apply in log order, so the last commit of a partition wins, and
 // the last incarnation written is a static member's current one: a process
 // another one replaced stays fenced across a failover.
+//
+// # Offsets in transactions (KIP-447)
+//
+// A transactional producer commits a group's offsets inside its
+// transaction (TxnCommitOffsets, after its broker verified that the group
+// is in the producer's current transaction at the transaction
+// coordinator). They are written as pending offsets of (group, producer
+// id): ordinary records (txn_offset), not a transactional batch, so the
+// offsets partition never holds an open transaction and the coordinator
+// applies its records itself. The transaction coordinator ends the
+// transaction in the group with a marker (WriteTxnMarker, a txn_marker
+// record): a commit makes the producer's pending offsets the group's
+// committed offsets (unless a plain commit of the partition is later in
+// the log), an abort drops them. Load replays both kinds in log order.
+//
+// A marker carries the ended transaction's epoch + 1 (every end bumps the
+// epoch) and the transaction coordinator's leader epoch; per (group,
+// producer id) the coordinator keeps the last marker applied (a fence,
+// which outlives the group's deletion). A TxnCommitOffsets older than the
+// fence is refused (ErrProducerFenced): its transaction ended here, even if
+// its verification passed before the end; the check and the write are
+// atomic against the producer's markers (txnOps), which is KIP-890's
+// defence for offsets. A marker ends only the producer's pending offsets of
+// older epochs written before it, so a late copy of a marker never ends the
+// next transaction; a marker from an older transaction coordinator than
+// the fence's is refused (ErrCoordinatorFenced); one that changes nothing
+// succeeds without a write.
+//
+// While pending offsets exist for a partition it is unstable
+// (ErrUnstableOffset, Kafka's UNSTABLE_OFFSET_COMMIT): StableOffsets
+// refuses it (and every-offset fetches of the group), CommitOffsets refuses
+// a plain commit of it, and DeleteGroup refuses the group, until the
+// transaction's marker comes. Pending offsets end only by a marker: the
+// transaction coordinator writes one to every group in the transaction
+// (also after its own failover, and when the transaction times out).
 //
 // The rest of the membership lives in memory only: after a failover members
 // rejoin reporting the partitions they own and keep them (a group rebuilt
@@ -39,7 +75,11 @@
 //     client, told the write failed, must expect;
 //   - a write at a leader epoch the broker no longer leads at fails and
 //     changes nothing (the fencing is Partition.AppendAcksAll's);
-//   - a static member's new incarnation is answered only once written.
+//   - a static member's new incarnation is answered only once written;
+//   - a TxnCommitOffsets answered as written is pending until its
+//     producer's next marker here, which commits or drops it; one whose
+//     epoch the producer's last marker fenced is refused and writes
+//     nothing.
 //
 // # Concurrency
 //
@@ -47,5 +87,10 @@
 // during Load and never across a write to the partition. staticJoins
 // serialises static members' joins with the writes of the incarnations they
 // create; it is taken before mu, never while holding it. The Coordinator
-// starts no goroutines: its broker calls Expire periodically.
+// starts no goroutines: its broker calls Expire periodically. txnOps (64
+// mutexes, by hash of group and producer id) serialise a producer's
+// transactional writes in a group: taken before mu, never while holding it.
+// Records of concurrent writes may apply out of log order; each kind's
+// rules (log offsets, the deletion's offset, the fences) make the result
+// the one Load would rebuild.
 package coordinator

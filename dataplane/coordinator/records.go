@@ -103,29 +103,57 @@ func eachGroupRecord(b record.Batch, fn func(int64, *sluicev1.GroupRecordKey, *s
 	return it.Err()
 }
 
-// applyGroupRecord applies one record; a record older (in the log) than
-// what a key holds is ignored, so concurrent commits resolve in log order.
-func applyGroupRecord(groups map[GroupKey]*groupState, logOffset int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
+// state is what a coordinator rebuilds from its offsets partition and
+// keeps up to date with its own writes: records apply to it in log order.
+type state struct {
+	groups map[GroupKey]*groupState
+	// fences: per (group, producer id), the last transaction marker
+	// applied (TxnCommitOffsets and WriteTxnMarker check against it).
+	// Kept when the group is deleted, so a late commit of an ended
+	// transaction stays fenced.
+	fences map[producerKey]fence
+	// deleted: the log offset of each group's last deletion, so that a
+	// record older in the log, applied after it (a concurrent write
+	// returning later), does not bring the group back.
+	deleted map[GroupKey]int64
+}
+
+func newState() state {
+	return state{groups: map[GroupKey]*groupState{}, fences: map[producerKey]fence{}, deleted: map[GroupKey]int64{}}
+}
+
+// group returns gk's state, creating it.
+func (st *state) group(gk GroupKey) *groupState {
+	g := st.groups[gk]
+	if g == nil {
+		g = &groupState{offsets: map[TopicPartition]Committed{}}
+		st.groups[gk] = g
+	}
+	return g
+}
+
+// apply applies one record; a record older (in the log) than what a key
+// holds is ignored, so concurrent commits resolve in log order, and so is
+// one older than the group's deletion.
+func (st *state) apply(logOffset int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
 	gk := GroupKey{k.GetTenantId(), k.GetGroup()}
+	if del, ok := st.deleted[gk]; ok && logOffset < del {
+		if _, marker := k.GetKind().(*sluicev1.GroupRecordKey_TxnMarker); !marker {
+			return // a marker's fence outlives the group
+		}
+	}
 	switch kind := k.GetKind().(type) {
 	case *sluicev1.GroupRecordKey_GroupDeleted:
-		delete(groups, gk)
+		delete(st.groups, gk)
+		st.deleted[gk] = logOffset
 	case *sluicev1.GroupRecordKey_StaticMember:
-		g := groups[gk]
-		if g == nil {
-			g = &groupState{offsets: map[TopicPartition]Committed{}}
-			groups[gk] = g
-		}
+		g := st.group(gk)
 		if g.instances == nil {
 			g.instances = map[string]string{}
 		}
 		g.instances[kind.StaticMember.GetInstanceId()] = v.GetMemberId()
 	case *sluicev1.GroupRecordKey_Offset:
-		g := groups[gk]
-		if g == nil {
-			g = &groupState{offsets: map[TopicPartition]Committed{}}
-			groups[gk] = g
-		}
+		g := st.group(gk)
 		tk := TopicPartition{kind.Offset.GetTopicId(), kind.Offset.GetPartition()}
 		if cur, ok := g.offsets[tk]; ok && cur.logOffset > logOffset {
 			return
@@ -134,5 +162,9 @@ func applyGroupRecord(groups map[GroupKey]*groupState, logOffset int64, k *sluic
 			Topic: kind.Offset.GetTopic(), Offset: v.GetOffset(), logOffset: logOffset,
 			CommitTime: time.UnixMilli(v.GetCommitTimeMs()),
 		}
+	case *sluicev1.GroupRecordKey_TxnOffset:
+		st.applyTxnOffset(gk, logOffset, kind.TxnOffset, v)
+	case *sluicev1.GroupRecordKey_TxnMarker:
+		st.applyTxnMarker(gk, logOffset, kind.TxnMarker.GetProducerId(), v)
 	}
 }

@@ -1732,6 +1732,8 @@ type GroupRecordKey struct {
 	//	*GroupRecordKey_Offset
 	//	*GroupRecordKey_GroupDeleted
 	//	*GroupRecordKey_StaticMember
+	//	*GroupRecordKey_TxnOffset
+	//	*GroupRecordKey_TxnMarker
 	Kind          isGroupRecordKey_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1815,6 +1817,24 @@ func (x *GroupRecordKey) GetStaticMember() *StaticMemberKey {
 	return nil
 }
 
+func (x *GroupRecordKey) GetTxnOffset() *TxnOffsetKey {
+	if x != nil {
+		if x, ok := x.Kind.(*GroupRecordKey_TxnOffset); ok {
+			return x.TxnOffset
+		}
+	}
+	return nil
+}
+
+func (x *GroupRecordKey) GetTxnMarker() *TxnMarkerKey {
+	if x != nil {
+		if x, ok := x.Kind.(*GroupRecordKey_TxnMarker); ok {
+			return x.TxnMarker
+		}
+	}
+	return nil
+}
+
 type isGroupRecordKey_Kind interface {
 	isGroupRecordKey_Kind()
 }
@@ -1836,11 +1856,126 @@ type GroupRecordKey_StaticMember struct {
 	StaticMember *StaticMemberKey `protobuf:"bytes,5,opt,name=static_member,json=staticMember,proto3,oneof"`
 }
 
+type GroupRecordKey_TxnOffset struct {
+	// An offset committed inside a producer's transaction (KIP-447),
+	// pending until that transaction's marker (txn_marker): a commit makes
+	// it the group's committed offset, an abort drops it.
+	// GroupRecordValue.offset and producer_epoch.
+	TxnOffset *TxnOffsetKey `protobuf:"bytes,6,opt,name=txn_offset,json=txnOffset,proto3,oneof"`
+}
+
+type GroupRecordKey_TxnMarker struct {
+	// The end of a producer's transaction in the group's offsets, as its
+	// transaction coordinator wrote it: GroupRecordValue.producer_epoch (the
+	// ended transaction's epoch + 1), coordinator_epoch and commit.
+	TxnMarker *TxnMarkerKey `protobuf:"bytes,7,opt,name=txn_marker,json=txnMarker,proto3,oneof"`
+}
+
 func (*GroupRecordKey_Offset) isGroupRecordKey_Kind() {}
 
 func (*GroupRecordKey_GroupDeleted) isGroupRecordKey_Kind() {}
 
 func (*GroupRecordKey_StaticMember) isGroupRecordKey_Kind() {}
+
+func (*GroupRecordKey_TxnOffset) isGroupRecordKey_Kind() {}
+
+func (*GroupRecordKey_TxnMarker) isGroupRecordKey_Kind() {}
+
+type TxnOffsetKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Offset        *OffsetKey             `protobuf:"bytes,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetKey) Reset() {
+	*x = TxnOffsetKey{}
+	mi := &file_sluice_v1_group_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetKey) ProtoMessage() {}
+
+func (x *TxnOffsetKey) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetKey.ProtoReflect.Descriptor instead.
+func (*TxnOffsetKey) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TxnOffsetKey) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnOffsetKey) GetOffset() *OffsetKey {
+	if x != nil {
+		return x.Offset
+	}
+	return nil
+}
+
+type TxnMarkerKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnMarkerKey) Reset() {
+	*x = TxnMarkerKey{}
+	mi := &file_sluice_v1_group_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnMarkerKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnMarkerKey) ProtoMessage() {}
+
+func (x *TxnMarkerKey) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnMarkerKey.ProtoReflect.Descriptor instead.
+func (*TxnMarkerKey) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *TxnMarkerKey) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
 
 type StaticMemberKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1851,7 +1986,7 @@ type StaticMemberKey struct {
 
 func (x *StaticMemberKey) Reset() {
 	*x = StaticMemberKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[27]
+	mi := &file_sluice_v1_group_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +1998,7 @@ func (x *StaticMemberKey) String() string {
 func (*StaticMemberKey) ProtoMessage() {}
 
 func (x *StaticMemberKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[27]
+	mi := &file_sluice_v1_group_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2011,7 @@ func (x *StaticMemberKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticMemberKey.ProtoReflect.Descriptor instead.
 func (*StaticMemberKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StaticMemberKey) GetInstanceId() string {
@@ -1897,7 +2032,7 @@ type OffsetKey struct {
 
 func (x *OffsetKey) Reset() {
 	*x = OffsetKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[28]
+	mi := &file_sluice_v1_group_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2044,7 @@ func (x *OffsetKey) String() string {
 func (*OffsetKey) ProtoMessage() {}
 
 func (x *OffsetKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[28]
+	mi := &file_sluice_v1_group_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2057,7 @@ func (x *OffsetKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetKey.ProtoReflect.Descriptor instead.
 func (*OffsetKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OffsetKey) GetTopicId() string {
@@ -1951,14 +2086,22 @@ type GroupRecordValue struct {
 	Offset       *PartitionOffset       `protobuf:"bytes,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	CommitTimeMs int64                  `protobuf:"varint,2,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
 	// For static_member: the member id.
-	MemberId      string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberId string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// For txn_offset: the producer epoch of the transaction; for txn_marker:
+	// the marker's epoch (the ended transaction's + 1).
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// For txn_marker: the leader epoch of the transaction coordinator that
+	// wrote it.
+	CoordinatorEpoch int32 `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	// For txn_marker: true commits, false aborts.
+	Commit        bool `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupRecordValue) Reset() {
 	*x = GroupRecordValue{}
-	mi := &file_sluice_v1_group_proto_msgTypes[29]
+	mi := &file_sluice_v1_group_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2113,7 @@ func (x *GroupRecordValue) String() string {
 func (*GroupRecordValue) ProtoMessage() {}
 
 func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[29]
+	mi := &file_sluice_v1_group_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2126,7 @@ func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordValue.ProtoReflect.Descriptor instead.
 func (*GroupRecordValue) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GroupRecordValue) GetOffset() *PartitionOffset {
@@ -2005,6 +2148,27 @@ func (x *GroupRecordValue) GetMemberId() string {
 		return x.MemberId
 	}
 	return ""
+}
+
+func (x *GroupRecordValue) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *GroupRecordValue) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *GroupRecordValue) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
 }
 
 var File_sluice_v1_group_proto protoreflect.FileDescriptor
@@ -2150,25 +2314,39 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"partitions\x18\x02 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\n" +
 	"partitions\"L\n" +
 	"\x14FetchOffsetsResponse\x124\n" +
-	"\aoffsets\x18\x01 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets\"\xe5\x01\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets\"\xd9\x02\n" +
 	"\x0eGroupRecordKey\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12.\n" +
 	"\x06offset\x18\x03 \x01(\v2\x14.sluice.v1.OffsetKeyH\x00R\x06offset\x12%\n" +
 	"\rgroup_deleted\x18\x04 \x01(\bH\x00R\fgroupDeleted\x12A\n" +
-	"\rstatic_member\x18\x05 \x01(\v2\x1a.sluice.v1.StaticMemberKeyH\x00R\fstaticMemberB\x06\n" +
-	"\x04kind\"2\n" +
+	"\rstatic_member\x18\x05 \x01(\v2\x1a.sluice.v1.StaticMemberKeyH\x00R\fstaticMember\x128\n" +
+	"\n" +
+	"txn_offset\x18\x06 \x01(\v2\x17.sluice.v1.TxnOffsetKeyH\x00R\ttxnOffset\x128\n" +
+	"\n" +
+	"txn_marker\x18\a \x01(\v2\x17.sluice.v1.TxnMarkerKeyH\x00R\ttxnMarkerB\x06\n" +
+	"\x04kind\"]\n" +
+	"\fTxnOffsetKey\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12,\n" +
+	"\x06offset\x18\x02 \x01(\v2\x14.sluice.v1.OffsetKeyR\x06offset\"/\n" +
+	"\fTxnMarkerKey\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\"2\n" +
 	"\x0fStaticMemberKey\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\"Z\n" +
 	"\tOffsetKey\x12\x19\n" +
 	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x03 \x01(\x05R\tpartition\"\x89\x01\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\"\xf5\x01\n" +
 	"\x10GroupRecordValue\x122\n" +
 	"\x06offset\x18\x01 \x01(\v2\x1a.sluice.v1.PartitionOffsetR\x06offset\x12$\n" +
 	"\x0ecommit_time_ms\x18\x02 \x01(\x03R\fcommitTimeMs\x12\x1b\n" +
-	"\tmember_id\x18\x03 \x01(\tR\bmemberId2\xde\x06\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12+\n" +
+	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12\x16\n" +
+	"\x06commit\x18\x06 \x01(\bR\x06commit2\xde\x06\n" +
 	"\fGroupService\x12Z\n" +
 	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\"\x00\x12W\n" +
 	"\x0eGroupHeartbeat\x12 .sluice.v1.GroupHeartbeatRequest\x1a!.sluice.v1.GroupHeartbeatResponse\"\x00\x12K\n" +
@@ -2199,7 +2377,7 @@ func file_sluice_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_sluice_v1_group_proto_goTypes = []any{
 	(GroupError_Reason)(0),           // 0: sluice.v1.GroupError.Reason
 	(*TxnCommitOffsetsRequest)(nil),  // 1: sluice.v1.TxnCommitOffsetsRequest
@@ -2229,10 +2407,12 @@ var file_sluice_v1_group_proto_goTypes = []any{
 	(*FetchOffsetsRequest)(nil),      // 25: sluice.v1.FetchOffsetsRequest
 	(*FetchOffsetsResponse)(nil),     // 26: sluice.v1.FetchOffsetsResponse
 	(*GroupRecordKey)(nil),           // 27: sluice.v1.GroupRecordKey
-	(*StaticMemberKey)(nil),          // 28: sluice.v1.StaticMemberKey
-	(*OffsetKey)(nil),                // 29: sluice.v1.OffsetKey
-	(*GroupRecordValue)(nil),         // 30: sluice.v1.GroupRecordValue
-	(OffsetSpec)(0),                  // 31: sluice.v1.OffsetSpec
+	(*TxnOffsetKey)(nil),             // 28: sluice.v1.TxnOffsetKey
+	(*TxnMarkerKey)(nil),             // 29: sluice.v1.TxnMarkerKey
+	(*StaticMemberKey)(nil),          // 30: sluice.v1.StaticMemberKey
+	(*OffsetKey)(nil),                // 31: sluice.v1.OffsetKey
+	(*GroupRecordValue)(nil),         // 32: sluice.v1.GroupRecordValue
+	(OffsetSpec)(0),                  // 33: sluice.v1.OffsetSpec
 }
 var file_sluice_v1_group_proto_depIdxs = []int32{
 	22, // 0: sluice.v1.TxnCommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
@@ -2242,7 +2422,7 @@ var file_sluice_v1_group_proto_depIdxs = []int32{
 	17, // 4: sluice.v1.GroupMember.revoking:type_name -> sluice.v1.TopicPartitions
 	7,  // 5: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
 	8,  // 6: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
-	31, // 7: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
+	33, // 7: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
 	22, // 8: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
 	0,  // 9: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
 	17, // 10: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
@@ -2250,34 +2430,37 @@ var file_sluice_v1_group_proto_depIdxs = []int32{
 	22, // 12: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
 	17, // 13: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
 	22, // 14: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
-	29, // 15: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
-	28, // 16: sluice.v1.GroupRecordKey.static_member:type_name -> sluice.v1.StaticMemberKey
-	22, // 17: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
-	15, // 18: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
-	18, // 19: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
-	20, // 20: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
-	23, // 21: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
-	25, // 22: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
-	3,  // 23: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	6,  // 24: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	10, // 25: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
-	12, // 26: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
-	1,  // 27: sluice.v1.GroupService.TxnCommitOffsets:input_type -> sluice.v1.TxnCommitOffsetsRequest
-	16, // 28: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
-	19, // 29: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
-	21, // 30: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
-	24, // 31: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
-	26, // 32: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
-	5,  // 33: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	9,  // 34: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	11, // 35: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
-	13, // 36: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
-	2,  // 37: sluice.v1.GroupService.TxnCommitOffsets:output_type -> sluice.v1.TxnCommitOffsetsResponse
-	28, // [28:38] is the sub-list for method output_type
-	18, // [18:28] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	31, // 15: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
+	30, // 16: sluice.v1.GroupRecordKey.static_member:type_name -> sluice.v1.StaticMemberKey
+	28, // 17: sluice.v1.GroupRecordKey.txn_offset:type_name -> sluice.v1.TxnOffsetKey
+	29, // 18: sluice.v1.GroupRecordKey.txn_marker:type_name -> sluice.v1.TxnMarkerKey
+	31, // 19: sluice.v1.TxnOffsetKey.offset:type_name -> sluice.v1.OffsetKey
+	22, // 20: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
+	15, // 21: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
+	18, // 22: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
+	20, // 23: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
+	23, // 24: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
+	25, // 25: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
+	3,  // 26: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	6,  // 27: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	10, // 28: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
+	12, // 29: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
+	1,  // 30: sluice.v1.GroupService.TxnCommitOffsets:input_type -> sluice.v1.TxnCommitOffsetsRequest
+	16, // 31: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
+	19, // 32: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
+	21, // 33: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
+	24, // 34: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
+	26, // 35: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
+	5,  // 36: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	9,  // 37: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	11, // 38: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
+	13, // 39: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
+	2,  // 40: sluice.v1.GroupService.TxnCommitOffsets:output_type -> sluice.v1.TxnCommitOffsetsResponse
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_group_proto_init() }
@@ -2290,6 +2473,8 @@ func file_sluice_v1_group_proto_init() {
 		(*GroupRecordKey_Offset)(nil),
 		(*GroupRecordKey_GroupDeleted)(nil),
 		(*GroupRecordKey_StaticMember)(nil),
+		(*GroupRecordKey_TxnOffset)(nil),
+		(*GroupRecordKey_TxnMarker)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2297,7 +2482,7 @@ func file_sluice_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_group_proto_rawDesc), len(file_sluice_v1_group_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
