@@ -117,6 +117,10 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
+	txn, err := transactionalBatches(batches, m.GetTransactionalId())
+	if err != nil {
+		return nil, err
+	}
 	p, err := s.local(pm, t)
 	if err != nil && forwardable(req.Header(), err) { // Header() allocates: only on the refusal path
 		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).Produce)
@@ -124,7 +128,7 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, m.CurrentLeaderEpoch)
+	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, m.CurrentLeaderEpoch, s.verifier(txn, req.Header, t, pm.partition))
 	if err != nil {
 		return nil, err
 	}
@@ -153,10 +157,17 @@ func produceOptions(acks sluicev1.Acks, timeoutMs int64) (sluicev1.Acks, time.Du
 }
 
 // produceOn writes checked batches to p, a replica this broker leads, and
-// counts them in the metrics.
-func (s *recordService) produceOn(ctx context.Context, t *topicMeta, p *partition.Replica, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, epoch *int32) (*sluicev1.ProduceResponse, error) {
+// counts them in the metrics. With verify (transactional batches) it
+// produces them with partition.ProduceTransactional.
+func (s *recordService) produceOn(ctx context.Context, t *topicMeta, p *partition.Replica, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, epoch *int32, verify partition.Verifier) (*sluicev1.ProduceResponse, error) {
 	start := time.Now()
-	res, err := p.Produce(ctx, batches, acks, timeout, epoch)
+	var res partition.ProduceResult
+	var err error
+	if verify != nil {
+		res, err = p.ProduceTransactional(ctx, batches, acks, timeout, epoch, verify)
+	} else {
+		res, err = p.Produce(ctx, batches, acks, timeout, epoch)
+	}
 	s.b.metrics.produceLatency.WithLabelValues(acksLabel(acks)).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
@@ -226,7 +237,7 @@ func (s *recordService) ProduceMany(ctx context.Context, req *connect.Request[sl
 	for _, k := range order {
 		wg.Go(func() {
 			for _, i := range groups[k] {
-				res, err := s.produceEntry(ctx, entries[i], acks, timeout, now)
+				res, err := s.produceEntry(ctx, req.Header, m.GetTransactionalId(), entries[i], acks, timeout, now)
 				if err != nil {
 					results[i] = &sluicev1.ProducePartitionResult{Error: s.produceError(ctx, err)}
 					continue
@@ -240,8 +251,9 @@ func (s *recordService) ProduceMany(ctx context.Context, req *connect.Request[sl
 }
 
 // produceEntry writes one ProduceMany entry as Produce writes a request
-// with the same fields, except that it never forwards.
-func (s *recordService) produceEntry(ctx context.Context, e *sluicev1.ProducePartition, acks sluicev1.Acks, timeout time.Duration, now time.Time) (*sluicev1.ProduceResponse, error) {
+// with the same fields, except that it never forwards. header returns the
+// request's headers (for a transactional entry's verification).
+func (s *recordService) produceEntry(ctx context.Context, header func() http.Header, transactionalID string, e *sluicev1.ProducePartition, acks sluicev1.Acks, timeout time.Duration, now time.Time) (*sluicev1.ProduceResponse, error) {
 	t, pm, _, err := s.resolve(ctx, e.GetTopic(), e.GetPartition())
 	if err != nil {
 		return nil, err
@@ -254,11 +266,15 @@ func (s *recordService) produceEntry(ctx context.Context, e *sluicev1.ProducePar
 	if err != nil {
 		return nil, err
 	}
+	txn, err := transactionalBatches(batches, transactionalID)
+	if err != nil {
+		return nil, err
+	}
 	p, err := s.local(pm, t)
 	if err != nil {
 		return nil, err
 	}
-	return s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch)
+	return s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch, s.verifier(txn, header, t, pm.partition))
 }
 
 // produceError maps an entry's error as errorInterceptor maps a handler's
@@ -361,7 +377,8 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 // splitBatches splits and checks batches in the SDK's format (CRC, format,
 // size, and the records of compressed batches): every check the log makes,
 // before any batch is appended, so that a request is written whole or not
-// at all. Batches with the transactional or control attribute are refused.
+// at all. Control batches (transaction markers) are refused: only
+// Sluice writes them; transactionalBatches checks transactional ones.
 func splitBatches(data []byte, maxMessageBytes int32) ([]log.ValidBatch, error) {
 	var out []log.ValidBatch
 	for len(data) > 0 {
@@ -382,16 +399,10 @@ func splitBatches(data []byte, maxMessageBytes int32) ([]log.ValidBatch, error) 
 		if err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d: %w", len(out)+1, err))
 		}
-		if a := v.Header().Attributes; a.Control() || a.Transactional() {
-			// A transactional batch that no transaction coordinator
-			// vouches for would hold back every read_committed reader
-			// of the partition once those exist; markers are written by
-			// Sluice alone.
-			what := "has the transactional attribute: Sluice does not support transactions"
-			if a.Control() {
-				what = "is a control batch (a transaction marker): only Sluice writes those"
-			}
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d %s", len(out)+1, what))
+		if v.Header().Attributes.Control() {
+			// Markers are written by the transaction coordinators alone
+			// (WriteTxnMarkers): a client's would end transactions.
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d is a control batch (a transaction marker): only Sluice writes those", len(out)+1))
 		}
 		if h := v.Header(); h.Attributes.Codec() != record.CodecNone {
 			// The records of a compressed batch are checked too, so

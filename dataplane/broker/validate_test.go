@@ -118,30 +118,48 @@ func TestBrokerProduceRefusesCorruptBatches(t *testing.T) {
 	require.ErrorContains(t, err, "crc")
 }
 
-// TestBrokerProduceRefusesTransactionalAndControlBatches: a client's batch
-// with the transactional attribute, or a control batch (a transaction
-// marker), is refused with InvalidArgument and nothing is written, alone
-// or after a good batch in the same request.
+// TestBrokerProduceRefusesTransactionalAndControlBatches: a client's
+// control batch (a transaction marker) is always refused with
+// InvalidArgument, and so is a transactional batch in a request without a
+// transactional id, mixed with non-transactional ones, or of several
+// producers; nothing of the request is written, alone or after a good
+// batch in the same request.
 func TestBrokerProduceRefusesTransactionalAndControlBatches(t *testing.T) {
 	t.Parallel()
 	pb := setupProduceBench(t)
-	with := func(a record.Attributes) []byte {
-		b, err := record.AppendBatch(nil, record.BatchHeader{Attributes: a, FirstTimestamp: time.Now().UnixMilli(), ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0}, benchRecords(2, 100))
+	with := func(a record.Attributes, pid int64, epoch int16) []byte {
+		b, err := record.AppendBatch(nil, record.BatchHeader{Attributes: a, FirstTimestamp: time.Now().UnixMilli(), ProducerID: pid, ProducerEpoch: epoch, BaseSequence: 0}, benchRecords(2, 100))
 		require.NoError(t, err)
 		return b
 	}
+	txn := with(record.AttrTransactional, 7, 0)
 	for _, tt := range []struct {
-		name, msg string
-		data      []byte
+		name, txnID, msg string
+		data             []byte
 	}{
-		{"transactional", "batch 1 has the transactional attribute", with(record.AttrTransactional)},
-		{"control", "batch 1 is a control batch", with(record.AttrControl)},
-		{"transactional control", "control batch", with(record.AttrTransactional | record.AttrControl)},
-		{"after a good batch", "batch 2 has the transactional attribute", append(plainBatch(t, 2), with(record.AttrTransactional)...)},
+		{"transactional without id", "", "batch 1 has the transactional attribute: transactional_id must be set", txn},
+		{"control", "", "batch 1 is a control batch", with(record.AttrControl, 7, 0)},
+		{"control with id", "tx", "batch 1 is a control batch", with(record.AttrControl, 7, 0)},
+		{"transactional control", "tx", "control batch", with(record.AttrTransactional|record.AttrControl, 7, 0)},
+		{"after a good batch", "", "batch 2 has the transactional attribute: transactional_id must be set", append(plainBatch(t, 2), txn...)},
+		{"after a plain batch", "tx", "batch 2 is transactional, the batches before it are not", append(plainBatch(t, 2), txn...)},
+		{"before a plain batch", "tx", "batch 2 is not transactional", append(append([]byte{}, txn...), plainBatch(t, 2)...)},
+		{"two producers", "tx", "batch 2 is of producer 8 epoch 0", append(append([]byte{}, txn...), with(record.AttrTransactional, 8, 0)...)},
+		{"two epochs", "tx", "batch 2 is of producer 7 epoch 1", append(append([]byte{}, txn...), with(record.AttrTransactional, 7, 1)...)},
+		{"no producer", "tx", "without a producer id", with(record.AttrTransactional, -1, -1)},
 	} {
-		_, err := pb.svc.Produce(pb.ctx, batchesRequest(tt.data))
+		req := batchesRequest(tt.data)
+		req.Msg.TransactionalId = tt.txnID
+		_, err := pb.svc.Produce(pb.ctx, req)
 		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s: %v", tt.name, err)
 		require.ErrorContains(t, err, tt.msg, tt.name)
+		require.EqualValues(t, 0, pb.p.Log().LEO(), "%s: nothing written", tt.name)
+		many := connect.NewRequest(&sluicev1.ProduceManyRequest{TransactionalId: tt.txnID, Partitions: []*sluicev1.ProducePartition{
+			{Topic: "bench", Partition: 0, Batches: &sluicev1.RecordBatches{Data: tt.data}}}})
+		res, err := pb.svc.ProduceMany(pb.ctx, many)
+		require.NoError(t, err)
+		require.Equal(t, int32(connect.CodeInvalidArgument), res.Msg.GetResults()[0].GetError().GetCode(), tt.name)
+		require.Contains(t, res.Msg.GetResults()[0].GetError().GetMessage(), tt.msg, tt.name)
 		require.EqualValues(t, 0, pb.p.Log().LEO(), "%s: nothing written", tt.name)
 	}
 	_, err := pb.svc.Produce(pb.ctx, batchesRequest(idempotentBatch(t, 3, 0)))
