@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,10 +51,62 @@ func (o Offset) String() string {
 type ConsumerOption func(*consumerConfig)
 
 type consumerConfig struct {
-	maxBytes int32
-	maxWait  time.Duration
-	prefetch int
+	maxBytes  int32
+	maxWait   time.Duration
+	prefetch  int
+	isolation Isolation
 }
+
+// Isolation says which records a consumer reads.
+type Isolation int
+
+const (
+	// ReadUncommitted reads every record below the high watermark,
+	// records of open and aborted transactions included. Default.
+	ReadUncommitted Isolation = iota
+	// ReadCommitted reads only records below the last stable offset (the
+	// first offset of the oldest open transaction, or the high watermark
+	// when none is open) and never a record of an aborted transaction:
+	// a transaction's records appear once it commits, all of them, and
+	// never when it aborts. A consumer behind an open transaction waits at
+	// its first offset until it ends. Latest() (in Assign, AssignUntil and
+	// a group's WithStartOffset) is the last stable offset.
+	ReadCommitted
+)
+
+func (i Isolation) String() string {
+	switch i {
+	case ReadUncommitted:
+		return "read-uncommitted"
+	case ReadCommitted:
+		return "read-committed"
+	}
+	return fmt.Sprintf("Isolation(%d)", int(i))
+}
+
+// ParseIsolation reads "read-committed" and "read-uncommitted" (also with
+// an underscore, as Kafka spells them).
+func ParseIsolation(s string) (Isolation, error) {
+	switch strings.ReplaceAll(strings.ToLower(s), "_", "-") {
+	case "read-uncommitted":
+		return ReadUncommitted, nil
+	case "read-committed":
+		return ReadCommitted, nil
+	}
+	return 0, fmt.Errorf("isolation %q: choose read-committed or read-uncommitted", s)
+}
+
+func (i Isolation) proto() sluicev1.IsolationLevel {
+	if i == ReadCommitted {
+		return sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
+	}
+	return sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED
+}
+
+// WithIsolation sets which records the consumer reads (default
+// ReadUncommitted). Consumers of a transactional producer's output use
+// ReadCommitted; a GroupConsumer takes it through WithConsumerOptions.
+func WithIsolation(i Isolation) ConsumerOption { return func(c *consumerConfig) { c.isolation = i } }
 
 // WithFetchMaxBytes bounds one fetch per partition (default 1 MiB; at least
 // one batch is returned even when larger).
@@ -101,6 +154,9 @@ func (c *Client) NewConsumer(opts ...ConsumerOption) (*Consumer, error) {
 	if cfg.maxBytes <= 0 || cfg.maxWait < 0 || cfg.prefetch < 1 {
 		return nil, errors.New("sluice: fetch max bytes and prefetch must be positive, max wait not negative")
 	}
+	if cfg.isolation != ReadUncommitted && cfg.isolation != ReadCommitted {
+		return nil, fmt.Errorf("sluice: isolation %d: choose ReadUncommitted or ReadCommitted", int(cfg.isolation))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Consumer{c: c, cfg: cfg, parts: map[sinkKey]*fetcher{}, ready: make(chan fetched, 64), ctx: ctx, cancel: cancel}, nil
 }
@@ -127,13 +183,13 @@ func (cs *Consumer) assign(ctx context.Context, topic string, partition int32, f
 	if _, _, err := cs.c.leaderOf(ctx, topic, partition); err != nil && connect.CodeOf(err) != connect.CodeUnavailable {
 		return err
 	}
-	off, err := cs.c.ResolveOffset(ctx, topic, partition, from)
+	off, err := cs.c.resolveOffset(ctx, topic, partition, from, cs.cfg.isolation)
 	if err != nil {
 		return err
 	}
 	end := int64(-1)
 	if until != nil {
-		if end, err = cs.c.ResolveOffset(ctx, topic, partition, *until); err != nil {
+		if end, err = cs.c.resolveOffset(ctx, topic, partition, *until, cs.cfg.isolation); err != nil {
 			return err
 		}
 	}
@@ -303,6 +359,7 @@ func (f *fetcher) fetchOnce(ctx context.Context) (_ []*Record, err error) {
 	res, err := rc.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{
 		Topic: f.topic, Partition: f.partition, Offset: f.offset, MaxBytes: f.cs.cfg.maxBytes,
 		MaxWaitMs: f.cs.cfg.maxWait.Milliseconds(), RawBatches: true, CurrentLeaderEpoch: &epoch,
+		IsolationLevel: f.cs.cfg.isolation.proto(),
 	}))
 	if err = normalize(ctx, err); err != nil {
 		f.cs.c.observe(f.topic, f.partition, err)
@@ -316,6 +373,9 @@ func (f *fetcher) fetchOnce(ctx context.Context) (_ []*Record, err error) {
 	if err != nil {
 		return nil, connect.NewError(connect.CodeDataLoss, fmt.Errorf("topic %q partition %d at offset %d: %w", f.topic, f.partition, f.offset, err))
 	}
+	// A read_committed fetch may skip batches (an aborted transaction's,
+	// markers) that it does not return: next_offset is past them.
+	next = max(next, res.Msg.GetNextOffset())
 	if next > f.offset {
 		f.offset = next
 	}
@@ -378,13 +438,19 @@ func clone(b []byte) []byte {
 // ResolveOffset turns an Offset into an exact one, asking the partition's
 // leader. A time after the newest record resolves to the high watermark.
 func (c *Client) ResolveOffset(ctx context.Context, topic string, partition int32, o Offset) (int64, error) {
+	return c.resolveOffset(ctx, topic, partition, o, ReadUncommitted)
+}
+
+// resolveOffset is ResolveOffset for a consumer of isolation iso: with
+// ReadCommitted, Latest() is the last stable offset.
+func (c *Client) resolveOffset(ctx context.Context, topic string, partition int32, o Offset, iso Isolation) (int64, error) {
 	if o.kind == 0 {
 		if o.at < 0 {
 			return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offset %d: must not be negative", o.at))
 		}
 		return o.at, nil
 	}
-	req := &sluicev1.ListOffsetsRequest{Topic: topic, Partition: partition}
+	req := &sluicev1.ListOffsetsRequest{Topic: topic, Partition: partition, IsolationLevel: iso.proto()}
 	switch o.kind {
 	case 1:
 		req.Spec = sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST
@@ -398,9 +464,28 @@ func (c *Client) ResolveOffset(ctx context.Context, topic string, partition int3
 		return 0, err
 	}
 	if res.GetOffset() < 0 {
-		return res.GetHighWatermark(), nil // no record at or after the time: start at the end
+		// No record at or after the time: start at the end.
+		if iso == ReadCommitted {
+			return stableOffset(res), nil
+		}
+		return res.GetHighWatermark(), nil
 	}
-	return res.GetOffset(), nil
+	return res.GetOffset(), nil // with ReadCommitted, Latest() answers the last stable offset
+}
+
+// stableOffset is a ListOffsets answer's last stable offset.
+func stableOffset(res *sluicev1.ListOffsetsResponse) int64 { return res.GetLastStableOffset() }
+
+// LastStableOffset returns a partition's last stable offset: the first
+// offset of its oldest open transaction, or its high watermark when no
+// transaction is open there. A ReadCommitted consumer reads up to it.
+func (c *Client) LastStableOffset(ctx context.Context, topic string, partition int32) (int64, error) {
+	res, err := c.listOffsets(ctx, &sluicev1.ListOffsetsRequest{Topic: topic, Partition: partition, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST,
+		IsolationLevel: sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED})
+	if err != nil {
+		return 0, err
+	}
+	return stableOffset(res), nil
 }
 
 // Watermarks returns a partition's log start offset (the oldest retained

@@ -49,6 +49,26 @@
 // context. Metadata refreshes of a known topic run in the background, one
 // at a time per topic, and never block Produce.
 //
+// # Transactions
+//
+// A TransactionalProducer (NewTransactionalProducer, with a transactional
+// id that names it across restarts) writes records to any partitions,
+// and a consumer group's offsets (SendOffsets), in transactions that
+// commit or abort whole: Begin, Produce, SendOffsets, Commit or Abort.
+// It batches and retries as a Producer does, always idempotent with
+// AcksAll; its batches carry the transactional attribute and its requests
+// the transactional id. It finds the id's transaction coordinator with
+// FindTransactionCoordinator and calls it directly (Sluice-No-Forward),
+// as a GroupConsumer does its group's. Commit waits for every record of
+// the transaction first; every end moves the producer to the epoch the
+// coordinator answers, with sequences from 0 again. Errors match
+// ErrTransactionAbortable (Abort and run the transaction again),
+// ErrTransactionFatal (with ErrProducerFenced when another instance took
+// over: the producer is closed) or ErrTransactionState (a call out of
+// order). A GroupConsumer whose offsets such a producer commits uses
+// CommitTransactional, Member and RewindToCommitted. See
+// docs/sdk-transactions.md.
+//
 // # Consuming
 //
 // A Consumer reads partitions you assign from offsets you choose (Earliest,
@@ -56,7 +76,10 @@
 // the partition holds now), after which Poll returns io.EOF. It keeps the
 // next fetch in flight while you process the previous one (WithPrefetch).
 // Offsets are not committed: consumer groups, which commit, are a separate
-// feature.
+// feature. WithIsolation(ReadCommitted) reads only records of committed
+// transactions (and those written outside transactions), up to the last
+// stable offset, which is then what Latest() means; the default,
+// ReadUncommitted, reads every record.
 //
 // # Errors
 //

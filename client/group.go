@@ -34,6 +34,7 @@ const (
 type CommitMode struct {
 	every    int           // commit after this many records (1: each)
 	interval time.Duration // or every interval
+	txn      bool          // never: a TransactionalProducer commits (SendOffsets)
 }
 
 // CommitInterval commits every d (Kafka's auto-commit; the default is 5 s),
@@ -51,6 +52,15 @@ func CommitEvery(n int) CommitMode { return CommitMode{every: n} }
 
 // CommitManual never commits by itself: call GroupConsumer.Commit.
 func CommitManual() CommitMode { return CommitMode{} }
+
+// CommitTransactional never commits at all, not even when partitions are
+// revoked or at Close: the member's offsets are committed inside
+// transactions by a TransactionalProducer (SendOffsets with Member), so
+// that they commit together with the records produced from them
+// (consume-transform-produce; see ConsumeTransformProduce). Commit is
+// refused. After an aborted transaction, RewindToCommitted moves the
+// member back to what the group committed. It needs AtLeastOnce.
+func CommitTransactional() CommitMode { return CommitMode{txn: true} }
 
 // GroupOption configures a GroupConsumer.
 type GroupOption func(*groupConfig)
@@ -175,6 +185,8 @@ func (c *Client) NewGroupConsumer(ctx context.Context, group string, topics []st
 		return nil, errors.New("sluice: commit mode: counts and intervals must be positive")
 	case cfg.delivery != AtLeastOnce && cfg.delivery != AtMostOnce:
 		return nil, errors.New("sluice: delivery: choose AtLeastOnce or AtMostOnce")
+	case cfg.commit.txn && cfg.delivery != AtLeastOnce:
+		return nil, errors.New("sluice: CommitTransactional commits with the transaction's records: it needs AtLeastOnce")
 	}
 	for _, t := range topics {
 		if _, err := c.topic(ctx, t); err != nil {
@@ -447,7 +459,9 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 	g.mu.Unlock()
 	g.deliverAssigned()
 	if len(revoke) > 0 {
-		if err := g.commitPartitions(ctx, revoke); err != nil {
+		if g.cfg.commit.txn {
+			// Committed by the transactions that processed them, if at all.
+		} else if err := g.commitPartitions(ctx, revoke); err != nil {
 			g.c.logger.Debug("commit on revoke failed", "group", g.group, "err", err)
 		}
 		for _, tp := range revoke {
@@ -606,7 +620,7 @@ func (g *GroupConsumer) Run(ctx context.Context, fn func(context.Context, *Recor
 	if ctx.Err() == nil {
 		return err
 	}
-	if g.cfg.delivery == AtLeastOnce {
+	if g.cfg.delivery == AtLeastOnce && !g.cfg.commit.txn {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second) // Kafka close()'s default
 		defer cancel()
 		return g.Commit(cctx)
@@ -813,6 +827,10 @@ func (g *GroupConsumer) maybeCommit(ctx context.Context) error {
 		return err
 	}
 	m := g.cfg.commit
+	if m.txn {
+		g.mu.Unlock()
+		return nil
+	}
 	due := (m.every > 0 && g.sinceCommit >= m.every) || (m.interval > 0 && time.Since(g.lastCommit) >= m.interval) ||
 		(g.commitDue && m != CommitMode{})
 	if g.memberID == "" || g.epoch <= 0 || g.fenced {
@@ -869,7 +887,65 @@ func (g *GroupConsumer) commitInBackground() {
 // partition. It waits for a background commit first, so commits land in
 // order.
 func (g *GroupConsumer) Commit(ctx context.Context) error {
+	if g.cfg.commit.txn {
+		return errors.New("sluice: Commit: this member's offsets are committed in transactions (CommitTransactional): use TransactionalProducer.SendOffsets")
+	}
 	return g.commitPartitions(ctx, g.ownedList())
+}
+
+// Member returns the member's identity in its group as of now, for
+// TransactionalProducer.SendOffsets: the coordinator refuses offsets of
+// a member that lost its partitions or was replaced.
+func (g *GroupConsumer) Member() GroupMember {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return GroupMember{Group: g.group, MemberID: g.memberID, MemberEpoch: g.epoch, InstanceID: g.cfg.instanceID}
+}
+
+// RewindToCommitted moves every owned partition back to the group's
+// committed offset (the start offset where none is), dropping what was
+// fetched past it: after an aborted transaction, the records it consumed
+// are read again. The records already returned by Poll are not undone;
+// the next Poll starts at the committed offsets.
+func (g *GroupConsumer) RewindToCommitted(ctx context.Context) error {
+	tps := g.ownedList()
+	if len(tps) == 0 {
+		return nil
+	}
+	var starts map[TopicPartition]int64
+	var err error
+	for attempt := 1; ; attempt++ {
+		if starts, err = g.committedOffsets(ctx, tps); err == nil {
+			break
+		}
+		if !retriable(err) || attempt >= 10 {
+			return fmt.Errorf("sluice: group %q: fetch committed offsets: %w", g.group, err)
+		}
+		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+			return fmt.Errorf("sluice: group %q: fetch committed offsets: %w (last error: %v)", g.group, serr, err)
+		}
+	}
+	g.mu.Lock()
+	g.stashed = slices.DeleteFunc(g.stashed, func(r *Record) bool { return g.owned[TopicPartition{r.Topic, r.Partition}] })
+	for _, tp := range tps {
+		delete(g.processed, tp)
+	}
+	g.mu.Unlock()
+	for _, tp := range tps {
+		from := g.cfg.reset
+		if off, ok := starts[tp]; ok && off >= 0 {
+			from = At(off)
+		}
+		if err := g.cs.Assign(ctx, tp.Topic, tp.Partition, from); err != nil {
+			return fmt.Errorf("sluice: group %q: rewind %s:%d to %s: %w", g.group, tp.Topic, tp.Partition, from, err)
+		}
+		g.mu.Lock()
+		if off, ok := starts[tp]; ok && off >= 0 {
+			g.committed[tp] = off
+		}
+		g.mu.Unlock()
+	}
+	return nil
 }
 
 func (g *GroupConsumer) ownedList() []TopicPartition {
@@ -1014,7 +1090,7 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 	g.closed = true
 	g.mu.Unlock()
 	var errs []error
-	if g.cfg.delivery == AtLeastOnce && !g.isFenced() {
+	if g.cfg.delivery == AtLeastOnce && !g.cfg.commit.txn && !g.isFenced() {
 		errs = append(errs, g.Commit(ctx))
 	}
 	g.stop()

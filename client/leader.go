@@ -166,7 +166,7 @@ func (lc *leaderConn) dispatchLocked() {
 // send makes one ProduceMany request of calls and answers each.
 func (lc *leaderConn) send(calls []*produceCall) {
 	var timeout time.Duration
-	req := &sluicev1.ProduceManyRequest{Acks: lc.p.cfg.acks.proto(), Partitions: make([]*sluicev1.ProducePartition, len(calls))}
+	req := &sluicev1.ProduceManyRequest{Acks: lc.p.cfg.acks.proto(), Partitions: make([]*sluicev1.ProducePartition, len(calls)), TransactionalId: lc.p.txnID}
 	for i, c := range calls {
 		timeout = max(timeout, c.timeout)
 		req.Partitions[i] = &sluicev1.ProducePartition{Topic: c.req.GetTopic(), Partition: c.req.GetPartition(), Batches: c.req.GetBatches(), CurrentLeaderEpoch: c.req.CurrentLeaderEpoch}

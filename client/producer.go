@@ -32,6 +32,7 @@ type producerConfig struct {
 	block           bool
 	manual          bool
 	partitioner     func(r *Record, partitions int32) int32
+	txnTimeout      time.Duration // transactional producers only
 }
 
 // WithAcks sets when a produce counts as written (default AcksAll).
@@ -133,8 +134,13 @@ type Producer struct {
 	c   *Client
 	cfg producerConfig
 
-	pid   int64 // -1 without idempotence
+	pid   int64 // -1 without idempotence; guarded by mu once transactional
 	epoch int16
+
+	// txnID is set for a TransactionalProducer's producer: batches carry
+	// the transactional attribute and requests the id, and only the
+	// coordinator changes the epoch (resetTxn).
+	txnID string
 
 	mu      sync.Mutex
 	sinks   map[sinkKey]*sink
@@ -167,6 +173,27 @@ type stickyPart struct {
 // NewProducer makes a producer. With idempotence (the default) it first
 // obtains a producer id from the cluster.
 func (c *Client) NewProducer(ctx context.Context, opts ...ProducerOption) (*Producer, error) {
+	cfg := producerDefaults(opts)
+	if cfg.txnTimeout != 0 {
+		return nil, errors.New("sluice: WithTransactionTimeout applies to transactional producers only (NewTransactionalProducer)")
+	}
+	p, err := c.newProducer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.idempotence == nil || *cfg.idempotence {
+		if cfg.acks == AcksAll {
+			pid, epoch, err := c.initProducerID(ctx)
+			if err != nil {
+				return nil, err
+			}
+			p.pid, p.epoch = pid, epoch
+		}
+	}
+	return p, nil
+}
+
+func producerDefaults(opts []ProducerOption) producerConfig {
 	cfg := producerConfig{
 		acks: AcksAll, maxBatchBytes: 256 << 10, maxInFlight: 5,
 		deliveryTimeout: 2 * time.Minute, requestTimeout: 30 * time.Second, bufferBytes: 32 << 20, block: true,
@@ -174,6 +201,11 @@ func (c *Client) NewProducer(ctx context.Context, opts ...ProducerOption) (*Prod
 	for _, o := range opts {
 		o(&cfg)
 	}
+	return cfg
+}
+
+// newProducer checks cfg and makes a producer without a producer id.
+func (c *Client) newProducer(cfg producerConfig) (*Producer, error) {
 	switch {
 	case cfg.acks != AcksAll && cfg.acks != AcksLeader && cfg.acks != AcksNone:
 		return nil, fmt.Errorf("sluice: acks %d: choose AcksAll, AcksLeader or AcksNone", cfg.acks)
@@ -190,20 +222,10 @@ func (c *Client) NewProducer(ctx context.Context, opts ...ProducerOption) (*Prod
 	case cfg.deliveryTimeout <= 0 || cfg.requestTimeout <= 0 || cfg.linger < 0:
 		return nil, errors.New("sluice: delivery and request timeouts must be positive and linger not negative")
 	}
-	p := &Producer{
+	return &Producer{
 		c: c, cfg: cfg, pid: -1, sinks: map[sinkKey]*sink{}, leaders: map[sluicev1connect.RecordServiceClient]*leaderConn{}, sticky: map[string]*stickyPart{},
 		changed: make(chan struct{}), stop: make(chan struct{}), aborted: make(chan struct{}),
-	}
-	if cfg.idempotence == nil || *cfg.idempotence {
-		if cfg.acks == AcksAll {
-			pid, epoch, err := c.initProducerID(ctx)
-			if err != nil {
-				return nil, err
-			}
-			p.pid, p.epoch = pid, epoch
-		}
-	}
-	return p, nil
+	}, nil
 }
 
 // Idempotent reports whether the producer writes each record once despite
@@ -549,6 +571,66 @@ func (p *Producer) Flush(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("sluice: flush: %d records still pending: %w", n, ctx.Err())
 		}
+	}
+}
+
+// wakeWaiters wakes Flush and waitIdle to look again.
+func (p *Producer) wakeWaiters() {
+	p.mu.Lock()
+	p.broadcastLocked()
+	p.mu.Unlock()
+}
+
+// waitIdle waits until every record has its outcome and no request is in
+// flight (a sink may settle records before their requests return: a
+// poisoned one fails them at once), or ctx ends.
+func (p *Producer) waitIdle(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		n, ch := p.pending, p.changed
+		p.mu.Unlock()
+		busy := n > 0
+		for _, s := range p.sinkList() {
+			s.mu.Lock()
+			if s.inflight > 0 || len(s.queue) > 0 || len(s.cur) > 0 {
+				busy = true
+			}
+			s.mu.Unlock()
+			if busy {
+				break
+			}
+		}
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("sluice: %d records still pending: %w", n, ctx.Err())
+		}
+	}
+}
+
+// poisonAll makes every partition fail its records with cause until
+// resetTxn (an aborting transaction's buffered records).
+func (p *Producer) poisonAll(cause error) {
+	for _, s := range p.sinkList() {
+		s.mu.Lock()
+		s.poisonLocked(cause)
+		s.mu.Unlock()
+	}
+}
+
+// resetTxn gives every partition the producer id and epoch of the next
+// transaction, sequences from 0. The producer must be idle (waitIdle).
+func (p *Producer) resetTxn(pid int64, epoch int16) {
+	p.mu.Lock()
+	p.pid, p.epoch = pid, epoch
+	p.mu.Unlock()
+	for _, s := range p.sinkList() {
+		s.mu.Lock()
+		s.resetTxnLocked(pid, epoch)
+		s.mu.Unlock()
 	}
 }
 

@@ -228,6 +228,9 @@ func (s *sink) encode(b *pbatch, epoch int16, seq int32) error {
 	if s.pid >= 0 {
 		h.ProducerID, h.ProducerEpoch, h.BaseSequence = s.pid, epoch, seq
 	}
+	if s.p.txnID != "" {
+		h.Attributes |= record.AttrTransactional
+	}
 	plain, err := record.AppendBatch(nil, h, recs)
 	if err != nil {
 		return connect.NewError(connect.CodeInvalidArgument, err)
@@ -470,6 +473,12 @@ func (s *sink) rewindLocked(now time.Time) {
 			break
 		}
 		failed = append(failed, s.failLocked(i, err)...)
+		if s.p.txnID != "" {
+			// The transaction must abort: fail the rest at once, so that
+			// Commit learns it without waiting for their timeouts.
+			s.poisonLocked(fmt.Errorf("%w: an earlier record of topic %q partition %d failed: %v", ErrTransactionAbortable, s.topic, s.partition, err))
+			break
+		}
 		if s.pid < 0 {
 			continue
 		}
@@ -570,6 +579,12 @@ func (s *sink) splitLocked(i int) {
 // (Kafka's KIP-360). When the epoch is exhausted the partition gets a new
 // producer id instead, and sends nothing until it has it.
 func (s *sink) bumpEpochLocked() {
+	if s.p.txnID != "" {
+		// Only the transaction coordinator bumps a transactional
+		// producer's epoch, when the transaction ends: it must abort.
+		s.poisonLocked(fmt.Errorf("%w: a batch to topic %q partition %d may or may not have been written, or the leader lost the producer's state", ErrTransactionAbortable, s.topic, s.partition))
+		return
+	}
 	s.unnumberLocked(0)
 	if s.epoch < math.MaxInt16 {
 		s.epoch++
@@ -614,6 +629,26 @@ func (s *sink) renewProducerID() {
 	s.signal()
 }
 
+// poisonLocked makes the sink fail every record it has and is given (as
+// when fenced) until resetTxnLocked: a transactional producer's
+// transaction that cannot commit. The first cause stays.
+func (s *sink) poisonLocked(cause error) {
+	if s.fenced == nil {
+		s.fenced = cause
+	}
+	s.signal()
+}
+
+// resetTxnLocked starts the next transaction of a transactional producer
+// on this partition: the producer id and epoch the coordinator gave, its
+// sequences from 0 (KIP-890: every transaction has its own epoch). The
+// sink must be idle (nothing queued or in flight).
+func (s *sink) resetTxnLocked(pid int64, epoch int16) {
+	s.pid, s.epoch, s.fenced = pid, epoch, nil
+	s.unnumberLocked(0)
+	s.attempts, s.notBefore, s.lastErr, s.rewind = 0, time.Time{}, nil, false
+}
+
 func (s *sink) firstUnfinished() int {
 	for i, b := range s.queue {
 		if !b.done {
@@ -647,6 +682,7 @@ func (s *sink) send(b *pbatch) {
 			TimeoutMs:          max(timeout.Milliseconds(), 50),
 			CurrentLeaderEpoch: &epoch,
 			Payload:            &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: b.data}},
+			TransactionalId:    s.p.txnID,
 		}
 		res, err = s.p.leaderConn(rc).produce(ctx, req, timeout)
 		err = normalize(ctx, err)
@@ -655,8 +691,12 @@ func (s *sink) send(b *pbatch) {
 
 	s.mu.Lock()
 	defer func() {
+		idle := s.inflight == 0
 		s.mu.Unlock()
 		s.signal()
+		if idle && s.p.txnID != "" {
+			s.p.wakeWaiters() // a transaction's end waits for idle sinks
+		}
 	}()
 	s.inflight--
 	if b.done {
@@ -676,7 +716,18 @@ func (s *sink) send(b *pbatch) {
 	s.p.c.logger.Debug("produce attempt failed", "topic", s.topic, "partition", s.partition,
 		"epoch", b.epoch, "sequence", b.baseSeq, "records", len(b.recs), "sent", sent, "err", err)
 	pe := producerErrorOf(err)
+	te := txnErrorOf(err)
 	switch {
+	case s.p.txnID != "" && te != nil && te.GetReason() == sluicev1.TransactionError_REASON_CONCURRENT_TRANSACTIONS:
+		// The previous transaction's markers are still being written:
+		// refused before writing, retried.
+	case s.p.txnID != "" && te != nil:
+		b.fatalErr = classifyTxnErr(err)
+	case s.p.txnID != "" && pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_PRODUCER_FENCED:
+		// A newer epoch reached the partition: another incarnation's, or
+		// the coordinator's abort of this transaction (its timeout). The
+		// coordinator tells which when the transaction ends: abort.
+		b.fatalErr = fmt.Errorf("%w: the partition has a newer epoch of this producer (the transaction timed out, or another instance took over; Abort tells which): %w", ErrTransactionAbortable, err)
 	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_DUPLICATE_SEQUENCE:
 		// Written before, too long ago for the leader to know the offset.
 		b.done, b.offset = true, -1

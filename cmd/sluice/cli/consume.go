@@ -27,6 +27,8 @@ type consumeOptions struct {
 	timeout    time.Duration
 	follow     bool
 	format     string
+	isolation  string
+	iso        client.Isolation // parsed from isolation
 
 	group groupFlags // with --group: consume as a member of a consumer group
 }
@@ -236,7 +238,18 @@ time, so the end of the partitions it holds now is no end for the group
 (rpk's group consume follows too). It stops, as a --follow consume does, at
 Ctrl-C, after -n records, or when --timeout passed without a new record.
 Every way of stopping ends with exit code 0 and "consumed N records" on
-stderr. stderr shows a progress line while it is a terminal and the
+stderr.
+
+--isolation says which records of transactional producers it reads:
+read-uncommitted (the default) prints every record as soon as it is
+written, also those of transactions still open or aborted later;
+read-committed prints only records of committed transactions (and
+records written outside transactions), each once its transaction has
+committed, and none of an aborted one. A read-committed consume waits at
+the first record of an open transaction until it ends, and without
+--follow stops at the last stable offset (the first offset of the oldest
+open transaction, or the end) instead of the end. See
+docs/sdk-transactions.md. stderr shows a progress line while it is a terminal and the
 records do not go to one.
 
 --format is a template for each record:
@@ -265,7 +278,8 @@ does not exist.`,
   sluice consume orders --group billing
   sluice consume orders --group billing --commit each --offset latest
   sluice consume orders --group billing --instance-id "$HOSTNAME"
-  sluice consume orders --group audit --commit every --commit-every 500 -n 10000`,
+  sluice consume orders --group audit --commit every --commit-every 500 -n 10000
+  sluice consume enriched --isolation read-committed --follow`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] == "" {
@@ -292,6 +306,9 @@ does not exist.`,
 			if err != nil {
 				return err
 			}
+			if o.iso, err = client.ParseIsolation(o.isolation); err != nil {
+				return usageError{fmt.Errorf("--isolation %q: choose read-committed or read-uncommitted", o.isolation)}
+			}
 			switch {
 			case o.group.name != "" && cmd.Flags().Changed("follow") && !o.follow:
 				return usageError{errors.New("--follow=false does not apply with --group: a group member follows; stop it with -n or --timeout")}
@@ -312,6 +329,7 @@ does not exist.`,
 	f.DurationVar(&o.timeout, "timeout", 0, "stop when no record arrived for this long (0: no limit)")
 	f.BoolVarP(&o.follow, "follow", "f", false, "keep reading records as they are written, until Ctrl-C, -n or --timeout (without it consume stops at the end; with --group it always follows)")
 	f.StringVar(&o.format, "format", "%v\n", "template per record: %k key, %v value, %o offset, %p partition, %t timestamp, %h headers, and \\n \\t escapes")
+	f.StringVar(&o.isolation, "isolation", "read-uncommitted", "which records of transactions to read: read-uncommitted (all, at once) or read-committed (only committed transactions', once committed)")
 	o.group.register(f)
 	return cmd
 }
@@ -338,7 +356,7 @@ func (a *app) consume(ctx context.Context, topic string, o consumeOptions, from 
 			return usageError{fmt.Errorf("--partition %d: topic %q has partitions 0..%d", p, topic, n-1)}
 		}
 	}
-	cs, err := c.NewConsumer()
+	cs, err := c.NewConsumer(client.WithIsolation(o.iso))
 	if err != nil {
 		return sdkError{err}
 	}

@@ -184,7 +184,7 @@ func (a *app) consumeGroup(ctx context.Context, topic string, o consumeOptions, 
 func (a *app) runGroup(ctx context.Context, c *client.Client, topic string, o consumeOptions, s groupSettings, prog *progress, emit func(*client.Record) error) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	opts := s.options()
+	opts := append(s.options(), client.WithConsumerOptions(client.WithIsolation(o.iso)))
 	if isTerminal(a.stderr) {
 		opts = append(opts,
 			client.WithOnAssigned(func(tps []client.TopicPartition) { prog.printf("assigned %s\n", fmtTopicPartitions(tps)) }),
