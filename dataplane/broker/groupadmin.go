@@ -323,7 +323,7 @@ func (s *groupService) DeleteGroup(ctx context.Context, req *connect.Request[slu
 		return nil, groupError(fmt.Errorf("group %q %w: stop them first", m.GetGroup(), coordinator.ErrGroupActive))
 	}
 	if err := c.DeleteGroup(ctx, tenantID, m.GetGroup()); err != nil {
-		return nil, toConnect(err)
+		return nil, offsetsError(err)
 	}
 	return connect.NewResponse(&sluicev1.DeleteGroupResponse{}), nil
 }
@@ -394,7 +394,7 @@ func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sl
 		commits = append(commits, coordinator.OffsetCommit{TopicID: t.id, Offset: po})
 	}
 	if err := c.CommitOffsets(ctx, now, tenantID, m.GetGroup(), commits); err != nil {
-		return nil, toConnect(err)
+		return nil, offsetsError(err)
 	}
 	return connect.NewResponse(res), nil
 }

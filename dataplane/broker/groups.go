@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -100,23 +101,36 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 	if err != nil {
 		return nil, err
 	}
-	if len(m.GetOffsets()) == 0 {
+	commits, err := s.checkCommit(ctx, req.Header(), c, tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId(), m.GetMemberEpoch(), m.GetOffsets())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CommitOffsets(ctx, time.Now(), tenantID, m.GetGroup(), commits); err != nil {
+		return nil, offsetsError(err)
+	}
+	return connect.NewResponse(&sluicev1.CommitOffsetsResponse{}), nil
+}
+
+// checkCommit checks a commit of offsets (CommitOffsets, TxnCommitOffsets):
+// the request's bounds, the committer (CheckCommitter), each offset
+// against its partition's high watermark; it returns the commits to write.
+func (s *groupService) checkCommit(ctx context.Context, h http.Header, c *groupCoordinator, tenantID, groupID, memberID, instanceID string, memberEpoch int32, offsets []*sluicev1.PartitionOffset) ([]coordinator.OffsetCommit, error) {
+	if len(offsets) == 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("offsets: must not be empty"))
 	}
-	if len(m.GetOffsets()) > 10000 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offsets: at most 10000 per request; got %d", len(m.GetOffsets())))
+	if len(offsets) > 10000 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offsets: at most 10000 per request; got %d", len(offsets)))
 	}
-	if len(m.GetInstanceId()) > maxGroupName {
+	if len(instanceID) > maxGroupName {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("instance_id: at most %d bytes", maxGroupName))
 	}
-	if err := c.CheckCommitter(tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId(), m.GetMemberEpoch(), m.GetOffsets()); err != nil {
+	if err := c.CheckCommitter(tenantID, groupID, memberID, instanceID, memberEpoch, offsets); err != nil {
 		return nil, groupError(err)
 	}
 	meta := s.b.metadata()
-	now := time.Now()
-	commits := make([]coordinator.OffsetCommit, 0, len(m.GetOffsets()))
+	commits := make([]coordinator.OffsetCommit, 0, len(offsets))
 	seen := map[partKey]bool{}
-	for i, po := range m.GetOffsets() {
+	for i, po := range offsets {
 		field := fmt.Sprintf("offsets[%d]", i)
 		t, ok := meta.topic(tenantID, po.GetTopic())
 		if !ok {
@@ -137,7 +151,7 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q partition %d appears twice", field, po.GetTopic(), po.GetPartition()))
 		}
 		seen[tk] = true
-		bounds, err := s.b.listOffsets(ctx, clientCredentials(req.Header()), t, t.partitions[po.GetPartition()], sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+		bounds, err := s.b.listOffsets(ctx, clientCredentials(h), t, t.partitions[po.GetPartition()], sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -148,10 +162,7 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 			Topic: t.name, Partition: po.GetPartition(), Offset: po.GetOffset(), LeaderEpoch: po.GetLeaderEpoch(), Metadata: po.GetMetadata(),
 		}})
 	}
-	if err := c.CommitOffsets(ctx, now, tenantID, m.GetGroup(), commits); err != nil {
-		return nil, toConnect(err)
-	}
-	return connect.NewResponse(&sluicev1.CommitOffsetsResponse{}), nil
+	return commits, nil
 }
 
 func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sluicev1.FetchOffsetsRequest]) (*connect.Response[sluicev1.FetchOffsetsResponse], error) {
@@ -163,10 +174,13 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sl
 	if err != nil {
 		return nil, err
 	}
-	committed := c.Offsets(tenantID, m.GetGroup())
 	meta := s.b.metadata()
 	res := &sluicev1.FetchOffsetsResponse{}
 	if len(m.GetPartitions()) == 0 {
+		committed, err := c.StableOffsets(tenantID, m.GetGroup(), nil)
+		if err != nil {
+			return nil, offsetsError(err)
+		}
 		for k, co := range committed {
 			t, ok := meta.byID[k.TopicID]
 			if !ok || t.tenantID != tenantID {
@@ -184,6 +198,7 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sl
 		})
 		return connect.NewResponse(res), nil
 	}
+	var keys []coordinator.TopicPartition
 	for _, tp := range m.GetPartitions() {
 		t, ok := meta.topic(tenantID, tp.GetTopic())
 		if !ok {
@@ -193,11 +208,18 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sl
 			if p < 0 || int(p) >= len(t.partitions) {
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("topic %q has partitions 0..%d; got %d", t.name, len(t.partitions)-1, p))
 			}
-			o := &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: -1, LeaderEpoch: -1}
-			if co, ok := committed[coordinator.TopicPartition{TopicID: t.id, Partition: p}]; ok {
-				o = &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: co.Offset.GetOffset(), LeaderEpoch: co.Offset.GetLeaderEpoch(), Metadata: co.Offset.GetMetadata()}
-			}
-			res.Offsets = append(res.Offsets, o)
+			res.Offsets = append(res.Offsets, &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: -1, LeaderEpoch: -1})
+			keys = append(keys, coordinator.TopicPartition{TopicID: t.id, Partition: p})
+		}
+	}
+	committed, err := c.StableOffsets(tenantID, m.GetGroup(), keys)
+	if err != nil {
+		return nil, offsetsError(err)
+	}
+	for i, k := range keys {
+		if co, ok := committed[k]; ok {
+			o := res.Offsets[i]
+			o.Offset, o.LeaderEpoch, o.Metadata = co.Offset.GetOffset(), co.Offset.GetLeaderEpoch(), co.Offset.GetMetadata()
 		}
 	}
 	return connect.NewResponse(res), nil

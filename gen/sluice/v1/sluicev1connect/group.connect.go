@@ -77,10 +77,15 @@ type GroupServiceClient interface {
 	LeaveGroup(context.Context, *connect.Request[v1.LeaveGroupRequest]) (*connect.Response[v1.LeaveGroupResponse], error)
 	// CommitOffsets records the next offsets to consume. A member commits only
 	// for partitions it owns (at its member epoch); an offset above the
-	// partition's high watermark is refused.
+	// partition's high watermark is refused, and (UNAVAILABLE, retry) a
+	// partition whose offsets a transaction holds pending.
 	CommitOffsets(context.Context, *connect.Request[v1.CommitOffsetsRequest]) (*connect.Response[v1.CommitOffsetsResponse], error)
 	// FetchOffsets returns committed offsets (all of the group's when no
-	// partitions are named).
+	// partitions are named). While a transaction holds pending offsets for
+	// a partition asked (for any of the group's, when none are named), it
+	// answers UNAVAILABLE: retry once the transaction ends (Kafka's
+	// UNSTABLE_OFFSET_COMMIT), so a consumer taking the partition over does
+	// not resume from before the transaction.
 	FetchOffsets(context.Context, *connect.Request[v1.FetchOffsetsRequest]) (*connect.Response[v1.FetchOffsetsResponse], error)
 	// ListGroups lists the tenant's groups (those with members or committed
 	// offsets), asking every coordinator.
@@ -90,7 +95,8 @@ type GroupServiceClient interface {
 	// records and in seconds (the age of the oldest unconsumed record).
 	DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error)
 	// DeleteGroup forgets a group and its committed offsets. Refused while
-	// it has members.
+	// it has members, and (UNAVAILABLE) while a transaction holds pending
+	// offsets of it.
 	DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error)
 	// ResetOffsets sets committed offsets to the earliest or latest offset,
 	// the first at or after a time, or an exact offset (clamped to the log),
@@ -263,10 +269,15 @@ type GroupServiceHandler interface {
 	LeaveGroup(context.Context, *connect.Request[v1.LeaveGroupRequest]) (*connect.Response[v1.LeaveGroupResponse], error)
 	// CommitOffsets records the next offsets to consume. A member commits only
 	// for partitions it owns (at its member epoch); an offset above the
-	// partition's high watermark is refused.
+	// partition's high watermark is refused, and (UNAVAILABLE, retry) a
+	// partition whose offsets a transaction holds pending.
 	CommitOffsets(context.Context, *connect.Request[v1.CommitOffsetsRequest]) (*connect.Response[v1.CommitOffsetsResponse], error)
 	// FetchOffsets returns committed offsets (all of the group's when no
-	// partitions are named).
+	// partitions are named). While a transaction holds pending offsets for
+	// a partition asked (for any of the group's, when none are named), it
+	// answers UNAVAILABLE: retry once the transaction ends (Kafka's
+	// UNSTABLE_OFFSET_COMMIT), so a consumer taking the partition over does
+	// not resume from before the transaction.
 	FetchOffsets(context.Context, *connect.Request[v1.FetchOffsetsRequest]) (*connect.Response[v1.FetchOffsetsResponse], error)
 	// ListGroups lists the tenant's groups (those with members or committed
 	// offsets), asking every coordinator.
@@ -276,7 +287,8 @@ type GroupServiceHandler interface {
 	// records and in seconds (the age of the oldest unconsumed record).
 	DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error)
 	// DeleteGroup forgets a group and its committed offsets. Refused while
-	// it has members.
+	// it has members, and (UNAVAILABLE) while a transaction holds pending
+	// offsets of it.
 	DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error)
 	// ResetOffsets sets committed offsets to the earliest or latest offset,
 	// the first at or after a time, or an exact offset (clamped to the log),
