@@ -28,17 +28,17 @@ func TestBrokerOffsetsErrorCodes(t *testing.T) {
 
 	err = offsetsError(fmt.Errorf("%w: producer 7 epoch 0", coordinator.ErrProducerFenced))
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
-	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, txnReason(t, err))
+	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, offsetsTxnReason(t, err))
 	err = offsetsError(fmt.Errorf("%w: marker", coordinator.ErrCoordinatorFenced))
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
-	require.Zero(t, txnReason(t, err))
+	require.Zero(t, offsetsTxnReason(t, err))
 
 	err = offsetsError(fmt.Errorf("x: %w", group.ErrNotOwned))
 	require.Equal(t, sluicev1.GroupError_REASON_NOT_OWNED, groupReason(t, err))
 }
 
-// txnReason is err's TransactionError reason (0: none).
-func txnReason(t *testing.T, err error) sluicev1.TransactionError_Reason {
+// offsetsTxnReason is err's TransactionError reason (0: none).
+func offsetsTxnReason(t *testing.T, err error) sluicev1.TransactionError_Reason {
 	t.Helper()
 	var ce *connect.Error
 	require.ErrorAs(t, err, &ce)
