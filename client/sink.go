@@ -721,13 +721,15 @@ func (s *sink) send(b *pbatch) {
 	case s.p.txnID != "" && te != nil && te.GetReason() == sluicev1.TransactionError_REASON_CONCURRENT_TRANSACTIONS:
 		// The previous transaction's markers are still being written:
 		// refused before writing, retried.
+	case s.p.txnID != "" && (te != nil && te.GetReason() == sluicev1.TransactionError_REASON_PRODUCER_FENCED ||
+		pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_PRODUCER_FENCED):
+		// A newer epoch reached the partition or its verification:
+		// another instance's, or the coordinator's abort of this
+		// transaction at its timeout. The coordinator tells which when
+		// the transaction ends (ErrProducerFenced, or a new epoch): abort.
+		b.fatalErr = fmt.Errorf("%w: the partition refused this producer's epoch (the transaction timed out, or another instance took over; Abort tells which): %w", ErrTransactionAbortable, err)
 	case s.p.txnID != "" && te != nil:
 		b.fatalErr = classifyTxnErr(err)
-	case s.p.txnID != "" && pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_PRODUCER_FENCED:
-		// A newer epoch reached the partition: another incarnation's, or
-		// the coordinator's abort of this transaction (its timeout). The
-		// coordinator tells which when the transaction ends: abort.
-		b.fatalErr = fmt.Errorf("%w: the partition has a newer epoch of this producer (the transaction timed out, or another instance took over; Abort tells which): %w", ErrTransactionAbortable, err)
 	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_DUPLICATE_SEQUENCE:
 		// Written before, too long ago for the leader to know the offset.
 		b.done, b.offset = true, -1

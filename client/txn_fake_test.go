@@ -352,9 +352,38 @@ func TestTxnFakeErrorClassification(t *testing.T) {
 		f.script(func(f *fakeTxnBroker) {
 			f.produceErrs = []error{txnRefusal(connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_PRODUCER_FENCED)}
 		})
-		require.ErrorIs(t, tp.ProduceSync(ctx, rec("a")), client.ErrProducerFenced)
-		require.ErrorIs(t, tp.Commit(ctx), client.ErrProducerFenced)
+		// The partition's refusal makes the transaction abortable (it may
+		// be the coordinator's abort at the timeout); the coordinator's
+		// answer to Abort says fenced.
+		err = tp.ProduceSync(ctx, rec("a"))
+		require.ErrorIs(t, err, client.ErrTransactionAbortable)
+		require.NotErrorIs(t, err, client.ErrTransactionFatal)
+		require.ErrorIs(t, tp.Commit(ctx), client.ErrTransactionAbortable)
 		require.Empty(t, f.endCalls())
+		f.script(func(f *fakeTxnBroker) {
+			f.endErrs = []error{txnRefusal(connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_PRODUCER_FENCED)}
+		})
+		err = tp.Abort(ctx)
+		require.ErrorIs(t, err, client.ErrProducerFenced)
+		require.ErrorIs(t, err, client.ErrTransactionFatal)
+		require.ErrorIs(t, tp.Begin(), client.ErrProducerFenced)
+	})
+	t.Run("a partition's fenced epoch after a timeout: abort goes on", func(t *testing.T) {
+		f := &fakeTxnBroker{}
+		c := startFakeTxn(t, f)
+		tp, err := c.NewTransactionalProducer(ctx, "job-5b")
+		require.NoError(t, err)
+		require.NoError(t, tp.Begin())
+		ce := connect.NewError(connect.CodeFailedPrecondition, errors.New("fenced epoch"))
+		d, _ := connect.NewErrorDetail(&sluicev1.ProducerError{Reason: sluicev1.ProducerError_REASON_PRODUCER_FENCED})
+		ce.AddDetail(d)
+		f.script(func(f *fakeTxnBroker) { f.produceErrs = []error{ce} })
+		require.ErrorIs(t, tp.ProduceSync(ctx, rec("a")), client.ErrTransactionAbortable)
+		require.NoError(t, tp.Abort(ctx), "the coordinator answers the abort of a timed-out transaction with the next epoch")
+		require.NoError(t, tp.Begin())
+		require.NoError(t, tp.ProduceSync(ctx, rec("b")))
+		require.NoError(t, tp.Commit(ctx))
+		require.NoError(t, tp.Close(ctx))
 	})
 	t.Run("timed out: abortable, abort gives the epoch", func(t *testing.T) {
 		f := &fakeTxnBroker{}
