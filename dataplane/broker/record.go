@@ -483,43 +483,31 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	if err != nil {
 		return nil, err
 	}
+	iso := m.GetIsolationLevel()
+	if iso < sluicev1.IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED || iso > sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("isolation_level: unknown value %d", iso))
+	}
 	start := time.Now()
-	data, hw, err := p.Fetch(ctx, m.GetOffset(), maxBytes, wait, m.CurrentLeaderEpoch)
+	f, err := p.FetchRecords(ctx, m.GetOffset(), partition.FetchOptions{MaxBytes: maxBytes, Wait: wait, ClientEpoch: m.CurrentLeaderEpoch,
+		ReadCommitted: iso == sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED})
 	s.b.metrics.fetchLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, suspended(err)
 	}
-	res := &sluicev1.FetchResponse{HighWatermark: hw, LogStartOffset: p.StartOffset(ctx), NextOffset: m.GetOffset()}
-	if len(data) > 0 {
-		res.NextOffset, err = lastOffsetAfter(data)
-		if err != nil {
-			return nil, err
-		}
+	// Markers (and with read_committed aborted batches) are gone from
+	// f.Data; NextOffset passes them anyway.
+	res := &sluicev1.FetchResponse{HighWatermark: f.HW, LastStableOffset: f.LSO, LogStartOffset: p.StartOffset(ctx), NextOffset: f.Next}
+	if len(f.Data) > 0 {
 		if m.GetRawBatches() {
-			res.Batches = &sluicev1.RecordBatches{Data: data}
-		} else if res.Records, err = decodeRecords(data, m.GetOffset()); err != nil {
+			res.Batches = &sluicev1.RecordBatches{Data: f.Data}
+		} else if res.Records, err = decodeRecords(f.Data, m.GetOffset()); err != nil {
 			return nil, err
 		}
 	}
 	if caller.Kind == tenants.PrincipalTenant {
-		s.b.metrics.fetched(t.tenantID, len(data)) // a broker's own reads (group lag) are not the tenant's
+		s.b.metrics.fetched(t.tenantID, len(f.Data)) // a broker's own reads (group lag) are not the tenant's
 	}
 	return connect.NewResponse(res), nil
-}
-
-// lastOffsetAfter returns one past the last offset of the batches in data
-// (checked by the read that returned them).
-func lastOffsetAfter(data []byte) (int64, error) {
-	var next int64
-	for len(data) > 0 {
-		b, rest, err := record.NextChecked(data)
-		if err != nil {
-			return 0, fmt.Errorf("read fetched batch: %w", err)
-		}
-		next = b.LastOffset() + 1
-		data = rest
-	}
-	return next, nil
 }
 
 // decodeRecords turns batches (checked by the read that returned them)
@@ -626,22 +614,30 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 	if err != nil {
 		return nil, err
 	}
-	hw, err := p.ReaderHW()
+	hw, lso, err := p.ReaderOffsets()
 	if err != nil {
 		return nil, err
 	}
-	res := &sluicev1.ListOffsetsResponse{LogStartOffset: p.StartOffset(ctx), HighWatermark: hw, SizeBytes: p.SizeBytes(ctx)}
+	// read_committed readers see up to the last stable offset.
+	end := hw
+	switch iso := m.GetIsolationLevel(); {
+	case iso < sluicev1.IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED || iso > sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("isolation_level: unknown value %d", iso))
+	case iso == sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED:
+		end = lso
+	}
+	res := &sluicev1.ListOffsetsResponse{LogStartOffset: p.StartOffset(ctx), HighWatermark: hw, LastStableOffset: lso, SizeBytes: p.SizeBytes(ctx)}
 	switch m.GetSpec() {
 	case sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
 		res.Offset = res.LogStartOffset
 	case sluicev1.OffsetSpec_OFFSET_SPEC_LATEST:
-		res.Offset = hw
+		res.Offset = end
 	case sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
 		off, ok, err := p.OffsetForTimestamp(ctx, m.GetTimestampMs())
 		switch {
 		case err != nil:
 			return nil, err
-		case !ok || off >= hw:
+		case !ok || off >= end:
 			res.Offset = -1
 		default:
 			res.Offset = off

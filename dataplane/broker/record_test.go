@@ -73,19 +73,6 @@ func TestBrokerProduceBatchesValidation(t *testing.T) {
 	require.Equal(t, record.Batch(b2), bs[1].Batch())
 }
 
-func TestBrokerLastOffsetAfter(t *testing.T) {
-	t.Parallel()
-	var data []byte
-	for i := range 3 {
-		b, err := record.AppendBatch(nil, record.BatchHeader{BaseOffset: int64(2 * i)}, []record.Record{{Value: []byte("x")}, {OffsetDelta: 1, Value: []byte("y")}})
-		require.NoError(t, err)
-		data = append(data, b...)
-	}
-	next, err := lastOffsetAfter(data)
-	require.NoError(t, err)
-	require.Equal(t, int64(6), next)
-}
-
 // TestBrokerStartingBrokerAnswersUnavailable: a broker that has not
 // received its first assignments yet does not know any topic, and says so
 // with Unavailable (retry) rather than NotFound (the topic does not exist),

@@ -38,8 +38,8 @@
 //     as its state machine decides from the leader's diverging epoch
 //     (KIP-101/279/320), never below its HW unless the topic opted in to
 //     unclean election.
-//   - Retention never deletes above the HW, and with tiered storage never
-//     what is not copied.
+//   - Retention never deletes above the last stable offset (so never
+//     above the HW), and with tiered storage never what is not copied.
 //   - A log that fails a write or a sync, or producer state that cannot be
 //     rebuilt, stops the broker (Host.FailStop): a replica never serves a
 //     disk it cannot trust.
@@ -90,6 +90,31 @@
 //     producer's here: a marker bumps the epoch, so a delayed batch of an
 //     ended transaction is refused even when its verification raced the
 //     marker. Produce refuses transactional batches (not verified).
+//   - The last stable offset (lsoLocked, LastStableOffset, ReaderOffsets)
+//     is the first offset of the oldest transaction that is ongoing or
+//     whose marker the HW has not passed yet (Replica.unreplicated, as
+//     Kafka's unreplicated transactions), else the HW; never below the log
+//     start. A transaction thus ends for readers once its marker is
+//     committed, and the LSO never goes back when leadership moves within
+//     the ISR.
+//   - FetchRecords serves clients: whole batches below the HW
+//     (read_uncommitted) or the LSO (ReadCommitted), never control
+//     batches, and with ReadCommitted without the batches of aborted
+//     transactions (the producer state's aborted list over the range,
+//     read under the lock with the LSO), compacted in the read's buffer;
+//     Fetched.Next passes dropped batches. A read_committed long poll
+//     waits on the same wake-ups as any (appends, HW, role), and the LSO
+//     only moves with those. Reads of the object store are filtered the
+//     same way, from the same in-memory list.
+//   - Retention stays below the LSO (so below the HW, and never at an
+//     open transaction's segment or after it) and, without tiered
+//     storage, drops the aborted transactions below the new log start;
+//     a tiered leader's CopyToTier drops them below the remote log start
+//     instead, so cold read_committed reads still filter them. The list
+//     survives restarts in the producer-state snapshots. Not built: a
+//     per-segment aborted-transaction index (.txnindex) uploaded with
+//     tiered segments (docs/design/transactions.md says what that leaves
+//     open).
 //
 // # High-watermark checkpoint
 //

@@ -191,13 +191,13 @@ func (p *Replica) rebuildProducerStateLocked() error {
 		return err
 	}
 	s.Touch(time.Now().UnixMilli())
-	p.pstate, p.snapOffset = s, from
+	p.pstate, p.snapOffset, p.unreplicated = s, from, nil
 	return nil
 }
 
 // resetProducerStateLocked forgets every producer after a log Reset.
 func (p *Replica) resetProducerStateLocked() error {
-	p.pstate, p.snapOffset = producerstate.New(), 0
+	p.pstate, p.snapOffset, p.unreplicated = producerstate.New(), 0, nil
 	return producerstate.DeleteAbove(p.dir, -1)
 }
 

@@ -14,8 +14,6 @@ import (
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/record"
-	"github.com/sluicemq/sluice/tiered"
 )
 
 // Replica is one partition replica on this broker: its log, its role and
@@ -71,6 +69,9 @@ type Replica struct {
 	// for the producer by its every marker, and whole at every role
 	// change.
 	verified map[int64]*verification
+	// unreplicated are the transactions ended by a marker the HW has not
+	// passed yet (lsoLocked drops the others): they still hold the LSO.
+	unreplicated []unreplicatedTxn
 	// retainBelow bounds what retention may delete (the log's CanDelete).
 	retainBelow *atomic.Int64
 	// With tiered storage: the last offset copied to the object store (-1:
@@ -502,60 +503,6 @@ func (p *Replica) waitAck(ctx context.Context, lead *replica.Leader, id replica.
 	return fmt.Errorf("acks=all wait: %w", r.Err)
 }
 
-// Fetch returns, on the leader, whole batches from offset that lie below
-// the high watermark (from the object store below the local log start of
-// a tiered replica), waiting up to wait for some to arrive, and the HW.
-// clientEpoch fences as in Produce.
-func (p *Replica) Fetch(ctx context.Context, offset int64, maxBytes int, wait time.Duration, clientEpoch *int32) ([]byte, int64, error) {
-	var timer *time.Timer
-	for {
-		p.mu.Lock()
-		if err := p.checkClientEpochLocked(clientEpoch); err != nil {
-			p.mu.Unlock()
-			return nil, 0, err
-		}
-		hw, ch, isLeader, meta := p.hwLocked(), p.hwCh, p.role == RoleLeader && p.lead != nil, p.meta
-		catchingUp := isLeader && p.lead.HW() < p.lead.EpochStartOffset()
-		p.mu.Unlock()
-		if !isLeader {
-			return nil, hw, ToConnect(p.h.notLeader(meta))
-		}
-		if catchingUp {
-			return nil, hw, ErrHWCatchingUp
-		}
-		start, leo := p.log.LogStartOffset(), p.log.LEO()
-		if offset < start && p.tiered {
-			tp := tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: meta.LeaderEpoch}
-			data, err := p.readRemote(ctx, tp, offset, maxBytes, hw)
-			return data, hw, err
-		}
-		if offset < start || offset > leo {
-			return nil, hw, ToConnect(&log.OffsetOutOfRangeError{Offset: offset, LogStart: start, LEO: leo})
-		}
-		if offset < hw {
-			data, err := p.log.Read(offset, maxBytes)
-			if err != nil {
-				return nil, hw, ToConnect(err)
-			}
-			return belowHW(data, hw), hw, nil
-		}
-		if wait <= 0 {
-			return nil, hw, nil
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			return nil, hw, nil
-		case <-ctx.Done():
-			return nil, hw, ctx.Err()
-		}
-	}
-}
-
 // checkClientEpochLocked fences a client request that names a leader epoch
 // (KIP-320): older than this leader's → FailedPrecondition (the client's
 // metadata is stale), newer → Unavailable (this broker has not caught up).
@@ -569,21 +516,4 @@ func (p *Replica) checkClientEpochLocked(e *int32) error {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("unknown leader epoch %d: this broker is at %d; retry", *e, p.meta.LeaderEpoch))
 	}
 	return nil
-}
-
-// belowHW keeps the whole batches of data that start below hw. Replicas
-// append whole batches, so the HW always falls on a batch boundary. The
-// read that returned data has checked its batches.
-func belowHW(data []byte, hw int64) []byte {
-	n := 0
-	rest := data
-	for len(rest) > 0 {
-		b, r, err := record.NextChecked(rest)
-		if err != nil || b.BaseOffset() >= hw {
-			break
-		}
-		n += len(b)
-		rest = r
-	}
-	return data[:n]
 }

@@ -537,6 +537,10 @@ func TestPartitionBelowHW(t *testing.T) {
 		data = append(data, b...)
 		sizes = append(sizes, len(b))
 	}
+	belowHW := func(data []byte, hw int64) []byte {
+		kept, _ := keepBatches(data, 0, hw, nil, false)
+		return kept
+	}
 	require.Len(t, belowHW(data, 0), 0)
 	require.Len(t, belowHW(data, 2), sizes[0])
 	require.Len(t, belowHW(data, 4), sizes[0]+sizes[1])

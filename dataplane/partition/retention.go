@@ -46,8 +46,13 @@ func (h *Host) segmentAge(c TopicConfig, tiered bool) time.Duration {
 }
 
 // ApplyRetention deletes the replica's segments past its topic's
-// retention, never above its high watermark, and the producer-state
-// snapshots below the new log start, and returns how many segments went.
+// retention, never above its last stable offset (so never above its high
+// watermark, and never a segment holding a batch of an open transaction
+// or one after it), and the producer-state snapshots below the new log
+// start, and returns how many segments went. Without tiered storage it
+// also drops the aborted transactions whose marker lies below the new log
+// start from the producer state (a tiered replica keeps them for reads of
+// the object store: CopyToTier drops them below the remote log start).
 // Leaders and followers apply it each on their own, as in Kafka. It runs
 // under the replica lock (lock order: replica, then the log's writer
 // lock), so appends wait for the deletion of files, which is rare and
@@ -57,10 +62,13 @@ func (p *Replica) ApplyRetention() (int, error) {
 	defer p.mu.Unlock()
 	lt, lb := localRetention(p.cfg, p.tiered)
 	p.log.SetRetention(lt, lb, p.h.segmentAge(p.cfg, p.tiered))
-	p.retainBelow.Store(p.hwLocked())
+	p.retainBelow.Store(p.lsoLocked())
 	n, err := p.log.ApplyRetention()
 	if err != nil || n == 0 {
 		return n, err
+	}
+	if !p.tiered {
+		p.pstate.DropAbortedBelow(p.log.LogStartOffset())
 	}
 	return n, producerstate.DeleteBelow(p.dir, p.log.LogStartOffset())
 }

@@ -67,6 +67,20 @@ func (p *Replica) CopyToTier(ctx context.Context, l TierLead) {
 	} else if n > 0 {
 		p.h.Logger.Info("remote retention deleted segments", "topic", p.topicID, "partition", p.id, "segments", n)
 	}
+	// The aborted transactions read_committed reads of the object store
+	// need are those from the partition's start (the remote one when the
+	// object store holds segments; unknown: keep them all).
+	roff, rok, err := tier.StartOffset(ctx, tp)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	start := p.log.LogStartOffset()
+	if rok {
+		start = min(start, roff)
+	}
+	p.pstate.DropAbortedBelow(start)
 }
 
 // tierRef names the partition for tiered-storage reads.
@@ -139,8 +153,9 @@ func (p *Replica) remoteStart(ctx context.Context, tp tiered.Partition) int64 {
 }
 
 // readRemote serves a fetch below the local log start from the object
-// store.
-func (p *Replica) readRemote(ctx context.Context, tp tiered.Partition, offset int64, maxBytes int, hw int64) ([]byte, error) {
+// store: whole checked batches from the one holding offset, which the
+// caller cuts at its bound (keepBatches).
+func (p *Replica) readRemote(ctx context.Context, tp tiered.Partition, offset int64, maxBytes int) ([]byte, error) {
 	data, err := p.h.Tier.Read(ctx, tp, offset, maxBytes)
 	switch {
 	case errors.Is(err, tiered.ErrNotRemote):
@@ -152,7 +167,7 @@ func (p *Replica) readRemote(ctx context.Context, tp tiered.Partition, offset in
 	case err != nil:
 		return nil, err
 	}
-	return belowHW(data, hw), nil
+	return data, nil
 }
 
 // tierSource is a partition's log as the source tiered storage copies

@@ -150,7 +150,8 @@ func transactionError(code connect.Code, reason sluicev1.TransactionError_Reason
 var errMarkerUndecodable = errors.New("a control batch in the log does not hold a valid transaction marker")
 
 // applyMarkerLocked applies an appended control batch b to the producer
-// state and forgets the producer's verification: its transaction ended. A
+// state and forgets the producer's verification: its transaction ended
+// (for readers once the HW passes the marker: Replica.unreplicated). A
 // marker that does not decode stops the broker, as a failed rebuild does
 // (Rebuild would refuse the same log).
 func (p *Replica) applyMarkerLocked(b record.Batch, now int64) {
@@ -162,6 +163,11 @@ func (p *Replica) applyMarkerLocked(b record.Batch, now int64) {
 			FirstOffset: b.BaseOffset(), LastOffset: b.LastOffset(), MaxTimestamp: b.MaxTimestamp()})
 		go p.h.failStop(p, err)
 		return
+	}
+	if e, found := p.pstate.Producer(pb.ProducerID); ok && found && e.TxnFirstOffset >= 0 {
+		// It ends a transaction: readers see the end once the HW passes
+		// the marker (lsoLocked).
+		p.unreplicated = append(p.unreplicated, unreplicatedTxn{first: e.TxnFirstOffset, marker: pb.LastOffset})
 	}
 	p.pstate.Apply(pb)
 	if ok {

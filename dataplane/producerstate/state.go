@@ -473,13 +473,20 @@ func (s *State) OngoingTransactions() []OngoingTxn {
 
 // AbortedTransactions returns the aborted transactions (not yet dropped)
 // whose range FirstOffset..LastOffset overlaps [from, to), by marker
-// offset ascending: what a read_committed fetch of [from, to) filters.
+// offset ascending: what a read_committed fetch of [from, to) filters
+// (nil, without allocating, when none does). As Kafka's fetch does with its
+// transaction index, it stops at the first transaction whose
+// LastStableOffset is at or past to: every transaction aborted later began
+// at or after that LSO, so none of them overlaps.
 func (s *State) AbortedTransactions(from, to int64) []AbortedTxn {
 	i, _ := slices.BinarySearchFunc(s.aborted, from, func(t AbortedTxn, off int64) int { return cmp.Compare(t.LastOffset, off) })
 	var out []AbortedTxn
 	for _, t := range s.aborted[i:] {
 		if t.FirstOffset < to {
 			out = append(out, t)
+		}
+		if t.LastStableOffset >= to {
+			break
 		}
 	}
 	return out

@@ -1,0 +1,217 @@
+package partition
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/producerstate"
+	"github.com/sluicemq/sluice/record"
+	"github.com/sluicemq/sluice/tiered"
+)
+
+// lsoLocked is the last stable offset: the first offset of the oldest
+// transaction that is ongoing or whose marker is not below the HW yet, or
+// the HW when it is lower or there is none; never below the log start. As
+// in Kafka, a transaction ends for readers only once its marker is
+// committed, so the LSO never goes back when leadership moves to another
+// ISR member (which has everything below the HW, markers included).
+func (p *Replica) lsoLocked() int64 {
+	hw := p.hwLocked()
+	lso := hw
+	if fuo, ok := p.pstate.FirstUnstableOffset(); ok && fuo < lso {
+		lso = fuo
+	}
+	n := 0
+	for _, u := range p.unreplicated {
+		if u.marker >= hw {
+			p.unreplicated[n] = u
+			n++
+			lso = min(lso, u.first)
+		}
+	}
+	clear(p.unreplicated[n:])
+	p.unreplicated = p.unreplicated[:n]
+	if n == 0 {
+		p.unreplicated = nil
+	}
+	return max(lso, p.log.LogStartOffset())
+}
+
+// unreplicatedTxn is a transaction whose marker the replica appended but
+// the HW has not passed yet: it holds the LSO at its first offset.
+type unreplicatedTxn struct {
+	first, marker int64
+}
+
+// LastStableOffset is the replica's last stable offset (lsoLocked).
+func (p *Replica) LastStableOffset() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lsoLocked()
+}
+
+// ReaderOffsets is ReaderHW with the last stable offset at the same
+// moment.
+func (p *Replica) ReaderOffsets() (hw, lso int64, _ error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != RoleLeader || p.lead == nil {
+		return 0, 0, ToConnect(p.h.notLeader(p.meta))
+	}
+	if p.lead.HW() < p.lead.EpochStartOffset() {
+		return 0, 0, ErrHWCatchingUp
+	}
+	return p.lead.HW(), p.lsoLocked(), nil
+}
+
+// FetchOptions are a client fetch's parameters (FetchRecords).
+type FetchOptions struct {
+	MaxBytes int
+	// Wait is the longest a fetch at the end waits for records.
+	Wait time.Duration
+	// ClientEpoch, when set, fences as in Produce.
+	ClientEpoch *int32
+	// ReadCommitted: only records below the last stable offset, without
+	// the batches of aborted transactions.
+	ReadCommitted bool
+}
+
+// Fetched is what FetchRecords returns.
+type Fetched struct {
+	// Data holds whole batches, never control batches (transaction
+	// markers), and with ReadCommitted none of an aborted transaction.
+	Data []byte
+	// Next is the offset after the last batch read, dropped batches
+	// included, or the fetch offset when none was read: where the
+	// client fetches next, so that a range of only markers or aborted
+	// batches never stalls it.
+	Next int64
+	// HW and LSO are the high watermark and the last stable offset.
+	HW, LSO int64
+}
+
+// Fetch is FetchRecords with read_uncommitted: the batches from offset
+// below the HW (markers dropped) and the HW.
+func (p *Replica) Fetch(ctx context.Context, offset int64, maxBytes int, wait time.Duration, clientEpoch *int32) ([]byte, int64, error) {
+	f, err := p.FetchRecords(ctx, offset, FetchOptions{MaxBytes: maxBytes, Wait: wait, ClientEpoch: clientEpoch})
+	return f.Data, f.HW, err
+}
+
+// FetchRecords returns, on the leader, the whole batches from offset that
+// lie below the high watermark, or with o.ReadCommitted below the last
+// stable offset (from the object store below the local log start of a
+// tiered replica), waiting up to o.Wait for some to arrive (for the LSO
+// to pass offset, with ReadCommitted). Control batches are dropped, and
+// with ReadCommitted the batches of aborted transactions (the producer
+// state's aborted list over the range, read under the lock with the
+// LSO). The errors are Connect errors; o.ClientEpoch fences as in Produce.
+func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions) (Fetched, error) {
+	var timer *time.Timer
+	for {
+		p.mu.Lock()
+		if err := p.checkClientEpochLocked(o.ClientEpoch); err != nil {
+			p.mu.Unlock()
+			return Fetched{}, err
+		}
+		f := Fetched{Next: offset, HW: p.hwLocked(), LSO: p.lsoLocked()}
+		ch, isLeader, meta := p.hwCh, p.role == RoleLeader && p.lead != nil, p.meta
+		catchingUp := isLeader && p.lead.HW() < p.lead.EpochStartOffset()
+		bound := f.HW
+		var aborted []producerstate.AbortedTxn
+		if o.ReadCommitted {
+			bound = f.LSO
+			if offset < bound {
+				// Under the lock with the LSO: retention may drop the
+				// list's entries once the read below has the data.
+				aborted = p.pstate.AbortedTransactions(offset, bound)
+			}
+		}
+		p.mu.Unlock()
+		if !isLeader {
+			return f, ToConnect(p.h.notLeader(meta))
+		}
+		if catchingUp {
+			return f, ErrHWCatchingUp
+		}
+		start, leo := p.log.LogStartOffset(), p.log.LEO()
+		if offset < start && p.tiered {
+			tp := tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: meta.LeaderEpoch}
+			data, err := p.readRemote(ctx, tp, offset, o.MaxBytes)
+			if err != nil {
+				return f, err
+			}
+			f.Data, f.Next = keepBatches(data, offset, bound, aborted, o.ReadCommitted)
+			return f, nil
+		}
+		if offset < start || offset > leo {
+			return f, ToConnect(&log.OffsetOutOfRangeError{Offset: offset, LogStart: start, LEO: leo})
+		}
+		if offset < bound {
+			data, err := p.log.Read(offset, o.MaxBytes)
+			if err != nil {
+				return f, ToConnect(err)
+			}
+			f.Data, f.Next = keepBatches(data, offset, bound, aborted, o.ReadCommitted)
+			return f, nil
+		}
+		if o.Wait <= 0 {
+			return f, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(o.Wait)
+			defer timer.Stop()
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return f, nil
+		case <-ctx.Done():
+			return f, ctx.Err()
+		}
+	}
+}
+
+// keepBatches keeps the whole batches of data (checked by the read that
+// returned them, and the caller's to change: a fresh read) that start
+// below bound, dropping control batches and, with readCommitted, the
+// transactional batches of the aborted transactions in aborted. It
+// compacts data in place, copying only when it drops a batch before a
+// kept one. next is the offset after the last batch it looked at (kept or
+// dropped), from when there was none. Replicas append whole batches, so
+// the HW and the LSO always fall on a batch boundary.
+func keepBatches(data []byte, from, bound int64, aborted []producerstate.AbortedTxn, readCommitted bool) (_ []byte, next int64) {
+	next = from
+	w, r := 0, 0 // kept bytes, bytes looked at
+	for len(data)-r >= record.HeaderSize {
+		n := record.Size(data[r:])
+		if n < record.HeaderSize || n > int64(len(data)-r) {
+			break // the read checked these bytes, so this cannot happen
+		}
+		h, err := record.ParseBatchHeader(data[r : r+int(n)])
+		if err != nil || h.BaseOffset >= bound {
+			break
+		}
+		next = h.LastOffset() + 1
+		drop := h.Attributes.Control() || (readCommitted && h.Attributes.Transactional() && isAborted(aborted, h.ProducerID, h.BaseOffset))
+		if !drop {
+			if w != r {
+				copy(data[w:], data[r:r+int(n)])
+			}
+			w += int(n)
+		}
+		r += int(n)
+	}
+	return data[:w], next
+}
+
+// isAborted reports whether the batch of producer pid at offset off
+// belongs to one of the aborted transactions.
+func isAborted(aborted []producerstate.AbortedTxn, pid, off int64) bool {
+	for _, a := range aborted {
+		if a.ProducerID == pid && a.FirstOffset <= off && off <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
