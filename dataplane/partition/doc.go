@@ -111,10 +111,16 @@
 //     storage, drops the aborted transactions below the new log start;
 //     a tiered leader's CopyToTier drops them below the remote log start
 //     instead, so cold read_committed reads still filter them. The list
-//     survives restarts in the producer-state snapshots. Not built: a
+//     survives restarts in the producer-state snapshots. A replica that
+//     starts over without that history (a log Reset to its leader's log
+//     start, or a rebuild without a snapshot above a log start) records
+//     from where it knows the aborted transactions (the file
+//     "aborted-known-from" in its directory) and, leading a tiered
+//     partition, refuses read_committed reads of the object store below
+//     it (Unavailable) rather than return aborted records. Not built: a
 //     per-segment aborted-transaction index (.txnindex) uploaded with
-//     tiered segments (docs/design/transactions.md says what that leaves
-//     open).
+//     tiered segments, which would serve those reads
+//     (docs/design/transactions.md).
 //
 // # High-watermark checkpoint
 //

@@ -192,12 +192,30 @@ func (p *Replica) rebuildProducerStateLocked() error {
 	}
 	s.Touch(time.Now().UnixMilli())
 	p.pstate, p.snapOffset, p.unreplicated = s, from, nil
+	if from == 0 {
+		p.noteRebuiltFromLogLocked()
+	}
 	return nil
 }
 
-// resetProducerStateLocked forgets every producer after a log Reset.
-func (p *Replica) resetProducerStateLocked() error {
+// noteRebuiltFromLogLocked: the producer state was rebuilt from the log
+// alone (no snapshot), so it knows the aborted transactions only from the
+// log start on.
+func (p *Replica) noteRebuiltFromLogLocked() {
+	if start := p.log.LogStartOffset(); start > 0 {
+		if err := p.setAbortedKnownLocked(start); err != nil {
+			p.h.Logger.Warn("producer state", "topic", p.topicID, "partition", p.id, "err", err)
+		}
+	}
+}
+
+// resetProducerStateLocked forgets every producer before a log Reset to
+// start: the state then knows the aborted transactions from start on.
+func (p *Replica) resetProducerStateLocked(start int64) error {
 	p.pstate, p.snapOffset, p.unreplicated = producerstate.New(), 0, nil
+	if err := p.setAbortedKnownLocked(start); err != nil {
+		return err
+	}
 	return producerstate.DeleteAbove(p.dir, -1)
 }
 

@@ -2,7 +2,16 @@ package partition
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
@@ -115,7 +124,7 @@ func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions
 			return Fetched{}, err
 		}
 		f := Fetched{Next: offset, HW: p.hwLocked(), LSO: p.lsoLocked()}
-		ch, isLeader, meta := p.hwCh, p.role == RoleLeader && p.lead != nil, p.meta
+		ch, isLeader, meta, abortedKnown := p.hwCh, p.role == RoleLeader && p.lead != nil, p.meta, p.abortedKnown
 		catchingUp := isLeader && p.lead.HW() < p.lead.EpochStartOffset()
 		bound := f.HW
 		var aborted []producerstate.AbortedTxn
@@ -136,6 +145,9 @@ func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions
 		}
 		start, leo := p.log.LogStartOffset(), p.log.LEO()
 		if offset < start && p.tiered {
+			if o.ReadCommitted && offset < abortedKnown {
+				return f, errAbortedUnknown(offset, abortedKnown)
+			}
 			tp := tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: meta.LeaderEpoch}
 			data, err := p.readRemote(ctx, tp, offset, o.MaxBytes)
 			if err != nil {
@@ -214,4 +226,53 @@ func isAborted(aborted []producerstate.AbortedTxn, pid, off int64) bool {
 		}
 	}
 	return false
+}
+
+// abortedKnownName is the file in a replica's directory holding the
+// offset from which its producer state knows every aborted transaction
+// (decimal), written when it starts over without history: a log Reset (a
+// new replica, or a follower behind the leader's retention) or a rebuild
+// without a snapshot above a log start. Without the file, from 0. Below
+// it, data the object store still holds may belong to aborted
+// transactions this replica cannot see, so it does not serve
+// read_committed reads there (FetchRecords).
+const abortedKnownName = "aborted-known-from"
+
+// readAbortedKnown reads the replica directory's abortedKnownName (0
+// without one).
+func readAbortedKnown(dir string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, abortedKnownName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	off, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || off < 0 {
+		return 0, fmt.Errorf("%s: not an offset: %q", abortedKnownName, b)
+	}
+	return off, nil
+}
+
+// setAbortedKnownLocked records that the producer state knows the aborted
+// transactions only from off on (when that is later than it knew), in
+// memory and durably: a temporary file, synced, renamed. A failure to
+// write it is returned; the in-memory bound holds meanwhile.
+func (p *Replica) setAbortedKnownLocked(off int64) error {
+	if off <= p.abortedKnown {
+		return nil
+	}
+	p.abortedKnown = off
+	if err := log.WriteFileAtomic(filepath.Join(p.dir, abortedKnownName), fmt.Appendf(nil, "%d\n", off)); err != nil {
+		return fmt.Errorf("write %s: %w", abortedKnownName, err)
+	}
+	return nil
+}
+
+// errAbortedUnknown refuses a read_committed read below what the replica
+// knows of aborted transactions.
+func errAbortedUnknown(offset, known int64) error {
+	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("read_committed at offset %d: this replica knows the partition's aborted transactions only from offset %d (it started its log over there); "+
+		"the records below are served read_uncommitted only, or read_committed once another replica leads", offset, known))
 }

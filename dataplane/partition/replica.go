@@ -72,6 +72,9 @@ type Replica struct {
 	// unreplicated are the transactions ended by a marker the HW has not
 	// passed yet (lsoLocked drops the others): they still hold the LSO.
 	unreplicated []unreplicatedTxn
+	// abortedKnown: the producer state knows every aborted transaction
+	// from this offset on (abortedKnownName).
+	abortedKnown int64
 	// retainBelow bounds what retention may delete (the log's CanDelete).
 	retainBelow *atomic.Int64
 	// With tiered storage: the last offset copied to the object store (-1:

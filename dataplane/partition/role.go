@@ -60,6 +60,15 @@ func Open(h *Host, s Spec) (*Replica, error) {
 		pstate: ps, snapOffset: snapOffset, expiredAt: time.Now(), retainBelow: retainBelow, tiered: s.Tiered}
 	p.remoteThrough.Store(-1)
 	p.legacyHW.Store(legacy)
+	if p.abortedKnown, err = readAbortedKnown(s.Dir); err != nil {
+		// Written atomically, so a disk's damage: assume the least, that
+		// nothing below the local log is known.
+		h.Logger.Warn("producer state: unreadable aborted-transactions bound", "dir", s.Dir, "err", err)
+		p.abortedKnown = -1
+		p.noteRebuiltFromLogLocked()
+	} else if snapOffset == 0 {
+		p.noteRebuiltFromLogLocked()
+	}
 	self = p
 	return p, nil
 }
@@ -214,7 +223,7 @@ func (p *Replica) applyFetch(fol *replica.Follower, q replica.FetchRequest, res 
 		defer func() { fol.Truncated(p.log.LEO()) }()
 		if to < p.log.LogStartOffset() {
 			// Nothing in common: start over at the leader's log start.
-			if err := p.resetProducerStateLocked(); err != nil {
+			if err := p.resetProducerStateLocked(res.GetLogStartOffset()); err != nil {
 				return err
 			}
 			if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
@@ -235,7 +244,7 @@ func (p *Replica) applyFetch(fol *replica.Follower, q replica.FetchRequest, res 
 		// The leader no longer has what we need (retention): start over
 		// at its log start, then fetch from there. (Such an answer carries
 		// no records.)
-		if err := p.resetProducerStateLocked(); err != nil {
+		if err := p.resetProducerStateLocked(res.GetLogStartOffset()); err != nil {
 			return err
 		}
 		if err := p.log.Reset(res.GetLogStartOffset()); err != nil {
