@@ -156,12 +156,14 @@ type partitionCollector struct{ b *Broker }
 var (
 	descHW  = prometheus.NewDesc("sluice_broker_partition_high_watermark", "High watermark of a local replica (leaders and followers).", []string{"topic_id", "partition", "role"}, nil)
 	descLEO = prometheus.NewDesc("sluice_broker_partition_log_end_offset", "Log end offset of a local replica.", []string{"topic_id", "partition", "role"}, nil)
+	descLSO = prometheus.NewDesc("sluice_broker_partition_last_stable_offset", "Last stable offset of a local replica: read_committed readers see below it; the high watermark minus it is the LSO lag (open transactions).", []string{"topic_id", "partition", "role"}, nil)
 	descISR = prometheus.NewDesc("sluice_broker_partition_isr_size", "ISR size of partitions this broker leads.", []string{"topic_id", "partition"}, nil)
 )
 
 func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHW
 	ch <- descLEO
+	ch <- descLSO
 	ch <- descISR
 }
 
@@ -172,6 +174,7 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		name, part := s.Role.String(), strconv.Itoa(int(p.Partition()))
 		ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(s.HW), p.TopicID(), part, name)
 		ch <- prometheus.MustNewConstMetric(descLEO, prometheus.GaugeValue, float64(p.Log().LEO()), p.TopicID(), part, name)
+		ch <- prometheus.MustNewConstMetric(descLSO, prometheus.GaugeValue, float64(s.LSO), p.TopicID(), part, name)
 		if s.Role == partition.RoleLeader && s.ISR > 0 {
 			ch <- prometheus.MustNewConstMetric(descISR, prometheus.GaugeValue, float64(s.ISR), p.TopicID(), part)
 		}

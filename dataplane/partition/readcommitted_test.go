@@ -66,6 +66,7 @@ func TestPartitionReadCommittedWaitsAtTheLSO(t *testing.T) {
 	plainProduce(t, p) // 4
 	require.EqualValues(t, 5, p.HighWatermark())
 	require.EqualValues(t, 2, p.LastStableOffset())
+	require.EqualValues(t, 2, p.Status().LSO)
 
 	rc := FetchOptions{ReadCommitted: true}
 	f := fetchAt(t, p, 0, rc)

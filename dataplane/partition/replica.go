@@ -104,6 +104,10 @@ func (p *Replica) Log() *log.Log { return p.log }
 type Status struct {
 	Role Role
 	HW   int64
+	// LSO is the last stable offset (LastStableOffset): HW - LSO is how far
+	// open (or unreplicated-ended) transactions hold read_committed
+	// readers back.
+	LSO int64
 	// ISR and Replicas are the leader's confirmed ISR and replica set
 	// sizes; 0 while not leading.
 	ISR      int
@@ -122,7 +126,7 @@ func (s Status) UnderReplicated() bool { return s.ISR < s.Replicas }
 func (p *Replica) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Status{Role: p.role, HW: p.hwLocked(), CopiedThrough: p.remoteThrough.Load()}
+	s := Status{Role: p.role, HW: p.hwLocked(), LSO: p.lsoLocked(), CopiedThrough: p.remoteThrough.Load()}
 	if p.lead != nil {
 		s.ISR, s.Replicas = len(p.lead.ISR()), len(p.lead.Replicas())
 	}
