@@ -38,10 +38,13 @@ type chunkCache struct {
 	size    int64
 	loading map[chunkKey]*chunkLoad
 	indexes map[string][]indexEntry // by segment id
-	closed  bool
-	wg      sync.WaitGroup
-	stop    context.CancelFunc
-	life    context.Context
+	// txnIndexes are the segments' .txnindex objects, by segment id (nil:
+	// the segment has none).
+	txnIndexes map[string][]byte
+	closed     bool
+	wg         sync.WaitGroup
+	stop       context.CancelFunc
+	life       context.Context
 }
 
 type chunkKey struct {
@@ -75,7 +78,7 @@ func newChunkCache(dir string, limit int64, store objstore.Store, concurrency in
 		dir: dir, limit: limit, store: store, sem: make(chan struct{}, concurrency),
 		bucket: newTokenBucket(bytesPerSec), metrics: m,
 		lru: list.New(), entries: map[chunkKey]*list.Element{}, loading: map[chunkKey]*chunkLoad{},
-		indexes: map[string][]indexEntry{}, life: ctx, stop: cancel,
+		indexes: map[string][]indexEntry{}, txnIndexes: map[string][]byte{}, life: ctx, stop: cancel,
 	}, nil
 }
 
@@ -106,6 +109,32 @@ func (c *chunkCache) index(ctx context.Context, seg *sluicev1.RemoteSegment) ([]
 	c.indexes[seg.GetSegmentId()] = idx
 	c.mu.Unlock()
 	return idx, nil
+}
+
+// txnIndex returns a segment's .txnindex object, false when it has none.
+func (c *chunkCache) txnIndex(ctx context.Context, seg *sluicev1.RemoteSegment) ([]byte, bool, error) {
+	c.mu.Lock()
+	b, ok := c.txnIndexes[seg.GetSegmentId()]
+	c.mu.Unlock()
+	if ok {
+		return b, b != nil, nil
+	}
+	b, err := c.fetch(ctx, seg.GetObjectKey()+".txnindex", 0, -1)
+	switch {
+	case errors.Is(err, objstore.ErrNotFound):
+		b = nil
+	case err != nil:
+		return nil, false, err
+	case b == nil:
+		b = []byte{} // present but empty
+	}
+	c.mu.Lock()
+	if len(c.txnIndexes) > 4096 { // small; keep a bounded number
+		clear(c.txnIndexes)
+	}
+	c.txnIndexes[seg.GetSegmentId()] = b
+	c.mu.Unlock()
+	return b, b != nil, nil
 }
 
 // fetch GETs a range of an object within the cold-read limits.
@@ -268,6 +297,7 @@ func (c *chunkCache) forget(segment string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.indexes, segment)
+	delete(c.txnIndexes, segment)
 	for k, e := range c.entries {
 		if k.segment == segment {
 			c.drop(e)

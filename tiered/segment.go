@@ -13,8 +13,11 @@ import (
 
 // A remote segment is two objects under its key prefix:
 //
-//	<key>.log    the batches [base, end] exactly as the log stores them
-//	<key>.index  a sparse offset index of the .log (format below)
+//	<key>.log       the batches [base, end] exactly as the log stores them
+//	<key>.index     a sparse offset index of the .log (format below)
+//	<key>.txnindex  the aborted transactions overlapping [base, end], when
+//	                the copy's Source is a TxnIndexSource (its format is the
+//	                source's: producerstate.EncodeAbortedIndex)
 //
 // The .index holds entries of 24 bytes, (batch base offset int64, byte
 // position int64, largest record timestamp of the batches before it

@@ -225,6 +225,15 @@ type Source interface {
 	OpenSegment(base int64) (SegmentReader, error)
 }
 
+// TxnIndexSource is a Source whose segments have an aborted-transaction
+// index: TxnIndex returns it for the offsets [base, end] being copied
+// (bytes opaque to tiered), and Copy uploads it as <key>.txnindex with the
+// segment, before the copy is finished; TxnIndex reads it back.
+type TxnIndexSource interface {
+	Source
+	TxnIndex(base, end int64) ([]byte, error)
+}
+
 // Segment describes a closed local segment.
 type Segment struct {
 	BaseOffset   int64 // first offset
@@ -371,7 +380,7 @@ func (t *Tier) sweep(ctx context.Context, p Partition, st *partState) error {
 		if err != nil {
 			return fmt.Errorf("tiered: list %s: %w", prefix, err)
 		}
-		key := strings.TrimSuffix(strings.TrimSuffix(info.Key, ".log"), ".index")
+		key := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(info.Key, ".log"), ".txnindex"), ".index")
 		if live[key] || now.Sub(info.ModTime) < orphanAge {
 			continue
 		}
@@ -449,6 +458,12 @@ func (t *Tier) copySegment(ctx context.Context, p Partition, st *partState, l So
 	if err == nil {
 		err = t.cfg.Store.Put(ctx, key+".index", bytes.NewReader(idx), int64(len(idx)))
 	}
+	if ts, ok := l.(TxnIndexSource); ok && err == nil {
+		var ti []byte
+		if ti, err = ts.TxnIndex(sc.base, sc.end); err == nil {
+			err = t.cfg.Store.Put(ctx, key+".txnindex", bytes.NewReader(ti), int64(len(ti)))
+		}
+	}
 	if err == nil {
 		_, err = t.cfg.Meta.UpdateRemoteSegment(ctx, connect.NewRequest(&sluicev1.UpdateRemoteSegmentRequest{
 			BrokerId: broker, BrokerEpoch: epoch, LeaderEpoch: p.LeaderEpoch,
@@ -505,7 +520,7 @@ func (t *Tier) deleteSegment(ctx context.Context, p Partition, s *sluicev1.Remot
 			return err
 		}
 	}
-	for _, suffix := range []string{".log", ".index"} {
+	for _, suffix := range []string{".log", ".index", ".txnindex"} {
 		if err := t.cfg.Store.Delete(ctx, s.GetObjectKey()+suffix); err != nil {
 			return err
 		}
@@ -582,6 +597,27 @@ func (t *Tier) Read(ctx context.Context, p Partition, offset int64, maxBytes int
 			"segment", seg.GetSegmentId(), "key", seg.GetObjectKey(), "offset", offset, "err", err)
 	}
 	return out, err
+}
+
+// TxnIndex returns the aborted-transaction index (TxnIndexSource's bytes)
+// of the remote segment holding offset, which Read serves from; ok is
+// false when the segment has none (its copy's source had none). It fails
+// with ErrNotRemote as Read does.
+func (t *Tier) TxnIndex(ctx context.Context, p Partition, offset int64) (_ []byte, ok bool, _ error) {
+	segs, err := t.Segments(ctx, p, false)
+	if err != nil {
+		return nil, false, err
+	}
+	seg := find(segs, offset)
+	if seg == nil {
+		if segs, err = t.Segments(ctx, p, true); err != nil {
+			return nil, false, err
+		}
+		if seg = find(segs, offset); seg == nil {
+			return nil, false, fmt.Errorf("offset %d of %s/%d: %w", offset, p.TopicID, p.Partition, ErrNotRemote)
+		}
+	}
+	return t.cache.txnIndex(ctx, seg)
 }
 
 func find(segs []*sluicev1.RemoteSegment, offset int64) *sluicev1.RemoteSegment {

@@ -107,20 +107,23 @@
 //     only moves with those. Reads of the object store are filtered the
 //     same way, from the same in-memory list.
 //   - Retention stays below the LSO (so below the HW, and never at an
-//     open transaction's segment or after it) and, without tiered
-//     storage, drops the aborted transactions below the new log start;
-//     a tiered leader's CopyToTier drops them below the remote log start
-//     instead, so cold read_committed reads still filter them. The list
-//     survives restarts in the producer-state snapshots. A replica that
-//     starts over without that history (a log Reset to its leader's log
-//     start, or a rebuild without a snapshot above a log start) records
-//     from where it knows the aborted transactions (the file
-//     "aborted-known-from" in its directory) and, leading a tiered
-//     partition, refuses read_committed reads of the object store below
-//     it (Unavailable) rather than return aborted records. Not built: a
-//     per-segment aborted-transaction index (.txnindex) uploaded with
-//     tiered segments, which would serve those reads
-//     (docs/design/transactions.md).
+//     open transaction's segment or after it) and drops the aborted
+//     transactions below the new log start from the producer state (the
+//     list survives restarts in the producer-state snapshots). With tiered
+//     storage the leader copies only segments below the LSO, each with
+//     its aborted-transaction index (tierSource.TxnIndex: the producer
+//     state's aborted transactions overlapping the segment, final since
+//     every transaction there has ended; producerstate.EncodeAbortedIndex,
+//     uploaded as <key>.txnindex), and a read_committed read of the
+//     object store filters with the index of the segment it reads (plus
+//     the in-memory list). A replica that starts over without the history
+//     (a log Reset to its leader's log start, or a rebuild without a
+//     snapshot above a log start) records from where it knows the aborted
+//     transactions (the file "aborted-known-from" in its directory); only
+//     for a remote segment without an index (copied before indexes
+//     existed) does that matter: leading, it refuses read_committed reads
+//     of such a segment below it (Unavailable) rather than return aborted
+//     records.
 //
 // # High-watermark checkpoint
 //

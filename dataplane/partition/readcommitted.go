@@ -145,10 +145,13 @@ func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions
 		}
 		start, leo := p.log.LogStartOffset(), p.log.LEO()
 		if offset < start && p.tiered {
-			if o.ReadCommitted && offset < abortedKnown {
-				return f, errAbortedUnknown(offset, abortedKnown)
-			}
 			tp := tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: meta.LeaderEpoch}
+			if o.ReadCommitted {
+				var err error
+				if aborted, err = p.remoteAborted(ctx, tp, offset, aborted, abortedKnown); err != nil {
+					return f, err
+				}
+			}
 			data, err := p.readRemote(ctx, tp, offset, o.MaxBytes)
 			if err != nil {
 				return f, err
@@ -182,6 +185,33 @@ func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions
 			return f, ctx.Err()
 		}
 	}
+}
+
+// remoteAborted returns the aborted transactions a read_committed read of
+// the object store at offset filters: those of the index of the segment
+// holding offset (which the read serves from) and the in-memory ones
+// (mem). A segment without an index (copied from a replica without them)
+// is filtered with mem alone, which this replica knows only from
+// abortedKnown on: below, the read is refused.
+func (p *Replica) remoteAborted(ctx context.Context, tp tiered.Partition, offset int64, mem []producerstate.AbortedTxn, abortedKnown int64) ([]producerstate.AbortedTxn, error) {
+	b, ok, err := p.h.Tier.TxnIndex(ctx, tp, offset)
+	switch {
+	case errors.Is(err, tiered.ErrNotRemote):
+		return mem, nil // the read answers it
+	case err != nil && ctx.Err() == nil:
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("read the aborted-transaction index of offset %d from the object store: %w", offset, err))
+	case err != nil:
+		return nil, err
+	case !ok && offset < abortedKnown:
+		return nil, errAbortedUnknown(offset, abortedKnown)
+	case !ok:
+		return mem, nil
+	}
+	idx, err := producerstate.DecodeAbortedIndex(b)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeDataLoss, fmt.Errorf("offset %d is in a remote segment whose aborted-transaction index fails its checks; it is not served read_committed: %w", offset, err))
+	}
+	return append(idx, mem...), nil
 }
 
 // keepBatches keeps the whole batches of data (checked by the read that

@@ -6,11 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/dataplane/log"
-	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
@@ -254,41 +252,4 @@ func TestPartitionLSOWaitsForTheMarkersReplication(t *testing.T) {
 	f = fetchAt(t, p, 10, FetchOptions{ReadCommitted: true})
 	require.Equal(t, []int64{10}, baseOffsets(t, f.Data))
 	require.EqualValues(t, 12, f.Next)
-}
-
-// TestPartitionReadCommittedRefusedBelowWhatTheReplicaKnows: a tiered
-// replica that started its log over (a Reset to the leader's log start)
-// does not know the aborted transactions of the object store's segments
-// below it, so as leader it refuses read_committed reads there
-// (Unavailable) rather than return their aborted records; the bound
-// survives a restart.
-func TestPartitionReadCommittedRefusedBelowWhatTheReplicaKnows(t *testing.T) {
-	t.Parallel()
-	h := newTestHost(t)
-	dir := t.TempDir()
-	cfg := TopicConfig{MinISR: 1}
-	p, err := Open(h, Spec{TenantID: "t1", TopicID: "topic-1", Partition: 0, Dir: dir, Config: cfg, Tiered: true})
-	require.NoError(t, err)
-	p.mu.Lock()
-	p.role, p.cfg = RoleFollower, cfg
-	p.meta = Assignment{Replicas: []int32{1, 2}, Leader: 2, LeaderEpoch: 3, ISR: []int32{1, 2}}
-	p.fol, err = replica.NewFollower(replica.FollowerParams{Self: 1, BrokerEpoch: 1, Leader: 2, LeaderEpoch: 3})
-	p.mu.Unlock()
-	require.NoError(t, err)
-	// The leader's log starts at 10 (the rest is in the object store).
-	require.NoError(t, applyNext(p, &sluicev1.FetchReplicaResponse{LogStartOffset: 10, HighWatermark: 10}))
-	require.EqualValues(t, 10, p.log.LogStartOffset())
-	lead(t, p, 10)
-
-	_, err = p.FetchRecords(context.Background(), 5, FetchOptions{MaxBytes: 1 << 20, ReadCommitted: true})
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
-	require.ErrorContains(t, err, "knows the partition's aborted transactions only from offset 10")
-	f := fetchAt(t, p, 10, FetchOptions{ReadCommitted: true})
-	require.Empty(t, f.Data, "at and above it, read_committed is served")
-
-	require.NoError(t, p.log.Close())
-	p2, err := Open(h, Spec{TenantID: "t1", TopicID: "topic-1", Partition: 0, Dir: dir, Config: cfg, Tiered: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { p2.log.Close() })
-	require.EqualValues(t, 10, p2.abortedKnown)
 }

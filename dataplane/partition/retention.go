@@ -49,10 +49,10 @@ func (h *Host) segmentAge(c TopicConfig, tiered bool) time.Duration {
 // retention, never above its last stable offset (so never above its high
 // watermark, and never a segment holding a batch of an open transaction
 // or one after it), and the producer-state snapshots below the new log
-// start, and returns how many segments went. Without tiered storage it
-// also drops the aborted transactions whose marker lies below the new log
-// start from the producer state (a tiered replica keeps them for reads of
-// the object store: CopyToTier drops them below the remote log start).
+// start, and returns how many segments went. It also drops the aborted
+// transactions whose marker lies below the new log start from the
+// producer state: with tiered storage the copied segments carry them in
+// their aborted-transaction indexes (tierSource.TxnIndex).
 // Leaders and followers apply it each on their own, as in Kafka. It runs
 // under the replica lock (lock order: replica, then the log's writer
 // lock), so appends wait for the deletion of files, which is rare and
@@ -67,8 +67,8 @@ func (p *Replica) ApplyRetention() (int, error) {
 	if err != nil || n == 0 {
 		return n, err
 	}
-	if !p.tiered {
-		p.pstate.DropAbortedBelow(p.log.LogStartOffset())
-	}
+	// Below the log start, the object store's segments carry their own
+	// aborted-transaction indexes (tiered), or nothing is left.
+	p.pstate.DropAbortedBelow(p.log.LogStartOffset())
 	return n, producerstate.DeleteBelow(p.dir, p.log.LogStartOffset())
 }

@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/producerstate"
 	"github.com/sluicemq/sluice/tiered"
 )
 
@@ -29,9 +30,10 @@ func (p *Replica) tierAllowsDelete(si log.SegmentInfo) bool {
 // TierLead is a leadership of a tiered replica as CopyToTier needs it,
 // read at one moment.
 type TierLead struct {
-	tp  tiered.Partition
-	hw  int64
-	cfg TopicConfig
+	tp tiered.Partition
+	// below bounds what is copied: the LSO (so the HW).
+	below int64
+	cfg   TopicConfig
 }
 
 // TierLeader describes the partition for tiered storage while this
@@ -42,16 +44,20 @@ func (p *Replica) TierLeader() (TierLead, bool) {
 	if !p.tiered || p.role != RoleLeader || p.lead == nil {
 		return TierLead{}, false
 	}
-	return TierLead{tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: p.meta.LeaderEpoch}, p.lead.HW(), p.cfg}, true
+	// Below the LSO: every transaction with a batch in a copied segment
+	// has ended, so the segment's aborted-transaction index is final.
+	return TierLead{tiered.Partition{TenantID: p.tenantID, TopicID: p.topicID, Partition: p.id, LeaderEpoch: p.meta.LeaderEpoch}, p.lsoLocked(), p.cfg}, true
 }
 
-// CopyToTier copies the closed segments below the HW of leadership l to
-// the object store, records how far the copies reach (local retention
-// deletes only what is copied), and applies the total retention to the
-// object store's segments. Failures are logged and retried next time.
+// CopyToTier copies the closed segments below the LSO (so below the HW)
+// of leadership l to the object store, each with its aborted-transaction
+// index (tierSource.TxnIndex), records how far the copies reach (local
+// retention deletes only what is copied), and applies the total retention
+// to the object store's segments. Failures are logged and retried next
+// time.
 func (p *Replica) CopyToTier(ctx context.Context, l TierLead) {
 	tier, tp, cfg := p.h.Tier, l.tp, l.cfg
-	if _, err := tier.Copy(ctx, tp, tierSource{p.log}, l.hw); err != nil && ctx.Err() == nil {
+	if _, err := tier.Copy(ctx, tp, tierSource{p.log, p}, l.below); err != nil && ctx.Err() == nil {
 		p.h.Logger.Warn("tiered storage: copy", "topic", p.topicID, "partition", p.id, "err", err)
 	}
 	through := tier.CopiedThrough(p.topicID, p.id)
@@ -67,20 +73,6 @@ func (p *Replica) CopyToTier(ctx context.Context, l TierLead) {
 	} else if n > 0 {
 		p.h.Logger.Info("remote retention deleted segments", "topic", p.topicID, "partition", p.id, "segments", n)
 	}
-	// The aborted transactions read_committed reads of the object store
-	// need are those from the partition's start (the remote one when the
-	// object store holds segments; unknown: keep them all).
-	roff, rok, err := tier.StartOffset(ctx, tp)
-	if err != nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	start := p.log.LogStartOffset()
-	if rok {
-		start = min(start, roff)
-	}
-	p.pstate.DropAbortedBelow(start)
 }
 
 // tierRef names the partition for tiered-storage reads.
@@ -171,8 +163,24 @@ func (p *Replica) readRemote(ctx context.Context, tp tiered.Partition, offset in
 }
 
 // tierSource is a partition's log as the source tiered storage copies
-// closed segments from.
-type tierSource struct{ l *log.Log }
+// closed segments from, with their aborted-transaction indexes from the
+// replica's producer state.
+type tierSource struct {
+	l *log.Log
+	p *Replica
+}
+
+// TxnIndex is the aborted-transaction index of offsets [base, end]
+// (producerstate.EncodeAbortedIndex): the aborted transactions
+// overlapping them. A segment is copied only below the LSO, so every
+// transaction with a batch there has ended, and the replica has the
+// segment, so its producer state applied every batch of it.
+func (s tierSource) TxnIndex(base, end int64) ([]byte, error) {
+	s.p.mu.Lock()
+	txns := s.p.pstate.AbortedTransactions(base, end+1)
+	s.p.mu.Unlock()
+	return producerstate.EncodeAbortedIndex(txns), nil
+}
 
 func (s tierSource) ClosedSegments() []tiered.Segment {
 	segs := s.l.ClosedSegments()
