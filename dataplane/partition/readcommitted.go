@@ -31,12 +31,21 @@ func (p *Replica) lsoLocked() int64 {
 	if fuo, ok := p.pstate.FirstUnstableOffset(); ok && fuo < lso {
 		lso = fuo
 	}
+	p.pruneUnreplicatedLocked(hw)
+	for _, u := range p.unreplicated {
+		lso = min(lso, u.first)
+	}
+	return max(lso, p.log.LogStartOffset())
+}
+
+// pruneUnreplicatedLocked forgets the ended transactions whose marker is
+// below hw: they no longer hold the LSO.
+func (p *Replica) pruneUnreplicatedLocked(hw int64) {
 	n := 0
 	for _, u := range p.unreplicated {
 		if u.marker >= hw {
 			p.unreplicated[n] = u
 			n++
-			lso = min(lso, u.first)
 		}
 	}
 	clear(p.unreplicated[n:])
@@ -44,7 +53,6 @@ func (p *Replica) lsoLocked() int64 {
 	if n == 0 {
 		p.unreplicated = nil
 	}
-	return max(lso, p.log.LogStartOffset())
 }
 
 // unreplicatedTxn is a transaction whose marker the replica appended but

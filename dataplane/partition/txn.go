@@ -166,7 +166,9 @@ func (p *Replica) applyMarkerLocked(b record.Batch, now int64) {
 	}
 	if e, found := p.pstate.Producer(pb.ProducerID); ok && found && e.TxnFirstOffset >= 0 {
 		// It ends a transaction: readers see the end once the HW passes
-		// the marker (lsoLocked).
+		// the marker (lsoLocked). Pruned here too, so that a replica
+		// nobody asks for its LSO keeps only markers above its HW.
+		p.pruneUnreplicatedLocked(p.hwLocked())
 		p.unreplicated = append(p.unreplicated, unreplicatedTxn{first: e.TxnFirstOffset, marker: pb.LastOffset})
 	}
 	p.pstate.Apply(pb)
