@@ -4,14 +4,18 @@
 // (dataplane/partition: log, replication state, idempotence, retention)
 // for each one placed on it, and serves the RecordService (produce,
 // fetch, list offsets, metadata), the GroupService (consumer groups) and
-// the internal ReplicaService (followers copying a leader's log), with
+// the TransactionService (transactions, coordinated like groups on an
+// internal topic), the internal ReplicaService (followers copying a
+// leader's log), with
 // gRPC health and reflection for the first two (health.go: SERVING only
 // once the broker is ready, as /readyz).
 //
 // Goroutines, all owned by Run and stopped when its context ends: the HTTP
 // servers (the client port, the operator listener); the lease loop (register, heartbeat, re-register when fenced); the
 // assignment watch; the revocation poller; the ISR checker; the group member
-// expiry and group lag metrics loops; the HW checkpoint, retention and
+// expiry and group lag metrics loops; the transaction coordinators' loop
+// (txnLoop: timeouts, unfinished ends, one goroutine per coordinator's
+// pass); the HW checkpoint, retention and
 // tiering loops over the replicas; and, owned by each replica, one fetcher
 // per partition this broker follows. Lock order: Broker.mu before a
 // replica's lock; no lock is held across network calls.
@@ -42,6 +46,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/dirlock"
@@ -106,6 +111,10 @@ type Broker struct {
 	clients map[int32]*peerClients
 	runCtx  context.Context
 	stopRun context.CancelCauseFunc
+	// txnCoords: transaction coordinators, by transaction-state
+	// partition.
+	txnCoords  map[partKey]*txnCoordinator
+	txnMetrics *txn.Metrics
 	// swept: the data dir was checked, against the first assignments this
 	// process received, for partitions of topics deleted while it was down.
 	swept bool
@@ -127,6 +136,7 @@ type peerClients struct {
 	record  sluicev1connect.RecordServiceClient
 	replica sluicev1connect.ReplicaServiceClient
 	group   sluicev1connect.GroupServiceClient
+	txn     sluicev1connect.TransactionServiceClient
 }
 
 // New builds a broker; Run starts it. New takes an exclusive lock on
@@ -191,6 +201,8 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.registry = prometheus.NewRegistry()
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBrokerMetrics(b.registry, b)
+	b.txnCoords = map[partKey]*txnCoordinator{}
+	b.txnMetrics = newTxnMetrics(b.registry, b)
 	if err := b.newTier(); err != nil {
 		return nil, err
 	}
@@ -272,6 +284,7 @@ func (b *Broker) peer(id int32) *peerClients {
 		record:  sluicev1connect.NewRecordServiceClient(b.hc, base, connect.WithGRPC()),
 		replica: sluicev1connect.NewReplicaServiceClient(b.hc, base, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(b.cfg.BrokerToken))),
 		group:   sluicev1connect.NewGroupServiceClient(b.hc, base, connect.WithGRPC()),
+		txn:     sluicev1connect.NewTransactionServiceClient(b.hc, base, connect.WithGRPC()),
 	}
 	b.clients[id] = c
 	return c
@@ -349,6 +362,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 		wg.Go(func() { b.tierLoop(ctx) })
 	}
 	wg.Go(func() { every(ctx, b.cfg.GroupHeartbeatInterval, b.expireGroups) })
+	wg.Go(func() { b.txnLoop(ctx) })
 	if b.groupLag != nil {
 		wg.Go(func() { b.groupLagLoop(ctx, b.cfg.GroupLagMetricsInterval) })
 	}

@@ -67,6 +67,13 @@ type Config struct {
 	// from the object store, so they cannot starve the hot path.
 	TierMaxConcurrentReads int
 	TierReadBytesPerSecond int64
+	// MaxTransactionTimeout caps the transaction timeout a transactional
+	// producer may ask (InitProducerId).
+	MaxTransactionTimeout time.Duration
+	// TransactionalIDExpiration: a transactional id with no transaction
+	// open and no change for this long is forgotten (its producer's next
+	// InitProducerId starts afresh).
+	TransactionalIDExpiration time.Duration
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int
 	// ShutdownTimeout bounds the drain on shutdown.
@@ -107,6 +114,9 @@ func DefaultConfig() Config {
 
 		GroupLagMetricsInterval:  30 * time.Second,
 		GroupLagMetricsMaxSeries: 10000,
+
+		MaxTransactionTimeout:     15 * time.Minute,
+		TransactionalIDExpiration: 7 * 24 * time.Hour,
 	}
 }
 
@@ -138,6 +148,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.TierCacheBytes, "tier-cache-bytes", c.TierCacheBytes, "with tiered storage: most bytes the cold-read cache holds on disk")
 	fs.IntVar(&c.TierMaxConcurrentReads, "tier-max-concurrent-reads", c.TierMaxConcurrentReads, "with tiered storage: most object-store reads in flight for cold fetches")
 	fs.Int64Var(&c.TierReadBytesPerSecond, "tier-read-bytes-per-second", c.TierReadBytesPerSecond, "with tiered storage: most bytes per second cold fetches read from the object store (0: no limit)")
+	fs.DurationVar(&c.MaxTransactionTimeout, "max-transaction-timeout", c.MaxTransactionTimeout, "longest transaction timeout a transactional producer may ask for (InitProducerId's transaction_timeout_ms; the default is 60s): a transaction open longer is aborted by its coordinator")
+	fs.DurationVar(&c.TransactionalIDExpiration, "transactional-id-expiration", c.TransactionalIDExpiration, "a transactional id with no transaction open and no call for this long is forgotten by its coordinator (its producer's next InitProducerId starts with a new producer id)")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
 }
@@ -231,6 +243,12 @@ func (c *Config) Validate() error {
 	}
 	if c.TierMaxConcurrentReads < 1 || c.TierReadBytesPerSecond < 0 {
 		return fmt.Errorf("--tier-max-concurrent-reads must be at least 1 and --tier-read-bytes-per-second not negative; got %d and %d", c.TierMaxConcurrentReads, c.TierReadBytesPerSecond)
+	}
+	if c.MaxTransactionTimeout < time.Second || c.MaxTransactionTimeout > 24*time.Hour {
+		return fmt.Errorf("--max-transaction-timeout must be between 1s and 24h; got %s", c.MaxTransactionTimeout)
+	}
+	if c.TransactionalIDExpiration < time.Minute {
+		return fmt.Errorf("--transactional-id-expiration must be at least 1m; got %s", c.TransactionalIDExpiration)
 	}
 	if c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 256<<20 {
 		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 256 MiB; got %d", c.MaxRequestBytes)

@@ -178,7 +178,9 @@ func groupError(err error) error {
 }
 
 // offsetsPartition is a coordinator's access to its offsets partition
-// replica on this broker (coordinator.Partition).
+// replica on this broker (coordinator.Partition), and a transaction
+// coordinator's to its transaction-state partition (txn.Partition, the
+// same contract).
 type offsetsPartition struct {
 	b *Broker
 	p *partition.Replica

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,14 @@ type lagCluster struct {
 	// listeners' URLs.
 	cpMetrics     string
 	brokerMetrics []string
+	// Per broker (by index): its config, and its Run's stop and end
+	// (stopBroker, restartBroker).
+	brokerCfgs []Config
+	brokerStop []context.CancelFunc
+	brokerDone []chan struct{}
+	brokerDeps Deps
+	brokerMu   sync.Mutex
+	runCtx     context.Context // the cluster's, ended at cleanup
 }
 
 func startLagCluster(t *testing.T) *lagCluster {
@@ -74,11 +83,11 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{})
 	require.NoError(t, err)
 	ops := listenLoopback(t)
-	done := make(chan struct{}, 4)
-	go func() { _ = srv.Run(ctx, ln, ops); done <- struct{}{} }()
+	cpDone := make(chan struct{})
+	go func() { _ = srv.Run(ctx, ln, ops); close(cpDone) }()
 	endpoint := "http://" + ln.Addr().String()
 
-	c := &lagCluster{cp: srv, endpoint: endpoint, cpMetrics: "http://" + ops.Addr().String()}
+	c := &lagCluster{cp: srv, endpoint: endpoint, cpMetrics: "http://" + ops.Addr().String(), brokerDeps: Deps{TierStore: opts.tier}, runCtx: ctx}
 	for i := range 3 {
 		bc := DefaultConfig()
 		bc.ID = int32(i + 1)
@@ -93,18 +102,24 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 		bln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		bc.ListenAddr, bc.AdvertisedAddr = bln.Addr().String(), bln.Addr().String()
-		b, err := New(bc, Deps{TierStore: opts.tier})
+		b, err := New(bc, c.brokerDeps)
 		require.NoError(t, err)
 		c.brokers = append(c.brokers, b)
 		bops := listenLoopback(t)
 		c.brokerMetrics = append(c.brokerMetrics, "http://"+bops.Addr().String())
-		go func() { _ = b.Run(ctx, bln, bops); done <- struct{}{} }()
+		bctx, stop := context.WithCancel(ctx)
+		bdone := make(chan struct{})
+		c.brokerCfgs, c.brokerStop, c.brokerDone = append(c.brokerCfgs, bc), append(c.brokerStop, stop), append(c.brokerDone, bdone)
+		go func() { _ = b.Run(bctx, bln, bops); close(bdone) }()
 	}
 	t.Cleanup(func() {
 		cancel()
-		for range 4 {
-			<-done
+		c.brokerMu.Lock()
+		for _, d := range c.brokerDone {
+			<-d
 		}
+		c.brokerMu.Unlock()
+		<-cpDone
 		srv.Close()
 	})
 

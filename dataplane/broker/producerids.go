@@ -75,7 +75,16 @@ func (b *Broker) allocateProducerIDs(ctx context.Context) (int64, int32, error) 
 	return res.Msg.GetFirstProducerId(), res.Msg.GetCount(), nil
 }
 
-func (s *recordService) InitProducerId(ctx context.Context, _ *connect.Request[sluicev1.InitProducerIdRequest]) (*connect.Response[sluicev1.InitProducerIdResponse], error) {
+// InitProducerId gives an idempotent producer a new producer id at epoch
+// 0, or, with a transactional id, asks the id's transaction coordinator
+// (initTransactionalProducer).
+func (s *recordService) InitProducerId(ctx context.Context, req *connect.Request[sluicev1.InitProducerIdRequest]) (*connect.Response[sluicev1.InitProducerIdResponse], error) {
+	if req.Msg.GetTransactionalId() != "" {
+		return s.initTransactionalProducer(ctx, req)
+	}
+	if req.Msg.GetTransactionTimeoutMs() != 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("transaction_timeout_ms: only with a transactional_id"))
+	}
 	id, err := s.b.nextProducerID(ctx)
 	if err != nil {
 		return nil, err

@@ -3,38 +3,362 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"math"
 	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 )
 
-// Transactions (issue 16, docs/design/transactions.md) are being wired:
-// this file is the broker's side of the transaction coordinator
-// (dataplane/txn), its RPCs and its marker writer. Until they land, every
-// transactional call is refused.
+// Transactions (issue 16, docs/design/transactions.md) are coordinated by
+// the leaders of the internal transaction-state topic's partitions
+// (dataplane/txn holds the coordinator's state machine). This file is the
+// broker's side: one coordinator per partition of that topic this broker
+// leads and leader epoch (as coordinator.go does for groups), the routing
+// of a transactional id to it, the verification a partition leader asks of
+// it (verifyTransaction), and the periodic timeouts and unfinished ends.
+// txnrpc.go has the TransactionService and InitProducerId's transactional
+// half, txnmarkers.go the marker writer and WriteTxnMarkers.
 
+// txnStateTopic names the internal transaction-state topic (as the control
+// plane's store.TransactionStateTopic).
+const txnStateTopic = "__transaction_state"
+
+// txnCheckInterval is how often every local coordinator aborts its
+// timed-out transactions, forgets idle ids and finishes unfinished ends;
+// txnCheckTimeout bounds one coordinator's pass.
+const (
+	txnCheckInterval = time.Second
+	txnCheckTimeout  = 30 * time.Second
+)
+
+// newTxnMetrics registers the transaction coordinators' metrics, shared by
+// every coordinator of this broker.
+func newTxnMetrics(reg prometheus.Registerer, b *Broker) *txn.Metrics {
+	m := &txn.Metrics{
+		Commits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "txn_commits_total",
+			Help: "Transactions committed by the transaction coordinators on this broker (CompleteCommit written).",
+		}),
+		Aborts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "txn_aborts_total",
+			Help: "Transactions aborted by the transaction coordinators on this broker (CompleteAbort written): by their producer, by a new incarnation's InitProducerId, or by their timeout.",
+		}),
+		TimedOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "txn_timed_out_total",
+			Help: "Transactions the coordinators on this broker aborted because they outlived their timeout.",
+		}),
+	}
+	end := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "sluice", Subsystem: "broker", Name: "txn_end_duration_seconds",
+		Help:    "Time to end a transaction at its coordinator, from its PrepareCommit/PrepareAbort write to its CompleteCommit/CompleteAbort write, the markers to every partition and group included.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	})
+	write := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "sluice", Subsystem: "broker", Name: "txn_state_write_duration_seconds",
+		Help:    "Time to write one transaction-state record to the replicated __transaction_state partition, acks=all.",
+		Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
+	})
+	m.EndLatency, m.WriteLatency = end, write
+	reg.MustRegister(m.Commits, m.Aborts, m.TimedOut, end, write, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sluice", Subsystem: "broker", Name: "txn_open",
+		Help: "Transactions open (Ongoing) or ending (PrepareCommit, PrepareAbort) at the transaction coordinators on this broker.",
+	}, func() float64 {
+		b.mu.Lock()
+		coords := slices.Collect(maps.Values(b.txnCoords))
+		b.mu.Unlock()
+		n := 0
+		for _, c := range coords {
+			if c.Current() {
+				n += c.Open()
+			}
+		}
+		return float64(n)
+	}))
+	return m
+}
+
+// errNoTransactions answers the transactional calls not wired yet
+// (TxnCommitOffsets, until the group coordinator takes transactional
+// offsets).
 var errNoTransactions = errors.New("transactions are not available on this broker yet")
 
-// transactionService implements sluicev1connect.TransactionServiceHandler.
-type transactionService struct {
-	sluicev1connect.UnimplementedTransactionServiceHandler
-	b *Broker
+// errNoTxnTopic: the control plane creates the transaction-state topic once
+// enough brokers are live.
+var errNoTxnTopic = connect.NewError(connect.CodeUnavailable, errors.New("transactions are not available yet: the internal transaction-state topic does not exist (the control plane creates it once --transaction-state-topic-replication-factor brokers are live)"))
+
+// txnCoordinator is the transaction coordinator of one transaction-state
+// partition this broker leads, with the replica it was made on.
+type txnCoordinator struct {
+	*txn.Coordinator
+	p *partition.Replica
+	// checking: a periodic pass (Expire, FinishPending) runs on it.
+	checking atomic.Bool
+}
+
+// txnCoordinatorFor returns the loaded coordinator of the transactional
+// id's partition, or the error to answer: errNoTxnTopic, or NotLeader
+// naming the coordinator (which a client, or forwarding, follows).
+func (b *Broker) txnCoordinatorFor(ctx context.Context, tenantID, transactionalID string) (*txnCoordinator, partMeta, error) {
+	t, ok := b.metadata().topic(systemTenantID, txnStateTopic)
+	if !ok || len(t.partitions) == 0 {
+		return nil, partMeta{}, errNoTxnTopic
+	}
+	pm := t.partitions[txn.PartitionOf(tenantID, transactionalID, len(t.partitions))]
+	c, err := b.txnCoordinatorAt(ctx, t, pm)
+	return c, pm, err
+}
+
+// txnCoordinatorAt returns the loaded coordinator of one transaction-state
+// partition, or NotLeader when this broker does not lead it. A coordinator
+// is made for each leader epoch and loads the partition's log (Load) when
+// first asked for.
+func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (*txnCoordinator, error) {
+	if pm.leader != b.cfg.ID {
+		return nil, b.notLeader(pm)
+	}
+	p := b.partition(t.id, pm.partition)
+	if p == nil {
+		return nil, b.notLeader(pm)
+	}
+	k := partKey{t.id, pm.partition}
+	b.mu.Lock()
+	c := b.txnCoords[k]
+	if c == nil || c.Epoch() != pm.leaderEpoch || c.p != p {
+		epoch := pm.leaderEpoch
+		c = &txnCoordinator{p: p, Coordinator: txn.New(offsetsPartition{b, p}, txn.Config{
+			Partition: pm.partition, LeaderEpoch: epoch,
+			AllocateProducerID: b.allocateTxnProducerID,
+			Markers:            &markerWriter{b: b, current: func() bool { return p.LeadsAt(epoch) }},
+			MaxTimeout:         b.cfg.MaxTransactionTimeout,
+			IdleTimeout:        b.cfg.TransactionalIDExpiration,
+			Logger:             b.logger, Metrics: b.txnMetrics,
+		})}
+		b.txnCoords[k] = c
+	}
+	b.mu.Unlock()
+	if err := c.Load(ctx); err != nil {
+		return nil, b.takingOver(err)
+	}
+	return c, nil
+}
+
+// allocateTxnProducerID gives a transactional id's producer a new producer
+// id (its first InitProducerId, or an epoch overflow).
+func (b *Broker) allocateTxnProducerID(ctx context.Context) (int64, error) {
+	id, err := b.nextProducerID(ctx)
+	if err == nil {
+		b.metrics.producerIDs.Inc()
+	}
+	return id, err
+}
+
+// localTxnCoordinators are the loaded coordinators of every
+// transaction-state partition this broker leads.
+func (b *Broker) localTxnCoordinators(ctx context.Context) ([]*txnCoordinator, error) {
+	t, ok := b.metadata().topic(systemTenantID, txnStateTopic)
+	if !ok {
+		return nil, errNoTxnTopic
+	}
+	var out []*txnCoordinator
+	for _, pm := range t.partitions {
+		if pm.leader != b.cfg.ID {
+			continue
+		}
+		c, err := b.txnCoordinatorAt(ctx, t, pm)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// currentTxnCoordinators returns the coordinators made so far that are
+// still current, dropping those of leaderships this broker lost.
+func (b *Broker) currentTxnCoordinators() []*txnCoordinator {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]*txnCoordinator, 0, len(b.txnCoords))
+	for k, c := range b.txnCoords {
+		if !c.Current() {
+			delete(b.txnCoords, k)
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// txnLoop runs the periodic work of the transaction coordinators every
+// txnCheckInterval until ctx ends: it takes over (loads) every
+// transaction-state partition this broker has come to lead, so that the
+// ends a previous coordinator left unfinished are finished without waiting
+// for a client, and on each coordinator it aborts the transactions past
+// their timeout, forgets idle ids, and writes the markers of unfinished
+// ends. Each coordinator's pass runs on its own (a partition whose markers
+// cannot be written holds up no other coordinator); a pass still running
+// at the next tick is not started again.
+func (b *Broker) txnLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	every(ctx, txnCheckInterval, func() {
+		if t, ok := b.metadata().topic(systemTenantID, txnStateTopic); ok {
+			for _, pm := range t.partitions {
+				if pm.leader == b.cfg.ID {
+					lctx, cancel := context.WithTimeout(ctx, txnCheckTimeout)
+					_, _ = b.txnCoordinatorAt(lctx, t, pm) // not ready yet: the next tick
+					cancel()
+				}
+			}
+		}
+		for _, c := range b.currentTxnCoordinators() {
+			if !c.checking.CompareAndSwap(false, true) {
+				continue
+			}
+			wg.Go(func() {
+				defer c.checking.Store(false)
+				cctx, cancel := context.WithTimeout(ctx, txnCheckTimeout)
+				defer cancel()
+				b.checkTransactions(cctx, c)
+			})
+		}
+	})
+}
+
+// checkTransactions is one coordinator's periodic pass.
+func (b *Broker) checkTransactions(ctx context.Context, c *txnCoordinator) {
+	if _, err := c.Expire(ctx, time.Now()); err != nil && ctx.Err() == nil && c.Current() {
+		b.logger.Warn("transaction timeouts", "txn_partition", c.p.Partition(), "err", err)
+	}
+	if err := c.FinishPending(ctx); err != nil && c.Current() {
+		b.logger.Warn("finish transaction ends", "txn_partition", c.p.Partition(), "err", err)
+	}
+}
+
+// maxTransactionalID bounds transactional ids (Kafka has none; 255 is
+// plenty), as maxGroupName does group ids.
+const maxTransactionalID = 255
+
+func validTransactionalID(id string) error {
+	if id == "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("transactional_id: must not be empty"))
+	}
+	if len(id) > maxTransactionalID {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("transactional_id: at most %d bytes; got %d", maxTransactionalID, len(id)))
+	}
+	for i, r := range id {
+		if !unicode.IsPrint(r) || r == unicode.ReplacementChar {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("transactional_id: character %q at byte %d is not printable", r, i))
+		}
+	}
+	return nil
+}
+
+// validProducer checks a transactional request's producer id and epoch.
+func validProducer(producerID int64, epoch int32) error {
+	if producerID < 0 {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("producer_id: must not be negative; got %d", producerID))
+	}
+	if epoch < 0 || epoch >= math.MaxInt16 {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("producer_epoch: must be between 0 and %d; got %d", math.MaxInt16-1, epoch))
+	}
+	return nil
+}
+
+// txnCall resolves the transactional id's coordinator: here (c), or an
+// error to answer; forward says the caller should forward to pm's leader
+// instead (another broker, and the client did not ask to route itself).
+func (b *Broker) txnCall(ctx context.Context, h http.Header, transactionalID string) (c *txnCoordinator, tenantID string, pm partMeta, forward bool, err error) {
+	if tenantID, err = tenantOf(ctx); err != nil {
+		return nil, "", pm, false, err
+	}
+	if err = validTransactionalID(transactionalID); err != nil {
+		return nil, tenantID, pm, false, err
+	}
+	c, pm, err = b.txnCoordinatorFor(ctx, tenantID, transactionalID)
+	if forwardable(h, err) {
+		return nil, tenantID, pm, true, nil
+	}
+	return c, tenantID, pm, false, toConnect(err)
+}
+
+// txnError maps the coordinator's refusals to Connect errors with a
+// TransactionError detail (as transaction.proto documents them); other
+// errors pass through toConnect.
+func txnError(err error) error {
+	code := connect.CodeFailedPrecondition
+	var reason sluicev1.TransactionError_Reason
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, txn.ErrNotCoordinator):
+		// Retriable: find the coordinator again.
+		return connect.NewError(connect.CodeUnavailable, err)
+	case errors.Is(err, txn.ErrProducerFenced):
+		reason = sluicev1.TransactionError_REASON_PRODUCER_FENCED
+	case errors.Is(err, txn.ErrInvalidProducerEpoch):
+		reason = sluicev1.TransactionError_REASON_INVALID_PRODUCER_EPOCH
+	case errors.Is(err, txn.ErrTransactionAbortable):
+		reason = sluicev1.TransactionError_REASON_TRANSACTION_ABORTABLE
+	case errors.Is(err, txn.ErrUnknownTransactionalID):
+		code, reason = connect.CodeNotFound, sluicev1.TransactionError_REASON_UNKNOWN_TRANSACTIONAL_ID
+	case errors.Is(err, txn.ErrInvalidTimeout):
+		code, reason = connect.CodeInvalidArgument, sluicev1.TransactionError_REASON_INVALID_TIMEOUT
+	case errors.Is(err, txn.ErrConcurrentTransactions):
+		code, reason = connect.CodeUnavailable, sluicev1.TransactionError_REASON_CONCURRENT_TRANSACTIONS
+	default:
+		return toConnect(err)
+	}
+	return withTxnReason(connect.NewError(code, err), reason)
+}
+
+func withTxnReason(ce *connect.Error, reason sluicev1.TransactionError_Reason) *connect.Error {
+	if d, derr := connect.NewErrorDetail(&sluicev1.TransactionError{Reason: reason}); derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// transactionTimeout checks InitProducerId's transaction timeout (0: the
+// coordinator's default) against --max-transaction-timeout.
+func (b *Broker) transactionTimeout(ms int64) (time.Duration, error) {
+	if ms < 0 || ms > b.cfg.MaxTransactionTimeout.Milliseconds() {
+		return 0, withTxnReason(connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("transaction_timeout_ms: must be between 1 and %d (--max-transaction-timeout %s), or 0 for 60 s; got %d", b.cfg.MaxTransactionTimeout.Milliseconds(), b.cfg.MaxTransactionTimeout, ms)),
+			sluicev1.TransactionError_REASON_INVALID_TIMEOUT)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // verifyTransaction asks the transaction coordinator of the tenant's
 // transactionalID to put (topicID, partition) in the producer's current
 // transaction (AddPartitions, KIP-890's verification) before a partition
 // leader appends the producer's first transactional batch of this epoch.
-// h carries the producing client's credential. It returns nil once the
-// coordinator has the partition in the transaction, or the error to answer
-// the produce with (a Connect error with a TransactionError detail).
-//
-//lint:ignore U1000 the produce path calls it once partitions verify transactional batches (being wired)
-func (b *Broker) verifyTransaction(ctx context.Context, h http.Header, tenantID, transactionalID, topic string, partition int32, producerID int64, epoch int16) error {
-	return connect.NewError(connect.CodeUnimplemented, errNoTransactions)
+// topicID is the topic's id, in tenantID. h carries the producing client's
+// credential: a coordinator on another broker is called with it
+// (TransactionService.AddPartitionsToTransaction, not forwarded further;
+// one NotLeader answer is followed). It returns nil once the coordinator
+// has the partition in the transaction, or the error to answer the
+// produce with (a Connect error, with a TransactionError detail for the
+// coordinator's refusals).
+func (b *Broker) verifyTransaction(ctx context.Context, h http.Header, tenantID, transactionalID, topicID string, partition int32, producerID int64, epoch int16) error {
+	t, ok := b.metadata().byID[topicID]
+	if !ok || t.tenantID != tenantID {
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %s not found", topicID))
+	}
+	return b.addToTransaction(ctx, h, tenantID, transactionalID, producerID, epoch, []txn.TopicPartition{{TopicID: topicID, Partition: partition}}, nil,
+		&sluicev1.AddPartitionsToTransactionRequest{Topics: []*sluicev1.TransactionPartitions{{Topic: t.name, Partitions: []int32{partition}}}})
 }
 
 // verifyTransactionGroup is verifyTransaction for a group whose offsets
@@ -43,10 +367,60 @@ func (b *Broker) verifyTransaction(ctx context.Context, h http.Header, tenantID,
 //
 //lint:ignore U1000 TxnCommitOffsets calls it once groups take transactional offsets (being wired)
 func (b *Broker) verifyTransactionGroup(ctx context.Context, h http.Header, tenantID, transactionalID, group string, producerID int64, epoch int16) error {
-	return connect.NewError(connect.CodeUnimplemented, errNoTransactions)
+	return b.addToTransaction(ctx, h, tenantID, transactionalID, producerID, epoch, nil, []string{group},
+		&sluicev1.AddPartitionsToTransactionRequest{Groups: []string{group}})
 }
 
-// WriteTxnMarkers appends transaction markers as a coordinator asks.
-func (s *replicaService) WriteTxnMarkers(ctx context.Context, req *connect.Request[sluicev1.WriteTxnMarkersRequest]) (*connect.Response[sluicev1.WriteTxnMarkersResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errNoTransactions)
+// addToTransaction adds partitions and groups to the producer's
+// transaction at its coordinator: here, or with req (its topics and groups
+// set) at the coordinator's broker.
+func (b *Broker) addToTransaction(ctx context.Context, h http.Header, tenantID, transactionalID string, producerID int64, epoch int16, tps []txn.TopicPartition, groups []string, req *sluicev1.AddPartitionsToTransactionRequest) error {
+	if err := validTransactionalID(transactionalID); err != nil {
+		return err
+	}
+	c, _, err := b.txnCoordinatorFor(ctx, tenantID, transactionalID)
+	if err == nil {
+		return txnError(c.Add(ctx, tenantID, transactionalID, producerID, epoch, tps, groups))
+	}
+	var nl *partition.NotLeaderError
+	if !errors.As(err, &nl) || nl.Leader < 0 || nl.Self {
+		return toConnect(err)
+	}
+	req.TransactionalId, req.ProducerId, req.ProducerEpoch = transactionalID, producerID, int32(epoch)
+	leader := nl.Leader
+	for hop := 0; ; hop++ {
+		out := connect.NewRequest(req)
+		out.Header().Set("Authorization", h.Get("Authorization"))
+		out.Header().Set(NoForwardHeader, "1")
+		_, err := b.peer(leader).txn.AddPartitionsToTransaction(ctx, out)
+		if err == nil {
+			return nil
+		}
+		next, ok := notLeaderOf(err)
+		if !ok || hop > 0 || next.GetLeaderId() < 0 || next.GetLeaderId() == leader || next.GetLeaderId() == b.cfg.ID {
+			var ce *connect.Error
+			if errors.As(err, &ce) {
+				return ce
+			}
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("transaction coordinator %d: %w", leader, err))
+		}
+		leader = next.GetLeaderId() // the coordinator moved: follow it once
+	}
+}
+
+// notLeaderOf returns the NotLeader detail of a Connect error from another
+// broker.
+func notLeaderOf(err error) (*sluicev1.NotLeader, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil, false
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if nl, ok := v.(*sluicev1.NotLeader); ok {
+				return nl, true
+			}
+		}
+	}
+	return nil, false
 }

@@ -423,6 +423,12 @@ func (c *Coordinator) AddOffsets(ctx context.Context, tenantID, transactionalID 
 	return c.add(ctx, Key{tenantID, transactionalID}, producerID, epoch, nil, []string{group})
 }
 
+// Add is AddPartitions and AddOffsets in one: the partitions and groups
+// join the producer's current transaction with one write.
+func (c *Coordinator) Add(ctx context.Context, tenantID, transactionalID string, producerID int64, epoch int16, partitions []TopicPartition, groups []string) error {
+	return c.add(ctx, Key{tenantID, transactionalID}, producerID, epoch, partitions, groups)
+}
+
 func (c *Coordinator) add(ctx context.Context, k Key, producerID int64, epoch int16, partitions []TopicPartition, groups []string) error {
 	e, err := c.lock(ctx, k)
 	if err != nil {

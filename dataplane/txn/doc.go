@@ -4,9 +4,19 @@
 // epoch, the transaction timeout, the state (Empty, Ongoing,
 // PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort), the
 // partitions and groups in the transaction, and its start and last update
-// times. It is groundwork for issue 16 (docs/design/transactions.md, step
-// 2): the broker does not use it yet, so Sluice has no transactions; no
-// RPC reaches it and no partition verifies or marks with it.
+// times (issue 16, docs/design/transactions.md).
+//
+// The broker (dataplane/broker: txn.go, txnrpc.go, txnmarkers.go) runs one
+// Coordinator per __transaction_state partition it leads and leader
+// epoch, made and loaded when first asked for and by its periodic loop
+// (so that a takeover finishes the ends left in Prepare* without waiting
+// for a client), dropped once the leadership moves; it serves
+// InitProducerId with a transactional id and the TransactionService from
+// it, calls AddPartitions/AddOffsets (Add) to verify a partition's or a
+// group's first transactional write, writes markers through its
+// MarkerWriter (at each partition's leader: its own replicas directly,
+// others through ReplicaService.WriteTxnMarkers, retried across leader
+// changes), and calls Expire and FinishPending every second.
 //
 // # Model
 //
@@ -28,7 +38,7 @@
 //     epoch, in Empty, Ongoing or Complete* (the first one begins a
 //     transaction: Ongoing, its timeout running); AddPartitions is what a
 //     partition leader will call to verify a producer's first
-//     transactional batch.
+//     transactional batch (Add does both in one write).
 //   - EndTransaction writes Prepare* with the epoch bumped, hands the
 //     markers (partition or group, commit or abort, producer id, bumped
 //     epoch, its own leader epoch as the coordinator epoch) to the
@@ -73,5 +83,5 @@
 // Expire removes a forgotten id's entry while holding its operation lock;
 // an operation that waited for that entry sees it is no longer the id's
 // and takes the current one. The Coordinator starts no goroutines: its
-// broker will call Expire and FinishPending periodically.
+// broker calls Expire and FinishPending periodically.
 package txn

@@ -297,13 +297,19 @@ func (x *TransactionPartitions) GetPartitions() []int32 {
 }
 
 type AddPartitionsToTransactionRequest struct {
-	state           protoimpl.MessageState   `protogen:"open.v1"`
-	TransactionalId string                   `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
-	ProducerId      int64                    `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	ProducerEpoch   int32                    `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
-	Topics          []*TransactionPartitions `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// Topics (names in the caller's tenant) and partitions to add: an unknown
+	// topic or partition is NOT_FOUND.
+	Topics []*TransactionPartitions `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Consumer groups whose offsets the producer commits in the transaction
+	// (they get its markers too); GroupService.TxnCommitOffsets adds its
+	// group this way. At least one topic or group.
+	Groups        []string `protobuf:"bytes,5,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddPartitionsToTransactionRequest) Reset() {
@@ -360,6 +366,13 @@ func (x *AddPartitionsToTransactionRequest) GetProducerEpoch() int32 {
 func (x *AddPartitionsToTransactionRequest) GetTopics() []*TransactionPartitions {
 	if x != nil {
 		return x.Topics
+	}
+	return nil
+}
+
+func (x *AddPartitionsToTransactionRequest) GetGroups() []string {
+	if x != nil {
+		return x.Groups
 	}
 	return nil
 }
@@ -838,13 +851,14 @@ const file_sluice_v1_transaction_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\xd0\x01\n" +
+	"partitions\"\xe8\x01\n" +
 	"!AddPartitionsToTransactionRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x128\n" +
-	"\x06topics\x18\x04 \x03(\v2 .sluice.v1.TransactionPartitionsR\x06topics\"$\n" +
+	"\x06topics\x18\x04 \x03(\v2 .sluice.v1.TransactionPartitionsR\x06topics\x12\x16\n" +
+	"\x06groups\x18\x05 \x03(\tR\x06groups\"$\n" +
 	"\"AddPartitionsToTransactionResponse\"\xa2\x01\n" +
 	"\x15EndTransactionRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +

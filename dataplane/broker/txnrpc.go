@@ -1,0 +1,275 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/dataplane/txn"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+)
+
+// The TransactionService and InitProducerId's transactional half: each
+// call is answered by the transactional id's coordinator (txn.go), and
+// forwarded to it from any other broker.
+
+// transactionService implements sluicev1connect.TransactionServiceHandler.
+type transactionService struct {
+	sluicev1connect.UnimplementedTransactionServiceHandler
+	b *Broker
+}
+
+func (s *transactionService) FindTransactionCoordinator(ctx context.Context, req *connect.Request[sluicev1.FindTransactionCoordinatorRequest]) (*connect.Response[sluicev1.FindTransactionCoordinatorResponse], error) {
+	tenantID, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := req.Msg.GetTransactionalId()
+	if err := validTransactionalID(id); err != nil {
+		return nil, err
+	}
+	meta := s.b.metadata()
+	t, ok := meta.topic(systemTenantID, txnStateTopic)
+	if !ok || len(t.partitions) == 0 {
+		return nil, errNoTxnTopic
+	}
+	pm := t.partitions[txn.PartitionOf(tenantID, id, len(t.partitions))]
+	if pm.leader < 0 {
+		return nil, toConnect(s.b.notLeader(pm))
+	}
+	addr := meta.brokers[pm.leader].address
+	if addr == "" {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("transaction coordinator: broker %d, leader of the transactional id's partition, is not reachable; retry", pm.leader))
+	}
+	return connect.NewResponse(&sluicev1.FindTransactionCoordinatorResponse{BrokerId: pm.leader, Address: addr}), nil
+}
+
+// maxTxnPartitions bounds the partitions of one AddPartitionsToTransaction.
+const maxTxnPartitions = 10000
+
+func (s *transactionService) AddPartitionsToTransaction(ctx context.Context, req *connect.Request[sluicev1.AddPartitionsToTransactionRequest]) (*connect.Response[sluicev1.AddPartitionsToTransactionResponse], error) {
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.b.txnCall(ctx, req.Header(), m.GetTransactionalId())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).txn.AddPartitionsToTransaction)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := validProducer(m.GetProducerId(), m.GetProducerEpoch()); err != nil {
+		return nil, err
+	}
+	meta := s.b.metadata()
+	var tps []txn.TopicPartition
+	for i, tp := range m.GetTopics() {
+		t, ok := meta.topic(tenantID, tp.GetTopic())
+		if !ok {
+			e := unknownTopic(meta, tp.GetTopic())
+			return nil, connect.NewError(e.Code(), fmt.Errorf("topics[%d]: %s", i, e.Message()))
+		}
+		if len(tp.GetPartitions()) == 0 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("topics[%d]: partitions must not be empty", i))
+		}
+		for _, p := range tp.GetPartitions() {
+			if p < 0 || int(p) >= len(t.partitions) {
+				e := unknownPartition(t, p)
+				return nil, connect.NewError(e.Code(), fmt.Errorf("topics[%d]: %s", i, e.Message()))
+			}
+			tps = append(tps, txn.TopicPartition{TopicID: t.id, Partition: p})
+		}
+		if len(tps) > maxTxnPartitions {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("topics: at most %d partitions per request", maxTxnPartitions))
+		}
+	}
+	for i, g := range m.GetGroups() {
+		if err := validGroup(g); err != nil {
+			var ce *connect.Error
+			errors.As(err, &ce)
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("groups[%d]: %s", i, ce.Message()))
+		}
+	}
+	if len(tps) == 0 && len(m.GetGroups()) == 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("topics or groups: at least one must be set"))
+	}
+	if err := c.Add(ctx, tenantID, m.GetTransactionalId(), m.GetProducerId(), int16(m.GetProducerEpoch()), tps, m.GetGroups()); err != nil {
+		return nil, txnError(err)
+	}
+	return connect.NewResponse(&sluicev1.AddPartitionsToTransactionResponse{}), nil
+}
+
+func (s *transactionService) EndTransaction(ctx context.Context, req *connect.Request[sluicev1.EndTransactionRequest]) (*connect.Response[sluicev1.EndTransactionResponse], error) {
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.b.txnCall(ctx, req.Header(), m.GetTransactionalId())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).txn.EndTransaction)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := validProducer(m.GetProducerId(), m.GetProducerEpoch()); err != nil {
+		return nil, err
+	}
+	pid, epoch, err := c.EndTransaction(ctx, tenantID, m.GetTransactionalId(), m.GetProducerId(), int16(m.GetProducerEpoch()), m.GetCommit())
+	if err != nil {
+		return nil, txnError(err)
+	}
+	return connect.NewResponse(&sluicev1.EndTransactionResponse{ProducerId: pid, ProducerEpoch: int32(epoch)}), nil
+}
+
+// ListTransactions asks every broker that coordinates transactional ids
+// (any broker forwards to all of them; with the no-forward header it
+// answers for itself only), as ListGroups does.
+func (s *transactionService) ListTransactions(ctx context.Context, req *connect.Request[sluicev1.ListTransactionsRequest]) (*connect.Response[sluicev1.ListTransactionsResponse], error) {
+	tenantID, err := tenantOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	local := func() ([]*sluicev1.TransactionDescription, error) {
+		coords, err := s.b.localTxnCoordinators(ctx)
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		meta := s.b.metadata()
+		var out []*sluicev1.TransactionDescription
+		for _, c := range coords {
+			for k, t := range c.Transactions() {
+				if k.Tenant == tenantID {
+					out = append(out, describeTxn(meta, k.TransactionalID, t, s.b.cfg.ID))
+				}
+			}
+		}
+		return out, nil
+	}
+	if req.Header().Get(NoForwardHeader) == "1" {
+		out, err := local()
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&sluicev1.ListTransactionsResponse{Transactions: out}), nil
+	}
+	t, ok := s.b.metadata().topic(systemTenantID, txnStateTopic)
+	if !ok {
+		return nil, errNoTxnTopic
+	}
+	leaders := map[int32]bool{}
+	for _, pm := range t.partitions {
+		if pm.leader < 0 {
+			return nil, toConnect(s.b.notLeader(pm)) // a coordinator is offline: the list would be incomplete
+		}
+		leaders[pm.leader] = true
+	}
+	var (
+		mu   sync.Mutex
+		all  []*sluicev1.TransactionDescription
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for id := range leaders {
+		wg.Go(func() {
+			var out []*sluicev1.TransactionDescription
+			var err error
+			if id == s.b.cfg.ID {
+				out, err = local()
+			} else {
+				var res *connect.Response[sluicev1.ListTransactionsResponse]
+				res, err = forward(ctx, s.b, partMeta{leader: id}, req, s.b.peer(id).txn.ListTransactions)
+				if err == nil {
+					out = res.Msg.GetTransactions()
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			all = append(all, out...)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("list transactions: %w", errors.Join(errs...)))
+	}
+	slices.SortFunc(all, func(a, b *sluicev1.TransactionDescription) int {
+		return strings.Compare(a.GetTransactionalId(), b.GetTransactionalId())
+	})
+	// During a leadership move two brokers may both answer for an id.
+	all = slices.CompactFunc(all, func(a, b *sluicev1.TransactionDescription) bool {
+		return a.GetTransactionalId() == b.GetTransactionalId()
+	})
+	return connect.NewResponse(&sluicev1.ListTransactionsResponse{Transactions: all}), nil
+}
+
+func (s *transactionService) DescribeTransaction(ctx context.Context, req *connect.Request[sluicev1.DescribeTransactionRequest]) (*connect.Response[sluicev1.DescribeTransactionResponse], error) {
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.b.txnCall(ctx, req.Header(), m.GetTransactionalId())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).txn.DescribeTransaction)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, ok := c.Describe(tenantID, m.GetTransactionalId())
+	if !ok {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("transactional id %q not found", m.GetTransactionalId()))
+	}
+	return connect.NewResponse(&sluicev1.DescribeTransactionResponse{Transaction: describeTxn(s.b.metadata(), m.GetTransactionalId(), t, s.b.cfg.ID)}), nil
+}
+
+// describeTxn is a transactional id's state for a client: topics by name
+// (those deleted since are left out).
+func describeTxn(meta *clusterMeta, id string, t txn.Transaction, coordinatorID int32) *sluicev1.TransactionDescription {
+	d := &sluicev1.TransactionDescription{
+		TransactionalId: id, ProducerId: t.ProducerID, ProducerEpoch: int32(t.Epoch),
+		State: sluicev1.TxnState(t.State), TimeoutMs: t.Timeout.Milliseconds(), Groups: t.Groups,
+		StartTimeMs: timeMs(t.StartTime), UpdateTimeMs: timeMs(t.UpdateTime), CoordinatorId: coordinatorID,
+	}
+	for _, tp := range t.Partitions { // sorted by topic id, then partition
+		tm, ok := meta.byID[tp.TopicID]
+		if !ok {
+			continue
+		}
+		if n := len(d.Topics); n > 0 && d.Topics[n-1].GetTopic() == tm.name {
+			d.Topics[n-1].Partitions = append(d.Topics[n-1].Partitions, tp.Partition)
+			continue
+		}
+		d.Topics = append(d.Topics, &sluicev1.TransactionPartitions{Topic: tm.name, Partitions: []int32{tp.Partition}})
+	}
+	slices.SortFunc(d.Topics, func(a, b *sluicev1.TransactionPartitions) int { return strings.Compare(a.GetTopic(), b.GetTopic()) })
+	return d
+}
+
+func timeMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// initTransactionalProducer is InitProducerId with a transactional id:
+// answered by the id's coordinator (forwarded there).
+func (s *recordService) initTransactionalProducer(ctx context.Context, req *connect.Request[sluicev1.InitProducerIdRequest]) (*connect.Response[sluicev1.InitProducerIdResponse], error) {
+	m := req.Msg
+	c, tenantID, pm, fwd, err := s.b.txnCall(ctx, req.Header(), m.GetTransactionalId())
+	if fwd {
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).record.InitProducerId)
+	}
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := s.b.transactionTimeout(m.GetTransactionTimeoutMs())
+	if err != nil {
+		return nil, err
+	}
+	pid, epoch, err := c.InitProducer(ctx, tenantID, m.GetTransactionalId(), timeout)
+	if err != nil {
+		return nil, txnError(err)
+	}
+	return connect.NewResponse(&sluicev1.InitProducerIdResponse{ProducerId: pid, ProducerEpoch: int32(epoch)}), nil
+}
