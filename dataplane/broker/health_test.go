@@ -199,6 +199,7 @@ func TestBrokerReflectionListsClientServices(t *testing.T) {
 		"grpc.reflection.v1alpha.ServerReflection",
 		sluicev1connect.GroupServiceName,
 		sluicev1connect.RecordServiceName,
+		sluicev1connect.TransactionServiceName,
 	}
 	for _, v1alpha := range []bool{false, true} {
 		require.Equal(t, want, listServices(t, base, v1alpha), "v1alpha=%v", v1alpha)

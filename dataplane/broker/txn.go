@@ -89,11 +89,6 @@ func newTxnMetrics(reg prometheus.Registerer, b *Broker) *txn.Metrics {
 	return m
 }
 
-// errNoTransactions answers the transactional calls not wired yet
-// (TxnCommitOffsets, until the group coordinator takes transactional
-// offsets).
-var errNoTransactions = errors.New("transactions are not available on this broker yet")
-
 // errNoTxnTopic: the control plane creates the transaction-state topic once
 // enough brokers are live.
 var errNoTxnTopic = connect.NewError(connect.CodeUnavailable, errors.New("transactions are not available yet: the internal transaction-state topic does not exist (the control plane creates it once --transaction-state-topic-replication-factor brokers are live)"))
@@ -364,8 +359,6 @@ func (b *Broker) verifyTransaction(ctx context.Context, h http.Header, tenantID,
 // verifyTransactionGroup is verifyTransaction for a group whose offsets
 // the producer commits in its transaction (the coordinator's AddOffsets),
 // before the group coordinator accepts a TxnCommitOffsets.
-//
-//lint:ignore U1000 TxnCommitOffsets calls it once groups take transactional offsets (being wired)
 func (b *Broker) verifyTransactionGroup(ctx context.Context, h http.Header, tenantID, transactionalID, group string, producerID int64, epoch int16) error {
 	return b.addToTransaction(ctx, h, tenantID, transactionalID, producerID, epoch, nil, []string{group},
 		&sluicev1.AddPartitionsToTransactionRequest{Groups: []string{group}})

@@ -544,3 +544,65 @@ func (c *lagCluster) markersLive(t *testing.T, topic string, partition int32, st
 	defer func() { c.brokers = saved }()
 	return c.markers(t, topic, partition)
 }
+
+// TestBrokerTransactionalProduceEndToEnd: transactional batches produced
+// through a broker that forwards are verified with the coordinator on
+// their first batch, held back from read_committed readers until the
+// commit's markers reach the partition, never shown to them when aborted;
+// a late batch of an ended transaction is refused, not appended into the
+// next one.
+func TestBrokerTransactionalProduceEndToEnd(t *testing.T) {
+	t.Parallel()
+	c := startTestCluster(t, testClusterOpts{})
+	c.waitTopicLed(t, systemTenantID, txnStateTopic)
+	tc := c.clientsOf(0)
+	ctx := context.Background()
+	p, err := initProducer(t, tc, "e2e", 0)
+	require.NoError(t, err)
+	pid := p.GetProducerId()
+	produce := func(epoch int32, seq int32, values ...string) error {
+		recs := make([]record.Record, len(values))
+		for i, v := range values {
+			recs[i] = record.Record{OffsetDelta: int32(i), Value: []byte(v)}
+		}
+		b, err := record.AppendBatch(nil, record.BatchHeader{Attributes: record.AttrTransactional, FirstTimestamp: time.Now().UnixMilli(), ProducerID: pid, ProducerEpoch: int16(epoch), BaseSequence: seq}, recs)
+		require.NoError(t, err)
+		_, err = retry(t, "Produce", func() (*connect.Response[sluicev1.ProduceResponse], error) {
+			return tc.records.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "orders", Acks: sluicev1.Acks_ACKS_ALL, TransactionalId: "e2e",
+				Payload: &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: b}}}))
+		})
+		return err
+	}
+	read := func(iso sluicev1.IsolationLevel) []string {
+		res, err := tc.records.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "orders", IsolationLevel: iso}))
+		require.NoError(t, err)
+		var out []string
+		for _, r := range res.Msg.GetRecords() {
+			out = append(out, string(r.GetValue()))
+		}
+		return out
+	}
+	committed, uncommitted := sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED
+
+	require.NoError(t, produce(0, 0, "a", "b"))
+	require.Empty(t, read(committed), "open: nothing below the LSO")
+	require.Equal(t, []string{"a", "b"}, read(uncommitted))
+	d, err := tc.txns.DescribeTransaction(ctx, connect.NewRequest(&sluicev1.DescribeTransactionRequest{TransactionalId: "e2e"}))
+	require.NoError(t, err)
+	require.Equal(t, sluicev1.TxnState_TXN_STATE_ONGOING, d.Msg.GetTransaction().GetState(), "the produce registered the partition")
+	end, err := endTxn(t, tc, "e2e", pid, 0, true)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, read(committed), "committed: visible when EndTransaction returns")
+
+	epoch := end.GetProducerEpoch()
+	require.NoError(t, produce(epoch, 0, "c"))
+	_, err = endTxn(t, tc, "e2e", pid, epoch, false)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, read(committed), "aborted: never shown")
+	require.Equal(t, []string{"a", "b", "c"}, read(uncommitted))
+
+	err = produce(epoch, 1, "late")
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, txnReason(err), "%v", err)
+	require.Equal(t, []string{"a", "b", "c"}, read(uncommitted), "the late batch is not appended")
+}
