@@ -61,11 +61,17 @@
 //     producer's last marker ErrCoordinatorFenced. Client batches with the
 //     control bit never reach Check or CheckMarker; the caller refuses them.
 //   - FirstUnstableOffset is the first offset of the oldest ongoing
-//     transaction (LSO = min(it, HW)); OngoingTransactions lists them.
+//     transaction (the partition's LSO is at most it and the HW);
+//     OngoingTransactions lists them.
 //   - AbortedTransactions(from, to) returns the aborted transactions
-//     overlapping [from, to), for a read_committed fetch; DropAbortedBelow
+//     overlapping [from, to), for a read_committed fetch (stopping, as
+//     Kafka's fetch does, at the first whose LastStableOffset reaches to:
+//     every later one began at or after it); EncodeAbortedIndex and
+//     DecodeAbortedIndex are their format for one tiered segment's
+//     .txnindex object (see the functions); DropAbortedBelow
 //     forgets those whose marker lies below an offset, to keep the list
-//     bounded once the caller keeps them elsewhere (a segment's index).
+//     bounded once the caller keeps them elsewhere (a tiered segment's
+//     index) or no longer has their records (below the log start).
 //   - Expire never drops a producer with an ongoing transaction.
 //
 // Check changes nothing. Apply records a batch once it is in the log: on
