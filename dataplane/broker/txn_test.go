@@ -606,3 +606,132 @@ func TestBrokerTransactionalProduceEndToEnd(t *testing.T) {
 	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, txnReason(err), "%v", err)
 	require.Equal(t, []string{"a", "b", "c"}, read(uncommitted), "the late batch is not appended")
 }
+
+// TestBrokerTransactionWithOffsets: the consume-transform-produce step,
+// atomic: a transaction's output records and its group offsets (through
+// TxnCommitOffsets, which adds the group at the transaction coordinator)
+// become visible together at the commit, once EndTransaction returns
+// (the markers reached the data partition and the group's offsets
+// partition); an aborted one leaves neither. The coordinators' metrics
+// count it.
+func TestBrokerTransactionWithOffsets(t *testing.T) {
+	t.Parallel()
+	c := startTestCluster(t, testClusterOpts{})
+	c.waitTopicLed(t, systemTenantID, txnStateTopic)
+	c.produce(t, 0, 10, time.Now()) // the input
+	tc := c.clientsOf(0)
+	ctx := context.Background()
+	p, err := initProducer(t, tc, "etl", 0)
+	require.NoError(t, err)
+	pid, epoch := p.GetProducerId(), p.GetProducerEpoch()
+	step := func(epoch, seq int32, offset int64, out string) {
+		t.Helper()
+		b, err := record.AppendBatch(nil, record.BatchHeader{Attributes: record.AttrTransactional, FirstTimestamp: time.Now().UnixMilli(), ProducerID: pid, ProducerEpoch: int16(epoch), BaseSequence: seq},
+			[]record.Record{{Value: []byte(out)}})
+		require.NoError(t, err)
+		_, err = retry(t, "Produce", func() (*connect.Response[sluicev1.ProduceResponse], error) {
+			return tc.records.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "orders", Partition: 1, Acks: sluicev1.Acks_ACKS_ALL, TransactionalId: "etl",
+				Payload: &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: b}}}))
+		})
+		require.NoError(t, err)
+		_, err = retry(t, "TxnCommitOffsets", func() (*connect.Response[sluicev1.TxnCommitOffsetsResponse], error) {
+			return c.groups.TxnCommitOffsets(ctx, connect.NewRequest(&sluicev1.TxnCommitOffsetsRequest{Group: "etl", TransactionalId: "etl", ProducerId: pid, ProducerEpoch: epoch,
+				Offsets: []*sluicev1.PartitionOffset{{Topic: "orders", Partition: 0, Offset: offset, LeaderEpoch: -1}}}))
+		})
+		require.NoError(t, err)
+	}
+	state := func() (committed int64, outputs []string) {
+		t.Helper()
+		res, err := retry(t, "FetchOffsets", func() (*connect.Response[sluicev1.FetchOffsetsResponse], error) {
+			return c.groups.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "etl", Partitions: []*sluicev1.TopicPartitions{{Topic: "orders", Partitions: []int32{0}}}}))
+		})
+		require.NoError(t, err)
+		f, err := tc.records.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "orders", Partition: 1, IsolationLevel: sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED}))
+		require.NoError(t, err)
+		for _, r := range f.Msg.GetRecords() {
+			outputs = append(outputs, string(r.GetValue()))
+		}
+		return res.Msg.GetOffsets()[0].GetOffset(), outputs
+	}
+
+	step(epoch, 0, 3, "out-0..2")
+	d, err := tc.txns.DescribeTransaction(ctx, connect.NewRequest(&sluicev1.DescribeTransactionRequest{TransactionalId: "etl"}))
+	require.NoError(t, err)
+	require.Equal(t, []string{"etl"}, d.Msg.GetTransaction().GetGroups())
+	require.Equal(t, "orders", d.Msg.GetTransaction().GetTopics()[0].GetTopic())
+	end, err := endTxn(t, tc, "etl", pid, epoch, true)
+	require.NoError(t, err)
+	off, outs := state()
+	require.EqualValues(t, 3, off)
+	require.Equal(t, []string{"out-0..2"}, outs)
+
+	epoch = end.GetProducerEpoch()
+	step(epoch, 0, 7, "out-3..6")
+	_, err = endTxn(t, tc, "etl", pid, epoch, false)
+	require.NoError(t, err)
+	off, outs = state()
+	require.EqualValues(t, 3, off, "the aborted transaction's offsets are dropped")
+	require.Equal(t, []string{"out-0..2"}, outs, "and its output never read")
+
+	// The coordinator's metrics: one commit, one abort, none open.
+	coord := c.brokers[c.txnCoordinatorIndex(t, 0, "etl")]
+	got := map[string]float64{}
+	mfs, err := coord.Registry().Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "sluice_broker_txn_") {
+			continue
+		}
+		m := mf.GetMetric()[0]
+		switch {
+		case m.GetCounter() != nil:
+			got[mf.GetName()] = m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			got[mf.GetName()] = m.GetGauge().GetValue()
+		case m.GetHistogram() != nil:
+			got[mf.GetName()] = float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	require.InDelta(t, 1, got["sluice_broker_txn_commits_total"], 0)
+	require.InDelta(t, 1, got["sluice_broker_txn_aborts_total"], 0)
+	require.InDelta(t, 0, got["sluice_broker_txn_timed_out_total"], 0)
+	require.InDelta(t, 0, got["sluice_broker_txn_open"], 0)
+	require.InDelta(t, 2, got["sluice_broker_txn_end_duration_seconds"], 0, "each end observed")
+	require.GreaterOrEqual(t, got["sluice_broker_txn_state_write_duration_seconds"], 7.0, "init, two adds (partition, group) and two writes per end, per transaction")
+}
+
+// TestBrokerWriteTxnMarkersHandler: WriteTxnMarkers answers each marker
+// with its own result (a bad marker, a partition this broker does not
+// lead, a topic it does not know), and takes only the broker credential.
+func TestBrokerWriteTxnMarkersHandler(t *testing.T) {
+	t.Parallel()
+	c := startTestCluster(t, testClusterOpts{})
+	ctx := context.Background()
+	tm, ok := c.brokers[0].metadata().topic(c.tenantID, "orders")
+	require.True(t, ok)
+	var notLeader *Broker
+	for _, b := range c.brokers {
+		if b.metadata().byID[tm.id].partitions[0].leader != b.cfg.ID {
+			notLeader = b
+			break
+		}
+	}
+	base := "http://" + notLeader.cfg.Advertised()
+	rc := sluicev1connect.NewReplicaServiceClient(h2c.Client(), base, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(notLeader.cfg.BrokerToken)))
+	res, err := rc.WriteTxnMarkers(ctx, connect.NewRequest(&sluicev1.WriteTxnMarkersRequest{Markers: []*sluicev1.TxnMarker{
+		{TenantId: c.tenantID, TopicId: tm.id, Partition: 0, Group: "g", ProducerId: 1},
+		{TenantId: c.tenantID, TopicId: tm.id, Partition: 0, ProducerId: 1, ProducerEpoch: 1},
+		{TenantId: c.tenantID, TopicId: "no-such-topic", ProducerId: 1},
+	}}))
+	require.NoError(t, err)
+	rs := res.Msg.GetResults()
+	require.Len(t, rs, 3)
+	require.EqualValues(t, connect.CodeInvalidArgument, rs[0].GetError().GetCode(), "%v", rs[0])
+	require.EqualValues(t, connect.CodeFailedPrecondition, rs[1].GetError().GetCode(), "%v", rs[1])
+	require.NotEmpty(t, rs[1].GetError().GetDetails(), "with the NotLeader detail")
+	require.EqualValues(t, connect.CodeNotFound, rs[2].GetError().GetCode(), "%v", rs[2])
+
+	tenant := sluicev1connect.NewReplicaServiceClient(h2c.Client(), base, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(c.token)))
+	_, err = tenant.WriteTxnMarkers(ctx, connect.NewRequest(&sluicev1.WriteTxnMarkersRequest{}))
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%v", err)
+}
