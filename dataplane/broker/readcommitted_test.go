@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +110,57 @@ func TestBrokerFetchIsolation(t *testing.T) {
 
 	_, err = pb.svc.Fetch(pb.ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "bench", Offset: 0, IsolationLevel: 7}))
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+}
+
+// BenchmarkFetchIsolation is BenchmarkFetchHandler's read (from offset 0,
+// up to 1 MiB of 64 batches of 16 1-KiB records) in both isolation
+// levels, on a log where every fourth batch belongs to a transaction and
+// half of those were aborted (each transaction ends with its marker):
+// what read_committed filtering costs over read_uncommitted, which drops
+// only the markers.
+func BenchmarkFetchIsolation(b *testing.B) {
+	pb := setupProduceBench(b)
+	ctx := context.Background()
+	recs := benchRecords(16, 1024)
+	verified := func(context.Context, int64, int16) error { return nil }
+	for i := range 64 {
+		h := record.BatchHeader{FirstTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+		pid := int64(100 + i)
+		if i%4 == 3 {
+			h.Attributes, h.ProducerID, h.ProducerEpoch, h.BaseSequence = record.AttrTransactional, pid, 0, 0
+		}
+		v, err := log.EncodeLeaderBatch(nil, h, recs)
+		require.NoError(b, err)
+		if i%4 == 3 {
+			_, err = pb.p.ProduceTransactional(ctx, []log.ValidBatch{v}, sluicev1.Acks_ACKS_ALL, 10*time.Second, nil, verified)
+			require.NoError(b, err)
+			_, err = pb.p.WriteMarker(ctx, partition.Marker{ProducerID: pid, ProducerEpoch: 1, Commit: i%8 == 3}, 10*time.Second)
+		} else {
+			_, err = pb.p.Produce(ctx, []log.ValidBatch{v}, sluicev1.Acks_ACKS_ALL, 10*time.Second, nil)
+		}
+		require.NoError(b, err)
+	}
+	for _, iso := range []sluicev1.IsolationLevel{sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED} {
+		for _, raw := range []bool{true, false} {
+			name := "records"
+			if raw {
+				name = "raw"
+			}
+			b.Run(strings.ToLower(strings.TrimPrefix(iso.String(), "ISOLATION_LEVEL_"))+"/"+name, func(b *testing.B) {
+				req := &sluicev1.FetchRequest{Topic: "bench", MaxBytes: 1 << 20, RawBatches: raw, IsolationLevel: iso}
+				b.ReportAllocs()
+				cpu := cpuTime()
+				defer reportCPU(b, cpu)
+				for b.Loop() {
+					res, err := pb.svc.Fetch(pb.ctx, connect.NewRequest(req))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res.Msg.GetNextOffset() == 0 {
+						b.Fatal("nothing fetched")
+					}
+				}
+			})
+		}
+	}
 }
