@@ -1,0 +1,273 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/client"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/testenv"
+)
+
+// readAll reads every partition of topic up to its end now (with
+// ReadCommitted: up to its last stable offset) and returns the values.
+func readAll(t *testing.T, c *client.Client, topic string, iso client.Isolation) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	n, err := c.Partitions(ctx, topic)
+	require.NoError(t, err)
+	cs, err := c.NewConsumer(client.WithIsolation(iso), client.WithFetchMaxWait(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cs.Close()
+	for p := range n {
+		require.NoError(t, cs.AssignUntil(ctx, topic, p, client.Earliest(), client.Latest()))
+	}
+	var out []string
+	for {
+		recs, err := cs.Poll(ctx)
+		if err == io.EOF {
+			return out
+		}
+		require.NoError(t, err)
+		for _, r := range recs {
+			out = append(out, string(r.Value))
+		}
+	}
+}
+
+func txnRecs(topic string, prefix string, n int) []*client.Record {
+	out := make([]*client.Record, n)
+	for i := range out {
+		out[i] = &client.Record{Topic: topic, Key: fmt.Appendf(nil, "%d", i), Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
+	}
+	return out
+}
+
+func values(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// A committed transaction is visible to read-committed consumers, whole;
+// an aborted one never is; read-uncommitted consumers see both.
+func TestTxnCommitVisibleAbortInvisible(t *testing.T) {
+	createTopic(t, "txn-vis", 3, nil)
+	c := newClient(t)
+	ctx := t.Context()
+	tp, err := c.NewTransactionalProducer(ctx, "vis-1")
+	require.NoError(t, err)
+	defer tp.Close(ctx)
+
+	require.NoError(t, tp.Begin())
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-vis", "one", 20)...))
+	require.NoError(t, tp.Commit(ctx))
+
+	require.NoError(t, tp.Begin())
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-vis", "aborted", 7)...))
+	require.NoError(t, tp.Abort(ctx))
+
+	require.NoError(t, tp.Begin())
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-vis", "two", 5)...))
+	require.NoError(t, tp.Commit(ctx))
+
+	want := append(values("one", 20), values("two", 5)...)
+	require.ElementsMatch(t, want, readAll(t, c, "txn-vis", client.ReadCommitted), "committed only, each once")
+	require.ElementsMatch(t, append(want, values("aborted", 7)...), readAll(t, c, "txn-vis", client.ReadUncommitted))
+}
+
+// A read-committed consumer waits at the first record of an open
+// transaction, and gets the transaction's records once it commits; a
+// read-uncommitted one sees them at once.
+func TestTxnReadCommittedWaitsAtLSO(t *testing.T) {
+	createTopic(t, "txn-lso", 1, nil)
+	c := newClient(t)
+	ctx := t.Context()
+	p, err := c.NewProducer(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "txn-lso", Value: []byte("before")}))
+
+	tp, err := c.NewTransactionalProducer(ctx, "lso-1")
+	require.NoError(t, err)
+	defer tp.Close(ctx)
+	require.NoError(t, tp.Begin())
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-lso", "open", 3)...))
+	// Written outside the transaction, after its first record: held back too.
+	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "txn-lso", Value: []byte("after")}))
+	require.NoError(t, p.Close(ctx))
+
+	lso, err := c.LastStableOffset(ctx, "txn-lso", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), lso, "the open transaction's first offset")
+	require.Equal(t, []string{"before"}, readAll(t, c, "txn-lso", client.ReadCommitted))
+	require.Equal(t, []string{"before", "open-0", "open-1", "open-2", "after"}, readAll(t, c, "txn-lso", client.ReadUncommitted))
+
+	follow, err := c.NewConsumer(client.WithIsolation(client.ReadCommitted), client.WithFetchMaxWait(50*time.Millisecond))
+	require.NoError(t, err)
+	defer follow.Close()
+	require.NoError(t, follow.Assign(ctx, "txn-lso", 0, client.Earliest()))
+	var mu sync.Mutex
+	var seen []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			recs, err := follow.Poll(ctx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			for _, r := range recs {
+				seen = append(seen, string(r.Value))
+			}
+			n := len(seen)
+			mu.Unlock()
+			if n >= 5 {
+				return
+			}
+		}
+	}()
+	testenv.Wait(t, 10*time.Second, "the read-committed consumer reads up to the open transaction", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(seen, []string{"before"}) {
+			return fmt.Errorf("seen %q", seen)
+		}
+		return nil
+	})
+	// Still held back while the transaction is open (checked once more
+	// after more fetches had the chance to return it).
+	_, err = c.LastStableOffset(ctx, "txn-lso", 0)
+	require.NoError(t, err)
+	mu.Lock()
+	require.Equal(t, []string{"before"}, seen)
+	mu.Unlock()
+
+	require.NoError(t, tp.Commit(ctx))
+	<-done
+	require.Equal(t, []string{"before", "open-0", "open-1", "open-2", "after"}, seen)
+	lso, err = c.LastStableOffset(ctx, "txn-lso", 0)
+	require.NoError(t, err)
+	_, hw, err := c.Watermarks(ctx, "txn-lso", 0)
+	require.NoError(t, err)
+	require.Equal(t, hw, lso, "nothing open: the LSO is the high watermark")
+}
+
+// A second instance with the same transactional id fences the first: the
+// first's open transaction is aborted (never visible) and its calls fail
+// with ErrProducerFenced, fatal; the second goes on.
+func TestTxnFencedBySecondInstance(t *testing.T) {
+	createTopic(t, "txn-fence", 2, nil)
+	c := newClient(t)
+	ctx := t.Context()
+	first, err := c.NewTransactionalProducer(ctx, "fence-1")
+	require.NoError(t, err)
+	require.NoError(t, first.Begin())
+	require.NoError(t, first.ProduceSync(ctx, txnRecs("txn-fence", "zombie", 4)...))
+
+	second, err := c.NewTransactionalProducer(ctx, "fence-1")
+	require.NoError(t, err)
+	defer second.Close(ctx)
+
+	err = first.ProduceSync(ctx, txnRecs("txn-fence", "zombie-late", 2)...)
+	require.Error(t, err, "a produce of the fenced instance is refused")
+	err = first.Commit(ctx)
+	require.Error(t, err)
+	if !errorsIsFenced(err) {
+		// A partition's refusal makes the transaction abortable; the
+		// coordinator then says fenced.
+		require.ErrorIs(t, err, client.ErrTransactionAbortable)
+		err = first.Abort(ctx)
+	}
+	require.ErrorIs(t, err, client.ErrProducerFenced)
+	require.ErrorIs(t, err, client.ErrTransactionFatal)
+	require.ErrorIs(t, first.Begin(), client.ErrProducerFenced, "fatal: for good")
+	require.NoError(t, first.Close(ctx))
+
+	require.NoError(t, second.Begin())
+	require.NoError(t, second.ProduceSync(ctx, txnRecs("txn-fence", "second", 3)...))
+	require.NoError(t, second.Commit(ctx))
+	require.ElementsMatch(t, values("second", 3), readAll(t, c, "txn-fence", client.ReadCommitted), "the zombie's records never visible")
+}
+
+func errorsIsFenced(err error) bool { return errors.Is(err, client.ErrProducerFenced) }
+
+// ConsumeTransformProduce reads A and writes each value transformed to B
+// with the offsets in the same transactions; stopped midway and started
+// again (another process with the same transactional id), every input
+// appears in B exactly once for a read-committed reader, and the group's
+// committed offsets are A's ends.
+func TestTxnConsumeTransformProduce(t *testing.T) {
+	createTopic(t, "ctp-a", 3, nil)
+	createTopic(t, "ctp-b", 2, nil)
+	c := newClient(t)
+	ctx := t.Context()
+	const n = 300
+	p, err := c.NewProducer(ctx)
+	require.NoError(t, err)
+	var in []*client.Record
+	for i := range n {
+		in = append(in, &client.Record{Topic: "ctp-a", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	require.NoError(t, p.ProduceSync(ctx, in...))
+	require.NoError(t, p.Close(ctx))
+
+	transformed := make(chan struct{}, n*2)
+	transform := func(_ context.Context, r *client.Record) ([]*client.Record, error) {
+		transformed <- struct{}{}
+		return []*client.Record{{Topic: "ctp-b", Key: r.Key, Value: append([]byte("out-"), r.Value...)}}, nil
+	}
+	runOnce := func(until func() bool) {
+		g, err := c.NewGroupConsumer(ctx, "ctp", []string{"ctp-a"}, client.WithCommitMode(client.CommitTransactional()),
+			client.WithConsumerOptions(client.WithFetchMaxBytes(2048))) // small polls: many transactions
+		require.NoError(t, err)
+		tp, err := c.NewTransactionalProducer(ctx, "ctp-0")
+		require.NoError(t, err)
+		run, stop := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- client.ConsumeTransformProduce(run, g, tp, transform) }()
+		testenv.Wait(t, 60*time.Second, "the job gets far enough", func() error {
+			if !until() {
+				return fmt.Errorf("%d transformed so far", len(transformed))
+			}
+			return nil
+		})
+		stop()
+		require.NoError(t, <-errc)
+		require.NoError(t, tp.Close(ctx))
+		require.NoError(t, g.Close(ctx))
+	}
+	runOnce(func() bool { return len(transformed) >= n/3 })
+	committed := func() int64 {
+		admin, err := c.GroupAdmin()
+		require.NoError(t, err)
+		res, err := admin.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "ctp"}))
+		require.NoError(t, err)
+		var sum int64
+		for _, o := range res.Msg.GetOffsets() {
+			sum += max(o.GetOffset(), 0)
+		}
+		return sum
+	}
+	runOnce(func() bool { return committed() == n })
+
+	out := readAll(t, c, "ctp-b", client.ReadCommitted)
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("out-v%d", i)
+	}
+	require.ElementsMatch(t, want, out, "every input exactly once in B")
+	require.Equal(t, int64(n), committed(), "the group's offsets are A's ends")
+}
