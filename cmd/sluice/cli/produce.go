@@ -43,6 +43,8 @@ type produceOptions struct {
 	deliveryTimeout time.Duration
 	linger          time.Duration
 	quiet           bool
+	transactionalID string
+	txnTimeout      time.Duration
 }
 
 // produceSpec is a validated produce invocation.
@@ -56,7 +58,8 @@ type produceSpec struct {
 	partition int32 // -1: the SDK's partitioner
 	opts      []client.ProducerOption
 	timeout   time.Duration
-	limit     int // the topic's max.message.bytes: no stdin line may be longer
+	limit     int    // the topic's max.message.bytes: no stdin line may be longer
+	txnID     string // write every record in one transaction of this transactional id
 }
 
 // spec validates the flags; every error is a usage error. fs says which
@@ -123,6 +126,19 @@ func (o *produceOptions) spec(topic string, fs *pflag.FlagSet) (produceSpec, err
 	// otherwise; set explicitly, it is passed on (and refused with other acks).
 	if fs.Changed("idempotence") {
 		s.opts = append(s.opts, client.WithIdempotence(o.idempotence))
+	}
+	if fs.Changed("transaction-timeout") && o.transactionalID == "" {
+		return s, usageError{errors.New("--transaction-timeout applies only with --transactional-id")}
+	}
+	if o.transactionalID != "" {
+		if o.txnTimeout < 0 {
+			return s, usageError{fmt.Errorf("--transaction-timeout must not be negative; got %s", o.txnTimeout)}
+		}
+		if acks != client.AcksAll || (fs.Changed("idempotence") && !o.idempotence) {
+			return s, usageError{errors.New("--transactional-id needs --acks all and idempotence: a transaction's records are written once, by every in-sync replica")}
+		}
+		s.txnID = o.transactionalID
+		s.opts = append(s.opts, client.WithTransactionTimeout(o.txnTimeout))
 	}
 	if fs.Changed("partition") {
 		if o.partition < 0 {
@@ -213,6 +229,16 @@ makes the producer idempotent: retries never write a record twice.
 --idempotence=false turns that off; --acks 1 or 0 turn it off unless
 --idempotence is given, which is then an error.
 
+With --transactional-id ID every record of the run is written in one
+transaction of the transactional producer ID: it commits once every
+record was acknowledged and input ended, and aborts when a record failed
+or on Ctrl-C, so read-committed consumers see all of the run's records
+or none. The offsets printed are where the records were written; the
+summary says whether the transaction committed. A run with ID fences a
+run still going with the same ID. It needs --acks all and idempotence;
+--transaction-timeout (default 60s) bounds how long the transaction may
+stay open.
+
 --delimiter and --key-separator understand the escapes \n, \t, \r, \0, \\.
 Ctrl-C stops reading; records already read get 5 s to be acknowledged.
 
@@ -223,7 +249,8 @@ Exit codes: 0 every record acknowledged, 1 a record failed, 2 usage,
   sluice produce orders --key customer-42 --header source=cli --value '{"total": 12}'
   printf 'k1:v1\nk2:v2\n' | sluice produce orders --key-separator :
   find . -print0 | sluice produce files --delimiter '\0' --quiet
-  sluice produce orders --acks 1 --compression zstd --linger 50ms < events.txt`,
+  sluice produce orders --acks 1 --compression zstd --linger 50ms < events.txt
+  sluice produce orders --transactional-id import-2025-01 < batch.txt`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := o.spec(args[0], cmd.Flags())
@@ -251,6 +278,33 @@ func (o *produceOptions) register(f *pflag.FlagSet) {
 	f.DurationVar(&o.deliveryTimeout, "delivery-timeout", 2*time.Minute, "give up on a record not acknowledged within this time, retries included")
 	f.DurationVar(&o.linger, "linger", 0, "how long a batch that could be sent waits for more records (0: at once; records still gather into one batch while requests are in flight)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print no line per record, only the summary on stderr")
+	f.StringVar(&o.transactionalID, "transactional-id", "", "write all records in one transaction of transactional id `ID`: committed when every record was acknowledged, else aborted")
+	f.DurationVar(&o.txnTimeout, "transaction-timeout", 0, "with --transactional-id, how long the transaction may stay open before the cluster aborts it (0: 60s)")
+}
+
+// recordWriter is what produce writes with: a Producer, or a
+// TransactionalProducer inside its one transaction.
+type recordWriter interface {
+	Produce(ctx context.Context, r *client.Record, cb func(*client.Record, error))
+	Close(ctx context.Context) error
+}
+
+// newWriter makes the producer of s: transactional with an open
+// transaction when s.txnID is set.
+func newWriter(ctx context.Context, c *client.Client, s produceSpec) (recordWriter, *client.TransactionalProducer, error) {
+	if s.txnID == "" {
+		p, err := c.NewProducer(ctx, s.opts...)
+		return p, nil, err
+	}
+	tp, err := c.NewTransactionalProducer(ctx, s.txnID, s.opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tp.Begin(); err != nil {
+		_ = tp.Close(ctx)
+		return nil, nil, err
+	}
+	return tp, tp, nil
 }
 
 // produce sends the records of s and reports them.
@@ -284,7 +338,7 @@ func (a *app) produce(ctx context.Context, s produceSpec, quiet bool) error {
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	// The SDK batches up to 256 KiB, and sends a larger record in a batch
 	// of its own up to the topic's max.message.bytes.
-	p, err := c.NewProducer(pctx, s.opts...)
+	p, tp, err := newWriter(pctx, c, s)
 	if err != nil {
 		var ce *connect.Error
 		refused := !errors.As(err, &ce) && pctx.Err() == nil
@@ -347,11 +401,32 @@ func (a *app) produce(ctx context.Context, s produceSpec, quiet bool) error {
 	}
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
+	var txnErr error
+	outcome := ""
+	if tp != nil {
+		// Commit waits for every record; a failed one makes it abortable.
+		if readErr == nil && ctx.Err() == nil {
+			txnErr = tp.Commit(closeCtx)
+		}
+		if readErr != nil || ctx.Err() != nil || errors.Is(txnErr, client.ErrTransactionAbortable) {
+			if aerr := tp.Abort(closeCtx); aerr != nil && txnErr == nil {
+				txnErr = aerr
+			}
+			outcome = " in a transaction: aborted"
+			if txnErr == nil && ctx.Err() != nil {
+				txnErr = errors.New("interrupted: the transaction was aborted")
+			}
+		} else if txnErr == nil {
+			outcome = " in a transaction: committed"
+		} else {
+			outcome = " in a transaction: not committed"
+		}
+	}
 	closeErr := p.Close(closeCtx)
 	prog.stop()
 	acked, failed := rep.finish()
 	writeErr := out.Flush()
-	fmt.Fprintf(a.stderr, "produced %s to %s (%d failed)\n", plural(acked, "record"), s.topic, failed)
+	fmt.Fprintf(a.stderr, "produced %s to %s (%d failed)%s\n", plural(acked, "record"), s.topic, failed, outcome)
 	switch {
 	case readErr != nil:
 		return fmt.Errorf("read stdin: %w", readErr)
@@ -359,6 +434,8 @@ func (a *app) produce(ctx context.Context, s produceSpec, quiet bool) error {
 		return fmt.Errorf("write stdout: %w", writeErr)
 	case failed > 0:
 		return fmt.Errorf("%d of %s failed", failed, plural(acked+failed, "record"))
+	case txnErr != nil:
+		return sdkError{txnErr}
 	case closeErr != nil:
 		return sdkError{closeErr}
 	}

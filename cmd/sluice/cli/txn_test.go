@@ -61,6 +61,10 @@ func TestCLITxnUsage(t *testing.T) {
 		{[]string{"txn", "abort"}, "unknown command"},
 		{[]string{"consume", "orders", "--isolation", "serializable"}, `--isolation "serializable": choose read-committed or read-uncommitted`},
 		{[]string{"consume", "orders", "--group", "g", "--isolation", "committed"}, `--isolation "committed"`},
+		{[]string{"produce", "orders", "--value", "x", "--transaction-timeout", "5s"}, "--transaction-timeout applies only with --transactional-id"},
+		{[]string{"produce", "orders", "--value", "x", "--transactional-id", "t", "--acks", "1"}, "--transactional-id needs --acks all and idempotence"},
+		{[]string{"produce", "orders", "--value", "x", "--transactional-id", "t", "--idempotence=false"}, "--transactional-id needs --acks all"},
+		{[]string{"produce", "orders", "--value", "x", "--transactional-id", "t", "--transaction-timeout", "-1s"}, "--transaction-timeout must not be negative"},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"--cli-config", cfg, "--endpoint", "http://127.0.0.1:1", "--api-key", "slk_x"}, tc.args...)
