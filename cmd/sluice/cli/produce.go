@@ -405,10 +405,13 @@ func (a *app) produce(ctx context.Context, s produceSpec, quiet bool) error {
 	outcome := ""
 	if tp != nil {
 		// Commit waits for every record; a failed one makes it abortable.
-		if readErr == nil && ctx.Err() == nil {
+		// A line the CLI refused itself (never produced) aborts it too:
+		// the run is all or nothing.
+		refused := rep.failures() > 0
+		if readErr == nil && ctx.Err() == nil && !refused {
 			txnErr = tp.Commit(closeCtx)
 		}
-		if readErr != nil || ctx.Err() != nil || errors.Is(txnErr, client.ErrTransactionAbortable) {
+		if readErr != nil || ctx.Err() != nil || refused || errors.Is(txnErr, client.ErrTransactionAbortable) {
 			if aerr := tp.Abort(closeCtx); aerr != nil && txnErr == nil {
 				txnErr = aerr
 			}
@@ -621,6 +624,13 @@ func (r *produceReport) done(num int, rec *client.Record, err error) {
 	if printed {
 		_ = r.out.Flush() // a write error is reported by the final Flush
 	}
+}
+
+// failures is how many records failed so far.
+func (r *produceReport) failures() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
 }
 
 // finish returns the counts; every callback has run.
