@@ -271,3 +271,59 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	require.ElementsMatch(t, want, out, "every input exactly once in B")
 	require.Equal(t, int64(n), committed(), "the group's offsets are A's ends")
 }
+
+// A transaction of ConsumeTransformProduce that cannot commit (here a
+// record for a topic that does not exist, once) is aborted, the member
+// rewound to the committed offsets, and its input transformed again: B
+// still has each input exactly once.
+func TestTxnConsumeTransformProduceAbortRewinds(t *testing.T) {
+	createTopic(t, "ctpa-a", 2, nil)
+	createTopic(t, "ctpa-b", 2, nil)
+	c := newClient(t)
+	ctx := t.Context()
+	const n = 50
+	p, err := c.NewProducer(ctx)
+	require.NoError(t, err)
+	for i := range n {
+		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "ctpa-a", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}))
+	}
+	require.NoError(t, p.Close(ctx))
+
+	g, err := c.NewGroupConsumer(ctx, "ctpa", []string{"ctpa-a"}, client.WithCommitMode(client.CommitTransactional()))
+	require.NoError(t, err)
+	defer g.Close(ctx)
+	tp, err := c.NewTransactionalProducer(ctx, "ctpa-0")
+	require.NoError(t, err)
+	defer tp.Close(ctx)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	transform := func(_ context.Context, r *client.Record) ([]*client.Record, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[string(r.Value)]++
+		out := &client.Record{Topic: "ctpa-b", Key: r.Key, Value: append([]byte("out-"), r.Value...)}
+		if string(r.Value) == "v7" && calls["v7"] == 1 {
+			out.Topic = "no-such-topic" // fails the transaction once
+		}
+		return []*client.Record{out}, nil
+	}
+	run, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- client.ConsumeTransformProduce(run, g, tp, transform) }()
+	testenv.Wait(t, 60*time.Second, "every input committed", func() error {
+		if got := len(readAll(t, c, "ctpa-b", client.ReadCommitted)); got < n {
+			return fmt.Errorf("%d of %d outputs", got, n)
+		}
+		return nil
+	})
+	stop()
+	require.NoError(t, <-errc)
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("out-v%d", i)
+	}
+	require.ElementsMatch(t, want, readAll(t, c, "ctpa-b", client.ReadCommitted))
+	mu.Lock()
+	require.Equal(t, 2, calls["v7"], "v7's transaction was aborted and transformed again")
+	mu.Unlock()
+}

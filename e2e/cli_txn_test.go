@@ -40,7 +40,11 @@ func TestE2ECLITransactions(t *testing.T) {
 		return l
 	}
 	require.Equal(t, []string{"a", "b", "c"}, lines(mustCLI(t, cfgPath, append(dev, "consume", "ledger", "--isolation", "read-committed")...)))
-	require.Equal(t, []string{"a", "b", "c", "x"}, lines(mustCLI(t, cfgPath, append(dev, "consume", "ledger")...)), "read-uncommitted sees the aborted record")
+	// read-uncommitted also prints x if it was sent before the abort
+	// (records still buffered at the abort are failed instead).
+	all := lines(mustCLI(t, cfgPath, append(dev, "consume", "ledger")...))
+	require.Subset(t, all, []string{"a", "b", "c"})
+	require.Subset(t, []string{"a", "b", "c", "x"}, all)
 
 	out := mustCLI(t, cfgPath, append(dev, "txn", "list")...)
 	require.Regexp(t, `import-1\s+CompleteCommit`, out)
