@@ -66,7 +66,9 @@
 // ErrTransactionFatal (with ErrProducerFenced when another instance took
 // over: the producer is closed) or ErrTransactionState (a call out of
 // order). A GroupConsumer whose offsets such a producer commits uses
-// CommitTransactional, Member and RewindToCommitted. See
+// CommitTransactional, Member and RewindToCommitted;
+// ConsumeTransformProduce runs the whole read-transform-write-commit loop
+// with them, aborting and rewinding when a transaction cannot commit. See
 // docs/sdk-transactions.md.
 //
 // # Consuming
