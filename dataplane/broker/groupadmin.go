@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -140,6 +141,16 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[s
 			committed[TopicPartitionKey{t.name, k.Partition}] = co
 		}
 	}
+	pendingOffsets := map[TopicPartitionKey][]*sluicev1.PendingOffset{}
+	for pid, p := range c.PendingOffsets(tenantID, m.GetGroup()) {
+		for k, co := range p {
+			if t, ok := meta.byID[k.TopicID]; ok && t.tenantID == tenantID {
+				topics[t.name] = true
+				tk := TopicPartitionKey{t.name, k.Partition}
+				pendingOffsets[tk] = append(pendingOffsets[tk], &sluicev1.PendingOffset{ProducerId: pid, Offset: co.Offset.GetOffset()})
+			}
+		}
+	}
 	var lags []*sluicev1.PartitionLag
 	var toFill []topicLag
 	for name := range topics {
@@ -153,6 +164,8 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[s
 			if co, ok := committed[k]; ok {
 				pl.CommittedOffset = co.Offset.GetOffset()
 			}
+			pl.PendingOffsets = pendingOffsets[k]
+			slices.SortFunc(pl.PendingOffsets, func(a, b *sluicev1.PendingOffset) int { return cmp.Compare(a.GetProducerId(), b.GetProducerId()) })
 			lags = append(lags, pl)
 			toFill = append(toFill, topicLag{topic: t, lag: pl})
 		}

@@ -101,6 +101,19 @@ func TestBrokerTxnOffsetsUnstable(t *testing.T) {
 	require.NoError(t, err, "another partition is stable")
 	require.Equal(t, map[int32]int64{1: 3}, got)
 
+	pendingOf := func() map[int32][]string {
+		d, err := c.groups.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "g"}))
+		require.NoError(t, err)
+		out := map[int32][]string{}
+		for _, pl := range d.Msg.GetPartitions() {
+			for _, po := range pl.GetPendingOffsets() {
+				out[pl.GetPartition()] = append(out[pl.GetPartition()], fmt.Sprintf("producer %d offset %d", po.GetProducerId(), po.GetOffset()))
+			}
+		}
+		return out
+	}
+	require.Equal(t, map[int32][]string{0: {"producer 7 offset 8"}}, pendingOf(), "DescribeGroup shows them")
+
 	_, err = c.groups.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: "g", Offsets: []*sluicev1.PartitionOffset{{Topic: "orders", Partition: 0, Offset: 5}}}))
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 	_, err = c.groups.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: "g", Offsets: []*sluicev1.PartitionOffset{{Topic: "orders", Partition: 1, Offset: 5}}}))
@@ -132,6 +145,7 @@ func TestBrokerTxnOffsetsUnstable(t *testing.T) {
 
 	// The transaction commits.
 	require.NoError(t, gc.WriteTxnMarker(ctx, c.tenantID, "g", 7, 1, 0, true))
+	require.Empty(t, pendingOf())
 	got, err = fetch(0, 1)
 	require.NoError(t, err)
 	require.Equal(t, map[int32]int64{0: 8, 1: 5}, got)

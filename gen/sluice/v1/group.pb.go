@@ -93,7 +93,7 @@ func (x GroupError_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupError_Reason.Descriptor instead.
 func (GroupError_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13, 0}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14, 0}
 }
 
 type TxnCommitOffsetsRequest struct {
@@ -530,6 +530,10 @@ type PartitionLag struct {
 	MemberId string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// Bytes the partition holds (ListOffsetsResponse.size_bytes).
 	PartitionBytes int64 `protobuf:"varint,9,opt,name=partition_bytes,json=partitionBytes,proto3" json:"partition_bytes,omitempty"`
+	// Offsets committed in open transactions (TxnCommitOffsets), not the
+	// group's yet: until their transactions end, FetchOffsets of the
+	// partition answers UNAVAILABLE.
+	PendingOffsets []*PendingOffset `protobuf:"bytes,10,rep,name=pending_offsets,json=pendingOffsets,proto3" json:"pending_offsets,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -627,6 +631,66 @@ func (x *PartitionLag) GetPartitionBytes() int64 {
 	return 0
 }
 
+func (x *PartitionLag) GetPendingOffsets() []*PendingOffset {
+	if x != nil {
+		return x.PendingOffsets
+	}
+	return nil
+}
+
+// PendingOffset is an offset a producer's open transaction committed.
+type PendingOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingOffset) Reset() {
+	*x = PendingOffset{}
+	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingOffset) ProtoMessage() {}
+
+func (x *PendingOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingOffset.ProtoReflect.Descriptor instead.
+func (*PendingOffset) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PendingOffset) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *PendingOffset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
 type DescribeGroupResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -642,7 +706,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	mi := &file_sluice_v1_group_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +718,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[8]
+	mi := &file_sluice_v1_group_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +731,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -728,7 +792,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[9]
+	mi := &file_sluice_v1_group_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +804,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[9]
+	mi := &file_sluice_v1_group_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +817,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -771,7 +835,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[10]
+	mi := &file_sluice_v1_group_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +847,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[10]
+	mi := &file_sluice_v1_group_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +860,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11}
 }
 
 type ResetOffsetsRequest struct {
@@ -818,7 +882,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[11]
+	mi := &file_sluice_v1_group_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +894,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[11]
+	mi := &file_sluice_v1_group_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +907,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -904,7 +968,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	mi := &file_sluice_v1_group_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +980,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	mi := &file_sluice_v1_group_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +993,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -949,7 +1013,7 @@ type GroupError struct {
 
 func (x *GroupError) Reset() {
 	*x = GroupError{}
-	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	mi := &file_sluice_v1_group_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1025,7 @@ func (x *GroupError) String() string {
 func (*GroupError) ProtoMessage() {}
 
 func (x *GroupError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	mi := &file_sluice_v1_group_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1038,7 @@ func (x *GroupError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupError.ProtoReflect.Descriptor instead.
 func (*GroupError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GroupError) GetReason() GroupError_Reason {
@@ -993,7 +1057,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[14]
+	mi := &file_sluice_v1_group_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1069,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[14]
+	mi := &file_sluice_v1_group_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1082,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FindCoordinatorRequest) GetGroup() string {
@@ -1038,7 +1102,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[15]
+	mi := &file_sluice_v1_group_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1114,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[15]
+	mi := &file_sluice_v1_group_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1127,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FindCoordinatorResponse) GetBrokerId() int32 {
@@ -1090,7 +1154,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sluice_v1_group_proto_msgTypes[16]
+	mi := &file_sluice_v1_group_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1166,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[16]
+	mi := &file_sluice_v1_group_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1179,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -1164,7 +1228,7 @@ type GroupHeartbeatRequest struct {
 
 func (x *GroupHeartbeatRequest) Reset() {
 	*x = GroupHeartbeatRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[17]
+	mi := &file_sluice_v1_group_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1240,7 @@ func (x *GroupHeartbeatRequest) String() string {
 func (*GroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[17]
+	mi := &file_sluice_v1_group_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1253,7 @@ func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GroupHeartbeatRequest) GetGroup() string {
@@ -1276,7 +1340,7 @@ type GroupHeartbeatResponse struct {
 
 func (x *GroupHeartbeatResponse) Reset() {
 	*x = GroupHeartbeatResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[18]
+	mi := &file_sluice_v1_group_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1352,7 @@ func (x *GroupHeartbeatResponse) String() string {
 func (*GroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[18]
+	mi := &file_sluice_v1_group_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1365,7 @@ func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupHeartbeatResponse) GetMemberId() string {
@@ -1343,7 +1407,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[19]
+	mi := &file_sluice_v1_group_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1419,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[19]
+	mi := &file_sluice_v1_group_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1432,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -1400,7 +1464,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[20]
+	mi := &file_sluice_v1_group_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1476,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[20]
+	mi := &file_sluice_v1_group_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1489,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{21}
 }
 
 type PartitionOffset struct {
@@ -1444,7 +1508,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_sluice_v1_group_proto_msgTypes[21]
+	mi := &file_sluice_v1_group_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1520,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[21]
+	mi := &file_sluice_v1_group_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1533,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -1524,7 +1588,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[22]
+	mi := &file_sluice_v1_group_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1600,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[22]
+	mi := &file_sluice_v1_group_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1613,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -1595,7 +1659,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[23]
+	mi := &file_sluice_v1_group_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1671,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[23]
+	mi := &file_sluice_v1_group_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1684,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{24}
 }
 
 type FetchOffsetsRequest struct {
@@ -1634,7 +1698,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[24]
+	mi := &file_sluice_v1_group_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1710,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[24]
+	mi := &file_sluice_v1_group_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1723,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -1686,7 +1750,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[25]
+	mi := &file_sluice_v1_group_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1762,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[25]
+	mi := &file_sluice_v1_group_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1775,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -1741,7 +1805,7 @@ type GroupRecordKey struct {
 
 func (x *GroupRecordKey) Reset() {
 	*x = GroupRecordKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[26]
+	mi := &file_sluice_v1_group_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1817,7 @@ func (x *GroupRecordKey) String() string {
 func (*GroupRecordKey) ProtoMessage() {}
 
 func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[26]
+	mi := &file_sluice_v1_group_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1830,7 @@ func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordKey.ProtoReflect.Descriptor instead.
 func (*GroupRecordKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupRecordKey) GetTenantId() string {
@@ -1891,7 +1955,7 @@ type TxnOffsetKey struct {
 
 func (x *TxnOffsetKey) Reset() {
 	*x = TxnOffsetKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[27]
+	mi := &file_sluice_v1_group_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1967,7 @@ func (x *TxnOffsetKey) String() string {
 func (*TxnOffsetKey) ProtoMessage() {}
 
 func (x *TxnOffsetKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[27]
+	mi := &file_sluice_v1_group_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +1980,7 @@ func (x *TxnOffsetKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetKey.ProtoReflect.Descriptor instead.
 func (*TxnOffsetKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TxnOffsetKey) GetProducerId() int64 {
@@ -1942,7 +2006,7 @@ type TxnMarkerKey struct {
 
 func (x *TxnMarkerKey) Reset() {
 	*x = TxnMarkerKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[28]
+	mi := &file_sluice_v1_group_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2018,7 @@ func (x *TxnMarkerKey) String() string {
 func (*TxnMarkerKey) ProtoMessage() {}
 
 func (x *TxnMarkerKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[28]
+	mi := &file_sluice_v1_group_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2031,7 @@ func (x *TxnMarkerKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarkerKey.ProtoReflect.Descriptor instead.
 func (*TxnMarkerKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TxnMarkerKey) GetProducerId() int64 {
@@ -1986,7 +2050,7 @@ type StaticMemberKey struct {
 
 func (x *StaticMemberKey) Reset() {
 	*x = StaticMemberKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[29]
+	mi := &file_sluice_v1_group_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2062,7 @@ func (x *StaticMemberKey) String() string {
 func (*StaticMemberKey) ProtoMessage() {}
 
 func (x *StaticMemberKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[29]
+	mi := &file_sluice_v1_group_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2075,7 @@ func (x *StaticMemberKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaticMemberKey.ProtoReflect.Descriptor instead.
 func (*StaticMemberKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StaticMemberKey) GetInstanceId() string {
@@ -2032,7 +2096,7 @@ type OffsetKey struct {
 
 func (x *OffsetKey) Reset() {
 	*x = OffsetKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[30]
+	mi := &file_sluice_v1_group_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2108,7 @@ func (x *OffsetKey) String() string {
 func (*OffsetKey) ProtoMessage() {}
 
 func (x *OffsetKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[30]
+	mi := &file_sluice_v1_group_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2121,7 @@ func (x *OffsetKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetKey.ProtoReflect.Descriptor instead.
 func (*OffsetKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{30}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *OffsetKey) GetTopicId() string {
@@ -2101,7 +2165,7 @@ type GroupRecordValue struct {
 
 func (x *GroupRecordValue) Reset() {
 	*x = GroupRecordValue{}
-	mi := &file_sluice_v1_group_proto_msgTypes[31]
+	mi := &file_sluice_v1_group_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2177,7 @@ func (x *GroupRecordValue) String() string {
 func (*GroupRecordValue) ProtoMessage() {}
 
 func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[31]
+	mi := &file_sluice_v1_group_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2190,7 @@ func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordValue.ProtoReflect.Descriptor instead.
 func (*GroupRecordValue) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{31}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GroupRecordValue) GetOffset() *PartitionOffset {
@@ -2207,7 +2271,7 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"assignment\x18\x05 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\n" +
 	"assignment\x124\n" +
 	"\apending\x18\x06 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\apending\x126\n" +
-	"\brevoking\x18\a \x03(\v2\x1a.sluice.v1.TopicPartitionsR\brevoking\"\xb7\x02\n" +
+	"\brevoking\x18\a \x03(\v2\x1a.sluice.v1.TopicPartitionsR\brevoking\"\xfa\x02\n" +
 	"\fPartitionLag\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -2218,7 +2282,13 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\vlag_seconds\x18\a \x01(\x01R\n" +
 	"lagSeconds\x12\x1b\n" +
 	"\tmember_id\x18\b \x01(\tR\bmemberId\x12'\n" +
-	"\x0fpartition_bytes\x18\t \x01(\x03R\x0epartitionBytes\"\x8b\x02\n" +
+	"\x0fpartition_bytes\x18\t \x01(\x03R\x0epartitionBytes\x12A\n" +
+	"\x0fpending_offsets\x18\n" +
+	" \x03(\v2\x18.sluice.v1.PendingOffsetR\x0ependingOffsets\"H\n" +
+	"\rPendingOffset\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x8b\x02\n" +
 	"\x15DescribeGroupResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1f\n" +
@@ -2377,7 +2447,7 @@ func file_sluice_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_sluice_v1_group_proto_goTypes = []any{
 	(GroupError_Reason)(0),           // 0: sluice.v1.GroupError.Reason
 	(*TxnCommitOffsetsRequest)(nil),  // 1: sluice.v1.TxnCommitOffsetsRequest
@@ -2388,79 +2458,81 @@ var file_sluice_v1_group_proto_goTypes = []any{
 	(*DescribeGroupRequest)(nil),     // 6: sluice.v1.DescribeGroupRequest
 	(*GroupMember)(nil),              // 7: sluice.v1.GroupMember
 	(*PartitionLag)(nil),             // 8: sluice.v1.PartitionLag
-	(*DescribeGroupResponse)(nil),    // 9: sluice.v1.DescribeGroupResponse
-	(*DeleteGroupRequest)(nil),       // 10: sluice.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),      // 11: sluice.v1.DeleteGroupResponse
-	(*ResetOffsetsRequest)(nil),      // 12: sluice.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),     // 13: sluice.v1.ResetOffsetsResponse
-	(*GroupError)(nil),               // 14: sluice.v1.GroupError
-	(*FindCoordinatorRequest)(nil),   // 15: sluice.v1.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),  // 16: sluice.v1.FindCoordinatorResponse
-	(*TopicPartitions)(nil),          // 17: sluice.v1.TopicPartitions
-	(*GroupHeartbeatRequest)(nil),    // 18: sluice.v1.GroupHeartbeatRequest
-	(*GroupHeartbeatResponse)(nil),   // 19: sluice.v1.GroupHeartbeatResponse
-	(*LeaveGroupRequest)(nil),        // 20: sluice.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),       // 21: sluice.v1.LeaveGroupResponse
-	(*PartitionOffset)(nil),          // 22: sluice.v1.PartitionOffset
-	(*CommitOffsetsRequest)(nil),     // 23: sluice.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),    // 24: sluice.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),      // 25: sluice.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),     // 26: sluice.v1.FetchOffsetsResponse
-	(*GroupRecordKey)(nil),           // 27: sluice.v1.GroupRecordKey
-	(*TxnOffsetKey)(nil),             // 28: sluice.v1.TxnOffsetKey
-	(*TxnMarkerKey)(nil),             // 29: sluice.v1.TxnMarkerKey
-	(*StaticMemberKey)(nil),          // 30: sluice.v1.StaticMemberKey
-	(*OffsetKey)(nil),                // 31: sluice.v1.OffsetKey
-	(*GroupRecordValue)(nil),         // 32: sluice.v1.GroupRecordValue
-	(OffsetSpec)(0),                  // 33: sluice.v1.OffsetSpec
+	(*PendingOffset)(nil),            // 9: sluice.v1.PendingOffset
+	(*DescribeGroupResponse)(nil),    // 10: sluice.v1.DescribeGroupResponse
+	(*DeleteGroupRequest)(nil),       // 11: sluice.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),      // 12: sluice.v1.DeleteGroupResponse
+	(*ResetOffsetsRequest)(nil),      // 13: sluice.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),     // 14: sluice.v1.ResetOffsetsResponse
+	(*GroupError)(nil),               // 15: sluice.v1.GroupError
+	(*FindCoordinatorRequest)(nil),   // 16: sluice.v1.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),  // 17: sluice.v1.FindCoordinatorResponse
+	(*TopicPartitions)(nil),          // 18: sluice.v1.TopicPartitions
+	(*GroupHeartbeatRequest)(nil),    // 19: sluice.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),   // 20: sluice.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),        // 21: sluice.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),       // 22: sluice.v1.LeaveGroupResponse
+	(*PartitionOffset)(nil),          // 23: sluice.v1.PartitionOffset
+	(*CommitOffsetsRequest)(nil),     // 24: sluice.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),    // 25: sluice.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),      // 26: sluice.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),     // 27: sluice.v1.FetchOffsetsResponse
+	(*GroupRecordKey)(nil),           // 28: sluice.v1.GroupRecordKey
+	(*TxnOffsetKey)(nil),             // 29: sluice.v1.TxnOffsetKey
+	(*TxnMarkerKey)(nil),             // 30: sluice.v1.TxnMarkerKey
+	(*StaticMemberKey)(nil),          // 31: sluice.v1.StaticMemberKey
+	(*OffsetKey)(nil),                // 32: sluice.v1.OffsetKey
+	(*GroupRecordValue)(nil),         // 33: sluice.v1.GroupRecordValue
+	(OffsetSpec)(0),                  // 34: sluice.v1.OffsetSpec
 }
 var file_sluice_v1_group_proto_depIdxs = []int32{
-	22, // 0: sluice.v1.TxnCommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
+	23, // 0: sluice.v1.TxnCommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
 	4,  // 1: sluice.v1.ListGroupsResponse.groups:type_name -> sluice.v1.GroupSummary
-	17, // 2: sluice.v1.GroupMember.assignment:type_name -> sluice.v1.TopicPartitions
-	17, // 3: sluice.v1.GroupMember.pending:type_name -> sluice.v1.TopicPartitions
-	17, // 4: sluice.v1.GroupMember.revoking:type_name -> sluice.v1.TopicPartitions
-	7,  // 5: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
-	8,  // 6: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
-	33, // 7: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
-	22, // 8: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
-	0,  // 9: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
-	17, // 10: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
-	17, // 11: sluice.v1.GroupHeartbeatResponse.assignment:type_name -> sluice.v1.TopicPartitions
-	22, // 12: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
-	17, // 13: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
-	22, // 14: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
-	31, // 15: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
-	30, // 16: sluice.v1.GroupRecordKey.static_member:type_name -> sluice.v1.StaticMemberKey
-	28, // 17: sluice.v1.GroupRecordKey.txn_offset:type_name -> sluice.v1.TxnOffsetKey
-	29, // 18: sluice.v1.GroupRecordKey.txn_marker:type_name -> sluice.v1.TxnMarkerKey
-	31, // 19: sluice.v1.TxnOffsetKey.offset:type_name -> sluice.v1.OffsetKey
-	22, // 20: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
-	15, // 21: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
-	18, // 22: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
-	20, // 23: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
-	23, // 24: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
-	25, // 25: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
-	3,  // 26: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	6,  // 27: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	10, // 28: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
-	12, // 29: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
-	1,  // 30: sluice.v1.GroupService.TxnCommitOffsets:input_type -> sluice.v1.TxnCommitOffsetsRequest
-	16, // 31: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
-	19, // 32: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
-	21, // 33: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
-	24, // 34: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
-	26, // 35: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
-	5,  // 36: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	9,  // 37: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	11, // 38: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
-	13, // 39: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
-	2,  // 40: sluice.v1.GroupService.TxnCommitOffsets:output_type -> sluice.v1.TxnCommitOffsetsResponse
-	31, // [31:41] is the sub-list for method output_type
-	21, // [21:31] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	18, // 2: sluice.v1.GroupMember.assignment:type_name -> sluice.v1.TopicPartitions
+	18, // 3: sluice.v1.GroupMember.pending:type_name -> sluice.v1.TopicPartitions
+	18, // 4: sluice.v1.GroupMember.revoking:type_name -> sluice.v1.TopicPartitions
+	9,  // 5: sluice.v1.PartitionLag.pending_offsets:type_name -> sluice.v1.PendingOffset
+	7,  // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
+	8,  // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
+	34, // 8: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
+	23, // 9: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
+	0,  // 10: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
+	18, // 11: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
+	18, // 12: sluice.v1.GroupHeartbeatResponse.assignment:type_name -> sluice.v1.TopicPartitions
+	23, // 13: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
+	18, // 14: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
+	23, // 15: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
+	32, // 16: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
+	31, // 17: sluice.v1.GroupRecordKey.static_member:type_name -> sluice.v1.StaticMemberKey
+	29, // 18: sluice.v1.GroupRecordKey.txn_offset:type_name -> sluice.v1.TxnOffsetKey
+	30, // 19: sluice.v1.GroupRecordKey.txn_marker:type_name -> sluice.v1.TxnMarkerKey
+	32, // 20: sluice.v1.TxnOffsetKey.offset:type_name -> sluice.v1.OffsetKey
+	23, // 21: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
+	16, // 22: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
+	19, // 23: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
+	21, // 24: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
+	24, // 25: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
+	26, // 26: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
+	3,  // 27: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	6,  // 28: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	11, // 29: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
+	13, // 30: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
+	1,  // 31: sluice.v1.GroupService.TxnCommitOffsets:input_type -> sluice.v1.TxnCommitOffsetsRequest
+	17, // 32: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
+	20, // 33: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
+	22, // 34: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
+	25, // 35: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
+	27, // 36: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
+	5,  // 37: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	10, // 38: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	12, // 39: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
+	14, // 40: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
+	2,  // 41: sluice.v1.GroupService.TxnCommitOffsets:output_type -> sluice.v1.TxnCommitOffsetsResponse
+	32, // [32:42] is the sub-list for method output_type
+	22, // [22:32] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_group_proto_init() }
@@ -2469,7 +2541,7 @@ func file_sluice_v1_group_proto_init() {
 		return
 	}
 	file_sluice_v1_record_proto_init()
-	file_sluice_v1_group_proto_msgTypes[26].OneofWrappers = []any{
+	file_sluice_v1_group_proto_msgTypes[27].OneofWrappers = []any{
 		(*GroupRecordKey_Offset)(nil),
 		(*GroupRecordKey_GroupDeleted)(nil),
 		(*GroupRecordKey_StaticMember)(nil),
@@ -2482,7 +2554,7 @@ func file_sluice_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_group_proto_rawDesc), len(file_sluice_v1_group_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

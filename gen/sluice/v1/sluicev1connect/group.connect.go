@@ -92,7 +92,8 @@ type GroupServiceClient interface {
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
 	// DescribeGroup shows a group's members and assignment, and per
 	// partition the committed offset, the high watermark, and the lag in
-	// records and in seconds (the age of the oldest unconsumed record).
+	// records and in seconds (the age of the oldest unconsumed record), and
+	// the offsets pending in open transactions.
 	DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error)
 	// DeleteGroup forgets a group and its committed offsets. Refused while
 	// it has members, and (UNAVAILABLE) while a transaction holds pending
@@ -284,7 +285,8 @@ type GroupServiceHandler interface {
 	ListGroups(context.Context, *connect.Request[v1.ListGroupsRequest]) (*connect.Response[v1.ListGroupsResponse], error)
 	// DescribeGroup shows a group's members and assignment, and per
 	// partition the committed offset, the high watermark, and the lag in
-	// records and in seconds (the age of the oldest unconsumed record).
+	// records and in seconds (the age of the oldest unconsumed record), and
+	// the offsets pending in open transactions.
 	DescribeGroup(context.Context, *connect.Request[v1.DescribeGroupRequest]) (*connect.Response[v1.DescribeGroupResponse], error)
 	// DeleteGroup forgets a group and its committed offsets. Refused while
 	// it has members, and (UNAVAILABLE) while a transaction holds pending
