@@ -50,7 +50,9 @@
 // older epochs written before it, so a late copy of a marker never ends the
 // next transaction; a marker from an older transaction coordinator than
 // the fence's is refused (ErrCoordinatorFenced); one that changes nothing
-// succeeds without a write.
+// succeeds without a write. Fences are never dropped: one small entry per
+// group and producer id that ever ended a transaction there, growing with
+// use as the offsets partition does (it is not compacted).
 //
 // While pending offsets exist for a partition it is unstable
 // (ErrUnstableOffset, Kafka's UNSTABLE_OFFSET_COMMIT): StableOffsets
