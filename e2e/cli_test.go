@@ -23,11 +23,15 @@ import (
 
 var sluiceBin string
 
-// TestMain builds the sluice binary once per test binary (with -race when
+// TestMain runs the binary as TestTransactionsUnderFaults's job when
+// txnJobEnv is set. Otherwise it builds the sluice binary once per test binary (with -race when
 // the tests run with it), then runs the tests through testenv.Main (which
 // tears down the Postgres the cluster tests start). The binary goes to a fixed place in the user cache
 // (replaced atomically), because testenv.Main exits without returning.
 func TestMain(m *testing.M) {
+	if os.Getenv(txnJobEnv) != "" {
+		os.Exit(runTxnJob())
+	}
 	bin, err := buildSluice()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "build sluice:", err)

@@ -1,0 +1,605 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/client"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/testcluster"
+	"github.com/sluicemq/sluice/internal/testenv"
+)
+
+// txnJobEnv, when set, makes the test binary run as the
+// consume-transform-produce job of TestTransactionsUnderFaults (TestMain
+// dispatches to runTxnJob) instead of running tests: the job is a
+// separate process so that the test can SIGKILL it at any point.
+const txnJobEnv = "SLUICE_E2E_TXN_JOB"
+
+// txnJobConfig is the job's configuration, JSON in txnJobEnv.
+type txnJobConfig struct {
+	ControlPlane    string
+	APIKey          string
+	Group           string
+	TransactionalID string
+	In, Out         string
+	Incarnation     int
+	Seed            uint64
+}
+
+// Output records of the job carry, in headers, the transaction that wrote
+// them and how many records that transaction wrote, so that the checker
+// can tell a whole transaction from a torn one.
+const (
+	txnHeaderID    = "txn"
+	txnHeaderCount = "txn-records"
+)
+
+// runTxnJob is the job: a read_committed group consumer of In and a
+// transactional producer to Out; per poll, one transaction writes every
+// polled value transformed ("out-" + value, keyed by the value) to Out and
+// commits the poll's next offsets of In in the same transaction. It runs
+// until it is killed; it prints one line per committed transaction.
+func runTxnJob() int {
+	var cfg txnJobConfig
+	if err := json.Unmarshal([]byte(os.Getenv(txnJobEnv)), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "txn job: config:", err)
+		return 2
+	}
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cl, err := client.New(ctx, cfg.ControlPlane, client.APIKey(cfg.APIKey), client.WithLogger(logger))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "txn job: client:", err)
+		return 2
+	}
+	defer cl.Close()
+	tp, err := cl.NewTransactionalProducer(ctx, cfg.TransactionalID, client.WithTransactionTimeout(10*time.Second))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "txn job: transactional producer:", err)
+		return 2
+	}
+	gc, err := cl.NewGroupConsumer(ctx, cfg.Group, []string{cfg.In},
+		client.WithCommitMode(client.CommitManual()),
+		client.WithConsumerOptions(client.WithIsolation(client.ReadCommitted)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "txn job: group consumer:", err)
+		return 2
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Incarnation)))
+	for seq := 0; ; seq++ {
+		recs, err := gc.Poll(ctx)
+		if err != nil {
+			logger.Warn("txn job: poll", "err", err)
+			continue
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		if len(recs) > 50 {
+			// Smaller transactions than a whole poll: more of them, so
+			// more of the faults land inside one. The rest is read again
+			// after the rewind below.
+			recs = recs[:50]
+		}
+		id := fmt.Sprintf("%d-%d", cfg.Incarnation, seq)
+		err = txnStep(ctx, tp, gc, recs, id, cfg.Out, rng)
+		switch {
+		case err == nil:
+			fmt.Printf("COMMIT %s %d\n", id, len(recs))
+		case errors.Is(err, client.ErrTransactionFatal):
+			fmt.Fprintln(os.Stderr, "txn job: fatal:", err)
+			return 3
+		default:
+			logger.Warn("txn job: transaction failed; aborting", "txn", id, "err", err)
+			if aerr := tp.Abort(ctx); aerr != nil {
+				logger.Warn("txn job: abort", "txn", id, "err", aerr)
+				if errors.Is(aerr, client.ErrTransactionFatal) {
+					return 3
+				}
+			}
+		}
+		// Read from the committed offsets again: after an abort the
+		// transaction's input is processed anew; after a commit of part
+		// of a poll, the rest.
+		for {
+			if err := gc.RewindToCommitted(ctx); err != nil {
+				logger.Warn("txn job: rewind", "err", err)
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			break
+		}
+	}
+}
+
+// txnStep is one transaction of the job.
+func txnStep(ctx context.Context, tp *client.TransactionalProducer, gc *client.GroupConsumer, recs []*client.Record, id, out string, rng *rand.Rand) error {
+	if err := tp.Begin(); err != nil {
+		return err
+	}
+	n := strconv.Itoa(len(recs))
+	for _, r := range recs {
+		tp.Produce(ctx, &client.Record{Topic: out, Key: r.Value, Value: append([]byte("out-"), r.Value...),
+			Headers: []client.Header{{Key: txnHeaderID, Value: []byte(id)}, {Key: txnHeaderCount, Value: []byte(n)}}}, nil)
+	}
+	// Pacing, not synchronisation: the transaction stays open a little,
+	// so that kills land inside transactions as well as between them.
+	time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+	if err := tp.SendOffsets(ctx, gc.Member(), client.NextOffsets(recs)); err != nil {
+		return err
+	}
+	return tp.Commit(ctx)
+}
+
+// txnJob is one incarnation of the job process.
+type txnJob struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	out  *syncBuffer
+}
+
+func startTxnJob(t *testing.T, dir string, cfg txnJobConfig) *txnJob {
+	t.Helper()
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("txn-job-%d.log", cfg.Incarnation)))
+	require.NoError(t, err)
+	j := &txnJob{done: make(chan struct{}), out: &syncBuffer{}}
+	j.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	j.cmd.Env = append(os.Environ(), txnJobEnv+"="+string(b))
+	j.cmd.Stdout, j.cmd.Stderr = j.out, logf
+	require.NoError(t, j.cmd.Start())
+	go func() {
+		_ = j.cmd.Wait()
+		logf.Close()
+		close(j.done)
+	}()
+	return j
+}
+
+func (j *txnJob) kill() {
+	_ = j.cmd.Process.Kill()
+	<-j.done
+}
+
+// exited reports whether the job ended by itself (a fatal error).
+func (j *txnJob) exited() bool {
+	select {
+	case <-j.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// committed are the transactions the job saw commit: id → record count.
+func (j *txnJob) committed() map[string]int {
+	out := map[string]int{}
+	for _, line := range strings.Split(j.out.String(), "\n") {
+		var id string
+		var n int
+		if _, err := fmt.Sscanf(line, "COMMIT %s %d", &id, &n); err == nil {
+			out[id] = n
+		}
+	}
+	return out
+}
+
+// txnOut is one record of Out as a reader saw it.
+type txnOut struct {
+	Partition int32
+	Offset    int64
+	Value     string
+	Txn       string
+	Count     int
+}
+
+// txnReader reads Out's partitions from a broker's RecordService with an
+// isolation level, following leaders.
+type txnReader struct {
+	c         *testcluster.Cluster
+	tc        *testcluster.Client
+	topic     string
+	isolation sluicev1.IsolationLevel
+}
+
+// fetch reads one partition from offset, through whichever live broker
+// answers (forwarding finds the leader).
+func (r *txnReader) fetch(ctx context.Context, partition int32, offset int64, wait time.Duration) (recs []txnOut, next, lso, hw int64, err error) {
+	ids := r.c.BrokerIDs()
+	id := ids[rand.IntN(len(ids))]
+	req := connect.NewRequest(&sluicev1.FetchRequest{Topic: r.topic, Partition: partition, Offset: offset, MaxBytes: 256 << 10,
+		MaxWaitMs: wait.Milliseconds(), IsolationLevel: r.isolation})
+	cctx, cancel := context.WithTimeout(ctx, wait+3*time.Second)
+	defer cancel()
+	res, err := r.tc.Records(id).Fetch(cctx, req)
+	if err != nil {
+		return nil, offset, 0, 0, err
+	}
+	for _, rec := range res.Msg.GetRecords() {
+		o := txnOut{Partition: partition, Offset: rec.GetOffset(), Value: string(rec.GetValue())}
+		for _, h := range rec.GetHeaders() {
+			switch h.GetKey() {
+			case txnHeaderID:
+				o.Txn = string(h.GetValue())
+			case txnHeaderCount:
+				o.Count, _ = strconv.Atoi(string(h.GetValue()))
+			}
+		}
+		recs = append(recs, o)
+	}
+	return recs, res.Msg.GetNextOffset(), res.Msg.GetLastStableOffset(), res.Msg.GetHighWatermark(), nil
+}
+
+// readAll reads every partition to its end (the LSO for read_committed),
+// retrying across faults until ctx ends.
+func (r *txnReader) readAll(ctx context.Context, partitions int32) (map[int32][]txnOut, error) {
+	out := map[int32][]txnOut{}
+	for p := range partitions {
+		off := int64(0)
+		for {
+			recs, next, lso, hw, err := r.fetch(ctx, p, off, 0)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			out[p] = append(out[p], recs...)
+			end := hw
+			if r.isolation == sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED {
+				end = lso
+			}
+			if next <= off && off < end {
+				return nil, fmt.Errorf("partition %d: fetch at %d below its end %d did not move on", p, off, end)
+			}
+			off = next
+			if off >= end {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// TestTransactionsUnderFaults is issue 16's checker: a
+// consume-transform-produce job (a separate process: runTxnJob) reads
+// topic in (pre-filled with unique values) with a read_committed group
+// consumer and, in one transaction per step, writes each value
+// transformed to topic out and commits its input offsets, while the test
+// SIGKILLs the job at random points (and restarts it with the same
+// transactional id), SIGKILLs the broker coordinating the job's
+// transactional id, the leader of one of out's partitions, and once the
+// whole cluster. A read_committed reader tails out all along. Once the
+// group's committed offsets reach the end of in, the checker proves:
+//
+//  1. every input value appears in out exactly once (nothing lost,
+//     nothing repeated: an aborted transaction's records would show up
+//     as a repeat, since its input is processed again);
+//  2. every transaction seen in out is whole: as many records as it
+//     wrote (no torn transaction), and every transaction the job saw
+//     commit is there;
+//  3. what the tailer read with read_committed at any point is exactly
+//     what the final read has at the same offsets (no aborted read, no
+//     committed record that later vanished), and offsets only grow;
+//  4. read_uncommitted sees at least as many records (aborted ones too:
+//     how many is logged, as proof the kills landed inside transactions).
+func TestTransactionsUnderFaults(t *testing.T) {
+	const (
+		values     = 3000
+		partitions = 3
+		group      = "transformer"
+		txnID      = "transformer-1"
+		deadline   = 4 * time.Minute
+	)
+	seed := faultSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 16))
+	c := testcluster.Start(t, testcluster.Options{
+		Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t),
+		GroupHeartbeatInterval: 250 * time.Millisecond, GroupSessionTimeout: 3 * time.Second,
+	})
+	tc := c.NewClient(t, "acme", "in", partitions, 2)
+	ctx := t.Context()
+	createTopic(t, c, tc, "out", partitions, 2)
+
+	// Pre-fill in.
+	admin, err := client.New(ctx, c.ControlPlane(), client.APIKey(tc.APIKey))
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.Close() })
+	p, err := admin.NewProducer(ctx)
+	require.NoError(t, err)
+	batch := make([]*client.Record, 0, 500)
+	for v := range values {
+		batch = append(batch, &client.Record{Topic: "in", Value: []byte(strconv.Itoa(v))})
+		if len(batch) == cap(batch) {
+			require.NoError(t, p.ProduceSync(ctx, batch...))
+			batch = batch[:0]
+		}
+	}
+	require.NoError(t, p.Close(ctx))
+	inEnd := map[int32]int64{}
+	for part := range int32(partitions) {
+		_, hw, err := admin.Watermarks(ctx, "in", part)
+		require.NoError(t, err)
+		inEnd[part] = hw
+	}
+
+	readerFor := func(iso sluicev1.IsolationLevel) *txnReader {
+		return &txnReader{c: c, tc: tc, topic: "out", isolation: iso}
+	}
+
+	// The tailer: read_committed, all along.
+	tailCtx, stopTail := context.WithCancel(ctx)
+	var tailMu sync.Mutex
+	tailed := map[int32][]txnOut{}
+	var tailErr error
+	var tailWG sync.WaitGroup
+	for part := range int32(partitions) {
+		tailWG.Add(1)
+		go func() {
+			defer tailWG.Done()
+			r := readerFor(sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED)
+			off := int64(0)
+			for tailCtx.Err() == nil {
+				recs, next, _, _, err := r.fetch(tailCtx, part, off, 500*time.Millisecond)
+				if err != nil {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				tailMu.Lock()
+				for _, rec := range recs {
+					if n := len(tailed[part]); n > 0 && rec.Offset <= tailed[part][n-1].Offset && tailErr == nil {
+						tailErr = fmt.Errorf("partition %d: offset %d read after %d", part, rec.Offset, tailed[part][n-1].Offset)
+					}
+					tailed[part] = append(tailed[part], rec)
+				}
+				tailMu.Unlock()
+				off = max(off, next)
+			}
+		}()
+	}
+
+	jobCfg := txnJobConfig{ControlPlane: c.ControlPlane(), APIKey: tc.APIKey, Group: group, TransactionalID: txnID, In: "in", Out: "out", Seed: seed}
+	var jobs []*txnJob
+	startJob := func() {
+		jobCfg.Incarnation = len(jobs)
+		jobs = append(jobs, startTxnJob(t, c.Dir, jobCfg))
+		c.Mark("txn job incarnation %d started", jobCfg.Incarnation)
+	}
+	t.Cleanup(func() {
+		for _, j := range jobs {
+			j.kill()
+		}
+	})
+	startJob()
+
+	groups, err := admin.GroupAdmin()
+	require.NoError(t, err)
+	txns := sluicev1connect.NewTransactionServiceClient(http.DefaultClient, "http://"+c.Broker(1).ListenAddr, bearerOf(tc.Token()))
+	progress := func() (int64, error) {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		res, err := groups.FetchOffsets(cctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: group}))
+		if err != nil {
+			return 0, err
+		}
+		var left int64
+		got := map[int32]int64{}
+		for _, o := range res.Msg.GetOffsets() {
+			got[o.GetPartition()] = o.GetOffset()
+		}
+		for part, end := range inEnd {
+			left += end - max(got[part], 0)
+		}
+		return left, nil
+	}
+	coordinatorBroker := func() int32 {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		res, err := txns.FindTransactionCoordinator(cctx, connect.NewRequest(&sluicev1.FindTransactionCoordinatorRequest{TransactionalId: txnID}))
+		if err != nil {
+			return -1
+		}
+		return res.Msg.GetBrokerId()
+	}
+	// outLeader is the leader of a random partition of out, or a random
+	// broker when no broker answers.
+	outLeader := func() int32 {
+		ids := c.BrokerIDs()
+		for _, id := range ids {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			res, err := tc.Records(id).GetMetadata(cctx, connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{"out"}}))
+			cancel()
+			if err != nil || len(res.Msg.GetTopics()) != 1 {
+				continue
+			}
+			ps := res.Msg.GetTopics()[0].GetPartitions()
+			if l := ps[rng.IntN(len(ps))].GetLeader(); l > 0 {
+				return l
+			}
+		}
+		return ids[rng.IntN(len(ids))]
+	}
+
+	// Faults until the job is through in, or the deadline.
+	start := time.Now()
+	wholeCluster := false
+	var faults []string
+	for {
+		left, err := progress()
+		if err == nil && left == 0 {
+			break
+		}
+		require.Less(t, time.Since(start), deadline, "the job did not get through in (%d offsets left, last error %v); faults: %v", left, err, faults)
+		if j := jobs[len(jobs)-1]; j.exited() {
+			t.Fatalf("txn job incarnation %d exited by itself; its log: %s", len(jobs)-1, filepath.Join(c.Dir, fmt.Sprintf("txn-job-%d.log", len(jobs)-1)))
+		}
+		time.Sleep(time.Duration(1000+rng.IntN(2500)) * time.Millisecond)
+		switch k := rng.IntN(10); {
+		case k < 4:
+			faults = append(faults, "job")
+			jobs[len(jobs)-1].kill()
+			c.Mark("SIGKILL txn job")
+			startJob()
+		case k < 6:
+			if id := coordinatorBroker(); id > 0 {
+				faults = append(faults, fmt.Sprintf("coordinator %d", id))
+				c.Kill(id)
+				time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
+				c.Restart(id, false)
+			}
+		case k < 8:
+			id := outLeader()
+			faults = append(faults, fmt.Sprintf("broker %d", id))
+			c.Kill(id)
+			time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
+			c.Restart(id, false)
+		case !wholeCluster:
+			wholeCluster = true
+			faults = append(faults, "whole cluster")
+			for _, id := range c.BrokerIDs() {
+				c.Kill(id)
+			}
+			time.Sleep(time.Second)
+			for _, id := range c.BrokerIDs() {
+				c.Restart(id, false)
+			}
+		}
+	}
+	t.Logf("faults (seed %d): %v; job incarnations: %d", seed, faults, len(jobs))
+	for _, j := range jobs {
+		j.kill()
+	}
+	stopTail()
+	tailWG.Wait()
+
+	// The final reads.
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	final, err := readerFor(sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED).readAll(rctx, partitions)
+	require.NoError(t, err)
+	uncommitted, err := readerFor(sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED).readAll(rctx, partitions)
+	require.NoError(t, err)
+
+	// 1. Every value exactly once.
+	seen := map[string]txnOut{}
+	var problems []string
+	txnRecords := map[string]int{}
+	txnCount := map[string]int{}
+	total := 0
+	for part := range int32(partitions) {
+		for _, rec := range final[part] {
+			total++
+			if prev, dup := seen[rec.Value]; dup {
+				problems = append(problems, fmt.Sprintf("%s twice: partition %d offset %d (txn %s) and partition %d offset %d (txn %s)",
+					rec.Value, prev.Partition, prev.Offset, prev.Txn, rec.Partition, rec.Offset, rec.Txn))
+			}
+			seen[rec.Value] = rec
+			txnRecords[rec.Txn]++
+			txnCount[rec.Txn] = rec.Count
+		}
+	}
+	for v := range values {
+		if _, ok := seen["out-"+strconv.Itoa(v)]; !ok {
+			problems = append(problems, fmt.Sprintf("out-%d missing", v))
+		}
+	}
+	// 2. Whole transactions, and every one the job saw commit.
+	for id, n := range txnRecords {
+		if n != txnCount[id] {
+			problems = append(problems, fmt.Sprintf("transaction %s torn: %d of its %d records", id, n, txnCount[id]))
+		}
+	}
+	for _, j := range jobs {
+		for id, n := range j.committed() {
+			if txnRecords[id] != n {
+				problems = append(problems, fmt.Sprintf("transaction %s committed (the job saw it) with %d records; read_committed has %d", id, n, txnRecords[id]))
+			}
+		}
+	}
+	// 3. The tailer saw nothing the final read does not have.
+	require.NoError(t, tailErr)
+	for part, recs := range tailed {
+		byOffset := map[int64]txnOut{}
+		for _, rec := range final[part] {
+			byOffset[rec.Offset] = rec
+		}
+		for _, rec := range recs {
+			if f, ok := byOffset[rec.Offset]; !ok || f != rec {
+				problems = append(problems, fmt.Sprintf("partition %d offset %d: the tailer read %+v, the final read has %+v", part, rec.Offset, rec, f))
+			}
+		}
+	}
+	// 4. read_uncommitted: a superset.
+	all := 0
+	for _, recs := range uncommitted {
+		all += len(recs)
+	}
+	if all < total {
+		problems = append(problems, fmt.Sprintf("read_uncommitted has %d records, read_committed %d", all, total))
+	}
+	if len(problems) > 20 {
+		problems = append(problems[:20], fmt.Sprintf("... and %d more", len(problems)-20))
+	}
+	require.Empty(t, problems, "cluster logs in %s", c.Dir)
+	t.Logf("%d values, %d committed transactions in out, %d records of aborted transactions seen by read_uncommitted only", values, len(txnRecords), all-total)
+}
+
+// createTopic creates another topic of tc's tenant and waits until every
+// broker knows its leaders.
+func createTopic(t *testing.T, c *testcluster.Cluster, tc *testcluster.Client, name string, partitions, minISR int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	rf := min(int32(3), int32(len(c.BrokerIDs())))
+	_, err := sluicev1connect.NewTopicServiceClient(http.DefaultClient, c.ControlPlane(), bearerOf(tc.Token())).CreateTopic(ctx,
+		connect.NewRequest(&sluicev1.CreateTopicRequest{Name: name, PartitionCount: partitions, ReplicationFactor: rf,
+			Config: &sluicev1.TopicConfig{MinInsyncReplicas: &minISR}}))
+	require.NoError(t, err)
+	testenv.Wait(t, 30*time.Second, "topic "+name+" led on every broker", func() error {
+		for _, id := range c.BrokerIDs() {
+			res, err := tc.Records(id).GetMetadata(ctx, connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{name}}))
+			if err != nil {
+				return err
+			}
+			if len(res.Msg.GetTopics()) != 1 || len(res.Msg.GetTopics()[0].GetPartitions()) != int(partitions) {
+				return fmt.Errorf("broker %d does not know %s yet", id, name)
+			}
+			for _, p := range res.Msg.GetTopics()[0].GetPartitions() {
+				if p.GetLeader() < 0 {
+					return fmt.Errorf("broker %d: %s/%d has no leader", id, name, p.GetPartition())
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// bearerOf is a client option sending token as the bearer credential.
+func bearerOf(token string) connect.ClientOption {
+	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	}))
+}
