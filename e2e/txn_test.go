@@ -25,6 +25,7 @@ import (
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/record"
 )
 
 // txnJobEnv, when set, makes the test binary run as the
@@ -93,11 +94,11 @@ func runTxnJob() int {
 		if len(recs) == 0 {
 			continue
 		}
-		if len(recs) > 50 {
+		if len(recs) > 20 {
 			// Smaller transactions than a whole poll: more of them, so
 			// more of the faults land inside one. The rest is read again
 			// after the rewind below.
-			recs = recs[:50]
+			recs = recs[:20]
 		}
 		id := fmt.Sprintf("%d-%d", cfg.Incarnation, seq)
 		err = txnStep(ctx, tp, gc, recs, id, cfg.Out, rng)
@@ -287,9 +288,9 @@ func (r *txnReader) readAll(ctx context.Context, partitions int32) (map[int32][]
 // consumer and, in one transaction per step, writes each value
 // transformed to topic out and commits its input offsets, while the test
 // SIGKILLs the job at random points (and restarts it with the same
-// transactional id), SIGKILLs the broker coordinating the job's
-// transactional id, the leader of one of out's partitions, and once the
-// whole cluster. A read_committed reader tails out all along. Once the
+// transactional id), SIGKILLs or SIGSTOPs the broker coordinating the
+// job's transactional id, SIGKILLs the leader of one of out's partitions,
+// and once the whole cluster. A read_committed reader tails out all along. Once the
 // group's committed offsets reach the end of in, the checker proves:
 //
 //  1. every input value appears in out exactly once (nothing lost,
@@ -467,7 +468,14 @@ func TestTransactionsUnderFaults(t *testing.T) {
 				time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
 				c.Restart(id, false)
 			}
-		case k < 8:
+		case k < 7:
+			if id := coordinatorBroker(); id > 0 {
+				faults = append(faults, fmt.Sprintf("pause coordinator %d", id))
+				c.Pause(id)
+				time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
+				c.Resume(id)
+			}
+		case k < 9:
 			id := outLeader()
 			faults = append(faults, fmt.Sprintf("broker %d", id))
 			c.Kill(id)
@@ -602,4 +610,116 @@ func bearerOf(token string) connect.ClientOption {
 			return next(ctx, req)
 		}
 	}))
+}
+
+// TestTransactionLateProduceRefused is the late batch that breaks
+// undefended KIP-98 (Jepsen's Redpanda and Bufstream analyses): a produce
+// of transaction T, held in the network (a proxy in HoldRequests mode)
+// until T has committed and T+1 has begun, reaches the brokers only then.
+// It must be refused, never appended into T+1: to a partition that was in
+// T (its marker bumped the producer's epoch there) and to one that was
+// not and that the producer has not written to since (the partition's
+// verification with the coordinator finds the epoch ended). read_committed readers then see T's and T+1's records and never
+// the late ones.
+func TestTransactionLateProduceRefused(t *testing.T) {
+	const txnID = "late-1"
+	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t)})
+	tc := c.NewClient(t, "acme", "events", 2, 2)
+	ctx := t.Context()
+	brokers := tc.Records(1)
+	txns := sluicev1connect.NewTransactionServiceClient(http.DefaultClient, "http://"+c.Broker(1).ListenAddr, bearerOf(tc.Token()))
+
+	var pid int64
+	var epoch int16
+	testenv.Wait(t, 60*time.Second, "InitProducerId with a transactional id", func() error {
+		res, err := brokers.InitProducerId(ctx, connect.NewRequest(&sluicev1.InitProducerIdRequest{TransactionalId: txnID}))
+		if err != nil {
+			return err // the transaction-state topic may not be led yet
+		}
+		pid, epoch = res.Msg.GetProducerId(), int16(res.Msg.GetProducerEpoch())
+		return nil
+	})
+	produceReq := func(partition int32, epoch int16, seq int32, value string) *connect.Request[sluicev1.ProduceRequest] {
+		b, err := record.AppendBatch(nil, record.BatchHeader{Attributes: record.AttrTransactional, ProducerID: pid, ProducerEpoch: epoch,
+			BaseSequence: seq, FirstTimestamp: time.Now().UnixMilli()}, []record.Record{{Value: []byte(value)}})
+		require.NoError(t, err)
+		return connect.NewRequest(&sluicev1.ProduceRequest{Topic: "events", Partition: partition, Acks: sluicev1.Acks_ACKS_ALL,
+			TransactionalId: txnID, Payload: &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: b}}})
+	}
+	produce := func(partition int32, epoch int16, seq int32, value string) {
+		t.Helper()
+		err := testenv.Retry(30*time.Second, func() error {
+			_, err := brokers.Produce(ctx, produceReq(partition, epoch, seq, value))
+			if connect.CodeOf(err) == connect.CodeUnavailable {
+				return err
+			}
+			return testenv.Permanent(err)
+		})
+		require.NoError(t, err, "produce %q", value)
+	}
+	end := func(epoch int16, commit bool) int16 {
+		t.Helper()
+		res, err := txns.EndTransaction(ctx, connect.NewRequest(&sluicev1.EndTransactionRequest{TransactionalId: txnID, ProducerId: pid, ProducerEpoch: int32(epoch), Commit: commit}))
+		require.NoError(t, err)
+		require.Equal(t, pid, res.Msg.GetProducerId(), "the producer id stays while the epoch has room")
+		require.Greater(t, int16(res.Msg.GetProducerEpoch()), epoch, "every end bumps the epoch")
+		return int16(res.Msg.GetProducerEpoch())
+	}
+
+	// T: one record to partition 0.
+	produce(0, epoch, 0, "t0-p0")
+
+	// The late produces of T, through a proxy holding the requests: one to
+	// partition 0 (in T), one to partition 1 (never in T).
+	proxy := testcluster.NewProxy(t, c.Broker(2).ListenAddr)
+	proxy.SetMode(testcluster.HoldRequests)
+	late := sluicev1connect.NewRecordServiceClient(&http.Client{Transport: &http.Transport{}}, "http://"+proxy.Addr(), bearerOf(tc.Token()))
+	lateErrs := make(chan error, 2)
+	for _, lp := range []struct {
+		partition int32
+		seq       int32
+	}{{0, 1}, {1, 0}} {
+		go func() {
+			_, err := late.Produce(ctx, produceReq(lp.partition, epoch, lp.seq, fmt.Sprintf("late-p%d", lp.partition)))
+			lateErrs <- err
+		}()
+	}
+
+	// T commits; T+1 begins, on partition 0 only: partition 1 has no
+	// state of the producer, so only the coordinator (verification) can
+	// tell that the late batch's epoch ended.
+	next := end(epoch, true)
+	produce(0, next, 0, "t1-p0")
+
+	// The late produces arrive now.
+	proxy.SetMode(testcluster.Pass)
+	for range 2 {
+		err := <-lateErrs
+		require.Error(t, err, "a produce of an ended transaction was appended")
+		te, ok := client.ErrorDetail[*sluicev1.TransactionError](err)
+		require.True(t, ok, "the refusal carries a TransactionError: %v", err)
+		require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, te.GetReason(), "%v", err)
+	}
+	end(next, true)
+
+	// read_committed: T's and T+1's records only.
+	r := &txnReader{c: c, tc: tc, topic: "events", isolation: sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED}
+	got, err := r.readAll(ctx, 2)
+	require.NoError(t, err)
+	values := map[int32][]string{}
+	for p, recs := range got {
+		for _, rec := range recs {
+			values[p] = append(values[p], rec.Value)
+		}
+	}
+	require.Equal(t, map[int32][]string{0: {"t0-p0", "t1-p0"}}, values)
+	// And read_uncommitted too: the late batches were never written.
+	r.isolation = sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED
+	got, err = r.readAll(ctx, 2)
+	require.NoError(t, err)
+	for p, recs := range got {
+		for _, rec := range recs {
+			require.NotContains(t, rec.Value, "late", "partition %d offset %d", p, rec.Offset)
+		}
+	}
 }

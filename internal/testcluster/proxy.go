@@ -26,6 +26,11 @@ const (
 	// are lost (the lost acknowledgement). Connections open while it lasts
 	// are closed when it ends, as with Blackhole.
 	DropResponses
+	// HoldRequests holds what the dialer sends, without losing it, and
+	// forwards the target's answers: once the mode changes, the held
+	// bytes go on to the target (a request delayed in the network, which
+	// arrives late but whole). Nothing is closed.
+	HoldRequests
 )
 
 func (m ProxyMode) String() string {
@@ -38,6 +43,8 @@ func (m ProxyMode) String() string {
 		return "blackhole"
 	case DropResponses:
 		return "drop-responses"
+	case HoldRequests:
+		return "hold-requests"
 	}
 	return "unknown"
 }
@@ -52,6 +59,7 @@ type Proxy struct {
 	target string
 
 	mu    sync.Mutex
+	moved *sync.Cond // on mu: broadcast when mode changes or the proxy closes
 	mode  ProxyMode
 	conns map[*proxyConn]struct{}
 	done  bool
@@ -86,6 +94,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 		t.Fatalf("proxy listen: %v", err)
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[*proxyConn]struct{}{}}
+	p.moved = sync.NewCond(&p.mu)
 	p.wg.Go(p.accept)
 	t.Cleanup(p.close)
 	return p
@@ -115,6 +124,7 @@ func (p *Proxy) SetMode(m ProxyMode) {
 	defer p.mu.Unlock()
 	prev := p.mode
 	p.mode = m
+	p.moved.Broadcast()
 	if m == Cut || (prev == Blackhole && m != Blackhole) || (prev == DropResponses && m != DropResponses) {
 		for c := range p.conns {
 			c.close()
@@ -153,6 +163,7 @@ func (p *Proxy) pace(n int) {
 func (p *Proxy) close() {
 	p.mu.Lock()
 	p.done = true
+	p.moved.Broadcast()
 	for c := range p.conns {
 		c.close()
 	}
@@ -215,7 +226,9 @@ func (p *Proxy) serve(pc *proxyConn) {
 }
 
 // pump copies src to dst; in Blackhole mode it reads and drops, and in
-// DropResponses mode too when it carries the target's answers (response).
+// DropResponses mode too when it carries the target's answers (response);
+// in HoldRequests mode it waits with the dialer's bytes until the mode
+// changes.
 func (p *Proxy) pump(pc *proxyConn, dst, src net.Conn, response bool) {
 	defer pc.close()
 	buf := make([]byte, 32<<10)
@@ -223,8 +236,14 @@ func (p *Proxy) pump(pc *proxyConn, dst, src net.Conn, response bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
+			for p.mode == HoldRequests && !response && !p.done {
+				p.moved.Wait()
+			}
 			mode := p.mode
 			p.mu.Unlock()
+			if mode == HoldRequests { // the answers pass
+				mode = Pass
+			}
 			if mode == DropResponses {
 				mode = Pass
 				if response {
