@@ -65,7 +65,7 @@ type testClusterOpts struct {
 	controlPlane func(*controlplane.Config)
 }
 
-func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
+func startTestCluster(t testing.TB, opts testClusterOpts) *lagCluster {
 	t.Helper()
 	const brokerToken, operatorToken = "broker-secret-for-tests-0123456789", "operator-secret-for-tests-0123456789"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -168,7 +168,7 @@ func startTestCluster(t *testing.T, opts testClusterOpts) *lagCluster {
 }
 
 // listenLoopback binds a free loopback port.
-func listenLoopback(t *testing.T) net.Listener {
+func listenLoopback(t testing.TB) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

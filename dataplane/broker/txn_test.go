@@ -132,7 +132,7 @@ func (c *lagCluster) restartBroker(t *testing.T, i int) {
 
 // waitTopicLed waits until every broker but those in skip knows a leader
 // of every partition of the topic, and each leader's replica leads.
-func (c *lagCluster) waitTopicLed(t *testing.T, tenantID, topic string, skip ...int32) {
+func (c *lagCluster) waitTopicLed(t testing.TB, tenantID, topic string, skip ...int32) {
 	t.Helper()
 	testenv.Wait(t, 60*time.Second, "topic "+topic+" led", func() error {
 		for _, b := range c.brokers {
@@ -167,7 +167,7 @@ func contains(s []int32, v int32) bool {
 
 // txnCoordinatorIndex is the index of the broker coordinating id, in
 // broker i's view.
-func (c *lagCluster) txnCoordinatorIndex(t *testing.T, i int, id string) int {
+func (c *lagCluster) txnCoordinatorIndex(t testing.TB, i int, id string) int {
 	t.Helper()
 	tm, ok := c.brokers[i].metadata().topic(systemTenantID, txnStateTopic)
 	require.True(t, ok)

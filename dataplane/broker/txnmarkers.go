@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -142,6 +143,25 @@ func (b *Broker) writeMarkersAt(ctx context.Context, leader int32, markers []txn
 		}
 		return failed, errors.Join(errs...)
 	}
+	var failed []txn.Marker
+	var errs []error
+	for chunk := range slices.Chunk(markers, maxMarkersPerRequest) {
+		f, err := b.sendMarkers(ctx, leader, chunk)
+		failed = append(failed, f...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return failed, errors.Join(errs...)
+}
+
+// maxMarkersPerRequest bounds the markers of one WriteTxnMarkers request
+// (a transaction may hold more partitions than one request takes).
+const maxMarkersPerRequest = 1000
+
+// sendMarkers writes markers at another broker (WriteTxnMarkers) and
+// returns those not written.
+func (b *Broker) sendMarkers(ctx context.Context, leader int32, markers []txn.Marker) ([]txn.Marker, error) {
 	req := &sluicev1.WriteTxnMarkersRequest{}
 	for _, m := range markers {
 		req.Markers = append(req.Markers, &sluicev1.TxnMarker{
@@ -201,8 +221,8 @@ func (b *Broker) writeMarker(ctx context.Context, m txn.Marker) error {
 // (mapped as a ProduceMany entry's error is).
 func (s *replicaService) WriteTxnMarkers(ctx context.Context, req *connect.Request[sluicev1.WriteTxnMarkersRequest]) (*connect.Response[sluicev1.WriteTxnMarkersResponse], error) {
 	ms := req.Msg.GetMarkers()
-	if len(ms) > maxTxnPartitions {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("markers: at most %d per request; got %d", maxTxnPartitions, len(ms)))
+	if len(ms) > maxMarkersPerRequest {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("markers: at most %d per request; got %d", maxMarkersPerRequest, len(ms)))
 	}
 	rs := &recordService{s.b}
 	results := make([]*sluicev1.TxnMarkerResult, len(ms))
