@@ -78,7 +78,7 @@ func runTxnJob() int {
 		return 2
 	}
 	gc, err := cl.NewGroupConsumer(ctx, cfg.Group, []string{cfg.In},
-		client.WithCommitMode(client.CommitManual()),
+		client.WithCommitMode(client.CommitTransactional()),
 		client.WithConsumerOptions(client.WithIsolation(client.ReadCommitted)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "txn job: group consumer:", err)
