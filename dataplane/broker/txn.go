@@ -136,6 +136,7 @@ func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta
 			Partition: pm.partition, LeaderEpoch: epoch,
 			AllocateProducerID: b.allocateTxnProducerID,
 			Markers:            &markerWriter{b: b, current: func() bool { return p.LeadsAt(epoch) }},
+			DefaultTimeout:     min(time.Minute, b.cfg.MaxTransactionTimeout),
 			MaxTimeout:         b.cfg.MaxTransactionTimeout,
 			IdleTimeout:        b.cfg.TransactionalIDExpiration,
 			Logger:             b.logger, Metrics: b.txnMetrics,
@@ -327,10 +328,11 @@ func withTxnReason(ce *connect.Error, reason sluicev1.TransactionError_Reason) *
 }
 
 // transactionTimeout checks InitProducerId's transaction timeout (0: the
-// coordinator's default) against --max-transaction-timeout.
+// coordinator's default, 60 s or --max-transaction-timeout if shorter)
+// against --max-transaction-timeout.
 func (b *Broker) transactionTimeout(ms int64) (time.Duration, error) {
 	if ms < 0 || ms > b.cfg.MaxTransactionTimeout.Milliseconds() {
-		return 0, withTxnReason(connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("transaction_timeout_ms: must be between 1 and %d (--max-transaction-timeout %s), or 0 for 60 s; got %d", b.cfg.MaxTransactionTimeout.Milliseconds(), b.cfg.MaxTransactionTimeout, ms)),
+		return 0, withTxnReason(connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("transaction_timeout_ms: must be between 1 and %d (--max-transaction-timeout %s), or 0 for the default (60 s, at most the maximum); got %d", b.cfg.MaxTransactionTimeout.Milliseconds(), b.cfg.MaxTransactionTimeout, ms)),
 			sluicev1.TransactionError_REASON_INVALID_TIMEOUT)
 	}
 	return time.Duration(ms) * time.Millisecond, nil

@@ -401,16 +401,24 @@ func TestBrokerTransactions(t *testing.T) {
 	}
 }
 
-// TestBrokerTransactionTimeout: a transaction open past its timeout is
+// TestBrokerTransactionTimeout: InitProducerId's default timeout is
+// capped by --max-transaction-timeout; a transaction open past its timeout is
 // aborted by its coordinator's periodic pass (abort markers written, the
 // epoch bumped); its producer's commit is told the transaction is
 // abortable, its abort answers the epoch to go on with.
 func TestBrokerTransactionTimeout(t *testing.T) {
 	t.Parallel()
-	c := startTestCluster(t, testClusterOpts{})
+	c := startTestCluster(t, testClusterOpts{broker: func(bc *Config) { bc.MaxTransactionTimeout = 30 * time.Second }})
 	c.waitTopicLed(t, systemTenantID, txnStateTopic)
 	tc := c.clientsOf(1)
 	ctx := context.Background()
+	// The default timeout is the maximum when that is below 60 s.
+	_, err := initProducer(t, tc, "default", 0)
+	require.NoError(t, err)
+	d, err := tc.txns.DescribeTransaction(ctx, connect.NewRequest(&sluicev1.DescribeTransactionRequest{TransactionalId: "default"}))
+	require.NoError(t, err)
+	require.EqualValues(t, 30000, d.Msg.GetTransaction().GetTimeoutMs())
+
 	p, err := initProducer(t, tc, "slow", 1000)
 	require.NoError(t, err)
 	require.NoError(t, addPartitions(t, tc, "slow", p.GetProducerId(), p.GetProducerEpoch(), "orders", 0))
