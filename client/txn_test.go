@@ -332,3 +332,40 @@ func TestTxnConsumeTransformProduceAbortRewinds(t *testing.T) {
 	require.Equal(t, 2, calls["v7"], "v7's transaction was aborted and transformed again")
 	mu.Unlock()
 }
+
+// A transaction left open past its timeout is aborted by the coordinator:
+// the producer's Commit says ErrTransactionAbortable (not fatal), Abort
+// takes the epoch the coordinator gave, and the next transaction commits.
+// The timed-out transaction's records are never visible.
+func TestTxnTimeoutIsAbortable(t *testing.T) {
+	createTopic(t, "txn-timeout", 1, nil)
+	c := newClient(t)
+	ctx := t.Context()
+	tp, err := c.NewTransactionalProducer(ctx, "timeout-1", client.WithTransactionTimeout(time.Second))
+	require.NoError(t, err)
+	defer tp.Close(ctx)
+	require.NoError(t, tp.Begin())
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-timeout", "late", 3)...))
+
+	admin, err := c.TransactionAdmin()
+	require.NoError(t, err)
+	testenv.Wait(t, 20*time.Second, "the coordinator aborts the transaction at its timeout", func() error {
+		res, err := admin.DescribeTransaction(ctx, connect.NewRequest(&sluicev1.DescribeTransactionRequest{TransactionalId: "timeout-1"}))
+		if err != nil {
+			return err
+		}
+		if s := res.Msg.GetTransaction().GetState(); s != sluicev1.TxnState_TXN_STATE_COMPLETE_ABORT {
+			return fmt.Errorf("state %s", s)
+		}
+		return nil
+	})
+	err = tp.Commit(ctx)
+	require.ErrorIs(t, err, client.ErrTransactionAbortable)
+	require.NotErrorIs(t, err, client.ErrTransactionFatal)
+	require.NoError(t, tp.Abort(ctx))
+
+	require.NoError(t, tp.Begin())
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-timeout", "next", 2)...))
+	require.NoError(t, tp.Commit(ctx))
+	require.Equal(t, values("next", 2), readAll(t, c, "txn-timeout", client.ReadCommitted))
+}
