@@ -144,8 +144,11 @@ type Coordinator struct {
 	p   Partition
 	cfg Config
 
-	mu   sync.Mutex
-	txns map[Key]*entry // nil until loaded
+	// loadMu serialises Load; it is not held with mu, so the state's
+	// readers (Open, Describe, ...) never wait for a load's reads.
+	loadMu sync.Mutex
+	mu     sync.Mutex
+	txns   map[Key]*entry // nil until loaded
 }
 
 // New returns the coordinator of p at cfg.LeaderEpoch, not loaded yet.
@@ -182,9 +185,12 @@ func (c *Coordinator) Current() bool { return c.p.Leads(c.cfg.LeaderEpoch) }
 // again, while the partition is not ready (Partition.CheckLeader's error)
 // or when ctx ends.
 func (c *Coordinator) Load(ctx context.Context) error {
+	c.loadMu.Lock()
+	defer c.loadMu.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.txns != nil {
+	loaded := c.txns != nil
+	c.mu.Unlock()
+	if loaded {
 		return nil
 	}
 	if err := c.p.CheckLeader(); err != nil {
@@ -228,13 +234,15 @@ func (c *Coordinator) Load(ctx context.Context) error {
 			off = h.LastOffset() + 1
 		}
 	}
-	c.txns = txns
 	pending := 0
 	for _, e := range txns {
 		if e.t.State.preparing() {
 			pending++
 		}
 	}
+	c.mu.Lock()
+	c.txns = txns
+	c.mu.Unlock()
 	lvl := slog.LevelInfo
 	if n == 0 {
 		lvl = slog.LevelDebug

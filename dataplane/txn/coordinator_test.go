@@ -619,3 +619,54 @@ func TestTxnForgetWhileWaiting(t *testing.T) {
 	}
 	require.Equal(t, f.c.Transactions(), f.takeover(t).Transactions())
 }
+
+// readHook is a partition whose Read calls onRead first.
+type readHook struct {
+	*logPartition
+	onRead func()
+}
+
+func (p readHook) Read(offset int64, maxBytes int) ([]byte, error) {
+	p.onRead()
+	return p.logPartition.Read(offset, maxBytes)
+}
+
+// TestTxnReadersDuringLoad: while a takeover's Load reads the log, the
+// state's readers (Open, Describe, Transactions: the broker's metrics and
+// RPCs) answer at once, with nothing loaded yet, and operations are
+// ErrNotCoordinator; after it, the loaded state.
+func TestTxnReadersDuringLoad(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	p := f.init(t, "t")
+	require.NoError(t, f.add(p, "t", tp0))
+	p2 := openPartition(t, -1)
+	p2.replicate(t, f.p, 2)
+	f.p.resign()
+	reading, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c := New(readHook{p2, func() { once.Do(func() { close(reading); <-release }) }}, f.config(2))
+	loaded := make(chan error, 1)
+	go func() { loaded <- c.Load(f.ctx) }()
+	<-reading
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		require.Zero(t, c.Open())
+		_, ok := c.Describe(tenant, "t")
+		require.False(t, ok)
+		require.Empty(t, c.Transactions())
+		require.ErrorIs(t, c.AddPartitions(f.ctx, tenant, "t", p.id, p.epoch, []TopicPartition{tp0}), ErrNotCoordinator)
+	}()
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the readers waited for the load")
+	}
+	close(release)
+	require.NoError(t, <-loaded)
+	require.Equal(t, 1, c.Open())
+	tx, ok := c.Describe(tenant, "t")
+	require.True(t, ok)
+	require.Equal(t, StateOngoing, tx.State)
+}
