@@ -69,4 +69,9 @@ func TestE2ECLITransactions(t *testing.T) {
 	require.Regexp(t, `state:\s+CompleteAbort`, out)
 	_, errOut, code = cli(t, cfgPath, append(dev, "txn", "describe", "nobody")...)
 	require.Equal(t, 4, code, errOut)
+
+	// Shell completion offers the transactional ids.
+	out, errOut, code = cli(t, cfgPath, append([]string{"__complete"}, append(dev, "txn", "describe", "imp")...)...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "import-1\nimport-2\n:4\n", out)
 }

@@ -23,11 +23,12 @@ var (
 	groupArgCommands  = []string{"group describe", "group lag", "group reset-offsets", "group delete"}
 	topicFlagCommands = []string{"group reset-offsets"}
 	groupFlagCommands = []string{"consume", "alerts list"}
+	txnArgCommands    = []string{"txn describe"}
 )
 
 // registerCompletions makes shell completion (sluice completion bash|zsh|
-// fish|powershell) offer the tenant's topic and group names where a
-// command takes one, asking the server with the profile's credentials.
+// fish|powershell) offer the tenant's topic, group and transactional id
+// names where a command takes one, asking the server with the profile's credentials.
 // Without a profile, or with the server down, it offers nothing and says
 // nothing: completion must never print errors into a command line.
 func (a *app) registerCompletions(root *cobra.Command) {
@@ -47,6 +48,8 @@ func (a *app) registerCompletions(root *cobra.Command) {
 			c.ValidArgsFunction = a.completeFirstArg(a.topicNames)
 		case slices.Contains(groupArgCommands, path):
 			c.ValidArgsFunction = a.completeFirstArg(a.groupNames)
+		case slices.Contains(txnArgCommands, path):
+			c.ValidArgsFunction = a.completeFirstArg(a.txnNames)
 		}
 		if slices.Contains(topicFlagCommands, path) {
 			_ = c.RegisterFlagCompletionFunc("topic", a.completeFlag(a.topicNames))
@@ -130,6 +133,25 @@ func (a *app) groupNames(ctx context.Context) ([]string, error) {
 	names := make([]string, 0, len(res.Msg.GetGroups()))
 	for _, g := range res.Msg.GetGroups() {
 		names = append(names, g.GetGroup())
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// txnNames lists the tenant's transactional ids.
+func (a *app) txnNames(ctx context.Context) ([]string, error) {
+	ts, done, err := a.txnAdmin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	res, err := ts.ListTransactions(ctx, connect.NewRequest(&sluicev1.ListTransactionsRequest{}))
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(res.Msg.GetTransactions()))
+	for _, t := range res.Msg.GetTransactions() {
+		names = append(names, t.GetTransactionalId())
 	}
 	slices.Sort(names)
 	return names, nil
