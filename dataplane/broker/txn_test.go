@@ -356,6 +356,29 @@ func TestBrokerTransactions(t *testing.T) {
 	}
 	require.Equal(t, []string{"job-1 TXN_STATE_COMPLETE_ABORT 60000", "job-2 TXN_STATE_EMPTY 5000"}, ids)
 
+	// A topic deleted during a transaction: its markers are dropped, the
+	// commit goes through.
+	p2, err := initProducer(t, tc, "job-4", 0)
+	require.NoError(t, err)
+	_, err = c.topics.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "temp", PartitionCount: 1, ReplicationFactor: 3}))
+	require.NoError(t, err)
+	c.waitTopicLed(t, c.tenantID, "temp")
+	require.NoError(t, addPartitions(t, tc, "job-4", p2.GetProducerId(), p2.GetProducerEpoch(), "temp", 0))
+	require.NoError(t, addPartitions(t, tc, "job-4", p2.GetProducerId(), p2.GetProducerEpoch(), "orders", 0))
+	_, err = c.topics.DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: "temp"}))
+	require.NoError(t, err)
+	testenv.Wait(t, 30*time.Second, "the deletion known to the coordinator", func() error {
+		if _, ok := c.brokers[c.txnCoordinatorIndex(t, 0, "job-4")].metadata().topic(c.tenantID, "temp"); ok {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	endCtx, endCancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = tc.txns.EndTransaction(endCtx, connect.NewRequest(&sluicev1.EndTransactionRequest{TransactionalId: "job-4", ProducerId: p2.GetProducerId(), ProducerEpoch: p2.GetProducerEpoch(), Commit: true}))
+	endCancel()
+	require.NoError(t, err)
+	require.Len(t, c.markers(t, "orders", 0), 2, "the other partition has its marker")
+
 	// Without forwarding, a broker that does not coordinate names the one
 	// that does.
 	hc := h2c.Client()
