@@ -38,6 +38,11 @@ type fakeTxnBroker struct {
 	batches []fakeTxnBatch
 	next    int64
 
+	// movedTo, when set, is the coordinator's address: every
+	// transactional call here is refused with NotLeader naming it.
+	movedTo   string
+	noForward []string // the Sluice-No-Forward header of each transactional call
+
 	// Scripted refusals, each used once (nil: answer normally).
 	initErrs    []error
 	endErrs     []error
@@ -75,6 +80,9 @@ func (f *fakeTxnBroker) GetMetadata(context.Context, *connect.Request[sluicev1.G
 func (f *fakeTxnBroker) InitProducerId(_ context.Context, req *connect.Request[sluicev1.InitProducerIdRequest]) (*connect.Response[sluicev1.InitProducerIdResponse], error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.movedLocked(req.Header()); err != nil {
+		return nil, err
+	}
 	f.inits = append(f.inits, req.Msg)
 	if err := pop(&f.initErrs); err != nil {
 		return nil, err
@@ -115,6 +123,9 @@ func (f *fakeTxnBroker) FindTransactionCoordinator(context.Context, *connect.Req
 func (f *fakeTxnBroker) EndTransaction(_ context.Context, req *connect.Request[sluicev1.EndTransactionRequest]) (*connect.Response[sluicev1.EndTransactionResponse], error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.movedLocked(req.Header()); err != nil {
+		return nil, err
+	}
 	f.ends = append(f.ends, req.Msg)
 	if err := pop(&f.endErrs); err != nil {
 		return nil, err
@@ -139,6 +150,19 @@ func (f *fakeTxnBroker) TxnCommitOffsets(_ context.Context, req *connect.Request
 	return connect.NewResponse(&sluicev1.TxnCommitOffsetsResponse{}), nil
 }
 
+// movedLocked notes the call's No-Forward header and refuses it with
+// NotLeader when the coordinator moved.
+func (f *fakeTxnBroker) movedLocked(h http.Header) error {
+	f.noForward = append(f.noForward, h.Get("Sluice-No-Forward"))
+	if f.movedTo == "" {
+		return nil
+	}
+	ce := connect.NewError(connect.CodeFailedPrecondition, errors.New("not the transaction coordinator"))
+	d, _ := connect.NewErrorDetail(&sluicev1.NotLeader{LeaderId: 2, LeaderAddress: f.movedTo})
+	ce.AddDetail(d)
+	return ce
+}
+
 func (f *fakeTxnBroker) sentBatches() []fakeTxnBatch {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -159,6 +183,15 @@ func (f *fakeTxnBroker) script(fn func(f *fakeTxnBroker)) {
 
 func startFakeTxn(t *testing.T, f *fakeTxnBroker) *client.Client {
 	t.Helper()
+	serveFakeTxn(t, f)
+	c, err := client.New(t.Context(), "http://"+f.addr, client.Token("x"))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func serveFakeTxn(t *testing.T, f *fakeTxnBroker) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	f.addr = ln.Addr().String()
@@ -172,10 +205,6 @@ func startFakeTxn(t *testing.T, f *fakeTxnBroker) *client.Client {
 	srv := &http.Server{Handler: mux, Protocols: &p}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	c, err := client.New(t.Context(), "http://"+f.addr, client.Token("x"))
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // txnRefusal is a refusal with a TransactionError detail.
@@ -495,4 +524,30 @@ func TestTxnNextOffsets(t *testing.T) {
 		{Topic: "b", Partition: 0, Offset: 1},
 	}, client.NextOffsets(recs))
 	require.Empty(t, client.NextOffsets(nil))
+}
+
+// The producer calls the coordinator that FindTransactionCoordinator
+// names with Sluice-No-Forward, and follows a NotLeader to where the
+// coordinator moved; later calls go there directly.
+func TestTxnFakeCoordinatorMoved(t *testing.T) {
+	moved := &fakeTxnBroker{}
+	serveFakeTxn(t, moved)
+	first := &fakeTxnBroker{movedTo: moved.addr}
+	c := startFakeTxn(t, first)
+	ctx := t.Context()
+	tp, err := c.NewTransactionalProducer(ctx, "job-12")
+	require.NoError(t, err)
+	require.Len(t, moved.inits, 1, "the init reached the coordinator after the NotLeader")
+	require.Empty(t, first.inits)
+	require.NoError(t, tp.Begin())
+	require.NoError(t, tp.ProduceSync(ctx, rec("a")))
+	require.NoError(t, tp.Commit(ctx))
+	require.Len(t, moved.endCalls(), 1)
+	first.mu.Lock()
+	require.Equal(t, []string{"1"}, first.noForward, "one refused init, then nothing more here")
+	first.mu.Unlock()
+	moved.mu.Lock()
+	require.Equal(t, []string{"1", "1"}, moved.noForward)
+	moved.mu.Unlock()
+	require.NoError(t, tp.Close(ctx))
 }
