@@ -69,7 +69,7 @@ func ConsumeTransformProduce(ctx context.Context, g *GroupConsumer, tp *Transact
 			return terr.err
 		}
 		aborts++
-		g.c.logger.Debug("transaction aborted; consuming again from the committed offsets", "group", g.group, "transactional_id", tp.id, "err", err)
+		g.c.logger.Warn("transaction aborted; consuming again from the committed offsets", "group", g.group, "transactional_id", tp.id, "err", err)
 		if serr := sleep(ctx, backoff(aborts)); serr != nil {
 			return nil
 		}
