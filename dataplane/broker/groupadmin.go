@@ -39,58 +39,14 @@ func (s *groupService) ListGroups(ctx context.Context, req *connect.Request[slui
 		}
 		return out, nil
 	}
-	if req.Header().Get(NoForwardHeader) == "1" {
-		out, err := local()
-		if err != nil {
-			return nil, err
-		}
-		return connect.NewResponse(&sluicev1.ListGroupsResponse{Groups: out}), nil
+	all, err := askCoordinators(ctx, s.b, req, offsetsTopic, errNoOffsetsTopic, "list groups", local,
+		func(id int32) func(context.Context, *connect.Request[sluicev1.ListGroupsRequest]) (*connect.Response[sluicev1.ListGroupsResponse], error) {
+			return s.b.peer(id).group.ListGroups
+		},
+		(*sluicev1.ListGroupsResponse).GetGroups, (*sluicev1.GroupSummary).GetGroup)
+	if err != nil {
+		return nil, err
 	}
-	meta := s.b.metadata()
-	t, ok := meta.topic(systemTenantID, offsetsTopic)
-	if !ok {
-		return nil, errNoOffsetsTopic
-	}
-	leaders := map[int32]bool{}
-	for _, pm := range t.partitions {
-		if pm.leader < 0 {
-			return nil, toConnect(s.b.notLeader(pm)) // a coordinator is offline: the list would be incomplete
-		}
-		leaders[pm.leader] = true
-	}
-	var (
-		mu   sync.Mutex
-		all  []*sluicev1.GroupSummary
-		errs []error
-		wg   sync.WaitGroup
-	)
-	for id := range leaders {
-		wg.Go(func() {
-			var out []*sluicev1.GroupSummary
-			var err error
-			if id == s.b.cfg.ID {
-				out, err = local()
-			} else {
-				var res *connect.Response[sluicev1.ListGroupsResponse]
-				res, err = forward(ctx, s.b, partMeta{leader: id}, req, s.b.peer(id).group.ListGroups)
-				if err == nil {
-					out = res.Msg.GetGroups()
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			all = append(all, out...)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
-			}
-		})
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("list groups: %w", errors.Join(errs...)))
-	}
-	slices.SortFunc(all, func(a, b *sluicev1.GroupSummary) int { return strings.Compare(a.GetGroup(), b.GetGroup()) })
-	all = slices.CompactFunc(all, func(a, b *sluicev1.GroupSummary) bool { return a.GetGroup() == b.GetGroup() })
 	return connect.NewResponse(&sluicev1.ListGroupsResponse{Groups: all}), nil
 }
 
@@ -232,6 +188,69 @@ func (b *Broker) fillLags(ctx context.Context, cred credentials, lags []topicLag
 		})
 	}
 	wg.Wait()
+}
+
+// askCoordinators answers a list request that every coordinator of an
+// internal topic (the offsets or the transaction-state topic) answers for
+// its own partitions: with the no-forward header, this broker's own list
+// (local); otherwise the lists of every broker leading a partition of it,
+// this one's from local and the others' through remote (forwarded with
+// the client's credential), sorted by key and without the duplicates a
+// leadership move can give. A partition without a leader, or a broker
+// that fails, makes it Unavailable: the list would be incomplete.
+func askCoordinators[Req, Res, T any](ctx context.Context, b *Broker, req *connect.Request[Req], topic string, errNoTopic error, what string,
+	local func() ([]T, error),
+	remote func(id int32) func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+	items func(*Res) []T, key func(T) string,
+) ([]T, error) {
+	if req.Header().Get(NoForwardHeader) == "1" {
+		return local()
+	}
+	t, ok := b.metadata().topic(systemTenantID, topic)
+	if !ok {
+		return nil, errNoTopic
+	}
+	leaders := map[int32]bool{}
+	for _, pm := range t.partitions {
+		if pm.leader < 0 {
+			return nil, toConnect(b.notLeader(pm)) // a coordinator is offline: the list would be incomplete
+		}
+		leaders[pm.leader] = true
+	}
+	var (
+		mu   sync.Mutex
+		all  []T
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for id := range leaders {
+		wg.Go(func() {
+			var out []T
+			var err error
+			if id == b.cfg.ID {
+				out, err = local()
+			} else {
+				var res *connect.Response[Res]
+				res, err = forward(ctx, b, partMeta{leader: id}, req, remote(id))
+				if err == nil {
+					out = items(res.Msg)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			all = append(all, out...)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s: %w", what, errors.Join(errs...)))
+	}
+	slices.SortFunc(all, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	// During a leadership move two brokers may both answer for a key.
+	return slices.CompactFunc(all, func(a, b T) bool { return key(a) == key(b) }), nil
 }
 
 // credentials are what this broker presents when it asks a partition's

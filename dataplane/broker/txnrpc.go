@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -147,62 +146,14 @@ func (s *transactionService) ListTransactions(ctx context.Context, req *connect.
 		}
 		return out, nil
 	}
-	if req.Header().Get(NoForwardHeader) == "1" {
-		out, err := local()
-		if err != nil {
-			return nil, err
-		}
-		return connect.NewResponse(&sluicev1.ListTransactionsResponse{Transactions: out}), nil
+	all, err := askCoordinators(ctx, s.b, req, txnStateTopic, errNoTxnTopic, "list transactions", local,
+		func(id int32) func(context.Context, *connect.Request[sluicev1.ListTransactionsRequest]) (*connect.Response[sluicev1.ListTransactionsResponse], error) {
+			return s.b.peer(id).txn.ListTransactions
+		},
+		(*sluicev1.ListTransactionsResponse).GetTransactions, (*sluicev1.TransactionDescription).GetTransactionalId)
+	if err != nil {
+		return nil, err
 	}
-	t, ok := s.b.metadata().topic(systemTenantID, txnStateTopic)
-	if !ok {
-		return nil, errNoTxnTopic
-	}
-	leaders := map[int32]bool{}
-	for _, pm := range t.partitions {
-		if pm.leader < 0 {
-			return nil, toConnect(s.b.notLeader(pm)) // a coordinator is offline: the list would be incomplete
-		}
-		leaders[pm.leader] = true
-	}
-	var (
-		mu   sync.Mutex
-		all  []*sluicev1.TransactionDescription
-		errs []error
-		wg   sync.WaitGroup
-	)
-	for id := range leaders {
-		wg.Go(func() {
-			var out []*sluicev1.TransactionDescription
-			var err error
-			if id == s.b.cfg.ID {
-				out, err = local()
-			} else {
-				var res *connect.Response[sluicev1.ListTransactionsResponse]
-				res, err = forward(ctx, s.b, partMeta{leader: id}, req, s.b.peer(id).txn.ListTransactions)
-				if err == nil {
-					out = res.Msg.GetTransactions()
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			all = append(all, out...)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
-			}
-		})
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("list transactions: %w", errors.Join(errs...)))
-	}
-	slices.SortFunc(all, func(a, b *sluicev1.TransactionDescription) int {
-		return strings.Compare(a.GetTransactionalId(), b.GetTransactionalId())
-	})
-	// During a leadership move two brokers may both answer for an id.
-	all = slices.CompactFunc(all, func(a, b *sluicev1.TransactionDescription) bool {
-		return a.GetTransactionalId() == b.GetTransactionalId()
-	})
 	return connect.NewResponse(&sluicev1.ListTransactionsResponse{Transactions: all}), nil
 }
 
