@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/sluicemq/sluice/client"
 )
@@ -103,30 +102,36 @@ func ExampleConsumeTransformProduce() {
 	}
 	defer tp.Close(ctx)
 
-	// The loop runs until ctx ends; here, for a few seconds.
-	run, stop := context.WithTimeout(ctx, 5*time.Second)
+	// The loop runs until its ctx ends: here, once a read-committed
+	// reader of the output has seen every word.
+	run, stop := context.WithCancel(ctx)
 	defer stop()
-	err = client.ConsumeTransformProduce(run, g, tp, func(_ context.Context, r *client.Record) ([]*client.Record, error) {
-		return []*client.Record{{Topic: "shouted", Key: r.Key, Value: bytes.ToUpper(r.Value)}}, nil
-	})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	done := make(chan error, 1)
+	go func() {
+		done <- client.ConsumeTransformProduce(run, g, tp, func(_ context.Context, r *client.Record) ([]*client.Record, error) {
+			return []*client.Record{{Topic: "shouted", Key: r.Key, Value: bytes.ToUpper(r.Value)}}, nil
+		})
+	}()
 
 	cs, _ := c.NewConsumer(client.WithIsolation(client.ReadCommitted))
 	defer cs.Close()
 	for part := range int32(2) {
-		_ = cs.AssignUntil(ctx, "shouted", part, client.Earliest(), client.Latest())
+		_ = cs.Assign(ctx, "shouted", part, client.Earliest())
 	}
-	for {
+	for got := 0; got < 3; {
 		recs, err := cs.Poll(ctx)
-		if err == io.EOF {
-			break
+		if err != nil {
+			fmt.Println(err)
+			return
 		}
 		for _, r := range recs {
 			fmt.Println(string(r.Value))
+			got++
 		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		fmt.Println(err)
 	}
 	// Unordered output:
 	// ALPHA
