@@ -40,6 +40,9 @@ func TestE2ECLITransactions(t *testing.T) {
 		return l
 	}
 	require.Equal(t, []string{"a", "b", "c"}, lines(mustCLI(t, cfgPath, append(dev, "consume", "ledger", "--isolation", "read-committed")...)))
+	// A group member reads committed too.
+	require.Equal(t, []string{"a", "b", "c"}, lines(mustCLI(t, cfgPath, append(dev, "consume", "ledger", "--group", "auditors",
+		"--isolation", "read-committed", "-n", "3", "--timeout", "20s")...)))
 	// read-uncommitted also prints x if it was sent before the abort
 	// (records still buffered at the abort are failed instead).
 	all := lines(mustCLI(t, cfgPath, append(dev, "consume", "ledger")...))
