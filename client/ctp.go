@@ -24,9 +24,11 @@ import (
 // records are read and transformed again. transform may thus run more than
 // once for a record; only its outputs in B are exactly once, not its other
 // effects (docs/sdk-transactions.md). An error from transform aborts the
-// transaction, rewinds g, and is returned. A fatal error (ErrProducerFenced:
-// another instance with tp's transactional id took over) is returned as it
-// is; tp is closed then.
+// transaction, rewinds g, and is returned. A fatal error ends it (also
+// one that the abort of a failed transaction meets): the error returned
+// matches ErrTransactionFatal, and ErrProducerFenced when another instance
+// with tp's transactional id took over; tp is closed then, and g is left
+// for the caller to close.
 func ConsumeTransformProduce(ctx context.Context, g *GroupConsumer, tp *TransactionalProducer, transform func(context.Context, *Record) ([]*Record, error)) error {
 	if !g.cfg.commit.txn {
 		return errors.New("sluice: ConsumeTransformProduce: the group consumer must use CommitTransactional, or it would commit offsets outside the transactions")

@@ -369,3 +369,76 @@ func TestTxnTimeoutIsAbortable(t *testing.T) {
 	require.NoError(t, tp.Commit(ctx))
 	require.Equal(t, values("next", 2), readAll(t, c, "txn-timeout", client.ReadCommitted))
 }
+
+// A ConsumeTransformProduce job whose transactional id a second instance
+// takes over stops with ErrProducerFenced at its next transaction, which
+// is aborted; the second instance goes on from the committed offsets, and
+// B has every input once.
+func TestTxnConsumeTransformProduceFencedZombie(t *testing.T) {
+	createTopic(t, "ctpz-a", 1, nil)
+	createTopic(t, "ctpz-b", 1, nil)
+	c := newClient(t)
+	ctx := t.Context()
+	p, err := c.NewProducer(ctx)
+	require.NoError(t, err)
+	defer p.Close(ctx)
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "ctpz-a", Value: fmt.Appendf(nil, "v%d", i)}))
+		}
+	}
+	transform := func(_ context.Context, r *client.Record) ([]*client.Record, error) {
+		return []*client.Record{{Topic: "ctpz-b", Value: append([]byte("out-"), r.Value...)}}, nil
+	}
+	outputs := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("out-v%d", i)
+		}
+		return out
+	}
+	produce(0, 10)
+
+	g1, err := c.NewGroupConsumer(ctx, "ctpz", []string{"ctpz-a"}, client.WithCommitMode(client.CommitTransactional()))
+	require.NoError(t, err)
+	tp1, err := c.NewTransactionalProducer(ctx, "ctpz-0")
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() { errc <- client.ConsumeTransformProduce(ctx, g1, tp1, transform) }()
+	testenv.Wait(t, 30*time.Second, "the first instance transforms the first inputs", func() error {
+		if got := readAll(t, c, "ctpz-b", client.ReadCommitted); len(got) < 10 {
+			return fmt.Errorf("%d outputs", len(got))
+		}
+		return nil
+	})
+
+	tp2, err := c.NewTransactionalProducer(ctx, "ctpz-0") // fences tp1
+	require.NoError(t, err)
+	defer tp2.Close(ctx)
+	produce(10, 15)
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, client.ErrProducerFenced)
+		require.ErrorIs(t, err, client.ErrTransactionFatal)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the fenced instance did not stop")
+	}
+	require.ElementsMatch(t, outputs(10), readAll(t, c, "ctpz-b", client.ReadCommitted), "nothing of the fenced instance's last transaction")
+	require.NoError(t, g1.Close(ctx))
+
+	g2, err := c.NewGroupConsumer(ctx, "ctpz", []string{"ctpz-a"}, client.WithCommitMode(client.CommitTransactional()))
+	require.NoError(t, err)
+	defer g2.Close(ctx)
+	run, stop := context.WithCancel(ctx)
+	errc2 := make(chan error, 1)
+	go func() { errc2 <- client.ConsumeTransformProduce(run, g2, tp2, transform) }()
+	testenv.Wait(t, 30*time.Second, "the second instance transforms the rest", func() error {
+		if got := readAll(t, c, "ctpz-b", client.ReadCommitted); len(got) < 15 {
+			return fmt.Errorf("%d outputs", len(got))
+		}
+		return nil
+	})
+	stop()
+	require.NoError(t, <-errc2)
+	require.ElementsMatch(t, outputs(15), readAll(t, c, "ctpz-b", client.ReadCommitted))
+}
