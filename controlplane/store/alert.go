@@ -180,10 +180,13 @@ type LagSample struct {
 	// LogEndOffset is the high watermark: what a consumer can read up to.
 	LogEndOffset int64
 	// LagMessages is LogEndOffset − CommittedOffset, 0 when caught up or
-	// without a committed offset.
+	// without a committed offset; with transactions, the broker's count of
+	// what a read_committed consumer can still read (up to the last stable
+	// offset, markers and aborted batches after CommittedOffset skipped).
 	LagMessages int64
 	// LagAgeMs is SampledAt minus the append time of the record at
-	// CommittedOffset, in milliseconds; 0 when caught up.
+	// CommittedOffset (the first one a read_committed consumer is given),
+	// in milliseconds; 0 when caught up.
 	LagAgeMs int64
 	// PartitionBytes is the partition's size from LogStartOffset to
 	// LogEndOffset, tiered copy included.

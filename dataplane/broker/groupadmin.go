@@ -150,11 +150,23 @@ type topicLag struct {
 	lag   *sluicev1.PartitionLag
 }
 
-// fillLags asks each partition's leader for its log start and high
-// watermark and, when the group lags, the age of the oldest unconsumed
-// record (concurrently, at most 16 at a time). A partition whose leader
-// does not answer keeps -1 values. DescribeGroup and the group lag metrics
-// both compute lag here.
+// fillLags asks each partition's leader for its log start, high watermark
+// and last stable offset and, when the group lags, for the oldest record
+// it has left to read (concurrently, at most 16 at a time). A partition
+// whose leader does not answer keeps -1 values. DescribeGroup and the
+// group lag metrics both compute lag here.
+//
+// Lag is what a read_committed consumer at the committed offset can still
+// read (the broker does not know a group's isolation level; on a topic
+// without transactions the LSO is the high watermark, so this is HW -
+// committed): it ends at the last stable offset, so an open transaction's
+// records count only once it commits, and it starts at the first record
+// such a consumer would be given (batchTimeAt), so transaction markers and
+// aborted transactions right after the committed offset are not counted:
+// a group caught up to a commit marker has lag 0. Markers and aborted
+// records after that first record are still counted (an upper bound: only
+// a read of the whole range would tell them apart). A read_uncommitted
+// group inside an open transaction, past the LSO, has lag 0.
 func (b *Broker) fillLags(ctx context.Context, cred credentials, lags []topicLag, now time.Time) {
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
@@ -174,15 +186,21 @@ func (b *Broker) fillLags(ctx context.Context, cred credentials, lags []topicLag
 				return
 			}
 			pl.HighWatermark, pl.LogStartOffset, pl.PartitionBytes = off.GetHighWatermark(), off.GetLogStartOffset(), off.GetSizeBytes()
+			lso := min(max(off.GetLastStableOffset(), pl.GetLogStartOffset()), pl.GetHighWatermark())
 			from := pl.GetCommittedOffset()
 			if from < 0 || from < pl.GetLogStartOffset() {
 				from = pl.GetLogStartOffset()
 			}
-			pl.Lag = max(pl.GetHighWatermark()-from, 0)
+			pl.Lag = max(lso-from, 0)
 			if pl.GetLag() == 0 {
 				return
 			}
-			if ts, err := b.batchTimeAt(ctx, cred, t, pm, from); err == nil && ts > 0 {
+			ts, at, err := b.batchTimeAt(ctx, cred, t, pm, from, lso)
+			if err != nil {
+				return // the lag from the committed offset, its age unknown
+			}
+			pl.Lag = max(lso-at, 0)
+			if pl.GetLag() > 0 && ts > 0 {
 				pl.LagSeconds = max(now.Sub(time.UnixMilli(ts)).Seconds(), 0)
 			}
 		})
@@ -312,30 +330,80 @@ func (b *Broker) listOffsets(ctx context.Context, cred credentials, t *topicMeta
 	return res.Msg, nil
 }
 
-// batchTimeAt is the first timestamp of the batch holding offset (the
-// append time of the oldest unconsumed record, to within a batch).
-func (b *Broker) batchTimeAt(ctx context.Context, cred credentials, t *topicMeta, pm partMeta, offset int64) (int64, error) {
-	req := connect.NewRequest(&sluicev1.FetchRequest{Topic: t.name, Partition: pm.partition, Offset: offset, MaxBytes: 1, RawBatches: true})
-	ctx = b.prepare(ctx, cred, t, req.Header())
-	var res *connect.Response[sluicev1.FetchResponse]
-	var err error
-	if pm.leader == b.cfg.ID {
-		res, err = (&recordService{b}).Fetch(ctx, req)
-	} else {
-		res, err = b.recordClient(pm.leader).Fetch(ctx, req)
+// lagScanFetches bounds the fetches batchTimeAt makes past batches a
+// read_committed consumer would not be given; lagScanBytes is each one's
+// max_bytes after the first (markers are about 70 bytes: one fetch passes
+// hundreds).
+const (
+	lagScanFetches = 8
+	lagScanBytes   = 64 << 10
+)
+
+// batchTimeAt finds the oldest record a read_committed consumer at offset
+// would be given below lso: it returns the first timestamp of its batch
+// (the append time of the oldest unconsumed record, to within a batch) and
+// its offset (offset itself when the batch holds it). The fetches skip
+// transaction markers and aborted batches (their next_offset passes
+// them): when they reach lso, it returns ts 0 and at = lso (nothing left
+// to read). After lagScanFetches fetches without a record it returns ts 0
+// and where it got to. When the leader refuses the read_committed fetch
+// (a tiered segment without an aborted-transaction index), it reads the
+// batch at that offset read_uncommitted: an aborted batch's age then
+// counts, which errs toward an early retention alert, not a missed one.
+func (b *Broker) batchTimeAt(ctx context.Context, cred credentials, t *topicMeta, pm partMeta, offset, lso int64) (ts, at int64, err error) {
+	fetch := func(offset int64, maxBytes int32, iso sluicev1.IsolationLevel) (*sluicev1.FetchResponse, error) {
+		req := connect.NewRequest(&sluicev1.FetchRequest{Topic: t.name, Partition: pm.partition, Offset: offset, MaxBytes: maxBytes, RawBatches: true, IsolationLevel: iso})
+		ctx := b.prepare(ctx, cred, t, req.Header())
+		var res *connect.Response[sluicev1.FetchResponse]
+		var err error
+		if pm.leader == b.cfg.ID {
+			res, err = (&recordService{b}).Fetch(ctx, req)
+		} else {
+			res, err = b.recordClient(pm.leader).Fetch(ctx, req)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
 	}
-	if err != nil {
-		return 0, err
+	first := func(res *sluicev1.FetchResponse) (ts, at int64, ok bool, err error) {
+		data := res.GetBatches().GetData()
+		if len(data) == 0 {
+			return 0, 0, false, nil
+		}
+		batch, _, err := record.ReadBatch(data)
+		if err != nil {
+			return 0, offset, false, err
+		}
+		h := batch.Header()
+		return h.FirstTimestamp, max(offset, h.BaseOffset), true, nil
 	}
-	data := res.Msg.GetBatches().GetData()
-	if len(data) == 0 {
-		return 0, nil
+	maxBytes := int32(1) // at least the batch at offset: the usual answer
+	for range lagScanFetches {
+		res, err := fetch(offset, maxBytes, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED)
+		if err != nil && ctx.Err() == nil {
+			if res, err2 := fetch(offset, 1, sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED); err2 == nil {
+				if ts, at, ok, err := first(res); ok || err != nil {
+					return ts, at, err
+				}
+			}
+		}
+		if err != nil {
+			return 0, offset, err
+		}
+		if ts, at, ok, err := first(res); ok || err != nil {
+			return ts, at, err
+		}
+		next := res.GetNextOffset()
+		if next <= offset {
+			return 0, offset, nil // nothing read: at the end, or the leader moved
+		}
+		if offset = next; offset >= lso {
+			return 0, lso, nil
+		}
+		maxBytes = lagScanBytes
 	}
-	batch, _, err := record.ReadBatch(data)
-	if err != nil {
-		return 0, err
-	}
-	return batch.Header().FirstTimestamp, nil
+	return 0, offset, nil
 }
 
 func (s *groupService) DeleteGroup(ctx context.Context, req *connect.Request[sluicev1.DeleteGroupRequest]) (*connect.Response[sluicev1.DeleteGroupResponse], error) {

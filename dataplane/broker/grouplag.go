@@ -34,10 +34,10 @@ import (
 
 var (
 	descGroupLagMessages = prometheus.NewDesc("sluice_group_lag_messages",
-		"Records of the partition after the group's committed offset (high watermark - committed offset; partition=\"all\": summed over the topic's partitions), for groups this broker coordinates.",
+		"Records the group has left to read on the partition, as a read_committed consumer: last stable offset (the high watermark without open transactions) - committed offset, not counting transaction markers and aborted transactions right after the committed offset (partition=\"all\": summed over the topic's partitions), for groups this broker coordinates.",
 		[]string{"tenant", "group", "topic", "partition"}, nil)
 	descGroupLagSeconds = prometheus.NewDesc("sluice_group_lag_seconds",
-		"Age of the group's oldest unconsumed record (now - timestamp of the record at the committed offset; 0 when caught up; partition=\"all\": the topic's worst partition), for groups this broker coordinates.",
+		"Age of the group's oldest unconsumed record (now - timestamp of the first record a read_committed consumer at the committed offset is given; 0 when caught up; partition=\"all\": the topic's worst partition), for groups this broker coordinates.",
 		[]string{"tenant", "group", "topic", "partition"}, nil)
 	descGroupLagTruncated = prometheus.NewDesc("sluice_group_lag_metrics_truncated",
 		"Consumer groups whose lag this broker exports per topic (partition=\"all\") instead of per partition, to stay within --group-lag-metrics-max-series.",

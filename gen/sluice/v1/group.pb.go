@@ -520,11 +520,14 @@ type PartitionLag struct {
 	CommittedOffset int64 `protobuf:"varint,3,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
 	HighWatermark   int64 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LogStartOffset  int64 `protobuf:"varint,5,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	// high_watermark - committed_offset (from the log start when nothing is
-	// committed).
+	// What a read_committed consumer at committed_offset (the log start when
+	// nothing is committed) can still read: the last stable offset minus the
+	// offset of the first record it would be given (transaction markers and
+	// aborted batches right after committed_offset skipped); high_watermark -
+	// committed_offset on a topic without transactions.
 	Lag int64 `protobuf:"varint,6,opt,name=lag,proto3" json:"lag,omitempty"`
 	// Now minus the append time of the oldest unconsumed record (its
-	// batch's); 0 when caught up.
+	// batch's; that first record); 0 when caught up.
 	LagSeconds float64 `protobuf:"fixed64,7,opt,name=lag_seconds,json=lagSeconds,proto3" json:"lag_seconds,omitempty"`
 	// The member that owns it, if any.
 	MemberId string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`

@@ -359,8 +359,10 @@ type GroupPartitionLag struct {
 	HighWatermark   int64                  `protobuf:"varint,7,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	// First offset still held (object store included).
 	LogStartOffset int64 `protobuf:"varint,8,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	// high_watermark - committed_offset (from log_start_offset when the
-	// committed offset is below it).
+	// As PartitionLag.lag: high_watermark - committed_offset (from
+	// log_start_offset when the committed offset is below it) on a topic
+	// without transactions; with transactions, from the first record a
+	// read_committed consumer would be given up to the last stable offset.
 	LagMessages int64 `protobuf:"varint,9,opt,name=lag_messages,json=lagMessages,proto3" json:"lag_messages,omitempty"`
 	// Age of the oldest unconsumed record (now - its timestamp); 0 when
 	// caught up.
