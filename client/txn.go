@@ -103,7 +103,8 @@ type TransactionalProducer struct {
 // transaction coordinator for a producer id and epoch, which fences every
 // older instance with that id and aborts (or finishes) a transaction one
 // left open. It retries while the coordinator is unavailable or still
-// ending the previous transaction, as long as ctx lasts.
+// ending the previous transaction, with backoff, up to 40 attempts (about
+// half a minute) within ctx.
 func (c *Client) NewTransactionalProducer(ctx context.Context, transactionalID string, opts ...ProducerOption) (*TransactionalProducer, error) {
 	if transactionalID == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("transactional id: must not be empty"))
