@@ -13,11 +13,13 @@ import (
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 )
 
-// Errors of a TransactionalProducer. Every error it returns or reports to
-// a record's callback that is not retried internally matches one of
-// ErrTransactionAbortable (abort the transaction and run it again),
-// ErrTransactionFatal (the producer is closed; ErrProducerFenced is one)
-// or ErrTransactionState (a call out of order: nothing happened).
+// Errors of a TransactionalProducer. An error its calls return or report to
+// a record's callback matches one of ErrTransactionAbortable (abort the
+// transaction and run it again), ErrTransactionFatal (the producer is
+// closed; ErrProducerFenced comes with it when fenced) or
+// ErrTransactionState (a call out of order: nothing happened), except for
+// an end whose outcome is unknown (see Commit), ErrProducerClosed after
+// Close, and bad input (InvalidArgument).
 var (
 	// ErrTransactionAbortable: the transaction cannot commit (a record
 	// failed, its offsets were refused, the coordinator aborted it after
@@ -355,9 +357,10 @@ func (tp *TransactionalProducer) SendOffsets(ctx context.Context, member GroupMe
 // theirs: the records and offsets are then visible to ReadCommitted
 // consumers. Errors: ErrTransactionAbortable (Abort and run the
 // transaction again), ErrTransactionFatal (the producer is closed), or,
-// when ctx ends before the coordinator answered, ctx's error: the
-// outcome is unknown then, and only Commit may be called again (it
-// retries the same end and tells the outcome).
+// when ctx ends before the coordinator answered (or the end failed
+// otherwise, not retriably), an error saying the outcome is unknown:
+// then only Commit may be called again (it retries the same end and
+// tells the outcome).
 func (tp *TransactionalProducer) Commit(ctx context.Context) error {
 	return tp.end(ctx, true)
 }
