@@ -13,13 +13,15 @@ import (
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 )
 
-// Errors of a TransactionalProducer. An error its calls return or report to
-// a record's callback matches one of ErrTransactionAbortable (abort the
-// transaction and run it again), ErrTransactionFatal (the producer is
-// closed; ErrProducerFenced comes with it when fenced) or
-// ErrTransactionState (a call out of order: nothing happened), except for
-// an end whose outcome is unknown (see Commit), ErrProducerClosed after
-// Close, and bad input (InvalidArgument).
+// Errors of a TransactionalProducer. The errors of Begin, SendOffsets,
+// Commit and Abort, and of Produce when the transaction cannot take a
+// record, match one of ErrTransactionAbortable (abort the transaction and
+// run it again), ErrTransactionFatal (the producer is closed;
+// ErrProducerFenced comes with it when fenced) or ErrTransactionState (a
+// call out of order: nothing happened), except for an end whose outcome is
+// unknown (see Commit), ErrProducerClosed after Close, and bad input
+// (InvalidArgument). A record's own failure reaches its callback as a
+// *DeliveryError, as from a Producer, and makes the transaction abortable.
 var (
 	// ErrTransactionAbortable: the transaction cannot commit (a record
 	// failed, its offsets were refused, the coordinator aborted it after
