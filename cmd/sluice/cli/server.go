@@ -251,14 +251,15 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	if err := waitBrokers(ctx, endpoint, secrets.OperatorToken, devBrokers); err != nil {
 		return failed(err)
 	}
-	// Consumer groups work once the control plane has created the
-	// internal offsets topic and every broker knows it: wait for that too,
-	// so that the summary comes after its start-up and groups work at once.
+	// Consumer groups and transactions work once the control plane has
+	// created the internal offsets and transaction-state topics and every
+	// broker knows them: wait for that too, so that the summary comes
+	// after their start-up and both work at once.
 	if err := waitGroups(ctx, endpoint, secrets.APIKey, brokers); err != nil {
 		if ctx.Err() != nil {
 			return failed(err)
 		}
-		logger.Warn("consumer groups are not available yet", "err", err)
+		logger.Warn("consumer groups or transactions are not available yet", "err", err)
 	}
 	sum := devSummary{
 		Endpoint: endpoint, DataDir: dataDir, TenantID: secrets.TenantID, APIKey: secrets.APIKey,
@@ -446,9 +447,10 @@ func scrapeGauges(ctx context.Context, hc *http.Client, url string, names ...str
 	return vals, nil
 }
 
-// waitGroups waits until each broker answers a consumer-group call for the
-// dev tenant, that is until the internal offsets topic exists and every
-// broker knows it, for up to 30 s.
+// waitGroups waits until each broker answers a consumer-group call and a
+// transaction call for the dev tenant, that is until the internal offsets
+// and transaction-state topics exist, are led, and every broker knows
+// them, for up to 30 s.
 func waitGroups(ctx context.Context, endpoint, apiKey string, brokers []devBroker) error {
 	hc, err := httpClient(endpoint)
 	if err != nil {
@@ -462,8 +464,12 @@ func waitGroups(ctx context.Context, endpoint, apiKey string, brokers []devBroke
 	deadline := time.Now().Add(30 * time.Second)
 	for _, b := range brokers {
 		gs := sluicev1connect.NewGroupServiceClient(hc, "http://"+b.Address, bearer)
+		ts := sluicev1connect.NewTransactionServiceClient(hc, "http://"+b.Address, bearer)
 		for {
 			_, err := gs.ListGroups(ctx, connect.NewRequest(&sluicev1.ListGroupsRequest{}))
+			if err == nil {
+				_, err = ts.ListTransactions(ctx, connect.NewRequest(&sluicev1.ListTransactionsRequest{}))
+			}
 			if err == nil {
 				break
 			}
@@ -536,7 +542,7 @@ The control plane and each broker serve Prometheus metrics, /healthz,
 free loopback port printed at start; the endpoint serves neither metrics
 (their labels name every tenant) nor profiles.
 
-Once it is ready (brokers joined, consumer groups available) it prints a
+Once it is ready (brokers joined, consumer groups and transactions available) it prints a
 summary, the last thing you see: the endpoint, the profile, the brokers'
 addresses and every metrics endpoint (with -o json: one JSON object). Start-up
 detail is logged at debug, as is, after a restart, the brokers' rejoining
