@@ -6,7 +6,10 @@
 // alert policy and webhooks (AlertService, alerts.go). Of the brokers'
 // services it serves RecordService.GetMetadata only; every other
 // procedure of RecordService and GroupService answers Unimplemented with
-// a pointer to the brokers (brokeronly.go).
+// a pointer to the brokers (brokeronly.go). It calls the brokers for one
+// thing: OperatorService.ListTransactions asks each for the transactions
+// its coordinators hold (ReplicaService.ListAllTransactions, with the
+// broker credential; operator_txn.go).
 //
 // Every request passes, in order: the metrics interceptor (outermost), the
 // auth interceptor (tenants.NewAuthInterceptor with this package's rules: a
@@ -33,6 +36,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -84,6 +88,9 @@ type Deps struct {
 	// are checked against (default: alerting.NewSender(alerting.Guard{},
 	// 10 s, Now), which refuses loopback).
 	Webhooks *alerting.Sender
+	// BrokerHTTP reaches the brokers (h2c) for the operator's
+	// ListTransactions (default: h2c.Client()).
+	BrokerHTTP *http.Client
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -99,6 +106,8 @@ type API struct {
 	extra  []connect.Interceptor
 	// webhooks sends webhook tests and holds the webhook address policy.
 	webhooks *alerting.Sender
+	// brokerHTTP reaches the brokers (operator_txn.go).
+	brokerHTTP *http.Client
 
 	closing   chan struct{} // closed by CloseStreams
 	closeOnce sync.Once
@@ -135,6 +144,9 @@ func New(cfg Config, deps Deps) *API {
 	if cfg.DefaultExpiryRiskThreshold <= 0 {
 		cfg.DefaultExpiryRiskThreshold = store.DefaultExpiryRiskThreshold
 	}
+	if deps.BrokerHTTP == nil {
+		deps.BrokerHTTP = h2c.Client()
+	}
 	if deps.Webhooks == nil {
 		deps.Webhooks = alerting.NewSender(alerting.Guard{}, 10*time.Second, deps.Now)
 	}
@@ -150,6 +162,7 @@ func New(cfg Config, deps Deps) *API {
 		now:           deps.Now,
 		extra:         deps.Interceptors,
 		webhooks:      deps.Webhooks,
+		brokerHTTP:    deps.BrokerHTTP,
 		closing:       make(chan struct{}),
 		auth: &authenticator{
 			logger:        deps.Logger,

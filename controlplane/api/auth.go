@@ -68,6 +68,8 @@ var rules = map[string]rule{
 	sluicev1connect.OperatorServiceListTenantsProcedure:  {access: accessOperator},
 	sluicev1connect.OperatorServiceUpdateTenantProcedure: {access: accessOperator},
 	sluicev1connect.OperatorServiceListBrokersProcedure:  {access: accessOperator},
+	// Asks every broker with the broker credential (operator_txn.go).
+	sluicev1connect.OperatorServiceListTransactionsProcedure: {access: accessOperator},
 
 	sluicev1connect.BrokerServiceRegisterBrokerProcedure:      {access: accessBroker},
 	sluicev1connect.BrokerServiceHeartbeatBrokerProcedure:     {access: accessBroker},

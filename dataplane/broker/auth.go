@@ -56,6 +56,8 @@ var rules = map[string]rule{
 	sluicev1connect.ReplicaServiceFetchReplicasProcedure:   {access: accessBroker},
 	sluicev1connect.ReplicaServiceListGroupLagsProcedure:   {access: accessBroker},
 	sluicev1connect.ReplicaServiceWriteTxnMarkersProcedure: {access: accessBroker},
+	// Every tenant's transactions, for OperatorService.ListTransactions.
+	sluicev1connect.ReplicaServiceListAllTransactionsProcedure: {access: accessBroker},
 
 	sluicev1connect.GroupServiceFindCoordinatorProcedure:  {access: accessTenant, scope: tenants.ScopeConsume},
 	sluicev1connect.GroupServiceGroupHeartbeatProcedure:   {access: accessTenant, scope: tenants.ScopeConsume},

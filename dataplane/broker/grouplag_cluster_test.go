@@ -65,9 +65,12 @@ type testClusterOpts struct {
 	controlPlane func(*controlplane.Config)
 }
 
+// The in-process cluster's broker and operator credentials.
+const testBrokerToken, testOperatorToken = "broker-secret-for-tests-0123456789", "operator-secret-for-tests-0123456789"
+
 func startTestCluster(t testing.TB, opts testClusterOpts) *lagCluster {
 	t.Helper()
-	const brokerToken, operatorToken = "broker-secret-for-tests-0123456789", "operator-secret-for-tests-0123456789"
+	const brokerToken, operatorToken = testBrokerToken, testOperatorToken
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	cfg := controlplane.DefaultConfig()

@@ -140,7 +140,7 @@ func (s *transactionService) ListTransactions(ctx context.Context, req *connect.
 		for _, c := range coords {
 			for k, t := range c.Transactions() {
 				if k.Tenant == tenantID {
-					out = append(out, describeTxn(meta, k.TransactionalID, t, s.b.cfg.ID))
+					out = append(out, describeTxn(meta, k, t, s.b.cfg.ID))
 				}
 			}
 		}
@@ -170,14 +170,14 @@ func (s *transactionService) DescribeTransaction(ctx context.Context, req *conne
 	if !ok {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("transactional id %q not found", m.GetTransactionalId()))
 	}
-	return connect.NewResponse(&sluicev1.DescribeTransactionResponse{Transaction: describeTxn(s.b.metadata(), m.GetTransactionalId(), t, s.b.cfg.ID)}), nil
+	return connect.NewResponse(&sluicev1.DescribeTransactionResponse{Transaction: describeTxn(s.b.metadata(), txn.Key{Tenant: tenantID, TransactionalID: m.GetTransactionalId()}, t, s.b.cfg.ID)}), nil
 }
 
 // describeTxn is a transactional id's state for a client: topics by name
 // (those deleted since are left out).
-func describeTxn(meta *clusterMeta, id string, t txn.Transaction, coordinatorID int32) *sluicev1.TransactionDescription {
+func describeTxn(meta *clusterMeta, k txn.Key, t txn.Transaction, coordinatorID int32) *sluicev1.TransactionDescription {
 	d := &sluicev1.TransactionDescription{
-		TransactionalId: id, ProducerId: t.ProducerID, ProducerEpoch: int32(t.Epoch),
+		TransactionalId: k.TransactionalID, TenantId: k.Tenant, ProducerId: t.ProducerID, ProducerEpoch: int32(t.Epoch),
 		State: sluicev1.TxnState(t.State), TimeoutMs: t.Timeout.Milliseconds(), Groups: t.Groups,
 		StartTimeMs: timeMs(t.StartTime), UpdateTimeMs: timeMs(t.UpdateTime), CoordinatorId: coordinatorID,
 	}

@@ -409,11 +409,111 @@ func (x *ListBrokersResponse) GetBrokers() []*Broker {
 	return nil
 }
 
+type OperatorServiceListTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this tenant's transactional ids when set.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// Only this transactional id (of every tenant, or of tenant_id) when
+	// set: with both, describes one id.
+	TransactionalId string `protobuf:"bytes,2,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *OperatorServiceListTransactionsRequest) Reset() {
+	*x = OperatorServiceListTransactionsRequest{}
+	mi := &file_sluice_v1_operator_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorServiceListTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorServiceListTransactionsRequest) ProtoMessage() {}
+
+func (x *OperatorServiceListTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_operator_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorServiceListTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*OperatorServiceListTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_operator_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *OperatorServiceListTransactionsRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *OperatorServiceListTransactionsRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+type OperatorServiceListTransactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each with its tenant_id.
+	Transactions  []*TransactionDescription `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorServiceListTransactionsResponse) Reset() {
+	*x = OperatorServiceListTransactionsResponse{}
+	mi := &file_sluice_v1_operator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorServiceListTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorServiceListTransactionsResponse) ProtoMessage() {}
+
+func (x *OperatorServiceListTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_operator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorServiceListTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*OperatorServiceListTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_operator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *OperatorServiceListTransactionsResponse) GetTransactions() []*TransactionDescription {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
 var File_sluice_v1_operator_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_operator_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/operator.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/tenant.proto\"P\n" +
+	"\x18sluice/v1/operator.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/tenant.proto\x1a\x1bsluice/v1/transaction.proto\"P\n" +
 	"\x12ListTenantsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -439,11 +539,17 @@ const file_sluice_v1_operator_proto_rawDesc = "" +
 	"\x04live\x18\x06 \x01(\bR\x04live\"\x14\n" +
 	"\x12ListBrokersRequest\"B\n" +
 	"\x13ListBrokersResponse\x12+\n" +
-	"\abrokers\x18\x01 \x03(\v2\x11.sluice.v1.BrokerR\abrokers2\x84\x02\n" +
+	"\abrokers\x18\x01 \x03(\v2\x11.sluice.v1.BrokerR\abrokers\"p\n" +
+	"&OperatorServiceListTransactionsRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12)\n" +
+	"\x10transactional_id\x18\x02 \x01(\tR\x0ftransactionalId\"p\n" +
+	"'OperatorServiceListTransactionsResponse\x12E\n" +
+	"\ftransactions\x18\x01 \x03(\v2!.sluice.v1.TransactionDescriptionR\ftransactions2\x81\x03\n" +
 	"\x0fOperatorService\x12N\n" +
 	"\vListTenants\x12\x1d.sluice.v1.ListTenantsRequest\x1a\x1e.sluice.v1.ListTenantsResponse\"\x00\x12Q\n" +
 	"\fUpdateTenant\x12\x1e.sluice.v1.UpdateTenantRequest\x1a\x1f.sluice.v1.UpdateTenantResponse\"\x00\x12N\n" +
-	"\vListBrokers\x12\x1d.sluice.v1.ListBrokersRequest\x1a\x1e.sluice.v1.ListBrokersResponse\"\x00B\x96\x01\n" +
+	"\vListBrokers\x12\x1d.sluice.v1.ListBrokersRequest\x1a\x1e.sluice.v1.ListBrokersResponse\"\x00\x12{\n" +
+	"\x10ListTransactions\x121.sluice.v1.OperatorServiceListTransactionsRequest\x1a2.sluice.v1.OperatorServiceListTransactionsResponse\"\x00B\x96\x01\n" +
 	"\rcom.sluice.v1B\rOperatorProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -459,36 +565,42 @@ func file_sluice_v1_operator_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_operator_proto_rawDescData
 }
 
-var file_sluice_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sluice_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_sluice_v1_operator_proto_goTypes = []any{
-	(*ListTenantsRequest)(nil),    // 0: sluice.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 1: sluice.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),   // 2: sluice.v1.UpdateTenantRequest
-	(*UpdateTenantResponse)(nil),  // 3: sluice.v1.UpdateTenantResponse
-	(*Broker)(nil),                // 4: sluice.v1.Broker
-	(*ListBrokersRequest)(nil),    // 5: sluice.v1.ListBrokersRequest
-	(*ListBrokersResponse)(nil),   // 6: sluice.v1.ListBrokersResponse
-	(*Tenant)(nil),                // 7: sluice.v1.Tenant
-	(*LimitOverrides)(nil),        // 8: sluice.v1.LimitOverrides
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*ListTenantsRequest)(nil),                      // 0: sluice.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),                     // 1: sluice.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),                     // 2: sluice.v1.UpdateTenantRequest
+	(*UpdateTenantResponse)(nil),                    // 3: sluice.v1.UpdateTenantResponse
+	(*Broker)(nil),                                  // 4: sluice.v1.Broker
+	(*ListBrokersRequest)(nil),                      // 5: sluice.v1.ListBrokersRequest
+	(*ListBrokersResponse)(nil),                     // 6: sluice.v1.ListBrokersResponse
+	(*OperatorServiceListTransactionsRequest)(nil),  // 7: sluice.v1.OperatorServiceListTransactionsRequest
+	(*OperatorServiceListTransactionsResponse)(nil), // 8: sluice.v1.OperatorServiceListTransactionsResponse
+	(*Tenant)(nil),                                  // 9: sluice.v1.Tenant
+	(*LimitOverrides)(nil),                          // 10: sluice.v1.LimitOverrides
+	(*timestamppb.Timestamp)(nil),                   // 11: google.protobuf.Timestamp
+	(*TransactionDescription)(nil),                  // 12: sluice.v1.TransactionDescription
 }
 var file_sluice_v1_operator_proto_depIdxs = []int32{
-	7, // 0: sluice.v1.ListTenantsResponse.tenants:type_name -> sluice.v1.Tenant
-	8, // 1: sluice.v1.UpdateTenantRequest.overrides:type_name -> sluice.v1.LimitOverrides
-	7, // 2: sluice.v1.UpdateTenantResponse.tenant:type_name -> sluice.v1.Tenant
-	9, // 3: sluice.v1.Broker.lease_expire_time:type_name -> google.protobuf.Timestamp
-	4, // 4: sluice.v1.ListBrokersResponse.brokers:type_name -> sluice.v1.Broker
-	0, // 5: sluice.v1.OperatorService.ListTenants:input_type -> sluice.v1.ListTenantsRequest
-	2, // 6: sluice.v1.OperatorService.UpdateTenant:input_type -> sluice.v1.UpdateTenantRequest
-	5, // 7: sluice.v1.OperatorService.ListBrokers:input_type -> sluice.v1.ListBrokersRequest
-	1, // 8: sluice.v1.OperatorService.ListTenants:output_type -> sluice.v1.ListTenantsResponse
-	3, // 9: sluice.v1.OperatorService.UpdateTenant:output_type -> sluice.v1.UpdateTenantResponse
-	6, // 10: sluice.v1.OperatorService.ListBrokers:output_type -> sluice.v1.ListBrokersResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	9,  // 0: sluice.v1.ListTenantsResponse.tenants:type_name -> sluice.v1.Tenant
+	10, // 1: sluice.v1.UpdateTenantRequest.overrides:type_name -> sluice.v1.LimitOverrides
+	9,  // 2: sluice.v1.UpdateTenantResponse.tenant:type_name -> sluice.v1.Tenant
+	11, // 3: sluice.v1.Broker.lease_expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 4: sluice.v1.ListBrokersResponse.brokers:type_name -> sluice.v1.Broker
+	12, // 5: sluice.v1.OperatorServiceListTransactionsResponse.transactions:type_name -> sluice.v1.TransactionDescription
+	0,  // 6: sluice.v1.OperatorService.ListTenants:input_type -> sluice.v1.ListTenantsRequest
+	2,  // 7: sluice.v1.OperatorService.UpdateTenant:input_type -> sluice.v1.UpdateTenantRequest
+	5,  // 8: sluice.v1.OperatorService.ListBrokers:input_type -> sluice.v1.ListBrokersRequest
+	7,  // 9: sluice.v1.OperatorService.ListTransactions:input_type -> sluice.v1.OperatorServiceListTransactionsRequest
+	1,  // 10: sluice.v1.OperatorService.ListTenants:output_type -> sluice.v1.ListTenantsResponse
+	3,  // 11: sluice.v1.OperatorService.UpdateTenant:output_type -> sluice.v1.UpdateTenantResponse
+	6,  // 12: sluice.v1.OperatorService.ListBrokers:output_type -> sluice.v1.ListBrokersResponse
+	8,  // 13: sluice.v1.OperatorService.ListTransactions:output_type -> sluice.v1.OperatorServiceListTransactionsResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_operator_proto_init() }
@@ -497,6 +609,7 @@ func file_sluice_v1_operator_proto_init() {
 		return
 	}
 	file_sluice_v1_tenant_proto_init()
+	file_sluice_v1_transaction_proto_init()
 	file_sluice_v1_operator_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -504,7 +617,7 @@ func file_sluice_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_operator_proto_rawDesc), len(file_sluice_v1_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

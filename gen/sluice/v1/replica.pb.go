@@ -22,6 +22,105 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListAllTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this tenant's ids when set.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// Only this transactional id (of every tenant, or of tenant_id) when
+	// set.
+	TransactionalId string `protobuf:"bytes,2,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListAllTransactionsRequest) Reset() {
+	*x = ListAllTransactionsRequest{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAllTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAllTransactionsRequest) ProtoMessage() {}
+
+func (x *ListAllTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAllTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListAllTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListAllTransactionsRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ListAllTransactionsRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+type ListAllTransactionsResponse struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	Transactions  []*TransactionDescription `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAllTransactionsResponse) Reset() {
+	*x = ListAllTransactionsResponse{}
+	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAllTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAllTransactionsResponse) ProtoMessage() {}
+
+func (x *ListAllTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAllTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListAllTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListAllTransactionsResponse) GetTransactions() []*TransactionDescription {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
 type WriteTxnMarkersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Markers       []*TxnMarker           `protobuf:"bytes,1,rep,name=markers,proto3" json:"markers,omitempty"`
@@ -31,7 +130,7 @@ type WriteTxnMarkersRequest struct {
 
 func (x *WriteTxnMarkersRequest) Reset() {
 	*x = WriteTxnMarkersRequest{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	mi := &file_sluice_v1_replica_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +142,7 @@ func (x *WriteTxnMarkersRequest) String() string {
 func (*WriteTxnMarkersRequest) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[0]
+	mi := &file_sluice_v1_replica_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +155,7 @@ func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{0}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *WriteTxnMarkersRequest) GetMarkers() []*TxnMarker {
@@ -84,7 +183,7 @@ type TxnMarker struct {
 
 func (x *TxnMarker) Reset() {
 	*x = TxnMarker{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	mi := &file_sluice_v1_replica_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -96,7 +195,7 @@ func (x *TxnMarker) String() string {
 func (*TxnMarker) ProtoMessage() {}
 
 func (x *TxnMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[1]
+	mi := &file_sluice_v1_replica_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -109,7 +208,7 @@ func (x *TxnMarker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarker.ProtoReflect.Descriptor instead.
 func (*TxnMarker) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TxnMarker) GetTenantId() string {
@@ -178,7 +277,7 @@ type WriteTxnMarkersResponse struct {
 
 func (x *WriteTxnMarkersResponse) Reset() {
 	*x = WriteTxnMarkersResponse{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[2]
+	mi := &file_sluice_v1_replica_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -190,7 +289,7 @@ func (x *WriteTxnMarkersResponse) String() string {
 func (*WriteTxnMarkersResponse) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[2]
+	mi := &file_sluice_v1_replica_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -203,7 +302,7 @@ func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WriteTxnMarkersResponse) GetResults() []*TxnMarkerResult {
@@ -223,7 +322,7 @@ type TxnMarkerResult struct {
 
 func (x *TxnMarkerResult) Reset() {
 	*x = TxnMarkerResult{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[3]
+	mi := &file_sluice_v1_replica_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +334,7 @@ func (x *TxnMarkerResult) String() string {
 func (*TxnMarkerResult) ProtoMessage() {}
 
 func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[3]
+	mi := &file_sluice_v1_replica_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +347,7 @@ func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarkerResult.ProtoReflect.Descriptor instead.
 func (*TxnMarkerResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TxnMarkerResult) GetError() *ProduceError {
@@ -266,7 +365,7 @@ type ListGroupLagsRequest struct {
 
 func (x *ListGroupLagsRequest) Reset() {
 	*x = ListGroupLagsRequest{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[4]
+	mi := &file_sluice_v1_replica_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +377,7 @@ func (x *ListGroupLagsRequest) String() string {
 func (*ListGroupLagsRequest) ProtoMessage() {}
 
 func (x *ListGroupLagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[4]
+	mi := &file_sluice_v1_replica_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +390,7 @@ func (x *ListGroupLagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupLagsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupLagsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{6}
 }
 
 type ListGroupLagsResponse struct {
@@ -305,7 +404,7 @@ type ListGroupLagsResponse struct {
 
 func (x *ListGroupLagsResponse) Reset() {
 	*x = ListGroupLagsResponse{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[5]
+	mi := &file_sluice_v1_replica_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +416,7 @@ func (x *ListGroupLagsResponse) String() string {
 func (*ListGroupLagsResponse) ProtoMessage() {}
 
 func (x *ListGroupLagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[5]
+	mi := &file_sluice_v1_replica_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +429,7 @@ func (x *ListGroupLagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupLagsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupLagsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListGroupLagsResponse) GetLags() []*GroupPartitionLag {
@@ -375,7 +474,7 @@ type GroupPartitionLag struct {
 
 func (x *GroupPartitionLag) Reset() {
 	*x = GroupPartitionLag{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[6]
+	mi := &file_sluice_v1_replica_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +486,7 @@ func (x *GroupPartitionLag) String() string {
 func (*GroupPartitionLag) ProtoMessage() {}
 
 func (x *GroupPartitionLag) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[6]
+	mi := &file_sluice_v1_replica_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +499,7 @@ func (x *GroupPartitionLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartitionLag.ProtoReflect.Descriptor instead.
 func (*GroupPartitionLag) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GroupPartitionLag) GetTenantId() string {
@@ -506,7 +605,7 @@ type FetchReplicaRequest struct {
 
 func (x *FetchReplicaRequest) Reset() {
 	*x = FetchReplicaRequest{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[7]
+	mi := &file_sluice_v1_replica_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +617,7 @@ func (x *FetchReplicaRequest) String() string {
 func (*FetchReplicaRequest) ProtoMessage() {}
 
 func (x *FetchReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[7]
+	mi := &file_sluice_v1_replica_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +630,7 @@ func (x *FetchReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReplicaRequest.ProtoReflect.Descriptor instead.
 func (*FetchReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FetchReplicaRequest) GetFollowerId() int32 {
@@ -617,7 +716,7 @@ type DivergingEpoch struct {
 
 func (x *DivergingEpoch) Reset() {
 	*x = DivergingEpoch{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[8]
+	mi := &file_sluice_v1_replica_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +728,7 @@ func (x *DivergingEpoch) String() string {
 func (*DivergingEpoch) ProtoMessage() {}
 
 func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[8]
+	mi := &file_sluice_v1_replica_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +741,7 @@ func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergingEpoch.ProtoReflect.Descriptor instead.
 func (*DivergingEpoch) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DivergingEpoch) GetEpoch() int32 {
@@ -676,7 +775,7 @@ type FetchReplicaResponse struct {
 
 func (x *FetchReplicaResponse) Reset() {
 	*x = FetchReplicaResponse{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[9]
+	mi := &file_sluice_v1_replica_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +787,7 @@ func (x *FetchReplicaResponse) String() string {
 func (*FetchReplicaResponse) ProtoMessage() {}
 
 func (x *FetchReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[9]
+	mi := &file_sluice_v1_replica_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +800,7 @@ func (x *FetchReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReplicaResponse.ProtoReflect.Descriptor instead.
 func (*FetchReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FetchReplicaResponse) GetBatches() []byte {
@@ -766,7 +865,7 @@ type FetchReplicasRequest struct {
 
 func (x *FetchReplicasRequest) Reset() {
 	*x = FetchReplicasRequest{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[10]
+	mi := &file_sluice_v1_replica_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +877,7 @@ func (x *FetchReplicasRequest) String() string {
 func (*FetchReplicasRequest) ProtoMessage() {}
 
 func (x *FetchReplicasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[10]
+	mi := &file_sluice_v1_replica_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +890,7 @@ func (x *FetchReplicasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReplicasRequest.ProtoReflect.Descriptor instead.
 func (*FetchReplicasRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FetchReplicasRequest) GetFollowerId() int32 {
@@ -868,7 +967,7 @@ type ReplicaPartition struct {
 
 func (x *ReplicaPartition) Reset() {
 	*x = ReplicaPartition{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[11]
+	mi := &file_sluice_v1_replica_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +979,7 @@ func (x *ReplicaPartition) String() string {
 func (*ReplicaPartition) ProtoMessage() {}
 
 func (x *ReplicaPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[11]
+	mi := &file_sluice_v1_replica_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +992,7 @@ func (x *ReplicaPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaPartition.ProtoReflect.Descriptor instead.
 func (*ReplicaPartition) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplicaPartition) GetTopicId() string {
@@ -930,7 +1029,7 @@ type ReplicaFetchPosition struct {
 
 func (x *ReplicaFetchPosition) Reset() {
 	*x = ReplicaFetchPosition{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[12]
+	mi := &file_sluice_v1_replica_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1041,7 @@ func (x *ReplicaFetchPosition) String() string {
 func (*ReplicaFetchPosition) ProtoMessage() {}
 
 func (x *ReplicaFetchPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[12]
+	mi := &file_sluice_v1_replica_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1054,7 @@ func (x *ReplicaFetchPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchPosition.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchPosition) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplicaFetchPosition) GetTopicId() string {
@@ -1012,7 +1111,7 @@ type FetchReplicasResponse struct {
 
 func (x *FetchReplicasResponse) Reset() {
 	*x = FetchReplicasResponse{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[13]
+	mi := &file_sluice_v1_replica_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1123,7 @@ func (x *FetchReplicasResponse) String() string {
 func (*FetchReplicasResponse) ProtoMessage() {}
 
 func (x *FetchReplicasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[13]
+	mi := &file_sluice_v1_replica_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1136,7 @@ func (x *FetchReplicasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchReplicasResponse.ProtoReflect.Descriptor instead.
 func (*FetchReplicasResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FetchReplicasResponse) GetSessionId() int64 {
@@ -1071,7 +1170,7 @@ type ReplicaFetchAnswer struct {
 
 func (x *ReplicaFetchAnswer) Reset() {
 	*x = ReplicaFetchAnswer{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[14]
+	mi := &file_sluice_v1_replica_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1182,7 @@ func (x *ReplicaFetchAnswer) String() string {
 func (*ReplicaFetchAnswer) ProtoMessage() {}
 
 func (x *ReplicaFetchAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[14]
+	mi := &file_sluice_v1_replica_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1195,7 @@ func (x *ReplicaFetchAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchAnswer.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchAnswer) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplicaFetchAnswer) GetTopicId() string {
@@ -1140,7 +1239,7 @@ type ReplicaFetchError struct {
 
 func (x *ReplicaFetchError) Reset() {
 	*x = ReplicaFetchError{}
-	mi := &file_sluice_v1_replica_proto_msgTypes[15]
+	mi := &file_sluice_v1_replica_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1251,7 @@ func (x *ReplicaFetchError) String() string {
 func (*ReplicaFetchError) ProtoMessage() {}
 
 func (x *ReplicaFetchError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_replica_proto_msgTypes[15]
+	mi := &file_sluice_v1_replica_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1264,7 @@ func (x *ReplicaFetchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchError.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_replica_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReplicaFetchError) GetCode() uint32 {
@@ -1186,7 +1285,12 @@ var File_sluice_v1_replica_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/replica.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/record.proto\"H\n" +
+	"\x17sluice/v1/replica.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/record.proto\x1a\x1bsluice/v1/transaction.proto\"d\n" +
+	"\x1aListAllTransactionsRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12)\n" +
+	"\x10transactional_id\x18\x02 \x01(\tR\x0ftransactionalId\"d\n" +
+	"\x1bListAllTransactionsResponse\x12E\n" +
+	"\ftransactions\x18\x01 \x03(\v2!.sluice.v1.TransactionDescriptionR\ftransactions\"H\n" +
 	"\x16WriteTxnMarkersRequest\x12.\n" +
 	"\amarkers\x18\x01 \x03(\v2\x14.sluice.v1.TxnMarkerR\amarkers\"\x84\x02\n" +
 	"\tTxnMarker\x12\x1b\n" +
@@ -1282,12 +1386,13 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\v2\x1c.sluice.v1.ReplicaFetchErrorR\x05error\"A\n" +
 	"\x11ReplicaFetchError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2\xeb\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage2\xd3\x03\n" +
 	"\x0eReplicaService\x12Q\n" +
 	"\fFetchReplica\x12\x1e.sluice.v1.FetchReplicaRequest\x1a\x1f.sluice.v1.FetchReplicaResponse\"\x00\x12T\n" +
 	"\rFetchReplicas\x12\x1f.sluice.v1.FetchReplicasRequest\x1a .sluice.v1.FetchReplicasResponse\"\x00\x12T\n" +
 	"\rListGroupLags\x12\x1f.sluice.v1.ListGroupLagsRequest\x1a .sluice.v1.ListGroupLagsResponse\"\x00\x12Z\n" +
-	"\x0fWriteTxnMarkers\x12!.sluice.v1.WriteTxnMarkersRequest\x1a\".sluice.v1.WriteTxnMarkersResponse\"\x00B\x95\x01\n" +
+	"\x0fWriteTxnMarkers\x12!.sluice.v1.WriteTxnMarkersRequest\x1a\".sluice.v1.WriteTxnMarkersResponse\"\x00\x12f\n" +
+	"\x13ListAllTransactions\x12%.sluice.v1.ListAllTransactionsRequest\x1a&.sluice.v1.ListAllTransactionsResponse\"\x00B\x95\x01\n" +
 	"\rcom.sluice.v1B\fReplicaProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -1303,52 +1408,58 @@ func file_sluice_v1_replica_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_replica_proto_rawDescData
 }
 
-var file_sluice_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_sluice_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_sluice_v1_replica_proto_goTypes = []any{
-	(*WriteTxnMarkersRequest)(nil),  // 0: sluice.v1.WriteTxnMarkersRequest
-	(*TxnMarker)(nil),               // 1: sluice.v1.TxnMarker
-	(*WriteTxnMarkersResponse)(nil), // 2: sluice.v1.WriteTxnMarkersResponse
-	(*TxnMarkerResult)(nil),         // 3: sluice.v1.TxnMarkerResult
-	(*ListGroupLagsRequest)(nil),    // 4: sluice.v1.ListGroupLagsRequest
-	(*ListGroupLagsResponse)(nil),   // 5: sluice.v1.ListGroupLagsResponse
-	(*GroupPartitionLag)(nil),       // 6: sluice.v1.GroupPartitionLag
-	(*FetchReplicaRequest)(nil),     // 7: sluice.v1.FetchReplicaRequest
-	(*DivergingEpoch)(nil),          // 8: sluice.v1.DivergingEpoch
-	(*FetchReplicaResponse)(nil),    // 9: sluice.v1.FetchReplicaResponse
-	(*FetchReplicasRequest)(nil),    // 10: sluice.v1.FetchReplicasRequest
-	(*ReplicaPartition)(nil),        // 11: sluice.v1.ReplicaPartition
-	(*ReplicaFetchPosition)(nil),    // 12: sluice.v1.ReplicaFetchPosition
-	(*FetchReplicasResponse)(nil),   // 13: sluice.v1.FetchReplicasResponse
-	(*ReplicaFetchAnswer)(nil),      // 14: sluice.v1.ReplicaFetchAnswer
-	(*ReplicaFetchError)(nil),       // 15: sluice.v1.ReplicaFetchError
-	(*ProduceError)(nil),            // 16: sluice.v1.ProduceError
-	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
+	(*ListAllTransactionsRequest)(nil),  // 0: sluice.v1.ListAllTransactionsRequest
+	(*ListAllTransactionsResponse)(nil), // 1: sluice.v1.ListAllTransactionsResponse
+	(*WriteTxnMarkersRequest)(nil),      // 2: sluice.v1.WriteTxnMarkersRequest
+	(*TxnMarker)(nil),                   // 3: sluice.v1.TxnMarker
+	(*WriteTxnMarkersResponse)(nil),     // 4: sluice.v1.WriteTxnMarkersResponse
+	(*TxnMarkerResult)(nil),             // 5: sluice.v1.TxnMarkerResult
+	(*ListGroupLagsRequest)(nil),        // 6: sluice.v1.ListGroupLagsRequest
+	(*ListGroupLagsResponse)(nil),       // 7: sluice.v1.ListGroupLagsResponse
+	(*GroupPartitionLag)(nil),           // 8: sluice.v1.GroupPartitionLag
+	(*FetchReplicaRequest)(nil),         // 9: sluice.v1.FetchReplicaRequest
+	(*DivergingEpoch)(nil),              // 10: sluice.v1.DivergingEpoch
+	(*FetchReplicaResponse)(nil),        // 11: sluice.v1.FetchReplicaResponse
+	(*FetchReplicasRequest)(nil),        // 12: sluice.v1.FetchReplicasRequest
+	(*ReplicaPartition)(nil),            // 13: sluice.v1.ReplicaPartition
+	(*ReplicaFetchPosition)(nil),        // 14: sluice.v1.ReplicaFetchPosition
+	(*FetchReplicasResponse)(nil),       // 15: sluice.v1.FetchReplicasResponse
+	(*ReplicaFetchAnswer)(nil),          // 16: sluice.v1.ReplicaFetchAnswer
+	(*ReplicaFetchError)(nil),           // 17: sluice.v1.ReplicaFetchError
+	(*TransactionDescription)(nil),      // 18: sluice.v1.TransactionDescription
+	(*ProduceError)(nil),                // 19: sluice.v1.ProduceError
+	(*timestamppb.Timestamp)(nil),       // 20: google.protobuf.Timestamp
 }
 var file_sluice_v1_replica_proto_depIdxs = []int32{
-	1,  // 0: sluice.v1.WriteTxnMarkersRequest.markers:type_name -> sluice.v1.TxnMarker
-	3,  // 1: sluice.v1.WriteTxnMarkersResponse.results:type_name -> sluice.v1.TxnMarkerResult
-	16, // 2: sluice.v1.TxnMarkerResult.error:type_name -> sluice.v1.ProduceError
-	6,  // 3: sluice.v1.ListGroupLagsResponse.lags:type_name -> sluice.v1.GroupPartitionLag
-	17, // 4: sluice.v1.ListGroupLagsResponse.compute_time:type_name -> google.protobuf.Timestamp
-	8,  // 5: sluice.v1.FetchReplicaResponse.diverging_epoch:type_name -> sluice.v1.DivergingEpoch
-	12, // 6: sluice.v1.FetchReplicasRequest.partitions:type_name -> sluice.v1.ReplicaFetchPosition
-	11, // 7: sluice.v1.FetchReplicasRequest.removed:type_name -> sluice.v1.ReplicaPartition
-	14, // 8: sluice.v1.FetchReplicasResponse.partitions:type_name -> sluice.v1.ReplicaFetchAnswer
-	9,  // 9: sluice.v1.ReplicaFetchAnswer.fetch:type_name -> sluice.v1.FetchReplicaResponse
-	15, // 10: sluice.v1.ReplicaFetchAnswer.error:type_name -> sluice.v1.ReplicaFetchError
-	7,  // 11: sluice.v1.ReplicaService.FetchReplica:input_type -> sluice.v1.FetchReplicaRequest
-	10, // 12: sluice.v1.ReplicaService.FetchReplicas:input_type -> sluice.v1.FetchReplicasRequest
-	4,  // 13: sluice.v1.ReplicaService.ListGroupLags:input_type -> sluice.v1.ListGroupLagsRequest
-	0,  // 14: sluice.v1.ReplicaService.WriteTxnMarkers:input_type -> sluice.v1.WriteTxnMarkersRequest
-	9,  // 15: sluice.v1.ReplicaService.FetchReplica:output_type -> sluice.v1.FetchReplicaResponse
-	13, // 16: sluice.v1.ReplicaService.FetchReplicas:output_type -> sluice.v1.FetchReplicasResponse
-	5,  // 17: sluice.v1.ReplicaService.ListGroupLags:output_type -> sluice.v1.ListGroupLagsResponse
-	2,  // 18: sluice.v1.ReplicaService.WriteTxnMarkers:output_type -> sluice.v1.WriteTxnMarkersResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	18, // 0: sluice.v1.ListAllTransactionsResponse.transactions:type_name -> sluice.v1.TransactionDescription
+	3,  // 1: sluice.v1.WriteTxnMarkersRequest.markers:type_name -> sluice.v1.TxnMarker
+	5,  // 2: sluice.v1.WriteTxnMarkersResponse.results:type_name -> sluice.v1.TxnMarkerResult
+	19, // 3: sluice.v1.TxnMarkerResult.error:type_name -> sluice.v1.ProduceError
+	8,  // 4: sluice.v1.ListGroupLagsResponse.lags:type_name -> sluice.v1.GroupPartitionLag
+	20, // 5: sluice.v1.ListGroupLagsResponse.compute_time:type_name -> google.protobuf.Timestamp
+	10, // 6: sluice.v1.FetchReplicaResponse.diverging_epoch:type_name -> sluice.v1.DivergingEpoch
+	14, // 7: sluice.v1.FetchReplicasRequest.partitions:type_name -> sluice.v1.ReplicaFetchPosition
+	13, // 8: sluice.v1.FetchReplicasRequest.removed:type_name -> sluice.v1.ReplicaPartition
+	16, // 9: sluice.v1.FetchReplicasResponse.partitions:type_name -> sluice.v1.ReplicaFetchAnswer
+	11, // 10: sluice.v1.ReplicaFetchAnswer.fetch:type_name -> sluice.v1.FetchReplicaResponse
+	17, // 11: sluice.v1.ReplicaFetchAnswer.error:type_name -> sluice.v1.ReplicaFetchError
+	9,  // 12: sluice.v1.ReplicaService.FetchReplica:input_type -> sluice.v1.FetchReplicaRequest
+	12, // 13: sluice.v1.ReplicaService.FetchReplicas:input_type -> sluice.v1.FetchReplicasRequest
+	6,  // 14: sluice.v1.ReplicaService.ListGroupLags:input_type -> sluice.v1.ListGroupLagsRequest
+	2,  // 15: sluice.v1.ReplicaService.WriteTxnMarkers:input_type -> sluice.v1.WriteTxnMarkersRequest
+	0,  // 16: sluice.v1.ReplicaService.ListAllTransactions:input_type -> sluice.v1.ListAllTransactionsRequest
+	11, // 17: sluice.v1.ReplicaService.FetchReplica:output_type -> sluice.v1.FetchReplicaResponse
+	15, // 18: sluice.v1.ReplicaService.FetchReplicas:output_type -> sluice.v1.FetchReplicasResponse
+	7,  // 19: sluice.v1.ReplicaService.ListGroupLags:output_type -> sluice.v1.ListGroupLagsResponse
+	4,  // 20: sluice.v1.ReplicaService.WriteTxnMarkers:output_type -> sluice.v1.WriteTxnMarkersResponse
+	1,  // 21: sluice.v1.ReplicaService.ListAllTransactions:output_type -> sluice.v1.ListAllTransactionsResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_replica_proto_init() }
@@ -1357,14 +1468,15 @@ func file_sluice_v1_replica_proto_init() {
 		return
 	}
 	file_sluice_v1_record_proto_init()
-	file_sluice_v1_replica_proto_msgTypes[7].OneofWrappers = []any{}
+	file_sluice_v1_transaction_proto_init()
+	file_sluice_v1_replica_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_replica_proto_rawDesc), len(file_sluice_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -722,6 +722,9 @@ type TransactionDescription struct {
 	UpdateTimeMs int64 `protobuf:"varint,9,opt,name=update_time_ms,json=updateTimeMs,proto3" json:"update_time_ms,omitempty"`
 	// The broker coordinating the id.
 	CoordinatorId int32 `protobuf:"varint,10,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	// The tenant the id belongs to: the caller's own in TransactionService,
+	// any tenant's in OperatorService.ListTransactions.
+	TenantId      string `protobuf:"bytes,11,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -826,6 +829,13 @@ func (x *TransactionDescription) GetCoordinatorId() int32 {
 	return 0
 }
 
+func (x *TransactionDescription) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
 var File_sluice_v1_transaction_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_transaction_proto_rawDesc = "" +
@@ -876,7 +886,7 @@ const file_sluice_v1_transaction_proto_rawDesc = "" +
 	"\x1aDescribeTransactionRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\"b\n" +
 	"\x1bDescribeTransactionResponse\x12C\n" +
-	"\vtransaction\x18\x01 \x01(\v2!.sluice.v1.TransactionDescriptionR\vtransaction\"\x98\x03\n" +
+	"\vtransaction\x18\x01 \x01(\v2!.sluice.v1.TransactionDescriptionR\vtransaction\"\xb5\x03\n" +
 	"\x16TransactionDescription\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
@@ -890,7 +900,8 @@ const file_sluice_v1_transaction_proto_rawDesc = "" +
 	"\rstart_time_ms\x18\b \x01(\x03R\vstartTimeMs\x12$\n" +
 	"\x0eupdate_time_ms\x18\t \x01(\x03R\fupdateTimeMs\x12%\n" +
 	"\x0ecoordinator_id\x18\n" +
-	" \x01(\x05R\rcoordinatorId2\xae\x04\n" +
+	" \x01(\x05R\rcoordinatorId\x12\x1b\n" +
+	"\ttenant_id\x18\v \x01(\tR\btenantId2\xae\x04\n" +
 	"\x12TransactionService\x12{\n" +
 	"\x1aFindTransactionCoordinator\x12,.sluice.v1.FindTransactionCoordinatorRequest\x1a-.sluice.v1.FindTransactionCoordinatorResponse\"\x00\x12{\n" +
 	"\x1aAddPartitionsToTransaction\x12,.sluice.v1.AddPartitionsToTransactionRequest\x1a-.sluice.v1.AddPartitionsToTransactionResponse\"\x00\x12W\n" +

@@ -45,6 +45,9 @@ const (
 	// ReplicaServiceWriteTxnMarkersProcedure is the fully-qualified name of the ReplicaService's
 	// WriteTxnMarkers RPC.
 	ReplicaServiceWriteTxnMarkersProcedure = "/sluice.v1.ReplicaService/WriteTxnMarkers"
+	// ReplicaServiceListAllTransactionsProcedure is the fully-qualified name of the ReplicaService's
+	// ListAllTransactions RPC.
+	ReplicaServiceListAllTransactionsProcedure = "/sluice.v1.ReplicaService/ListAllTransactions"
 )
 
 // ReplicaServiceClient is a client for the sluice.v1.ReplicaService service.
@@ -96,6 +99,14 @@ type ReplicaServiceClient interface {
 	// partition's last is FAILED_PRECONDITION (fenced). Broker credential
 	// only.
 	WriteTxnMarkers(context.Context, *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error)
+	// ListAllTransactions answers the transactional ids of every tenant at
+	// the transaction coordinators this broker hosts (the partitions of
+	// __transaction_state it leads), each with its tenant_id, unsorted; it
+	// never forwards. The control plane merges the answers of every broker
+	// for OperatorService.ListTransactions. UNAVAILABLE while a coordinator
+	// loads its partition or before the topic exists. Broker credential
+	// only.
+	ListAllTransactions(context.Context, *connect.Request[v1.ListAllTransactionsRequest]) (*connect.Response[v1.ListAllTransactionsResponse], error)
 }
 
 // NewReplicaServiceClient constructs a client for the sluice.v1.ReplicaService service. By default,
@@ -133,15 +144,22 @@ func NewReplicaServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(replicaServiceMethods.ByName("WriteTxnMarkers")),
 			connect.WithClientOptions(opts...),
 		),
+		listAllTransactions: connect.NewClient[v1.ListAllTransactionsRequest, v1.ListAllTransactionsResponse](
+			httpClient,
+			baseURL+ReplicaServiceListAllTransactionsProcedure,
+			connect.WithSchema(replicaServiceMethods.ByName("ListAllTransactions")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // replicaServiceClient implements ReplicaServiceClient.
 type replicaServiceClient struct {
-	fetchReplica    *connect.Client[v1.FetchReplicaRequest, v1.FetchReplicaResponse]
-	fetchReplicas   *connect.Client[v1.FetchReplicasRequest, v1.FetchReplicasResponse]
-	listGroupLags   *connect.Client[v1.ListGroupLagsRequest, v1.ListGroupLagsResponse]
-	writeTxnMarkers *connect.Client[v1.WriteTxnMarkersRequest, v1.WriteTxnMarkersResponse]
+	fetchReplica        *connect.Client[v1.FetchReplicaRequest, v1.FetchReplicaResponse]
+	fetchReplicas       *connect.Client[v1.FetchReplicasRequest, v1.FetchReplicasResponse]
+	listGroupLags       *connect.Client[v1.ListGroupLagsRequest, v1.ListGroupLagsResponse]
+	writeTxnMarkers     *connect.Client[v1.WriteTxnMarkersRequest, v1.WriteTxnMarkersResponse]
+	listAllTransactions *connect.Client[v1.ListAllTransactionsRequest, v1.ListAllTransactionsResponse]
 }
 
 // FetchReplica calls sluice.v1.ReplicaService.FetchReplica.
@@ -162,6 +180,11 @@ func (c *replicaServiceClient) ListGroupLags(ctx context.Context, req *connect.R
 // WriteTxnMarkers calls sluice.v1.ReplicaService.WriteTxnMarkers.
 func (c *replicaServiceClient) WriteTxnMarkers(ctx context.Context, req *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error) {
 	return c.writeTxnMarkers.CallUnary(ctx, req)
+}
+
+// ListAllTransactions calls sluice.v1.ReplicaService.ListAllTransactions.
+func (c *replicaServiceClient) ListAllTransactions(ctx context.Context, req *connect.Request[v1.ListAllTransactionsRequest]) (*connect.Response[v1.ListAllTransactionsResponse], error) {
+	return c.listAllTransactions.CallUnary(ctx, req)
 }
 
 // ReplicaServiceHandler is an implementation of the sluice.v1.ReplicaService service.
@@ -213,6 +236,14 @@ type ReplicaServiceHandler interface {
 	// partition's last is FAILED_PRECONDITION (fenced). Broker credential
 	// only.
 	WriteTxnMarkers(context.Context, *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error)
+	// ListAllTransactions answers the transactional ids of every tenant at
+	// the transaction coordinators this broker hosts (the partitions of
+	// __transaction_state it leads), each with its tenant_id, unsorted; it
+	// never forwards. The control plane merges the answers of every broker
+	// for OperatorService.ListTransactions. UNAVAILABLE while a coordinator
+	// loads its partition or before the topic exists. Broker credential
+	// only.
+	ListAllTransactions(context.Context, *connect.Request[v1.ListAllTransactionsRequest]) (*connect.Response[v1.ListAllTransactionsResponse], error)
 }
 
 // NewReplicaServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -246,6 +277,12 @@ func NewReplicaServiceHandler(svc ReplicaServiceHandler, opts ...connect.Handler
 		connect.WithSchema(replicaServiceMethods.ByName("WriteTxnMarkers")),
 		connect.WithHandlerOptions(opts...),
 	)
+	replicaServiceListAllTransactionsHandler := connect.NewUnaryHandler(
+		ReplicaServiceListAllTransactionsProcedure,
+		svc.ListAllTransactions,
+		connect.WithSchema(replicaServiceMethods.ByName("ListAllTransactions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.ReplicaService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ReplicaServiceFetchReplicaProcedure:
@@ -256,6 +293,8 @@ func NewReplicaServiceHandler(svc ReplicaServiceHandler, opts ...connect.Handler
 			replicaServiceListGroupLagsHandler.ServeHTTP(w, r)
 		case ReplicaServiceWriteTxnMarkersProcedure:
 			replicaServiceWriteTxnMarkersHandler.ServeHTTP(w, r)
+		case ReplicaServiceListAllTransactionsProcedure:
+			replicaServiceListAllTransactionsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -279,4 +318,8 @@ func (UnimplementedReplicaServiceHandler) ListGroupLags(context.Context, *connec
 
 func (UnimplementedReplicaServiceHandler) WriteTxnMarkers(context.Context, *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ReplicaService.WriteTxnMarkers is not implemented"))
+}
+
+func (UnimplementedReplicaServiceHandler) ListAllTransactions(context.Context, *connect.Request[v1.ListAllTransactionsRequest]) (*connect.Response[v1.ListAllTransactionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.ReplicaService.ListAllTransactions is not implemented"))
 }

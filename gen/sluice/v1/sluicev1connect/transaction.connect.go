@@ -66,7 +66,8 @@ type TransactionServiceClient interface {
 	// consumers when the call returns), with the producer id and epoch the
 	// producer uses next: every end bumps the epoch.
 	EndTransaction(context.Context, *connect.Request[v1.EndTransactionRequest]) (*connect.Response[v1.EndTransactionResponse], error)
-	// ListTransactions lists the caller's tenant's transactional ids.
+	// ListTransactions lists the caller's tenant's transactional ids (an
+	// operator lists every tenant's with OperatorService.ListTransactions).
 	ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error)
 	// DescribeTransaction describes one of the caller's tenant's
 	// transactional ids; NOT_FOUND when the coordinator does not know it.
@@ -167,7 +168,8 @@ type TransactionServiceHandler interface {
 	// consumers when the call returns), with the producer id and epoch the
 	// producer uses next: every end bumps the epoch.
 	EndTransaction(context.Context, *connect.Request[v1.EndTransactionRequest]) (*connect.Response[v1.EndTransactionResponse], error)
-	// ListTransactions lists the caller's tenant's transactional ids.
+	// ListTransactions lists the caller's tenant's transactional ids (an
+	// operator lists every tenant's with OperatorService.ListTransactions).
 	ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error)
 	// DescribeTransaction describes one of the caller's tenant's
 	// transactional ids; NOT_FOUND when the coordinator does not know it.
