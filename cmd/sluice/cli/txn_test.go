@@ -21,6 +21,8 @@ func TestCLITxnRows(t *testing.T) {
 		{"enrich-0", "Ongoing", "4001", "3", "out:0,2 audit:1", "-", "2"},
 		{"idle", "Empty", "9", "0", "-", "-", "1"},
 	}, rows)
+	require.Equal(t, [][]string{{"t-1", "idle", "Empty", "9", "0", "-", "-", "1"}},
+		allTxnRows([]*sluicev1.TransactionDescription{{TenantId: "t-1", TransactionalId: "idle", State: sluicev1.TxnState_TXN_STATE_EMPTY, ProducerId: 9, CoordinatorId: 1}}))
 	for s, want := range map[sluicev1.TxnState]string{
 		sluicev1.TxnState_TXN_STATE_PREPARE_COMMIT: "PrepareCommit", sluicev1.TxnState_TXN_STATE_PREPARE_ABORT: "PrepareAbort",
 		sluicev1.TxnState_TXN_STATE_COMPLETE_COMMIT: "CompleteCommit", sluicev1.TxnState_TXN_STATE_COMPLETE_ABORT: "CompleteAbort",
@@ -39,7 +41,7 @@ func TestCLITxnDescribeTable(t *testing.T) {
 		TimeoutMs: 60000, Topics: []*sluicev1.TransactionPartitions{{Topic: "out", Partitions: []int32{1}}}, Groups: []string{"enricher"}, CoordinatorId: 3,
 	}))
 	got := out.String()
-	for _, want := range []string{"transactional id: enrich-0", "state:            CompleteCommit", "epoch:            4",
+	for _, want := range []string{"transactional id: enrich-0", "tenant:           -", "state:            CompleteCommit", "epoch:            4",
 		"timeout:          1m0s", "partitions:       out:1", "groups:           enricher", "started:          -", "coordinator:      3"} {
 		require.Contains(t, got, want)
 	}
@@ -59,6 +61,10 @@ func TestCLITxnUsage(t *testing.T) {
 		{[]string{"txn", "describe", ""}, "transactional id must not be empty"},
 		{[]string{"txn", "list", "x"}, "unknown command"},
 		{[]string{"txn", "abort"}, "unknown command"},
+		{[]string{"txn", "list", "--all"}, "--all acts as the operator: pass --operator-token or $SLUICE_OPERATOR_TOKEN"},
+		{[]string{"txn", "list", "--tenant", "t"}, "--tenant acts as the operator"},
+		{[]string{"txn", "list", "--all", "--tenant", "t", "--operator-token", "x"}, "choose one of --all and --tenant"},
+		{[]string{"txn", "describe", "job", "--tenant", "t"}, "--tenant acts as the operator"},
 		{[]string{"consume", "orders", "--isolation", "serializable"}, `--isolation "serializable": choose read-committed or read-uncommitted`},
 		{[]string{"consume", "orders", "--group", "g", "--isolation", "committed"}, `--isolation "committed"`},
 		{[]string{"produce", "orders", "--value", "x", "--transaction-timeout", "5s"}, "--transaction-timeout applies only with --transactional-id"},
