@@ -94,6 +94,7 @@ func TestE2EGrpcurlDiscovery(t *testing.T) {
 		"grpc.reflection.v1alpha.ServerReflection",
 		"sluice.v1.GroupService",
 		"sluice.v1.RecordService",
+		"sluice.v1.TransactionService",
 	}, "\n")+"\n", ok("-plaintext", broker, "list"))
 	require.Equal(t, strings.Join([]string{
 		"grpc.health.v1.Health",
