@@ -19,7 +19,7 @@ var MaxSeries = 10000
 
 var (
 	descLag = prometheus.NewDesc("sluice_consumer_lag_messages",
-		"Records of the partition after the group's committed offset, as last sampled.",
+		"Records of the partition the group has left to read (the brokers' lag: from the committed offset up to the last stable offset, transaction markers and aborted transactions right after the committed offset not counted), as last sampled.",
 		[]string{"tenant", "group", "topic", "partition"}, nil)
 	descLagAge = prometheus.NewDesc("sluice_consumer_lag_seconds",
 		"Age of the group's oldest unconsumed record on the partition (0 when caught up), as last sampled.",
