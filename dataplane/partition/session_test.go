@@ -57,7 +57,7 @@ func newSessionCluster(t *testing.T, n int, lagTimeMax time.Duration, leaderHas 
 	c.leader.AlterPartition = c.alterPartition
 	c.follow.ReplicaClient = func(leader int32) sluicev1connect.ReplicaServiceClient {
 		require.EqualValues(t, 1, leader)
-		return sessionClient{c}
+		return sessionClient{c: c}
 	}
 	byPart := map[int32]*Replica{}
 	c.byPart = byPart
@@ -120,7 +120,12 @@ func (c *sessionCluster) alterPartition(_ context.Context, req *connect.Request[
 	}}), nil
 }
 
-type sessionClient struct{ c *sessionCluster }
+// sessionClient serves the replication calls; the rest of the interface
+// (embedded, nil) is not in these tests and would panic if called.
+type sessionClient struct {
+	sluicev1connect.ReplicaServiceClient
+	c *sessionCluster
+}
 
 func (s sessionClient) FetchReplicas(ctx context.Context, req *connect.Request[sluicev1.FetchReplicasRequest]) (*connect.Response[sluicev1.FetchReplicasResponse], error) {
 	c := s.c
@@ -152,14 +157,6 @@ func (s sessionClient) FetchReplica(ctx context.Context, req *connect.Request[sl
 		return nil, err
 	}
 	return connect.NewResponse(res), nil
-}
-
-func (s sessionClient) ListGroupLags(context.Context, *connect.Request[sluicev1.ListGroupLagsRequest]) (*connect.Response[sluicev1.ListGroupLagsResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("not in this test"))
-}
-
-func (s sessionClient) WriteTxnMarkers(context.Context, *connect.Request[sluicev1.WriteTxnMarkersRequest]) (*connect.Response[sluicev1.WriteTxnMarkersResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("not in this test"))
 }
 
 // produce appends one record to each leader in parts, acks=1.
