@@ -57,29 +57,13 @@ func (b *Broker) coordinatorFor(ctx context.Context, tenantID, group string) (*g
 // coordinatorAt returns the loaded coordinator of one offsets partition,
 // or NotLeader when this broker does not lead it.
 func (b *Broker) coordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (*groupCoordinator, error) {
-	if pm.leader != b.cfg.ID {
-		return nil, b.notLeader(pm)
-	}
-	p := b.partition(t.id, pm.partition)
-	if p == nil {
-		return nil, b.notLeader(pm)
-	}
-	k := partKey{t.id, pm.partition}
-	b.mu.Lock()
-	c := b.coords[k]
-	if c == nil || c.Epoch() != pm.leaderEpoch || c.p != p {
-		c = &groupCoordinator{p: p, Coordinator: coordinator.New(offsetsPartition{b, p}, coordinator.Config{
-			Partition: pm.partition, LeaderEpoch: pm.leaderEpoch,
+	return hostedAt(ctx, b, b.coords, t, pm, func(p *partition.Replica, epoch int32) *groupCoordinator {
+		return &groupCoordinator{p: p, Coordinator: coordinator.New(offsetsPartition{b, p}, coordinator.Config{
+			Partition: pm.partition, LeaderEpoch: epoch,
 			SessionTimeout: b.cfg.GroupSessionTimeout, HeartbeatInterval: b.cfg.GroupHeartbeatInterval,
 			Logger: b.logger, Metrics: b.metrics.coordinator(),
 		})}
-		b.coords[k] = c
-	}
-	b.mu.Unlock()
-	if err := c.Load(ctx); err != nil {
-		return nil, b.takingOver(err)
-	}
-	return c, nil
+	})
 }
 
 // takingOver turns "not the leader, broker N is" into Unavailable when N is
@@ -96,40 +80,14 @@ func (b *Broker) takingOver(err error) error {
 // localCoordinators are the loaded coordinators of every offsets partition
 // this broker leads.
 func (b *Broker) localCoordinators(ctx context.Context) ([]*groupCoordinator, error) {
-	meta := b.metadata()
-	t, ok := meta.topic(systemTenantID, offsetsTopic)
-	if !ok {
-		return nil, errNoOffsetsTopic
-	}
-	var out []*groupCoordinator
-	for _, pm := range t.partitions {
-		if pm.leader != b.cfg.ID {
-			continue
-		}
-		c, err := b.coordinatorAt(ctx, t, pm)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return localHosted(ctx, b, offsetsTopic, errNoOffsetsTopic, b.coordinatorAt)
 }
 
 // expireGroups expires group members on every coordinator of this broker;
 // coordinators of leaderships this broker lost are dropped.
 func (b *Broker) expireGroups() {
-	b.mu.Lock()
-	coords := make([]*groupCoordinator, 0, len(b.coords))
-	for k, c := range b.coords {
-		if !c.Current() {
-			delete(b.coords, k)
-			continue
-		}
-		coords = append(coords, c)
-	}
-	b.mu.Unlock()
 	now := time.Now()
-	for _, c := range coords {
+	for _, c := range currentHosted(b, b.coords) {
 		c.Expire(now)
 	}
 }

@@ -120,19 +120,8 @@ func (b *Broker) txnCoordinatorFor(ctx context.Context, tenantID, transactionalI
 // is made for each leader epoch and loads the partition's log (Load) when
 // first asked for.
 func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (*txnCoordinator, error) {
-	if pm.leader != b.cfg.ID {
-		return nil, b.notLeader(pm)
-	}
-	p := b.partition(t.id, pm.partition)
-	if p == nil {
-		return nil, b.notLeader(pm)
-	}
-	k := partKey{t.id, pm.partition}
-	b.mu.Lock()
-	c := b.txnCoords[k]
-	if c == nil || c.Epoch() != pm.leaderEpoch || c.p != p {
-		epoch := pm.leaderEpoch
-		c = &txnCoordinator{p: p, Coordinator: txn.New(offsetsPartition{b, p}, txn.Config{
+	return hostedAt(ctx, b, b.txnCoords, t, pm, func(p *partition.Replica, epoch int32) *txnCoordinator {
+		return &txnCoordinator{p: p, Coordinator: txn.New(offsetsPartition{b, p}, txn.Config{
 			Partition: pm.partition, LeaderEpoch: epoch,
 			AllocateProducerID: b.allocateTxnProducerID,
 			Markers:            &markerWriter{b: b, current: func() bool { return p.LeadsAt(epoch) }},
@@ -141,13 +130,7 @@ func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta
 			IdleTimeout:        b.cfg.TransactionalIDExpiration,
 			Logger:             b.logger, Metrics: b.txnMetrics,
 		})}
-		b.txnCoords[k] = c
-	}
-	b.mu.Unlock()
-	if err := c.Load(ctx); err != nil {
-		return nil, b.takingOver(err)
-	}
-	return c, nil
+	})
 }
 
 // allocateTxnProducerID gives a transactional id's producer a new producer
@@ -163,38 +146,13 @@ func (b *Broker) allocateTxnProducerID(ctx context.Context) (int64, error) {
 // localTxnCoordinators are the loaded coordinators of every
 // transaction-state partition this broker leads.
 func (b *Broker) localTxnCoordinators(ctx context.Context) ([]*txnCoordinator, error) {
-	t, ok := b.metadata().topic(systemTenantID, txnStateTopic)
-	if !ok {
-		return nil, errNoTxnTopic
-	}
-	var out []*txnCoordinator
-	for _, pm := range t.partitions {
-		if pm.leader != b.cfg.ID {
-			continue
-		}
-		c, err := b.txnCoordinatorAt(ctx, t, pm)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return localHosted(ctx, b, txnStateTopic, errNoTxnTopic, b.txnCoordinatorAt)
 }
 
 // currentTxnCoordinators returns the coordinators made so far that are
 // still current, dropping those of leaderships this broker lost.
 func (b *Broker) currentTxnCoordinators() []*txnCoordinator {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]*txnCoordinator, 0, len(b.txnCoords))
-	for k, c := range b.txnCoords {
-		if !c.Current() {
-			delete(b.txnCoords, k)
-			continue
-		}
-		out = append(out, c)
-	}
-	return out
+	return currentHosted(b, b.txnCoords)
 }
 
 // txnLoop runs the periodic work of the transaction coordinators every
