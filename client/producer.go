@@ -293,6 +293,13 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 // when every record was written (their offsets set), or the first error (a
 // *DeliveryError, as Produce's callback gets it).
 func (p *Producer) ProduceSync(ctx context.Context, rs ...*Record) error {
+	return p.produceSync(ctx, p.Produce, rs)
+}
+
+// produceSync produces rs with produce (p's Produce, or a transactional
+// producer's over p), sends what p buffered at once, and waits for every
+// record: nil, or the first error a callback got.
+func (p *Producer) produceSync(ctx context.Context, produce func(context.Context, *Record, func(*Record, error)), rs []*Record) error {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -300,7 +307,7 @@ func (p *Producer) ProduceSync(ctx context.Context, rs ...*Record) error {
 	)
 	wg.Add(len(rs))
 	for _, r := range rs {
-		p.Produce(ctx, r, func(_ *Record, err error) {
+		produce(ctx, r, func(_ *Record, err error) {
 			if err != nil {
 				mu.Lock()
 				if firstErr == nil {

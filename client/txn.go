@@ -220,29 +220,7 @@ func (tp *TransactionalProducer) Produce(ctx context.Context, r *Record, cb func
 // ProduceSync produces records in the open transaction and waits for all
 // of them, as Producer.ProduceSync does.
 func (tp *TransactionalProducer) ProduceSync(ctx context.Context, rs ...*Record) error {
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	wg.Add(len(rs))
-	for _, r := range rs {
-		tp.Produce(ctx, r, func(_ *Record, err error) {
-			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-			}
-			wg.Done()
-		})
-	}
-	for _, s := range tp.p.sinkList() {
-		s.flushNow()
-	}
-	wg.Wait()
-	return firstErr
+	return tp.p.produceSync(ctx, tp.Produce, rs)
 }
 
 func (tp *TransactionalProducer) doneProducing() {
