@@ -316,3 +316,32 @@ func TestPartitionTransactionalVerification(t *testing.T) {
 	require.NoError(t, <-errs)
 	require.EqualValues(t, 1, v.calls.Load())
 }
+
+// TestPartitionUndecodableMarkerStopsTheBroker: a control batch whose
+// control record does not decode (replicated from a leader that wrote it
+// so) cannot be applied to the producer state, which would then differ
+// from what a rebuild makes of the log: the replica reports it through
+// FailStop, as a failed rebuild does.
+func TestPartitionUndecodableMarkerStopsTheBroker(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	stopped := make(chan error, 1)
+	h.FailStop = func(_ string, _ int32, err error) {
+		select {
+		case stopped <- err:
+		default:
+		}
+	}
+	p := newFollower(t, h, false) // [0, 10) at epoch 3
+	hdr, _ := record.MarkerBatch(9, 1, time.Now().UnixMilli(), record.ControlRecord{Type: record.ControlCommit})
+	bad, err := record.AppendBatch(nil, hdr, []record.Record{{Key: []byte{0}, Value: []byte{0}}})
+	require.NoError(t, err)
+	record.Batch(bad).SetLeader(10, 3)
+	require.NoError(t, applyNext(p, &sluicev1.FetchReplicaResponse{Batches: bad, HighWatermark: 10}))
+	select {
+	case err := <-stopped:
+		require.ErrorIs(t, err, errMarkerUndecodable)
+	case <-time.After(10 * time.Second):
+		t.Fatal("an undecodable marker did not stop the broker")
+	}
+}
