@@ -25,7 +25,11 @@ const (
 // Limits are the effective quotas of one tenant: its plan's defaults with its Overrides applied.
 // The control plane enforces the count limits (topics, partitions) and checks each topic's config
 // against MaxRetentionMs, MaxStorageBytes (per partition, as retention.bytes) and MaxMessageBytes.
-// The rates (ProduceBytesPerSec, FetchBytesPerSec, RequestsPerSec) are not enforced yet.
+// The rates (ProduceBytesPerSec, FetchBytesPerSec, RequestsPerSec, ProducerIDsPerHour) hold for the
+// whole cluster: the control plane divides each among the brokers (controlplane/quota) and the
+// brokers enforce their parts with token buckets (dataplane/quota). MaxTotalStorageBytes,
+// MaxTransactionalIDs and MaxGroups are decided by the control plane from the brokers' reports
+// and enforced by the brokers. docs/quotas-and-billing.md says how and with what error bound.
 type Limits struct {
 	MaxTopics          int32 `json:"max_topics"`
 	MaxPartitions      int32 `json:"max_partitions"` // total over all topics of the tenant
@@ -35,6 +39,11 @@ type Limits struct {
 	ProduceBytesPerSec int64 `json:"produce_bytes_per_sec"`
 	FetchBytesPerSec   int64 `json:"fetch_bytes_per_sec"`
 	RequestsPerSec     int32 `json:"requests_per_sec"`
+	// MaxTotalStorageBytes bounds what the tenant holds, hot and cold, over all its partitions.
+	MaxTotalStorageBytes int64 `json:"max_total_storage_bytes"`
+	ProducerIDsPerHour   int32 `json:"producer_ids_per_hour"`
+	MaxTransactionalIDs  int32 `json:"max_transactional_ids"`
+	MaxGroups            int32 `json:"max_groups"`
 }
 
 // Overrides are per-tenant exceptions to the plan's Limits. A nil field keeps the plan's value.
@@ -48,6 +57,11 @@ type Overrides struct {
 	ProduceBytesPerSec *int64 `json:"produce_bytes_per_sec,omitempty"`
 	FetchBytesPerSec   *int64 `json:"fetch_bytes_per_sec,omitempty"`
 	RequestsPerSec     *int32 `json:"requests_per_sec,omitempty"`
+
+	MaxTotalStorageBytes *int64 `json:"max_total_storage_bytes,omitempty"`
+	ProducerIDsPerHour   *int32 `json:"producer_ids_per_hour,omitempty"`
+	MaxTransactionalIDs  *int32 `json:"max_transactional_ids,omitempty"`
+	MaxGroups            *int32 `json:"max_groups,omitempty"`
 }
 
 var planLimits = map[string]Limits{
@@ -60,6 +74,11 @@ var planLimits = map[string]Limits{
 		ProduceBytesPerSec: 5 * mib,
 		FetchBytesPerSec:   10 * mib,
 		RequestsPerSec:     500,
+
+		MaxTotalStorageBytes: 50 * gib,
+		ProducerIDsPerHour:   1000,
+		MaxTransactionalIDs:  100,
+		MaxGroups:            100,
 	},
 	PlanPro: {
 		MaxTopics:          1000,
@@ -70,6 +89,11 @@ var planLimits = map[string]Limits{
 		ProduceBytesPerSec: 100 * mib,
 		FetchBytesPerSec:   200 * mib,
 		RequestsPerSec:     20000,
+
+		MaxTotalStorageBytes: 100 * tib,
+		ProducerIDsPerHour:   100000,
+		MaxTransactionalIDs:  10000,
+		MaxGroups:            10000,
 	},
 }
 
@@ -109,6 +133,10 @@ func (l Limits) With(o Overrides) Limits {
 	set(&l.ProduceBytesPerSec, o.ProduceBytesPerSec)
 	set(&l.FetchBytesPerSec, o.FetchBytesPerSec)
 	set(&l.RequestsPerSec, o.RequestsPerSec)
+	set(&l.MaxTotalStorageBytes, o.MaxTotalStorageBytes)
+	set(&l.ProducerIDsPerHour, o.ProducerIDsPerHour)
+	set(&l.MaxTransactionalIDs, o.MaxTransactionalIDs)
+	set(&l.MaxGroups, o.MaxGroups)
 	return l
 }
 
@@ -154,6 +182,10 @@ func (o Overrides) Validate() error {
 	pos("produce_bytes_per_sec", o.ProduceBytesPerSec)
 	pos("fetch_bytes_per_sec", o.FetchBytesPerSec)
 	pos32("requests_per_sec", o.RequestsPerSec)
+	pos("max_total_storage_bytes", o.MaxTotalStorageBytes)
+	pos32("producer_ids_per_hour", o.ProducerIDsPerHour)
+	nonNeg("max_transactional_ids", o.MaxTransactionalIDs)
+	nonNeg("max_groups", o.MaxGroups)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid overrides: %w", err)
 	}

@@ -73,6 +73,11 @@ func TestLimitsPlans(t *testing.T) {
 		ProduceBytesPerSec: 5 << 20,
 		FetchBytesPerSec:   10 << 20,
 		RequestsPerSec:     500,
+
+		MaxTotalStorageBytes: 50 << 30,
+		ProducerIDsPerHour:   1000,
+		MaxTransactionalIDs:  100,
+		MaxGroups:            100,
 	}, free)
 	pro, err := PlanLimits(PlanPro)
 	require.NoError(t, err)
@@ -85,6 +90,11 @@ func TestLimitsPlans(t *testing.T) {
 		ProduceBytesPerSec: 100 << 20,
 		FetchBytesPerSec:   200 << 20,
 		RequestsPerSec:     20000,
+
+		MaxTotalStorageBytes: 100 << 40,
+		ProducerIDsPerHour:   100000,
+		MaxTransactionalIDs:  10000,
+		MaxGroups:            10000,
 	}, pro)
 	for _, plan := range Plans() {
 		_, err := PlanLimits(plan)

@@ -192,6 +192,7 @@ func ServiceNames() []string {
 		sluicev1connect.OperatorServiceName,
 		sluicev1connect.BrokerServiceName,
 		sluicev1connect.AlertServiceName,
+		sluicev1connect.BillingServiceName,
 		sluicev1connect.RecordServiceName,
 	}
 }
@@ -225,6 +226,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle(sluicev1connect.NewOperatorServiceHandler(&operatorService{a}, opts...))
 	mux.Handle(sluicev1connect.NewBrokerServiceHandler(&brokerService{a}, opts...))
 	mux.Handle(sluicev1connect.NewAlertServiceHandler(&alertService{a}, opts...))
+	mux.Handle(sluicev1connect.NewBillingServiceHandler(&billingService{a}, opts...))
 	mux.Handle(sluicev1connect.NewRecordServiceHandler(&metadataService{API: a}, opts...))
 	mux.Handle(sluicev1connect.NewGroupServiceHandler(brokerGroups{}, opts...))
 }

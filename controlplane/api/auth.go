@@ -70,6 +70,8 @@ var rules = map[string]rule{
 	sluicev1connect.OperatorServiceListBrokersProcedure:  {access: accessOperator},
 	// Asks every broker with the broker credential (operator_txn.go).
 	sluicev1connect.OperatorServiceListTransactionsProcedure: {access: accessOperator},
+	sluicev1connect.OperatorServiceGetPlanPricesProcedure:    {access: accessOperator},
+	sluicev1connect.OperatorServiceSetPlanPricesProcedure:    {access: accessOperator},
 
 	sluicev1connect.BrokerServiceRegisterBrokerProcedure:      {access: accessBroker},
 	sluicev1connect.BrokerServiceHeartbeatBrokerProcedure:     {access: accessBroker},
@@ -81,6 +83,12 @@ var rules = map[string]rule{
 	sluicev1connect.BrokerServiceAddRemoteSegmentProcedure:    {access: accessBroker},
 	sluicev1connect.BrokerServiceUpdateRemoteSegmentProcedure: {access: accessBroker},
 	sluicev1connect.BrokerServiceListRemoteSegmentsProcedure:  {access: accessBroker},
+	sluicev1connect.BrokerServiceExchangeQuotasProcedure:      {access: accessBroker},
+	sluicev1connect.BrokerServiceReportUsageProcedure:         {access: accessBroker},
+
+	sluicev1connect.BillingServiceGetUsageProcedure:     {access: accessTenant},
+	sluicev1connect.BillingServiceListInvoicesProcedure: {access: accessTenant},
+	sluicev1connect.BillingServiceGetInvoiceProcedure:   {access: accessTenant},
 }
 
 // authenticator decides who is calling. Tenant tokens are verified offline

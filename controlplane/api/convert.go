@@ -57,6 +57,11 @@ func toLimitsPB(l tenants.Limits) *sluicev1.Limits {
 		ProduceBytesPerSec: l.ProduceBytesPerSec,
 		FetchBytesPerSec:   l.FetchBytesPerSec,
 		RequestsPerSec:     l.RequestsPerSec,
+
+		MaxTotalStorageBytes: l.MaxTotalStorageBytes,
+		ProducerIdsPerHour:   l.ProducerIDsPerHour,
+		MaxTransactionalIds:  l.MaxTransactionalIDs,
+		MaxGroups:            l.MaxGroups,
 	}
 }
 
@@ -70,6 +75,11 @@ func toOverridesPB(o tenants.Overrides) *sluicev1.LimitOverrides {
 		ProduceBytesPerSec: o.ProduceBytesPerSec,
 		FetchBytesPerSec:   o.FetchBytesPerSec,
 		RequestsPerSec:     o.RequestsPerSec,
+
+		MaxTotalStorageBytes: o.MaxTotalStorageBytes,
+		ProducerIdsPerHour:   o.ProducerIDsPerHour,
+		MaxTransactionalIds:  o.MaxTransactionalIDs,
+		MaxGroups:            o.MaxGroups,
 	}
 }
 
@@ -83,6 +93,11 @@ func fromOverridesPB(p *sluicev1.LimitOverrides) tenants.Overrides {
 		ProduceBytesPerSec: p.ProduceBytesPerSec,
 		FetchBytesPerSec:   p.FetchBytesPerSec,
 		RequestsPerSec:     p.RequestsPerSec,
+
+		MaxTotalStorageBytes: p.MaxTotalStorageBytes,
+		ProducerIDsPerHour:   p.ProducerIdsPerHour,
+		MaxTransactionalIDs:  p.MaxTransactionalIds,
+		MaxGroups:            p.MaxGroups,
 	}
 }
 

@@ -2116,11 +2116,718 @@ func (x *AlterPartitionsError) GetCurrent() *PartitionAssignment {
 	return nil
 }
 
+// QuotaRates are per-second rates of one tenant at one broker over the last
+// exchange window.
+type QuotaRates struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ProduceBytesPerSec float64                `protobuf:"fixed64,1,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3" json:"produce_bytes_per_sec,omitempty"`
+	FetchBytesPerSec   float64                `protobuf:"fixed64,2,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3" json:"fetch_bytes_per_sec,omitempty"`
+	RequestsPerSec     float64                `protobuf:"fixed64,3,opt,name=requests_per_sec,json=requestsPerSec,proto3" json:"requests_per_sec,omitempty"`
+	// InitProducerId calls that created a producer id.
+	ProducerIdsPerSec float64 `protobuf:"fixed64,4,opt,name=producer_ids_per_sec,json=producerIdsPerSec,proto3" json:"producer_ids_per_sec,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *QuotaRates) Reset() {
+	*x = QuotaRates{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaRates) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaRates) ProtoMessage() {}
+
+func (x *QuotaRates) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaRates.ProtoReflect.Descriptor instead.
+func (*QuotaRates) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *QuotaRates) GetProduceBytesPerSec() float64 {
+	if x != nil {
+		return x.ProduceBytesPerSec
+	}
+	return 0
+}
+
+func (x *QuotaRates) GetFetchBytesPerSec() float64 {
+	if x != nil {
+		return x.FetchBytesPerSec
+	}
+	return 0
+}
+
+func (x *QuotaRates) GetRequestsPerSec() float64 {
+	if x != nil {
+		return x.RequestsPerSec
+	}
+	return 0
+}
+
+func (x *QuotaRates) GetProducerIdsPerSec() float64 {
+	if x != nil {
+		return x.ProducerIdsPerSec
+	}
+	return 0
+}
+
+type TenantQuotaReport struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// What the tenant's clients asked for, refused requests included: the
+	// share the control plane divides the limits by.
+	Offered *QuotaRates `protobuf:"bytes,2,opt,name=offered,proto3" json:"offered,omitempty"`
+	// What the broker admitted.
+	Admitted *QuotaRates `protobuf:"bytes,3,opt,name=admitted,proto3" json:"admitted,omitempty"`
+	// Bytes of the local logs of the tenant's partitions this broker leads.
+	HotStorageBytes int64 `protobuf:"varint,4,opt,name=hot_storage_bytes,json=hotStorageBytes,proto3" json:"hot_storage_bytes,omitempty"`
+	// Consumer groups of the tenant this broker coordinates.
+	Groups int32 `protobuf:"varint,5,opt,name=groups,proto3" json:"groups,omitempty"`
+	// Transactional ids of the tenant this broker coordinates.
+	TransactionalIds int32 `protobuf:"varint,6,opt,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TenantQuotaReport) Reset() {
+	*x = TenantQuotaReport{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantQuotaReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantQuotaReport) ProtoMessage() {}
+
+func (x *TenantQuotaReport) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantQuotaReport.ProtoReflect.Descriptor instead.
+func (*TenantQuotaReport) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *TenantQuotaReport) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *TenantQuotaReport) GetOffered() *QuotaRates {
+	if x != nil {
+		return x.Offered
+	}
+	return nil
+}
+
+func (x *TenantQuotaReport) GetAdmitted() *QuotaRates {
+	if x != nil {
+		return x.Admitted
+	}
+	return nil
+}
+
+func (x *TenantQuotaReport) GetHotStorageBytes() int64 {
+	if x != nil {
+		return x.HotStorageBytes
+	}
+	return 0
+}
+
+func (x *TenantQuotaReport) GetGroups() int32 {
+	if x != nil {
+		return x.Groups
+	}
+	return 0
+}
+
+func (x *TenantQuotaReport) GetTransactionalIds() int32 {
+	if x != nil {
+		return x.TransactionalIds
+	}
+	return 0
+}
+
+type ExchangeQuotasRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	// Every tenant with traffic or holdings at this broker; one entry each.
+	Tenants       []*TenantQuotaReport `protobuf:"bytes,3,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExchangeQuotasRequest) Reset() {
+	*x = ExchangeQuotasRequest{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExchangeQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExchangeQuotasRequest) ProtoMessage() {}
+
+func (x *ExchangeQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExchangeQuotasRequest.ProtoReflect.Descriptor instead.
+func (*ExchangeQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ExchangeQuotasRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *ExchangeQuotasRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *ExchangeQuotasRequest) GetTenants() []*TenantQuotaReport {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+// TenantAllotment is one broker's part of one tenant's limits.
+type TenantAllotment struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// This broker's token-bucket rates; each summed over the brokers is the
+	// tenant's limit.
+	Rates *QuotaRates `protobuf:"bytes,2,opt,name=rates,proto3" json:"rates,omitempty"`
+	// The tenant holds at least its storage limit (hot plus cold): refuse
+	// its produce requests.
+	StorageExceeded bool `protobuf:"varint,3,opt,name=storage_exceeded,json=storageExceeded,proto3" json:"storage_exceeded,omitempty"`
+	// The tenant has its limit of consumer groups: refuse creating another.
+	GroupsExceeded bool `protobuf:"varint,4,opt,name=groups_exceeded,json=groupsExceeded,proto3" json:"groups_exceeded,omitempty"`
+	// The tenant has its limit of transactional ids: refuse another.
+	TransactionalIdsExceeded bool `protobuf:"varint,5,opt,name=transactional_ids_exceeded,json=transactionalIdsExceeded,proto3" json:"transactional_ids_exceeded,omitempty"`
+	// The tenant's cluster-wide limits, for error messages.
+	Limits        *Limits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantAllotment) Reset() {
+	*x = TenantAllotment{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantAllotment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantAllotment) ProtoMessage() {}
+
+func (x *TenantAllotment) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantAllotment.ProtoReflect.Descriptor instead.
+func (*TenantAllotment) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TenantAllotment) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *TenantAllotment) GetRates() *QuotaRates {
+	if x != nil {
+		return x.Rates
+	}
+	return nil
+}
+
+func (x *TenantAllotment) GetStorageExceeded() bool {
+	if x != nil {
+		return x.StorageExceeded
+	}
+	return false
+}
+
+func (x *TenantAllotment) GetGroupsExceeded() bool {
+	if x != nil {
+		return x.GroupsExceeded
+	}
+	return false
+}
+
+func (x *TenantAllotment) GetTransactionalIdsExceeded() bool {
+	if x != nil {
+		return x.TransactionalIdsExceeded
+	}
+	return false
+}
+
+func (x *TenantAllotment) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+type ExchangeQuotasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per tenant of the request.
+	Allotments    []*TenantAllotment `protobuf:"bytes,1,rep,name=allotments,proto3" json:"allotments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExchangeQuotasResponse) Reset() {
+	*x = ExchangeQuotasResponse{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExchangeQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExchangeQuotasResponse) ProtoMessage() {}
+
+func (x *ExchangeQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExchangeQuotasResponse.ProtoReflect.Descriptor instead.
+func (*ExchangeQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ExchangeQuotasResponse) GetAllotments() []*TenantAllotment {
+	if x != nil {
+		return x.Allotments
+	}
+	return nil
+}
+
+type TenantUsageCounters struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// Bytes of record batches answered to consumers' Fetch (replication
+	// excluded).
+	EgressBytes int64 `protobuf:"varint,2,opt,name=egress_bytes,json=egressBytes,proto3" json:"egress_bytes,omitempty"`
+	// Requests the broker served (throttled ones included).
+	Requests      int64 `protobuf:"varint,3,opt,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantUsageCounters) Reset() {
+	*x = TenantUsageCounters{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantUsageCounters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantUsageCounters) ProtoMessage() {}
+
+func (x *TenantUsageCounters) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantUsageCounters.ProtoReflect.Descriptor instead.
+func (*TenantUsageCounters) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *TenantUsageCounters) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *TenantUsageCounters) GetEgressBytes() int64 {
+	if x != nil {
+		return x.EgressBytes
+	}
+	return 0
+}
+
+func (x *TenantUsageCounters) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+// IngressRange is a run of consecutive batches of one partition's log,
+// [start_offset, end_offset), all below its high watermark.
+type IngressRange struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TopicId   string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The reporting leader's epoch.
+	LeaderEpoch int32 `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	StartOffset int64 `protobuf:"varint,4,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	// Exclusive; equal to start_offset asks where metering stands without
+	// reporting anything.
+	EndOffset int64 `protobuf:"varint,5,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	// Sum of the sizes of the data batches in the range (transaction
+	// markers and other control batches excluded).
+	Bytes         int64 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngressRange) Reset() {
+	*x = IngressRange{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngressRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngressRange) ProtoMessage() {}
+
+func (x *IngressRange) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngressRange.ProtoReflect.Descriptor instead.
+func (*IngressRange) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *IngressRange) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *IngressRange) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *IngressRange) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *IngressRange) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *IngressRange) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *IngressRange) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type ReportUsageRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	// From 1 per broker epoch, one more per new report. A retry sends the
+	// same sequence with the same content.
+	Sequence      int64                  `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Counters      []*TenantUsageCounters `protobuf:"bytes,4,rep,name=counters,proto3" json:"counters,omitempty"`
+	Ingress       []*IngressRange        `protobuf:"bytes,5,rep,name=ingress,proto3" json:"ingress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportUsageRequest) Reset() {
+	*x = ReportUsageRequest{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportUsageRequest) ProtoMessage() {}
+
+func (x *ReportUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportUsageRequest.ProtoReflect.Descriptor instead.
+func (*ReportUsageRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ReportUsageRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *ReportUsageRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *ReportUsageRequest) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *ReportUsageRequest) GetCounters() []*TenantUsageCounters {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
+func (x *ReportUsageRequest) GetIngress() []*IngressRange {
+	if x != nil {
+		return x.Ingress
+	}
+	return nil
+}
+
+type IngressCursor struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	TopicId   string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The next offset to report: every offset below it is metered.
+	NextOffset    int64 `protobuf:"varint,3,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngressCursor) Reset() {
+	*x = IngressCursor{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngressCursor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngressCursor) ProtoMessage() {}
+
+func (x *IngressCursor) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngressCursor.ProtoReflect.Descriptor instead.
+func (*IngressCursor) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *IngressCursor) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *IngressCursor) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *IngressCursor) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+type ReportUsageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sequence had been applied before: nothing was applied now.
+	Duplicate bool `protobuf:"varint,1,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// Where metering stands, after this report, for every partition the
+	// request named (a deleted topic's partitions are left out).
+	Cursors       []*IngressCursor `protobuf:"bytes,2,rep,name=cursors,proto3" json:"cursors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportUsageResponse) Reset() {
+	*x = ReportUsageResponse{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportUsageResponse) ProtoMessage() {}
+
+func (x *ReportUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportUsageResponse.ProtoReflect.Descriptor instead.
+func (*ReportUsageResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ReportUsageResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *ReportUsageResponse) GetCursors() []*IngressCursor {
+	if x != nil {
+		return x.Cursors
+	}
+	return nil
+}
+
 var File_sluice_v1_broker_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15sluice/v1/topic.proto\"\xef\x04\n" +
+	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/tenant.proto\x1a\x15sluice/v1/topic.proto\"\xef\x04\n" +
 	"\rRemoteSegment\x12\x1d\n" +
 	"\n" +
 	"segment_id\x18\x01 \x01(\tR\tsegmentId\x12\x1b\n" +
@@ -2272,13 +2979,67 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x14AlterPartitionsError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x128\n" +
-	"\acurrent\x18\x03 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\acurrent*\xd4\x01\n" +
+	"\acurrent\x18\x03 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\acurrent\"\xc9\x01\n" +
+	"\n" +
+	"QuotaRates\x121\n" +
+	"\x15produce_bytes_per_sec\x18\x01 \x01(\x01R\x12produceBytesPerSec\x12-\n" +
+	"\x13fetch_bytes_per_sec\x18\x02 \x01(\x01R\x10fetchBytesPerSec\x12(\n" +
+	"\x10requests_per_sec\x18\x03 \x01(\x01R\x0erequestsPerSec\x12/\n" +
+	"\x14producer_ids_per_sec\x18\x04 \x01(\x01R\x11producerIdsPerSec\"\x85\x02\n" +
+	"\x11TenantQuotaReport\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12/\n" +
+	"\aoffered\x18\x02 \x01(\v2\x15.sluice.v1.QuotaRatesR\aoffered\x121\n" +
+	"\badmitted\x18\x03 \x01(\v2\x15.sluice.v1.QuotaRatesR\badmitted\x12*\n" +
+	"\x11hot_storage_bytes\x18\x04 \x01(\x03R\x0fhotStorageBytes\x12\x16\n" +
+	"\x06groups\x18\x05 \x01(\x05R\x06groups\x12+\n" +
+	"\x11transactional_ids\x18\x06 \x01(\x05R\x10transactionalIds\"\x8f\x01\n" +
+	"\x15ExchangeQuotasRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x126\n" +
+	"\atenants\x18\x03 \x03(\v2\x1c.sluice.v1.TenantQuotaReportR\atenants\"\x98\x02\n" +
+	"\x0fTenantAllotment\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12+\n" +
+	"\x05rates\x18\x02 \x01(\v2\x15.sluice.v1.QuotaRatesR\x05rates\x12)\n" +
+	"\x10storage_exceeded\x18\x03 \x01(\bR\x0fstorageExceeded\x12'\n" +
+	"\x0fgroups_exceeded\x18\x04 \x01(\bR\x0egroupsExceeded\x12<\n" +
+	"\x1atransactional_ids_exceeded\x18\x05 \x01(\bR\x18transactionalIdsExceeded\x12)\n" +
+	"\x06limits\x18\x06 \x01(\v2\x11.sluice.v1.LimitsR\x06limits\"T\n" +
+	"\x16ExchangeQuotasResponse\x12:\n" +
+	"\n" +
+	"allotments\x18\x01 \x03(\v2\x1a.sluice.v1.TenantAllotmentR\n" +
+	"allotments\"q\n" +
+	"\x13TenantUsageCounters\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12!\n" +
+	"\fegress_bytes\x18\x02 \x01(\x03R\vegressBytes\x12\x1a\n" +
+	"\brequests\x18\x03 \x01(\x03R\brequests\"\xc2\x01\n" +
+	"\fIngressRange\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12!\n" +
+	"\fstart_offset\x18\x04 \x01(\x03R\vstartOffset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x05 \x01(\x03R\tendOffset\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\xdf\x01\n" +
+	"\x12ReportUsageRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x1a\n" +
+	"\bsequence\x18\x03 \x01(\x03R\bsequence\x12:\n" +
+	"\bcounters\x18\x04 \x03(\v2\x1e.sluice.v1.TenantUsageCountersR\bcounters\x121\n" +
+	"\aingress\x18\x05 \x03(\v2\x17.sluice.v1.IngressRangeR\aingress\"i\n" +
+	"\rIngressCursor\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
+	"\vnext_offset\x18\x03 \x01(\x03R\n" +
+	"nextOffset\"g\n" +
+	"\x13ReportUsageResponse\x12\x1c\n" +
+	"\tduplicate\x18\x01 \x01(\bR\tduplicate\x122\n" +
+	"\acursors\x18\x02 \x03(\v2\x18.sluice.v1.IngressCursorR\acursors*\xd4\x01\n" +
 	"\x12RemoteSegmentState\x12$\n" +
 	" REMOTE_SEGMENT_STATE_UNSPECIFIED\x10\x00\x12%\n" +
 	"!REMOTE_SEGMENT_STATE_COPY_STARTED\x10\x01\x12&\n" +
 	"\"REMOTE_SEGMENT_STATE_COPY_FINISHED\x10\x02\x12'\n" +
 	"#REMOTE_SEGMENT_STATE_DELETE_STARTED\x10\x03\x12 \n" +
-	"\x1cREMOTE_SEGMENT_STATE_DELETED\x10\x042\xd3\a\n" +
+	"\x1cREMOTE_SEGMENT_STATE_DELETED\x10\x042\xfc\b\n" +
 	"\rBrokerService\x12W\n" +
 	"\x0eRegisterBroker\x12 .sluice.v1.RegisterBrokerRequest\x1a!.sluice.v1.RegisterBrokerResponse\"\x00\x12Z\n" +
 	"\x0fHeartbeatBroker\x12!.sluice.v1.HeartbeatBrokerRequest\x1a\".sluice.v1.HeartbeatBrokerResponse\"\x00\x12c\n" +
@@ -2289,7 +3050,9 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x13AllocateProducerIds\x12%.sluice.v1.AllocateProducerIdsRequest\x1a&.sluice.v1.AllocateProducerIdsResponse\"\x00\x12]\n" +
 	"\x10AddRemoteSegment\x12\".sluice.v1.AddRemoteSegmentRequest\x1a#.sluice.v1.AddRemoteSegmentResponse\"\x00\x12f\n" +
 	"\x13UpdateRemoteSegment\x12%.sluice.v1.UpdateRemoteSegmentRequest\x1a&.sluice.v1.UpdateRemoteSegmentResponse\"\x00\x12c\n" +
-	"\x12ListRemoteSegments\x12$.sluice.v1.ListRemoteSegmentsRequest\x1a%.sluice.v1.ListRemoteSegmentsResponse\"\x00B\x94\x01\n" +
+	"\x12ListRemoteSegments\x12$.sluice.v1.ListRemoteSegmentsRequest\x1a%.sluice.v1.ListRemoteSegmentsResponse\"\x00\x12W\n" +
+	"\x0eExchangeQuotas\x12 .sluice.v1.ExchangeQuotasRequest\x1a!.sluice.v1.ExchangeQuotasResponse\"\x00\x12N\n" +
+	"\vReportUsage\x12\x1d.sluice.v1.ReportUsageRequest\x1a\x1e.sluice.v1.ReportUsageResponse\"\x00B\x94\x01\n" +
 	"\rcom.sluice.v1B\vBrokerProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -2306,7 +3069,7 @@ func file_sluice_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_sluice_v1_broker_proto_goTypes = []any{
 	(RemoteSegmentState)(0),             // 0: sluice.v1.RemoteSegmentState
 	(*RemoteSegment)(nil),               // 1: sluice.v1.RemoteSegment
@@ -2339,13 +3102,24 @@ var file_sluice_v1_broker_proto_goTypes = []any{
 	(*AlterPartitionsResponse)(nil),     // 28: sluice.v1.AlterPartitionsResponse
 	(*AlterPartitionsResult)(nil),       // 29: sluice.v1.AlterPartitionsResult
 	(*AlterPartitionsError)(nil),        // 30: sluice.v1.AlterPartitionsError
-	(*timestamppb.Timestamp)(nil),       // 31: google.protobuf.Timestamp
-	(*TopicConfig)(nil),                 // 32: sluice.v1.TopicConfig
+	(*QuotaRates)(nil),                  // 31: sluice.v1.QuotaRates
+	(*TenantQuotaReport)(nil),           // 32: sluice.v1.TenantQuotaReport
+	(*ExchangeQuotasRequest)(nil),       // 33: sluice.v1.ExchangeQuotasRequest
+	(*TenantAllotment)(nil),             // 34: sluice.v1.TenantAllotment
+	(*ExchangeQuotasResponse)(nil),      // 35: sluice.v1.ExchangeQuotasResponse
+	(*TenantUsageCounters)(nil),         // 36: sluice.v1.TenantUsageCounters
+	(*IngressRange)(nil),                // 37: sluice.v1.IngressRange
+	(*ReportUsageRequest)(nil),          // 38: sluice.v1.ReportUsageRequest
+	(*IngressCursor)(nil),               // 39: sluice.v1.IngressCursor
+	(*ReportUsageResponse)(nil),         // 40: sluice.v1.ReportUsageResponse
+	(*timestamppb.Timestamp)(nil),       // 41: google.protobuf.Timestamp
+	(*TopicConfig)(nil),                 // 42: sluice.v1.TopicConfig
+	(*Limits)(nil),                      // 43: sluice.v1.Limits
 }
 var file_sluice_v1_broker_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.RemoteSegment.state:type_name -> sluice.v1.RemoteSegmentState
-	31, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
-	31, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
+	41, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
+	41, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
 	2,  // 3: sluice.v1.RemoteSegment.epochs:type_name -> sluice.v1.EpochStart
 	1,  // 4: sluice.v1.AddRemoteSegmentRequest.segment:type_name -> sluice.v1.RemoteSegment
 	1,  // 5: sluice.v1.AddRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
@@ -2353,15 +3127,15 @@ var file_sluice_v1_broker_proto_depIdxs = []int32{
 	1,  // 7: sluice.v1.UpdateRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
 	0,  // 8: sluice.v1.ListRemoteSegmentsRequest.states:type_name -> sluice.v1.RemoteSegmentState
 	1,  // 9: sluice.v1.ListRemoteSegmentsResponse.segments:type_name -> sluice.v1.RemoteSegment
-	31, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	31, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	31, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
-	31, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	41, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	41, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	41, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
+	41, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
 	17, // 14: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
-	31, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
+	41, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
 	21, // 16: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
 	22, // 17: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
-	32, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
+	42, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
 	24, // 19: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
 	21, // 20: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
 	27, // 21: sluice.v1.AlterPartitionsRequest.items:type_name -> sluice.v1.AlterPartitionsItem
@@ -2370,31 +3144,44 @@ var file_sluice_v1_broker_proto_depIdxs = []int32{
 	21, // 24: sluice.v1.AlterPartitionsResult.partition:type_name -> sluice.v1.PartitionAssignment
 	30, // 25: sluice.v1.AlterPartitionsResult.error:type_name -> sluice.v1.AlterPartitionsError
 	21, // 26: sluice.v1.AlterPartitionsError.current:type_name -> sluice.v1.PartitionAssignment
-	12, // 27: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
-	14, // 28: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
-	16, // 29: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
-	19, // 30: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
-	23, // 31: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
-	26, // 32: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
-	10, // 33: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
-	3,  // 34: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
-	5,  // 35: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
-	7,  // 36: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
-	13, // 37: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
-	15, // 38: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
-	18, // 39: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
-	20, // 40: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
-	25, // 41: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
-	28, // 42: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
-	11, // 43: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
-	4,  // 44: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
-	6,  // 45: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
-	8,  // 46: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
-	37, // [37:47] is the sub-list for method output_type
-	27, // [27:37] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	31, // 27: sluice.v1.TenantQuotaReport.offered:type_name -> sluice.v1.QuotaRates
+	31, // 28: sluice.v1.TenantQuotaReport.admitted:type_name -> sluice.v1.QuotaRates
+	32, // 29: sluice.v1.ExchangeQuotasRequest.tenants:type_name -> sluice.v1.TenantQuotaReport
+	31, // 30: sluice.v1.TenantAllotment.rates:type_name -> sluice.v1.QuotaRates
+	43, // 31: sluice.v1.TenantAllotment.limits:type_name -> sluice.v1.Limits
+	34, // 32: sluice.v1.ExchangeQuotasResponse.allotments:type_name -> sluice.v1.TenantAllotment
+	36, // 33: sluice.v1.ReportUsageRequest.counters:type_name -> sluice.v1.TenantUsageCounters
+	37, // 34: sluice.v1.ReportUsageRequest.ingress:type_name -> sluice.v1.IngressRange
+	39, // 35: sluice.v1.ReportUsageResponse.cursors:type_name -> sluice.v1.IngressCursor
+	12, // 36: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
+	14, // 37: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
+	16, // 38: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
+	19, // 39: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
+	23, // 40: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
+	26, // 41: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
+	10, // 42: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
+	3,  // 43: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
+	5,  // 44: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
+	7,  // 45: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
+	33, // 46: sluice.v1.BrokerService.ExchangeQuotas:input_type -> sluice.v1.ExchangeQuotasRequest
+	38, // 47: sluice.v1.BrokerService.ReportUsage:input_type -> sluice.v1.ReportUsageRequest
+	13, // 48: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
+	15, // 49: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
+	18, // 50: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
+	20, // 51: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
+	25, // 52: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
+	28, // 53: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
+	11, // 54: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
+	4,  // 55: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
+	6,  // 56: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
+	8,  // 57: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
+	35, // 58: sluice.v1.BrokerService.ExchangeQuotas:output_type -> sluice.v1.ExchangeQuotasResponse
+	40, // 59: sluice.v1.BrokerService.ReportUsage:output_type -> sluice.v1.ReportUsageResponse
+	48, // [48:60] is the sub-list for method output_type
+	36, // [36:48] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_broker_proto_init() }
@@ -2402,6 +3189,7 @@ func file_sluice_v1_broker_proto_init() {
 	if File_sluice_v1_broker_proto != nil {
 		return
 	}
+	file_sluice_v1_tenant_proto_init()
 	file_sluice_v1_topic_proto_init()
 	file_sluice_v1_broker_proto_msgTypes[28].OneofWrappers = []any{
 		(*AlterPartitionsResult_Partition)(nil),
@@ -2413,7 +3201,7 @@ func file_sluice_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_broker_proto_rawDesc), len(file_sluice_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -509,11 +509,248 @@ func (x *OperatorServiceListTransactionsResponse) GetTransactions() []*Transacti
 	return nil
 }
 
+type PlanPrices struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Plan         string                 `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	CurrencyCode string                 `protobuf:"bytes,2,opt,name=currency_code,json=currencyCode,proto3" json:"currency_code,omitempty"`
+	// One per dimension, in dimension order.
+	Prices        []*Price `protobuf:"bytes,3,rep,name=prices,proto3" json:"prices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanPrices) Reset() {
+	*x = PlanPrices{}
+	mi := &file_sluice_v1_operator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanPrices) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanPrices) ProtoMessage() {}
+
+func (x *PlanPrices) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_operator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanPrices.ProtoReflect.Descriptor instead.
+func (*PlanPrices) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_operator_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PlanPrices) GetPlan() string {
+	if x != nil {
+		return x.Plan
+	}
+	return ""
+}
+
+func (x *PlanPrices) GetCurrencyCode() string {
+	if x != nil {
+		return x.CurrencyCode
+	}
+	return ""
+}
+
+func (x *PlanPrices) GetPrices() []*Price {
+	if x != nil {
+		return x.Prices
+	}
+	return nil
+}
+
+type GetPlanPricesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPlanPricesRequest) Reset() {
+	*x = GetPlanPricesRequest{}
+	mi := &file_sluice_v1_operator_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPlanPricesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPlanPricesRequest) ProtoMessage() {}
+
+func (x *GetPlanPricesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_operator_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPlanPricesRequest.ProtoReflect.Descriptor instead.
+func (*GetPlanPricesRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_operator_proto_rawDescGZIP(), []int{10}
+}
+
+type GetPlanPricesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plans         []*PlanPrices          `protobuf:"bytes,1,rep,name=plans,proto3" json:"plans,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPlanPricesResponse) Reset() {
+	*x = GetPlanPricesResponse{}
+	mi := &file_sluice_v1_operator_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPlanPricesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPlanPricesResponse) ProtoMessage() {}
+
+func (x *GetPlanPricesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_operator_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPlanPricesResponse.ProtoReflect.Descriptor instead.
+func (*GetPlanPricesResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_operator_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetPlanPricesResponse) GetPlans() []*PlanPrices {
+	if x != nil {
+		return x.Plans
+	}
+	return nil
+}
+
+type SetPlanPricesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plan          string                 `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	Prices        []*Price               `protobuf:"bytes,2,rep,name=prices,proto3" json:"prices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPlanPricesRequest) Reset() {
+	*x = SetPlanPricesRequest{}
+	mi := &file_sluice_v1_operator_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPlanPricesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPlanPricesRequest) ProtoMessage() {}
+
+func (x *SetPlanPricesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_operator_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPlanPricesRequest.ProtoReflect.Descriptor instead.
+func (*SetPlanPricesRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_operator_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SetPlanPricesRequest) GetPlan() string {
+	if x != nil {
+		return x.Plan
+	}
+	return ""
+}
+
+func (x *SetPlanPricesRequest) GetPrices() []*Price {
+	if x != nil {
+		return x.Prices
+	}
+	return nil
+}
+
+type SetPlanPricesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plan          *PlanPrices            `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPlanPricesResponse) Reset() {
+	*x = SetPlanPricesResponse{}
+	mi := &file_sluice_v1_operator_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPlanPricesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPlanPricesResponse) ProtoMessage() {}
+
+func (x *SetPlanPricesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_operator_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPlanPricesResponse.ProtoReflect.Descriptor instead.
+func (*SetPlanPricesResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_operator_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetPlanPricesResponse) GetPlan() *PlanPrices {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
 var File_sluice_v1_operator_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_operator_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/operator.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/tenant.proto\x1a\x1bsluice/v1/transaction.proto\"P\n" +
+	"\x18sluice/v1/operator.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sluice/v1/billing.proto\x1a\x16sluice/v1/tenant.proto\x1a\x1bsluice/v1/transaction.proto\"P\n" +
 	"\x12ListTenantsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -544,12 +781,27 @@ const file_sluice_v1_operator_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12)\n" +
 	"\x10transactional_id\x18\x02 \x01(\tR\x0ftransactionalId\"p\n" +
 	"'OperatorServiceListTransactionsResponse\x12E\n" +
-	"\ftransactions\x18\x01 \x03(\v2!.sluice.v1.TransactionDescriptionR\ftransactions2\x81\x03\n" +
+	"\ftransactions\x18\x01 \x03(\v2!.sluice.v1.TransactionDescriptionR\ftransactions\"o\n" +
+	"\n" +
+	"PlanPrices\x12\x12\n" +
+	"\x04plan\x18\x01 \x01(\tR\x04plan\x12#\n" +
+	"\rcurrency_code\x18\x02 \x01(\tR\fcurrencyCode\x12(\n" +
+	"\x06prices\x18\x03 \x03(\v2\x10.sluice.v1.PriceR\x06prices\"\x16\n" +
+	"\x14GetPlanPricesRequest\"D\n" +
+	"\x15GetPlanPricesResponse\x12+\n" +
+	"\x05plans\x18\x01 \x03(\v2\x15.sluice.v1.PlanPricesR\x05plans\"T\n" +
+	"\x14SetPlanPricesRequest\x12\x12\n" +
+	"\x04plan\x18\x01 \x01(\tR\x04plan\x12(\n" +
+	"\x06prices\x18\x02 \x03(\v2\x10.sluice.v1.PriceR\x06prices\"B\n" +
+	"\x15SetPlanPricesResponse\x12)\n" +
+	"\x04plan\x18\x01 \x01(\v2\x15.sluice.v1.PlanPricesR\x04plan2\xad\x04\n" +
 	"\x0fOperatorService\x12N\n" +
 	"\vListTenants\x12\x1d.sluice.v1.ListTenantsRequest\x1a\x1e.sluice.v1.ListTenantsResponse\"\x00\x12Q\n" +
 	"\fUpdateTenant\x12\x1e.sluice.v1.UpdateTenantRequest\x1a\x1f.sluice.v1.UpdateTenantResponse\"\x00\x12N\n" +
 	"\vListBrokers\x12\x1d.sluice.v1.ListBrokersRequest\x1a\x1e.sluice.v1.ListBrokersResponse\"\x00\x12{\n" +
-	"\x10ListTransactions\x121.sluice.v1.OperatorServiceListTransactionsRequest\x1a2.sluice.v1.OperatorServiceListTransactionsResponse\"\x00B\x96\x01\n" +
+	"\x10ListTransactions\x121.sluice.v1.OperatorServiceListTransactionsRequest\x1a2.sluice.v1.OperatorServiceListTransactionsResponse\"\x00\x12T\n" +
+	"\rGetPlanPrices\x12\x1f.sluice.v1.GetPlanPricesRequest\x1a .sluice.v1.GetPlanPricesResponse\"\x00\x12T\n" +
+	"\rSetPlanPrices\x12\x1f.sluice.v1.SetPlanPricesRequest\x1a .sluice.v1.SetPlanPricesResponse\"\x00B\x96\x01\n" +
 	"\rcom.sluice.v1B\rOperatorProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -565,7 +817,7 @@ func file_sluice_v1_operator_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_operator_proto_rawDescData
 }
 
-var file_sluice_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_sluice_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_sluice_v1_operator_proto_goTypes = []any{
 	(*ListTenantsRequest)(nil),                      // 0: sluice.v1.ListTenantsRequest
 	(*ListTenantsResponse)(nil),                     // 1: sluice.v1.ListTenantsResponse
@@ -576,31 +828,45 @@ var file_sluice_v1_operator_proto_goTypes = []any{
 	(*ListBrokersResponse)(nil),                     // 6: sluice.v1.ListBrokersResponse
 	(*OperatorServiceListTransactionsRequest)(nil),  // 7: sluice.v1.OperatorServiceListTransactionsRequest
 	(*OperatorServiceListTransactionsResponse)(nil), // 8: sluice.v1.OperatorServiceListTransactionsResponse
-	(*Tenant)(nil),                                  // 9: sluice.v1.Tenant
-	(*LimitOverrides)(nil),                          // 10: sluice.v1.LimitOverrides
-	(*timestamppb.Timestamp)(nil),                   // 11: google.protobuf.Timestamp
-	(*TransactionDescription)(nil),                  // 12: sluice.v1.TransactionDescription
+	(*PlanPrices)(nil),                              // 9: sluice.v1.PlanPrices
+	(*GetPlanPricesRequest)(nil),                    // 10: sluice.v1.GetPlanPricesRequest
+	(*GetPlanPricesResponse)(nil),                   // 11: sluice.v1.GetPlanPricesResponse
+	(*SetPlanPricesRequest)(nil),                    // 12: sluice.v1.SetPlanPricesRequest
+	(*SetPlanPricesResponse)(nil),                   // 13: sluice.v1.SetPlanPricesResponse
+	(*Tenant)(nil),                                  // 14: sluice.v1.Tenant
+	(*LimitOverrides)(nil),                          // 15: sluice.v1.LimitOverrides
+	(*timestamppb.Timestamp)(nil),                   // 16: google.protobuf.Timestamp
+	(*TransactionDescription)(nil),                  // 17: sluice.v1.TransactionDescription
+	(*Price)(nil),                                   // 18: sluice.v1.Price
 }
 var file_sluice_v1_operator_proto_depIdxs = []int32{
-	9,  // 0: sluice.v1.ListTenantsResponse.tenants:type_name -> sluice.v1.Tenant
-	10, // 1: sluice.v1.UpdateTenantRequest.overrides:type_name -> sluice.v1.LimitOverrides
-	9,  // 2: sluice.v1.UpdateTenantResponse.tenant:type_name -> sluice.v1.Tenant
-	11, // 3: sluice.v1.Broker.lease_expire_time:type_name -> google.protobuf.Timestamp
+	14, // 0: sluice.v1.ListTenantsResponse.tenants:type_name -> sluice.v1.Tenant
+	15, // 1: sluice.v1.UpdateTenantRequest.overrides:type_name -> sluice.v1.LimitOverrides
+	14, // 2: sluice.v1.UpdateTenantResponse.tenant:type_name -> sluice.v1.Tenant
+	16, // 3: sluice.v1.Broker.lease_expire_time:type_name -> google.protobuf.Timestamp
 	4,  // 4: sluice.v1.ListBrokersResponse.brokers:type_name -> sluice.v1.Broker
-	12, // 5: sluice.v1.OperatorServiceListTransactionsResponse.transactions:type_name -> sluice.v1.TransactionDescription
-	0,  // 6: sluice.v1.OperatorService.ListTenants:input_type -> sluice.v1.ListTenantsRequest
-	2,  // 7: sluice.v1.OperatorService.UpdateTenant:input_type -> sluice.v1.UpdateTenantRequest
-	5,  // 8: sluice.v1.OperatorService.ListBrokers:input_type -> sluice.v1.ListBrokersRequest
-	7,  // 9: sluice.v1.OperatorService.ListTransactions:input_type -> sluice.v1.OperatorServiceListTransactionsRequest
-	1,  // 10: sluice.v1.OperatorService.ListTenants:output_type -> sluice.v1.ListTenantsResponse
-	3,  // 11: sluice.v1.OperatorService.UpdateTenant:output_type -> sluice.v1.UpdateTenantResponse
-	6,  // 12: sluice.v1.OperatorService.ListBrokers:output_type -> sluice.v1.ListBrokersResponse
-	8,  // 13: sluice.v1.OperatorService.ListTransactions:output_type -> sluice.v1.OperatorServiceListTransactionsResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	17, // 5: sluice.v1.OperatorServiceListTransactionsResponse.transactions:type_name -> sluice.v1.TransactionDescription
+	18, // 6: sluice.v1.PlanPrices.prices:type_name -> sluice.v1.Price
+	9,  // 7: sluice.v1.GetPlanPricesResponse.plans:type_name -> sluice.v1.PlanPrices
+	18, // 8: sluice.v1.SetPlanPricesRequest.prices:type_name -> sluice.v1.Price
+	9,  // 9: sluice.v1.SetPlanPricesResponse.plan:type_name -> sluice.v1.PlanPrices
+	0,  // 10: sluice.v1.OperatorService.ListTenants:input_type -> sluice.v1.ListTenantsRequest
+	2,  // 11: sluice.v1.OperatorService.UpdateTenant:input_type -> sluice.v1.UpdateTenantRequest
+	5,  // 12: sluice.v1.OperatorService.ListBrokers:input_type -> sluice.v1.ListBrokersRequest
+	7,  // 13: sluice.v1.OperatorService.ListTransactions:input_type -> sluice.v1.OperatorServiceListTransactionsRequest
+	10, // 14: sluice.v1.OperatorService.GetPlanPrices:input_type -> sluice.v1.GetPlanPricesRequest
+	12, // 15: sluice.v1.OperatorService.SetPlanPrices:input_type -> sluice.v1.SetPlanPricesRequest
+	1,  // 16: sluice.v1.OperatorService.ListTenants:output_type -> sluice.v1.ListTenantsResponse
+	3,  // 17: sluice.v1.OperatorService.UpdateTenant:output_type -> sluice.v1.UpdateTenantResponse
+	6,  // 18: sluice.v1.OperatorService.ListBrokers:output_type -> sluice.v1.ListBrokersResponse
+	8,  // 19: sluice.v1.OperatorService.ListTransactions:output_type -> sluice.v1.OperatorServiceListTransactionsResponse
+	11, // 20: sluice.v1.OperatorService.GetPlanPrices:output_type -> sluice.v1.GetPlanPricesResponse
+	13, // 21: sluice.v1.OperatorService.SetPlanPrices:output_type -> sluice.v1.SetPlanPricesResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_operator_proto_init() }
@@ -608,6 +874,7 @@ func file_sluice_v1_operator_proto_init() {
 	if File_sluice_v1_operator_proto != nil {
 		return
 	}
+	file_sluice_v1_billing_proto_init()
 	file_sluice_v1_tenant_proto_init()
 	file_sluice_v1_transaction_proto_init()
 	file_sluice_v1_operator_proto_msgTypes[2].OneofWrappers = []any{}
@@ -617,7 +884,7 @@ func file_sluice_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_operator_proto_rawDesc), len(file_sluice_v1_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

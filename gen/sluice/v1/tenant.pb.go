@@ -140,8 +140,18 @@ type Limits struct {
 	ProduceBytesPerSec int64 `protobuf:"varint,6,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3" json:"produce_bytes_per_sec,omitempty"`
 	FetchBytesPerSec   int64 `protobuf:"varint,7,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3" json:"fetch_bytes_per_sec,omitempty"`
 	RequestsPerSec     int32 `protobuf:"varint,8,opt,name=requests_per_sec,json=requestsPerSec,proto3" json:"requests_per_sec,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Bytes the tenant may hold, hot and cold together, over all its
+	// partitions (max_storage_bytes is the ceiling of one partition's
+	// retention.bytes). Produce is refused while the tenant holds more.
+	MaxTotalStorageBytes int64 `protobuf:"varint,9,opt,name=max_total_storage_bytes,json=maxTotalStorageBytes,proto3" json:"max_total_storage_bytes,omitempty"`
+	// New producer ids (InitProducerId) per hour, cluster-wide.
+	ProducerIdsPerHour int32 `protobuf:"varint,10,opt,name=producer_ids_per_hour,json=producerIdsPerHour,proto3" json:"producer_ids_per_hour,omitempty"`
+	// Transactional ids the tenant may have.
+	MaxTransactionalIds int32 `protobuf:"varint,11,opt,name=max_transactional_ids,json=maxTransactionalIds,proto3" json:"max_transactional_ids,omitempty"`
+	// Consumer groups the tenant may have.
+	MaxGroups     int32 `protobuf:"varint,12,opt,name=max_groups,json=maxGroups,proto3" json:"max_groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -230,20 +240,52 @@ func (x *Limits) GetRequestsPerSec() int32 {
 	return 0
 }
 
+func (x *Limits) GetMaxTotalStorageBytes() int64 {
+	if x != nil {
+		return x.MaxTotalStorageBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetProducerIdsPerHour() int32 {
+	if x != nil {
+		return x.ProducerIdsPerHour
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxTransactionalIds() int32 {
+	if x != nil {
+		return x.MaxTransactionalIds
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxGroups() int32 {
+	if x != nil {
+		return x.MaxGroups
+	}
+	return 0
+}
+
 // LimitOverrides replace individual plan limits for one tenant; unset fields
 // keep the plan's value.
 type LimitOverrides struct {
-	state              protoimpl.MessageState `protogen:"open.v1"`
-	MaxTopics          *int32                 `protobuf:"varint,1,opt,name=max_topics,json=maxTopics,proto3,oneof" json:"max_topics,omitempty"`
-	MaxPartitions      *int32                 `protobuf:"varint,2,opt,name=max_partitions,json=maxPartitions,proto3,oneof" json:"max_partitions,omitempty"`
-	MaxRetentionMs     *int64                 `protobuf:"varint,3,opt,name=max_retention_ms,json=maxRetentionMs,proto3,oneof" json:"max_retention_ms,omitempty"`
-	MaxStorageBytes    *int64                 `protobuf:"varint,4,opt,name=max_storage_bytes,json=maxStorageBytes,proto3,oneof" json:"max_storage_bytes,omitempty"`
-	MaxMessageBytes    *int32                 `protobuf:"varint,5,opt,name=max_message_bytes,json=maxMessageBytes,proto3,oneof" json:"max_message_bytes,omitempty"`
-	ProduceBytesPerSec *int64                 `protobuf:"varint,6,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3,oneof" json:"produce_bytes_per_sec,omitempty"`
-	FetchBytesPerSec   *int64                 `protobuf:"varint,7,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3,oneof" json:"fetch_bytes_per_sec,omitempty"`
-	RequestsPerSec     *int32                 `protobuf:"varint,8,opt,name=requests_per_sec,json=requestsPerSec,proto3,oneof" json:"requests_per_sec,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	MaxTopics            *int32                 `protobuf:"varint,1,opt,name=max_topics,json=maxTopics,proto3,oneof" json:"max_topics,omitempty"`
+	MaxPartitions        *int32                 `protobuf:"varint,2,opt,name=max_partitions,json=maxPartitions,proto3,oneof" json:"max_partitions,omitempty"`
+	MaxRetentionMs       *int64                 `protobuf:"varint,3,opt,name=max_retention_ms,json=maxRetentionMs,proto3,oneof" json:"max_retention_ms,omitempty"`
+	MaxStorageBytes      *int64                 `protobuf:"varint,4,opt,name=max_storage_bytes,json=maxStorageBytes,proto3,oneof" json:"max_storage_bytes,omitempty"`
+	MaxMessageBytes      *int32                 `protobuf:"varint,5,opt,name=max_message_bytes,json=maxMessageBytes,proto3,oneof" json:"max_message_bytes,omitempty"`
+	ProduceBytesPerSec   *int64                 `protobuf:"varint,6,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3,oneof" json:"produce_bytes_per_sec,omitempty"`
+	FetchBytesPerSec     *int64                 `protobuf:"varint,7,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3,oneof" json:"fetch_bytes_per_sec,omitempty"`
+	RequestsPerSec       *int32                 `protobuf:"varint,8,opt,name=requests_per_sec,json=requestsPerSec,proto3,oneof" json:"requests_per_sec,omitempty"`
+	MaxTotalStorageBytes *int64                 `protobuf:"varint,9,opt,name=max_total_storage_bytes,json=maxTotalStorageBytes,proto3,oneof" json:"max_total_storage_bytes,omitempty"`
+	ProducerIdsPerHour   *int32                 `protobuf:"varint,10,opt,name=producer_ids_per_hour,json=producerIdsPerHour,proto3,oneof" json:"producer_ids_per_hour,omitempty"`
+	MaxTransactionalIds  *int32                 `protobuf:"varint,11,opt,name=max_transactional_ids,json=maxTransactionalIds,proto3,oneof" json:"max_transactional_ids,omitempty"`
+	MaxGroups            *int32                 `protobuf:"varint,12,opt,name=max_groups,json=maxGroups,proto3,oneof" json:"max_groups,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *LimitOverrides) Reset() {
@@ -332,13 +374,54 @@ func (x *LimitOverrides) GetRequestsPerSec() int32 {
 	return 0
 }
 
-// Usage is what a tenant holds now.
+func (x *LimitOverrides) GetMaxTotalStorageBytes() int64 {
+	if x != nil && x.MaxTotalStorageBytes != nil {
+		return *x.MaxTotalStorageBytes
+	}
+	return 0
+}
+
+func (x *LimitOverrides) GetProducerIdsPerHour() int32 {
+	if x != nil && x.ProducerIdsPerHour != nil {
+		return *x.ProducerIdsPerHour
+	}
+	return 0
+}
+
+func (x *LimitOverrides) GetMaxTransactionalIds() int32 {
+	if x != nil && x.MaxTransactionalIds != nil {
+		return *x.MaxTransactionalIds
+	}
+	return 0
+}
+
+func (x *LimitOverrides) GetMaxGroups() int32 {
+	if x != nil && x.MaxGroups != nil {
+		return *x.MaxGroups
+	}
+	return 0
+}
+
+// Usage is what a tenant holds and does now, to compare with its limits.
+// The holdings and rates beyond topics and partitions come from the
+// brokers' last quota exchanges (about a second old).
 type Usage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topics        int64                  `protobuf:"varint,1,opt,name=topics,proto3" json:"topics,omitempty"`
-	Partitions    int64                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Topics     int64                  `protobuf:"varint,1,opt,name=topics,proto3" json:"topics,omitempty"`
+	Partitions int64                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// Hot (brokers' local logs, leaders only) plus cold (object store).
+	StorageBytes     int64 `protobuf:"varint,3,opt,name=storage_bytes,json=storageBytes,proto3" json:"storage_bytes,omitempty"`
+	HotStorageBytes  int64 `protobuf:"varint,4,opt,name=hot_storage_bytes,json=hotStorageBytes,proto3" json:"hot_storage_bytes,omitempty"`
+	ColdStorageBytes int64 `protobuf:"varint,5,opt,name=cold_storage_bytes,json=coldStorageBytes,proto3" json:"cold_storage_bytes,omitempty"`
+	Groups           int64 `protobuf:"varint,6,opt,name=groups,proto3" json:"groups,omitempty"`
+	TransactionalIds int64 `protobuf:"varint,7,opt,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
+	// Admitted rates, summed over the brokers.
+	ProduceBytesPerSec float64 `protobuf:"fixed64,8,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3" json:"produce_bytes_per_sec,omitempty"`
+	FetchBytesPerSec   float64 `protobuf:"fixed64,9,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3" json:"fetch_bytes_per_sec,omitempty"`
+	RequestsPerSec     float64 `protobuf:"fixed64,10,opt,name=requests_per_sec,json=requestsPerSec,proto3" json:"requests_per_sec,omitempty"`
+	ProducerIdsPerHour float64 `protobuf:"fixed64,11,opt,name=producer_ids_per_hour,json=producerIdsPerHour,proto3" json:"producer_ids_per_hour,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -381,6 +464,69 @@ func (x *Usage) GetTopics() int64 {
 func (x *Usage) GetPartitions() int64 {
 	if x != nil {
 		return x.Partitions
+	}
+	return 0
+}
+
+func (x *Usage) GetStorageBytes() int64 {
+	if x != nil {
+		return x.StorageBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetHotStorageBytes() int64 {
+	if x != nil {
+		return x.HotStorageBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetColdStorageBytes() int64 {
+	if x != nil {
+		return x.ColdStorageBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetGroups() int64 {
+	if x != nil {
+		return x.Groups
+	}
+	return 0
+}
+
+func (x *Usage) GetTransactionalIds() int64 {
+	if x != nil {
+		return x.TransactionalIds
+	}
+	return 0
+}
+
+func (x *Usage) GetProduceBytesPerSec() float64 {
+	if x != nil {
+		return x.ProduceBytesPerSec
+	}
+	return 0
+}
+
+func (x *Usage) GetFetchBytesPerSec() float64 {
+	if x != nil {
+		return x.FetchBytesPerSec
+	}
+	return 0
+}
+
+func (x *Usage) GetRequestsPerSec() float64 {
+	if x != nil {
+		return x.RequestsPerSec
+	}
+	return 0
+}
+
+func (x *Usage) GetProducerIdsPerHour() float64 {
+	if x != nil {
+		return x.ProducerIdsPerHour
 	}
 	return 0
 }
@@ -600,7 +746,7 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12)\n" +
 	"\x06limits\x18\a \x01(\v2\x11.sluice.v1.LimitsR\x06limits\x127\n" +
-	"\toverrides\x18\b \x01(\v2\x19.sluice.v1.LimitOverridesR\toverrides\"\xdc\x02\n" +
+	"\toverrides\x18\b \x01(\v2\x19.sluice.v1.LimitOverridesR\toverrides\"\x99\x04\n" +
 	"\x06Limits\x12\x1d\n" +
 	"\n" +
 	"max_topics\x18\x01 \x01(\x05R\tmaxTopics\x12%\n" +
@@ -610,7 +756,13 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\x11max_message_bytes\x18\x05 \x01(\x05R\x0fmaxMessageBytes\x121\n" +
 	"\x15produce_bytes_per_sec\x18\x06 \x01(\x03R\x12produceBytesPerSec\x12-\n" +
 	"\x13fetch_bytes_per_sec\x18\a \x01(\x03R\x10fetchBytesPerSec\x12(\n" +
-	"\x10requests_per_sec\x18\b \x01(\x05R\x0erequestsPerSec\"\xb6\x04\n" +
+	"\x10requests_per_sec\x18\b \x01(\x05R\x0erequestsPerSec\x125\n" +
+	"\x17max_total_storage_bytes\x18\t \x01(\x03R\x14maxTotalStorageBytes\x121\n" +
+	"\x15producer_ids_per_hour\x18\n" +
+	" \x01(\x05R\x12producerIdsPerHour\x122\n" +
+	"\x15max_transactional_ids\x18\v \x01(\x05R\x13maxTransactionalIds\x12\x1d\n" +
+	"\n" +
+	"max_groups\x18\f \x01(\x05R\tmaxGroups\"\xe6\x06\n" +
 	"\x0eLimitOverrides\x12\"\n" +
 	"\n" +
 	"max_topics\x18\x01 \x01(\x05H\x00R\tmaxTopics\x88\x01\x01\x12*\n" +
@@ -620,7 +772,14 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\x11max_message_bytes\x18\x05 \x01(\x05H\x04R\x0fmaxMessageBytes\x88\x01\x01\x126\n" +
 	"\x15produce_bytes_per_sec\x18\x06 \x01(\x03H\x05R\x12produceBytesPerSec\x88\x01\x01\x122\n" +
 	"\x13fetch_bytes_per_sec\x18\a \x01(\x03H\x06R\x10fetchBytesPerSec\x88\x01\x01\x12-\n" +
-	"\x10requests_per_sec\x18\b \x01(\x05H\aR\x0erequestsPerSec\x88\x01\x01B\r\n" +
+	"\x10requests_per_sec\x18\b \x01(\x05H\aR\x0erequestsPerSec\x88\x01\x01\x12:\n" +
+	"\x17max_total_storage_bytes\x18\t \x01(\x03H\bR\x14maxTotalStorageBytes\x88\x01\x01\x126\n" +
+	"\x15producer_ids_per_hour\x18\n" +
+	" \x01(\x05H\tR\x12producerIdsPerHour\x88\x01\x01\x127\n" +
+	"\x15max_transactional_ids\x18\v \x01(\x05H\n" +
+	"R\x13maxTransactionalIds\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"max_groups\x18\f \x01(\x05H\vR\tmaxGroups\x88\x01\x01B\r\n" +
 	"\v_max_topicsB\x11\n" +
 	"\x0f_max_partitionsB\x13\n" +
 	"\x11_max_retention_msB\x14\n" +
@@ -628,12 +787,26 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\x12_max_message_bytesB\x18\n" +
 	"\x16_produce_bytes_per_secB\x16\n" +
 	"\x14_fetch_bytes_per_secB\x13\n" +
-	"\x11_requests_per_sec\"?\n" +
+	"\x11_requests_per_secB\x1a\n" +
+	"\x18_max_total_storage_bytesB\x18\n" +
+	"\x16_producer_ids_per_hourB\x18\n" +
+	"\x16_max_transactional_idsB\r\n" +
+	"\v_max_groups\"\xc2\x03\n" +
 	"\x05Usage\x12\x16\n" +
 	"\x06topics\x18\x01 \x01(\x03R\x06topics\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x03R\n" +
-	"partitions\"F\n" +
+	"partitions\x12#\n" +
+	"\rstorage_bytes\x18\x03 \x01(\x03R\fstorageBytes\x12*\n" +
+	"\x11hot_storage_bytes\x18\x04 \x01(\x03R\x0fhotStorageBytes\x12,\n" +
+	"\x12cold_storage_bytes\x18\x05 \x01(\x03R\x10coldStorageBytes\x12\x16\n" +
+	"\x06groups\x18\x06 \x01(\x03R\x06groups\x12+\n" +
+	"\x11transactional_ids\x18\a \x01(\x03R\x10transactionalIds\x121\n" +
+	"\x15produce_bytes_per_sec\x18\b \x01(\x01R\x12produceBytesPerSec\x12-\n" +
+	"\x13fetch_bytes_per_sec\x18\t \x01(\x01R\x10fetchBytesPerSec\x12(\n" +
+	"\x10requests_per_sec\x18\n" +
+	" \x01(\x01R\x0erequestsPerSec\x121\n" +
+	"\x15producer_ids_per_hour\x18\v \x01(\x01R\x12producerIdsPerHour\"F\n" +
 	"\rSignupRequest\x12\x14\n" +
 	"\x05email\x18\x01 \x01(\tR\x05email\x12\x1f\n" +
 	"\vtenant_name\x18\x02 \x01(\tR\n" +

@@ -63,6 +63,12 @@ const (
 	// BrokerServiceListRemoteSegmentsProcedure is the fully-qualified name of the BrokerService's
 	// ListRemoteSegments RPC.
 	BrokerServiceListRemoteSegmentsProcedure = "/sluice.v1.BrokerService/ListRemoteSegments"
+	// BrokerServiceExchangeQuotasProcedure is the fully-qualified name of the BrokerService's
+	// ExchangeQuotas RPC.
+	BrokerServiceExchangeQuotasProcedure = "/sluice.v1.BrokerService/ExchangeQuotas"
+	// BrokerServiceReportUsageProcedure is the fully-qualified name of the BrokerService's ReportUsage
+	// RPC.
+	BrokerServiceReportUsageProcedure = "/sluice.v1.BrokerService/ReportUsage"
 )
 
 // BrokerServiceClient is a client for the sluice.v1.BrokerService service.
@@ -168,6 +174,33 @@ type BrokerServiceClient interface {
 	// ListRemoteSegments answers a partition's remote segments in
 	// base-offset order (all states unless filtered).
 	ListRemoteSegments(context.Context, *connect.Request[v1.ListRemoteSegmentsRequest]) (*connect.Response[v1.ListRemoteSegmentsResponse], error)
+	// Quotas and metering (docs/quotas-and-billing.md).
+	//
+	// ExchangeQuotas is a broker's periodic (about every second) report of
+	// what each tenant asked of it and holds at it, answered with the
+	// broker's allotment of each of those tenants' cluster-wide limits. The
+	// control plane divides a tenant's rate limit among the brokers by each
+	// one's recent share of that tenant's offered traffic (with a floor for
+	// brokers the tenant barely uses), so the allotments of a tenant sum to
+	// its limit; it decides the count limits (storage, groups, transactional
+	// ids) from the sum over every broker. The allotments are soft state: a
+	// broker keeps enforcing its last ones while it cannot reach the control
+	// plane. FAILED_PRECONDITION when the broker epoch is not the current one.
+	ExchangeQuotas(context.Context, *connect.Request[v1.ExchangeQuotasRequest]) (*connect.Response[v1.ExchangeQuotasResponse], error)
+	// ReportUsage delivers a broker's metered usage for billing, exactly
+	// once. Counters (egress, requests) are applied once per (broker id,
+	// broker epoch, sequence): a retry of a report whose answer was lost is
+	// acknowledged and not applied again. Ingress is derived from the log:
+	// each range names a partition's offsets [start_offset, end_offset) below
+	// its high watermark and the bytes of the batches in it; the control
+	// plane keeps, per partition, the offset metering has reached, applies a
+	// range only when it starts exactly there (from any replica: the log
+	// below the high watermark is the same on every in-sync replica), and
+	// answers where every partition of the request stands, so the broker
+	// continues from there. Usage is recorded in the hour the control plane
+	// applies it. FAILED_PRECONDITION when the broker epoch is not the current
+	// one (nothing is applied).
+	ReportUsage(context.Context, *connect.Request[v1.ReportUsageRequest]) (*connect.Response[v1.ReportUsageResponse], error)
 }
 
 // NewBrokerServiceClient constructs a client for the sluice.v1.BrokerService service. By default,
@@ -241,6 +274,18 @@ func NewBrokerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(brokerServiceMethods.ByName("ListRemoteSegments")),
 			connect.WithClientOptions(opts...),
 		),
+		exchangeQuotas: connect.NewClient[v1.ExchangeQuotasRequest, v1.ExchangeQuotasResponse](
+			httpClient,
+			baseURL+BrokerServiceExchangeQuotasProcedure,
+			connect.WithSchema(brokerServiceMethods.ByName("ExchangeQuotas")),
+			connect.WithClientOptions(opts...),
+		),
+		reportUsage: connect.NewClient[v1.ReportUsageRequest, v1.ReportUsageResponse](
+			httpClient,
+			baseURL+BrokerServiceReportUsageProcedure,
+			connect.WithSchema(brokerServiceMethods.ByName("ReportUsage")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -256,6 +301,8 @@ type brokerServiceClient struct {
 	addRemoteSegment    *connect.Client[v1.AddRemoteSegmentRequest, v1.AddRemoteSegmentResponse]
 	updateRemoteSegment *connect.Client[v1.UpdateRemoteSegmentRequest, v1.UpdateRemoteSegmentResponse]
 	listRemoteSegments  *connect.Client[v1.ListRemoteSegmentsRequest, v1.ListRemoteSegmentsResponse]
+	exchangeQuotas      *connect.Client[v1.ExchangeQuotasRequest, v1.ExchangeQuotasResponse]
+	reportUsage         *connect.Client[v1.ReportUsageRequest, v1.ReportUsageResponse]
 }
 
 // RegisterBroker calls sluice.v1.BrokerService.RegisterBroker.
@@ -306,6 +353,16 @@ func (c *brokerServiceClient) UpdateRemoteSegment(ctx context.Context, req *conn
 // ListRemoteSegments calls sluice.v1.BrokerService.ListRemoteSegments.
 func (c *brokerServiceClient) ListRemoteSegments(ctx context.Context, req *connect.Request[v1.ListRemoteSegmentsRequest]) (*connect.Response[v1.ListRemoteSegmentsResponse], error) {
 	return c.listRemoteSegments.CallUnary(ctx, req)
+}
+
+// ExchangeQuotas calls sluice.v1.BrokerService.ExchangeQuotas.
+func (c *brokerServiceClient) ExchangeQuotas(ctx context.Context, req *connect.Request[v1.ExchangeQuotasRequest]) (*connect.Response[v1.ExchangeQuotasResponse], error) {
+	return c.exchangeQuotas.CallUnary(ctx, req)
+}
+
+// ReportUsage calls sluice.v1.BrokerService.ReportUsage.
+func (c *brokerServiceClient) ReportUsage(ctx context.Context, req *connect.Request[v1.ReportUsageRequest]) (*connect.Response[v1.ReportUsageResponse], error) {
+	return c.reportUsage.CallUnary(ctx, req)
 }
 
 // BrokerServiceHandler is an implementation of the sluice.v1.BrokerService service.
@@ -411,6 +468,33 @@ type BrokerServiceHandler interface {
 	// ListRemoteSegments answers a partition's remote segments in
 	// base-offset order (all states unless filtered).
 	ListRemoteSegments(context.Context, *connect.Request[v1.ListRemoteSegmentsRequest]) (*connect.Response[v1.ListRemoteSegmentsResponse], error)
+	// Quotas and metering (docs/quotas-and-billing.md).
+	//
+	// ExchangeQuotas is a broker's periodic (about every second) report of
+	// what each tenant asked of it and holds at it, answered with the
+	// broker's allotment of each of those tenants' cluster-wide limits. The
+	// control plane divides a tenant's rate limit among the brokers by each
+	// one's recent share of that tenant's offered traffic (with a floor for
+	// brokers the tenant barely uses), so the allotments of a tenant sum to
+	// its limit; it decides the count limits (storage, groups, transactional
+	// ids) from the sum over every broker. The allotments are soft state: a
+	// broker keeps enforcing its last ones while it cannot reach the control
+	// plane. FAILED_PRECONDITION when the broker epoch is not the current one.
+	ExchangeQuotas(context.Context, *connect.Request[v1.ExchangeQuotasRequest]) (*connect.Response[v1.ExchangeQuotasResponse], error)
+	// ReportUsage delivers a broker's metered usage for billing, exactly
+	// once. Counters (egress, requests) are applied once per (broker id,
+	// broker epoch, sequence): a retry of a report whose answer was lost is
+	// acknowledged and not applied again. Ingress is derived from the log:
+	// each range names a partition's offsets [start_offset, end_offset) below
+	// its high watermark and the bytes of the batches in it; the control
+	// plane keeps, per partition, the offset metering has reached, applies a
+	// range only when it starts exactly there (from any replica: the log
+	// below the high watermark is the same on every in-sync replica), and
+	// answers where every partition of the request stands, so the broker
+	// continues from there. Usage is recorded in the hour the control plane
+	// applies it. FAILED_PRECONDITION when the broker epoch is not the current
+	// one (nothing is applied).
+	ReportUsage(context.Context, *connect.Request[v1.ReportUsageRequest]) (*connect.Response[v1.ReportUsageResponse], error)
 }
 
 // NewBrokerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -480,6 +564,18 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(brokerServiceMethods.ByName("ListRemoteSegments")),
 		connect.WithHandlerOptions(opts...),
 	)
+	brokerServiceExchangeQuotasHandler := connect.NewUnaryHandler(
+		BrokerServiceExchangeQuotasProcedure,
+		svc.ExchangeQuotas,
+		connect.WithSchema(brokerServiceMethods.ByName("ExchangeQuotas")),
+		connect.WithHandlerOptions(opts...),
+	)
+	brokerServiceReportUsageHandler := connect.NewUnaryHandler(
+		BrokerServiceReportUsageProcedure,
+		svc.ReportUsage,
+		connect.WithSchema(brokerServiceMethods.ByName("ReportUsage")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.BrokerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case BrokerServiceRegisterBrokerProcedure:
@@ -502,6 +598,10 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 			brokerServiceUpdateRemoteSegmentHandler.ServeHTTP(w, r)
 		case BrokerServiceListRemoteSegmentsProcedure:
 			brokerServiceListRemoteSegmentsHandler.ServeHTTP(w, r)
+		case BrokerServiceExchangeQuotasProcedure:
+			brokerServiceExchangeQuotasHandler.ServeHTTP(w, r)
+		case BrokerServiceReportUsageProcedure:
+			brokerServiceReportUsageHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -549,4 +649,12 @@ func (UnimplementedBrokerServiceHandler) UpdateRemoteSegment(context.Context, *c
 
 func (UnimplementedBrokerServiceHandler) ListRemoteSegments(context.Context, *connect.Request[v1.ListRemoteSegmentsRequest]) (*connect.Response[v1.ListRemoteSegmentsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.ListRemoteSegments is not implemented"))
+}
+
+func (UnimplementedBrokerServiceHandler) ExchangeQuotas(context.Context, *connect.Request[v1.ExchangeQuotasRequest]) (*connect.Response[v1.ExchangeQuotasResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.ExchangeQuotas is not implemented"))
+}
+
+func (UnimplementedBrokerServiceHandler) ReportUsage(context.Context, *connect.Request[v1.ReportUsageRequest]) (*connect.Response[v1.ReportUsageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.ReportUsage is not implemented"))
 }

@@ -45,6 +45,12 @@ const (
 	// OperatorServiceListTransactionsProcedure is the fully-qualified name of the OperatorService's
 	// ListTransactions RPC.
 	OperatorServiceListTransactionsProcedure = "/sluice.v1.OperatorService/ListTransactions"
+	// OperatorServiceGetPlanPricesProcedure is the fully-qualified name of the OperatorService's
+	// GetPlanPrices RPC.
+	OperatorServiceGetPlanPricesProcedure = "/sluice.v1.OperatorService/GetPlanPrices"
+	// OperatorServiceSetPlanPricesProcedure is the fully-qualified name of the OperatorService's
+	// SetPlanPrices RPC.
+	OperatorServiceSetPlanPricesProcedure = "/sluice.v1.OperatorService/SetPlanPrices"
 )
 
 // OperatorServiceClient is a client for the sluice.v1.OperatorService service.
@@ -62,6 +68,14 @@ type OperatorServiceClient interface {
 	// a broker does not answer or a partition of __transaction_state has no
 	// leader: the list would be incomplete. Empty before the topic exists.
 	ListTransactions(context.Context, *connect.Request[v1.OperatorServiceListTransactionsRequest]) (*connect.Response[v1.OperatorServiceListTransactionsResponse], error)
+	// GetPlanPrices answers every plan's price list.
+	GetPlanPrices(context.Context, *connect.Request[v1.GetPlanPricesRequest]) (*connect.Response[v1.GetPlanPricesResponse], error)
+	// SetPlanPrices replaces the prices of the dimensions named for one plan
+	// (the others keep theirs). Drafts are recomputed with them; finalized
+	// invoices keep the prices they were computed with. INVALID_ARGUMENT for
+	// an unknown plan or dimension, a negative price or allowance, or a unit
+	// or unit size that is not the dimension's.
+	SetPlanPrices(context.Context, *connect.Request[v1.SetPlanPricesRequest]) (*connect.Response[v1.SetPlanPricesResponse], error)
 }
 
 // NewOperatorServiceClient constructs a client for the sluice.v1.OperatorService service. By
@@ -99,6 +113,18 @@ func NewOperatorServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(operatorServiceMethods.ByName("ListTransactions")),
 			connect.WithClientOptions(opts...),
 		),
+		getPlanPrices: connect.NewClient[v1.GetPlanPricesRequest, v1.GetPlanPricesResponse](
+			httpClient,
+			baseURL+OperatorServiceGetPlanPricesProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("GetPlanPrices")),
+			connect.WithClientOptions(opts...),
+		),
+		setPlanPrices: connect.NewClient[v1.SetPlanPricesRequest, v1.SetPlanPricesResponse](
+			httpClient,
+			baseURL+OperatorServiceSetPlanPricesProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("SetPlanPrices")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -108,6 +134,8 @@ type operatorServiceClient struct {
 	updateTenant     *connect.Client[v1.UpdateTenantRequest, v1.UpdateTenantResponse]
 	listBrokers      *connect.Client[v1.ListBrokersRequest, v1.ListBrokersResponse]
 	listTransactions *connect.Client[v1.OperatorServiceListTransactionsRequest, v1.OperatorServiceListTransactionsResponse]
+	getPlanPrices    *connect.Client[v1.GetPlanPricesRequest, v1.GetPlanPricesResponse]
+	setPlanPrices    *connect.Client[v1.SetPlanPricesRequest, v1.SetPlanPricesResponse]
 }
 
 // ListTenants calls sluice.v1.OperatorService.ListTenants.
@@ -130,6 +158,16 @@ func (c *operatorServiceClient) ListTransactions(ctx context.Context, req *conne
 	return c.listTransactions.CallUnary(ctx, req)
 }
 
+// GetPlanPrices calls sluice.v1.OperatorService.GetPlanPrices.
+func (c *operatorServiceClient) GetPlanPrices(ctx context.Context, req *connect.Request[v1.GetPlanPricesRequest]) (*connect.Response[v1.GetPlanPricesResponse], error) {
+	return c.getPlanPrices.CallUnary(ctx, req)
+}
+
+// SetPlanPrices calls sluice.v1.OperatorService.SetPlanPrices.
+func (c *operatorServiceClient) SetPlanPrices(ctx context.Context, req *connect.Request[v1.SetPlanPricesRequest]) (*connect.Response[v1.SetPlanPricesResponse], error) {
+	return c.setPlanPrices.CallUnary(ctx, req)
+}
+
 // OperatorServiceHandler is an implementation of the sluice.v1.OperatorService service.
 type OperatorServiceHandler interface {
 	// ListTenants pages through tenants in creation order.
@@ -145,6 +183,14 @@ type OperatorServiceHandler interface {
 	// a broker does not answer or a partition of __transaction_state has no
 	// leader: the list would be incomplete. Empty before the topic exists.
 	ListTransactions(context.Context, *connect.Request[v1.OperatorServiceListTransactionsRequest]) (*connect.Response[v1.OperatorServiceListTransactionsResponse], error)
+	// GetPlanPrices answers every plan's price list.
+	GetPlanPrices(context.Context, *connect.Request[v1.GetPlanPricesRequest]) (*connect.Response[v1.GetPlanPricesResponse], error)
+	// SetPlanPrices replaces the prices of the dimensions named for one plan
+	// (the others keep theirs). Drafts are recomputed with them; finalized
+	// invoices keep the prices they were computed with. INVALID_ARGUMENT for
+	// an unknown plan or dimension, a negative price or allowance, or a unit
+	// or unit size that is not the dimension's.
+	SetPlanPrices(context.Context, *connect.Request[v1.SetPlanPricesRequest]) (*connect.Response[v1.SetPlanPricesResponse], error)
 }
 
 // NewOperatorServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -178,6 +224,18 @@ func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.Handl
 		connect.WithSchema(operatorServiceMethods.ByName("ListTransactions")),
 		connect.WithHandlerOptions(opts...),
 	)
+	operatorServiceGetPlanPricesHandler := connect.NewUnaryHandler(
+		OperatorServiceGetPlanPricesProcedure,
+		svc.GetPlanPrices,
+		connect.WithSchema(operatorServiceMethods.ByName("GetPlanPrices")),
+		connect.WithHandlerOptions(opts...),
+	)
+	operatorServiceSetPlanPricesHandler := connect.NewUnaryHandler(
+		OperatorServiceSetPlanPricesProcedure,
+		svc.SetPlanPrices,
+		connect.WithSchema(operatorServiceMethods.ByName("SetPlanPrices")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.OperatorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OperatorServiceListTenantsProcedure:
@@ -188,6 +246,10 @@ func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.Handl
 			operatorServiceListBrokersHandler.ServeHTTP(w, r)
 		case OperatorServiceListTransactionsProcedure:
 			operatorServiceListTransactionsHandler.ServeHTTP(w, r)
+		case OperatorServiceGetPlanPricesProcedure:
+			operatorServiceGetPlanPricesHandler.ServeHTTP(w, r)
+		case OperatorServiceSetPlanPricesProcedure:
+			operatorServiceSetPlanPricesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -211,4 +273,12 @@ func (UnimplementedOperatorServiceHandler) ListBrokers(context.Context, *connect
 
 func (UnimplementedOperatorServiceHandler) ListTransactions(context.Context, *connect.Request[v1.OperatorServiceListTransactionsRequest]) (*connect.Response[v1.OperatorServiceListTransactionsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.OperatorService.ListTransactions is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) GetPlanPrices(context.Context, *connect.Request[v1.GetPlanPricesRequest]) (*connect.Response[v1.GetPlanPricesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.OperatorService.GetPlanPrices is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) SetPlanPrices(context.Context, *connect.Request[v1.SetPlanPricesRequest]) (*connect.Response[v1.SetPlanPricesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.OperatorService.SetPlanPrices is not implemented"))
 }
