@@ -1,0 +1,61 @@
+// Package quota divides each tenant's cluster-wide rate limits among the
+// brokers and decides its count limits from the sum of what the brokers
+// hold. It is pure: the control plane's ExchangeQuotas handler
+// (controlplane/api/usage.go) feeds it the brokers' quota reports and the
+// tenant's limits, and answers what it returns.
+//
+// # Division
+//
+// A broker exchanges quotas about once an Interval (1 s): it reports, per
+// tenant, the rates the tenant's clients offered it (refused requests
+// included) and admitted, and what the tenant holds there. For one tenant
+// with limit L on a rate (produce bytes/s, fetch bytes/s, requests/s,
+// producer ids/s = producer_ids_per_hour / 3600), over the N brokers with a
+// fresh report for the tenant (received within Fresh, 3 intervals; a broker
+// that stopped reporting drops out), broker b's allotment is
+//
+//	a_b = L × (α/N + (1−α) × o_b / Σ o)
+//
+// where o_b is the rate b reported as offered and α (Floor, 0.1) is the
+// part spread evenly, so that a broker the tenant barely uses can still
+// admit its first requests before its share grows. With nothing offered
+// anywhere, a_b = L/N. The allotments computed from one set of reports sum
+// to L exactly. Each dimension is divided on its own.
+//
+// # Error bound
+//
+// Each broker holds the allotment of its own last exchange, computed from
+// the other brokers' reports as stored then. Those were received up to one
+// interval T before, and each measures the interval before it: every
+// allotment in force at time t reflects the offered traffic of some moment
+// in [t−3T, t]. While no share of the tenant's offered traffic moves
+// between brokers, the allotments in force sum to L. When a fraction m of
+// it moves at time t (m is the total-variation distance of the share
+// vectors, 1 for all of it moving from one set of brokers to another), the
+// allotments in force sum to within ±(1−α)·m·L of L until t+3T, and to L
+// from then on. A broker joining or leaving the N moves the floor parts by
+// up to α·L/N for the same time. So the tenant's admitted total exceeds
+// L by at most (1−α)·m·L, during at most 3 exchange intervals per move,
+// plus what the brokers' token buckets let burst (their burst size,
+// dataplane/quota). Averaged over a window W, the excess is at most
+// (1−α)·m·L·3T/W per move in W: with T = 1 s, W = 10 s and demand swapping
+// entirely once in the window, 27 % of L; with a tenant's traffic spread
+// steadily over the brokers (shares that move by a few percent), a few
+// percent.
+//
+// The floor costs the other way: offered at only k of the N brokers with a
+// fresh report (the others report holdings only), the tenant can be
+// admitted L × (1 − α(N−k)/N), no less than (1−α)·L.
+//
+// # Count limits
+//
+// Decide compares sums with the tenant's count limits: storage_exceeded
+// when the hot bytes (the fresh reports' hot_storage_bytes, leaders' local
+// logs) plus the cold bytes (COPY_FINISHED remote segments) reach
+// max_total_storage_bytes; groups_exceeded and transactional_ids_exceeded
+// when the fresh reports' groups or transactional ids reach max_groups or
+// max_transactional_ids. Only fresh reports count, so a dead broker's
+// holdings are not counted next to its successor's. A decision is as old
+// as the reports (up to 3T), so a tenant can pass a count limit by what it
+// adds in that time before its brokers refuse more.
+package quota

@@ -1,0 +1,171 @@
+package quota
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// Interval is how often brokers exchange quotas.
+const Interval = time.Second
+
+// Defaults of Config.
+const (
+	DefaultFloor = 0.1
+	DefaultFresh = 3 * Interval
+)
+
+// Config shapes the division.
+type Config struct {
+	// Floor (α, in [0, 1]) is the part of each limit spread evenly over
+	// the brokers with a fresh report; the rest follows offered traffic.
+	Floor float64
+	// Fresh is how old a broker's report may be and still count.
+	Fresh time.Duration
+}
+
+// DefaultConfig returns Floor 0.1 and Fresh 3 intervals.
+func DefaultConfig() Config { return Config{Floor: DefaultFloor, Fresh: DefaultFresh} }
+
+// Rates are per-second rates of one tenant, one per limited dimension.
+type Rates struct {
+	ProduceBytes float64
+	FetchBytes   float64
+	Requests     float64
+	ProducerIDs  float64
+}
+
+// Add returns r + o.
+func (r Rates) Add(o Rates) Rates {
+	return Rates{r.ProduceBytes + o.ProduceBytes, r.FetchBytes + o.FetchBytes, r.Requests + o.Requests, r.ProducerIDs + o.ProducerIDs}
+}
+
+// LimitRates returns a tenant's rate limits per second (producer ids per
+// hour become per second).
+func LimitRates(l tenants.Limits) Rates {
+	return Rates{
+		ProduceBytes: float64(l.ProduceBytesPerSec),
+		FetchBytes:   float64(l.FetchBytesPerSec),
+		Requests:     float64(l.RequestsPerSec),
+		ProducerIDs:  float64(l.ProducerIDsPerHour) / 3600,
+	}
+}
+
+// Report is one broker's last quota report for one tenant.
+type Report struct {
+	BrokerID int32
+	// At is when the control plane received it.
+	At       time.Time
+	Offered  Rates
+	Admitted Rates
+	// Holdings at the broker: bytes of the local logs it leads, groups and
+	// transactional ids it coordinates.
+	HotStorageBytes  int64
+	Groups           int64
+	TransactionalIDs int64
+}
+
+// FreshReports returns the reports received within c.Fresh before now (At after
+// now−Fresh), the latest one per broker, ordered by broker id.
+func (c Config) FreshReports(reports []Report, now time.Time) []Report {
+	cut := now.Add(-c.Fresh)
+	latest := make(map[int32]Report, len(reports))
+	for _, r := range reports {
+		if !r.At.After(cut) {
+			continue
+		}
+		if prev, ok := latest[r.BrokerID]; !ok || r.At.After(prev.At) {
+			latest[r.BrokerID] = r
+		}
+	}
+	out := make([]Report, 0, len(latest))
+	for _, r := range latest {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b Report) int { return int(a.BrokerID) - int(b.BrokerID) })
+	return out
+}
+
+// Divide returns each reporting broker's allotment of limit (the doc's
+// formula with α = c.Floor), keyed by broker id. reports are the tenant's
+// fresh reports (FreshReports), one per broker; each dimension's allotments sum
+// to that dimension's limit. No reports: no allotments.
+func (c Config) Divide(limit Rates, reports []Report) map[int32]Rates {
+	out := make(map[int32]Rates, len(reports))
+	if len(reports) == 0 {
+		return out
+	}
+	var total Rates
+	for _, r := range reports {
+		total = total.Add(nonNeg(r.Offered))
+	}
+	n := float64(len(reports))
+	alpha := min(max(c.Floor, 0), 1)
+	share := func(l, offered, total float64) float64 {
+		if total <= 0 {
+			return l / n
+		}
+		return l * (alpha/n + (1-alpha)*offered/total)
+	}
+	for _, r := range reports {
+		o := nonNeg(r.Offered)
+		out[r.BrokerID] = Rates{
+			ProduceBytes: share(limit.ProduceBytes, o.ProduceBytes, total.ProduceBytes),
+			FetchBytes:   share(limit.FetchBytes, o.FetchBytes, total.FetchBytes),
+			Requests:     share(limit.Requests, o.Requests, total.Requests),
+			ProducerIDs:  share(limit.ProducerIDs, o.ProducerIDs, total.ProducerIDs),
+		}
+	}
+	return out
+}
+
+// nonNeg clamps negative (malformed) rates to 0: a broker cannot take
+// from the others' shares by reporting less than nothing.
+func nonNeg(r Rates) Rates {
+	return Rates{max(r.ProduceBytes, 0), max(r.FetchBytes, 0), max(r.Requests, 0), max(r.ProducerIDs, 0)}
+}
+
+// Holdings are what a tenant holds over the cluster.
+type Holdings struct {
+	HotStorageBytes  int64
+	ColdStorageBytes int64
+	Groups           int64
+	TransactionalIDs int64
+	// Admitted is the sum of the reports' admitted rates.
+	Admitted Rates
+}
+
+// StorageBytes is hot plus cold.
+func (h Holdings) StorageBytes() int64 { return h.HotStorageBytes + h.ColdStorageBytes }
+
+// Sum adds up the holdings of reports (the tenant's fresh reports) and
+// the cold bytes it holds in the object store.
+func Sum(reports []Report, coldStorageBytes int64) Holdings {
+	h := Holdings{ColdStorageBytes: coldStorageBytes}
+	for _, r := range reports {
+		h.HotStorageBytes += r.HotStorageBytes
+		h.Groups += r.Groups
+		h.TransactionalIDs += r.TransactionalIDs
+		h.Admitted = h.Admitted.Add(r.Admitted)
+	}
+	return h
+}
+
+// Decision says which count limits the tenant has reached: brokers refuse
+// what would add to them.
+type Decision struct {
+	StorageExceeded          bool
+	GroupsExceeded           bool
+	TransactionalIDsExceeded bool
+}
+
+// Decide compares h with l: a limit is reached when the holding is at
+// least the limit (a limit of 0 allows nothing more).
+func Decide(l tenants.Limits, h Holdings) Decision {
+	return Decision{
+		StorageExceeded:          h.StorageBytes() >= l.MaxTotalStorageBytes,
+		GroupsExceeded:           h.Groups >= int64(l.MaxGroups),
+		TransactionalIDsExceeded: h.TransactionalIDs >= int64(l.MaxTransactionalIDs),
+	}
+}
