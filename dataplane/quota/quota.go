@@ -1,0 +1,330 @@
+package quota
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Dimension is one rate a tenant is limited on.
+type Dimension int
+
+// The limited dimensions.
+const (
+	ProduceBytes Dimension = iota // record bytes produced per second
+	FetchBytes                    // record bytes fetched per second
+	Requests                      // requests per second
+	ProducerIDs                   // new producer ids per second
+	// Dimensions is how many there are.
+	Dimensions = 4
+)
+
+var dimensionNames = [Dimensions]string{"produce_bytes", "fetch_bytes", "requests", "producer_ids"}
+
+// String is the dimension's name in metrics: produce_bytes, fetch_bytes,
+// requests, producer_ids.
+func (d Dimension) String() string {
+	if d < 0 || d >= Dimensions {
+		return "unknown"
+	}
+	return dimensionNames[d]
+}
+
+// Rates are per-second rates, one per Dimension. As limits, 0 is no limit.
+type Rates [Dimensions]float64
+
+// Bucket is a token bucket that allows debt (see the package doc). The
+// zero Bucket has no rate: it admits everything. Not safe for concurrent
+// use: a Limiter locks it.
+type Bucket struct {
+	rate, burst float64
+	tokens      float64
+	last        time.Time
+}
+
+// SetRate changes the bucket's rate and burst at now: it first fills at
+// the old rate, then keeps its tokens (at most the new burst) and debt. A
+// bucket that had no rate starts full. rate 0 removes the limit.
+func (b *Bucket) SetRate(now time.Time, rate, burst float64) {
+	if rate <= 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
+		*b = Bucket{}
+		return
+	}
+	if b.rate <= 0 {
+		b.rate, b.burst, b.tokens, b.last = rate, burst, burst, now
+		return
+	}
+	b.fill(now)
+	b.rate, b.burst = rate, burst
+	b.tokens = min(b.tokens, burst)
+}
+
+// Rate is the bucket's rate per second, 0 for none.
+func (b *Bucket) Rate() float64 { return b.rate }
+
+func (b *Bucket) fill(now time.Time) {
+	if dt := now.Sub(b.last).Seconds(); dt > 0 {
+		b.tokens = min(b.burst, b.tokens+dt*b.rate)
+		b.last = now
+	}
+}
+
+// Debt returns how long the bucket's debt takes to pay off at its rate,
+// 0 when it is not in debt (a request may be admitted).
+func (b *Bucket) Debt(now time.Time) time.Duration {
+	if b.rate <= 0 {
+		return 0
+	}
+	b.fill(now)
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(-b.tokens / b.rate * float64(time.Second)))
+}
+
+// Charge takes cost tokens at now, into debt if need be.
+func (b *Bucket) Charge(now time.Time, cost float64) {
+	if b.rate <= 0 {
+		return
+	}
+	b.fill(now)
+	b.tokens -= cost
+}
+
+// Config configures a Limiter. The zero value is DefaultConfig's.
+type Config struct {
+	// Burst is, per dimension, how many seconds of its rate a bucket
+	// holds. Zero: 1 s, but 60 s for ProducerIDs.
+	Burst [Dimensions]time.Duration
+	// ForgetAfter is how many windows without traffic a tenant is kept
+	// (its rates with it); 0: 300.
+	ForgetAfter int
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults the zero Config stands for.
+func DefaultConfig() Config {
+	return Config{
+		Burst:       [Dimensions]time.Duration{time.Second, time.Second, time.Second, time.Minute},
+		ForgetAfter: 300,
+		Now:         time.Now,
+	}
+}
+
+// Decision is the answer for one request in one dimension.
+type Decision struct {
+	// OK: admitted. Otherwise RetryAfter is when the tenant's bucket is
+	// out of debt.
+	OK         bool
+	RetryAfter time.Duration
+	// Rate is the bucket's rate per second (0: no limit).
+	Rate float64
+}
+
+// Meter is one tenant's traffic over a window, as rates per second.
+type Meter struct {
+	Offered, Admitted Rates
+}
+
+type tenant struct {
+	mu      sync.Mutex
+	buckets [Dimensions]Bucket
+	// This window's offered and admitted totals.
+	offered, admitted [Dimensions]float64
+	// meanCharge: a moving average of the admitted charges per
+	// dimension (MeanCharge).
+	meanCharge [Dimensions]float64
+	idle       int // windows in a row without traffic
+}
+
+// Limiter holds every tenant's buckets and meters.
+type Limiter struct {
+	cfg   Config
+	burst [Dimensions]float64 // seconds
+	mu    sync.RWMutex
+	ts    map[string]*tenant
+	// windowStart is when the current window began (guarded by mu).
+	windowStart time.Time
+}
+
+// New returns a Limiter with no tenants.
+func New(cfg Config) *Limiter {
+	def := DefaultConfig()
+	for d := range Dimensions {
+		if cfg.Burst[d] <= 0 {
+			cfg.Burst[d] = def.Burst[d]
+		}
+	}
+	if cfg.ForgetAfter <= 0 {
+		cfg.ForgetAfter = def.ForgetAfter
+	}
+	if cfg.Now == nil {
+		cfg.Now = def.Now
+	}
+	l := &Limiter{cfg: cfg, ts: map[string]*tenant{}, windowStart: cfg.Now()}
+	for d := range Dimensions {
+		l.burst[d] = cfg.Burst[d].Seconds()
+	}
+	return l
+}
+
+func (l *Limiter) tenant(id string) *tenant {
+	l.mu.RLock()
+	t := l.ts[id]
+	l.mu.RUnlock()
+	if t != nil {
+		return t
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t = l.ts[id]; t == nil {
+		t = &tenant{}
+		l.ts[id] = t
+	}
+	return t
+}
+
+// Take decides a request of tenant id costing cost in dimension d: when
+// the tenant's bucket is not in debt it is admitted and charged cost;
+// otherwise it is refused. Either way it is metered as offered, and if
+// admitted, as admitted.
+func (l *Limiter) Take(id string, d Dimension, cost float64) Decision {
+	t := l.tenant(id)
+	now := l.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := &t.buckets[d]
+	t.offered[d] += cost
+	if wait := b.Debt(now); wait > 0 {
+		return Decision{RetryAfter: wait, Rate: b.rate}
+	}
+	b.Charge(now, cost)
+	t.admit(d, cost)
+	return Decision{OK: true, Rate: b.rate}
+}
+
+// Check decides a request of tenant id in dimension d whose cost is known
+// only once it is served (a fetch): admitted when the bucket is not in
+// debt, and then nothing is charged or metered until Charge. A refusal is
+// metered as offered at refusedCost, the caller's estimate of what the
+// request would have cost.
+func (l *Limiter) Check(id string, d Dimension, refusedCost float64) Decision {
+	t := l.tenant(id)
+	now := l.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := &t.buckets[d]
+	if wait := b.Debt(now); wait > 0 {
+		t.offered[d] += refusedCost
+		return Decision{RetryAfter: wait, Rate: b.rate}
+	}
+	return Decision{OK: true, Rate: b.rate}
+}
+
+// Charge charges the cost of a request Check admitted, into debt if need
+// be, and meters it as offered and admitted.
+func (l *Limiter) Charge(id string, d Dimension, cost float64) {
+	t := l.tenant(id)
+	now := l.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buckets[d].Charge(now, cost)
+	t.offered[d] += cost
+	t.admit(d, cost)
+}
+
+func (t *tenant) admit(d Dimension, cost float64) {
+	t.admitted[d] += cost
+	if t.meanCharge[d] == 0 {
+		t.meanCharge[d] = cost
+	} else {
+		t.meanCharge[d] += (cost - t.meanCharge[d]) / 16
+	}
+}
+
+// MeanCharge is a moving average of the tenant's admitted charges in
+// dimension d (over about the last 16), 0 before the first: a caller's
+// estimate of what a refused request would have cost.
+func (l *Limiter) MeanCharge(id string, d Dimension) float64 {
+	l.mu.RLock()
+	t := l.ts[id]
+	l.mu.RUnlock()
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.meanCharge[d]
+}
+
+// SetRates replaces the tenant's rates (0 in a dimension: no limit), as
+// Bucket.SetRate does for each dimension.
+func (l *Limiter) SetRates(id string, r Rates) {
+	t := l.tenant(id)
+	now := l.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for d := range Dimensions {
+		t.buckets[d].SetRate(now, r[d], r[d]*l.burst[d])
+	}
+}
+
+// RatesOf returns the tenant's rates (zero for a tenant it does not know).
+func (l *Limiter) RatesOf(id string) Rates {
+	l.mu.RLock()
+	t := l.ts[id]
+	l.mu.RUnlock()
+	var r Rates
+	if t == nil {
+		return r
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for d := range Dimensions {
+		r[d] = t.buckets[d].rate
+	}
+	return r
+}
+
+// Window returns every tenant's meters since the previous Window (or New)
+// as rates per second, with the window's length, and starts a new
+// window. Every tenant the Limiter knows is in it, idle ones with zero
+// rates; one without traffic for Config.ForgetAfter windows in a row is
+// forgotten afterwards (and not in the answer).
+func (l *Limiter) Window() (map[string]Meter, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.cfg.Now()
+	span := now.Sub(l.windowStart)
+	l.windowStart = now
+	secs := span.Seconds()
+	out := make(map[string]Meter, len(l.ts))
+	for id, t := range l.ts {
+		t.mu.Lock()
+		var m Meter
+		traffic := false
+		for d := range Dimensions {
+			if t.offered[d] > 0 {
+				traffic = true
+			}
+			if secs > 0 {
+				m.Offered[d], m.Admitted[d] = t.offered[d]/secs, t.admitted[d]/secs
+			}
+			t.offered[d], t.admitted[d] = 0, 0
+		}
+		if traffic {
+			t.idle = 0
+		} else {
+			t.idle++
+		}
+		forget := t.idle >= l.cfg.ForgetAfter
+		t.mu.Unlock()
+		if forget {
+			delete(l.ts, id)
+			continue
+		}
+		out[id] = m
+	}
+	return out, span
+}
