@@ -54,6 +54,13 @@
 // to one sender at a time; why not River is in webhook.go. None of these
 // writes is a metadata change.
 //
+// # Usage and billing
+//
+// Hourly usage rows, the keys and cursors that apply brokers' usage reports
+// exactly once, the control plane's interval meters, the brokers' latest
+// quota reports, plan prices and invoices (usage.go, billing.go) are not
+// metadata changes either. A finalized invoice is never written again.
+//
 // # Metadata version
 //
 // MetadataVersion is a global counter bumped, in the same transaction, by
@@ -427,6 +434,10 @@ type Store interface {
 
 	// AlertStore: lag samples, alerts, webhooks and their deliveries (alert.go).
 	AlertStore
+
+	// UsageStore: metered usage, quota reports, plan prices and invoices (usage.go,
+	// billing.go).
+	UsageStore
 
 	// Close releases the store's resources.
 	Close() error

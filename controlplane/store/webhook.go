@@ -108,14 +108,24 @@ const (
 // an alert).
 const AlertStateTest AlertState = "test"
 
+// EventInvoiceFinalized is the AlertState of an event delivery (one without
+// an alert) announcing a finalized invoice. Only FinalizeInvoice enqueues
+// it, in the transaction that finalizes the invoice, so each invoice's is
+// enqueued once per webhook.
+const EventInvoiceFinalized AlertState = "invoice.finalized"
+
+// Event reports whether s names an event without an alert: a webhook test
+// or EventInvoiceFinalized.
+func (s AlertState) Event() bool { return s == AlertStateTest || s == EventInvoiceFinalized }
+
 // Delivery is one notification to one webhook: an alert's state change (or
 // a test), its body, and the record of the attempts to send it.
 type Delivery struct {
 	ID         string
 	TenantID   string
 	WebhookID  string
-	AlertID    string     // "" for a test delivery
-	AlertState AlertState // the state the delivery announces; AlertStateTest for a test
+	AlertID    string     // "" for a test delivery or an event
+	AlertState AlertState // the state the delivery announces; AlertStateTest for a test, or the event (EventInvoiceFinalized)
 	// Payload is the JSON body to send, as given.
 	Payload       []byte
 	Status        DeliveryStatus
@@ -211,8 +221,10 @@ func CheckDelivery(d Delivery) (Delivery, error) {
 		return Delivery{}, err
 	}
 	switch {
-	case d.AlertID == "" && d.AlertState != AlertStateTest:
-		return Delivery{}, fmt.Errorf("invalid delivery: no alert, and alert state %q is not %q", d.AlertState, AlertStateTest)
+	case d.AlertID == "" && !d.AlertState.Event():
+		return Delivery{}, fmt.Errorf("invalid delivery: no alert, and alert state %q is not %q or %q", d.AlertState, AlertStateTest, EventInvoiceFinalized)
+	case d.AlertID != "" && d.AlertState.Event():
+		return Delivery{}, fmt.Errorf("invalid delivery: alert %s with event %q", d.AlertID, d.AlertState)
 	case d.AlertID != "" && !d.AlertState.Valid():
 		return Delivery{}, fmt.Errorf("invalid delivery: alert state %q", d.AlertState)
 	case len(d.Payload) == 0:
