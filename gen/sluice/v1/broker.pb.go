@@ -2353,9 +2353,15 @@ type TenantAllotment struct {
 	// The tenant has its limit of transactional ids: refuse another.
 	TransactionalIdsExceeded bool `protobuf:"varint,5,opt,name=transactional_ids_exceeded,json=transactionalIdsExceeded,proto3" json:"transactional_ids_exceeded,omitempty"`
 	// The tenant's cluster-wide limits, for error messages.
-	Limits        *Limits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limits *Limits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	// What the tenant holds over the cluster, as the control plane summed it
+	// to decide the flags above (storage hot plus cold), for error messages:
+	// a refusal names the usage next to the limit. 0 when not summed.
+	StorageBytes     int64 `protobuf:"varint,7,opt,name=storage_bytes,json=storageBytes,proto3" json:"storage_bytes,omitempty"`
+	Groups           int64 `protobuf:"varint,8,opt,name=groups,proto3" json:"groups,omitempty"`
+	TransactionalIds int64 `protobuf:"varint,9,opt,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TenantAllotment) Reset() {
@@ -2428,6 +2434,27 @@ func (x *TenantAllotment) GetLimits() *Limits {
 		return x.Limits
 	}
 	return nil
+}
+
+func (x *TenantAllotment) GetStorageBytes() int64 {
+	if x != nil {
+		return x.StorageBytes
+	}
+	return 0
+}
+
+func (x *TenantAllotment) GetGroups() int64 {
+	if x != nil {
+		return x.Groups
+	}
+	return 0
+}
+
+func (x *TenantAllotment) GetTransactionalIds() int64 {
+	if x != nil {
+		return x.TransactionalIds
+	}
+	return 0
 }
 
 type ExchangeQuotasResponse struct {
@@ -2996,14 +3023,17 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x15ExchangeQuotasRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x126\n" +
-	"\atenants\x18\x03 \x03(\v2\x1c.sluice.v1.TenantQuotaReportR\atenants\"\x98\x02\n" +
+	"\atenants\x18\x03 \x03(\v2\x1c.sluice.v1.TenantQuotaReportR\atenants\"\x82\x03\n" +
 	"\x0fTenantAllotment\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12+\n" +
 	"\x05rates\x18\x02 \x01(\v2\x15.sluice.v1.QuotaRatesR\x05rates\x12)\n" +
 	"\x10storage_exceeded\x18\x03 \x01(\bR\x0fstorageExceeded\x12'\n" +
 	"\x0fgroups_exceeded\x18\x04 \x01(\bR\x0egroupsExceeded\x12<\n" +
 	"\x1atransactional_ids_exceeded\x18\x05 \x01(\bR\x18transactionalIdsExceeded\x12)\n" +
-	"\x06limits\x18\x06 \x01(\v2\x11.sluice.v1.LimitsR\x06limits\"T\n" +
+	"\x06limits\x18\x06 \x01(\v2\x11.sluice.v1.LimitsR\x06limits\x12#\n" +
+	"\rstorage_bytes\x18\a \x01(\x03R\fstorageBytes\x12\x16\n" +
+	"\x06groups\x18\b \x01(\x03R\x06groups\x12+\n" +
+	"\x11transactional_ids\x18\t \x01(\x03R\x10transactionalIds\"T\n" +
 	"\x16ExchangeQuotasResponse\x12:\n" +
 	"\n" +
 	"allotments\x18\x01 \x03(\v2\x1a.sluice.v1.TenantAllotmentR\n" +
