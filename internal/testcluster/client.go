@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,9 @@ type Client struct {
 	mu      sync.Mutex
 	leaders map[int32]int32 // partition → broker believed to lead it
 	stale   bool
+	// sent counts the requests sent to brokers (see Sent); shared by the
+	// clients NewTopic makes.
+	sent *atomic.Int64
 }
 
 // NewClient signs a tenant up, mints a token, creates a topic with
@@ -79,6 +83,7 @@ func (c *Cluster) NewClientWithConfig(t testing.TB, tenant, topic string, partit
 	cl := &Client{
 		c: c, TenantID: su.Msg.GetTenant().GetId(), APIKey: su.Msg.GetApiKeySecret(), token: tok.Msg.GetToken(),
 		Topic: topic, TopicID: created.Msg.GetTopic().GetId(), leaders: map[int32]int32{},
+		sent: new(atomic.Int64),
 	}
 	for _, p := range created.Msg.GetPartitions() {
 		cl.leaders[p.GetPartition()] = p.GetLeader()
@@ -109,15 +114,30 @@ func (c *Cluster) NewClientWithConfig(t testing.TB, tenant, topic string, partit
 func (cl *Client) Token() string { return cl.token }
 
 func (cl *Client) records(id int32) sluicev1connect.RecordServiceClient {
-	return sluicev1connect.NewRecordServiceClient(cl.c.hc, "http://"+cl.c.Broker(id).ListenAddr, connect.WithGRPC(), bearer(cl.token))
+	return sluicev1connect.NewRecordServiceClient(cl.c.hc, "http://"+cl.c.Broker(id).ListenAddr, connect.WithGRPC(), bearer(cl.token), cl.counting())
 }
+
+// counting counts every request a RecordService client sends.
+func (cl *Client) counting() connect.ClientOption {
+	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			cl.sent.Add(1)
+			return next(ctx, req)
+		}
+	}))
+}
+
+// Sent is how many requests this client (and the clients of the tenant's
+// other topics NewTopic made) sent to brokers, whatever their outcome: an
+// upper bound of the requests brokers can meter for them.
+func (cl *Client) Sent() int64 { return cl.sent.Load() }
 
 // Records is a RecordService client of broker id with the tenant's token
 // and opts, for requests the helpers here do not make. Set the
 // Sluice-No-Forward header (NoForward) on a request that must be answered
 // by that broker.
 func (cl *Client) Records(id int32, opts ...connect.ClientOption) sluicev1connect.RecordServiceClient {
-	opts = append([]connect.ClientOption{connect.WithGRPC(), bearer(cl.token)}, opts...)
+	opts = append([]connect.ClientOption{connect.WithGRPC(), bearer(cl.token), cl.counting()}, opts...)
 	return sluicev1connect.NewRecordServiceClient(cl.c.hc, "http://"+cl.c.Broker(id).ListenAddr, opts...)
 }
 

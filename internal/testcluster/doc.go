@@ -12,6 +12,12 @@
 // duplicated, misplaced, unexpected and diverging records, and
 // ReplicasIdentical compares every replica's segment files byte for byte.
 //
+// For quotas and metering it sets a tenant's limit overrides as the
+// operator does (SetTenantOverrides), sums a partition's data batch sizes
+// below its high watermark (LogBytes: the ingress billing must count),
+// reads a tenant's billed usage (Usage) and counts the requests a Client
+// sent to brokers (Sent).
+//
 // Only tests import this package. Every wait polls with a deadline (Wait);
 // nothing sleeps as synchronisation. A cluster's directory (logs, data dirs,
 // the workload history) is removed when the test passes and kept, with its
