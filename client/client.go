@@ -72,6 +72,7 @@ type Client struct {
 	auth     sluicev1connect.AuthServiceClient
 	cpRecord sluicev1connect.RecordServiceClient
 	maxAge   time.Duration
+	throttle throttleCounter
 
 	tokMu     sync.Mutex
 	token     string
@@ -239,7 +240,8 @@ func (c *Client) dropToken(tok string) {
 	}
 }
 
-// bearer adds the current token to every request.
+// bearer adds the current token to every request, counts rate refusals
+// (Stats) and turns other quota refusals into *QuotaError.
 func (c *Client) bearer() connect.Interceptor { return bearerInterceptor{c} }
 
 type bearerInterceptor struct{ c *Client }
@@ -255,7 +257,7 @@ func (b bearerInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if connect.CodeOf(err) == connect.CodeUnauthenticated {
 			b.c.dropToken(tok)
 		}
-		return res, err
+		return res, b.c.observeQuota(kindOf(req.Spec().Procedure), err)
 	}
 }
 
@@ -271,8 +273,21 @@ func (b bearerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFun
 
 // refreshMetadata fetches metadata for topics (nil: none but the brokers)
 // from a broker, or from the control plane when fromControlPlane or no
-// broker answers.
+// broker answers. A rate refusal (the last server asked refused with a
+// retry delay) is sent again after the delay, while ctx lasts.
 func (c *Client) refreshMetadata(ctx context.Context, topics []string, fromControlPlane bool) (*sluicev1.GetMetadataResponse, error) {
+	for {
+		m, err := c.refreshMetadataOnce(ctx, topics, fromControlPlane)
+		if !throttled(err) {
+			return m, err
+		}
+		if sleep(ctx, retryWait(err, 1)) != nil {
+			return nil, err
+		}
+	}
+}
+
+func (c *Client) refreshMetadataOnce(ctx context.Context, topics []string, fromControlPlane bool) (*sluicev1.GetMetadataResponse, error) {
 	req := &sluicev1.GetMetadataRequest{Topics: topics}
 	if topics == nil {
 		req.Topics = []string{}

@@ -313,7 +313,7 @@ func (f *fetcher) run(ctx context.Context) {
 		if err != nil && connect.CodeOf(err) != connect.CodeOutOfRange && retriable(err) {
 			<-f.slots
 			attempt++
-			if sleep(ctx, backoff(attempt)) != nil {
+			if sleep(ctx, retryWait(err, attempt)) != nil {
 				return
 			}
 			continue
@@ -499,7 +499,8 @@ func (c *Client) Watermarks(ctx context.Context, topic string, partition int32) 
 }
 
 // listOffsets asks a partition's leader for an offset, retrying while the
-// partition moves or is briefly unavailable, within ctx.
+// partition moves or is briefly unavailable (20 attempts), or while the
+// tenant is throttled (after each delay asked for, not counted), within ctx.
 func (c *Client) listOffsets(ctx context.Context, req *sluicev1.ListOffsetsRequest) (*sluicev1.ListOffsetsResponse, error) {
 	for attempt := 1; ; attempt++ {
 		rc, _, err := c.leaderOf(ctx, req.GetTopic(), req.GetPartition())
@@ -516,10 +517,13 @@ func (c *Client) listOffsets(ctx context.Context, req *sluicev1.ListOffsetsReque
 			}
 		}
 		c.observe(req.GetTopic(), req.GetPartition(), err)
+		if throttled(err) {
+			attempt--
+		}
 		if !retriable(err) || attempt >= 20 {
 			return nil, err
 		}
-		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+		if serr := sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
 			return nil, fmt.Errorf("%w (last error: %v)", serr, err)
 		}
 	}

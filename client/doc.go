@@ -83,10 +83,43 @@
 // stable offset, which is then what Latest() means; the default,
 // ReadUncommitted, reads every record.
 //
+// # Quotas and throttling
+//
+// A tenant over a rate quota (produce or fetch bytes per second, requests
+// per second, new producer ids per hour) is refused with ResourceExhausted
+// carrying a google.rpc.RetryInfo delay. The client sends the same request
+// again once that delay has passed, plus up to a tenth of it as jitter and
+// never sooner: the producer resends the refused batch as it was (same
+// producer epoch and sequence, so idempotence keeps it written once) and
+// fails its records only at their delivery timeout, as for any retry, with
+// the refusal as the DeliveryError's Last; consumers' fetches, ListOffsets
+// (Assign, Watermarks, ResolveOffset), metadata refreshes, InitProducerId,
+// a group's heartbeats, commits and offset fetches, and a transactional
+// producer's calls to its coordinator wait the same way, within their
+// contexts, and throttled attempts do not count against their attempt
+// limits. Throttling slows a client down; it never fails a call by itself.
+//
+// A ResourceExhausted without a retry delay is a limit that waiting does
+// not fix (the tenant's total storage, its transactional ids or groups):
+// it is not retried, and comes as a *QuotaError, which matches
+// ErrQuotaExceeded with errors.Is and names the limit (the
+// google.rpc.QuotaFailure description) in Description; connect.CodeOf
+// still answers ResourceExhausted. A producer's records fail with it at
+// once, certainly not written.
+//
+// Client.Stats counts the rate refusals per kind of request (KindProduce,
+// KindFetch, KindListOffsets, KindMetadata, KindInitProducerID, KindGroup,
+// KindTransaction): how many requests were refused and the sum of the
+// delays they asked for, cumulative over every producer and consumer of
+// the client. A ProduceMany refused for several of its partitions counts
+// once, with the longest delay. Export them to your metrics by reading
+// Stats periodically.
+//
 // # Errors
 //
 // Server refusals arrive as *connect.Error; connect.CodeOf tells them apart:
 // InvalidArgument (bad input), NotFound (unknown topic), Unauthenticated,
 // PermissionDenied (the key lacks a scope), FailedPrecondition, Unavailable,
-// OutOfRange (an offset outside the log).
+// OutOfRange (an offset outside the log), ResourceExhausted (a quota: see
+// above).
 package client

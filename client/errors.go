@@ -84,8 +84,12 @@ func retriable(err error) bool {
 	}
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeAborted,
-		connect.CodeResourceExhausted, connect.CodeUnknown, connect.CodeInternal:
+		connect.CodeUnknown, connect.CodeInternal:
 		return true
+	case connect.CodeResourceExhausted:
+		// A rate refusal is sent again after its delay (retryWait); any
+		// other is a limit waiting does not fix (a *QuotaError).
+		return throttled(err)
 	case connect.CodeFailedPrecondition:
 		// NotLeader, NotEnoughReplicas, a fenced leader epoch: routing or
 		// replication state that changes on its own.

@@ -214,7 +214,7 @@ func (c *Client) NewGroupConsumer(ctx context.Context, group string, topics []st
 			cs.Close()
 			return nil, fmt.Errorf("sluice: join group %q: %w", group, err)
 		}
-		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+		if serr := sleep(ctx, retryWait(err, attempt)); serr != nil {
 			cs.Close()
 			return nil, fmt.Errorf("sluice: join group %q: %w (last error: %v)", group, serr, err)
 		}
@@ -388,6 +388,7 @@ func toTPs(owned map[TopicPartition]bool) []*sluicev1.TopicPartitions {
 func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 	defer close(g.done)
 	attempt := 0
+	var last error
 	for {
 		g.mu.Lock()
 		d := g.interval
@@ -395,13 +396,16 @@ func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 		if d <= 0 {
 			d = time.Second
 		}
-		if attempt > 0 {
+		if delay, ok := throttleOf(last); ok {
+			d = jitterUp(delay) // the coordinator's rate refusal: not sooner
+		} else if attempt > 0 {
 			d = min(d, backoff(attempt))
 		}
 		if sleep(ctx, d) != nil {
 			return
 		}
-		if err := g.heartbeat(ctx); err != nil {
+		last = g.heartbeat(ctx)
+		if err := last; err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -498,6 +502,9 @@ func (g *GroupConsumer) start(assign []TopicPartition) {
 	)
 	todo := assign
 	starts, err := g.committedOffsets(ctx, assign)
+	for throttled(err) && sleep(ctx, retryWait(err, 1)) == nil {
+		starts, err = g.committedOffsets(ctx, assign)
+	}
 	if err != nil {
 		g.c.logger.Debug("fetch committed offsets failed", "group", g.group, "err", err)
 		todo = nil
@@ -918,10 +925,13 @@ func (g *GroupConsumer) RewindToCommitted(ctx context.Context) error {
 		if starts, err = g.committedOffsets(ctx, tps); err == nil {
 			break
 		}
+		if throttled(err) {
+			attempt-- // throttling is waited out, not counted
+		}
 		if !retriable(err) || attempt >= 10 {
 			return fmt.Errorf("sluice: group %q: fetch committed offsets: %w", g.group, err)
 		}
-		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+		if serr := sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
 			return fmt.Errorf("sluice: group %q: fetch committed offsets: %w (last error: %v)", g.group, serr, err)
 		}
 	}
@@ -1045,13 +1055,16 @@ func (g *GroupConsumer) sendCommit(ctx context.Context, req *sluicev1.CommitOffs
 		}
 		g.forgetCoordinator(err)
 		g.noteFenced(err)
+		if throttled(err) {
+			attempt-- // throttling is waited out, not counted
+		}
 		if !retriable(err) || ErrorDetailReason(err) != 0 || attempt >= 10 {
 			if g.isFenced() {
 				return g.pollErr()
 			}
 			return fmt.Errorf("sluice: commit offsets of group %q: %w", g.group, err)
 		}
-		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+		if serr := sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
 			return serr
 		}
 	}

@@ -200,6 +200,8 @@ func (lc *leaderConn) send(calls []*produceCall) {
 	if err == nil && len(res.Msg.GetResults()) != len(calls) {
 		err = connect.NewError(connect.CodeInternal, fmt.Errorf("the broker answered %d results for %d partitions", len(res.Msg.GetResults()), len(calls)))
 	}
+	var throttled bool // an entry was refused for the tenant's rate (counted once per request)
+	var throttle time.Duration
 	for i, c := range calls {
 		if err != nil {
 			c.done <- produceResult{err: err}
@@ -207,10 +209,17 @@ func (lc *leaderConn) send(calls []*produceCall) {
 		}
 		r := res.Msg.GetResults()[i]
 		if pe := r.GetError(); pe != nil {
-			c.done <- produceResult{err: produceErrorOf(pe)}
+			eerr := produceErrorOf(pe)
+			if d, ok := throttleOf(eerr); ok {
+				throttled, throttle = true, max(throttle, d)
+			}
+			c.done <- produceResult{err: quotaError(eerr)}
 			continue
 		}
 		c.done <- produceResult{res: &sluicev1.ProduceResponse{BaseOffset: r.GetBaseOffset(), LogStartOffset: r.GetLogStartOffset(), Duplicate: r.GetDuplicate()}}
+	}
+	if throttled {
+		lc.p.c.throttle.add(KindProduce, throttle)
 	}
 	lc.mu.Lock()
 	lc.inflight--

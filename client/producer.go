@@ -233,7 +233,8 @@ func (c *Client) newProducer(cfg producerConfig) (*Producer, error) {
 func (p *Producer) Idempotent() bool { return p.pid >= 0 }
 
 // initProducerID asks any broker for a new producer id and its epoch,
-// retrying while the cluster is unavailable and ctx lasts.
+// retrying while the cluster is unavailable or the tenant is throttled
+// (after the delay asked for) and ctx lasts.
 func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 	for attempt := 1; ; attempt++ {
 		var lastErr error
@@ -253,7 +254,7 @@ func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 				lastErr = err
 			}
 		}
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		if err := sleep(ctx, retryWait(lastErr, attempt)); err != nil {
 			return 0, 0, fmt.Errorf("sluice: init producer id: %w (last error: %v)", err, lastErr)
 		}
 	}

@@ -93,8 +93,10 @@ type sink struct {
 	queue     []*pbatch // sealed, outcome not delivered yet, in order
 	next      int       // index in queue of the next batch to send
 	inflight  int
-	rewind    bool // an attempt failed: send nothing new until in-flight requests end
-	attempts  int  // consecutive rewinds after failed attempts, for backoff
+	rewind    bool          // an attempt failed: send nothing new until in-flight requests end
+	attempts  int           // consecutive rewinds after failed attempts, for backoff
+	throttled bool          // an attempt since the last rewind was a rate refusal ...
+	throttle  time.Duration // ... asking for this delay (the longest of them)
 	notBefore time.Time
 	pid       int64 // the producer id this partition's batches carry; -1 without idempotence
 	epoch     int16
@@ -511,10 +513,17 @@ func (s *sink) rewindLocked(now time.Time) {
 	if s.next < 0 {
 		s.next = len(s.queue)
 	}
-	if attempted {
+	switch {
+	case attempted && s.throttled:
+		// A rate refusal: the batches go again, as they are, once the
+		// delay the broker asked for has passed (never sooner), and until
+		// their delivery deadline like any retry.
+		s.notBefore = now.Add(jitterUp(s.throttle))
+	case attempted:
 		s.attempts++
 		s.notBefore = now.Add(backoff(s.attempts))
 	}
+	s.throttled, s.throttle = false, 0
 }
 
 // landableLocked reports whether a batch from queue index i on was sent
@@ -647,6 +656,7 @@ func (s *sink) resetTxnLocked(pid int64, epoch int16) {
 	s.pid, s.epoch, s.fenced = pid, epoch, nil
 	s.unnumberLocked(0)
 	s.attempts, s.notBefore, s.lastErr, s.rewind = 0, time.Time{}, nil, false
+	s.throttled, s.throttle = false, 0
 }
 
 func (s *sink) firstUnfinished() int {
@@ -752,6 +762,10 @@ func (s *sink) send(b *pbatch) {
 		}
 		b.fatalErr = err
 	case retriable(err):
+		if d, ok := throttleOf(err); ok {
+			// Refused before writing: the batch keeps its numbers.
+			s.throttled, s.throttle = true, max(s.throttle, d)
+		}
 		if sent && indefinite(err) {
 			b.unknown = true
 		}

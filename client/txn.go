@@ -670,7 +670,10 @@ func (tc *txnCoordinator) call(ctx context.Context, what string, fn func(addr st
 		}
 		last = err
 		tc.c.logger.Debug("transactional call failed; retrying", "call", what, "transactional_id", tc.id, "err", err)
-		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+		if throttled(err) {
+			attempt-- // throttling is waited out, not counted
+		}
+		if serr := sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
 			return fmt.Errorf("sluice: %s: %w (last error: %w)", what, serr, last)
 		}
 	}
@@ -780,7 +783,10 @@ func (tc *txnCoordinator) txnCommitOffsets(ctx context.Context, req *sluicev1.Tx
 			return err
 		}
 		last = err
-		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+		if throttled(err) {
+			attempt-- // throttling is waited out, not counted
+		}
+		if serr := sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
 			return fmt.Errorf("%w (last error: %w)", serr, last)
 		}
 	}

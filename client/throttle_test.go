@@ -1,0 +1,498 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicemq/sluice/client"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/record"
+)
+
+// fakeQuotaBroker is one broker (and the control plane: the client's
+// endpoint is this server) serving a one-partition topic "q", which
+// refuses calls as a broker over a tenant's quota does: a rate refusal
+// (ResourceExhausted with RetryInfo and QuotaFailure) or a limit refusal
+// (QuotaFailure alone), as many times as a test scripts, and notes when
+// each call arrived.
+type fakeQuotaBroker struct {
+	sluicev1connect.UnimplementedRecordServiceHandler
+	sluicev1connect.UnimplementedGroupServiceHandler
+	addr string
+
+	mu sync.Mutex
+	// Scripted refusals per procedure ("ProduceMany", "Fetch", ...), each
+	// used once, in order.
+	refuse map[string][]error
+	// entryRefuse are refusals of ProduceMany entries (the RPC succeeds,
+	// its one result carries the error).
+	entryRefuse []*sluicev1.ProduceError
+	calls       map[string][]fakeCall
+	batches     [][]byte // every ProduceMany entry's batch, as received
+	log         []byte   // the written batches, in order
+	next        int64
+	written     map[string]bool // batches written once (by pid/epoch/seq), to dedupe retries
+}
+
+// fakeCall is when a call arrived and the delay its refusal asked for
+// (0: none).
+type fakeCall struct {
+	at    time.Time
+	delay time.Duration
+}
+
+func (f *fakeQuotaBroker) callLocked(proc string) error {
+	if f.calls == nil {
+		f.calls = map[string][]fakeCall{}
+	}
+	var err error
+	if errs := f.refuse[proc]; len(errs) > 0 {
+		err, f.refuse[proc] = errs[0], errs[1:]
+	}
+	f.calls[proc] = append(f.calls[proc], fakeCall{at: time.Now(), delay: delayOf(err)})
+	return err
+}
+
+// delayOf is the RetryInfo delay of a refusal.
+func delayOf(err error) time.Duration {
+	if ri, ok := client.ErrorDetail[*errdetails.RetryInfo](err); ok {
+		return ri.GetRetryDelay().AsDuration()
+	}
+	return 0
+}
+
+func (f *fakeQuotaBroker) script(proc string, errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refuse == nil {
+		f.refuse = map[string][]error{}
+	}
+	f.refuse[proc] = append(f.refuse[proc], errs...)
+}
+
+func (f *fakeQuotaBroker) callsOf(proc string) []fakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakeCall(nil), f.calls[proc]...)
+}
+
+func (f *fakeQuotaBroker) GetMetadata(context.Context, *connect.Request[sluicev1.GetMetadataRequest]) (*connect.Response[sluicev1.GetMetadataResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.callLocked("GetMetadata"); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.GetMetadataResponse{
+		Brokers: []*sluicev1.BrokerAddress{{Id: 1, Address: f.addr}},
+		Topics:  []*sluicev1.TopicMetadata{{Name: "q", Id: "q-id", Partitions: []*sluicev1.PartitionMetadata{{Partition: 0, Leader: 1}}}},
+	}), nil
+}
+
+func (f *fakeQuotaBroker) InitProducerId(context.Context, *connect.Request[sluicev1.InitProducerIdRequest]) (*connect.Response[sluicev1.InitProducerIdResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.callLocked("InitProducerId"); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.InitProducerIdResponse{ProducerId: 9}), nil
+}
+
+func (f *fakeQuotaBroker) ProduceMany(_ context.Context, req *connect.Request[sluicev1.ProduceManyRequest]) (*connect.Response[sluicev1.ProduceManyResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.callLocked("ProduceMany"); err != nil {
+		return nil, err
+	}
+	var out []*sluicev1.ProducePartitionResult
+	for _, p := range req.Msg.GetPartitions() {
+		data := p.GetBatches().GetData()
+		f.batches = append(f.batches, bytes.Clone(data))
+		if len(f.entryRefuse) > 0 {
+			out = append(out, &sluicev1.ProducePartitionResult{Error: f.entryRefuse[0]})
+			f.entryRefuse = f.entryRefuse[1:]
+			continue
+		}
+		b, _, err := record.ReadBatch(data)
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		h := b.Header()
+		key := fmt.Sprintf("%d/%d/%d", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+		if f.written == nil {
+			f.written = map[string]bool{}
+		}
+		if !f.written[key] {
+			f.written[key] = true
+			f.log = append(f.log, data...)
+		}
+		out = append(out, &sluicev1.ProducePartitionResult{BaseOffset: f.next})
+		f.next += int64(h.LastOffsetDelta) + 1
+	}
+	return connect.NewResponse(&sluicev1.ProduceManyResponse{Results: out}), nil
+}
+
+func (f *fakeQuotaBroker) ListOffsets(context.Context, *connect.Request[sluicev1.ListOffsetsRequest]) (*connect.Response[sluicev1.ListOffsetsResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.callLocked("ListOffsets"); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.ListOffsetsResponse{Offset: 0, HighWatermark: 1, LastStableOffset: 1}), nil
+}
+
+func (f *fakeQuotaBroker) Fetch(_ context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.callLocked("Fetch"); err != nil {
+		return nil, err
+	}
+	if req.Msg.GetOffset() > 0 {
+		return connect.NewResponse(&sluicev1.FetchResponse{HighWatermark: 1, NextOffset: 1}), nil
+	}
+	data, err := record.AppendBatch(nil, record.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]record.Record{{Key: []byte("k"), Value: []byte("v")}})
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	return connect.NewResponse(&sluicev1.FetchResponse{Batches: &sluicev1.RecordBatches{Data: data}, HighWatermark: 1, NextOffset: 1}), nil
+}
+
+func (f *fakeQuotaBroker) FindCoordinator(context.Context, *connect.Request[sluicev1.FindCoordinatorRequest]) (*connect.Response[sluicev1.FindCoordinatorResponse], error) {
+	return connect.NewResponse(&sluicev1.FindCoordinatorResponse{BrokerId: 1, Address: f.addr}), nil
+}
+
+func (f *fakeQuotaBroker) GroupHeartbeat(_ context.Context, req *connect.Request[sluicev1.GroupHeartbeatRequest]) (*connect.Response[sluicev1.GroupHeartbeatResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.callLocked("GroupHeartbeat"); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&sluicev1.GroupHeartbeatResponse{MemberId: "m1", MemberEpoch: 1, HeartbeatIntervalMs: 100}), nil
+}
+
+func (f *fakeQuotaBroker) LeaveGroup(context.Context, *connect.Request[sluicev1.LeaveGroupRequest]) (*connect.Response[sluicev1.LeaveGroupResponse], error) {
+	return connect.NewResponse(&sluicev1.LeaveGroupResponse{}), nil
+}
+
+// startFakeQuota serves f and connects a client to it.
+func startFakeQuota(t *testing.T, f *fakeQuotaBroker) *client.Client {
+	t.Helper()
+	serveFakeQuota(t, f)
+	return connectFake(t, f.addr)
+}
+
+func connectFake(t *testing.T, addr string) *client.Client {
+	t.Helper()
+	c, err := client.New(t.Context(), "http://"+addr, client.Token("x"))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func serveFakeQuota(t *testing.T, f *fakeQuotaBroker) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f.addr = ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.Handle(sluicev1connect.NewRecordServiceHandler(f))
+	mux.Handle(sluicev1connect.NewGroupServiceHandler(f))
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: mux, Protocols: &p}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+}
+
+// rateRefusal is a broker's refusal for a rate quota: ResourceExhausted
+// with RetryInfo and QuotaFailure, as HELPERS.md's contract has it.
+func rateRefusal(delay time.Duration) *connect.Error {
+	ce := connect.NewError(connect.CodeResourceExhausted, errors.New("tenant over produce_bytes_per_sec; retry later"))
+	ri, _ := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)})
+	ce.AddDetail(ri)
+	qf, _ := connect.NewErrorDetail(&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: "tenant:t1", Description: "produce_bytes_per_sec"}}})
+	ce.AddDetail(qf)
+	return ce
+}
+
+// limitRefusal is a refusal for a limit waiting does not fix: QuotaFailure
+// without RetryInfo.
+func limitRefusal(limit string) *connect.Error {
+	ce := connect.NewError(connect.CodeResourceExhausted, errors.New("tenant holds more than its "+limit))
+	qf, _ := connect.NewErrorDetail(&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: "tenant:t1", Description: limit}}})
+	ce.AddDetail(qf)
+	return ce
+}
+
+// produceErr is ce as a ProduceMany entry's error.
+func produceErr(t *testing.T, ce *connect.Error) *sluicev1.ProduceError {
+	pe := &sluicev1.ProduceError{Code: int32(ce.Code()), Message: ce.Message()}
+	for _, d := range ce.Details() {
+		v, err := d.Value()
+		require.NoError(t, err)
+		a, err := anypb.New(v)
+		require.NoError(t, err)
+		pe.Details = append(pe.Details, a)
+	}
+	return pe
+}
+
+// requireWaited checks that every call after a rate refusal came at least
+// the refusal's delay after it, and that refusals were answered.
+func requireWaited(t *testing.T, calls []fakeCall, refusals int) {
+	t.Helper()
+	n := 0
+	for i, c := range calls {
+		if c.delay == 0 {
+			continue
+		}
+		n++
+		require.Less(t, i+1, len(calls), "the client gave up after a rate refusal")
+		gap := calls[i+1].at.Sub(c.at)
+		require.GreaterOrEqual(t, gap, c.delay, "call %d came %s after a refusal asking for %s", i+1, gap, c.delay)
+	}
+	require.Equal(t, refusals, n, "rate refusals answered")
+}
+
+func produceAll(ctx context.Context, p *client.Producer, n int) error {
+	recs := make([]*client.Record, n)
+	for i := range recs {
+		recs[i] = &client.Record{Topic: "q", Value: []byte{byte(i)}}
+	}
+	return p.ProduceSync(ctx, recs...)
+}
+
+// oneBatch makes the producer send what ProduceSync gives it as one batch
+// (the linger holds the batch until ProduceSync flushes).
+var oneBatch = client.WithLinger(time.Minute)
+
+// A producer refused for the tenant's rate sends the same batch again
+// after each delay the broker asked for, never sooner, and delivers every
+// record without an error; the batch is written once. Stats count the
+// refusals and their delays.
+func TestThrottleProducerWaitsAndDelivers(t *testing.T) {
+	f := &fakeQuotaBroker{}
+	c := startFakeQuota(t, f)
+	const delay = 150 * time.Millisecond
+	f.script("ProduceMany", rateRefusal(delay), rateRefusal(delay), rateRefusal(delay))
+	p, err := c.NewProducer(t.Context(), oneBatch, client.WithDeliveryTimeout(time.Minute))
+	require.NoError(t, err)
+	defer p.Close(t.Context())
+
+	start := time.Now()
+	require.NoError(t, produceAll(t.Context(), p, 10))
+	require.GreaterOrEqual(t, time.Since(start), 3*delay)
+	calls := f.callsOf("ProduceMany")
+	require.Len(t, calls, 4, "three refusals, then the write")
+	requireWaited(t, calls, 3)
+	f.mu.Lock()
+	for _, b := range f.batches[1:] {
+		require.Equal(t, f.batches[0], b, "the batch is resent as it was (same producer epoch and sequence)")
+	}
+	logged := len(f.log)
+	f.mu.Unlock()
+	require.Equal(t, len(f.batches[0]), logged, "written once")
+
+	st := c.Stats().Throttle[client.KindProduce]
+	require.Equal(t, client.ThrottleStats{Requests: 3, Time: 3 * delay}, st)
+	require.Equal(t, st, c.Stats().ThrottleTotal())
+}
+
+// The same when the broker refuses a ProduceMany entry, not the request.
+func TestThrottleProducerEntryRefusal(t *testing.T) {
+	f := &fakeQuotaBroker{}
+	c := startFakeQuota(t, f)
+	const delay = 120 * time.Millisecond
+	f.entryRefuse = []*sluicev1.ProduceError{produceErr(t, rateRefusal(delay)), produceErr(t, rateRefusal(delay))}
+	p, err := c.NewProducer(t.Context(), oneBatch)
+	require.NoError(t, err)
+	defer p.Close(t.Context())
+
+	start := time.Now()
+	require.NoError(t, produceAll(t.Context(), p, 5))
+	require.GreaterOrEqual(t, time.Since(start), 2*delay)
+	calls := f.callsOf("ProduceMany")
+	require.Len(t, calls, 3)
+	for i := 1; i < len(calls); i++ {
+		require.GreaterOrEqual(t, calls[i].at.Sub(calls[i-1].at), delay)
+	}
+	require.Equal(t, client.ThrottleStats{Requests: 2, Time: 2 * delay}, c.Stats().Throttle[client.KindProduce])
+}
+
+// A refusal without a retry delay (a storage limit) is not retried: the
+// records fail at once with ErrQuotaExceeded naming the limit, a
+// ResourceExhausted that was certainly not written.
+func TestThrottleLimitRefusalFailsFast(t *testing.T) {
+	for _, entry := range []bool{false, true} {
+		t.Run(map[bool]string{false: "request", true: "entry"}[entry], func(t *testing.T) {
+			f := &fakeQuotaBroker{}
+			c := startFakeQuota(t, f)
+			if entry {
+				f.entryRefuse = []*sluicev1.ProduceError{produceErr(t, limitRefusal("max_total_storage_bytes"))}
+			} else {
+				f.script("ProduceMany", limitRefusal("max_total_storage_bytes"))
+			}
+			p, err := c.NewProducer(t.Context(), oneBatch, client.WithDeliveryTimeout(time.Minute))
+			require.NoError(t, err)
+			defer p.Close(t.Context())
+
+			start := time.Now()
+			err = produceAll(t.Context(), p, 3)
+			require.Less(t, time.Since(start), 5*time.Second, "failed fast, not at the delivery timeout")
+			require.ErrorIs(t, err, client.ErrQuotaExceeded)
+			require.NotErrorIs(t, err, client.ErrDeliveryTimeout)
+			var qe *client.QuotaError
+			require.ErrorAs(t, err, &qe)
+			require.Equal(t, "max_total_storage_bytes", qe.Description)
+			require.Equal(t, "tenant:t1", qe.Subject)
+			require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err))
+			require.ErrorContains(t, err, "quota exceeded (max_total_storage_bytes)")
+			var de *client.DeliveryError
+			require.ErrorAs(t, err, &de)
+			require.False(t, de.Indefinite)
+			require.Len(t, f.callsOf("ProduceMany"), 1, "not retried")
+			require.Empty(t, c.Stats().Throttle)
+		})
+	}
+}
+
+// A producer throttled past its delivery timeout fails then, not before,
+// with ErrDeliveryTimeout whose last error is the rate refusal.
+func TestThrottleProducerDeliveryTimeout(t *testing.T) {
+	f := &fakeQuotaBroker{}
+	c := startFakeQuota(t, f)
+	for range 100 {
+		f.script("ProduceMany", rateRefusal(100*time.Millisecond))
+	}
+	p, err := c.NewProducer(t.Context(), client.WithDeliveryTimeout(700*time.Millisecond))
+	require.NoError(t, err)
+	defer p.Close(t.Context())
+	start := time.Now()
+	err = produceAll(t.Context(), p, 1)
+	require.GreaterOrEqual(t, time.Since(start), 700*time.Millisecond)
+	require.ErrorIs(t, err, client.ErrDeliveryTimeout)
+	require.NotErrorIs(t, err, client.ErrQuotaExceeded)
+	require.ErrorContains(t, err, "produce_bytes_per_sec")
+	calls := f.callsOf("ProduceMany")
+	require.GreaterOrEqual(t, len(calls), 3, "retried until the deadline")
+	for i := 1; i < len(calls); i++ {
+		require.GreaterOrEqual(t, calls[i].at.Sub(calls[i-1].at), 100*time.Millisecond)
+	}
+}
+
+// A consumer's fetch loop and ListOffsets wait out rate refusals; a
+// throttled ListOffsets is not counted against its 20 attempts.
+func TestThrottleConsumer(t *testing.T) {
+	f := &fakeQuotaBroker{}
+	c := startFakeQuota(t, f)
+	const delay = 20 * time.Millisecond
+	for range 25 {
+		f.script("ListOffsets", rateRefusal(delay))
+	}
+	const fetchDelay = 150 * time.Millisecond
+	f.script("Fetch", rateRefusal(fetchDelay), rateRefusal(fetchDelay))
+
+	start, hw, err := c.Watermarks(t.Context(), "q", 0)
+	require.NoError(t, err, "25 rate refusals do not use up the 20 attempts")
+	require.Equal(t, int64(1), hw-start)
+	requireWaited(t, f.callsOf("ListOffsets"), 25)
+
+	cs, err := c.NewConsumer()
+	require.NoError(t, err)
+	defer cs.Close()
+	require.NoError(t, cs.Assign(t.Context(), "q", 0, client.At(0)))
+	recs, err := cs.Poll(t.Context())
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	requireWaited(t, f.callsOf("Fetch"), 2)
+
+	st := c.Stats().Throttle
+	require.Equal(t, client.ThrottleStats{Requests: 25, Time: 25 * delay}, st[client.KindListOffsets])
+	require.Equal(t, client.ThrottleStats{Requests: 2, Time: 2 * fetchDelay}, st[client.KindFetch])
+}
+
+// Metadata (here New's, from the control plane), producer ids and a
+// group's heartbeats wait out rate refusals; a group refused for the
+// groups limit fails at once.
+func TestThrottleMetadataProducerIDGroup(t *testing.T) {
+	f := &fakeQuotaBroker{}
+	serveFakeQuota(t, f)
+	const delay = 100 * time.Millisecond
+	f.script("GetMetadata", rateRefusal(delay), rateRefusal(delay))
+	c := connectFake(t, f.addr)
+	requireWaited(t, f.callsOf("GetMetadata"), 2)
+
+	f.script("InitProducerId", rateRefusal(delay))
+	p, err := c.NewProducer(t.Context())
+	require.NoError(t, err)
+	require.True(t, p.Idempotent())
+	require.NoError(t, p.Close(t.Context()))
+	requireWaited(t, f.callsOf("InitProducerId"), 1)
+
+	f.script("GroupHeartbeat", rateRefusal(delay), rateRefusal(delay))
+	g, err := c.NewGroupConsumer(t.Context(), "g", []string{"q"})
+	require.NoError(t, err)
+	// The running member's heartbeats (every 100 ms) wait out a longer
+	// delay too.
+	f.script("GroupHeartbeat", rateRefusal(300*time.Millisecond))
+	require.Eventually(t, func() bool { return len(f.callsOf("GroupHeartbeat")) >= 6 }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, g.Close(t.Context()))
+	requireWaited(t, f.callsOf("GroupHeartbeat"), 3)
+
+	f.script("GroupHeartbeat", limitRefusal("max_groups"))
+	start := time.Now()
+	_, err = c.NewGroupConsumer(t.Context(), "g2", []string{"q"})
+	require.ErrorIs(t, err, client.ErrQuotaExceeded)
+	require.ErrorContains(t, err, "max_groups")
+	require.Less(t, time.Since(start), 2*time.Second)
+
+	st := c.Stats().Throttle
+	require.Equal(t, client.ThrottleStats{Requests: 2, Time: 2 * delay}, st[client.KindMetadata])
+	require.Equal(t, client.ThrottleStats{Requests: 1, Time: delay}, st[client.KindInitProducerID])
+	require.Equal(t, client.ThrottleStats{Requests: 3, Time: 2*delay + 300*time.Millisecond}, st[client.KindGroup])
+}
+
+// A transactional producer's calls to its coordinator and its batches
+// wait out rate refusals: the transaction commits.
+func TestThrottleTransactionalCalls(t *testing.T) {
+	f := &fakeTxnBroker{}
+	serveFakeTxn(t, f)
+	const delay = 100 * time.Millisecond
+	f.initErrs = []error{rateRefusal(delay), rateRefusal(delay)}
+	c := connectFake(t, f.addr)
+	start := time.Now()
+	tp, err := c.NewTransactionalProducer(t.Context(), "job")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(start), 2*delay)
+	require.Len(t, f.inits, 3)
+
+	f.script(func(f *fakeTxnBroker) {
+		f.produceErrs = []error{rateRefusal(delay)}
+		f.endErrs = []error{rateRefusal(delay)}
+	})
+	require.NoError(t, tp.Begin())
+	require.NoError(t, tp.ProduceSync(t.Context(), rec("a")))
+	require.NoError(t, tp.Commit(t.Context()))
+	require.Len(t, f.endCalls(), 2)
+	require.NoError(t, tp.Close(t.Context()))
+
+	st := c.Stats().Throttle
+	require.Equal(t, int64(2), st[client.KindInitProducerID].Requests)
+	require.Equal(t, int64(1), st[client.KindProduce].Requests)
+	require.Equal(t, int64(1), st[client.KindTransaction].Requests)
+}
