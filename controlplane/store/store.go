@@ -3,9 +3,12 @@
 // remote-segment metadata, and the lag samples, alerts, webhooks and webhook
 // deliveries of lag and retention-expiry alerts.
 //
-// One interface, two drivers: controlplane/store/postgres (pgx, production)
-// and controlplane/store/sqlite (modernc.org/sqlite, for `sluice dev`). Both
-// pass the same contract suite in controlplane/storetest.
+// One interface, two engines: controlplane/store/postgres (pgx, production)
+// and controlplane/store/sqlite (modernc.org/sqlite, for `sluice dev`). The
+// queries written once for both live in controlplane/store/sqlstore, over
+// database/sql with a small dialect seam, and both drivers embed them; the
+// rest are still each driver's own. Both pass the same contract suite in
+// controlplane/storetest.
 //
 // Errors are translated once, inside the drivers, into the sentinels below;
 // callers branch on them with errors.Is / errors.As and never see driver

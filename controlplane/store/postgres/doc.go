@@ -1,6 +1,12 @@
 // Package postgres is the production driver of the control-plane store
 // (store.Store) on PostgreSQL, through pgx (pgxpool).
 //
+// The Store embeds sqlstore's *Store, the methods written once for both
+// engines, over database/sql on the same pool (stdlib.OpenDBFromPool) with
+// this package's dialect (dialect.go: locking clauses, array parameters,
+// error translation); the methods not moved there yet are this package's,
+// on pgx directly.
+//
 // # Model
 //
 // migrations/ holds the goose migrations, embedded and applied by Open under

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -10,13 +11,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/controlplane/store/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -24,8 +25,10 @@ var migrations embed.FS
 
 // Store is a store.Store on a Postgres database. Create it with Open.
 type Store struct {
-	pool   *pgxpool.Pool
-	logger *slog.Logger
+	*sqlstore.Store // the methods written once, over db
+	pool            *pgxpool.Pool
+	db              *sql.DB // database/sql over pool
+	logger          *slog.Logger
 }
 
 var _ store.Store = (*Store)(nil)
@@ -54,7 +57,24 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool, logger: logger}, nil
+	return newStore(pool, logger), nil
+}
+
+// newStore is the Store over pool: sqlstore's DB reads and writes through
+// database/sql over the pool (stdlib.OpenDBFromPool), with one pool for both.
+func newStore(pool *pgxpool.Pool, logger *slog.Logger) *Store {
+	db := stdlib.OpenDBFromPool(pool)
+	return &Store{
+		Store: sqlstore.NewStore(sqlstore.New(sqlstore.Config{
+			Dialect:  dialect{},
+			Read:     db,
+			Write:    db,
+			Snapshot: &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+		})),
+		pool:   pool,
+		db:     db,
+		logger: logger,
+	}
 }
 
 // migrate applies the embedded migrations, holding goose's session advisory
@@ -94,8 +114,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 
 // Close closes the connection pool, waiting for acquired connections.
 func (s *Store) Close() error {
+	err := s.db.Close()
 	s.pool.Close()
-	return nil
+	return err
 }
 
 // inTx runs fn in a transaction and commits it.
@@ -131,17 +152,8 @@ func translate(op string, err error) error {
 	if isStoreError(err) {
 		return err
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "23505": // unique_violation
-			if what, ok := alreadyExists[pgErr.ConstraintName]; ok {
-				return &store.AlreadyExistsError{What: what}
-			}
-			return &store.AlreadyExistsError{What: pgErr.ConstraintName}
-		case "23503": // foreign_key_violation
-			return store.ErrNotFound
-		}
+	if e := (dialect{}).Translate(err); e != nil {
+		return e
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

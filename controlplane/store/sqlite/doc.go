@@ -2,6 +2,11 @@
 // (store.Store), used by `sluice dev`: one file on local disk, no server, no
 // cgo (modernc.org/sqlite).
 //
+// The Store embeds sqlstore's *Store, the methods written once for both
+// engines, over the pools below with this package's dialect (dialect.go:
+// no row locks, JSON list parameters, error translation); the methods not
+// moved there yet are this package's.
+//
 // # Model
 //
 // The schema mirrors the Postgres driver's (migrations/ holds the goose

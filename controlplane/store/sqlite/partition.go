@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/controlplane/store/sqlstore"
 )
 
 const partitionColumns = `topic_id, partition, replicas, leader, leader_epoch, isr, partition_epoch`
@@ -159,3 +160,6 @@ func (s *Store) PartitionLoad(ctx context.Context) (map[int32]store.BrokerLoad, 
 	}
 	return load, translate("partition load", rows.Err())
 }
+
+// mustAffect turns "no row affected" into sql.ErrNoRows.
+func mustAffect(res sql.Result, err error) error { return sqlstore.MustAffect(res, err) }

@@ -14,10 +14,9 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/controlplane/store/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -28,9 +27,10 @@ const busyTimeout = 10 * time.Second
 
 // Store is a store.Store on one SQLite file. Create it with Open.
 type Store struct {
-	write  *sql.DB // one connection; BEGIN IMMEDIATE
-	read   *sql.DB // query-only connections
-	logger *slog.Logger
+	*sqlstore.Store         // the methods written once, over write and read
+	write           *sql.DB // one connection; BEGIN IMMEDIATE
+	read            *sql.DB // query-only connections
+	logger          *slog.Logger
 }
 
 var _ store.Store = (*Store)(nil)
@@ -80,7 +80,12 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		_ = write.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
-	return &Store{write: write, read: read, logger: logger}, nil
+	return &Store{
+		Store:  sqlstore.NewStore(sqlstore.New(sqlstore.Config{Dialect: dialect{}, Read: read, Write: write})),
+		write:  write,
+		read:   read,
+		logger: logger,
+	}, nil
 }
 
 // privateFile creates the database file with mode 0600, or tightens an
@@ -179,24 +184,8 @@ func translate(op string, err error) error {
 	if isStoreError(err) {
 		return err
 	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() {
-		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-			msg := se.Error()
-			if i := strings.LastIndex(msg, "constraint failed: "); i >= 0 {
-				cols := msg[i+len("constraint failed: "):]
-				if j := strings.LastIndex(cols, " ("); j >= 0 {
-					cols = cols[:j]
-				}
-				if what, ok := alreadyExists[cols]; ok {
-					return &store.AlreadyExistsError{What: what}
-				}
-			}
-			return &store.AlreadyExistsError{What: "object"}
-		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-			return store.ErrNotFound
-		}
+	if e := (dialect{}).Translate(err); e != nil {
+		return e
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

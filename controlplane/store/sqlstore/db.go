@@ -1,0 +1,214 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/controlplane/store"
+)
+
+// Dialect is what differs between the engines, for queries written once.
+// The drivers implement it (controlplane/store/postgres, .../sqlite); sqlstore
+// imports neither engine's packages.
+type Dialect interface {
+	// Name is the engine's name, "postgres" or "sqlite" (for logs and
+	// errors).
+	Name() string
+	// Translate returns the store error that the engine error err means (a
+	// unique violation is a *store.AlreadyExistsError naming the field, a
+	// foreign-key violation store.ErrNotFound), or nil when it means none.
+	Translate(err error) error
+
+	// Time encodes a time for a timestamp column (timestamptz on Postgres,
+	// unix milliseconds on SQLite), truncated to the millisecond. Read
+	// times back with ScanTime.
+	Time(t time.Time) any
+	// NullTime is Time, with the zero time stored as NULL.
+	NullTime(t time.Time) any
+	// Int32s and Strings encode a list for a list column (integer[] and
+	// text[] on Postgres, JSON text on SQLite), nil as the empty list, and
+	// for In. Read lists back with ScanInt32s and ScanStrings.
+	Int32s(v []int32) any
+	Strings(v []string) any
+
+	// In is the condition "expr is in the list param" for a list
+	// parameter encoded by Int32s or Strings: In("state", "$3") is
+	// "state = ANY ($3)" on Postgres. An empty list matches nothing.
+	In(expr, param string) string
+	// Lock is the row-locking clause that ends a SELECT of a write
+	// transaction (" FOR UPDATE", ...), or "" where the transaction's
+	// lock already serialises (SQLite: the database's write lock, held
+	// from BEGIN IMMEDIATE).
+	Lock(l Lock) string
+	// Greatest is the name of the scalar maximum function ("greatest" on
+	// Postgres, "max" on SQLite).
+	Greatest() string
+	// Bytewise is the collation clause that orders text bytewise
+	// (` COLLATE "C"` on Postgres; SQLite's default is already bytewise).
+	Bytewise() string
+}
+
+// Lock is a row lock taken by a SELECT in a write transaction.
+type Lock int
+
+const (
+	// LockShare (FOR SHARE) blocks writers of the row until commit, not
+	// other sharers: a fence read ("this epoch is still current").
+	LockShare Lock = iota
+	// LockNoKeyUpdate (FOR NO KEY UPDATE) serialises the writers of a
+	// row that do not change its key, without blocking inserts that
+	// reference it (their foreign-key check takes FOR KEY SHARE).
+	LockNoKeyUpdate
+	// LockUpdate (FOR UPDATE) is the strongest row lock.
+	LockUpdate
+	// LockUpdateSkipLocked (FOR UPDATE SKIP LOCKED) locks the rows not
+	// locked by others and skips the rest: a queue's claim.
+	LockUpdateSkipLocked
+)
+
+// Querier is what both a pool (*sql.DB) and a transaction (*sql.Tx) offer.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// DB is the store's database: a Dialect and two database/sql pools, one for
+// reads and one for writes (the same pool on Postgres; on SQLite the write
+// pool is one connection whose transactions BEGIN IMMEDIATE, the read pool
+// several query-only connections). Create it with New.
+type DB struct {
+	Dialect
+	read, write *sql.DB
+	snapshot    *sql.TxOptions
+}
+
+// Config is what a driver gives New.
+type Config struct {
+	Dialect Dialect
+	// Read serves reads outside transactions and snapshots; Write every
+	// write, single statements included. They may be the same pool.
+	Read, Write *sql.DB
+	// Snapshot are the options of a read-only transaction that reads one
+	// consistent snapshot (Postgres: REPEATABLE READ, READ ONLY; nil where
+	// a transaction of the read pool already reads one, as on SQLite in
+	// WAL mode).
+	Snapshot *sql.TxOptions
+}
+
+// New returns the DB of c. It does not own the pools: the driver closes
+// them.
+func New(c Config) *DB {
+	return &DB{Dialect: c.Dialect, read: c.Read, write: c.Write, snapshot: c.Snapshot}
+}
+
+// Read is the pool for reads that need no transaction (one statement reads
+// one snapshot on both engines).
+func (db *DB) Read() Querier { return db.read }
+
+// Write is the pool for single-statement writes, outside InTx.
+func (db *DB) Write() Querier { return db.write }
+
+// InTx runs fn in a write transaction and commits it, or rolls it back when
+// fn fails (returning fn's error, untranslated). The isolation is the
+// engine's default for writes: READ COMMITTED on Postgres, where rows a
+// decision depends on are locked with Lock; SERIALIZABLE in effect on
+// SQLite, where the transaction holds the database's write lock from its
+// start. Neither needs a retry loop: Postgres writes that lock rows lock
+// them in one order (see the driver docs), SQLite waits on a busy
+// database for its busy timeout.
+func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return inTx(ctx, db.write, nil, fn)
+}
+
+// InSnapshot runs fn in a read-only transaction that reads one consistent
+// snapshot of the database, for reads of several statements that must
+// agree.
+func (db *DB) InSnapshot(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return inTx(ctx, db.read, db.snapshot, fn)
+}
+
+func inTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := pool.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Translate turns an error of a query into the store's errors:
+// sql.ErrNoRows is store.ErrNotFound, a store error (returned from inside a
+// transaction) is itself, an engine error is what the Dialect says it
+// means; anything else is wrapped with op.
+func (db *DB) Translate(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if isStoreError(err) {
+		return err
+	}
+	if e := db.Dialect.Translate(err); e != nil {
+		return e
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isStoreError reports whether err already is one of the store's errors.
+func isStoreError(err error) bool {
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAlreadyExists) ||
+		errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrLimitExceeded)
+}
+
+// MustAffect turns "no row affected" into sql.ErrNoRows (so
+// store.ErrNotFound once translated).
+func MustAffect(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return sql.ErrNoRows
+	}
+	return nil
+}
+
+// Scanner is a *sql.Row or *sql.Rows.
+type Scanner interface{ Scan(dest ...any) error }
+
+// Collect scans every row of rows with scan and closes rows; errors, of the
+// query (err) too, are translated with op:
+//
+//	rows, err := s.db.Read().QueryContext(ctx, q, args...)
+//	return sqlstore.Collect(s.db, rows, err, scanX, "list x")
+func Collect[T any](db *DB, rows *sql.Rows, err error, scan func(Scanner) (T, error), op string) ([]T, error) {
+	if err != nil {
+		return nil, db.Translate(op, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, db.Translate(op, err)
+		}
+		out = append(out, v)
+	}
+	return out, db.Translate(op, rows.Err())
+}

@@ -1,0 +1,34 @@
+package sqlstore
+
+import "time"
+
+// Store is the control-plane store's methods written once, over a DB. The
+// drivers embed it (postgres.Store, sqlite.Store), so its methods are
+// theirs; a driver keeps a method of its own only where the engines must
+// differ in Go code, not just in a Dialect clause.
+type Store struct {
+	db *DB
+}
+
+// NewStore returns the store over db.
+func NewStore(db *DB) *Store { return &Store{db: db} }
+
+// DB is the store's database, for code written against the seam outside
+// this package (a driver's own methods, tests).
+func (s *Store) DB() *DB { return s.db }
+
+// orNow returns t, or now when t is zero.
+func orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}
+
+// nonNil stores nil bytes as empty (the columns are NOT NULL).
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
