@@ -48,6 +48,10 @@ type Options struct {
 	// broker and the control plane. Test clients still dial brokers
 	// directly.
 	Proxies bool
+	// RPCProxies puts an RPCProxy between every broker and the control
+	// plane (Broker.RPC; behind its CP proxy with Proxies), to lose the
+	// answers of one method only.
+	RPCProxies bool
 	// Flush is every broker's --flush (default always).
 	Flush string
 	// GroupHeartbeatInterval and GroupSessionTimeout are every broker's
@@ -119,6 +123,9 @@ type Broker struct {
 	// (its advertised address); CP the proxy it reaches the control plane
 	// through. Both nil otherwise.
 	In, CP *Proxy
+	// RPC, with Options.RPCProxies, is the gRPC proxy its calls to the
+	// control plane pass (after CP, when there is one); nil otherwise.
+	RPC *RPCProxy
 
 	proc *proc
 }
@@ -179,9 +186,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 			DataDir:     filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
 			LogPath:     filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)),
 		}
+		cpTarget := c.cpAddr
+		if opts.RPCProxies {
+			b.RPC = NewRPCProxy(t, c.cpAddr)
+			cpTarget = b.RPC.Addr()
+		}
 		if opts.Proxies {
 			b.In = NewProxy(t, b.ListenAddr)
-			b.CP = NewProxy(t, c.cpAddr)
+			b.CP = NewProxy(t, cpTarget)
 		}
 		c.brokers[b.ID] = b
 		c.startServing(b)
@@ -193,6 +205,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 func (c *Cluster) startBroker(b *Broker) {
 	c.t.Helper()
 	cp := c.cpAddr
+	if b.RPC != nil {
+		cp = b.RPC.Addr()
+	}
 	if b.CP != nil {
 		cp = b.CP.Addr()
 	}

@@ -2,7 +2,9 @@
 // `sluice controlplane` process on a real Postgres and N `sluice broker`
 // processes on loopback, each with its own data dir and log file, and
 // injects faults into it: SIGKILL, SIGSTOP/SIGCONT, restarts with the same
-// or an empty data dir, and link cuts through TCP fault proxies.
+// or an empty data dir, link cuts through TCP fault proxies, and lost
+// answers of one RPC method (RPCProxy, between brokers and the control
+// plane).
 //
 // It also holds the Jepsen-style workload and checker that prove the
 // broker's promises (REFERENCE §2): producers send unique payloads with
@@ -26,7 +28,8 @@
 // # Goroutines
 //
 // Each process has one goroutine waiting for it to exit; each proxy has an
-// accept loop and two copy goroutines per connection. All of them end at the
+// accept loop and two copy goroutines per connection (an RPCProxy, an
+// http.Server's). All of them end at the
 // test's cleanup. Workload producers and consumers are owned by the
 // Workload and end in Stop.
 package testcluster
