@@ -104,7 +104,7 @@ func (a *app) tenantCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "tenant", Short: "Show your tenant"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "get",
-		Short: "Show your tenant, its limits and usage",
+		Short: "Show your tenant, what it uses now against each limit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.authenticated(cmd.Context())
@@ -118,18 +118,35 @@ func (a *app) tenantCommand() *cobra.Command {
 			if a.output == "json" {
 				return printJSON(a.stdout, res.Msg)
 			}
-			t, l, u := res.Msg.GetTenant(), res.Msg.GetTenant().GetLimits(), res.Msg.GetUsage()
-			return kv(a.stdout, "tenant", t.GetName(), "id", t.GetId(), "email", t.GetEmail(), "plan", t.GetPlan(), "status", t.GetStatus(),
-				"topics", fmt.Sprintf("%d of %d", u.GetTopics(), l.GetMaxTopics()),
-				"partitions", fmt.Sprintf("%d of %d", u.GetPartitions(), l.GetMaxPartitions()),
-				"max retention", fmtMsDuration(l.GetMaxRetentionMs()),
-				"max message bytes", fmt.Sprint(l.GetMaxMessageBytes()),
-				"produce bytes/s", fmt.Sprint(l.GetProduceBytesPerSec()),
-				"fetch bytes/s", fmt.Sprint(l.GetFetchBytesPerSec()),
-				"requests/s", fmt.Sprint(l.GetRequestsPerSec()))
+			return kv(a.stdout, tenantPairs(res.Msg)...)
 		},
 	})
 	return cmd
+}
+
+// tenantPairs is tenant get's table: the tenant, then what it holds and
+// does now against each limit ("3 of 10"), then the limits without a
+// usage beside them. The rates are the admitted ones summed over the
+// brokers, as the control plane last heard (about a second old).
+func tenantPairs(res *sluicev1.GetTenantResponse) []string {
+	t, l, u := res.GetTenant(), res.GetTenant().GetLimits(), res.GetUsage()
+	of := func(use, limit string) string { return use + " of " + limit }
+	rate := func(bytesPerSec float64) string { return fmtBytes(bytesPerSec) + "/s" }
+	return []string{"tenant", t.GetName(), "id", t.GetId(), "email", t.GetEmail(), "plan", t.GetPlan(), "status", t.GetStatus(),
+		"topics", fmt.Sprintf("%d of %d", u.GetTopics(), l.GetMaxTopics()),
+		"partitions", fmt.Sprintf("%d of %d", u.GetPartitions(), l.GetMaxPartitions()),
+		"storage", of(fmtBytes(float64(u.GetStorageBytes())), fmtBytes(float64(l.GetMaxTotalStorageBytes()))) +
+			fmt.Sprintf(" (hot %s, cold %s)", fmtBytes(float64(u.GetHotStorageBytes())), fmtBytes(float64(u.GetColdStorageBytes()))),
+		"groups", fmt.Sprintf("%d of %d", u.GetGroups(), l.GetMaxGroups()),
+		"transactional ids", fmt.Sprintf("%d of %d", u.GetTransactionalIds(), l.GetMaxTransactionalIds()),
+		"produce", of(rate(u.GetProduceBytesPerSec()), rate(float64(l.GetProduceBytesPerSec()))),
+		"fetch", of(rate(u.GetFetchBytesPerSec()), rate(float64(l.GetFetchBytesPerSec()))),
+		"requests", of(fmtDecimal(u.GetRequestsPerSec(), 1)+"/s", fmt.Sprintf("%d/s", l.GetRequestsPerSec())),
+		"new producer ids", of(fmtDecimal(u.GetProducerIdsPerHour(), 1)+"/hour", fmt.Sprintf("%d/hour", l.GetProducerIdsPerHour())),
+		"max retention", fmtMsDuration(l.GetMaxRetentionMs()),
+		"max partition bytes", fmtBytes(float64(l.GetMaxStorageBytes())) + " (a partition's retention.bytes)",
+		"max message bytes", fmt.Sprintf("%d (%s)", l.GetMaxMessageBytes(), fmtBytes(float64(l.GetMaxMessageBytes()))),
+	}
 }
 
 func (a *app) apikeyCommand() *cobra.Command {

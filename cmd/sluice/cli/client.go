@@ -21,10 +21,11 @@ import (
 // clients are the generated Connect clients, authenticated with a JWT
 // minted from the profile's API key.
 type clients struct {
-	tenant sluicev1connect.TenantServiceClient
-	auth   sluicev1connect.AuthServiceClient
-	apikey sluicev1connect.APIKeyServiceClient
-	topic  sluicev1connect.TopicServiceClient
+	tenant  sluicev1connect.TenantServiceClient
+	auth    sluicev1connect.AuthServiceClient
+	apikey  sluicev1connect.APIKeyServiceClient
+	topic   sluicev1connect.TopicServiceClient
+	billing sluicev1connect.BillingServiceClient
 }
 
 // httpClient speaks h2c to http:// endpoints (as gRPC does) and HTTP/2 over
@@ -55,10 +56,11 @@ func newClients(hc *http.Client, endpoint, token string) *clients {
 	endpoint = strings.TrimRight(endpoint, "/")
 	opt := connect.WithInterceptors(tenants.Bearer(token))
 	return &clients{
-		tenant: sluicev1connect.NewTenantServiceClient(hc, endpoint, opt),
-		auth:   sluicev1connect.NewAuthServiceClient(hc, endpoint, opt),
-		apikey: sluicev1connect.NewAPIKeyServiceClient(hc, endpoint, opt),
-		topic:  sluicev1connect.NewTopicServiceClient(hc, endpoint, opt),
+		tenant:  sluicev1connect.NewTenantServiceClient(hc, endpoint, opt),
+		auth:    sluicev1connect.NewAuthServiceClient(hc, endpoint, opt),
+		apikey:  sluicev1connect.NewAPIKeyServiceClient(hc, endpoint, opt),
+		topic:   sluicev1connect.NewTopicServiceClient(hc, endpoint, opt),
+		billing: sluicev1connect.NewBillingServiceClient(hc, endpoint, opt),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants"
 )
 
 // completeTimeout bounds the server calls of one completion: a shell waits
@@ -24,7 +25,35 @@ var (
 	topicFlagCommands = []string{"group reset-offsets"}
 	groupFlagCommands = []string{"consume", "alerts list"}
 	txnArgCommands    = []string{"txn describe"}
+	invoiceArgCommand = "invoice get"
+	tenantArgCommand  = "operator tenant update" // tenant names, with the operator credential
+	planFlagCommands  = []string{"operator tenant update", "operator prices get", "operator prices set"}
 )
+
+// staticFlagValues are flags whose values are a fixed list, by command.
+var staticFlagValues = map[string]map[string]func() []string{
+	"usage":                  {"by": func() []string { return []string{"hour", "day"} }, "dimension": dimensionNames},
+	"operator tenant update": {"status": func() []string { return []string{"active", "suspended"} }, "clear-override": overrideFlagNames},
+	"operator prices set":    {"price": dimensionPrefixes, "free": dimensionPrefixes},
+}
+
+func overrideFlagNames() []string {
+	var out []string
+	for _, fd := range overrideFields() {
+		out = append(out, overrideFlag(fd))
+	}
+	return out
+}
+
+// dimensionPrefixes are "ingress=", "egress=" …: the start of a
+// DIMENSION=VALUE flag value.
+func dimensionPrefixes() []string {
+	var out []string
+	for _, n := range dimensionNames() {
+		out = append(out, n+"=")
+	}
+	return out
+}
 
 // registerCompletions makes shell completion (sluice completion bash|zsh|
 // fish|powershell) offer the tenant's topic, group and transactional id
@@ -57,7 +86,51 @@ func (a *app) registerCompletions(root *cobra.Command) {
 		if slices.Contains(groupFlagCommands, path) {
 			_ = c.RegisterFlagCompletionFunc("group", a.completeFlag(a.groupNames))
 		}
+		switch path {
+		case invoiceArgCommand:
+			c.ValidArgsFunction = a.completeFirstArg(a.invoiceIDs)
+			_ = c.RegisterFlagCompletionFunc("period", a.completeFlag(a.invoicePeriods))
+		case tenantArgCommand:
+			c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				if len(args) > 0 {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return a.complete(cmd, func(ctx context.Context) ([]string, error) {
+					tok, _ := cmd.Flags().GetString("operator-token")
+					return a.tenantNames(ctx, tok)
+				}, toComplete)
+			}
+		}
+		if slices.Contains(planFlagCommands, path) {
+			_ = c.RegisterFlagCompletionFunc("plan", staticValues(tenants.Plans))
+		}
+		for flag, values := range staticFlagValues[path] {
+			directive := cobra.ShellCompDirectiveNoFileComp
+			if flag == "price" || flag == "free" {
+				directive |= cobra.ShellCompDirectiveNoSpace // the value follows the '='
+			}
+			_ = c.RegisterFlagCompletionFunc(flag, func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return withPrefix(values(), toComplete), directive
+			})
+		}
 	})
+}
+
+// staticValues completes a flag from a fixed list.
+func staticValues(values func() []string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return withPrefix(values(), toComplete), cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func withPrefix(values []string, prefix string) []cobra.Completion {
+	var out []cobra.Completion
+	for _, v := range values {
+		if strings.HasPrefix(v, prefix) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // completeFirstArg completes a command's one positional argument with the
@@ -152,6 +225,50 @@ func (a *app) txnNames(ctx context.Context) ([]string, error) {
 	names := make([]string, 0, len(res.Msg.GetTransactions()))
 	for _, t := range res.Msg.GetTransactions() {
 		names = append(names, t.GetTransactionalId())
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// invoiceIDs lists the tenant's invoice ids, newest first.
+func (a *app) invoiceIDs(ctx context.Context) ([]string, error) {
+	return a.invoiceField(ctx, (*sluicev1.Invoice).GetId)
+}
+
+// invoicePeriods lists the periods of the tenant's invoices, newest first.
+func (a *app) invoicePeriods(ctx context.Context) ([]string, error) {
+	return a.invoiceField(ctx, (*sluicev1.Invoice).GetPeriod)
+}
+
+func (a *app) invoiceField(ctx context.Context, field func(*sluicev1.Invoice) string) ([]string, error) {
+	c, err := a.authenticated(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := listInvoices(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(res.GetInvoices()))
+	for _, inv := range res.GetInvoices() {
+		out = append(out, field(inv))
+	}
+	return out, nil
+}
+
+// tenantNames lists every tenant's name, with the operator credential.
+func (a *app) tenantNames(ctx context.Context, token string) ([]string, error) {
+	op, err := a.operator(token, "completion")
+	if err != nil {
+		return nil, err
+	}
+	ts, err := listAllTenants(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ts))
+	for _, t := range ts {
+		names = append(names, t.GetName())
 	}
 	slices.Sort(names)
 	return names, nil

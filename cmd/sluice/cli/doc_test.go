@@ -670,7 +670,7 @@ func checkCommand(c docCommand) []string {
 	if err := cmd.ValidateFlagGroups(); err != nil {
 		fail("%v", err)
 	}
-	if err := a.checkOutput(); err != nil {
+	if err := a.checkOutput(cmd); err != nil {
 		fail("%v", err)
 	}
 	return problems

@@ -1,12 +1,21 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -38,4 +47,466 @@ func (a *app) operator(token, what string) (sluicev1connect.OperatorServiceClien
 		return nil, err
 	}
 	return sluicev1connect.NewOperatorServiceClient(hc, strings.TrimRight(p.Endpoint, "/"), connect.WithInterceptors(tenants.Bearer(token))), nil
+}
+
+func (a *app) operatorCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "operator",
+		Short: "Run the service: tenants' plans, status and limits, plan prices (the operator credential)",
+		Long: `Commands for the people running Sluice. They act as the operator, with the
+control plane's --operator-token (pass --operator-token or, better,
+$SLUICE_OPERATOR_TOKEN); no API key is needed.`,
+	}
+	tenant := &cobra.Command{Use: "tenant", Short: "List tenants; change a tenant's plan, status and limit overrides"}
+	tenant.AddCommand(a.operatorTenantListCommand(), a.operatorTenantUpdateCommand())
+	prices := &cobra.Command{Use: "prices", Short: "Show and set the plans' prices"}
+	prices.AddCommand(a.operatorPricesGetCommand(), a.operatorPricesSetCommand())
+	cmd.AddCommand(tenant, prices)
+	return cmd
+}
+
+// listAllTenants pages through every tenant.
+func listAllTenants(ctx context.Context, op sluicev1connect.OperatorServiceClient) ([]*sluicev1.Tenant, error) {
+	var out []*sluicev1.Tenant
+	req := &sluicev1.ListTenantsRequest{PageSize: 1000}
+	for {
+		res, err := op.ListTenants(ctx, connect.NewRequest(req))
+		if err != nil {
+			return nil, fmt.Errorf("list tenants: %w", err)
+		}
+		out = append(out, res.Msg.GetTenants()...)
+		if res.Msg.GetNextPageToken() == "" {
+			return out, nil
+		}
+		req.PageToken = res.Msg.GetNextPageToken()
+	}
+}
+
+// findTenant is the tenant with id or name ref.
+func findTenant(ctx context.Context, op sluicev1connect.OperatorServiceClient, ref string) (*sluicev1.Tenant, error) {
+	ts, err := listAllTenants(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		if t.GetId() == ref || t.GetName() == ref {
+			return t, nil
+		}
+	}
+	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("tenant %q not found (by id or name)", ref))
+}
+
+func (a *app) operatorTenantListCommand() *cobra.Command {
+	var token string
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List every tenant with its plan, status and limit overrides",
+		Example: `  SLUICE_OPERATOR_TOKEN=… sluice operator tenant list`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			op, err := a.operator(token, "operator tenant list")
+			if err != nil {
+				return err
+			}
+			ts, err := listAllTenants(cmd.Context(), op)
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, &sluicev1.ListTenantsResponse{Tenants: ts})
+			}
+			var rows [][]string
+			for _, t := range ts {
+				rows = append(rows, []string{t.GetId(), t.GetName(), t.GetPlan(), t.GetStatus(), fmtTime(t.GetCreateTime()), strings.Join(overrideList(t.GetOverrides()), ",")})
+			}
+			return table(a.stdout, []string{"ID", "NAME", "PLAN", "STATUS", "CREATED", "OVERRIDES"}, rows)
+		},
+	}
+	addOperatorToken(cmd.Flags(), &token)
+	return cmd
+}
+
+// overrideHelp describes each LimitOverrides field, by proto name; its
+// flag is the name with '-' for '_'. Fields ending in _bytes or
+// _bytes_per_sec take byte counts with binary suffixes (10GiB).
+var overrideHelp = map[string]string{
+	"max_topics":              "topics the tenant may have",
+	"max_partitions":          "partitions over all the tenant's topics",
+	"max_retention_ms":        "the longest retention.ms of a topic, in milliseconds",
+	"max_storage_bytes":       "the largest retention.bytes of one partition (bytes, or 10GiB, 512MiB …)",
+	"max_message_bytes":       "the largest batch a topic takes (max.message.bytes; bytes, or 1MiB …)",
+	"produce_bytes_per_sec":   "produce bytes per second, cluster-wide (bytes, or 5MiB …)",
+	"fetch_bytes_per_sec":     "fetch bytes per second, cluster-wide (bytes, or 10MiB …)",
+	"requests_per_sec":        "requests per second, cluster-wide",
+	"max_total_storage_bytes": "bytes the tenant may hold, hot and cold, over all its partitions; produce is refused above it (bytes, or 50GiB …)",
+	"producer_ids_per_hour":   "new producer ids (InitProducerId) per hour, cluster-wide",
+	"max_transactional_ids":   "transactional ids the tenant may have",
+	"max_groups":              "consumer groups the tenant may have",
+}
+
+// overrideFields are LimitOverrides' fields, in field order.
+func overrideFields() []protoreflect.FieldDescriptor {
+	fds := (&sluicev1.LimitOverrides{}).ProtoReflect().Descriptor().Fields()
+	out := make([]protoreflect.FieldDescriptor, fds.Len())
+	for i := range fds.Len() {
+		out[i] = fds.Get(i)
+	}
+	return out
+}
+
+func overrideFlag(fd protoreflect.FieldDescriptor) string {
+	return strings.ReplaceAll(string(fd.Name()), "_", "-")
+}
+
+func bytesField(fd protoreflect.FieldDescriptor) bool {
+	n := string(fd.Name())
+	return strings.HasSuffix(n, "_bytes") || strings.HasSuffix(n, "_bytes_per_sec")
+}
+
+// overrideList names the overrides set in o as flag=value.
+func overrideList(o *sluicev1.LimitOverrides) []string {
+	var out []string
+	m := o.ProtoReflect()
+	for _, fd := range overrideFields() {
+		if m.Has(fd) {
+			out = append(out, fmt.Sprintf("%s=%d", overrideFlag(fd), m.Get(fd).Int()))
+		}
+	}
+	return out
+}
+
+// limitOverrides is the flags of operator tenant update that change
+// overrides: one value per field, which to clear, and clear all.
+type limitOverrides struct {
+	values   map[string]*int64 // by flag name
+	clear    []string
+	clearAll bool
+}
+
+func (lo *limitOverrides) register(fs *pflag.FlagSet) {
+	lo.values = map[string]*int64{}
+	for _, fd := range overrideFields() {
+		name := overrideFlag(fd)
+		v := new(int64)
+		lo.values[name] = v
+		help := overrideHelp[string(fd.Name())]
+		if help == "" {
+			help = "the " + string(fd.Name()) + " limit"
+		}
+		help = "override: " + help
+		if bytesField(fd) {
+			fs.Var(bytesValue{v}, name, help)
+		} else {
+			fs.Int64Var(v, name, 0, help)
+		}
+	}
+	fs.StringSliceVar(&lo.clear, "clear-override", nil, "drop this override, back to the plan's value (repeatable; a limit flag's name, e.g. max-groups)")
+	fs.BoolVar(&lo.clearAll, "clear-overrides", false, "drop every override first (the flags given set new ones)")
+}
+
+// apply returns the tenant's overrides after the flags (nil when no flag
+// touches them: UpdateTenant keeps them then).
+func (lo *limitOverrides) apply(fs *pflag.FlagSet, cur *sluicev1.LimitOverrides) (*sluicev1.LimitOverrides, error) {
+	touched := lo.clearAll || len(lo.clear) > 0
+	for name := range lo.values {
+		touched = touched || fs.Changed(name)
+	}
+	if !touched {
+		return nil, nil
+	}
+	next := &sluicev1.LimitOverrides{}
+	if !lo.clearAll && cur != nil {
+		next = proto.Clone(cur).(*sluicev1.LimitOverrides)
+	}
+	m := next.ProtoReflect()
+	byFlag := map[string]protoreflect.FieldDescriptor{}
+	for _, fd := range overrideFields() {
+		byFlag[overrideFlag(fd)] = fd
+	}
+	for _, name := range lo.clear {
+		fd, ok := byFlag[strings.TrimPrefix(name, "--")]
+		if !ok {
+			return nil, usageError{fmt.Errorf("--clear-override %q: not a limit; choose %s", name, strings.Join(slices.Sorted(maps.Keys(byFlag)), ", "))}
+		}
+		m.Clear(fd)
+	}
+	for _, fd := range overrideFields() {
+		name := overrideFlag(fd)
+		if !fs.Changed(name) {
+			continue
+		}
+		v := *lo.values[name]
+		if v < 0 {
+			return nil, usageError{fmt.Errorf("--%s: must not be negative; got %d", name, v)}
+		}
+		if fd.Kind() == protoreflect.Int32Kind {
+			if v > math.MaxInt32 {
+				return nil, usageError{fmt.Errorf("--%s: at most %d; got %d", name, math.MaxInt32, v)}
+			}
+			m.Set(fd, protoreflect.ValueOfInt32(int32(v)))
+		} else {
+			m.Set(fd, protoreflect.ValueOfInt64(v))
+		}
+	}
+	return next, nil
+}
+
+func (a *app) operatorTenantUpdateCommand() *cobra.Command {
+	var token, plan, status string
+	var lo limitOverrides
+	cmd := &cobra.Command{
+		Use:   "update TENANT",
+		Short: "Change a tenant's plan, status or limit overrides (TENANT: its id or name)",
+		Long: `Change a tenant's plan, status or per-tenant limit overrides (OperatorService.UpdateTenant).
+TENANT is the tenant's id or name.
+
+Each limit flag sets that override on top of the tenant's current ones
+(--clear-overrides first drops them all, --clear-override NAME one); limits
+without an override follow the plan. Rates hold for the whole cluster: the
+control plane divides them among the brokers.`,
+		Example: `  sluice operator tenant update acme --plan pro
+  sluice operator tenant update acme --produce-bytes-per-sec 1MiB --max-total-storage-bytes 20GiB
+  sluice operator tenant update acme --max-groups 500 --max-transactional-ids 50 --producer-ids-per-hour 100
+  sluice operator tenant update acme --clear-override max-groups
+  sluice operator tenant update acme --status suspended`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op, err := a.operator(token, "operator tenant update")
+			if err != nil {
+				return err
+			}
+			req := &sluicev1.UpdateTenantRequest{}
+			if cmd.Flags().Changed("plan") {
+				req.Plan = &plan
+			}
+			if cmd.Flags().Changed("status") {
+				req.Status = &status
+			}
+			t, err := findTenant(cmd.Context(), op, args[0])
+			if err != nil {
+				return err
+			}
+			req.TenantId = t.GetId()
+			if req.Overrides, err = lo.apply(cmd.Flags(), t.GetOverrides()); err != nil {
+				return err
+			}
+			if req.Plan == nil && req.Status == nil && req.Overrides == nil {
+				return usageError{errors.New("nothing to change: give --plan, --status or a limit flag (see --help)")}
+			}
+			res, err := op.UpdateTenant(cmd.Context(), connect.NewRequest(req))
+			if err != nil {
+				return fmt.Errorf("update tenant %s: %w", t.GetName(), err)
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			return a.printTenantLimits(res.Msg.GetTenant())
+		},
+	}
+	addOperatorToken(cmd.Flags(), &token)
+	cmd.Flags().StringVar(&plan, "plan", "", "the plan: "+strings.Join(tenants.Plans(), " or "))
+	cmd.Flags().StringVar(&status, "status", "", "active or suspended (a suspended tenant's calls are refused)")
+	lo.register(cmd.Flags())
+	return cmd
+}
+
+// printTenantLimits writes a tenant's plan and status and each limit in
+// force, marking the overridden ones.
+func (a *app) printTenantLimits(t *sluicev1.Tenant) error {
+	pairs := []string{"tenant", t.GetName(), "id", t.GetId(), "plan", t.GetPlan(), "status", t.GetStatus()}
+	lm, om := t.GetLimits().ProtoReflect(), t.GetOverrides().ProtoReflect()
+	lfs := lm.Descriptor().Fields()
+	for _, fd := range overrideFields() {
+		lfd := lfs.ByName(fd.Name())
+		if lfd == nil {
+			continue
+		}
+		v := fmt.Sprint(lm.Get(lfd).Int())
+		if om.Has(fd) {
+			v += " (override)"
+		}
+		pairs = append(pairs, overrideFlag(fd), v)
+	}
+	return kv(a.stdout, pairs...)
+}
+
+func (a *app) operatorPricesGetCommand() *cobra.Command {
+	var token, plan string
+	cmd := &cobra.Command{
+		Use:   "get",
+		Short: "Show every plan's prices per dimension (or one plan's, with --plan)",
+		Example: `  sluice operator prices get
+  sluice operator prices get --plan pro -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			op, err := a.operator(token, "operator prices get")
+			if err != nil {
+				return err
+			}
+			res, err := op.GetPlanPrices(cmd.Context(), connect.NewRequest(&sluicev1.GetPlanPricesRequest{}))
+			if err != nil {
+				return fmt.Errorf("get plan prices: %w", err)
+			}
+			if plan != "" {
+				res.Msg.Plans = slices.DeleteFunc(res.Msg.Plans, func(p *sluicev1.PlanPrices) bool { return p.GetPlan() != plan })
+				if len(res.Msg.Plans) == 0 {
+					return connect.NewError(connect.CodeNotFound, fmt.Errorf("plan %q has no prices", plan))
+				}
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			return a.printPrices(res.Msg.GetPlans()...)
+		},
+	}
+	addOperatorToken(cmd.Flags(), &token)
+	cmd.Flags().StringVar(&plan, "plan", "", "only this plan's prices: "+strings.Join(tenants.Plans(), " or "))
+	return cmd
+}
+
+// printPrices writes plans' prices: per plan and dimension the billing
+// unit, its price and the monthly free allowance in billing units.
+func (a *app) printPrices(plans ...*sluicev1.PlanPrices) error {
+	var rows [][]string
+	for _, pp := range plans {
+		for _, p := range pp.GetPrices() {
+			rows = append(rows, []string{pp.GetPlan(), dimensionName(p.GetDimension()), p.GetUnit(),
+				fmtMicros(p.GetUnitPriceMicros()) + " " + pp.GetCurrencyCode(), fmtUnits(p.GetFreeQuantity(), p.GetUnitSize()) + " " + p.GetUnit()})
+		}
+	}
+	return table(a.stdout, []string{"PLAN", "DIMENSION", "UNIT", "UNIT PRICE", "FREE PER MONTH"}, rows)
+}
+
+// parsePairs reads a prices set flag's DIMENSION=VALUE pairs, by
+// dimension.
+func parsePairs(flag string, pairs []string) (map[sluicev1.UsageDimension]string, error) {
+	out := map[sluicev1.UsageDimension]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || v == "" {
+			return nil, usageError{fmt.Errorf("--%s %q: want DIMENSION=VALUE, such as ingress=0.09", flag, p)}
+		}
+		d, err := parseDimension(k)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--%s: %w", flag, err)}
+		}
+		out[d] = v
+	}
+	return out, nil
+}
+
+// pricesRequest builds SetPlanPrices for plan from the current prices
+// (each dimension's unit and unit size, and what a flag leaves as it is)
+// and the --price and --free values, in billing units.
+func pricesRequest(cur *sluicev1.GetPlanPricesResponse, plan string, prices, free []string) (*sluicev1.SetPlanPricesRequest, error) {
+	pm, err := parsePairs("price", prices)
+	if err != nil {
+		return nil, err
+	}
+	fm, err := parsePairs("free", free)
+	if err != nil {
+		return nil, err
+	}
+	if len(pm)+len(fm) == 0 {
+		return nil, usageError{errors.New("nothing to set: give --price DIMENSION=PRICE or --free DIMENSION=QUANTITY")}
+	}
+	var mine *sluicev1.PlanPrices
+	known := map[sluicev1.UsageDimension]*sluicev1.Price{} // a price of the dimension on any plan: its unit and size
+	for _, pp := range cur.GetPlans() {
+		if pp.GetPlan() == plan {
+			mine = pp
+		}
+		for _, p := range pp.GetPrices() {
+			if known[p.GetDimension()] == nil {
+				known[p.GetDimension()] = p
+			}
+		}
+	}
+	if mine == nil {
+		return nil, usageError{fmt.Errorf("--plan %q: no such plan (the control plane knows %s)", plan, strings.Join(planNames(cur), ", "))}
+	}
+	for _, p := range mine.GetPrices() {
+		known[p.GetDimension()] = p
+	}
+	req := &sluicev1.SetPlanPricesRequest{Plan: plan}
+	for _, d := range usageDimensions {
+		pv, hasP := pm[d.dim]
+		fv, hasF := fm[d.dim]
+		if !hasP && !hasF {
+			continue
+		}
+		base := known[d.dim]
+		if base == nil {
+			return nil, fmt.Errorf("dimension %s has no price on any plan to take its unit from", d.name)
+		}
+		p := proto.Clone(base).(*sluicev1.Price)
+		if hasP {
+			if p.UnitPriceMicros, err = parseMicros(pv); err != nil {
+				return nil, usageError{fmt.Errorf("--price %s: %w", d.name, err)}
+			}
+		}
+		if hasF {
+			if p.FreeQuantity, err = parseUnits(fv, p.GetUnitSize()); err != nil {
+				return nil, usageError{fmt.Errorf("--free %s: %w", d.name, err)}
+			}
+		}
+		req.Prices = append(req.Prices, p)
+	}
+	return req, nil
+}
+
+func planNames(res *sluicev1.GetPlanPricesResponse) []string {
+	var out []string
+	for _, pp := range res.GetPlans() {
+		out = append(out, pp.GetPlan())
+	}
+	return out
+}
+
+func (a *app) operatorPricesSetCommand() *cobra.Command {
+	var token, plan string
+	var prices, free []string
+	cmd := &cobra.Command{
+		Use:   "set",
+		Short: "Set a plan's price or free allowance of some dimensions (the others keep theirs)",
+		Long: `Set the price per billing unit and the monthly free allowance of dimensions of one
+plan (OperatorService.SetPlanPrices). A price is a decimal of the plan's currency
+per billing unit (at most 6 decimals, read exactly, never as a float); --free is
+in billing units too; each dimension's unit is fixed (operator prices get shows
+them). A dimension given only --price keeps its allowance, and only --free its
+price. Drafts are recomputed with the new prices; finalized invoices keep theirs.
+
+Dimensions: ` + strings.Join(dimensionNames(), ", ") + `.`,
+		Example: `  sluice operator prices set --plan pro --price ingress=0.09 --price egress=0.05
+  sluice operator prices set --plan free --free ingress=10 --free partitions=720`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			op, err := a.operator(token, "operator prices set")
+			if err != nil {
+				return err
+			}
+			cur, err := op.GetPlanPrices(cmd.Context(), connect.NewRequest(&sluicev1.GetPlanPricesRequest{}))
+			if err != nil {
+				return fmt.Errorf("get plan prices: %w", err)
+			}
+			req, err := pricesRequest(cur.Msg, plan, prices, free)
+			if err != nil {
+				return err
+			}
+			res, err := op.SetPlanPrices(cmd.Context(), connect.NewRequest(req))
+			if err != nil {
+				return fmt.Errorf("set plan prices: %w", err)
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			return a.printPrices(res.Msg.GetPlan())
+		},
+	}
+	addOperatorToken(cmd.Flags(), &token)
+	cmd.Flags().StringVar(&plan, "plan", "", "the plan: "+strings.Join(tenants.Plans(), " or "))
+	cmd.Flags().StringSliceVar(&prices, "price", nil, "DIMENSION=PRICE: the price of one billing unit, a decimal of the plan's currency (repeatable)")
+	cmd.Flags().StringSliceVar(&free, "free", nil, "DIMENSION=QUANTITY: billing units free each month (repeatable)")
+	_ = cmd.MarkFlagRequired("plan")
+	return cmd
 }

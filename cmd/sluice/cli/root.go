@@ -1,6 +1,7 @@
 // Package cli implements the sluice command line: server commands
 // (controlplane, broker, dev) and client commands (signup, login, tenant,
-// apikey, topic, produce, consume, group, alerts, webhook, bench).
+// apikey, topic, produce, consume, group, txn, alerts, webhook, bench,
+// usage, invoice, operator).
 package cli
 
 import (
@@ -176,6 +177,7 @@ Sign up and log in:   sluice signup --email you@example.com --tenant acme
 Manage topics:        sluice topic create orders --partitions 6
 Consume in a group:   sluice consume orders --group billing
 Lag alerts:           sluice alerts list --state firing
+Usage and invoices:   sluice usage --by day; sluice invoice list
 
 ` + envHelp + `
 
@@ -187,7 +189,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 			if err := applyEnv(cmd); err != nil {
 				return err
 			}
-			return a.checkOutput()
+			return a.checkOutput(cmd)
 		},
 	}
 	pf := root.PersistentFlags()
@@ -195,7 +197,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 	pf.StringVar(&a.profile, "profile", "default", "profile to use from the config file")
 	pf.StringVar(&a.endpoint, "endpoint", "", "control-plane URL, e.g. http://127.0.0.1:8080 (overrides the profile)")
 	pf.StringVar(&a.apiKey, "api-key", "", "API key (slk_…) to authenticate with (overrides the profile)")
-	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json (usage, invoice list and invoice get: csv too)")
 	pf.StringVar(&a.logLevel, "log-level", "info", "log level for servers: debug, info, warn, error")
 	pf.StringVar(&a.logFormat, "log-format", "text", "log format for servers: text or json")
 
@@ -215,6 +217,9 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 		a.alertsCommand(),
 		a.webhookCommand(),
 		a.benchCommand(),
+		a.usageCommand(),
+		a.invoiceCommand(),
+		a.operatorCommand(),
 	)
 	root.InitDefaultCompletionCmd() // before markEnvFlags: its flags have variables too
 	markEnvFlags(root)
@@ -259,10 +264,19 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 // environment never writes a record, names or confirms something, or
 // changes what exists, on its own: these flag names on every command, and
 // every flag of these commands. envHelp, in the root help, lists them.
+// The operator credential (envAlwaysFlags) reads its variable also in
+// those commands: it changes nothing by itself.
 var (
-	noEnvFlags    = []string{"value", "key", "header", "name", "description", "email", "tenant", "force", "topic"}
-	noEnvCommands = []string{"topic alter", "group reset-offsets", "alerts policy set"}
+	noEnvFlags     = []string{"value", "key", "header", "name", "description", "email", "tenant", "force", "topic"}
+	noEnvCommands  = []string{"topic alter", "group reset-offsets", "alerts policy set", "operator tenant update", "operator prices set"}
+	envAlwaysFlags = []string{"operator-token"}
 )
+
+// noEnv reports whether flag of the command at path ("topic alter") has
+// no variable.
+func noEnv(path, flag string) bool {
+	return slices.Contains(noEnvFlags, flag) || (slices.Contains(noEnvCommands, path) && !slices.Contains(envAlwaysFlags, flag))
+}
 
 // envHelp is the root help's paragraph on environment variables.
 var envHelp = wrap("Every flag can also be set through an environment variable: --endpoint is "+
@@ -270,12 +284,15 @@ var envHelp = wrap("Every flag can also be set through an environment variable: 
 	"(each flag's --help shows its variable); the command line wins. Except, so that a variable "+
 	"left in the environment never writes, names, confirms or changes anything on its own: "+
 	flagList(noEnvFlags)+", and the flags of "+strings.Join(noEnvCommands[:len(noEnvCommands)-1], ", ")+
-	" and "+noEnvCommands[len(noEnvCommands)-1]+".", 76)
+	" and "+noEnvCommands[len(noEnvCommands)-1]+" (but their "+flagList(envAlwaysFlags)+").", 76)
 
 func flagList(names []string) string {
 	fs := make([]string, len(names))
 	for i, n := range names {
 		fs[i] = "--" + n
+	}
+	if len(fs) == 1 {
+		return fs[0]
 	}
 	return strings.Join(fs[:len(fs)-1], ", ") + " and " + fs[len(fs)-1]
 }
@@ -308,7 +325,7 @@ func markEnvFlags(root *cobra.Command) {
 	visit = func(c *cobra.Command) {
 		path := strings.TrimPrefix(c.CommandPath(), root.Name()+" ")
 		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
-			if slices.Contains(noEnvFlags, f.Name) || slices.Contains(noEnvCommands, path) {
+			if noEnv(path, f.Name) {
 				flagenv.Exclude(c.Flags(), f.Name)
 			}
 		})
@@ -333,11 +350,17 @@ func applyEnv(cmd *cobra.Command) error {
 	return nil
 }
 
-func (a *app) checkOutput() error {
-	if a.output != "table" && a.output != "json" {
-		return usageError{fmt.Errorf("--output must be table or json; got %q", a.output)}
+func (a *app) checkOutput(cmd *cobra.Command) error {
+	csv := cmd != nil && cmd.Annotations[csvAnnotation] != ""
+	switch {
+	case a.output == "table", a.output == "json", a.output == "csv" && csv:
+		return nil
+	case a.output == "csv":
+		return usageError{fmt.Errorf("--output csv: only usage, invoice list and invoice get print CSV; %s prints table or json", cmd.CommandPath())}
+	case csv:
+		return usageError{fmt.Errorf("--output must be table, json or csv; got %q", a.output)}
 	}
-	return nil
+	return usageError{fmt.Errorf("--output must be table or json; got %q", a.output)}
 }
 
 func (a *app) logger() (*slog.Logger, error) {
