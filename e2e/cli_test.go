@@ -102,9 +102,9 @@ type proc struct {
 	out *syncBuffer
 }
 
-func startDev(t testing.TB, dataDir, cfgPath, addr string) *proc {
+func startDev(t testing.TB, dataDir, cfgPath, addr string, extra ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(sluiceBin, "dev", "--data-dir", dataDir, "--listen-addr", addr, "--cli-config", cfgPath)
+	cmd := exec.Command(sluiceBin, append([]string{"dev", "--data-dir", dataDir, "--listen-addr", addr, "--cli-config", cfgPath}, extra...)...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
