@@ -377,12 +377,12 @@ type UsageStore interface {
 	// and nothing is added; a gap longer than MaxMeterPieces hours is skipped (the meter
 	// moves to now, counting nothing).
 	AdvanceMeter(ctx context.Context, meter string, now time.Time, compute func(from, to time.Time) ([]UsageAmount, error)) (MeterResult, error)
-	// ListUsage returns the tenant's hourly rows of hours in [from, to) (from and to are
-	// truncated to the hour), ordered by hour and then dimension order. Another tenant's or
-	// an unknown tenant has none.
+	// ListUsage returns the tenant's hourly rows of the hours that overlap [from, to) (from
+	// HourOf(from) up to, not including, to), ordered by hour and then dimension order.
+	// Another tenant's or an unknown tenant has none.
 	ListUsage(ctx context.Context, tenantID string, from, to time.Time) ([]UsageRow, error)
-	// ListUsageTenants returns the ids of the tenants with a usage row of an hour in
-	// [from, to), sorted.
+	// ListUsageTenants returns the ids of the tenants with a usage row of an hour that
+	// overlaps [from, to), sorted.
 	ListUsageTenants(ctx context.Context, from, to time.Time) ([]string, error)
 
 	// PutQuotaReports replaces what the store holds of broker brokerID's quota reports with

@@ -14,7 +14,10 @@
 // one controller-lease holder at a time, no write of a deposed controller,
 // one finished remote copy per range while leaders race, one active alert
 // per key and one move per alert state while replicas race, one delivery
-// row per state change, each delivery claimed once, webhook limits).
+// row per state change, each delivery claimed once, webhook limits, a
+// usage report retried at once applied once, offsets reported by racing
+// brokers metered once, a meter advanced by racing replicas counting each
+// interval once, one finalization of an invoice and its deliveries).
 // DeliveryClaimContest runs the claim race over several handles.
 // ControllerLeaseContest runs the lease race over several handles on one
 // database, as separate control-plane replicas would hold.
@@ -32,7 +35,8 @@
 //
 // Subtest names carry a family prefix (Tenant…, APIKey…, SigningKey…,
 // Topic…, Partition…, Broker…, Controller…, Metadata…, RemoteSegment…,
-// LagSample…, Alert…, Webhook…, Delivery…, Time…, Concurrent…) so a run can select a family with -run.
+// LagSample…, Alert…, Webhook…, Delivery…, Usage…, Billing…, Time…, Concurrent…) so a run can
+// select a family with -run.
 //
 // The remote-segment tests register brokers, but of ids no other test uses
 // (one fixture each), so they share the store: the tests that list brokers
