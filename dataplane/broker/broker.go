@@ -16,7 +16,9 @@
 // expiry and group lag metrics loops; the transaction coordinators' loop
 // (txnLoop: timeouts, unfinished ends, one goroutine per coordinator's
 // pass); the HW checkpoint, retention and
-// tiering loops over the replicas; and, owned by each replica, one fetcher
+// tiering loops over the replicas; the usage report loop (meter.go, which
+// reports once more after the client port drained); and, owned by each
+// replica, one fetcher
 // per partition this broker follows. Lock order: Broker.mu before a
 // replica's lock; no lock is held across network calls.
 package broker
@@ -45,6 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -129,6 +132,11 @@ type Broker struct {
 	// file holds.
 	hwMu      sync.Mutex
 	hwWritten map[partKey]int64
+
+	// Usage metering (meter.go): the tenants' egress and request counts,
+	// and their reporter.
+	usageCounters *meter.Counters
+	usage         *meter.Reporter
 }
 
 type peerClients struct {
@@ -203,6 +211,9 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.metrics = newBrokerMetrics(b.registry, b)
 	b.txnCoords = map[partKey]*txnCoordinator{}
 	b.txnMetrics = newTxnMetrics(b.registry, b)
+	b.usageCounters = &meter.Counters{}
+	b.usage = b.newUsageReporter()
+	b.registry.MustRegister(b.usage.Collectors()...)
 	if err := b.newTier(); err != nil {
 		return nil, err
 	}
@@ -218,7 +229,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", append(slices.Clone(clientServices), sluicev1connect.ReplicaServiceName))
 	auth := &authenticator{verifier: verifier, revoked: b.revoked, brokerToken: cfg.BrokerToken}
 	opts := []connect.HandlerOption{
-		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), errorInterceptor{b.logger}),
+		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), requestMeter{b.usageCounters, cfg.BrokerToken}, errorInterceptor{b.logger}),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 		// Never gzip responses: record batches are compressed by their
 		// producers already, and gzipping fetches cost more CPU than
@@ -279,12 +290,15 @@ func (b *Broker) peer(id int32) *peerClients {
 		return c
 	}
 	base := "http://" + addr
+	// Calls on a client's behalf are marked so the peer does not count
+	// them in the tenant's requests again (meter.go).
+	fwd := connect.WithInterceptors(forwardMarker{b.cfg.BrokerToken})
 	c := &peerClients{
 		address: addr,
-		record:  sluicev1connect.NewRecordServiceClient(b.hc, base, connect.WithGRPC()),
+		record:  sluicev1connect.NewRecordServiceClient(b.hc, base, connect.WithGRPC(), fwd),
 		replica: sluicev1connect.NewReplicaServiceClient(b.hc, base, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(b.cfg.BrokerToken))),
-		group:   sluicev1connect.NewGroupServiceClient(b.hc, base, connect.WithGRPC()),
-		txn:     sluicev1connect.NewTransactionServiceClient(b.hc, base, connect.WithGRPC()),
+		group:   sluicev1connect.NewGroupServiceClient(b.hc, base, connect.WithGRPC(), fwd),
+		txn:     sluicev1connect.NewTransactionServiceClient(b.hc, base, connect.WithGRPC(), fwd),
 	}
 	b.clients[id] = c
 	return c
@@ -366,6 +380,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	if b.groupLag != nil {
 		wg.Go(func() { b.groupLagLoop(ctx, b.cfg.GroupLagMetricsInterval) })
 	}
+	wg.Go(func() { b.usage.Run(ctx) })
 
 	var err error
 	select {
@@ -384,6 +399,8 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 		_ = opsSrv.Shutdown(shutCtx)
 	}
 	wg.Wait()
+	// The client port has drained: nothing counts any more.
+	b.finalUsageReport()
 	b.closePartitions()
 	if b.tier != nil {
 		_ = b.tier.Close()

@@ -78,6 +78,9 @@ type Config struct {
 	MaxRequestBytes int
 	// ShutdownTimeout bounds the drain on shutdown.
 	ShutdownTimeout time.Duration
+	// UsageReportInterval is how often the broker reports its tenants'
+	// metered usage to the control plane (dataplane/meter).
+	UsageReportInterval time.Duration
 }
 
 // DefaultMetricsAddr is a broker's operator listener unless --metrics-addr
@@ -106,6 +109,7 @@ func DefaultConfig() Config {
 		GroupHeartbeatInterval: 5 * time.Second,
 		MaxRequestBytes:        16 << 20,
 		ShutdownTimeout:        10 * time.Second,
+		UsageReportInterval:    10 * time.Second,
 
 		TierCopyInterval:       10 * time.Second,
 		TierCacheBytes:         1 << 30,
@@ -152,6 +156,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TransactionalIDExpiration, "transactional-id-expiration", c.TransactionalIDExpiration, "a transactional id with no transaction open and no call for this long is forgotten by its coordinator (its producer's next InitProducerId starts with a new producer id)")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
+	fs.DurationVar(&c.UsageReportInterval, "usage-report-interval", c.UsageReportInterval, "how often to report the tenants' metered usage (ingress from the logs of the partitions this broker leads, egress bytes, requests) to the control plane for billing; an unanswered report is retried with the same content. A crash loses at most the egress and request counts of about one interval plus the retry time, never ingress")
 }
 
 // FlushPolicy parses Flush.
@@ -249,6 +254,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TransactionalIDExpiration < time.Minute {
 		return fmt.Errorf("--transactional-id-expiration must be at least 1m; got %s", c.TransactionalIDExpiration)
+	}
+	if c.UsageReportInterval < 100*time.Millisecond || c.UsageReportInterval > time.Hour {
+		return fmt.Errorf("--usage-report-interval must be between 100ms and 1h; got %s", c.UsageReportInterval)
 	}
 	if c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 256<<20 {
 		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 256 MiB; got %d", c.MaxRequestBytes)

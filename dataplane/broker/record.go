@@ -506,6 +506,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	}
 	if caller.Kind == tenants.PrincipalTenant {
 		s.b.metrics.fetched(t.tenantID, len(f.Data)) // a broker's own reads (group lag) are not the tenant's
+		s.b.usageCounters.AddEgress(t.tenantID, int64(len(f.Data)))
 	}
 	return connect.NewResponse(res), nil
 }

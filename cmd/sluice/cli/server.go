@@ -115,6 +115,7 @@ func addrOf(l net.Listener) string {
 // devOptions are sluice dev's tunables beyond the data dir and address.
 type devOptions struct {
 	groupHeartbeat, groupSession time.Duration
+	usageReportInterval          time.Duration
 }
 
 func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOptions, logger *slog.Logger) error {
@@ -235,6 +236,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 		bc.BrokerToken = secrets.BrokerToken
 		bc.Rack = fmt.Sprintf("rack-%d", i+1)
 		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = opts.groupHeartbeat, opts.groupSession
+		bc.UsageReportInterval = opts.usageReportInterval
 		ready := make(chan [2]string, 1)
 		go func() {
 			brokerErr <- runBroker(brokersCtx, bc, logger, objects, func(addr, metrics string) { ready <- [2]string{addr, metrics} })
@@ -523,7 +525,7 @@ func (a *app) devTenant(ctx context.Context, dataDir, endpoint string, s *devSec
 
 func (a *app) devCommand() *cobra.Command {
 	var dataDir, listen string
-	opts := devOptions{groupHeartbeat: time.Second, groupSession: 10 * time.Second}
+	opts := devOptions{groupHeartbeat: time.Second, groupSession: 10 * time.Second, usageReportInterval: broker.DefaultConfig().UsageReportInterval}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run Sluice locally in one process, with its data in one folder",
@@ -562,6 +564,7 @@ exits 0.`,
 	cmd.Flags().StringVar(&listen, "listen-addr", "127.0.0.1:8080", "host:port of the control-plane API")
 	cmd.Flags().DurationVar(&opts.groupHeartbeat, "group-heartbeat-interval", opts.groupHeartbeat, "how often consumer-group members heartbeat (and learn of rebalances)")
 	cmd.Flags().DurationVar(&opts.groupSession, "group-session-timeout", opts.groupSession, "a consumer-group member silent this long is removed and its partitions reassigned")
+	cmd.Flags().DurationVar(&opts.usageReportInterval, "usage-report-interval", opts.usageReportInterval, "how often each broker reports its tenants' metered usage to the control plane (as the broker's --usage-report-interval)")
 	return cmd
 }
 
