@@ -340,9 +340,15 @@ func (r *Reporter) attempt(ctx context.Context) bool {
 			r.uncertain = true
 		}
 		r.failures.WithLabelValues(code.String()).Inc()
-		if now := time.Now(); now.Sub(r.lastWarn) >= time.Minute {
+		attrs := []any{"broker_epoch", r.pending.GetBrokerEpoch(), "sequence", r.pending.GetSequence(), "err", err}
+		switch now := time.Now(); {
+		case code == connect.CodeUnimplemented:
+			// A control plane that does not meter yet (an older version
+			// during an upgrade): nothing an operator must act on.
+			r.cfg.Logger.Debug("report usage: the control plane does not take usage reports; retrying with the same report", attrs...)
+		case now.Sub(r.lastWarn) >= time.Minute:
 			r.lastWarn = now
-			r.cfg.Logger.Warn("report usage; retrying with the same report", "broker_epoch", r.pending.GetBrokerEpoch(), "sequence", r.pending.GetSequence(), "err", err)
+			r.cfg.Logger.Warn("report usage; retrying with the same report", attrs...)
 		}
 		return false
 	}
