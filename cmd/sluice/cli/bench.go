@@ -246,6 +246,7 @@ func (a *app) bench(ctx context.Context, s benchSpec) error {
 		defer closeConsumer()
 	}
 	var producers []*client.Producer
+	var clients []*client.Client // the producers', for their throttle counts
 	var senders []bench.SendFunc
 	closeProducers := func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -262,6 +263,7 @@ func (a *app) bench(ctx context.Context, s benchSpec) error {
 			return err
 		}
 		defer c.Close()
+		clients = append(clients, c)
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		p, err := c.NewProducer(pctx, s.opts...)
 		cancel()
@@ -302,6 +304,11 @@ func (a *app) bench(ctx context.Context, s benchSpec) error {
 		deleted, toDelete = a.deleteBenchTopic(ctx, topic), false
 	}
 	report := newBenchReport(s, topic, created, deleted, res)
+	for _, c := range clients {
+		t := c.Stats().ThrottleTotal()
+		report.Throttled.Requests += t.Requests
+		report.Throttled.Time += pbDuration(t.Time)
+	}
 	if a.output == "json" {
 		if err := writeJSONValue(a.stdout, report); err != nil {
 			return err
@@ -556,6 +563,15 @@ type benchReport struct {
 	Drained           bool            `json:"drained"`
 	Steps             []benchStepJSON `json:"steps"`
 	Errors            []benchErrJSON  `json:"errors"`
+	// Throttled sums the producers' rate refusals (client.Stats): the
+	// requests the brokers refused for the tenant's quotas and the delays
+	// they asked for, which the producers waited out.
+	Throttled benchThrottle `json:"throttled"`
+}
+
+type benchThrottle struct {
+	Requests int64      `json:"requests"`
+	Time     pbDuration `json:"time"`
 }
 
 type benchStepJSON struct {
@@ -657,6 +673,7 @@ func printBench(w io.Writer, r benchReport, res *bench.Result) error {
 		"acks", r.Acks,
 		"producers", fmt.Sprint(r.Producers),
 		"record size", fmt.Sprintf("%d bytes", r.RecordSize),
+		"throttled", fmt.Sprintf("%s, waited %s (the tenant's rate quotas)", plural(r.Throttled.Requests, "request"), fmtBenchLatency(time.Duration(r.Throttled.Time))),
 	); err != nil {
 		return err
 	}

@@ -130,6 +130,7 @@ func TestCLIBenchOutput(t *testing.T) {
 	require.NoError(t, err)
 	res := sampleBenchResult()
 	rep := newBenchReport(s, "sluice-bench-0a1b2c3d", true, true, res)
+	rep.Throttled = benchThrottle{Requests: 3, Time: pbDuration(1500 * time.Millisecond)}
 
 	var b bytes.Buffer
 	require.NoError(t, writeJSONValue(&b, rep))
@@ -140,6 +141,10 @@ func TestCLIBenchOutput(t *testing.T) {
 		`"p50": "0.002100s"`, `"p99": "0.008300s"`, `"p999": "0.012s"`, `"max": "1.500s"`, `"min": "0.000900s"`,
 		`"rate": "0"`, `"saturated": true`, `"unsent": 5`, `"mibPerSecond": 9.99970703125`,
 		`"message": "delivery timeout; the record may or may not have been written"`,
+		`"throttled": {
+    "requests": 3,
+    "time": "1.500s"
+  }`,
 	} {
 		require.Contains(t, b.String(), want)
 	}
@@ -172,6 +177,7 @@ func TestCLIBenchOutput(t *testing.T) {
 		"end-to-end 0µs 0µs 0µs 0µs",
 	}, rows)
 	require.Contains(t, out, "10× delivery timeout")
+	require.Contains(t, out, "throttled:          3 requests, waited 1.50s (the tenant's rate quotas)\n")
 }
 
 func TestCLIBenchProgressLine(t *testing.T) {
