@@ -50,8 +50,9 @@
 // broker epoch (the broker registered again) the sequence starts over at
 // 1, and a report of the old epoch still unanswered is dropped: its
 // counters go into the next report when no attempt of it can have been
-// applied (every answer was a refusal: a stale broker epoch, or a control
-// plane without metering), and are lost otherwise, never counted twice
+// applied (every answer was a refusal that applies nothing: a stale
+// broker epoch, an unregistered broker, an invalid report, a control plane
+// without metering), and are lost otherwise, never counted twice
 // (sluice_broker_usage_reports_abandoned_total counts such reports); its ranges are derived from the log
 // again. On shutdown, once the broker's client port has drained, Final
 // sends the unanswered report once more and then one with what was

@@ -333,9 +333,10 @@ func (r *Reporter) attempt(ctx context.Context) bool {
 	if err != nil {
 		code := connect.CodeOf(err)
 		switch code {
-		case connect.CodeFailedPrecondition, connect.CodeUnimplemented:
-			// Refused whole: a stale broker epoch (nothing applied), or a
-			// control plane without metering.
+		case connect.CodeFailedPrecondition, connect.CodeNotFound, connect.CodeInvalidArgument, connect.CodeUnimplemented:
+			// Refused whole, nothing applied: a stale broker epoch, an
+			// unregistered broker, a report the control plane does not
+			// take, or a control plane without metering.
 		default:
 			r.uncertain = true
 		}
