@@ -229,6 +229,8 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", append(slices.Clone(clientServices), sluicev1connect.ReplicaServiceName))
 	auth := &authenticator{verifier: verifier, revoked: b.revoked, brokerToken: cfg.BrokerToken}
 	opts := []connect.HandlerOption{
+		// requestMeter right after auth, before anything that refuses
+		// requests (quotas): refused requests are billed too.
 		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), requestMeter{b.usageCounters, cfg.BrokerToken}, errorInterceptor{b.logger}),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 		// Never gzip responses: record batches are compressed by their
