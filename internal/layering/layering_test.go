@@ -28,6 +28,8 @@ var rules = []rule{
 	{"tiered", []string{"dataplane", "controlplane", "client"}, "tiered storage reads a log through tiered.Source", nil},
 	{"tenants", []string{"dataplane", "controlplane", "client", "tiered"}, "tenants is a leaf (plans, keys, tokens)", nil},
 	{"alerts", []string{"dataplane", "controlplane", "client", "tiered", "internal"}, "the alert rules are pure logic", nil},
+	{"billing", []string{"dataplane", "client", "tiered", "internal"}, "billing prices the store's usage rows: it reads the store, never a broker", nil},
+	{"controlplane/store", []string{"billing"}, "billing reads the store, not the other way round", nil},
 	{"gen", []string{"dataplane", "controlplane", "client", "tiered", "tenants", "record", "internal"}, "generated code is a leaf", nil},
 	{"dataplane/coordinator", []string{"dataplane/broker"}, "the group coordinator reaches its offsets partition through coordinator.Partition, which the broker implements and wires", nil},
 	{"dataplane/txn", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/partition", "dataplane/replica"}, "the transaction coordinator reaches its partition through txn.Partition and the partitions it marks through txn.MarkerWriter, which the broker will implement and wire", nil},
