@@ -20,7 +20,7 @@ import (
 // soleLeader opens a partition replica in a fresh directory that leads
 // alone (RF 1) at leader epoch 0, its log rolling every segBytes, with
 // cfg.
-func soleLeader(t *testing.T, segBytes int64, cfg partition.TopicConfig) *partition.Replica {
+func soleLeader(t testing.TB, segBytes int64, cfg partition.TopicConfig) *partition.Replica {
 	t.Helper()
 	h := &partition.Host{
 		ID:          1,
@@ -50,7 +50,7 @@ func soleLeader(t *testing.T, segBytes int64, cfg partition.TopicConfig) *partit
 
 // produce appends one batch of n records of size bytes each; with pid
 // ≥ 0 as producer pid's transactional batch at seq (epoch 0).
-func produce(t *testing.T, p *partition.Replica, n, size int, pid int64, seq int32) {
+func produce(t testing.TB, p *partition.Replica, n, size int, pid int64, seq int32) {
 	t.Helper()
 	recs := make([]record.Record, n)
 	for i := range recs {
@@ -230,4 +230,24 @@ func TestMeterScanSkipsWhatLeftTheLog(t *testing.T) {
 		from = s.End
 	}
 	require.Equal(t, dataBytes(rawLog(t, p, start)), sum, fmt.Sprintf("from the log start %d", start))
+}
+
+// BenchmarkMeterScan meters a 32 MiB log of 100-record batches of 1 KiB
+// records (in the page cache) at 8 MiB per Scan, as reports would.
+func BenchmarkMeterScan(b *testing.B) {
+	p := soleLeader(b, 256<<20, partition.TopicConfig{})
+	for range 320 {
+		produce(b, p, 100, 1000, -1, 0)
+	}
+	hw := p.HighWatermark()
+	b.SetBytes(p.Log().Size())
+	for b.Loop() {
+		for from := int64(0); from < hw; {
+			s, err := Scan(context.Background(), p, from, 8<<20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			from = s.End
+		}
+	}
 }
