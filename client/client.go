@@ -300,15 +300,16 @@ func (c *Client) refreshMetadataOnce(ctx context.Context, topics []string, fromC
 			res, err = b.record.GetMetadata(bctx, connect.NewRequest(req))
 			err = normalize(bctx, err)
 			cancel()
-			if err == nil || !retriable(err) || ctx.Err() != nil {
+			if err == nil || !retriable(err) || throttled(err) || ctx.Err() != nil {
 				break
 			}
 		}
 	}
 	// The control plane is the source of truth: ask it when no broker
 	// answers, and when a broker does not know a topic (a new topic
-	// reaches the brokers a moment after it is created).
-	if res == nil && (err == nil || retriable(err) || connect.CodeOf(err) == connect.CodeNotFound) {
+	// reaches the brokers a moment after it is created); not when a broker
+	// throttled the tenant: refreshMetadata waits and asks again.
+	if res == nil && !throttled(err) && (err == nil || retriable(err) || connect.CodeOf(err) == connect.CodeNotFound) {
 		res, err = c.cpRecord.GetMetadata(ctx, connect.NewRequest(req))
 	}
 	if err != nil {

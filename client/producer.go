@@ -247,6 +247,9 @@ func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 				return 0, 0, fmt.Errorf("sluice: init producer id: %w", err)
 			}
 			lastErr = err
+			if throttled(err) {
+				break // over the tenant's rate: wait the delay, not ask the next broker
+			}
 		}
 		if lastErr == nil {
 			lastErr = connect.NewError(connect.CodeUnavailable, errors.New("no broker is known"))
