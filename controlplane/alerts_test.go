@@ -279,6 +279,7 @@ func TestControlPlaneAlerts(t *testing.T) {
 		for _, d := range log.Msg.GetDeliveries() {
 			require.Empty(t, d.GetAlertId(), "a test has no alert")
 			require.Equal(t, sluicev1.AlertState_ALERT_STATE_UNSPECIFIED, d.GetAlertState())
+			require.Equal(t, "test", d.GetEvent())
 			require.EqualValues(t, 1, d.GetAttempts())
 			require.Nil(t, d.GetNextAttemptTime(), "a test is not retried")
 		}

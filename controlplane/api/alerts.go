@@ -358,12 +358,16 @@ func toWebhookPB(w store.Webhook) *sluicev1.Webhook {
 	return &sluicev1.Webhook{Id: w.ID, Url: w.URL, Description: w.Description, CreateTime: ts(w.CreatedAt)}
 }
 
-// toDeliveryPB answers a delivery; a webhook test has no alert id and the
-// unspecified alert state.
+// toDeliveryPB answers a delivery; a webhook test and an invoice event
+// have no alert id and the unspecified alert state.
 func toDeliveryPB(d store.Delivery) *sluicev1.WebhookDelivery {
 	out := &sluicev1.WebhookDelivery{
 		Id: d.ID, AlertId: d.AlertID, AlertState: alertStatesPB[d.AlertState], Status: string(d.Status),
 		Attempts: d.Attempts, LastError: d.LastError, CreateTime: ts(d.CreatedAt), DeliverTime: ts(d.DeliveredAt),
+		Event: "alert",
+	}
+	if d.AlertState.Event() {
+		out.Event = string(d.AlertState)
 	}
 	if d.Status == store.DeliveryPending {
 		out.NextAttemptTime = ts(d.NextAttemptAt)

@@ -1207,10 +1207,12 @@ func (x *TestWebhookResponse) GetLatency() *durationpb.Duration {
 }
 
 type WebhookDelivery struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	AlertId    string                 `protobuf:"bytes,2,opt,name=alert_id,json=alertId,proto3" json:"alert_id,omitempty"`
-	AlertState AlertState             `protobuf:"varint,3,opt,name=alert_state,json=alertState,proto3,enum=sluice.v1.AlertState" json:"alert_state,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Empty for a webhook test and an event that is not an alert's.
+	AlertId string `protobuf:"bytes,2,opt,name=alert_id,json=alertId,proto3" json:"alert_id,omitempty"`
+	// Unspecified for a webhook test and an event that is not an alert's.
+	AlertState AlertState `protobuf:"varint,3,opt,name=alert_state,json=alertState,proto3,enum=sluice.v1.AlertState" json:"alert_state,omitempty"`
 	// pending, delivered or failed.
 	Status          string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
 	Attempts        int32                  `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
@@ -1218,8 +1220,12 @@ type WebhookDelivery struct {
 	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	DeliverTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=deliver_time,json=deliverTime,proto3" json:"deliver_time,omitempty"`
 	NextAttemptTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=next_attempt_time,json=nextAttemptTime,proto3" json:"next_attempt_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What the delivery announces: "alert" (an alert's state change), "test"
+	// (a webhook test) or "invoice.finalized" (billing: an invoice was
+	// finalized; the body is the invoice's summary).
+	Event         string `protobuf:"bytes,10,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WebhookDelivery) Reset() {
@@ -1313,6 +1319,13 @@ func (x *WebhookDelivery) GetNextAttemptTime() *timestamppb.Timestamp {
 		return x.NextAttemptTime
 	}
 	return nil
+}
+
+func (x *WebhookDelivery) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
 }
 
 type ListWebhookDeliveriesRequest struct {
@@ -1489,7 +1502,7 @@ const file_sluice_v1_alert_proto_rawDesc = "" +
 	"\vstatus_code\x18\x01 \x01(\x05R\n" +
 	"statusCode\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x123\n" +
-	"\alatency\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\alatency\"\x8b\x03\n" +
+	"\alatency\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\alatency\"\xa1\x03\n" +
 	"\x0fWebhookDelivery\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\balert_id\x18\x02 \x01(\tR\aalertId\x126\n" +
@@ -1502,7 +1515,9 @@ const file_sluice_v1_alert_proto_rawDesc = "" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12=\n" +
 	"\fdeliver_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vdeliverTime\x12F\n" +
-	"\x11next_attempt_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\"Z\n" +
+	"\x11next_attempt_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\x12\x14\n" +
+	"\x05event\x18\n" +
+	" \x01(\tR\x05event\"Z\n" +
 	"\x1cListWebhookDeliveriesRequest\x12\x1d\n" +
 	"\n" +
 	"webhook_id\x18\x01 \x01(\tR\twebhookId\x12\x1b\n" +
