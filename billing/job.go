@@ -60,7 +60,7 @@ type RunResult struct {
 type tenantPeriod struct{ tenant, period string }
 
 // RunOnce brings invoices up to now: it recomputes the draft of every
-// tenant with usage in the current month (and in the previous one while it
+// tenant (but the system tenant) with usage in the current month (and in the previous one while it
 // is within Grace), and finalizes every month that ended Grace ago or more
 // and has a draft or usage, enqueueing the invoice.finalized deliveries.
 // One tenant's failure does not stop the others: the errors are joined.
@@ -101,6 +101,9 @@ func (j *Job) run(ctx context.Context, now time.Time) (RunResult, error) {
 			continue
 		}
 		for _, id := range ids {
+			if id == store.SystemTenantID {
+				continue // Sluice's own internal topics: nobody's bill
+			}
 			inv, err := j.compute(ctx, byPlan, id, period, now)
 			if err == nil {
 				_, err = j.st.UpsertDraftInvoice(ctx, inv)
@@ -132,7 +135,7 @@ func (j *Job) run(ctx context.Context, now time.Time) (RunResult, error) {
 		}
 		for _, id := range ids {
 			k := tenantPeriod{id, prev}
-			if due[k] {
+			if due[k] || id == store.SystemTenantID {
 				continue
 			}
 			inv, err := j.st.GetInvoiceByPeriod(ctx, id, prev)

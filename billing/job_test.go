@@ -312,7 +312,8 @@ func gather(c prometheus.Collector) (map[string]float64, error) {
 }
 
 // TestJobFailure: a tenant whose invoice cannot be computed (a plan with
-// no prices) fails the run, counted, and does not stop the others.
+// no prices) fails the run, counted, and does not stop the others; the
+// system tenant gets no invoice.
 func TestJobFailure(t *testing.T) {
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sluice.db"), nil)
 	require.NoError(t, err)
@@ -327,7 +328,7 @@ func TestJobFailure(t *testing.T) {
 	b, err := st.RegisterBroker(ctx, store.Broker{ID: 7, Address: "a", LeaseExpiresAt: dec, RegisteredAt: nov})
 	require.NoError(t, err)
 	_, err = st.ApplyUsageReport(ctx, store.UsageReport{BrokerID: 7, BrokerEpoch: b.Epoch, Sequence: 1, At: nov.Add(time.Hour),
-		Counters: []store.UsageCounters{{TenantID: ids[0], Requests: 1}, {TenantID: ids[1], Requests: 200_000_000}}})
+		Counters: []store.UsageCounters{{TenantID: ids[0], Requests: 1}, {TenantID: ids[1], Requests: 200_000_000}, {TenantID: store.SystemTenantID, Requests: 5}}})
 	require.NoError(t, err)
 
 	metrics := billing.NewMetrics()
@@ -339,6 +340,8 @@ func TestJobFailure(t *testing.T) {
 	require.NoError(t, err)
 	// 200,000,000 requests, 100 million free on pro, 100 million × $0.10/M = $10.00.
 	require.Equal(t, int64(1000), pro.TotalMinor)
+	_, err = st.GetInvoiceByPeriod(ctx, store.SystemTenantID, "2026-11")
+	require.ErrorIs(t, err, store.ErrNotFound, "Sluice's own usage is nobody's bill")
 	families, err := gather(metrics)
 	require.NoError(t, err)
 	require.Equal(t, 1.0, families["sluice_billing_job_runs_total{result=error}"])

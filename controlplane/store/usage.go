@@ -362,8 +362,8 @@ type UsageStore interface {
 	// rows of HourOf(At) (egress bytes, requests; zeros add no row), and decides each
 	// ingress range, in order, by DecideIngressRange against the partition's cursor: an
 	// applied range moves the cursor and adds its bytes to the ingress row of the topic's
-	// tenant. A range of a topic that does not exist (deleted, never created) is skipped,
-	// its partition left out of the cursors. Concurrent reports naming one partition apply
+	// tenant. A range of a partition that does not exist (its topic deleted, never created)
+	// is skipped, its partition left out of the cursors (and its cursor forgotten). Concurrent reports naming one partition apply
 	// each offset once.
 	ApplyUsageReport(ctx context.Context, r UsageReport) (UsageReportResult, error)
 	// AdvanceMeter counts one control-plane meter (its name: "hot_storage", "partitions",
@@ -394,10 +394,11 @@ type UsageStore interface {
 	ListQuotaReports(ctx context.Context, tenantIDs []string, since time.Time) ([]QuotaReport, error)
 
 	// ColdStorageBytes returns, per tenant, the bytes of its remote segments in state
-	// RemoteCopyFinished (copied and not being deleted); tenants with none are absent.
+	// RemoteCopyFinished (copied and not being deleted); tenants with none, and the system
+	// tenant (whose internal topics nobody pays for), are absent.
 	ColdStorageBytes(ctx context.Context) (map[string]int64, error)
-	// PartitionCounts returns, per tenant, the partitions of its topics (the system tenant's
-	// included); tenants with none are absent.
+	// PartitionCounts returns, per tenant, the partitions of its topics; tenants with none,
+	// and the system tenant, are absent.
 	PartitionCounts(ctx context.Context) (map[string]int64, error)
 
 	// BillingStore: plan prices and invoices (billing.go).

@@ -38,7 +38,7 @@ var usageTests = []test{
 	{name: "UsageListScoping", fn: testUsageListScoping},
 	{name: "UsageMeterAdvance", fn: testUsageMeterAdvance},
 	{name: "UsageQuotaReports", fn: testUsageQuotaReports},
-	{name: "UsageAggregates", fn: testUsageAggregates},
+	{name: "UsageAggregates", own: true, fn: testUsageAggregates},
 }
 
 var usageConcurrentTests = []test{
@@ -501,7 +501,8 @@ func testUsageQuotaReports(t *testing.T, s store.Store) {
 // ---- aggregates ----
 
 // testUsageAggregates: cold storage counts finished remote segments only;
-// partition counts follow topics.
+// partition counts follow topics; the system tenant is left out. Its own
+// store: it creates the system tenant's internal topic.
 func testUsageAggregates(t *testing.T, s store.Store) {
 	f := newRemoteFixture(t, s, 2)
 	lead := f.leader(t, 0)
@@ -523,6 +524,13 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	require.Equal(t, int64(5), counts[f.tenant.ID])
 	require.NotContains(t, counts, empty.ID)
 	require.NotContains(t, cold, empty.ID)
+
+	// The system tenant's internal topics are nobody's to pay for.
+	createTopic(t, s, store.SystemTenantID, store.OffsetsTopic, 2)
+	counts, err = s.PartitionCounts(t.Context())
+	require.NoError(t, err)
+	require.NotContains(t, counts, store.SystemTenantID)
+	require.Equal(t, int64(5), counts[f.tenant.ID])
 }
 
 // ---- concurrent ----

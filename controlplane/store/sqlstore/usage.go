@@ -175,6 +175,10 @@ func (s *Store) ApplyUsageReport(ctx context.Context, r store.UsageReport) (stor
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				tenant = ""
+				// A deleted topic's cursors are of no more use.
+				if _, err := tx.exec(ctx, `DELETE FROM usage_ingress_cursors WHERE topic_id = $1 AND partition = $2`, g.TopicID, g.Partition); err != nil {
+					return fmt.Errorf("apply usage report: %w", err)
+				}
 			case err != nil:
 				return fmt.Errorf("apply usage report: %w", err)
 			default:
@@ -448,7 +452,7 @@ func (s *Store) ListQuotaReports(ctx context.Context, tenantIDs []string, since 
 // ColdStorageBytes implements store.UsageStore.
 func (s *Store) ColdStorageBytes(ctx context.Context) (map[string]int64, error) {
 	out, err := s.perTenant(ctx, `SELECT CAST(tenant_id AS TEXT), CAST(SUM(size_bytes) AS BIGINT) FROM remote_segments
-		WHERE state = 'copy_finished' GROUP BY tenant_id`)
+		WHERE state = 'copy_finished' AND tenant_id <> $1 GROUP BY tenant_id`, store.SystemTenantID)
 	if err != nil {
 		return nil, fmt.Errorf("cold storage bytes: %w", err)
 	}
@@ -458,15 +462,15 @@ func (s *Store) ColdStorageBytes(ctx context.Context) (map[string]int64, error) 
 // PartitionCounts implements store.UsageStore.
 func (s *Store) PartitionCounts(ctx context.Context) (map[string]int64, error) {
 	out, err := s.perTenant(ctx, `SELECT CAST(t.tenant_id AS TEXT), COUNT(*) FROM partitions p JOIN topics t ON t.id = p.topic_id
-		GROUP BY t.tenant_id`)
+		WHERE t.tenant_id <> $1 GROUP BY t.tenant_id`, store.SystemTenantID)
 	if err != nil {
 		return nil, fmt.Errorf("partition counts: %w", err)
 	}
 	return out, nil
 }
 
-func (s *Store) perTenant(ctx context.Context, query string) (map[string]int64, error) {
-	rows, err := s.usageQuery(ctx, query)
+func (s *Store) perTenant(ctx context.Context, query string, args ...any) (map[string]int64, error) {
+	rows, err := s.usageQuery(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
