@@ -25,10 +25,14 @@
 //
 // # Invoices
 //
-// One invoice per tenant per calendar month (UTC). Job.RunOnce, which the
-// control plane calls periodically, recomputes the draft of every open
-// month for every tenant with usage in it, and finalizes every month that
-// ended at least Grace ago (a draft's or one with usage): the lines are
+// One invoice per tenant per calendar month (UTC), none for the system
+// tenant (Sluice's internal topics). Job.RunOnce, which the control plane
+// calls periodically, recomputes the draft of the current month (and of
+// the previous one while it ended less than Grace ago, DefaultGrace an
+// hour: the interval meters add a month's last minutes after it ended)
+// for every tenant with usage in it, and finalizes every draft of a month
+// that ended at least Grace ago, and the previous month of every tenant
+// with usage in it that has no finalized invoice yet: the lines are
 // computed a last time, the invoice becomes immutable (the store never
 // writes a finalized row again, so later usage of that month, which only
 // skewed clocks can record, and price changes do not change it), and an
