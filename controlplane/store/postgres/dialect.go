@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -53,17 +54,36 @@ func (dialect) Strings(v []string) any { return nonNilList(v) }
 
 func (dialect) In(expr, param string) string { return expr + " = ANY (" + param + ")" }
 
-func (dialect) Lock(l sqlstore.Lock) string {
+func (dialect) Lock(l sqlstore.Lock, of ...string) string {
+	var c string
 	switch l {
 	case sqlstore.LockShare:
-		return " FOR SHARE"
+		c = " FOR SHARE"
 	case sqlstore.LockNoKeyUpdate:
-		return " FOR NO KEY UPDATE"
-	case sqlstore.LockUpdateSkipLocked:
-		return " FOR UPDATE SKIP LOCKED"
+		c = " FOR NO KEY UPDATE"
 	default:
-		return " FOR UPDATE"
+		c = " FOR UPDATE"
 	}
+	if len(of) > 0 {
+		c += " OF " + strings.Join(of, ", ")
+	}
+	if l == sqlstore.LockUpdateSkipLocked {
+		c += " SKIP LOCKED"
+	}
+	return c
+}
+
+func (dialect) Records(param, alias string, cols ...sqlstore.Column) string {
+	var b strings.Builder
+	b.WriteString("jsonb_to_recordset(" + param + "::jsonb) AS " + alias + "(")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c.Name + " " + c.Type)
+	}
+	b.WriteString(")")
+	return b.String()
 }
 
 func (dialect) Greatest() string { return "greatest" }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -43,18 +44,16 @@ func nonNilList[T any](v []T) []T {
 	return v
 }
 
-// nilIfEmpty reads an empty array back as nil.
-func nilIfEmpty[T any](v []T) []T {
-	if len(v) == 0 {
-		return nil
+// collect scans all rows with scan.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error), op string) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, translate(op, err)
+		}
+		out = append(out, v)
 	}
-	return v
-}
-
-// nonNil stores nil bytes as empty (the columns are NOT NULL).
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
+	return out, translate(op, rows.Err())
 }

@@ -64,7 +64,20 @@ func (dialect) In(expr, param string) string {
 
 // Lock is empty: a write transaction holds the database's write lock from
 // BEGIN IMMEDIATE to its end, which serialises more than any row lock.
-func (dialect) Lock(sqlstore.Lock) string { return "" }
+func (dialect) Lock(sqlstore.Lock, ...string) string { return "" }
+
+func (dialect) Records(param, alias string, cols ...sqlstore.Column) string {
+	var b strings.Builder
+	b.WriteString("(SELECT ")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("json_extract(value, '$." + c.Name + "') AS " + c.Name)
+	}
+	b.WriteString(" FROM json_each(" + param + ")) AS " + alias)
+	return b.String()
+}
 
 func (dialect) Greatest() string { return "max" }
 func (dialect) Bytewise() string { return "" }

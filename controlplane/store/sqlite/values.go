@@ -3,7 +3,6 @@ package sqlite
 import (
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -52,22 +51,16 @@ func encodeList[T any](v []T) string {
 	return string(b)
 }
 
-// decodeList reads a JSON list; an empty list is nil.
-func decodeList[T any](s string) ([]T, error) {
-	var v []T
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		return nil, fmt.Errorf("decode list %q: %w", s, err)
+// collect scans all rows with scan.
+func collect[T any](rows *sql.Rows, scan func(rowScanner) (T, error), op string) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, translate(op, err)
+		}
+		out = append(out, v)
 	}
-	if len(v) == 0 {
-		return nil, nil
-	}
-	return v, nil
-}
-
-// nonNil stores nil bytes as an empty blob (the columns are NOT NULL).
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
+	return out, translate(op, rows.Err())
 }

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -39,16 +40,46 @@ type Dialect interface {
 	// "state = ANY ($3)" on Postgres. An empty list matches nothing.
 	In(expr, param string) string
 	// Lock is the row-locking clause that ends a SELECT of a write
-	// transaction (" FOR UPDATE", ...), or "" where the transaction's
-	// lock already serialises (SQLite: the database's write lock, held
-	// from BEGIN IMMEDIATE).
-	Lock(l Lock) string
+	// transaction (" FOR UPDATE", ...; of names the tables of a join
+	// whose rows are locked, " FOR NO KEY UPDATE OF p"), or "" where the
+	// transaction's lock already serialises (SQLite: the database's
+	// write lock, held from BEGIN IMMEDIATE).
+	Lock(l Lock, of ...string) string
+	// Records is a FROM item, named alias, of the rows in a JSON array
+	// parameter (text, as Records encodes it), one object per row with
+	// the fields cols: a set of rows in one parameter, for bulk inserts
+	// and updates in one statement ("INSERT INTO t (a, b) SELECT a, b
+	// FROM "+db.Records("$1", "r", cols...)). Fields are cast to the
+	// columns' Types on Postgres (jsonb_to_recordset); SQLite reads
+	// them with json_extract, a list field as JSON text, as list
+	// columns store them.
+	Records(param, alias string, cols ...Column) string
 	// Greatest is the name of the scalar maximum function ("greatest" on
 	// Postgres, "max" on SQLite).
 	Greatest() string
 	// Bytewise is the collation clause that orders text bytewise
 	// (` COLLATE "C"` on Postgres; SQLite's default is already bytewise).
 	Bytewise() string
+}
+
+// Column is a field of Dialect.Records: its name and its type as Postgres
+// spells it ("uuid", "integer", "bigint", "text", "boolean",
+// "integer[]", "timestamptz"), for SQLite only its name.
+type Column struct{ Name, Type string }
+
+// Records encodes rows for Dialect.Records: a JSON array of rows, each
+// a struct whose JSON field names are the Columns' names (lists non-nil:
+// JSON null is not a list; times as Dialect.Time encodes them, so in
+// columns of Postgres type timestamptz and SQLite INTEGER).
+func Records[T any](rows []T) (string, error) {
+	if rows == nil {
+		rows = []T{}
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return "", fmt.Errorf("encode records: %w", err)
+	}
+	return string(b), nil
 }
 
 // Lock is a row lock taken by a SELECT in a write transaction.

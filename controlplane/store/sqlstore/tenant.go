@@ -1,21 +1,20 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5"
+	"database/sql"
+	"strconv"
 
 	"github.com/sluicemq/sluice/controlplane/store"
 )
 
 const tenantColumns = `id, name, email, plan, status, overrides, created_at`
 
-func scanTenant(r pgx.Row) (store.Tenant, error) {
+func scanTenant(r Scanner) (store.Tenant, error) {
 	var t store.Tenant
-	if err := r.Scan(&t.ID, &t.Name, &t.Email, &t.Plan, &t.Status, &t.Overrides, &t.CreatedAt); err != nil {
+	if err := r.Scan(&t.ID, &t.Name, &t.Email, &t.Plan, &t.Status, &t.Overrides, ScanTime(&t.CreatedAt)); err != nil {
 		return store.Tenant{}, err
 	}
-	t.CreatedAt = t.CreatedAt.UTC()
 	return t, nil
 }
 
@@ -34,15 +33,15 @@ func (s *Store) CreateTenant(ctx context.Context, t store.Tenant, firstKey store
 		return err
 	}
 	firstKey.TenantID = id
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx,
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO tenants (`+tenantColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			id, t.Name, t.Email, t.Plan, t.Status, overrides, ts(orNow(t.CreatedAt))); err != nil {
+			id, t.Name, t.Email, t.Plan, t.Status, overrides, s.db.Time(orNow(t.CreatedAt))); err != nil {
 			return err
 		}
-		return insertAPIKey(ctx, tx, firstKey)
+		return s.insertAPIKey(ctx, tx, firstKey)
 	})
-	return translate("create tenant", err)
+	return s.db.Translate("create tenant", err)
 }
 
 // GetTenant implements store.Store.
@@ -51,56 +50,48 @@ func (s *Store) GetTenant(ctx context.Context, id string) (store.Tenant, error) 
 	if !ok {
 		return store.Tenant{}, store.ErrNotFound
 	}
-	t, err := scanTenant(s.pool.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1`, id))
-	return t, translate("get tenant", err)
+	t, err := scanTenant(s.db.Read().QueryRowContext(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1`, id))
+	return t, s.db.Translate("get tenant", err)
 }
 
 // GetTenantByName implements store.Store.
 func (s *Store) GetTenantByName(ctx context.Context, name string) (store.Tenant, error) {
-	t, err := scanTenant(s.pool.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE name = $1`, name))
-	return t, translate("get tenant by name", err)
+	t, err := scanTenant(s.db.Read().QueryRowContext(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE name = $1`, name))
+	return t, s.db.Translate("get tenant by name", err)
 }
 
 // ListTenants implements store.Store. Creation order is (CreatedAt, ID);
 // an unknown afterID → store.ErrNotFound; limit <= 0 means no limit.
 func (s *Store) ListTenants(ctx context.Context, afterID string, limit int) ([]store.Tenant, error) {
-	var lim *int
-	if limit > 0 {
-		lim = &limit
-	}
-	var (
-		rows pgx.Rows
-		err  error
-	)
-	if afterID == "" {
-		rows, err = s.pool.Query(ctx,
-			`SELECT `+tenantColumns+` FROM tenants WHERE id <> '`+store.SystemTenantID+`' ORDER BY created_at, id LIMIT $1`, lim)
-	} else {
+	q := `SELECT ` + tenantColumns + ` FROM tenants WHERE id <> '` + store.SystemTenantID + `'`
+	var args []any
+	if afterID != "" {
 		id, ok := store.CanonicalID(afterID)
 		if !ok {
 			return nil, store.ErrNotFound
 		}
 		var exists bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)`, id).Scan(&exists); err != nil {
-			return nil, translate("list tenants", err)
+		if err := s.db.Read().QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)`, id).Scan(&exists); err != nil {
+			return nil, s.db.Translate("list tenants", err)
 		}
 		if !exists {
 			return nil, store.ErrNotFound
 		}
-		rows, err = s.pool.Query(ctx,
-			`SELECT `+tenantColumns+` FROM tenants
-			 WHERE (created_at, id) > (SELECT created_at, id FROM tenants WHERE id = $1) AND id <> '`+store.SystemTenantID+`'
-			 ORDER BY created_at, id LIMIT $2`, id, lim)
+		q += ` AND (created_at, id) > (SELECT created_at, id FROM tenants WHERE id = $1)`
+		args = append(args, id)
 	}
-	if err != nil {
-		return nil, translate("list tenants", err)
+	q += ` ORDER BY created_at, id`
+	if limit > 0 {
+		args = append(args, limit)
+		q += ` LIMIT $` + strconv.Itoa(len(args))
 	}
-	return collect(rows, scanTenant, "list tenants")
+	rows, err := s.db.Read().QueryContext(ctx, q, args...)
+	return Collect(s.db, rows, err, scanTenant, "list tenants")
 }
 
-// UpdateTenant implements store.Store: the row is locked (FOR NO KEY
-// UPDATE) while update runs, so concurrent updates serialise. nil
-// overrides are stored as "{}".
+// UpdateTenant implements store.Store: the row is locked (FOR NO KEY UPDATE
+// on Postgres; SQLite's write transaction holds the database) while update
+// runs, so concurrent updates serialise. nil overrides are stored as "{}".
 func (s *Store) UpdateTenant(ctx context.Context, id string, update func(store.Tenant) (store.Tenant, error)) (store.Tenant, error) {
 	id, ok := store.CanonicalID(id)
 	if !ok {
@@ -108,8 +99,9 @@ func (s *Store) UpdateTenant(ctx context.Context, id string, update func(store.T
 	}
 	var out store.Tenant
 	var updateErr error
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		cur, err := scanTenant(tx.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, id))
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		cur, err := scanTenant(tx.QueryRowContext(ctx,
+			`SELECT `+tenantColumns+` FROM tenants WHERE id = $1`+s.db.Lock(LockNoKeyUpdate), id))
 		if err != nil {
 			return err
 		}
@@ -125,7 +117,7 @@ func (s *Store) UpdateTenant(ctx context.Context, id string, update func(store.T
 		if err != nil {
 			return err
 		}
-		out, err = scanTenant(tx.QueryRow(ctx,
+		out, err = scanTenant(tx.QueryRowContext(ctx,
 			`UPDATE tenants SET plan = $1, status = $2, overrides = $3 WHERE id = $4 RETURNING `+tenantColumns,
 			next.Plan, next.Status, o, id))
 		return err
@@ -133,21 +125,14 @@ func (s *Store) UpdateTenant(ctx context.Context, id string, update func(store.T
 	if updateErr != nil {
 		return store.Tenant{}, updateErr
 	}
-	return out, translate("update tenant", err)
+	return out, s.db.Translate("update tenant", err)
 }
 
 // ListSuspendedTenants implements store.Store. A partial index holds just
 // the suspended tenants, so the brokers' feed never scans every tenant.
 func (s *Store) ListSuspendedTenants(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM tenants WHERE status = 'suspended' ORDER BY id`)
-	if err != nil {
-		return nil, translate("list suspended tenants", err)
-	}
-	return collect(rows, func(r pgx.Row) (string, error) {
-		var id string
-		err := r.Scan(&id)
-		return id, err
-	}, "list suspended tenants")
+	rows, err := s.db.Read().QueryContext(ctx, `SELECT id FROM tenants WHERE status = 'suspended' ORDER BY id`)
+	return Collect(s.db, rows, err, scanString, "list suspended tenants")
 }
 
 // TenantUsage implements store.Store. An unknown tenant → store.ErrNotFound.
@@ -157,23 +142,15 @@ func (s *Store) TenantUsage(ctx context.Context, tenantID string) (store.TenantU
 		return store.TenantUsage{}, store.ErrNotFound
 	}
 	var u store.TenantUsage
-	err := s.pool.QueryRow(ctx,
+	err := s.db.Read().QueryRowContext(ctx,
 		`SELECT (SELECT count(*) FROM topics WHERE tenant_id = t.id),
 		        (SELECT coalesce(sum(partitions), 0) FROM topics WHERE tenant_id = t.id)
 		 FROM tenants t WHERE t.id = $1`, id).Scan(&u.Topics, &u.Partitions)
-	return u, translate("tenant usage", err)
+	return u, s.db.Translate("tenant usage", err)
 }
 
-// collect scans all rows with scan.
-func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error), op string) ([]T, error) {
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, translate(op, err)
-		}
-		out = append(out, v)
-	}
-	return out, translate(op, rows.Err())
+// scanString scans a one-column row of text.
+func scanString(r Scanner) (string, error) {
+	var v string
+	return v, r.Scan(&v)
 }

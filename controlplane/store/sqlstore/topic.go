@@ -1,11 +1,10 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicemq/sluice/controlplane/store"
 )
@@ -14,15 +13,14 @@ const topicColumns = `id, tenant_id, name, partitions, replication_factor,
 	retention_ms, retention_bytes, local_retention_ms, local_retention_bytes,
 	max_message_bytes, min_insync_replicas, cleanup_policy, created_at, updated_at, unclean_leader_election`
 
-func scanTopic(r pgx.Row) (store.Topic, error) {
+func scanTopic(r Scanner) (store.Topic, error) {
 	var t store.Topic
 	if err := r.Scan(&t.ID, &t.TenantID, &t.Name, &t.Partitions, &t.ReplicationFactor,
 		&t.Config.RetentionMs, &t.Config.RetentionBytes, &t.Config.LocalRetentionMs, &t.Config.LocalRetentionBytes,
-		&t.Config.MaxMessageBytes, &t.Config.MinInsyncReplicas, &t.Config.CleanupPolicy, &t.CreatedAt, &t.UpdatedAt, &t.Config.UncleanLeaderElection); err != nil {
+		&t.Config.MaxMessageBytes, &t.Config.MinInsyncReplicas, &t.Config.CleanupPolicy,
+		ScanTime(&t.CreatedAt), ScanTime(&t.UpdatedAt), &t.Config.UncleanLeaderElection); err != nil {
 		return store.Topic{}, err
 	}
-	t.CreatedAt = t.CreatedAt.UTC()
-	t.UpdatedAt = t.UpdatedAt.UTC()
 	return t, nil
 }
 
@@ -47,19 +45,19 @@ func (s *Store) CreateTopic(ctx context.Context, t store.Topic, parts []store.Pa
 	if updated.IsZero() {
 		updated = created
 	}
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
 		// The tenant row lock serialises topic creations of the tenant:
 		// the counts below cannot change before this transaction ends.
-		var one int
-		if err := tx.QueryRow(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, tenantID).Scan(&one); err != nil {
+		if err := s.lockTenant(ctx, tx, tenantID); err != nil {
 			return err
 		}
 		var (
 			topics, nparts int64
 			taken          bool
 		)
-		if err := tx.QueryRow(ctx,
-			`SELECT count(*), coalesce(sum(partitions), 0), coalesce(bool_or(name = $2), false)
+		if err := tx.QueryRowContext(ctx,
+			`SELECT count(*), coalesce(sum(partitions), 0),
+			        EXISTS (SELECT 1 FROM topics WHERE tenant_id = $1 AND name = $2)
 			 FROM topics WHERE tenant_id = $1`, tenantID, t.Name).Scan(&topics, &nparts, &taken); err != nil {
 			return err
 		}
@@ -70,22 +68,66 @@ func (s *Store) CreateTopic(ctx context.Context, t store.Topic, parts []store.Pa
 			return err
 		}
 		c := t.Config
-		if _, err := tx.Exec(ctx,
+		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO topics (`+topicColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 			id, tenantID, t.Name, t.Partitions, t.ReplicationFactor,
 			c.RetentionMs, c.RetentionBytes, c.LocalRetentionMs, c.LocalRetentionBytes,
-			c.MaxMessageBytes, c.MinInsyncReplicas, c.CleanupPolicy, ts(created), ts(updated), c.UncleanLeaderElection); err != nil {
+			c.MaxMessageBytes, c.MinInsyncReplicas, c.CleanupPolicy, s.db.Time(created), s.db.Time(updated), c.UncleanLeaderElection); err != nil {
 			return err
 		}
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"partitions"},
-			[]string{"topic_id", "partition", "replicas", "leader", "leader_epoch", "isr", "partition_epoch"},
-			pgx.CopyFromSlice(len(parts), func(i int) ([]any, error) {
-				p := parts[i]
-				return []any{id, p.Partition, nonNilList(p.Replicas), p.Leader, p.LeaderEpoch, nonNilList(p.ISR), p.PartitionEpoch}, nil
-			}))
-		return err
+		return s.insertPartitions(ctx, tx, id, parts)
 	})
-	return translate("create topic", err)
+	return s.db.Translate("create topic", err)
+}
+
+// lockTenant locks the tenant row in tx (FOR NO KEY UPDATE: API-key
+// inserts, whose foreign-key check takes FOR KEY SHARE, are not blocked):
+// the serialisation of the tenant's count-limited creations. An unknown
+// tenant is sql.ErrNoRows.
+func (s *Store) lockTenant(ctx context.Context, tx *sql.Tx, tenantID string) error {
+	var one int
+	return tx.QueryRowContext(ctx, `SELECT 1 FROM tenants WHERE id = $1`+s.db.Lock(LockNoKeyUpdate), tenantID).Scan(&one)
+}
+
+// partitionRecord is a row of insertPartitions.
+type partitionRecord struct {
+	TopicID        string  `json:"topic_id"`
+	Partition      int32   `json:"partition"`
+	Replicas       []int32 `json:"replicas"`
+	Leader         int32   `json:"leader"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	ISR            []int32 `json:"isr"`
+	PartitionEpoch int32   `json:"partition_epoch"`
+}
+
+var partitionRecordColumns = []Column{
+	{"topic_id", "uuid"}, {"partition", "integer"}, {"replicas", "integer[]"}, {"leader", "integer"},
+	{"leader_epoch", "integer"}, {"isr", "integer[]"}, {"partition_epoch", "integer"},
+}
+
+// insertPartitions writes the partitions of the topic id in tx, in one
+// statement.
+func (s *Store) insertPartitions(ctx context.Context, tx *sql.Tx, id string, parts []store.Partition) error {
+	recs := make([]partitionRecord, len(parts))
+	for i, p := range parts {
+		recs[i] = partitionRecord{id, p.Partition, nonNilList(p.Replicas), p.Leader, p.LeaderEpoch, nonNilList(p.ISR), p.PartitionEpoch}
+	}
+	js, err := Records(recs)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx,
+		`INSERT INTO partitions (`+partitionColumns+`) SELECT `+partitionColumns+` FROM `+
+			s.db.Records("$1", "r", partitionRecordColumns...), js)
+	return err
+}
+
+// nonNilList encodes nil as the empty list (JSON null is not a list).
+func nonNilList[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
 }
 
 // GetTopic implements store.Store.
@@ -94,9 +136,9 @@ func (s *Store) GetTopic(ctx context.Context, tenantID, name string) (store.Topi
 	if !ok {
 		return store.Topic{}, store.ErrNotFound
 	}
-	t, err := scanTopic(s.pool.QueryRow(ctx,
+	t, err := scanTopic(s.db.Read().QueryRowContext(ctx,
 		`SELECT `+topicColumns+` FROM topics WHERE tenant_id = $1 AND name = $2`, tid, name))
-	return t, translate("get topic", err)
+	return t, s.db.Translate("get topic", err)
 }
 
 // GetTopicByID implements store.Store.
@@ -105,23 +147,19 @@ func (s *Store) GetTopicByID(ctx context.Context, id string) (store.Topic, error
 	if !ok {
 		return store.Topic{}, store.ErrNotFound
 	}
-	t, err := scanTopic(s.pool.QueryRow(ctx, `SELECT `+topicColumns+` FROM topics WHERE id = $1`, id))
-	return t, translate("get topic by id", err)
+	t, err := scanTopic(s.db.Read().QueryRowContext(ctx, `SELECT `+topicColumns+` FROM topics WHERE id = $1`, id))
+	return t, s.db.Translate("get topic by id", err)
 }
 
-// ListTopics implements store.Store. Names compare bytewise (COLLATE "C"),
-// as in the SQLite driver.
+// ListTopics implements store.Store. Names compare bytewise.
 func (s *Store) ListTopics(ctx context.Context, tenantID string) ([]store.Topic, error) {
 	tid, ok := store.CanonicalID(tenantID)
 	if !ok {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx,
-		`SELECT `+topicColumns+` FROM topics WHERE tenant_id = $1 ORDER BY name COLLATE "C"`, tid)
-	if err != nil {
-		return nil, translate("list topics", err)
-	}
-	return collect(rows, scanTopic, "list topics")
+	rows, err := s.db.Read().QueryContext(ctx,
+		`SELECT `+topicColumns+` FROM topics WHERE tenant_id = $1 ORDER BY name`+s.db.Bytewise(), tid)
+	return Collect(s.db, rows, err, scanTopic, "list topics")
 }
 
 // UpdateTopicConfig implements store.Store: the topic row is locked (FOR
@@ -133,9 +171,9 @@ func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, at
 	}
 	var out store.Topic
 	var updateErr error
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		cur, err := scanTopic(tx.QueryRow(ctx,
-			`SELECT `+topicColumns+` FROM topics WHERE tenant_id = $1 AND name = $2 FOR NO KEY UPDATE`, tid, name))
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		cur, err := scanTopic(tx.QueryRowContext(ctx,
+			`SELECT `+topicColumns+` FROM topics WHERE tenant_id = $1 AND name = $2`+s.db.Lock(LockNoKeyUpdate), tid, name))
 		if err != nil {
 			return err
 		}
@@ -144,19 +182,19 @@ func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, at
 			updateErr = err
 			return err
 		}
-		out, err = scanTopic(tx.QueryRow(ctx,
+		out, err = scanTopic(tx.QueryRowContext(ctx,
 			`UPDATE topics SET retention_ms = $1, retention_bytes = $2, local_retention_ms = $3, local_retention_bytes = $4,
 			        max_message_bytes = $5, min_insync_replicas = $6, cleanup_policy = $7, updated_at = $8,
 			        unclean_leader_election = $10
 			 WHERE id = $9 RETURNING `+topicColumns,
 			cfg.RetentionMs, cfg.RetentionBytes, cfg.LocalRetentionMs, cfg.LocalRetentionBytes,
-			cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, ts(at), cur.ID, cfg.UncleanLeaderElection))
+			cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, s.db.Time(at), cur.ID, cfg.UncleanLeaderElection))
 		return err
 	})
 	if updateErr != nil {
 		return store.Topic{}, updateErr
 	}
-	return out, translate("update topic config", err)
+	return out, s.db.Translate("update topic config", err)
 }
 
 // DeleteTopic implements store.Store; the partitions go with the topic
@@ -166,9 +204,9 @@ func (s *Store) DeleteTopic(ctx context.Context, tenantID, name string) (store.T
 	if !ok {
 		return store.Topic{}, store.ErrNotFound
 	}
-	t, err := scanTopic(s.pool.QueryRow(ctx,
+	t, err := scanTopic(s.db.Write().QueryRowContext(ctx,
 		`DELETE FROM topics WHERE tenant_id = $1 AND name = $2 RETURNING `+topicColumns, tid, name))
-	return t, translate("delete topic", err)
+	return t, s.db.Translate("delete topic", err)
 }
 
 // AddPartitions implements store.Store. The tenant row lock serialises it
@@ -189,38 +227,33 @@ func (s *Store) AddPartitions(ctx context.Context, tenantID, topicID string, fro
 		return store.Topic{}, err
 	}
 	var out store.Topic
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var one int
-		if err := tx.QueryRow(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, tid).Scan(&one); err != nil {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := s.lockTenant(ctx, tx, tid); err != nil {
 			return err
 		}
 		var cur int32
-		if err := tx.QueryRow(ctx, `SELECT partitions FROM topics WHERE id = $1 AND tenant_id = $2 FOR NO KEY UPDATE`, id, tid).Scan(&cur); err != nil {
+		if err := tx.QueryRowContext(ctx,
+			`SELECT partitions FROM topics WHERE id = $1 AND tenant_id = $2`+s.db.Lock(LockNoKeyUpdate), id, tid).Scan(&cur); err != nil {
 			return err
 		}
 		if cur != from {
 			return fmt.Errorf("topic %s has %d partitions, not %d: %w", id, cur, from, store.ErrConflict)
 		}
 		var nparts int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(partitions), 0) FROM topics WHERE tenant_id = $1`, tid).Scan(&nparts); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(partitions), 0) FROM topics WHERE tenant_id = $1`, tid).Scan(&nparts); err != nil {
 			return err
 		}
 		if err := store.CheckPartitionLimit(limits, nparts, int64(len(parts))); err != nil {
 			return err
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"partitions"},
-			[]string{"topic_id", "partition", "replicas", "leader", "leader_epoch", "isr", "partition_epoch"},
-			pgx.CopyFromSlice(len(parts), func(i int) ([]any, error) {
-				p := parts[i]
-				return []any{id, p.Partition, nonNilList(p.Replicas), p.Leader, p.LeaderEpoch, nonNilList(p.ISR), p.PartitionEpoch}, nil
-			})); err != nil {
+		if err := s.insertPartitions(ctx, tx, id, parts); err != nil {
 			return err
 		}
 		var err error
-		out, err = scanTopic(tx.QueryRow(ctx,
+		out, err = scanTopic(tx.QueryRowContext(ctx,
 			`UPDATE topics SET partitions = $1, updated_at = $2 WHERE id = $3 RETURNING `+topicColumns,
-			from+int32(len(parts)), ts(at), id))
+			from+int32(len(parts)), s.db.Time(at), id))
 		return err
 	})
-	return out, translate("add partitions", err)
+	return out, s.db.Translate("add partitions", err)
 }
