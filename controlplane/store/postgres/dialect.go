@@ -61,6 +61,8 @@ func (dialect) Lock(l sqlstore.Lock, of ...string) string {
 		c = " FOR SHARE"
 	case sqlstore.LockNoKeyUpdate:
 		c = " FOR NO KEY UPDATE"
+	case sqlstore.LockKeyShare:
+		c = " FOR KEY SHARE"
 	default:
 		c = " FOR UPDATE"
 	}
@@ -86,5 +88,35 @@ func (dialect) Records(param, alias string, cols ...sqlstore.Column) string {
 	return b.String()
 }
 
+func (dialect) Cast(expr, pgType string) string { return "CAST(" + expr + " AS " + pgType + ")" }
+
 func (dialect) Greatest() string { return "greatest" }
 func (dialect) Bytewise() string { return ` COLLATE "C"` }
+
+// alreadyExists maps unique constraints (named in migrations/) to the field
+// named in *store.AlreadyExistsError.
+var alreadyExists = map[string]string{
+	"tenants_pkey":              "tenant id",
+	"tenants_name_key":          "tenant name",
+	"tenants_email_key":         "email",
+	"api_keys_pkey":             "api key id",
+	"signing_keys_pkey":         "signing key id",
+	"topics_pkey":               "topic id",
+	"topics_tenant_id_name_key": "topic name",
+	"partitions_pkey":           "partition",
+	"alerts_pkey":               "alert id",
+	"webhooks_pkey":             "webhook id",
+	"webhook_deliveries_pkey":   "delivery id",
+}
+
+// ts is a time as stored: truncated to the millisecond (the precision both
+// engines share).
+func ts(t time.Time) time.Time { return t.Truncate(time.Millisecond) }
+
+// nonNilList stores nil as an empty array (the columns are NOT NULL).
+func nonNilList[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
+}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -117,50 +115,4 @@ func (s *Store) Close() error {
 	err := s.db.Close()
 	s.pool.Close()
 	return err
-}
-
-// inTx runs fn in a transaction and commits it.
-func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, fn)
-}
-
-// alreadyExists maps unique constraints (named in migrations/) to the field
-// named in *store.AlreadyExistsError.
-var alreadyExists = map[string]string{
-	"tenants_pkey":              "tenant id",
-	"tenants_name_key":          "tenant name",
-	"tenants_email_key":         "email",
-	"api_keys_pkey":             "api key id",
-	"signing_keys_pkey":         "signing key id",
-	"topics_pkey":               "topic id",
-	"topics_tenant_id_name_key": "topic name",
-	"partitions_pkey":           "partition",
-	"alerts_pkey":               "alert id",
-	"webhooks_pkey":             "webhook id",
-	"webhook_deliveries_pkey":   "delivery id",
-}
-
-// translate turns driver errors into store sentinels; other errors are
-// wrapped with op.
-func translate(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.ErrNotFound
-	}
-	if isStoreError(err) {
-		return err
-	}
-	if e := (dialect{}).Translate(err); e != nil {
-		return e
-	}
-	return fmt.Errorf("%s: %w", op, err)
-}
-
-// isStoreError reports whether err already is one of the store's errors
-// (returned from inside a transaction).
-func isStoreError(err error) bool {
-	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAlreadyExists) ||
-		errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrLimitExceeded)
 }

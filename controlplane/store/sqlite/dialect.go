@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -79,5 +80,40 @@ func (dialect) Records(param, alias string, cols ...sqlstore.Column) string {
 	return b.String()
 }
 
+func (dialect) Cast(expr, _ string) string { return expr }
+
 func (dialect) Greatest() string { return "max" }
 func (dialect) Bytewise() string { return "" }
+
+// alreadyExists maps the column list of a SQLite UNIQUE / PRIMARY KEY
+// violation to the field named in *store.AlreadyExistsError.
+var alreadyExists = map[string]string{
+	"tenants.id":                    "tenant id",
+	"tenants.name":                  "tenant name",
+	"tenants.email":                 "email",
+	"api_keys.id":                   "api key id",
+	"signing_keys.kid":              "signing key id",
+	"topics.id":                     "topic id",
+	"topics.tenant_id, topics.name": "topic name",
+	"partitions.topic_id, partitions.partition": "partition",
+	"alerts.id":                       "alert id",
+	"alerts.id, alerts.tenant_id":     "alert id",
+	"webhooks.id":                     "webhook id",
+	"webhooks.id, webhooks.tenant_id": "webhook id",
+	"webhook_deliveries.id":           "delivery id",
+}
+
+// toMS stores a time as unix milliseconds.
+func toMS(t time.Time) int64 { return t.UnixMilli() }
+
+// encodeList stores a list as JSON text; nil is "[]".
+func encodeList[T any](v []T) string {
+	if len(v) == 0 {
+		return "[]"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // []int32 and []string always marshal
+	}
+	return string(b)
+}

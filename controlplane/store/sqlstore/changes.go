@@ -23,7 +23,7 @@ func (s *Store) MetadataChangesSince(ctx context.Context, since int64) (store.Me
 			return store.ErrChangesPruned
 		}
 		var err error
-		rows, err := tx.QueryContext(ctx, s.changesQuery(), since)
+		rows, err := tx.QueryContext(ctx, s.pick(changesQuery), since)
 		if out.Partitions, err = Collect(s.db, rows, err, scanPartitionWithTopic, "metadata changes"); err != nil {
 			return err
 		}
@@ -49,20 +49,8 @@ func (s *Store) MetadataChangesSince(ctx context.Context, since int64) (store.Me
 // join order): without statistics the planner scanned every topic in ORDER
 // BY order and probed the changes for each, 5-10 ms at 6,000 partitions
 // for one change.
-func (s *Store) changesQuery() string {
-	if s.db.Name() == "sqlite" {
-		return `WITH changed AS (
-		     SELECT topic_id, partition FROM partitions INDEXED BY partitions_changed_version_idx WHERE changed_version > $1
-		     UNION
-		     SELECT p.topic_id, p.partition FROM topics t INDEXED BY topics_changed_version_idx
-		     CROSS JOIN partitions p ON p.topic_id = t.id WHERE t.changed_version > $1
-		 )
-		 SELECT ` + partitionWithTopicColumns + `
-		 FROM changed c CROSS JOIN partitions p ON p.topic_id = c.topic_id AND p.partition = c.partition
-		 CROSS JOIN topics t ON t.id = p.topic_id
-		 ORDER BY t.tenant_id, t.name, p.partition`
-	}
-	return `WITH changed AS (
+var changesQuery = engineSQL{
+	postgres: `WITH changed AS (
 	     SELECT topic_id, partition FROM partitions WHERE changed_version > $1
 	     UNION
 	     SELECT p.topic_id, p.partition FROM topics t JOIN partitions p ON p.topic_id = t.id WHERE t.changed_version > $1
@@ -73,5 +61,15 @@ func (s *Store) changesQuery() string {
 	     WHERE p.topic_id = c.topic_id AND p.partition = c.partition
 	     LIMIT 1
 	 ) x
-	 ORDER BY x.tenant_id, x.name COLLATE "C", x.partition`
+	 ORDER BY x.tenant_id, x.name COLLATE "C", x.partition`,
+	sqlite: `WITH changed AS (
+	     SELECT topic_id, partition FROM partitions INDEXED BY partitions_changed_version_idx WHERE changed_version > $1
+	     UNION
+	     SELECT p.topic_id, p.partition FROM topics t INDEXED BY topics_changed_version_idx
+	     CROSS JOIN partitions p ON p.topic_id = t.id WHERE t.changed_version > $1
+	 )
+	 SELECT ` + partitionWithTopicColumns + `
+	 FROM changed c CROSS JOIN partitions p ON p.topic_id = c.topic_id AND p.partition = c.partition
+	 CROSS JOIN topics t ON t.id = p.topic_id
+	 ORDER BY t.tenant_id, t.name, p.partition`,
 }

@@ -54,6 +54,10 @@ type Dialect interface {
 	// them with json_extract, a list field as JSON text, as list
 	// columns store them.
 	Records(param, alias string, cols ...Column) string
+	// Cast is expr converted to the column type pgType where the engine
+	// needs it (Postgres: "CAST(expr AS json)" for a json column set from
+	// text), expr itself on SQLite.
+	Cast(expr, pgType string) string
 	// Greatest is the name of the scalar maximum function ("greatest" on
 	// Postgres, "max" on SQLite).
 	Greatest() string
@@ -93,6 +97,9 @@ const (
 	// row that do not change its key, without blocking inserts that
 	// reference it (their foreign-key check takes FOR KEY SHARE).
 	LockNoKeyUpdate
+	// LockKeyShare (FOR KEY SHARE) only blocks deleting the row or
+	// changing its key: the rows a transaction inserts references to.
+	LockKeyShare
 	// LockUpdate (FOR UPDATE) is the strongest row lock.
 	LockUpdate
 	// LockUpdateSkipLocked (FOR UPDATE SKIP LOCKED) locks the rows not

@@ -32,3 +32,16 @@ func nonNil(b []byte) []byte {
 	}
 	return b
 }
+
+// engineSQL is a statement the engines need written differently (their
+// planners, or a construct only one has), each documented where it is
+// defined. Everything else is written once.
+type engineSQL struct{ postgres, sqlite string }
+
+// pick is q's text for s's engine.
+func (s *Store) pick(q engineSQL) string {
+	if s.db.Name() == "sqlite" {
+		return q.sqlite
+	}
+	return q.postgres
+}

@@ -1,14 +1,11 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
-
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluicemq/sluice/controlplane/store"
 )
@@ -18,17 +15,16 @@ import (
 // webhookColumns leave the secret out: it is read only by ClaimDeliveries.
 const webhookColumns = `id, tenant_id, url, description, created_at`
 
-func scanWebhook(r pgx.Row) (store.Webhook, error) {
+func scanWebhook(r Scanner) (store.Webhook, error) {
 	var w store.Webhook
-	if err := r.Scan(&w.ID, &w.TenantID, &w.URL, &w.Description, &w.CreatedAt); err != nil {
+	if err := r.Scan(&w.ID, &w.TenantID, &w.URL, &w.Description, ScanTime(&w.CreatedAt)); err != nil {
 		return store.Webhook{}, err
 	}
-	w.CreatedAt = w.CreatedAt.UTC()
 	return w, nil
 }
 
-// CreateWebhook implements store.Store. The tenant row is locked (FOR NO KEY
-// UPDATE, as CreateTopic does) from the count to the insert, so concurrent
+// CreateWebhook implements store.Store. The tenant row is locked (lockTenant,
+// as CreateTopic does) from the count to the insert, so concurrent
 // creations of one tenant never pass the limit.
 func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook, secret []byte, maxPerTenant int) (store.Webhook, error) {
 	w, err := store.CheckWebhook(w, secret)
@@ -36,29 +32,28 @@ func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook, secret []byt
 		return store.Webhook{}, err
 	}
 	var out store.Webhook
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR NO KEY UPDATE`, w.TenantID)
-		if err != nil {
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := s.lockTenant(ctx, tx, w.TenantID); errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("tenant %s: %w", w.TenantID, store.ErrNotFound)
+		} else if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("tenant %s: %w", w.TenantID, store.ErrNotFound)
-		}
 		var n int64
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM webhooks WHERE tenant_id = $1`, w.TenantID).Scan(&n); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM webhooks WHERE tenant_id = $1`, w.TenantID).Scan(&n); err != nil {
 			return err
 		}
 		if maxPerTenant > 0 && n >= int64(maxPerTenant) {
 			return &store.LimitError{Limit: "webhooks", Current: n, Request: 1, Max: int64(maxPerTenant)}
 		}
-		out, err = scanWebhook(tx.QueryRow(ctx,
+		var err error
+		out, err = scanWebhook(tx.QueryRowContext(ctx,
 			`INSERT INTO webhooks (id, tenant_id, url, secret, description, created_at) VALUES ($1, $2, $3, $4, $5, $6)
 			 RETURNING `+webhookColumns,
-			w.ID, w.TenantID, w.URL, secret, w.Description, ts(orNow(w.CreatedAt))))
+			w.ID, w.TenantID, w.URL, secret, w.Description, s.db.Time(orNow(w.CreatedAt))))
 		return err
 	})
 	if err != nil {
-		return store.Webhook{}, translate("create webhook", err)
+		return store.Webhook{}, s.db.Translate("create webhook", err)
 	}
 	return out, nil
 }
@@ -70,9 +65,9 @@ func (s *Store) GetWebhook(ctx context.Context, tenantID, id string) (store.Webh
 	if !ok1 || !ok2 {
 		return store.Webhook{}, store.ErrNotFound
 	}
-	w, err := scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id = $1 AND tenant_id = $2`, wid, tid))
+	w, err := scanWebhook(s.db.Read().QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id = $1 AND tenant_id = $2`, wid, tid))
 	if err != nil {
-		return store.Webhook{}, translate("get webhook", err)
+		return store.Webhook{}, s.db.Translate("get webhook", err)
 	}
 	return w, nil
 }
@@ -83,11 +78,8 @@ func (s *Store) ListWebhooks(ctx context.Context, tenantID string) ([]store.Webh
 	if !ok {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant_id = $1 ORDER BY created_at, id`, tid)
-	if err != nil {
-		return nil, translate("list webhooks", err)
-	}
-	return collect(rows, scanWebhook, "list webhooks")
+	rows, err := s.db.Read().QueryContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant_id = $1 ORDER BY created_at, id`, tid)
+	return Collect(s.db, rows, err, scanWebhook, "list webhooks")
 }
 
 // DeleteWebhook implements store.Store; its deliveries go by ON DELETE CASCADE.
@@ -97,14 +89,8 @@ func (s *Store) DeleteWebhook(ctx context.Context, tenantID, id string) error {
 	if !ok1 || !ok2 {
 		return store.ErrNotFound
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM webhooks WHERE id = $1 AND tenant_id = $2`, wid, tid)
-	if err != nil {
-		return translate("delete webhook", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return store.ErrNotFound
-	}
-	return nil
+	res, err := s.db.Write().ExecContext(ctx, `DELETE FROM webhooks WHERE id = $1 AND tenant_id = $2`, wid, tid)
+	return s.db.Translate("delete webhook", MustAffect(res, err))
 }
 
 // ---- deliveries ----
@@ -119,41 +105,36 @@ const insertDelivery = `INSERT INTO webhook_deliveries (` + deliveryColumns + `)
 	ON CONFLICT (webhook_id, alert_id, alert_state) DO NOTHING`
 
 // deliveryArgs are insertDelivery's arguments for d (checked).
-func deliveryArgs(d store.Delivery) []any {
-	created := ts(orNow(d.CreatedAt))
+func (s *Store) deliveryArgs(d store.Delivery) []any {
+	created := orNow(d.CreatedAt)
 	next := created
 	if !d.NextAttemptAt.IsZero() {
-		next = ts(d.NextAttemptAt)
+		next = d.NextAttemptAt
 	}
-	var alert pgtype.Text
+	var alert sql.NullString
 	if d.AlertID != "" {
-		alert = pgtype.Text{String: d.AlertID, Valid: true}
+		alert = sql.NullString{String: d.AlertID, Valid: true}
 	}
 	return []any{d.ID, d.TenantID, d.WebhookID, alert, string(d.AlertState), d.Payload, string(store.DeliveryPending), 0,
-		next, "", created}
+		s.db.Time(next), "", s.db.Time(created)}
 }
 
-func scanDelivery(r pgx.Row) (store.Delivery, error) { return scanDeliveryWith(r) }
+func scanDelivery(r Scanner) (store.Delivery, error) { return scanDeliveryWith(r) }
 
 // scanDeliveryWith scans a delivery followed by the extra columns.
-func scanDeliveryWith(r pgx.Row, extra ...any) (store.Delivery, error) {
+func scanDeliveryWith(r Scanner, extra ...any) (store.Delivery, error) {
 	var (
 		d             store.Delivery
-		alert         pgtype.UUID
+		alert         sql.NullString
 		state, status string
-		delivered     pgtype.Timestamptz
 	)
 	dest := []any{&d.ID, &d.TenantID, &d.WebhookID, &alert, &state, &d.Payload, &status, &d.Attempts,
-		&d.NextAttemptAt, &d.LastError, &d.CreatedAt, &delivered}
+		ScanTime(&d.NextAttemptAt), &d.LastError, ScanTime(&d.CreatedAt), ScanTime(&d.DeliveredAt)}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return store.Delivery{}, err
 	}
-	if alert.Valid {
-		d.AlertID = alert.String()
-	}
+	d.AlertID = alert.String
 	d.AlertState, d.Status = store.AlertState(state), store.DeliveryStatus(status)
-	d.NextAttemptAt, d.CreatedAt = d.NextAttemptAt.UTC(), d.CreatedAt.UTC()
-	d.DeliveredAt = fromNullTS(delivered)
 	return d, nil
 }
 
@@ -165,60 +146,62 @@ func (s *Store) EnqueueDelivery(ctx context.Context, d store.Delivery) (store.De
 	if err != nil {
 		return store.Delivery{}, false, err
 	}
-	tag, err := s.pool.Exec(ctx, insertDelivery, deliveryArgs(d)...)
+	res, err := s.db.Write().ExecContext(ctx, insertDelivery, s.deliveryArgs(d)...)
 	if err != nil {
-		return store.Delivery{}, false, translate("enqueue delivery", err)
+		return store.Delivery{}, false, s.db.Translate("enqueue delivery", err)
 	}
-	created := tag.RowsAffected() == 1
-	var row pgx.Row
+	n, err := res.RowsAffected()
+	if err != nil {
+		return store.Delivery{}, false, s.db.Translate("enqueue delivery", err)
+	}
+	created := n == 1
+	var row *sql.Row
 	if created {
-		row = s.pool.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE id = $1`, d.ID)
+		row = s.db.Read().QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE id = $1`, d.ID)
 	} else {
-		row = s.pool.QueryRow(ctx,
+		row = s.db.Read().QueryRowContext(ctx,
 			`SELECT `+deliveryColumns+` FROM webhook_deliveries
 			 WHERE webhook_id = $1 AND alert_id = $2 AND alert_state = $3 AND tenant_id = $4`,
 			d.WebhookID, d.AlertID, string(d.AlertState), d.TenantID)
 	}
 	out, err := scanDelivery(row)
 	if err != nil {
-		return store.Delivery{}, false, translate("enqueue delivery", err)
+		return store.Delivery{}, false, s.db.Translate("enqueue delivery", err)
 	}
 	return out, created, nil
 }
 
-// ClaimDeliveries implements store.Store: FOR UPDATE SKIP LOCKED picks due
-// rows no concurrent claim holds; a row another claim leased and committed
-// meanwhile is re-checked against the lease condition after the lock and
-// left out.
+// ClaimDeliveries implements store.Store: on Postgres FOR UPDATE SKIP
+// LOCKED picks due rows no concurrent claim holds, and a row another claim
+// leased and committed meanwhile is re-checked against the lease condition
+// after the lock and left out; on SQLite the write transaction is the only
+// claim running.
 func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.ClaimedDelivery, error) {
 	if err := store.CheckClaim(lease, limit); err != nil {
 		return nil, err
 	}
-	now = ts(now)
-	until := ts(now.Add(lease))
 	token := store.NewID()
 	var out []store.ClaimedDelivery
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx,
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
 			`UPDATE webhook_deliveries SET lease_token = $1, lease_expires_at = $2
 			 WHERE id IN (
 				SELECT id FROM webhook_deliveries
 				WHERE status = 'pending' AND next_attempt_at <= $3 AND (lease_expires_at IS NULL OR lease_expires_at <= $3)
-				ORDER BY next_attempt_at, id LIMIT $4
-				FOR UPDATE SKIP LOCKED)`,
-			token, until, now, limit)
-		if err != nil || tag.RowsAffected() == 0 {
+				ORDER BY next_attempt_at, id LIMIT $4`+s.db.Lock(LockUpdateSkipLocked)+`)`,
+			token, s.db.Time(now.Add(lease)), s.db.Time(now), limit)
+		if err := MustAffect(res, err); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // nothing due
+			}
 			return err
 		}
-		rows, err := tx.Query(ctx, claimedSelect, token)
-		if err != nil {
-			return err
-		}
-		out, err = collect(rows, scanClaimed, "claim deliveries")
+		rows, err := tx.QueryContext(ctx, claimedSelect, token)
+		out, err = Collect(s.db, rows, err, scanClaimed, "claim deliveries")
 		return err
 	})
 	if err != nil {
-		return nil, translate("claim deliveries", err)
+		return nil, s.db.Translate("claim deliveries", err)
 	}
 	return out, nil
 }
@@ -234,31 +217,32 @@ func (s *Store) ClaimDelivery(ctx context.Context, tenantID, id string, now time
 	if !ok1 || !ok2 {
 		return store.ClaimedDelivery{}, fmt.Errorf("delivery %q: %w", id, store.ErrNotFound)
 	}
-	now = ts(now)
+	now = now.Truncate(time.Millisecond)
 	token := store.NewID()
 	var out store.ClaimedDelivery
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var until pgtype.Timestamptz
-		d, err := scanDeliveryWith(tx.QueryRow(ctx,
-			`SELECT `+deliveryColumns+`, lease_expires_at FROM webhook_deliveries WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, did, tid), &until)
-		if errors.Is(err, pgx.ErrNoRows) {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		var until time.Time
+		d, err := scanDeliveryWith(tx.QueryRowContext(ctx,
+			`SELECT `+deliveryColumns+`, lease_expires_at FROM webhook_deliveries WHERE id = $1 AND tenant_id = $2`+s.db.Lock(LockUpdate),
+			did, tid), ScanTime(&until))
+		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("delivery %s: %w", did, store.ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
-		if err := store.DecideClaimDelivery(d, fromNullTS(until), now); err != nil {
+		if err := store.DecideClaimDelivery(d, until, now); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET lease_token = $1, lease_expires_at = $2 WHERE id = $3`,
-			token, ts(now.Add(lease)), did); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET lease_token = $1, lease_expires_at = $2 WHERE id = $3`,
+			token, s.db.Time(now.Add(lease)), did); err != nil {
 			return err
 		}
-		out, err = scanClaimed(tx.QueryRow(ctx, claimedSelect, token))
+		out, err = scanClaimed(tx.QueryRowContext(ctx, claimedSelect, token))
 		return err
 	})
 	if err != nil {
-		return store.ClaimedDelivery{}, translate("claim delivery", err)
+		return store.ClaimedDelivery{}, s.db.Translate("claim delivery", err)
 	}
 	return out, nil
 }
@@ -269,44 +253,31 @@ const claimedSelect = `SELECT d.id, d.tenant_id, d.webhook_id, d.alert_id, d.ale
 	FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
 	WHERE d.lease_token = $1 ORDER BY d.next_attempt_at, d.id`
 
-func scanClaimed(r pgx.Row) (store.ClaimedDelivery, error) {
-	var (
-		c             store.ClaimedDelivery
-		alert         pgtype.UUID
-		state, status string
-		delivered     pgtype.Timestamptz
-	)
-	if err := r.Scan(&c.ID, &c.TenantID, &c.WebhookID, &alert, &state, &c.Payload, &status, &c.Attempts,
-		&c.NextAttemptAt, &c.LastError, &c.CreatedAt, &delivered, &c.URL, &c.Secret, &c.LeaseToken, &c.LeaseExpiresAt); err != nil {
-		return store.ClaimedDelivery{}, err
-	}
-	if alert.Valid {
-		c.AlertID = alert.String()
-	}
-	c.AlertState, c.Status = store.AlertState(state), store.DeliveryStatus(status)
-	c.NextAttemptAt, c.CreatedAt, c.LeaseExpiresAt = c.NextAttemptAt.UTC(), c.CreatedAt.UTC(), c.LeaseExpiresAt.UTC()
-	c.DeliveredAt = fromNullTS(delivered)
-	return c, nil
+func scanClaimed(r Scanner) (store.ClaimedDelivery, error) {
+	var c store.ClaimedDelivery
+	d, err := scanDeliveryWith(r, &c.URL, &c.Secret, &c.LeaseToken, ScanTime(&c.LeaseExpiresAt))
+	c.Delivery = d
+	return c, err
 }
 
 // leased reads, in tx and FOR UPDATE, the delivery id held under token:
 // ErrNotFound when there is no such delivery, ErrConflict when it is not
 // pending under that token (it was claimed again, or marked).
-func leased(ctx context.Context, tx pgx.Tx, id, token string) (store.Delivery, error) {
+func (s *Store) leased(ctx context.Context, tx *sql.Tx, id, token string) (store.Delivery, error) {
 	did, ok := store.CanonicalID(id)
 	if !ok {
 		return store.Delivery{}, fmt.Errorf("delivery %q: %w", id, store.ErrNotFound)
 	}
-	var cur pgtype.UUID
-	d, err := scanDeliveryWith(tx.QueryRow(ctx,
-		`SELECT `+deliveryColumns+`, lease_token FROM webhook_deliveries WHERE id = $1 FOR UPDATE`, did), &cur)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var cur sql.NullString
+	d, err := scanDeliveryWith(tx.QueryRowContext(ctx,
+		`SELECT `+deliveryColumns+`, lease_token FROM webhook_deliveries WHERE id = $1`+s.db.Lock(LockUpdate), did), &cur)
+	if errors.Is(err, sql.ErrNoRows) {
 		return store.Delivery{}, fmt.Errorf("delivery %s: %w", did, store.ErrNotFound)
 	}
 	if err != nil {
 		return store.Delivery{}, err
 	}
-	if d.Status != store.DeliveryPending || !cur.Valid || cur.String() != token {
+	if d.Status != store.DeliveryPending || !cur.Valid || cur.String != token {
 		return store.Delivery{}, fmt.Errorf("delivery %s is no longer leased under this token: %w", did, store.ErrConflict)
 	}
 	return d, nil
@@ -315,41 +286,41 @@ func leased(ctx context.Context, tx pgx.Tx, id, token string) (store.Delivery, e
 // MarkDelivered implements store.Store.
 func (s *Store) MarkDelivered(ctx context.Context, id, leaseToken string, at time.Time) (store.Delivery, error) {
 	var out store.Delivery
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		d, err := leased(ctx, tx, id, leaseToken)
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		d, err := s.leased(ctx, tx, id, leaseToken)
 		if err != nil {
 			return err
 		}
-		out, err = scanDelivery(tx.QueryRow(ctx,
+		out, err = scanDelivery(tx.QueryRowContext(ctx,
 			`UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, delivered_at = $2,
 				lease_token = NULL, lease_expires_at = NULL
-			 WHERE id = $1 RETURNING `+deliveryColumns, d.ID, ts(orNow(at))))
+			 WHERE id = $1 RETURNING `+deliveryColumns, d.ID, s.db.Time(orNow(at))))
 		return err
 	})
 	if err != nil {
-		return store.Delivery{}, translate("mark delivered", err)
+		return store.Delivery{}, s.db.Translate("mark delivered", err)
 	}
 	return out, nil
 }
 
 // MarkDeliveryFailed implements store.Store.
 func (s *Store) MarkDeliveryFailed(ctx context.Context, id, leaseToken string, f store.DeliveryFailure, policy store.RetryPolicy) (store.Delivery, error) {
-	f.At = ts(orNow(f.At))
+	f.At = orNow(f.At).Truncate(time.Millisecond)
 	var out store.Delivery
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		d, err := leased(ctx, tx, id, leaseToken)
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		d, err := s.leased(ctx, tx, id, leaseToken)
 		if err != nil {
 			return err
 		}
 		status, next, msg := store.DecideDeliveryFailure(d.Attempts+1, f, policy)
-		out, err = scanDelivery(tx.QueryRow(ctx,
+		out, err = scanDelivery(tx.QueryRowContext(ctx,
 			`UPDATE webhook_deliveries SET status = $2, attempts = attempts + 1, next_attempt_at = $3, last_error = $4,
 				lease_token = NULL, lease_expires_at = NULL
-			 WHERE id = $1 RETURNING `+deliveryColumns, d.ID, string(status), ts(next), msg))
+			 WHERE id = $1 RETURNING `+deliveryColumns, d.ID, string(status), s.db.Time(next), msg))
 		return err
 	})
 	if err != nil {
-		return store.Delivery{}, translate("mark delivery failed", err)
+		return store.Delivery{}, s.db.Translate("mark delivery failed", err)
 	}
 	return out, nil
 }
@@ -360,20 +331,18 @@ func (s *Store) ListDeliveries(ctx context.Context, tenantID, webhookID string, 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx,
+	rows, err := s.db.Read().QueryContext(ctx,
 		`SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE webhook_id = $1 AND tenant_id = $2
 		 ORDER BY created_at DESC, id DESC LIMIT $3`, w.ID, w.TenantID, store.PageSize(limit))
-	if err != nil {
-		return nil, translate("list deliveries", err)
-	}
-	return collect(rows, scanDelivery, "list deliveries")
+	return Collect(s.db, rows, err, scanDelivery, "list deliveries")
 }
 
 // PruneDeliveries implements store.Store.
 func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook_deliveries WHERE status <> 'pending' AND created_at < $1`, ts(before))
+	res, err := s.db.Write().ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE status <> 'pending' AND created_at < $1`, s.db.Time(before))
 	if err != nil {
-		return 0, translate("prune deliveries", err)
+		return 0, s.db.Translate("prune deliveries", err)
 	}
-	return tag.RowsAffected(), nil
+	n, err := res.RowsAffected()
+	return n, s.db.Translate("prune deliveries", err)
 }
