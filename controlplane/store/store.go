@@ -3,14 +3,15 @@
 // remote-segment metadata, and the lag samples, alerts, webhooks and webhook
 // deliveries of lag and retention-expiry alerts.
 //
-// One interface, two engines: controlplane/store/postgres (pgx, production)
-// and controlplane/store/sqlite (modernc.org/sqlite, for `sluice dev`). The
-// queries written once for both live in controlplane/store/sqlstore, over
-// database/sql with a small dialect seam, and both drivers embed them; the
-// rest are still each driver's own. Both pass the same contract suite in
-// controlplane/storetest.
+// One interface, one SQL implementation, two engines: the methods are
+// written once in controlplane/store/sqlstore, over database/sql with a small
+// dialect seam, and run on controlplane/store/postgres (pgx, production) and
+// controlplane/store/sqlite (modernc.org/sqlite, for `sluice dev`), which
+// open the database, apply their own migrations (the DDL differs) and supply
+// the dialect. Both pass the same contract suite in controlplane/storetest.
 //
-// Errors are translated once, inside the drivers, into the sentinels below;
+// Errors are translated once, in sqlstore with each engine's dialect, into
+// the sentinels below;
 // callers branch on them with errors.Is / errors.As and never see driver
 // errors. Every tenant-owned object is addressed by (tenant id, ...): a
 // lookup under the wrong tenant is ErrNotFound, indistinguishable from a

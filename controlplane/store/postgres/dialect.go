@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,10 +48,41 @@ func (dialect) NullTime(t time.Time) any {
 	return ts(t)
 }
 
-// Int32s and Strings pass slices through: pgx (behind database/sql, whose
-// value checks it takes over) encodes them as arrays.
-func (dialect) Int32s(v []int32) any   { return nonNilList(v) }
-func (dialect) Strings(v []string) any { return nonNilList(v) }
+// Int32s and Strings encode a list as an array literal ("{1,2}",
+// `{"a","b"}`): pgx sends a string parameter as text, which the server
+// parses as whatever array type the statement needs (integer[], text[],
+// uuid[]); a []string for a uuid[] parameter would have pgx try, and fail
+// with a formatted error, another encoding of every element first.
+func (dialect) Int32s(v []int32) any {
+	b := []byte{'{'}
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(x), 10)
+	}
+	return string(append(b, '}'))
+}
+
+func (dialect) Strings(v []string) any {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, x := range v {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for j := 0; j < len(x); j++ {
+			if x[j] == '"' || x[j] == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(x[j])
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}
 
 func (dialect) In(expr, param string) string { return expr + " = ANY (" + param + ")" }
 
@@ -112,11 +144,3 @@ var alreadyExists = map[string]string{
 // ts is a time as stored: truncated to the millisecond (the precision both
 // engines share).
 func ts(t time.Time) time.Time { return t.Truncate(time.Millisecond) }
-
-// nonNilList stores nil as an empty array (the columns are NOT NULL).
-func nonNilList[T any](v []T) []T {
-	if v == nil {
-		return []T{}
-	}
-	return v
-}

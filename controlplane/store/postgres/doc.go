@@ -1,11 +1,12 @@
 // Package postgres is the production driver of the control-plane store
 // (store.Store) on PostgreSQL, through pgx (pgxpool).
 //
-// The Store embeds sqlstore's *Store, the methods written once for both
-// engines, over database/sql on the same pool (stdlib.OpenDBFromPool) with
-// this package's dialect (dialect.go: locking clauses, array parameters,
-// error translation); the methods not moved there yet are this package's,
-// on pgx directly.
+// The driver opens the pool, applies its migrations and gives
+// controlplane/store/sqlstore its dialect (dialect.go: row-locking clauses,
+// array and record parameters, error translation); Store embeds sqlstore's
+// *Store, where every method is written once for both engines, over
+// database/sql on the same pool (stdlib.OpenDBFromPool). The concurrency
+// below is that SQL's on Postgres.
 //
 // # Model
 //
@@ -26,7 +27,8 @@
 //
 //   - CreateTopic locks the tenant row (SELECT … FOR NO KEY UPDATE), which
 //     serialises topic creations of one tenant, then counts, checks the
-//     limits and inserts the topic and its partitions (COPY). Other tenants,
+//     limits and inserts the topic and its partitions (one INSERT … SELECT
+//     FROM jsonb_to_recordset). Other tenants,
 //     and API-key inserts of the same tenant (their foreign-key check takes
 //     FOR KEY SHARE), are not blocked.
 //   - UpdatePartition is a single UPDATE … WHERE partition_epoch = expected:
@@ -44,7 +46,8 @@
 //   - UpdatePartitions (and UpdatePartitionsFenced, after the same lease
 //     check) first locks every partition it names in key order (SELECT …
 //     ORDER BY topic_id, partition FOR UPDATE), which also reads their
-//     epochs, then writes the winners in one UPDATE … FROM unnest(…):
+//     epochs, then writes the winners in one UPDATE … FROM
+//     jsonb_to_recordset(…) per round:
 //     batches over overlapping partitions lock in one order, and take the
 //     metadata version row only after all their partition rows, so neither
 //     they nor single-row writers deadlock on each other.
@@ -78,9 +81,10 @@
 //     name sorts first), so partition writers
 //     already hold the metadata version row when they write it.
 //
-// Errors are translated once (translate): pgx.ErrNoRows → store.ErrNotFound;
-// unique_violation (23505) → *store.AlreadyExistsError naming the field after
-// the constraint (alreadyExists); foreign_key_violation (23503) →
-// store.ErrNotFound (the referenced tenant or topic is missing). Anything else
-// is wrapped with the operation's name.
+// Errors are translated once (sqlstore's DB.Translate with this dialect's
+// Translate): sql.ErrNoRows → store.ErrNotFound; unique_violation (23505) →
+// *store.AlreadyExistsError naming the field after the constraint
+// (alreadyExists); foreign_key_violation (23503) → store.ErrNotFound (the
+// referenced tenant or topic is missing). Anything else is wrapped with the
+// operation's name.
 package postgres

@@ -2,10 +2,11 @@
 // (store.Store), used by `sluice dev`: one file on local disk, no server, no
 // cgo (modernc.org/sqlite).
 //
-// The Store embeds sqlstore's *Store, the methods written once for both
-// engines, over the pools below with this package's dialect (dialect.go:
-// no row locks, JSON list parameters, error translation); the methods not
-// moved there yet are this package's.
+// The driver opens the two pools below, applies its migrations and gives
+// controlplane/store/sqlstore its dialect (dialect.go: no row locks, JSON
+// list and record parameters, error translation); Store embeds sqlstore's
+// *Store, where every method is written once for both engines. The
+// concurrency below is that SQL's on SQLite.
 //
 // # Model
 //
@@ -30,9 +31,9 @@
 //
 // Every write goes through the write pool, including the single-statement
 // ones, so this process never sees SQLITE_BUSY from itself. The controller
-// lease and the fenced partition write are such write transactions: the lock
-// held from the epoch check to the commit is what fences a deposed
-// controller. So are the remote-segment writes: the leader's fence (broker
+// lease is one UPDATE through it, and the fenced partition write a write
+// transaction: the lock held from the epoch check to the commit is what
+// fences a deposed controller. So are the remote-segment writes: the leader's fence (broker
 // epoch, leader, leader epoch) and the next base offset are read and the row
 // written under the one write lock; so are alert transitions, webhook
 // creation (count and insert) and delivery claims. The metadata version is bumped by
@@ -41,7 +42,8 @@
 // for MetadataChangesSince), and the broker load (PartitionLoad) is a
 // counter row per broker that triggers on partitions move (migrations/00010).
 //
-// Errors are translated once (translate): sql.ErrNoRows → store.ErrNotFound,
+// Errors are translated once (sqlstore's DB.Translate with this dialect's
+// Translate): sql.ErrNoRows → store.ErrNotFound,
 // UNIQUE/PRIMARY KEY violations → *store.AlreadyExistsError naming the field,
 // FOREIGN KEY violations → store.ErrNotFound (the referenced tenant or topic is
 // missing).

@@ -31,7 +31,9 @@
 //     read pool is query-only: a write through Read fails.
 //   - In a write transaction, end a SELECT whose rows the decision depends
 //     on with s.db.Lock(LockNoKeyUpdate) (or LockShare for a fence read,
-//     LockUpdate, LockUpdateSkipLocked for a queue's claim): the Postgres
+//     LockKeyShare for rows the transaction references, LockUpdate,
+//     LockUpdateSkipLocked for a queue's claim; Lock(l, "p") locks only
+//     table p of a join): the Postgres
 //     row lock, nothing on SQLite, whose transactions hold the database's
 //     write lock from BEGIN IMMEDIATE. Lock rows in one order (parent
 //     before child: tenant, then topic, then partition) so that
@@ -43,11 +45,18 @@
 //     gets its field name in each driver's alreadyExists map), a store
 //     error returned from inside InTx passes through. MustAffect turns "no
 //     row changed" into store.ErrNotFound; Collect scans a result set.
-//   - Portable SQL where both engines agree (RETURNING, ON CONFLICT … DO
-//     UPDATE with excluded, row values, coalesce, CASE, count, sum, EXISTS,
-//     true/false); the Dialect for the rest: Greatest (the scalar max),
+//   - Portable SQL where both engines agree (RETURNING of the target
+//     table's columns, unqualified or table-qualified but not through an
+//     alias, ON CONFLICT … DO UPDATE with excluded, row values, coalesce,
+//     CASE, count, sum, EXISTS, window functions, UPDATE … FROM,
+//     true/false; INSERT … SELECT … ON CONFLICT needs a WHERE on SQLite:
+//     WHERE true); the Dialect for the rest: Greatest (the scalar max),
 //     Bytewise (text ordered bytewise), In (membership in a list
-//     parameter).
+//     parameter), Cast (text into a json column), Records (a set of rows in
+//     one JSON parameter, encoded by Records: bulk inserts and updates in
+//     one statement whatever their size). A statement the engines' planners
+//     need written differently is an engineSQL (both texts, side by side,
+//     with the reason); there are three.
 //   - Values: TEXT ids, BIGINT integers (unix milliseconds for new time
 //     columns), BOOLEAN (INTEGER 0/1 on SQLite, which database/sql scans
 //     into bool), bytes (BYTEA / BLOB) and JSON text need no help. The
@@ -62,7 +71,11 @@
 //
 // Postgres is pgx behind database/sql (stdlib.OpenDBFromPool over the
 // driver's pgxpool), one pool for reads and writes, READ COMMITTED write
-// transactions and REPEATABLE READ READ ONLY snapshots. SQLite
+// transactions and REPEATABLE READ READ ONLY snapshots. List parameters
+// travel as array literals in text (the server parses them as the column's
+// array type), record sets as one jsonb parameter (jsonb_to_recordset); no
+// method needs pgx's own API (COPY, batches): one statement per bulk write
+// is as few round trips as a pipeline would be. SQLite
 // (modernc.org/sqlite) has a write pool of one connection whose
 // transactions BEGIN IMMEDIATE, and a read pool of query-only connections
 // in WAL mode; every write, single statements included, goes through the

@@ -20,19 +20,24 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // engines runs f on a fresh store of each engine, through the seam.
 func engines(t *testing.T, f func(t *testing.T, db *sqlstore.DB)) {
+	stores(t, func(t *testing.T, s *sqlstore.Store) { f(t, s.DB()) })
+}
+
+// stores runs f on a fresh store of each engine.
+func stores(t *testing.T, f func(t *testing.T, s *sqlstore.Store)) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		s, err := postgres.Open(t.Context(), testenv.PostgresURL(t), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
-		f(t, s.DB())
+		f(t, s.Store)
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sluice.db"), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
-		f(t, s.DB())
+		f(t, s.Store)
 	})
 }
 
@@ -139,5 +144,21 @@ func TestSQLStoreTx(t *testing.T) {
 		require.Equal(t, "signing key id", exists.What)
 		require.ErrorIs(t, db.Translate("get", db.Read().QueryRowContext(ctx,
 			`SELECT kid FROM signing_keys WHERE kid = $1`, "nope").Scan(new(string))), store.ErrNotFound)
+	})
+}
+
+// TestSQLStoreListValues: list parameters keep elements that need quoting
+// in an array literal (quotes, backslashes, commas, braces, NULL) and come
+// back as written.
+func TestSQLStoreListValues(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, s *sqlstore.Store) {
+		scopes := []string{`a"b`, `c\d`, "e,f", "{g}", "NULL", "", "h i"}
+		ten := store.Tenant{ID: store.NewID(), Name: "lists", Email: "lists@example.com", Plan: "free", Status: store.TenantActive, CreatedAt: t0}
+		key := store.APIKey{ID: "k_" + store.NewID(), Name: "k", Hash: []byte("h"), Scopes: scopes, CreatedAt: t0}
+		require.NoError(t, s.CreateTenant(t.Context(), ten, key))
+		got, err := s.GetAPIKey(t.Context(), key.ID)
+		require.NoError(t, err)
+		require.Equal(t, scopes, got.Scopes)
 	})
 }
