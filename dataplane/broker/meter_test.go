@@ -197,18 +197,23 @@ func (c *lagCluster) meterClients(calls *int) []meterClient {
 }
 
 // produceVia writes one batch of n records to the partition through
-// client, which forwards it when it does not lead the partition.
+// client, which forwards it when it does not lead the partition. It
+// retries while the partition moves (a loaded machine may see a broker
+// miss its lease): every attempt reaches the broker and is a request of
+// the tenant, and what the log holds is what ingress must bill.
 func produceVia(t *testing.T, client meterClient, part int32, n int) {
 	t.Helper()
 	recs := make([]*sluicev1.Record, n)
 	for i := range recs {
 		recs[i] = &sluicev1.Record{Value: []byte(fmt.Sprintf("record-%d-of-%d", i, n))}
 	}
-	_, err := client.records.Produce(context.Background(), connect.NewRequest(&sluicev1.ProduceRequest{
-		Topic: "orders", Partition: part, Acks: sluicev1.Acks_ACKS_ALL,
-		Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: recs}},
-	}))
-	require.NoError(t, err)
+	testenv.Wait(t, 30*time.Second, "a produce", func() error {
+		_, err := client.records.Produce(context.Background(), connect.NewRequest(&sluicev1.ProduceRequest{
+			Topic: "orders", Partition: part, Acks: sluicev1.Acks_ACKS_ALL,
+			Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: recs}},
+		}))
+		return err
+	})
 }
 
 // fetchAllVia reads the partition from offset 0 to its HW as raw
@@ -217,8 +222,12 @@ func fetchAllVia(t *testing.T, client meterClient, part int32) int64 {
 	t.Helper()
 	var n int64
 	for off := int64(0); ; {
-		res, err := client.records.Fetch(context.Background(), connect.NewRequest(&sluicev1.FetchRequest{Topic: "orders", Partition: part, Offset: off, RawBatches: true, MaxBytes: 4096}))
-		require.NoError(t, err)
+		var res *connect.Response[sluicev1.FetchResponse]
+		testenv.Wait(t, 30*time.Second, "a fetch", func() error {
+			var err error
+			res, err = client.records.Fetch(context.Background(), connect.NewRequest(&sluicev1.FetchRequest{Topic: "orders", Partition: part, Offset: off, RawBatches: true, MaxBytes: 4096}))
+			return err
+		})
 		n += int64(len(res.Msg.GetBatches().GetData()))
 		if off = res.Msg.GetNextOffset(); off >= res.Msg.GetHighWatermark() {
 			return n
