@@ -15,7 +15,7 @@
 // assignment watch; the revocation poller; the ISR checker; the group member
 // expiry and group lag metrics loops; the transaction coordinators' loop
 // (txnLoop: timeouts, unfinished ends, one goroutine per coordinator's
-// pass); the HW checkpoint, retention and
+// pass); the quota exchange (quota.go); the HW checkpoint, retention and
 // tiering loops over the replicas; the usage report loop (meter.go, which
 // reports once more after the client port drained); and, owned by each
 // replica, one fetcher
@@ -83,6 +83,7 @@ type Broker struct {
 	files    *log.FileCache // every replica log's open segment files
 	registry *prometheus.Registry
 	metrics  *brokerMetrics
+	quota    *quotas            // quota.go
 	groupLag *groupLagCollector // nil when the group lag metrics are off
 	handler  http.Handler       // the client port
 	ops      http.Handler       // the operator listener
@@ -209,6 +210,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.registry = prometheus.NewRegistry()
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBrokerMetrics(b.registry, b)
+	b.quota = newQuotas(newQuotaMetrics(b.registry))
 	b.txnCoords = map[partKey]*txnCoordinator{}
 	b.txnMetrics = newTxnMetrics(b.registry, b)
 	b.usageCounters = &meter.Counters{}
@@ -231,7 +233,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	opts := []connect.HandlerOption{
 		// requestMeter right after auth, before anything that refuses
 		// requests (quotas): refused requests are billed too.
-		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), requestMeter{b.usageCounters, cfg.BrokerToken}, errorInterceptor{b.logger}),
+		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), requestMeter{b.usageCounters, cfg.BrokerToken}, quotaInterceptor{b.quota}, errorInterceptor{b.logger}),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 		// Never gzip responses: record batches are compressed by their
 		// producers already, and gzipping fetches cost more CPU than
@@ -379,6 +381,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	}
 	wg.Go(func() { every(ctx, b.cfg.GroupHeartbeatInterval, b.expireGroups) })
 	wg.Go(func() { b.txnLoop(ctx) })
+	wg.Go(func() { b.quotaLoop(ctx) })
 	if b.groupLag != nil {
 		wg.Go(func() { b.groupLagLoop(ctx, b.cfg.GroupLagMetricsInterval) })
 	}

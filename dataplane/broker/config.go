@@ -74,6 +74,10 @@ type Config struct {
 	// open and no change for this long is forgotten (its producer's next
 	// InitProducerId starts afresh).
 	TransactionalIDExpiration time.Duration
+	// QuotaExchangeInterval is how often the broker reports its tenants'
+	// traffic and holdings to the control plane and takes their new quota
+	// allotments (quota.go).
+	QuotaExchangeInterval time.Duration
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int
 	// ShutdownTimeout bounds the drain on shutdown.
@@ -121,6 +125,8 @@ func DefaultConfig() Config {
 
 		MaxTransactionTimeout:     15 * time.Minute,
 		TransactionalIDExpiration: 7 * 24 * time.Hour,
+
+		QuotaExchangeInterval: time.Second,
 	}
 }
 
@@ -154,6 +160,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.TierReadBytesPerSecond, "tier-read-bytes-per-second", c.TierReadBytesPerSecond, "with tiered storage: most bytes per second cold fetches read from the object store (0: no limit)")
 	fs.DurationVar(&c.MaxTransactionTimeout, "max-transaction-timeout", c.MaxTransactionTimeout, "longest transaction timeout a transactional producer may ask for (InitProducerId's transaction_timeout_ms; the default is 60s): a transaction open longer is aborted by its coordinator")
 	fs.DurationVar(&c.TransactionalIDExpiration, "transactional-id-expiration", c.TransactionalIDExpiration, "a transactional id with no transaction open and no call for this long is forgotten by its coordinator (its producer's next InitProducerId starts with a new producer id)")
+	fs.DurationVar(&c.QuotaExchangeInterval, "quota-exchange-interval", c.QuotaExchangeInterval, "how often to report each tenant's offered and admitted rates and its holdings here (storage, groups, transactional ids) to the control plane and take this broker's new allotments of the tenants' cluster-wide quotas; a tenant new to this broker is not throttled until the next exchange, and the allotments follow a shift of traffic between brokers within a few intervals")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
 	fs.DurationVar(&c.UsageReportInterval, "usage-report-interval", c.UsageReportInterval, "how often to report the tenants' metered usage (ingress from the logs of the partitions this broker leads, egress bytes, requests) to the control plane for billing; an unanswered report is retried with the same content. A crash loses at most the egress and request counts of about one interval plus the retry time, never ingress")
@@ -257,6 +264,9 @@ func (c *Config) Validate() error {
 	}
 	if c.UsageReportInterval < 100*time.Millisecond || c.UsageReportInterval > time.Hour {
 		return fmt.Errorf("--usage-report-interval must be between 100ms and 1h; got %s", c.UsageReportInterval)
+	}
+	if c.QuotaExchangeInterval < 100*time.Millisecond || c.QuotaExchangeInterval > time.Minute {
+		return fmt.Errorf("--quota-exchange-interval must be between 100ms and 1m; got %s", c.QuotaExchangeInterval)
 	}
 	if c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 256<<20 {
 		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 256 MiB; got %d", c.MaxRequestBytes)

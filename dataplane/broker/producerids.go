@@ -85,10 +85,14 @@ func (s *recordService) InitProducerId(ctx context.Context, req *connect.Request
 	if req.Msg.GetTransactionTimeoutMs() != 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("transaction_timeout_ms: only with a transactional_id"))
 	}
+	if err := s.b.quota.checkProducerID(ctx); err != nil {
+		return nil, err
+	}
 	id, err := s.b.nextProducerID(ctx)
 	if err != nil {
 		return nil, err
 	}
+	s.b.quota.chargeProducerID(ctx)
 	s.b.metrics.producerIDs.Inc()
 	return connect.NewResponse(&sluicev1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}), nil
 }

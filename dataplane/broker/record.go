@@ -128,6 +128,9 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
+	if err := s.b.quota.admitProduce(ctx, batchBytes(batches)); err != nil {
+		return nil, err
+	}
 	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, m.CurrentLeaderEpoch, s.verifier(txn, req.Header, t, pm.partition))
 	if err != nil {
 		return nil, err
@@ -216,6 +219,9 @@ func (s *recordService) ProduceMany(ctx context.Context, req *connect.Request[sl
 	acks, timeout, err := produceOptions(m.GetAcks(), m.GetTimeoutMs())
 	if err != nil {
 		return nil, err
+	}
+	if err := s.b.quota.admitProduce(ctx, size); err != nil {
+		return nil, err // charged whole: the SDK sends each entry to its leader
 	}
 	// One goroutine per partition, taking its entries in request order.
 	type key struct {
@@ -487,6 +493,9 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	if iso < sluicev1.IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED || iso > sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("isolation_level: unknown value %d", iso))
 	}
+	if err := s.b.quota.checkFetch(ctx, maxBytes); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	f, err := p.FetchRecords(ctx, m.GetOffset(), partition.FetchOptions{MaxBytes: maxBytes, Wait: wait, ClientEpoch: m.CurrentLeaderEpoch,
 		ReadCommitted: iso == sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED})
@@ -494,6 +503,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	if err != nil {
 		return nil, suspended(err)
 	}
+	s.b.quota.chargeFetch(ctx, len(f.Data))
 	// Markers (and with read_committed aborted batches) are gone from
 	// f.Data; NextOffset passes them anyway.
 	res := &sluicev1.FetchResponse{HighWatermark: f.HW, LastStableOffset: f.LSO, LogStartOffset: p.StartOffset(ctx), NextOffset: f.Next}

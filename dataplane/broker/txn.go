@@ -138,6 +138,7 @@ func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta
 func (b *Broker) allocateTxnProducerID(ctx context.Context) (int64, error) {
 	id, err := b.nextProducerID(ctx)
 	if err == nil {
+		b.quota.chargeProducerID(ctx) // ctx is the InitProducerId's
 		b.metrics.producerIDs.Inc()
 	}
 	return id, err

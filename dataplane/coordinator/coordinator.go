@@ -482,6 +482,18 @@ func (c *Coordinator) Describe(now time.Time, tenantID, groupID string) (d group
 	return d, maps.Clone(gs.offsets), true
 }
 
+// GroupsByTenant counts the groups this coordinator knows (with committed
+// offsets, static members or members here), per tenant.
+func (c *Coordinator) GroupsByTenant() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for gk := range c.st.groups {
+		out[gk.Tenant]++
+	}
+	return out
+}
+
 // Active reports whether the group has members.
 func (c *Coordinator) Active(now time.Time, tenantID, groupID string) bool {
 	c.mu.Lock()

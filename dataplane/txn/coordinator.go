@@ -706,6 +706,20 @@ func (c *Coordinator) Transactions() map[Key]Transaction {
 	return out
 }
 
+// IDsByTenant counts the transactional ids this coordinator knows, per
+// tenant.
+func (c *Coordinator) IDsByTenant() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, e := range c.txns {
+		if e.t != nil {
+			out[k.Tenant]++
+		}
+	}
+	return out
+}
+
 // Pending returns the markers of every end not finished (Prepare*), as
 // this coordinator writes them.
 func (c *Coordinator) Pending() map[Key][]Marker {

@@ -1,0 +1,589 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/quota"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// Quotas (issue 17, docs/quotas-and-billing.md). A tenant's rate limits
+// (produce and fetch bytes/s, requests/s, producer ids/hour) hold for the
+// whole cluster: every --quota-exchange-interval this broker reports what
+// each tenant offered and was admitted here, and what it holds here, to
+// the control plane (BrokerService.ExchangeQuotas), which answers this
+// broker's allotment of each tenant's limits (controlplane/quota divides
+// them by the brokers' shares of the tenant's traffic) and whether the
+// tenant is at its storage, group or transactional-id limit. The broker
+// enforces the allotments with dataplane/quota's token buckets:
+//
+//   - requests/s on every call a tenant's token authenticates
+//     (quotaInterceptor, after authentication); calls with the broker
+//     credential (replication, markers, a broker acting for a tenant) are
+//     not counted;
+//   - produce bytes/s on Produce and ProduceMany, transactional or not,
+//     at the broker that appends (a forwarding broker charges nothing),
+//     with the request's record bytes, before appending;
+//   - fetch bytes/s on Fetch at the leader: a fetch arriving while the
+//     tenant's bucket is in debt is refused before reading; an admitted one
+//     is charged the bytes it answers;
+//   - new producer ids per hour on InitProducerId (idempotent, or a
+//     transactional id new to its coordinator).
+//
+// A rate refusal is ResourceExhausted with google.rpc.RetryInfo (the time
+// the bucket's debt takes to pay off) and google.rpc.QuotaFailure (subject
+// "tenant:<id>", description the limit's name); a count refusal (storage,
+// groups, transactional ids) has the QuotaFailure and no RetryInfo. A
+// tenant with no allotment yet is admitted and metered; while the control
+// plane cannot be reached the last allotments stay in force. The system
+// tenant (internal topics) is never limited.
+
+// quotaTenantLabels bounds the tenant label of the per-tenant throttle
+// metrics: the tenants throttled most in the last exchange window get
+// their own, the others count as "other".
+const quotaTenantLabels = 20
+
+// otherTenants is the tenant label of the tenants without their own.
+const otherTenants = "other"
+
+// The limits' names (tenants.Limits' JSON names), in QuotaFailure
+// descriptions and refusal messages.
+var dimensionLimits = [quota.Dimensions]string{
+	quota.ProduceBytes: "produce_bytes_per_sec",
+	quota.FetchBytes:   "fetch_bytes_per_sec",
+	quota.Requests:     "requests_per_sec",
+	quota.ProducerIDs:  "producer_ids_per_hour",
+}
+
+// quotas is the broker's quota state: the buckets and meters, the last
+// allotments, and the throttle metrics' tenant labels.
+type quotas struct {
+	lim *quota.Limiter
+	// allot: the last allotment of each tenant (replaced whole by every
+	// exchange answered).
+	allot atomic.Pointer[map[string]*sluicev1.TenantAllotment]
+	m     *quotaMetrics
+	// labelled: the tenants with their own label in the per-tenant
+	// throttle metrics.
+	labelled atomic.Pointer[map[string]bool]
+	// throttled: throttle seconds per tenant since the last exchange (for
+	// choosing labelled).
+	mu        sync.Mutex
+	throttled map[string]float64
+	// failing: the last exchange failed with this error ("" when it
+	// succeeded), so that a control plane that stays unreachable is
+	// logged once, not every interval. Exchanges hold mu while they apply
+	// their answer.
+	failing string
+}
+
+func newQuotas(m *quotaMetrics) *quotas {
+	q := &quotas{lim: quota.New(quota.Config{}), m: m, throttled: map[string]float64{}}
+	q.allot.Store(&map[string]*sluicev1.TenantAllotment{})
+	q.labelled.Store(&map[string]bool{})
+	return q
+}
+
+// limitedTenant returns the caller's tenant when its quotas apply: a
+// tenant's token, not the system tenant.
+func limitedTenant(ctx context.Context) (string, bool) {
+	p, ok := tenants.PrincipalFrom(ctx)
+	if !ok || p.Kind != tenants.PrincipalTenant || p.TenantID == "" || p.TenantID == systemTenantID {
+		return "", false
+	}
+	return p.TenantID, true
+}
+
+func (q *quotas) allotment(tenantID string) *sluicev1.TenantAllotment {
+	return (*q.allot.Load())[tenantID]
+}
+
+// apply makes allotments the ones in force: each tenant's rates (a
+// tenant left out keeps none: it is admitted until it has one again) and
+// flags.
+func (q *quotas) apply(allotments []*sluicev1.TenantAllotment) {
+	next := make(map[string]*sluicev1.TenantAllotment, len(allotments))
+	for _, a := range allotments {
+		if a.GetTenantId() == "" || a.GetTenantId() == systemTenantID {
+			continue
+		}
+		next[a.GetTenantId()] = a
+		q.lim.SetRates(a.GetTenantId(), allotmentRates(a.GetRates()))
+	}
+	for id := range *q.allot.Load() {
+		if _, ok := next[id]; !ok {
+			q.lim.SetRates(id, quota.Rates{})
+		}
+	}
+	q.allot.Store(&next)
+	var sum quota.Rates
+	for _, a := range next {
+		r := allotmentRates(a.GetRates())
+		for d := range quota.Dimensions {
+			sum[d] += r[d]
+		}
+	}
+	for d := range quota.Dimensions {
+		q.m.allotment.WithLabelValues(quota.Dimension(d).String()).Set(sum[d])
+	}
+}
+
+func allotmentRates(r *sluicev1.QuotaRates) quota.Rates {
+	var out quota.Rates
+	out[quota.ProduceBytes] = r.GetProduceBytesPerSec()
+	out[quota.FetchBytes] = r.GetFetchBytesPerSec()
+	out[quota.Requests] = r.GetRequestsPerSec()
+	out[quota.ProducerIDs] = r.GetProducerIdsPerSec()
+	return out
+}
+
+func protoRates(r quota.Rates) *sluicev1.QuotaRates {
+	return &sluicev1.QuotaRates{
+		ProduceBytesPerSec: r[quota.ProduceBytes], FetchBytesPerSec: r[quota.FetchBytes],
+		RequestsPerSec: r[quota.Requests], ProducerIdsPerSec: r[quota.ProducerIDs],
+	}
+}
+
+// take charges cost in dimension d to the caller's tenant, or returns the
+// rate refusal.
+func (q *quotas) take(ctx context.Context, d quota.Dimension, cost float64) error {
+	id, ok := limitedTenant(ctx)
+	if !ok {
+		return nil
+	}
+	if dec := q.lim.Take(id, d, cost); !dec.OK {
+		return q.refuseRate(id, d, dec)
+	}
+	return nil
+}
+
+// admitProduce decides a produce of cost record bytes by the caller's
+// tenant, before anything is appended: refused while the tenant is at its
+// storage limit, or while its produce bucket is in debt; otherwise charged.
+func (q *quotas) admitProduce(ctx context.Context, cost int) error {
+	id, ok := limitedTenant(ctx)
+	if !ok {
+		return nil
+	}
+	if a := q.allotment(id); a.GetStorageExceeded() {
+		q.m.refused.WithLabelValues("max_total_storage_bytes").Inc()
+		return countRefusal(id, "max_total_storage_bytes", fmt.Sprintf(
+			"tenant %s holds %s, at or over its max_total_storage_bytes limit of %s (hot and cold storage over the cluster): produce is refused until it holds less (delete topics or records, or lower their retention)",
+			id, usageBytes(a.GetStorageBytes()), fmtBytes(float64(a.GetLimits().GetMaxTotalStorageBytes()))))
+	}
+	return q.take(ctx, quota.ProduceBytes, float64(cost))
+}
+
+// checkFetch decides a fetch of at most maxBytes by the caller's tenant
+// before it reads: refused while the tenant's fetch bucket is in debt.
+// An admitted fetch is charged afterwards (chargeFetch).
+func (q *quotas) checkFetch(ctx context.Context, maxBytes int) error {
+	id, ok := limitedTenant(ctx)
+	if !ok {
+		return nil
+	}
+	// What the refused fetch would have read, for the offered meter: what
+	// the tenant's fetches answered lately, at most what it asked.
+	est := float64(maxBytes)
+	if mean := q.lim.MeanCharge(id, quota.FetchBytes); mean > 0 {
+		est = min(est, mean)
+	}
+	if dec := q.lim.Check(id, quota.FetchBytes, est); !dec.OK {
+		return q.refuseRate(id, quota.FetchBytes, dec)
+	}
+	return nil
+}
+
+// chargeFetch charges an admitted fetch the bytes it answered.
+func (q *quotas) chargeFetch(ctx context.Context, n int) {
+	if id, ok := limitedTenant(ctx); ok {
+		q.lim.Charge(id, quota.FetchBytes, float64(n))
+	}
+}
+
+// checkProducerID decides an InitProducerId that will create a producer
+// id: refused while the tenant's producer-id bucket is in debt. The id is
+// charged once created (chargeProducerID).
+func (q *quotas) checkProducerID(ctx context.Context) error {
+	id, ok := limitedTenant(ctx)
+	if !ok {
+		return nil
+	}
+	if dec := q.lim.Check(id, quota.ProducerIDs, 1); !dec.OK {
+		return q.refuseRate(id, quota.ProducerIDs, dec)
+	}
+	return nil
+}
+
+// chargeProducerID charges a producer id created for the caller's tenant.
+func (q *quotas) chargeProducerID(ctx context.Context) {
+	if id, ok := limitedTenant(ctx); ok {
+		q.lim.Charge(id, quota.ProducerIDs, 1)
+	}
+}
+
+// admitNewGroup refuses a call that would create a consumer group (its
+// coordinator c does not know it) while the tenant is at its group limit.
+func (q *quotas) admitNewGroup(ctx context.Context, c *groupCoordinator, group string) error {
+	id, ok := limitedTenant(ctx)
+	if !ok {
+		return nil
+	}
+	a := q.allotment(id)
+	if !a.GetGroupsExceeded() {
+		return nil
+	}
+	if _, _, known := c.Describe(time.Now(), id, group); known {
+		return nil
+	}
+	q.m.refused.WithLabelValues("max_groups").Inc()
+	return countRefusal(id, "max_groups", fmt.Sprintf(
+		"tenant %s has %s, at or over its max_groups limit of %d: group %q would be a new one (existing groups are served; delete groups it no longer uses)",
+		id, usageCount(a.GetGroups(), "consumer groups"), a.GetLimits().GetMaxGroups(), group))
+}
+
+// admitNewTransactionalID decides an InitProducerId with a transactional
+// id its coordinator c does not know: refused while the tenant is at its
+// transactional-id limit, or while its producer-id bucket is in debt (the
+// id gets a new producer id). A known id passes.
+func (q *quotas) admitNewTransactionalID(ctx context.Context, c *txnCoordinator, transactionalID string) error {
+	id, ok := limitedTenant(ctx)
+	if !ok {
+		return nil
+	}
+	if _, known := c.Describe(id, transactionalID); known {
+		return nil
+	}
+	a := q.allotment(id)
+	if !a.GetTransactionalIdsExceeded() {
+		return q.checkProducerID(ctx)
+	}
+	q.m.refused.WithLabelValues("max_transactional_ids").Inc()
+	return countRefusal(id, "max_transactional_ids", fmt.Sprintf(
+		"tenant %s has %s, at or over its max_transactional_ids limit of %d: transactional id %q would be a new one (known ids are served; unused ids are forgotten after --transactional-id-expiration)",
+		id, usageCount(a.GetTransactionalIds(), "transactional ids"), a.GetLimits().GetMaxTransactionalIds(), transactionalID))
+}
+
+// refuseRate is the refusal of a request over the tenant's rate in d, and
+// counts it in the throttle metrics.
+func (q *quotas) refuseRate(tenantID string, d quota.Dimension, dec quota.Decision) error {
+	secs := dec.RetryAfter.Seconds()
+	dim := d.String()
+	q.m.throttled.WithLabelValues(dim).Inc()
+	q.m.throttleSeconds.WithLabelValues(dim).Add(secs)
+	label := otherTenants
+	if (*q.labelled.Load())[tenantID] {
+		label = tenantID
+	}
+	q.m.tenantThrottled.WithLabelValues(label, dim).Inc()
+	q.m.tenantThrottleSeconds.WithLabelValues(label, dim).Add(secs)
+	q.mu.Lock()
+	q.throttled[tenantID] += secs
+	q.mu.Unlock()
+
+	limit := dimensionLimits[d]
+	var cluster string
+	if l := q.allotment(tenantID).GetLimits(); l != nil {
+		cluster = fmt.Sprintf("%s across the cluster, ", clusterLimit(d, l))
+	}
+	err := connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
+		"tenant %s is over its %s quota (%s%s of it at this broker now): retry in %s",
+		tenantID, limit, cluster, brokerRate(d, dec.Rate), dec.RetryAfter.Round(time.Millisecond)))
+	if det, derr := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(dec.RetryAfter)}); derr == nil {
+		err.AddDetail(det)
+	}
+	addQuotaFailure(err, tenantID, limit)
+	return err
+}
+
+// countRefusal is the refusal of a request that would add to a count the
+// tenant is at the limit of: no RetryInfo, since retrying does not help
+// until its usage drops.
+func countRefusal(tenantID, limit, msg string) error {
+	err := connect.NewError(connect.CodeResourceExhausted, errors.New(msg))
+	addQuotaFailure(err, tenantID, limit)
+	return err
+}
+
+func addQuotaFailure(err *connect.Error, tenantID, limit string) {
+	qf := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: "tenant:" + tenantID, Description: limit}}}
+	if det, derr := connect.NewErrorDetail(qf); derr == nil {
+		err.AddDetail(det)
+	}
+}
+
+// clusterLimit writes the tenant's limit in d: "5 MiB/s", "500
+// requests/s", "1000 producer ids/hour".
+func clusterLimit(d quota.Dimension, l *sluicev1.Limits) string {
+	switch d {
+	case quota.ProduceBytes:
+		return fmtBytes(float64(l.GetProduceBytesPerSec())) + "/s"
+	case quota.FetchBytes:
+		return fmtBytes(float64(l.GetFetchBytesPerSec())) + "/s"
+	case quota.Requests:
+		return fmt.Sprintf("%d requests/s", l.GetRequestsPerSec())
+	default:
+		return fmt.Sprintf("%d producer ids/hour", l.GetProducerIdsPerHour())
+	}
+}
+
+// brokerRate writes this broker's allotment in d.
+func brokerRate(d quota.Dimension, rate float64) string {
+	switch d {
+	case quota.ProduceBytes, quota.FetchBytes:
+		return fmtBytes(rate) + "/s"
+	case quota.Requests:
+		return fmt.Sprintf("%.4g requests/s", rate)
+	default:
+		return fmt.Sprintf("%.4g producer ids/hour", rate*3600)
+	}
+}
+
+// fmtBytes writes n bytes in binary units: "512 B", "5 MiB", "1.5 GiB".
+func fmtBytes(n float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for n >= 1024 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	s := strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", n), "0"), ".")
+	return s + " " + units[i]
+}
+
+// usageBytes writes the tenant's storage as the control plane summed it,
+// or "at least its limit" when the allotment does not say.
+func usageBytes(n int64) string {
+	if n <= 0 {
+		return "at least its limit"
+	}
+	return fmtBytes(float64(n))
+}
+
+func usageCount(n int64, what string) string {
+	if n <= 0 {
+		return "at least its limit of " + what
+	}
+	return fmt.Sprintf("%d %s", n, what)
+}
+
+// batchBytes is the size of produced batches, what a produce is charged.
+func batchBytes(batches []log.ValidBatch) int {
+	n := 0
+	for _, b := range batches {
+		n += len(b.Batch())
+	}
+	return n
+}
+
+// quotaInterceptor charges one request to the caller's tenant for every
+// call its token authenticates (it runs after the auth interceptor), and
+// refuses the call while the tenant's requests bucket is in debt.
+type quotaInterceptor struct{ q *quotas }
+
+func (i quotaInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if !req.Spec().IsClient {
+			if err := i.q.take(ctx, quota.Requests, 1); err != nil {
+				return nil, err
+			}
+		}
+		return next(ctx, req)
+	}
+}
+
+func (i quotaInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i quotaInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if err := i.q.take(ctx, quota.Requests, 1); err != nil {
+			return err
+		}
+		return next(ctx, conn)
+	}
+}
+
+// quotaLoop exchanges quotas with the control plane every
+// --quota-exchange-interval until ctx ends.
+func (b *Broker) quotaLoop(ctx context.Context) {
+	every(ctx, b.cfg.QuotaExchangeInterval, func() { _ = b.exchangeQuotas(ctx, b.cp) })
+}
+
+// exchangeQuotas closes the meters' window, reports every tenant with
+// traffic or holdings here to cp, and applies the allotments answered.
+// When cp does not answer, the allotments in force stay (and the error is
+// logged once while it lasts).
+func (b *Broker) exchangeQuotas(ctx context.Context, cp sluicev1connect.BrokerServiceClient) error {
+	q := b.quota
+	req := b.quotaReport(ctx)
+	if req == nil {
+		return errors.New("not registered with the control plane yet")
+	}
+	cctx, cancel := context.WithTimeout(ctx, max(b.cfg.QuotaExchangeInterval, time.Second))
+	defer cancel()
+	res, err := cp.ExchangeQuotas(cctx, connect.NewRequest(req))
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil && q.failing != err.Error() {
+			b.logger.Warn("exchange quotas with the control plane; the last allotments stay in force", "err", err)
+		}
+		q.failing = err.Error()
+		return err
+	}
+	if q.failing != "" {
+		b.logger.Info("exchanging quotas with the control plane again")
+		q.failing = ""
+	}
+	q.apply(res.Msg.GetAllotments())
+	return nil
+}
+
+// quotaReport closes the meters' window and reports, for every tenant
+// with traffic or holdings here (the system tenant left out), its offered
+// and admitted rates over the window, the local log bytes of its
+// partitions this broker leads, and the groups and transactional ids this
+// broker coordinates for it; nil before the broker has registered.
+func (b *Broker) quotaReport(ctx context.Context) *sluicev1.ExchangeQuotasRequest {
+	q := b.quota
+	meters, _ := q.lim.Window()
+	q.relabel()
+	epoch := b.brokerEpoch.Load()
+	if epoch == 0 {
+		return nil
+	}
+	reports := map[string]*sluicev1.TenantQuotaReport{}
+	report := func(id string) *sluicev1.TenantQuotaReport {
+		r := reports[id]
+		if r == nil {
+			r = &sluicev1.TenantQuotaReport{TenantId: id, Offered: &sluicev1.QuotaRates{}, Admitted: &sluicev1.QuotaRates{}}
+			reports[id] = r
+		}
+		return r
+	}
+	for id, m := range meters {
+		r := report(id)
+		r.Offered, r.Admitted = protoRates(m.Offered), protoRates(m.Admitted)
+	}
+	for id, n := range b.hotStorageByTenant() {
+		report(id).HotStorageBytes = n
+	}
+	for id, n := range b.groupsByTenant(ctx) {
+		report(id).Groups = int32(n)
+	}
+	for _, c := range b.currentTxnCoordinators() {
+		for id, n := range c.IDsByTenant() {
+			report(id).TransactionalIds += int32(n)
+		}
+	}
+	delete(reports, systemTenantID)
+	req := &sluicev1.ExchangeQuotasRequest{BrokerId: b.cfg.ID, BrokerEpoch: epoch}
+	for _, id := range slices.Sorted(maps.Keys(reports)) {
+		req.Tenants = append(req.Tenants, reports[id])
+	}
+	return req
+}
+
+// groupsByTenant counts the groups of the offsets partitions this broker
+// leads, per tenant, loading their coordinators (a partition whose
+// coordinator cannot load yet is left out this time).
+func (b *Broker) groupsByTenant(ctx context.Context) map[string]int {
+	out := map[string]int{}
+	t, ok := b.metadata().topic(systemTenantID, offsetsTopic)
+	if !ok {
+		return out
+	}
+	for _, pm := range t.partitions {
+		if pm.leader != b.cfg.ID {
+			continue
+		}
+		c, err := b.coordinatorAt(ctx, t, pm)
+		if err != nil {
+			continue
+		}
+		for id, n := range c.GroupsByTenant() {
+			out[id] += n
+		}
+	}
+	return out
+}
+
+// hotStorageByTenant sums the local log bytes of the partitions this
+// broker leads, per tenant.
+func (b *Broker) hotStorageByTenant() map[string]int64 {
+	out := map[string]int64{}
+	for _, p := range b.partitions() {
+		if p.TenantID() == systemTenantID || p.Status().Role != partition.RoleLeader {
+			continue
+		}
+		out[p.TenantID()] += p.Log().Size()
+	}
+	return out
+}
+
+// relabel chooses the tenants with their own label in the per-tenant
+// throttle metrics: the quotaTenantLabels tenants throttled longest since
+// the last exchange, those labelled already first among equals. A tenant
+// that loses its label has its series deleted.
+func (q *quotas) relabel() {
+	q.mu.Lock()
+	window := q.throttled
+	q.throttled = map[string]float64{}
+	q.mu.Unlock()
+	old := *q.labelled.Load()
+	if len(window) == 0 {
+		return // nothing throttled: keep the labels
+	}
+	ids := slices.Collect(maps.Keys(window))
+	slices.SortFunc(ids, func(a, b string) int {
+		switch {
+		case window[a] != window[b]:
+			if window[a] > window[b] {
+				return -1
+			}
+			return 1
+		case old[a] != old[b]:
+			if old[a] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	next := make(map[string]bool, quotaTenantLabels)
+	for _, id := range ids[:min(len(ids), quotaTenantLabels)] {
+		next[id] = true
+	}
+	// Tenants not throttled in this window keep their labels while there
+	// is room.
+	for id := range old {
+		if len(next) >= quotaTenantLabels {
+			break
+		}
+		next[id] = true
+	}
+	for id := range old {
+		if !next[id] {
+			q.m.forget(id)
+		}
+	}
+	q.labelled.Store(&next)
+}

@@ -1,0 +1,341 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// startQuotaCluster starts the in-process cluster with quota exchanges a
+// minute apart, so that the allotments a test applies (allot) stay in
+// force while it runs.
+func startQuotaCluster(t *testing.T) *lagCluster {
+	t.Helper()
+	return startTestCluster(t, testClusterOpts{broker: func(c *Config) { c.QuotaExchangeInterval = time.Minute }})
+}
+
+// allot puts allotments in force on every broker, as an exchange's answer
+// would.
+func (c *lagCluster) allot(allotments ...*sluicev1.TenantAllotment) {
+	for _, b := range c.brokers {
+		b.quota.apply(allotments)
+	}
+}
+
+// leaderRecords is a RecordService client of the leader of a partition of
+// "orders" (nothing forwarded).
+func (c *lagCluster) leaderRecords(t *testing.T, partition int32) sluicev1connect.RecordServiceClient {
+	t.Helper()
+	b := c.leaderOf(t, partition)
+	return sluicev1connect.NewRecordServiceClient(h2c.Client(), "http://"+b.cfg.Advertised(), connect.WithInterceptors(tenants.Bearer(c.token)))
+}
+
+// valueOf is a produce request of one record with a value of n bytes.
+func valueOf(partition int32, n int) *connect.Request[sluicev1.ProduceRequest] {
+	return connect.NewRequest(&sluicev1.ProduceRequest{
+		Topic: "orders", Partition: partition, Acks: sluicev1.Acks_ACKS_ALL,
+		Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: []*sluicev1.Record{{Value: make([]byte, n)}}}},
+	})
+}
+
+// quotaDetails returns a ResourceExhausted refusal's RetryInfo (nil
+// without one) and its QuotaFailure's one violation.
+func quotaDetails(t *testing.T, err error) (*errdetails.RetryInfo, *errdetails.QuotaFailure_Violation) {
+	t.Helper()
+	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "%v", err)
+	var ce *connect.Error
+	require.True(t, errors.As(err, &ce))
+	var ri *errdetails.RetryInfo
+	var qf *errdetails.QuotaFailure
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		require.NoError(t, derr)
+		switch v := v.(type) {
+		case *errdetails.RetryInfo:
+			ri = v
+		case *errdetails.QuotaFailure:
+			qf = v
+		}
+	}
+	require.NotNil(t, qf, "a QuotaFailure detail: %v", err)
+	require.Len(t, qf.GetViolations(), 1)
+	return ri, qf.GetViolations()[0]
+}
+
+func (c *lagCluster) highWatermark(t *testing.T, rc sluicev1connect.RecordServiceClient, partition int32) int64 {
+	t.Helper()
+	res, err := rc.ListOffsets(context.Background(), connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: partition, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST}))
+	require.NoError(t, err)
+	return res.Msg.GetHighWatermark()
+}
+
+// TestBrokerQuotaProduce: a produce over the broker's allotment of the
+// tenant's produce rate is answered ResourceExhausted with a RetryInfo
+// (the debt's time to pay off) and a QuotaFailure naming the limit, its
+// message giving the cluster-wide limit and the broker's share; nothing of
+// it is appended; once the delay has passed a produce is admitted again.
+// ProduceMany is charged too. Another tenant (the system tenant's writes:
+// group commits) is not limited.
+func TestBrokerQuotaProduce(t *testing.T) {
+	t.Parallel()
+	c := startQuotaCluster(t)
+	ctx := context.Background()
+	rc := c.leaderRecords(t, 0)
+	c.allot(&sluicev1.TenantAllotment{
+		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 32 << 10},
+		Limits: &sluicev1.Limits{ProduceBytesPerSec: 96 << 10},
+	})
+	// 100 KiB against a bucket of 32 KiB: admitted, and about 68 KiB
+	// (2.1 s) in debt.
+	start := time.Now()
+	_, err := rc.Produce(ctx, valueOf(0, 100<<10))
+	require.NoError(t, err)
+	hw := c.highWatermark(t, rc, 0)
+	_, err = rc.Produce(ctx, valueOf(0, 100<<10))
+	elapsed := time.Since(start)
+	ri, v := quotaDetails(t, err)
+	require.NotNil(t, ri, "a rate refusal carries a RetryInfo")
+	delay := ri.GetRetryDelay().AsDuration()
+	require.LessOrEqual(t, delay, 2200*time.Millisecond)
+	require.GreaterOrEqual(t, delay, 2120*time.Millisecond-elapsed, "the debt less what %s paid", elapsed)
+	require.Equal(t, "tenant:"+c.tenantID, v.GetSubject())
+	require.Equal(t, "produce_bytes_per_sec", v.GetDescription())
+	require.ErrorContains(t, err, "produce_bytes_per_sec quota (96 KiB/s across the cluster, 32 KiB/s of it at this broker now)")
+	require.Equal(t, hw, c.highWatermark(t, rc, 0), "the refused produce appended nothing")
+	require.Equal(t, 1.0, gatheredSum(t, c.leaderOf(t, 0).Registry(), "sluice_broker_quota_throttled_requests_total", "dimension", "produce_bytes"))
+
+	// ProduceMany is charged and refused the same way while in debt.
+	_, err = rc.ProduceMany(ctx, connect.NewRequest(&sluicev1.ProduceManyRequest{Partitions: []*sluicev1.ProducePartition{
+		{Topic: "orders", Partition: 0, Batches: &sluicev1.RecordBatches{Data: plainBatch(t, 1)}},
+	}}))
+	ri, v = quotaDetails(t, err)
+	require.NotNil(t, ri)
+	require.Equal(t, "produce_bytes_per_sec", v.GetDescription())
+
+	// The client that waits the delay is admitted.
+	testenv.Wait(t, 10*time.Second, "a produce admitted after the delay", func() error {
+		_, err := rc.Produce(ctx, valueOf(0, 10))
+		return err
+	})
+	require.Equal(t, hw+1, c.highWatermark(t, rc, 0))
+}
+
+// TestBrokerQuotaRequests is the issue's ListOffsets example: a tenant
+// sending ListOffsets as fast as it can to one broker is admitted no more
+// than that broker's allotment of its requests/s (plus the 1 s burst);
+// the others are refused with a RetryInfo. A broker acting for the tenant
+// with the broker credential (the group lag reads) is not counted.
+func TestBrokerQuotaRequests(t *testing.T) {
+	t.Parallel()
+	c := startQuotaCluster(t)
+	ctx := context.Background()
+	rc := c.leaderRecords(t, 0)
+	const rate = 50
+	c.allot(&sluicev1.TenantAllotment{
+		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{RequestsPerSec: rate},
+		Limits: &sluicev1.Limits{RequestsPerSec: 3 * rate},
+	})
+	admitted, refused := 0, 0
+	start := time.Now()
+	for range 400 {
+		_, err := rc.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST}))
+		if err == nil {
+			admitted++
+			continue
+		}
+		ri, v := quotaDetails(t, err)
+		require.NotNil(t, ri)
+		require.Equal(t, "requests_per_sec", v.GetDescription())
+		require.ErrorContains(t, err, "150 requests/s across the cluster, 50 requests/s of it at this broker now")
+		refused++
+	}
+	elapsed := time.Since(start).Seconds()
+	t.Logf("%d admitted, %d refused in %.2fs", admitted, refused, elapsed)
+	require.Positive(t, refused)
+	require.LessOrEqual(t, float64(admitted), rate*(elapsed+1)+1, "at most the burst and the rate")
+
+	// In debt now: the tenant's next call is refused, the broker's call
+	// for it answered.
+	_, err := rc.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST}))
+	if err != nil { // unless the loop ended just as the debt was paid
+		quotaDetails(t, err)
+	}
+	for range 3 * rate {
+		req := connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST})
+		req.Header().Set("Authorization", "Bearer "+testBrokerToken)
+		req.Header().Set(actForTenantHeader, c.tenantID)
+		_, err := sluicev1connect.NewRecordServiceClient(h2c.Client(), "http://"+c.leaderOf(t, 0).cfg.Advertised()).ListOffsets(ctx, req)
+		require.NoError(t, err, "the broker credential is not limited")
+	}
+}
+
+// TestBrokerQuotaFetch: a fetch is charged the bytes it answered; the
+// next one, arriving in debt, is refused before reading, with a delay of
+// the debt at the broker's allotment.
+func TestBrokerQuotaFetch(t *testing.T) {
+	t.Parallel()
+	c := startQuotaCluster(t)
+	ctx := context.Background()
+	rc := c.leaderRecords(t, 0)
+	for range 8 {
+		_, err := rc.Produce(ctx, valueOf(0, 100<<10))
+		require.NoError(t, err)
+	}
+	const rate = 100 << 10
+	c.allot(&sluicev1.TenantAllotment{
+		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{FetchBytesPerSec: rate},
+		Limits: &sluicev1.Limits{FetchBytesPerSec: 3 * rate},
+	})
+	fetch := func() (*connect.Response[sluicev1.FetchResponse], error) {
+		return rc.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "orders", Partition: 0, Offset: 0, MaxBytes: 1 << 20, RawBatches: true}))
+	}
+	start := time.Now()
+	res, err := fetch()
+	require.NoError(t, err, "not in debt: admitted whatever it reads")
+	n := len(res.Msg.GetBatches().GetData())
+	require.Greater(t, n, 700<<10)
+	_, err = fetch()
+	ri, v := quotaDetails(t, err)
+	require.NotNil(t, ri)
+	require.Equal(t, "fetch_bytes_per_sec", v.GetDescription())
+	// The bucket held its burst (1 s of the rate), less the answer.
+	want := time.Duration(float64(n-rate) / rate * float64(time.Second))
+	got := ri.GetRetryDelay().AsDuration()
+	require.LessOrEqual(t, got, want)
+	require.GreaterOrEqual(t, got, want-time.Since(start), "the debt less what the time since the read paid")
+	require.ErrorContains(t, err, "fetch_bytes_per_sec quota (300 KiB/s across the cluster, 100 KiB/s of it at this broker now)")
+}
+
+// TestBrokerQuotaCounts: at its storage limit a tenant's produce is
+// refused (ResourceExhausted, QuotaFailure, no RetryInfo; the message
+// names the usage and the limit) while its fetches are served; at its
+// group limit a new group is refused (joining or committing) and an
+// existing one served; at its transactional-id limit InitProducerId with
+// a new id is refused and with a known one served. Once the flags clear,
+// all are admitted.
+func TestBrokerQuotaCounts(t *testing.T) {
+	t.Parallel()
+	c := startQuotaCluster(t)
+	c.waitTopicLed(t, systemTenantID, txnStateTopic)
+	ctx := context.Background()
+	rc := c.leaderRecords(t, 0)
+	c.produce(t, 0, 5, time.Now())
+	c.commit(t, "existing", map[int32]int64{0: 1})
+	tc := c.clientsOf(0)
+	_, err := initProducer(t, tc, "known", 0)
+	require.NoError(t, err)
+
+	c.allot(&sluicev1.TenantAllotment{
+		TenantId: c.tenantID, StorageExceeded: true, GroupsExceeded: true, TransactionalIdsExceeded: true,
+		Limits:       &sluicev1.Limits{MaxTotalStorageBytes: 1 << 30, MaxGroups: 1, MaxTransactionalIds: 1},
+		StorageBytes: 3 << 29, Groups: 1, TransactionalIds: 1,
+	})
+
+	_, err = rc.Produce(ctx, valueOf(0, 10))
+	ri, v := quotaDetails(t, err)
+	require.Nil(t, ri, "retrying does not help: no RetryInfo")
+	require.Equal(t, "tenant:"+c.tenantID, v.GetSubject())
+	require.Equal(t, "max_total_storage_bytes", v.GetDescription())
+	require.ErrorContains(t, err, "holds 1.5 GiB, at or over its max_total_storage_bytes limit of 1 GiB")
+	_, err = rc.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "orders", Partition: 0}))
+	require.NoError(t, err, "reads are served")
+
+	// Groups: the existing one is served, a new one refused.
+	c.commit(t, "existing", map[int32]int64{0: 2})
+	_, err = c.groups.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: "existing", SubscribedTopics: []string{"orders"}, SubscriptionSet: true}))
+	require.NoError(t, err)
+	_, err = c.groups.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: "new", SubscribedTopics: []string{"orders"}, SubscriptionSet: true}))
+	ri, v = quotaDetails(t, err)
+	require.Nil(t, ri)
+	require.Equal(t, "max_groups", v.GetDescription())
+	require.ErrorContains(t, err, `has 1 consumer groups, at or over its max_groups limit of 1: group "new" would be a new one`)
+	_, err = c.groups.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: "new2", Offsets: []*sluicev1.PartitionOffset{{Topic: "orders", Partition: 0, Offset: 1}}}))
+	_, v = quotaDetails(t, err)
+	require.Equal(t, "max_groups", v.GetDescription())
+
+	// Transactional ids: the known one is served, a new one refused.
+	_, err = initProducer(t, tc, "known", 0)
+	require.NoError(t, err)
+	_, err = initProducer(t, tc, "new", 0)
+	ri, v = quotaDetails(t, err)
+	require.Nil(t, ri)
+	require.Equal(t, "max_transactional_ids", v.GetDescription())
+	require.ErrorContains(t, err, `transactional id "new" would be a new one`)
+
+	// Under the limits again.
+	c.allot(&sluicev1.TenantAllotment{TenantId: c.tenantID, Limits: &sluicev1.Limits{MaxTotalStorageBytes: 1 << 30, MaxGroups: 2, MaxTransactionalIds: 2}})
+	_, err = rc.Produce(ctx, valueOf(0, 10))
+	require.NoError(t, err)
+	_, err = initProducer(t, tc, "new", 0)
+	require.NoError(t, err)
+	c.commit(t, "new2", map[int32]int64{0: 1})
+}
+
+// TestBrokerQuotaReport: what a broker reports in its quota exchange: per
+// tenant its offered and admitted rates over the window, and on the
+// brokers that lead its partitions, coordinate its groups and its
+// transactional ids, those holdings; never the system tenant. When the
+// control plane cannot be reached the allotments in force stay.
+func TestBrokerQuotaReport(t *testing.T) {
+	t.Parallel()
+	c := startQuotaCluster(t)
+	c.waitTopicLed(t, systemTenantID, txnStateTopic)
+	ctx := context.Background()
+	for p := range int32(2) {
+		_, err := c.leaderRecords(t, p).Produce(ctx, valueOf(p, 1000))
+		require.NoError(t, err)
+	}
+	c.commit(t, "g", map[int32]int64{0: 1})
+	_, err := initProducer(t, c.clientsOf(0), "job", 0)
+	require.NoError(t, err)
+
+	var hot int64
+	var groups, txnIDs int32
+	var offeredProduce float64
+	for _, b := range c.brokers {
+		req := b.quotaReport(ctx)
+		require.NotNil(t, req)
+		require.Equal(t, b.cfg.ID, req.GetBrokerId())
+		require.Equal(t, b.brokerEpoch.Load(), req.GetBrokerEpoch())
+		for _, r := range req.GetTenants() {
+			require.NotEqual(t, systemTenantID, r.GetTenantId())
+			require.Equal(t, c.tenantID, r.GetTenantId())
+			hot += r.GetHotStorageBytes()
+			groups += r.GetGroups()
+			txnIDs += r.GetTransactionalIds()
+			offeredProduce += r.GetOffered().GetProduceBytesPerSec()
+			require.GreaterOrEqual(t, r.GetOffered().GetRequestsPerSec(), r.GetAdmitted().GetRequestsPerSec())
+		}
+	}
+	require.Greater(t, hot, int64(2000), "the leaders' logs of both partitions")
+	require.Equal(t, int32(1), groups)
+	require.Equal(t, int32(1), txnIDs)
+	require.Positive(t, offeredProduce)
+
+	// An unreachable control plane: the allotment stays in force.
+	b := c.leaderOf(t, 0)
+	b.quota.apply([]*sluicev1.TenantAllotment{{TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1}}})
+	ln := listenLoopback(t)
+	dead := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	err = b.exchangeQuotas(ctx, sluicev1connect.NewBrokerServiceClient(h2c.Client(), dead))
+	require.Error(t, err)
+	rc := c.leaderRecords(t, 0)
+	_, err = rc.Produce(ctx, valueOf(0, 10))
+	require.NoError(t, err, "not in debt yet")
+	_, err = rc.Produce(ctx, valueOf(0, 10))
+	ri, _ := quotaDetails(t, err)
+	require.NotNil(t, ri, "still limited: %v", fmt.Sprint(err))
+}
