@@ -43,13 +43,35 @@ func LineAmount(billable *big.Int, p store.Price, microsPerMinor int64) (int64, 
 
 // Compute returns tenantID's invoice for the calendar month period
 // ("2026-11") on plan at prices, from the tenant's hourly usage rows
-// (those outside the period are ignored), as a draft updated at now: one
-// line per dimension in dimension order, each quantity the month's sum, of
-// it free up to the price's allowance, the rest billable, priced by
-// LineAmount; the total is the lines' sum. A dimension prices lack is
-// priced at zero per its unit with no allowance. The id is left empty (the
-// store keeps the period's).
+// (those of other tenants or outside the period are ignored): see
+// ComputeTotals.
 func Compute(tenantID, plan, period string, prices store.PlanPrices, rows []store.UsageRow, now time.Time) (store.Invoice, error) {
+	start, end, err := store.ParseInvoicePeriod(period)
+	if err != nil {
+		return store.Invoice{}, err
+	}
+	sums := map[store.UsageDimension]*big.Int{}
+	for _, r := range rows {
+		if r.TenantID != tenantID || r.Hour.Before(start) || !r.Hour.Before(end) {
+			continue
+		}
+		if sums[r.Dimension] == nil {
+			sums[r.Dimension] = new(big.Int)
+		}
+		sums[r.Dimension].Add(sums[r.Dimension], big.NewInt(r.Amount))
+	}
+	return ComputeTotals(tenantID, plan, period, prices, sums, now)
+}
+
+// ComputeTotals returns tenantID's invoice for the calendar month period
+// on plan at prices, from the month's sum of each dimension (absent: none),
+// as a draft updated at now: one line per dimension in dimension order,
+// each quantity the month's sum, of it free up to the price's allowance,
+// the rest billable, priced by LineAmount; the total is the lines' sum. A
+// dimension prices lack is priced at zero per its unit with no allowance.
+// The id is left empty (the store keeps the period's). A quantity or total
+// past int64 is ErrOverflow.
+func ComputeTotals(tenantID, plan, period string, prices store.PlanPrices, sums map[store.UsageDimension]*big.Int, now time.Time) (store.Invoice, error) {
 	start, end, err := store.ParseInvoicePeriod(period)
 	if err != nil {
 		return store.Invoice{}, err
@@ -57,20 +79,6 @@ func Compute(tenantID, plan, period string, prices store.PlanPrices, rows []stor
 	perMinor, err := MicrosPerMinor(prices.Currency)
 	if err != nil {
 		return store.Invoice{}, err
-	}
-	sums := map[store.UsageDimension]*big.Int{}
-	for _, d := range store.UsageDimensions() {
-		sums[d] = new(big.Int)
-	}
-	for _, r := range rows {
-		if r.TenantID != tenantID || r.Hour.Before(start) || !r.Hour.Before(end) {
-			continue
-		}
-		s, ok := sums[r.Dimension]
-		if !ok {
-			continue
-		}
-		s.Add(s, big.NewInt(r.Amount))
 	}
 	byDim := map[store.UsageDimension]store.Price{}
 	for _, p := range prices.Prices {
@@ -86,7 +94,10 @@ func Compute(tenantID, plan, period string, prices store.PlanPrices, rows []stor
 			p = store.Price{Dimension: d, Unit: units[d].Name, UnitSize: units[d].Size}
 		}
 		q := sums[d]
-		if !q.IsInt64() {
+		if q == nil {
+			q = new(big.Int)
+		}
+		if !q.IsInt64() || q.Sign() < 0 {
 			return store.Invoice{}, fmt.Errorf("%s of tenant %s in %s: %w", d, tenantID, period, ErrOverflow)
 		}
 		quantity := q.Int64()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"slices"
 	"time"
 
@@ -85,8 +86,55 @@ func (j *Job) run(ctx context.Context, now time.Time) (RunResult, error) {
 		byPlan[p.Plan] = p
 	}
 	cur, curStart, _ := store.InvoicePeriod(now)
-	prev, prevStart, prevEnd := store.InvoicePeriod(curStart.Add(-time.Hour))
+	prev, _, prevEnd := store.InvoicePeriod(curStart.Add(-time.Hour))
 	prevClosed := !now.Before(prevEnd.Add(j.cfg.Grace))
+
+	// Every tenant's sums of a period, read once per run.
+	totals := map[string]map[string]map[store.UsageDimension]*big.Int{}
+	totalsOf := func(period string) (map[string]map[store.UsageDimension]*big.Int, error) {
+		if t, ok := totals[period]; ok {
+			return t, nil
+		}
+		start, end, err := store.ParseInvoicePeriod(period)
+		if err != nil {
+			return nil, err
+		}
+		all, err := j.st.UsageTotals(ctx, start, end)
+		if err != nil {
+			return nil, fmt.Errorf("usage of %s: %w", period, err)
+		}
+		t := map[string]map[store.UsageDimension]*big.Int{}
+		for _, u := range all {
+			if u.TenantID == store.SystemTenantID {
+				continue // Sluice's own internal topics: nobody's bill
+			}
+			if t[u.TenantID] == nil {
+				t[u.TenantID] = map[store.UsageDimension]*big.Int{}
+			}
+			t[u.TenantID][u.Dimension] = u.Amount
+		}
+		totals[period] = t
+		return t, nil
+	}
+	compute := func(tenantID, period string) (store.Invoice, error) {
+		t, err := totalsOf(period)
+		if err != nil {
+			return store.Invoice{}, err
+		}
+		return j.compute(ctx, byPlan, tenantID, period, t[tenantID], now)
+	}
+	tenantsOf := func(period string) ([]string, error) {
+		t, err := totalsOf(period)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, 0, len(t))
+		for id := range t {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		return ids, nil
+	}
 
 	var errs []error
 	open := []string{cur}
@@ -94,17 +142,13 @@ func (j *Job) run(ctx context.Context, now time.Time) (RunResult, error) {
 		open = append(open, prev)
 	}
 	for _, period := range open {
-		start, end, _ := store.ParseInvoicePeriod(period)
-		ids, err := j.st.ListUsageTenants(ctx, start, end)
+		ids, err := tenantsOf(period)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("tenants with usage in %s: %w", period, err))
+			errs = append(errs, err)
 			continue
 		}
 		for _, id := range ids {
-			if id == store.SystemTenantID {
-				continue // Sluice's own internal topics: nobody's bill
-			}
-			inv, err := j.compute(ctx, byPlan, id, period, now)
+			inv, err := compute(id, period)
 			if err == nil {
 				_, err = j.st.UpsertDraftInvoice(ctx, inv)
 			}
@@ -129,13 +173,13 @@ func (j *Job) run(ctx context.Context, now time.Time) (RunResult, error) {
 		due[tenantPeriod{d.TenantID, d.Period}] = true
 	}
 	if prevClosed {
-		ids, err := j.st.ListUsageTenants(ctx, prevStart, prevEnd)
+		ids, err := tenantsOf(prev)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("tenants with usage in %s: %w", prev, err))
+			errs = append(errs, err)
 		}
 		for _, id := range ids {
 			k := tenantPeriod{id, prev}
-			if due[k] || id == store.SystemTenantID {
+			if due[k] {
 				continue
 			}
 			inv, err := j.st.GetInvoiceByPeriod(ctx, id, prev)
@@ -156,7 +200,7 @@ func (j *Job) run(ctx context.Context, now time.Time) (RunResult, error) {
 		return cmp.Or(cmp.Compare(a.period, b.period), cmp.Compare(a.tenant, b.tenant))
 	})
 	for _, k := range keys {
-		inv, err := j.compute(ctx, byPlan, k.tenant, k.period, now)
+		inv, err := compute(k.tenant, k.period)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("finalize tenant %s for %s: %w", k.tenant, k.period, err))
 			continue
@@ -176,9 +220,9 @@ func (j *Job) run(ctx context.Context, now time.Time) (RunResult, error) {
 	return res, errors.Join(errs...)
 }
 
-// compute computes tenantID's invoice of period from its usage rows on its
+// compute computes tenantID's invoice of period from its sums on its
 // current plan's prices.
-func (j *Job) compute(ctx context.Context, byPlan map[string]store.PlanPrices, tenantID, period string, now time.Time) (store.Invoice, error) {
+func (j *Job) compute(ctx context.Context, byPlan map[string]store.PlanPrices, tenantID, period string, sums map[store.UsageDimension]*big.Int, now time.Time) (store.Invoice, error) {
 	t, err := j.st.GetTenant(ctx, tenantID)
 	if err != nil {
 		return store.Invoice{}, fmt.Errorf("tenant: %w", err)
@@ -187,13 +231,5 @@ func (j *Job) compute(ctx context.Context, byPlan map[string]store.PlanPrices, t
 	if !ok {
 		return store.Invoice{}, fmt.Errorf("tenant %s is on plan %q, which has no prices", tenantID, t.Plan)
 	}
-	start, end, err := store.ParseInvoicePeriod(period)
-	if err != nil {
-		return store.Invoice{}, err
-	}
-	rows, err := j.st.ListUsage(ctx, tenantID, start, end)
-	if err != nil {
-		return store.Invoice{}, fmt.Errorf("usage: %w", err)
-	}
-	return Compute(tenantID, t.Plan, period, prices, rows, now)
+	return ComputeTotals(tenantID, t.Plan, period, prices, sums, now)
 }

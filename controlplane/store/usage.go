@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"time"
 )
@@ -69,6 +70,13 @@ type UsageRow struct {
 	Hour      time.Time
 	Dimension UsageDimension
 	Amount    int64
+}
+
+// UsageTotal is a tenant's sum of one dimension over a range of hours.
+type UsageTotal struct {
+	TenantID  string
+	Dimension UsageDimension
+	Amount    *big.Int
 }
 
 // UsageAmount is an amount of one dimension a meter adds for one tenant.
@@ -384,6 +392,11 @@ type UsageStore interface {
 	// ListUsageTenants returns the ids of the tenants with a usage row of an hour that
 	// overlaps [from, to), sorted.
 	ListUsageTenants(ctx context.Context, from, to time.Time) ([]string, error)
+	// UsageTotals returns every tenant's sum of each dimension over the hours that overlap
+	// [from, to), exactly (a month of byte-seconds can pass int64), ordered by tenant id and
+	// dimension order; dimensions a tenant has no row of are absent. One read for every
+	// tenant: what the billing job prices.
+	UsageTotals(ctx context.Context, from, to time.Time) ([]UsageTotal, error)
 
 	// PutQuotaReports replaces what the store holds of broker brokerID's quota reports with
 	// reports (CheckQuotaReports validates them), all stamped at: a tenant the broker no

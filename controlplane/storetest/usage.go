@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,7 @@ var usageTests = []test{
 	{name: "UsageIngressRanges", fn: testUsageIngressRanges},
 	{name: "UsageIngressEpochs", fn: testUsageIngressEpochs},
 	{name: "UsageListScoping", fn: testUsageListScoping},
+	{name: "UsageTotals", fn: testUsageTotals},
 	{name: "UsageMeterAdvance", fn: testUsageMeterAdvance},
 	{name: "UsageQuotaReports", fn: testUsageQuotaReports},
 	{name: "UsageAggregates", own: true, fn: testUsageAggregates},
@@ -353,6 +355,50 @@ func testUsageListScoping(t *testing.T, s store.Store) {
 	rows, err = s.ListUsage(t.Context(), a.ID, usageHour(1), usageHour(0))
 	require.NoError(t, err)
 	require.Empty(t, rows, "an empty range")
+}
+
+// testUsageTotals: every tenant's sums over a range of hours, exact past
+// int64.
+func testUsageTotals(t *testing.T, s store.Store) {
+	a, _ := createTenant(t, s)
+	b, _ := createTenant(t, s)
+	meter := "test-" + store.NewID()
+	_, err := s.AdvanceMeter(t.Context(), meter, usageHour(0), nil)
+	require.NoError(t, err)
+	// Three hours of the largest amount an hourly row holds, for a.
+	_, err = s.AdvanceMeter(t.Context(), meter, usageHour(3), func(from, to time.Time) ([]store.UsageAmount, error) {
+		return []store.UsageAmount{{TenantID: a.ID, Dimension: store.UsageColdStorageByteSeconds, Amount: math.MaxInt64}}, nil
+	})
+	require.NoError(t, err)
+	id, epoch := usageBroker(t, s)
+	apply(t, s, store.UsageReport{BrokerID: id, BrokerEpoch: epoch, Sequence: 1, At: usageHour(1),
+		Counters: []store.UsageCounters{{TenantID: a.ID, Requests: 7}, {TenantID: b.ID, EgressBytes: 5, Requests: 1}}})
+	apply(t, s, store.UsageReport{BrokerID: id, BrokerEpoch: epoch, Sequence: 2, At: usageHour(4),
+		Counters: []store.UsageCounters{{TenantID: a.ID, Requests: 100}}}) // outside the range below
+
+	mine := func(from, to time.Time) []store.UsageTotal {
+		all, err := s.UsageTotals(t.Context(), from, to)
+		require.NoError(t, err)
+		var out []store.UsageTotal
+		for _, u := range all {
+			if u.TenantID == a.ID || u.TenantID == b.ID {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
+	threeMax, _ := new(big.Int).SetString("27670116110564327421", 10) // 3 × (2^63 − 1), by hand
+	want := []store.UsageTotal{
+		{TenantID: a.ID, Dimension: store.UsageRequests, Amount: big.NewInt(7)},
+		{TenantID: a.ID, Dimension: store.UsageColdStorageByteSeconds, Amount: threeMax},
+		{TenantID: b.ID, Dimension: store.UsageEgressBytes, Amount: big.NewInt(5)},
+		{TenantID: b.ID, Dimension: store.UsageRequests, Amount: big.NewInt(1)},
+	}
+	if b.ID < a.ID {
+		want = append(want[2:], want[:2]...)
+	}
+	require.Equal(t, want, mine(usageHour(0).Add(30*time.Minute), usageHour(3)), "the hours overlapping the range")
+	require.Empty(t, mine(usageHour(5), usageHour(6)))
 }
 
 // ---- meters ----

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strings"
 	"time"
@@ -336,6 +337,37 @@ func (s *Store) ListUsageTenants(ctx context.Context, from, to time.Time) ([]str
 		return nil, fmt.Errorf("list usage tenants: %w", err)
 	}
 	slices.Sort(out)
+	return out, nil
+}
+
+// UsageTotals implements store.UsageStore. Each engine's SUM of bigint
+// could overflow (SQLite's raises an error), so an amount is summed as its
+// high and low 32 bits, each sum far from int64's bounds (2^31 × the hours),
+// and put together here.
+func (s *Store) UsageTotals(ctx context.Context, from, to time.Time) ([]store.UsageTotal, error) {
+	rows, err := s.usageQuery(ctx, `SELECT tenant_id, dimension, CAST(SUM(amount / 4294967296) AS BIGINT), CAST(SUM(amount % 4294967296) AS BIGINT)
+		FROM usage_hourly WHERE hour_ms >= $1 AND hour_ms < $2 GROUP BY tenant_id, dimension`, store.HourOf(from).UnixMilli(), to.UnixMilli())
+	out, err := Collect(s.db, rows, err, func(r Scanner) (store.UsageTotal, error) {
+		var (
+			t      store.UsageTotal
+			dim    string
+			hi, lo int64
+		)
+		if err := r.Scan(&t.TenantID, &dim, &hi, &lo); err != nil {
+			return store.UsageTotal{}, err
+		}
+		t.Dimension = store.UsageDimension(dim)
+		t.Amount = new(big.Int).Lsh(big.NewInt(hi), 32)
+		t.Amount.Add(t.Amount, big.NewInt(lo))
+		return t, nil
+	}, "usage totals")
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b store.UsageTotal) int {
+		return cmp.Or(strings.Compare(a.TenantID, b.TenantID), cmp.Compare(a.Dimension.Order(), b.Dimension.Order()),
+			strings.Compare(string(a.Dimension), string(b.Dimension)))
+	})
 	return out, nil
 }
 
