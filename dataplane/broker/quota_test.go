@@ -172,6 +172,26 @@ func TestBrokerQuotaRequests(t *testing.T) {
 	if err != nil { // unless the loop ended just as the debt was paid
 		quotaDetails(t, err)
 	}
+	// The metrics: throttled requests by dimension; by tenant, the tenants
+	// throttled longest in the last exchange window get their own label
+	// at the exchange, the others count as "other".
+	leader := c.leaderOf(t, 0)
+	reg := leader.Registry()
+	require.Equal(t, float64(rate), gatheredSum(t, reg, "sluice_broker_quota_allotment", "dimension", "requests"))
+	throttled := gatheredSum(t, reg, "sluice_broker_quota_throttled_requests_total", "dimension", "requests")
+	require.GreaterOrEqual(t, throttled, float64(refused))
+	require.Equal(t, throttled, gatheredSum(t, reg, "sluice_broker_quota_tenant_throttled_requests_total", "tenant", otherTenants))
+	require.Positive(t, gatheredSum(t, reg, "sluice_broker_quota_throttle_seconds_total", "dimension", "requests"))
+	require.NotNil(t, leader.quotaReport(ctx))
+	testenv.Wait(t, 10*time.Second, "a refusal counted under the tenant's own label", func() error {
+		for range 2 * rate {
+			_, _ = rc.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST}))
+		}
+		if gatheredSum(t, reg, "sluice_broker_quota_tenant_throttled_requests_total", "tenant", c.tenantID) == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 	for range 3 * rate {
 		req := connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST})
 		req.Header().Set("Authorization", "Bearer "+testBrokerToken)
