@@ -46,3 +46,22 @@ func TestStorePostgresMetadataChangesPruned(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+// TestStorePostgresUsageMigration: migration 00013 keeps the webhook
+// deliveries, down and up.
+func TestStorePostgresUsageMigration(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), testenv.PostgresURL(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	storetest.DeliveriesKeptByUsageMigration(t, s, func(t *testing.T) {
+		fsys, err := fs.Sub(migrations, "migrations")
+		require.NoError(t, err)
+		db := stdlib.OpenDBFromPool(s.pool)
+		defer db.Close()
+		p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithDisableGlobalRegistry(true))
+		require.NoError(t, err)
+		_, err = p.DownTo(t.Context(), 12)
+		require.NoError(t, err)
+	}, func(t *testing.T) { require.NoError(t, migrate(t.Context(), s.pool, s.logger)) })
+}

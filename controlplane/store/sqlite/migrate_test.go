@@ -43,3 +43,20 @@ func TestStoreSQLiteMetadataChangesPruned(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+// TestStoreSQLiteUsageMigration: migration 00013 rebuilds webhook_deliveries
+// keeping its rows, down and up.
+func TestStoreSQLiteUsageMigration(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "sluice.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	storetest.DeliveriesKeptByUsageMigration(t, s, func(t *testing.T) {
+		fsys, err := fs.Sub(migrations, "migrations")
+		require.NoError(t, err)
+		p, err := goose.NewProvider(goose.DialectSQLite3, s.write, fsys, goose.WithDisableGlobalRegistry(true))
+		require.NoError(t, err)
+		_, err = p.DownTo(t.Context(), 12)
+		require.NoError(t, err)
+	}, func(t *testing.T) { require.NoError(t, migrate(t.Context(), s.write, s.logger)) })
+}
