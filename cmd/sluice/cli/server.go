@@ -116,6 +116,7 @@ func addrOf(l net.Listener) string {
 type devOptions struct {
 	groupHeartbeat, groupSession time.Duration
 	usageReportInterval          time.Duration
+	quotaExchangeInterval        time.Duration
 }
 
 func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOptions, logger *slog.Logger) error {
@@ -237,6 +238,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 		bc.Rack = fmt.Sprintf("rack-%d", i+1)
 		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = opts.groupHeartbeat, opts.groupSession
 		bc.UsageReportInterval = opts.usageReportInterval
+		bc.QuotaExchangeInterval = opts.quotaExchangeInterval
 		ready := make(chan [2]string, 1)
 		go func() {
 			brokerErr <- runBroker(brokersCtx, bc, logger, objects, func(addr, metrics string) { ready <- [2]string{addr, metrics} })
@@ -525,7 +527,8 @@ func (a *app) devTenant(ctx context.Context, dataDir, endpoint string, s *devSec
 
 func (a *app) devCommand() *cobra.Command {
 	var dataDir, listen string
-	opts := devOptions{groupHeartbeat: time.Second, groupSession: 10 * time.Second, usageReportInterval: broker.DefaultConfig().UsageReportInterval}
+	opts := devOptions{groupHeartbeat: time.Second, groupSession: 10 * time.Second, usageReportInterval: broker.DefaultConfig().UsageReportInterval,
+		quotaExchangeInterval: broker.DefaultConfig().QuotaExchangeInterval}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run Sluice locally in one process, with its data in one folder",
@@ -565,6 +568,7 @@ exits 0.`,
 	cmd.Flags().DurationVar(&opts.groupHeartbeat, "group-heartbeat-interval", opts.groupHeartbeat, "how often consumer-group members heartbeat (and learn of rebalances)")
 	cmd.Flags().DurationVar(&opts.groupSession, "group-session-timeout", opts.groupSession, "a consumer-group member silent this long is removed and its partitions reassigned")
 	cmd.Flags().DurationVar(&opts.usageReportInterval, "usage-report-interval", opts.usageReportInterval, "how often each broker reports its tenants' metered usage to the control plane (as the broker's --usage-report-interval)")
+	cmd.Flags().DurationVar(&opts.quotaExchangeInterval, "quota-exchange-interval", opts.quotaExchangeInterval, "how often each broker exchanges quotas with the control plane: reports its tenants' traffic and holdings, takes its allotments of their limits (as the broker's --quota-exchange-interval)")
 	return cmd
 }
 
