@@ -61,10 +61,12 @@ type RunResult struct {
 type tenantPeriod struct{ tenant, period string }
 
 // RunOnce brings invoices up to now: it recomputes the draft of every
-// tenant (but the system tenant) with usage in the current month (and in the previous one while it
-// is within Grace), and finalizes every month that ended Grace ago or more
-// and has a draft or usage, enqueueing the invoice.finalized deliveries.
-// One tenant's failure does not stop the others: the errors are joined.
+// tenant with usage in the current month (and in the previous one while it
+// ended less than Grace ago), and finalizes every month that ended Grace
+// ago or more and has a draft or usage, enqueueing the invoice.finalized
+// deliveries. The system tenant, and usage of a tenant that does not
+// exist, get no invoice. One tenant's failure does not stop the others:
+// the errors are joined.
 func (j *Job) RunOnce(ctx context.Context, now time.Time) (RunResult, error) {
 	began := time.Now()
 	res, err := j.run(ctx, now.UTC())
@@ -154,6 +156,8 @@ func (j *Job) run(ctx context.Context, now time.Time) (RunResult, error) {
 			}
 			switch {
 			case errors.Is(err, store.ErrConflict): // finalized already (a replica with a clock ahead)
+			case errors.Is(err, store.ErrNotFound):
+				j.cfg.Logger.Debug("billing: usage of a tenant that does not exist", "tenant", id, "period", period)
 			case err != nil:
 				errs = append(errs, fmt.Errorf("draft of tenant %s for %s: %w", id, period, err))
 			default:
@@ -201,6 +205,9 @@ func (j *Job) run(ctx context.Context, now time.Time) (RunResult, error) {
 	})
 	for _, k := range keys {
 		inv, err := compute(k.tenant, k.period)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // no such tenant: nobody to bill
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("finalize tenant %s for %s: %w", k.tenant, k.period, err))
 			continue

@@ -313,7 +313,8 @@ func gather(c prometheus.Collector) (map[string]float64, error) {
 
 // TestJobFailure: a tenant whose invoice cannot be computed (a plan with
 // no prices) fails the run, counted, and does not stop the others; the
-// system tenant gets no invoice.
+// system tenant gets no invoice, nor does usage of a tenant that does not
+// exist.
 func TestJobFailure(t *testing.T) {
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sluice.db"), nil)
 	require.NoError(t, err)
@@ -325,16 +326,18 @@ func TestJobFailure(t *testing.T) {
 		require.NoError(t, st.CreateTenant(ctx, ten, store.APIKey{ID: "k_" + store.NewID(), TenantID: ten.ID, Name: "k", Hash: []byte("h"), CreatedAt: nov}))
 		ids = append(ids, ten.ID)
 	}
+	ghost := store.NewID()
 	b, err := st.RegisterBroker(ctx, store.Broker{ID: 7, Address: "a", LeaseExpiresAt: dec, RegisteredAt: nov})
 	require.NoError(t, err)
 	_, err = st.ApplyUsageReport(ctx, store.UsageReport{BrokerID: 7, BrokerEpoch: b.Epoch, Sequence: 1, At: nov.Add(time.Hour),
-		Counters: []store.UsageCounters{{TenantID: ids[0], Requests: 1}, {TenantID: ids[1], Requests: 200_000_000}, {TenantID: store.SystemTenantID, Requests: 5}}})
+		Counters: []store.UsageCounters{{TenantID: ids[0], Requests: 1}, {TenantID: ids[1], Requests: 200_000_000}, {TenantID: store.SystemTenantID, Requests: 5}, {TenantID: ghost, Requests: 5}}})
 	require.NoError(t, err)
 
 	metrics := billing.NewMetrics()
 	job := billing.NewJob(st, billing.JobConfig{Metrics: metrics})
 	res, err := job.RunOnce(ctx, nov.Add(2*time.Hour))
 	require.ErrorContains(t, err, ids[0])
+	require.NotContains(t, err.Error(), ghost, "usage of a tenant that does not exist is nobody's to bill, and no failure")
 	require.Equal(t, billing.RunResult{Drafts: 1}, res)
 	pro, err := st.GetInvoiceByPeriod(ctx, ids[1], "2026-11")
 	require.NoError(t, err)
