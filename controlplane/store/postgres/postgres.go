@@ -60,8 +60,16 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 
 // newStore is the Store over pool: sqlstore's DB reads and writes through
 // database/sql over the pool (stdlib.OpenDBFromPool), with one pool for both.
+// database/sql keeps its connections idle rather than handing each back to
+// the pool after every statement (OpenDBFromPool's default, for sharing the
+// pool with pgx callers, which this store has none of): a statement then
+// costs no acquire, release and connection wrapper. It opens at most the
+// pool's size, so it never waits on the pool.
 func newStore(pool *pgxpool.Pool, logger *slog.Logger) *Store {
 	db := stdlib.OpenDBFromPool(pool)
+	n := int(pool.Config().MaxConns)
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
 	return &Store{
 		Store: sqlstore.NewStore(sqlstore.New(sqlstore.Config{
 			Dialect:  dialect{},

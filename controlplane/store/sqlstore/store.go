@@ -4,8 +4,7 @@ import "time"
 
 // Store is the control-plane store's methods written once, over a DB. The
 // drivers embed it (postgres.Store, sqlite.Store), so its methods are
-// theirs; a driver keeps a method of its own only where the engines must
-// differ in Go code, not just in a Dialect clause.
+// theirs; neither driver has a method of its own but Close.
 type Store struct {
 	db *DB
 }

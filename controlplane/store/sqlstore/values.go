@@ -32,27 +32,51 @@ func (s timeScanner) Scan(src any) error {
 
 // ScanInt32s reads a list column encoded by Dialect.Int32s into *dst; the
 // empty list reads as nil.
-func ScanInt32s(dst *[]int32) sql.Scanner {
-	return listScanner{func(elems []string, isJSON bool, raw []byte) error {
-		if isJSON {
-			var v []int32
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return err
-			}
-			*dst = nilIfEmpty(v)
-			return nil
+func ScanInt32s(dst *[]int32) sql.Scanner { return int32sScanner{dst} }
+
+type int32sScanner struct{ dst *[]int32 }
+
+// Scan parses "[1,2]" (JSON, SQLite) or "{1,2}" (a Postgres array in text,
+// as database/sql receives it from pgx) in place, without decoding through
+// strings: partition reads scan two lists a row.
+func (s int32sScanner) Scan(src any) error {
+	var raw string
+	switch v := src.(type) {
+	case string:
+		raw = v
+	case []byte:
+		raw = string(v)
+	default:
+		return fmt.Errorf("scan list: unsupported %T", src)
+	}
+	v, err := parseInt32s(raw)
+	if err != nil {
+		return fmt.Errorf("decode list %q: %w", raw, err)
+	}
+	*s.dst = v
+	return nil
+}
+
+func parseInt32s(raw string) ([]int32, error) {
+	raw = strings.TrimSpace(raw)
+	if len(raw) < 2 || !(raw[0] == '[' && raw[len(raw)-1] == ']' || raw[0] == '{' && raw[len(raw)-1] == '}') {
+		return nil, fmt.Errorf("not a list")
+	}
+	body := raw[1 : len(raw)-1]
+	if strings.TrimSpace(body) == "" {
+		return nil, nil
+	}
+	out := make([]int32, 0, strings.Count(body, ",")+1)
+	for len(body) > 0 {
+		e, rest, _ := strings.Cut(body, ",")
+		n, err := strconv.ParseInt(strings.TrimSpace(e), 10, 32)
+		if err != nil {
+			return nil, err
 		}
-		var v []int32
-		for _, e := range elems {
-			n, err := strconv.ParseInt(e, 10, 32)
-			if err != nil {
-				return err
-			}
-			v = append(v, int32(n))
-		}
-		*dst = v
-		return nil
-	}}
+		out = append(out, int32(n))
+		body = rest
+	}
+	return out, nil
 }
 
 // ScanStrings reads a list column encoded by Dialect.Strings into *dst; the
