@@ -55,8 +55,9 @@
 // without metering), and are lost otherwise, never counted twice
 // (sluice_broker_usage_reports_abandoned_total counts such reports); its ranges are derived from the log
 // again. On shutdown, once the broker's client port has drained, Final
-// sends the unanswered report once more and then one with what was
-// counted since.
+// sends the unanswered report until it is answered and then one with
+// what was counted since, within a deadline (the broker's: 5 s, or its
+// --shutdown-timeout if shorter).
 //
 // # What a crash costs
 //

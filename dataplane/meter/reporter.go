@@ -175,18 +175,38 @@ func (r *Reporter) Run(ctx context.Context) {
 	}
 }
 
-// Final makes one last try on shutdown: the unanswered report once, then,
-// if that was answered, one with what was counted since. ctx bounds it.
+// Final is the last report on shutdown: the unanswered report until it
+// is answered, then one with what was counted since, also until
+// answered, retried as Run does; ctx bounds it.
 func (r *Reporter) Final(ctx context.Context) {
 	if !r.startEpoch() {
 		return
 	}
-	if r.pending != nil && !r.attempt(ctx) {
+	if !r.untilAnswered(ctx) {
 		return
 	}
-	if r.setPending(r.build(ctx)); r.pending != nil {
-		r.attempt(ctx)
+	r.setPending(r.build(ctx))
+	r.untilAnswered(ctx)
+}
+
+// untilAnswered sends the pending report (if any) until it is answered
+// or ctx ends; true when nothing is left unanswered.
+func (r *Reporter) untilAnswered(ctx context.Context) bool {
+	backoff := minBackoff
+	for r.pending != nil {
+		if r.attempt(ctx) {
+			return true
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		backoff = min(2*backoff, r.cfg.MaxBackoff)
 	}
+	return true
 }
 
 // step sends the unanswered report, or builds and sends the next one;
