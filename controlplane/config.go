@@ -63,6 +63,12 @@ type Config struct {
 	// ClientLimits rate-limit Signup and bad-key CreateToken calls per
 	// client address.
 	ClientLimits clientlimit.Config
+	// MeteringInterval is how often the control plane's usage meters
+	// (storage and partition byte/partition-seconds) advance;
+	// BillingInterval how often the billing job recomputes drafts and
+	// finalizes closed months (controlplane/metering).
+	MeteringInterval time.Duration
+	BillingInterval  time.Duration
 }
 
 // DefaultMetricsAddr is the control plane's operator listener unless
@@ -92,6 +98,8 @@ func DefaultConfig() Config {
 		LagAlertPolicy:                         alerts.DefaultPolicy(),
 		Controller:                             controller.DefaultConfig(),
 		ClientLimits:                           clientlimit.DefaultConfig(),
+		MeteringInterval:                       10 * time.Second,
+		BillingInterval:                        time.Minute,
 	}
 }
 
@@ -120,6 +128,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.TransactionStateTopicReplicationFactor, "transaction-state-topic-replication-factor", c.TransactionStateTopicReplicationFactor, "replication factor of the internal transaction-state topic; it is created once this many brokers are live, and transactions are unavailable until then")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
+	fs.DurationVar(&c.MeteringInterval, "metering-interval", c.MeteringInterval, "how often the control plane counts each tenant's cold and hot storage byte-seconds and partition-seconds for billing (each interval is counted once whatever the replicas; a holding is counted as it is at the interval's end)")
+	fs.DurationVar(&c.BillingInterval, "billing-interval", c.BillingInterval, "how often the billing job recomputes the open month's draft invoices from usage and finalizes those of closed months (0 turns it off on this replica)")
 	c.Controller.RegisterFlags(fs)
 	c.ClientLimits.RegisterFlags(fs)
 }
@@ -167,6 +177,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--default-replication-factor must be between 1 and 7; got %d", c.DefaultReplicationFactor)
 	case c.MaxRequestBytes < 1<<10 || c.MaxRequestBytes > 64<<20:
 		return fmt.Errorf("--max-request-bytes must be between 1 KiB and 64 MiB; got %d", c.MaxRequestBytes)
+	case c.MeteringInterval < 100*time.Millisecond || c.MeteringInterval > time.Hour:
+		return fmt.Errorf("--metering-interval must be between 100ms and 1h; got %s", c.MeteringInterval)
+	case c.BillingInterval != 0 && (c.BillingInterval < 100*time.Millisecond || c.BillingInterval > 24*time.Hour):
+		return fmt.Errorf("--billing-interval must be 0 (off) or between 100ms and 24h; got %s", c.BillingInterval)
 	}
 	if err := c.ClientLimits.Validate(); err != nil {
 		return err

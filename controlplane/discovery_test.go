@@ -42,6 +42,7 @@ func TestControlPlaneReflectionListsEveryService(t *testing.T) {
 		sluicev1connect.APIKeyServiceName,
 		sluicev1connect.AlertServiceName,
 		sluicev1connect.AuthServiceName,
+		sluicev1connect.BillingServiceName,
 		sluicev1connect.BrokerServiceName,
 		sluicev1connect.OperatorServiceName,
 		sluicev1connect.RecordServiceName,

@@ -3,13 +3,14 @@
 // listener (metrics and health, internal/opshttp), and the candidate
 // controller (controlplane/controller).
 //
-// Goroutines: Run owns the HTTP servers, the signing-key sync loop and the
-// controller loop; all stop when its context is cancelled. On cancellation
+// Goroutines: Run owns the HTTP servers, the signing-key sync loop, the
+// usage-metering loop (controlplane/metering) and the controller loop; all
+// stop when its context is cancelled. On cancellation
 // the WatchAssignments streams end at once (Unavailable), gRPC health
 // answers NOT_SERVING and its Watch streams end once told, the controller
 // stops renewing its lease (another replica takes over when it expires), and
 // in-flight requests drain for up to Config.ShutdownTimeout. Run returns only
-// after the controller loop has returned. The Server holds no other
+// after the controller and metering loops have returned. The Server holds no other
 // background work.
 package controlplane
 
@@ -30,9 +31,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluicemq/sluice/billing"
 	"github.com/sluicemq/sluice/controlplane/alerting"
 	"github.com/sluicemq/sluice/controlplane/api"
 	"github.com/sluicemq/sluice/controlplane/controller"
+	"github.com/sluicemq/sluice/controlplane/metering"
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
@@ -72,6 +75,7 @@ type Server struct {
 	ops       http.Handler      // the operator listener
 	api       *api.API
 	ctl       *controller.Controller
+	meter     *metering.Meter
 	now       func() time.Time
 	// health answers gRPC health checks: SERVING until the API server
 	// begins to drain (startDrain), which ends drainCtx.
@@ -153,6 +157,14 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		Now:          deps.Now,
 	})
 	s.api = a
+	s.registry.MustRegister(a.UsageCollector())
+	billingMetrics := billing.NewMetrics()
+	job := billing.NewJob(s.store, billing.JobConfig{Logger: deps.Logger, Metrics: billingMetrics})
+	s.meter = metering.New(metering.Config{Interval: cfg.MeteringInterval, BillingInterval: cfg.BillingInterval}, metering.Deps{
+		Store: s.store, Logger: deps.Logger, Now: deps.Now,
+		Billing: func(ctx context.Context) error { _, err := job.RunOnce(ctx, deps.Now()); return err },
+	})
+	s.registry.MustRegister(s.meter.Collector(), billingMetrics)
 	ctlCfg := cfg.Controller
 	ctlCfg.StartupGrace = cfg.BrokerLease
 	ctl, err := controller.New(ctlCfg, controller.Deps{Store: s.store, Logger: deps.Logger, Registerer: s.registry, Now: deps.Now})
@@ -285,6 +297,15 @@ func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
 	if s.alerter != nil {
 		go s.alerter.Run(loopCtx)
 	}
+	meterDone := make(chan struct{})
+	go func() {
+		defer close(meterDone)
+		s.meter.Run(loopCtx)
+	}()
+	defer func() {
+		stopLoop()
+		<-meterDone
+	}()
 	ctlDone := make(chan struct{})
 	go func() {
 		defer close(ctlDone)

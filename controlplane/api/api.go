@@ -2,8 +2,10 @@
 // API keys, tokens, topics, operator actions and the brokers' internal
 // service (registration, heartbeats, the revocation feed, the assignment
 // stream and leader-driven ISR changes, see assignment.go; remote-segment
-// metadata for tiered storage, see remote.go), and tenants' lag alerts,
-// alert policy and webhooks (AlertService, alerts.go). Of the brokers'
+// metadata for tiered storage, see remote.go; the quota exchange and usage
+// reports, see usage.go), tenants' lag alerts, alert policy and webhooks
+// (AlertService, alerts.go), and tenants' usage and invoices and the
+// operators' plan prices (BillingService, billing.go). Of the brokers'
 // services it serves RecordService.GetMetadata only; every other
 // procedure of RecordService and GroupService answers Unimplemented with
 // a pointer to the brokers (brokeronly.go). It calls the brokers for one
@@ -116,6 +118,12 @@ type API struct {
 	clients       *clientlimit.Resolver
 	signups       *clientlimit.Limiter
 	tokenFailures *clientlimit.Limiter
+
+	// Quotas and metering (usage.go): tenants' limits cached for
+	// ExchangeQuotas, and the metering metrics.
+	limits limitCache
+	cold   coldCache
+	usage  *usageMetrics
 }
 
 // New returns the API. It does not start anything.
@@ -164,6 +172,7 @@ func New(cfg Config, deps Deps) *API {
 		webhooks:      deps.Webhooks,
 		brokerHTTP:    deps.BrokerHTTP,
 		closing:       make(chan struct{}),
+		usage:         newUsageMetrics(deps.Now),
 		auth: &authenticator{
 			logger:        deps.Logger,
 			store:         deps.Store,

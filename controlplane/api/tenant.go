@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/controlplane/quota"
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tenants"
@@ -85,10 +86,42 @@ func (s *tenantService) GetTenant(ctx context.Context, _ *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&sluicev1.GetTenantResponse{
-		Tenant: tpb,
-		Usage:  &sluicev1.Usage{Topics: u.Topics, Partitions: u.Partitions},
-	}), nil
+	usage, err := s.holdings(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	usage.Topics, usage.Partitions = u.Topics, u.Partitions
+	return connect.NewResponse(&sluicev1.GetTenantResponse{Tenant: tpb, Usage: usage}), nil
+}
+
+// holdings is what the tenant holds and is admitted now, from the brokers'
+// fresh quota reports (controlplane/quota) and its cold bytes.
+func (s *tenantService) holdings(ctx context.Context, tenantID string) (*sluicev1.Usage, error) {
+	now := s.now().UTC()
+	stored, err := s.store.ListQuotaReports(ctx, []string{tenantID}, now.Add(-quotaConfig.Fresh))
+	if err != nil {
+		return nil, err
+	}
+	reports := make([]quota.Report, 0, len(stored))
+	for _, r := range stored {
+		reports = append(reports, fromStoreReport(r))
+	}
+	cold, err := s.cold.get(ctx, s.store, now)
+	if err != nil {
+		return nil, err
+	}
+	h := quota.Sum(quotaConfig.FreshReports(reports, now), cold[tenantID])
+	return &sluicev1.Usage{
+		StorageBytes:       h.StorageBytes(),
+		HotStorageBytes:    h.HotStorageBytes,
+		ColdStorageBytes:   h.ColdStorageBytes,
+		Groups:             h.Groups,
+		TransactionalIds:   h.TransactionalIDs,
+		ProduceBytesPerSec: h.Admitted.ProduceBytes,
+		FetchBytesPerSec:   h.Admitted.FetchBytes,
+		RequestsPerSec:     h.Admitted.Requests,
+		ProducerIdsPerHour: h.Admitted.ProducerIDs * 3600,
+	}, nil
 }
 
 type authService struct{ *API }

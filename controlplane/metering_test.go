@@ -1,0 +1,68 @@
+package controlplane_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/controlplane"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/testenv"
+)
+
+func fastMetering(cfg *controlplane.Config) { cfg.MeteringInterval = 100 * time.Millisecond }
+
+// TestControlPlaneMetering: the control plane meters a tenant's
+// partition-seconds and hot storage byte-seconds (from the brokers' quota
+// reports), and two replicas metering the same store count each interval
+// once: the partition-seconds never pass partitions × the time elapsed.
+func TestControlPlaneMetering(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.PostgresURL(t)
+	began := time.Now()
+	c := start(t, dbURL, fastMetering)
+	start(t, dbURL, fastMetering) // a second replica on the same database
+	e1 := c.register(t, 1)
+	alice := c.signup(t, "alice")
+	_, err := c.topics(alice.token).CreateTopic(context.Background(), connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "orders", PartitionCount: 3, ReplicationFactor: 1}))
+	require.NoError(t, err)
+
+	// The broker keeps reporting 1000 hot bytes of alice's.
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			_, _ = c.exchange(1, e1, &sluicev1.TenantQuotaReport{TenantId: alice.tenantID, HotStorageBytes: 1000})
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+
+	testenv.Wait(t, 30*time.Second, "partition-seconds and hot storage byte-seconds", func() error {
+		tot := usageTotals(t, c, alice.token)
+		if tot[sluicev1.UsageDimension_USAGE_DIMENSION_PARTITION_SECONDS] < 3 || tot[sluicev1.UsageDimension_USAGE_DIMENSION_HOT_STORAGE_BYTE_SECONDS] < 1000 {
+			return fmt.Errorf("totals %v", tot)
+		}
+		return nil
+	})
+	// Counted once: 3 partitions for at most the time since the replicas
+	// started, plus the second the meters' whole-second intervals may start
+	// before it (a second replica counting the same intervals would double
+	// it).
+	tot := usageTotals(t, c, alice.token)
+	elapsed := time.Since(began).Seconds() + 1
+	require.LessOrEqual(t, float64(tot[sluicev1.UsageDimension_USAGE_DIMENSION_PARTITION_SECONDS]), 3*elapsed)
+	require.LessOrEqual(t, float64(tot[sluicev1.UsageDimension_USAGE_DIMENSION_HOT_STORAGE_BYTE_SECONDS]), 1000*elapsed)
+	require.Zero(t, tot[sluicev1.UsageDimension_USAGE_DIMENSION_COLD_STORAGE_BYTE_SECONDS])
+	require.Positive(t, c.metric(t, `sluice_controlplane_meter_runs_total{meter="partitions",result="advanced"}`))
+	require.Positive(t, c.metric(t, `sluice_controlplane_meter_last_success_timestamp_seconds{meter="hot_storage"}`))
+}
