@@ -103,6 +103,7 @@ func TestE2EGrpcurlDiscovery(t *testing.T) {
 		"sluice.v1.APIKeyService",
 		"sluice.v1.AlertService",
 		"sluice.v1.AuthService",
+		"sluice.v1.BillingService",
 		"sluice.v1.BrokerService",
 		"sluice.v1.OperatorService",
 		"sluice.v1.RecordService",
