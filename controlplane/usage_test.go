@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/controlplane"
+	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testenv"
@@ -298,4 +301,63 @@ func TestControlPlaneReportUsage(t *testing.T) {
 			requireCode(t, connect.CodeInvalidArgument, err, tc.field)
 		}
 	})
+}
+
+// quotaReads counts the store calls of the quota exchange.
+type quotaReads struct {
+	store.Store
+	tenants, cold, puts, lists atomic.Int32
+}
+
+func (s *quotaReads) GetTenant(ctx context.Context, id string) (store.Tenant, error) {
+	s.tenants.Add(1)
+	return s.Store.GetTenant(ctx, id)
+}
+
+func (s *quotaReads) ColdStorageBytes(ctx context.Context) (map[string]int64, error) {
+	s.cold.Add(1)
+	return s.Store.ColdStorageBytes(ctx)
+}
+
+func (s *quotaReads) PutQuotaReports(ctx context.Context, brokerID int32, at time.Time, reports []store.QuotaReport) error {
+	s.puts.Add(1)
+	return s.Store.PutQuotaReports(ctx, brokerID, at, reports)
+}
+
+func (s *quotaReads) ListQuotaReports(ctx context.Context, tenantIDs []string, since time.Time) ([]store.QuotaReport, error) {
+	s.lists.Add(1)
+	return s.Store.ListQuotaReports(ctx, tenantIDs, since)
+}
+
+// TestControlPlaneExchangeQuotasCost: every broker calls ExchangeQuotas
+// about once a second naming every tenant it serves, so one call writes
+// its reports once and reads the tenants' reports once, and the tenants'
+// limits (5 s) and cold bytes (10 s) come from caches, not from a read per
+// tenant per call.
+func TestControlPlaneExchangeQuotasCost(t *testing.T) {
+	t.Parallel()
+	w := &quotaReads{}
+	c := startWith(t, "sqlite:"+t.TempDir()+"/cp.db", func(s store.Store) store.Store { w.Store = s; return w },
+		func(cfg *controlplane.Config) { cfg.MeteringInterval = time.Hour })
+	epochs := []int64{c.register(t, 1), c.register(t, 2), c.register(t, 3)}
+	var reports []*sluicev1.TenantQuotaReport
+	for i := range 20 {
+		reports = append(reports, offeredProduce(c.signup(t, fmt.Sprintf("tenant-%02d", i)).tenantID, float64(i)))
+	}
+	w.tenants.Store(0)
+	began := time.Now()
+	const rounds = 30
+	for range rounds {
+		for b, e := range epochs {
+			res, err := c.exchange(int32(b+1), e, reports...)
+			require.NoError(t, err)
+			require.Len(t, res.GetAllotments(), 20)
+		}
+	}
+	elapsed := time.Since(began)
+	require.Equal(t, int32(3*rounds), w.puts.Load())
+	require.Equal(t, int32(3*rounds), w.lists.Load())
+	require.LessOrEqual(t, w.tenants.Load(), int32(20*(1+elapsed/(5*time.Second))), "each tenant read once per 5 s, not %d times", 3*rounds)
+	require.LessOrEqual(t, w.cold.Load(), int32(1+elapsed/(10*time.Second)))
+	t.Logf("%d exchanges of 20 tenants in %s: %d tenant reads, %d cold-storage reads", 3*rounds, elapsed, w.tenants.Load(), w.cold.Load())
 }
