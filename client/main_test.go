@@ -27,6 +27,9 @@ var (
 	apiKey   string // the test tenant's key
 )
 
+// The cluster's shared secrets.
+const brokerToken, operatorToken = "broker-secret-for-tests-0123456789", "operator-secret-for-tests-0123456789"
+
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithCancel(context.Background())
 	dir, err := os.MkdirTemp("", "sluice-client-test-")
@@ -46,7 +49,6 @@ func TestMain(m *testing.M) {
 }
 
 func startCluster(ctx context.Context, dir string) (func(), error) {
-	const brokerToken, operatorToken = "broker-secret-for-tests-0123456789", "operator-secret-for-tests-0123456789"
 	cfg := controlplane.DefaultConfig()
 	cfg.DatabaseURL = "sqlite:" + filepath.Join(dir, "cp.db")
 	cfg.BrokerToken, cfg.OperatorToken = brokerToken, operatorToken
@@ -135,12 +137,17 @@ func createTopic(tb testing.TB, name string, partitions int32, config *sluicev1.
 }
 
 func createTopicErr(name string, partitions int32, config *sluicev1.TopicConfig) error {
+	return createTopicAs(apiKey, name, partitions, config)
+}
+
+// createTopicAs is createTopicErr for the tenant of key.
+func createTopicAs(key, name string, partitions int32, config *sluicev1.TopicConfig) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
-	tok, err := sluicev1connect.NewAuthServiceClient(hc, endpoint).CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: apiKey}))
+	tok, err := sluicev1connect.NewAuthServiceClient(hc, endpoint).CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: key}))
 	if err != nil {
 		return err
 	}
