@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,36 @@ func (c *Cluster) SetTenantOverrides(ctx context.Context, tenantID string, o *sl
 		c.mark("tenant %s overrides %v", tenantID, o)
 	}
 	return err
+}
+
+// NewTenant signs a tenant up, has the operator set its limit overrides
+// (nil: none) before the tenant sends anything to a broker, so that the
+// control plane's first quota exchange for it already divides the
+// overridden limits, and returns a client with no topic yet (NewTopic).
+func (c *Cluster) NewTenant(t testing.TB, tenant string, o *sluicev1.LimitOverrides) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cp := c.ControlPlane()
+	su, err := sluicev1connect.NewTenantServiceClient(c.hc, cp, connect.WithGRPC()).Signup(ctx,
+		connect.NewRequest(&sluicev1.SignupRequest{Email: tenant + "@e2e.example", TenantName: tenant}))
+	if err != nil {
+		t.Fatalf("signup: %v", err)
+	}
+	if o != nil {
+		if err := c.SetTenantOverrides(ctx, su.Msg.GetTenant().GetId(), o); err != nil {
+			t.Fatalf("overrides: %v", err)
+		}
+	}
+	tok, err := sluicev1connect.NewAuthServiceClient(c.hc, cp, connect.WithGRPC()).CreateToken(ctx,
+		connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: su.Msg.GetApiKeySecret()}))
+	if err != nil {
+		t.Fatalf("create token: %v", err)
+	}
+	return &Client{
+		c: c, TenantID: su.Msg.GetTenant().GetId(), APIKey: su.Msg.GetApiKeySecret(), token: tok.Msg.GetToken(),
+		leaders: map[int32]int32{}, sent: new(atomic.Int64),
+	}
 }
 
 // NewTopic creates another topic of the client's tenant (replication
@@ -180,3 +211,7 @@ func (cl *Client) Usage(ctx context.Context) (map[sluicev1.UsageDimension]int64,
 	}
 	return out, nil
 }
+
+// Operator is an OperatorService client with the cluster's operator
+// credential, for calls the helpers here do not wrap.
+func (c *Cluster) Operator() sluicev1connect.OperatorServiceClient { return c.operator() }
