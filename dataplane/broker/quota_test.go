@@ -359,3 +359,91 @@ func TestBrokerQuotaReport(t *testing.T) {
 	ri, _ := quotaDetails(t, err)
 	require.NotNil(t, ri, "still limited: %v", fmt.Sprint(err))
 }
+
+// TestBrokerQuotaThroughControlPlane: the brokers' quota exchange with
+// the real control plane. A tenant's overrides reach the brokers it uses as
+// allotments that sum to the cluster-wide limit, the partition leader,
+// where the traffic is, holding most of it; a produce over it is refused
+// with a RetryInfo, the message naming the cluster-wide limit. The groups
+// the brokers report are summed against max_groups: at the limit a new
+// group is refused, the existing one served; and storage over
+// max_total_storage_bytes refuses produce without a RetryInfo.
+func TestBrokerQuotaThroughControlPlane(t *testing.T) {
+	t.Parallel()
+	c := startTestCluster(t, testClusterOpts{broker: func(c *Config) { c.QuotaExchangeInterval = 200 * time.Millisecond }})
+	ctx := context.Background()
+	operator := sluicev1connect.NewOperatorServiceClient(h2c.Client(), c.endpoint, connect.WithInterceptors(tenants.Bearer(testOperatorToken)))
+	setOverrides := func(o *sluicev1.LimitOverrides) {
+		_, err := operator.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: c.tenantID, Overrides: o}))
+		require.NoError(t, err)
+	}
+	const limit = 96 << 10
+	c.commit(t, "existing", map[int32]int64{0: 0})
+	setOverrides(&sluicev1.LimitOverrides{ProduceBytesPerSec: ptrTo[int64](limit), MaxGroups: ptrTo[int32](1)})
+	rc := c.leaderRecords(t, 0)
+	leader := c.leaderOf(t, 0)
+	testenv.Wait(t, 30*time.Second, "allotments of the override summing to it, the leader's the largest", func() error {
+		// Traffic at the leader, so that its share grows.
+		_, _ = rc.Produce(ctx, valueOf(0, 100))
+		var sum float64
+		for _, b := range c.brokers {
+			a := b.quota.allotment(c.tenantID)
+			if a == nil && b != leader {
+				continue // the tenant has nothing here: not reported, no share
+			}
+			if a.GetLimits().GetProduceBytesPerSec() != limit {
+				return fmt.Errorf("broker %d: allotment %v", b.cfg.ID, a)
+			}
+			sum += a.GetRates().GetProduceBytesPerSec()
+		}
+		if sum < 0.99*limit || sum > 1.01*limit {
+			return fmt.Errorf("allotments sum to %.0f, not %d", sum, limit)
+		}
+		if own := leader.quota.allotment(c.tenantID).GetRates().GetProduceBytesPerSec(); own < limit/2 {
+			return fmt.Errorf("the leader's allotment is %.0f of %d", own, limit)
+		}
+		return nil
+	})
+	var err error
+	testenv.Wait(t, 30*time.Second, "a produce over the allotment refused", func() error {
+		if _, err = rc.Produce(ctx, valueOf(0, 100<<10)); err == nil {
+			return errors.New("admitted")
+		}
+		return nil
+	})
+	ri, v := quotaDetails(t, err)
+	require.NotNil(t, ri)
+	require.Equal(t, "produce_bytes_per_sec", v.GetDescription())
+	require.ErrorContains(t, err, "96 KiB/s across the cluster")
+
+	// Groups: the brokers report the one group, the control plane says
+	// the tenant is at its limit.
+	testenv.Wait(t, 30*time.Second, "a new group refused", func() error {
+		_, err = c.groups.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: "new", SubscribedTopics: []string{"orders"}, SubscriptionSet: true}))
+		if connect.CodeOf(err) != connect.CodeResourceExhausted {
+			return fmt.Errorf("heartbeat: %v", err)
+		}
+		return nil
+	})
+	ri, v = quotaDetails(t, err)
+	require.Nil(t, ri)
+	require.Equal(t, "max_groups", v.GetDescription())
+	require.ErrorContains(t, err, "has 1 consumer groups, at or over its max_groups limit of 1")
+	c.commit(t, "existing", map[int32]int64{0: 1})
+
+	// Storage: over a tiny total, produce is refused without a delay.
+	setOverrides(&sluicev1.LimitOverrides{MaxTotalStorageBytes: ptrTo[int64](1000)})
+	testenv.Wait(t, 30*time.Second, "produce refused for storage", func() error {
+		_, err = rc.Produce(ctx, valueOf(0, 10))
+		if connect.CodeOf(err) != connect.CodeResourceExhausted {
+			return fmt.Errorf("produce: %v", err)
+		}
+		if ri, _ := quotaDetails(t, err); ri != nil {
+			return fmt.Errorf("a rate refusal still: %v", err)
+		}
+		return nil
+	})
+	_, v = quotaDetails(t, err)
+	require.Equal(t, "max_total_storage_bytes", v.GetDescription())
+	require.ErrorContains(t, err, "at or over its max_total_storage_bytes limit of 1000 B")
+}
