@@ -131,6 +131,12 @@ func startTestCluster(t testing.TB, opts testClusterOpts) *lagCluster {
 		connect.NewRequest(&sluicev1.SignupRequest{Email: "lag@example.com", TenantName: "lag"}))
 	require.NoError(t, err)
 	c.tenantID = su.Msg.GetTenant().GetId()
+	// On the pro plan: the tests' traffic stays far below its quotas
+	// (the free plan's 5 MiB/s of produce is less than some write).
+	pro := tenants.PlanPro
+	_, err = sluicev1connect.NewOperatorServiceClient(hc, endpoint, connect.WithInterceptors(tenants.Bearer(operatorToken))).UpdateTenant(ctx,
+		connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: c.tenantID, Plan: &pro}))
+	require.NoError(t, err)
 	tok, err := sluicev1connect.NewAuthServiceClient(hc, endpoint).CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: su.Msg.GetApiKeySecret()}))
 	require.NoError(t, err)
 	c.token = tok.Msg.GetToken()
