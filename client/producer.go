@@ -234,7 +234,8 @@ func (p *Producer) Idempotent() bool { return p.pid >= 0 }
 
 // initProducerID asks any broker for a new producer id and its epoch,
 // retrying while the cluster is unavailable or the tenant is throttled
-// (after the delay asked for) and ctx lasts.
+// (after the delay asked for) and ctx lasts. A rate refusal whose delay
+// ends after ctx's deadline fails at once, with the refusal.
 func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 	for attempt := 1; ; attempt++ {
 		var lastErr error
@@ -255,6 +256,13 @@ func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 			lastErr = connect.NewError(connect.CodeUnavailable, errors.New("no broker is known"))
 			if _, err := c.refreshMetadata(ctx, nil, true); err != nil {
 				lastErr = err
+			}
+		}
+		if d, ok := throttleOf(lastErr); ok {
+			if dl, has := ctx.Deadline(); has && time.Until(dl) < d {
+				// Waiting out the refusal cannot end before ctx does: say
+				// so now, with the quota's error, not at the deadline.
+				return 0, 0, fmt.Errorf("sluice: init producer id: %w (the delay asked for, %s, ends after the context's deadline)", lastErr, d.Round(time.Millisecond))
 			}
 		}
 		if err := sleep(ctx, retryWait(lastErr, attempt)); err != nil {

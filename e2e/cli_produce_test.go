@@ -28,9 +28,17 @@ func cliIn(t *testing.T, cfgPath, stdin string, args ...string) (string, string,
 	cmd := exec.CommandContext(ctx, sluiceBin, append([]string{"--cli-config", cfgPath}, args...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
 	cmd.Stdin = strings.NewReader(stdin)
+	// A command still running after 30s is stuck: SIGQUIT has the Go
+	// runtime print every goroutine's stack to stderr, which the failure
+	// then shows.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("sluice %v did not finish within 30s; its stderr:\n%s", args, stderr.String())
+	}
 	if r := testcluster.DataRace(stderr.String()); r != "" {
 		t.Errorf("sluice %v reports a data race:\n%s", args, r)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -18,6 +17,8 @@ import (
 	"github.com/sluicemq/sluice/client"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/tenants"
 )
 
 // noForward is the header a routing client sends so that a broker answers
@@ -65,6 +66,17 @@ func (c *Cluster) NewClientWithConfig(t testing.TB, tenant, topic string, partit
 		connect.NewRequest(&sluicev1.SignupRequest{Email: tenant + "@e2e.example", TenantName: tenant}))
 	if err != nil {
 		t.Fatalf("signup: %v", err)
+	}
+	// On the pro plan, so that the faults and workloads these tests drive
+	// stay below the tenant's rate quotas: a free-plan tenant's 10 MiB/s of
+	// fetches is less than a test reading a tiered partition back asks for,
+	// and the raw RPCs here do not wait out a rate refusal as the SDK does.
+	// Set before the tenant sends anything to a broker, so the control
+	// plane's first quota exchange for it already divides the pro limits.
+	// Quota tests use NewTenant, which keeps the free plan.
+	pro := tenants.PlanPro
+	if _, err := c.operator().UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: su.Msg.GetTenant().GetId(), Plan: &pro})); err != nil {
+		t.Fatalf("plan: %v", err)
 	}
 	tok, err := sluicev1connect.NewAuthServiceClient(c.hc, cp, connect.WithGRPC()).CreateToken(ctx,
 		connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: su.Msg.GetApiKeySecret()}))
