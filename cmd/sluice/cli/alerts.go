@@ -228,7 +228,7 @@ func webhookRows(hooks []*sluicev1.Webhook, loc *time.Location) [][]string {
 	return rows
 }
 
-var deliveryHeader = []string{"ID", "ALERT", "ALERT-STATE", "STATUS", "ATTEMPTS", "CREATED", "DELIVERED", "NEXT-ATTEMPT", "LAST-ERROR"}
+var deliveryHeader = []string{"ID", "EVENT", "ALERT", "ALERT-STATE", "STATUS", "ATTEMPTS", "CREATED", "DELIVERED", "NEXT-ATTEMPT", "LAST-ERROR"}
 
 func deliveryRows(ds []*sluicev1.WebhookDelivery, loc *time.Location) [][]string {
 	rows := make([][]string, 0, len(ds))
@@ -237,7 +237,19 @@ func deliveryRows(ds []*sluicev1.WebhookDelivery, loc *time.Location) [][]string
 		if lastErr == "" {
 			lastErr = "-"
 		}
-		rows = append(rows, []string{d.GetId(), d.GetAlertId(), fmtAlertState(d.GetAlertState()), d.GetStatus(), strconv.Itoa(int(d.GetAttempts())),
+		// An event that is not an alert's (a test, invoice.finalized) has
+		// no alert or alert state.
+		event, alert, state := d.GetEvent(), d.GetAlertId(), "-"
+		if event == "" {
+			event = "alert" // a server from before events had names
+		}
+		if alert == "" {
+			alert = "-"
+		}
+		if d.GetAlertState() != sluicev1.AlertState_ALERT_STATE_UNSPECIFIED {
+			state = fmtAlertState(d.GetAlertState())
+		}
+		rows = append(rows, []string{d.GetId(), event, alert, state, d.GetStatus(), strconv.Itoa(int(d.GetAttempts())),
 			fmtTimeIn(d.GetCreateTime(), loc), fmtTimeIn(d.GetDeliverTime(), loc), fmtTimeIn(d.GetNextAttemptTime(), loc), lastErr})
 	}
 	return rows
@@ -625,8 +637,9 @@ and, when it failed, why. Exit code 1 when the endpoint did not answer 2xx.`,
 	deliveries := &cobra.Command{
 		Use:   "deliveries ID",
 		Short: "Show a webhook's delivery log, newest first",
-		Long: `deliveries shows webhook ID's deliveries, newest first: the alert and the
-state change delivered, the status (pending, delivered or failed), the
+		Long: `deliveries shows webhook ID's deliveries, newest first: the event (alert,
+test or invoice.finalized), for an alert the alert and the state change
+delivered, the status (pending, delivered or failed), the
 attempts so far, when it was created, delivered, or is next tried, and the
 last error.`,
 		Example: "  sluice webhook deliveries whk_01J…\n  sluice webhook deliveries whk_01J… --limit 20 -o json",

@@ -217,12 +217,15 @@ signing secret: whsec_abc
 			LastError: "endpoint answered 503 Service Unavailable", CreateTime: ts(0), NextAttemptTime: ts(15 * time.Second)},
 		{Id: "d1", AlertId: "a-lost", AlertState: sluicev1.AlertState_ALERT_STATE_RESOLVED, Status: "delivered", Attempts: 1,
 			CreateTime: ts(0), DeliverTime: ts(time.Second)},
+		{Id: "d0", Event: "invoice.finalized", Status: "delivered", Attempts: 1, CreateTime: ts(0), DeliverTime: ts(time.Second)},
 	}
+	ds[0].Event = "alert"
 	b.Reset()
 	require.NoError(t, table(&b, deliveryHeader, deliveryRows(ds, time.UTC)))
-	require.Equal(t, `ID  ALERT   ALERT-STATE  STATUS     ATTEMPTS  CREATED              DELIVERED            NEXT-ATTEMPT         LAST-ERROR
-d2  a-risk  firing       pending    2         2026-03-01 12:00:00  -                    2026-03-01 12:00:15  endpoint answered 503 Service Unavailable
-d1  a-lost  resolved     delivered  1         2026-03-01 12:00:00  2026-03-01 12:00:01  -                    -
+	require.Equal(t, `ID  EVENT              ALERT   ALERT-STATE  STATUS     ATTEMPTS  CREATED              DELIVERED            NEXT-ATTEMPT         LAST-ERROR
+d2  alert              a-risk  firing       pending    2         2026-03-01 12:00:00  -                    2026-03-01 12:00:15  endpoint answered 503 Service Unavailable
+d1  alert              a-lost  resolved     delivered  1         2026-03-01 12:00:00  2026-03-01 12:00:01  -                    -
+d0  invoice.finalized  -       -            delivered  1         2026-03-01 12:00:00  2026-03-01 12:00:01  -                    -
 `, b.String())
 }
 
