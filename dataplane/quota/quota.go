@@ -40,23 +40,44 @@ type Bucket struct {
 	rate, burst float64
 	tokens      float64
 	last        time.Time
+	// reserved is the end of the queue of refused requests: when the
+	// bucket will have paid its debt and the cost of every request refused
+	// so far that was told to come back after the debt (Refuse). Zero or
+	// past: no queue.
+	reserved time.Time
 }
 
 // SetRate changes the bucket's rate and burst at now: it first fills at
-// the old rate, then keeps its tokens (at most the new burst) and debt. A
-// bucket that had no rate starts full. rate 0 removes the limit.
+// the old rate, then keeps its tokens (at most the new burst) and debt,
+// and the cost its queue of refused requests has reserved beyond the debt
+// (at most the new queue's length): the queue's end moves to when the new
+// rate will have paid for both. A bucket that had no rate starts full,
+// with no queue. rate 0 removes the limit.
 func (b *Bucket) SetRate(now time.Time, rate, burst float64) {
 	if rate <= 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
 		*b = Bucket{}
 		return
 	}
 	if b.rate <= 0 {
-		b.rate, b.burst, b.tokens, b.last = rate, burst, burst, now
+		*b = Bucket{rate: rate, burst: burst, tokens: burst, last: now}
 		return
 	}
 	b.fill(now)
+	queued := 0.0 // reserved beyond the debt, in tokens
+	if base := b.paid(now); b.reserved.After(base) {
+		queued = b.reserved.Sub(base).Seconds() * b.rate
+	}
+	same := rate == b.rate
 	b.rate, b.burst = rate, burst
 	b.tokens = min(b.tokens, burst)
+	switch base := b.paid(now); {
+	case queued <= 0:
+		b.reserved = time.Time{}
+	case same:
+		b.reserved = minTime(b.reserved, base.Add(b.queueLength()))
+	default:
+		b.reserved = base.Add(min(b.duration(queued), b.queueLength()))
+	}
 }
 
 // Rate is the bucket's rate per second, 0 for none.
@@ -79,8 +100,12 @@ func (b *Bucket) Debt(now time.Time) time.Duration {
 	if b.tokens >= 0 {
 		return 0
 	}
-	return time.Duration(math.Ceil(-b.tokens / b.rate * float64(time.Second)))
+	return max(b.duration(-b.tokens), 1)
 }
+
+// paid is when the bucket's debt is paid off (now when it has none); the
+// bucket is filled to now.
+func (b *Bucket) paid(now time.Time) time.Time { return now.Add(b.Debt(now)) }
 
 // Charge takes cost tokens at now, into debt if need be.
 func (b *Bucket) Charge(now time.Time, cost float64) {
@@ -89,6 +114,59 @@ func (b *Bucket) Charge(now time.Time, cost float64) {
 	}
 	b.fill(now)
 	b.tokens -= cost
+}
+
+// Refuse is the delay to give a request of cost refused at now because
+// the bucket is in debt, and queues it (see the package doc): it is to
+// come back when the bucket will have paid its debt and the costs of the
+// requests queued before it; the queue's end moves on by cost / rate.
+// The queue reaches at most burst / rate past the debt's payoff, so the
+// delay is at least Debt and at most that much longer. Not in debt,
+// Refuse returns 0 and queues nothing.
+func (b *Bucket) Refuse(now time.Time, cost float64) time.Duration {
+	base := b.paid(now)
+	if !base.After(now) {
+		return 0
+	}
+	limit := base.Add(b.queueLength())
+	start := base
+	if b.reserved.After(start) {
+		start = minTime(b.reserved, limit)
+	}
+	if cost > 0 {
+		b.reserved = minTime(start.Add(b.duration(cost)), limit)
+	}
+	return start.Sub(now)
+}
+
+// queueLength is how far beyond the debt's payoff the queue of refused
+// requests reaches at most: the burst's worth of the rate, so that the
+// bucket can hold, as tokens, the cost of every queued request that does
+// not come back.
+func (b *Bucket) queueLength() time.Duration { return b.duration(b.burst) }
+
+// duration is how long the bucket takes to fill by cost, rounded up to
+// the nanosecond: 0 for no cost, at most maxWait.
+func (b *Bucket) duration(cost float64) time.Duration {
+	ns := math.Ceil(cost / b.rate * float64(time.Second))
+	switch {
+	case !(ns > 0): // NaN too
+		return 0
+	case ns >= float64(maxWait):
+		return maxWait
+	}
+	return time.Duration(ns)
+}
+
+// maxWait bounds a debt's duration (about 146 years), which a float
+// converted to time.Duration would overflow.
+const maxWait = time.Duration(1 << 62)
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // Config configures a Limiter. The zero value is DefaultConfig's.
@@ -114,8 +192,9 @@ func DefaultConfig() Config {
 
 // Decision is the answer for one request in one dimension.
 type Decision struct {
-	// OK: admitted. Otherwise RetryAfter is when the tenant's bucket is
-	// out of debt.
+	// OK: admitted. Otherwise RetryAfter (never 0) is when to come
+	// back: when the tenant's bucket will have paid its debt and the
+	// requests refused before this one (see the package doc).
 	OK         bool
 	RetryAfter time.Duration
 	// Rate is the bucket's rate per second (0: no limit).
@@ -187,8 +266,8 @@ func (l *Limiter) tenant(id string) *tenant {
 
 // Take decides a request of tenant id costing cost in dimension d: when
 // the tenant's bucket is not in debt it is admitted and charged cost;
-// otherwise it is refused. Either way it is metered as offered, and if
-// admitted, as admitted.
+// otherwise it is refused and queued at cost (Bucket.Refuse). Either way
+// it is metered as offered, and if admitted, as admitted.
 func (l *Limiter) Take(id string, d Dimension, cost float64) Decision {
 	t := l.tenant(id)
 	now := l.cfg.Now()
@@ -196,7 +275,7 @@ func (l *Limiter) Take(id string, d Dimension, cost float64) Decision {
 	defer t.mu.Unlock()
 	b := &t.buckets[d]
 	t.offered[d] += cost
-	if wait := b.Debt(now); wait > 0 {
+	if wait := b.Refuse(now, cost); wait > 0 {
 		return Decision{RetryAfter: wait, Rate: b.rate}
 	}
 	b.Charge(now, cost)
@@ -207,15 +286,15 @@ func (l *Limiter) Take(id string, d Dimension, cost float64) Decision {
 // Check decides a request of tenant id in dimension d whose cost is known
 // only once it is served (a fetch): admitted when the bucket is not in
 // debt, and then nothing is charged or metered until Charge. A refusal is
-// metered as offered at refusedCost, the caller's estimate of what the
-// request would have cost.
+// queued and metered as offered at refusedCost, the caller's estimate of
+// what the request would have cost.
 func (l *Limiter) Check(id string, d Dimension, refusedCost float64) Decision {
 	t := l.tenant(id)
 	now := l.cfg.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b := &t.buckets[d]
-	if wait := b.Debt(now); wait > 0 {
+	if wait := b.Refuse(now, refusedCost); wait > 0 {
 		t.offered[d] += refusedCost
 		return Decision{RetryAfter: wait, Rate: b.rate}
 	}
