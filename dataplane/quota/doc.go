@@ -11,8 +11,11 @@
 // # Buckets with debt
 //
 // A bucket fills at its rate up to its burst (Config.Burst seconds of the
-// rate: 1 s for bytes and requests, 60 s for producer ids, whose rates
-// are a fraction of one per second). A request is admitted when the
+// rate: 1 s for bytes and requests, 10 minutes for producer ids, whose
+// rates are a fraction of one per second: a free-plan tenant's 1,000 an
+// hour is 166 at once, so that a script starting one CLI producer after
+// another, or a fleet of producers restarting together, is not refused
+// after a handful). A request is admitted when the
 // bucket is not in debt (it holds zero tokens or more) and is then charged
 // its whole cost, which may take the bucket below zero: one request larger
 // than the burst is admitted, and the ones after it wait until the debt is

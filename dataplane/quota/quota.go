@@ -172,7 +172,7 @@ func minTime(a, b time.Time) time.Time {
 // Config configures a Limiter. The zero value is DefaultConfig's.
 type Config struct {
 	// Burst is, per dimension, how many seconds of its rate a bucket
-	// holds. Zero: 1 s, but 60 s for ProducerIDs.
+	// holds. Zero: 1 s, but 10 minutes for ProducerIDs.
 	Burst [Dimensions]time.Duration
 	// ForgetAfter is how many windows without traffic a tenant is kept
 	// (its rates with it); 0: 300.
@@ -184,7 +184,7 @@ type Config struct {
 // DefaultConfig returns the defaults the zero Config stands for.
 func DefaultConfig() Config {
 	return Config{
-		Burst:       [Dimensions]time.Duration{time.Second, time.Second, time.Second, time.Minute},
+		Burst:       [Dimensions]time.Duration{time.Second, time.Second, time.Second, 10 * time.Minute},
 		ForgetAfter: 300,
 		Now:         time.Now,
 	}

@@ -204,14 +204,14 @@ func TestQuotaForgetsIdleTenants(t *testing.T) {
 func TestQuotaProducerIDBurst(t *testing.T) {
 	t.Parallel()
 	l, c := setup(t)
-	// 360 per hour: 0.1/s, a minute's burst of 6.
+	// 360 per hour: 0.1/s, a 10-minute burst of 60.
 	l.SetRates("a", rates(ProducerIDs, 0.1))
 	n := 0
 	d := l.Take("a", ProducerIDs, 1)
 	for ; d.OK; d = l.Take("a", ProducerIDs, 1) {
 		n++
 	}
-	require.Equal(t, 7, n) // 6 tokens, and the 7th into debt
+	require.Equal(t, 61, n) // 60 tokens, and the 61st into debt
 	require.Equal(t, 10*time.Second, d.RetryAfter)
 	c.Add(d.RetryAfter)
 	require.True(t, l.Take("a", ProducerIDs, 1).OK)
