@@ -16,7 +16,7 @@ GRPCURL_VERSION := v1.9.4
 GRPCURL := $(BIN)/grpcurl-$(GRPCURL_VERSION)
 export SLUICE_TEST_GRPCURL ?= $(GRPCURL)
 
-GO_TEST_FLAGS ?= -race -count=1 -timeout 15m
+GO_TEST_FLAGS ?= -race -count=1 -timeout 25m
 
 .PHONY: help build generate check-generate lint test test-busy soak dev bench scale tools
 

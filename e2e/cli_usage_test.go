@@ -101,7 +101,7 @@ func TestE2ECLIOperatorLimits(t *testing.T) {
 // draft and invoice get its lines, also as CSV; tenant get shows the
 // storage held against the limit. With sluice dev's real processes.
 func TestE2ECLIUsageAndInvoices(t *testing.T) {
-	cfgPath, _, _ := devOperator(t, "--usage-report-interval", "500ms")
+	cfgPath, _, _ := devOperator(t, "--usage-report-interval", "500ms", "--billing-interval", "1s")
 	dev := func(args ...string) []string { return append([]string{"--profile", "dev"}, args...) }
 	mustCLI(t, cfgPath, dev("topic", "create", "metered", "-p", "2")...)
 	var in strings.Builder
@@ -166,7 +166,7 @@ func TestE2ECLIUsageAndInvoices(t *testing.T) {
 	require.GreaterOrEqual(t, mustInt(t, totals["USAGE_DIMENSION_INGRESS_BYTES"]), ingress, "at least what the CSV had a moment before")
 
 	// This month's draft invoice (the billing job computes drafts every
-	// minute), listed and shown; its lines as CSV.
+	// --billing-interval), listed and shown; its lines as CSV.
 	period := time.Now().UTC().Format("2006-01")
 	draft := regexp.MustCompile(`(?m)^\S+\s+` + period + `\s+draft\s+free\s+`)
 	testenv.Wait(t, 3*time.Minute, "invoice list to show this month's draft", func() error {
@@ -219,7 +219,7 @@ func mustInt(t *testing.T, s string) int64 {
 // and allowance, get shows them (table and JSON), the other plans keep
 // theirs, and the draft invoice prices its lines with them.
 func TestE2ECLIOperatorPrices(t *testing.T) {
-	cfgPath, endpoint, token := devOperator(t)
+	cfgPath, endpoint, token := devOperator(t, "--billing-interval", "1s")
 	op := []string{"--endpoint", endpoint, "--operator-token", token}
 	before := mustCLI(t, cfgPath, append([]string{"operator", "prices", "get", "--plan", "pro"}, op...)...)
 	require.Regexp(t, `(?m)^PLAN\s+DIMENSION\s+UNIT\s+UNIT PRICE\s+FREE PER MONTH$`, before)
@@ -251,7 +251,7 @@ func TestE2ECLIOperatorPrices(t *testing.T) {
 	require.Equal(t, before, mustCLI(t, cfgPath, append([]string{"operator", "prices", "get", "--plan", "pro"}, op...)...), "pro keeps its prices")
 
 	// The dev tenant (free plan) is priced with it once its draft is
-	// computed (the billing job runs every minute).
+	// computed (the billing job runs every --billing-interval).
 	mustCLI(t, cfgPath, "--profile", "dev", "topic", "create", "priced", "-p", "1")
 	mustCLIIn(t, cfgPath, "a\nb\n", "--profile", "dev", "produce", "priced", "--quiet")
 	testenv.Wait(t, 3*time.Minute, "the draft to price ingress at 0.5", func() error {

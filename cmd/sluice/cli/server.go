@@ -117,6 +117,7 @@ type devOptions struct {
 	groupHeartbeat, groupSession time.Duration
 	usageReportInterval          time.Duration
 	quotaExchangeInterval        time.Duration
+	billingInterval              time.Duration
 }
 
 func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOptions, logger *slog.Logger) error {
@@ -155,6 +156,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	// loop (100 at once, then 10 a second) instead of production's 5 at
 	// once, then 1 per 10 minutes.
 	cfg.ClientLimits.Signup = clientlimit.Limit{Burst: 100, Every: 100 * time.Millisecond}
+	cfg.BillingInterval = opts.billingInterval
 
 	// Start-up detail (migrations, listeners, registrations, the offsets
 	// topic's partitions) is logged at debug until the summary is printed:
@@ -528,7 +530,7 @@ func (a *app) devTenant(ctx context.Context, dataDir, endpoint string, s *devSec
 func (a *app) devCommand() *cobra.Command {
 	var dataDir, listen string
 	opts := devOptions{groupHeartbeat: time.Second, groupSession: 10 * time.Second, usageReportInterval: broker.DefaultConfig().UsageReportInterval,
-		quotaExchangeInterval: broker.DefaultConfig().QuotaExchangeInterval}
+		quotaExchangeInterval: broker.DefaultConfig().QuotaExchangeInterval, billingInterval: controlplane.DefaultConfig().BillingInterval}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run Sluice locally in one process, with its data in one folder",
@@ -568,6 +570,7 @@ exits 0.`,
 	cmd.Flags().DurationVar(&opts.groupHeartbeat, "group-heartbeat-interval", opts.groupHeartbeat, "how often consumer-group members heartbeat (and learn of rebalances)")
 	cmd.Flags().DurationVar(&opts.groupSession, "group-session-timeout", opts.groupSession, "a consumer-group member silent this long is removed and its partitions reassigned")
 	cmd.Flags().DurationVar(&opts.usageReportInterval, "usage-report-interval", opts.usageReportInterval, "how often each broker reports its tenants' metered usage to the control plane (as the broker's --usage-report-interval)")
+	cmd.Flags().DurationVar(&opts.billingInterval, "billing-interval", opts.billingInterval, "how often the control plane's billing job recomputes this month's draft invoices from usage and finalizes closed months' (as the control plane's --billing-interval; 0 turns billing off)")
 	cmd.Flags().DurationVar(&opts.quotaExchangeInterval, "quota-exchange-interval", opts.quotaExchangeInterval, "how often each broker exchanges quotas with the control plane: reports its tenants' traffic and holdings, takes its allotments of their limits (as the broker's --quota-exchange-interval)")
 	return cmd
 }
