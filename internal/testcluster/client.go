@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/sluicemq/sluice/client"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -45,6 +46,10 @@ type Client struct {
 	// sent counts the requests sent to brokers (see Sent); shared by the
 	// clients NewTopic makes.
 	sent *atomic.Int64
+	// waitThrottle: a rate refusal is waited out and the request sent
+	// again, as the SDK does (NewClient's tenants, which these tests do not
+	// throttle on purpose); NewTenant's clients see every refusal.
+	waitThrottle bool
 }
 
 // NewClient signs a tenant up, mints a token, creates a topic with
@@ -69,11 +74,13 @@ func (c *Cluster) NewClientWithConfig(t testing.TB, tenant, topic string, partit
 	}
 	// On the pro plan, so that the faults and workloads these tests drive
 	// stay below the tenant's rate quotas: a free-plan tenant's 10 MiB/s of
-	// fetches is less than a test reading a tiered partition back asks for,
-	// and the raw RPCs here do not wait out a rate refusal as the SDK does.
-	// Set before the tenant sends anything to a broker, so the control
-	// plane's first quota exchange for it already divides the pro limits.
-	// Quota tests use NewTenant, which keeps the free plan.
+	// fetches is less than a test reading a tiered partition back asks for.
+	// Its requests still wait out a rate refusal (waitThrottle): reads that
+	// move to another broker meet that broker's small allotment until its
+	// next quota exchange. Set before the tenant sends anything to a
+	// broker, so the control plane's first quota exchange for it already
+	// divides the pro limits. Quota tests use NewTenant, which keeps the
+	// free plan and sees every refusal.
 	pro := tenants.PlanPro
 	if _, err := c.operator().UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: su.Msg.GetTenant().GetId(), Plan: &pro})); err != nil {
 		t.Fatalf("plan: %v", err)
@@ -95,7 +102,7 @@ func (c *Cluster) NewClientWithConfig(t testing.TB, tenant, topic string, partit
 	cl := &Client{
 		c: c, TenantID: su.Msg.GetTenant().GetId(), APIKey: su.Msg.GetApiKeySecret(), token: tok.Msg.GetToken(),
 		Topic: topic, TopicID: created.Msg.GetTopic().GetId(), leaders: map[int32]int32{},
-		sent: new(atomic.Int64),
+		sent: new(atomic.Int64), waitThrottle: true,
 	}
 	for _, p := range created.Msg.GetPartitions() {
 		cl.leaders[p.GetPartition()] = p.GetLeader()
@@ -129,14 +136,44 @@ func (cl *Client) records(id int32) sluicev1connect.RecordServiceClient {
 	return sluicev1connect.NewRecordServiceClient(cl.c.hc, "http://"+cl.c.Broker(id).ListenAddr, connect.WithGRPC(), bearer(cl.token), cl.counting())
 }
 
-// counting counts every request a RecordService client sends.
+// counting counts every request a RecordService client sends and, for a
+// client that waits out throttling, sends a request refused for a rate
+// quota again after the delay the broker asked for.
 func (cl *Client) counting() connect.ClientOption {
 	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			cl.sent.Add(1)
-			return next(ctx, req)
+			for {
+				cl.sent.Add(1)
+				res, err := next(ctx, req)
+				d, ok := retryDelay(err)
+				if !ok || !cl.waitThrottle {
+					return res, err
+				}
+				select {
+				case <-ctx.Done():
+					return res, err
+				case <-time.After(d):
+				}
+			}
 		}
 	}))
+}
+
+// retryDelay is the google.rpc.RetryInfo delay of a ResourceExhausted
+// refusal (a rate quota's).
+func retryDelay(err error) (time.Duration, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted {
+		return 0, false
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if ri, ok := v.(*errdetails.RetryInfo); ok {
+				return max(ri.GetRetryDelay().AsDuration(), time.Millisecond), true
+			}
+		}
+	}
+	return 0, false
 }
 
 // Sent is how many requests this client (and the clients of the tenant's
