@@ -15,6 +15,10 @@ export SLUICE_TEST_VERSITYGW ?= $(VERSITYGW)
 GRPCURL_VERSION := v1.9.4
 GRPCURL := $(BIN)/grpcurl-$(GRPCURL_VERSION)
 export SLUICE_TEST_GRPCURL ?= $(GRPCURL)
+# helm for the chart tests (infra/helm); keep equal to infra/helm's HelmVersion.
+HELM_VERSION := v4.3.2
+HELM := $(BIN)/helm-$(HELM_VERSION)
+export SLUICE_TEST_HELM ?= $(HELM)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 25m
 
@@ -41,6 +45,9 @@ $(VERSITYGW):
 $(GRPCURL):
 	rm -rf $(BIN)/.grpcurl && GOBIN=$(BIN)/.grpcurl go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 	mv $(BIN)/.grpcurl/grpcurl $@ && rmdir $(BIN)/.grpcurl
+$(HELM):
+	rm -rf $(BIN)/.helm && GOBIN=$(BIN)/.helm go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/.helm/helm $@ && rmdir $(BIN)/.helm
 
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go $(BIN)/staticcheck ## Install the pinned code generators and linters into bin/.
 
@@ -58,7 +65,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, buf lint and 
 	buf lint
 	go test -count=1 -run 'TestLayering' ./internal/layering/
 
-test: $(VERSITYGW) $(GRPCURL) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server and grpcurl for tests into bin/.
+test: $(VERSITYGW) $(GRPCURL) $(HELM) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server, grpcurl and helm for tests into bin/.
 	go test $(GO_TEST_FLAGS) ./...
 	go test -count=1 -run 'TestCooperativeRebalance' ./client/
 
