@@ -102,6 +102,7 @@ func TestChartRefusesValuesThatCannotWork(t *testing.T) {
 		{"brokers.replicas=2", "brokers.replicas (2) must be at least controlplane.replicationFactor (3)"},
 		{"brokers.rack.mode=node", "brokers.rack.mode must be zoneLabel, static or none"},
 		{"brokers.rack.mode=static", "brokers.rack.mode static needs brokers.rack.value"},
+		{"brokers.updateStrategy=Recreate", "brokers.updateStrategy must be RollingUpdate or OnDelete"},
 		{"tokens.operatorToken=short", "tokens.operatorToken must be at least 16 characters"},
 		{"postgres.existingSecret=", "set postgres.url or postgres.existingSecret"},
 	} {

@@ -98,6 +98,9 @@ podAntiAffinity:
 {{- if not (has .Values.brokers.rack.mode (list "zoneLabel" "static" "none")) }}
 {{- fail (printf "brokers.rack.mode must be zoneLabel, static or none; got %q" .Values.brokers.rack.mode) }}
 {{- end }}
+{{- if not (has .Values.brokers.updateStrategy (list "RollingUpdate" "OnDelete")) }}
+{{- fail (printf "brokers.updateStrategy must be RollingUpdate or OnDelete; got %q" .Values.brokers.updateStrategy) }}
+{{- end }}
 {{- if and (eq .Values.brokers.rack.mode "static") (not .Values.brokers.rack.value) }}
 {{- fail "brokers.rack.mode static needs brokers.rack.value" }}
 {{- end }}
