@@ -458,6 +458,9 @@ func secretValues(t *testing.T, c chartCase, r *rendered) map[string]map[string]
 		}
 	}
 	for name, ks := range c.existing {
+		if len(c.valuesFiles)+len(c.set) == 0 && !strings.Contains(string(readme), "`"+name+"`") {
+			t.Errorf("the default values read Secret %s, which README.md does not name", name)
+		}
 		if _, ok := out[name]; ok {
 			t.Errorf("Secret %s is rendered, but the values name it as existing", name)
 		}
