@@ -502,8 +502,9 @@ func (p *Producer) reserve(ctx context.Context, size int) error {
 			return nil
 		}
 		if !p.cfg.block {
+			buffered := p.buffer // read under the lock: records finishing change it
 			p.mu.Unlock()
-			return fmt.Errorf("%w: %d bytes buffered, limit %d", ErrBufferFull, p.buffer, p.cfg.bufferBytes)
+			return fmt.Errorf("%w: %d bytes buffered, limit %d", ErrBufferFull, buffered, p.cfg.bufferBytes)
 		}
 		ch := p.changed
 		p.mu.Unlock()
