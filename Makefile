@@ -27,8 +27,11 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 25m
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-build: ## Build the sluice binary into bin/sluice.
-	go build -o $(BIN)/sluice ./cmd/sluice
+# The version `sluice version` prints; the Dockerfile runs the same build line with its VERSION
+# build argument (infra/compose's TestDockerfile checks that they agree).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+build: ## Build the static sluice binary into bin/sluice, stamped with VERSION (default: git describe).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/sluicemq/sluice/cmd/sluice/cli.version=$(VERSION)" -o $(BIN)/sluice ./cmd/sluice
 
 $(BIN)/buf:
 	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
