@@ -441,7 +441,7 @@ func checkEnvNames(t *testing.T, st *stack, svc string, helpArgs ...string) {
 	require.NoError(t, err, "%s", b)
 	for k := range st.p.Services[svc].Environment {
 		if strings.HasPrefix(k, "SLUICE_") {
-			require.Contains(t, string(b), "[$"+k+"]", "%s sets %s, which `sluice %s` does not read", svc, k, strings.Join(helpArgs, " "))
+			require.True(t, strings.Contains(string(b), "[$"+k+"]"), "%s sets %s, which `sluice %s` does not read", svc, k, strings.Join(helpArgs, " "))
 		}
 	}
 }
@@ -492,6 +492,9 @@ func TestComposeStack(t *testing.T) {
 
 	// The bucket versitygw made at start takes writes with the brokers' credentials.
 	benv := p.Services["broker-1"].Environment
+	for _, k := range []string{"SLUICE_TIER_S3_BUCKET", "SLUICE_TIER_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
+		require.NotNil(t, benv[k], "broker-1 sets %s", k)
+	}
 	cfg := s3.DefaultConfig()
 	cfg.Bucket, cfg.Endpoint, cfg.PathStyle = *benv["SLUICE_TIER_S3_BUCKET"], st.rewrite("broker-1", *benv["SLUICE_TIER_S3_ENDPOINT"]), true
 	cfg.AccessKeyID, cfg.SecretAccessKey = *benv["AWS_ACCESS_KEY_ID"], *benv["AWS_SECRET_ACCESS_KEY"]
