@@ -128,7 +128,7 @@ type stack struct {
 	t       *testing.T
 	p       *types.Project
 	dir     string
-	bin     string // folder on PATH with sluice and versitygw
+	bin     string         // folder on PATH with sluice and versitygw
 	ports   map[string]int // "service:port" → loopback port
 	names   map[string]string
 	volumes map[string]map[string]string // service → volume target → folder
