@@ -1,7 +1,7 @@
 // Package cli implements the sluice command line: server commands
 // (controlplane, broker, dev) and client commands (signup, login, tenant,
 // apikey, topic, produce, consume, group, txn, alerts, webhook, bench,
-// usage, invoice, operator).
+// usage, invoice, operator), version and healthcheck (version.go).
 package cli
 
 import (
