@@ -97,6 +97,10 @@ type sink struct {
 	attempts  int           // consecutive rewinds after failed attempts, for backoff
 	throttled bool          // an attempt since the last rewind was a rate refusal ...
 	throttle  time.Duration // ... asking for this delay (the longest of them)
+	// window, when not 0, is how many requests may be in flight, less than
+	// the producer's maxInFlight: 1 after a rate refusal, one more after
+	// each acknowledgement (see sendWindowLocked).
+	window    int
 	notBefore time.Time
 	pid       int64 // the producer id this partition's batches carry; -1 without idempotence
 	epoch     int16
@@ -271,7 +275,7 @@ func (s *sink) run() {
 			s.rewindLocked(now)
 		}
 		wait := time.Hour
-		for !s.rewind && s.fenced == nil && !s.newPID && s.inflight < s.p.cfg.maxInFlight {
+		for !s.rewind && s.fenced == nil && !s.newPID && s.inflight < s.sendWindowLocked() {
 			if s.next == len(s.queue) {
 				// A slot is free and every sealed batch was sent: the open
 				// batch goes now, with every record that gathered while
@@ -519,11 +523,31 @@ func (s *sink) rewindLocked(now time.Time) {
 		// delay the broker asked for has passed (never sooner), and until
 		// their delivery deadline like any retry.
 		s.notBefore = now.Add(jitterUp(s.throttle))
+		s.window = 1
 	case attempted:
 		s.attempts++
 		s.notBefore = now.Add(backoff(s.attempts))
 	}
 	s.throttled, s.throttle = false, 0
+}
+
+// sendWindowLocked is how many requests the sink may have in flight now.
+// After a rate refusal it sends one at a time, and one more after each
+// acknowledgement, up to maxInFlight. Requests in flight together reach
+// the leader in any order (each is a stream of its own), and a leader whose
+// tenant is at its rate admits whichever comes when its bucket is out of
+// debt: with five in flight, four times in five a batch behind a refused
+// one, which the log then refuses as out of sequence (it waits for the
+// gap first). The tenant's rate went to requests that wrote nothing
+// (measured: 0.04 of a 1 MiB/s quota over three partitions with five in
+// flight, 0.96 with one). One at a time, the batch admitted is the one the
+// log takes next; a tenant held at its rate loses nothing by it, as its
+// rate, not the round trip, bounds what it sends.
+func (s *sink) sendWindowLocked() int {
+	if s.window > 0 {
+		return min(s.window, s.p.cfg.maxInFlight)
+	}
+	return s.p.cfg.maxInFlight
 }
 
 // landableLocked reports whether a batch from queue index i on was sent
@@ -718,6 +742,11 @@ func (s *sink) send(b *pbatch) {
 			b.offset = -1
 		}
 		s.attempts = 0
+		if s.window > 0 {
+			if s.window++; s.window >= s.p.cfg.maxInFlight {
+				s.window = 0
+			}
+		}
 		return
 	}
 	b.lastErr, s.lastErr = err, err

@@ -16,8 +16,10 @@
 //
 //	a_b = L × (α/N + (1−α) × o_b / Σ o)
 //
-// where o_b is the rate b reported as offered and α (Floor, 0.1) is the
-// part spread evenly, so that a broker the tenant barely uses can still
+// where o_b is the rate b reported as offered (a moving average over its
+// windows with a 5 s time constant, dataplane/quota's Meter: a client
+// waiting out a refusal's delay keeps its broker's share meanwhile) and
+// α (Floor, 0.1) is the part spread evenly, so that a broker the tenant barely uses can still
 // admit its first requests before its share grows. With nothing offered
 // anywhere, a_b = L/N. The allotments computed from one set of reports sum
 // to L exactly. Each dimension is divided on its own.
@@ -29,14 +31,19 @@
 // interval T before, and each measures the interval before it: every
 // allotment in force at time t reflects the offered traffic of some moment
 // in [t−3T, t]. While no share of the tenant's offered traffic moves
-// between brokers, the allotments in force sum to L. When a fraction m of
-// it moves at time t (m is the total-variation distance of the share
-// vectors, 1 for all of it moving from one set of brokers to another), the
-// allotments in force sum to within ±(1−α)·m·L of L until t+3T, and to L
-// from then on. A broker joining or leaving the N moves the floor parts by
-// up to α·L/N for the same time. So the tenant's admitted total exceeds
-// L by at most (1−α)·m·L, during at most 3 exchange intervals per move,
-// plus what the brokers' token buckets let burst (their burst size,
+// between brokers, the allotments in force sum to L. When the reported
+// shares move by a fraction m (m is the total-variation distance of the
+// share vectors, 1 for all of it moving from one set of brokers to
+// another), the allotments in force sum to within ±(1−α)·m·L of L for 3
+// intervals. The reported shares are averages: when the traffic itself
+// moves, they follow it over several time constants, 1 − e^(−T/5s) of
+// the gap (18 %) each interval, so one move of the traffic is many small
+// moves of the shares whose m add up to the traffic's, each worth
+// ±(1−α)·m·L for 3T. A broker joining or leaving the N moves the floor
+// parts by up to α·L/N for 3T. So the tenant's admitted total exceeds L
+// by at most (1−α)·m·L at any moment (less, spread over the averages'
+// convergence), and by (1−α)·m·L·3T summed over time per move of the
+// traffic, plus what the brokers' token buckets let burst (their burst size,
 // dataplane/quota). Averaged over a window W, the excess is at most
 // (1−α)·m·L·3T/W per move in W: with T = 1 s, W = 10 s and demand swapping
 // entirely once in the window, 27 % of L; with a tenant's traffic spread
@@ -46,6 +53,9 @@
 // The floor costs the other way: offered at only k of the N brokers with a
 // fresh report (the others report holdings only), the tenant can be
 // admitted L × (1 − α(N−k)/N), no less than (1−α)·L.
+// And while the averages follow a move of the traffic, the brokers it
+// moved to hold less than their new share: the tenant is admitted less
+// than L there, by up to (1−α)·m·L at first, shrinking by e^(−t/5s).
 //
 // # Count limits
 //

@@ -233,7 +233,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	opts := []connect.HandlerOption{
 		// requestMeter right after auth, before anything that refuses
 		// requests (quotas): refused requests are billed too.
-		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), requestMeter{b.usageCounters, cfg.BrokerToken}, quotaInterceptor{b.quota}, errorInterceptor{b.logger}),
+		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), requestMeter{b.usageCounters, cfg.BrokerToken}, quotaInterceptor{b.quota, cfg.BrokerToken}, errorInterceptor{b.logger}),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 		// Never gzip responses: record batches are compressed by their
 		// producers already, and gzipping fetches cost more CPU than

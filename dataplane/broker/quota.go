@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/producerstate"
 	"github.com/sluicemq/sluice/dataplane/quota"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -188,6 +190,41 @@ func (q *quotas) admitProduce(ctx context.Context, cost int) error {
 			id, usageBytes(a.GetStorageBytes()), fmtBytes(float64(a.GetLimits().GetMaxTotalStorageBytes()))))
 	}
 	return q.take(ctx, quota.ProduceBytes, float64(cost))
+}
+
+// refundProduce gives back what admitProduce charged for a produce of
+// batches when its answer (res, err) shows that the log wrote none of them
+// (refundable): the client sends them again, and that attempt pays.
+func (q *quotas) refundProduce(ctx context.Context, batches int, cost int, res *sluicev1.ProduceResponse, err error) {
+	if !refundable(batches, res, err) {
+		return
+	}
+	if id, ok := limitedTenant(ctx); ok {
+		q.lim.Refund(id, quota.ProduceBytes, float64(cost))
+	}
+}
+
+// refundable reports whether a produce of one batch answered (res, err)
+// wrote nothing: the producer state refused it before appending (out of
+// sequence, fenced, an invalid sequence or transaction state), or it was
+// a retry of a batch written, and charged, before. A request of several
+// batches is never refunded: the log may have written some of them before
+// refusing one.
+func refundable(batches int, res *sluicev1.ProduceResponse, err error) bool {
+	if batches != 1 {
+		return false
+	}
+	if err == nil {
+		return res.GetDuplicate()
+	}
+	for _, e := range []error{producerstate.ErrOutOfOrderSequence, producerstate.ErrProducerFenced, producerstate.ErrDuplicateSequence,
+		producerstate.ErrInvalidSequence, producerstate.ErrInvalidProducer, producerstate.ErrInvalidTxnState,
+		producerstate.ErrTransactionNotVerified, producerstate.ErrCoordinatorFenced} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkFetch decides a fetch of at most maxBytes by the caller's tenant
@@ -394,13 +431,26 @@ func batchBytes(batches []log.ValidBatch) int {
 
 // quotaInterceptor charges one request to the caller's tenant for every
 // call its token authenticates (it runs after the auth interceptor), and
-// refuses the call while the tenant's requests bucket is in debt.
-type quotaInterceptor struct{ q *quotas }
+// refuses the call while the tenant's requests bucket is in debt. A call
+// another broker forwarded was charged there, where the client sent it,
+// and is not charged again (as requestMeter does not count it again).
+type quotaInterceptor struct {
+	q           *quotas
+	brokerToken string
+}
+
+// take charges the call one request, unless another broker forwarded it.
+func (i quotaInterceptor) take(ctx context.Context, h func() http.Header) error {
+	if _, ok := limitedTenant(ctx); !ok || forwardedByBroker(h(), i.brokerToken) {
+		return nil
+	}
+	return i.q.take(ctx, quota.Requests, 1)
+}
 
 func (i quotaInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		if !req.Spec().IsClient {
-			if err := i.q.take(ctx, quota.Requests, 1); err != nil {
+			if err := i.take(ctx, req.Header); err != nil {
 				return nil, err
 			}
 		}
@@ -414,7 +464,7 @@ func (i quotaInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) 
 
 func (i quotaInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := i.q.take(ctx, quota.Requests, 1); err != nil {
+		if err := i.take(ctx, conn.RequestHeader); err != nil {
 			return err
 		}
 		return next(ctx, conn)

@@ -11,10 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
+	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -446,4 +448,96 @@ func TestBrokerQuotaThroughControlPlane(t *testing.T) {
 	_, v = quotaDetails(t, err)
 	require.Equal(t, "max_total_storage_bytes", v.GetDescription())
 	require.ErrorContains(t, err, "at or over its max_total_storage_bytes limit of 1000 B")
+}
+
+// TestBrokerQuotaRefundsUnwrittenProduce: an idempotent batch the log
+// refuses out of sequence (as the batch behind one refused for rate is)
+// costs its tenant nothing: the bytes charged before the append are given
+// back, and the next produce finds the bucket as it was.
+func TestBrokerQuotaRefundsUnwrittenProduce(t *testing.T) {
+	t.Parallel()
+	c := startQuotaCluster(t)
+	ctx := context.Background()
+	rc := c.leaderRecords(t, 0)
+	c.allot(&sluicev1.TenantAllotment{
+		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 32 << 10},
+		Limits: &sluicev1.Limits{ProduceBytesPerSec: 32 << 10},
+	})
+	init, err := rc.InitProducerId(ctx, connect.NewRequest(&sluicev1.InitProducerIdRequest{}))
+	require.NoError(t, err)
+	// 100 KiB with sequence 5 from a producer whose next is 0: refused by
+	// the producer state, not for rate, and 100 KiB against a 32 KiB
+	// bucket would have left it 68 KiB (2.1 s) in debt.
+	batch, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: time.Now().UnixMilli(), ProducerID: init.Msg.GetProducerId(),
+		ProducerEpoch: int16(init.Msg.GetProducerEpoch()), BaseSequence: 5}, []record.Record{{Value: make([]byte, 100<<10)}})
+	require.NoError(t, err)
+	hw := c.highWatermark(t, rc, 0)
+	_, err = rc.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{Topic: "orders", Partition: 0, Acks: sluicev1.Acks_ACKS_ALL,
+		Payload: &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: batch}}}))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "out of order sequence")
+	// Refunded: the bucket is full again, so a produce is admitted at once
+	// (it would be refused for the 2.1 s debt otherwise), and it, not the
+	// refused batch, takes the bucket into debt.
+	_, err = rc.Produce(ctx, valueOf(0, 100<<10))
+	require.NoError(t, err, "the refused batch was refunded")
+	require.Equal(t, hw+1, c.highWatermark(t, rc, 0))
+	_, err = rc.Produce(ctx, valueOf(0, 10))
+	ri, v := quotaDetails(t, err)
+	require.NotNil(t, ri)
+	require.Equal(t, "produce_bytes_per_sec", v.GetDescription())
+}
+
+// TestBrokerQuotaRefundable: which produce answers give the charge back.
+func TestBrokerQuotaRefundable(t *testing.T) {
+	t.Parallel()
+	seq := connect.NewError(connect.CodeFailedPrecondition, &producerstate.SequenceError{Expected: 3, Got: 5})
+	require.True(t, refundable(1, nil, seq), "out of sequence: not written")
+	require.True(t, refundable(1, nil, fmt.Errorf("wrapped: %w", producerstate.ErrProducerFenced)))
+	require.True(t, refundable(1, &sluicev1.ProduceResponse{Duplicate: true}, nil), "a retry of a batch written, and charged, before")
+	require.False(t, refundable(1, &sluicev1.ProduceResponse{BaseOffset: 7}, nil), "written")
+	require.False(t, refundable(2, nil, seq), "the batches before the refused one may have been written")
+	require.False(t, refundable(2, &sluicev1.ProduceResponse{Duplicate: true}, nil), "only the first batch was a duplicate")
+	require.False(t, refundable(1, nil, context.DeadlineExceeded), "acks=all timed out: written")
+	require.False(t, refundable(1, nil, connect.NewError(connect.CodeUnavailable, errors.New("not enough in-sync replicas"))))
+}
+
+// TestBrokerQuotaForwardedChargedOnce: a call a broker forwards to the
+// partition's leader is charged one request where the client sent it,
+// not again at the leader: a leader whose requests allotment admits one
+// call answers every forwarded produce.
+func TestBrokerQuotaForwardedChargedOnce(t *testing.T) {
+	t.Parallel()
+	c := startQuotaCluster(t)
+	ctx := context.Background()
+	leader := c.leaderOf(t, 0)
+	var via *Broker
+	for _, b := range c.brokers {
+		if b != leader {
+			via = b
+			break
+		}
+	}
+	leader.quota.apply([]*sluicev1.TenantAllotment{{
+		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{RequestsPerSec: 1}, Limits: &sluicev1.Limits{RequestsPerSec: 1000},
+	}})
+	via.quota.apply([]*sluicev1.TenantAllotment{{
+		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{RequestsPerSec: 999}, Limits: &sluicev1.Limits{RequestsPerSec: 1000},
+	}})
+	rc := sluicev1connect.NewRecordServiceClient(h2c.Client(), "http://"+via.cfg.Advertised(), connect.WithInterceptors(tenants.Bearer(c.token)))
+	for i := range 10 {
+		_, err := rc.Produce(ctx, valueOf(0, 10))
+		require.NoError(t, err, "forwarded produce %d: charged at the broker it was sent to only", i)
+	}
+	// The leader's own calls are charged there: its bucket of one token
+	// admits two (the second takes it into debt), then refuses.
+	lc := c.leaderRecords(t, 0)
+	var err error
+	for range 3 {
+		if _, err = lc.Produce(ctx, valueOf(0, 10)); err != nil {
+			break
+		}
+	}
+	_, v := quotaDetails(t, err)
+	require.Equal(t, "requests_per_sec", v.GetDescription())
 }

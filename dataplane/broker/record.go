@@ -128,10 +128,12 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
-	if err := s.b.quota.admitProduce(ctx, batchBytes(batches)); err != nil {
+	cost := batchBytes(batches)
+	if err := s.b.quota.admitProduce(ctx, cost); err != nil {
 		return nil, err
 	}
 	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, m.CurrentLeaderEpoch, s.verifier(txn, req.Header, t, pm.partition))
+	s.b.quota.refundProduce(ctx, len(batches), cost, res, err)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +282,9 @@ func (s *recordService) produceEntry(ctx context.Context, header func() http.Hea
 	if err != nil {
 		return nil, err
 	}
-	return s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch, s.verifier(txn, header, t, pm.partition))
+	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch, s.verifier(txn, header, t, pm.partition))
+	s.b.quota.refundProduce(ctx, len(batches), len(data), res, err)
+	return res, err
 }
 
 // produceError maps an entry's error as errorInterceptor maps a handler's

@@ -116,6 +116,17 @@ func (b *Bucket) Charge(now time.Time, cost float64) {
 	b.tokens -= cost
 }
 
+// Refund gives back cost tokens charged at or before now for a request
+// that then did nothing (the log refused its batch): at most up to the
+// burst, as if the request had never come.
+func (b *Bucket) Refund(now time.Time, cost float64) {
+	if b.rate <= 0 || !(cost > 0) {
+		return
+	}
+	b.fill(now)
+	b.tokens = min(b.burst, b.tokens+cost)
+}
+
 // Refuse is the delay to give a request of cost refused at now because
 // the bucket is in debt, and queues it (see the package doc): it is to
 // come back when the bucket will have paid its debt and the costs of the
@@ -177,6 +188,9 @@ type Config struct {
 	// ForgetAfter is how many windows without traffic a tenant is kept
 	// (its rates with it); 0: 300.
 	ForgetAfter int
+	// OfferedSmoothing is the time constant of the moving average Window
+	// reports as a tenant's offered rates (see Meter); 0: 5 s.
+	OfferedSmoothing time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 }
@@ -184,9 +198,10 @@ type Config struct {
 // DefaultConfig returns the defaults the zero Config stands for.
 func DefaultConfig() Config {
 	return Config{
-		Burst:       [Dimensions]time.Duration{time.Second, time.Second, time.Second, 10 * time.Minute},
-		ForgetAfter: 300,
-		Now:         time.Now,
+		Burst:            [Dimensions]time.Duration{time.Second, time.Second, time.Second, 10 * time.Minute},
+		ForgetAfter:      300,
+		OfferedSmoothing: 5 * time.Second,
+		Now:              time.Now,
 	}
 }
 
@@ -201,7 +216,15 @@ type Decision struct {
 	Rate float64
 }
 
-// Meter is one tenant's traffic over a window, as rates per second.
+// Meter is one tenant's traffic, as rates per second. Admitted is the
+// window's. Offered, what the control plane divides the tenant's limits
+// by, is a moving average of the windows' offered rates (refusals
+// included) with a time constant of Config.OfferedSmoothing: a client
+// told to come back in several seconds offers nothing until then, and one
+// window's rate would give that broker no more than the division's floor
+// when it does, a debt it pays at the floor's rate, so that it offers
+// little again (measured with 1 s windows: allotments swinging between
+// 34 KiB/s and 956 KiB/s of a 1 MiB/s limit, a third of it admitted).
 type Meter struct {
 	Offered, Admitted Rates
 }
@@ -214,7 +237,11 @@ type tenant struct {
 	// meanCharge: a moving average of the admitted charges per
 	// dimension (MeanCharge).
 	meanCharge [Dimensions]float64
-	idle       int // windows in a row without traffic
+	// smoothed: the offered rates' moving average (Meter), once metered
+	// is set by a first window.
+	smoothed [Dimensions]float64
+	metered  bool
+	idle     int // windows in a row without traffic
 }
 
 // Limiter holds every tenant's buckets and meters.
@@ -237,6 +264,9 @@ func New(cfg Config) *Limiter {
 	}
 	if cfg.ForgetAfter <= 0 {
 		cfg.ForgetAfter = def.ForgetAfter
+	}
+	if cfg.OfferedSmoothing <= 0 {
+		cfg.OfferedSmoothing = def.OfferedSmoothing
 	}
 	if cfg.Now == nil {
 		cfg.Now = def.Now
@@ -313,6 +343,21 @@ func (l *Limiter) Charge(id string, d Dimension, cost float64) {
 	t.admit(d, cost)
 }
 
+// Refund gives back cost in dimension d that Take or Charge charged the
+// tenant for a request that turned out to do nothing (Bucket.Refund), and
+// takes it off the window's offered and admitted meters: a request whose
+// batch the log refused (out of sequence, say) and which the client
+// sends again counts once, when it is written.
+func (l *Limiter) Refund(id string, d Dimension, cost float64) {
+	t := l.tenant(id)
+	now := l.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buckets[d].Refund(now, cost)
+	t.offered[d] = max(t.offered[d]-cost, 0)
+	t.admitted[d] = max(t.admitted[d]-cost, 0)
+}
+
 func (t *tenant) admit(d Dimension, cost float64) {
 	t.admitted[d] += cost
 	if t.meanCharge[d] == 0 {
@@ -367,9 +412,9 @@ func (l *Limiter) RatesOf(id string) Rates {
 }
 
 // Window returns every tenant's meters since the previous Window (or New)
-// as rates per second, with the window's length, and starts a new
-// window. Every tenant the Limiter knows is in it, idle ones with zero
-// rates; one without traffic for Config.ForgetAfter windows in a row is
+// as rates per second (offered ones smoothed, see Meter), with the
+// window's length, and starts a new window. Every tenant the Limiter
+// knows is in it, idle ones with zero admitted rates; one without traffic for Config.ForgetAfter windows in a row is
 // forgotten afterwards (and not in the answer).
 func (l *Limiter) Window() (map[string]Meter, time.Duration) {
 	l.mu.Lock()
@@ -378,6 +423,7 @@ func (l *Limiter) Window() (map[string]Meter, time.Duration) {
 	span := now.Sub(l.windowStart)
 	l.windowStart = now
 	secs := span.Seconds()
+	weight := 1 - math.Exp(-secs/l.cfg.OfferedSmoothing.Seconds())
 	out := make(map[string]Meter, len(l.ts))
 	for id, t := range l.ts {
 		t.mu.Lock()
@@ -388,9 +434,19 @@ func (l *Limiter) Window() (map[string]Meter, time.Duration) {
 				traffic = true
 			}
 			if secs > 0 {
-				m.Offered[d], m.Admitted[d] = t.offered[d]/secs, t.admitted[d]/secs
+				offered := t.offered[d] / secs
+				if t.metered {
+					t.smoothed[d] += weight * (offered - t.smoothed[d])
+				} else {
+					t.smoothed[d] = offered
+				}
+				m.Admitted[d] = t.admitted[d] / secs
 			}
+			m.Offered[d] = t.smoothed[d]
 			t.offered[d], t.admitted[d] = 0, 0
+		}
+		if secs > 0 {
+			t.metered = true
 		}
 		if traffic {
 			t.idle = 0

@@ -173,13 +173,49 @@ func TestQuotaMetersOfferedAndAdmitted(t *testing.T) {
 	admitted := offer(l, c, "a", ProduceBytes, 100, 10000, 10*time.Second)
 	m, span := l.Window()
 	require.Equal(t, 10*time.Second, span)
-	require.InEpsilon(t, 10000, m["a"].Offered[ProduceBytes], 0.01)
+	m0 := m["a"].Offered[ProduceBytes]
+	require.InEpsilon(t, 10000, m0, 0.01)
 	require.InEpsilon(t, admitted/10, m["a"].Admitted[ProduceBytes], 1e-9)
 	require.InEpsilon(t, 1000, m["a"].Admitted[ProduceBytes], 0.15) // 10 s plus the 1 s burst
-	// The next window starts empty.
+	// The next window starts empty: nothing admitted, and the offered
+	// rate's average decays with its 5 s time constant.
 	c.Add(time.Second)
 	m, _ = l.Window()
-	require.Equal(t, Meter{}, m["a"])
+	require.Zero(t, m["a"].Admitted)
+	require.InEpsilon(t, m0*math.Exp(-1.0/5), m["a"].Offered[ProduceBytes], 1e-9)
+}
+
+// TestQuotaOfferedSmoothed: the offered rate a broker reports is a moving
+// average over windows, so that a client that waits out a refusal's delay
+// keeps its share of the division meanwhile; the admitted rate is each
+// window's own.
+func TestQuotaOfferedSmoothed(t *testing.T) {
+	t.Parallel()
+	l, c := setup(t)
+	l.SetRates("a", rates(ProduceBytes, 1000))
+	l.Take("a", ProduceBytes, 5000) // 5000 offered and admitted in the first window: taken as it is
+	c.Add(time.Second)
+	m, _ := l.Window()
+	require.Equal(t, 5000.0, m["a"].Offered[ProduceBytes])
+	require.Equal(t, 5000.0, m["a"].Admitted[ProduceBytes])
+	// Seven idle seconds, one window each: the average decays by e^(-1/5)
+	// a second, to 5000·e^(-7/5) = 1233, not to 0.
+	for range 7 {
+		c.Add(time.Second)
+		m, _ = l.Window()
+		require.Zero(t, m["a"].Admitted[ProduceBytes])
+	}
+	require.InEpsilon(t, 5000*math.Exp(-7.0/5), m["a"].Offered[ProduceBytes], 1e-9)
+	// A window's length weighs: one 7 s window decays it as much as seven
+	// of 1 s.
+	l2, c2 := setup(t)
+	l2.SetRates("a", rates(ProduceBytes, 1000))
+	l2.Take("a", ProduceBytes, 5000)
+	c2.Add(time.Second)
+	l2.Window()
+	c2.Add(7 * time.Second)
+	m2, _ := l2.Window()
+	require.InEpsilon(t, m["a"].Offered[ProduceBytes], m2["a"].Offered[ProduceBytes], 1e-9)
 }
 
 func TestQuotaForgetsIdleTenants(t *testing.T) {
@@ -607,4 +643,67 @@ func BenchmarkLimiterTake(b *testing.B) {
 			l.Take("a", Requests, 1)
 		}
 	})
+}
+
+// TestQuotaRefund: a charge given back restores the tokens (up to the
+// burst) and leaves the meters as if the request had never come.
+func TestQuotaRefund(t *testing.T) {
+	t.Parallel()
+	l, c := setup(t)
+	l.SetRates("a", rates(ProduceBytes, 1000)) // burst 1000
+	require.True(t, l.Take("a", ProduceBytes, 1500).OK)
+	require.False(t, l.Take("a", ProduceBytes, 1).OK, "500 in debt")
+	// The batch was not written: refunded, the bucket is back at 1000
+	// (the burst; it cannot hold more) and admits again at once.
+	l.Refund("a", ProduceBytes, 1500)
+	d := l.Take("a", ProduceBytes, 1000)
+	require.True(t, d.OK)
+	require.True(t, l.Take("a", ProduceBytes, 1).OK, "the refund filled the bucket to the burst, no more")
+	require.False(t, l.Take("a", ProduceBytes, 1).OK)
+	// Refunds past the burst are capped: 10,000 refunded is 1000 tokens.
+	c.Add(10 * time.Second)
+	l.Refund("a", ProduceBytes, 10000)
+	require.True(t, l.Take("a", ProduceBytes, 1001).OK)
+	require.False(t, l.Take("a", ProduceBytes, 1).OK, "1000 tokens, not 11,000")
+	// Meters: 1500 admitted and refunded, 1001 admitted, refunded down to
+	// zero by the 10,000, then 1001 admitted, over 10 s.
+	m, span := l.Window()
+	require.Equal(t, 10*time.Second, span)
+	require.InDelta(t, 100.1, m["a"].Admitted[ProduceBytes], 1e-9)
+	// No rate: a refund does nothing.
+	l.Refund("b", ProduceBytes, 10)
+	require.True(t, l.Take("b", ProduceBytes, 1e9).OK)
+}
+
+// TestQuotaRefundedRetryChargedOnce: a tenant over its rate whose every
+// other admitted request does nothing (an idempotent producer's batch
+// refused out of sequence) and is refunded is still admitted its rate in
+// written requests.
+func TestQuotaRefundedRetryChargedOnce(t *testing.T) {
+	t.Parallel()
+	for _, refund := range []bool{false, true} {
+		l, c := setup(t)
+		l.SetRates("a", rates(ProduceBytes, 1000))
+		written, n := 0.0, 0
+		step := 10 * time.Millisecond // offered 10,000/s in 100-byte requests
+		for end := c.Now().Add(20 * time.Second); c.Now().Before(end); c.Add(step) {
+			if !l.Take("a", ProduceBytes, 100).OK {
+				continue
+			}
+			if n++; n%2 == 0 {
+				if refund {
+					l.Refund("a", ProduceBytes, 100)
+				}
+				continue
+			}
+			written += 100
+		}
+		rate := written / 20
+		t.Logf("refund %v: written %.0f/s of 1000/s", refund, rate)
+		if refund {
+			require.InEpsilon(t, 1000, rate, 0.1)
+		} else {
+			require.InEpsilon(t, 500, rate, 0.1)
+		}
+	}
 }
