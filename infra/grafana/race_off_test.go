@@ -1,0 +1,5 @@
+//go:build !race
+
+package grafana_test
+
+const raceEnabled = false
