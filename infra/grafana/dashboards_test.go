@@ -119,7 +119,7 @@ func TestQueriesParseRefusesMistakes(t *testing.T) {
 	t.Parallel()
 	vars := []string{"datasource", "broker"}
 	for _, bad := range []string{
-		`sum(rate(sluice_broker_produced_bytes_total[$__rate_interval])`, // unbalanced
+		`sum(rate(sluice_broker_produced_bytes_total[$__rate_interval])`,  // unbalanced
 		`rate(sluice_broker_produced_bytes_total{instance=~"$nope"}[5m])`, // unknown variable
 		`rate(sluice_broker_produced_bytes_total[$broker])`,               // a variable outside a string
 		`sum by (instance) sluice_broker_leader_partitions`,

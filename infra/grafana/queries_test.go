@@ -48,13 +48,13 @@ type dashboard struct {
 }
 
 type panel struct {
-	ID         *int            `json:"id"`
-	Type       string          `json:"type"`
-	Title      string          `json:"title"`
-	Datasource *datasource     `json:"datasource"`
-	GridPos    *gridPos        `json:"gridPos"`
-	Targets    []target        `json:"targets"`
-	Panels     []panel         `json:"panels"` // a row's (collapsed rows nest their panels)
+	ID         *int        `json:"id"`
+	Type       string      `json:"type"`
+	Title      string      `json:"title"`
+	Datasource *datasource `json:"datasource"`
+	GridPos    *gridPos    `json:"gridPos"`
+	Targets    []target    `json:"targets"`
+	Panels     []panel     `json:"panels"` // a row's (collapsed rows nest their panels)
 }
 
 type datasource struct {
