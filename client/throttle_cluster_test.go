@@ -20,7 +20,7 @@ import (
 // quotaTenant signs up a tenant of its own on the package's cluster (so
 // that its limits slow no other test), sets its limit overrides as the
 // operator, and returns a client with its key.
-func quotaTenant(t *testing.T, name string, o *sluicev1.LimitOverrides) (*client.Client, string) {
+func quotaTenant(t testing.TB, name string, o *sluicev1.LimitOverrides) (*client.Client, string) {
 	t.Helper()
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluicemq/sluice/client"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -46,6 +48,92 @@ type fakeQuotaBroker struct {
 	log         []byte   // the written batches, in order
 	next        int64
 	written     map[string]bool // batches written once (by pid/epoch/seq), to dedupe retries
+	// gate, when set, holds every ProduceMany call until the test answers
+	// it (release).
+	gate *produceGate
+}
+
+// produceGate holds ProduceMany calls and notes how many were held, that
+// one included, when each arrived: the client's requests in flight.
+type produceGate struct {
+	mu       sync.Mutex
+	held     []chan error
+	heldSeqs []int32 // the first batch sequence of each held call
+	arrivals []int
+	open     bool // hold nothing any more
+}
+
+func (g *produceGate) hold(seq int32) error {
+	ch := make(chan error, 1)
+	g.mu.Lock()
+	if g.open {
+		g.mu.Unlock()
+		return nil
+	}
+	g.held = append(g.held, ch)
+	g.heldSeqs = append(g.heldSeqs, seq)
+	g.arrivals = append(g.arrivals, len(g.held))
+	g.mu.Unlock()
+	return <-ch
+}
+
+// waitHeld waits until at least n calls are held and returns how many
+// arrived so far.
+func (g *produceGate) waitHeld(t *testing.T, n int) int {
+	t.Helper()
+	var arrived int
+	testenv.Wait(t, 10*time.Second, fmt.Sprintf("%d produce calls held", n), func() error {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if len(g.held) < n {
+			return fmt.Errorf("%d held", len(g.held))
+		}
+		arrived = len(g.arrivals)
+		return nil
+	})
+	return arrived
+}
+
+// serveUntil reports whether a call of batch sequence seq is held, and
+// serves every held call when none is.
+func (g *produceGate) serveUntil(seq int32) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if slices.Contains(g.heldSeqs, seq) {
+		return true
+	}
+	g.releaseLocked(nil)
+	return false
+}
+
+// openUp answers every held call and holds no more.
+func (g *produceGate) openUp() {
+	g.release(nil)
+	g.mu.Lock()
+	g.open = true
+	g.mu.Unlock()
+}
+
+// release answers every held call: the first with first (nil: served),
+// the others served. It returns the first's batch sequence.
+func (g *produceGate) release(first error) int32 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.releaseLocked(first)
+}
+
+func (g *produceGate) releaseLocked(first error) int32 {
+	seq := int32(-1)
+	for i, ch := range g.held {
+		if i == 0 {
+			ch <- first
+			seq = g.heldSeqs[0]
+			continue
+		}
+		ch <- nil
+	}
+	g.held, g.heldSeqs = nil, nil
+	return seq
 }
 
 // fakeCall is when a call arrived and the delay its refusal asked for
@@ -112,6 +200,17 @@ func (f *fakeQuotaBroker) InitProducerId(context.Context, *connect.Request[sluic
 }
 
 func (f *fakeQuotaBroker) ProduceMany(_ context.Context, req *connect.Request[sluicev1.ProduceManyRequest]) (*connect.Response[sluicev1.ProduceManyResponse], error) {
+	if f.gate != nil {
+		seq := int32(-1)
+		if es := req.Msg.GetPartitions(); len(es) > 0 {
+			if b, _, err := record.ReadBatch(es[0].GetBatches().GetData()); err == nil {
+				seq = b.Header().BaseSequence
+			}
+		}
+		if err := f.gate.hold(seq); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.callLocked("ProduceMany"); err != nil {
@@ -311,6 +410,61 @@ func TestThrottleProducerWaitsAndDelivers(t *testing.T) {
 	st := c.Stats().Throttle[client.KindProduce]
 	require.Equal(t, client.ThrottleStats{Requests: 3, Time: 3 * delay}, st)
 	require.Equal(t, st, c.Stats().ThrottleTotal())
+}
+
+// After a rate refusal a partition's producer sends one request at a
+// time, then one more after each acknowledgement (1, 2, 4 at a time),
+// back up to its max in flight: requests in flight together reach the broker in any order, and
+// a broker at the tenant's rate would admit whichever came when its
+// bucket was out of debt, often a batch the log must refuse as out of
+// sequence.
+func TestThrottleProducerWindowAfterRefusal(t *testing.T) {
+	f := &fakeQuotaBroker{gate: &produceGate{}}
+	c := startFakeQuota(t, f)
+	// 1.5 KiB records in batches of at most 2 KiB: one record a request.
+	p, err := c.NewProducer(t.Context(), client.WithMaxBatchBytes(2<<10), client.WithMaxInFlight(5), client.WithDeliveryTimeout(time.Minute))
+	require.NoError(t, err)
+	defer p.Close(t.Context())
+	defer f.gate.openUp() // before Close, which waits for the calls held
+	const n = 30
+	done := make(chan error, 1)
+	go func() {
+		recs := make([]*client.Record, n)
+		for i := range recs {
+			recs[i] = &client.Record{Topic: "q", Value: bytes.Repeat([]byte{byte(i)}, 1500)}
+		}
+		done <- p.ProduceSync(t.Context(), recs...)
+	}()
+	g := f.gate
+	g.waitHeld(t, 5) // five in flight, the producer's max
+	refused := g.release(rateRefusal(20 * time.Millisecond))
+	// Acknowledgements the producer read before the refusal let it send
+	// more: those are served, until the refused batch comes again, alone.
+	testenv.Wait(t, 10*time.Second, "the refused batch sent again", func() error {
+		if !g.serveUntil(refused) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	// Then 1, 2, 4 at a time: each step's requests arrive with no more
+	// than the window in flight.
+	for _, window := range []int{1, 2, 4} {
+		from := g.waitHeld(t, window) - window
+		g.mu.Lock()
+		arrivals := slices.Clone(g.arrivals)
+		g.mu.Unlock()
+		for _, in := range arrivals[from:] {
+			require.LessOrEqual(t, in, window, "arrivals %v: at most %d in flight after the refusal", arrivals, window)
+		}
+		g.release(nil)
+	}
+	// Back to five, and every record delivered.
+	g.waitHeld(t, 5)
+	g.openUp()
+	require.NoError(t, <-done)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Len(t, f.written, n, "each record written once")
 }
 
 // The same when the broker refuses a ProduceMany entry, not the request.
