@@ -88,7 +88,7 @@
 // A tenant over a rate quota (produce or fetch bytes per second, requests
 // per second, new producer ids per hour) is refused with ResourceExhausted
 // carrying a google.rpc.RetryInfo delay. The client sends the same request
-// again once that delay has passed, plus up to a tenth of it as jitter and
+// again once that delay has passed, plus up to a hundredth of it as jitter and
 // never sooner: the producer resends the refused batch as it was (same
 // producer epoch and sequence, so idempotence keeps it written once) and
 // fails its records only at their delivery timeout, as for any retry, with

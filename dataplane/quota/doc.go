@@ -88,9 +88,9 @@
 // and are spread on their next refusal: 40 clients of 64 KiB requests at
 // 1 MiB/s cost 2.4 refusals per admitted request rather than 1 (40
 // without a queue). A client coming back later than told (the SDK adds
-// up to a tenth of the delay) may find the bucket full and lose what
-// overflows: simulated, 0.94 of the rate for one sink with 5 in-flight
-// 1 MiB requests at 1.7 MiB/s.
+// up to a hundredth of the delay) may find the bucket full and lose what
+// overflows: simulated with a tenth, 0.94 of the rate for one sink with 5
+// in-flight 1 MiB requests at 1.7 MiB/s.
 //
 // # Refunds
 //
