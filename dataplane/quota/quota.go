@@ -224,7 +224,7 @@ type Decision struct {
 // window's rate would give that broker no more than the division's floor
 // when it does, a debt it pays at the floor's rate, so that it offers
 // little again (measured with 1 s windows: allotments swinging between
-// 34 KiB/s and 956 KiB/s of a 1 MiB/s limit, a third of it admitted).
+// 34 KiB/s and 956 KiB/s of a 1 MiB/s limit, 0.35 to 0.71 of it admitted).
 type Meter struct {
 	Offered, Admitted Rates
 }
