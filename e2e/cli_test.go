@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -26,55 +24,19 @@ var sluiceBin string
 // TestMain runs the binary as TestTransactionsUnderFaults's job when
 // txnJobEnv is set. Otherwise it builds the sluice binary once per test binary (with -race when
 // the tests run with it), then runs the tests through testenv.Main (which
-// tears down the Postgres the cluster tests start). The binary goes to a fixed place in the user cache
-// (replaced atomically), because testenv.Main exits without returning.
+// tears down the Postgres the cluster tests start; testenv.BuildSluice says where the binary
+// goes).
 func TestMain(m *testing.M) {
 	if os.Getenv(txnJobEnv) != "" {
 		os.Exit(runTxnJob())
 	}
-	bin, err := buildSluice()
+	bin, err := testenv.BuildSluice("sluice-e2e", raceEnabled)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "build sluice:", err)
 		os.Exit(1)
 	}
 	sluiceBin = bin
 	testenv.Main(m)
-}
-
-func buildSluice() (string, error) {
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256([]byte(wd))
-	dir := filepath.Join(cache, "sluice-e2e", hex.EncodeToString(sum[:6]))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(dir, "sluice-*.tmp")
-	if err != nil {
-		return "", err
-	}
-	tmp.Close()
-	defer os.Remove(tmp.Name())
-	args := []string{"build", "-o", tmp.Name()}
-	name := "sluice"
-	if raceEnabled {
-		// The processes the tests start run under the race detector too.
-		args = append(args, "-race")
-		name = "sluice-race"
-	}
-	build := exec.Command("go", append(args, "../cmd/sluice")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, name)
-	return bin, os.Rename(tmp.Name(), bin)
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's output copier and
