@@ -117,16 +117,26 @@ func (c *cluster) partitions(t *testing.T, topicID string) []store.Partition {
 // labels as exposed) from the operator listener's /metrics.
 func (c *cluster) metric(t *testing.T, series string) float64 {
 	t.Helper()
+	v, ok := c.sample(t, series)
+	require.True(t, ok, "no sample %s in /metrics", series)
+	return v
+}
+
+// sample is metric's value, and false when /metrics has no such sample.
+func (c *cluster) sample(t *testing.T, series string) (float64, bool) {
+	t.Helper()
 	res, err := c.hc.Get(c.metrics + "/metrics")
 	require.NoError(t, err)
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(b)
-	require.NotNil(t, m, "no sample %s in /metrics", series)
+	if m == nil {
+		return 0, false
+	}
 	v, err := strconv.ParseFloat(string(m[1]), 64)
 	require.NoError(t, err)
-	return v
+	return v, true
 }
 
 // createTopic creates a topic as a new tenant and returns its id.
