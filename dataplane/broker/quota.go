@@ -52,9 +52,12 @@ import (
 // the bucket's debt takes to pay off) and google.rpc.QuotaFailure (subject
 // "tenant:<id>", description the limit's name); a count refusal (storage,
 // groups, transactional ids) has the QuotaFailure and no RetryInfo. A
-// tenant with no allotment yet is admitted and metered; while the control
-// plane cannot be reached the last allotments stay in force. The system
-// tenant (internal topics) is never limited.
+// tenant with no allotment yet is admitted and metered, except that a
+// call creating a group or a transactional id first asks: the broker
+// reports the tenant in an exchange it runs at once and decides on the
+// answer (countAllotment), since the tenant's groups may all be at other
+// brokers. While the control plane cannot be reached the last allotments
+// stay in force. The system tenant (internal topics) is never limited.
 
 // quotaTenantLabels bounds the tenant label of the per-tenant throttle
 // metrics: the tenants throttled most in the last exchange window get
@@ -93,10 +96,23 @@ type quotas struct {
 	// logged once, not every interval. Exchanges hold mu while they apply
 	// their answer.
 	failing string
+	// asked: tenants with no allotment that a call creating a group or a
+	// transactional id waits for (countAllotment), reported in the next
+	// exchange with or without traffic here.
+	asked map[string]bool
+	// exchanged is closed, and replaced, when an exchange ends, answered
+	// or not.
+	exchanged chan struct{}
+	// kick asks quotaLoop for an exchange now.
+	kick chan struct{}
+	// countWait bounds countAllotment's wait: two exchanges' timeouts
+	// (the one under way, then the one it asked for).
+	countWait time.Duration
 }
 
 func newQuotas(m *quotaMetrics) *quotas {
-	q := &quotas{lim: quota.New(quota.Config{}), m: m, throttled: map[string]float64{}}
+	q := &quotas{lim: quota.New(quota.Config{}), m: m, throttled: map[string]float64{},
+		asked: map[string]bool{}, exchanged: make(chan struct{}), kick: make(chan struct{}, 1)}
 	q.allot.Store(&map[string]*sluicev1.TenantAllotment{})
 	q.labelled.Store(&map[string]bool{})
 	return q
@@ -114,6 +130,62 @@ func limitedTenant(ctx context.Context) (string, bool) {
 
 func (q *quotas) allotment(tenantID string) *sluicev1.TenantAllotment {
 	return (*q.allot.Load())[tenantID]
+}
+
+// countAllotment is the tenant's allotment for deciding a count limit.
+// When the broker has none (the tenant has not been reported here since
+// it last had traffic or holdings), it reports the tenant in an exchange
+// run at once and waits for the answer, up to wait: the tenant's groups
+// and transactional ids may all be at other brokers, and only the control
+// plane sums them. Nil when no exchange answered in time (the control
+// plane unreachable: the call is admitted, as every call of a tenant with
+// no allotment is).
+func (q *quotas) countAllotment(ctx context.Context, tenantID string, wait time.Duration) *sluicev1.TenantAllotment {
+	if a := q.allotment(tenantID); a != nil {
+		return a
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	q.mu.Lock()
+	q.asked[tenantID] = true
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default: // one is asked for already
+	}
+	// An exchange under way may have built its report before the ask:
+	// wait for the exchanges that follow too.
+	for {
+		q.mu.Lock()
+		exchanged := q.exchanged
+		q.mu.Unlock()
+		if a := q.allotment(tenantID); a != nil {
+			return a
+		}
+		select {
+		case <-exchanged:
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// takeAsked returns the tenants asked for, and forgets them.
+func (q *quotas) takeAsked() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := slices.Collect(maps.Keys(q.asked))
+	clear(q.asked)
+	return ids
+}
+
+// exchangeEnded wakes the callers waiting in countAllotment. The caller
+// holds mu.
+func (q *quotas) exchangeEnded() {
+	close(q.exchanged)
+	q.exchanged = make(chan struct{})
 }
 
 // apply makes allotments the ones in force: each tenant's rates (a
@@ -282,11 +354,11 @@ func (q *quotas) admitNewGroup(ctx context.Context, c *groupCoordinator, group s
 	if !ok {
 		return nil
 	}
-	a := q.allotment(id)
-	if !a.GetGroupsExceeded() {
+	if _, _, known := c.Describe(time.Now(), id, group); known {
 		return nil
 	}
-	if _, _, known := c.Describe(time.Now(), id, group); known {
+	a := q.countAllotment(ctx, id, q.countWait)
+	if !a.GetGroupsExceeded() {
 		return nil
 	}
 	q.m.refused.WithLabelValues("max_groups").Inc()
@@ -307,7 +379,7 @@ func (q *quotas) admitNewTransactionalID(ctx context.Context, c *txnCoordinator,
 	if _, known := c.Describe(id, transactionalID); known {
 		return nil
 	}
-	a := q.allotment(id)
+	a := q.countAllotment(ctx, id, q.countWait)
 	if !a.GetTransactionalIdsExceeded() {
 		return q.checkProducerID(ctx)
 	}
@@ -472,9 +544,20 @@ func (i quotaInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 }
 
 // quotaLoop exchanges quotas with the control plane every
-// --quota-exchange-interval until ctx ends.
+// --quota-exchange-interval, and when countAllotment asks, until ctx
+// ends.
 func (b *Broker) quotaLoop(ctx context.Context) {
-	every(ctx, b.cfg.QuotaExchangeInterval, func() { _ = b.exchangeQuotas(ctx, b.cp) })
+	t := time.NewTicker(b.cfg.QuotaExchangeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-b.quota.kick:
+		}
+		_ = b.exchangeQuotas(ctx, b.cp)
+	}
 }
 
 // exchangeQuotas closes the meters' window, reports every tenant with
@@ -487,11 +570,12 @@ func (b *Broker) exchangeQuotas(ctx context.Context, cp sluicev1connect.BrokerSe
 	if req == nil {
 		return errors.New("not registered with the control plane yet")
 	}
-	cctx, cancel := context.WithTimeout(ctx, max(b.cfg.QuotaExchangeInterval, time.Second))
+	cctx, cancel := context.WithTimeout(ctx, quotaExchangeTimeout(b.cfg.QuotaExchangeInterval))
 	defer cancel()
 	res, err := cp.ExchangeQuotas(cctx, connect.NewRequest(req))
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer q.exchangeEnded()
 	if err != nil {
 		if ctx.Err() == nil && q.failing != err.Error() {
 			b.logger.Warn("exchange quotas with the control plane; the last allotments stay in force", "err", err)
@@ -505,6 +589,11 @@ func (b *Broker) exchangeQuotas(ctx context.Context, cp sluicev1connect.BrokerSe
 	}
 	q.apply(res.Msg.GetAllotments())
 	return nil
+}
+
+// quotaExchangeTimeout bounds one exchange with the control plane.
+func quotaExchangeTimeout(interval time.Duration) time.Duration {
+	return max(interval, time.Second)
 }
 
 // quotaReport closes the meters' window and reports, for every tenant
@@ -535,6 +624,9 @@ func (b *Broker) quotaReport(ctx context.Context) *sluicev1.ExchangeQuotasReques
 	}
 	for id, n := range b.hotStorageByTenant() {
 		report(id).HotStorageBytes = n
+	}
+	for _, id := range q.takeAsked() {
+		report(id)
 	}
 	for id, n := range b.groupsByTenant(ctx) {
 		report(id).Groups = int32(n)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
@@ -419,14 +420,22 @@ func TestBrokerQuotaThroughControlPlane(t *testing.T) {
 	require.ErrorContains(t, err, "96 KiB/s across the cluster")
 
 	// Groups: the brokers report the one group, the control plane says
-	// the tenant is at its limit.
-	testenv.Wait(t, 30*time.Second, "a new group refused", func() error {
-		_, err = c.groups.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: "new", SubscribedTopics: []string{"orders"}, SubscriptionSet: true}))
-		if connect.CodeOf(err) != connect.CodeResourceExhausted {
-			return fmt.Errorf("heartbeat: %v", err)
+	// the tenant is at its limit. The new group's coordinator is made to
+	// forget the tenant's allotment, as a broker the tenant never used
+	// has none: it asks the control plane before creating the group.
+	testenv.Wait(t, 30*time.Second, "the control plane deciding the tenant is at max_groups", func() error {
+		for _, b := range c.brokers {
+			if b.quota.allotment(c.tenantID).GetGroupsExceeded() {
+				return nil
+			}
 		}
-		return nil
+		return errors.New("no broker's allotment says groups_exceeded")
 	})
+	coord := c.brokers[c.coordinatorOf(t, "new")-1]
+	coord.quota.apply(nil)
+	_, err = c.groups.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: "new", SubscribedTopics: []string{"orders"}, SubscriptionSet: true}))
+	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "heartbeat of a new group: %v", err)
+	require.NotNil(t, coord.quota.allotment(c.tenantID), "the coordinator exchanged for the tenant")
 	ri, v = quotaDetails(t, err)
 	require.Nil(t, ri)
 	require.Equal(t, "max_groups", v.GetDescription())
@@ -540,4 +549,48 @@ func TestBrokerQuotaForwardedChargedOnce(t *testing.T) {
 	}
 	_, v := quotaDetails(t, err)
 	require.Equal(t, "requests_per_sec", v.GetDescription())
+}
+
+// TestQuotaCountAllotment: a call creating a group or a transactional id
+// for a tenant with no allotment here asks for an exchange at once and
+// decides on its answer; with no answer within the wait (the control
+// plane unreachable) it goes on without one, and the tenant stays asked
+// for, to be reported in the next exchange.
+func TestQuotaCountAllotment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := newQuotas(newQuotaMetrics(prometheus.NewRegistry()))
+
+	// No exchange answers.
+	start := time.Now()
+	require.Nil(t, q.countAllotment(ctx, "t1", 50*time.Millisecond))
+	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	require.Len(t, q.kick, 1, "an exchange asked for")
+	<-q.kick
+	require.Equal(t, []string{"t1"}, q.takeAsked())
+	require.Empty(t, q.takeAsked())
+
+	// A loop that answers when asked, after one exchange that had
+	// built its report before the ask and answers without the tenant.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-q.kick
+		q.mu.Lock()
+		q.exchangeEnded()
+		q.mu.Unlock()
+		asked := q.takeAsked()
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		var as []*sluicev1.TenantAllotment
+		for _, id := range asked {
+			as = append(as, &sluicev1.TenantAllotment{TenantId: id, GroupsExceeded: true})
+		}
+		q.apply(as)
+		q.exchangeEnded()
+	}()
+	a := q.countAllotment(ctx, "t2", time.Minute)
+	<-done
+	require.True(t, a.GetGroupsExceeded())
+	require.Equal(t, a, q.countAllotment(ctx, "t2", 0), "known now: no wait")
 }
