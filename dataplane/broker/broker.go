@@ -212,6 +212,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.metrics = newBrokerMetrics(b.registry, b)
 	b.quota = newQuotas(newQuotaMetrics(b.registry))
 	b.quota.countWait = 2 * quotaExchangeTimeout(cfg.QuotaExchangeInterval)
+	b.quota.kickSpacing = quotaKickSpacing(cfg.QuotaExchangeInterval)
 	b.txnCoords = map[partKey]*txnCoordinator{}
 	b.txnMetrics = newTxnMetrics(b.registry, b)
 	b.usageCounters = &meter.Counters{}

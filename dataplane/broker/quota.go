@@ -52,12 +52,14 @@ import (
 // the bucket's debt takes to pay off) and google.rpc.QuotaFailure (subject
 // "tenant:<id>", description the limit's name); a count refusal (storage,
 // groups, transactional ids) has the QuotaFailure and no RetryInfo. A
-// tenant with no allotment yet is admitted and metered, except that a
-// call creating a group or a transactional id first asks: the broker
-// reports the tenant in an exchange it runs at once and decides on the
-// answer (countAllotment), since the tenant's groups may all be at other
-// brokers. While the control plane cannot be reached the last allotments
-// stay in force. The system tenant (internal topics) is never limited.
+// tenant with no allotment here (new to this broker, or forgotten after 5
+// minutes without traffic) makes the broker exchange at once
+// (noticeTenant), not at the next interval; until the answer its calls are
+// admitted and metered, except that a call creating a group or a
+// transactional id waits for it (countAllotment), since the tenant's
+// groups may all be at other brokers. While the control plane cannot be
+// reached the last allotments stay in force. The system tenant (internal
+// topics) is never limited.
 
 // quotaTenantLabels bounds the tenant label of the per-tenant throttle
 // metrics: the tenants throttled most in the last exchange window get
@@ -96,15 +98,20 @@ type quotas struct {
 	// logged once, not every interval. Exchanges hold mu while they apply
 	// their answer.
 	failing string
-	// asked: tenants with no allotment that a call creating a group or a
-	// transactional id waits for (countAllotment), reported in the next
-	// exchange with or without traffic here.
+	// asked: tenants with no allotment that asked for an exchange
+	// (noticeTenant), reported in the next exchange with or without
+	// traffic here.
 	asked map[string]bool
 	// exchanged is closed, and replaced, when an exchange ends, answered
 	// or not.
 	exchanged chan struct{}
-	// kick asks quotaLoop for an exchange now.
-	kick chan struct{}
+	// kick asks quotaLoop for an exchange now (honoured at most every
+	// kickSpacing, and not while exchanges fail).
+	kick        chan struct{}
+	kickSpacing time.Duration
+	// pinned: the allotments were put in force by hand (pin, in tests);
+	// exchanges still report but leave them.
+	pinned bool
 	// countWait bounds countAllotment's wait: two exchanges' timeouts
 	// (the one under way, then the one it asked for).
 	countWait time.Duration
@@ -146,13 +153,7 @@ func (q *quotas) countAllotment(ctx context.Context, tenantID string, wait time.
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	q.mu.Lock()
-	q.asked[tenantID] = true
-	q.mu.Unlock()
-	select {
-	case q.kick <- struct{}{}:
-	default: // one is asked for already
-	}
+	q.noticeTenant(tenantID)
 	// An exchange under way may have built its report before the ask:
 	// wait for the exchanges that follow too.
 	for {
@@ -170,6 +171,34 @@ func (q *quotas) countAllotment(ctx context.Context, tenantID string, wait time.
 			return nil
 		}
 	}
+}
+
+// noticeTenant asks for an exchange at once when the broker has no
+// allotment for the tenant, so that a tenant new here is limited within
+// an exchange's round trip rather than an interval. One ask per tenant
+// until an exchange reports it.
+func (q *quotas) noticeTenant(tenantID string) {
+	if q.allotment(tenantID) != nil {
+		return
+	}
+	q.mu.Lock()
+	asked := q.asked[tenantID]
+	q.asked[tenantID] = true
+	q.mu.Unlock()
+	if asked {
+		return
+	}
+	select {
+	case q.kick <- struct{}{}:
+	default: // one is asked for already
+	}
+}
+
+// exchangesFailing reports whether the last exchange failed.
+func (q *quotas) exchangesFailing() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.failing != ""
 }
 
 // takeAsked returns the tenants asked for, and forgets them.
@@ -218,6 +247,16 @@ func (q *quotas) apply(allotments []*sluicev1.TenantAllotment) {
 	}
 }
 
+// pin puts allotments in force for good: exchanges no longer replace
+// them. For tests of enforcement, which would otherwise race the
+// exchanges a tenant's first calls ask for.
+func (q *quotas) pin(allotments []*sluicev1.TenantAllotment) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pinned = true
+	q.apply(allotments)
+}
+
 func allotmentRates(r *sluicev1.QuotaRates) quota.Rates {
 	var out quota.Rates
 	out[quota.ProduceBytes] = r.GetProduceBytesPerSec()
@@ -241,6 +280,7 @@ func (q *quotas) take(ctx context.Context, d quota.Dimension, cost float64) erro
 	if !ok {
 		return nil
 	}
+	q.noticeTenant(id)
 	if dec := q.lim.Take(id, d, cost); !dec.OK {
 		return q.refuseRate(id, d, dec)
 	}
@@ -307,6 +347,7 @@ func (q *quotas) checkFetch(ctx context.Context, maxBytes int) error {
 	if !ok {
 		return nil
 	}
+	q.noticeTenant(id)
 	// What the refused fetch would have read, for the offered meter: what
 	// the tenant's fetches answered lately, at most what it asked.
 	est := float64(maxBytes)
@@ -334,6 +375,7 @@ func (q *quotas) checkProducerID(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	q.noticeTenant(id)
 	if dec := q.lim.Check(id, quota.ProducerIDs, 1); !dec.OK {
 		return q.refuseRate(id, quota.ProducerIDs, dec)
 	}
@@ -544,18 +586,36 @@ func (i quotaInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 }
 
 // quotaLoop exchanges quotas with the control plane every
-// --quota-exchange-interval, and when countAllotment asks, until ctx
-// ends.
+// --quota-exchange-interval until ctx ends, and in between when a tenant
+// with no allotment asks (noticeTenant): at most once every kickSpacing,
+// and not while exchanges fail (the next interval's tries again), so
+// that neither a stream of new tenants nor a control plane that is down
+// makes the broker exchange back to back.
 func (b *Broker) quotaLoop(ctx context.Context) {
+	q := b.quota
 	t := time.NewTicker(b.cfg.QuotaExchangeInterval)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-b.quota.kick:
+		case <-q.kick:
+			if q.exchangesFailing() {
+				continue
+			}
+			if wait := time.Until(last.Add(q.kickSpacing)); wait > 0 {
+				w := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					w.Stop()
+					return
+				case <-w.C:
+				}
+			}
 		}
+		last = time.Now()
 		_ = b.exchangeQuotas(ctx, b.cp)
 	}
 }
@@ -587,8 +647,16 @@ func (b *Broker) exchangeQuotas(ctx context.Context, cp sluicev1connect.BrokerSe
 		b.logger.Info("exchanging quotas with the control plane again")
 		q.failing = ""
 	}
-	q.apply(res.Msg.GetAllotments())
+	if !q.pinned {
+		q.apply(res.Msg.GetAllotments())
+	}
 	return nil
+}
+
+// quotaKickSpacing is the least time between an exchange and one a tenant
+// with no allotment asks for: a quarter of the interval, at most 100 ms.
+func quotaKickSpacing(interval time.Duration) time.Duration {
+	return min(interval/4, 100*time.Millisecond)
 }
 
 // quotaExchangeTimeout bounds one exchange with the control plane.

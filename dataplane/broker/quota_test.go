@@ -30,10 +30,11 @@ func startQuotaCluster(t *testing.T) *lagCluster {
 }
 
 // allot puts allotments in force on every broker, as an exchange's answer
-// would.
+// would, for the rest of the test (pinned: the exchanges that the
+// tenant's first calls asked for do not replace them).
 func (c *lagCluster) allot(allotments ...*sluicev1.TenantAllotment) {
 	for _, b := range c.brokers {
-		b.quota.apply(allotments)
+		b.quota.pin(allotments)
 	}
 }
 
@@ -349,7 +350,7 @@ func TestBrokerQuotaReport(t *testing.T) {
 
 	// An unreachable control plane: the allotment stays in force.
 	b := c.leaderOf(t, 0)
-	b.quota.apply([]*sluicev1.TenantAllotment{{TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1}}})
+	b.quota.pin([]*sluicev1.TenantAllotment{{TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1}}})
 	ln := listenLoopback(t)
 	dead := "http://" + ln.Addr().String()
 	require.NoError(t, ln.Close())
@@ -459,6 +460,36 @@ func TestBrokerQuotaThroughControlPlane(t *testing.T) {
 	require.ErrorContains(t, err, "at or over its max_total_storage_bytes limit of 1000 B")
 }
 
+// TestBrokerQuotaNewTenantLimitedAtOnce: a tenant's first call at a
+// broker that has no allotment for it makes the broker exchange quotas at
+// once, so the tenant is limited within a round trip, not at the next
+// interval (a minute here, longer than the test: only the asked-for
+// exchange can have put the limit in force).
+func TestBrokerQuotaNewTenantLimitedAtOnce(t *testing.T) {
+	t.Parallel()
+	c := startQuotaCluster(t)
+	ctx := context.Background()
+	operator := sluicev1connect.NewOperatorServiceClient(h2c.Client(), c.endpoint, connect.WithInterceptors(tenants.Bearer(testOperatorToken)))
+	_, err := operator.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: c.tenantID,
+		Overrides: &sluicev1.LimitOverrides{ProduceBytesPerSec: ptrTo[int64](64 << 10)}}))
+	require.NoError(t, err)
+	leader := c.leaderOf(t, 0)
+	require.Nil(t, leader.quota.allotment(c.tenantID), "no exchange has named the tenant yet")
+	rc := c.leaderRecords(t, 0)
+	start := time.Now()
+	testenv.Wait(t, 30*time.Second, "a produce over the new tenant's limit refused", func() error {
+		if _, err = rc.Produce(ctx, valueOf(0, 32<<10)); err == nil {
+			return errors.New("admitted")
+		}
+		return nil
+	})
+	require.Less(t, time.Since(start), time.Minute, "before the first interval's exchange")
+	_, v := quotaDetails(t, err)
+	require.Equal(t, "produce_bytes_per_sec", v.GetDescription())
+	require.ErrorContains(t, err, "64 KiB/s across the cluster")
+	t.Logf("refused after %s", time.Since(start))
+}
+
 // TestBrokerQuotaRefundsUnwrittenProduce: an idempotent batch the log
 // refuses out of sequence (as the batch behind one refused for rate is)
 // costs its tenant nothing: the bytes charged before the append are given
@@ -527,10 +558,10 @@ func TestBrokerQuotaForwardedChargedOnce(t *testing.T) {
 			break
 		}
 	}
-	leader.quota.apply([]*sluicev1.TenantAllotment{{
+	leader.quota.pin([]*sluicev1.TenantAllotment{{
 		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{RequestsPerSec: 1}, Limits: &sluicev1.Limits{RequestsPerSec: 1000},
 	}})
-	via.quota.apply([]*sluicev1.TenantAllotment{{
+	via.quota.pin([]*sluicev1.TenantAllotment{{
 		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{RequestsPerSec: 999}, Limits: &sluicev1.Limits{RequestsPerSec: 1000},
 	}})
 	rc := sluicev1connect.NewRecordServiceClient(h2c.Client(), "http://"+via.cfg.Advertised(), connect.WithInterceptors(tenants.Bearer(c.token)))

@@ -127,7 +127,8 @@
 // and refused, a refused fetch at the cost its caller estimates) and
 // admitted. Window returns both as rates per second over the time since
 // the previous Window, and starts a new window; a tenant with no traffic
-// for Config.ForgetAfter windows is forgotten, rates and all.
+// in the windows of the last Config.ForgetAfter (5 minutes) is forgotten,
+// rates and all.
 //
 // # Concurrency
 //

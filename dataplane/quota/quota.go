@@ -185,9 +185,9 @@ type Config struct {
 	// Burst is, per dimension, how many seconds of its rate a bucket
 	// holds. Zero: 1 s, but 10 minutes for ProducerIDs.
 	Burst [Dimensions]time.Duration
-	// ForgetAfter is how many windows without traffic a tenant is kept
-	// (its rates with it); 0: 300.
-	ForgetAfter int
+	// ForgetAfter is how long a tenant without traffic is kept (its rates
+	// with it), summed over whole windows; 0: 5 minutes.
+	ForgetAfter time.Duration
 	// OfferedSmoothing is the time constant of the moving average Window
 	// reports as a tenant's offered rates (see Meter); 0: 5 s.
 	OfferedSmoothing time.Duration
@@ -199,7 +199,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Burst:            [Dimensions]time.Duration{time.Second, time.Second, time.Second, 10 * time.Minute},
-		ForgetAfter:      300,
+		ForgetAfter:      5 * time.Minute,
 		OfferedSmoothing: 5 * time.Second,
 		Now:              time.Now,
 	}
@@ -241,7 +241,7 @@ type tenant struct {
 	// is set by a first window.
 	smoothed [Dimensions]float64
 	metered  bool
-	idle     int // windows in a row without traffic
+	idle     time.Duration // the windows in a row without traffic
 }
 
 // Limiter holds every tenant's buckets and meters.
@@ -414,8 +414,9 @@ func (l *Limiter) RatesOf(id string) Rates {
 // Window returns every tenant's meters since the previous Window (or New)
 // as rates per second (offered ones smoothed, see Meter), with the
 // window's length, and starts a new window. Every tenant the Limiter
-// knows is in it, idle ones with zero admitted rates; one without traffic for Config.ForgetAfter windows in a row is
-// forgotten afterwards (and not in the answer).
+// knows is in it, idle ones with zero admitted rates; one whose windows
+// without traffic in a row add up to Config.ForgetAfter is forgotten (and
+// not in the answer).
 func (l *Limiter) Window() (map[string]Meter, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -451,7 +452,7 @@ func (l *Limiter) Window() (map[string]Meter, time.Duration) {
 		if traffic {
 			t.idle = 0
 		} else {
-			t.idle++
+			t.idle += span
 		}
 		forget := t.idle >= l.cfg.ForgetAfter
 		t.mu.Unlock()

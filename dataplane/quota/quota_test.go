@@ -221,7 +221,7 @@ func TestQuotaOfferedSmoothed(t *testing.T) {
 func TestQuotaForgetsIdleTenants(t *testing.T) {
 	t.Parallel()
 	c := newClock()
-	l := New(Config{Now: c.Now, ForgetAfter: 3})
+	l := New(Config{Now: c.Now, ForgetAfter: 3 * time.Second})
 	l.SetRates("a", rates(Requests, 10))
 	l.Take("b", Requests, 1)
 	for i := range 3 {
@@ -235,6 +235,18 @@ func TestQuotaForgetsIdleTenants(t *testing.T) {
 	require.Equal(t, Rates{}, l.RatesOf("b"))
 	m, _ := l.Window()
 	require.Contains(t, m, "b")
+
+	// Forgetting counts time, not windows: many short windows (exchanges
+	// run early) keep an idle tenant as long as a few long ones.
+	l.SetRates("c", rates(Requests, 10))
+	for range 29 {
+		c.Add(100 * time.Millisecond)
+		l.Window()
+	}
+	require.Equal(t, rates(Requests, 10), l.RatesOf("c"), "2.9 s idle")
+	c.Add(100 * time.Millisecond)
+	l.Window()
+	require.Equal(t, Rates{}, l.RatesOf("c"), "3 s idle")
 }
 
 func TestQuotaProducerIDBurst(t *testing.T) {
