@@ -2190,10 +2190,11 @@ func (x *QuotaRates) GetProducerIdsPerSec() float64 {
 type TenantQuotaReport struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	// What the tenant's clients asked for, refused requests included: the
+	// What the tenant's clients asked for, refused requests included, as a
+	// moving average over the reports' windows (5 s time constant): the
 	// share the control plane divides the limits by.
 	Offered *QuotaRates `protobuf:"bytes,2,opt,name=offered,proto3" json:"offered,omitempty"`
-	// What the broker admitted.
+	// What the broker admitted in the window since its last report.
 	Admitted *QuotaRates `protobuf:"bytes,3,opt,name=admitted,proto3" json:"admitted,omitempty"`
 	// Bytes of the local logs of the tenant's partitions this broker leads.
 	HotStorageBytes int64 `protobuf:"varint,4,opt,name=hot_storage_bytes,json=hotStorageBytes,proto3" json:"hot_storage_bytes,omitempty"`
