@@ -12,18 +12,20 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
+	"github.com/sluicemq/sluice/controlplane"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
 
 // startQuotaCluster starts the in-process cluster with quota exchanges a
-// minute apart, so that the allotments a test applies (allot) stay in
-// force while it runs.
+// minute apart, so that the only exchanges while a test runs are the ones
+// a tenant new to a broker asks for.
 func startQuotaCluster(t *testing.T) *lagCluster {
 	t.Helper()
 	return startTestCluster(t, testClusterOpts{broker: func(c *Config) { c.QuotaExchangeInterval = time.Minute }})
@@ -489,6 +491,44 @@ func TestBrokerQuotaNewTenantLimitedAtOnce(t *testing.T) {
 	require.Equal(t, "produce_bytes_per_sec", v.GetDescription())
 	require.ErrorContains(t, err, "64 KiB/s across the cluster")
 	t.Logf("refused after %s", time.Since(start))
+}
+
+// TestBrokerQuotaNoEarlyExchangesWhileFailing: while exchanges fail, the
+// calls of a tenant with no allotment do not make the broker exchange
+// again and again (each would ask anew, at most every 100 ms): after the
+// failed exchange the first call asked for, the broker waits for its
+// interval, here a minute. The tenant's calls are admitted meanwhile.
+func TestBrokerQuotaNoEarlyExchangesWhileFailing(t *testing.T) {
+	t.Parallel()
+	var proxy *testcluster.RPCProxy
+	c := startTestCluster(t, testClusterOpts{
+		controlPlane: func(cfg *controlplane.Config) { proxy = testcluster.NewRPCProxy(t, cfg.ListenAddr) },
+		broker: func(cfg *Config) {
+			cfg.QuotaExchangeInterval = time.Minute
+			cfg.ControlPlane = "http://" + proxy.Addr()
+		},
+	})
+	ctx := context.Background()
+	proxy.DropAnswers("ExchangeQuotas", true)
+	leader := c.leaderOf(t, 0)
+	require.Nil(t, leader.quota.allotment(c.tenantID))
+	rc := c.leaderRecords(t, 0)
+	_, err := rc.Produce(ctx, valueOf(0, 10))
+	require.NoError(t, err, "no allotment: admitted")
+	testenv.Wait(t, 30*time.Second, "the asked-for exchange failed", func() error {
+		if !leader.quota.exchangesFailing() {
+			return errors.New("no failed exchange yet")
+		}
+		return nil
+	})
+	asked := proxy.Dropped()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		_, err := rc.Produce(ctx, valueOf(0, 10))
+		require.NoError(t, err, "still no allotment: admitted")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.LessOrEqual(t, proxy.Dropped(), asked+1, "exchanges during a second of calls while they fail (one may have been under way)")
+	require.Nil(t, leader.quota.allotment(c.tenantID))
 }
 
 // TestBrokerQuotaRefundsUnwrittenProduce: an idempotent batch the log
