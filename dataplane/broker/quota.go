@@ -308,9 +308,14 @@ func (q *quotas) admitProduce(ctx context.Context, cost int) error {
 // batches when its answer (res, err) shows that the log wrote none of them
 // (refundable): the client sends them again, and that attempt pays.
 func (q *quotas) refundProduce(ctx context.Context, batches int, cost int, res *sluicev1.ProduceResponse, err error) {
-	if !refundable(batches, res, err) {
-		return
+	if refundable(batches, res, err) {
+		q.refundUnwritten(ctx, cost)
 	}
+}
+
+// refundUnwritten gives back cost bytes admitProduce charged for a
+// produce refused before it reached the log.
+func (q *quotas) refundUnwritten(ctx context.Context, cost int) {
 	if id, ok := limitedTenant(ctx); ok {
 		q.lim.Refund(id, quota.ProduceBytes, float64(cost))
 	}

@@ -569,6 +569,40 @@ func TestBrokerQuotaRefundsUnwrittenProduce(t *testing.T) {
 	require.Equal(t, "produce_bytes_per_sec", v.GetDescription())
 }
 
+// TestBrokerQuotaRefundsProduceManyEntriesNotWritten: ProduceMany is
+// charged for all its entries at once; an entry refused before it reaches
+// a log (an unknown topic, a partition another broker leads) gets its
+// bytes back, so the next produce finds the bucket as it was.
+func TestBrokerQuotaRefundsProduceManyEntriesNotWritten(t *testing.T) {
+	t.Parallel()
+	c := startQuotaCluster(t)
+	ctx := context.Background()
+	leader := c.leaderOf(t, 0)
+	c.allot(&sluicev1.TenantAllotment{
+		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 32 << 10},
+		Limits: &sluicev1.Limits{ProduceBytesPerSec: 32 << 10},
+	})
+	batch, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]record.Record{{Value: make([]byte, 100<<10)}})
+	require.NoError(t, err)
+	entries := []*sluicev1.ProducePartition{{Topic: "nope", Partition: 0, Batches: &sluicev1.RecordBatches{Data: batch}}}
+	if other := c.leaderOf(t, 1); other != leader {
+		entries = append(entries, &sluicev1.ProducePartition{Topic: "orders", Partition: 1, Batches: &sluicev1.RecordBatches{Data: batch}})
+	}
+	rc := c.leaderRecords(t, 0)
+	res, err := rc.ProduceMany(ctx, connect.NewRequest(&sluicev1.ProduceManyRequest{Acks: sluicev1.Acks_ACKS_ALL, Partitions: entries}))
+	require.NoError(t, err)
+	require.Len(t, res.Msg.GetResults(), len(entries))
+	require.Equal(t, int32(connect.CodeNotFound), res.Msg.GetResults()[0].GetError().GetCode(), "%v", res.Msg.GetResults()[0])
+	if len(entries) > 1 {
+		require.Equal(t, int32(connect.CodeFailedPrecondition), res.Msg.GetResults()[1].GetError().GetCode(), "not the leader: %v", res.Msg.GetResults()[1])
+	}
+	// Refunded: 100 KiB or 200 KiB against a 32 KiB bucket would have
+	// left it seconds in debt, and this produce refused.
+	_, err = rc.Produce(ctx, valueOf(0, 10))
+	require.NoError(t, err, "the entries that reached no log were refunded")
+}
+
 // TestBrokerQuotaRefundable: which produce answers give the charge back.
 func TestBrokerQuotaRefundable(t *testing.T) {
 	t.Parallel()

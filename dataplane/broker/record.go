@@ -261,12 +261,23 @@ func (s *recordService) ProduceMany(ctx context.Context, req *connect.Request[sl
 // produceEntry writes one ProduceMany entry as Produce writes a request
 // with the same fields, except that it never forwards. header returns the
 // request's headers (for a transactional entry's verification).
-func (s *recordService) produceEntry(ctx context.Context, header func() http.Header, transactionalID string, e *sluicev1.ProducePartition, acks sluicev1.Acks, timeout time.Duration, now time.Time) (*sluicev1.ProduceResponse, error) {
+//
+// An entry refused before it reaches the log (an unknown topic, invalid
+// batches, a partition led elsewhere) is refunded the bytes ProduceMany
+// charged for it; one the log refused unwritten is refunded as a Produce
+// is (refundProduce).
+func (s *recordService) produceEntry(ctx context.Context, header func() http.Header, transactionalID string, e *sluicev1.ProducePartition, acks sluicev1.Acks, timeout time.Duration, now time.Time) (_ *sluicev1.ProduceResponse, err error) {
+	data := e.GetBatches().GetData()
+	toLog := false // the log decides the refund from here (refundProduce)
+	defer func() {
+		if err != nil && !toLog {
+			s.b.quota.refundUnwritten(ctx, len(data))
+		}
+	}()
 	t, pm, _, err := s.resolve(ctx, e.GetTopic(), e.GetPartition())
 	if err != nil {
 		return nil, err
 	}
-	data := e.GetBatches().GetData()
 	if len(data) == 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("batches: must not be empty"))
 	}
@@ -282,6 +293,7 @@ func (s *recordService) produceEntry(ctx context.Context, header func() http.Hea
 	if err != nil {
 		return nil, err
 	}
+	toLog = true
 	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch, s.verifier(txn, header, t, pm.partition))
 	s.b.quota.refundProduce(ctx, len(batches), len(data), res, err)
 	return res, err
