@@ -107,6 +107,22 @@ func TestControlPlaneExchangeQuotas(t *testing.T) {
 			return nil
 		})
 
+		// A change of the tenant's limits is allotted at the next exchange
+		// with the replica that made it (its cached limits forgotten), not
+		// after the cache's 5 s.
+		_, err = c.operator(operatorToken).UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{
+			TenantId: alice.tenantID, Overrides: &sluicev1.LimitOverrides{ProduceBytesPerSec: ptr(int64(1 << 20))}}))
+		require.NoError(t, err)
+		res, err = c.exchange(2, e2, offeredProduce(alice.tenantID, 0))
+		require.NoError(t, err)
+		require.Equal(t, int64(1<<20), allotment(t, res, alice.tenantID).GetLimits().GetProduceBytesPerSec())
+		_, err = c.operator(operatorToken).UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{
+			TenantId: alice.tenantID, Overrides: &sluicev1.LimitOverrides{}}))
+		require.NoError(t, err)
+		res, err = c.exchange(2, e2, offeredProduce(alice.tenantID, 0))
+		require.NoError(t, err)
+		require.Equal(t, int64(limit), allotment(t, res, alice.tenantID).GetLimits().GetProduceBytesPerSec())
+
 		// A broker that registered again is refused under its old epoch.
 		e1b := c.register(t, 1)
 		_, err = c.exchange(1, e1, offeredProduce(alice.tenantID, 1))

@@ -12,7 +12,9 @@ import (
 
 // limitCacheTTL is how long ExchangeQuotas uses a tenant's limits before
 // reading them again: an operator's change of plan or overrides reaches the
-// brokers' allotments within it (plus one exchange interval).
+// brokers' allotments within it (plus one exchange interval) through the
+// other replicas; the replica that made the change forgets its entry at
+// once (forget).
 const limitCacheTTL = 5 * time.Second
 
 // limitCache holds tenants' effective limits for ExchangeQuotas, which
@@ -59,4 +61,11 @@ func (c *limitCache) get(ctx context.Context, st store.Store, tenantID string, n
 	c.entries[tenantID] = e
 	c.mu.Unlock()
 	return e.limits, e.known, nil
+}
+
+// forget drops the tenant's entry: its limits changed.
+func (c *limitCache) forget(tenantID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, tenantID)
 }

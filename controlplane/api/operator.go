@@ -86,6 +86,7 @@ func (s *operatorService) UpdateTenant(ctx context.Context, req *connect.Request
 	if err != nil {
 		return nil, err
 	}
+	s.limits.forget(t.ID) // this replica's next exchange allots the new limits
 	s.logger.InfoContext(ctx, "tenant updated by operator", "tenant", t.ID, "plan", t.Plan, "status", t.Status, "overrides", string(t.Overrides))
 	tpb, err := toTenantPB(t)
 	if err != nil {
