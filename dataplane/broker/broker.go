@@ -210,9 +210,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.registry = prometheus.NewRegistry()
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBrokerMetrics(b.registry, b)
-	b.quota = newQuotas(newQuotaMetrics(b.registry))
-	b.quota.countWait = 2 * quotaExchangeTimeout(cfg.QuotaExchangeInterval)
-	b.quota.kickSpacing = quotaKickSpacing(cfg.QuotaExchangeInterval)
+	b.quota = newQuotas(newQuotaMetrics(b.registry), cfg.QuotaExchangeInterval)
 	b.txnCoords = map[partKey]*txnCoordinator{}
 	b.txnMetrics = newTxnMetrics(b.registry, b)
 	b.usageCounters = &meter.Counters{}

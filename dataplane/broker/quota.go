@@ -117,9 +117,12 @@ type quotas struct {
 	countWait time.Duration
 }
 
-func newQuotas(m *quotaMetrics) *quotas {
+// newQuotas returns the quota state of a broker exchanging every
+// interval.
+func newQuotas(m *quotaMetrics, interval time.Duration) *quotas {
 	q := &quotas{lim: quota.New(quota.Config{}), m: m, throttled: map[string]float64{},
-		asked: map[string]bool{}, exchanged: make(chan struct{}), kick: make(chan struct{}, 1)}
+		asked: map[string]bool{}, exchanged: make(chan struct{}), kick: make(chan struct{}, 1),
+		kickSpacing: quotaKickSpacing(interval), countWait: 2 * quotaExchangeTimeout(interval)}
 	q.allot.Store(&map[string]*sluicev1.TenantAllotment{})
 	q.labelled.Store(&map[string]bool{})
 	return q
@@ -592,13 +595,18 @@ func (i quotaInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 
 // quotaLoop exchanges quotas with the control plane every
 // --quota-exchange-interval until ctx ends, and in between when a tenant
-// with no allotment asks (noticeTenant): at most once every kickSpacing,
-// and not while exchanges fail (the next interval's tries again), so
-// that neither a stream of new tenants nor a control plane that is down
-// makes the broker exchange back to back.
+// with no allotment asks (schedule).
 func (b *Broker) quotaLoop(ctx context.Context) {
-	q := b.quota
-	t := time.NewTicker(b.cfg.QuotaExchangeInterval)
+	b.quota.schedule(ctx, b.cfg.QuotaExchangeInterval, func() { _ = b.exchangeQuotas(ctx, b.cp) })
+}
+
+// schedule runs exchange every interval until ctx ends, and in between
+// when a tenant with no allotment asks (noticeTenant): at most once every
+// kickSpacing, and not while exchanges fail (the next interval's tries
+// again), so that neither a stream of new tenants nor a control plane
+// that is down makes the broker exchange back to back.
+func (q *quotas) schedule(ctx context.Context, interval time.Duration, exchange func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	var last time.Time
 	for {
@@ -610,18 +618,13 @@ func (b *Broker) quotaLoop(ctx context.Context) {
 			if q.exchangesFailing() {
 				continue
 			}
-			if wait := time.Until(last.Add(q.kickSpacing)); wait > 0 {
-				w := time.NewTimer(wait)
-				select {
-				case <-ctx.Done():
-					w.Stop()
-					return
-				case <-w.C:
-				}
+			sleep(ctx, time.Until(last.Add(q.kickSpacing)))
+			if ctx.Err() != nil {
+				return
 			}
 		}
 		last = time.Now()
-		_ = b.exchangeQuotas(ctx, b.cp)
+		exchange()
 	}
 }
 

@@ -40,6 +40,15 @@ func (c *lagCluster) allot(allotments ...*sluicev1.TenantAllotment) {
 	}
 }
 
+// allotProduce allots the tenant rate produce bytes/s at every broker, of
+// a cluster-wide limit (allot).
+func (c *lagCluster) allotProduce(rate, limit int64) {
+	c.allot(&sluicev1.TenantAllotment{
+		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: float64(rate)},
+		Limits: &sluicev1.Limits{ProduceBytesPerSec: limit},
+	})
+}
+
 // leaderRecords is a RecordService client of the leader of a partition of
 // "orders" (nothing forwarded).
 func (c *lagCluster) leaderRecords(t *testing.T, partition int32) sluicev1connect.RecordServiceClient {
@@ -99,10 +108,7 @@ func TestBrokerQuotaProduce(t *testing.T) {
 	c := startQuotaCluster(t)
 	ctx := context.Background()
 	rc := c.leaderRecords(t, 0)
-	c.allot(&sluicev1.TenantAllotment{
-		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 32 << 10},
-		Limits: &sluicev1.Limits{ProduceBytesPerSec: 96 << 10},
-	})
+	c.allotProduce(32<<10, 96<<10)
 	// 100 KiB against a bucket of 32 KiB: admitted, and about 68 KiB
 	// (2.1 s) in debt.
 	start := time.Now()
@@ -540,10 +546,7 @@ func TestBrokerQuotaRefundsUnwrittenProduce(t *testing.T) {
 	c := startQuotaCluster(t)
 	ctx := context.Background()
 	rc := c.leaderRecords(t, 0)
-	c.allot(&sluicev1.TenantAllotment{
-		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 32 << 10},
-		Limits: &sluicev1.Limits{ProduceBytesPerSec: 32 << 10},
-	})
+	c.allotProduce(32<<10, 32<<10)
 	init, err := rc.InitProducerId(ctx, connect.NewRequest(&sluicev1.InitProducerIdRequest{}))
 	require.NoError(t, err)
 	// 100 KiB with sequence 5 from a producer whose next is 0: refused by
@@ -578,10 +581,7 @@ func TestBrokerQuotaRefundsProduceManyEntriesNotWritten(t *testing.T) {
 	c := startQuotaCluster(t)
 	ctx := context.Background()
 	leader := c.leaderOf(t, 0)
-	c.allot(&sluicev1.TenantAllotment{
-		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 32 << 10},
-		Limits: &sluicev1.Limits{ProduceBytesPerSec: 32 << 10},
-	})
+	c.allotProduce(32<<10, 32<<10)
 	batch, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
 		[]record.Record{{Value: make([]byte, 100<<10)}})
 	require.NoError(t, err)
@@ -665,7 +665,7 @@ func TestBrokerQuotaForwardedChargedOnce(t *testing.T) {
 func TestQuotaCountAllotment(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	q := newQuotas(newQuotaMetrics(prometheus.NewRegistry()))
+	q := newQuotas(newQuotaMetrics(prometheus.NewRegistry()), time.Second)
 
 	// No exchange answers.
 	start := time.Now()
@@ -699,4 +699,44 @@ func TestQuotaCountAllotment(t *testing.T) {
 	<-done
 	require.True(t, a.GetGroupsExceeded())
 	require.Equal(t, a, q.countAllotment(ctx, "t2", 0), "known now: no wait")
+}
+
+// TestQuotaScheduleEarlyExchanges: tenants with no allotment get an
+// exchange at once, but early exchanges are at least kickSpacing apart,
+// and none is run while exchanges fail (the interval's still are).
+func TestQuotaScheduleEarlyExchanges(t *testing.T) {
+	t.Parallel()
+	q := newQuotas(newQuotaMetrics(prometheus.NewRegistry()), time.Hour)
+	require.Equal(t, 100*time.Millisecond, q.kickSpacing)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan time.Time, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		q.schedule(ctx, time.Hour, func() { ran <- time.Now() })
+	}()
+	defer func() { cancel(); <-done }()
+
+	q.noticeTenant("t1")
+	first := <-ran
+	q.noticeTenant("t2")
+	second := <-ran
+	require.GreaterOrEqual(t, second.Sub(first), q.kickSpacing, "early exchanges spaced")
+
+	q.mu.Lock()
+	q.failing = "control plane unreachable"
+	q.mu.Unlock()
+	q.noticeTenant("t3")
+	// The kick is taken and dropped: the channel empties, nothing runs.
+	testenv.Wait(t, 10*time.Second, "the kick taken", func() error {
+		if len(q.kick) != 0 {
+			return errors.New("not taken yet")
+		}
+		return nil
+	})
+	select {
+	case at := <-ran:
+		t.Fatalf("an exchange ran at %s while exchanges fail", at)
+	case <-time.After(3 * q.kickSpacing):
+	}
 }
