@@ -32,7 +32,8 @@ const (
 
 type rule struct {
 	access access
-	scope  string
+	// scopes the caller's token must all have (none: any scope).
+	scopes []string
 	// brokerForTenant: another broker may also call it with the broker
 	// credential for the tenant named in actForTenantHeader (the reads the
 	// group lag metrics make; the broker credential reads every partition
@@ -46,12 +47,12 @@ const actForTenantHeader = "Sluice-Act-For-Tenant"
 
 // rules lists every procedure a broker serves; anything else is refused.
 var rules = map[string]rule{
-	sluicev1connect.RecordServiceProduceProcedure:          {access: accessTenant, scope: tenants.ScopeProduce},
-	sluicev1connect.RecordServiceProduceManyProcedure:      {access: accessTenant, scope: tenants.ScopeProduce},
-	sluicev1connect.RecordServiceFetchProcedure:            {access: accessTenant, scope: tenants.ScopeConsume, brokerForTenant: true},
-	sluicev1connect.RecordServiceListOffsetsProcedure:      {access: accessTenant, scope: tenants.ScopeConsume, brokerForTenant: true},
+	sluicev1connect.RecordServiceProduceProcedure:          {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
+	sluicev1connect.RecordServiceProduceManyProcedure:      {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
+	sluicev1connect.RecordServiceFetchProcedure:            {access: accessTenant, scopes: []string{tenants.ScopeConsume}, brokerForTenant: true},
+	sluicev1connect.RecordServiceListOffsetsProcedure:      {access: accessTenant, scopes: []string{tenants.ScopeConsume}, brokerForTenant: true},
 	sluicev1connect.RecordServiceGetMetadataProcedure:      {access: accessTenant},
-	sluicev1connect.RecordServiceInitProducerIdProcedure:   {access: accessTenant, scope: tenants.ScopeProduce},
+	sluicev1connect.RecordServiceInitProducerIdProcedure:   {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
 	sluicev1connect.ReplicaServiceFetchReplicaProcedure:    {access: accessBroker},
 	sluicev1connect.ReplicaServiceFetchReplicasProcedure:   {access: accessBroker},
 	sluicev1connect.ReplicaServiceListGroupLagsProcedure:   {access: accessBroker},
@@ -59,20 +60,23 @@ var rules = map[string]rule{
 	// Every tenant's transactions, for OperatorService.ListTransactions.
 	sluicev1connect.ReplicaServiceListAllTransactionsProcedure: {access: accessBroker},
 
-	sluicev1connect.GroupServiceFindCoordinatorProcedure:  {access: accessTenant, scope: tenants.ScopeConsume},
-	sluicev1connect.GroupServiceGroupHeartbeatProcedure:   {access: accessTenant, scope: tenants.ScopeConsume},
-	sluicev1connect.GroupServiceLeaveGroupProcedure:       {access: accessTenant, scope: tenants.ScopeConsume},
-	sluicev1connect.GroupServiceCommitOffsetsProcedure:    {access: accessTenant, scope: tenants.ScopeConsume},
-	sluicev1connect.GroupServiceFetchOffsetsProcedure:     {access: accessTenant, scope: tenants.ScopeConsume},
-	sluicev1connect.GroupServiceListGroupsProcedure:       {access: accessTenant},
-	sluicev1connect.GroupServiceDescribeGroupProcedure:    {access: accessTenant},
-	sluicev1connect.GroupServiceDeleteGroupProcedure:      {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.GroupServiceResetOffsetsProcedure:     {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.GroupServiceTxnCommitOffsetsProcedure: {access: accessTenant, scope: tenants.ScopeProduce},
+	sluicev1connect.GroupServiceFindCoordinatorProcedure: {access: accessTenant, scopes: []string{tenants.ScopeConsume}},
+	sluicev1connect.GroupServiceGroupHeartbeatProcedure:  {access: accessTenant, scopes: []string{tenants.ScopeConsume}},
+	sluicev1connect.GroupServiceLeaveGroupProcedure:      {access: accessTenant, scopes: []string{tenants.ScopeConsume}},
+	sluicev1connect.GroupServiceCommitOffsetsProcedure:   {access: accessTenant, scopes: []string{tenants.ScopeConsume}},
+	sluicev1connect.GroupServiceFetchOffsetsProcedure:    {access: accessTenant, scopes: []string{tenants.ScopeConsume}},
+	sluicev1connect.GroupServiceListGroupsProcedure:      {access: accessTenant},
+	sluicev1connect.GroupServiceDescribeGroupProcedure:   {access: accessTenant},
+	sluicev1connect.GroupServiceDeleteGroupProcedure:     {access: accessTenant, scopes: []string{tenants.ScopeAdmin}},
+	sluicev1connect.GroupServiceResetOffsetsProcedure:    {access: accessTenant, scopes: []string{tenants.ScopeAdmin}},
+	// Offsets inside a transaction: writing the transaction and
+	// committing the group's offsets, as Kafka's TxnOffsetCommit needs
+	// Write on the transactional id and Read on the group.
+	sluicev1connect.GroupServiceTxnCommitOffsetsProcedure: {access: accessTenant, scopes: []string{tenants.ScopeProduce, tenants.ScopeConsume}},
 
-	sluicev1connect.TransactionServiceFindTransactionCoordinatorProcedure: {access: accessTenant, scope: tenants.ScopeProduce},
-	sluicev1connect.TransactionServiceAddPartitionsToTransactionProcedure: {access: accessTenant, scope: tenants.ScopeProduce},
-	sluicev1connect.TransactionServiceEndTransactionProcedure:             {access: accessTenant, scope: tenants.ScopeProduce},
+	sluicev1connect.TransactionServiceFindTransactionCoordinatorProcedure: {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
+	sluicev1connect.TransactionServiceAddPartitionsToTransactionProcedure: {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
+	sluicev1connect.TransactionServiceEndTransactionProcedure:             {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
 	sluicev1connect.TransactionServiceListTransactionsProcedure:           {access: accessTenant},
 	sluicev1connect.TransactionServiceDescribeTransactionProcedure:        {access: accessTenant},
 }
@@ -144,8 +148,10 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		if a.revoked.suspended(p.TenantID) {
 			return tenants.Principal{}, errTenantSuspended
 		}
-		if r.scope != "" && !p.Has(r.scope) {
-			return tenants.Principal{}, fmt.Errorf("%w: this call needs the %q scope", tenants.ErrPermissionDenied, r.scope)
+		for _, scope := range r.scopes {
+			if !p.Has(scope) {
+				return tenants.Principal{}, fmt.Errorf("%w: this call needs the %q scope", tenants.ErrPermissionDenied, scope)
+			}
 		}
 		return p, nil
 	}

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -175,4 +177,48 @@ func TestBrokerTokenCacheKeepsRevocation(t *testing.T) {
 	_, err = a.Authenticate(ctx, proc, expiring)
 	require.ErrorIs(t, err, tenants.ErrInvalidToken)
 	require.ErrorContains(t, err, "token expired")
+}
+
+// TestBrokerTxnOffsetsNeedProduceAndConsume: offsets committed inside a
+// transaction need both scopes, as Kafka's TxnOffsetCommit needs Write on
+// the transactional id and Read on the group. A produce-only key is
+// refused with PermissionDenied at once, wherever the partitions' leaders
+// are (it used to pass here, then fail Unavailable — "retry" — when the
+// high-watermark check asked another broker with its token); so is an
+// AddPartitionsToTransaction naming groups.
+func TestBrokerTxnOffsetsNeedProduceAndConsume(t *testing.T) {
+	t.Parallel()
+	iss := tenants.NewIssuer(tenants.IssuerConfig{Issuer: "sluice", Audience: "sluice"})
+	k, err := tenants.GenerateSigningKey(time.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	iss.SetKeys([]tenants.SigningKey{k})
+	a := &authenticator{
+		verifier:    tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice"}, iss.KeySource()),
+		revoked:     newRevocations(),
+		brokerToken: "broker-token-0123456789",
+	}
+	a.revoked.loaded.Store(true)
+	token := func(scopes ...string) http.Header {
+		tok, _, err := iss.Mint(time.Now(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", APIKeyID: "0123456789abcdef", Scopes: scopes})
+		require.NoError(t, err)
+		return http.Header{"Authorization": []string{"Bearer " + tok}}
+	}
+	ctx := context.Background()
+	proc := sluicev1connect.GroupServiceTxnCommitOffsetsProcedure
+	for _, scopes := range [][]string{{tenants.ScopeProduce}, {tenants.ScopeConsume}} {
+		_, err := a.Authenticate(ctx, proc, token(scopes...))
+		require.ErrorIs(t, err, tenants.ErrPermissionDenied, "scopes %v", scopes)
+	}
+	_, err = a.Authenticate(ctx, proc, token(tenants.ScopeProduce, tenants.ScopeConsume))
+	require.NoError(t, err)
+	_, err = a.Authenticate(ctx, sluicev1connect.TransactionServiceAddPartitionsToTransactionProcedure, token(tenants.ScopeProduce))
+	require.NoError(t, err, "adding partitions needs produce only")
+
+	// Groups in AddPartitionsToTransaction: refused before the call looks
+	// for the transaction coordinator.
+	s := &transactionService{}
+	pctx := tenants.WithPrincipal(ctx, tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", Scopes: []string{tenants.ScopeProduce}})
+	_, err = s.AddPartitionsToTransaction(pctx, connect.NewRequest(&sluicev1.AddPartitionsToTransactionRequest{TransactionalId: "tx", Groups: []string{"g"}}))
+	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, `needs the "consume" scope`)
 }

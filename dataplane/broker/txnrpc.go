@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/tenants"
 )
 
 // The TransactionService and InitProducerId's transactional half: each
@@ -50,11 +51,29 @@ func (s *transactionService) FindTransactionCoordinator(ctx context.Context, req
 	return connect.NewResponse(&sluicev1.FindTransactionCoordinatorResponse{BrokerId: pm.leader, Address: addr}), nil
 }
 
+// groupsNeedConsume refuses an AddPartitionsToTransaction naming groups
+// when the caller's token lacks the consume scope (the rule in auth.go asks
+// only for produce, which adding partitions needs): putting a group's
+// offsets in a transaction is committing them, as TxnCommitOffsets, which
+// needs both (Kafka's AddOffsetsToTxn needs Read on the group too).
+func groupsNeedConsume(ctx context.Context, groups int) error {
+	if groups == 0 {
+		return nil
+	}
+	if p, ok := tenants.PrincipalFrom(ctx); ok && p.Kind == tenants.PrincipalTenant && !p.Has(tenants.ScopeConsume) {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("groups: adding a group's offsets to a transaction needs the %q scope", tenants.ScopeConsume))
+	}
+	return nil
+}
+
 // maxTxnPartitions bounds the partitions of one AddPartitionsToTransaction.
 const maxTxnPartitions = 10000
 
 func (s *transactionService) AddPartitionsToTransaction(ctx context.Context, req *connect.Request[sluicev1.AddPartitionsToTransactionRequest]) (*connect.Response[sluicev1.AddPartitionsToTransactionResponse], error) {
 	m := req.Msg
+	if err := groupsNeedConsume(ctx, len(m.GetGroups())); err != nil {
+		return nil, err
+	}
 	c, tenantID, pm, fwd, err := s.b.txnCall(ctx, req.Header(), m.GetTransactionalId())
 	if fwd {
 		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).txn.AddPartitionsToTransaction)
