@@ -101,9 +101,6 @@ func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[s
 	if err != nil {
 		return nil, err
 	}
-	if err := s.b.quota.admitNewGroup(ctx, c, m.GetGroup()); err != nil {
-		return nil, err
-	}
 	commits, err := s.checkCommit(ctx, req.Header(), c, tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId(), m.GetMemberEpoch(), m.GetOffsets())
 	if err != nil {
 		return nil, err
@@ -235,9 +232,6 @@ func (s *groupService) GroupHeartbeat(ctx context.Context, req *connect.Request[
 		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.GroupHeartbeat)
 	}
 	if err != nil {
-		return nil, err
-	}
-	if err := s.b.quota.admitNewGroup(ctx, c, m.GetGroup()); err != nil {
 		return nil, err
 	}
 	if m.GetRebalanceTimeoutMs() < 0 {

@@ -21,6 +21,27 @@ type producerIDs struct {
 	allocating chan struct{}
 }
 
+// newProducerID gives the caller a new producer id: the one admission
+// point of producer ids, an idempotent producer's (InitProducerId) and a
+// transactional id's (its first InitProducerId, or an epoch overflow: the
+// transaction coordinators' AllocateProducerID). Refused while the
+// caller's tenant's producer-id bucket is in debt (producer_ids_per_hour);
+// an id given is charged to it.
+func (b *Broker) newProducerID(ctx context.Context) (int64, error) {
+	if err := b.quota.checkProducerID(ctx); err != nil {
+		return 0, err
+	}
+	id, err := b.nextProducerID(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b.quota.chargeProducerID(ctx)
+	b.metrics.producerIDs.Inc()
+	return id, nil
+}
+
+// nextProducerID takes the next id of this broker's block, reserving a
+// new block when it is used up.
 func (b *Broker) nextProducerID(ctx context.Context) (int64, error) {
 	pids := &b.pids
 	for {
@@ -85,14 +106,9 @@ func (s *recordService) InitProducerId(ctx context.Context, req *connect.Request
 	if req.Msg.GetTransactionTimeoutMs() != 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("transaction_timeout_ms: only with a transactional_id"))
 	}
-	if err := s.b.quota.checkProducerID(ctx); err != nil {
-		return nil, err
-	}
-	id, err := s.b.nextProducerID(ctx)
+	id, err := s.b.newProducerID(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.b.quota.chargeProducerID(ctx)
-	s.b.metrics.producerIDs.Inc()
 	return connect.NewResponse(&sluicev1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}), nil
 }

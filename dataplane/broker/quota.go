@@ -45,8 +45,13 @@ import (
 //   - fetch bytes/s on Fetch at the leader: a fetch arriving while the
 //     tenant's bucket is in debt is refused before reading; an admitted one
 //     is charged the bytes it answers;
-//   - new producer ids per hour on InitProducerId (idempotent, or a
-//     transactional id new to its coordinator).
+//   - new producer ids per hour on every producer id the broker gives
+//     (newProducerID: an idempotent producer's InitProducerId, a
+//     transactional id's first one or its epoch overflow).
+//
+// The count limits on groups and transactional ids are decided where those
+// are created, by the coordinators' admission hooks (admitGroup,
+// admitTransactionalID), so that every call creating one is decided.
 //
 // A rate refusal is ResourceExhausted with google.rpc.RetryInfo (the time
 // the bucket's debt takes to pay off) and google.rpc.QuotaFailure (subject
@@ -397,44 +402,48 @@ func (q *quotas) chargeProducerID(ctx context.Context) {
 	}
 }
 
-// admitNewGroup refuses a call that would create a consumer group (its
-// coordinator c does not know it) while the tenant is at its group limit.
-func (q *quotas) admitNewGroup(ctx context.Context, c *groupCoordinator, group string) error {
-	id, ok := limitedTenant(ctx)
-	if !ok {
-		return nil
+// countLimited reports whether a creation for tenantID by the caller
+// counts against the tenant's limits: a tenant's token (a broker acting
+// for a tenant is not limited), not the system tenant.
+func countLimited(ctx context.Context, tenantID string) bool {
+	_, ok := limitedTenant(ctx)
+	return ok && tenantID != systemTenantID
+}
+
+// admitGroup is the group coordinators' admission of a new group
+// (coordinator.Config.Admit: every call that would create a group passes
+// it, whatever RPC or front door it came through): refused while the
+// caller's tenant is at its group limit.
+func (q *quotas) admitGroup(ctx context.Context, tenantID, group string) (func(), error) {
+	if !countLimited(ctx, tenantID) {
+		return nil, nil
 	}
-	if _, _, known := c.Describe(time.Now(), id, group); known {
-		return nil
-	}
+	id := tenantID
 	a := q.countAllotment(ctx, id, q.countWait)
 	if !a.GetGroupsExceeded() {
-		return nil
+		return nil, nil
 	}
 	q.m.refused.WithLabelValues("max_groups").Inc()
-	return countRefusal(id, "max_groups", fmt.Sprintf(
+	return nil, countRefusal(id, "max_groups", fmt.Sprintf(
 		"tenant %s has %s, at or over its max_groups limit of %d: group %q would be a new one (existing groups are served; delete groups it no longer uses)",
 		id, usageCount(a.GetGroups(), "consumer groups"), a.GetLimits().GetMaxGroups(), group))
 }
 
-// admitNewTransactionalID decides an InitProducerId with a transactional
-// id its coordinator c does not know: refused while the tenant is at its
-// transactional-id limit, or while its producer-id bucket is in debt (the
-// id gets a new producer id). A known id passes.
-func (q *quotas) admitNewTransactionalID(ctx context.Context, c *txnCoordinator, transactionalID string) error {
-	id, ok := limitedTenant(ctx)
-	if !ok {
-		return nil
+// admitTransactionalID is the transaction coordinators' admission of a
+// new transactional id (txn.Config.Admit): refused while the caller's
+// tenant is at its transactional-id limit. The id's new producer id is
+// decided by newProducerID.
+func (q *quotas) admitTransactionalID(ctx context.Context, tenantID, transactionalID string) (func(), error) {
+	if !countLimited(ctx, tenantID) {
+		return nil, nil
 	}
-	if _, known := c.Describe(id, transactionalID); known {
-		return nil
-	}
+	id := tenantID
 	a := q.countAllotment(ctx, id, q.countWait)
 	if !a.GetTransactionalIdsExceeded() {
-		return q.checkProducerID(ctx)
+		return nil, nil
 	}
 	q.m.refused.WithLabelValues("max_transactional_ids").Inc()
-	return countRefusal(id, "max_transactional_ids", fmt.Sprintf(
+	return nil, countRefusal(id, "max_transactional_ids", fmt.Sprintf(
 		"tenant %s has %s, at or over its max_transactional_ids limit of %d: transactional id %q would be a new one (known ids are served; unused ids are forgotten after --transactional-id-expiration)",
 		id, usageCount(a.GetTransactionalIds(), "transactional ids"), a.GetLimits().GetMaxTransactionalIds(), transactionalID))
 }

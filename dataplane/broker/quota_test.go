@@ -253,8 +253,8 @@ func TestBrokerQuotaFetch(t *testing.T) {
 // TestBrokerQuotaCounts: at its storage limit a tenant's produce is
 // refused (ResourceExhausted, QuotaFailure, no RetryInfo; the message
 // names the usage and the limit) while its fetches are served; at its
-// group limit a new group is refused (joining or committing) and an
-// existing one served; at its transactional-id limit InitProducerId with
+// group limit a new group is refused (joining, committing or resetting
+// offsets) and an existing one served; at its transactional-id limit InitProducerId with
 // a new id is refused and with a known one served. Once the flags clear,
 // all are admitted.
 func TestBrokerQuotaCounts(t *testing.T) {
@@ -296,6 +296,16 @@ func TestBrokerQuotaCounts(t *testing.T) {
 	_, err = c.groups.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: "new2", Offsets: []*sluicev1.PartitionOffset{{Topic: "orders", Partition: 0, Offset: 1}}}))
 	_, v = quotaDetails(t, err)
 	require.Equal(t, "max_groups", v.GetDescription())
+	// Resetting offsets creates a group too (issue 29: it did, past the
+	// limit); resetting an existing group's is served.
+	_, err = c.groups.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: "new3", Topic: "orders", Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST, Force: true}))
+	_, v = quotaDetails(t, err)
+	require.Equal(t, "max_groups", v.GetDescription())
+	require.ErrorContains(t, err, `group "new3" would be a new one`)
+	_, err = c.groups.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "new3"}))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "not created: %v", err)
+	_, err = c.groups.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: "existing", Topic: "orders", Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST, Force: true}))
+	require.NoError(t, err)
 
 	// Transactional ids: the known one is served, a new one refused.
 	_, err = initProducer(t, tc, "known", 0)

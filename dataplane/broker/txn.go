@@ -123,7 +123,8 @@ func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta
 	return hostedAt(ctx, b, b.txnCoords, t, pm, func(p *partition.Replica, epoch int32) *txnCoordinator {
 		return &txnCoordinator{p: p, Coordinator: txn.New(offsetsPartition{b, p}, txn.Config{
 			Partition: pm.partition, LeaderEpoch: epoch,
-			AllocateProducerID: b.allocateTxnProducerID,
+			AllocateProducerID: b.newProducerID,
+			Admit:              b.quota.admitTransactionalID,
 			Markers:            &markerWriter{b: b, current: func() bool { return p.LeadsAt(epoch) }},
 			DefaultTimeout:     min(time.Minute, b.cfg.MaxTransactionTimeout),
 			MaxTimeout:         b.cfg.MaxTransactionTimeout,
@@ -131,17 +132,6 @@ func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta
 			Logger:             b.logger, Metrics: b.txnMetrics,
 		})}
 	})
-}
-
-// allocateTxnProducerID gives a transactional id's producer a new producer
-// id (its first InitProducerId, or an epoch overflow).
-func (b *Broker) allocateTxnProducerID(ctx context.Context) (int64, error) {
-	id, err := b.nextProducerID(ctx)
-	if err == nil {
-		b.quota.chargeProducerID(ctx) // ctx is the InitProducerId's
-		b.metrics.producerIDs.Inc()
-	}
-	return id, err
 }
 
 // localTxnCoordinators are the loaded coordinators of every

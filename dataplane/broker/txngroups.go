@@ -30,9 +30,6 @@ func (s *groupService) TxnCommitOffsets(ctx context.Context, req *connect.Reques
 	if err != nil {
 		return nil, err
 	}
-	if err := s.b.quota.admitNewGroup(ctx, c, m.GetGroup()); err != nil {
-		return nil, err
-	}
 	if m.GetTransactionalId() == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("transactional_id: must not be empty"))
 	}

@@ -237,9 +237,6 @@ func (s *recordService) initTransactionalProducer(ctx context.Context, req *conn
 	if err != nil {
 		return nil, err
 	}
-	if err := s.b.quota.admitNewTransactionalID(ctx, c, m.GetTransactionalId()); err != nil {
-		return nil, err
-	}
 	pid, epoch, err := c.InitProducer(ctx, tenantID, m.GetTransactionalId(), timeout)
 	if err != nil {
 		return nil, txnError(err)

@@ -58,6 +58,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics: nil counts nothing.
 	Metrics *Metrics
+	// Admit decides a call that would create a group this coordinator
+	// does not know (CommitOffsets, TxnCommitOffsets, Heartbeat): a
+	// non-nil error refuses the call, returned as is, and nothing is
+	// created. When it admits, done is called once the call has created
+	// the group or failed to (nil done: nothing to call). Calls on known
+	// groups are not asked about. It is the one admission point of group
+	// creation, whichever front door the call came through (the broker's
+	// quotas: max_groups). Nil admits everything. Called without the
+	// coordinator's locks held.
+	Admit func(ctx context.Context, tenantID, group string) (done func(), err error)
 }
 
 // Metrics are what coordinators count, shared by every coordinator of a
@@ -243,8 +253,14 @@ func (c *Coordinator) write(ctx context.Context, recs []groupRecord) error {
 // of the same partition wins (in log order). The caller checks the
 // committer first (CheckCommitter) and the offsets against the partitions.
 // A partition with offsets pending in an open transaction is refused
-// (ErrUnstableOffset, wrapped): retry once the transaction ends.
+// (ErrUnstableOffset, wrapped): retry once the transaction ends. A group
+// unknown here is created only when Config.Admit admits it.
 func (c *Coordinator) CommitOffsets(ctx context.Context, now time.Time, tenantID, groupID string, offsets []OffsetCommit) error {
+	done, err := c.admit(ctx, GroupKey{tenantID, groupID})
+	if err != nil {
+		return err
+	}
+	defer done()
 	recs := make([]groupRecord, len(offsets))
 	tps := make([]TopicPartition, len(offsets))
 	for i, oc := range offsets {
@@ -252,12 +268,35 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, now time.Time, tenantID
 		tps[i] = TopicPartition{oc.TopicID, oc.Offset.GetPartition()}
 	}
 	c.mu.Lock()
-	err := c.unstableLocked(GroupKey{tenantID, groupID}, tps)
+	err = c.unstableLocked(GroupKey{tenantID, groupID}, tps)
 	c.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	return c.write(ctx, recs)
+}
+
+// admit asks Config.Admit about a call that would create the group when
+// the coordinator does not know it; the returned done is never nil.
+func (c *Coordinator) admit(ctx context.Context, gk GroupKey) (done func(), err error) {
+	noop := func() {}
+	if c.cfg.Admit == nil {
+		return noop, nil
+	}
+	c.mu.Lock()
+	_, known := c.st.groups[gk]
+	c.mu.Unlock()
+	if known {
+		return noop, nil
+	}
+	done, err = c.cfg.Admit(ctx, gk.Tenant, gk.Group)
+	if err != nil {
+		return noop, err
+	}
+	if done == nil {
+		done = noop
+	}
+	return done, nil
 }
 
 // DeleteGroup writes the group's deletion to the offsets partition
@@ -394,8 +433,14 @@ func (c *Coordinator) countLocked(gs *groupState) {
 // the offsets partition, so that no coordinator taking over later lets the
 // fenced process back in. If the write fails the member stays replaced
 // here (the old one fenced) and the caller's retry, a join again, replaces
-// it once more.
+// it once more. A group unknown here is created only when Config.Admit
+// admits it.
 func (c *Coordinator) Heartbeat(ctx context.Context, now time.Time, tenantID, groupID, assignor string, topics group.Topics, req group.HeartbeatRequest) (group.HeartbeatResponse, error) {
+	done, err := c.admit(ctx, GroupKey{tenantID, groupID})
+	if err != nil {
+		return group.HeartbeatResponse{}, err
+	}
+	defer done()
 	staticJoin := req.InstanceID != "" && req.MemberEpoch == group.JoinEpoch
 	if staticJoin {
 		c.staticJoins.Lock()

@@ -560,3 +560,67 @@ func TestCoordinatorPartitionOfSpreadsAndSeparatesTenants(t *testing.T) {
 	require.EqualValues(t, 6, PartitionOf("tenant-a", "billing", 50))
 	require.EqualValues(t, 0, PartitionOf("tenant-a", "billing", 16))
 }
+
+// TestCoordinatorAdmitsNewGroupsOnly: every call that would create a group
+// the coordinator does not know (a commit, a transactional commit, a
+// heartbeat) asks Config.Admit first, and calls its done once the group
+// exists (or the call failed); a refusal is returned as is and creates
+// nothing; calls on a known group are not asked about.
+func TestCoordinatorAdmitsNewGroupsOnly(t *testing.T) {
+	t.Parallel()
+	errFull := errors.New("at max_groups")
+	p := openPartition(t, 1)
+	var (
+		mu     sync.Mutex
+		asked  []string
+		doneOK []bool // per done call: the group existed by then
+		refuse = map[string]bool{}
+		c      *Coordinator
+	)
+	c = New(p, Config{Partition: 7, LeaderEpoch: 1, SessionTimeout: sessionTimeout, HeartbeatInterval: heartbeatInterval,
+		Admit: func(_ context.Context, tenantID, group string) (func(), error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, tenantID+"/"+group)
+			if refuse[group] {
+				return nil, errFull
+			}
+			return func() {
+				_, _, known := c.Describe(time.Now(), tenantID, group)
+				mu.Lock()
+				doneOK = append(doneOK, known)
+				mu.Unlock()
+			}, nil
+		}})
+	ctx, now := t.Context(), time.Now()
+	require.NoError(t, c.Load(ctx))
+
+	require.NoError(t, c.CommitOffsets(ctx, now, "tenant-a", "committed", []OffsetCommit{commit("id-1", "orders", 0, 5)}))
+	require.NoError(t, c.TxnCommitOffsets(ctx, now, "tenant-a", "txn", 9, 0, []OffsetCommit{commit("id-1", "orders", 0, 5)}))
+	_, err := c.Heartbeat(ctx, now, "tenant-a", "joined", "", topics, group.HeartbeatRequest{Subscriptions: []string{"orders"}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"tenant-a/committed", "tenant-a/txn", "tenant-a/joined"}, asked)
+	require.Equal(t, []bool{true, true, true}, doneOK, "done once the group exists")
+
+	// Known groups are not asked about; the same name in another tenant is
+	// a new group.
+	require.NoError(t, c.CommitOffsets(ctx, now, "tenant-a", "committed", []OffsetCommit{commit("id-1", "orders", 0, 6)}))
+	require.NoError(t, c.TxnCommitOffsets(ctx, now, "tenant-a", "committed", 9, 0, []OffsetCommit{commit("id-1", "orders", 1, 6)}))
+	_, err = c.Heartbeat(ctx, now, "tenant-a", "committed", "", topics, group.HeartbeatRequest{Subscriptions: []string{"orders"}})
+	require.NoError(t, err)
+	require.NoError(t, c.CommitOffsets(ctx, now, "tenant-b", "committed", []OffsetCommit{commit("id-2", "orders", 0, 1)}))
+	require.Equal(t, []string{"tenant-a/committed", "tenant-a/txn", "tenant-a/joined", "tenant-b/committed"}, asked)
+
+	// Refused: the error as is, nothing created, no done.
+	mu.Lock()
+	refuse["full"] = true
+	mu.Unlock()
+	require.ErrorIs(t, c.CommitOffsets(ctx, now, "tenant-a", "full", []OffsetCommit{commit("id-1", "orders", 0, 5)}), errFull)
+	require.ErrorIs(t, c.TxnCommitOffsets(ctx, now, "tenant-a", "full", 9, 0, []OffsetCommit{commit("id-1", "orders", 0, 5)}), errFull)
+	_, err = c.Heartbeat(ctx, now, "tenant-a", "full", "", topics, group.HeartbeatRequest{Subscriptions: []string{"orders"}})
+	require.ErrorIs(t, err, errFull)
+	_, _, known := c.Describe(now, "tenant-a", "full")
+	require.False(t, known)
+	require.Equal(t, map[string]int{"tenant-a": 3, "tenant-b": 1}, c.GroupsByTenant())
+	require.Len(t, doneOK, 4)
+}

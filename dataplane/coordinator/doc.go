@@ -86,7 +86,9 @@
 // # Concurrency
 //
 // Every method may be called concurrently. mu guards the groups; it is held
-// during Load and never across a write to the partition. staticJoins
+// during Load and never across a write to the partition. Config.Admit (the
+// admission of a new group) is called with none of the coordinator's locks
+// held. staticJoins
 // serialises static members' joins with the writes of the incarnations they
 // create; it is taken before mu, never while holding it. The Coordinator
 // starts no goroutines: its broker calls Expire periodically. txnOps (64

@@ -89,12 +89,18 @@ func (c *Coordinator) txnOp(pk producerKey) func() {
 // commit with an epoch older than the producer's last marker here is
 // refused with ErrProducerFenced: its transaction ended, even if the
 // verification passed before the end. The check and the write are atomic
-// against the producer's markers.
+// against the producer's markers. A group unknown here is created only
+// when Config.Admit admits it.
 func (c *Coordinator) TxnCommitOffsets(ctx context.Context, now time.Time, tenantID, groupID string, producerID int64, epoch int16, offsets []OffsetCommit) error {
 	if producerID < 0 || epoch < 0 {
 		return fmt.Errorf("transactional offsets of group %q: producer id %d epoch %d: must not be negative", groupID, producerID, epoch)
 	}
 	pk := producerKey{GroupKey{tenantID, groupID}, producerID}
+	done, err := c.admit(ctx, pk.GroupKey)
+	if err != nil {
+		return err
+	}
+	defer done()
 	defer c.txnOp(pk)()
 	c.mu.Lock()
 	f, ok := c.st.fences[pk]

@@ -93,6 +93,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics: nil counts nothing.
 	Metrics *Metrics
+	// Admit decides an InitProducer that would create a transactional id
+	// this coordinator does not know: a non-nil error refuses it,
+	// returned as is, and nothing is created. When it admits, done is
+	// called once InitProducer has created the id or failed to (nil done:
+	// nothing to call). Known ids are not asked about. It is the one
+	// admission point of transactional-id creation, whichever front door
+	// the call came through (the broker's quotas: max_transactional_ids).
+	// Nil admits everything. Called while the id's operation is held
+	// (concurrent calls for the same id wait), without Coordinator.mu.
+	Admit func(ctx context.Context, tenantID, transactionalID string) (done func(), err error)
 }
 
 // Metrics are what coordinators count, shared by every coordinator of a
@@ -348,7 +358,8 @@ func (c *Coordinator) timeout(d time.Duration) (time.Duration, error) {
 // (its markers) and aborts an open transaction (Ongoing), then gets its
 // epoch bumped, or a new producer id at epoch 0 when the bump would reach
 // math.MaxInt16 (the last epoch is kept for an end's bump). timeout 0 is
-// Config.DefaultTimeout. It answers once written.
+// Config.DefaultTimeout. It answers once written. A new id is created only
+// when Config.Admit admits it.
 func (c *Coordinator) InitProducer(ctx context.Context, tenantID, transactionalID string, timeout time.Duration) (producerID int64, epoch int16, err error) {
 	timeout, err = c.timeout(timeout)
 	if err != nil {
@@ -361,6 +372,15 @@ func (c *Coordinator) InitProducer(ctx context.Context, tenantID, transactionalI
 	}
 	defer unlock(e)
 	t := e.t
+	if t == nil && c.cfg.Admit != nil {
+		done, err := c.cfg.Admit(ctx, tenantID, transactionalID)
+		if err != nil {
+			return 0, 0, err
+		}
+		if done != nil {
+			defer done()
+		}
+	}
 	n := &Transaction{Timeout: timeout, State: StateEmpty, LastProducerID: -1, LastEpoch: -1}
 	if t != nil {
 		if t.State.preparing() {

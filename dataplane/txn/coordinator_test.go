@@ -670,3 +670,41 @@ func TestTxnReadersDuringLoad(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, StateOngoing, tx.State)
 }
+
+// TestTxnAdmitsNewIDsOnly: InitProducer of a transactional id the
+// coordinator does not know asks Config.Admit first and calls its done
+// once the id exists; a refusal is returned as is, allocates no producer
+// id and creates nothing; InitProducer of a known id is not asked about.
+func TestTxnAdmitsNewIDsOnly(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	errFull := errors.New("at max_transactional_ids")
+	var asked []string
+	var doneKnown []bool
+	cfg := f.config(1)
+	cfg.Admit = func(_ context.Context, tenantID, id string) (func(), error) {
+		asked = append(asked, tenantID+"/"+id)
+		if id == "full" {
+			return nil, errFull
+		}
+		return func() {
+			_, ok := f.c.Describe(tenantID, id)
+			doneKnown = append(doneKnown, ok)
+		}, nil
+	}
+	f.c = New(f.p, cfg)
+	require.NoError(t, f.c.Load(f.ctx))
+
+	f.init(t, "job")
+	f.init(t, "job") // known: a new epoch, not asked
+	require.Equal(t, []string{tenant + "/job"}, asked)
+	require.Equal(t, []bool{true}, doneKnown, "done once the id exists")
+
+	pids := f.nextPID.Load()
+	_, _, err := f.c.InitProducer(f.ctx, tenant, "full", 0)
+	require.ErrorIs(t, err, errFull)
+	require.Equal(t, pids, f.nextPID.Load(), "no producer id allocated")
+	_, ok := f.c.Describe(tenant, "full")
+	require.False(t, ok)
+	require.Equal(t, map[string]int{tenant: 1}, f.c.IDsByTenant())
+}

@@ -74,17 +74,18 @@
 // Every method may be called concurrently. Each transactional id has an
 // operation lock (entry.op, a one-token channel so waiting honours the
 // context) held by the one operation changing it, across its writes, its
-// marker writes and producer id allocations; operations on one id are
-// serialised, operations on different ids run in parallel. mu guards the
-// map of ids and each id's state; it is never held across a read of or a
-// write to the partition, a marker write or an allocation. loadMu
-// serialises Load, which reads the log into a map of its own and
-// publishes it under mu (until then every operation is ErrNotCoordinator,
-// and the readers, Open and Describe, see nothing). Lock order: loadMu,
-// then mu; an id's operation lock, then mu; never an operation lock while
-// holding mu. Expire and FinishPending skip ids whose operation lock is held.
-// Expire removes a forgotten id's entry while holding its operation lock;
-// an operation that waited for that entry sees it is no longer the id's
-// and takes the current one. The Coordinator starts no goroutines: its
-// broker calls Expire and FinishPending periodically.
+// marker writes, producer id allocations and its admission (Config.Admit);
+// operations on one id are serialised, operations on different ids run in
+// parallel. mu guards the map of ids and each id's state; it is never held
+// across a read of or a write to the partition, a marker write, an
+// allocation or an admission. loadMu serialises Load, which reads the log
+// into a map of its own and publishes it under mu (until then every
+// operation is ErrNotCoordinator, and the readers, Open and Describe, see
+// nothing). Lock order: loadMu, then mu; an id's operation lock, then mu;
+// never an operation lock while holding mu. Expire and FinishPending skip
+// ids whose operation lock is held. Expire removes a forgotten id's entry
+// while holding its operation lock; an operation that waited for that
+// entry sees it is no longer the id's and takes the current one. The
+// Coordinator starts no goroutines: its broker calls Expire and
+// FinishPending periodically.
 package txn
