@@ -117,7 +117,7 @@ type API struct {
 	// Per-client-address limits of the public procedures (abuse.go).
 	clients       *clientlimit.Resolver
 	signups       *clientlimit.Limiter
-	tokenFailures *clientlimit.Limiter
+	tokenFailures *keyChecks
 
 	// Quotas and metering (usage.go): tenants' limits cached for
 	// ExchangeQuotas, and the metering metrics.
@@ -162,7 +162,7 @@ func New(cfg Config, deps Deps) *API {
 	return &API{
 		clients:       clientlimit.NewResolver(trusted),
 		signups:       clientlimit.NewLimiter(cfg.ClientLimits.Signup, cfg.ClientLimits.MaxAddresses),
-		tokenFailures: clientlimit.NewLimiter(cfg.ClientLimits.TokenFailures, cfg.ClientLimits.MaxAddresses),
+		tokenFailures: newKeyChecks(clientlimit.NewLimiter(cfg.ClientLimits.TokenFailures, cfg.ClientLimits.MaxAddresses), deps.Now),
 		cfg:           cfg,
 		store:         deps.Store,
 		issuer:        deps.Issuer,

@@ -126,22 +126,25 @@ func (s *tenantService) holdings(ctx context.Context, tenantID string) (*sluicev
 
 type authService struct{ *API }
 
-// CreateToken takes a call from the client address's bad-key limit before
-// looking at the key, and gives it back unless the key was bad (malformed,
-// unknown, wrong, revoked: InvalidArgument or Unauthenticated). So good
-// keys cost nothing, and an address out of bad-key calls is refused before
-// its key is checked: a guess cannot be tested while it waits.
-func (s *authService) CreateToken(ctx context.Context, req *connect.Request[sluicev1.CreateTokenRequest]) (*connect.Response[sluicev1.CreateTokenResponse], error) {
+// CreateToken spends one of the client address's bad-key calls only when
+// the key is bad (malformed, unknown, wrong, revoked: InvalidArgument or
+// Unauthenticated), however many calls are in flight: each reserves one
+// before its key is checked, waiting while checks of its address hold the
+// rest, and a good key gives it back (keyChecks). An address out of
+// bad-key calls is refused before its key is checked: a guess cannot be
+// tested while it waits.
+func (s *authService) CreateToken(ctx context.Context, req *connect.Request[sluicev1.CreateTokenRequest]) (_ *connect.Response[sluicev1.CreateTokenResponse], err error) {
 	client := s.clientKey(req)
-	if ok, wait := s.tokenFailures.Take(client, s.now()); !ok {
+	settle, wait, err := s.tokenFailures.begin(ctx, client)
+	switch {
+	case err != nil:
+		return nil, err
+	case settle == nil:
 		s.logger.InfoContext(ctx, "token refused: client over the bad API key limit", "client", client, "retry_after", wait)
 		return nil, tooMany("CreateToken calls with a bad API key", wait)
 	}
-	res, err := s.createToken(ctx, req)
-	if !badKey(err) {
-		s.tokenFailures.Refund(client, s.now())
-	}
-	return res, err
+	defer func() { settle(badKey(err)) }()
+	return s.createToken(ctx, req)
 }
 
 // badKey reports whether CreateToken refused the key itself.
