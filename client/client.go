@@ -131,6 +131,10 @@ type topicMeta struct {
 type partitionMeta struct {
 	leader      int32 // -1 offline
 	leaderEpoch int32
+	// hinted: the leader came from a NotLeader answer (observe), not from
+	// metadata. A hint is followed once: a refusal while routing by it
+	// refreshes the metadata instead.
+	hinted bool
 }
 
 // New connects to the control plane at endpoint ("http://host:port" or
@@ -311,6 +315,7 @@ func (c *Client) refreshMetadataOnce(ctx context.Context, topics []string, fromC
 	// throttled the tenant: refreshMetadata waits and asks again.
 	if res == nil && !throttled(err) && (err == nil || retriable(err) || connect.CodeOf(err) == connect.CodeNotFound) {
 		res, err = c.cpRecord.GetMetadata(ctx, connect.NewRequest(req))
+		err = normalize(ctx, err) // a reset reads as Canceled: Unavailable while ctx lasts
 	}
 	if err != nil {
 		return nil, err
@@ -516,8 +521,20 @@ func (c *Client) leaderOf(ctx context.Context, topic string, partition int32) (s
 }
 
 // observe updates the routing cache after an error from a partition's
-// leader: a NotLeader detail names the new leader; anything else that
-// suggests stale routing marks the topic for a refresh.
+// leader. A NotLeader detail about this partition, at a leader epoch no
+// older than the cached one, names the new leader, which the next request
+// goes to (KIP-951's leader hint). Any other refusal that suggests stale
+// routing marks the topic's metadata stale, so the next request refreshes
+// it first, whatever leader epoch is cached: a NotLeader about another
+// partition (its leader epoch does not compare with this one's), one at
+// an older leader epoch (the broker and the cache disagree: the cache may
+// hold a hint that was wrong), and a NotLeader naming another leader while
+// the cache holds a hint (the broker the hint named refused too; the same
+// hint again is only the answer of another request sent before it was
+// taken). Metadata replaces
+// what it answers for, hints included; so a client that keeps being
+// refused relearns the partition's leader from the metadata, never
+// waits for a hint that does not come.
 func (c *Client) observe(topic string, partition int32, err error) {
 	if err == nil {
 		return
@@ -526,10 +543,13 @@ func (c *Client) observe(topic string, partition int32, err error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		tm := c.topics[topic]
-		if tm == nil || int(partition) >= len(tm.partitions) {
+		if tm == nil || partition < 0 || int(partition) >= len(tm.partitions) {
 			return
 		}
-		if nl.GetLeaderEpoch() < tm.partitions[partition].leaderEpoch {
+		cur := tm.partitions[partition]
+		if (nl.GetTopicId() != "" && (nl.GetTopicId() != tm.id || nl.GetPartition() != partition)) ||
+			nl.GetLeaderEpoch() < cur.leaderEpoch {
+			c.markStaleLocked(tm)
 			return
 		}
 		if nl.GetLeaderId() >= 0 && nl.GetLeaderAddress() != "" {
@@ -537,9 +557,17 @@ func (c *Client) observe(topic string, partition int32, err error) {
 				c.brokers[nl.GetLeaderId()] = c.newBrokerLocked(nl.GetLeaderAddress())
 			}
 		}
+		hint := partitionMeta{leader: nl.GetLeaderId(), leaderEpoch: nl.GetLeaderEpoch(), hinted: true}
+		if cur == hint {
+			return // another answer of the requests sent before the hint
+		}
 		np := slicesClone(tm.partitions)
-		np[partition] = partitionMeta{leader: nl.GetLeaderId(), leaderEpoch: nl.GetLeaderEpoch()}
-		c.topics[topic] = &topicMeta{name: tm.name, id: tm.id, partitions: np, fetched: tm.fetched, maxMessageBytes: tm.maxMessageBytes}
+		np[partition] = hint
+		next := &topicMeta{name: tm.name, id: tm.id, partitions: np, fetched: tm.fetched, maxMessageBytes: tm.maxMessageBytes}
+		if cur.hinted {
+			next.fetched = time.Time{}
+		}
+		c.topics[topic] = next
 		return
 	}
 	// batchTooLarge: the topic's max.message.bytes changed under the cache.
@@ -548,12 +576,17 @@ func (c *Client) observe(topic string, partition int32, err error) {
 		code == connect.CodeDeadlineExceeded, code == connect.CodeCanceled, batchTooLarge(err):
 		c.mu.Lock()
 		if tm := c.topics[topic]; tm != nil {
-			stale := *tm
-			stale.fetched = time.Time{}
-			c.topics[topic] = &stale
+			c.markStaleLocked(tm)
 		}
 		c.mu.Unlock()
 	}
+}
+
+// markStaleLocked makes the next use of topic tm refresh its metadata.
+func (c *Client) markStaleLocked(tm *topicMeta) {
+	stale := *tm
+	stale.fetched = time.Time{}
+	c.topics[tm.name] = &stale
 }
 
 func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }

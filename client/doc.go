@@ -3,9 +3,12 @@
 // A Client connects to the control plane with an API key, trades it for
 // short-lived tokens (refreshed before they expire), learns the brokers and
 // partition leaders, and routes every request to the partition's leader
-// itself (it never relies on a broker forwarding). On NotLeader it updates
-// its routing from the error; on Unavailable it refreshes the metadata and
-// retries with exponential backoff and jitter.
+// itself (it never relies on a broker forwarding). On NotLeader about the
+// partition it asked for, at a leader epoch not older than its own, it
+// updates its routing from the error, once; on any other NotLeader (about
+// another partition, at an older epoch, or a second one while routing by
+// a hint) and on Unavailable it refreshes the metadata, whatever leader
+// epoch it had, and retries with exponential backoff and jitter.
 //
 // # Producing
 //

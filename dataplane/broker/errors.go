@@ -19,7 +19,7 @@ func toConnect(err error) error { return partition.ToConnect(err) }
 // pm describes it (NotLeader with the leader's address from this broker's
 // view).
 func (b *Broker) notLeader(pm partMeta) error {
-	return &partition.NotLeaderError{Leader: pm.leader, Epoch: pm.leaderEpoch, Self: pm.leader == b.cfg.ID, Address: b.brokerAddress(pm.leader)}
+	return &partition.NotLeaderError{TopicID: pm.topicID, Partition: pm.partition, Leader: pm.leader, Epoch: pm.leaderEpoch, Self: pm.leader == b.cfg.ID, Address: b.brokerAddress(pm.leader)}
 }
 
 // brokerAddress is the address of broker id in this broker's view, "" when

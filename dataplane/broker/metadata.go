@@ -53,6 +53,7 @@ type topicMeta struct {
 }
 
 type partMeta struct {
+	topicID        string // its topic's id, which NotLeader answers name
 	partition      int32
 	replicas       []int32
 	leader         int32
@@ -156,7 +157,7 @@ func newTopicMeta(pa *sluicev1.PartitionAssignment) *topicMeta {
 func (t *topicMeta) setPartition(pa *sluicev1.PartitionAssignment) partMeta {
 	pm := toPartMeta(pa)
 	for int(pm.partition) >= len(t.partitions) {
-		t.partitions = append(t.partitions, partMeta{partition: int32(len(t.partitions)), leader: -1})
+		t.partitions = append(t.partitions, partMeta{topicID: t.id, partition: int32(len(t.partitions)), leader: -1})
 	}
 	t.partitions[pm.partition] = pm
 	return pm
@@ -164,7 +165,7 @@ func (t *topicMeta) setPartition(pa *sluicev1.PartitionAssignment) partMeta {
 
 func toPartMeta(pa *sluicev1.PartitionAssignment) partMeta {
 	return partMeta{
-		partition: pa.GetPartition(), replicas: slices.Clone(pa.GetReplicas()), leader: pa.GetLeader(),
+		topicID: pa.GetTopicId(), partition: pa.GetPartition(), replicas: slices.Clone(pa.GetReplicas()), leader: pa.GetLeader(),
 		leaderEpoch: pa.GetLeaderEpoch(), isr: slices.Clone(pa.GetIsr()), partitionEpoch: pa.GetPartitionEpoch(),
 	}
 }

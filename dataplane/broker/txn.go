@@ -317,7 +317,9 @@ func (b *Broker) verifyTransactionGroup(ctx context.Context, h http.Header, tena
 
 // addToTransaction adds partitions and groups to the producer's
 // transaction at its coordinator: here, or with req (its topics and groups
-// set) at the coordinator's broker.
+// set) at the coordinator's broker. Its errors answer a produce to a data
+// partition or an offset commit to a group, so they never carry the
+// transaction-state partition's NotLeader (coordinatorUnavailable).
 func (b *Broker) addToTransaction(ctx context.Context, h http.Header, tenantID, transactionalID string, producerID int64, epoch int16, tps []txn.TopicPartition, groups []string, req *sluicev1.AddPartitionsToTransactionRequest) error {
 	if err := validTransactionalID(transactionalID); err != nil {
 		return err
@@ -328,7 +330,7 @@ func (b *Broker) addToTransaction(ctx context.Context, h http.Header, tenantID, 
 	}
 	var nl *partition.NotLeaderError
 	if !errors.As(err, &nl) || nl.Leader < 0 || nl.Self {
-		return toConnect(err)
+		return coordinatorUnavailable(toConnect(err))
 	}
 	req.TransactionalId, req.ProducerId, req.ProducerEpoch = transactionalID, producerID, int32(epoch)
 	leader := nl.Leader
@@ -344,12 +346,41 @@ func (b *Broker) addToTransaction(ctx context.Context, h http.Header, tenantID, 
 		if !ok || hop > 0 || next.GetLeaderId() < 0 || next.GetLeaderId() == leader || next.GetLeaderId() == b.cfg.ID {
 			var ce *connect.Error
 			if errors.As(err, &ce) {
-				return ce
+				return coordinatorUnavailable(ce)
 			}
 			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("transaction coordinator %d: %w", leader, err))
 		}
 		leader = next.GetLeaderId() // the coordinator moved: follow it once
 	}
+}
+
+// coordinatorUnavailable turns an answer about the transaction
+// coordinator's whereabouts (its transaction-state partition offline,
+// moving, or not taken over yet: a NotLeader, as a detail or wrapped) into
+// Unavailable without the NotLeader, for the produce or offset commit
+// whose verification it failed: that NotLeader names the leader of the
+// transaction-state partition, and a client that took it for the leader
+// of the partition it wrote to would route there, trusting its leader
+// epoch over the real leader's (issue 29). Nothing was written; retrying
+// reaches the coordinator once it has moved. Other errors (the
+// coordinator's refusals, with their TransactionError) pass unchanged.
+func coordinatorUnavailable(err error) error {
+	var ce *connect.Error
+	var nl *partition.NotLeaderError
+	_, detail := notLeaderOf(err)
+	if !errors.As(err, &ce) || (!detail && !errors.As(err, &nl)) {
+		return err
+	}
+	out := connect.NewError(connect.CodeUnavailable, fmt.Errorf("the transaction coordinator is not available (%s); retry", ce.Message()))
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if _, isNL := v.(*sluicev1.NotLeader); isNL {
+				continue
+			}
+		}
+		out.AddDetail(d)
+	}
+	return out
 }
 
 // notLeaderOf returns the NotLeader detail of a Connect error from another

@@ -11,10 +11,15 @@ import (
 )
 
 // NotLeaderError says this broker cannot serve the partition as leader.
+// TopicID and Partition name the partition (TopicID "" when unknown): a
+// leader hint is only good for the partition it is about, since leader
+// epochs of different partitions do not compare.
 type NotLeaderError struct {
-	Leader  int32 // -1: offline
-	Epoch   int32
-	Address string
+	TopicID   string
+	Partition int32
+	Leader    int32 // -1: offline
+	Epoch     int32
+	Address   string
 	// Self: the metadata names this very broker, whose replica is not
 	// leading: it has not taken over yet (still opening the log, applying
 	// the view), or it stepped down and the next view has not arrived.
@@ -22,19 +27,25 @@ type NotLeaderError struct {
 }
 
 func (e *NotLeaderError) Error() string {
+	var msg string
 	switch {
 	case e.Leader < 0:
-		return "partition is offline: no in-sync replica is alive"
+		msg = "partition is offline: no in-sync replica is alive"
 	case e.Self:
-		return fmt.Sprintf("this broker (%d) is named the leader at epoch %d but is not leading the partition (yet); retry shortly", e.Leader, e.Epoch)
+		msg = fmt.Sprintf("this broker (%d) is named the leader at epoch %d but is not leading the partition (yet); retry shortly", e.Leader, e.Epoch)
+	default:
+		msg = fmt.Sprintf("not the leader: broker %d (%s) leads at epoch %d", e.Leader, e.Address, e.Epoch)
 	}
-	return fmt.Sprintf("not the leader: broker %d (%s) leads at epoch %d", e.Leader, e.Address, e.Epoch)
+	if e.TopicID != "" {
+		msg += fmt.Sprintf(" (topic %s partition %d)", e.TopicID, e.Partition)
+	}
+	return msg
 }
 
-// notLeader builds the error for a partition this broker does not lead,
-// as assignment a describes it.
-func (h *Host) notLeader(a Assignment) error {
-	return &NotLeaderError{Leader: a.Leader, Epoch: a.LeaderEpoch, Self: a.Leader == h.ID, Address: h.LeaderAddress(a.Leader)}
+// notLeader builds the error for this partition when this broker does not
+// lead it, as assignment a describes it.
+func (p *Replica) notLeader(a Assignment) error {
+	return &NotLeaderError{TopicID: p.topicID, Partition: p.id, Leader: a.Leader, Epoch: a.LeaderEpoch, Self: a.Leader == p.h.ID, Address: p.h.LeaderAddress(a.Leader)}
 }
 
 // ToConnect maps the replica's errors to Connect errors with details a
@@ -60,7 +71,8 @@ func ToConnect(err error) error {
 			code = connect.CodeUnavailable
 		}
 		ce := connect.NewError(code, nl)
-		if d, derr := connect.NewErrorDetail(&sluicev1.NotLeader{LeaderId: nl.Leader, LeaderAddress: nl.Address, LeaderEpoch: nl.Epoch}); derr == nil {
+		if d, derr := connect.NewErrorDetail(&sluicev1.NotLeader{LeaderId: nl.Leader, LeaderAddress: nl.Address, LeaderEpoch: nl.Epoch,
+			TopicId: nl.TopicID, Partition: nl.Partition}); derr == nil {
 			ce.AddDetail(d)
 		}
 		return ce

@@ -50,7 +50,7 @@ func (p *Replica) replicaError(err error) error {
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
 		return ToConnect(&notEnoughReplicasError{isr: len(p.lead.ISR()), min: p.cfg.MinISR})
 	case errors.Is(err, replica.ErrNotLeader):
-		return ToConnect(p.h.notLeader(p.meta))
+		return ToConnect(p.notLeader(p.meta))
 	case errors.Is(err, replica.ErrFencedLeaderEpoch), errors.Is(err, replica.ErrStaleBrokerEpoch):
 		return connect.NewError(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, replica.ErrUnknownLeaderEpoch):

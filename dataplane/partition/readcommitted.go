@@ -74,7 +74,7 @@ func (p *Replica) ReaderOffsets() (hw, lso int64, _ error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader || p.lead == nil {
-		return 0, 0, ToConnect(p.h.notLeader(p.meta))
+		return 0, 0, ToConnect(p.notLeader(p.meta))
 	}
 	if p.lead.HW() < p.lead.EpochStartOffset() {
 		return 0, 0, ErrHWCatchingUp
@@ -146,7 +146,7 @@ func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions
 		}
 		p.mu.Unlock()
 		if !isLeader {
-			return f, ToConnect(p.h.notLeader(meta))
+			return f, ToConnect(p.notLeader(meta))
 		}
 		if catchingUp {
 			return f, ErrHWCatchingUp

@@ -177,7 +177,7 @@ func (p *Replica) ReaderHW() (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader || p.lead == nil {
-		return 0, ToConnect(p.h.notLeader(p.meta))
+		return 0, ToConnect(p.notLeader(p.meta))
 	}
 	if p.lead.HW() < p.lead.EpochStartOffset() {
 		return 0, ErrHWCatchingUp
@@ -239,7 +239,7 @@ func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sl
 		if p.role != RoleLeader || p.lead == nil || p.lead.Resigned() {
 			meta := p.meta // read under the lock: Update replaces it
 			p.mu.Unlock()
-			return ProduceResult{}, ToConnect(p.h.notLeader(meta))
+			return ProduceResult{}, ToConnect(p.notLeader(meta))
 		}
 		if err := p.checkClientEpochLocked(clientEpoch); err != nil {
 			p.mu.Unlock()
@@ -505,7 +505,7 @@ func (p *Replica) waitAck(ctx context.Context, lead *replica.Leader, id replica.
 		p.mu.Lock()
 		meta := p.meta
 		p.mu.Unlock()
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.h.notLeader(meta)))
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.notLeader(meta)))
 	}
 	return fmt.Errorf("acks=all wait: %w", r.Err)
 }

@@ -64,7 +64,7 @@ func (p *Replica) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) (s
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader || p.lead == nil {
-		return served{}, ToConnect(p.h.notLeader(p.meta))
+		return served{}, ToConnect(p.notLeader(p.meta))
 	}
 	off := m.GetFetchOffset()
 	start := p.log.LogStartOffset()

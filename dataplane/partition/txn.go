@@ -51,7 +51,7 @@ func (p *Replica) WriteMarker(ctx context.Context, m Marker, timeout time.Durati
 	if p.role != RoleLeader || p.lead == nil || p.lead.Resigned() {
 		meta := p.meta
 		p.mu.Unlock()
-		return -1, ToConnect(p.h.notLeader(meta))
+		return -1, ToConnect(p.notLeader(meta))
 	}
 	if err := p.pstate.CheckMarker(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch); err != nil {
 		p.mu.Unlock()

@@ -1954,13 +1954,22 @@ func (x *GetMetadataResponse) GetTopics() []*TopicMetadata {
 }
 
 // NotLeader is attached to FAILED_PRECONDITION errors when the request
-// reached a broker that does not lead the partition.
+// reached a broker that does not lead the partition (and to UNAVAILABLE
+// ones while it is offline, or while the broker it names has not taken
+// it over yet). It names the partition it is about: a client routes by it
+// only when that is the partition it asked for, since leader epochs of
+// different partitions do not compare.
 type NotLeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// -1 when the partition is offline.
 	LeaderId      int32  `protobuf:"varint,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	LeaderAddress string `protobuf:"bytes,2,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
 	LeaderEpoch   int32  `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The partition this leader is the leader of: its topic's id (as
+	// TopicMetadata.id) and its number. An empty topic_id comes from a
+	// broker of a version before these fields, and names no partition.
+	TopicId       string `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition     int32  `protobuf:"varint,5,opt,name=partition,proto3" json:"partition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2012,6 +2021,20 @@ func (x *NotLeader) GetLeaderAddress() string {
 func (x *NotLeader) GetLeaderEpoch() int32 {
 	if x != nil {
 		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *NotLeader) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *NotLeader) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
 	}
 	return 0
 }
@@ -2211,11 +2234,13 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x03isr\x18\x05 \x03(\x05R\x03isr\"{\n" +
 	"\x13GetMetadataResponse\x122\n" +
 	"\abrokers\x18\x01 \x03(\v2\x18.sluice.v1.BrokerAddressR\abrokers\x120\n" +
-	"\x06topics\x18\x02 \x03(\v2\x18.sluice.v1.TopicMetadataR\x06topics\"r\n" +
+	"\x06topics\x18\x02 \x03(\v2\x18.sluice.v1.TopicMetadataR\x06topics\"\xab\x01\n" +
 	"\tNotLeader\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x02 \x01(\tR\rleaderAddress\x12!\n" +
-	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\"^\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12\x19\n" +
+	"\btopic_id\x18\x04 \x01(\tR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x05 \x01(\x05R\tpartition\"^\n" +
 	"\x11NotEnoughReplicas\x12\x19\n" +
 	"\bisr_size\x18\x01 \x01(\x05R\aisrSize\x12.\n" +
 	"\x13min_insync_replicas\x18\x02 \x01(\x05R\x11minInsyncReplicas*J\n" +
