@@ -222,6 +222,7 @@ func (c *Client) currentToken(ctx context.Context) (string, error) {
 		return c.token, nil
 	}
 	res, err := c.auth.CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: c.creds.apiKey}))
+	err = normalize(ctx, err) // a reset reads as Canceled: Unavailable while ctx lasts
 	if err != nil {
 		if c.token != "" && time.Until(c.tokenExp) > 10*time.Second {
 			c.logger.Warn("token refresh failed; using the current token", "err", err)
@@ -315,6 +316,7 @@ func (c *Client) refreshMetadataOnce(ctx context.Context, topics []string, fromC
 	// throttled the tenant: refreshMetadata waits and asks again.
 	if res == nil && !throttled(err) && (err == nil || retriable(err) || connect.CodeOf(err) == connect.CodeNotFound) {
 		res, err = c.cpRecord.GetMetadata(ctx, connect.NewRequest(req))
+		err = normalize(ctx, err) // a reset reads as Canceled: Unavailable while ctx lasts
 		err = normalize(ctx, err) // a reset reads as Canceled: Unavailable while ctx lasts
 	}
 	if err != nil {

@@ -171,7 +171,9 @@ type stickyPart struct {
 }
 
 // NewProducer makes a producer. With idempotence (the default) it first
-// obtains a producer id from the cluster.
+// obtains a producer id from the cluster, retrying while no broker answers
+// (a broker restarting, a reset connection) or the tenant is throttled,
+// until ctx ends: then it fails with ctx's error.
 func (c *Client) NewProducer(ctx context.Context, opts ...ProducerOption) (*Producer, error) {
 	cfg := producerDefaults(opts)
 	if cfg.txnTimeout != 0 {
@@ -233,18 +235,23 @@ func (c *Client) newProducer(cfg producerConfig) (*Producer, error) {
 func (p *Producer) Idempotent() bool { return p.pid >= 0 }
 
 // initProducerID asks any broker for a new producer id and its epoch,
-// retrying while the cluster is unavailable or the tenant is throttled
-// (after the delay asked for) and ctx lasts. A rate refusal whose delay
-// ends after ctx's deadline fails at once, with the refusal.
+// retrying while the cluster is unavailable (a broker that resets the
+// connection included: the next one is asked, and after a round where
+// every broker failed, the brokers are learnt again from the control
+// plane) or the tenant is throttled (after the delay asked for), as long
+// as ctx lasts. A rate refusal whose delay ends after ctx's deadline fails
+// at once, with the refusal.
 func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 	for attempt := 1; ; attempt++ {
 		var lastErr error
 		for _, b := range c.brokerList() {
 			res, err := b.record.InitProducerId(ctx, connect.NewRequest(&sluicev1.InitProducerIdRequest{}))
-			if err == nil {
+			// A dying broker's reset arrives as Canceled: with ctx live,
+			// that is the network's failure, retriable, not the caller's.
+			if err = normalize(ctx, err); err == nil {
 				return res.Msg.GetProducerId(), int16(res.Msg.GetProducerEpoch()), nil
 			}
-			if !retriable(err) {
+			if !retriable(err) || ctx.Err() != nil {
 				return 0, 0, fmt.Errorf("sluice: init producer id: %w", err)
 			}
 			lastErr = err
@@ -252,11 +259,15 @@ func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 				break // over the tenant's rate: wait the delay, not ask the next broker
 			}
 		}
-		if lastErr == nil {
-			lastErr = connect.NewError(connect.CodeUnavailable, errors.New("no broker is known"))
-			if _, err := c.refreshMetadata(ctx, nil, true); err != nil {
+		if !throttled(lastErr) {
+			// No broker is known, or none answered: they may have moved
+			// (a broker restarted at another address) or been replaced.
+			if _, err := c.refreshMetadata(ctx, nil, true); err != nil && lastErr == nil {
 				lastErr = err
 			}
+		}
+		if lastErr == nil {
+			lastErr = connect.NewError(connect.CodeUnavailable, errors.New("no broker is known"))
 		}
 		if d, ok := throttleOf(lastErr); ok {
 			if dl, has := ctx.Deadline(); has && time.Until(dl) < d {
