@@ -317,7 +317,6 @@ func (c *Client) refreshMetadataOnce(ctx context.Context, topics []string, fromC
 	if res == nil && !throttled(err) && (err == nil || retriable(err) || connect.CodeOf(err) == connect.CodeNotFound) {
 		res, err = c.cpRecord.GetMetadata(ctx, connect.NewRequest(req))
 		err = normalize(ctx, err) // a reset reads as Canceled: Unavailable while ctx lasts
-		err = normalize(ctx, err) // a reset reads as Canceled: Unavailable while ctx lasts
 	}
 	if err != nil {
 		return nil, err
