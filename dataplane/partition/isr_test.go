@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
@@ -179,4 +180,60 @@ func TestPartitionAlterISRsFallsBackToAlterPartition(t *testing.T) {
 	for _, p := range reps {
 		require.Equal(t, 1, p.Status().ISR)
 	}
+}
+
+// TestPartitionAcksAllAcceptedOnTheControllersAnswer: a leader refusing
+// acks=all below min ISR accepts it again as soon as the controller's
+// answer to its own ISR expansion arrives (AlterISRs applies it to the
+// leader state machine), without waiting for the assignment stream to
+// bring the new ISR (Update is never called here). Issue 29 asked whether
+// a leader answers NotEnoughReplicas from an ISR older than a change it
+// made itself: it does not.
+func TestPartitionAcksAllAcceptedOnTheControllersAnswer(t *testing.T) {
+	t.Parallel()
+	h := newTestHost(t)
+	var asked []*sluicev1.AlterPartitionsItem
+	h.AlterPartitions = func(_ context.Context, req *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error) {
+		var res sluicev1.AlterPartitionsResponse
+		for _, it := range req.Msg.GetItems() {
+			asked = append(asked, it)
+			res.Results = append(res.Results, &sluicev1.AlterPartitionsResult{Outcome: &sluicev1.AlterPartitionsResult_Partition{Partition: &sluicev1.PartitionAssignment{
+				TopicId: it.GetTopicId(), Partition: it.GetPartition(), Replicas: []int32{1, 2, 3}, Leader: 1,
+				LeaderEpoch: it.GetLeaderEpoch(), Isr: it.GetNewIsr(), PartitionEpoch: it.GetPartitionEpoch() + 1,
+			}}})
+		}
+		return connect.NewResponse(&res), nil
+	}
+	p := newFollower(t, h, false) // min ISR 2; records [0, 10) of epoch 3
+	p.mu.Lock()
+	p.meta = Assignment{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 4, ISR: []int32{1}, PartitionEpoch: 7}
+	p.endRoleLocked()
+	p.roleHW = 8
+	l, err := p.newLeaderLocked(p.meta, p.cfg, time.Now())
+	require.NoError(t, err)
+	p.startLeadingLocked(context.Background(), l)
+	p.mu.Unlock()
+
+	produce := func() error {
+		_, err := p.Produce(context.Background(), []log.ValidBatch{validBatch(t, batchesOf(t, 0, 1, 0))}, sluicev1.Acks_ACKS_ALL, time.Minute, nil)
+		return err
+	}
+	err = produce()
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "not enough replicas: 1 in sync")
+
+	// The followers catch up; the ISR round proposes both and the
+	// controller accepts.
+	followerFetch(t, p, 2, 10, 3)
+	followerFetch(t, p, 3, 10, 3)
+	AlterISRs(t.Context(), h, []*Replica{p})
+	require.Len(t, asked, 1)
+	require.Equal(t, []int32{1, 2, 3}, asked[0].GetNewIsr())
+	require.Equal(t, 3, p.Status().ISR)
+
+	// Accepted at once: the produce waits for the followers, not refused.
+	done := produceAsync(t, p, time.Minute)
+	followerFetch(t, p, 2, 11, 4)
+	followerFetch(t, p, 3, 11, 4)
+	require.NoError(t, <-done)
 }
