@@ -335,9 +335,9 @@ func (s *quotaReads) ColdStorageBytes(ctx context.Context) (map[string]int64, er
 	return s.Store.ColdStorageBytes(ctx)
 }
 
-func (s *quotaReads) PutQuotaReports(ctx context.Context, brokerID int32, at time.Time, reports []store.QuotaReport) error {
+func (s *quotaReads) PutQuotaReports(ctx context.Context, brokerID int32, at time.Time, reports []store.QuotaReport, applied []store.ObjectReservation) error {
 	s.puts.Add(1)
-	return s.Store.PutQuotaReports(ctx, brokerID, at, reports)
+	return s.Store.PutQuotaReports(ctx, brokerID, at, reports, applied)
 }
 
 func (s *quotaReads) ListQuotaReports(ctx context.Context, tenantIDs []string, since time.Time) ([]store.QuotaReport, error) {

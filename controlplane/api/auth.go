@@ -84,6 +84,7 @@ var rules = map[string]rule{
 	sluicev1connect.BrokerServiceUpdateRemoteSegmentProcedure: {access: accessBroker},
 	sluicev1connect.BrokerServiceListRemoteSegmentsProcedure:  {access: accessBroker},
 	sluicev1connect.BrokerServiceExchangeQuotasProcedure:      {access: accessBroker},
+	sluicev1connect.BrokerServiceReserveObjectsProcedure:      {access: accessBroker},
 	sluicev1connect.BrokerServiceReportUsageProcedure:         {access: accessBroker},
 
 	sluicev1connect.BillingServiceGetUsageProcedure:     {access: accessTenant},

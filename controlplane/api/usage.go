@@ -27,10 +27,18 @@ var quotaConfig = quota.DefaultConfig()
 // holdings in, its allotments of each tenant's cluster-wide limits out
 // (controlplane/quota divides them). The reports are stamped with this
 // replica's clock: replicas' clocks must agree to well within
-// quota.DefaultFresh.
+// quota.DefaultFresh. The reservations the broker confirms (applied) end
+// in the same store transaction as its reports are written.
 func (s *brokerService) ExchangeQuotas(ctx context.Context, req *connect.Request[sluicev1.ExchangeQuotasRequest]) (*connect.Response[sluicev1.ExchangeQuotasResponse], error) {
 	m := req.Msg
 	reports, err := validateExchangeQuotas(m)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(m.GetApplied()); n > store.MaxReservations {
+		return nil, invalid("applied", "has %d entries; at most %d", n, store.MaxReservations)
+	}
+	applied, err := validObjectReservations("applied", m.GetApplied())
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +63,7 @@ func (s *brokerService) ExchangeQuotas(ctx context.Context, req *connect.Request
 			TransactionalIDs: int32(r.TransactionalIDs),
 		}
 	}
-	if err := s.store.PutQuotaReports(ctx, m.GetBrokerId(), now, put); err != nil {
+	if err := s.store.PutQuotaReports(ctx, m.GetBrokerId(), now, put, applied); err != nil {
 		return nil, err
 	}
 	res := &sluicev1.ExchangeQuotasResponse{Allotments: make([]*sluicev1.TenantAllotment, 0, len(reports))}

@@ -65,7 +65,76 @@
 // max_total_storage_bytes; groups_exceeded and transactional_ids_exceeded
 // when the fresh reports' groups or transactional ids reach max_groups or
 // max_transactional_ids. Only fresh reports count, so a dead broker's
-// holdings are not counted next to its successor's. A decision is as old
-// as the reports (up to 3T), so a tenant can pass a count limit by what it
-// adds in that time before its brokers refuse more.
+// holdings are not counted next to its successor's. A storage decision is
+// as old as the reports (up to 3T), so a tenant can pass its storage limit
+// by what it writes in that time before its brokers refuse more. The group
+// and transactional-id flags are informational (error messages, metrics):
+// those limits are decided by reservation.
+//
+// # Reservations: groups and transactional ids
+//
+// A flag decided from the sums lets a burst through: every creation until
+// the next exchange shows the sum is admitted (1,000 new groups of 1,000
+// asked for at once, against a limit of 100). So a coordinator reserves
+// each new name before it creates it (BrokerService.ReserveObjects; the
+// broker gathers the reservations made while a call is in flight into the
+// next call). The store decides a tenant's reservations one transaction at
+// a time, holding the tenant row's lock (as topic creation does, so any
+// number of control-plane replicas decide one after another): a name is
+// granted when it is pending already, or when
+//
+//	reported + pending < limit
+//
+// where reported is the sum of the tenant's fresh reports (Fresh) and
+// pending the names granted, not yet confirmed and not older than
+// ReservationTTL; a granted name is then pending. A broker confirms a
+// reservation in the first exchange whose counts it took after the
+// reservation was applied (the coordinator created the object or failed
+// to); the report is written and the confirmed names dropped from pending
+// in one transaction, and a decision reads reports and pending names in
+// one snapshot, so an object is never missing from both. The invariant:
+// every object created through a grant is pending, or counted in its
+// coordinator's latest fresh report, or both for a moment (counted after
+// creation but before its reservation was applied: a brief over-count,
+// which refuses early, never late). With it, the count a decision sees is
+// at least the number of objects, and grants stop exactly at the limit
+// however many brokers, replicas and concurrent creations there are
+// (TestCountLimitsBurst: 100 of 1,000 concurrent creations over 3 brokers,
+// for groups and for transactional ids).
+//
+// The invariant needs the object's coordinator to keep reporting it.
+// Where that fails, the remaining error, per tenant:
+//
+//   - A coordinator moving to another broker (preferred-leader election,
+//     reassignment) with its broker alive: the old leader's next report
+//     leaves the partition out, and the new leader counts it once it has
+//     loaded the partition and exchanged, about an interval T later. In
+//     between the tenant's objects on the moving partitions are uncounted:
+//     a tenant creating new ones in that second can pass its limit by at
+//     most the number of its objects on those partitions. The other way,
+//     both may report them for up to T (refusals below the limit).
+//   - A broker crash: its last report counts for Fresh (3 s) after it,
+//     then its objects are uncounted until the new leaders, elected once
+//     its lease expires, load and report them: the excess is bounded by
+//     the tenant's objects on that broker, for (lease − Fresh + load + T)
+//     seconds. Its unconfirmed reservations count until ReservationTTL
+//     (2 min), next to what its successors report of them: refusals below
+//     the limit for up to that long, when the tenant is near it.
+//   - The control plane unreachable from a broker: that broker admits
+//     creations unreserved (failing open, as produce and fetch keep
+//     working through an outage), and its reports go stale, so its objects
+//     drop out of the sums after Fresh. The excess is bounded by what the
+//     tenant creates at that broker during the outage plus what it holds
+//     there; once it reports again the sums are right, and creations are
+//     refused until the tenant is under its limit.
+//   - A creation that outlasts ReservationTTL after its grant (a write to
+//     the internal topic stuck for two minutes, where writes time out
+//     after 30 s) is uncounted from the reservation's expiry until its
+//     broker reports it.
+//   - A change of limits reaches a replica within its limit cache's 5 s.
+//
+// Groups that live only in memory (joined, never committed, no static
+// member) are lost by a coordinator failover, and their next heartbeat
+// reserves them again: counted once. Deletions and expired transactional
+// ids only lower the counts, at the next report.
 package quota

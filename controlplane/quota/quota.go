@@ -169,3 +169,11 @@ func Decide(l tenants.Limits, h Holdings) Decision {
 		TransactionalIDsExceeded: h.TransactionalIDs >= int64(l.MaxTransactionalIDs),
 	}
 }
+
+// ReservationTTL is how long a reservation of a new group or transactional
+// id (ReserveObjects) counts against its tenant's limit while its broker
+// has not confirmed it: longer than a coordinator takes to create the
+// object (its write to the internal topic times out after 30 s) and report
+// it (an exchange interval), so a reservation expires unconfirmed only
+// when its broker stopped (crashed, or cut off from the control plane).
+const ReservationTTL = 2 * time.Minute

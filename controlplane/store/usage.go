@@ -400,8 +400,22 @@ type UsageStore interface {
 
 	// PutQuotaReports replaces what the store holds of broker brokerID's quota reports with
 	// reports (CheckQuotaReports validates them), all stamped at: a tenant the broker no
-	// longer names has no report of it any more.
-	PutQuotaReports(ctx context.Context, brokerID int32, at time.Time, reports []QuotaReport) error
+	// longer names has no report of it any more. In the same transaction it ends the
+	// reservations applied confirms (CheckConfirmations validates them): the pending name of
+	// each (tenant, kind, name) reserved by brokerID with that token is dropped (one reserved
+	// again since, with another token, stays), as are brokerID's reservations expired at at.
+	// Every reservation decided after it commits sees the reports and the pending names as
+	// they stand after it, never one without the other.
+	PutQuotaReports(ctx context.Context, brokerID int32, at time.Time, reports []QuotaReport, applied []ObjectReservation) error
+	// ReserveObjects decides a tenant's reservations (CheckReservations validates them)
+	// with DecideReservations, in one transaction that holds the tenant row's lock (as
+	// topic creation does), so that concurrent calls, on any control-plane replica, decide
+	// one after another: reported is the sum of the tenant's quota reports stamped after
+	// r.ReportedAfter, pending its reservations expiring after r.At, both read in one
+	// snapshot. A granted name is stored as reserved by r.BrokerID with its token until
+	// r.At + r.TTL (replacing the broker, token and expiry of a name pending already). The
+	// tenant's expired reservations are dropped. An unknown tenant → ErrNotFound.
+	ReserveObjects(ctx context.Context, r Reservations) ([]ReservationResult, error)
 	// ListQuotaReports returns the quota reports stamped at or after since, of the tenants
 	// named (every tenant when tenantIDs is empty), ordered by tenant id and broker id.
 	ListQuotaReports(ctx context.Context, tenantIDs []string, since time.Time) ([]QuotaReport, error)

@@ -498,12 +498,12 @@ func testUsageQuotaReports(t *testing.T, s store.Store) {
 		}
 		return got
 	}
-	require.NoError(t, s.PutQuotaReports(t.Context(), b1, at(time.Second), []store.QuotaReport{rep(a.ID, 10), rep(b.ID, 20)}))
+	require.NoError(t, s.PutQuotaReports(t.Context(), b1, at(time.Second), []store.QuotaReport{rep(a.ID, 10), rep(b.ID, 20)}, nil))
 	require.Equal(t, []store.QuotaReport{stamped(rep(a.ID, 10), b1, at(time.Second))}, list(at(0), a.ID))
 
 	// The broker's next report replaces the last: b is gone from b1.
-	require.NoError(t, s.PutQuotaReports(t.Context(), b1, at(2*time.Second), []store.QuotaReport{rep(a.ID, 12.5)}))
-	require.NoError(t, s.PutQuotaReports(t.Context(), b2, at(3*time.Second), []store.QuotaReport{rep(a.ID, 1), rep(b.ID, 2)}))
+	require.NoError(t, s.PutQuotaReports(t.Context(), b1, at(2*time.Second), []store.QuotaReport{rep(a.ID, 12.5)}, nil))
+	require.NoError(t, s.PutQuotaReports(t.Context(), b2, at(3*time.Second), []store.QuotaReport{rep(a.ID, 1), rep(b.ID, 2)}, nil))
 	want := []store.QuotaReport{stamped(rep(a.ID, 12.5), b1, at(2*time.Second)), stamped(rep(a.ID, 1), b2, at(3*time.Second)), stamped(rep(b.ID, 2), b2, at(3*time.Second))}
 	slices.SortFunc(want, func(x, y store.QuotaReport) int {
 		if x.TenantID != y.TenantID {
@@ -527,7 +527,7 @@ func testUsageQuotaReports(t *testing.T, s store.Store) {
 	require.Equal(t, want, mine, "no tenants: every tenant")
 
 	// An empty report clears the broker's.
-	require.NoError(t, s.PutQuotaReports(t.Context(), b2, at(4*time.Second), nil))
+	require.NoError(t, s.PutQuotaReports(t.Context(), b2, at(4*time.Second), nil, nil))
 	require.Equal(t, []store.QuotaReport{stamped(rep(a.ID, 12.5), b1, at(2*time.Second))}, list(at(0), a.ID, b.ID))
 
 	for name, bad := range map[string][]store.QuotaReport{
@@ -537,7 +537,7 @@ func testUsageQuotaReports(t *testing.T, s store.Store) {
 		"tenant twice": {rep(a.ID, 1), rep(a.ID, 2)},
 		"bad tenant":   {{TenantID: "x"}},
 	} {
-		err := s.PutQuotaReports(t.Context(), b1, at(5*time.Second), bad)
+		err := s.PutQuotaReports(t.Context(), b1, at(5*time.Second), bad, nil)
 		require.Error(t, err, name)
 		require.False(t, isSentinel(err), name)
 	}

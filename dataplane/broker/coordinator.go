@@ -62,7 +62,7 @@ func (b *Broker) coordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (
 			Partition: pm.partition, LeaderEpoch: epoch,
 			SessionTimeout: b.cfg.GroupSessionTimeout, HeartbeatInterval: b.cfg.GroupHeartbeatInterval,
 			Logger: b.logger, Metrics: b.metrics.coordinator(),
-			Admit: b.quota.admitGroup,
+			Admit: b.admitGroup,
 		})}
 	})
 }

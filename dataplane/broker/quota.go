@@ -51,7 +51,8 @@ import (
 //
 // The count limits on groups and transactional ids are decided where those
 // are created, by the coordinators' admission hooks (admitGroup,
-// admitTransactionalID), so that every call creating one is decided.
+// admitTransactionalID), which reserve each new name at the control plane
+// (reserve.go).
 //
 // A rate refusal is ResourceExhausted with google.rpc.RetryInfo (the time
 // the bucket's debt takes to pay off) and google.rpc.QuotaFailure (subject
@@ -60,9 +61,7 @@ import (
 // tenant with no allotment here (new to this broker, or forgotten after 5
 // minutes without traffic) makes the broker exchange at once
 // (noticeTenant), not at the next interval; until the answer its calls are
-// admitted and metered, except that a call creating a group or a
-// transactional id waits for it (countAllotment), since the tenant's
-// groups may all be at other brokers. While the control plane cannot be
+// admitted and metered. While the control plane cannot be
 // reached the last allotments stay in force. The system tenant (internal
 // topics) is never limited.
 
@@ -103,13 +102,13 @@ type quotas struct {
 	// logged once, not every interval. Exchanges hold mu while they apply
 	// their answer.
 	failing string
+	// res: the reservations of new groups and transactional ids
+	// (reserve.go), confirmed by the exchanges.
+	res *reservations
 	// asked: tenants with no allotment that asked for an exchange
 	// (noticeTenant), reported in the next exchange with or without
 	// traffic here.
 	asked map[string]bool
-	// exchanged is closed, and replaced, when an exchange ends, answered
-	// or not.
-	exchanged chan struct{}
 	// kick asks quotaLoop for an exchange now (honoured at most every
 	// kickSpacing, and not while exchanges fail).
 	kick        chan struct{}
@@ -117,17 +116,14 @@ type quotas struct {
 	// pinned: the allotments were put in force by hand (pin, in tests);
 	// exchanges still report but leave them.
 	pinned bool
-	// countWait bounds countAllotment's wait: two exchanges' timeouts
-	// (the one under way, then the one it asked for).
-	countWait time.Duration
 }
 
 // newQuotas returns the quota state of a broker exchanging every
 // interval.
 func newQuotas(m *quotaMetrics, interval time.Duration) *quotas {
 	q := &quotas{lim: quota.New(quota.Config{}), m: m, throttled: map[string]float64{},
-		asked: map[string]bool{}, exchanged: make(chan struct{}), kick: make(chan struct{}, 1),
-		kickSpacing: quotaKickSpacing(interval), countWait: 2 * quotaExchangeTimeout(interval)}
+		asked: map[string]bool{}, kick: make(chan struct{}, 1),
+		kickSpacing: quotaKickSpacing(interval), res: newReservations(interval)}
 	q.allot.Store(&map[string]*sluicev1.TenantAllotment{})
 	q.labelled.Store(&map[string]bool{})
 	return q
@@ -145,40 +141,6 @@ func limitedTenant(ctx context.Context) (string, bool) {
 
 func (q *quotas) allotment(tenantID string) *sluicev1.TenantAllotment {
 	return (*q.allot.Load())[tenantID]
-}
-
-// countAllotment is the tenant's allotment for deciding a count limit.
-// When the broker has none (the tenant has not been reported here since
-// it last had traffic or holdings), it reports the tenant in an exchange
-// run at once and waits for the answer, up to wait: the tenant's groups
-// and transactional ids may all be at other brokers, and only the control
-// plane sums them. Nil when no exchange answered in time (the control
-// plane unreachable: the call is admitted, as every call of a tenant with
-// no allotment is).
-func (q *quotas) countAllotment(ctx context.Context, tenantID string, wait time.Duration) *sluicev1.TenantAllotment {
-	if a := q.allotment(tenantID); a != nil {
-		return a
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	q.noticeTenant(tenantID)
-	// An exchange under way may have built its report before the ask:
-	// wait for the exchanges that follow too.
-	for {
-		q.mu.Lock()
-		exchanged := q.exchanged
-		q.mu.Unlock()
-		if a := q.allotment(tenantID); a != nil {
-			return a
-		}
-		select {
-		case <-exchanged:
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
-	}
 }
 
 // noticeTenant asks for an exchange at once when the broker has no
@@ -216,13 +178,6 @@ func (q *quotas) takeAsked() []string {
 	ids := slices.Collect(maps.Keys(q.asked))
 	clear(q.asked)
 	return ids
-}
-
-// exchangeEnded wakes the callers waiting in countAllotment. The caller
-// holds mu.
-func (q *quotas) exchangeEnded() {
-	close(q.exchanged)
-	q.exchanged = make(chan struct{})
 }
 
 // apply makes allotments the ones in force: each tenant's rates (a
@@ -400,52 +355,6 @@ func (q *quotas) chargeProducerID(ctx context.Context) {
 	if id, ok := limitedTenant(ctx); ok {
 		q.lim.Charge(id, quota.ProducerIDs, 1)
 	}
-}
-
-// countLimited reports whether a creation for tenantID by the caller
-// counts against the tenant's limits: a tenant's token (a broker acting
-// for a tenant is not limited), not the system tenant.
-func countLimited(ctx context.Context, tenantID string) bool {
-	_, ok := limitedTenant(ctx)
-	return ok && tenantID != systemTenantID
-}
-
-// admitGroup is the group coordinators' admission of a new group
-// (coordinator.Config.Admit: every call that would create a group passes
-// it, whatever RPC or front door it came through): refused while the
-// caller's tenant is at its group limit.
-func (q *quotas) admitGroup(ctx context.Context, tenantID, group string) (func(), error) {
-	if !countLimited(ctx, tenantID) {
-		return nil, nil
-	}
-	id := tenantID
-	a := q.countAllotment(ctx, id, q.countWait)
-	if !a.GetGroupsExceeded() {
-		return nil, nil
-	}
-	q.m.refused.WithLabelValues("max_groups").Inc()
-	return nil, countRefusal(id, "max_groups", fmt.Sprintf(
-		"tenant %s has %s, at or over its max_groups limit of %d: group %q would be a new one (existing groups are served; delete groups it no longer uses)",
-		id, usageCount(a.GetGroups(), "consumer groups"), a.GetLimits().GetMaxGroups(), group))
-}
-
-// admitTransactionalID is the transaction coordinators' admission of a
-// new transactional id (txn.Config.Admit): refused while the caller's
-// tenant is at its transactional-id limit. The id's new producer id is
-// decided by newProducerID.
-func (q *quotas) admitTransactionalID(ctx context.Context, tenantID, transactionalID string) (func(), error) {
-	if !countLimited(ctx, tenantID) {
-		return nil, nil
-	}
-	id := tenantID
-	a := q.countAllotment(ctx, id, q.countWait)
-	if !a.GetTransactionalIdsExceeded() {
-		return nil, nil
-	}
-	q.m.refused.WithLabelValues("max_transactional_ids").Inc()
-	return nil, countRefusal(id, "max_transactional_ids", fmt.Sprintf(
-		"tenant %s has %s, at or over its max_transactional_ids limit of %d: transactional id %q would be a new one (known ids are served; unused ids are forgotten after --transactional-id-expiration)",
-		id, usageCount(a.GetTransactionalIds(), "transactional ids"), a.GetLimits().GetMaxTransactionalIds(), transactionalID))
 }
 
 // refuseRate is the refusal of a request over the tenant's rate in d, and
@@ -652,7 +561,6 @@ func (b *Broker) exchangeQuotas(ctx context.Context, cp sluicev1connect.BrokerSe
 	res, err := cp.ExchangeQuotas(cctx, connect.NewRequest(req))
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	defer q.exchangeEnded()
 	if err != nil {
 		if ctx.Err() == nil && q.failing != err.Error() {
 			b.logger.Warn("exchange quotas with the control plane; the last allotments stay in force", "err", err)
@@ -664,6 +572,7 @@ func (b *Broker) exchangeQuotas(ctx context.Context, cp sluicev1connect.BrokerSe
 		b.logger.Info("exchanging quotas with the control plane again")
 		q.failing = ""
 	}
+	q.res.confirmed(req.GetApplied())
 	if !q.pinned {
 		q.apply(res.Msg.GetAllotments())
 	}
@@ -685,7 +594,8 @@ func quotaExchangeTimeout(interval time.Duration) time.Duration {
 // with traffic or holdings here (the system tenant left out), its offered
 // and admitted rates over the window, the local log bytes of its
 // partitions this broker leads, and the groups and transactional ids this
-// broker coordinates for it; nil before the broker has registered.
+// broker coordinates for it, with the reservations of new ones applied
+// before they were counted; nil before the broker has registered.
 func (b *Broker) quotaReport(ctx context.Context) *sluicev1.ExchangeQuotasRequest {
 	q := b.quota
 	meters, _ := q.lim.Window()
@@ -694,6 +604,10 @@ func (b *Broker) quotaReport(ctx context.Context) *sluicev1.ExchangeQuotasReques
 	if epoch == 0 {
 		return nil
 	}
+	// The reservations applied so far, taken before the groups and
+	// transactional ids are counted: each that created an object is in
+	// the counts below (unless its coordinator moved since).
+	applied := q.res.takeApplied()
 	reports := map[string]*sluicev1.TenantQuotaReport{}
 	report := func(id string) *sluicev1.TenantQuotaReport {
 		r := reports[id]
@@ -722,7 +636,7 @@ func (b *Broker) quotaReport(ctx context.Context) *sluicev1.ExchangeQuotasReques
 		}
 	}
 	delete(reports, systemTenantID)
-	req := &sluicev1.ExchangeQuotasRequest{BrokerId: b.cfg.ID, BrokerEpoch: epoch}
+	req := &sluicev1.ExchangeQuotasRequest{BrokerId: b.cfg.ID, BrokerEpoch: epoch, Applied: applied}
 	for _, id := range slices.Sorted(maps.Keys(reports)) {
 		req.Tenants = append(req.Tenants, reports[id])
 	}

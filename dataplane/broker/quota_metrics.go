@@ -21,6 +21,9 @@ type quotaMetrics struct {
 	// allotment: this broker's allotments summed over the tenants, by
 	// dimension.
 	allotment *prometheus.GaugeVec
+	// reservations: new groups and transactional ids this broker's
+	// coordinators reserved, by kind and result (reserve.go).
+	reservations *prometheus.CounterVec
 }
 
 func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
@@ -49,6 +52,10 @@ func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
 			Namespace: "sluice", Subsystem: "broker", Name: "quota_allotment",
 			Help: "This broker's allotments of the tenants' rate limits from the last quota exchange, summed over the tenants, per second, by dimension (producer_ids: ids per second).",
 		}, []string{"dimension"}),
+		reservations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "broker", Name: "count_reservations_total",
+			Help: "New groups and transactional ids the coordinators on this broker reserved at the control plane before creating them (max_groups, max_transactional_ids), by kind (group, transactional_id) and result: granted, refused (at the limit), unreserved (the control plane could not be reached: admitted without a reservation).",
+		}, []string{"kind", "result"}),
 	}
 	for d := range quota.Dimensions {
 		dim := quota.Dimension(d).String()
@@ -59,7 +66,12 @@ func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
 	for _, l := range []string{"max_total_storage_bytes", "max_groups", "max_transactional_ids"} {
 		m.refused.WithLabelValues(l)
 	}
-	reg.MustRegister(m.throttled, m.throttleSeconds, m.tenantThrottled, m.tenantThrottleSeconds, m.refused, m.allotment)
+	for _, k := range []string{"group", "transactional_id"} {
+		for _, r := range []string{"granted", "refused", "unreserved"} {
+			m.reservations.WithLabelValues(k, r)
+		}
+	}
+	reg.MustRegister(m.throttled, m.throttleSeconds, m.tenantThrottled, m.tenantThrottleSeconds, m.refused, m.allotment, m.reservations)
 	return m
 }
 

@@ -252,27 +252,37 @@ func TestBrokerQuotaFetch(t *testing.T) {
 
 // TestBrokerQuotaCounts: at its storage limit a tenant's produce is
 // refused (ResourceExhausted, QuotaFailure, no RetryInfo; the message
-// names the usage and the limit) while its fetches are served; at its
-// group limit a new group is refused (joining, committing or resetting
-// offsets) and an existing one served; at its transactional-id limit InitProducerId with
-// a new id is refused and with a known one served. Once the flags clear,
-// all are admitted.
+// names the usage and the limit) while its fetches are served. At its
+// group limit (the control plane refusing the coordinator's reservation)
+// a new group is refused, whether joining, committing or resetting
+// offsets, and an existing one served; at its transactional-id limit
+// InitProducerId with a new id is refused and with a known one served.
+// With the limits raised, all are admitted.
 func TestBrokerQuotaCounts(t *testing.T) {
 	t.Parallel()
 	c := startQuotaCluster(t)
 	c.waitTopicLed(t, systemTenantID, txnStateTopic)
 	ctx := context.Background()
+	setLimits := func(n int32) {
+		operator := sluicev1connect.NewOperatorServiceClient(h2c.Client(), c.endpoint, connect.WithInterceptors(tenants.Bearer(testOperatorToken)))
+		_, err := operator.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: c.tenantID,
+			Overrides: &sluicev1.LimitOverrides{MaxGroups: &n, MaxTransactionalIds: &n}}))
+		require.NoError(t, err)
+	}
+	setLimits(1)
 	rc := c.leaderRecords(t, 0)
 	c.produce(t, 0, 5, time.Now())
+	// Reserved at the control plane and created (pending there: the
+	// exchanges, a minute apart, have not reported them yet).
 	c.commit(t, "existing", map[int32]int64{0: 1})
 	tc := c.clientsOf(0)
 	_, err := initProducer(t, tc, "known", 0)
 	require.NoError(t, err)
 
 	c.allot(&sluicev1.TenantAllotment{
-		TenantId: c.tenantID, StorageExceeded: true, GroupsExceeded: true, TransactionalIdsExceeded: true,
+		TenantId: c.tenantID, StorageExceeded: true,
 		Limits:       &sluicev1.Limits{MaxTotalStorageBytes: 1 << 30, MaxGroups: 1, MaxTransactionalIds: 1},
-		StorageBytes: 3 << 29, Groups: 1, TransactionalIds: 1,
+		StorageBytes: 3 << 29,
 	})
 
 	_, err = rc.Produce(ctx, valueOf(0, 10))
@@ -318,6 +328,7 @@ func TestBrokerQuotaCounts(t *testing.T) {
 
 	// Under the limits again.
 	c.allot(&sluicev1.TenantAllotment{TenantId: c.tenantID, Limits: &sluicev1.Limits{MaxTotalStorageBytes: 1 << 30, MaxGroups: 2, MaxTransactionalIds: 2}})
+	setLimits(2)
 	_, err = rc.Produce(ctx, valueOf(0, 10))
 	require.NoError(t, err)
 	_, err = initProducer(t, tc, "new", 0)
@@ -328,13 +339,18 @@ func TestBrokerQuotaCounts(t *testing.T) {
 // TestBrokerQuotaReport: what a broker reports in its quota exchange: per
 // tenant its offered and admitted rates over the window, and on the
 // brokers that lead its partitions, coordinate its groups and its
-// transactional ids, those holdings; never the system tenant. When the
-// control plane cannot be reached the allotments in force stay.
+// transactional ids, those holdings, with the reservations of the group
+// and the id it created (applied, to confirm); never the system tenant.
+// When the control plane cannot be reached the allotments in force stay.
 func TestBrokerQuotaReport(t *testing.T) {
 	t.Parallel()
 	c := startQuotaCluster(t)
 	c.waitTopicLed(t, systemTenantID, txnStateTopic)
 	ctx := context.Background()
+	// An allotment (no limits) everywhere: the tenant's calls ask for no
+	// early exchange, so none confirms the reservations before the
+	// reports below are read.
+	c.allot(&sluicev1.TenantAllotment{TenantId: c.tenantID})
 	for p := range int32(2) {
 		_, err := c.leaderRecords(t, p).Produce(ctx, valueOf(p, 1000))
 		require.NoError(t, err)
@@ -346,11 +362,16 @@ func TestBrokerQuotaReport(t *testing.T) {
 	var hot int64
 	var groups, txnIDs int32
 	var offeredProduce, offeredRequests float64
+	var applied []string
 	for _, b := range c.brokers {
 		req := b.quotaReport(ctx)
 		require.NotNil(t, req)
 		require.Equal(t, b.cfg.ID, req.GetBrokerId())
 		require.Equal(t, b.brokerEpoch.Load(), req.GetBrokerEpoch())
+		for _, o := range req.GetApplied() {
+			require.Equal(t, c.tenantID, o.GetTenantId())
+			applied = append(applied, o.GetKind().String()+" "+o.GetName())
+		}
 		for _, r := range req.GetTenants() {
 			require.NotEqual(t, systemTenantID, r.GetTenantId())
 			require.Equal(t, c.tenantID, r.GetTenantId())
@@ -364,6 +385,8 @@ func TestBrokerQuotaReport(t *testing.T) {
 	require.Greater(t, hot, int64(2000), "the leaders' logs of both partitions")
 	require.Equal(t, int32(1), groups)
 	require.Equal(t, int32(1), txnIDs)
+	require.ElementsMatch(t, []string{"COUNTED_KIND_GROUP g", "COUNTED_KIND_TRANSACTIONAL_ID job"}, applied,
+		"the reservations of the group and the id, applied, not yet confirmed (no exchange answered since)")
 	require.Positive(t, offeredProduce)
 	require.Positive(t, offeredRequests)
 
@@ -389,8 +412,8 @@ func TestBrokerQuotaReport(t *testing.T) {
 // where the traffic is, holding most of it; a produce over it is refused
 // with a RetryInfo, the message naming the cluster-wide limit. The groups
 // the brokers report are summed against max_groups: at the limit a new
-// group is refused, the existing one served; and storage over
-// max_total_storage_bytes refuses produce without a RetryInfo.
+// group's reservation is refused, the existing one served; and storage
+// over max_total_storage_bytes refuses produce without a RetryInfo.
 func TestBrokerQuotaThroughControlPlane(t *testing.T) {
 	t.Parallel()
 	c := startTestCluster(t, testClusterOpts{broker: func(c *Config) { c.QuotaExchangeInterval = 200 * time.Millisecond }})
@@ -439,23 +462,19 @@ func TestBrokerQuotaThroughControlPlane(t *testing.T) {
 	require.Equal(t, "produce_bytes_per_sec", v.GetDescription())
 	require.ErrorContains(t, err, "96 KiB/s across the cluster")
 
-	// Groups: the brokers report the one group, the control plane says
-	// the tenant is at its limit. The new group's coordinator is made to
-	// forget the tenant's allotment, as a broker the tenant never used
-	// has none: it asks the control plane before creating the group.
-	testenv.Wait(t, 30*time.Second, "the control plane deciding the tenant is at max_groups", func() error {
+	// Groups: the brokers report the one group; the new group's
+	// coordinator reserves it at the control plane, which refuses: the
+	// tenant is at its limit.
+	testenv.Wait(t, 30*time.Second, "the existing group reported", func() error {
 		for _, b := range c.brokers {
-			if b.quota.allotment(c.tenantID).GetGroupsExceeded() {
+			if b.quota.allotment(c.tenantID).GetGroups() == 1 {
 				return nil
 			}
 		}
-		return errors.New("no broker's allotment says groups_exceeded")
+		return errors.New("no broker's allotment counts the group")
 	})
-	coord := c.brokers[c.coordinatorOf(t, "new")-1]
-	coord.quota.apply(nil)
 	_, err = c.groups.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: "new", SubscribedTopics: []string{"orders"}, SubscriptionSet: true}))
 	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "heartbeat of a new group: %v", err)
-	require.NotNil(t, coord.quota.allotment(c.tenantID), "the coordinator exchanged for the tenant")
 	ri, v = quotaDetails(t, err)
 	require.Nil(t, ri)
 	require.Equal(t, "max_groups", v.GetDescription())
@@ -665,50 +684,6 @@ func TestBrokerQuotaForwardedChargedOnce(t *testing.T) {
 	}
 	_, v := quotaDetails(t, err)
 	require.Equal(t, "requests_per_sec", v.GetDescription())
-}
-
-// TestQuotaCountAllotment: a call creating a group or a transactional id
-// for a tenant with no allotment here asks for an exchange at once and
-// decides on its answer; with no answer within the wait (the control
-// plane unreachable) it goes on without one, and the tenant stays asked
-// for, to be reported in the next exchange.
-func TestQuotaCountAllotment(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	q := newQuotas(newQuotaMetrics(prometheus.NewRegistry()), time.Second)
-
-	// No exchange answers.
-	start := time.Now()
-	require.Nil(t, q.countAllotment(ctx, "t1", 50*time.Millisecond))
-	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
-	require.Len(t, q.kick, 1, "an exchange asked for")
-	<-q.kick
-	require.Equal(t, []string{"t1"}, q.takeAsked())
-	require.Empty(t, q.takeAsked())
-
-	// A loop that answers when asked, after one exchange that had
-	// built its report before the ask and answers without the tenant.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		<-q.kick
-		q.mu.Lock()
-		q.exchangeEnded()
-		q.mu.Unlock()
-		asked := q.takeAsked()
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		var as []*sluicev1.TenantAllotment
-		for _, id := range asked {
-			as = append(as, &sluicev1.TenantAllotment{TenantId: id, GroupsExceeded: true})
-		}
-		q.apply(as)
-		q.exchangeEnded()
-	}()
-	a := q.countAllotment(ctx, "t2", time.Minute)
-	<-done
-	require.True(t, a.GetGroupsExceeded())
-	require.Equal(t, a, q.countAllotment(ctx, "t2", 0), "known now: no wait")
 }
 
 // TestQuotaScheduleEarlyExchanges: tenants with no allotment get an

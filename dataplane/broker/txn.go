@@ -124,7 +124,7 @@ func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta
 		return &txnCoordinator{p: p, Coordinator: txn.New(offsetsPartition{b, p}, txn.Config{
 			Partition: pm.partition, LeaderEpoch: epoch,
 			AllocateProducerID: b.newProducerID,
-			Admit:              b.quota.admitTransactionalID,
+			Admit:              b.admitTransactionalID,
 			Markers:            &markerWriter{b: b, current: func() bool { return p.LeadsAt(epoch) }},
 			DefaultTimeout:     min(time.Minute, b.cfg.MaxTransactionTimeout),
 			MaxTimeout:         b.cfg.MaxTransactionTimeout,

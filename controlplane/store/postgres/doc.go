@@ -63,6 +63,15 @@
 //     inserts) and moves with SELECT … FOR UPDATE then UPDATE (racing
 //     movers queue on the row and re-read the committed state).
 //     CreateWebhook locks the tenant row as CreateTopic does.
+//   - ReserveObjects locks the tenant row as CreateTopic does, then every
+//     pending reservation of the tenant in (kind, name) order (SELECT …
+//     ORDER BY … FOR UPDATE), then reads the fresh quota reports, decides
+//     and upserts the grants. PutQuotaReports, after replacing the broker's
+//     reports, locks the reservations it confirms in (tenant, kind, name)
+//     order and deletes them: the two lock reservation rows in one order,
+//     and a confirmation either commits before a decision locks its row or
+//     waits for the decision, so no decision sees a report without its
+//     reservation's deletion, or the other way round.
 //     ClaimDeliveries leases rows picked FOR UPDATE SKIP LOCKED; the Mark…
 //     calls lock the delivery and check the lease token.
 //   - The metadata version row is bumped by triggers (migrations/00002) in

@@ -385,8 +385,12 @@ func usageStrings(rows *sql.Rows) ([]string, error) {
 }
 
 // PutQuotaReports implements store.UsageStore.
-func (s *Store) PutQuotaReports(ctx context.Context, brokerID int32, at time.Time, reports []store.QuotaReport) error {
+func (s *Store) PutQuotaReports(ctx context.Context, brokerID int32, at time.Time, reports []store.QuotaReport, applied []store.ObjectReservation) error {
 	reports, err := store.CheckQuotaReports(brokerID, at, reports)
+	if err != nil {
+		return err
+	}
+	applied, err = store.CheckConfirmations(applied)
 	if err != nil {
 		return err
 	}
@@ -425,7 +429,7 @@ func (s *Store) PutQuotaReports(ctx context.Context, brokerID int32, at time.Tim
 			}
 			reports = reports[n:]
 		}
-		return nil
+		return s.confirmReservations(ctx, tx, brokerID, applied)
 	})
 }
 

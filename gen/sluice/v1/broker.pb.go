@@ -77,6 +77,58 @@ func (RemoteSegmentState) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{0}
 }
 
+// CountedKind is a kind of named object counted against a tenant's limit.
+type CountedKind int32
+
+const (
+	CountedKind_COUNTED_KIND_UNSPECIFIED CountedKind = 0
+	// A consumer group (max_groups).
+	CountedKind_COUNTED_KIND_GROUP CountedKind = 1
+	// A transactional id (max_transactional_ids).
+	CountedKind_COUNTED_KIND_TRANSACTIONAL_ID CountedKind = 2
+)
+
+// Enum value maps for CountedKind.
+var (
+	CountedKind_name = map[int32]string{
+		0: "COUNTED_KIND_UNSPECIFIED",
+		1: "COUNTED_KIND_GROUP",
+		2: "COUNTED_KIND_TRANSACTIONAL_ID",
+	}
+	CountedKind_value = map[string]int32{
+		"COUNTED_KIND_UNSPECIFIED":      0,
+		"COUNTED_KIND_GROUP":            1,
+		"COUNTED_KIND_TRANSACTIONAL_ID": 2,
+	}
+)
+
+func (x CountedKind) Enum() *CountedKind {
+	p := new(CountedKind)
+	*p = x
+	return p
+}
+
+func (x CountedKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CountedKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_broker_proto_enumTypes[1].Descriptor()
+}
+
+func (CountedKind) Type() protoreflect.EnumType {
+	return &file_sluice_v1_broker_proto_enumTypes[1]
+}
+
+func (x CountedKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CountedKind.Descriptor instead.
+func (CountedKind) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{1}
+}
+
 // RemoteSegment describes one segment copied to the object store: the
 // batches [base_offset, end_offset] in the log's on-disk format.
 type RemoteSegment struct {
@@ -2283,7 +2335,13 @@ type ExchangeQuotasRequest struct {
 	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	// Every tenant with traffic or holdings at this broker; one entry each.
-	Tenants       []*TenantQuotaReport `protobuf:"bytes,3,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	Tenants []*TenantQuotaReport `protobuf:"bytes,3,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	// The reservations this broker was granted and has applied (created the
+	// object, or failed to) before it counted the holdings in tenants, so a
+	// confirmed object that exists is in those counts. Sent again until an
+	// exchange carrying them is answered; confirming one twice is harmless
+	// (its token names one grant).
+	Applied       []*ObjectReservation `protobuf:"bytes,4,rep,name=applied,proto3" json:"applied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2339,6 +2397,255 @@ func (x *ExchangeQuotasRequest) GetTenants() []*TenantQuotaReport {
 	return nil
 }
 
+func (x *ExchangeQuotasRequest) GetApplied() []*ObjectReservation {
+	if x != nil {
+		return x.Applied
+	}
+	return nil
+}
+
+// ObjectReservation names one new object a broker is about to create.
+type ObjectReservation struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Kind     CountedKind            `protobuf:"varint,2,opt,name=kind,proto3,enum=sluice.v1.CountedKind" json:"kind,omitempty"`
+	// The group id or transactional id: 1 to 255 bytes.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Chosen by the broker, a different one for every reservation it asks
+	// for: the grant its confirmation ends (a later grant of the same name
+	// has another token and stays pending).
+	Token         int64 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectReservation) Reset() {
+	*x = ObjectReservation{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectReservation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectReservation) ProtoMessage() {}
+
+func (x *ObjectReservation) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectReservation.ProtoReflect.Descriptor instead.
+func (*ObjectReservation) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ObjectReservation) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ObjectReservation) GetKind() CountedKind {
+	if x != nil {
+		return x.Kind
+	}
+	return CountedKind_COUNTED_KIND_UNSPECIFIED
+}
+
+func (x *ObjectReservation) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ObjectReservation) GetToken() int64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+type ReserveObjectsRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	// At most 10,000.
+	Reservations  []*ObjectReservation `protobuf:"bytes,3,rep,name=reservations,proto3" json:"reservations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveObjectsRequest) Reset() {
+	*x = ReserveObjectsRequest{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveObjectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveObjectsRequest) ProtoMessage() {}
+
+func (x *ReserveObjectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveObjectsRequest.ProtoReflect.Descriptor instead.
+func (*ReserveObjectsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ReserveObjectsRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *ReserveObjectsRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *ReserveObjectsRequest) GetReservations() []*ObjectReservation {
+	if x != nil {
+		return x.Reservations
+	}
+	return nil
+}
+
+// ObjectReservationResult is the decision of one reservation.
+type ObjectReservationResult struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Granted bool                   `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	// The tenant's count of the kind when it was decided (reported plus
+	// pending), and its limit: for the refusal's message.
+	Count         int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Limit         int64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectReservationResult) Reset() {
+	*x = ObjectReservationResult{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectReservationResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectReservationResult) ProtoMessage() {}
+
+func (x *ObjectReservationResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectReservationResult.ProtoReflect.Descriptor instead.
+func (*ObjectReservationResult) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ObjectReservationResult) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *ObjectReservationResult) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ObjectReservationResult) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ReserveObjectsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per reservation of the request, in its order.
+	Results       []*ObjectReservationResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveObjectsResponse) Reset() {
+	*x = ReserveObjectsResponse{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveObjectsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveObjectsResponse) ProtoMessage() {}
+
+func (x *ReserveObjectsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveObjectsResponse.ProtoReflect.Descriptor instead.
+func (*ReserveObjectsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ReserveObjectsResponse) GetResults() []*ObjectReservationResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 // TenantAllotment is one broker's part of one tenant's limits.
 type TenantAllotment struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -2349,9 +2656,12 @@ type TenantAllotment struct {
 	// The tenant holds at least its storage limit (hot plus cold): refuse
 	// its produce requests.
 	StorageExceeded bool `protobuf:"varint,3,opt,name=storage_exceeded,json=storageExceeded,proto3" json:"storage_exceeded,omitempty"`
-	// The tenant has its limit of consumer groups: refuse creating another.
+	// The reported groups reach the tenant's limit. Informational: brokers
+	// decide each new group with ReserveObjects, which also counts the
+	// groups being created.
 	GroupsExceeded bool `protobuf:"varint,4,opt,name=groups_exceeded,json=groupsExceeded,proto3" json:"groups_exceeded,omitempty"`
-	// The tenant has its limit of transactional ids: refuse another.
+	// The reported transactional ids reach the tenant's limit.
+	// Informational, as groups_exceeded.
 	TransactionalIdsExceeded bool `protobuf:"varint,5,opt,name=transactional_ids_exceeded,json=transactionalIdsExceeded,proto3" json:"transactional_ids_exceeded,omitempty"`
 	// The tenant's cluster-wide limits, for error messages.
 	Limits *Limits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
@@ -2367,7 +2677,7 @@ type TenantAllotment struct {
 
 func (x *TenantAllotment) Reset() {
 	*x = TenantAllotment{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[33]
+	mi := &file_sluice_v1_broker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2689,7 @@ func (x *TenantAllotment) String() string {
 func (*TenantAllotment) ProtoMessage() {}
 
 func (x *TenantAllotment) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[33]
+	mi := &file_sluice_v1_broker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2702,7 @@ func (x *TenantAllotment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantAllotment.ProtoReflect.Descriptor instead.
 func (*TenantAllotment) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TenantAllotment) GetTenantId() string {
@@ -2468,7 +2778,7 @@ type ExchangeQuotasResponse struct {
 
 func (x *ExchangeQuotasResponse) Reset() {
 	*x = ExchangeQuotasResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[34]
+	mi := &file_sluice_v1_broker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2790,7 @@ func (x *ExchangeQuotasResponse) String() string {
 func (*ExchangeQuotasResponse) ProtoMessage() {}
 
 func (x *ExchangeQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[34]
+	mi := &file_sluice_v1_broker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2803,7 @@ func (x *ExchangeQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ExchangeQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExchangeQuotasResponse) GetAllotments() []*TenantAllotment {
@@ -2517,7 +2827,7 @@ type TenantUsageCounters struct {
 
 func (x *TenantUsageCounters) Reset() {
 	*x = TenantUsageCounters{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[35]
+	mi := &file_sluice_v1_broker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2839,7 @@ func (x *TenantUsageCounters) String() string {
 func (*TenantUsageCounters) ProtoMessage() {}
 
 func (x *TenantUsageCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[35]
+	mi := &file_sluice_v1_broker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2852,7 @@ func (x *TenantUsageCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantUsageCounters.ProtoReflect.Descriptor instead.
 func (*TenantUsageCounters) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TenantUsageCounters) GetTenantId() string {
@@ -2587,7 +2897,7 @@ type IngressRange struct {
 
 func (x *IngressRange) Reset() {
 	*x = IngressRange{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[36]
+	mi := &file_sluice_v1_broker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2909,7 @@ func (x *IngressRange) String() string {
 func (*IngressRange) ProtoMessage() {}
 
 func (x *IngressRange) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[36]
+	mi := &file_sluice_v1_broker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2922,7 @@ func (x *IngressRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngressRange.ProtoReflect.Descriptor instead.
 func (*IngressRange) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{36}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *IngressRange) GetTopicId() string {
@@ -2672,7 +2982,7 @@ type ReportUsageRequest struct {
 
 func (x *ReportUsageRequest) Reset() {
 	*x = ReportUsageRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[37]
+	mi := &file_sluice_v1_broker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2994,7 @@ func (x *ReportUsageRequest) String() string {
 func (*ReportUsageRequest) ProtoMessage() {}
 
 func (x *ReportUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[37]
+	mi := &file_sluice_v1_broker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +3007,7 @@ func (x *ReportUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportUsageRequest.ProtoReflect.Descriptor instead.
 func (*ReportUsageRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{37}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReportUsageRequest) GetBrokerId() int32 {
@@ -2747,7 +3057,7 @@ type IngressCursor struct {
 
 func (x *IngressCursor) Reset() {
 	*x = IngressCursor{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[38]
+	mi := &file_sluice_v1_broker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2759,7 +3069,7 @@ func (x *IngressCursor) String() string {
 func (*IngressCursor) ProtoMessage() {}
 
 func (x *IngressCursor) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[38]
+	mi := &file_sluice_v1_broker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2772,7 +3082,7 @@ func (x *IngressCursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngressCursor.ProtoReflect.Descriptor instead.
 func (*IngressCursor) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{38}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *IngressCursor) GetTopicId() string {
@@ -2809,7 +3119,7 @@ type ReportUsageResponse struct {
 
 func (x *ReportUsageResponse) Reset() {
 	*x = ReportUsageResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[39]
+	mi := &file_sluice_v1_broker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +3131,7 @@ func (x *ReportUsageResponse) String() string {
 func (*ReportUsageResponse) ProtoMessage() {}
 
 func (x *ReportUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[39]
+	mi := &file_sluice_v1_broker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +3144,7 @@ func (x *ReportUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportUsageResponse.ProtoReflect.Descriptor instead.
 func (*ReportUsageResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{39}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReportUsageResponse) GetDuplicate() bool {
@@ -3020,11 +3330,27 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\badmitted\x18\x03 \x01(\v2\x15.sluice.v1.QuotaRatesR\badmitted\x12*\n" +
 	"\x11hot_storage_bytes\x18\x04 \x01(\x03R\x0fhotStorageBytes\x12\x16\n" +
 	"\x06groups\x18\x05 \x01(\x05R\x06groups\x12+\n" +
-	"\x11transactional_ids\x18\x06 \x01(\x05R\x10transactionalIds\"\x8f\x01\n" +
+	"\x11transactional_ids\x18\x06 \x01(\x05R\x10transactionalIds\"\xc7\x01\n" +
 	"\x15ExchangeQuotasRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x126\n" +
-	"\atenants\x18\x03 \x03(\v2\x1c.sluice.v1.TenantQuotaReportR\atenants\"\x82\x03\n" +
+	"\atenants\x18\x03 \x03(\v2\x1c.sluice.v1.TenantQuotaReportR\atenants\x126\n" +
+	"\aapplied\x18\x04 \x03(\v2\x1c.sluice.v1.ObjectReservationR\aapplied\"\x86\x01\n" +
+	"\x11ObjectReservation\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12*\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x16.sluice.v1.CountedKindR\x04kind\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x03R\x05token\"\x99\x01\n" +
+	"\x15ReserveObjectsRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12@\n" +
+	"\freservations\x18\x03 \x03(\v2\x1c.sluice.v1.ObjectReservationR\freservations\"_\n" +
+	"\x17ObjectReservationResult\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\bR\agranted\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\"V\n" +
+	"\x16ReserveObjectsResponse\x12<\n" +
+	"\aresults\x18\x01 \x03(\v2\".sluice.v1.ObjectReservationResultR\aresults\"\x82\x03\n" +
 	"\x0fTenantAllotment\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12+\n" +
 	"\x05rates\x18\x02 \x01(\v2\x15.sluice.v1.QuotaRatesR\x05rates\x12)\n" +
@@ -3070,7 +3396,11 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"!REMOTE_SEGMENT_STATE_COPY_STARTED\x10\x01\x12&\n" +
 	"\"REMOTE_SEGMENT_STATE_COPY_FINISHED\x10\x02\x12'\n" +
 	"#REMOTE_SEGMENT_STATE_DELETE_STARTED\x10\x03\x12 \n" +
-	"\x1cREMOTE_SEGMENT_STATE_DELETED\x10\x042\xfc\b\n" +
+	"\x1cREMOTE_SEGMENT_STATE_DELETED\x10\x04*f\n" +
+	"\vCountedKind\x12\x1c\n" +
+	"\x18COUNTED_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12COUNTED_KIND_GROUP\x10\x01\x12!\n" +
+	"\x1dCOUNTED_KIND_TRANSACTIONAL_ID\x10\x022\xd5\t\n" +
 	"\rBrokerService\x12W\n" +
 	"\x0eRegisterBroker\x12 .sluice.v1.RegisterBrokerRequest\x1a!.sluice.v1.RegisterBrokerResponse\"\x00\x12Z\n" +
 	"\x0fHeartbeatBroker\x12!.sluice.v1.HeartbeatBrokerRequest\x1a\".sluice.v1.HeartbeatBrokerResponse\"\x00\x12c\n" +
@@ -3082,7 +3412,8 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x10AddRemoteSegment\x12\".sluice.v1.AddRemoteSegmentRequest\x1a#.sluice.v1.AddRemoteSegmentResponse\"\x00\x12f\n" +
 	"\x13UpdateRemoteSegment\x12%.sluice.v1.UpdateRemoteSegmentRequest\x1a&.sluice.v1.UpdateRemoteSegmentResponse\"\x00\x12c\n" +
 	"\x12ListRemoteSegments\x12$.sluice.v1.ListRemoteSegmentsRequest\x1a%.sluice.v1.ListRemoteSegmentsResponse\"\x00\x12W\n" +
-	"\x0eExchangeQuotas\x12 .sluice.v1.ExchangeQuotasRequest\x1a!.sluice.v1.ExchangeQuotasResponse\"\x00\x12N\n" +
+	"\x0eExchangeQuotas\x12 .sluice.v1.ExchangeQuotasRequest\x1a!.sluice.v1.ExchangeQuotasResponse\"\x00\x12W\n" +
+	"\x0eReserveObjects\x12 .sluice.v1.ReserveObjectsRequest\x1a!.sluice.v1.ReserveObjectsResponse\"\x00\x12N\n" +
 	"\vReportUsage\x12\x1d.sluice.v1.ReportUsageRequest\x1a\x1e.sluice.v1.ReportUsageResponse\"\x00B\x94\x01\n" +
 	"\rcom.sluice.v1B\vBrokerProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -3099,120 +3430,131 @@ func file_sluice_v1_broker_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_broker_proto_rawDescData
 }
 
-var file_sluice_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_sluice_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_sluice_v1_broker_proto_goTypes = []any{
 	(RemoteSegmentState)(0),             // 0: sluice.v1.RemoteSegmentState
-	(*RemoteSegment)(nil),               // 1: sluice.v1.RemoteSegment
-	(*EpochStart)(nil),                  // 2: sluice.v1.EpochStart
-	(*AddRemoteSegmentRequest)(nil),     // 3: sluice.v1.AddRemoteSegmentRequest
-	(*AddRemoteSegmentResponse)(nil),    // 4: sluice.v1.AddRemoteSegmentResponse
-	(*UpdateRemoteSegmentRequest)(nil),  // 5: sluice.v1.UpdateRemoteSegmentRequest
-	(*UpdateRemoteSegmentResponse)(nil), // 6: sluice.v1.UpdateRemoteSegmentResponse
-	(*ListRemoteSegmentsRequest)(nil),   // 7: sluice.v1.ListRemoteSegmentsRequest
-	(*ListRemoteSegmentsResponse)(nil),  // 8: sluice.v1.ListRemoteSegmentsResponse
-	(*RemoteSegmentsState)(nil),         // 9: sluice.v1.RemoteSegmentsState
-	(*AllocateProducerIdsRequest)(nil),  // 10: sluice.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 11: sluice.v1.AllocateProducerIdsResponse
-	(*RegisterBrokerRequest)(nil),       // 12: sluice.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),      // 13: sluice.v1.RegisterBrokerResponse
-	(*HeartbeatBrokerRequest)(nil),      // 14: sluice.v1.HeartbeatBrokerRequest
-	(*HeartbeatBrokerResponse)(nil),     // 15: sluice.v1.HeartbeatBrokerResponse
-	(*ListRevokedAPIKeysRequest)(nil),   // 16: sluice.v1.ListRevokedAPIKeysRequest
-	(*RevokedAPIKey)(nil),               // 17: sluice.v1.RevokedAPIKey
-	(*ListRevokedAPIKeysResponse)(nil),  // 18: sluice.v1.ListRevokedAPIKeysResponse
-	(*WatchAssignmentsRequest)(nil),     // 19: sluice.v1.WatchAssignmentsRequest
-	(*WatchAssignmentsResponse)(nil),    // 20: sluice.v1.WatchAssignmentsResponse
-	(*PartitionAssignment)(nil),         // 21: sluice.v1.PartitionAssignment
-	(*BrokerEndpoint)(nil),              // 22: sluice.v1.BrokerEndpoint
-	(*AlterPartitionRequest)(nil),       // 23: sluice.v1.AlterPartitionRequest
-	(*BrokerEpoch)(nil),                 // 24: sluice.v1.BrokerEpoch
-	(*AlterPartitionResponse)(nil),      // 25: sluice.v1.AlterPartitionResponse
-	(*AlterPartitionsRequest)(nil),      // 26: sluice.v1.AlterPartitionsRequest
-	(*AlterPartitionsItem)(nil),         // 27: sluice.v1.AlterPartitionsItem
-	(*AlterPartitionsResponse)(nil),     // 28: sluice.v1.AlterPartitionsResponse
-	(*AlterPartitionsResult)(nil),       // 29: sluice.v1.AlterPartitionsResult
-	(*AlterPartitionsError)(nil),        // 30: sluice.v1.AlterPartitionsError
-	(*QuotaRates)(nil),                  // 31: sluice.v1.QuotaRates
-	(*TenantQuotaReport)(nil),           // 32: sluice.v1.TenantQuotaReport
-	(*ExchangeQuotasRequest)(nil),       // 33: sluice.v1.ExchangeQuotasRequest
-	(*TenantAllotment)(nil),             // 34: sluice.v1.TenantAllotment
-	(*ExchangeQuotasResponse)(nil),      // 35: sluice.v1.ExchangeQuotasResponse
-	(*TenantUsageCounters)(nil),         // 36: sluice.v1.TenantUsageCounters
-	(*IngressRange)(nil),                // 37: sluice.v1.IngressRange
-	(*ReportUsageRequest)(nil),          // 38: sluice.v1.ReportUsageRequest
-	(*IngressCursor)(nil),               // 39: sluice.v1.IngressCursor
-	(*ReportUsageResponse)(nil),         // 40: sluice.v1.ReportUsageResponse
-	(*timestamppb.Timestamp)(nil),       // 41: google.protobuf.Timestamp
-	(*TopicConfig)(nil),                 // 42: sluice.v1.TopicConfig
-	(*Limits)(nil),                      // 43: sluice.v1.Limits
+	(CountedKind)(0),                    // 1: sluice.v1.CountedKind
+	(*RemoteSegment)(nil),               // 2: sluice.v1.RemoteSegment
+	(*EpochStart)(nil),                  // 3: sluice.v1.EpochStart
+	(*AddRemoteSegmentRequest)(nil),     // 4: sluice.v1.AddRemoteSegmentRequest
+	(*AddRemoteSegmentResponse)(nil),    // 5: sluice.v1.AddRemoteSegmentResponse
+	(*UpdateRemoteSegmentRequest)(nil),  // 6: sluice.v1.UpdateRemoteSegmentRequest
+	(*UpdateRemoteSegmentResponse)(nil), // 7: sluice.v1.UpdateRemoteSegmentResponse
+	(*ListRemoteSegmentsRequest)(nil),   // 8: sluice.v1.ListRemoteSegmentsRequest
+	(*ListRemoteSegmentsResponse)(nil),  // 9: sluice.v1.ListRemoteSegmentsResponse
+	(*RemoteSegmentsState)(nil),         // 10: sluice.v1.RemoteSegmentsState
+	(*AllocateProducerIdsRequest)(nil),  // 11: sluice.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil), // 12: sluice.v1.AllocateProducerIdsResponse
+	(*RegisterBrokerRequest)(nil),       // 13: sluice.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),      // 14: sluice.v1.RegisterBrokerResponse
+	(*HeartbeatBrokerRequest)(nil),      // 15: sluice.v1.HeartbeatBrokerRequest
+	(*HeartbeatBrokerResponse)(nil),     // 16: sluice.v1.HeartbeatBrokerResponse
+	(*ListRevokedAPIKeysRequest)(nil),   // 17: sluice.v1.ListRevokedAPIKeysRequest
+	(*RevokedAPIKey)(nil),               // 18: sluice.v1.RevokedAPIKey
+	(*ListRevokedAPIKeysResponse)(nil),  // 19: sluice.v1.ListRevokedAPIKeysResponse
+	(*WatchAssignmentsRequest)(nil),     // 20: sluice.v1.WatchAssignmentsRequest
+	(*WatchAssignmentsResponse)(nil),    // 21: sluice.v1.WatchAssignmentsResponse
+	(*PartitionAssignment)(nil),         // 22: sluice.v1.PartitionAssignment
+	(*BrokerEndpoint)(nil),              // 23: sluice.v1.BrokerEndpoint
+	(*AlterPartitionRequest)(nil),       // 24: sluice.v1.AlterPartitionRequest
+	(*BrokerEpoch)(nil),                 // 25: sluice.v1.BrokerEpoch
+	(*AlterPartitionResponse)(nil),      // 26: sluice.v1.AlterPartitionResponse
+	(*AlterPartitionsRequest)(nil),      // 27: sluice.v1.AlterPartitionsRequest
+	(*AlterPartitionsItem)(nil),         // 28: sluice.v1.AlterPartitionsItem
+	(*AlterPartitionsResponse)(nil),     // 29: sluice.v1.AlterPartitionsResponse
+	(*AlterPartitionsResult)(nil),       // 30: sluice.v1.AlterPartitionsResult
+	(*AlterPartitionsError)(nil),        // 31: sluice.v1.AlterPartitionsError
+	(*QuotaRates)(nil),                  // 32: sluice.v1.QuotaRates
+	(*TenantQuotaReport)(nil),           // 33: sluice.v1.TenantQuotaReport
+	(*ExchangeQuotasRequest)(nil),       // 34: sluice.v1.ExchangeQuotasRequest
+	(*ObjectReservation)(nil),           // 35: sluice.v1.ObjectReservation
+	(*ReserveObjectsRequest)(nil),       // 36: sluice.v1.ReserveObjectsRequest
+	(*ObjectReservationResult)(nil),     // 37: sluice.v1.ObjectReservationResult
+	(*ReserveObjectsResponse)(nil),      // 38: sluice.v1.ReserveObjectsResponse
+	(*TenantAllotment)(nil),             // 39: sluice.v1.TenantAllotment
+	(*ExchangeQuotasResponse)(nil),      // 40: sluice.v1.ExchangeQuotasResponse
+	(*TenantUsageCounters)(nil),         // 41: sluice.v1.TenantUsageCounters
+	(*IngressRange)(nil),                // 42: sluice.v1.IngressRange
+	(*ReportUsageRequest)(nil),          // 43: sluice.v1.ReportUsageRequest
+	(*IngressCursor)(nil),               // 44: sluice.v1.IngressCursor
+	(*ReportUsageResponse)(nil),         // 45: sluice.v1.ReportUsageResponse
+	(*timestamppb.Timestamp)(nil),       // 46: google.protobuf.Timestamp
+	(*TopicConfig)(nil),                 // 47: sluice.v1.TopicConfig
+	(*Limits)(nil),                      // 48: sluice.v1.Limits
 }
 var file_sluice_v1_broker_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.RemoteSegment.state:type_name -> sluice.v1.RemoteSegmentState
-	41, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
-	41, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
-	2,  // 3: sluice.v1.RemoteSegment.epochs:type_name -> sluice.v1.EpochStart
-	1,  // 4: sluice.v1.AddRemoteSegmentRequest.segment:type_name -> sluice.v1.RemoteSegment
-	1,  // 5: sluice.v1.AddRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
+	46, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
+	46, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
+	3,  // 3: sluice.v1.RemoteSegment.epochs:type_name -> sluice.v1.EpochStart
+	2,  // 4: sluice.v1.AddRemoteSegmentRequest.segment:type_name -> sluice.v1.RemoteSegment
+	2,  // 5: sluice.v1.AddRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
 	0,  // 6: sluice.v1.UpdateRemoteSegmentRequest.state:type_name -> sluice.v1.RemoteSegmentState
-	1,  // 7: sluice.v1.UpdateRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
+	2,  // 7: sluice.v1.UpdateRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
 	0,  // 8: sluice.v1.ListRemoteSegmentsRequest.states:type_name -> sluice.v1.RemoteSegmentState
-	1,  // 9: sluice.v1.ListRemoteSegmentsResponse.segments:type_name -> sluice.v1.RemoteSegment
-	41, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	41, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	41, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
-	41, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
-	17, // 14: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
-	41, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
-	21, // 16: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
-	22, // 17: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
-	42, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
-	24, // 19: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
-	21, // 20: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
-	27, // 21: sluice.v1.AlterPartitionsRequest.items:type_name -> sluice.v1.AlterPartitionsItem
-	24, // 22: sluice.v1.AlterPartitionsItem.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
-	29, // 23: sluice.v1.AlterPartitionsResponse.results:type_name -> sluice.v1.AlterPartitionsResult
-	21, // 24: sluice.v1.AlterPartitionsResult.partition:type_name -> sluice.v1.PartitionAssignment
-	30, // 25: sluice.v1.AlterPartitionsResult.error:type_name -> sluice.v1.AlterPartitionsError
-	21, // 26: sluice.v1.AlterPartitionsError.current:type_name -> sluice.v1.PartitionAssignment
-	31, // 27: sluice.v1.TenantQuotaReport.offered:type_name -> sluice.v1.QuotaRates
-	31, // 28: sluice.v1.TenantQuotaReport.admitted:type_name -> sluice.v1.QuotaRates
-	32, // 29: sluice.v1.ExchangeQuotasRequest.tenants:type_name -> sluice.v1.TenantQuotaReport
-	31, // 30: sluice.v1.TenantAllotment.rates:type_name -> sluice.v1.QuotaRates
-	43, // 31: sluice.v1.TenantAllotment.limits:type_name -> sluice.v1.Limits
-	34, // 32: sluice.v1.ExchangeQuotasResponse.allotments:type_name -> sluice.v1.TenantAllotment
-	36, // 33: sluice.v1.ReportUsageRequest.counters:type_name -> sluice.v1.TenantUsageCounters
-	37, // 34: sluice.v1.ReportUsageRequest.ingress:type_name -> sluice.v1.IngressRange
-	39, // 35: sluice.v1.ReportUsageResponse.cursors:type_name -> sluice.v1.IngressCursor
-	12, // 36: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
-	14, // 37: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
-	16, // 38: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
-	19, // 39: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
-	23, // 40: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
-	26, // 41: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
-	10, // 42: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
-	3,  // 43: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
-	5,  // 44: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
-	7,  // 45: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
-	33, // 46: sluice.v1.BrokerService.ExchangeQuotas:input_type -> sluice.v1.ExchangeQuotasRequest
-	38, // 47: sluice.v1.BrokerService.ReportUsage:input_type -> sluice.v1.ReportUsageRequest
-	13, // 48: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
-	15, // 49: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
-	18, // 50: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
-	20, // 51: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
-	25, // 52: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
-	28, // 53: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
-	11, // 54: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
-	4,  // 55: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
-	6,  // 56: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
-	8,  // 57: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
-	35, // 58: sluice.v1.BrokerService.ExchangeQuotas:output_type -> sluice.v1.ExchangeQuotasResponse
-	40, // 59: sluice.v1.BrokerService.ReportUsage:output_type -> sluice.v1.ReportUsageResponse
-	48, // [48:60] is the sub-list for method output_type
-	36, // [36:48] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	2,  // 9: sluice.v1.ListRemoteSegmentsResponse.segments:type_name -> sluice.v1.RemoteSegment
+	46, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	46, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	46, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
+	46, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	18, // 14: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
+	46, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
+	22, // 16: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
+	23, // 17: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
+	47, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
+	25, // 19: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
+	22, // 20: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
+	28, // 21: sluice.v1.AlterPartitionsRequest.items:type_name -> sluice.v1.AlterPartitionsItem
+	25, // 22: sluice.v1.AlterPartitionsItem.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
+	30, // 23: sluice.v1.AlterPartitionsResponse.results:type_name -> sluice.v1.AlterPartitionsResult
+	22, // 24: sluice.v1.AlterPartitionsResult.partition:type_name -> sluice.v1.PartitionAssignment
+	31, // 25: sluice.v1.AlterPartitionsResult.error:type_name -> sluice.v1.AlterPartitionsError
+	22, // 26: sluice.v1.AlterPartitionsError.current:type_name -> sluice.v1.PartitionAssignment
+	32, // 27: sluice.v1.TenantQuotaReport.offered:type_name -> sluice.v1.QuotaRates
+	32, // 28: sluice.v1.TenantQuotaReport.admitted:type_name -> sluice.v1.QuotaRates
+	33, // 29: sluice.v1.ExchangeQuotasRequest.tenants:type_name -> sluice.v1.TenantQuotaReport
+	35, // 30: sluice.v1.ExchangeQuotasRequest.applied:type_name -> sluice.v1.ObjectReservation
+	1,  // 31: sluice.v1.ObjectReservation.kind:type_name -> sluice.v1.CountedKind
+	35, // 32: sluice.v1.ReserveObjectsRequest.reservations:type_name -> sluice.v1.ObjectReservation
+	37, // 33: sluice.v1.ReserveObjectsResponse.results:type_name -> sluice.v1.ObjectReservationResult
+	32, // 34: sluice.v1.TenantAllotment.rates:type_name -> sluice.v1.QuotaRates
+	48, // 35: sluice.v1.TenantAllotment.limits:type_name -> sluice.v1.Limits
+	39, // 36: sluice.v1.ExchangeQuotasResponse.allotments:type_name -> sluice.v1.TenantAllotment
+	41, // 37: sluice.v1.ReportUsageRequest.counters:type_name -> sluice.v1.TenantUsageCounters
+	42, // 38: sluice.v1.ReportUsageRequest.ingress:type_name -> sluice.v1.IngressRange
+	44, // 39: sluice.v1.ReportUsageResponse.cursors:type_name -> sluice.v1.IngressCursor
+	13, // 40: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
+	15, // 41: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
+	17, // 42: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
+	20, // 43: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
+	24, // 44: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
+	27, // 45: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
+	11, // 46: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
+	4,  // 47: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
+	6,  // 48: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
+	8,  // 49: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
+	34, // 50: sluice.v1.BrokerService.ExchangeQuotas:input_type -> sluice.v1.ExchangeQuotasRequest
+	36, // 51: sluice.v1.BrokerService.ReserveObjects:input_type -> sluice.v1.ReserveObjectsRequest
+	43, // 52: sluice.v1.BrokerService.ReportUsage:input_type -> sluice.v1.ReportUsageRequest
+	14, // 53: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
+	16, // 54: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
+	19, // 55: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
+	21, // 56: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
+	26, // 57: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
+	29, // 58: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
+	12, // 59: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
+	5,  // 60: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
+	7,  // 61: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
+	9,  // 62: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
+	40, // 63: sluice.v1.BrokerService.ExchangeQuotas:output_type -> sluice.v1.ExchangeQuotasResponse
+	38, // 64: sluice.v1.BrokerService.ReserveObjects:output_type -> sluice.v1.ReserveObjectsResponse
+	45, // 65: sluice.v1.BrokerService.ReportUsage:output_type -> sluice.v1.ReportUsageResponse
+	53, // [53:66] is the sub-list for method output_type
+	40, // [40:53] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_broker_proto_init() }
@@ -3231,8 +3573,8 @@ func file_sluice_v1_broker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_broker_proto_rawDesc), len(file_sluice_v1_broker_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   40,
+			NumEnums:      2,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

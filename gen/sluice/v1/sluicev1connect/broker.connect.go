@@ -66,6 +66,9 @@ const (
 	// BrokerServiceExchangeQuotasProcedure is the fully-qualified name of the BrokerService's
 	// ExchangeQuotas RPC.
 	BrokerServiceExchangeQuotasProcedure = "/sluice.v1.BrokerService/ExchangeQuotas"
+	// BrokerServiceReserveObjectsProcedure is the fully-qualified name of the BrokerService's
+	// ReserveObjects RPC.
+	BrokerServiceReserveObjectsProcedure = "/sluice.v1.BrokerService/ReserveObjects"
 	// BrokerServiceReportUsageProcedure is the fully-qualified name of the BrokerService's ReportUsage
 	// RPC.
 	BrokerServiceReportUsageProcedure = "/sluice.v1.BrokerService/ReportUsage"
@@ -186,7 +189,26 @@ type BrokerServiceClient interface {
 	// ids) from the sum over every broker. The allotments are soft state: a
 	// broker keeps enforcing its last ones while it cannot reach the control
 	// plane. FAILED_PRECONDITION when the broker epoch is not the current one.
+	//
+	// The request also confirms the reservations (ReserveObjects) the broker
+	// has applied: in the same store transaction as the report is written,
+	// their pending entries are dropped, since the report's holdings count
+	// what they created.
 	ExchangeQuotas(context.Context, *connect.Request[v1.ExchangeQuotasRequest]) (*connect.Response[v1.ExchangeQuotasResponse], error)
+	// ReserveObjects decides, atomically per tenant, whether a coordinator
+	// may create new named objects counted against a tenant's limit (a
+	// consumer group: max_groups; a transactional id: max_transactional_ids)
+	// before it creates them. A reservation is granted when its name is
+	// pending already (reserved and not yet confirmed), or when the tenant's
+	// count, the sum of every broker's latest fresh ExchangeQuotas report
+	// plus the names pending, is below the limit; a granted name is then
+	// pending until the reserving broker confirms it (ExchangeQuotasRequest
+	// .applied) or, unconfirmed, for a TTL (a broker that crashed). Several
+	// reservations, of any tenants, travel in one call (a broker gathers
+	// those made while a call is in flight). An unknown tenant's are refused.
+	// FAILED_PRECONDITION when the broker epoch is not the current one;
+	// INVALID_ARGUMENT for a malformed reservation (nothing is decided).
+	ReserveObjects(context.Context, *connect.Request[v1.ReserveObjectsRequest]) (*connect.Response[v1.ReserveObjectsResponse], error)
 	// ReportUsage delivers a broker's metered usage for billing, exactly
 	// once. Counters (egress, requests) are applied once per (broker id,
 	// broker epoch, sequence): a retry of a report whose answer was lost is
@@ -280,6 +302,12 @@ func NewBrokerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(brokerServiceMethods.ByName("ExchangeQuotas")),
 			connect.WithClientOptions(opts...),
 		),
+		reserveObjects: connect.NewClient[v1.ReserveObjectsRequest, v1.ReserveObjectsResponse](
+			httpClient,
+			baseURL+BrokerServiceReserveObjectsProcedure,
+			connect.WithSchema(brokerServiceMethods.ByName("ReserveObjects")),
+			connect.WithClientOptions(opts...),
+		),
 		reportUsage: connect.NewClient[v1.ReportUsageRequest, v1.ReportUsageResponse](
 			httpClient,
 			baseURL+BrokerServiceReportUsageProcedure,
@@ -302,6 +330,7 @@ type brokerServiceClient struct {
 	updateRemoteSegment *connect.Client[v1.UpdateRemoteSegmentRequest, v1.UpdateRemoteSegmentResponse]
 	listRemoteSegments  *connect.Client[v1.ListRemoteSegmentsRequest, v1.ListRemoteSegmentsResponse]
 	exchangeQuotas      *connect.Client[v1.ExchangeQuotasRequest, v1.ExchangeQuotasResponse]
+	reserveObjects      *connect.Client[v1.ReserveObjectsRequest, v1.ReserveObjectsResponse]
 	reportUsage         *connect.Client[v1.ReportUsageRequest, v1.ReportUsageResponse]
 }
 
@@ -358,6 +387,11 @@ func (c *brokerServiceClient) ListRemoteSegments(ctx context.Context, req *conne
 // ExchangeQuotas calls sluice.v1.BrokerService.ExchangeQuotas.
 func (c *brokerServiceClient) ExchangeQuotas(ctx context.Context, req *connect.Request[v1.ExchangeQuotasRequest]) (*connect.Response[v1.ExchangeQuotasResponse], error) {
 	return c.exchangeQuotas.CallUnary(ctx, req)
+}
+
+// ReserveObjects calls sluice.v1.BrokerService.ReserveObjects.
+func (c *brokerServiceClient) ReserveObjects(ctx context.Context, req *connect.Request[v1.ReserveObjectsRequest]) (*connect.Response[v1.ReserveObjectsResponse], error) {
+	return c.reserveObjects.CallUnary(ctx, req)
 }
 
 // ReportUsage calls sluice.v1.BrokerService.ReportUsage.
@@ -480,7 +514,26 @@ type BrokerServiceHandler interface {
 	// ids) from the sum over every broker. The allotments are soft state: a
 	// broker keeps enforcing its last ones while it cannot reach the control
 	// plane. FAILED_PRECONDITION when the broker epoch is not the current one.
+	//
+	// The request also confirms the reservations (ReserveObjects) the broker
+	// has applied: in the same store transaction as the report is written,
+	// their pending entries are dropped, since the report's holdings count
+	// what they created.
 	ExchangeQuotas(context.Context, *connect.Request[v1.ExchangeQuotasRequest]) (*connect.Response[v1.ExchangeQuotasResponse], error)
+	// ReserveObjects decides, atomically per tenant, whether a coordinator
+	// may create new named objects counted against a tenant's limit (a
+	// consumer group: max_groups; a transactional id: max_transactional_ids)
+	// before it creates them. A reservation is granted when its name is
+	// pending already (reserved and not yet confirmed), or when the tenant's
+	// count, the sum of every broker's latest fresh ExchangeQuotas report
+	// plus the names pending, is below the limit; a granted name is then
+	// pending until the reserving broker confirms it (ExchangeQuotasRequest
+	// .applied) or, unconfirmed, for a TTL (a broker that crashed). Several
+	// reservations, of any tenants, travel in one call (a broker gathers
+	// those made while a call is in flight). An unknown tenant's are refused.
+	// FAILED_PRECONDITION when the broker epoch is not the current one;
+	// INVALID_ARGUMENT for a malformed reservation (nothing is decided).
+	ReserveObjects(context.Context, *connect.Request[v1.ReserveObjectsRequest]) (*connect.Response[v1.ReserveObjectsResponse], error)
 	// ReportUsage delivers a broker's metered usage for billing, exactly
 	// once. Counters (egress, requests) are applied once per (broker id,
 	// broker epoch, sequence): a retry of a report whose answer was lost is
@@ -570,6 +623,12 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(brokerServiceMethods.ByName("ExchangeQuotas")),
 		connect.WithHandlerOptions(opts...),
 	)
+	brokerServiceReserveObjectsHandler := connect.NewUnaryHandler(
+		BrokerServiceReserveObjectsProcedure,
+		svc.ReserveObjects,
+		connect.WithSchema(brokerServiceMethods.ByName("ReserveObjects")),
+		connect.WithHandlerOptions(opts...),
+	)
 	brokerServiceReportUsageHandler := connect.NewUnaryHandler(
 		BrokerServiceReportUsageProcedure,
 		svc.ReportUsage,
@@ -600,6 +659,8 @@ func NewBrokerServiceHandler(svc BrokerServiceHandler, opts ...connect.HandlerOp
 			brokerServiceListRemoteSegmentsHandler.ServeHTTP(w, r)
 		case BrokerServiceExchangeQuotasProcedure:
 			brokerServiceExchangeQuotasHandler.ServeHTTP(w, r)
+		case BrokerServiceReserveObjectsProcedure:
+			brokerServiceReserveObjectsHandler.ServeHTTP(w, r)
 		case BrokerServiceReportUsageProcedure:
 			brokerServiceReportUsageHandler.ServeHTTP(w, r)
 		default:
@@ -653,6 +714,10 @@ func (UnimplementedBrokerServiceHandler) ListRemoteSegments(context.Context, *co
 
 func (UnimplementedBrokerServiceHandler) ExchangeQuotas(context.Context, *connect.Request[v1.ExchangeQuotasRequest]) (*connect.Response[v1.ExchangeQuotasResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.ExchangeQuotas is not implemented"))
+}
+
+func (UnimplementedBrokerServiceHandler) ReserveObjects(context.Context, *connect.Request[v1.ReserveObjectsRequest]) (*connect.Response[v1.ReserveObjectsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.BrokerService.ReserveObjects is not implemented"))
 }
 
 func (UnimplementedBrokerServiceHandler) ReportUsage(context.Context, *connect.Request[v1.ReportUsageRequest]) (*connect.Response[v1.ReportUsageResponse], error) {
