@@ -71,7 +71,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, buf lint and 
 test: $(VERSITYGW) $(GRPCURL) $(HELM) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server, grpcurl and helm for tests into bin/.
 	go test $(GO_TEST_FLAGS) ./...
 	go test -count=1 -run 'TestCooperativeRebalance' ./client/
-	go test -count=1 -run 'TestNoisyNeighbour' ./e2e/
+	go test -count=1 -run 'TestNoisyNeighbour|TestRequestMemoryBounded' ./e2e/
 
 BUSY_RUNS ?= 3
 test-busy: $(VERSITYGW) $(GRPCURL) ## Run make test BUSY_RUNS times (default 3) with every core kept busy by stress-ng (or yes), to catch tests that pass only on an idle machine.

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/alerts"
 	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	"github.com/sluicemq/sluice/controlplane/controller"
+	"github.com/sluicemq/sluice/internal/httpgate"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -45,7 +46,9 @@ type Config struct {
 	TransactionStateTopicPartitions        int
 	TransactionStateTopicReplicationFactor int
 	MaxRequestBytes                        int
-	ShutdownTimeout                        time.Duration
+	// RequestMemory bounds the requests in flight (internal/httpgate).
+	RequestMemory   httpgate.Flags
+	ShutdownTimeout time.Duration
 	// LagSampleInterval is how often consumer groups are sampled for lag
 	// alerts (0 turns lag alerts off); LagWindow how much history a
 	// forecast fits.
@@ -92,6 +95,7 @@ func DefaultConfig() Config {
 		TransactionStateTopicPartitions:        16,
 		TransactionStateTopicReplicationFactor: 3,
 		MaxRequestBytes:                        1 << 20,
+		RequestMemory:                          httpgate.DefaultFlags(),
 		ShutdownTimeout:                        10 * time.Second,
 		LagSampleInterval:                      30 * time.Second,
 		LagWindow:                              time.Hour,
@@ -127,6 +131,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.TransactionStateTopicPartitions, "transaction-state-topic-partitions", c.TransactionStateTopicPartitions, "partitions of the internal topic holding the transaction coordinators' state (each partition's leader coordinates the transactional ids that hash to it); fixed once created")
 	fs.IntVar(&c.TransactionStateTopicReplicationFactor, "transaction-state-topic-replication-factor", c.TransactionStateTopicReplicationFactor, "replication factor of the internal transaction-state topic; it is created once this many brokers are live, and transactions are unavailable until then")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
+	c.RequestMemory.RegisterFlags(fs)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
 	fs.DurationVar(&c.MeteringInterval, "metering-interval", c.MeteringInterval, "how often the control plane counts each tenant's cold and hot storage byte-seconds and partition-seconds for billing (each interval is counted once whatever the replicas; a holding is counted as it is at the interval's end)")
 	fs.DurationVar(&c.BillingInterval, "billing-interval", c.BillingInterval, "how often the billing job recomputes the open month's draft invoices from usage and finalizes those of closed months (0 turns it off on this replica)")
@@ -183,6 +188,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--billing-interval must be 0 (off) or between 100ms and 24h; got %s", c.BillingInterval)
 	}
 	if err := c.ClientLimits.Validate(); err != nil {
+		return err
+	}
+	if err := c.RequestMemory.Validate(); err != nil {
 		return err
 	}
 	return c.Controller.Validate()

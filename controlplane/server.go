@@ -41,6 +41,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
 	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/healthwatch"
+	"github.com/sluicemq/sluice/internal/httpgate"
 	"github.com/sluicemq/sluice/internal/opshttp"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
 	"github.com/sluicemq/sluice/tenants"
@@ -70,6 +71,7 @@ type Server struct {
 	issuer    *tenants.Issuer
 	keys      *keyring
 	registry  *prometheus.Registry
+	gate      *httpgate.Gate    // in front of the Connect services
 	alerter   *alerting.Alerter // nil when lag alerts are off
 	handler   http.Handler      // the API port
 	ops       http.Handler      // the operator listener
@@ -173,8 +175,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	s.ctl = ctl
+	// Every call is authenticated, and its memory reserved, from its
+	// headers before its body is read (internal/httpgate).
+	s.gate = httpgate.New(cfg.RequestMemory.Config(int64(cfg.MaxRequestBytes)), httpgate.Deps{
+		Auth: a.Authenticator(), Registerer: s.registry, Namespace: "sluice", Subsystem: "controlplane", Logger: deps.Logger,
+	})
 	mux := http.NewServeMux()
-	a.Register(mux)
+	a.Register(mux, s.gate.Wrap)
 	services := api.ServiceNames()
 	// Health and reflection go through the same interceptors (public in
 	// the auth rules), size cap and metrics as the API. Reflection lists
@@ -182,12 +189,12 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	opts := a.HandlerOptions()
 	s.health = grpchealth.NewStaticChecker(services...)
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
-	mux.Handle(grpchealth.NewHandler(s.health, append(slices.Clone(opts),
-		connect.WithInterceptors(healthwatch.EndOnDrain(func() context.Context { return s.drainCtx })))...))
+	mux.Handle(s.gate.Wrap(grpchealth.NewHandler(s.health, append(slices.Clone(opts),
+		connect.WithInterceptors(healthwatch.EndOnDrain(func() context.Context { return s.drainCtx })))...)))
 	reflector := grpcreflect.NewStaticReflector(slices.Concat(services,
 		[]string{grpchealth.HealthV1ServiceName, grpcreflect.ReflectV1ServiceName, grpcreflect.ReflectV1AlphaServiceName})...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	mux.Handle(s.gate.WrapClientStreams(grpcreflect.NewHandlerV1(reflector, opts...)))
+	mux.Handle(s.gate.WrapClientStreams(grpcreflect.NewHandlerV1Alpha(reflector, opts...)))
 	mux.HandleFunc("GET "+JWKSPath, s.serveJWKS)
 	if cfg.LagSampleInterval > 0 {
 		s.alerter = alerting.New(s.store, alerting.Config{
@@ -265,8 +272,9 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 
 // NewHTTPServer returns an http.Server for h speaking HTTP/1.1 and h2c
 // (HTTP/2 without TLS, as gRPC clients use on private networks), with
-// bounded headers and concurrent streams.
-func NewHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+// bounded headers and concurrent streams. connContext (optional) is its
+// ConnContext: the gate's, for its per-connection memory pools.
+func NewHTTPServer(h http.Handler, logger *slog.Logger, connContext func(context.Context, net.Conn) context.Context) *http.Server {
 	var p http.Protocols
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -278,6 +286,7 @@ func NewHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 250, MaxDecoderHeaderTableSize: 16 << 10},
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ConnContext:       connContext,
 	}
 }
 
@@ -286,7 +295,7 @@ func NewHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 // signing keys in the background; then it drains both for up to
 // ShutdownTimeout.
 func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
-	srv := NewHTTPServer(s.handler, s.logger)
+	srv := NewHTTPServer(s.handler, s.logger, s.gate.ConnContext)
 	srv.RegisterOnShutdown(s.api.CloseStreams)
 	srv.RegisterOnShutdown(s.startDrain)
 	loopCtx, stopLoop := context.WithCancel(ctx)

@@ -3,6 +3,7 @@ package tenants
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -11,6 +12,10 @@ import (
 
 // ErrMissingCredentials means a request to a non-public procedure carried no credentials.
 var ErrMissingCredentials = errors.New("missing credentials")
+
+// ErrUnknownProcedure is an Authenticator's answer for a procedure it has no rule for: nobody may
+// call it. It wraps ErrPermissionDenied.
+var ErrUnknownProcedure = fmt.Errorf("%w: unknown procedure", ErrPermissionDenied)
 
 // Authenticator decides who calls a procedure. The control plane's implementation accepts API
 // keys and JWTs and checks the API key's revocation in its store; brokers use a TokenAuthenticator.
@@ -99,6 +104,9 @@ func (i *authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if req.Spec().IsClient {
 			return next(ctx, req)
 		}
+		if _, ok := preauthenticated(ctx); ok {
+			return next(ctx, req)
+		}
 		p, err := i.auth.Authenticate(ctx, req.Spec().Procedure, req.Header())
 		if err != nil {
 			return nil, authError(err)
@@ -119,23 +127,48 @@ func (i *authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 		if conn.Spec().IsClient {
 			return next(ctx, conn)
 		}
-		p, err := i.auth.Authenticate(ctx, conn.Spec().Procedure, conn.RequestHeader())
-		if err != nil {
-			return authError(err)
+		p, ok := preauthenticated(ctx)
+		if !ok {
+			var err error
+			if p, err = i.auth.Authenticate(ctx, conn.Spec().Procedure, conn.RequestHeader()); err != nil {
+				return authError(err)
+			}
+			ctx = WithPrincipal(ctx, p)
 		}
-		ctx = WithPrincipal(ctx, p)
 		if p.ExpiresAt.IsZero() {
 			return next(ctx, conn)
 		}
 		ctx, cancel := context.WithDeadlineCause(ctx, p.ExpiresAt, errStreamTokenExpired)
 		defer cancel()
-		err = next(ctx, conn)
+		err := next(ctx, conn)
 		if err != nil && errors.Is(context.Cause(ctx), errStreamTokenExpired) {
 			return connect.NewError(connect.CodeUnauthenticated, invalidToken("token expired"))
 		}
 		return err
 	}
 }
+
+type preauthKey struct{}
+
+// Preauthenticated returns ctx carrying p as the caller that an HTTP
+// middleware authenticated from the request's headers before reading its
+// body (internal/httpgate). The auth interceptor takes it as is rather
+// than authenticating the call again. Only a server's own middleware may
+// call it, with what an Authenticator returned for that very request.
+func Preauthenticated(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(WithPrincipal(ctx, p), preauthKey{}, true)
+}
+
+func preauthenticated(ctx context.Context) (Principal, bool) {
+	if ctx.Value(preauthKey{}) == nil {
+		return Principal{}, false
+	}
+	return PrincipalFrom(ctx)
+}
+
+// AuthConnectError maps an Authenticator's refusal to the Connect error
+// the auth interceptor answers (see NewAuthInterceptor).
+func AuthConnectError(err error) error { return authError(err) }
 
 // authError maps an Authenticator error to a Connect error.
 func authError(err error) error {

@@ -29,7 +29,9 @@ const (
 // whole cluster: the control plane divides each among the brokers (controlplane/quota) and the
 // brokers enforce their parts with token buckets (dataplane/quota). MaxTotalStorageBytes,
 // MaxTransactionalIDs and MaxGroups are decided by the control plane from the brokers' reports
-// and enforced by the brokers. docs/quotas-and-billing.md says how and with what error bound.
+// and the coordinators' reservations, and enforced by the brokers. MaxPartitionsPerTransaction and
+// MaxGroupsPerTransaction bound one transaction, at its transaction coordinator.
+// docs/quotas-and-billing.md says how and with what error bound.
 type Limits struct {
 	MaxTopics          int32 `json:"max_topics"`
 	MaxPartitions      int32 `json:"max_partitions"` // total over all topics of the tenant
@@ -44,6 +46,11 @@ type Limits struct {
 	ProducerIDsPerHour   int32 `json:"producer_ids_per_hour"`
 	MaxTransactionalIDs  int32 `json:"max_transactional_ids"`
 	MaxGroups            int32 `json:"max_groups"`
+	// MaxPartitionsPerTransaction and MaxGroupsPerTransaction bound one transaction: the
+	// partitions it writes to and the groups whose offsets it commits. Its end writes a marker
+	// to each, so they bound what an EndTransaction costs.
+	MaxPartitionsPerTransaction int32 `json:"max_partitions_per_transaction"`
+	MaxGroupsPerTransaction     int32 `json:"max_groups_per_transaction"`
 }
 
 // Overrides are per-tenant exceptions to the plan's Limits. A nil field keeps the plan's value.
@@ -62,6 +69,9 @@ type Overrides struct {
 	ProducerIDsPerHour   *int32 `json:"producer_ids_per_hour,omitempty"`
 	MaxTransactionalIDs  *int32 `json:"max_transactional_ids,omitempty"`
 	MaxGroups            *int32 `json:"max_groups,omitempty"`
+
+	MaxPartitionsPerTransaction *int32 `json:"max_partitions_per_transaction,omitempty"`
+	MaxGroupsPerTransaction     *int32 `json:"max_groups_per_transaction,omitempty"`
 }
 
 var planLimits = map[string]Limits{
@@ -79,6 +89,9 @@ var planLimits = map[string]Limits{
 		ProducerIDsPerHour:   1000,
 		MaxTransactionalIDs:  100,
 		MaxGroups:            100,
+
+		MaxPartitionsPerTransaction: 100,
+		MaxGroupsPerTransaction:     10,
 	},
 	PlanPro: {
 		MaxTopics:          1000,
@@ -94,6 +107,9 @@ var planLimits = map[string]Limits{
 		ProducerIDsPerHour:   100000,
 		MaxTransactionalIDs:  10000,
 		MaxGroups:            10000,
+
+		MaxPartitionsPerTransaction: 3000,
+		MaxGroupsPerTransaction:     100,
 	},
 }
 
@@ -137,6 +153,8 @@ func (l Limits) With(o Overrides) Limits {
 	set(&l.ProducerIDsPerHour, o.ProducerIDsPerHour)
 	set(&l.MaxTransactionalIDs, o.MaxTransactionalIDs)
 	set(&l.MaxGroups, o.MaxGroups)
+	set(&l.MaxPartitionsPerTransaction, o.MaxPartitionsPerTransaction)
+	set(&l.MaxGroupsPerTransaction, o.MaxGroupsPerTransaction)
 	return l
 }
 
@@ -151,8 +169,9 @@ func set[T any](dst *T, v *T) {
 const MaxMessageBytesCeiling = 64 * mib
 
 // Validate checks the set fields of o. max_topics and max_partitions may be 0 (the tenant may
-// create nothing more); every other limit must be positive, since a zero rate, retention,
-// storage or message size would make the tenant unusable — suspend the tenant instead.
+// create nothing more), and so may max_transactional_ids and max_groups; every other limit must
+// be positive, since a zero rate, retention, storage, message size or transaction would make the
+// tenant unusable — suspend the tenant instead.
 // The error names the JSON field and the allowed range.
 func (o Overrides) Validate() error {
 	var errs []error
@@ -186,6 +205,8 @@ func (o Overrides) Validate() error {
 	pos32("producer_ids_per_hour", o.ProducerIDsPerHour)
 	nonNeg("max_transactional_ids", o.MaxTransactionalIDs)
 	nonNeg("max_groups", o.MaxGroups)
+	pos32("max_partitions_per_transaction", o.MaxPartitionsPerTransaction)
+	pos32("max_groups_per_transaction", o.MaxGroupsPerTransaction)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid overrides: %w", err)
 	}

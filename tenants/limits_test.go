@@ -78,6 +78,9 @@ func TestLimitsPlans(t *testing.T) {
 		ProducerIDsPerHour:   1000,
 		MaxTransactionalIDs:  100,
 		MaxGroups:            100,
+
+		MaxPartitionsPerTransaction: 100,
+		MaxGroupsPerTransaction:     10,
 	}, free)
 	pro, err := PlanLimits(PlanPro)
 	require.NoError(t, err)
@@ -95,6 +98,9 @@ func TestLimitsPlans(t *testing.T) {
 		ProducerIDsPerHour:   100000,
 		MaxTransactionalIDs:  10000,
 		MaxGroups:            10000,
+
+		MaxPartitionsPerTransaction: 3000,
+		MaxGroupsPerTransaction:     100,
 	}, pro)
 	for _, plan := range Plans() {
 		_, err := PlanLimits(plan)
@@ -112,16 +118,17 @@ func TestLimitsOverrides(t *testing.T) {
 
 	require.Equal(t, free, free.With(Overrides{}), "no overrides keep the plan")
 
-	o := Overrides{MaxTopics: ptr[int32](50), ProduceBytesPerSec: ptr[int64](42 << 20)}
+	o := Overrides{MaxTopics: ptr[int32](50), ProduceBytesPerSec: ptr[int64](42 << 20), MaxGroupsPerTransaction: ptr[int32](3)}
 	got := free.With(o)
 	want := free
 	want.MaxTopics = 50
 	want.ProduceBytesPerSec = 42 << 20
+	want.MaxGroupsPerTransaction = 3
 	require.Equal(t, want, got)
 
 	b, err := json.Marshal(o)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"max_topics":50,"produce_bytes_per_sec":44040192}`, string(b))
+	require.JSONEq(t, `{"max_topics":50,"produce_bytes_per_sec":44040192,"max_groups_per_transaction":3}`, string(b))
 	var back Overrides
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, o, back)
@@ -158,6 +165,8 @@ func TestLimitsOverridesValidate(t *testing.T) {
 		{name: "zero produce rate", o: Overrides{ProduceBytesPerSec: ptr[int64](0)}, wantErr: "produce_bytes_per_sec"},
 		{name: "negative fetch rate", o: Overrides{FetchBytesPerSec: ptr[int64](-1)}, wantErr: "fetch_bytes_per_sec"},
 		{name: "zero request rate", o: Overrides{RequestsPerSec: ptr[int32](0)}, wantErr: "requests_per_sec"},
+		{name: "zero partitions per transaction", o: Overrides{MaxPartitionsPerTransaction: ptr[int32](0)}, wantErr: "max_partitions_per_transaction"},
+		{name: "negative groups per transaction", o: Overrides{MaxGroupsPerTransaction: ptr[int32](-1)}, wantErr: "max_groups_per_transaction"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

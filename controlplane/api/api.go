@@ -225,20 +225,28 @@ func (a *API) recoverPanic(ctx context.Context, spec connect.Spec, _ http.Header
 	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
 }
 
-// Register mounts every service on mux.
-func (a *API) Register(mux *http.ServeMux) {
+// Register mounts every service on mux, each through wrap (the server's
+// gate, internal/httpgate; nil mounts them as they are).
+func (a *API) Register(mux *http.ServeMux, wrap func(string, http.Handler) (string, http.Handler)) {
+	if wrap == nil {
+		wrap = func(path string, h http.Handler) (string, http.Handler) { return path, h }
+	}
 	opts := a.HandlerOptions()
-	mux.Handle(sluicev1connect.NewTenantServiceHandler(&tenantService{a}, opts...))
-	mux.Handle(sluicev1connect.NewAuthServiceHandler(&authService{a}, opts...))
-	mux.Handle(sluicev1connect.NewAPIKeyServiceHandler(&apiKeyService{a}, opts...))
-	mux.Handle(sluicev1connect.NewTopicServiceHandler(&topicService{a}, opts...))
-	mux.Handle(sluicev1connect.NewOperatorServiceHandler(&operatorService{a}, opts...))
-	mux.Handle(sluicev1connect.NewBrokerServiceHandler(&brokerService{a}, opts...))
-	mux.Handle(sluicev1connect.NewAlertServiceHandler(&alertService{a}, opts...))
-	mux.Handle(sluicev1connect.NewBillingServiceHandler(&billingService{a}, opts...))
-	mux.Handle(sluicev1connect.NewRecordServiceHandler(&metadataService{API: a}, opts...))
-	mux.Handle(sluicev1connect.NewGroupServiceHandler(brokerGroups{}, opts...))
+	mux.Handle(wrap(sluicev1connect.NewTenantServiceHandler(&tenantService{a}, opts...)))
+	mux.Handle(wrap(sluicev1connect.NewAuthServiceHandler(&authService{a}, opts...)))
+	mux.Handle(wrap(sluicev1connect.NewAPIKeyServiceHandler(&apiKeyService{a}, opts...)))
+	mux.Handle(wrap(sluicev1connect.NewTopicServiceHandler(&topicService{a}, opts...)))
+	mux.Handle(wrap(sluicev1connect.NewOperatorServiceHandler(&operatorService{a}, opts...)))
+	mux.Handle(wrap(sluicev1connect.NewBrokerServiceHandler(&brokerService{a}, opts...)))
+	mux.Handle(wrap(sluicev1connect.NewAlertServiceHandler(&alertService{a}, opts...)))
+	mux.Handle(wrap(sluicev1connect.NewBillingServiceHandler(&billingService{a}, opts...)))
+	mux.Handle(wrap(sluicev1connect.NewRecordServiceHandler(&metadataService{API: a}, opts...)))
+	mux.Handle(wrap(sluicev1connect.NewGroupServiceHandler(brokerGroups{}, opts...)))
 }
+
+// Authenticator decides every call's caller from its headers (the rules
+// of auth.go), for a gate in front of the handlers.
+func (a *API) Authenticator() tenants.Authenticator { return a.auth }
 
 // limitsOf returns a tenant's effective limits: plan defaults with its
 // overrides applied.

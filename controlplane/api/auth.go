@@ -113,7 +113,7 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		if err := servedByBrokers(procedure); err != nil {
 			return tenants.Principal{}, err
 		}
-		return tenants.Principal{}, fmt.Errorf("%w: unknown procedure", tenants.ErrPermissionDenied)
+		return tenants.Principal{}, tenants.ErrUnknownProcedure
 	}
 	switch r.access {
 	case accessPublic:

@@ -62,6 +62,9 @@ func toLimitsPB(l tenants.Limits) *sluicev1.Limits {
 		ProducerIdsPerHour:   l.ProducerIDsPerHour,
 		MaxTransactionalIds:  l.MaxTransactionalIDs,
 		MaxGroups:            l.MaxGroups,
+
+		MaxPartitionsPerTransaction: l.MaxPartitionsPerTransaction,
+		MaxGroupsPerTransaction:     l.MaxGroupsPerTransaction,
 	}
 }
 
@@ -80,6 +83,9 @@ func toOverridesPB(o tenants.Overrides) *sluicev1.LimitOverrides {
 		ProducerIdsPerHour:   o.ProducerIDsPerHour,
 		MaxTransactionalIds:  o.MaxTransactionalIDs,
 		MaxGroups:            o.MaxGroups,
+
+		MaxPartitionsPerTransaction: o.MaxPartitionsPerTransaction,
+		MaxGroupsPerTransaction:     o.MaxGroupsPerTransaction,
 	}
 }
 
@@ -98,6 +104,9 @@ func fromOverridesPB(p *sluicev1.LimitOverrides) tenants.Overrides {
 		ProducerIDsPerHour:   p.ProducerIdsPerHour,
 		MaxTransactionalIDs:  p.MaxTransactionalIds,
 		MaxGroups:            p.MaxGroups,
+
+		MaxPartitionsPerTransaction: p.MaxPartitionsPerTransaction,
+		MaxGroupsPerTransaction:     p.MaxGroupsPerTransaction,
 	}
 }
 

@@ -109,7 +109,7 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		if tenants.IsInfrastructureProcedure(procedure) {
 			return tenants.Principal{Kind: tenants.PrincipalAnonymous}, nil
 		}
-		return tenants.Principal{}, fmt.Errorf("%w: unknown procedure", tenants.ErrPermissionDenied)
+		return tenants.Principal{}, tenants.ErrUnknownProcedure
 	}
 	tok, err := tenants.BearerToken(h)
 	if err != nil {

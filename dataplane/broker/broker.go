@@ -55,6 +55,7 @@ import (
 	"github.com/sluicemq/sluice/internal/dirlock"
 	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/healthwatch"
+	"github.com/sluicemq/sluice/internal/httpgate"
 	"github.com/sluicemq/sluice/internal/opshttp"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
 	"github.com/sluicemq/sluice/tenants"
@@ -86,6 +87,7 @@ type Broker struct {
 	quota    *quotas            // quota.go
 	groupLag *groupLagCollector // nil when the group lag metrics are off
 	handler  http.Handler       // the client port
+	gate     *httpgate.Gate     // in front of handler's Connect services
 	ops      http.Handler       // the operator listener
 	hc       *http.Client       // h2c to the control plane and other brokers
 	cp       sluicev1connect.BrokerServiceClient
@@ -242,17 +244,24 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		// accepted.
 		connect.WithCompressMinBytes(math.MaxInt),
 	}
+	// Every call is authenticated, and its memory reserved, from its
+	// headers before its body is read (internal/httpgate); the auth
+	// interceptor then takes the gate's principal.
+	b.gate = httpgate.New(cfg.RequestMemory.Config(int64(cfg.MaxRequestBytes)), httpgate.Deps{
+		Auth: auth, Registerer: b.registry, Namespace: "sluice", Subsystem: "broker", Logger: b.logger,
+	})
 	mux := http.NewServeMux()
-	mux.Handle(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...))
-	mux.Handle(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...))
-	mux.Handle(sluicev1connect.NewGroupServiceHandler(&groupService{b}, opts...))
-	mux.Handle(sluicev1connect.NewTransactionServiceHandler(&transactionService{b: b}, opts...))
-	// Health and reflection pass the same interceptors as the services
-	// (public in the auth rules) and list only the client services.
-	mux.Handle(grpchealth.NewHandler(healthChecker{b}, append(slices.Clone(opts), connect.WithInterceptors(healthwatch.EndOnDrain(b.runContext)))...))
+	mux.Handle(b.gate.Wrap(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...)))
+	mux.Handle(b.gate.Wrap(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...)))
+	mux.Handle(b.gate.Wrap(sluicev1connect.NewGroupServiceHandler(&groupService{b}, opts...)))
+	mux.Handle(b.gate.Wrap(sluicev1connect.NewTransactionServiceHandler(&transactionService{b: b}, opts...)))
+	// Health and reflection pass the same gate and interceptors as the
+	// services (public in the auth rules) and list only the client
+	// services.
+	mux.Handle(b.gate.Wrap(grpchealth.NewHandler(healthChecker{b}, append(slices.Clone(opts), connect.WithInterceptors(healthwatch.EndOnDrain(b.runContext)))...)))
 	reflector := grpcreflect.NewStaticReflector(discoveryServices...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	mux.Handle(b.gate.WrapClientStreams(grpcreflect.NewHandlerV1(reflector, opts...)))
+	mux.Handle(b.gate.WrapClientStreams(grpcreflect.NewHandlerV1Alpha(reflector, opts...)))
 	// No /metrics here: its labels name tenants, topics and groups, and
 	// tenants reach this port. It is on the operator listener only.
 	mux.HandleFunc("GET /healthz", opshttp.Healthz)
@@ -350,6 +359,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 1000},
 		ErrorLog:          slog.NewLogLogger(b.logger.Handler(), slog.LevelWarn),
+		ConnContext:       b.gate.ConnContext,
 	}
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluicemq/sluice/internal/httpgate"
+
 	"github.com/sluicemq/sluice/dataplane/log"
 )
 
@@ -80,6 +82,8 @@ type Config struct {
 	QuotaExchangeInterval time.Duration
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int
+	// RequestMemory bounds the requests in flight (internal/httpgate).
+	RequestMemory httpgate.Flags
 	// ShutdownTimeout bounds the drain on shutdown.
 	ShutdownTimeout time.Duration
 	// UsageReportInterval is how often the broker reports its tenants'
@@ -112,6 +116,7 @@ func DefaultConfig() Config {
 		GroupSessionTimeout:    45 * time.Second,
 		GroupHeartbeatInterval: 5 * time.Second,
 		MaxRequestBytes:        16 << 20,
+		RequestMemory:          httpgate.DefaultFlags(),
 		ShutdownTimeout:        10 * time.Second,
 		UsageReportInterval:    10 * time.Second,
 
@@ -162,6 +167,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TransactionalIDExpiration, "transactional-id-expiration", c.TransactionalIDExpiration, "a transactional id with no transaction open and no call for this long is forgotten by its coordinator (its producer's next InitProducerId starts with a new producer id)")
 	fs.DurationVar(&c.QuotaExchangeInterval, "quota-exchange-interval", c.QuotaExchangeInterval, "how often to report each tenant's offered and admitted rates and its holdings here (storage, groups, transactional ids) to the control plane and take this broker's new allotments of the tenants' cluster-wide quotas; a tenant new to this broker makes it exchange at once (at most every 100 ms, or a quarter of the interval when shorter) and is admitted until the answer, and the allotments follow a shift of traffic between brokers within a few intervals")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "largest request message accepted, in bytes")
+	c.RequestMemory.RegisterFlags(fs)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long to drain in-flight requests on shutdown")
 	fs.DurationVar(&c.UsageReportInterval, "usage-report-interval", c.UsageReportInterval, "how often to report the tenants' metered usage (ingress from the logs of the partitions this broker leads, egress bytes, requests) to the control plane for billing; an unanswered report is retried with the same content. A crash loses at most the egress and request counts of about one interval plus the retry time, never ingress")
 }
@@ -274,5 +280,5 @@ func (c *Config) Validate() error {
 	if c.Issuer == "" || c.Audience == "" {
 		return errors.New("--issuer and --audience must not be empty")
 	}
-	return nil
+	return c.RequestMemory.Validate()
 }

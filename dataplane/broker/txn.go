@@ -125,6 +125,7 @@ func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta
 			Partition: pm.partition, LeaderEpoch: epoch,
 			AllocateProducerID: b.newProducerID,
 			Admit:              b.admitTransactionalID,
+			Bounds:             b.txnBounds,
 			Markers:            &markerWriter{b: b, current: func() bool { return p.LeadsAt(epoch) }},
 			DefaultTimeout:     min(time.Minute, b.cfg.MaxTransactionTimeout),
 			MaxTimeout:         b.cfg.MaxTransactionTimeout,
@@ -240,14 +241,18 @@ func (b *Broker) txnCall(ctx context.Context, h http.Header, transactionalID str
 }
 
 // txnError maps the coordinator's refusals to Connect errors with a
-// TransactionError detail (as transaction.proto documents them); other
+// TransactionError detail (as transaction.proto documents them), except a
+// transaction grown past its bounds, a count refusal (txnTooLarge); other
 // errors pass through toConnect.
 func txnError(err error) error {
 	code := connect.CodeFailedPrecondition
 	var reason sluicev1.TransactionError_Reason
+	var tooLarge *txn.TooLargeError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &tooLarge):
+		return txnTooLarge(tooLarge)
 	case errors.Is(err, txn.ErrNotCoordinator):
 		// Retriable: find the coordinator again.
 		return connect.NewError(connect.CodeUnavailable, err)

@@ -103,7 +103,15 @@ type Config struct {
 	// Nil admits everything. Called while the id's operation is held
 	// (concurrent calls for the same id wait), without Coordinator.mu.
 	Admit func(ctx context.Context, tenantID, transactionalID string) (done func(), err error)
+	// Bounds are the most partitions and groups one transaction of the
+	// tenant may hold (nil, or a zero field: no bound on it).
+	Bounds func(tenantID string) Bounds
 }
+
+// Bounds bound one transaction: the partitions it writes to and the
+// groups whose offsets it commits (its end writes a marker to each). Zero
+// is no bound.
+type Bounds struct{ Partitions, Groups int }
 
 // Metrics are what coordinators count, shared by every coordinator of a
 // broker; any field may be nil. The caller registers them.
@@ -439,7 +447,9 @@ func fence(id string, t *Transaction, producerID int64, epoch int16) error {
 // (ErrProducerFenced), or told its transaction timed out
 // (ErrTransactionAbortable); during an end, ErrConcurrentTransactions. So a
 // batch of an ended transaction never joins the next one: that one has a
-// newer epoch.
+// newer epoch. Partitions that would take the transaction past its
+// tenant's Config.Bounds are refused (*TooLargeError): none of them is
+// added.
 func (c *Coordinator) AddPartitions(ctx context.Context, tenantID, transactionalID string, producerID int64, epoch int16, partitions []TopicPartition) error {
 	return c.add(ctx, Key{tenantID, transactionalID}, producerID, epoch, partitions, nil)
 }
@@ -490,8 +500,27 @@ func (c *Coordinator) add(ctx context.Context, k Key, producerID int64, epoch in
 	if !grew {
 		return nil
 	}
+	if err := c.checkBounds(k, len(n.Partitions), len(n.Groups)); err != nil {
+		return err
+	}
 	n.UpdateTime = now
 	return c.write(ctx, k, e, n)
+}
+
+// checkBounds refuses a transaction that would hold more partitions or
+// groups than Config.Bounds allows its tenant.
+func (c *Coordinator) checkBounds(k Key, partitions, groups int) error {
+	if c.cfg.Bounds == nil {
+		return nil
+	}
+	b := c.cfg.Bounds(k.Tenant)
+	switch {
+	case b.Partitions > 0 && partitions > b.Partitions:
+		return &TooLargeError{Tenant: k.Tenant, TransactionalID: k.TransactionalID, What: "partitions", Count: partitions, Max: b.Partitions}
+	case b.Groups > 0 && groups > b.Groups:
+		return &TooLargeError{Tenant: k.Tenant, TransactionalID: k.TransactionalID, What: "groups", Count: groups, Max: b.Groups}
+	}
+	return nil
 }
 
 // EndTransaction commits or aborts the producer's current transaction:

@@ -708,3 +708,50 @@ func TestTxnAdmitsNewIDsOnly(t *testing.T) {
 	require.False(t, ok)
 	require.Equal(t, map[string]int{tenant: 1}, f.c.IDsByTenant())
 }
+
+// TestTxnBounds: a transaction holds at most its tenant's bounds of
+// partitions and of groups: an add that would pass one is refused whole
+// (*TooLargeError, ErrTooLarge, abortable) and adds nothing; partitions
+// and groups in the transaction already do not count again; another
+// tenant has its own bounds; a zero bound is none.
+func TestTxnBounds(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	cfg := f.config(1)
+	cfg.Bounds = func(tenantID string) Bounds {
+		if tenantID == tenant {
+			return Bounds{Partitions: 2, Groups: 1}
+		}
+		return Bounds{}
+	}
+	f.c = New(f.p, cfg)
+	require.NoError(t, f.c.Load(f.ctx))
+	p := f.init(t, "t")
+
+	err := f.add(p, "t", tp0, tp1, tp2)
+	var tl *TooLargeError
+	require.ErrorAs(t, err, &tl)
+	require.Equal(t, TooLargeError{Tenant: tenant, TransactionalID: "t", What: "partitions", Count: 3, Max: 2}, *tl)
+	require.ErrorIs(t, err, ErrTooLarge)
+	require.Equal(t, ClassAbortable, ClassOf(err))
+	require.Equal(t, StateEmpty, f.state(t, "t").State, "nothing added, no transaction begun")
+
+	require.NoError(t, f.add(p, "t", tp0, tp1))
+	require.NoError(t, f.add(p, "t", tp1, tp0), "in it already")
+	require.ErrorIs(t, f.add(p, "t", tp2), ErrTooLarge)
+	require.NoError(t, f.c.AddOffsets(f.ctx, tenant, "t", p.id, p.epoch, "g1"))
+	err = f.c.Add(f.ctx, tenant, "t", p.id, p.epoch, nil, []string{"g1", "g2"})
+	require.ErrorAs(t, err, &tl)
+	require.Equal(t, "groups", tl.What)
+	require.Equal(t, 2, tl.Count)
+	st := f.state(t, "t")
+	require.Equal(t, []TopicPartition{tp0, tp1}, st.Partitions)
+	require.Equal(t, []string{"g1"}, st.Groups)
+	_, err = f.end(p, "t", true)
+	require.NoError(t, err)
+
+	// Another tenant: unbounded.
+	pid, epoch, err := f.c.InitProducer(f.ctx, "tenant-b", "t", 0)
+	require.NoError(t, err)
+	require.NoError(t, f.c.Add(f.ctx, "tenant-b", "t", pid, epoch, []TopicPartition{tp0, tp1, tp2}, []string{"g1", "g2", "g3"}))
+}

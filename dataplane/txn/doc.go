@@ -38,7 +38,10 @@
 //     epoch, in Empty, Ongoing or Complete* (the first one begins a
 //     transaction: Ongoing, its timeout running); AddPartitions is what a
 //     partition leader will call to verify a producer's first
-//     transactional batch (Add does both in one write).
+//     transactional batch (Add does both in one write). A transaction
+//     holds at most its tenant's Config.Bounds of partitions and of groups
+//     (what its end writes markers to): an add past them is refused whole
+//     (ErrTooLarge).
 //   - EndTransaction writes Prepare* with the epoch bumped, hands the
 //     markers (partition or group, commit or abort, producer id, bumped
 //     epoch, its own leader epoch as the coordinator epoch) to the
@@ -58,7 +61,7 @@
 // failover in each phase, a late batch after the end.
 //
 // Errors carry a Class (ClassOf): fatal (ErrProducerFenced, ...),
-// abortable (ErrTransactionAbortable) or retriable
+// abortable (ErrTransactionAbortable, ErrTooLarge) or retriable
 // (ErrConcurrentTransactions, ErrNotCoordinator).
 //
 // Invariants:

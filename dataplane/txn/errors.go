@@ -1,6 +1,9 @@
 package txn
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Class is how a producer must react to an error: retry the request,
 // abort the transaction and start again, or stop.
@@ -56,7 +59,28 @@ var (
 	// its broker no longer leads its partition at its epoch; find the
 	// coordinator again.
 	ErrNotCoordinator error = &refusal{"not the transaction coordinator", ClassRetriable}
+	// ErrTooLarge (abortable): the partitions or groups added would take
+	// the transaction past its tenant's bounds (Config.Bounds); nothing
+	// was added, and the transaction keeps what it had. Returned as a
+	// *TooLargeError.
+	ErrTooLarge error = &refusal{"transaction too large", ClassAbortable}
 )
+
+// TooLargeError is ErrTooLarge with what passed which bound.
+type TooLargeError struct {
+	Tenant, TransactionalID string
+	// What is "partitions" or "groups"; Count how many the transaction
+	// would have held, Max its bound.
+	What       string
+	Count, Max int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%v: transactional id %q would hold %d %s, more than the %d one transaction may", ErrTooLarge, e.TransactionalID, e.Count, e.What, e.Max)
+}
+
+// Unwrap makes errors.Is(err, ErrTooLarge) and ClassOf work.
+func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
 
 // ClassOf is the class of err: that of the first of the coordinator's
 // refusals it wraps, ClassOther when it wraps none.

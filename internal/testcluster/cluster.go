@@ -359,6 +359,17 @@ func (c *Cluster) ControlPlane() string { return "http://" + c.cpAddr }
 // (--metrics-addr): /metrics, /healthz, /readyz.
 func (c *Cluster) ControlPlaneMetricsAddr() string { return c.cpMetricsAddr }
 
+// ControlPlanePID is the control plane process's pid.
+func (c *Cluster) ControlPlanePID() int { return c.cp.cmd.Process.Pid }
+
+// PID is the broker's running process's pid (0 when it never started).
+func (b *Broker) PID() int {
+	if b.proc == nil {
+		return 0
+	}
+	return b.proc.cmd.Process.Pid
+}
+
 // Kill SIGKILLs a broker and waits for it to exit.
 func (c *Cluster) Kill(id int32) {
 	c.t.Helper()

@@ -223,7 +223,8 @@ func fixedTenant() *sluicev1.Tenant {
 		Id: "t1", Name: "acme", Email: "ops@acme.example", Plan: "free", Status: "active",
 		Limits: &sluicev1.Limits{MaxTopics: 20, MaxPartitions: 40, MaxRetentionMs: 7 * 24 * 3600 * 1000, MaxStorageBytes: 10 * gib, MaxMessageBytes: 1 << 20,
 			ProduceBytesPerSec: 5 << 20, FetchBytesPerSec: 10 << 20, RequestsPerSec: 500,
-			MaxTotalStorageBytes: 50 * gib, ProducerIdsPerHour: 1000, MaxTransactionalIds: 100, MaxGroups: 100},
+			MaxTotalStorageBytes: 50 * gib, ProducerIdsPerHour: 1000, MaxTransactionalIds: 100, MaxGroups: 100,
+			MaxPartitionsPerTransaction: 100, MaxGroupsPerTransaction: 10},
 		Overrides: &sluicev1.LimitOverrides{MaxTopics: &twenty, MaxPartitions: &forty},
 	}
 }
@@ -489,9 +490,10 @@ func TestCLIOperatorQuotasAndPrices(t *testing.T) {
 	forty, five, seven, ten, mib, twentyGiB := int32(40), int32(5), int32(7), int32(10), int64(1<<20), int64(20*gib)
 	require.True(t, proto.Equal(&sluicev1.LimitOverrides{MaxPartitions: &forty, MaxGroups: &five, MaxTransactionalIds: &seven, ProducerIdsPerHour: &ten,
 		ProduceBytesPerSec: &mib, MaxTotalStorageBytes: &twentyGiB}, u.GetOverrides()), "%v", u.GetOverrides())
-	require.Contains(t, out, "max-partitions:          40 (override)\n")
-	require.Contains(t, out, "max-topics:              20\n")
-	require.Contains(t, out, "max-groups:              100 (override)\n") // the fake's limits stay; the marker follows the overrides
+	require.Contains(t, out, "max-partitions:                 40 (override)\n")
+	require.Contains(t, out, "max-topics:                     20\n")
+	require.Contains(t, out, "max-groups:                     100 (override)\n") // the fake's limits stay; the marker follows the overrides
+	require.Contains(t, out, "max-groups-per-transaction:     10\n")
 
 	_, errOut, code = run("operator", "tenant", "update", "acme", "--plan", "pro")
 	require.Equal(t, ExitOK, code, errOut)

@@ -130,18 +130,20 @@ func (a *app) operatorTenantListCommand() *cobra.Command {
 // flag is the name with '-' for '_'. Fields ending in _bytes or
 // _bytes_per_sec take byte counts with binary suffixes (10GiB).
 var overrideHelp = map[string]string{
-	"max_topics":              "topics the tenant may have",
-	"max_partitions":          "partitions over all the tenant's topics",
-	"max_retention_ms":        "the longest retention.ms of a topic, in milliseconds",
-	"max_storage_bytes":       "the largest retention.bytes of one partition (bytes, or 10GiB, 512MiB …)",
-	"max_message_bytes":       "the largest batch a topic takes (max.message.bytes; bytes, or 1MiB …)",
-	"produce_bytes_per_sec":   "produce bytes per second, cluster-wide (bytes, or 5MiB …)",
-	"fetch_bytes_per_sec":     "fetch bytes per second, cluster-wide (bytes, or 10MiB …)",
-	"requests_per_sec":        "requests per second, cluster-wide",
-	"max_total_storage_bytes": "bytes the tenant may hold, hot and cold, over all its partitions; produce is refused above it (bytes, or 50GiB …)",
-	"producer_ids_per_hour":   "new producer ids (InitProducerId) per hour, cluster-wide",
-	"max_transactional_ids":   "transactional ids the tenant may have",
-	"max_groups":              "consumer groups the tenant may have",
+	"max_topics":                     "topics the tenant may have",
+	"max_partitions":                 "partitions over all the tenant's topics",
+	"max_retention_ms":               "the longest retention.ms of a topic, in milliseconds",
+	"max_storage_bytes":              "the largest retention.bytes of one partition (bytes, or 10GiB, 512MiB …)",
+	"max_message_bytes":              "the largest batch a topic takes (max.message.bytes; bytes, or 1MiB …)",
+	"produce_bytes_per_sec":          "produce bytes per second, cluster-wide (bytes, or 5MiB …)",
+	"fetch_bytes_per_sec":            "fetch bytes per second, cluster-wide (bytes, or 10MiB …)",
+	"requests_per_sec":               "requests per second, cluster-wide",
+	"max_total_storage_bytes":        "bytes the tenant may hold, hot and cold, over all its partitions; produce is refused above it (bytes, or 50GiB …)",
+	"producer_ids_per_hour":          "new producer ids (InitProducerId) per hour, cluster-wide",
+	"max_transactional_ids":          "transactional ids the tenant may have",
+	"max_groups":                     "consumer groups the tenant may have",
+	"max_partitions_per_transaction": "partitions one transaction may write to",
+	"max_groups_per_transaction":     "groups whose offsets one transaction may commit",
 }
 
 // overrideFields are LimitOverrides' fields, in field order.

@@ -149,9 +149,14 @@ type Limits struct {
 	// Transactional ids the tenant may have.
 	MaxTransactionalIds int32 `protobuf:"varint,11,opt,name=max_transactional_ids,json=maxTransactionalIds,proto3" json:"max_transactional_ids,omitempty"`
 	// Consumer groups the tenant may have.
-	MaxGroups     int32 `protobuf:"varint,12,opt,name=max_groups,json=maxGroups,proto3" json:"max_groups,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxGroups int32 `protobuf:"varint,12,opt,name=max_groups,json=maxGroups,proto3" json:"max_groups,omitempty"`
+	// Partitions one transaction may write to, and groups whose offsets it
+	// may commit (its end writes a marker to each). Adding more is
+	// RESOURCE_EXHAUSTED; the transaction keeps what it had.
+	MaxPartitionsPerTransaction int32 `protobuf:"varint,13,opt,name=max_partitions_per_transaction,json=maxPartitionsPerTransaction,proto3" json:"max_partitions_per_transaction,omitempty"`
+	MaxGroupsPerTransaction     int32 `protobuf:"varint,14,opt,name=max_groups_per_transaction,json=maxGroupsPerTransaction,proto3" json:"max_groups_per_transaction,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -268,24 +273,40 @@ func (x *Limits) GetMaxGroups() int32 {
 	return 0
 }
 
+func (x *Limits) GetMaxPartitionsPerTransaction() int32 {
+	if x != nil {
+		return x.MaxPartitionsPerTransaction
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxGroupsPerTransaction() int32 {
+	if x != nil {
+		return x.MaxGroupsPerTransaction
+	}
+	return 0
+}
+
 // LimitOverrides replace individual plan limits for one tenant; unset fields
 // keep the plan's value.
 type LimitOverrides struct {
-	state                protoimpl.MessageState `protogen:"open.v1"`
-	MaxTopics            *int32                 `protobuf:"varint,1,opt,name=max_topics,json=maxTopics,proto3,oneof" json:"max_topics,omitempty"`
-	MaxPartitions        *int32                 `protobuf:"varint,2,opt,name=max_partitions,json=maxPartitions,proto3,oneof" json:"max_partitions,omitempty"`
-	MaxRetentionMs       *int64                 `protobuf:"varint,3,opt,name=max_retention_ms,json=maxRetentionMs,proto3,oneof" json:"max_retention_ms,omitempty"`
-	MaxStorageBytes      *int64                 `protobuf:"varint,4,opt,name=max_storage_bytes,json=maxStorageBytes,proto3,oneof" json:"max_storage_bytes,omitempty"`
-	MaxMessageBytes      *int32                 `protobuf:"varint,5,opt,name=max_message_bytes,json=maxMessageBytes,proto3,oneof" json:"max_message_bytes,omitempty"`
-	ProduceBytesPerSec   *int64                 `protobuf:"varint,6,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3,oneof" json:"produce_bytes_per_sec,omitempty"`
-	FetchBytesPerSec     *int64                 `protobuf:"varint,7,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3,oneof" json:"fetch_bytes_per_sec,omitempty"`
-	RequestsPerSec       *int32                 `protobuf:"varint,8,opt,name=requests_per_sec,json=requestsPerSec,proto3,oneof" json:"requests_per_sec,omitempty"`
-	MaxTotalStorageBytes *int64                 `protobuf:"varint,9,opt,name=max_total_storage_bytes,json=maxTotalStorageBytes,proto3,oneof" json:"max_total_storage_bytes,omitempty"`
-	ProducerIdsPerHour   *int32                 `protobuf:"varint,10,opt,name=producer_ids_per_hour,json=producerIdsPerHour,proto3,oneof" json:"producer_ids_per_hour,omitempty"`
-	MaxTransactionalIds  *int32                 `protobuf:"varint,11,opt,name=max_transactional_ids,json=maxTransactionalIds,proto3,oneof" json:"max_transactional_ids,omitempty"`
-	MaxGroups            *int32                 `protobuf:"varint,12,opt,name=max_groups,json=maxGroups,proto3,oneof" json:"max_groups,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	state                       protoimpl.MessageState `protogen:"open.v1"`
+	MaxTopics                   *int32                 `protobuf:"varint,1,opt,name=max_topics,json=maxTopics,proto3,oneof" json:"max_topics,omitempty"`
+	MaxPartitions               *int32                 `protobuf:"varint,2,opt,name=max_partitions,json=maxPartitions,proto3,oneof" json:"max_partitions,omitempty"`
+	MaxRetentionMs              *int64                 `protobuf:"varint,3,opt,name=max_retention_ms,json=maxRetentionMs,proto3,oneof" json:"max_retention_ms,omitempty"`
+	MaxStorageBytes             *int64                 `protobuf:"varint,4,opt,name=max_storage_bytes,json=maxStorageBytes,proto3,oneof" json:"max_storage_bytes,omitempty"`
+	MaxMessageBytes             *int32                 `protobuf:"varint,5,opt,name=max_message_bytes,json=maxMessageBytes,proto3,oneof" json:"max_message_bytes,omitempty"`
+	ProduceBytesPerSec          *int64                 `protobuf:"varint,6,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3,oneof" json:"produce_bytes_per_sec,omitempty"`
+	FetchBytesPerSec            *int64                 `protobuf:"varint,7,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3,oneof" json:"fetch_bytes_per_sec,omitempty"`
+	RequestsPerSec              *int32                 `protobuf:"varint,8,opt,name=requests_per_sec,json=requestsPerSec,proto3,oneof" json:"requests_per_sec,omitempty"`
+	MaxTotalStorageBytes        *int64                 `protobuf:"varint,9,opt,name=max_total_storage_bytes,json=maxTotalStorageBytes,proto3,oneof" json:"max_total_storage_bytes,omitempty"`
+	ProducerIdsPerHour          *int32                 `protobuf:"varint,10,opt,name=producer_ids_per_hour,json=producerIdsPerHour,proto3,oneof" json:"producer_ids_per_hour,omitempty"`
+	MaxTransactionalIds         *int32                 `protobuf:"varint,11,opt,name=max_transactional_ids,json=maxTransactionalIds,proto3,oneof" json:"max_transactional_ids,omitempty"`
+	MaxGroups                   *int32                 `protobuf:"varint,12,opt,name=max_groups,json=maxGroups,proto3,oneof" json:"max_groups,omitempty"`
+	MaxPartitionsPerTransaction *int32                 `protobuf:"varint,13,opt,name=max_partitions_per_transaction,json=maxPartitionsPerTransaction,proto3,oneof" json:"max_partitions_per_transaction,omitempty"`
+	MaxGroupsPerTransaction     *int32                 `protobuf:"varint,14,opt,name=max_groups_per_transaction,json=maxGroupsPerTransaction,proto3,oneof" json:"max_groups_per_transaction,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *LimitOverrides) Reset() {
@@ -398,6 +419,20 @@ func (x *LimitOverrides) GetMaxTransactionalIds() int32 {
 func (x *LimitOverrides) GetMaxGroups() int32 {
 	if x != nil && x.MaxGroups != nil {
 		return *x.MaxGroups
+	}
+	return 0
+}
+
+func (x *LimitOverrides) GetMaxPartitionsPerTransaction() int32 {
+	if x != nil && x.MaxPartitionsPerTransaction != nil {
+		return *x.MaxPartitionsPerTransaction
+	}
+	return 0
+}
+
+func (x *LimitOverrides) GetMaxGroupsPerTransaction() int32 {
+	if x != nil && x.MaxGroupsPerTransaction != nil {
+		return *x.MaxGroupsPerTransaction
 	}
 	return 0
 }
@@ -746,7 +781,7 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12)\n" +
 	"\x06limits\x18\a \x01(\v2\x11.sluice.v1.LimitsR\x06limits\x127\n" +
-	"\toverrides\x18\b \x01(\v2\x19.sluice.v1.LimitOverridesR\toverrides\"\x99\x04\n" +
+	"\toverrides\x18\b \x01(\v2\x19.sluice.v1.LimitOverridesR\toverrides\"\x9b\x05\n" +
 	"\x06Limits\x12\x1d\n" +
 	"\n" +
 	"max_topics\x18\x01 \x01(\x05R\tmaxTopics\x12%\n" +
@@ -762,7 +797,9 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	" \x01(\x05R\x12producerIdsPerHour\x122\n" +
 	"\x15max_transactional_ids\x18\v \x01(\x05R\x13maxTransactionalIds\x12\x1d\n" +
 	"\n" +
-	"max_groups\x18\f \x01(\x05R\tmaxGroups\"\xe6\x06\n" +
+	"max_groups\x18\f \x01(\x05R\tmaxGroups\x12C\n" +
+	"\x1emax_partitions_per_transaction\x18\r \x01(\x05R\x1bmaxPartitionsPerTransaction\x12;\n" +
+	"\x1amax_groups_per_transaction\x18\x0e \x01(\x05R\x17maxGroupsPerTransaction\"\xb4\b\n" +
 	"\x0eLimitOverrides\x12\"\n" +
 	"\n" +
 	"max_topics\x18\x01 \x01(\x05H\x00R\tmaxTopics\x88\x01\x01\x12*\n" +
@@ -779,7 +816,9 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\x15max_transactional_ids\x18\v \x01(\x05H\n" +
 	"R\x13maxTransactionalIds\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"max_groups\x18\f \x01(\x05H\vR\tmaxGroups\x88\x01\x01B\r\n" +
+	"max_groups\x18\f \x01(\x05H\vR\tmaxGroups\x88\x01\x01\x12H\n" +
+	"\x1emax_partitions_per_transaction\x18\r \x01(\x05H\fR\x1bmaxPartitionsPerTransaction\x88\x01\x01\x12@\n" +
+	"\x1amax_groups_per_transaction\x18\x0e \x01(\x05H\rR\x17maxGroupsPerTransaction\x88\x01\x01B\r\n" +
 	"\v_max_topicsB\x11\n" +
 	"\x0f_max_partitionsB\x13\n" +
 	"\x11_max_retention_msB\x14\n" +
@@ -791,7 +830,9 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\x18_max_total_storage_bytesB\x18\n" +
 	"\x16_producer_ids_per_hourB\x18\n" +
 	"\x16_max_transactional_idsB\r\n" +
-	"\v_max_groups\"\xc2\x03\n" +
+	"\v_max_groupsB!\n" +
+	"\x1f_max_partitions_per_transactionB\x1d\n" +
+	"\x1b_max_groups_per_transaction\"\xc2\x03\n" +
 	"\x05Usage\x12\x16\n" +
 	"\x06topics\x18\x01 \x01(\x03R\x06topics\x12\x1e\n" +
 	"\n" +

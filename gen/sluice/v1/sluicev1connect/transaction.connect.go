@@ -58,7 +58,11 @@ type TransactionServiceClient interface {
 	// AddPartitionsToTransaction puts partitions in the producer's current
 	// transaction (beginning one when none is open). Produce does this
 	// implicitly; brokers call it to verify a producer's first transactional
-	// batch to a partition.
+	// batch to a partition. A transaction holds at most the tenant's
+	// max_partitions_per_transaction partitions and max_groups_per_transaction
+	// groups: a request that would pass one is RESOURCE_EXHAUSTED (a
+	// google.rpc.QuotaFailure naming the limit, no retry delay) and adds
+	// nothing; so is a produce or TxnCommitOffsets whose verification would.
 	AddPartitionsToTransaction(context.Context, *connect.Request[v1.AddPartitionsToTransactionRequest]) (*connect.Response[v1.AddPartitionsToTransactionResponse], error)
 	// EndTransaction commits or aborts the producer's current transaction.
 	// It answers after every partition and group in the transaction has its
@@ -160,7 +164,11 @@ type TransactionServiceHandler interface {
 	// AddPartitionsToTransaction puts partitions in the producer's current
 	// transaction (beginning one when none is open). Produce does this
 	// implicitly; brokers call it to verify a producer's first transactional
-	// batch to a partition.
+	// batch to a partition. A transaction holds at most the tenant's
+	// max_partitions_per_transaction partitions and max_groups_per_transaction
+	// groups: a request that would pass one is RESOURCE_EXHAUSTED (a
+	// google.rpc.QuotaFailure naming the limit, no retry delay) and adds
+	// nothing; so is a produce or TxnCommitOffsets whose verification would.
 	AddPartitionsToTransaction(context.Context, *connect.Request[v1.AddPartitionsToTransactionRequest]) (*connect.Response[v1.AddPartitionsToTransactionResponse], error)
 	// EndTransaction commits or aborts the producer's current transaction.
 	// It answers after every partition and group in the transaction has its
