@@ -233,9 +233,9 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", append(slices.Clone(clientServices), sluicev1connect.ReplicaServiceName))
 	auth := &authenticator{verifier: verifier, revoked: b.revoked, brokerToken: cfg.BrokerToken}
 	opts := []connect.HandlerOption{
-		// requestMeter right after auth, before anything that refuses
-		// requests (quotas): refused requests are billed too.
-		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), requestMeter{b.usageCounters, cfg.BrokerToken}, quotaInterceptor{b.quota, cfg.BrokerToken}, errorInterceptor{b.logger}),
+		// Requests are billed and charged to the tenants' requests/s in
+		// the gate, before their bodies are read (admitCall).
+		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), errorInterceptor{b.logger}),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 		// Never gzip responses: record batches are compressed by their
 		// producers already, and gzipping fetches cost more CPU than
@@ -248,7 +248,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	// headers before its body is read (internal/httpgate); the auth
 	// interceptor then takes the gate's principal.
 	b.gate = httpgate.New(cfg.RequestMemory.Config(int64(cfg.MaxRequestBytes)), httpgate.Deps{
-		Auth: auth, Registerer: b.registry, Namespace: "sluice", Subsystem: "broker", Logger: b.logger,
+		Auth: auth, Admit: b.admitCall, Registerer: b.registry, Namespace: "sluice", Subsystem: "broker", Logger: b.logger,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...)))

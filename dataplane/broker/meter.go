@@ -18,7 +18,6 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/meter"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/tenants"
 )
 
 // finalUsageReportTimeout bounds the last usage report on shutdown.
@@ -124,41 +123,4 @@ func (m forwardMarker) WrapStreamingClient(next connect.StreamingClientFunc) con
 
 func (forwardMarker) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
-}
-
-// requestMeter counts every tenant-authenticated request (a stream
-// counts once) for the tenant's usage, refused ones included, except
-// those another broker forwarded. It runs after authentication, so
-// requests refused there are not counted.
-type requestMeter struct {
-	counters    *meter.Counters
-	brokerToken string
-}
-
-func (m requestMeter) count(ctx context.Context, h func() http.Header) {
-	if p, ok := tenants.PrincipalFrom(ctx); ok && p.Kind == tenants.PrincipalTenant && !forwardedByBroker(h(), m.brokerToken) {
-		m.counters.AddRequest(p.TenantID)
-	}
-}
-
-func (m requestMeter) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if !req.Spec().IsClient {
-			m.count(ctx, req.Header)
-		}
-		return next(ctx, req)
-	}
-}
-
-func (requestMeter) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (m requestMeter) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if !conn.Spec().IsClient {
-			m.count(ctx, conn.RequestHeader)
-		}
-		return next(ctx, conn)
-	}
 }

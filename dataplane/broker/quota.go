@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -33,18 +32,21 @@ import (
 // broker's allotment of each tenant's limits (controlplane/quota divides
 // them by the brokers' shares of the tenant's traffic) and whether the
 // tenant is at its storage, group or transactional-id limit. The broker
-// enforces the allotments with dataplane/quota's token buckets:
+// enforces the allotments with dataplane/quota's token buckets (bursts of
+// a quarter of a second: rateBursts), deciding first from a call's
+// headers, before its body is read (admitCall, admit.go):
 //
-//   - requests/s on every call a tenant's token authenticates
-//     (quotaInterceptor, after authentication); calls with the broker
-//     credential (replication, markers, a broker acting for a tenant) are
+//   - requests/s on every call a tenant's token authenticates, in the
+//     gate; calls with the broker credential (replication, markers, a
+//     broker acting for a tenant) and calls another broker forwarded are
 //     not counted;
-//   - produce bytes/s on Produce and ProduceMany, transactional or not,
-//     at the broker that appends (a forwarding broker charges nothing),
-//     with the request's record bytes, before appending;
-//   - fetch bytes/s on Fetch at the leader: a fetch arriving while the
-//     tenant's bucket is in debt is refused before reading; an admitted one
-//     is charged the bytes it answers;
+//   - produce bytes/s on Produce and ProduceMany, transactional or not:
+//     refused in the gate while the bucket is in debt; charged the
+//     request's record bytes at the broker that appends (a forwarding
+//     broker charges nothing), before appending;
+//   - fetch bytes/s on Fetch at the leader: refused in the gate (and again
+//     before reading) while the bucket is in debt; an admitted one is
+//     charged the bytes it answers;
 //   - new producer ids per hour on every producer id the broker gives
 //     (newProducerID: an idempotent producer's InitProducerId, a
 //     transactional id's first one or its epoch overflow).
@@ -60,8 +62,9 @@ import (
 // groups, transactional ids) has the QuotaFailure and no RetryInfo. A
 // tenant with no allotment here (new to this broker, or forgotten after 5
 // minutes without traffic) makes the broker exchange at once
-// (noticeTenant), not at the next interval; until the answer its calls are
-// admitted and metered. While the control plane cannot be
+// (noticeTenant), not at the next interval, and its calls wait for the
+// answer, up to a second (awaitAllotment); after that, or while exchanges
+// fail, they are admitted and metered. While the control plane cannot be
 // reached the last allotments stay in force. The system tenant (internal
 // topics) is never limited.
 
@@ -113,6 +116,10 @@ type quotas struct {
 	// kickSpacing, and not while exchanges fail).
 	kick        chan struct{}
 	kickSpacing time.Duration
+	// exchanged is closed, and replaced, when an exchange ends, answered
+	// or not (guarded by mu); firstWait bounds awaitAllotment.
+	exchanged chan struct{}
+	firstWait time.Duration
 	// pinned: the allotments were put in force by hand (pin, in tests);
 	// exchanges still report but leave them.
 	pinned bool
@@ -121,9 +128,10 @@ type quotas struct {
 // newQuotas returns the quota state of a broker exchanging every
 // interval.
 func newQuotas(m *quotaMetrics, interval time.Duration) *quotas {
-	q := &quotas{lim: quota.New(quota.Config{}), m: m, throttled: map[string]float64{},
-		asked: map[string]bool{}, kick: make(chan struct{}, 1),
-		kickSpacing: quotaKickSpacing(interval), res: newReservations(interval)}
+	q := &quotas{lim: quota.New(quota.Config{Burst: rateBursts}), m: m, throttled: map[string]float64{},
+		asked: map[string]bool{}, kick: make(chan struct{}, 1), exchanged: make(chan struct{}),
+		kickSpacing: quotaKickSpacing(interval), firstWait: firstAllotmentWait,
+		res: newReservations(interval)}
 	q.allot.Store(&map[string]*sluicev1.TenantAllotment{})
 	q.labelled.Store(&map[string]bool{})
 	return q
@@ -316,16 +324,24 @@ func (q *quotas) checkFetch(ctx context.Context, maxBytes int) error {
 		return nil
 	}
 	q.noticeTenant(id)
-	// What the refused fetch would have read, for the offered meter: what
-	// the tenant's fetches answered lately, at most what it asked.
-	est := float64(maxBytes)
-	if mean := q.lim.MeanCharge(id, quota.FetchBytes); mean > 0 {
-		est = min(est, mean)
-	}
-	if dec := q.lim.Check(id, quota.FetchBytes, est); !dec.OK {
+	if dec := q.lim.Check(id, quota.FetchBytes, q.fetchEstimate(id, maxBytes)); !dec.OK {
 		return q.refuseRate(id, quota.FetchBytes, dec)
 	}
 	return nil
+}
+
+// fetchEstimate is what a refused fetch of at most maxBytes (0: not known
+// yet) would have read, for the offered meter: what the tenant's fetches
+// answered lately, at most what it asked.
+func (q *quotas) fetchEstimate(tenantID string, maxBytes int) float64 {
+	mean := q.lim.MeanCharge(tenantID, quota.FetchBytes)
+	if maxBytes <= 0 {
+		return mean
+	}
+	if mean > 0 {
+		return min(float64(maxBytes), mean)
+	}
+	return float64(maxBytes)
 }
 
 // chargeFetch charges an admitted fetch the bytes it answered.
@@ -469,48 +485,6 @@ func batchBytes(batches []log.ValidBatch) int {
 	return n
 }
 
-// quotaInterceptor charges one request to the caller's tenant for every
-// call its token authenticates (it runs after the auth interceptor), and
-// refuses the call while the tenant's requests bucket is in debt. A call
-// another broker forwarded was charged there, where the client sent it,
-// and is not charged again (as requestMeter does not count it again).
-type quotaInterceptor struct {
-	q           *quotas
-	brokerToken string
-}
-
-// take charges the call one request, unless another broker forwarded it.
-func (i quotaInterceptor) take(ctx context.Context, h func() http.Header) error {
-	if _, ok := limitedTenant(ctx); !ok || forwardedByBroker(h(), i.brokerToken) {
-		return nil
-	}
-	return i.q.take(ctx, quota.Requests, 1)
-}
-
-func (i quotaInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if !req.Spec().IsClient {
-			if err := i.take(ctx, req.Header); err != nil {
-				return nil, err
-			}
-		}
-		return next(ctx, req)
-	}
-}
-
-func (i quotaInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (i quotaInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := i.take(ctx, conn.RequestHeader); err != nil {
-			return err
-		}
-		return next(ctx, conn)
-	}
-}
-
 // quotaLoop exchanges quotas with the control plane every
 // --quota-exchange-interval until ctx ends, and in between when a tenant
 // with no allotment asks (schedule).
@@ -561,6 +535,7 @@ func (b *Broker) exchangeQuotas(ctx context.Context, cp sluicev1connect.BrokerSe
 	res, err := cp.ExchangeQuotas(cctx, connect.NewRequest(req))
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer q.exchangeEnded()
 	if err != nil {
 		if ctx.Err() == nil && q.failing != err.Error() {
 			b.logger.Warn("exchange quotas with the control plane; the last allotments stay in force", "err", err)

@@ -14,7 +14,11 @@
 //  2. refuses a body larger than the procedure allows (Config.MaxRequestBytes,
 //     or Config.PublicMaxRequestBytes for procedures open to anonymous
 //     callers) when its Content-Length says so;
-//  3. runs the server's Admit hook (quotas decided from headers);
+//  3. runs the server's Admit hook (quotas decided from headers). A
+//     refusal with a RetryInfo delay mutes the caller's calls of that
+//     procedure on that connection for the delay (at most maxMute), as
+//     Kafka mutes a throttled client's channel (KIP-219): its later ones
+//     there wait the delay out, unread, before they are decided;
 //  4. reserves the request's memory in a budget with three levels, the
 //     server, the caller's principal (one tenant; anonymous callers share
 //     one pool; brokers have a pool of their own outside the server's, so
@@ -57,6 +61,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -196,9 +201,83 @@ func (g *Gate) Config() Config { return g.cfg }
 
 type connKey struct{}
 
-// ConnContext gives each connection its own pool (http.Server.ConnContext).
+// conn is one connection's state: its pool, and the principals whose
+// calls on it are muted, and until when.
+type conn struct {
+	pool *pool
+	mu   sync.Mutex
+	// muted: principal key and procedure → until when those calls wait
+	// (KIP-219).
+	muted map[string]time.Time
+}
+
+// ConnContext gives each connection its own pool and mutes
+// (http.Server.ConnContext).
 func (g *Gate) ConnContext(ctx context.Context, _ net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, &pool{name: "connection", cap: g.cfg.ConnBytes})
+	return context.WithValue(ctx, connKey{}, &conn{pool: &pool{name: "connection", cap: g.cfg.ConnBytes}})
+}
+
+// maxMute bounds how long a connection's calls are held after a refusal.
+const maxMute = 5 * time.Second
+
+// mute holds key's later calls on c until retry (from the refusal err's
+// RetryInfo) has passed, at most maxMute; an error without one mutes
+// nothing.
+func (c *conn) mute(key string, err error) {
+	d := retryDelay(err)
+	if c == nil || d <= 0 {
+		return
+	}
+	until := time.Now().Add(min(d, maxMute))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.muted == nil {
+		c.muted = map[string]time.Time{}
+	}
+	if until.After(c.muted[key]) {
+		c.muted[key] = until
+	}
+}
+
+// waitMuted waits until key's calls on c are no longer muted, or ctx
+// ends; it reports whether it waited.
+func (c *conn) waitMuted(ctx context.Context, key string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	until, ok := c.muted[key]
+	if ok && !time.Now().Before(until) {
+		delete(c.muted, key)
+		ok = false
+	}
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return true
+}
+
+// retryDelay is the RetryInfo delay of a Connect error, or 0.
+func retryDelay(err error) time.Duration {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return 0
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if ri, ok := v.(*errdetails.RetryInfo); ok {
+				return ri.GetRetryDelay().AsDuration()
+			}
+		}
+	}
+	return 0
 }
 
 // Wrap returns h behind the gate. path is the route h is mounted at (as
@@ -251,7 +330,23 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler, 
 		return
 	}
 	if g.admit != nil {
+		// A call of a principal refused with a delay on this connection
+		// waits that delay out first, unread (KIP-219's muted channel):
+		// a client that does not wait is slowed, not refused again and
+		// again; one that waits (the Go SDK) never meets the mute.
+		c, _ := ctx.Value(connKey{}).(*conn)
+		// Per procedure: a client's other calls on the connection (a
+		// consumer's fetches beside its producer's refused produces) go
+		// on, and are decided, and muted, on their own.
+		key := principalKey(p) + " " + procedure
+		if c.waitMuted(ctx, key) {
+			g.m.muted.Inc()
+			if ctx.Err() != nil {
+				return
+			}
+		}
 		if err := g.admit(ctx, r, procedure, p, size); err != nil {
+			c.mute(key, err)
 			g.refuse(w, r, "admit", err)
 			return
 		}
@@ -309,23 +404,19 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler, 
 // charge is the pools a call of p holds reserve bytes of: the server's
 // (the internal pool for brokers), p's own, and the connection's.
 func (g *Gate) charge(ctx context.Context, p tenants.Principal, reserve int64) *charge {
-	shared, key, cap := g.server, "", g.cfg.PrincipalBytes
+	shared, key, cap := g.server, principalKey(p), g.cfg.PrincipalBytes
 	switch p.Kind {
 	case tenants.PrincipalBroker:
-		shared = g.intern
+		shared, key = g.intern, ""
 	case tenants.PrincipalAnonymous:
-		key, cap = "anonymous", g.cfg.AnonymousBytes
-	case tenants.PrincipalOperator:
-		key = "operator"
-	default:
-		key = "tenant:" + p.TenantID
+		cap = g.cfg.AnonymousBytes
 	}
 	pools := []*pool{shared}
 	if key != "" {
 		pools = append(pools, g.budget.principal(key, cap))
 	}
-	if cp, ok := ctx.Value(connKey{}).(*pool); ok {
-		pools = append(pools, cp)
+	if c, ok := ctx.Value(connKey{}).(*conn); ok {
+		pools = append(pools, c.pool)
 	}
 	return newCharge(reserve, pools...)
 }
@@ -369,6 +460,14 @@ func compressed(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// principalKey names p's pool and mutes: its tenant, or its kind.
+func principalKey(p tenants.Principal) string {
+	if p.Kind == tenants.PrincipalTenant {
+		return "tenant:" + p.TenantID
+	}
+	return p.Kind.String()
 }
 
 // busy is the refusal of a request that found no room in the budget

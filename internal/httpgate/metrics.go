@@ -8,6 +8,7 @@ import (
 
 type metrics struct {
 	refused *prometheus.CounterVec
+	muted   prometheus.Counter
 	wait    prometheus.Histogram
 }
 
@@ -21,6 +22,10 @@ func newMetrics(reg prometheus.Registerer, namespace, subsystem string, g *Gate)
 			Namespace: namespace, Subsystem: subsystem, Name: "gate_refused_total",
 			Help: "Requests refused before their body was read, by reason: unauthenticated (credentials refused), too_large (Content-Length over the procedure's limit), admit (the server's header checks: quotas), memory (no room in the request memory budget within the wait).",
 		}, []string{"reason"}),
+		muted: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "gate_muted_total",
+			Help: "Calls held until the delay of a rate refusal their caller got on the same connection had passed (KIP-219's muted channel), unread.",
+		}),
 		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "request_memory_wait_seconds",
 			Help:    "Time admitted requests waited for room in the request memory budget.",
@@ -43,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, namespace, subsystem string, g *Gate)
 		Help: "The server pool's capacity (--request-memory).",
 	})
 	limit.Set(float64(g.cfg.ServerBytes))
-	reg.MustRegister(m.refused, m.wait, used, intern, limit)
+	reg.MustRegister(m.refused, m.muted, m.wait, used, intern, limit)
 	return m
 }
 
