@@ -521,6 +521,19 @@ func (c *Client) leaderOf(ctx context.Context, topic string, partition int32) (s
 	return b.record, pm.leaderEpoch, nil
 }
 
+// cachedLeaderEpoch is the leader epoch the cached metadata holds for a
+// partition (from metadata or a leader hint), without asking anyone; false
+// when none is cached.
+func (c *Client) cachedLeaderEpoch(topic string, partition int32) (int32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tm := c.topics[topic]
+	if tm == nil || partition < 0 || int(partition) >= len(tm.partitions) {
+		return 0, false
+	}
+	return tm.partitions[partition].leaderEpoch, true
+}
+
 // observe updates the routing cache after an error from a partition's
 // leader. A NotLeader detail about this partition, at a leader epoch no
 // older than the cached one, names the new leader, which the next request

@@ -8,7 +8,16 @@
 // updates its routing from the error, once; on any other NotLeader (about
 // another partition, at an older epoch, or a second one while routing by
 // a hint) and on Unavailable it refreshes the metadata, whatever leader
-// epoch it had, and retries with exponential backoff and jitter.
+// epoch it had, and retries with exponential backoff and jitter (from
+// 25-50 ms, doubling up to 0.5-1 s, as Kafka's retry.backoff.ms and
+// retry.backoff.max.ms; reset by an acknowledgement). A produce request
+// still unanswered after a second makes the producer refresh the
+// partition's metadata, and again every second while it waits: once the
+// metadata names a newer leader epoch (the leader was stopped or cut off
+// and another was elected), the producer stops waiting for the old leader,
+// whose connection may stay open and silent until HTTP/2's health check
+// drops it 15 s later, and sends the batch to the new one with the same
+// sequence numbers, so it is still written once.
 //
 // # Producing
 //

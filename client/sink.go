@@ -3,6 +3,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -693,25 +694,33 @@ func (s *sink) firstUnfinished() int {
 	return -1
 }
 
+// leaderCheckInterval is how long an attempt waits for its answer before
+// its sink looks for a newer leader of the partition, and how often it
+// looks again while the attempt still waits (see watchAttempt).
+const leaderCheckInterval = time.Second
+
+// errLeaderMoved is the cause of an attempt abandoned because the
+// partition's metadata names a newer leader epoch than the one it was sent
+// at (see watchAttempt).
+var errLeaderMoved = errors.New("the partition has a newer leader")
+
 // send makes one attempt at b, through the leader's leaderConn, and
 // records its outcome.
 func (s *sink) send(b *pbatch) {
 	timeout := min(s.p.cfg.requestTimeout, time.Until(b.deadline))
-	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, 50*time.Millisecond)+2*time.Second)
-	defer cancel()
-	go func() {
-		select {
-		case <-s.p.aborted:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	tctx, cancelTimeout := context.WithTimeout(context.Background(), max(timeout, 50*time.Millisecond)+2*time.Second)
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(tctx)
+	defer cancel(nil)
+	routed := make(chan int32, 1)
+	go s.watchAttempt(ctx, cancel, routed)
 	var res *sluicev1.ProduceResponse
 	rc, epoch, err := s.p.c.leaderOf(ctx, s.topic, s.partition)
 	sent := err == nil // a routing error never left this process
 	if err != nil {
 		s.p.c.observe(s.topic, s.partition, err) // offline in the cache: refresh next time
 	} else {
+		routed <- epoch
 		req := &sluicev1.ProduceRequest{
 			Topic: s.topic, Partition: s.partition, Acks: s.p.cfg.acks.proto(),
 			TimeoutMs:          max(timeout.Milliseconds(), 50),
@@ -720,8 +729,14 @@ func (s *sink) send(b *pbatch) {
 			TransactionalId:    s.p.txnID,
 		}
 		res, err = s.p.leaderConn(rc).produce(ctx, req, timeout)
-		err = normalize(ctx, err)
-		s.p.c.observe(s.topic, s.partition, err)
+		if cause := context.Cause(ctx); err != nil && errors.Is(cause, errLeaderMoved) {
+			// Abandoned: Unavailable, outcome unknown. The metadata
+			// already names the new leader, which the retry goes to.
+			err = cause
+		} else {
+			err = normalize(ctx, err)
+			s.p.c.observe(s.topic, s.partition, err)
+		}
 	}
 
 	s.mu.Lock()
@@ -803,6 +818,68 @@ func (s *sink) send(b *pbatch) {
 		b.fatalErr = err
 	}
 	s.rewind = true
+}
+
+// watchAttempt ends an attempt early. When the producer aborts, it cancels
+// ctx at once. When the attempt, sent to the partition's leader at the
+// leader epoch that arrives on routed, has had no answer for
+// leaderCheckInterval, it refreshes the topic's metadata, and again every
+// leaderCheckInterval while the attempt waits; once the metadata names a
+// newer leader epoch, it cancels ctx with an errLeaderMoved cause.
+//
+// A leader that stopped without closing its connections (SIGSTOP, a
+// frozen VM, a link that drops packets) answers nothing, and its
+// connection lives until HTTP/2's health check drops it (15 s of
+// silence) or the request times out; the sink cannot move the partition's
+// batches to the new leader before every attempt in flight has ended. The
+// new leader, elected from the ISR at a higher epoch, is known within a
+// broker lease, so the partition moves then instead. Abandoning is safe
+// like any timeout: the attempt's outcome is unknown, its batch keeps its
+// producer epoch and sequence, and the new leader answers a retry of a
+// batch the old one had replicated with its offset (a duplicate), while
+// a batch the old leader appends after it was deposed is never
+// acknowledged (its epoch is fenced) and is truncated when it follows.
+func (s *sink) watchAttempt(ctx context.Context, cancel context.CancelCauseFunc, routed <-chan int32) {
+	var (
+		epoch int32
+		sent  time.Time
+		check *time.Timer
+		due   <-chan time.Time
+	)
+	defer func() {
+		if check != nil {
+			check.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-s.p.aborted:
+			cancel(nil)
+			return
+		case <-ctx.Done():
+			return
+		case epoch = <-routed:
+			sent = time.Now()
+			check = time.NewTimer(leaderCheckInterval)
+			due = check.C
+		case <-due:
+			call := s.p.c.refreshTopic(s.topic)
+			select {
+			case <-call.done:
+			case <-ctx.Done():
+				return
+			case <-s.p.aborted:
+				cancel(nil)
+				return
+			}
+			if cur, ok := s.p.c.cachedLeaderEpoch(s.topic, s.partition); ok && cur > epoch {
+				cancel(connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w (leader epoch %d): gave up on the answer of the leader at epoch %d after %s",
+					errLeaderMoved, cur, epoch, time.Since(sent).Round(time.Millisecond))))
+				return
+			}
+			check.Reset(leaderCheckInterval)
+		}
+	}
 }
 
 // abort fails every unfinished record with ErrProducerClosed and closes
