@@ -31,7 +31,8 @@
 //     reports it), and never goes back for readers: a new leader answers
 //     ErrHWCatchingUp until its HW reaches where its epoch started.
 //   - acks=all is refused (NotEnoughReplicas) while the ISR is below min
-//     ISR; once accepted, it is acknowledged only when the leadership that
+//     ISR, before the producer's sequence is checked (so without the wait
+//     for a sequence gap); once accepted, it is acknowledged only when the leadership that
 //     appended the records has them in every ISR member; if that
 //     leadership ends first the outcome is reported unknown.
 //   - A follower appends the leader's batches unchanged and truncates only

@@ -196,7 +196,8 @@ type ProduceResult struct {
 // against the producer state first: a retry of a batch already written is
 // not written again but answered with the original offsets (after waiting,
 // with acks=all, until those are committed); a batch ahead of the expected
-// sequence waits up to a second for the batches before it. clientEpoch,
+// sequence waits up to a second for the batches before it, unless acks=all
+// is refused first for an ISR below min ISR. clientEpoch,
 // when set, fences a client whose leader epoch is not this leader's. The
 // errors are Connect errors (NotLeader, NotEnoughReplicas, ProducerError
 // and TransactionError details; Unavailable or DeadlineExceeded when the
@@ -262,6 +263,17 @@ func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sl
 			}
 			continue // the lock was released: check everything again
 		}
+		// Below min ISR, acks=all is refused before the sequence is looked
+		// at, as Kafka does: a batch held for a gap would otherwise wait
+		// out the second for the batches before it, which were refused the
+		// same way and come back only after the client's backoff.
+		if acks == sluicev1.Acks_ACKS_ALL {
+			if err := p.lead.CanAcceptAcksAll(); err != nil {
+				err = p.replicaError(err)
+				p.mu.Unlock()
+				return ProduceResult{}, err
+			}
+		}
 		_, wait, err := p.checkSequenceLocked(h)
 		if err == nil || !wait || waitedOut {
 			break // a refusal is answered by the check below
@@ -270,13 +282,6 @@ func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sl
 		p.mu.Unlock()
 		waitedOut = !waitSequenceGap(ctx, ch, gapDeadline)
 		p.mu.Lock()
-	}
-	if acks == sluicev1.Acks_ACKS_ALL {
-		if err := p.lead.CanAcceptAcksAll(); err != nil {
-			err = p.replicaError(err)
-			p.mu.Unlock()
-			return ProduceResult{}, err
-		}
 	}
 	lead := p.lead
 	epoch := p.meta.LeaderEpoch
