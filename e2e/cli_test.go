@@ -22,13 +22,17 @@ import (
 var sluiceBin string
 
 // TestMain runs the binary as TestTransactionsUnderFaults's job when
-// txnJobEnv is set. Otherwise it builds the sluice binary once per test binary (with -race when
+// txnJobEnv is set, as TestNoisyNeighbour's tenant A when noisyJobEnv is.
+// Otherwise it builds the sluice binary once per test binary (with -race when
 // the tests run with it), then runs the tests through testenv.Main (which
 // tears down the Postgres the cluster tests start; testenv.BuildSluice says where the binary
 // goes).
 func TestMain(m *testing.M) {
 	if os.Getenv(txnJobEnv) != "" {
 		os.Exit(runTxnJob())
+	}
+	if os.Getenv(noisyJobEnv) != "" {
+		os.Exit(runNoisyJob())
 	}
 	bin, err := testenv.BuildSluice("sluice-e2e", raceEnabled)
 	if err != nil {
