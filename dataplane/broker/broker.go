@@ -249,6 +249,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	// interceptor then takes the gate's principal.
 	b.gate = httpgate.New(cfg.RequestMemory.Config(int64(cfg.MaxRequestBytes)), httpgate.Deps{
 		Auth: auth, Admit: b.admitCall, Registerer: b.registry, Namespace: "sluice", Subsystem: "broker", Logger: b.logger,
+		Forwarded: func(r *http.Request) bool { return forwardedByBroker(r.Header, cfg.BrokerToken) },
 	})
 	mux := http.NewServeMux()
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...)))

@@ -153,15 +153,16 @@ type Admit func(ctx context.Context, r *http.Request, procedure string, p tenant
 // Gate wraps Connect handlers (Wrap); the http.Server that serves them
 // sets ConnContext, so that each connection has its own pool.
 type Gate struct {
-	cfg    Config
-	auth   tenants.Authenticator
-	admit  Admit
-	errw   *connect.ErrorWriter
-	budget *budget
-	server *pool
-	intern *pool
-	logger *slog.Logger
-	m      *metrics
+	cfg       Config
+	auth      tenants.Authenticator
+	admit     Admit
+	forwarded func(*http.Request) bool
+	errw      *connect.ErrorWriter
+	budget    *budget
+	server    *pool
+	intern    *pool
+	logger    *slog.Logger
+	m         *metrics
 }
 
 // Deps are what a Gate calls.
@@ -169,6 +170,11 @@ type Deps struct {
 	Auth tenants.Authenticator
 	// Admit is optional.
 	Admit Admit
+	// Forwarded (optional) tells a call another server forwarded on a
+	// client's behalf (with the client's credentials): it is not held to
+	// its connection's pool, which it shares with every client that
+	// server forwards for.
+	Forwarded func(*http.Request) bool
 	// Registerer takes the gate's metrics (optional), named
 	// <Namespace>_<Subsystem>_request_memory_….
 	Registerer           prometheus.Registerer
@@ -183,14 +189,15 @@ func New(cfg Config, deps Deps) *Gate {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gate{
-		cfg:    cfg,
-		auth:   deps.Auth,
-		admit:  deps.Admit,
-		errw:   connect.NewErrorWriter(),
-		budget: newBudget(),
-		server: &pool{name: "server", cap: cfg.ServerBytes},
-		intern: &pool{name: "internal", cap: cfg.InternalBytes},
-		logger: deps.Logger,
+		cfg:       cfg,
+		auth:      deps.Auth,
+		admit:     deps.Admit,
+		forwarded: deps.Forwarded,
+		errw:      connect.NewErrorWriter(),
+		budget:    newBudget(),
+		server:    &pool{name: "server", cap: cfg.ServerBytes},
+		intern:    &pool{name: "internal", cap: cfg.InternalBytes},
+		logger:    deps.Logger,
 	}
 	g.m = newMetrics(deps.Registerer, deps.Namespace, deps.Subsystem, g)
 	return g
@@ -371,7 +378,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler, 
 	if strings.Contains(r.Header.Get("Content-Type"), "json") {
 		factor = g.cfg.JSONFactor
 	}
-	c := g.charge(ctx, p, reserve*factor)
+	c := g.charge(ctx, r, p, reserve*factor)
 	start := time.Now()
 	// On HTTP/2 a call that finds no room is refused at once: while it
 	// waited, the body its client sent meanwhile would hold the
@@ -403,7 +410,7 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler, 
 
 // charge is the pools a call of p holds reserve bytes of: the server's
 // (the internal pool for brokers), p's own, and the connection's.
-func (g *Gate) charge(ctx context.Context, p tenants.Principal, reserve int64) *charge {
+func (g *Gate) charge(ctx context.Context, r *http.Request, p tenants.Principal, reserve int64) *charge {
 	shared, key, cap := g.server, principalKey(p), g.cfg.PrincipalBytes
 	switch p.Kind {
 	case tenants.PrincipalBroker:
@@ -415,7 +422,10 @@ func (g *Gate) charge(ctx context.Context, p tenants.Principal, reserve int64) *
 	if key != "" {
 		pools = append(pools, g.budget.principal(key, cap))
 	}
-	if c, ok := ctx.Value(connKey{}).(*conn); ok {
+	// A call another server forwarded shares its connection with every
+	// client that server forwards for: the connection's pool would let
+	// one tenant's forwarded calls refuse another's.
+	if c, ok := ctx.Value(connKey{}).(*conn); ok && (g.forwarded == nil || !g.forwarded(r)) {
 		pools = append(pools, c.pool)
 	}
 	return newCharge(reserve, pools...)

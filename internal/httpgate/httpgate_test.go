@@ -119,8 +119,13 @@ type setup struct {
 
 func start(t *testing.T, cfg Config) *setup {
 	t.Helper()
+	return startWith(t, cfg, Deps{Auth: testAuth{}})
+}
+
+func startWith(t *testing.T, cfg Config, deps Deps) *setup {
+	t.Helper()
 	s := &setup{svc: &records{release: make(chan struct{})}, read: &atomic.Int64{}}
-	s.gate = New(cfg, Deps{Auth: testAuth{}})
+	s.gate = New(cfg, deps)
 	mux := http.NewServeMux()
 	mux.Handle(s.gate.Wrap(sluicev1connect.NewRecordServiceHandler(s.svc,
 		connect.WithInterceptors(tenants.NewAuthInterceptor(testAuth{})),
@@ -502,4 +507,45 @@ func TestGateSizesEnvelopes(t *testing.T) {
 	err = <-sendBody("", env, msg, big, make([]byte, 512<<10))
 	require.ErrorContains(t, err, "longer than the")
 	require.Equal(t, int64(3), s.svc.calls.Load(), "calls that reached the handler")
+}
+
+// TestGateForwardedCallsSkipTheConnectionPool: calls another server
+// forwarded for its clients share that server's connection, so they are
+// not held to the connection's pool (one tenant's forwarded calls would
+// refuse another's); they still count in the server's and their tenant's.
+func TestGateForwardedCallsSkipTheConnectionPool(t *testing.T) {
+	t.Parallel()
+	cfg := Defaults(1 << 20)
+	cfg.ConnBytes, cfg.BinaryFactor = 1<<20, 2
+	s := startWith(t, cfg, Deps{Auth: testAuth{}, Forwarded: func(r *http.Request) bool { return r.Header.Get("Test-Forwarded") != "" }})
+	forwarded := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Test-Forwarded", "1")
+			return next(ctx, req)
+		}
+	})
+	hc := h2c.Client() // one connection for all the calls below
+	plain := sluicev1connect.NewRecordServiceClient(hc, s.url, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer("tenant-a")))
+	fwd := sluicev1connect.NewRecordServiceClient(hc, s.url, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer("tenant-b"), forwarded))
+	first := make(chan error, 1)
+	go func() { _, err := plain.Produce(context.Background(), produce(512<<10-64)); first <- err }()
+	testenv.Wait(t, 30*time.Second, "the first call in", func() error {
+		if s.svc.in.Load() != 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	_, err := plain.Produce(context.Background(), produce(512<<10-64))
+	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "the connection's pool is full: %v", err)
+	second := make(chan error, 1)
+	go func() { _, err := fwd.Produce(context.Background(), produce(512<<10-64)); second <- err }()
+	testenv.Wait(t, 30*time.Second, "the forwarded call in beside it", func() error {
+		if s.svc.in.Load() != 2 {
+			return fmt.Errorf("%d in the handler", s.svc.in.Load())
+		}
+		return nil
+	})
+	close(s.svc.release)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
 }
