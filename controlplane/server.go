@@ -191,10 +191,14 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
 	mux.Handle(s.gate.Wrap(grpchealth.NewHandler(s.health, append(slices.Clone(opts),
 		connect.WithInterceptors(healthwatch.EndOnDrain(func() context.Context { return s.drainCtx })))...)))
+	// Reflection streams from anonymous clients: every message it reads
+	// is held to an anonymous call's size (the gate charges only the
+	// first).
+	reflectOpts := append(slices.Clone(opts), connect.WithReadMaxBytes(httpgate.PublicMaxRequestBytes))
 	reflector := grpcreflect.NewStaticReflector(slices.Concat(services,
 		[]string{grpchealth.HealthV1ServiceName, grpcreflect.ReflectV1ServiceName, grpcreflect.ReflectV1AlphaServiceName})...)
-	mux.Handle(s.gate.WrapClientStreams(grpcreflect.NewHandlerV1(reflector, opts...)))
-	mux.Handle(s.gate.WrapClientStreams(grpcreflect.NewHandlerV1Alpha(reflector, opts...)))
+	mux.Handle(s.gate.WrapClientStreams(grpcreflect.NewHandlerV1(reflector, reflectOpts...)))
+	mux.Handle(s.gate.WrapClientStreams(grpcreflect.NewHandlerV1Alpha(reflector, reflectOpts...)))
 	mux.HandleFunc("GET "+JWKSPath, s.serveJWKS)
 	if cfg.LagSampleInterval > 0 {
 		s.alerter = alerting.New(s.store, alerting.Config{

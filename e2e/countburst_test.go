@@ -128,6 +128,7 @@ func burst(t *testing.T, ctx context.Context, limit string, create func(i int) e
 			for {
 				err := create(i)
 				if connect.CodeOf(err) == connect.CodeUnavailable && ctx.Err() == nil {
+					pause(ctx, 50*time.Millisecond) // not synchronisation: a retry's pace
 					continue
 				}
 				mu.Lock()

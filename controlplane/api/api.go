@@ -13,9 +13,13 @@
 // its coordinators hold (ReplicaService.ListAllTransactions, with the
 // broker credential; operator_txn.go).
 //
-// Every request passes, in order: the metrics interceptor (outermost), the
-// auth interceptor (tenants.NewAuthInterceptor with this package's rules: a
-// procedure without a rule is refused), and the error interceptor, which
+// Every request passes, in order: the server's gate (internal/httpgate,
+// wrapped around each handler by Register), which authenticates it from its
+// headers with this package's rules before its body is read (a procedure
+// without a rule goes on bodiless, to be answered unimplemented or refused);
+// the metrics interceptor; the auth interceptor (tenants.NewAuthInterceptor,
+// which takes the gate's principal, or authenticates a call that came
+// another way); and the error interceptor, which
 // maps domain errors to Connect codes once (toConnectError). Handlers read
 // the caller's tenant only from the context, never from the request, and
 // validate every field before touching the store. The public Signup and

@@ -74,8 +74,8 @@
 // # Reservations: groups and transactional ids
 //
 // A flag decided from the sums lets a burst through: every creation until
-// the next exchange shows the sum is admitted (1,000 new groups of 1,000
-// asked for at once, against a limit of 100). So a coordinator reserves
+// the next exchange shows the sum is admitted (916–1,000 new groups of
+// 1,000 asked for at once, against a limit of 100, in TestCountLimitsBurst). So a coordinator reserves
 // each new name before it creates it (BrokerService.ReserveObjects; the
 // broker gathers the reservations made while a call is in flight into the
 // next call). The store decides a tenant's reservations one transaction at

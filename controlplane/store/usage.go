@@ -403,7 +403,7 @@ type UsageStore interface {
 	// longer names has no report of it any more. In the same transaction it ends the
 	// reservations applied confirms (CheckConfirmations validates them): the pending name of
 	// each (tenant, kind, name) reserved by brokerID with that token is dropped (one reserved
-	// again since, with another token, stays), as are brokerID's reservations expired at at.
+	// again since, with another token, stays); expired ones are dropped by ReserveObjects.
 	// Every reservation decided after it commits sees the reports and the pending names as
 	// they stand after it, never one without the other.
 	PutQuotaReports(ctx context.Context, brokerID int32, at time.Time, reports []QuotaReport, applied []ObjectReservation) error
@@ -411,8 +411,9 @@ type UsageStore interface {
 	// with DecideReservations, in one transaction that holds the tenant row's lock (as
 	// topic creation does), so that concurrent calls, on any control-plane replica, decide
 	// one after another: reported is the sum of the tenant's quota reports stamped after
-	// r.ReportedAfter, pending its reservations expiring after r.At, both read in one
-	// snapshot. A granted name is stored as reserved by r.BrokerID with its token until
+	// r.ReportedAfter, pending its reservations expiring after r.At, both read under the
+	// tenant row's lock (a PutQuotaReports commits its reports and confirmations together, so
+	// the reads never see one without the other). A granted name is stored as reserved by r.BrokerID with its token until
 	// r.At + r.TTL (replacing the broker, token and expiry of a name pending already). The
 	// tenant's expired reservations are dropped. An unknown tenant → ErrNotFound.
 	ReserveObjects(ctx context.Context, r Reservations) ([]ReservationResult, error)

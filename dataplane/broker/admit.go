@@ -18,10 +18,11 @@ import (
 // costs the broker a header's worth of work per refused call, not a
 // decode (what its neighbours would otherwise wait for). The gate then
 // holds the tenant's later calls of that procedure on that connection
-// until the refusal's delay has passed (Kafka's channel muting, KIP-219),
-// so a client that does not wait is slowed instead of refused over and
-// over; the Go SDK waits anyway. Admitted calls are decided again, and charged what they
-// cost, where their cost is known: produce record bytes before appending
+// until the refusal's delay has passed (Kafka's channel muting, KIP-219;
+// over HTTP/2 only calls of a small body, see internal/httpgate), so a
+// client that does not wait is slowed instead of refused over and over.
+// Admitted calls are decided again, and charged what they cost, where
+// their cost is known: produce record bytes before appending
 // (admitProduce), fetch bytes once answered (chargeFetch).
 
 // rateBursts are the broker's buckets' bursts, in seconds of their
@@ -76,9 +77,10 @@ func (b *Broker) admitCall(ctx context.Context, r *http.Request, procedure strin
 
 // firstAllotmentWait bounds how long a tenant's first calls at a broker
 // wait for its allotment (awaitAllotment): an exchange takes a round trip
-// to the control plane, milliseconds; one that takes longer lets the calls
-// through unthrottled, as before.
-const firstAllotmentWait = time.Second
+// to the control plane, milliseconds, and fails after its timeout (1 s by
+// default), which ends the wait too; one still unanswered after this lets
+// the calls through unthrottled, as before.
+const firstAllotmentWait = 3 * time.Second
 
 // awaitAllotment waits, up to firstWait, for an allotment of a tenant the
 // broker has none of (new here, or forgotten after 5 minutes without

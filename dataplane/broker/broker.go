@@ -260,9 +260,13 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	// services (public in the auth rules) and list only the client
 	// services.
 	mux.Handle(b.gate.Wrap(grpchealth.NewHandler(healthChecker{b}, append(slices.Clone(opts), connect.WithInterceptors(healthwatch.EndOnDrain(b.runContext)))...)))
+	// Reflection streams from anonymous clients: every message it reads
+	// is held to an anonymous call's size (the gate charges only the
+	// first).
+	reflectOpts := append(slices.Clone(opts), connect.WithReadMaxBytes(httpgate.PublicMaxRequestBytes))
 	reflector := grpcreflect.NewStaticReflector(discoveryServices...)
-	mux.Handle(b.gate.WrapClientStreams(grpcreflect.NewHandlerV1(reflector, opts...)))
-	mux.Handle(b.gate.WrapClientStreams(grpcreflect.NewHandlerV1Alpha(reflector, opts...)))
+	mux.Handle(b.gate.WrapClientStreams(grpcreflect.NewHandlerV1(reflector, reflectOpts...)))
+	mux.Handle(b.gate.WrapClientStreams(grpcreflect.NewHandlerV1Alpha(reflector, reflectOpts...)))
 	// No /metrics here: its labels name tenants, topics and groups, and
 	// tenants reach this port. It is on the operator listener only.
 	mux.HandleFunc("GET /healthz", opshttp.Healthz)

@@ -63,7 +63,7 @@ import (
 // tenant with no allotment here (new to this broker, or forgotten after 5
 // minutes without traffic) makes the broker exchange at once
 // (noticeTenant), not at the next interval, and its calls wait for the
-// answer, up to a second (awaitAllotment); after that, or while exchanges
+// answer, up to 3 s (awaitAllotment); after that, or while exchanges
 // fail, they are admitted and metered. While the control plane cannot be
 // reached the last allotments stay in force. The system tenant (internal
 // topics) is never limited.

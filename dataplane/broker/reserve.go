@@ -24,7 +24,8 @@ import (
 // and not yet reported. So a burst of creations over any number of brokers
 // stops at the limit, instead of running on until the next quota exchange
 // shows the sum (what deciding on the exchange's groups_exceeded flag did:
-// 1,000 of 1,000 new groups admitted against a limit of 100).
+// 916–1,000 of 1,000 concurrent new groups admitted against a limit of
+// 100 in TestCountLimitsBurst).
 //
 // Reservations made while a ReserveObjects call is in flight go together in
 // the next one (group commit: a burst costs a few round trips, not one per
@@ -34,8 +35,8 @@ import (
 // the control plane drops them from the pending names in the transaction
 // that writes the report, so each object is counted once, by the report.
 //
-// When the control plane cannot be reached (a call fails or times out,
-// after one exchange timeout) the creation is admitted unreserved, and so
+// When the control plane cannot be reached (a call fails, or times out
+// after reserveTimeout) the creation is admitted unreserved, and so
 // is every other for the next exchange interval: groups and transactional
 // ids keep working through a control-plane outage, as produce and fetch do,
 // at the cost of a tenant passing its limit by what it creates at that
@@ -79,11 +80,18 @@ type reservation struct {
 }
 
 // newReservations returns the reservations of a broker exchanging quotas
-// every interval: a call waits at most an exchange's timeout, and after a
-// failure none is tried for an interval (at least 1 s).
+// every interval: a call waits at most reserveTimeout (or an exchange's
+// timeout, when longer), and after a failure none is tried for an interval
+// (at least 1 s).
 func newReservations(interval time.Duration) *reservations {
-	return &reservations{timeout: quotaExchangeTimeout(interval), backoff: max(interval, time.Second)}
+	return &reservations{timeout: max(quotaExchangeTimeout(interval), reserveTimeout), backoff: max(interval, time.Second)}
 }
+
+// reserveTimeout bounds a ReserveObjects call: long enough that a control
+// plane slowed by a burst of creations (a thousand reservations decided
+// one after another under the tenant's lock) still decides them, rather
+// than the broker admitting them unreserved after an exchange's second.
+const reserveTimeout = 5 * time.Second
 
 // reserveFunc is the ReserveObjects call: one result per reservation, in
 // order.

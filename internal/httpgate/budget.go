@@ -21,10 +21,7 @@ type pool struct {
 	key string
 }
 
-// charge is what one request holds: an amount at each of its pools. The
-// first pool, the shared one, holds it all; the others at most their
-// capacity, so that a request alone in its principal's and connection's
-// pools always fits there.
+// charge is what one request holds: the same amount at each of its pools.
 type charge struct {
 	pools []*pool
 	n     []int64
@@ -32,11 +29,8 @@ type charge struct {
 
 func newCharge(n int64, pools ...*pool) *charge {
 	c := &charge{pools: pools, n: make([]int64, len(pools))}
-	for i, p := range pools {
+	for i := range pools {
 		c.n[i] = n
-		if i > 0 {
-			c.n[i] = min(n, p.cap)
-		}
 	}
 	return c
 }
@@ -44,12 +38,13 @@ func newCharge(n int64, pools ...*pool) *charge {
 // fits reports whether c fits beside what the pools hold, and if not,
 // whether only the first pool (the shared one) lacks room.
 //
-// A request larger than its shared pool's capacity fits when the pool is
-// empty: it goes in alone rather than never.
+// A request larger than a pool's capacity fits there when the pool is
+// empty: it goes in alone rather than never (so a pool holds at most its
+// capacity, or one request larger than it).
 func (c *charge) fits() (ok, sharedFull bool) {
 	ok, others := true, true
 	for i, p := range c.pools {
-		if p.used+c.n[i] > p.cap && (i > 0 || p.used > 0) {
+		if p.used+c.n[i] > p.cap && p.used > 0 {
 			ok = false
 			if i > 0 {
 				others = false
@@ -65,7 +60,9 @@ func (c *charge) fits() (ok, sharedFull bool) {
 // the shared pool (the first of its pools) holds back every waiter after
 // it, so that small requests cannot starve a large one there; a waiter
 // short of room in its own principal's or connection's pool holds back
-// nobody (one tenant's backlog never delays another tenant).
+// nobody (one tenant's backlog never delays another tenant). A request
+// that does not wait (acquire with wait 0) takes room it finds whatever
+// waits.
 type budget struct {
 	mu         sync.Mutex
 	principals map[string]*pool
@@ -109,6 +106,24 @@ func (b *budget) unrefLocked(p *pool) {
 // references dropped). After true, the caller gives c back with release.
 func (b *budget) acquire(ctx context.Context, c *charge, wait time.Duration) bool {
 	b.mu.Lock()
+	if wait <= 0 {
+		// A call that does not wait takes room it finds whatever waits:
+		// it holds up no one, and no one's wait holds it up (a waiter
+		// short of shared room would otherwise refuse every such call).
+		defer b.mu.Unlock()
+		if ok, _ := c.fits(); ok {
+			for i, p := range c.pools {
+				p.used += c.n[i]
+			}
+			return true
+		}
+		for _, p := range c.pools {
+			if p.key != "" {
+				b.unrefLocked(p)
+			}
+		}
+		return false
+	}
 	w := &waiter{c: c, ready: make(chan struct{})}
 	e := b.waiters.PushBack(w)
 	b.grantLocked()
@@ -117,11 +132,6 @@ func (b *budget) acquire(ctx context.Context, c *charge, wait time.Duration) boo
 		b.mu.Unlock()
 		return true
 	default:
-	}
-	if wait <= 0 {
-		b.giveUpLocked(e)
-		b.mu.Unlock()
-		return false
 	}
 	b.mu.Unlock()
 	t := time.NewTimer(wait)
@@ -182,11 +192,7 @@ func (b *budget) shrink(c *charge, n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, p := range c.pools {
-		m := n
-		if i > 0 {
-			m = min(n, p.cap)
-		}
-		if m < c.n[i] {
+		if m := n; m < c.n[i] {
 			p.used -= c.n[i] - m
 			c.n[i] = m
 		}

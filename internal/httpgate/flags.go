@@ -26,7 +26,7 @@ func DefaultFlags() Flags {
 // RegisterFlags registers the flags on fs.
 func (f *Flags) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.RequestMemory, "request-memory", f.RequestMemory, "bytes the requests in flight may hold while they are read and decoded, over every caller (a request holds its body's size times 6, or times 10 for JSON, which decodes into more: about what it costs in RSS, GC headroom included); a request that finds no room is refused resource_exhausted with a retry delay, its body never read (over HTTP/2 at once; over HTTP/1.1 after waiting up to 5 s in arrival order). Brokers' own calls have a separate quarter of it; anonymous callers share a sixteenth")
-	fs.Int64Var(&f.RequestMemoryPerTenant, "request-memory-per-tenant", f.RequestMemoryPerTenant, "the part of --request-memory one tenant's requests may hold at once (so that one tenant cannot take it all)")
+	fs.Int64Var(&f.RequestMemoryPerTenant, "request-memory-per-tenant", f.RequestMemoryPerTenant, "the part of --request-memory one tenant's requests may hold at once (or one request alone, if larger), so that one tenant's backlog does not hold the others back")
 	fs.Int64Var(&f.RequestMemoryPerConnection, "request-memory-per-connection", f.RequestMemoryPerConnection, "the part of --request-memory the requests of one connection may hold at once")
 }
 

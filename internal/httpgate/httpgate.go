@@ -100,6 +100,10 @@ type Config struct {
 	// BinaryFactor and JSONFactor multiply a body's size into the memory
 	// its decoding holds.
 	BinaryFactor, JSONFactor int64
+	// BodyGrace and BodyRate bound how long a body may take to arrive:
+	// BodyGrace, and its size at BodyRate bytes/s beyond.
+	BodyGrace time.Duration
+	BodyRate  int64
 }
 
 // Defaults are the budget's defaults for a server whose largest request is
@@ -107,7 +111,7 @@ type Config struct {
 func Defaults(maxRequestBytes int64) Config {
 	return Config{
 		MaxRequestBytes:       maxRequestBytes,
-		PublicMaxRequestBytes: 64 << 10,
+		PublicMaxRequestBytes: PublicMaxRequestBytes,
 		ServerBytes:           DefaultServerBytes,
 		PrincipalBytes:        DefaultServerBytes / 4,
 		ConnBytes:             DefaultServerBytes / 4,
@@ -116,8 +120,14 @@ func Defaults(maxRequestBytes int64) Config {
 		Wait:                  5 * time.Second,
 		BinaryFactor:          6,
 		JSONFactor:            10,
+		BodyGrace:             10 * time.Second,
+		BodyRate:              128 << 10,
 	}
 }
+
+// PublicMaxRequestBytes is the default of Config.PublicMaxRequestBytes,
+// the largest message of a procedure open to anonymous callers.
+const PublicMaxRequestBytes = 64 << 10
 
 // DefaultServerBytes is the default of Config.ServerBytes (the servers'
 // --request-memory flag).
@@ -138,8 +148,12 @@ func (c Config) withDefaults() Config {
 	set(&c.InternalBytes, c.ServerBytes/4)
 	set(&c.BinaryFactor, d.BinaryFactor)
 	set(&c.JSONFactor, d.JSONFactor)
+	set(&c.BodyRate, d.BodyRate)
 	if c.Wait <= 0 {
 		c.Wait = d.Wait
+	}
+	if c.BodyGrace <= 0 {
+		c.BodyGrace = d.BodyGrace
 	}
 	c.PublicMaxRequestBytes = min(c.PublicMaxRequestBytes, c.MaxRequestBytes)
 	return c
@@ -224,8 +238,14 @@ func (g *Gate) ConnContext(ctx context.Context, _ net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, &conn{pool: &pool{name: "connection", cap: g.cfg.ConnBytes}})
 }
 
-// maxMute bounds how long a connection's calls are held after a refusal.
-const maxMute = 5 * time.Second
+// maxMute bounds how long a connection's calls are held after a refusal;
+// maxMutedBody is the largest body of an HTTP/2 call that is held (the
+// HTTP/2 server buffers up to 1 MiB per connection of bodies no handler
+// has read).
+const (
+	maxMute      = 5 * time.Second
+	maxMutedBody = 64 << 10
+)
 
 // mute holds key's later calls on c until retry (from the refusal err's
 // RetryInfo) has passed, at most maxMute; an error without one mutes
@@ -344,9 +364,13 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler, 
 		c, _ := ctx.Value(connKey{}).(*conn)
 		// Per procedure: a client's other calls on the connection (a
 		// consumer's fetches beside its producer's refused produces) go
-		// on, and are decided, and muted, on their own.
+		// on, and are decided, and muted, on their own. Over HTTP/2 only
+		// calls of a small body are held: a held call's unread body
+		// holds the connection's flow-control window, and a large one
+		// would stall the connection's other calls; a large one is
+		// decided at once instead (refused, in all likelihood, unread).
 		key := principalKey(p) + " " + procedure
-		if c.waitMuted(ctx, key) {
+		if hold := r.ProtoMajor < 2 || (size >= 0 && size <= maxMutedBody); hold && c.waitMuted(ctx, key) {
 			g.m.muted.Inc()
 			if ctx.Err() != nil {
 				return
@@ -399,10 +423,20 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, next http.Handler, 
 	}
 	g.m.observeWait(time.Since(start))
 	defer g.budget.release(c)
+	// The body must come in time: a client that reserved memory and then
+	// sends its body slowly, or not at all, would hold the memory for as
+	// long as it likes. Not for calls that stream from the client.
+	rc := http.NewResponseController(w)
+	if !clientStreams {
+		_ = rc.SetReadDeadline(time.Now().Add(g.bodyTime(reserve)))
+	}
 	r = r.WithContext(tenants.Preauthenticated(ctx, p))
 	r.Body = &body{ReadCloser: r.Body, limit: cut, known: cut < 0, onEnd: func(n int64) {
 		if shrink {
 			g.budget.shrink(c, n*factor)
+		}
+		if !clientStreams {
+			_ = rc.SetReadDeadline(time.Time{}) // a long poll may follow
 		}
 	}}
 	next.ServeHTTP(w, r)
@@ -422,6 +456,13 @@ func (g *Gate) charge(ctx context.Context, r *http.Request, p tenants.Principal,
 	if key != "" {
 		pools = append(pools, g.budget.principal(key, cap))
 	}
+	if p.Kind == tenants.PrincipalAnonymous {
+		// And a sixteenth of that per client address, so that one
+		// address cannot hold the anonymous pool (and every signup and
+		// token exchange with it). Behind a proxy every client has its
+		// address: the part still holds hundreds of small calls.
+		pools = append(pools, g.budget.principal("anonymous@"+clientIP(r), max(cap/16, g.cfg.PublicMaxRequestBytes*g.cfg.JSONFactor)))
+	}
 	// A call another server forwarded shares its connection with every
 	// client that server forwards for: the connection's pool would let
 	// one tenant's forwarded calls refuse another's.
@@ -429,6 +470,12 @@ func (g *Gate) charge(ctx context.Context, r *http.Request, p tenants.Principal,
 		pools = append(pools, c.pool)
 	}
 	return newCharge(reserve, pools...)
+}
+
+// bodyTime is how long a body of n bytes may take to arrive: by default
+// 10 s, and 128 KiB/s beyond (16 MiB: 2 minutes 18 s).
+func (g *Gate) bodyTime(n int64) time.Duration {
+	return g.cfg.BodyGrace + time.Duration(n)*time.Second/time.Duration(g.cfg.BodyRate)
 }
 
 // enveloped reports whether r's body is a stream of enveloped messages
@@ -472,6 +519,15 @@ func compressed(r *http.Request) bool {
 	return false
 }
 
+// clientIP is the address a request came from (without its port).
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
 // principalKey names p's pool and mutes: its tenant, or its kind.
 func principalKey(p tenants.Principal) string {
 	if p.Kind == tenants.PrincipalTenant {
@@ -498,11 +554,9 @@ func busy(waited, retry time.Duration) error {
 // refuse answers err in the request's protocol without reading its body.
 func (g *Gate) refuse(w http.ResponseWriter, r *http.Request, reason string, err error) {
 	g.m.refused.WithLabelValues(reason).Inc()
-	if r.ProtoMajor == 1 {
-		// The unread body cannot be skipped cheaply: end the connection
-		// after this answer rather than read it.
-		w.Header().Set("Connection", "close")
-	}
+	// An HTTP/1 connection is kept when the unread body is small (the
+	// server discards up to 256 KiB of it) and closed otherwise, so a
+	// mute outlives the refusal on a connection a client reuses.
 	if werr := g.errw.Write(w, r, err); werr != nil {
 		g.logger.Debug("write refusal", "err", werr)
 	}

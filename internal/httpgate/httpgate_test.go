@@ -41,6 +41,8 @@ func (testAuth) Authenticate(_ context.Context, procedure string, h http.Header)
 		return tenants.Principal{}, err
 	}
 	switch {
+	case tok == "anonymous": // an anonymous caller of any procedure, for the tests
+		return tenants.Principal{Kind: tenants.PrincipalAnonymous}, nil
 	case tok == "broker":
 		return tenants.Principal{Kind: tenants.PrincipalBroker}, nil
 	case strings.HasPrefix(tok, "tenant-"):
@@ -548,4 +550,123 @@ func TestGateForwardedCallsSkipTheConnectionPool(t *testing.T) {
 	close(s.svc.release)
 	require.NoError(t, <-first)
 	require.NoError(t, <-second)
+}
+
+// TestGateBodyMustArrive: a call that reserved memory and then does not
+// send its body is cut when its time is up (BodyGrace, and the body's
+// size at BodyRate), and its memory given back: a client cannot hold
+// memory by sending slowly.
+func TestGateBodyMustArrive(t *testing.T) {
+	t.Parallel()
+	cfg := Defaults(1 << 20)
+	cfg.BodyGrace = 300 * time.Millisecond
+	s := start(t, cfg)
+	close(s.svc.release)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "POST "+sluicev1connect.RecordServiceProduceProcedure+" HTTP/1.1\r\nHost: x\r\nContent-Type: application/proto\r\n"+
+		"Authorization: Bearer tenant-a\r\nContent-Length: 100000\r\n\r\n")
+	require.NoError(t, err)
+	testenv.Wait(t, 30*time.Second, "the call's memory held", func() error {
+		if s.gate.used(s.gate.server) == 0 {
+			return errors.New("nothing held yet")
+		}
+		return nil
+	})
+	testenv.Wait(t, 30*time.Second, "the call cut and its memory given back", func() error {
+		if n := s.gate.used(s.gate.server); n != 0 {
+			return fmt.Errorf("%d bytes held", n)
+		}
+		return nil
+	})
+	require.Zero(t, s.svc.calls.Load(), "never decoded")
+}
+
+// TestGateAnonymousCallersShareByAddress: anonymous callers from one
+// address hold at most their address's part of the anonymous pool, so
+// one address cannot take it (and every signup and token exchange with
+// it); another address's calls go in beside.
+func TestGateAnonymousCallersShareByAddress(t *testing.T) {
+	t.Parallel()
+	cfg := Defaults(1 << 20)
+	// Per address: 1 MiB (a sixteenth, and at least one largest
+	// anonymous JSON call: 256 KiB × 4).
+	cfg.AnonymousBytes, cfg.PublicMaxRequestBytes, cfg.JSONFactor, cfg.Wait = 16<<20, 256<<10, 4, 200*time.Millisecond
+	s := start(t, cfg)
+	from := func(ip string) sluicev1connect.RecordServiceClient {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return sluicev1connect.NewRecordServiceClient(&http.Client{Transport: &http.Transport{DialContext: d.DialContext}}, s.url,
+			connect.WithInterceptors(tenants.Bearer("anonymous")))
+	}
+	a, b := from("127.0.0.1"), from("127.0.0.2")
+	errs := make(chan error, 2)
+	// 100 KiB × 6 = 600 KiB: one fits an address's 1 MiB, two do not.
+	go func() { _, err := a.Produce(context.Background(), produce(100<<10)); errs <- err }()
+	testenv.Wait(t, 30*time.Second, "the first call in", func() error {
+		if s.svc.in.Load() != 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	// (Admitted, it would wait in the handler: the deadline ends it.)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := a.Produce(ctx, produce(100<<10))
+	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "a second call from the same address: %v", err)
+	go func() { _, err := b.Produce(context.Background(), produce(100<<10)); errs <- err }()
+	testenv.Wait(t, 30*time.Second, "another address's call in beside", func() error {
+		if s.svc.in.Load() != 2 {
+			return fmt.Errorf("%d in the handler", s.svc.in.Load())
+		}
+		return nil
+	})
+	close(s.svc.release)
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+}
+
+// TestGateHTTP2CallsDoNotQueueBehindWaiters: an HTTP/1 call waiting for
+// room in the server's pool does not make an HTTP/2 call that fits be
+// refused (it takes what it finds, waiting for nothing).
+func TestGateHTTP2CallsDoNotQueueBehindWaiters(t *testing.T) {
+	t.Parallel()
+	cfg := Defaults(1 << 20)
+	cfg.ServerBytes, cfg.PrincipalBytes, cfg.ConnBytes, cfg.BinaryFactor, cfg.Wait = 2<<20, 2<<20, 2<<20, 2, time.Minute
+	s := start(t, cfg)
+	errs := make(chan error, 3)
+	// a holds 1 MiB; c's call waits for room the server's pool lacks
+	// (1 + 1.5 MiB of 2), though its own pool has it.
+	go func() {
+		_, err := s.http1Client("tenant-a").Produce(context.Background(), produce(512<<10-64))
+		errs <- err
+	}()
+	testenv.Wait(t, 30*time.Second, "a's first call in", func() error {
+		if s.svc.in.Load() != 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	go func() {
+		_, err := s.http1Client("tenant-c").Produce(context.Background(), produce(768<<10))
+		errs <- err
+	}()
+	testenv.Wait(t, 30*time.Second, "c's call waiting", func() error {
+		if s.waiters() != 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	// b's small HTTP/2 call fits beside a's first: it goes in.
+	go func() { _, err := s.client("tenant-b").Produce(context.Background(), produce(1000)); errs <- err }()
+	testenv.Wait(t, 30*time.Second, "b's call in", func() error {
+		if s.svc.in.Load() != 2 {
+			return fmt.Errorf("%d in the handler", s.svc.in.Load())
+		}
+		return nil
+	})
+	close(s.svc.release)
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
 }
