@@ -71,7 +71,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, buf lint and 
 test: $(VERSITYGW) $(GRPCURL) $(HELM) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server, grpcurl and helm for tests into bin/.
 	go test $(GO_TEST_FLAGS) ./...
 	go test -count=1 -run 'TestCooperativeRebalance' ./client/
-	go test -count=1 -run 'TestNoisyNeighbour|TestRequestMemoryBounded' ./e2e/
+	go test -count=1 -run 'TestQuotaNoisyNeighbour|TestQuotaRequestMemoryBounded' ./e2e/
 
 BUSY_RUNS ?= 3
 test-busy: $(VERSITYGW) $(GRPCURL) ## Run make test BUSY_RUNS times (default 3) with every core kept busy by stress-ng (or yes), to catch tests that pass only on an idle machine.
@@ -95,4 +95,4 @@ bench: ## Run the Go benchmarks (log append vs raw writes, placement, store, a l
 
 SLUICE_SCALE_SIZES ?= 3,30,300,1500
 scale: ## Partition-density benchmark (issue 15): per size in SLUICE_SCALE_SIZES (default 3,30,300,1500; 3000 and 6000 take many minutes each) a fresh 3-broker cluster, time to lead after create, idle CPU/RSS/goroutines/fds, produce over N partitions, failover and rejoin; prints a table.
-	SLUICE_SCALE=1 SLUICE_SCALE_SIZES=$(SLUICE_SCALE_SIZES) go test -count=1 -timeout 240m -run '^TestScale$$' -v ./e2e/
+	SLUICE_SCALE=1 SLUICE_SCALE_SIZES=$(SLUICE_SCALE_SIZES) go test -count=1 -timeout 240m -run '^TestBenchScale$$' -v ./e2e/

@@ -16,12 +16,13 @@ import (
 	"github.com/sluicemq/sluice/internal/testcluster"
 )
 
-// TestE2ECLIAlerts drives `sluice alerts` and `sluice webhook` against
+// TestCLIAlerts drives `sluice alerts` and `sluice webhook` against
 // `sluice dev`: an empty alert list, the policy, a webhook created (its
 // secret printed once), tested against a receiver that verifies the
 // signature with that secret, listed, its delivery log, deleted; and bad
 // input.
-func TestE2ECLIAlerts(t *testing.T) {
+func TestCLIAlerts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	startDev(t, dataDir, cfgPath, addr)

@@ -75,14 +75,15 @@ func requireLatencies(t *testing.T, s map[string]any, count int64, what string) 
 	require.LessOrEqual(t, d["mean"], d["max"], what)
 }
 
-// TestE2ECLIBench runs the real binary's bench against `sluice dev` for
+// TestCLIBench runs the real binary's bench against `sluice dev` for
 // a few seconds: two fixed-rate steps on a throwaway RF 3 topic, -o json,
 // then into an existing topic. The JSON is complete and sane (records
 // acknowledged and read back, none failed, latencies ordered), the
 // throwaway topic is gone and the existing one kept. No assertion on
 // speed. The operator listeners serve the Go profiles; the endpoint and
 // the brokers' client ports do not.
-func TestE2ECLIBench(t *testing.T) {
+func TestCLIBench(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	dev := startDev(t, dataDir, cfgPath, addr)

@@ -17,11 +17,12 @@ import (
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
-// TestE2EMakeDev: `make dev ARGS='…'` passes the flags to sluice dev, and
+// TestDevMake: `make dev ARGS='…'` passes the flags to sluice dev, and
 // Ctrl-C (SIGINT to the terminal's process group: make and sluice dev)
 // stops it cleanly: sluice dev exits 0, so make reports no error (with go
 // run it printed "Error 1": go run exits 1 whenever it is interrupted).
-func TestE2EMakeDev(t *testing.T) {
+func TestDevMake(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatalf("make is needed: %v", err)
 	}
@@ -82,17 +83,18 @@ func TestE2EMakeDev(t *testing.T) {
 	require.NotContains(t, out.String(), "level=ERROR")
 }
 
-// TestE2EDevSummaryAndStop: sluice dev's start-up output is short (under
+// TestDevSummaryAndStop: sluice dev's start-up output is short (under
 // 20 lines at the default level: its banner scrolled away under 49 lines
 // of partition logs) and ends with the summary of brokers and metrics
 // endpoints, also once start-up is over (groups work); SIGTERM and SIGINT
 // stop it with exit 0; after a restart too; -o json prints the summary as
 // one object.
-func TestE2EDevSummaryAndStop(t *testing.T) {
+func TestDevSummaryAndStop(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	start := func(extra ...string) (*exec.Cmd, *syncBuffer, *syncBuffer, chan error) {
-		cmd := exec.Command(sluiceBin, append([]string{"dev", "--data-dir", dataDir, "--listen-addr", addr, "--cli-config", cfgPath}, extra...)...)
+		cmd := exec.Command(plainBin, append([]string{"dev", "--data-dir", dataDir, "--listen-addr", addr, "--cli-config", cfgPath}, extra...)...)
 		stdout, stderr := &syncBuffer{}, &syncBuffer{}
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=", "SLUICE_LOG_LEVEL=", "SLUICE_OUTPUT=")

@@ -16,9 +16,10 @@ import (
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
-// TestE2ECLIEdges runs the CLI edges a new user trips on (issue 13)
+// TestCLIEdges runs the CLI edges a new user trips on (issue 13)
 // against one `sluice dev`: each subtest is one edge.
-func TestE2ECLIEdges(t *testing.T) {
+func TestCLIEdges(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	startDev(t, dataDir, cfgPath, addr)

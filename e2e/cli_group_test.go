@@ -36,7 +36,7 @@ func startCLI(t *testing.T, cfgPath string, args ...string) *cliProc {
 // when the test ends.
 func startCLIArgs(t *testing.T, args ...string) *cliProc {
 	t.Helper()
-	cmd := exec.Command(sluiceBin, args...)
+	cmd := exec.Command(plainBin, args...)
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p := &cliProc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
@@ -114,11 +114,12 @@ type groupLag struct {
 	} `json:"partitions"`
 }
 
-// TestE2ECLIGroup consumes with `sluice consume --group` against `sluice
+// TestCLIGroup consumes with `sluice consume --group` against `sluice
 // dev`: two members share a topic and together read every record exactly
 // once; then group list, describe, lag, reset-offsets, delete, Ctrl-C and
 // bad input.
-func TestE2ECLIGroup(t *testing.T) {
+func TestCLIGroup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	startDev(t, dataDir, cfgPath, addr)

@@ -22,11 +22,12 @@ import (
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
-// TestE2EDevOperatorListeners: `sluice dev` prints each process's
+// TestDevOperatorListeners: `sluice dev` prints each process's
 // operator listener, on loopback; they serve the metrics, labelled with
 // tenants, and the probes, while the endpoint and the brokers' client
 // ports, which tenants reach, answer no metric.
-func TestE2EDevOperatorListeners(t *testing.T) {
+func TestDevOperatorListeners(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	dev := startDev(t, dataDir, cfgPath, addr)
@@ -97,12 +98,13 @@ func TestE2EDevOperatorListeners(t *testing.T) {
 	}
 }
 
-// TestE2EDevOnePerDataDir: a second `sluice dev` on a data dir in use, on
+// TestDevOnePerDataDir: a second `sluice dev` on a data dir in use, on
 // another port, exits at once, non-zero, naming the running one's pid,
 // and changes nothing: the first keeps serving and the dev profile still
 // points at it. So does a `sluice broker` on one of dev's broker folders.
 // After kill -9 of the first, dev starts on that dir again.
-func TestE2EDevOnePerDataDir(t *testing.T) {
+func TestDevOnePerDataDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json")
 	addr, addr2 := testcluster.FreeAddr(t), testcluster.FreeAddr(t)
@@ -112,7 +114,7 @@ func TestE2EDevOnePerDataDir(t *testing.T) {
 	run := func(args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, sluiceBin, args...)
+		cmd := exec.CommandContext(ctx, plainBin, args...)
 		cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=", "SLUICE_METRICS_ADDR=")
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, ctx.Err(), "it did not exit: %s", out)

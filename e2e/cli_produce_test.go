@@ -25,7 +25,7 @@ func cliIn(t *testing.T, cfgPath, stdin string, args ...string) (string, string,
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sluiceBin, append([]string{"--cli-config", cfgPath}, args...)...)
+	cmd := exec.CommandContext(ctx, plainBin, append([]string{"--cli-config", cfgPath}, args...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
 	cmd.Stdin = strings.NewReader(stdin)
 	// A command still running after 30s is stuck: SIGQUIT has the Go
@@ -98,10 +98,11 @@ func parseConsumed(t *testing.T, out string) []consumedRecord {
 	return rs
 }
 
-// TestE2ECLIProduce produces and consumes through `sluice produce` and
+// TestCLIProduce produces and consumes through `sluice produce` and
 // `sluice consume` against `sluice dev`: stdin lines, keys, partitions,
 // headers, formats, JSON, bad input and Ctrl-C.
-func TestE2ECLIProduce(t *testing.T) {
+func TestCLIProduce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	startDev(t, dataDir, cfgPath, addr)
@@ -295,7 +296,7 @@ func TestE2ECLIProduce(t *testing.T) {
 	// Ctrl-C stops consume cleanly, with the count.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sluiceBin, append([]string{"--cli-config", cfgPath}, dev("consume", "events", "--follow", "--format", `%o\n`)...)...)
+	cmd := exec.CommandContext(ctx, plainBin, append([]string{"--cli-config", cfgPath}, dev("consume", "events", "--follow", "--format", `%o\n`)...)...)
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}

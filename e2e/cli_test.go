@@ -19,14 +19,23 @@ import (
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
-var sluiceBin string
+// The sluice binaries the tests start. sluiceBin is built with the race
+// detector when the tests run with it, and a data race any of its
+// processes reports fails the test: the families whose subject is
+// concurrency under faults use it (TestCluster…, TestSDK…, TestGroup…,
+// TestTxn…, TestTiered…). plainBin never is: the families that test the
+// command line, sluice dev, alerts and quotas use it, since the race
+// detector makes each process start and each request about three times
+// slower (the e2e package took ~23 CPU-minutes with every process under
+// it) while the server code they run is the code the other families and
+// the in-process tests check for races.
+var sluiceBin, plainBin string
 
-// TestMain runs the binary as TestTransactionsUnderFaults's job when
-// txnJobEnv is set, as TestNoisyNeighbour's tenant A when noisyJobEnv is.
-// Otherwise it builds the sluice binary once per test binary (with -race when
-// the tests run with it), then runs the tests through testenv.Main (which
-// tears down the Postgres the cluster tests start; testenv.BuildSluice says where the binary
-// goes).
+// TestMain runs the binary as TestTxnUnderFaults's job when
+// txnJobEnv is set, as TestQuotaNoisyNeighbour's tenant A when noisyJobEnv is.
+// Otherwise it builds the sluice binaries once per test binary, then runs
+// the tests through testenv.Main (which tears down the Postgres the
+// cluster tests start; testenv.BuildSluice says where the binaries go).
 func TestMain(m *testing.M) {
 	if os.Getenv(txnJobEnv) != "" {
 		os.Exit(runTxnJob())
@@ -34,12 +43,17 @@ func TestMain(m *testing.M) {
 	if os.Getenv(noisyJobEnv) != "" {
 		os.Exit(runNoisyJob())
 	}
-	bin, err := testenv.BuildSluice("sluice-e2e", raceEnabled)
+	var err error
+	if plainBin, err = testenv.BuildSluice("sluice-e2e", false); err == nil {
+		sluiceBin = plainBin
+		if raceEnabled {
+			sluiceBin, err = testenv.BuildSluice("sluice-e2e", true)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "build sluice:", err)
 		os.Exit(1)
 	}
-	sluiceBin = bin
 	testenv.Main(m)
 }
 
@@ -70,7 +84,7 @@ type proc struct {
 
 func startDev(t testing.TB, dataDir, cfgPath, addr string, extra ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(sluiceBin, append([]string{"dev", "--data-dir", dataDir, "--listen-addr", addr, "--cli-config", cfgPath}, extra...)...)
+	cmd := exec.Command(plainBin, append([]string{"dev", "--data-dir", dataDir, "--listen-addr", addr, "--cli-config", cfgPath}, extra...)...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")
@@ -111,9 +125,10 @@ func mustCLI(t *testing.T, cfgPath string, args ...string) string {
 	return out
 }
 
-// TestE2EDevCLI is what a new user does: start `sluice dev`, use the saved
+// TestDevCLI is what a new user does: start `sluice dev`, use the saved
 // profile, sign up a tenant, manage keys and topics, with real processes.
-func TestE2EDevCLI(t *testing.T) {
+func TestDevCLI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	endpoint := "http://" + addr
@@ -241,14 +256,15 @@ func TestE2EDevCLI(t *testing.T) {
 	require.Equal(t, 4, code)
 }
 
-// TestE2EControlPlaneFlags: bad configuration is refused with a usage error
+// TestCLIControlPlaneFlags: bad configuration is refused with a usage error
 // that names the flag, and env variables stand in for flags.
-func TestE2EControlPlaneFlags(t *testing.T) {
+func TestCLIControlPlaneFlags(t *testing.T) {
+	t.Parallel()
 	_, errOut, code := cli(t, filepath.Join(t.TempDir(), "c.json"), "controlplane")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--database-url is required")
 
-	cmd := exec.Command(sluiceBin, "controlplane", "--token-ttl", "1s")
+	cmd := exec.Command(plainBin, "controlplane", "--token-ttl", "1s")
 	cmd.Env = append(os.Environ(), "SLUICE_DATABASE_URL=sqlite:"+filepath.Join(t.TempDir(), "x.db"))
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err)

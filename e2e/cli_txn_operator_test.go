@@ -12,13 +12,14 @@ import (
 	"github.com/sluicemq/sluice/internal/testcluster"
 )
 
-// TestE2ECLIOperatorTransactions: two tenants each commit a transaction
+// TestCLIOperatorTransactions: two tenants each commit a transaction
 // under the same transactional id; sluice txn list --all (the operator
 // credential, no API key) shows both, describe --tenant each one, while
 // each tenant's own txn list shows only its own; a tenant's API key as the
 // operator credential is refused (exit 3). With sluice dev's real
 // processes.
-func TestE2ECLIOperatorTransactions(t *testing.T) {
+func TestCLIOperatorTransactions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	startDev(t, dataDir, cfgPath, addr)

@@ -12,11 +12,12 @@ import (
 	"github.com/sluicemq/sluice/internal/testcluster"
 )
 
-// TestE2ECLITransactions: sluice produce --transactional-id writes a run
+// TestCLITransactions: sluice produce --transactional-id writes a run
 // in one transaction, committed, or aborted when a line is refused;
 // consume --isolation read-committed prints only committed records;
 // sluice txn list and describe show the ids, with real processes.
-func TestE2ECLITransactions(t *testing.T) {
+func TestCLITransactions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	startDev(t, dataDir, cfgPath, addr)

@@ -35,13 +35,14 @@ func devOperator(t *testing.T, extra ...string) (cfgPath, endpoint, token string
 	return cfgPath, "http://" + addr, secrets.OperatorToken
 }
 
-// TestE2ECLIOperatorLimits: the operator changes a tenant's limit
+// TestCLIOperatorLimits: the operator changes a tenant's limit
 // overrides with sluice operator tenant update (by the tenant's name, no
 // API key); the tenant sees them in tenant get next to what it uses; the
 // control plane enforces the new topic limit; clearing one override brings
 // the plan's value back and keeps the others. With sluice dev's real
 // processes.
-func TestE2ECLIOperatorLimits(t *testing.T) {
+func TestCLIOperatorLimits(t *testing.T) {
+	t.Parallel()
 	cfgPath, endpoint, token := devOperator(t)
 	mustCLI(t, cfgPath, "--profile", "acme", "--endpoint", endpoint, "signup", "--email", "ops@acme.example", "--tenant", "acme")
 	op := []string{"--endpoint", endpoint, "--operator-token", token}
@@ -94,13 +95,14 @@ func TestE2ECLIOperatorLimits(t *testing.T) {
 	require.Equal(t, 3, code, errOut)
 }
 
-// TestE2ECLIUsageAndInvoices: after some produce and consume, sluice
+// TestCLIUsageAndInvoices: after some produce and consume, sluice
 // usage shows the ingress and egress bytes (once the brokers' metering
 // reports reach the control plane: every 500 ms here), in the table, as
 // CSV that parses and as JSON with totals; invoice list shows this month's
 // draft and invoice get its lines, also as CSV; tenant get shows the
 // storage held against the limit. With sluice dev's real processes.
-func TestE2ECLIUsageAndInvoices(t *testing.T) {
+func TestCLIUsageAndInvoices(t *testing.T) {
+	t.Parallel()
 	cfgPath, _, _ := devOperator(t, "--usage-report-interval", "500ms", "--billing-interval", "1s")
 	dev := func(args ...string) []string { return append([]string{"--profile", "dev"}, args...) }
 	mustCLI(t, cfgPath, dev("topic", "create", "metered", "-p", "2")...)
@@ -215,10 +217,11 @@ func mustInt(t *testing.T, s string) int64 {
 	return n
 }
 
-// TestE2ECLIOperatorPrices: operator prices set changes one plan's price
+// TestCLIOperatorPrices: operator prices set changes one plan's price
 // and allowance, get shows them (table and JSON), the other plans keep
 // theirs, and the draft invoice prices its lines with them.
-func TestE2ECLIOperatorPrices(t *testing.T) {
+func TestCLIOperatorPrices(t *testing.T) {
+	t.Parallel()
 	cfgPath, endpoint, token := devOperator(t, "--billing-interval", "1s")
 	op := []string{"--endpoint", endpoint, "--operator-token", token}
 	before := mustCLI(t, cfgPath, append([]string{"operator", "prices", "get", "--plan", "pro"}, op...)...)

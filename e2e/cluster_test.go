@@ -187,6 +187,7 @@ func (s *scenario) probeAcksAll(broker, partition int32, n int, tag string) []te
 // first acknowledged acks=all produce) is measured. The killed broker
 // restarts with its data and catches up; the replicas end byte-identical.
 func TestClusterKillLeaderDuringAcksAllStream(t *testing.T) {
+	t.Parallel()
 	total := int64(20000)
 	if soak() {
 		total = 200000
@@ -229,6 +230,7 @@ func TestClusterKillLeaderDuringAcksAllStream(t *testing.T) {
 // the two rejoin, catch up and the ISR grows back to 3; nothing
 // acknowledged is lost.
 func TestClusterKillTwoBrokersRefusesAcksAll(t *testing.T) {
+	t.Parallel()
 	s := startScenario(t, testcluster.Options{})
 	s.startWorkload(testcluster.WorkloadConfig{})
 	s.waitAcked(3000, 60*time.Second)
@@ -310,6 +312,7 @@ func TestClusterKillTwoBrokersRefusesAcksAll(t *testing.T) {
 // partition any more, and the replicas end identical with nothing
 // acknowledged lost.
 func TestClusterPausedLeaderIsFenced(t *testing.T) {
+	t.Parallel()
 	s := startScenario(t, testcluster.Options{})
 	s.startWorkload(testcluster.WorkloadConfig{})
 	s.waitAcked(3000, 60*time.Second)
@@ -361,6 +364,7 @@ func TestClusterPausedLeaderIsFenced(t *testing.T) {
 // lead with its empty log; it re-replicates, rejoins the ISR, and the
 // replicas end byte-identical with nothing acknowledged lost.
 func TestClusterEmptyDiskRestart(t *testing.T) {
+	t.Parallel()
 	s := startScenario(t, testcluster.Options{})
 	s.startWorkload(testcluster.WorkloadConfig{})
 	s.waitAcked(3000, 60*time.Second)
@@ -381,6 +385,7 @@ func TestClusterEmptyDiskRestart(t *testing.T) {
 // TestClusterEmptyDiskRestartFollower: a follower restarted with an empty
 // data dir after its lease expired re-replicates and rejoins the ISR.
 func TestClusterEmptyDiskRestartFollower(t *testing.T) {
+	t.Parallel()
 	s := startScenario(t, testcluster.Options{})
 	s.startWorkload(testcluster.WorkloadConfig{})
 	s.waitAcked(3000, 60*time.Second)
@@ -403,6 +408,7 @@ func TestClusterEmptyDiskRestartFollower(t *testing.T) {
 // to shrink the ISR); a new leader is elected; after healing, the old
 // leader's divergent tail is truncated and the replicas are identical.
 func TestClusterIsolatedLeaderCannotAck(t *testing.T) {
+	t.Parallel()
 	s := startScenario(t, testcluster.Options{Proxies: true})
 	s.startWorkload(testcluster.WorkloadConfig{})
 	s.waitAcked(3000, 60*time.Second)

@@ -37,6 +37,7 @@ import (
 // acknowledged lost, no duplicates, consistent offsets, byte-identical
 // replicas), over the workload's history and the probes'.
 func TestClusterControlPlaneRestart(t *testing.T) {
+	t.Parallel()
 	s := startScenario(t, testcluster.Options{})
 	s.startWorkload(testcluster.WorkloadConfig{})
 	s.waitAcked(3000, 60*time.Second)

@@ -27,7 +27,7 @@ const (
 	burstLimit     = 100
 )
 
-// TestCountLimitsBurst (issue 29 item 3): a count limit is a count. On 3
+// TestQuotaCountLimitsBurst (issue 29 item 3): a count limit is a count. On 3
 // brokers and the control plane on Postgres, a tenant with max_groups and
 // max_transactional_ids of 100 (its rates lifted, so that only the counts
 // refuse) asks for 1,000 new groups at once (CommitOffsets, sent to the
@@ -37,8 +37,9 @@ const (
 // resource_exhausted naming the limit, and the tenant then has exactly 100
 // groups. A group deleted then frees its place within seconds: the
 // brokers' quota reports confirm the reservations they created.
-func TestCountLimitsBurst(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t)})
+func TestQuotaCountLimitsBurst(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t)})
 	limit, lifted := int32(burstLimit), int32(1_000_000)
 	cl := c.NewTenant(t, "burst", &sluicev1.LimitOverrides{
 		MaxGroups: &limit, MaxTransactionalIds: &limit,
@@ -87,8 +88,29 @@ func TestCountLimitsBurst(t *testing.T) {
 	listed, err := groups[0].ListGroups(ctx, connect.NewRequest(&sluicev1.ListGroupsRequest{}))
 	require.NoError(t, err)
 	require.Len(t, listed.Msg.GetGroups(), groupsAccepted, "the groups the tenant has")
-	require.Equal(t, burstLimit, groupsAccepted, "new groups accepted")
-	require.Equal(t, burstLimit, txnAccepted, "new transactional ids accepted")
+	// Exact, unless a reservation found the control plane not answering
+	// within 5 s (a machine far busier than this test is meant for): such
+	// a creation is admitted unreserved, the documented bound
+	// (docs/quotas-and-billing.md), counted in
+	// sluice_broker_count_reservations_total{result="unreserved"}.
+	requireExact := func(kind, what string, accepted int) {
+		t.Helper()
+		var unreserved float64
+		for _, id := range c.BrokerIDs() {
+			v, err := labelledMetric(c.HTTPClient(), c.Broker(id).MetricsAddr, "sluice_broker_count_reservations_total", `kind="`+kind+`",result="unreserved"`)
+			require.NoError(t, err)
+			unreserved += v
+		}
+		if unreserved == 0 {
+			require.Equal(t, burstLimit, accepted, "new %s accepted", what)
+			return
+		}
+		t.Logf("%.0f new %s admitted unreserved: the control plane did not answer their reservations within 5 s", unreserved, what)
+		require.GreaterOrEqual(t, accepted, burstLimit, "new %s accepted", what)
+		require.LessOrEqual(t, accepted, burstLimit+int(unreserved), "new %s accepted: at most the limit and those admitted unreserved", what)
+	}
+	requireExact("group", "groups", groupsAccepted)
+	requireExact("transactional_id", "transactional ids", txnAccepted)
 
 	// The brokers' reports take over the count from the reservations
 	// (confirmed, not left to expire after 2 minutes): a group deleted

@@ -1,3 +1,31 @@
 // Package e2e holds end-to-end tests that build the real sluice binary and
 // run it as separate processes on loopback ports, the way a user would.
+//
+// Every test belongs to a family, named by its prefix, so that one family
+// runs with `go test -run '^TestTiered' ./e2e/`:
+//
+//	TestCluster…  replication, leader election, faults (kill, pause, cut links)
+//	TestSDK…      the Go SDK against faults
+//	TestGroup…    consumer groups and their coordinator
+//	TestTxn…      transactions and their coordinator
+//	TestTiered…   tiered storage against a real S3 server
+//	TestQuota…    quotas, count limits, metering, request memory
+//	TestAlerts…   lag and retention-expiry alerts
+//	TestCLI…      the sluice command line against a cluster or sluice dev
+//	TestDev…      sluice dev and make dev
+//	TestBench…    benchmarks run only on request (make scale)
+//
+// Each test starts its own cluster (its own Postgres database, data dirs
+// and ports, from internal/testenv and internal/testcluster) and calls
+// t.Parallel, so `go test -parallel N` runs N of them at once. Two kinds
+// do not: the measurements whose result is the machine's idle latency or
+// memory (TestQuotaNoisyNeighbour, TestQuotaRequestMemoryBounded, run by
+// make test without the race detector, one after the other), and
+// TestBenchScale. Go runs those before any parallel test starts.
+//
+// Under `go test -race` the fault families (TestCluster…, TestSDK…,
+// TestGroup…, TestTxn…, TestTiered…) start a sluice binary built with the
+// race detector, and a data race any of its processes reports fails the
+// test; the others start a race-free build (sluiceBin and plainBin in
+// cli_test.go).
 package e2e

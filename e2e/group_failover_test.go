@@ -47,6 +47,7 @@ import (
 // logs it and calls Run again, as an application might, so that the other
 // checks still run.
 func TestGroupCoordinatorKilledWithLiveMembers(t *testing.T) {
+	t.Parallel()
 	const (
 		topic       = "events"
 		group       = "billing"

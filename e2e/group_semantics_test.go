@@ -92,6 +92,7 @@ func (g *groupRun) consumeProcess(t *testing.T, endpoint, apiKey string, kill ti
 //   - at-most-once: no duplicates, losses bounded per crash by the records
 //     fetched at once.
 func TestGroupDeliverySemanticsUnderConsumerCrashes(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{
 		Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t),
 		GroupHeartbeatInterval: 200 * time.Millisecond, GroupSessionTimeout: 2 * time.Second,

@@ -16,11 +16,12 @@ import (
 	"github.com/sluicemq/sluice/tenants"
 )
 
-// TestCommittedOffsetsSurviveCoordinatorKill commits offsets, SIGKILLs the
+// TestGroupCommittedOffsetsSurviveCoordinatorKill commits offsets, SIGKILLs the
 // group's coordinator, and reads them back from the new one (rebuilt from
 // the replicated offsets partition); then again after every broker was
 // SIGKILLed and restarted.
-func TestCommittedOffsetsSurviveCoordinatorKill(t *testing.T) {
+func TestGroupCommittedOffsetsSurviveCoordinatorKill(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t)})
 	tc := c.NewClient(t, "acme", "orders", 3, 2)
 	ctx := t.Context()

@@ -43,7 +43,7 @@ func runGrpcurl(t *testing.T, bin string, args ...string) grpcurlResult {
 	return r
 }
 
-// TestE2EGrpcurlDiscovery: a gRPC tool with no Sluice code finds its way:
+// TestCLIGrpcurlDiscovery: a gRPC tool with no Sluice code finds its way:
 // grpcurl lists and describes the services of a broker and of the control
 // plane through reflection, checks their health, produces and fetches a
 // record on a broker with a token it got from the control plane for the
@@ -51,9 +51,10 @@ func runGrpcurl(t *testing.T, bin string, args ...string) grpcurlResult {
 // GetMetadata, and is told by the control plane that Produce is the
 // brokers' business and how to find them. The commands are the ones
 // docs/api.md shows.
-func TestE2EGrpcurlDiscovery(t *testing.T) {
+func TestCLIGrpcurlDiscovery(t *testing.T) {
+	t.Parallel()
 	grpcurl := testenv.Grpcurl(t)
-	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t)})
+	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t)})
 	cl := c.NewClient(t, "grpcurl", "orders", 1, 2)
 	cp := strings.TrimPrefix(c.ControlPlane(), "http://")
 	ok := func(args ...string) string {

@@ -37,12 +37,13 @@ func producerReason(err error) sluicev1.ProducerError_Reason {
 	return pe.GetReason()
 }
 
-// TestIdempotenceSurvivesFailoverAndRestart drives the leader's producer
+// TestClusterIdempotenceSurvivesFailoverAndRestart drives the leader's producer
 // state with hand-made batches: a retry is answered with the original
 // offset by a new leader after a SIGKILL failover and after every broker
 // was SIGKILLed and restarted (state rebuilt from the log); a gap is
 // refused; an older epoch is fenced.
-func TestIdempotenceSurvivesFailoverAndRestart(t *testing.T) {
+func TestClusterIdempotenceSurvivesFailoverAndRestart(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t)})
 	tc := c.NewClient(t, "acme", "idem", 1, 2)
 	ctx := t.Context()

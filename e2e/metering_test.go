@@ -45,7 +45,7 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.rt.RoundTrip(r)
 }
 
-// TestMeteringExactlyOnce: idempotent SDK producers write to a tenant's
+// TestQuotaMeteringExactlyOnce: idempotent SDK producers write to a tenant's
 // two topics while the answers to the brokers' usage reports are lost (an
 // RPCProxy between each broker and the control plane serves ReportUsage
 // whole and answers UNAVAILABLE, for 3 s windows, so the broker retries a
@@ -63,9 +63,10 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // test's raw fetches were answered (the tenant's only consumer), and the
 // billed requests never exceed the requests the test's clients sent to
 // brokers.
-func TestMeteringExactlyOnce(t *testing.T) {
+func TestQuotaMeteringExactlyOnce(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{
-		Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t),
+		Bin: plainBin, DatabaseURL: testenv.PostgresURL(t),
 		// RPCProxies lose ReportUsage's answers only; Proxies lose every
 		// answer of the control plane, in windows (1.5 s) well below the
 		// lease, so that a broker whose heartbeats' answers are lost keeps

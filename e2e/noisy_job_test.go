@@ -22,7 +22,7 @@ import (
 )
 
 // noisyJobEnv, when set, makes the test binary run as tenant A's load of
-// one TestNoisyNeighbour phase (TestMain dispatches to runNoisyJob)
+// one TestQuotaNoisyNeighbour phase (TestMain dispatches to runNoisyJob)
 // instead of running tests: A's clients in a process of their own, as a
 // real neighbour's are, so that their CPU time is measured apart from B's
 // client and the test's, and their garbage collection does not pause B's

@@ -87,7 +87,7 @@ func floorOf(k steadyKind) time.Duration {
 	return latencyFloor
 }
 
-// TestNoisyNeighbour (issue 17's Show, issue 29 item 10): on 3 brokers
+// TestQuotaNoisyNeighbour (issue 17's Show, issue 29 item 10): on 3 brokers
 // and the control plane on Postgres, tenant A turns from idle to offering
 // 7 times its produce, fetch and request quotas in turn, from 4 SDK
 // clients (in a process of their own: noisy_job_test.go) spread over
@@ -103,7 +103,7 @@ func floorOf(k steadyKind) time.Duration {
 // latencyFloor and produceLatencyFloor explain). B's p99 in A's first second, once A settled,
 // and the CPU time of A's clients, B's and the brokers are logged. B is
 // never refused.
-func TestNoisyNeighbour(t *testing.T) {
+func TestQuotaNoisyNeighbour(t *testing.T) {
 	if raceEnabled {
 		t.Skip("a timing test: under the race detector the brokers run several times slower and unevenly, so latency ratios and admitted rates measure the detector; make test runs it race-free after the race run")
 	}
@@ -324,7 +324,7 @@ func throttledAt(t *testing.T, c *testcluster.Cluster, dim string) map[int32]flo
 	t.Helper()
 	out := map[int32]float64{}
 	for _, id := range c.BrokerIDs() {
-		v, err := labelledMetric(c.HTTPClient(), c.Broker(id).MetricsAddr, "sluice_broker_quota_throttled_requests_total", dim)
+		v, err := labelledMetric(c.HTTPClient(), c.Broker(id).MetricsAddr, "sluice_broker_quota_throttled_requests_total", `dimension="`+dim+`"`)
 		require.NoError(t, err)
 		out[id] = v
 	}
@@ -370,7 +370,7 @@ func waitSettled(t *testing.T, c *testcluster.Cluster, dim string, before map[in
 		}
 		var sum float64
 		for _, id := range c.BrokerIDs() {
-			v, err := labelledMetric(c.HTTPClient(), c.Broker(id).MetricsAddr, "sluice_broker_quota_allotment", dim)
+			v, err := labelledMetric(c.HTTPClient(), c.Broker(id).MetricsAddr, "sluice_broker_quota_allotment", `dimension="`+dim+`"`)
 			if err != nil {
 				return err
 			}
@@ -396,9 +396,10 @@ func waitSettled(t *testing.T, c *testcluster.Cluster, dim string, before map[in
 	return time.Since(start)
 }
 
-// labelledMetric reads the series of name with dimension="dim" from an
-// operator listener's /metrics.
-func labelledMetric(hc *http.Client, addr, name, dim string) (float64, error) {
+// labelledMetric reads the sample of metric name whose labels are exactly
+// labels (as the exposition format prints them, e.g. `kind="group",result="granted"`)
+// from a process's operator listener.
+func labelledMetric(hc *http.Client, addr, name, labels string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics?name[]="+name, nil)
@@ -410,7 +411,7 @@ func labelledMetric(hc *http.Client, addr, name, dim string) (float64, error) {
 		return 0, err
 	}
 	defer res.Body.Close()
-	want := name + `{dimension="` + dim + `"} `
+	want := name + "{" + labels + "} "
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), want); ok {

@@ -110,7 +110,7 @@ func fnvPartition(key string, n int) int32 {
 	return int32(h.Sum32() % uint32(n))
 }
 
-// TestE2EPartitionGrowthUnderLoad grows a topic from 3 to 6 partitions with
+// TestClusterPartitionGrowthUnderLoad grows a topic from 3 to 6 partitions with
 // `sluice topic alter --partitions` (the real binary) while an idempotent
 // acks=all SDK producer writes keyed records to it and a two-member
 // consumer group (at-least-once) reads it, then checks:
@@ -129,7 +129,8 @@ func fnvPartition(key string, n int) int32 {
 //     acknowledged record was processed, on the new partitions too;
 //  4. the replicas of every partition, new ones included, are
 //     byte-identical.
-func TestE2EPartitionGrowthUnderLoad(t *testing.T) {
+func TestClusterPartitionGrowthUnderLoad(t *testing.T) {
+	t.Parallel()
 	const (
 		topic   = "events"
 		group   = "growers"
@@ -384,6 +385,7 @@ func TestE2EPartitionGrowthUnderLoad(t *testing.T) {
 // retention applies), and reading it back from offset 0, mostly from the
 // object store, returns every record at its offset, byte-identical.
 func TestTieredGrownPartitions(t *testing.T) {
+	t.Parallel()
 	e := startTier(t, tierOpts{Partitions: 1})
 	ctx := t.Context()
 	topics := sluicev1connect.NewTopicServiceClient(e.c.HTTPClient(), e.c.ControlPlane(), connect.WithGRPC(),

@@ -106,6 +106,7 @@ func drawFault(rng *rand.Rand, ids []int32) faultStep {
 // checker and the byte-identical replica comparison run. 6 steps by
 // default, 60 with SLUICE_SOAK=1.
 func TestClusterRandomFaults(t *testing.T) {
+	t.Parallel()
 	seed := faultSeed(t)
 	steps := 6
 	if soak() {

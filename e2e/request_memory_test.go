@@ -29,7 +29,7 @@ const (
 	attackTenantMemory = 128 << 20
 )
 
-// TestRequestMemoryBounded (issue 29, item 1): bodies sent to a broker
+// TestQuotaRequestMemoryBounded (issue 29, item 1): bodies sent to a broker
 // and to the control plane never grow their memory past the request
 // memory budget. 32 connections sending two 16 MiB JSON produce bodies
 // each without credentials are all answered unauthenticated; before the
@@ -44,7 +44,7 @@ const (
 //
 // Skipped under the race detector, whose shadow memory multiplies a
 // process's RSS: make test runs it race-free after the race run.
-func TestRequestMemoryBounded(t *testing.T) {
+func TestQuotaRequestMemoryBounded(t *testing.T) {
 	if raceEnabled {
 		t.Skip("measures the servers' RSS, which the race detector's shadow memory inflates several times; make test runs it race-free after the race run")
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/sluicemq/sluice/tenants"
 )
 
-// TestScale is the partition-density benchmark of issue 15 (`make scale`;
+// TestBenchScale is the partition-density benchmark of issue 15 (`make scale`;
 // docs/benchmarking.md, "Partition density"). For each size N in
 // $SLUICE_SCALE_SIZES (default 3,30,300,1500) it starts a fresh cluster
 // (Postgres control plane, 3 broker processes, --flush always, the
@@ -48,7 +48,7 @@ import (
 //
 // It runs only with SLUICE_SCALE set (it takes minutes, and its numbers
 // mean nothing under the race detector): make scale.
-func TestScale(t *testing.T) {
+func TestBenchScale(t *testing.T) {
 	if os.Getenv("SLUICE_SCALE") == "" {
 		t.Skip("the scale benchmark runs with SLUICE_SCALE=1 (make scale)")
 	}

@@ -80,6 +80,7 @@ func (cp *crashLoopProducer) ackedSince(t time.Time) map[int32]bool {
 // SLUICE_FAULT_SEED, default 1); SLUICE_SOAK=1 runs 5 seeds, each with a
 // 4 s and a 20 s delivery timeout.
 func TestSDKWholeClusterCrashLoop(t *testing.T) {
+	t.Parallel()
 	seeds := []uint64{faultSeed(t)}
 	timeouts := []time.Duration{4 * time.Second}
 	if soak() {

@@ -27,6 +27,7 @@ import (
 // 32 s of a longer one. After SIGCONT nothing acknowledged is lost and
 // nothing is written twice or reordered.
 func TestSDKPausedLeaderIsLeft(t *testing.T) {
+	t.Parallel()
 	started := time.Now()
 	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t)})
 	tc := c.NewClient(t, "acme", "paused", 1, 2)

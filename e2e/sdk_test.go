@@ -124,6 +124,7 @@ func judge(run *sdkRun, read map[int32][]int) verdict {
 // recognises every retry: no duplicate, no gap, no reordering. Without it
 // the same faults write duplicates, and the test insists on seeing them.
 func TestSDKLostAcknowledgements(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t), Proxies: true})
 	tc := c.NewClient(t, "acme", "idem", 3, 2)
 	ctl := c.NewClient(t, "beta", "plain", 3, 2)
@@ -192,6 +193,7 @@ func firstErrors(m map[int]error) []string {
 // idempotent producer streams to all partitions: every record is
 // acknowledged once the partition fails over, none twice, none out of order.
 func TestSDKKillLeaderMidStream(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t)})
 	tc := c.NewClient(t, "acme", "events", 3, 2)
 	cl, err := client.New(t.Context(), c.ControlPlane(), client.APIKey(tc.APIKey))
@@ -222,6 +224,7 @@ func TestSDKKillLeaderMidStream(t *testing.T) {
 // record fails after the delivery timeout with an error that says why, and
 // nothing is reported delivered that was not.
 func TestSDKOfflinePartition(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t), Brokers: 1})
 	tc := c.NewClient(t, "acme", "solo", 1, 1)
 	cl, err := client.New(t.Context(), c.ControlPlane(), client.APIKey(tc.APIKey))

@@ -268,7 +268,7 @@ func exited(p *cliProc) bool {
 	}
 }
 
-// TestE2EStaticMemberRestartAfterKill is KIP-345's promise with real
+// TestGroupStaticMemberRestartAfterKill is KIP-345's promise with real
 // processes: `sluice consume --group billing --instance-id pod-x` shares a
 // topic with another member, is killed with SIGKILL, and the same command
 // started again within the session timeout gets the same partitions at
@@ -276,7 +276,8 @@ func exited(p *cliProc) bool {
 // group epoch and rebalance count do not move), and consumes on from the
 // committed offsets: every record is read, none twice (everything printed
 // before the kill was committed).
-func TestE2EStaticMemberRestartAfterKill(t *testing.T) {
+func TestGroupStaticMemberRestartAfterKill(t *testing.T) {
+	t.Parallel()
 	const n = 200
 	session := 20 * time.Second
 	r := newStaticGroupRun(t, session)
@@ -324,7 +325,7 @@ func TestE2EStaticMemberRestartAfterKill(t *testing.T) {
 	require.Equal(t, 0, x2.wait(t, 30*time.Second), x2.stderr.String())
 }
 
-// TestE2EStaticMemberFencedAcrossCoordinatorFailover: pod-x's process is
+// TestGroupStaticMemberFencedAcrossCoordinatorFailover: pod-x's process is
 // paused (SIGSTOP) and a new one with the same instance id replaces it;
 // then the new one pauses too and the group coordinator's broker is
 // SIGKILLed. The old process resumes first, so it reaches the new
@@ -333,7 +334,8 @@ func TestE2EStaticMemberRestartAfterKill(t *testing.T) {
 // process's, refuses it as fenced, and the old process exits (code 1,
 // saying why) instead of rejoining and taking the partitions. The current
 // process resumes, rejoins and consumes on; nothing is lost.
-func TestE2EStaticMemberFencedAcrossCoordinatorFailover(t *testing.T) {
+func TestGroupStaticMemberFencedAcrossCoordinatorFailover(t *testing.T) {
+	t.Parallel()
 	const n = 200
 	r := newStaticGroupRun(t, 20*time.Second)
 	ctx := t.Context()

@@ -122,6 +122,7 @@ func isSuspended(err error) (bool, error) {
 // set, not changes). Reinstated, the tenant's same token works again at
 // every broker within seconds.
 func TestClusterSuspendedTenantRefusedAtBrokers(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t)})
 	acme := c.NewClient(t, "acme", "events", 3, 2)
 	bravo := c.NewClient(t, "bravo", "events", 3, 2)

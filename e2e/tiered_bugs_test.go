@@ -26,6 +26,7 @@ import (
 // counting it in sluice_tier_corrupt_reads_total (docs/tiered-storage.md:
 // "A fetch that hits a damaged object fails with DataLoss").
 func TestTieredCorruptWholeObject(t *testing.T) {
+	t.Parallel()
 	e := startTier(t, tierOpts{})
 	ctx := t.Context()
 	pl := newPayloads(4 << 10)
@@ -69,6 +70,7 @@ func TestTieredCorruptWholeObject(t *testing.T) {
 // calls that fail: copies, and the sweep a failed copy is followed by)
 // instead of trying again every --tier-copy-interval.
 func TestTieredOutagePendingBytesAndBackoff(t *testing.T) {
+	t.Parallel()
 	e := startTier(t, tierOpts{})
 	ctx := t.Context()
 	pl := newPayloads(4 << 10)

@@ -49,6 +49,7 @@ func tierMB(t *testing.T) int64 {
 // offset, byte-identical to what was produced — most of it from the
 // object store.
 func TestTieredHotTailAndColdReadBack(t *testing.T) {
+	t.Parallel()
 	const partitions = 3
 	e := startTier(t, tierOpts{Partitions: partitions})
 	ctx := t.Context()
@@ -150,13 +151,17 @@ func TestTieredHotTailAndColdReadBack(t *testing.T) {
 // unfinished, nothing is left in COPY_STARTED, and every acknowledged
 // record reads back from offset 0 at its offset, byte-identical.
 func TestTieredLeaderKilledDuringUpload(t *testing.T) {
+	t.Parallel()
 	e := startTier(t, tierOpts{Link: true})
 	e.waitControllerGrace()
 	ctx := t.Context()
 	pl := newPayloads(4 << 10)
 	// ~3 MiB/s to S3 while producing faster: each 1 MiB copy takes about a
-	// third of a second and closed segments wait for their turn.
-	e.link.SetRate(3 << 20)
+	// third of a second and closed segments wait for their turn. A machine
+	// too busy to produce faster than that gets a slower link: the rate
+	// halves every 2 s in which no segment waits (down to 64 KiB/s).
+	rate, lowered := int64(3<<20), time.Now()
+	e.link.SetRate(rate)
 
 	pr := e.newProducer(pl, 0, 32)
 	prodCtx, stopProducing := context.WithCancel(ctx)
@@ -183,7 +188,11 @@ func TestTieredLeaderKilledDuringUpload(t *testing.T) {
 			}
 		}
 		if len(r.Finished) < 3 || inFlight == 0 || waiting < 2 {
-			return fmt.Errorf("%d finished, %d in flight, %d closed segments waiting", len(r.Finished), inFlight, waiting)
+			if waiting < 2 && time.Since(lowered) > 2*time.Second && rate > 64<<10 {
+				rate, lowered = rate/2, time.Now()
+				e.link.SetRate(rate)
+			}
+			return fmt.Errorf("%d finished, %d in flight, %d closed segments waiting (link at %d KiB/s)", len(r.Finished), inFlight, waiting, rate>>10)
 		}
 		atKill = r
 		return nil
@@ -282,6 +291,7 @@ func TestTieredLeaderKilledDuringUpload(t *testing.T) {
 // which it never had on disk — from the object store at once, and then
 // every record, byte-identical.
 func TestTieredEmptyDiskBrokerServesFromObjectStore(t *testing.T) {
+	t.Parallel()
 	e := startTier(t, tierOpts{PreferredLeaderDelay: 2 * time.Second})
 	e.waitControllerGrace()
 	ctx := t.Context()
@@ -363,6 +373,7 @@ func TestTieredEmptyDiskBrokerServesFromObjectStore(t *testing.T) {
 // the local retention; when the server is back, copying resumes where it
 // stopped (no gap), the tails shrink back, and nothing is lost.
 func TestTieredObjectStoreOutage(t *testing.T) {
+	t.Parallel()
 	e := startTier(t, tierOpts{})
 	ctx := t.Context()
 	pl := newPayloads(4 << 10)
@@ -453,6 +464,7 @@ func TestTieredObjectStoreOutage(t *testing.T) {
 // no whole-object checksum: the batch CRC is what catches it (for a GET of
 // a whole object see TestTieredCorruptWholeObject).
 func TestTieredCorruptRemoteObject(t *testing.T) {
+	t.Parallel()
 	e := startTier(t, tierOpts{SegmentBytes: 2 << 20})
 	ctx := t.Context()
 	pl := newPayloads(4 << 10)
@@ -561,6 +573,7 @@ func flipByte(t *testing.T, path string, pos int64) {
 // that says what to fix: no credentials in the environment, credentials
 // the server refuses, a bucket that does not exist.
 func TestTieredBrokerStartupErrors(t *testing.T) {
+	t.Parallel()
 	s3 := testenv.S3(t)
 	home := t.TempDir()
 	baseEnv := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"),

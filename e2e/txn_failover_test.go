@@ -25,7 +25,7 @@ import (
 )
 
 // txnCommits is what the transaction loop of
-// TestTransactionCoordinatorMovesBack saw: the transactions that
+// TestTxnCoordinatorMovesBack saw: the transactions that
 // committed (each wrote one record to every partition) and when.
 type txnCommits struct {
 	mu       sync.Mutex
@@ -61,7 +61,7 @@ func (h *txnCommits) since(t time.Time) (int, error) {
 	return n, h.lastErr
 }
 
-// TestTransactionCoordinatorMovesBack (issue 29 item 8): four
+// TestTxnCoordinatorMovesBack (issue 29 item 8): four
 // transactional producers, whose transactional ids one broker coordinates,
 // commit transaction after transaction, each writing a record to every
 // partition of a 3-partition topic, while that broker is SIGKILLed (its
@@ -76,7 +76,8 @@ func (h *txnCommits) since(t time.Time) (int, error) {
 // NotLeader, which the SDK took for the data partition's and then trusted
 // over the real leader's answers: one partition refused the producer's
 // every produce until the run ended.
-func TestTransactionCoordinatorMovesBack(t *testing.T) {
+func TestTxnCoordinatorMovesBack(t *testing.T) {
+	t.Parallel()
 	const (
 		partitions     = 3
 		producers      = 4

@@ -29,7 +29,7 @@ import (
 )
 
 // txnJobEnv, when set, makes the test binary run as the
-// consume-transform-produce job of TestTransactionsUnderFaults (TestMain
+// consume-transform-produce job of TestTxnUnderFaults (TestMain
 // dispatches to runTxnJob) instead of running tests: the job is a
 // separate process so that the test can SIGKILL it at any point.
 const txnJobEnv = "SLUICE_E2E_TXN_JOB"
@@ -282,7 +282,7 @@ func (r *txnReader) readAll(ctx context.Context, partitions int32) (map[int32][]
 	return out, nil
 }
 
-// TestTransactionsUnderFaults is issue 16's checker: a
+// TestTxnUnderFaults is issue 16's checker: a
 // consume-transform-produce job (a separate process: runTxnJob) reads
 // topic in (pre-filled with unique values) with a read_committed group
 // consumer and, in one transaction per step, writes each value
@@ -304,7 +304,8 @@ func (r *txnReader) readAll(ctx context.Context, partitions int32) (map[int32][]
 //     committed record that later vanished), and offsets only grow;
 //  4. read_uncommitted sees at least as many records (aborted ones too:
 //     how many is logged, as proof the kills landed inside transactions).
-func TestTransactionsUnderFaults(t *testing.T) {
+func TestTxnUnderFaults(t *testing.T) {
+	t.Parallel()
 	const (
 		values     = 3000
 		partitions = 3
@@ -612,7 +613,7 @@ func bearerOf(token string) connect.ClientOption {
 	}))
 }
 
-// TestTransactionLateProduceRefused is the late batch that breaks
+// TestTxnLateProduceRefused is the late batch that breaks
 // undefended KIP-98 (Jepsen's Redpanda and Bufstream analyses): a produce
 // of transaction T, held in the network (a proxy in HoldRequests mode)
 // until T has committed and T+1 has begun, reaches the brokers only then.
@@ -621,7 +622,8 @@ func bearerOf(token string) connect.ClientOption {
 // not and that the producer has not written to since (the partition's
 // verification with the coordinator finds the epoch ended). read_committed readers then see T's and T+1's records and never
 // the late ones.
-func TestTransactionLateProduceRefused(t *testing.T) {
+func TestTxnLateProduceRefused(t *testing.T) {
+	t.Parallel()
 	const txnID = "late-1"
 	c := testcluster.Start(t, testcluster.Options{Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t)})
 	tc := c.NewClient(t, "acme", "events", 2, 2)

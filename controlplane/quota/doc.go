@@ -75,7 +75,7 @@
 //
 // A flag decided from the sums lets a burst through: every creation until
 // the next exchange shows the sum is admitted (916–1,000 new groups of
-// 1,000 asked for at once, against a limit of 100, in TestCountLimitsBurst). So a coordinator reserves
+// 1,000 asked for at once, against a limit of 100, in TestQuotaCountLimitsBurst). So a coordinator reserves
 // each new name before it creates it (BrokerService.ReserveObjects; the
 // broker gathers the reservations made while a call is in flight into the
 // next call). The store decides a tenant's reservations one transaction at
@@ -99,7 +99,7 @@
 // which refuses early, never late). With it, the count a decision sees is
 // at least the number of objects, and grants stop exactly at the limit
 // however many brokers, replicas and concurrent creations there are
-// (TestCountLimitsBurst: 100 of 1,000 concurrent creations over 3 brokers,
+// (TestQuotaCountLimitsBurst: 100 of 1,000 concurrent creations over 3 brokers,
 // for groups and for transactional ids).
 //
 // The invariant needs the object's coordinator to keep reporting it.

@@ -25,7 +25,7 @@ import (
 // stops at the limit, instead of running on until the next quota exchange
 // shows the sum (what deciding on the exchange's groups_exceeded flag did:
 // 916–1,000 of 1,000 concurrent new groups admitted against a limit of
-// 100 in TestCountLimitsBurst).
+// 100 in TestQuotaCountLimitsBurst).
 //
 // Reservations made while a ReserveObjects call is in flight go together in
 // the next one (group commit: a burst costs a few round trips, not one per
