@@ -61,12 +61,13 @@ check-generate: generate ## Fail when gen/ differs from what proto/ generates.
 	git diff --exit-code -- gen/
 	@test -z "$$(git status --porcelain -- gen/)" || { git status --porcelain -- gen/; exit 1; }
 
-lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, buf lint and the dependency rules between packages (internal/layering).
+lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, buf lint, the dependency rules between packages (internal/layering) and the rules for tests (internal/testrules: no sleep as synchronisation).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	go vet ./...
 	staticcheck ./...
 	buf lint
 	go test -count=1 -run 'TestLayering' ./internal/layering/
+	go test -count=1 ./internal/testrules/
 
 test: $(VERSITYGW) $(GRPCURL) $(HELM) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server, grpcurl and helm for tests into bin/.
 	go test $(GO_TEST_FLAGS) ./...

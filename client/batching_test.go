@@ -57,7 +57,7 @@ func burst(t *testing.T, p *client.Producer, n int, pace time.Duration) (recs []
 	wg.Add(n)
 	for i := range n {
 		if pace > 0 {
-			time.Sleep(pace) // the load's shape, not synchronisation
+			time.Sleep(pace) // pacing: the load's shape
 		}
 		r := &client.Record{Topic: "t", Value: fmt.Appendf(make([]byte, 0, 1024), "%04d%01020d", i, 0)}
 		recs = append(recs, r)

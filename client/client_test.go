@@ -279,7 +279,7 @@ func TestRetention(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close(t.Context())
 	require.NoError(t, p.ProduceSync(t.Context(), &client.Record{Topic: "short", Value: []byte("old")}))
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond) // clock: the two records' timestamps 1.2 s apart, so that retention (3 s) expires one before the other
 	fresh := &client.Record{Topic: "short", Value: []byte("fresh")}
 	require.NoError(t, p.ProduceSync(t.Context(), fresh))
 	require.Equal(t, int64(1), fresh.Offset)
@@ -293,7 +293,7 @@ func TestRetention(t *testing.T) {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "the old record was not deleted (log start %d)", start)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // poll: until retention deleted the old record
 	}
 	cs, err := c.NewConsumer()
 	require.NoError(t, err)

@@ -139,7 +139,7 @@ func (f *fakeBroker) Produce(ctx context.Context, r *connect.Request[sluicev1.Pr
 		act, delay, herr = f.hook(n, h, vals)
 	}
 	if act != writeLose {
-		time.Sleep(delay)
+		time.Sleep(delay) // fault: the fake broker answers late
 	}
 	if act == refuse {
 		return nil, herr
@@ -191,7 +191,7 @@ func (f *fakeBroker) Produce(ctx context.Context, r *connect.Request[sluicev1.Pr
 	if act == writeLose {
 		f.mu.Unlock()
 		unlocked = true
-		time.Sleep(delay)
+		time.Sleep(delay) // fault: the fake broker answers late
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("connection reset (ack lost)"))
 	}
 	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: base}), nil
@@ -274,7 +274,7 @@ func produceEach(t *testing.T, p *client.Producer, vals ...string) []fakeResult 
 			out[i] = fakeResult{v, err, r.Offset}
 			wg.Done()
 		})
-		time.Sleep(20 * time.Millisecond) // separate batches
+		time.Sleep(20 * time.Millisecond) // pacing: one record per batch
 	}
 	wg.Wait()
 	return out
@@ -324,7 +324,7 @@ func TestFaultRefusalBehindAnUnknownBatch(t *testing.T) {
 			mu.Unlock()
 			wg.Done()
 		})
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // pacing: one record per batch
 	}
 	wg.Wait()
 	require.Equal(t, 1, f.count("A"), "A written once: %s", f.dump())
@@ -407,13 +407,13 @@ func TestFaultProduceDuringClose(t *testing.T) {
 						return
 					default:
 					}
-					time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+					time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond) // pacing: producers at random moments
 					calls.Add(1)
 					p.Produce(context.Background(), &client.Record{Topic: "t", Value: []byte("x")}, func(*client.Record, error) { cbs.Add(1) })
 				}
 			})
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // window: the producers get going before Close races them
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		_ = p.Close(ctx) // producers keep going: Flush gives up and the rest fail
 		_ = p.Close(ctx) // twice is harmless

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/client"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -39,7 +40,7 @@ func groupClient(t *testing.T, key string) sluicev1connect.GroupServiceClient {
 			return gc
 		}
 		require.True(t, time.Now().Before(deadline), "no coordinator: %v", err)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // poll: until a coordinator answers
 	}
 }
 
@@ -67,7 +68,7 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 			if connect.CodeOf(err) != connect.CodeUnavailable || time.Now().After(deadline) {
 				return err
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // backoff: the coordinator is loading
 		}
 	}
 	require.NoError(t, commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: hw0, LeaderEpoch: 0, Metadata: "m"}))
@@ -240,7 +241,15 @@ func TestGroupConsumer(t *testing.T) {
 	b, stopB, doneB := start("b")
 	produce(n/3, 2*n/3)
 	c3, stopC, doneC := start("c")
-	time.Sleep(time.Second)
+	// A leaves once the group has rebalanced onto all three members.
+	testenv.Wait(t, 30*time.Second, "every member holding partitions", func() error {
+		for name, gc := range map[string]*client.GroupConsumer{"a": a, "b": b, "c": c3} {
+			if len(gc.Assignment()) == 0 {
+				return fmt.Errorf("member %s holds none", name)
+			}
+		}
+		return nil
+	})
 	stopA()
 	require.NoError(t, <-doneA)
 	require.NoError(t, a.Close(ctx))
@@ -255,7 +264,7 @@ func TestGroupConsumer(t *testing.T) {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "processed %d of %d", got, n)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // poll: until every record is processed
 	}
 	stopB()
 	stopC()

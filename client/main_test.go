@@ -111,7 +111,7 @@ func startCluster(ctx context.Context, dir string) (func(), error) {
 		if time.Now().After(deadline) {
 			return stop, fmt.Errorf("brokers not live after 30s: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // poll: until the brokers are live
 	}
 	su, err := sluicev1connect.NewTenantServiceClient(hc, endpoint).Signup(ctx,
 		connect.NewRequest(&sluicev1.SignupRequest{Email: "sdk@example.com", TenantName: "sdk"}))
@@ -155,21 +155,13 @@ func createTopicAs(key, name string, partitions int32, config *sluicev1.TopicCon
 	if _, err := topics.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: name, PartitionCount: partitions, ReplicationFactor: 3, Config: config})); err != nil {
 		return err
 	}
-	// Ready when the brokers know the leaders (GetMetadata from a broker).
+	// Ready when every partition has a leader and a full ISR at the control
+	// plane, and every broker's metadata names that leader at that epoch.
+	auth := connect.WithInterceptors(tenants.Bearer(tok.Msg.GetToken()))
 	for {
-		res, err := topics.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
-		if err != nil {
+		ready, err := topicReady(ctx, hc, topics, auth, name)
+		if err != nil || ready {
 			return err
-		}
-		ok := true
-		for _, pt := range res.Msg.GetPartitions() {
-			if pt.GetLeader() < 0 || len(pt.GetIsr()) < 3 {
-				ok = false
-			}
-		}
-		if ok {
-			time.Sleep(300 * time.Millisecond) // the brokers' watch checks every 200 ms
-			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -177,6 +169,45 @@ func createTopicAs(key, name string, partitions int32, config *sluicev1.TopicCon
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// topicReady reports whether the control plane names a leader and a full
+// ISR for every partition of topic name and every broker's metadata agrees.
+func topicReady(ctx context.Context, hc *http.Client, topics sluicev1connect.TopicServiceClient, auth connect.ClientOption, name string) (bool, error) {
+	res, err := topics.DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
+	if err != nil {
+		return false, err
+	}
+	want := map[int32][2]int32{} // partition → leader, epoch
+	for _, pt := range res.Msg.GetPartitions() {
+		if pt.GetLeader() < 0 || len(pt.GetIsr()) < 3 {
+			return false, nil
+		}
+		want[pt.GetPartition()] = [2]int32{pt.GetLeader(), pt.GetLeaderEpoch()}
+	}
+	md, err := sluicev1connect.NewRecordServiceClient(hc, endpoint, auth).GetMetadata(ctx, connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{}}))
+	if err != nil {
+		return false, err
+	}
+	for _, b := range md.Msg.GetBrokers() {
+		bm, err := sluicev1connect.NewRecordServiceClient(hc, "http://"+b.GetAddress(), auth).GetMetadata(ctx, connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{name}}))
+		if err != nil {
+			return false, nil // not serving the tenant yet
+		}
+		seen := 0
+		for _, tm := range bm.Msg.GetTopics() {
+			for _, pm := range tm.GetPartitions() {
+				if w, ok := want[pm.GetPartition()]; !ok || w != [2]int32{pm.GetLeader(), pm.GetLeaderEpoch()} {
+					return false, nil
+				}
+				seen++
+			}
+		}
+		if seen != len(want) {
+			return false, nil
+		}
+	}
+	return len(md.Msg.GetBrokers()) > 0, nil
 }
 
 // mustCreateTopic is createTopic for examples, which have no testing.TB.

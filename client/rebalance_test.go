@@ -122,7 +122,19 @@ func TestCooperativeRebalanceDoesNotStopOthers(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(500 * time.Millisecond)
+	// Steady: every member has processed a record since then.
+	settled := time.Now()
+	testenv.Wait(t, 30*time.Second, "every member processing", func() error {
+		for i, m := range members {
+			m.st.mu.Lock()
+			last := m.st.last
+			m.st.mu.Unlock()
+			if !last.After(settled) {
+				return fmt.Errorf("member %d has processed nothing since the group settled", i)
+			}
+		}
+		return nil
+	})
 	start := time.Now()
 	before := map[*member][]client.TopicPartition{}
 	for _, m := range members {
@@ -150,7 +162,7 @@ func TestCooperativeRebalanceDoesNotStopOthers(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // window: a second of processing after the rebalance, in which no staying member may stall
 	stop()
 
 	revoked, worst := 0, time.Duration(0)

@@ -210,7 +210,7 @@ func TestFaultProduceNeverBlocksOnAMetadataRefresh(t *testing.T) {
 	f.mu.Lock()
 	f.metadataGate = gate
 	f.mu.Unlock()
-	time.Sleep(5 * time.Millisecond) // the cached metadata is now older than its max age
+	time.Sleep(5 * time.Millisecond) // clock: the cached metadata is now older than its max age
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	res := make(chan error, 1)

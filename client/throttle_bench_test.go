@@ -65,9 +65,9 @@ func admittedShare(b *testing.B, inflight, run int) float64 {
 			}
 		}
 	}()
-	time.Sleep(20 * time.Second) // warm-up: the allotments settle
+	time.Sleep(20 * time.Second) // window: warm-up, the allotments settle
 	a0, t0 := acked.Load(), time.Now()
-	time.Sleep(20 * time.Second) // the measured window
+	time.Sleep(20 * time.Second) // window: the measured window
 	a1, t1 := acked.Load(), time.Now()
 	close(stop)
 	<-done

@@ -251,7 +251,7 @@ func TestAlertsLagEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2 * time.Second) // any duplicate would arrive now
+	time.Sleep(2 * time.Second) // absence: any duplicate delivery would arrive now
 	recv.mu.Lock()
 	require.Empty(t, recv.bad, "every delivery verified")
 	for id, n := range recv.ids {

@@ -290,7 +290,7 @@ func waitLeaders(b testing.TB, hc *http.Client, broker string, auth connect.Clie
 		if time.Now().After(deadline) {
 			b.Fatalf("partition leaders unknown after 30s: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // poll: until the partitions have leaders
 	}
 }
 

@@ -206,7 +206,7 @@ func TestCLIGroup(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for strings.Count(c.stdout.String(), "\n") < 400 {
 		require.True(t, time.Now().Before(deadline), "consume printed %d lines; stderr:\n%s", strings.Count(c.stdout.String(), "\n"), c.stderr.String())
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll: until consume printed every record
 	}
 	require.Equal(t, produced, consumedPositions(t, c.stdout.String()))
 	d = describe()

@@ -305,7 +305,7 @@ func TestCLIProduce(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for strings.Count(stdout.String(), "\n") < 1300 {
 		require.True(t, time.Now().Before(deadline), "consume printed %d lines", strings.Count(stdout.String(), "\n"))
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll: until consume printed every record
 	}
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	require.NoError(t, cmd.Wait(), stderr.String())

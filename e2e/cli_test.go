@@ -107,7 +107,7 @@ func startDev(t testing.TB, dataDir, cfgPath, addr string, extra ...string) *pro
 		if time.Now().After(deadline) {
 			t.Fatalf("sluice dev did not start:\n%s", out.String())
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // poll: until sluice dev says it is running
 	}
 	return p
 }
@@ -250,7 +250,7 @@ func TestDevCLI(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for len(dirs()) > 0 {
 		require.True(t, time.Now().Before(deadline), "partition data still on disk: %v", dirs())
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // poll: until the brokers deleted the topic's data
 	}
 	_, _, code = cli(t, cfgPath, "--profile", "acme", "topic", "describe", "orders")
 	require.Equal(t, 4, code)

@@ -123,7 +123,7 @@ func TestGroupCoordinatorKilledWithLiveMembers(t *testing.T) {
 				})
 				if runCtx.Err() == nil {
 					h.runError(i, err)
-					time.Sleep(100 * time.Millisecond)
+					time.Sleep(100 * time.Millisecond) // backoff: the member's Run failed; start it again
 				}
 			}
 		}()
@@ -228,7 +228,7 @@ func TestGroupCoordinatorKilledWithLiveMembers(t *testing.T) {
 
 	// 1. Warm up: the group settles and commits on every partition.
 	d, _ := waitStable("the group stable with every partition committed", map[int32]int64{})
-	time.Sleep(time.Second) // a second of steady state to compare with
+	time.Sleep(time.Second) // window: a second of steady state to compare with
 	warmAt := time.Now()
 	coordinator := admin.findCoordinator(t, ctx, func(int32) bool { return true })
 	ledByCoordinator := map[int32]bool{}
@@ -257,7 +257,7 @@ func TestGroupCoordinatorKilledWithLiveMembers(t *testing.T) {
 
 	// 3. Restart the killed broker; as preferred leader it takes the
 	// coordinator back.
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // fault: the killed broker stays down a second longer
 	restartAt := time.Now()
 	c.Restart(coordinator, false)
 	c.WaitLive(c.BrokerIDs()...)
@@ -272,7 +272,7 @@ func TestGroupCoordinatorKilledWithLiveMembers(t *testing.T) {
 		coordinator, backAt.Sub(restartAt).Round(time.Millisecond), d.GetGroupEpoch(), d.GetRebalances(), time.Since(restartAt).Round(time.Millisecond))
 
 	// 4. Stop producing; the group drains to the end.
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // window: a second of steady state under the restarted coordinator
 	stopProducing()
 	<-prodDone
 	stopAt := time.Now()

@@ -82,7 +82,7 @@ func TestClusterIdempotenceSurvivesFailoverAndRestart(t *testing.T) {
 			if err == nil || time.Now().After(deadline) || (code != connect.CodeUnavailable && code != connect.CodeFailedPrecondition) || producerReason(err) != 0 {
 				break
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // backoff: the partition is moving
 		}
 		if err != nil {
 			return nil, err

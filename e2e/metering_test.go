@@ -175,7 +175,7 @@ func TestQuotaMeteringExactlyOnce(t *testing.T) {
 			c.Broker(id).CP.SetMode(testcluster.DropResponses)
 		}
 		c.Mark("dropping every answer of the control plane to brokers %v", ids)
-		time.Sleep(1500 * time.Millisecond) // the fault's length, not synchronisation
+		time.Sleep(1500 * time.Millisecond) // fault: the fault's length
 		for _, id := range ids {
 			c.Broker(id).CP.SetMode(testcluster.Pass)
 		}
@@ -189,7 +189,7 @@ func TestQuotaMeteringExactlyOnce(t *testing.T) {
 		}
 		c.Mark("dropping ReportUsage answers to brokers %v: %t", ids, on)
 	}
-	window := func() { time.Sleep(3 * time.Second) } // a fault's length, not synchronisation
+	window := func() { time.Sleep(3 * time.Second) } // fault: a fault's length
 	leaderOf := func(cl *testcluster.Client, partition int32) int32 {
 		var l int32
 		testenv.Wait(t, 30*time.Second, "a leader", func() error {

@@ -179,7 +179,7 @@ func TestQuotaNoisyNeighbour(t *testing.T) {
 	// length, not synchronisation.
 	idle := func() {
 		from, tc, bc := time.Now(), cpuSeconds(t, os.Getpid()), cpuSeconds(t, brokerPIDs()...)
-		time.Sleep(idleWindow)
+		time.Sleep(idleWindow) // window: the idle measurement
 		secs := time.Since(from).Seconds()
 		idleTestCPU = append(idleTestCPU, (cpuSeconds(t, os.Getpid())-tc)/secs)
 		idleBrokerCPU = append(idleBrokerCPU, (cpuSeconds(t, brokerPIDs()...)-bc)/secs)
@@ -199,7 +199,7 @@ func TestQuotaNoisyNeighbour(t *testing.T) {
 		settleDur := waitSettled(t, c, dim, before, limit, limitB)
 		from, a0 := time.Now(), admitted(j)
 		refused0 := sumOf(throttledAt(t, c, dim))
-		time.Sleep(loudWindow) // the measurement's length, not synchronisation
+		time.Sleep(loudWindow) // window: the measurement's length
 		to, a1 := time.Now(), admitted(j)
 		refused1 := sumOf(throttledAt(t, c, dim))
 		secs := time.Since(phaseFrom).Seconds()

@@ -153,14 +153,14 @@ func (s *scenario) inject(f faultStep) {
 	s.t.Helper()
 	switch f.kind {
 	case faultNone:
-		time.Sleep(f.hold)
+		time.Sleep(f.hold) // fault: how long it holds
 	case faultKill, faultWipe:
 		s.c.Kill(f.victim)
-		time.Sleep(f.hold)
+		time.Sleep(f.hold) // fault: how long it holds
 		s.c.Restart(f.victim, f.kind == faultWipe)
 	case faultPause:
 		s.c.Pause(f.victim)
-		time.Sleep(f.hold)
+		time.Sleep(f.hold) // fault: how long it holds
 		s.c.Resume(f.victim)
 	case faultLinks:
 		b := s.c.Broker(f.victim)
@@ -170,7 +170,7 @@ func (s *scenario) inject(f faultStep) {
 		if f.links != 0 {
 			b.CP.SetMode(f.mode)
 		}
-		time.Sleep(f.hold)
+		time.Sleep(f.hold) // fault: how long it holds
 		b.In.SetMode(testcluster.Pass)
 		b.CP.SetMode(testcluster.Pass)
 		s.c.Mark("healed broker %d's links", f.victim)

@@ -211,7 +211,7 @@ func sdkCrashLoop(t *testing.T, seed uint64, deliveryTimeout time.Duration) {
 			c.Kill(id)
 		}
 		down := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
-		time.Sleep(down) // the fault: the whole cluster down
+		time.Sleep(down) // fault: the whole cluster down
 		for _, id := range ids {
 			c.Restart(id, false)
 		}
@@ -220,7 +220,7 @@ func sdkCrashLoop(t *testing.T, seed uint64, deliveryTimeout time.Duration) {
 		}
 		up := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
 		c.Mark("crash %d/%d: down %s, up for %s", i+1, crashes, down, up)
-		time.Sleep(up) // the fault schedule: up for a while before the next crash
+		time.Sleep(up) // fault: up for a while before the next crash
 	}
 	restarted := time.Now()
 	h := healthy("after the faults")

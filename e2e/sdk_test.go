@@ -133,9 +133,9 @@ func TestSDKLostAcknowledgements(t *testing.T) {
 		for i := 0; ctx.Err() == nil; i++ {
 			b := c.Broker(c.BrokerIDs()[i%3])
 			b.In.SetMode(testcluster.DropResponses)
-			time.Sleep(120 * time.Millisecond)
+			time.Sleep(120 * time.Millisecond) // fault: a broker drops its answers
 			b.In.SetMode(testcluster.Pass)
-			time.Sleep(250 * time.Millisecond)
+			time.Sleep(250 * time.Millisecond) // fault: then answers again
 		}
 	}
 	run := func(apiKey, topic string, idempotent bool) (*sdkRun, verdict) {
@@ -204,7 +204,7 @@ func TestSDKKillLeaderMidStream(t *testing.T) {
 
 	killed := make(chan int32, 1)
 	go func() {
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // fault: the kill strikes 1.5 s into the stream
 		leader := tc.NewestMetadata(t.Context())[0].Leader
 		c.Kill(leader)
 		killed <- leader

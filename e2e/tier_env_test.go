@@ -266,7 +266,7 @@ func (p *tierProducer) produceOne(ctx context.Context) error {
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			return fmt.Errorf("produce seqs [%d, %d) to partition %d: %w", seq, seq+int64(len(values)), p.partition, res.Err)
 		}
-		time.Sleep(50 * time.Millisecond) // back off before the retry; not synchronisation
+		time.Sleep(50 * time.Millisecond) // backoff: before the retry
 	}
 }
 
@@ -370,7 +370,7 @@ func (e *tierEnv) readAll(ctx context.Context, pl *payloads, partition int32, vi
 			if via == 0 {
 				broker = 0
 			}
-			time.Sleep(50 * time.Millisecond) // retry delay; not synchronisation
+			time.Sleep(50 * time.Millisecond) // backoff: before the retry
 			continue
 		}
 		retryUntil, lastErr = time.Time{}, nil

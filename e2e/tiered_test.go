@@ -437,7 +437,7 @@ func TestTieredObjectStoreOutage(t *testing.T) {
 		return nil
 	})
 	// Stay down a few more copy intervals (retries), checking all along.
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) { // fault: the outage lasts a few more copy intervals, checked all along
 		require.NoError(t, check())
 	}
 	t.Logf("outage of %s: %v upload errors", time.Since(outage).Round(time.Millisecond),

@@ -181,7 +181,7 @@ func TestTxnCoordinatorMovesBack(t *testing.T) {
 						if runCtx.Err() == nil {
 							logger.Warn("TEST new transactional producer", "transactional_id", txnID, "err", err)
 							h.failed(err)
-							time.Sleep(100 * time.Millisecond) // pacing the retries
+							time.Sleep(100 * time.Millisecond) // backoff: pacing the retries
 						}
 						continue
 					}
@@ -277,12 +277,12 @@ func TestTxnCoordinatorMovesBack(t *testing.T) {
 		return nil
 	})
 	if d := time.Until(live.Add(preferredDelay - 700*time.Millisecond)); d > 0 {
-		time.Sleep(d) // the fault's schedule: just before the move
+		time.Sleep(d) // fault: just before the move
 	}
 	c.Broker(orig).CP.SetMode(testcluster.Blackhole)
 	c.Mark("blackhole broker %d's link to the control plane", orig)
 	_ = testenv.Retry(2*time.Second, func() error { return coordinatorOn(ids, others, orig) })
-	time.Sleep(500 * time.Millisecond) // the fault's hold
+	time.Sleep(500 * time.Millisecond) // fault: the fault's hold
 	c.Broker(orig).CP.SetMode(testcluster.Pass)
 	c.Mark("heal broker %d's link to the control plane", orig)
 	testenv.Wait(t, moveBound, fmt.Sprintf("the coordinators back on broker %d", orig), func() error {

@@ -123,7 +123,7 @@ func runTxnJob() int {
 		for {
 			if err := gc.RewindToCommitted(ctx); err != nil {
 				logger.Warn("txn job: rewind", "err", err)
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // backoff: the rewind failed
 				continue
 			}
 			break
@@ -143,7 +143,7 @@ func txnStep(ctx context.Context, tp *client.TransactionalProducer, gc *client.G
 	}
 	// Pacing, not synchronisation: the transaction stays open a little,
 	// so that kills land inside transactions as well as between them.
-	time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+	time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond) // pacing: the transaction stays open a little, so that kills land inside transactions too
 	if err := tp.SendOffsets(ctx, gc.Member(), client.NextOffsets(recs)); err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func (r *txnReader) readAll(ctx context.Context, partitions int32) (map[int32][]
 				if ctx.Err() != nil {
 					return nil, err
 				}
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // backoff: the fetch failed
 				continue
 			}
 			out[p] = append(out[p], recs...)
@@ -364,7 +364,7 @@ func TestTxnUnderFaults(t *testing.T) {
 			for tailCtx.Err() == nil {
 				recs, next, _, _, err := r.fetch(tailCtx, part, off, 500*time.Millisecond)
 				if err != nil {
-					time.Sleep(50 * time.Millisecond)
+					time.Sleep(50 * time.Millisecond) // backoff: the fetch failed
 					continue
 				}
 				tailMu.Lock()
@@ -455,7 +455,7 @@ func TestTxnUnderFaults(t *testing.T) {
 		if j := jobs[len(jobs)-1]; j.exited() {
 			t.Fatalf("txn job incarnation %d exited by itself; its log: %s", len(jobs)-1, filepath.Join(c.Dir, fmt.Sprintf("txn-job-%d.log", len(jobs)-1)))
 		}
-		time.Sleep(time.Duration(1000+rng.IntN(2500)) * time.Millisecond)
+		time.Sleep(time.Duration(1000+rng.IntN(2500)) * time.Millisecond) // fault: the schedule
 		switch k := rng.IntN(10); {
 		case k < 4:
 			faults = append(faults, "job")
@@ -466,21 +466,21 @@ func TestTxnUnderFaults(t *testing.T) {
 			if id := coordinatorBroker(); id > 0 {
 				faults = append(faults, fmt.Sprintf("coordinator %d", id))
 				c.Kill(id)
-				time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
+				time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond) // fault: the schedule
 				c.Restart(id, false)
 			}
 		case k < 7:
 			if id := coordinatorBroker(); id > 0 {
 				faults = append(faults, fmt.Sprintf("pause coordinator %d", id))
 				c.Pause(id)
-				time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
+				time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond) // fault: the schedule
 				c.Resume(id)
 			}
 		case k < 9:
 			id := outLeader()
 			faults = append(faults, fmt.Sprintf("broker %d", id))
 			c.Kill(id)
-			time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
+			time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond) // fault: the schedule
 			c.Restart(id, false)
 		case !wholeCluster:
 			wholeCluster = true
@@ -488,7 +488,7 @@ func TestTxnUnderFaults(t *testing.T) {
 			for _, id := range c.BrokerIDs() {
 				c.Kill(id)
 			}
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // fault: the whole cluster down for a second
 			for _, id := range c.BrokerIDs() {
 				c.Restart(id, false)
 			}

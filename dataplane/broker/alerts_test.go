@@ -154,7 +154,7 @@ func TestLagAlertsSizeBasedRetention(t *testing.T) {
 		defer close(done)
 		for ctx.Err() == nil {
 			produce()
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // pacing: ~200 KB/s
 		}
 	}()
 	defer func() { cancel(); <-done }()

@@ -561,7 +561,7 @@ func TestBrokerQuotaNoEarlyExchangesWhileFailing(t *testing.T) {
 	for end := time.Now().Add(time.Second); time.Now().Before(end); {
 		_, err := rc.Produce(ctx, valueOf(0, 10))
 		require.NoError(t, err, "still no allotment: admitted")
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // pacing: calls for a second while the exchanges fail
 	}
 	require.LessOrEqual(t, proxy.Dropped(), asked+1, "exchanges during a second of calls while they fail (one may have been under way)")
 	require.Nil(t, leader.quota.allotment(c.tenantID))

@@ -367,7 +367,7 @@ func TestFileCacheOneFlusherForAllLogs(t *testing.T) {
 }
 
 func assertEventually(cond func() bool) bool {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) { // poll: until cond holds
 		if cond() {
 			return true
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,10 +40,10 @@ func TestPartitionGapWaitEndsAfterRoleChange(t *testing.T) {
 				_, err := p.Produce(ctx, []log.ValidBatch{validBatch(t, b)}, acks, 5*time.Second, nil)
 				done <- fmt.Sprint(err)
 			}()
-			time.Sleep(100 * time.Millisecond) // in the gap wait: sequence 3 without 0..2
+			waitGoroutine(t, "in the gap wait: sequence 3 without 0..2", "partition.waitSequenceGap")
 			p.mu.Lock()
 			cancel() // the client gives up (as when the 1 s wait ends)
-			time.Sleep(50 * time.Millisecond)
+			waitGoroutine(t, "the produce woken, waiting for the partition lock", "partition.(*Replica).Produce", "sync.(*Mutex).Lock")
 			p.role, p.lead = RoleFollower, nil // and the replica stops leading
 			p.notifyLocked()
 			p.mu.Unlock()
@@ -218,5 +220,34 @@ func copyDir(t *testing.T, dir, to string) {
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(to, e.Name()), b, 0o644))
+	}
+}
+
+// waitGoroutine waits until some goroutine's stack holds every one of
+// frames (substrings of runtime.Stack's output), e.g. one blocked at a
+// given point: a test that needs a goroutine parked there before it goes
+// on waits for that, not for a guessed duration.
+func waitGoroutine(t *testing.T, what string, frames ...string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		for _, g := range strings.Split(stacks, "\n\n") {
+			found := true
+			for _, f := range frames {
+				if !strings.Contains(g, f) {
+					found = false
+					break
+				}
+			}
+			if found {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for a goroutine %s: none in 10s\n%s", what, stacks)
+		}
+		time.Sleep(time.Millisecond) // poll: until the goroutine is there
 	}
 }

@@ -27,7 +27,7 @@ func TestHelperChild(t *testing.T) {
 	PostgresURL(t)
 	c := resolved.cluster
 	fmt.Printf("READY %d %s\n", c.proc.cmd.Process.Pid, c.root)
-	time.Sleep(2 * time.Minute) // until the parent kills us
+	time.Sleep(2 * time.Minute) // fault: the child lives until the parent kills it
 	t.Fatal("parent never killed the child")
 }
 
@@ -118,7 +118,7 @@ func waitGone(t *testing.T, pids []int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("postgres processes %v outlived the test binary", alive)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll: until the processes are gone
 	}
 }
 

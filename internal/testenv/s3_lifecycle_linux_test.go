@@ -21,7 +21,7 @@ func TestHelperS3Child(t *testing.T) {
 	}
 	s := S3(t)
 	fmt.Printf("READY %d %s\n", s.proc.cmd.Process.Pid, s.root)
-	time.Sleep(2 * time.Minute) // until the parent kills us
+	time.Sleep(2 * time.Minute) // fault: the child lives until the parent kills it
 	t.Fatal("parent never killed the child")
 }
 
@@ -78,7 +78,7 @@ func TestS3KilledTestBinaryLeavesNoServer(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("versitygw %d outlived the killed test binary", pid)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll: until the processes are gone
 	}
 	// Nothing could remove the data after kill -9; the next server's sweep does (perhaps one in
 	// another test binary, already).
