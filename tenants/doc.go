@@ -6,10 +6,12 @@
 // # Plans and limits
 //
 // A tenant is on a plan (PlanFree, PlanPro) whose Limits are the defaults; per-tenant Overrides
-// (JSON, only the fields that differ) replace single fields: ResolveLimits(plan, overrides).
-// Count limits (topics, partitions, storage, retention, message size) are enforced by the
-// control plane and reported as *LimitError; byte and request rates are enforced per tenant by
-// every broker with token buckets.
+// (JSON keyed by the limits' names, only what differs) replace single limits:
+// ResolveLimits(plan, overrides). The limits, their plan defaults and their ranges are one
+// table, package limit; Limits and Overrides are its Values and Overrides. Count limits
+// (topics, partitions, storage, retention, message size) are enforced by the control plane and
+// reported as *LimitError; byte and request rates are enforced per tenant by every broker with
+// token buckets.
 //
 // # API keys
 //
