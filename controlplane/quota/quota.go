@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/limit"
-	"github.com/sluicemq/sluice/tenants"
 )
 
 // Interval is how often brokers exchange quotas.
@@ -43,7 +42,7 @@ func (r Rates) Add(o Rates) Rates {
 
 // LimitRates returns a tenant's rate limits per second (a limit per hour,
 // as producer_ids_per_hour, becomes per second).
-func LimitRates(l tenants.Limits) Rates { return l.Rates() }
+func LimitRates(l limit.Values) Rates { return l.Rates() }
 
 // Report is one broker's last quota report for one tenant.
 type Report struct {
@@ -157,7 +156,7 @@ type Decision struct {
 
 // Decide compares h with l: a limit is reached when the holding is at
 // least the limit (a limit of 0 allows nothing more).
-func Decide(l tenants.Limits, h Holdings) Decision {
+func Decide(l limit.Values, h Holdings) Decision {
 	return Decision{
 		StorageExceeded:          h.StorageBytes() >= l[limit.MaxTotalStorageBytes],
 		GroupsExceeded:           h.Groups >= l[limit.MaxGroups],

@@ -3176,7 +3176,7 @@ var File_sluice_v1_broker_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/tenant.proto\x1a\x15sluice/v1/topic.proto\"\xef\x04\n" +
+	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\x1a\x16sluice/v1/tenant.proto\x1a\x15sluice/v1/topic.proto\"\xef\x04\n" +
 	"\rRemoteSegment\x12\x1d\n" +
 	"\n" +
 	"segment_id\x18\x01 \x01(\tR\tsegmentId\x12\x1b\n" +
@@ -3415,21 +3415,22 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\vCountedKind\x12\x1c\n" +
 	"\x18COUNTED_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COUNTED_KIND_GROUP\x10\x01\x12!\n" +
-	"\x1dCOUNTED_KIND_TRANSACTIONAL_ID\x10\x022\xd5\t\n" +
-	"\rBrokerService\x12W\n" +
-	"\x0eRegisterBroker\x12 .sluice.v1.RegisterBrokerRequest\x1a!.sluice.v1.RegisterBrokerResponse\"\x00\x12Z\n" +
-	"\x0fHeartbeatBroker\x12!.sluice.v1.HeartbeatBrokerRequest\x1a\".sluice.v1.HeartbeatBrokerResponse\"\x00\x12c\n" +
-	"\x12ListRevokedAPIKeys\x12$.sluice.v1.ListRevokedAPIKeysRequest\x1a%.sluice.v1.ListRevokedAPIKeysResponse\"\x00\x12_\n" +
-	"\x10WatchAssignments\x12\".sluice.v1.WatchAssignmentsRequest\x1a#.sluice.v1.WatchAssignmentsResponse\"\x000\x01\x12W\n" +
-	"\x0eAlterPartition\x12 .sluice.v1.AlterPartitionRequest\x1a!.sluice.v1.AlterPartitionResponse\"\x00\x12Z\n" +
-	"\x0fAlterPartitions\x12!.sluice.v1.AlterPartitionsRequest\x1a\".sluice.v1.AlterPartitionsResponse\"\x00\x12f\n" +
-	"\x13AllocateProducerIds\x12%.sluice.v1.AllocateProducerIdsRequest\x1a&.sluice.v1.AllocateProducerIdsResponse\"\x00\x12]\n" +
-	"\x10AddRemoteSegment\x12\".sluice.v1.AddRemoteSegmentRequest\x1a#.sluice.v1.AddRemoteSegmentResponse\"\x00\x12f\n" +
-	"\x13UpdateRemoteSegment\x12%.sluice.v1.UpdateRemoteSegmentRequest\x1a&.sluice.v1.UpdateRemoteSegmentResponse\"\x00\x12c\n" +
-	"\x12ListRemoteSegments\x12$.sluice.v1.ListRemoteSegmentsRequest\x1a%.sluice.v1.ListRemoteSegmentsResponse\"\x00\x12W\n" +
-	"\x0eExchangeQuotas\x12 .sluice.v1.ExchangeQuotasRequest\x1a!.sluice.v1.ExchangeQuotasResponse\"\x00\x12W\n" +
-	"\x0eReserveObjects\x12 .sluice.v1.ReserveObjectsRequest\x1a!.sluice.v1.ReserveObjectsResponse\"\x00\x12N\n" +
-	"\vReportUsage\x12\x1d.sluice.v1.ReportUsageRequest\x1a\x1e.sluice.v1.ReportUsageResponse\"\x00B\x94\x01\n" +
+	"\x1dCOUNTED_KIND_TRANSACTIONAL_ID\x10\x022\xca\n" +
+	"\n" +
+	"\rBrokerService\x12`\n" +
+	"\x0eRegisterBroker\x12 .sluice.v1.RegisterBrokerRequest\x1a!.sluice.v1.RegisterBrokerResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12c\n" +
+	"\x0fHeartbeatBroker\x12!.sluice.v1.HeartbeatBrokerRequest\x1a\".sluice.v1.HeartbeatBrokerResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12l\n" +
+	"\x12ListRevokedAPIKeys\x12$.sluice.v1.ListRevokedAPIKeysRequest\x1a%.sluice.v1.ListRevokedAPIKeysResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12h\n" +
+	"\x10WatchAssignments\x12\".sluice.v1.WatchAssignmentsRequest\x1a#.sluice.v1.WatchAssignmentsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x010\x01\x12`\n" +
+	"\x0eAlterPartition\x12 .sluice.v1.AlterPartitionRequest\x1a!.sluice.v1.AlterPartitionResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12c\n" +
+	"\x0fAlterPartitions\x12!.sluice.v1.AlterPartitionsRequest\x1a\".sluice.v1.AlterPartitionsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12o\n" +
+	"\x13AllocateProducerIds\x12%.sluice.v1.AllocateProducerIdsRequest\x1a&.sluice.v1.AllocateProducerIdsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12f\n" +
+	"\x10AddRemoteSegment\x12\".sluice.v1.AddRemoteSegmentRequest\x1a#.sluice.v1.AddRemoteSegmentResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12o\n" +
+	"\x13UpdateRemoteSegment\x12%.sluice.v1.UpdateRemoteSegmentRequest\x1a&.sluice.v1.UpdateRemoteSegmentResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12l\n" +
+	"\x12ListRemoteSegments\x12$.sluice.v1.ListRemoteSegmentsRequest\x1a%.sluice.v1.ListRemoteSegmentsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12`\n" +
+	"\x0eExchangeQuotas\x12 .sluice.v1.ExchangeQuotasRequest\x1a!.sluice.v1.ExchangeQuotasResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12`\n" +
+	"\x0eReserveObjects\x12 .sluice.v1.ReserveObjectsRequest\x1a!.sluice.v1.ReserveObjectsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12W\n" +
+	"\vReportUsage\x12\x1d.sluice.v1.ReportUsageRequest\x1a\x1e.sluice.v1.ReportUsageResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01B\x94\x01\n" +
 	"\rcom.sluice.v1B\vBrokerProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -3579,6 +3580,7 @@ func file_sluice_v1_broker_proto_init() {
 	if File_sluice_v1_broker_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_tenant_proto_init()
 	file_sluice_v1_topic_proto_init()
 	file_sluice_v1_broker_proto_msgTypes[28].OneofWrappers = []any{

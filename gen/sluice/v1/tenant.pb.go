@@ -807,7 +807,7 @@ var File_sluice_v1_tenant_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/tenant.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/apikey.proto\"\x8f\x02\n" +
+	"\x16sluice/v1/tenant.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\x1a\x16sluice/v1/apikey.proto\"\x8f\x02\n" +
 	"\x06Tenant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -907,10 +907,10 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\x10GetTenantRequest\"f\n" +
 	"\x11GetTenantResponse\x12)\n" +
 	"\x06tenant\x18\x01 \x01(\v2\x11.sluice.v1.TenantR\x06tenant\x12&\n" +
-	"\x05usage\x18\x02 \x01(\v2\x10.sluice.v1.UsageR\x05usage2\x9a\x01\n" +
-	"\rTenantService\x12?\n" +
-	"\x06Signup\x12\x18.sluice.v1.SignupRequest\x1a\x19.sluice.v1.SignupResponse\"\x00\x12H\n" +
-	"\tGetTenant\x12\x1b.sluice.v1.GetTenantRequest\x1a\x1c.sluice.v1.GetTenantResponse\"\x00B\x94\x01\n" +
+	"\x05usage\x18\x02 \x01(\v2\x10.sluice.v1.UsageR\x05usage2\xac\x01\n" +
+	"\rTenantService\x12H\n" +
+	"\x06Signup\x12\x18.sluice.v1.SignupRequest\x1a\x19.sluice.v1.SignupResponse\"\t\xc2\xf3\x18\x05\b\x01\"\x01\x01\x12Q\n" +
+	"\tGetTenant\x12\x1b.sluice.v1.GetTenantRequest\x1a\x1c.sluice.v1.GetTenantResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01B\x94\x01\n" +
 	"\rcom.sluice.v1B\vTenantProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -969,6 +969,7 @@ func file_sluice_v1_tenant_proto_init() {
 	if File_sluice_v1_tenant_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_apikey_proto_init()
 	file_sluice_v1_tenant_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
