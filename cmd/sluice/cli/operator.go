@@ -365,7 +365,7 @@ func parsePairs(flag string, pairs []string) (map[sluicev1.UsageDimension]string
 	for _, p := range pairs {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || v == "" {
-			return nil, usageError{fmt.Errorf("--%s %q: want DIMENSION=VALUE, such as ingress=0.09", flag, p)}
+			return nil, usageError{fmt.Errorf("--%s %q: want DIMENSION=VALUE, such as ingress_bytes=0.09", flag, p)}
 		}
 		d, err := parseDimension(k)
 		if err != nil {
@@ -418,17 +418,17 @@ func pricesRequest(cur *sluicev1.GetPlanPricesResponse, plan string, prices, fre
 		}
 		base := known[d.dim]
 		if base == nil {
-			return nil, fmt.Errorf("dimension %s has no price on any plan to take its unit from", d.name)
+			return nil, fmt.Errorf("dimension %s has no price on any plan to take its unit from", dimensionName(d.dim))
 		}
 		p := proto.Clone(base).(*sluicev1.Price)
 		if hasP {
 			if p.UnitPriceMicros, err = parseMicros(pv); err != nil {
-				return nil, usageError{fmt.Errorf("--price %s: %w", d.name, err)}
+				return nil, usageError{fmt.Errorf("--price %s: %w", dimensionName(d.dim), err)}
 			}
 		}
 		if hasF {
 			if p.FreeQuantity, err = parseUnits(fv, p.GetUnitSize()); err != nil {
-				return nil, usageError{fmt.Errorf("--free %s: %w", d.name, err)}
+				return nil, usageError{fmt.Errorf("--free %s: %w", dimensionName(d.dim), err)}
 			}
 		}
 		req.Prices = append(req.Prices, p)
@@ -458,8 +458,8 @@ them). A dimension given only --price keeps its allowance, and only --free its
 price. Drafts are recomputed with the new prices; finalized invoices keep theirs.
 
 Dimensions: ` + strings.Join(dimensionNames(), ", ") + `.`,
-		Example: `  sluice operator prices set --plan pro --price ingress=0.09 --price egress=0.05
-  sluice operator prices set --plan free --free ingress=10 --free partitions=720`,
+		Example: `  sluice operator prices set --plan pro --price ingress_bytes=0.09 --price egress_bytes=0.05
+  sluice operator prices set --plan free --free ingress_bytes=10 --free partition_seconds=720`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			op, err := a.operator(token, "operator prices set")
