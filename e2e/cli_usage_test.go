@@ -137,7 +137,7 @@ func TestCLIUsageAndInvoices(t *testing.T) {
 		if rows, err = csv.NewReader(strings.NewReader(out)).ReadAll(); err != nil {
 			return fmt.Errorf("CSV: %w\n%s", err, out)
 		}
-		if in, eg := amount(rows, "ingress"), amount(rows, "egress"); in < n*size || eg < n*size {
+		if in, eg := amount(rows, "ingress_bytes"), amount(rows, "egress_bytes"); in < n*size || eg < n*size {
 			return fmt.Errorf("ingress %d, egress %d bytes so far; want at least %d each", in, eg, n*size)
 		}
 		return nil
@@ -148,7 +148,7 @@ func TestCLIUsageAndInvoices(t *testing.T) {
 		require.NoError(t, err, r)
 		require.True(t, start.Equal(start.Truncate(time.Hour)), "hourly buckets: %s", r[0])
 	}
-	ingress := amount(rows, "ingress")
+	ingress := amount(rows, "ingress_bytes")
 
 	// The table shows the same in human units, and -o json the totals.
 	out = mustCLI(t, cfgPath, dev("usage", "--from=-1h", "--dimension", "ingress", "--dimension", "egress")...)
@@ -185,7 +185,7 @@ func TestCLIUsageAndInvoices(t *testing.T) {
 	require.Equal(t, "draft", list[1][3])
 	out = mustCLI(t, cfgPath, dev("invoice", "get")...)
 	require.Regexp(t, `period:\s+`+period+`\n`, out)
-	require.Regexp(t, `(?m)^ingress\s+`, out)
+	require.Regexp(t, `(?m)^ingress_bytes\s+`, out)
 	out = mustCLI(t, cfgPath, dev("invoice", "get", list[1][0], "-o", "csv")...)
 	lines, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	require.NoError(t, err, out)
@@ -194,7 +194,7 @@ func TestCLIUsageAndInvoices(t *testing.T) {
 	for _, l := range lines[1:] {
 		require.Equal(t, list[1][0], l[0])
 		sum += mustInt(t, l[11])
-		if l[3] == "ingress" {
+		if l[3] == "ingress_bytes" {
 			require.GreaterOrEqual(t, mustInt(t, l[6]), int64(n*size), "the draft counts the ingress")
 		}
 	}
@@ -228,7 +228,7 @@ func TestCLIOperatorPrices(t *testing.T) {
 	require.Regexp(t, `(?m)^PLAN\s+DIMENSION\s+UNIT\s+UNIT PRICE\s+FREE PER MONTH$`, before)
 
 	out := mustCLI(t, cfgPath, append([]string{"operator", "prices", "set", "--plan", "free", "--price", "ingress=0.5", "--free", "ingress=0"}, op...)...)
-	require.Regexp(t, `(?m)^free\s+ingress\s+GiB\s+0\.5 USD\s+0 GiB$`, out)
+	require.Regexp(t, `(?m)^free\s+ingress_bytes\s+GiB\s+0\.5 USD\s+0 GiB$`, out)
 	var got struct {
 		Plans []struct {
 			Plan   string `json:"plan"`
@@ -265,7 +265,7 @@ func TestCLIOperatorPrices(t *testing.T) {
 		lines, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 		require.NoError(t, err, out)
 		for _, l := range lines[1:] {
-			if l[3] == "ingress" && l[9] == "500000" {
+			if l[3] == "ingress_bytes" && l[9] == "500000" {
 				return nil
 			}
 		}

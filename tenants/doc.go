@@ -1,15 +1,19 @@
 // Package tenants holds what Sluice knows about a tenant's identity and entitlements: plans and
 // quotas, API keys, scopes, JWT issuing and verification, JWKS, and the Connect auth interceptor
-// shared by the control plane and the brokers. It is a leaf: it imports only the standard
-// library, golang-jwt, connect and uuid, and does no I/O except JWKSCache's HTTP fetches.
+// shared by the control plane and the brokers, with the access rule of every procedure. It is a
+// leaf: it imports only the standard library, golang-jwt, connect, uuid, protobuf, gen (the
+// services' access options) and limit (the limit table), and does no I/O except JWKSCache's
+// HTTP fetches.
 //
 // # Plans and limits
 //
 // A tenant is on a plan (PlanFree, PlanPro) whose Limits are the defaults; per-tenant Overrides
-// (JSON, only the fields that differ) replace single fields: ResolveLimits(plan, overrides).
-// Count limits (topics, partitions, storage, retention, message size) are enforced by the
-// control plane and reported as *LimitError; byte and request rates are enforced per tenant by
-// every broker with token buckets.
+// (JSON keyed by the limits' names, only what differs) replace single limits:
+// ResolveLimits(plan, overrides). The limits, their plan defaults and their ranges are one
+// table, package limit; Limits and Overrides are its Values and Overrides. Count limits
+// (topics, partitions, storage, retention, message size) are enforced by the control plane and
+// reported as *LimitError; byte and request rates are enforced per tenant by every broker with
+// token buckets.
 //
 // # API keys
 //
@@ -74,6 +78,15 @@
 // Principal in the context (PrincipalFrom). Public procedures get a PrincipalAnonymous. A stream
 // ends with Unauthenticated when its token expires. Handlers check scopes with
 // Principal.Require.
+//
+// # Access rules
+//
+// Who may call each procedure (public, a tenant with scopes, the operator, a broker) and which
+// servers serve it is declared on the RPC itself, with the (sluice.v1.access) method option of
+// proto/sluice/v1/access.proto. AccessRules reads the options of every service of sluice.v1 from
+// the compiled descriptors; the control plane's and the brokers' Authenticators use its answer
+// for their server, so both read one declaration. A procedure without a well-formed option is an
+// error (MustAccessRules panics at start; TestAccessEveryRPCHasARule fails first).
 //
 // # Concurrency
 //

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/limit"
 )
 
 func TestScopesValidate(t *testing.T) {
@@ -65,42 +67,42 @@ func TestLimitsPlans(t *testing.T) {
 	free, err := PlanLimits(PlanFree)
 	require.NoError(t, err)
 	require.Equal(t, Limits{
-		MaxTopics:          10,
-		MaxPartitions:      30,
-		MaxRetentionMs:     7 * 24 * 3600 * 1000,
-		MaxStorageBytes:    10 << 30,
-		MaxMessageBytes:    1 << 20,
-		ProduceBytesPerSec: 5 << 20,
-		FetchBytesPerSec:   10 << 20,
-		RequestsPerSec:     500,
+		limit.MaxTopics:          10,
+		limit.MaxPartitions:      30,
+		limit.MaxRetentionMs:     7 * 24 * 3600 * 1000,
+		limit.MaxStorageBytes:    10 << 30,
+		limit.MaxMessageBytes:    1 << 20,
+		limit.ProduceBytesPerSec: 5 << 20,
+		limit.FetchBytesPerSec:   10 << 20,
+		limit.RequestsPerSec:     500,
 
-		MaxTotalStorageBytes: 50 << 30,
-		ProducerIDsPerHour:   1000,
-		MaxTransactionalIDs:  100,
-		MaxGroups:            100,
+		limit.MaxTotalStorageBytes: 50 << 30,
+		limit.ProducerIDsPerHour:   1000,
+		limit.MaxTransactionalIDs:  100,
+		limit.MaxGroups:            100,
 
-		MaxPartitionsPerTransaction: 100,
-		MaxGroupsPerTransaction:     10,
+		limit.MaxPartitionsPerTransaction: 100,
+		limit.MaxGroupsPerTransaction:     10,
 	}, free)
 	pro, err := PlanLimits(PlanPro)
 	require.NoError(t, err)
 	require.Equal(t, Limits{
-		MaxTopics:          1000,
-		MaxPartitions:      3000,
-		MaxRetentionMs:     90 * 24 * 3600 * 1000,
-		MaxStorageBytes:    10 << 40,
-		MaxMessageBytes:    8 << 20,
-		ProduceBytesPerSec: 100 << 20,
-		FetchBytesPerSec:   200 << 20,
-		RequestsPerSec:     20000,
+		limit.MaxTopics:          1000,
+		limit.MaxPartitions:      3000,
+		limit.MaxRetentionMs:     90 * 24 * 3600 * 1000,
+		limit.MaxStorageBytes:    10 << 40,
+		limit.MaxMessageBytes:    8 << 20,
+		limit.ProduceBytesPerSec: 100 << 20,
+		limit.FetchBytesPerSec:   200 << 20,
+		limit.RequestsPerSec:     20000,
 
-		MaxTotalStorageBytes: 100 << 40,
-		ProducerIDsPerHour:   100000,
-		MaxTransactionalIDs:  10000,
-		MaxGroups:            10000,
+		limit.MaxTotalStorageBytes: 100 << 40,
+		limit.ProducerIDsPerHour:   100000,
+		limit.MaxTransactionalIDs:  10000,
+		limit.MaxGroups:            10000,
 
-		MaxPartitionsPerTransaction: 3000,
-		MaxGroupsPerTransaction:     100,
+		limit.MaxPartitionsPerTransaction: 3000,
+		limit.MaxGroupsPerTransaction:     100,
 	}, pro)
 	for _, plan := range Plans() {
 		_, err := PlanLimits(plan)
@@ -118,12 +120,12 @@ func TestLimitsOverrides(t *testing.T) {
 
 	require.Equal(t, free, free.With(Overrides{}), "no overrides keep the plan")
 
-	o := Overrides{MaxTopics: ptr[int32](50), ProduceBytesPerSec: ptr[int64](42 << 20), MaxGroupsPerTransaction: ptr[int32](3)}
+	o := Overrides{limit.MaxTopics: 50, limit.ProduceBytesPerSec: 42 << 20, limit.MaxGroupsPerTransaction: 3}
 	got := free.With(o)
 	want := free
-	want.MaxTopics = 50
-	want.ProduceBytesPerSec = 42 << 20
-	want.MaxGroupsPerTransaction = 3
+	want[limit.MaxTopics] = 50
+	want[limit.ProduceBytesPerSec] = 42 << 20
+	want[limit.MaxGroupsPerTransaction] = 3
 	require.Equal(t, want, got)
 
 	b, err := json.Marshal(o)
@@ -136,7 +138,7 @@ func TestLimitsOverrides(t *testing.T) {
 	resolved, err := ResolveLimits(PlanFree, o)
 	require.NoError(t, err)
 	require.Equal(t, want, resolved)
-	_, err = ResolveLimits(PlanFree, Overrides{RequestsPerSec: ptr[int32](0)})
+	_, err = ResolveLimits(PlanFree, Overrides{limit.RequestsPerSec: 0})
 	require.ErrorContains(t, err, "requests_per_sec")
 	_, err = ResolveLimits("gold", o)
 	require.ErrorIs(t, err, ErrUnknownPlan)
@@ -150,23 +152,23 @@ func TestLimitsOverridesValidate(t *testing.T) {
 		wantErr string
 	}{
 		{name: "empty", o: Overrides{}},
-		{name: "zero topics freezes creation", o: Overrides{MaxTopics: ptr[int32](0), MaxPartitions: ptr[int32](0)}},
+		{name: "zero topics freezes creation", o: Overrides{limit.MaxTopics: 0, limit.MaxPartitions: 0}},
 		{name: "all positive", o: Overrides{
-			MaxTopics: ptr[int32](1), MaxPartitions: ptr[int32](1), MaxRetentionMs: ptr[int64](1),
-			MaxStorageBytes: ptr[int64](1), MaxMessageBytes: ptr[int32](1), ProduceBytesPerSec: ptr[int64](1),
-			FetchBytesPerSec: ptr[int64](1), RequestsPerSec: ptr[int32](1),
+			limit.MaxTopics: 1, limit.MaxPartitions: 1, limit.MaxRetentionMs: 1,
+			limit.MaxStorageBytes: 1, limit.MaxMessageBytes: 1, limit.ProduceBytesPerSec: 1,
+			limit.FetchBytesPerSec: 1, limit.RequestsPerSec: 1,
 		}},
-		{name: "negative topics", o: Overrides{MaxTopics: ptr[int32](-1)}, wantErr: "max_topics"},
-		{name: "negative partitions", o: Overrides{MaxPartitions: ptr[int32](-5)}, wantErr: "max_partitions"},
-		{name: "zero retention", o: Overrides{MaxRetentionMs: ptr[int64](0)}, wantErr: "max_retention_ms"},
-		{name: "negative storage", o: Overrides{MaxStorageBytes: ptr[int64](-1)}, wantErr: "max_storage_bytes"},
-		{name: "zero message size", o: Overrides{MaxMessageBytes: ptr[int32](0)}, wantErr: "max_message_bytes"},
-		{name: "huge message size", o: Overrides{MaxMessageBytes: ptr[int32](MaxMessageBytesCeiling + 1)}, wantErr: "max_message_bytes: must be <="},
-		{name: "zero produce rate", o: Overrides{ProduceBytesPerSec: ptr[int64](0)}, wantErr: "produce_bytes_per_sec"},
-		{name: "negative fetch rate", o: Overrides{FetchBytesPerSec: ptr[int64](-1)}, wantErr: "fetch_bytes_per_sec"},
-		{name: "zero request rate", o: Overrides{RequestsPerSec: ptr[int32](0)}, wantErr: "requests_per_sec"},
-		{name: "zero partitions per transaction", o: Overrides{MaxPartitionsPerTransaction: ptr[int32](0)}, wantErr: "max_partitions_per_transaction"},
-		{name: "negative groups per transaction", o: Overrides{MaxGroupsPerTransaction: ptr[int32](-1)}, wantErr: "max_groups_per_transaction"},
+		{name: "negative topics", o: Overrides{limit.MaxTopics: -1}, wantErr: "max_topics"},
+		{name: "negative partitions", o: Overrides{limit.MaxPartitions: -5}, wantErr: "max_partitions"},
+		{name: "zero retention", o: Overrides{limit.MaxRetentionMs: 0}, wantErr: "max_retention_ms"},
+		{name: "negative storage", o: Overrides{limit.MaxStorageBytes: -1}, wantErr: "max_storage_bytes"},
+		{name: "zero message size", o: Overrides{limit.MaxMessageBytes: 0}, wantErr: "max_message_bytes"},
+		{name: "huge message size", o: Overrides{limit.MaxMessageBytes: MaxMessageBytesCeiling + 1}, wantErr: "max_message_bytes: must be <="},
+		{name: "zero produce rate", o: Overrides{limit.ProduceBytesPerSec: 0}, wantErr: "produce_bytes_per_sec"},
+		{name: "negative fetch rate", o: Overrides{limit.FetchBytesPerSec: -1}, wantErr: "fetch_bytes_per_sec"},
+		{name: "zero request rate", o: Overrides{limit.RequestsPerSec: 0}, wantErr: "requests_per_sec"},
+		{name: "zero partitions per transaction", o: Overrides{limit.MaxPartitionsPerTransaction: 0}, wantErr: "max_partitions_per_transaction"},
+		{name: "negative groups per transaction", o: Overrides{limit.MaxGroupsPerTransaction: -1}, wantErr: "max_groups_per_transaction"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,7 +182,7 @@ func TestLimitsOverridesValidate(t *testing.T) {
 		})
 	}
 	// Every bad field is named, not only the first.
-	err := Overrides{MaxTopics: ptr[int32](-1), RequestsPerSec: ptr[int32](-1)}.Validate()
+	err := Overrides{limit.MaxTopics: -1, limit.RequestsPerSec: -1}.Validate()
 	require.ErrorContains(t, err, "max_topics")
 	require.ErrorContains(t, err, "requests_per_sec")
 }
@@ -189,12 +191,12 @@ func TestLimitsCheckCounts(t *testing.T) {
 	t.Parallel()
 	free, err := PlanLimits(PlanFree)
 	require.NoError(t, err)
-	require.NoError(t, free.CheckTopics(9, 1))
-	err = free.CheckTopics(10, 1)
+	require.NoError(t, CheckCount(free, limit.MaxTopics, 9, 1))
+	err = CheckCount(free, limit.MaxTopics, 10, 1)
 	require.ErrorIs(t, err, ErrLimitExceeded)
 	var le *LimitError
 	require.True(t, errors.As(err, &le))
 	require.Equal(t, LimitError{Limit: "max_topics", Current: 11, Max: 10}, *le)
-	require.NoError(t, free.CheckPartitions(24, 6))
-	require.ErrorIs(t, free.CheckPartitions(24, 7), ErrLimitExceeded)
+	require.NoError(t, CheckCount(free, limit.MaxPartitions, 24, 6))
+	require.ErrorIs(t, CheckCount(free, limit.MaxPartitions, 24, 7), ErrLimitExceeded)
 }

@@ -10,87 +10,16 @@ import (
 	"strings"
 
 	"github.com/sluicemq/sluice/controlplane/store"
-	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
 )
 
-// access is who may call a procedure.
-type access int
-
-const (
-	accessDenied   access = iota // unknown procedures: nobody
-	accessPublic                 // no credentials
-	accessTenant                 // a tenant JWT; scope "" means any scope
-	accessOperator               // the operator credential
-	accessBroker                 // the broker credential
-)
-
-type rule struct {
-	access access
-	scope  string
-}
-
-// rules lists every procedure the control plane serves. A procedure missing
-// here is refused (those of the brokers' services with a pointer to the
-// brokers, servedByBrokers): new RPCs must be given a rule to be reachable.
-var rules = map[string]rule{
-	sluicev1connect.TenantServiceSignupProcedure:    {access: accessPublic},
-	sluicev1connect.TenantServiceGetTenantProcedure: {access: accessTenant},
-	sluicev1connect.AuthServiceCreateTokenProcedure: {access: accessPublic},
-
-	sluicev1connect.APIKeyServiceCreateAPIKeyProcedure: {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.APIKeyServiceListAPIKeysProcedure:  {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.APIKeyServiceRevokeAPIKeyProcedure: {access: accessTenant, scope: tenants.ScopeAdmin},
-
-	sluicev1connect.TopicServiceCreateTopicProcedure:       {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.TopicServiceListTopicsProcedure:        {access: accessTenant},
-	sluicev1connect.TopicServiceDescribeTopicProcedure:     {access: accessTenant},
-	sluicev1connect.TopicServiceUpdateTopicConfigProcedure: {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.TopicServiceDeleteTopicProcedure:       {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.TopicServiceCreatePartitionsProcedure:  {access: accessTenant, scope: tenants.ScopeAdmin},
-
-	// Reading alerts, the policy, webhooks and their deliveries needs any
-	// tenant token; changing webhooks and the policy, and sending a test
-	// (a request to an outside endpoint), needs admin.
-	sluicev1connect.AlertServiceListAlertsProcedure:            {access: accessTenant},
-	sluicev1connect.AlertServiceGetAlertProcedure:              {access: accessTenant},
-	sluicev1connect.AlertServiceGetAlertPolicyProcedure:        {access: accessTenant},
-	sluicev1connect.AlertServiceUpdateAlertPolicyProcedure:     {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.AlertServiceCreateWebhookProcedure:         {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.AlertServiceListWebhooksProcedure:          {access: accessTenant},
-	sluicev1connect.AlertServiceDeleteWebhookProcedure:         {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.AlertServiceTestWebhookProcedure:           {access: accessTenant, scope: tenants.ScopeAdmin},
-	sluicev1connect.AlertServiceListWebhookDeliveriesProcedure: {access: accessTenant},
-
-	// Only GetMetadata: it points clients at the brokers, which serve the rest.
-	sluicev1connect.RecordServiceGetMetadataProcedure: {access: accessTenant},
-
-	sluicev1connect.OperatorServiceListTenantsProcedure:  {access: accessOperator},
-	sluicev1connect.OperatorServiceUpdateTenantProcedure: {access: accessOperator},
-	sluicev1connect.OperatorServiceListBrokersProcedure:  {access: accessOperator},
-	// Asks every broker with the broker credential (operator_txn.go).
-	sluicev1connect.OperatorServiceListTransactionsProcedure: {access: accessOperator},
-	sluicev1connect.OperatorServiceGetPlanPricesProcedure:    {access: accessOperator},
-	sluicev1connect.OperatorServiceSetPlanPricesProcedure:    {access: accessOperator},
-
-	sluicev1connect.BrokerServiceRegisterBrokerProcedure:      {access: accessBroker},
-	sluicev1connect.BrokerServiceHeartbeatBrokerProcedure:     {access: accessBroker},
-	sluicev1connect.BrokerServiceListRevokedAPIKeysProcedure:  {access: accessBroker},
-	sluicev1connect.BrokerServiceWatchAssignmentsProcedure:    {access: accessBroker},
-	sluicev1connect.BrokerServiceAlterPartitionProcedure:      {access: accessBroker},
-	sluicev1connect.BrokerServiceAlterPartitionsProcedure:     {access: accessBroker},
-	sluicev1connect.BrokerServiceAllocateProducerIdsProcedure: {access: accessBroker},
-	sluicev1connect.BrokerServiceAddRemoteSegmentProcedure:    {access: accessBroker},
-	sluicev1connect.BrokerServiceUpdateRemoteSegmentProcedure: {access: accessBroker},
-	sluicev1connect.BrokerServiceListRemoteSegmentsProcedure:  {access: accessBroker},
-	sluicev1connect.BrokerServiceExchangeQuotasProcedure:      {access: accessBroker},
-	sluicev1connect.BrokerServiceReserveObjectsProcedure:      {access: accessBroker},
-	sluicev1connect.BrokerServiceReportUsageProcedure:         {access: accessBroker},
-
-	sluicev1connect.BillingServiceGetUsageProcedure:     {access: accessTenant},
-	sluicev1connect.BillingServiceListInvoicesProcedure: {access: accessTenant},
-	sluicev1connect.BillingServiceGetInvoiceProcedure:   {access: accessTenant},
-}
+// rules are the procedures the control plane serves, with who may call
+// each: the (sluice.v1.access) options of the services in proto/sluice/v1,
+// read once at start (tenants.AccessRules), the same declarations the
+// brokers read. A procedure missing here is refused (those of the brokers'
+// services with a pointer to the brokers, servedByBrokers): a new RPC
+// declares its rule in its .proto to be reachable.
+var rules = tenants.MustAccessRules(tenants.ServerControlPlane)
 
 // authenticator decides who is calling. Tenant tokens are verified offline
 // (signature, iss, aud, exp), then — unlike on brokers — the API key they
@@ -115,26 +44,26 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		}
 		return tenants.Principal{}, tenants.ErrUnknownProcedure
 	}
-	switch r.access {
-	case accessPublic:
+	switch r.Caller {
+	case tenants.CallerPublic:
 		return tenants.Principal{Kind: tenants.PrincipalAnonymous}, nil
-	case accessOperator:
+	case tenants.CallerOperator:
 		if err := checkSharedSecret(h, a.operatorToken, "operator"); err != nil {
 			return tenants.Principal{}, err
 		}
 		return tenants.Principal{Kind: tenants.PrincipalOperator}, nil
-	case accessBroker:
+	case tenants.CallerBroker:
 		if err := checkSharedSecret(h, a.brokerToken, "broker"); err != nil {
 			return tenants.Principal{}, err
 		}
 		return tenants.Principal{Kind: tenants.PrincipalBroker}, nil
-	case accessTenant:
-		return a.tenant(ctx, h, r.scope)
+	case tenants.CallerTenant:
+		return a.tenant(ctx, h, r.Scopes)
 	}
 	return tenants.Principal{}, fmt.Errorf("%w: procedure not allowed", tenants.ErrPermissionDenied)
 }
 
-func (a *authenticator) tenant(ctx context.Context, h http.Header, scope string) (tenants.Principal, error) {
+func (a *authenticator) tenant(ctx context.Context, h http.Header, scopes []string) (tenants.Principal, error) {
 	tok, err := tenants.BearerToken(h)
 	if err != nil {
 		return tenants.Principal{}, err
@@ -168,8 +97,10 @@ func (a *authenticator) tenant(ctx context.Context, h http.Header, scope string)
 	case t.Status != store.TenantActive:
 		return tenants.Principal{}, fmt.Errorf("%w: tenant is %s", tenants.ErrPermissionDenied, t.Status)
 	}
-	if scope != "" && !p.Has(scope) {
-		return tenants.Principal{}, fmt.Errorf("%w: this call needs the %q scope", tenants.ErrPermissionDenied, scope)
+	for _, scope := range scopes {
+		if !p.Has(scope) {
+			return tenants.Principal{}, fmt.Errorf("%w: this call needs the %q scope", tenants.ErrPermissionDenied, scope)
+		}
 	}
 	return p, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit/limitpb"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -47,67 +48,18 @@ func toTenantPB(t store.Tenant) (*sluicev1.Tenant, error) {
 	}, nil
 }
 
-func toLimitsPB(l tenants.Limits) *sluicev1.Limits {
-	return &sluicev1.Limits{
-		MaxTopics:          l.MaxTopics,
-		MaxPartitions:      l.MaxPartitions,
-		MaxRetentionMs:     l.MaxRetentionMs,
-		MaxStorageBytes:    l.MaxStorageBytes,
-		MaxMessageBytes:    l.MaxMessageBytes,
-		ProduceBytesPerSec: l.ProduceBytesPerSec,
-		FetchBytesPerSec:   l.FetchBytesPerSec,
-		RequestsPerSec:     l.RequestsPerSec,
+func toLimitsPB(l tenants.Limits) *sluicev1.Limits { return limitpb.Limits(l) }
 
-		MaxTotalStorageBytes: l.MaxTotalStorageBytes,
-		ProducerIdsPerHour:   l.ProducerIDsPerHour,
-		MaxTransactionalIds:  l.MaxTransactionalIDs,
-		MaxGroups:            l.MaxGroups,
+func toOverridesPB(o tenants.Overrides) *sluicev1.LimitOverrides { return limitpb.Overrides(o) }
 
-		MaxPartitionsPerTransaction: l.MaxPartitionsPerTransaction,
-		MaxGroupsPerTransaction:     l.MaxGroupsPerTransaction,
+// fromOverridesPB reads the overrides of a request: an unknown limit name,
+// or a limit set twice with different values, is INVALID_ARGUMENT.
+func fromOverridesPB(p *sluicev1.LimitOverrides) (tenants.Overrides, error) {
+	o, err := limitpb.FromOverrides(p)
+	if err != nil {
+		return nil, invalid("overrides", "%v", err)
 	}
-}
-
-func toOverridesPB(o tenants.Overrides) *sluicev1.LimitOverrides {
-	return &sluicev1.LimitOverrides{
-		MaxTopics:          o.MaxTopics,
-		MaxPartitions:      o.MaxPartitions,
-		MaxRetentionMs:     o.MaxRetentionMs,
-		MaxStorageBytes:    o.MaxStorageBytes,
-		MaxMessageBytes:    o.MaxMessageBytes,
-		ProduceBytesPerSec: o.ProduceBytesPerSec,
-		FetchBytesPerSec:   o.FetchBytesPerSec,
-		RequestsPerSec:     o.RequestsPerSec,
-
-		MaxTotalStorageBytes: o.MaxTotalStorageBytes,
-		ProducerIdsPerHour:   o.ProducerIDsPerHour,
-		MaxTransactionalIds:  o.MaxTransactionalIDs,
-		MaxGroups:            o.MaxGroups,
-
-		MaxPartitionsPerTransaction: o.MaxPartitionsPerTransaction,
-		MaxGroupsPerTransaction:     o.MaxGroupsPerTransaction,
-	}
-}
-
-func fromOverridesPB(p *sluicev1.LimitOverrides) tenants.Overrides {
-	return tenants.Overrides{
-		MaxTopics:          p.MaxTopics,
-		MaxPartitions:      p.MaxPartitions,
-		MaxRetentionMs:     p.MaxRetentionMs,
-		MaxStorageBytes:    p.MaxStorageBytes,
-		MaxMessageBytes:    p.MaxMessageBytes,
-		ProduceBytesPerSec: p.ProduceBytesPerSec,
-		FetchBytesPerSec:   p.FetchBytesPerSec,
-		RequestsPerSec:     p.RequestsPerSec,
-
-		MaxTotalStorageBytes: p.MaxTotalStorageBytes,
-		ProducerIDsPerHour:   p.ProducerIdsPerHour,
-		MaxTransactionalIDs:  p.MaxTransactionalIds,
-		MaxGroups:            p.MaxGroups,
-
-		MaxPartitionsPerTransaction: p.MaxPartitionsPerTransaction,
-		MaxGroupsPerTransaction:     p.MaxGroupsPerTransaction,
-	}
+	return o, nil
 }
 
 func toAPIKeyPB(k store.APIKey) *sluicev1.APIKey {

@@ -59,11 +59,13 @@ func (s *operatorService) UpdateTenant(ctx context.Context, req *connect.Request
 	}
 	var overrides []byte
 	if m.Overrides != nil {
-		o := fromOverridesPB(m.Overrides)
+		o, err := fromOverridesPB(m.Overrides)
+		if err != nil {
+			return nil, err
+		}
 		if err := o.Validate(); err != nil {
 			return nil, invalid("overrides", "%v", err)
 		}
-		var err error
 		if overrides, err = json.Marshal(o); err != nil {
 			return nil, err
 		}

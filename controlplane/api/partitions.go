@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit"
 )
 
 // growAttempts bounds how often CreatePartitions places again after a
@@ -41,7 +42,7 @@ func (s *topicService) CreatePartitions(ctx context.Context, req *connect.Reques
 	if err := validPartitionCount(n, " (the new total, not the number to add)"); err != nil {
 		return nil, err
 	}
-	countLimits := store.CountLimits{MaxPartitions: int64(limits.MaxPartitions)}
+	countLimits := store.CountLimits{MaxPartitions: limits[limit.MaxPartitions]}
 	for attempt := 1; ; attempt++ {
 		t, err := s.getTopic(ctx, tenant.ID, name)
 		if err != nil {

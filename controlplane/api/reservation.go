@@ -10,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/quota"
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit"
 )
 
 // ReserveObjects implements BrokerService: a coordinator's reservations of
@@ -68,7 +69,7 @@ func (s *brokerService) ReserveObjects(ctx context.Context, req *connect.Request
 		r := store.Reservations{
 			TenantID: id, BrokerID: m.GetBrokerId(), At: now, TTL: quota.ReservationTTL,
 			ReportedAfter: now.Add(-quotaConfig.Fresh),
-			Limits:        map[store.ObjectKind]int64{store.ObjectGroup: int64(limits.MaxGroups), store.ObjectTransactionalID: int64(limits.MaxTransactionalIDs)},
+			Limits:        map[store.ObjectKind]int64{store.ObjectGroup: limits[limit.MaxGroups], store.ObjectTransactionalID: limits[limit.MaxTransactionalIDs]},
 		}
 		for _, i := range idx {
 			r.Objects = append(r.Objects, objs[i])

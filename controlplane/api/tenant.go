@@ -9,6 +9,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/quota"
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -91,6 +92,8 @@ func (s *tenantService) GetTenant(ctx context.Context, _ *connect.Request[sluice
 		return nil, err
 	}
 	usage.Topics, usage.Partitions = u.Topics, u.Partitions
+	usage.Values[limit.MaxTopics.String()] = float64(u.Topics)
+	usage.Values[limit.MaxPartitions.String()] = float64(u.Partitions)
 	return connect.NewResponse(&sluicev1.GetTenantResponse{Tenant: tpb, Usage: usage}), nil
 }
 
@@ -111,17 +114,28 @@ func (s *tenantService) holdings(ctx context.Context, tenantID string) (*sluicev
 		return nil, err
 	}
 	h := quota.Sum(quotaConfig.FreshReports(reports, now), cold[tenantID])
-	return &sluicev1.Usage{
+	u := &sluicev1.Usage{
 		StorageBytes:       h.StorageBytes(),
 		HotStorageBytes:    h.HotStorageBytes,
 		ColdStorageBytes:   h.ColdStorageBytes,
 		Groups:             h.Groups,
 		TransactionalIds:   h.TransactionalIDs,
-		ProduceBytesPerSec: h.Admitted.ProduceBytes,
-		FetchBytesPerSec:   h.Admitted.FetchBytes,
-		RequestsPerSec:     h.Admitted.Requests,
-		ProducerIdsPerHour: h.Admitted.ProducerIDs * 3600,
-	}, nil
+		ProduceBytesPerSec: h.Admitted[limit.ProduceBytes],
+		FetchBytesPerSec:   h.Admitted[limit.FetchBytes],
+		RequestsPerSec:     h.Admitted[limit.Requests],
+		ProducerIdsPerHour: limit.ProducerIDsPerHour.Def().FromPerSecond(h.Admitted[limit.ProducerIDs]),
+		Values: map[string]float64{
+			limit.MaxTotalStorageBytes.String(): float64(h.StorageBytes()),
+			limit.MaxGroups.String():            float64(h.Groups),
+			limit.MaxTransactionalIDs.String():  float64(h.TransactionalIDs),
+		},
+	}
+	// Every rate, admitted over the brokers, in its limit's unit.
+	for d := range limit.Dimensions {
+		l := d.Limit()
+		u.Values[l.String()] = l.Def().FromPerSecond(h.Admitted[d])
+	}
+	return u, nil
 }
 
 type authService struct{ *API }

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/placement"
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -38,7 +39,7 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 	if err != nil {
 		return nil, err
 	}
-	counts := store.CountLimits{MaxTopics: int64(limits.MaxTopics), MaxPartitions: int64(limits.MaxPartitions)}
+	counts := store.CountLimits{MaxTopics: limits[limit.MaxTopics], MaxPartitions: limits[limit.MaxPartitions]}
 	// A cheap check before placement, on the tenant's real usage; the
 	// store re-checks the counts atomically when it creates the topic.
 	if err := s.checkCountLimits(ctx, t.ID, t.Plan, counts, n); err != nil {

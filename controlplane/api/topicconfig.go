@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -33,11 +34,11 @@ func defaultTopicConfig(limits tenants.Limits, rf int32) store.TopicConfig {
 		MinInsyncReplicas:   min(defaultMinISR, rf),
 		CleanupPolicy:       "delete",
 	}
-	if limits.MaxRetentionMs > 0 && c.RetentionMs > limits.MaxRetentionMs {
-		c.RetentionMs = limits.MaxRetentionMs
+	if limits[limit.MaxRetentionMs] > 0 && c.RetentionMs > limits[limit.MaxRetentionMs] {
+		c.RetentionMs = limits[limit.MaxRetentionMs]
 	}
-	if limits.MaxMessageBytes > 0 && c.MaxMessageBytes > limits.MaxMessageBytes {
-		c.MaxMessageBytes = limits.MaxMessageBytes
+	if m := limits[limit.MaxMessageBytes]; m > 0 && int64(c.MaxMessageBytes) > m {
+		c.MaxMessageBytes = int32(m) // at most limit.MaxMessageBytesCeiling
 	}
 	return c
 }
@@ -78,14 +79,14 @@ func validateTopicConfig(c store.TopicConfig, limits tenants.Limits, rf int32, p
 	switch {
 	case c.RetentionMs == 0 || c.RetentionMs < -1:
 		return invalid("config.retention_ms", "must be positive, or -1 for no time limit; got %d", c.RetentionMs)
-	case limits.MaxRetentionMs > 0 && c.RetentionMs == -1:
-		return invalid("config.retention_ms", "-1 (unlimited) exceeds the %s plan's maximum retention of %s", plan, fmtMs(limits.MaxRetentionMs))
-	case limits.MaxRetentionMs > 0 && c.RetentionMs > limits.MaxRetentionMs:
-		return invalid("config.retention_ms", "%d (%s) exceeds the %s plan's maximum retention of %s", c.RetentionMs, fmtMs(c.RetentionMs), plan, fmtMs(limits.MaxRetentionMs))
+	case limits[limit.MaxRetentionMs] > 0 && c.RetentionMs == -1:
+		return invalid("config.retention_ms", "-1 (unlimited) exceeds the %s plan's maximum retention of %s", plan, fmtMs(limits[limit.MaxRetentionMs]))
+	case limits[limit.MaxRetentionMs] > 0 && c.RetentionMs > limits[limit.MaxRetentionMs]:
+		return invalid("config.retention_ms", "%d (%s) exceeds the %s plan's maximum retention of %s", c.RetentionMs, fmtMs(c.RetentionMs), plan, fmtMs(limits[limit.MaxRetentionMs]))
 	case c.RetentionBytes == 0 || c.RetentionBytes < -1:
 		return invalid("config.retention_bytes", "must be positive, or -1 for no size limit; got %d", c.RetentionBytes)
-	case limits.MaxStorageBytes > 0 && c.RetentionBytes > limits.MaxStorageBytes:
-		return invalid("config.retention_bytes", "%d exceeds the %s plan's storage of %d bytes", c.RetentionBytes, plan, limits.MaxStorageBytes)
+	case limits[limit.MaxStorageBytes] > 0 && c.RetentionBytes > limits[limit.MaxStorageBytes]:
+		return invalid("config.retention_bytes", "%d exceeds the %s plan's storage of %d bytes", c.RetentionBytes, plan, limits[limit.MaxStorageBytes])
 	case c.LocalRetentionMs == 0 || c.LocalRetentionMs < -2:
 		return invalid("config.local_retention_ms", "must be positive, or -2 for the same as retention_ms; got %d", c.LocalRetentionMs)
 	case c.LocalRetentionMs > 0 && c.RetentionMs > 0 && c.LocalRetentionMs > c.RetentionMs:
@@ -96,8 +97,8 @@ func validateTopicConfig(c store.TopicConfig, limits tenants.Limits, rf int32, p
 		return invalid("config.local_retention_bytes", "%d must not exceed retention_bytes %d", c.LocalRetentionBytes, c.RetentionBytes)
 	case c.MaxMessageBytes < 1:
 		return invalid("config.max_message_bytes", "must be at least 1; got %d", c.MaxMessageBytes)
-	case limits.MaxMessageBytes > 0 && c.MaxMessageBytes > limits.MaxMessageBytes:
-		return invalid("config.max_message_bytes", "%d exceeds the %s plan's maximum of %d", c.MaxMessageBytes, plan, limits.MaxMessageBytes)
+	case limits[limit.MaxMessageBytes] > 0 && int64(c.MaxMessageBytes) > limits[limit.MaxMessageBytes]:
+		return invalid("config.max_message_bytes", "%d exceeds the %s plan's maximum of %d", c.MaxMessageBytes, plan, limits[limit.MaxMessageBytes])
 	case c.MinInsyncReplicas < 1 || c.MinInsyncReplicas > rf:
 		return invalid("config.min_insync_replicas", "must be between 1 and the replication factor %d; got %d", rf, c.MinInsyncReplicas)
 	case c.CleanupPolicy != "delete":

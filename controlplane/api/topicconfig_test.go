@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -25,8 +26,8 @@ func TestTopicConfigDefaults(t *testing.T) {
 	require.Equal(t, int32(1), defaultTopicConfig(free, 1).MinInsyncReplicas, "min ISR never above RF")
 
 	tight := free
-	tight.MaxRetentionMs = 3600_000
-	tight.MaxMessageBytes = 1000
+	tight[limit.MaxRetentionMs] = 3600_000
+	tight[limit.MaxMessageBytes] = 1000
 	c = defaultTopicConfig(tight, 3)
 	require.Equal(t, int64(3600_000), c.RetentionMs, "defaults shrink to the plan")
 	require.Equal(t, int32(1000), c.MaxMessageBytes)
@@ -46,7 +47,7 @@ func TestTopicConfigApply(t *testing.T) {
 		{"retention 1d", &sluicev1.TopicConfig{RetentionMs: ptr(int64(86400_000))}, ""},
 		{"retention zero", &sluicev1.TopicConfig{RetentionMs: ptr(int64(0))}, "config.retention_ms"},
 		{"retention -2", &sluicev1.TopicConfig{RetentionMs: ptr(int64(-2))}, "config.retention_ms"},
-		{"retention over plan", &sluicev1.TopicConfig{RetentionMs: ptr(pro.MaxRetentionMs + 1)}, "config.retention_ms"},
+		{"retention over plan", &sluicev1.TopicConfig{RetentionMs: ptr(pro[limit.MaxRetentionMs] + 1)}, "config.retention_ms"},
 		{"retention.bytes", &sluicev1.TopicConfig{RetentionBytes: ptr(int64(1 << 30))}, ""},
 		{"retention.bytes zero", &sluicev1.TopicConfig{RetentionBytes: ptr(int64(0))}, "config.retention_bytes"},
 		{"local above total", &sluicev1.TopicConfig{RetentionMs: ptr(int64(1000)), LocalRetentionMs: ptr(int64(2000))}, "config.local_retention_ms"},
@@ -54,7 +55,7 @@ func TestTopicConfigApply(t *testing.T) {
 		{"local bytes above total", &sluicev1.TopicConfig{RetentionBytes: ptr(int64(10)), LocalRetentionBytes: ptr(int64(20))}, "config.local_retention_bytes"},
 		{"local bytes -3", &sluicev1.TopicConfig{LocalRetentionBytes: ptr(int64(-3))}, "config.local_retention_bytes"},
 		{"max message 0", &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(0))}, "config.max_message_bytes"},
-		{"max message over plan", &sluicev1.TopicConfig{MaxMessageBytes: ptr(pro.MaxMessageBytes + 1)}, "config.max_message_bytes"},
+		{"max message over plan", &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(pro[limit.MaxMessageBytes]) + 1)}, "config.max_message_bytes"},
 		{"min isr 0", &sluicev1.TopicConfig{MinInsyncReplicas: ptr(int32(0))}, "config.min_insync_replicas"},
 		{"min isr = rf", &sluicev1.TopicConfig{MinInsyncReplicas: ptr(int32(3))}, ""},
 		{"min isr > rf", &sluicev1.TopicConfig{MinInsyncReplicas: ptr(int32(4))}, "config.min_insync_replicas"},

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/quota"
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit/limitpb"
 )
 
 // Quotas and metering: the brokers' side (docs/quotas-and-billing.md).
@@ -198,13 +199,9 @@ func (c *coldCache) get(ctx context.Context, st store.Store, now time.Time) (map
 	return b, nil
 }
 
-func toStoreRates(r quota.Rates) store.QuotaRates {
-	return store.QuotaRates{ProduceBytesPerSec: r.ProduceBytes, FetchBytesPerSec: r.FetchBytes, RequestsPerSec: r.Requests, ProducerIDsPerSec: r.ProducerIDs}
-}
+func toStoreRates(r quota.Rates) store.QuotaRates { return store.QuotaRates(r) }
 
-func fromStoreRates(r store.QuotaRates) quota.Rates {
-	return quota.Rates{ProduceBytes: r.ProduceBytesPerSec, FetchBytes: r.FetchBytesPerSec, Requests: r.RequestsPerSec, ProducerIDs: r.ProducerIDsPerSec}
-}
+func fromStoreRates(r store.QuotaRates) quota.Rates { return quota.Rates(r) }
 
 func fromStoreReport(r store.QuotaReport) quota.Report {
 	return quota.Report{
@@ -218,6 +215,4 @@ func fromStoreReport(r store.QuotaReport) quota.Report {
 	}
 }
 
-func toQuotaRatesPB(r quota.Rates) *sluicev1.QuotaRates {
-	return &sluicev1.QuotaRates{ProduceBytesPerSec: r.ProduceBytes, FetchBytesPerSec: r.FetchBytes, RequestsPerSec: r.Requests, ProducerIdsPerSec: r.ProducerIDs}
-}
+func toQuotaRatesPB(r quota.Rates) *sluicev1.QuotaRates { return limitpb.Rates(r) }

@@ -7,6 +7,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/quota"
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit/limitpb"
 )
 
 // maxReportTenants bounds the tenants of one ExchangeQuotas or ReportUsage
@@ -31,26 +32,12 @@ func validateBrokerCall(brokerID int32, brokerEpoch int64) error {
 // validQuotaRates checks that every rate is a finite, non-negative number
 // and returns them.
 func validQuotaRates(field string, r *sluicev1.QuotaRates) (quota.Rates, error) {
-	out := quota.Rates{
-		ProduceBytes: r.GetProduceBytesPerSec(),
-		FetchBytes:   r.GetFetchBytesPerSec(),
-		Requests:     r.GetRequestsPerSec(),
-		ProducerIDs:  r.GetProducerIdsPerSec(),
-	}
-	for _, v := range []struct {
-		name string
-		v    float64
-	}{
-		{"produce_bytes_per_sec", out.ProduceBytes},
-		{"fetch_bytes_per_sec", out.FetchBytes},
-		{"requests_per_sec", out.Requests},
-		{"producer_ids_per_sec", out.ProducerIDs},
-	} {
-		if math.IsNaN(v.v) || math.IsInf(v.v, 0) || v.v < 0 {
-			return quota.Rates{}, invalid(field+"."+v.name, "must be a finite number >= 0; got %v", v.v)
+	for _, v := range limitpb.RateNames(r) {
+		if math.IsNaN(v.Value) || math.IsInf(v.Value, 0) || v.Value < 0 {
+			return quota.Rates{}, invalid(field+"."+v.Name, "must be a finite number >= 0; got %v", v.Value)
 		}
 	}
-	return out, nil
+	return limitpb.FromRates(r), nil
 }
 
 // tenantReport is one validated entry of an ExchangeQuotasRequest.

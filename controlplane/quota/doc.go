@@ -10,7 +10,8 @@
 // tenant, the rates the tenant's clients offered it (refused requests
 // included) and admitted, and what the tenant holds there. For one tenant
 // with limit L on a rate (produce bytes/s, fetch bytes/s, requests/s,
-// producer ids/s = producer_ids_per_hour / 3600), over the N brokers with a
+// producer ids/s = producer_ids_per_hour / 3600: each rate dimension of
+// the limit table, package limit), over the N brokers with a
 // fresh report for the tenant (received within Fresh, 3 intervals; a broker
 // that stopped reporting drops out), broker b's allotment is
 //

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicemq/sluice/tenants"
+	"github.com/sluicemq/sluice/limit"
 )
 
 // Interval is how often brokers exchange quotas.
@@ -28,29 +28,21 @@ type Config struct {
 // DefaultConfig returns Floor 0.1 and Fresh 3 intervals.
 func DefaultConfig() Config { return Config{Floor: DefaultFloor, Fresh: DefaultFresh} }
 
-// Rates are per-second rates of one tenant, one per limited dimension.
-type Rates struct {
-	ProduceBytes float64
-	FetchBytes   float64
-	Requests     float64
-	ProducerIDs  float64
-}
+// Rates are per-second rates of one tenant, one per rate dimension of the
+// limit table (limit.ProduceBytes, ...).
+type Rates [limit.Dimensions]float64
 
 // Add returns r + o.
 func (r Rates) Add(o Rates) Rates {
-	return Rates{r.ProduceBytes + o.ProduceBytes, r.FetchBytes + o.FetchBytes, r.Requests + o.Requests, r.ProducerIDs + o.ProducerIDs}
+	for d := range r {
+		r[d] += o[d]
+	}
+	return r
 }
 
-// LimitRates returns a tenant's rate limits per second (producer ids per
-// hour become per second).
-func LimitRates(l tenants.Limits) Rates {
-	return Rates{
-		ProduceBytes: float64(l.ProduceBytesPerSec),
-		FetchBytes:   float64(l.FetchBytesPerSec),
-		Requests:     float64(l.RequestsPerSec),
-		ProducerIDs:  float64(l.ProducerIDsPerHour) / 3600,
-	}
-}
+// LimitRates returns a tenant's rate limits per second (a limit per hour,
+// as producer_ids_per_hour, becomes per second).
+func LimitRates(l limit.Values) Rates { return l.Rates() }
 
 // Report is one broker's last quota report for one tenant.
 type Report struct {
@@ -87,11 +79,11 @@ func (c Config) FreshReports(reports []Report, now time.Time) []Report {
 	return out
 }
 
-// Divide returns each reporting broker's allotment of limit (the doc's
+// Divide returns each reporting broker's allotment of lim (the doc's
 // formula with α = c.Floor), keyed by broker id. reports are the tenant's
 // fresh reports (FreshReports), one per broker; each dimension's allotments sum
 // to that dimension's limit. No reports: no allotments.
-func (c Config) Divide(limit Rates, reports []Report) map[int32]Rates {
+func (c Config) Divide(lim Rates, reports []Report) map[int32]Rates {
 	out := make(map[int32]Rates, len(reports))
 	if len(reports) == 0 {
 		return out
@@ -110,12 +102,11 @@ func (c Config) Divide(limit Rates, reports []Report) map[int32]Rates {
 	}
 	for _, r := range reports {
 		o := nonNeg(r.Offered)
-		out[r.BrokerID] = Rates{
-			ProduceBytes: share(limit.ProduceBytes, o.ProduceBytes, total.ProduceBytes),
-			FetchBytes:   share(limit.FetchBytes, o.FetchBytes, total.FetchBytes),
-			Requests:     share(limit.Requests, o.Requests, total.Requests),
-			ProducerIDs:  share(limit.ProducerIDs, o.ProducerIDs, total.ProducerIDs),
+		var a Rates
+		for d := range a {
+			a[d] = share(lim[d], o[d], total[d])
 		}
+		out[r.BrokerID] = a
 	}
 	return out
 }
@@ -123,7 +114,10 @@ func (c Config) Divide(limit Rates, reports []Report) map[int32]Rates {
 // nonNeg clamps negative (malformed) rates to 0: a broker cannot take
 // from the others' shares by reporting less than nothing.
 func nonNeg(r Rates) Rates {
-	return Rates{max(r.ProduceBytes, 0), max(r.FetchBytes, 0), max(r.Requests, 0), max(r.ProducerIDs, 0)}
+	for d := range r {
+		r[d] = max(r[d], 0)
+	}
+	return r
 }
 
 // Holdings are what a tenant holds over the cluster.
@@ -162,11 +156,11 @@ type Decision struct {
 
 // Decide compares h with l: a limit is reached when the holding is at
 // least the limit (a limit of 0 allows nothing more).
-func Decide(l tenants.Limits, h Holdings) Decision {
+func Decide(l limit.Values, h Holdings) Decision {
 	return Decision{
-		StorageExceeded:          h.StorageBytes() >= l.MaxTotalStorageBytes,
-		GroupsExceeded:           h.Groups >= int64(l.MaxGroups),
-		TransactionalIDsExceeded: h.TransactionalIDs >= int64(l.MaxTransactionalIDs),
+		StorageExceeded:          h.StorageBytes() >= l[limit.MaxTotalStorageBytes],
+		GroupsExceeded:           h.Groups >= l[limit.MaxGroups],
+		TransactionalIDsExceeded: h.TransactionalIDs >= l[limit.MaxTransactionalIDs],
 	}
 }
 

@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane/quota"
+	"github.com/sluicemq/sluice/limit"
 	"github.com/sluicemq/sluice/tenants"
 )
 
 var t0 = time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 
 func produce(b int32, offered float64) quota.Report {
-	return quota.Report{BrokerID: b, At: t0, Offered: quota.Rates{ProduceBytes: offered}}
+	return quota.Report{BrokerID: b, At: t0, Offered: quota.Rates{limit.ProduceBytes: offered}}
 }
 
 func sum(as map[int32]quota.Rates) quota.Rates {
@@ -27,7 +28,7 @@ func sum(as map[int32]quota.Rates) quota.Rates {
 
 func TestQuotaDivide(t *testing.T) {
 	t.Parallel()
-	limit := quota.Rates{ProduceBytes: 1000, FetchBytes: 2000, Requests: 500, ProducerIDs: 1}
+	lim := quota.Rates{limit.ProduceBytes: 1000, limit.FetchBytes: 2000, limit.Requests: 500, limit.ProducerIDs: 1}
 	cfg := quota.DefaultConfig()
 	for _, tc := range []struct {
 		name    string
@@ -49,49 +50,49 @@ func TestQuotaDivide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := cfg.Divide(limit, tc.reports)
+			got := cfg.Divide(lim, tc.reports)
 			require.Len(t, got, len(tc.want))
 			for b, w := range tc.want {
-				require.InDelta(t, w, got[b].ProduceBytes, 1e-9, "broker %d", b)
+				require.InDelta(t, w, got[b][limit.ProduceBytes], 1e-9, "broker %d", b)
 			}
 			s := sum(got)
-			require.InDelta(t, limit.ProduceBytes, s.ProduceBytes, 1e-9)
+			require.InDelta(t, lim[limit.ProduceBytes], s[limit.ProduceBytes], 1e-9)
 			// Nothing fetched anywhere: the other dimensions are even.
-			require.InDelta(t, limit.FetchBytes, s.FetchBytes, 1e-9)
-			require.InDelta(t, limit.Requests, s.Requests, 1e-9)
-			require.InDelta(t, limit.ProducerIDs, s.ProducerIDs, 1e-12)
+			require.InDelta(t, lim[limit.FetchBytes], s[limit.FetchBytes], 1e-9)
+			require.InDelta(t, lim[limit.Requests], s[limit.Requests], 1e-9)
+			require.InDelta(t, lim[limit.ProducerIDs], s[limit.ProducerIDs], 1e-12)
 			for b := range got {
-				require.InDelta(t, limit.FetchBytes/float64(len(got)), got[b].FetchBytes, 1e-9)
+				require.InDelta(t, lim[limit.FetchBytes]/float64(len(got)), got[b][limit.FetchBytes], 1e-9)
 			}
 		})
 	}
-	require.Empty(t, cfg.Divide(limit, nil))
+	require.Empty(t, cfg.Divide(lim, nil))
 }
 
 // Every dimension is divided by its own offered traffic, and sums to its
 // limit whatever the shares.
 func TestQuotaDivideDimensionsSumToLimit(t *testing.T) {
 	t.Parallel()
-	limit := quota.Rates{ProduceBytes: 5 << 20, FetchBytes: 10 << 20, Requests: 500, ProducerIDs: 1000.0 / 3600}
+	lim := quota.Rates{limit.ProduceBytes: 5 << 20, limit.FetchBytes: 10 << 20, limit.Requests: 500, limit.ProducerIDs: 1000.0 / 3600}
 	cfg := quota.DefaultConfig()
 	reports := []quota.Report{
-		{BrokerID: 1, At: t0, Offered: quota.Rates{ProduceBytes: 9e6, FetchBytes: 0, Requests: 30, ProducerIDs: 0.5}},
-		{BrokerID: 2, At: t0, Offered: quota.Rates{ProduceBytes: 1e6, FetchBytes: 7e6, Requests: 3000, ProducerIDs: 0}},
-		{BrokerID: 3, At: t0, Offered: quota.Rates{ProduceBytes: 0, FetchBytes: 1e6, Requests: 1, ProducerIDs: 0}},
+		{BrokerID: 1, At: t0, Offered: quota.Rates{limit.ProduceBytes: 9e6, limit.FetchBytes: 0, limit.Requests: 30, limit.ProducerIDs: 0.5}},
+		{BrokerID: 2, At: t0, Offered: quota.Rates{limit.ProduceBytes: 1e6, limit.FetchBytes: 7e6, limit.Requests: 3000, limit.ProducerIDs: 0}},
+		{BrokerID: 3, At: t0, Offered: quota.Rates{limit.ProduceBytes: 0, limit.FetchBytes: 1e6, limit.Requests: 1, limit.ProducerIDs: 0}},
 	}
-	got := cfg.Divide(limit, reports)
+	got := cfg.Divide(lim, reports)
 	s := sum(got)
-	require.InDelta(t, limit.ProduceBytes, s.ProduceBytes, 1e-6)
-	require.InDelta(t, limit.FetchBytes, s.FetchBytes, 1e-6)
-	require.InDelta(t, limit.Requests, s.Requests, 1e-9)
-	require.InDelta(t, limit.ProducerIDs, s.ProducerIDs, 1e-12)
-	require.Greater(t, got[1].ProduceBytes, got[2].ProduceBytes)
-	require.Greater(t, got[2].FetchBytes, got[3].FetchBytes)
-	require.Greater(t, got[2].Requests, got[1].Requests)
+	require.InDelta(t, lim[limit.ProduceBytes], s[limit.ProduceBytes], 1e-6)
+	require.InDelta(t, lim[limit.FetchBytes], s[limit.FetchBytes], 1e-6)
+	require.InDelta(t, lim[limit.Requests], s[limit.Requests], 1e-9)
+	require.InDelta(t, lim[limit.ProducerIDs], s[limit.ProducerIDs], 1e-12)
+	require.Greater(t, got[1][limit.ProduceBytes], got[2][limit.ProduceBytes])
+	require.Greater(t, got[2][limit.FetchBytes], got[3][limit.FetchBytes])
+	require.Greater(t, got[2][limit.Requests], got[1][limit.Requests])
 	// Broker 3 offered no produce: the floor, α/N.
-	require.InDelta(t, limit.ProduceBytes*0.1/3, got[3].ProduceBytes, 1e-6)
+	require.InDelta(t, lim[limit.ProduceBytes]*0.1/3, got[3][limit.ProduceBytes], 1e-6)
 	// Only broker 1 asked for producer ids.
-	require.InDelta(t, limit.ProducerIDs*(0.1/3+0.9), got[1].ProducerIDs, 1e-12)
+	require.InDelta(t, lim[limit.ProducerIDs]*(0.1/3+0.9), got[1][limit.ProducerIDs], 1e-12)
 }
 
 func TestQuotaFreshDropsStaleBrokers(t *testing.T) {
@@ -99,19 +100,19 @@ func TestQuotaFreshDropsStaleBrokers(t *testing.T) {
 	cfg := quota.DefaultConfig()
 	now := t0.Add(10 * time.Second)
 	reports := []quota.Report{
-		{BrokerID: 2, At: now.Add(-time.Second), Offered: quota.Rates{ProduceBytes: 100}},
-		{BrokerID: 1, At: now.Add(-4 * time.Second), Offered: quota.Rates{ProduceBytes: 1e9}}, // stale
-		{BrokerID: 3, At: now.Add(-3 * time.Second), Offered: quota.Rates{ProduceBytes: 1e9}}, // exactly Fresh old: stale
-		{BrokerID: 2, At: now.Add(-2 * time.Second), Offered: quota.Rates{ProduceBytes: 7}},   // older than broker 2's latest
-		{BrokerID: 4, At: now, Offered: quota.Rates{ProduceBytes: 100}},
+		{BrokerID: 2, At: now.Add(-time.Second), Offered: quota.Rates{limit.ProduceBytes: 100}},
+		{BrokerID: 1, At: now.Add(-4 * time.Second), Offered: quota.Rates{limit.ProduceBytes: 1e9}}, // stale
+		{BrokerID: 3, At: now.Add(-3 * time.Second), Offered: quota.Rates{limit.ProduceBytes: 1e9}}, // exactly Fresh old: stale
+		{BrokerID: 2, At: now.Add(-2 * time.Second), Offered: quota.Rates{limit.ProduceBytes: 7}},   // older than broker 2's latest
+		{BrokerID: 4, At: now, Offered: quota.Rates{limit.ProduceBytes: 100}},
 	}
 	fresh := cfg.FreshReports(reports, now)
 	require.Len(t, fresh, 2)
 	require.Equal(t, int32(2), fresh[0].BrokerID)
-	require.Equal(t, 100.0, fresh[0].Offered.ProduceBytes)
+	require.Equal(t, 100.0, fresh[0].Offered[limit.ProduceBytes])
 	require.Equal(t, int32(4), fresh[1].BrokerID)
-	got := cfg.Divide(quota.Rates{ProduceBytes: 1000}, fresh)
-	require.Equal(t, map[int32]quota.Rates{2: {ProduceBytes: 500, FetchBytes: 0, Requests: 0}, 4: {ProduceBytes: 500}}, got)
+	got := cfg.Divide(quota.Rates{limit.ProduceBytes: 1000}, fresh)
+	require.Equal(t, map[int32]quota.Rates{2: {limit.ProduceBytes: 500, limit.FetchBytes: 0, limit.Requests: 0}, 4: {limit.ProduceBytes: 500}}, got)
 }
 
 func TestQuotaLimitRates(t *testing.T) {
@@ -119,22 +120,22 @@ func TestQuotaLimitRates(t *testing.T) {
 	l, err := tenants.PlanLimits(tenants.PlanFree)
 	require.NoError(t, err)
 	r := quota.LimitRates(l)
-	require.Equal(t, float64(5<<20), r.ProduceBytes)
-	require.Equal(t, float64(10<<20), r.FetchBytes)
-	require.Equal(t, 500.0, r.Requests)
-	require.InDelta(t, 1000.0/3600, r.ProducerIDs, 1e-12)
+	require.Equal(t, float64(5<<20), r[limit.ProduceBytes])
+	require.Equal(t, float64(10<<20), r[limit.FetchBytes])
+	require.Equal(t, 500.0, r[limit.Requests])
+	require.InDelta(t, 1000.0/3600, r[limit.ProducerIDs], 1e-12)
 }
 
 func TestQuotaDecide(t *testing.T) {
 	t.Parallel()
-	l := tenants.Limits{MaxTotalStorageBytes: 1000, MaxGroups: 3, MaxTransactionalIDs: 2}
+	l := tenants.Limits{limit.MaxTotalStorageBytes: 1000, limit.MaxGroups: 3, limit.MaxTransactionalIDs: 2}
 	reports := []quota.Report{
-		{BrokerID: 1, HotStorageBytes: 300, Groups: 1, TransactionalIDs: 1, Admitted: quota.Rates{ProduceBytes: 10}},
-		{BrokerID: 2, HotStorageBytes: 200, Groups: 1, Admitted: quota.Rates{ProduceBytes: 5, Requests: 2}},
+		{BrokerID: 1, HotStorageBytes: 300, Groups: 1, TransactionalIDs: 1, Admitted: quota.Rates{limit.ProduceBytes: 10}},
+		{BrokerID: 2, HotStorageBytes: 200, Groups: 1, Admitted: quota.Rates{limit.ProduceBytes: 5, limit.Requests: 2}},
 	}
 	h := quota.Sum(reports, 499)
 	require.Equal(t, int64(999), h.StorageBytes())
-	require.Equal(t, quota.Rates{ProduceBytes: 15, Requests: 2}, h.Admitted)
+	require.Equal(t, quota.Rates{limit.ProduceBytes: 15, limit.Requests: 2}, h.Admitted)
 	require.Equal(t, quota.Decision{}, quota.Decide(l, h))
 
 	h = quota.Sum(reports, 500) // 1000: at the limit
@@ -145,7 +146,7 @@ func TestQuotaDecide(t *testing.T) {
 	require.Equal(t, quota.Decision{GroupsExceeded: true, TransactionalIDsExceeded: true}, quota.Decide(l, h))
 
 	// A limit of 0 allows nothing.
-	require.True(t, quota.Decide(tenants.Limits{MaxTotalStorageBytes: 1}, quota.Holdings{}).GroupsExceeded)
+	require.True(t, quota.Decide(tenants.Limits{limit.MaxTotalStorageBytes: 1}, quota.Holdings{}).GroupsExceeded)
 }
 
 // The doc's error bound: allotments computed from different moments'
@@ -154,16 +155,16 @@ func TestQuotaDecide(t *testing.T) {
 func TestQuotaErrorBoundWhenDemandMoves(t *testing.T) {
 	t.Parallel()
 	cfg := quota.DefaultConfig()
-	limit := quota.Rates{ProduceBytes: 1000}
+	lim := quota.Rates{limit.ProduceBytes: 1000}
 	before := []quota.Report{produce(1, 800), produce(2, 200), produce(3, 0)}
 	for _, m := range []float64{0.1, 0.5, 0.8} {
 		// A fraction m of the traffic moves from broker 1 to broker 3.
 		after := []quota.Report{produce(1, 800-1000*m), produce(2, 200), produce(3, 1000*m)}
-		old, cur := cfg.Divide(limit, before), cfg.Divide(limit, after)
+		old, cur := cfg.Divide(lim, before), cfg.Divide(lim, after)
 		// Broker 1 still holds its old allotment; 2 and 3 the new ones.
-		held := old[1].ProduceBytes + cur[2].ProduceBytes + cur[3].ProduceBytes
-		bound := (1 - cfg.Floor) * m * limit.ProduceBytes
-		require.LessOrEqual(t, math.Abs(held-limit.ProduceBytes), bound+1e-9, "m=%v", m)
-		require.InDelta(t, limit.ProduceBytes+bound, held, 1e-9, "m=%v: the bound is reached", m)
+		held := old[1][limit.ProduceBytes] + cur[2][limit.ProduceBytes] + cur[3][limit.ProduceBytes]
+		bound := (1 - cfg.Floor) * m * lim[limit.ProduceBytes]
+		require.LessOrEqual(t, math.Abs(held-lim[limit.ProduceBytes]), bound+1e-9, "m=%v", m)
+		require.InDelta(t, lim[limit.ProduceBytes]+bound, held, 1e-9, "m=%v: the bound is reached", m)
 	}
 }

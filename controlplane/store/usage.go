@@ -2,11 +2,14 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
 	"slices"
 	"time"
+
+	"github.com/sluicemq/sluice/limit"
 )
 
 // Usage metering (issue 17, docs/quotas-and-billing.md): the hourly usage
@@ -295,12 +298,34 @@ type MeterResult struct {
 }
 
 // QuotaRates are per-second rates of one tenant at one broker (the proto's
-// QuotaRates).
-type QuotaRates struct {
-	ProduceBytesPerSec float64
-	FetchBytesPerSec   float64
-	RequestsPerSec     float64
-	ProducerIDsPerSec  float64
+// QuotaRates), one per rate dimension of the limit table. Stored as a JSON
+// object keyed by the dimensions' names (quota_reports.offered, admitted),
+// so a new dimension needs no migration.
+type QuotaRates [limit.Dimensions]float64
+
+// MarshalJSON writes r as an object keyed by the dimensions' names.
+func (r QuotaRates) MarshalJSON() ([]byte, error) {
+	m := make(map[string]float64, len(r))
+	for d := range limit.Dimensions {
+		m[d.String()] = r[d]
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads an object keyed by the dimensions' names; a
+// dimension it does not name is 0, a name it does not know is ignored.
+func (r *QuotaRates) UnmarshalJSON(b []byte) error {
+	var m map[string]float64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*r = QuotaRates{}
+	for name, v := range m {
+		if d, ok := limit.DimensionByName(name); ok {
+			r[d] = v
+		}
+	}
+	return nil
 }
 
 // QuotaReport is one broker's latest ExchangeQuotas entry for one tenant:
@@ -327,7 +352,7 @@ func CheckQuotaReports(brokerID int32, at time.Time, reports []QuotaReport) ([]Q
 		return nil, fmt.Errorf("invalid quota reports: broker %d, time %v, %d tenants", brokerID, at, len(reports))
 	}
 	finite := func(r QuotaRates) bool {
-		for _, v := range []float64{r.ProduceBytesPerSec, r.FetchBytesPerSec, r.RequestsPerSec, r.ProducerIDsPerSec} {
+		for _, v := range r {
 			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 				return false
 			}

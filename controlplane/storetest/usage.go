@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/limit"
 )
 
 // Usage metering (issue 17): usage reports applied exactly once, ingress
@@ -481,7 +482,7 @@ func testUsageQuotaReports(t *testing.T, s store.Store) {
 	b1, _ := usageBroker(t, s)
 	b2, _ := usageBroker(t, s)
 	rates := func(x float64) store.QuotaRates {
-		return store.QuotaRates{ProduceBytesPerSec: x, FetchBytesPerSec: 2 * x, RequestsPerSec: 3 * x, ProducerIDsPerSec: x / 4}
+		return store.QuotaRates{limit.ProduceBytes: x, limit.FetchBytes: 2 * x, limit.Requests: 3 * x, limit.ProducerIDs: x / 4}
 	}
 	rep := func(tenant string, x float64) store.QuotaReport {
 		return store.QuotaReport{TenantID: tenant, Offered: rates(x), Admitted: rates(x / 2), HotStorageBytes: int64(x) * 1000, Groups: int32(x), TransactionalIDs: int32(x) + 1}
@@ -531,8 +532,8 @@ func testUsageQuotaReports(t *testing.T, s store.Store) {
 	require.Equal(t, []store.QuotaReport{stamped(rep(a.ID, 12.5), b1, at(2*time.Second))}, list(at(0), a.ID, b.ID))
 
 	for name, bad := range map[string][]store.QuotaReport{
-		"NaN":          {{TenantID: a.ID, Offered: store.QuotaRates{ProduceBytesPerSec: math.NaN()}}},
-		"infinite":     {{TenantID: a.ID, Admitted: store.QuotaRates{RequestsPerSec: math.Inf(1)}}},
+		"NaN":          {{TenantID: a.ID, Offered: store.QuotaRates{limit.ProduceBytes: math.NaN()}}},
+		"infinite":     {{TenantID: a.ID, Admitted: store.QuotaRates{limit.Requests: math.Inf(1)}}},
 		"negative":     {{TenantID: a.ID, HotStorageBytes: -1}},
 		"tenant twice": {rep(a.ID, 1), rep(a.ID, 2)},
 		"bad tenant":   {{TenantID: "x"}},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/quota"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/limit"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -26,18 +27,16 @@ import (
 // (admitProduce), fetch bytes once answered (chargeFetch).
 
 // rateBursts are the broker's buckets' bursts, in seconds of their
-// rates: 250 ms for bytes and requests (the tenant's burst over the
-// cluster is a quarter of a second of its limit, split among the brokers
-// as the allotments are), 10 minutes for producer ids (see
-// dataplane/quota). With 1 s, a tenant turning from idle to loud was
-// admitted a second of its limit at once at every broker, plus the
-// refill, and its neighbours' latency paid for it.
-var rateBursts = [quota.Dimensions]time.Duration{
-	quota.ProduceBytes: 250 * time.Millisecond,
-	quota.FetchBytes:   250 * time.Millisecond,
-	quota.Requests:     250 * time.Millisecond,
-	quota.ProducerIDs:  10 * time.Minute,
-}
+// rates, from the limit table: limit.DefaultBurst (250 ms: the tenant's
+// burst over the cluster is a quarter of a second of its limit, split
+// among the brokers as the allotments are) for bytes and requests, 10
+// minutes for producer ids (see dataplane/quota).
+var rateBursts = func() (b [quota.Dimensions]time.Duration) {
+	for d := range quota.Dimensions {
+		b[d] = d.Burst()
+	}
+	return b
+}()
 
 // admitCall is the broker's httpgate.Admit: for a call of a limited
 // tenant (not the system tenant, not a call another broker forwarded,
@@ -57,19 +56,19 @@ func (b *Broker) admitCall(ctx context.Context, r *http.Request, procedure strin
 	b.usageCounters.AddRequest(id)
 	q := b.quota
 	q.awaitAllotment(ctx, id)
-	if dec := q.lim.Take(id, quota.Requests, 1); !dec.OK {
-		return q.refuseRate(id, quota.Requests, dec)
+	if dec := q.lim.Take(id, limit.Requests, 1); !dec.OK {
+		return q.refuseRate(id, limit.Requests, dec)
 	}
 	switch procedure {
 	case sluicev1connect.RecordServiceProduceProcedure, sluicev1connect.RecordServiceProduceManyProcedure:
 		// In debt: refused at the body's size (an estimate of its record
 		// bytes). Otherwise admitProduce charges the record bytes.
-		if dec := q.lim.Check(id, quota.ProduceBytes, float64(max(size, 0))); !dec.OK {
-			return q.refuseRate(id, quota.ProduceBytes, dec)
+		if dec := q.lim.Check(id, limit.ProduceBytes, float64(max(size, 0))); !dec.OK {
+			return q.refuseRate(id, limit.ProduceBytes, dec)
 		}
 	case sluicev1connect.RecordServiceFetchProcedure:
-		if dec := q.lim.Check(id, quota.FetchBytes, q.fetchEstimate(id, 0)); !dec.OK {
-			return q.refuseRate(id, quota.FetchBytes, dec)
+		if dec := q.lim.Check(id, limit.FetchBytes, q.fetchEstimate(id, 0)); !dec.OK {
+			return q.refuseRate(id, limit.FetchBytes, dec)
 		}
 	}
 	return nil

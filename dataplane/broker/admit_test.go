@@ -17,6 +17,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/limit"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -29,10 +30,10 @@ func TestBrokerQuotaBurstIsAQuarterSecond(t *testing.T) {
 	t.Parallel()
 	q := newQuotas(newQuotaMetrics(prometheus.NewRegistry()), time.Second)
 	const rate = 64 << 10
-	q.lim.SetRates("t", quota.Rates{quota.ProduceBytes: rate, quota.FetchBytes: rate, quota.Requests: 400})
-	for _, d := range []quota.Dimension{quota.ProduceBytes, quota.FetchBytes, quota.Requests} {
+	q.lim.SetRates("t", quota.Rates{limit.ProduceBytes: rate, limit.FetchBytes: rate, limit.Requests: 400})
+	for _, d := range []quota.Dimension{limit.ProduceBytes, limit.FetchBytes, limit.Requests} {
 		cost := float64(1 << 10)
-		if d == quota.Requests {
+		if d == limit.Requests {
 			cost = 1
 		}
 		var admitted float64
@@ -90,9 +91,9 @@ func TestBrokerQuotaRefusedFromHeaders(t *testing.T) {
 	rc := sluicev1connect.NewRecordServiceClient(h2c.Client(), "http://"+leader.cfg.Advertised(), connect.WithInterceptors(tenants.Bearer(c.token)))
 	c.allot(&sluicev1.TenantAllotment{TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1 << 10, FetchBytesPerSec: 1 << 10},
 		Limits: &sluicev1.Limits{ProduceBytesPerSec: 3 << 10, FetchBytesPerSec: 3 << 10}})
-	require.True(t, leader.quota.lim.Take(c.tenantID, quota.ProduceBytes, 64<<10).OK)
-	require.True(t, leader.quota.lim.Check(c.tenantID, quota.FetchBytes, 0).OK)
-	leader.quota.lim.Charge(c.tenantID, quota.FetchBytes, 64<<10)
+	require.True(t, leader.quota.lim.Take(c.tenantID, limit.ProduceBytes, 64<<10).OK)
+	require.True(t, leader.quota.lim.Check(c.tenantID, limit.FetchBytes, 0).OK)
+	leader.quota.lim.Charge(c.tenantID, limit.FetchBytes, 64<<10)
 	refusedBefore := gatheredSum(t, leader.Registry(), "sluice_broker_gate_refused_total", "reason", "admit")
 	_, err := rc.Produce(context.Background(), valueOf(0, 10))
 	_, v := quotaDetails(t, err)

@@ -21,65 +21,20 @@ import (
 	"github.com/sluicemq/sluice/tenants"
 )
 
-type access int
-
-const (
-	accessDenied access = iota
-	accessPublic
-	accessTenant
-	accessBroker
-)
-
-type rule struct {
-	access access
-	// scopes the caller's token must all have (none: any scope).
-	scopes []string
-	// brokerForTenant: another broker may also call it with the broker
-	// credential for the tenant named in actForTenantHeader (the reads the
-	// group lag metrics make; the broker credential reads every partition
-	// through FetchReplica anyway).
-	brokerForTenant bool
-}
-
 // actForTenantHeader names the tenant a broker acts for when it calls a
 // tenant procedure with the broker credential.
 const actForTenantHeader = "Sluice-Act-For-Tenant"
 
-// rules lists every procedure a broker serves; anything else is refused.
-var rules = map[string]rule{
-	sluicev1connect.RecordServiceProduceProcedure:          {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
-	sluicev1connect.RecordServiceProduceManyProcedure:      {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
-	sluicev1connect.RecordServiceFetchProcedure:            {access: accessTenant, scopes: []string{tenants.ScopeConsume}, brokerForTenant: true},
-	sluicev1connect.RecordServiceListOffsetsProcedure:      {access: accessTenant, scopes: []string{tenants.ScopeConsume}, brokerForTenant: true},
-	sluicev1connect.RecordServiceGetMetadataProcedure:      {access: accessTenant},
-	sluicev1connect.RecordServiceInitProducerIdProcedure:   {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
-	sluicev1connect.ReplicaServiceFetchReplicaProcedure:    {access: accessBroker},
-	sluicev1connect.ReplicaServiceFetchReplicasProcedure:   {access: accessBroker},
-	sluicev1connect.ReplicaServiceListGroupLagsProcedure:   {access: accessBroker},
-	sluicev1connect.ReplicaServiceWriteTxnMarkersProcedure: {access: accessBroker},
-	// Every tenant's transactions, for OperatorService.ListTransactions.
-	sluicev1connect.ReplicaServiceListAllTransactionsProcedure: {access: accessBroker},
-
-	sluicev1connect.GroupServiceFindCoordinatorProcedure: {access: accessTenant, scopes: []string{tenants.ScopeConsume}},
-	sluicev1connect.GroupServiceGroupHeartbeatProcedure:  {access: accessTenant, scopes: []string{tenants.ScopeConsume}},
-	sluicev1connect.GroupServiceLeaveGroupProcedure:      {access: accessTenant, scopes: []string{tenants.ScopeConsume}},
-	sluicev1connect.GroupServiceCommitOffsetsProcedure:   {access: accessTenant, scopes: []string{tenants.ScopeConsume}},
-	sluicev1connect.GroupServiceFetchOffsetsProcedure:    {access: accessTenant, scopes: []string{tenants.ScopeConsume}},
-	sluicev1connect.GroupServiceListGroupsProcedure:      {access: accessTenant},
-	sluicev1connect.GroupServiceDescribeGroupProcedure:   {access: accessTenant},
-	sluicev1connect.GroupServiceDeleteGroupProcedure:     {access: accessTenant, scopes: []string{tenants.ScopeAdmin}},
-	sluicev1connect.GroupServiceResetOffsetsProcedure:    {access: accessTenant, scopes: []string{tenants.ScopeAdmin}},
-	// Offsets inside a transaction: writing the transaction and
-	// committing the group's offsets, as Kafka's TxnOffsetCommit needs
-	// Write on the transactional id and Read on the group.
-	sluicev1connect.GroupServiceTxnCommitOffsetsProcedure: {access: accessTenant, scopes: []string{tenants.ScopeProduce, tenants.ScopeConsume}},
-
-	sluicev1connect.TransactionServiceFindTransactionCoordinatorProcedure: {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
-	sluicev1connect.TransactionServiceAddPartitionsToTransactionProcedure: {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
-	sluicev1connect.TransactionServiceEndTransactionProcedure:             {access: accessTenant, scopes: []string{tenants.ScopeProduce}},
-	sluicev1connect.TransactionServiceListTransactionsProcedure:           {access: accessTenant},
-	sluicev1connect.TransactionServiceDescribeTransactionProcedure:        {access: accessTenant},
-}
+// rules are the procedures a broker serves, with who may call each: the
+// (sluice.v1.access) options of the services in proto/sluice/v1, read once
+// at start (tenants.AccessRules), the same declarations the control plane
+// reads. Anything else is refused. Offsets inside a transaction
+// (TxnCommitOffsets) need the produce and consume scopes, as Kafka's
+// TxnOffsetCommit needs Write on the transactional id and Read on the
+// group; Fetch and ListOffsets may also be called by another broker for a
+// tenant (Rule.BrokerForTenant: the reads the group lag metrics make; the
+// broker credential reads every partition through FetchReplica anyway).
+var rules = tenants.MustAccessRules(tenants.ServerBroker)
 
 // tokenCacheSize bounds the broker's cache of verified tokens (a few
 // hundred bytes each): a client presents one token for its lifetime (15
@@ -115,7 +70,7 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 	if err != nil {
 		return tenants.Principal{}, err
 	}
-	if tenantID := h.Get(actForTenantHeader); tenantID != "" && r.brokerForTenant {
+	if tenantID := h.Get(actForTenantHeader); tenantID != "" && r.BrokerForTenant {
 		// Only the broker credential may name a tenant; a tenant's token
 		// with this header is refused, never read as another tenant's.
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(a.brokerToken)) != 1 {
@@ -123,13 +78,13 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		}
 		return tenants.Principal{Kind: tenants.PrincipalBroker, TenantID: tenantID}, nil
 	}
-	switch r.access {
-	case accessBroker:
+	switch r.Caller {
+	case tenants.CallerBroker:
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(a.brokerToken)) != 1 {
 			return tenants.Principal{}, fmt.Errorf("%w: invalid broker credential", tenants.ErrInvalidToken)
 		}
 		return tenants.Principal{Kind: tenants.PrincipalBroker}, nil
-	case accessTenant:
+	case tenants.CallerTenant:
 		if strings.HasPrefix(tok, tenants.APIKeyPrefix) {
 			return tenants.Principal{}, fmt.Errorf("%w: an API key is not a token; exchange it at the control plane (AuthService.CreateToken)", tenants.ErrInvalidToken)
 		}
@@ -148,7 +103,7 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		if a.revoked.suspended(p.TenantID) {
 			return tenants.Principal{}, errTenantSuspended
 		}
-		for _, scope := range r.scopes {
+		for _, scope := range r.Scopes {
 			if !p.Has(scope) {
 				return tenants.Principal{}, fmt.Errorf("%w: this call needs the %q scope", tenants.ErrPermissionDenied, scope)
 			}

@@ -21,6 +21,8 @@ import (
 	"github.com/sluicemq/sluice/dataplane/quota"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/limit"
+	"github.com/sluicemq/sluice/limit/limitpb"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -75,15 +77,6 @@ const quotaTenantLabels = 20
 
 // otherTenants is the tenant label of the tenants without their own.
 const otherTenants = "other"
-
-// The limits' names (tenants.Limits' JSON names), in QuotaFailure
-// descriptions and refusal messages.
-var dimensionLimits = [quota.Dimensions]string{
-	quota.ProduceBytes: "produce_bytes_per_sec",
-	quota.FetchBytes:   "fetch_bytes_per_sec",
-	quota.Requests:     "requests_per_sec",
-	quota.ProducerIDs:  "producer_ids_per_hour",
-}
 
 // quotas is the broker's quota state: the buckets and meters, the last
 // allotments, and the throttle metrics' tenant labels.
@@ -228,21 +221,9 @@ func (q *quotas) pin(allotments []*sluicev1.TenantAllotment) {
 	q.apply(allotments)
 }
 
-func allotmentRates(r *sluicev1.QuotaRates) quota.Rates {
-	var out quota.Rates
-	out[quota.ProduceBytes] = r.GetProduceBytesPerSec()
-	out[quota.FetchBytes] = r.GetFetchBytesPerSec()
-	out[quota.Requests] = r.GetRequestsPerSec()
-	out[quota.ProducerIDs] = r.GetProducerIdsPerSec()
-	return out
-}
+func allotmentRates(r *sluicev1.QuotaRates) quota.Rates { return limitpb.FromRates(r) }
 
-func protoRates(r quota.Rates) *sluicev1.QuotaRates {
-	return &sluicev1.QuotaRates{
-		ProduceBytesPerSec: r[quota.ProduceBytes], FetchBytesPerSec: r[quota.FetchBytes],
-		RequestsPerSec: r[quota.Requests], ProducerIdsPerSec: r[quota.ProducerIDs],
-	}
-}
+func protoRates(r quota.Rates) *sluicev1.QuotaRates { return limitpb.Rates(r) }
 
 // take charges cost in dimension d to the caller's tenant, or returns the
 // rate refusal.
@@ -267,12 +248,13 @@ func (q *quotas) admitProduce(ctx context.Context, cost int) error {
 		return nil
 	}
 	if a := q.allotment(id); a.GetStorageExceeded() {
-		q.m.refused.WithLabelValues("max_total_storage_bytes").Inc()
-		return countRefusal(id, "max_total_storage_bytes", fmt.Sprintf(
-			"tenant %s holds %s, at or over its max_total_storage_bytes limit of %s (hot and cold storage over the cluster): produce is refused until it holds less (delete topics or records, or lower their retention)",
-			id, usageBytes(a.GetStorageBytes()), fmtBytes(float64(a.GetLimits().GetMaxTotalStorageBytes()))))
+		name := limit.MaxTotalStorageBytes.String()
+		q.m.refused.WithLabelValues(name).Inc()
+		return countRefusal(id, name, fmt.Sprintf(
+			"tenant %s holds %s, at or over its %s limit of %s (hot and cold storage over the cluster): produce is refused until it holds less (delete topics or records, or lower their retention)",
+			id, usageBytes(a.GetStorageBytes()), name, fmtBytes(float64(limitpb.FromLimits(a.GetLimits())[limit.MaxTotalStorageBytes]))))
 	}
-	return q.take(ctx, quota.ProduceBytes, float64(cost))
+	return q.take(ctx, limit.ProduceBytes, float64(cost))
 }
 
 // refundProduce gives back what admitProduce charged for a produce of
@@ -288,7 +270,7 @@ func (q *quotas) refundProduce(ctx context.Context, batches int, cost int, res *
 // produce refused before it reached the log.
 func (q *quotas) refundUnwritten(ctx context.Context, cost int) {
 	if id, ok := limitedTenant(ctx); ok {
-		q.lim.Refund(id, quota.ProduceBytes, float64(cost))
+		q.lim.Refund(id, limit.ProduceBytes, float64(cost))
 	}
 }
 
@@ -324,8 +306,8 @@ func (q *quotas) checkFetch(ctx context.Context, maxBytes int) error {
 		return nil
 	}
 	q.noticeTenant(id)
-	if dec := q.lim.Check(id, quota.FetchBytes, q.fetchEstimate(id, maxBytes)); !dec.OK {
-		return q.refuseRate(id, quota.FetchBytes, dec)
+	if dec := q.lim.Check(id, limit.FetchBytes, q.fetchEstimate(id, maxBytes)); !dec.OK {
+		return q.refuseRate(id, limit.FetchBytes, dec)
 	}
 	return nil
 }
@@ -334,7 +316,7 @@ func (q *quotas) checkFetch(ctx context.Context, maxBytes int) error {
 // yet) would have read, for the offered meter: what the tenant's fetches
 // answered lately, at most what it asked.
 func (q *quotas) fetchEstimate(tenantID string, maxBytes int) float64 {
-	mean := q.lim.MeanCharge(tenantID, quota.FetchBytes)
+	mean := q.lim.MeanCharge(tenantID, limit.FetchBytes)
 	if maxBytes <= 0 {
 		return mean
 	}
@@ -347,7 +329,7 @@ func (q *quotas) fetchEstimate(tenantID string, maxBytes int) float64 {
 // chargeFetch charges an admitted fetch the bytes it answered.
 func (q *quotas) chargeFetch(ctx context.Context, n int) {
 	if id, ok := limitedTenant(ctx); ok {
-		q.lim.Charge(id, quota.FetchBytes, float64(n))
+		q.lim.Charge(id, limit.FetchBytes, float64(n))
 	}
 }
 
@@ -360,8 +342,8 @@ func (q *quotas) checkProducerID(ctx context.Context) error {
 		return nil
 	}
 	q.noticeTenant(id)
-	if dec := q.lim.Check(id, quota.ProducerIDs, 1); !dec.OK {
-		return q.refuseRate(id, quota.ProducerIDs, dec)
+	if dec := q.lim.Check(id, limit.ProducerIDs, 1); !dec.OK {
+		return q.refuseRate(id, limit.ProducerIDs, dec)
 	}
 	return nil
 }
@@ -369,7 +351,7 @@ func (q *quotas) checkProducerID(ctx context.Context) error {
 // chargeProducerID charges a producer id created for the caller's tenant.
 func (q *quotas) chargeProducerID(ctx context.Context) {
 	if id, ok := limitedTenant(ctx); ok {
-		q.lim.Charge(id, quota.ProducerIDs, 1)
+		q.lim.Charge(id, limit.ProducerIDs, 1)
 	}
 }
 
@@ -390,18 +372,18 @@ func (q *quotas) refuseRate(tenantID string, d quota.Dimension, dec quota.Decisi
 	q.throttled[tenantID] += secs
 	q.mu.Unlock()
 
-	limit := dimensionLimits[d]
+	name := d.Limit().String()
 	var cluster string
 	if l := q.allotment(tenantID).GetLimits(); l != nil {
-		cluster = fmt.Sprintf("%s across the cluster, ", clusterLimit(d, l))
+		cluster = fmt.Sprintf("%s across the cluster, ", clusterLimit(d, limitpb.FromLimits(l)[d.Limit()]))
 	}
 	err := connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
 		"tenant %s is over its %s quota (%s%s of it at this broker now): retry in %s",
-		tenantID, limit, cluster, brokerRate(d, dec.Rate), dec.RetryAfter.Round(time.Millisecond)))
+		tenantID, name, cluster, brokerRate(d, dec.Rate), dec.RetryAfter.Round(time.Millisecond)))
 	if det, derr := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(dec.RetryAfter)}); derr == nil {
 		err.AddDetail(det)
 	}
-	addQuotaFailure(err, tenantID, limit)
+	addQuotaFailure(err, tenantID, name)
 	return err
 }
 
@@ -421,31 +403,25 @@ func addQuotaFailure(err *connect.Error, tenantID, limit string) {
 	}
 }
 
-// clusterLimit writes the tenant's limit in d: "5 MiB/s", "500
-// requests/s", "1000 producer ids/hour".
-func clusterLimit(d quota.Dimension, l *sluicev1.Limits) string {
-	switch d {
-	case quota.ProduceBytes:
-		return fmtBytes(float64(l.GetProduceBytesPerSec())) + "/s"
-	case quota.FetchBytes:
-		return fmtBytes(float64(l.GetFetchBytesPerSec())) + "/s"
-	case quota.Requests:
-		return fmt.Sprintf("%d requests/s", l.GetRequestsPerSec())
-	default:
-		return fmt.Sprintf("%d producer ids/hour", l.GetProducerIdsPerHour())
+// clusterLimit writes the tenant's limit v in d, in the limit's unit:
+// "5 MiB/s", "500 requests/s", "1000 producer ids/hour".
+func clusterLimit(d quota.Dimension, v int64) string {
+	def := d.Limit().Def()
+	if def.Unit == limit.Bytes {
+		return fmtBytes(float64(v)) + "/" + def.PerName()
 	}
+	return fmt.Sprintf("%d %s/%s", v, def.Noun, def.PerName())
 }
 
-// brokerRate writes this broker's allotment in d.
+// brokerRate writes this broker's allotment in d, a rate per second, in
+// the limit's unit.
 func brokerRate(d quota.Dimension, rate float64) string {
-	switch d {
-	case quota.ProduceBytes, quota.FetchBytes:
-		return fmtBytes(rate) + "/s"
-	case quota.Requests:
-		return fmt.Sprintf("%.4g requests/s", rate)
-	default:
-		return fmt.Sprintf("%.4g producer ids/hour", rate*3600)
+	def := d.Limit().Def()
+	v := def.FromPerSecond(rate)
+	if def.Unit == limit.Bytes {
+		return fmtBytes(v) + "/" + def.PerName()
 	}
+	return fmt.Sprintf("%.4g %s/%s", v, def.Noun, def.PerName())
 }
 
 // fmtBytes writes n bytes in binary units: "512 B", "5 MiB", "1.5 GiB".

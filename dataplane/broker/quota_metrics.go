@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicemq/sluice/dataplane/quota"
+	"github.com/sluicemq/sluice/limit"
 )
 
 // quotaMetrics are the quota enforcement's metrics. The tenant label of
@@ -63,8 +64,8 @@ func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
 		m.throttleSeconds.WithLabelValues(dim)
 		m.allotment.WithLabelValues(dim)
 	}
-	for _, l := range []string{"max_total_storage_bytes", "max_groups", "max_transactional_ids"} {
-		m.refused.WithLabelValues(l)
+	for _, l := range []limit.Limit{limit.MaxTotalStorageBytes, limit.MaxGroups, limit.MaxTransactionalIDs} {
+		m.refused.WithLabelValues(l.String())
 	}
 	for _, k := range []string{"group", "transactional_id"} {
 		for _, r := range []string{"granted", "refused", "unreserved"} {

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit"
 )
 
 // Count admission (docs/quotas-and-billing.md "Count limits"). A tenant's
@@ -254,11 +255,11 @@ func (b *Broker) admitNew(ctx context.Context, tenantID string, kind sluicev1.Co
 	q := b.quota
 	obj := &sluicev1.ObjectReservation{TenantId: tenantID, Kind: kind, Name: name, Token: rand.Int64()}
 	res, decided, err := q.res.reserve(ctx, b.reserveObjects, b.logger, obj)
-	limit, what, existing := "max_groups", "consumer groups", "existing groups are served; delete groups it no longer uses"
-	label := "group"
+	lim, existing := limit.MaxGroups, "existing groups are served; delete groups it no longer uses"
+	label, what := "group", "consumer groups"
 	if kind == sluicev1.CountedKind_COUNTED_KIND_TRANSACTIONAL_ID {
-		limit, what, existing = "max_transactional_ids", "transactional ids", "known ids are served; unused ids are forgotten after --transactional-id-expiration"
-		label = "transactional_id"
+		lim, existing = limit.MaxTransactionalIDs, "known ids are served; unused ids are forgotten after --transactional-id-expiration"
+		label, what = "transactional_id", lim.Def().Noun
 	}
 	switch {
 	case err != nil:
@@ -271,14 +272,14 @@ func (b *Broker) admitNew(ctx context.Context, tenantID string, kind sluicev1.Co
 		return func() { q.res.apply(obj) }, nil
 	}
 	q.m.reservations.WithLabelValues(label, "refused").Inc()
-	q.m.refused.WithLabelValues(limit).Inc()
+	q.m.refused.WithLabelValues(lim.String()).Inc()
 	kindName := "group"
 	if label == "transactional_id" {
 		kindName = "transactional id"
 	}
-	return nil, countRefusal(tenantID, limit, fmt.Sprintf(
+	return nil, countRefusal(tenantID, lim.String(), fmt.Sprintf(
 		"tenant %s has %s, at or over its %s limit of %d: %s %q would be a new one (%s)",
-		tenantID, usageCount(res.GetCount(), what), limit, res.GetLimit(), kindName, name, existing))
+		tenantID, usageCount(res.GetCount(), what), lim, res.GetLimit(), kindName, name, existing))
 }
 
 // reserveObjects is the ReserveObjects call with this broker's identity.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/sluicemq/sluice/dataplane/txn"
+	"github.com/sluicemq/sluice/limit"
+	"github.com/sluicemq/sluice/limit/limitpb"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -23,22 +25,23 @@ func (b *Broker) txnBounds(tenantID string) txn.Bounds {
 	if tenantID == systemTenantID {
 		return txn.Bounds{}
 	}
-	l := b.quota.allotment(tenantID).GetLimits()
-	out := txn.Bounds{Partitions: int(l.GetMaxPartitionsPerTransaction()), Groups: int(l.GetMaxGroupsPerTransaction())}
-	if out.Partitions > 0 && out.Groups > 0 {
-		return out
+	l := limitpb.FromLimits(b.quota.allotment(tenantID).GetLimits())
+	parts, groups := l[limit.MaxPartitionsPerTransaction], l[limit.MaxGroupsPerTransaction]
+	if parts > 0 && groups > 0 {
+		return txn.Bounds{Partitions: int(parts), Groups: int(groups)}
 	}
 	b.quota.noticeTenant(tenantID)
+	out := txn.Bounds{Partitions: int(parts), Groups: int(groups)}
 	for _, plan := range tenants.Plans() {
 		pl, err := tenants.PlanLimits(plan)
 		if err != nil {
 			continue
 		}
-		if l.GetMaxPartitionsPerTransaction() <= 0 {
-			out.Partitions = max(out.Partitions, int(pl.MaxPartitionsPerTransaction))
+		if parts <= 0 {
+			out.Partitions = max(out.Partitions, int(pl[limit.MaxPartitionsPerTransaction]))
 		}
-		if l.GetMaxGroupsPerTransaction() <= 0 {
-			out.Groups = max(out.Groups, int(pl.MaxGroupsPerTransaction))
+		if groups <= 0 {
+			out.Groups = max(out.Groups, int(pl[limit.MaxGroupsPerTransaction]))
 		}
 	}
 	return out
@@ -49,11 +52,11 @@ func (b *Broker) txnBounds(tenantID string) txn.Bounds {
 // as the other count limits are (a plan limit, which retrying does not
 // lift; the request itself is well formed).
 func txnTooLarge(e *txn.TooLargeError) error {
-	limit := "max_partitions_per_transaction"
+	name := limit.MaxPartitionsPerTransaction.String()
 	if e.What == "groups" {
-		limit = "max_groups_per_transaction"
+		name = limit.MaxGroupsPerTransaction.String()
 	}
-	return countRefusal(e.Tenant, limit, fmt.Sprintf(
+	return countRefusal(e.Tenant, name, fmt.Sprintf(
 		"tenant %s: the transaction of transactional id %q would hold %d %s, over its %s limit of %d: nothing was added (end the transaction, and write the rest in another)",
-		e.Tenant, e.TransactionalID, e.Count, e.What, limit, e.Max))
+		e.Tenant, e.TransactionalID, e.Count, e.What, name, e.Max))
 }

@@ -1,6 +1,7 @@
 // Package quota is a broker's per-tenant rate limiting: one token bucket
 // per tenant and dimension (produce bytes/s, fetch bytes/s, requests/s,
-// producer ids/s), and meters of what each tenant offered and was
+// producer ids/s: the rate dimensions of the limit table, package limit,
+// so a new one needs nothing here), and meters of what each tenant offered and was
 // admitted, for the broker's quota exchange with the control plane
 // (BrokerService.ExchangeQuotas, controlplane/quota divides each tenant's
 // cluster-wide limits into the brokers' allotments). It is pure: a Limiter

@@ -4,31 +4,17 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/sluicemq/sluice/limit"
 )
 
-// Dimension is one rate a tenant is limited on.
-type Dimension int
+// Dimension is one rate a tenant is limited on: a row of the limit
+// table's dimensions (limit.ProduceBytes, limit.Requests, ...), whose
+// String is its name in metrics.
+type Dimension = limit.Dimension
 
-// The limited dimensions.
-const (
-	ProduceBytes Dimension = iota // record bytes produced per second
-	FetchBytes                    // record bytes fetched per second
-	Requests                      // requests per second
-	ProducerIDs                   // new producer ids per second
-	// Dimensions is how many there are.
-	Dimensions = 4
-)
-
-var dimensionNames = [Dimensions]string{"produce_bytes", "fetch_bytes", "requests", "producer_ids"}
-
-// String is the dimension's name in metrics: produce_bytes, fetch_bytes,
-// requests, producer_ids.
-func (d Dimension) String() string {
-	if d < 0 || d >= Dimensions {
-		return "unknown"
-	}
-	return dimensionNames[d]
-}
+// Dimensions is how many there are.
+const Dimensions = limit.Dimensions
 
 // Rates are per-second rates, one per Dimension. As limits, 0 is no limit.
 type Rates [Dimensions]float64
@@ -183,7 +169,8 @@ func minTime(a, b time.Time) time.Time {
 // Config configures a Limiter. The zero value is DefaultConfig's.
 type Config struct {
 	// Burst is, per dimension, how many seconds of its rate a bucket
-	// holds. Zero: 1 s, but 10 minutes for ProducerIDs.
+	// holds. Zero: 1 s, or the dimension's burst in the limit table when
+	// longer (10 minutes for producer ids).
 	Burst [Dimensions]time.Duration
 	// ForgetAfter is how long a tenant without traffic is kept (its rates
 	// with it), summed over whole windows; 0: 5 minutes.
@@ -197,8 +184,12 @@ type Config struct {
 
 // DefaultConfig returns the defaults the zero Config stands for.
 func DefaultConfig() Config {
+	var burst [Dimensions]time.Duration
+	for d := range Dimensions {
+		burst[d] = max(time.Second, d.Burst())
+	}
 	return Config{
-		Burst:            [Dimensions]time.Duration{time.Second, time.Second, time.Second, 10 * time.Minute},
+		Burst:            burst,
 		ForgetAfter:      5 * time.Minute,
 		OfferedSmoothing: 5 * time.Second,
 		Now:              time.Now,

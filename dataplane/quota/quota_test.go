@@ -8,6 +8,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicemq/sluice/limit"
+)
+
+// The dimensions these tests use, from the limit table.
+const (
+	ProduceBytes = limit.ProduceBytes
+	FetchBytes   = limit.FetchBytes
+	Requests     = limit.Requests
+	ProducerIDs  = limit.ProducerIDs
 )
 
 // clock is a manual clock for a Limiter.
@@ -284,7 +294,7 @@ func TestQuotaConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for j := range 1000 {
 				id := []string{"a", "b"}[j%2]
-				l.Take(id, Dimension(i%Dimensions), 1)
+				l.Take(id, Dimension(i%int(Dimensions)), 1)
 				if j%100 == 0 {
 					l.SetRates(id, rates(Requests, float64(j+1)))
 					l.Window()

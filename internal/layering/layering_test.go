@@ -27,6 +27,8 @@ var rules = []rule{
 	{"record", []string{"dataplane", "controlplane", "client", "tiered", "tenants", "internal", "gen"}, "the batch format is a leaf", nil},
 	{"tiered", []string{"dataplane", "controlplane", "client"}, "tiered storage reads a log through tiered.Source", nil},
 	{"tenants", []string{"dataplane", "controlplane", "client", "tiered"}, "tenants is a leaf (plans, keys, tokens)", nil},
+	{"limit", []string{"dataplane", "controlplane", "client", "tiered", "tenants", "record", "internal", "gen", "billing", "alerts"}, "the limit table is a leaf that both planes and the pure quota packages import", []string{"limit/limitpb"}},
+	{"limit/limitpb", []string{"dataplane", "controlplane", "client", "tiered", "tenants", "record", "internal", "billing", "alerts"}, "the limit table's proto form needs only the table and gen", nil},
 	{"alerts", []string{"dataplane", "controlplane", "client", "tiered", "internal"}, "the alert rules are pure logic", nil},
 	{"billing", []string{"dataplane", "client", "tiered", "internal"}, "billing prices the store's usage rows: it reads the store, never a broker", nil},
 	{"controlplane/store", []string{"billing"}, "billing reads the store, not the other way round", nil},
@@ -82,7 +84,7 @@ func TestLayeringFindsAViolation(t *testing.T) {
 		}
 	}
 	deps := listDeps(t)
-	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "record", "tiered", "cmd/sluice/cli", "internal/testenv"} {
+	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "record", "tiered", "cmd/sluice/cli", "internal/testenv", "limit", "limit/limitpb"} {
 		if _, ok := deps[want]; !ok {
 			t.Errorf("package %s not listed: the rules name folders that no longer exist", want)
 		}

@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit"
+	"github.com/sluicemq/sluice/limit/limitpb"
 )
 
 func (a *app) signupCommand() *cobra.Command {
@@ -124,29 +126,57 @@ func (a *app) tenantCommand() *cobra.Command {
 	return cmd
 }
 
-// tenantPairs is tenant get's table: the tenant, then what it holds and
-// does now against each limit ("3 of 10"), then the limits without a
-// usage beside them. The rates are the admitted ones summed over the
-// brokers, as the control plane last heard (about a second old).
+// tenantPairs is tenant get's table: the tenant, then, for each limit of
+// the limit table (its Label), what the tenant holds and does now against
+// it ("3 of 10") where there is a usage, then the limits without one. The
+// rates are the admitted ones summed over the brokers, as the control
+// plane last heard (about a second old).
 func tenantPairs(res *sluicev1.GetTenantResponse) []string {
-	t, l, u := res.GetTenant(), res.GetTenant().GetLimits(), res.GetUsage()
-	of := func(use, limit string) string { return use + " of " + limit }
-	rate := func(bytesPerSec float64) string { return fmtBytes(bytesPerSec) + "/s" }
-	return []string{"tenant", t.GetName(), "id", t.GetId(), "email", t.GetEmail(), "plan", t.GetPlan(), "status", t.GetStatus(),
-		"topics", fmt.Sprintf("%d of %d", u.GetTopics(), l.GetMaxTopics()),
-		"partitions", fmt.Sprintf("%d of %d", u.GetPartitions(), l.GetMaxPartitions()),
-		"storage", of(fmtBytes(float64(u.GetStorageBytes())), fmtBytes(float64(l.GetMaxTotalStorageBytes()))) +
-			fmt.Sprintf(" (hot %s, cold %s)", fmtBytes(float64(u.GetHotStorageBytes())), fmtBytes(float64(u.GetColdStorageBytes()))),
-		"groups", fmt.Sprintf("%d of %d", u.GetGroups(), l.GetMaxGroups()),
-		"transactional ids", fmt.Sprintf("%d of %d", u.GetTransactionalIds(), l.GetMaxTransactionalIds()),
-		"produce", of(rate(u.GetProduceBytesPerSec()), rate(float64(l.GetProduceBytesPerSec()))),
-		"fetch", of(rate(u.GetFetchBytesPerSec()), rate(float64(l.GetFetchBytesPerSec()))),
-		"requests", of(fmtDecimal(u.GetRequestsPerSec(), 1)+"/s", fmt.Sprintf("%d/s", l.GetRequestsPerSec())),
-		"new producer ids", of(fmtDecimal(u.GetProducerIdsPerHour(), 1)+"/hour", fmt.Sprintf("%d/hour", l.GetProducerIdsPerHour())),
-		"max retention", fmtMsDuration(l.GetMaxRetentionMs()),
-		"max partition bytes", fmtBytes(float64(l.GetMaxStorageBytes())) + " (a partition's retention.bytes)",
-		"max message bytes", fmt.Sprintf("%d (%s)", l.GetMaxMessageBytes(), fmtBytes(float64(l.GetMaxMessageBytes()))),
+	t, u := res.GetTenant(), res.GetUsage()
+	lv, use := limitpb.FromLimits(t.GetLimits()), limitpb.FromUsage(u)
+	pairs := []string{"tenant", t.GetName(), "id", t.GetId(), "email", t.GetEmail(), "plan", t.GetPlan(), "status", t.GetStatus()}
+	var rest []string
+	for _, k := range []limit.Kind{limit.Count, limit.Holding, limit.Rate, limit.Ceiling, limit.Transaction} {
+		for _, l := range limit.All() {
+			d := l.Def()
+			if d.Kind != k {
+				continue
+			}
+			if x, ok := use[l]; ok {
+				v := fmtLimit(d, x, true) + " of " + fmtLimit(d, float64(lv[l]), false)
+				if l == limit.MaxTotalStorageBytes {
+					v += fmt.Sprintf(" (hot %s, cold %s)", fmtBytes(float64(u.GetHotStorageBytes())), fmtBytes(float64(u.GetColdStorageBytes())))
+				}
+				pairs = append(pairs, d.Label, v)
+				continue
+			}
+			rest = append(rest, d.Label, fmtLimit(d, float64(lv[l]), false))
+		}
 	}
+	return append(pairs, rest...)
+}
+
+// fmtLimit writes a limit's value, or a usage of it, in its unit: "3",
+// "1.00 MiB/s", "12.5/s", "7d", "10.0 GiB (a partition's retention.bytes)".
+// A usage of a rate of things is written with one decimal.
+func fmtLimit(d limit.Def, x float64, usage bool) string {
+	per := ""
+	if d.Kind == limit.Rate {
+		per = "/" + d.PerName()
+	}
+	switch {
+	case d.Unit == limit.Milliseconds:
+		return fmtMsDuration(int64(x))
+	case d.Name == limit.MaxStorageBytes.String():
+		return fmtBytes(x) + " (a partition's retention.bytes)"
+	case d.Name == limit.MaxMessageBytes.String():
+		return fmt.Sprintf("%d (%s)", int64(x), fmtBytes(x))
+	case d.Unit == limit.Bytes:
+		return fmtBytes(x) + per
+	case usage && d.Kind == limit.Rate:
+		return fmtDecimal(x, 1) + per
+	}
+	return fmt.Sprintf("%d", int64(x)) + per
 }
 
 func (a *app) apikeyCommand() *cobra.Command {

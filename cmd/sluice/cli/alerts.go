@@ -153,7 +153,7 @@ func fmtTimeIn(t *timestamppb.Timestamp, loc *time.Location) string {
 	if t == nil {
 		return "-"
 	}
-	return t.AsTime().In(loc).Format(time.DateTime)
+	return t.AsTime().In(loc).Format(time.RFC3339)
 }
 
 // lostRange writes a retention-expired alert's lost offsets, or "-".
@@ -308,7 +308,7 @@ func fmtLatency(d *durationpb.Duration) string {
 	if d == nil {
 		return "-"
 	}
-	return d.AsDuration().Round(time.Millisecond).String()
+	return fmtDuration(d.AsDuration().Round(time.Millisecond))
 }
 
 func idArg(what string, args []string) (string, error) {

@@ -101,9 +101,9 @@ func TestCLIAlertsListTable(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, table(&b, alertHeader, alertRows(fixedAlerts(), time.UTC)))
 	require.Equal(t, `ID      KIND                   STATE     GROUP    TOPIC   PARTITION  LAG     LAG-AGE  TIME-TO-LOSS  UPDATED
-a-risk  retention-expiry-risk  firing    billing  orders  3          120000  1d       24d           2026-03-01 12:01:30
-a-grow  lag-growing            pending   audit    events  0          42      1m35s    -             2026-03-01 12:00:30
-a-lost  retention-expired      resolved  billing  orders  1          7       2h5m     -             2026-03-01 13:00:00
+a-risk  retention-expiry-risk  firing    billing  orders  3          120000  1d       24d           2026-03-01T12:01:30Z
+a-grow  lag-growing            pending   audit    events  0          42      1m35s    -             2026-03-01T12:00:30Z
+a-lost  retention-expired      resolved  billing  orders  1          7       2h5m     -             2026-03-01T13:00:00Z
 `, b.String())
 }
 
@@ -118,15 +118,15 @@ state:             firing
 group:             billing
 topic:             orders
 partition:         3
-created:           2026-03-01 12:00:00
-fired:             2026-03-01 12:01:00
+created:           2026-03-01T12:00:00Z
+fired:             2026-03-01T12:01:00Z
 resolved:          -
-updated:           2026-03-01 12:01:30
+updated:           2026-03-01T12:01:30Z
 lag:               120000 records
 lag age:           1d
 growth rate:       0.250 s/s (+6h per day)
 time to data loss: 24d
-expires:           2026-03-25 12:00:00
+expires:           2026-03-25T12:00:00Z
 retention:         7d
 lost:              -
 summary:           Unconsumed records will be deleted by retention in 576h0m0s.
@@ -137,14 +137,14 @@ advice:            Add consumers to the group.
 	require.NoError(t, writeAlert(&b, al[2], time.UTC))
 	out := b.String()
 	require.Contains(t, out, "lost:              offsets 100 to 199 (100 records)\n")
-	require.Contains(t, out, "resolved:          2026-03-01 13:00:00\n")
+	require.Contains(t, out, "resolved:          2026-03-01T13:00:00Z\n")
 	require.Contains(t, out, "time to data loss: -\n")
 	require.Contains(t, out, "growth rate:       -0.100 s/s (-2h24m per day)\n")
 
 	// Times are shown in the given zone.
 	b.Reset()
 	require.NoError(t, writeAlert(&b, al[1], time.FixedZone("X", 2*3600)))
-	require.Contains(t, b.String(), "created:           2026-03-01 14:00:00\n")
+	require.Contains(t, b.String(), "created:           2026-03-01T14:00:00+02:00\n")
 	require.Contains(t, b.String(), "retention:         -\n")
 }
 
@@ -198,8 +198,8 @@ func TestCLIAlertsPolicyAndWebhooks(t *testing.T) {
 	b.Reset()
 	require.NoError(t, table(&b, webhookHeader, webhookRows(hooks, time.UTC)))
 	require.Equal(t, `ID  URL                               DESCRIPTION  CREATED
-w1  https://hooks.example.com/sluice  pager        2026-03-01 12:00:00
-w2  http://127.0.0.1:9000/hook        -            2026-03-01 13:00:00
+w1  https://hooks.example.com/sluice  pager        2026-03-01T12:00:00Z
+w2  http://127.0.0.1:9000/hook        -            2026-03-01T13:00:00Z
 `, b.String())
 
 	b.Reset()
@@ -207,7 +207,7 @@ w2  http://127.0.0.1:9000/hook        -            2026-03-01 13:00:00
 	require.True(t, strings.HasPrefix(b.String(), `id:             w1
 url:            https://hooks.example.com/sluice
 description:    pager
-created:        2026-03-01 12:00:00
+created:        2026-03-01T12:00:00Z
 signing secret: whsec_abc
 `), b.String())
 	require.Contains(t, b.String(), "The signing secret is shown only once")
@@ -222,10 +222,10 @@ signing secret: whsec_abc
 	ds[0].Event = "alert"
 	b.Reset()
 	require.NoError(t, table(&b, deliveryHeader, deliveryRows(ds, time.UTC)))
-	require.Equal(t, `ID  EVENT              ALERT   ALERT-STATE  STATUS     ATTEMPTS  CREATED              DELIVERED            NEXT-ATTEMPT         LAST-ERROR
-d2  alert              a-risk  firing       pending    2         2026-03-01 12:00:00  -                    2026-03-01 12:00:15  endpoint answered 503 Service Unavailable
-d1  alert              a-lost  resolved     delivered  1         2026-03-01 12:00:00  2026-03-01 12:00:01  -                    -
-d0  invoice.finalized  -       -            delivered  1         2026-03-01 12:00:00  2026-03-01 12:00:01  -                    -
+	require.Equal(t, `ID  EVENT              ALERT   ALERT-STATE  STATUS     ATTEMPTS  CREATED               DELIVERED             NEXT-ATTEMPT          LAST-ERROR
+d2  alert              a-risk  firing       pending    2         2026-03-01T12:00:00Z  -                     2026-03-01T12:00:15Z  endpoint answered 503 Service Unavailable
+d1  alert              a-lost  resolved     delivered  1         2026-03-01T12:00:00Z  2026-03-01T12:00:01Z  -                     -
+d0  invoice.finalized  -       -            delivered  1         2026-03-01T12:00:00Z  2026-03-01T12:00:01Z  -                     -
 `, b.String())
 }
 
@@ -263,7 +263,7 @@ func TestCLIAlertsUsage(t *testing.T) {
 		{[]string{"alerts", "describe", " "}, "alert id must not be empty"},
 		{[]string{"alerts", "policy", "set"}, `required flag(s) "expiry-risk-threshold" not set`},
 		{[]string{"alerts", "policy", "set", "--expiry-risk-threshold", "30s"}, "--expiry-risk-threshold must be at least 1m"},
-		{[]string{"alerts", "policy", "set", "--expiry-risk-threshold", "2d"}, "invalid argument"},
+		{[]string{"alerts", "policy", "set", "--expiry-risk-threshold", "2days"}, "invalid argument"},
 		{[]string{"webhook", "create"}, "accepts 1 arg(s)"},
 		{[]string{"webhook", "create", "ftp://example.com/x"}, `webhook URL "ftp://example.com/x": want https://host/path`},
 		{[]string{"webhook", "create", "https:///nohost"}, "want https://host/path"},

@@ -54,24 +54,14 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not a time: use now, 2026-11-03T10:00:00Z, 2026-11-03, 2026-11 (UTC) or a span before now such as -24h or -7d", s)
 }
 
-// parseSpanDays is time.ParseDuration with whole days too ("7d", "1d12h").
+// parseSpanDays reads a non-negative span in the CLI's duration format or
+// Go's ("7d", "1d12h", "24h").
 func parseSpanDays(s string) (time.Duration, error) {
-	var days time.Duration
-	if i := strings.Index(s, "d"); i > 0 {
-		n, err := strconv.Atoi(s[:i])
-		if err != nil {
-			return 0, fmt.Errorf("span %q: want a duration such as 24h, 7d or 90m", s)
-		}
-		days, s = time.Duration(n)*24*time.Hour, s[i+1:]
-		if s == "" {
-			return days, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
+	d, err := parseDuration(s)
 	if err != nil || d < 0 {
 		return 0, fmt.Errorf("span %q: want a duration such as 24h, 7d or 90m", s)
 	}
-	return days + d, nil
+	return d, nil
 }
 
 func (a *app) usageCommand() *cobra.Command {
@@ -90,7 +80,7 @@ line per bucket and dimension in the API's base units (bytes, requests,
 byte-seconds, partition-seconds), -o json the API's response.`,
 		Example: `  sluice usage
   sluice usage --from 2026-11-01 --to 2026-12-01 --by day
-  sluice usage --from=-24h --dimension ingress --dimension egress
+  sluice usage --from=-24h --dimension ingress_bytes --dimension egress_bytes
   sluice usage --from 2026-11 --by day -o csv > usage.csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -385,7 +375,7 @@ func (a *app) printInvoice(inv *sluicev1.Invoice) error {
 		finalized = fmtTime(inv.GetFinalizeTime())
 	}
 	if err := kv(a.stdout, "invoice", inv.GetId(), "tenant id", inv.GetTenantId(), "period", inv.GetPeriod(),
-		"from", inv.GetPeriodStart().AsTime().UTC().Format(time.DateTime)+" UTC", "to", inv.GetPeriodEnd().AsTime().UTC().Format(time.DateTime)+" UTC",
+		"from", inv.GetPeriodStart().AsTime().UTC().Format(time.RFC3339), "to", inv.GetPeriodEnd().AsTime().UTC().Format(time.RFC3339),
 		"status", invoiceStatus(inv.GetStatus()), "plan", inv.GetPlan(), "updated", fmtTime(inv.GetUpdateTime()), "finalized", finalized,
 		"total", fmtMoney(inv.GetTotal())); err != nil {
 		return err

@@ -117,7 +117,7 @@ func TestCLIUsageRequest(t *testing.T) {
 	}{
 		{"2026-11-02", "2026-11-01", "hour", nil, "--to (2026-11-01T00:00:00Z) must be after --from (2026-11-02T00:00:00Z)"},
 		{"", "", "week", nil, `--by must be hour or day; got "week"`},
-		{"", "", "hour", []string{"bandwidth"}, `--dimension: dimension "bandwidth": choose ingress, egress, requests, hot-storage, cold-storage, partitions`},
+		{"", "", "hour", []string{"bandwidth"}, `--dimension: dimension "bandwidth": choose ingress_bytes, egress_bytes, requests, hot_storage_byte_seconds, cold_storage_byte_seconds, partition_seconds`},
 		{"soon", "", "hour", nil, `--from: "soon" is not a time`},
 	} {
 		_, err := usageRequest(tc.from, tc.to, tc.by, tc.dims, now)
@@ -358,11 +358,11 @@ func TestCLIUsageOutput(t *testing.T) {
 	require.Equal(t, ExitOK, code, errOut)
 	require.Equal(t, [][]string{
 		{"start_time", "dimension", "unit", "amount"},
-		{"2026-11-03T00:00:00Z", "ingress", "bytes", "1610612736"},
+		{"2026-11-03T00:00:00Z", "ingress_bytes", "bytes", "1610612736"},
 		{"2026-11-03T00:00:00Z", "requests", "requests", "1200"},
-		{"2026-11-04T00:00:00Z", "ingress", "bytes", "512"},
-		{"2026-11-04T00:00:00Z", "hot-storage", "byte-seconds", "7730941132800"},
-		{"2026-11-04T00:00:00Z", "partitions", "partition-seconds", "259200"},
+		{"2026-11-04T00:00:00Z", "ingress_bytes", "bytes", "512"},
+		{"2026-11-04T00:00:00Z", "hot_storage_byte_seconds", "byte-seconds", "7730941132800"},
+		{"2026-11-04T00:00:00Z", "partition_seconds", "partition-seconds", "259200"},
 	}, readCSV(t, out))
 
 	out, errOut, code = run("usage", "-o", "json")
@@ -412,19 +412,19 @@ func TestCLIInvoiceOutput(t *testing.T) {
 	require.Equal(t, ExitOK, code, errOut)
 	require.Contains(t, out, "status:    draft\n")
 	require.Contains(t, out, "total:     1.18 USD\n")
-	require.Contains(t, out, "from:      2026-11-01 00:00:00 UTC\n")
+	require.Contains(t, out, "from:      2026-11-01T00:00:00Z\n")
 	require.Contains(t, out, ""+
-		"DIMENSION   QUANTITY  FREE  BILLABLE  UNIT            UNIT PRICE  AMOUNT\n"+
-		"ingress     3         1     2         GiB             0.05 USD    0.10 USD\n"+
-		"partitions  720       0     720       partition-hour  0.0015 USD  1.08 USD\n")
+		"DIMENSION          QUANTITY  FREE  BILLABLE  UNIT            UNIT PRICE  AMOUNT\n"+
+		"ingress_bytes      3         1     2         GiB             0.05 USD    0.10 USD\n"+
+		"partition_seconds  720       0     720       partition-hour  0.0015 USD  1.08 USD\n")
 	require.Equal(t, "2026-11", fake.invoices[0].GetPeriod())
 
 	out, errOut, code = run("invoice", "get", "inv-11", "-o", "csv")
 	require.Equal(t, ExitOK, code, errOut)
 	require.Equal(t, [][]string{
 		{"invoice_id", "period", "status", "dimension", "unit", "unit_size", "quantity", "free_quantity", "billable_quantity", "unit_price_micros", "currency", "amount_minor_units", "amount"},
-		{"inv-11", "2026-11", "draft", "ingress", "GiB", "1073741824", "3221225472", "1073741824", "2147483648", "50000", "USD", "10", "0.10"},
-		{"inv-11", "2026-11", "draft", "partitions", "partition-hour", "3600", "2592000", "0", "2592000", "1500", "USD", "108", "1.08"},
+		{"inv-11", "2026-11", "draft", "ingress_bytes", "GiB", "1073741824", "3221225472", "1073741824", "2147483648", "50000", "USD", "10", "0.10"},
+		{"inv-11", "2026-11", "draft", "partition_seconds", "partition-hour", "3600", "2592000", "0", "2592000", "1500", "USD", "108", "1.08"},
 	}, readCSV(t, out))
 	require.Equal(t, "inv-11", fake.invoices[1].GetInvoiceId())
 
@@ -530,10 +530,10 @@ func TestCLIOperatorQuotasAndPrices(t *testing.T) {
 	out, errOut, code = run("operator", "prices", "get", "--plan", "pro")
 	require.Equal(t, ExitOK, code, errOut)
 	require.Equal(t, ""+
-		"PLAN  DIMENSION   UNIT            UNIT PRICE  FREE PER MONTH\n"+
-		"pro   ingress     GiB             0.05 USD    1 GiB\n"+
-		"pro   egress      GiB             0.04 USD    0 GiB\n"+
-		"pro   partitions  partition-hour  0.0015 USD  0 partition-hour\n", out)
+		"PLAN  DIMENSION          UNIT            UNIT PRICE  FREE PER MONTH\n"+
+		"pro   ingress_bytes      GiB             0.05 USD    1 GiB\n"+
+		"pro   egress_bytes       GiB             0.04 USD    0 GiB\n"+
+		"pro   partition_seconds  partition-hour  0.0015 USD  0 partition-hour\n", out)
 
 	out, errOut, code = run("operator", "prices", "set", "--plan", "pro", "--price", "ingress=0.09", "--free", "egress=10", "--free", "partitions=0.5")
 	require.Equal(t, ExitOK, code, errOut)
@@ -544,7 +544,7 @@ func TestCLIOperatorQuotasAndPrices(t *testing.T) {
 	require.True(t, proto.Equal(&sluicev1.Price{Dimension: sluicev1.UsageDimension_USAGE_DIMENSION_INGRESS_BYTES, Unit: "GiB", UnitSize: gib, UnitPriceMicros: 90000, FreeQuantity: gib}, s.GetPrices()[0]))
 	require.True(t, proto.Equal(&sluicev1.Price{Dimension: sluicev1.UsageDimension_USAGE_DIMENSION_EGRESS_BYTES, Unit: "GiB", UnitSize: gib, UnitPriceMicros: 40000, FreeQuantity: 10 * gib}, s.GetPrices()[1]))
 	require.Equal(t, int64(1800), s.GetPrices()[2].GetFreeQuantity())
-	require.Contains(t, out, "pro   ingress     GiB             0.09 USD    1 GiB\n")
+	require.Contains(t, out, "pro   ingress_bytes      GiB             0.09 USD    1 GiB\n")
 
 	for _, tc := range []struct {
 		args []string
@@ -553,7 +553,7 @@ func TestCLIOperatorQuotasAndPrices(t *testing.T) {
 		{[]string{"--plan", "pro"}, "nothing to set: give --price DIMENSION=PRICE or --free DIMENSION=QUANTITY"},
 		{[]string{"--plan", "gold", "--price", "ingress=1"}, `--plan "gold": no such plan (the control plane knows free, pro)`},
 		{[]string{"--plan", "pro", "--price", "ingress"}, `--price "ingress": want DIMENSION=VALUE`},
-		{[]string{"--plan", "pro", "--price", "ingress=1.0000001"}, `--price ingress: "1.0000001" is not an amount of at most 6 decimals`},
+		{[]string{"--plan", "pro", "--price", "ingress=1.0000001"}, `--price ingress_bytes: "1.0000001" is not an amount of at most 6 decimals`},
 		{[]string{"--plan", "pro", "--free", "bandwidth=1"}, `--free: dimension "bandwidth": choose`},
 	} {
 		_, errOut, code := run(append([]string{"operator", "prices", "set"}, tc.args...)...)

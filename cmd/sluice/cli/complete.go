@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/limit"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -39,8 +40,8 @@ var staticFlagValues = map[string]map[string]func() []string{
 
 func overrideFlagNames() []string {
 	var out []string
-	for _, fd := range overrideFields() {
-		out = append(out, overrideFlag(fd))
+	for _, l := range limit.All() {
+		out = append(out, limitFlag(l))
 	}
 	return out
 }

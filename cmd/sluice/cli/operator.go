@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 
@@ -13,10 +12,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/limit"
+	"github.com/sluicemq/sluice/limit/limitpb"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -126,80 +126,69 @@ func (a *app) operatorTenantListCommand() *cobra.Command {
 	return cmd
 }
 
-// overrideHelp describes each LimitOverrides field, by proto name; its
-// flag is the name with '-' for '_'. Fields ending in _bytes or
-// _bytes_per_sec take byte counts with binary suffixes (10GiB).
-var overrideHelp = map[string]string{
-	"max_topics":                     "topics the tenant may have",
-	"max_partitions":                 "partitions over all the tenant's topics",
-	"max_retention_ms":               "the longest retention.ms of a topic, in milliseconds",
-	"max_storage_bytes":              "the largest retention.bytes of one partition (bytes, or 10GiB, 512MiB …)",
-	"max_message_bytes":              "the largest batch a topic takes (max.message.bytes; bytes, or 1MiB …)",
-	"produce_bytes_per_sec":          "produce bytes per second, cluster-wide (bytes, or 5MiB …)",
-	"fetch_bytes_per_sec":            "fetch bytes per second, cluster-wide (bytes, or 10MiB …)",
-	"requests_per_sec":               "requests per second, cluster-wide",
-	"max_total_storage_bytes":        "bytes the tenant may hold, hot and cold, over all its partitions; produce is refused above it (bytes, or 50GiB …)",
-	"producer_ids_per_hour":          "new producer ids (InitProducerId) per hour, cluster-wide",
-	"max_transactional_ids":          "transactional ids the tenant may have",
-	"max_groups":                     "consumer groups the tenant may have",
-	"max_partitions_per_transaction": "partitions one transaction may write to",
-	"max_groups_per_transaction":     "groups whose offsets one transaction may commit",
-}
+// limitFlag is a limit's flag: its name with '-' for '_' (max-groups).
+func limitFlag(l limit.Limit) string { return strings.ReplaceAll(l.String(), "_", "-") }
 
-// overrideFields are LimitOverrides' fields, in field order.
-func overrideFields() []protoreflect.FieldDescriptor {
-	fds := (&sluicev1.LimitOverrides{}).ProtoReflect().Descriptor().Fields()
-	out := make([]protoreflect.FieldDescriptor, fds.Len())
-	for i := range fds.Len() {
-		out[i] = fds.Get(i)
+// limitHelp is a limit's flag help, from the limit table; limits in bytes
+// take byte counts with binary suffixes (10GiB).
+func limitHelp(l limit.Limit) string {
+	d := l.Def()
+	h := d.Help
+	if d.Kind == limit.Rate && d.Unit != limit.Bytes && !strings.Contains(h, "per ") {
+		h += " per " + d.PerName()
 	}
-	return out
+	if d.Unit == limit.Bytes {
+		h += " (bytes, or 10GiB, 512MiB …)"
+	}
+	return h
 }
 
-func overrideFlag(fd protoreflect.FieldDescriptor) string {
-	return strings.ReplaceAll(string(fd.Name()), "_", "-")
+// overridesOf reads the overrides of the limits this CLI knows (a newer
+// control plane's other limits are left out).
+func overridesOf(p *sluicev1.LimitOverrides) limit.Overrides {
+	if o, err := limitpb.FromOverrides(p); err == nil {
+		return o
+	}
+	known := proto.Clone(p).(*sluicev1.LimitOverrides)
+	for name := range known.Values {
+		if _, ok := limit.ByName(name); !ok {
+			delete(known.Values, name)
+		}
+	}
+	o, _ := limitpb.FromOverrides(known)
+	return o
 }
 
-func bytesField(fd protoreflect.FieldDescriptor) bool {
-	n := string(fd.Name())
-	return strings.HasSuffix(n, "_bytes") || strings.HasSuffix(n, "_bytes_per_sec")
-}
-
-// overrideList names the overrides set in o as flag=value.
-func overrideList(o *sluicev1.LimitOverrides) []string {
+// overrideList names the overrides set in o as flag=value, in table order.
+func overrideList(p *sluicev1.LimitOverrides) []string {
+	o := overridesOf(p)
 	var out []string
-	m := o.ProtoReflect()
-	for _, fd := range overrideFields() {
-		if m.Has(fd) {
-			out = append(out, fmt.Sprintf("%s=%d", overrideFlag(fd), m.Get(fd).Int()))
+	for _, l := range limit.All() {
+		if v, ok := o[l]; ok {
+			out = append(out, fmt.Sprintf("%s=%d", limitFlag(l), v))
 		}
 	}
 	return out
 }
 
 // limitOverrides is the flags of operator tenant update that change
-// overrides: one value per field, which to clear, and clear all.
+// overrides: one value per limit, which to clear, and clear all.
 type limitOverrides struct {
-	values   map[string]*int64 // by flag name
+	values   map[limit.Limit]*int64
 	clear    []string
 	clearAll bool
 }
 
 func (lo *limitOverrides) register(fs *pflag.FlagSet) {
-	lo.values = map[string]*int64{}
-	for _, fd := range overrideFields() {
-		name := overrideFlag(fd)
+	lo.values = map[limit.Limit]*int64{}
+	for _, l := range limit.All() {
 		v := new(int64)
-		lo.values[name] = v
-		help := overrideHelp[string(fd.Name())]
-		if help == "" {
-			help = "the " + string(fd.Name()) + " limit"
-		}
-		help = "override: " + help
-		if bytesField(fd) {
-			fs.Var(bytesValue{v}, name, help)
+		lo.values[l] = v
+		help := "override: " + limitHelp(l)
+		if l.Def().Unit == limit.Bytes {
+			fs.Var(bytesValue{v}, limitFlag(l), help)
 		} else {
-			fs.Int64Var(v, name, 0, help)
+			fs.Int64Var(v, limitFlag(l), 0, help)
 		}
 	}
 	fs.StringSliceVar(&lo.clear, "clear-override", nil, "drop this override, back to the plan's value (repeatable; a limit flag's name, e.g. max-groups)")
@@ -210,8 +199,8 @@ func (lo *limitOverrides) register(fs *pflag.FlagSet) {
 // touches them: UpdateTenant keeps them then).
 func (lo *limitOverrides) apply(fs *pflag.FlagSet, cur *sluicev1.LimitOverrides) (*sluicev1.LimitOverrides, error) {
 	touched := lo.clearAll || len(lo.clear) > 0
-	for name := range lo.values {
-		touched = touched || fs.Changed(name)
+	for l := range lo.values {
+		touched = touched || fs.Changed(limitFlag(l))
 	}
 	if !touched {
 		return nil, nil
@@ -220,35 +209,30 @@ func (lo *limitOverrides) apply(fs *pflag.FlagSet, cur *sluicev1.LimitOverrides)
 	if !lo.clearAll && cur != nil {
 		next = proto.Clone(cur).(*sluicev1.LimitOverrides)
 	}
-	m := next.ProtoReflect()
-	byFlag := map[string]protoreflect.FieldDescriptor{}
-	for _, fd := range overrideFields() {
-		byFlag[overrideFlag(fd)] = fd
+	byFlag := map[string]limit.Limit{}
+	for _, l := range limit.All() {
+		byFlag[limitFlag(l)] = l
 	}
 	for _, name := range lo.clear {
-		fd, ok := byFlag[strings.TrimPrefix(name, "--")]
+		l, ok := byFlag[strings.TrimPrefix(name, "--")]
 		if !ok {
 			return nil, usageError{fmt.Errorf("--clear-override %q: not a limit; choose %s", name, strings.Join(slices.Sorted(maps.Keys(byFlag)), ", "))}
 		}
-		m.Clear(fd)
+		limitpb.ClearOverride(next, l)
 	}
-	for _, fd := range overrideFields() {
-		name := overrideFlag(fd)
+	for _, l := range limit.All() {
+		name := limitFlag(l)
 		if !fs.Changed(name) {
 			continue
 		}
-		v := *lo.values[name]
+		v := *lo.values[l]
 		if v < 0 {
 			return nil, usageError{fmt.Errorf("--%s: must not be negative; got %d", name, v)}
 		}
-		if fd.Kind() == protoreflect.Int32Kind {
-			if v > math.MaxInt32 {
-				return nil, usageError{fmt.Errorf("--%s: at most %d; got %d", name, math.MaxInt32, v)}
-			}
-			m.Set(fd, protoreflect.ValueOfInt32(int32(v)))
-		} else {
-			m.Set(fd, protoreflect.ValueOfInt64(v))
+		if m := l.Def().Max; m > 0 && v > m {
+			return nil, usageError{fmt.Errorf("--%s: at most %d; got %d", name, m, v)}
 		}
+		limitpb.SetOverride(next, l, v)
 	}
 	return next, nil
 }
@@ -316,18 +300,13 @@ control plane divides them among the brokers.`,
 // force, marking the overridden ones.
 func (a *app) printTenantLimits(t *sluicev1.Tenant) error {
 	pairs := []string{"tenant", t.GetName(), "id", t.GetId(), "plan", t.GetPlan(), "status", t.GetStatus()}
-	lm, om := t.GetLimits().ProtoReflect(), t.GetOverrides().ProtoReflect()
-	lfs := lm.Descriptor().Fields()
-	for _, fd := range overrideFields() {
-		lfd := lfs.ByName(fd.Name())
-		if lfd == nil {
-			continue
-		}
-		v := fmt.Sprint(lm.Get(lfd).Int())
-		if om.Has(fd) {
+	lv, o := limitpb.FromLimits(t.GetLimits()), overridesOf(t.GetOverrides())
+	for _, l := range limit.All() {
+		v := fmt.Sprint(lv[l])
+		if _, ok := o[l]; ok {
 			v += " (override)"
 		}
-		pairs = append(pairs, overrideFlag(fd), v)
+		pairs = append(pairs, limitFlag(l), v)
 	}
 	return kv(a.stdout, pairs...)
 }
@@ -386,7 +365,7 @@ func parsePairs(flag string, pairs []string) (map[sluicev1.UsageDimension]string
 	for _, p := range pairs {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || v == "" {
-			return nil, usageError{fmt.Errorf("--%s %q: want DIMENSION=VALUE, such as ingress=0.09", flag, p)}
+			return nil, usageError{fmt.Errorf("--%s %q: want DIMENSION=VALUE, such as ingress_bytes=0.09", flag, p)}
 		}
 		d, err := parseDimension(k)
 		if err != nil {
@@ -439,17 +418,17 @@ func pricesRequest(cur *sluicev1.GetPlanPricesResponse, plan string, prices, fre
 		}
 		base := known[d.dim]
 		if base == nil {
-			return nil, fmt.Errorf("dimension %s has no price on any plan to take its unit from", d.name)
+			return nil, fmt.Errorf("dimension %s has no price on any plan to take its unit from", dimensionName(d.dim))
 		}
 		p := proto.Clone(base).(*sluicev1.Price)
 		if hasP {
 			if p.UnitPriceMicros, err = parseMicros(pv); err != nil {
-				return nil, usageError{fmt.Errorf("--price %s: %w", d.name, err)}
+				return nil, usageError{fmt.Errorf("--price %s: %w", dimensionName(d.dim), err)}
 			}
 		}
 		if hasF {
 			if p.FreeQuantity, err = parseUnits(fv, p.GetUnitSize()); err != nil {
-				return nil, usageError{fmt.Errorf("--free %s: %w", d.name, err)}
+				return nil, usageError{fmt.Errorf("--free %s: %w", dimensionName(d.dim), err)}
 			}
 		}
 		req.Prices = append(req.Prices, p)
@@ -479,8 +458,8 @@ them). A dimension given only --price keeps its allowance, and only --free its
 price. Drafts are recomputed with the new prices; finalized invoices keep theirs.
 
 Dimensions: ` + strings.Join(dimensionNames(), ", ") + `.`,
-		Example: `  sluice operator prices set --plan pro --price ingress=0.09 --price egress=0.05
-  sluice operator prices set --plan free --free ingress=10 --free partitions=720`,
+		Example: `  sluice operator prices set --plan pro --price ingress_bytes=0.09 --price egress_bytes=0.05
+  sluice operator prices set --plan free --free ingress_bytes=10 --free partition_seconds=720`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			op, err := a.operator(token, "operator prices set")

@@ -7,11 +7,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // printJSON writes an API response as -o json shows every one (see
@@ -53,13 +51,6 @@ func kv(w io.Writer, pairs ...string) error {
 		fmt.Fprintf(tw, "%s:\t%s\n", pairs[i], pairs[i+1])
 	}
 	return tw.Flush()
-}
-
-func fmtTime(t *timestamppb.Timestamp) string {
-	if t == nil {
-		return "-"
-	}
-	return t.AsTime().Local().Format(time.DateTime)
 }
 
 func fmtInts(xs []int32) string {

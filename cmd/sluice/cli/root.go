@@ -224,6 +224,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 	)
 	root.InitDefaultCompletionCmd() // before markEnvFlags: its flags have variables too
 	markEnvFlags(root)
+	acceptDays(root)
 	a.registerCompletions(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	refuseUnknownSubcommands(root)

@@ -88,11 +88,7 @@ func fmtMsDuration(ms int64) string {
 	if ms < 0 {
 		return "unlimited"
 	}
-	d := time.Duration(ms) * time.Millisecond
-	if d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	}
-	return d.String()
+	return fmtDuration(time.Duration(ms) * time.Millisecond)
 }
 
 func (a *app) printTopic(t *sluicev1.Topic, parts []*sluicev1.PartitionInfo) error {

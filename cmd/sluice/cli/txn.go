@@ -259,7 +259,7 @@ func describeTxn(a *app, t *sluicev1.TransactionDescription) error {
 		"state", fmtTxnState(t.GetState()),
 		"producer id", strconv.FormatInt(t.GetProducerId(), 10),
 		"epoch", strconv.Itoa(int(t.GetProducerEpoch())),
-		"timeout", (time.Duration(t.GetTimeoutMs()) * time.Millisecond).String(),
+		"timeout", fmtDuration(time.Duration(t.GetTimeoutMs())*time.Millisecond),
 		"partitions", fmtTxnPartitions(t.GetTopics()),
 		"groups", groups,
 		"started", fmtMillis(t.GetStartTimeMs()),

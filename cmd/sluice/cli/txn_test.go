@@ -42,7 +42,7 @@ func TestCLITxnDescribeTable(t *testing.T) {
 	}))
 	got := out.String()
 	for _, want := range []string{"transactional id: enrich-0", "tenant:           -", "state:            CompleteCommit", "epoch:            4",
-		"timeout:          1m0s", "partitions:       out:1", "groups:           enricher", "started:          -", "coordinator:      3"} {
+		"timeout:          1m", "partitions:       out:1", "groups:           enricher", "started:          -", "coordinator:      3"} {
 		require.Contains(t, got, want)
 	}
 }

@@ -9,10 +9,13 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
-// usageDimensions are the metered dimensions as the CLI names them
-// (--dimension, table columns, CSV), in the API's order.
+// usageDimensions are the metered dimensions, in the API's order. A
+// dimension's name, in --dimension, --price and --free, CSV and help, is
+// the API's (the enum's name without USAGE_DIMENSION_, in lower case: the
+// store's, the billing events' and the docs' too); old is the CLI's name
+// before, still read; column is the table's header.
 var usageDimensions = []struct {
-	name   string // CLI name
+	old    string // the CLI's name before issue 30, still read
 	column string // table header
 	dim    sluicev1.UsageDimension
 	base   string // the API's base unit
@@ -25,35 +28,30 @@ var usageDimensions = []struct {
 	{"partitions", "PARTITIONS", sluicev1.UsageDimension_USAGE_DIMENSION_PARTITION_SECONDS, "partition-seconds"},
 }
 
-// dimensionNames lists the CLI's dimension names, for help and errors.
+// dimensionNames lists the dimensions' names, for help and errors.
 func dimensionNames() []string {
 	out := make([]string, len(usageDimensions))
 	for i, d := range usageDimensions {
-		out[i] = d.name
+		out[i] = dimensionName(d.dim)
 	}
 	return out
 }
 
-// parseDimension reads a dimension by its CLI name ("hot-storage") or its
-// API name ("HOT_STORAGE_BYTE_SECONDS", "USAGE_DIMENSION_HOT_STORAGE_BYTE_SECONDS",
-// any case).
+// parseDimension reads a dimension by its name ("hot_storage_byte_seconds"),
+// its enum's name ("USAGE_DIMENSION_HOT_STORAGE_BYTE_SECONDS") or the
+// CLI's old name ("hot-storage"), in any case.
 func parseDimension(s string) (sluicev1.UsageDimension, error) {
 	for _, d := range usageDimensions {
-		api := strings.TrimPrefix(d.dim.String(), "USAGE_DIMENSION_")
-		if strings.EqualFold(s, d.name) || strings.EqualFold(s, api) || strings.EqualFold(s, d.dim.String()) {
+		if strings.EqualFold(s, dimensionName(d.dim)) || strings.EqualFold(s, d.old) || strings.EqualFold(s, d.dim.String()) {
 			return d.dim, nil
 		}
 	}
 	return 0, fmt.Errorf("dimension %q: choose %s", s, strings.Join(dimensionNames(), ", "))
 }
 
-// dimensionName is a dimension's CLI name.
+// dimensionName is a dimension's name: its enum's without the prefix, in
+// lower case ("ingress_bytes").
 func dimensionName(d sluicev1.UsageDimension) string {
-	for _, u := range usageDimensions {
-		if u.dim == d {
-			return u.name
-		}
-	}
 	return strings.ToLower(strings.TrimPrefix(d.String(), "USAGE_DIMENSION_"))
 }
 

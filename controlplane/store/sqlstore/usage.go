@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -398,14 +399,13 @@ func (s *Store) PutQuotaReports(ctx context.Context, brokerID int32, at time.Tim
 		if _, err := tx.exec(ctx, `DELETE FROM quota_reports WHERE broker_id = $1`, brokerID); err != nil {
 			return fmt.Errorf("put quota reports: %w", err)
 		}
-		const cols = 14
+		const cols = 8
 		const chunk = 64
 		for len(reports) > 0 {
 			n := min(len(reports), chunk)
 			var b strings.Builder
-			b.WriteString(`INSERT INTO quota_reports (broker_id, tenant_id, at_ms, offered_produce_bytes, offered_fetch_bytes,
-				offered_requests, offered_producer_ids, admitted_produce_bytes, admitted_fetch_bytes, admitted_requests,
-				admitted_producer_ids, hot_storage_bytes, groups, transactional_ids) VALUES `)
+			b.WriteString(`INSERT INTO quota_reports (broker_id, tenant_id, at_ms, offered, admitted,
+				hot_storage_bytes, groups, transactional_ids) VALUES `)
 			args := make([]any, 0, n*cols)
 			for i, r := range reports[:n] {
 				if i > 0 {
@@ -419,9 +419,15 @@ func (s *Store) PutQuotaReports(ctx context.Context, brokerID int32, at time.Tim
 					fmt.Fprintf(&b, "$%d", i*cols+c+1)
 				}
 				b.WriteByte(')')
-				args = append(args, r.BrokerID, r.TenantID, r.At.UnixMilli(),
-					r.Offered.ProduceBytesPerSec, r.Offered.FetchBytesPerSec, r.Offered.RequestsPerSec, r.Offered.ProducerIDsPerSec,
-					r.Admitted.ProduceBytesPerSec, r.Admitted.FetchBytesPerSec, r.Admitted.RequestsPerSec, r.Admitted.ProducerIDsPerSec,
+				offered, err := json.Marshal(r.Offered)
+				if err != nil {
+					return fmt.Errorf("put quota reports: %w", err)
+				}
+				admitted, err := json.Marshal(r.Admitted)
+				if err != nil {
+					return fmt.Errorf("put quota reports: %w", err)
+				}
+				args = append(args, r.BrokerID, r.TenantID, r.At.UnixMilli(), string(offered), string(admitted),
 					r.HotStorageBytes, r.Groups, r.TransactionalIDs)
 			}
 			if _, err := tx.exec(ctx, b.String(), args...); err != nil {
@@ -435,9 +441,8 @@ func (s *Store) PutQuotaReports(ctx context.Context, brokerID int32, at time.Tim
 
 // ListQuotaReports implements store.UsageStore.
 func (s *Store) ListQuotaReports(ctx context.Context, tenantIDs []string, since time.Time) ([]store.QuotaReport, error) {
-	const sel = `SELECT broker_id, tenant_id, at_ms, offered_produce_bytes, offered_fetch_bytes, offered_requests,
-		offered_producer_ids, admitted_produce_bytes, admitted_fetch_bytes, admitted_requests, admitted_producer_ids,
-		hot_storage_bytes, groups, transactional_ids FROM quota_reports WHERE at_ms >= $1`
+	const sel = `SELECT broker_id, tenant_id, at_ms, offered, admitted, hot_storage_bytes, groups, transactional_ids
+		FROM quota_reports WHERE at_ms >= $1`
 	var out []store.QuotaReport
 	read := func(query string, args ...any) error {
 		rows, err := s.usageQuery(ctx, query, args...)
@@ -448,10 +453,15 @@ func (s *Store) ListQuotaReports(ctx context.Context, tenantIDs []string, since 
 		for rows.Next() {
 			var r store.QuotaReport
 			var atMs int64
-			if err := rows.Scan(&r.BrokerID, &r.TenantID, &atMs, &r.Offered.ProduceBytesPerSec, &r.Offered.FetchBytesPerSec,
-				&r.Offered.RequestsPerSec, &r.Offered.ProducerIDsPerSec, &r.Admitted.ProduceBytesPerSec, &r.Admitted.FetchBytesPerSec,
-				&r.Admitted.RequestsPerSec, &r.Admitted.ProducerIDsPerSec, &r.HotStorageBytes, &r.Groups, &r.TransactionalIDs); err != nil {
+			var offered, admitted string
+			if err := rows.Scan(&r.BrokerID, &r.TenantID, &atMs, &offered, &admitted, &r.HotStorageBytes, &r.Groups, &r.TransactionalIDs); err != nil {
 				return err
+			}
+			if err := json.Unmarshal([]byte(offered), &r.Offered); err != nil {
+				return fmt.Errorf("decode offered rates: %w", err)
+			}
+			if err := json.Unmarshal([]byte(admitted), &r.Admitted); err != nil {
+				return fmt.Errorf("decode admitted rates: %w", err)
 			}
 			r.At = usageTime(atMs)
 			out = append(out, r)

@@ -1429,7 +1429,7 @@ var File_sluice_v1_alert_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_alert_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/alert.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\a\n" +
+	"\x15sluice/v1/alert.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\"\x91\a\n" +
 	"\x05Alert\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x14.sluice.v1.AlertKindR\x04kind\x12+\n" +
@@ -1536,18 +1536,18 @@ const file_sluice_v1_alert_proto_rawDesc = "" +
 	"\x17ALERT_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ALERT_STATE_PENDING\x10\x01\x12\x16\n" +
 	"\x12ALERT_STATE_FIRING\x10\x02\x12\x18\n" +
-	"\x14ALERT_STATE_RESOLVED\x10\x032\x9a\x06\n" +
-	"\fAlertService\x12K\n" +
+	"\x14ALERT_STATE_RESOLVED\x10\x032\x87\a\n" +
+	"\fAlertService\x12T\n" +
 	"\n" +
-	"ListAlerts\x12\x1c.sluice.v1.ListAlertsRequest\x1a\x1d.sluice.v1.ListAlertsResponse\"\x00\x12E\n" +
-	"\bGetAlert\x12\x1a.sluice.v1.GetAlertRequest\x1a\x1b.sluice.v1.GetAlertResponse\"\x00\x12W\n" +
-	"\x0eGetAlertPolicy\x12 .sluice.v1.GetAlertPolicyRequest\x1a!.sluice.v1.GetAlertPolicyResponse\"\x00\x12`\n" +
-	"\x11UpdateAlertPolicy\x12#.sluice.v1.UpdateAlertPolicyRequest\x1a$.sluice.v1.UpdateAlertPolicyResponse\"\x00\x12T\n" +
-	"\rCreateWebhook\x12\x1f.sluice.v1.CreateWebhookRequest\x1a .sluice.v1.CreateWebhookResponse\"\x00\x12Q\n" +
-	"\fListWebhooks\x12\x1e.sluice.v1.ListWebhooksRequest\x1a\x1f.sluice.v1.ListWebhooksResponse\"\x00\x12T\n" +
-	"\rDeleteWebhook\x12\x1f.sluice.v1.DeleteWebhookRequest\x1a .sluice.v1.DeleteWebhookResponse\"\x00\x12N\n" +
-	"\vTestWebhook\x12\x1d.sluice.v1.TestWebhookRequest\x1a\x1e.sluice.v1.TestWebhookResponse\"\x00\x12l\n" +
-	"\x15ListWebhookDeliveries\x12'.sluice.v1.ListWebhookDeliveriesRequest\x1a(.sluice.v1.ListWebhookDeliveriesResponse\"\x00B\x93\x01\n" +
+	"ListAlerts\x12\x1c.sluice.v1.ListAlertsRequest\x1a\x1d.sluice.v1.ListAlertsResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01\x12N\n" +
+	"\bGetAlert\x12\x1a.sluice.v1.GetAlertRequest\x1a\x1b.sluice.v1.GetAlertResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01\x12`\n" +
+	"\x0eGetAlertPolicy\x12 .sluice.v1.GetAlertPolicyRequest\x1a!.sluice.v1.GetAlertPolicyResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01\x12p\n" +
+	"\x11UpdateAlertPolicy\x12#.sluice.v1.UpdateAlertPolicyRequest\x1a$.sluice.v1.UpdateAlertPolicyResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01\x12d\n" +
+	"\rCreateWebhook\x12\x1f.sluice.v1.CreateWebhookRequest\x1a .sluice.v1.CreateWebhookResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01\x12Z\n" +
+	"\fListWebhooks\x12\x1e.sluice.v1.ListWebhooksRequest\x1a\x1f.sluice.v1.ListWebhooksResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01\x12d\n" +
+	"\rDeleteWebhook\x12\x1f.sluice.v1.DeleteWebhookRequest\x1a .sluice.v1.DeleteWebhookResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01\x12^\n" +
+	"\vTestWebhook\x12\x1d.sluice.v1.TestWebhookRequest\x1a\x1e.sluice.v1.TestWebhookResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01\x12u\n" +
+	"\x15ListWebhookDeliveries\x12'.sluice.v1.ListWebhookDeliveriesRequest\x1a(.sluice.v1.ListWebhookDeliveriesResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01B\x93\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"AlertProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -1651,6 +1651,7 @@ func file_sluice_v1_alert_proto_init() {
 	if File_sluice_v1_alert_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

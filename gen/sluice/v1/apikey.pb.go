@@ -379,7 +379,7 @@ var File_sluice_v1_apikey_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_apikey_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/apikey.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\x01\n" +
+	"\x16sluice/v1/apikey.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\"\xbe\x01\n" +
 	"\x06APIKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -400,11 +400,11 @@ const file_sluice_v1_apikey_proto_rawDesc = "" +
 	"\x13RevokeAPIKeyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"B\n" +
 	"\x14RevokeAPIKeyResponse\x12*\n" +
-	"\aapi_key\x18\x01 \x01(\v2\x11.sluice.v1.APIKeyR\x06apiKey2\x85\x02\n" +
-	"\rAPIKeyService\x12Q\n" +
-	"\fCreateAPIKey\x12\x1e.sluice.v1.CreateAPIKeyRequest\x1a\x1f.sluice.v1.CreateAPIKeyResponse\"\x00\x12N\n" +
-	"\vListAPIKeys\x12\x1d.sluice.v1.ListAPIKeysRequest\x1a\x1e.sluice.v1.ListAPIKeysResponse\"\x00\x12Q\n" +
-	"\fRevokeAPIKey\x12\x1e.sluice.v1.RevokeAPIKeyRequest\x1a\x1f.sluice.v1.RevokeAPIKeyResponse\"\x00B\x94\x01\n" +
+	"\aapi_key\x18\x01 \x01(\v2\x11.sluice.v1.APIKeyR\x06apiKey2\xb5\x02\n" +
+	"\rAPIKeyService\x12a\n" +
+	"\fCreateAPIKey\x12\x1e.sluice.v1.CreateAPIKeyRequest\x1a\x1f.sluice.v1.CreateAPIKeyResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01\x12^\n" +
+	"\vListAPIKeys\x12\x1d.sluice.v1.ListAPIKeysRequest\x1a\x1e.sluice.v1.ListAPIKeysResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01\x12a\n" +
+	"\fRevokeAPIKey\x12\x1e.sluice.v1.RevokeAPIKeyRequest\x1a\x1f.sluice.v1.RevokeAPIKeyResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01B\x94\x01\n" +
 	"\rcom.sluice.v1B\vApikeyProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -455,6 +455,7 @@ func file_sluice_v1_apikey_proto_init() {
 	if File_sluice_v1_apikey_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

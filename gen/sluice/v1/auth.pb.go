@@ -147,7 +147,7 @@ var File_sluice_v1_auth_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x14sluice/v1/auth.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"-\n" +
+	"\x14sluice/v1/auth.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\"-\n" +
 	"\x12CreateTokenRequest\x12\x17\n" +
 	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\"\xbc\x01\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
@@ -157,9 +157,9 @@ const file_sluice_v1_auth_proto_rawDesc = "" +
 	"\vexpire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x1b\n" +
 	"\ttenant_id\x18\x04 \x01(\tR\btenantId\x12\x16\n" +
-	"\x06scopes\x18\x05 \x03(\tR\x06scopes2]\n" +
-	"\vAuthService\x12N\n" +
-	"\vCreateToken\x12\x1d.sluice.v1.CreateTokenRequest\x1a\x1e.sluice.v1.CreateTokenResponse\"\x00B\x92\x01\n" +
+	"\x06scopes\x18\x05 \x03(\tR\x06scopes2f\n" +
+	"\vAuthService\x12W\n" +
+	"\vCreateToken\x12\x1d.sluice.v1.CreateTokenRequest\x1a\x1e.sluice.v1.CreateTokenResponse\"\t\xc2\xf3\x18\x05\b\x01\"\x01\x01B\x92\x01\n" +
 	"\rcom.sluice.v1B\tAuthProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -197,6 +197,7 @@ func file_sluice_v1_auth_proto_init() {
 	if File_sluice_v1_auth_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

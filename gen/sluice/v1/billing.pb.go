@@ -1029,7 +1029,7 @@ var File_sluice_v1_billing_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_billing_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/billing.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x01\n" +
+	"\x17sluice/v1/billing.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\"\xfd\x01\n" +
 	"\x0fGetUsageRequest\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -1111,12 +1111,12 @@ const file_sluice_v1_billing_proto_rawDesc = "" +
 	"\rInvoiceStatus\x12\x1e\n" +
 	"\x1aINVOICE_STATUS_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14INVOICE_STATUS_DRAFT\x10\x01\x12\x1c\n" +
-	"\x18INVOICE_STATUS_FINALIZED\x10\x022\xf7\x01\n" +
-	"\x0eBillingService\x12E\n" +
-	"\bGetUsage\x12\x1a.sluice.v1.GetUsageRequest\x1a\x1b.sluice.v1.GetUsageResponse\"\x00\x12Q\n" +
-	"\fListInvoices\x12\x1e.sluice.v1.ListInvoicesRequest\x1a\x1f.sluice.v1.ListInvoicesResponse\"\x00\x12K\n" +
+	"\x18INVOICE_STATUS_FINALIZED\x10\x022\x92\x02\n" +
+	"\x0eBillingService\x12N\n" +
+	"\bGetUsage\x12\x1a.sluice.v1.GetUsageRequest\x1a\x1b.sluice.v1.GetUsageResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01\x12Z\n" +
+	"\fListInvoices\x12\x1e.sluice.v1.ListInvoicesRequest\x1a\x1f.sluice.v1.ListInvoicesResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01\x12T\n" +
 	"\n" +
-	"GetInvoice\x12\x1c.sluice.v1.GetInvoiceRequest\x1a\x1d.sluice.v1.GetInvoiceResponse\"\x00B\x95\x01\n" +
+	"GetInvoice\x12\x1c.sluice.v1.GetInvoiceRequest\x1a\x1d.sluice.v1.GetInvoiceResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01B\x95\x01\n" +
 	"\rcom.sluice.v1B\fBillingProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -1193,6 +1193,7 @@ func file_sluice_v1_billing_proto_init() {
 	if File_sluice_v1_billing_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_billing_proto_msgTypes[10].OneofWrappers = []any{
 		(*GetInvoiceRequest_InvoiceId)(nil),
 		(*GetInvoiceRequest_Period)(nil),

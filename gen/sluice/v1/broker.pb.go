@@ -2169,14 +2169,18 @@ func (x *AlterPartitionsError) GetCurrent() *PartitionAssignment {
 }
 
 // QuotaRates are per-second rates of one tenant at one broker over the last
-// exchange window.
+// exchange window. values holds every rate dimension by its name (the limit
+// table's: "produce_bytes", "fetch_bytes", "requests", "producer_ids"); the
+// typed fields, named dimension + "_per_sec", repeat the dimensions that
+// existed before the map, for brokers and control planes of that version.
 type QuotaRates struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	ProduceBytesPerSec float64                `protobuf:"fixed64,1,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3" json:"produce_bytes_per_sec,omitempty"`
 	FetchBytesPerSec   float64                `protobuf:"fixed64,2,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3" json:"fetch_bytes_per_sec,omitempty"`
 	RequestsPerSec     float64                `protobuf:"fixed64,3,opt,name=requests_per_sec,json=requestsPerSec,proto3" json:"requests_per_sec,omitempty"`
 	// InitProducerId calls that created a producer id.
-	ProducerIdsPerSec float64 `protobuf:"fixed64,4,opt,name=producer_ids_per_sec,json=producerIdsPerSec,proto3" json:"producer_ids_per_sec,omitempty"`
+	ProducerIdsPerSec float64            `protobuf:"fixed64,4,opt,name=producer_ids_per_sec,json=producerIdsPerSec,proto3" json:"producer_ids_per_sec,omitempty"`
+	Values            map[string]float64 `protobuf:"bytes,5,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -2237,6 +2241,13 @@ func (x *QuotaRates) GetProducerIdsPerSec() float64 {
 		return x.ProducerIdsPerSec
 	}
 	return 0
+}
+
+func (x *QuotaRates) GetValues() map[string]float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
 }
 
 type TenantQuotaReport struct {
@@ -3165,7 +3176,7 @@ var File_sluice_v1_broker_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/tenant.proto\x1a\x15sluice/v1/topic.proto\"\xef\x04\n" +
+	"\x16sluice/v1/broker.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\x1a\x16sluice/v1/tenant.proto\x1a\x15sluice/v1/topic.proto\"\xef\x04\n" +
 	"\rRemoteSegment\x12\x1d\n" +
 	"\n" +
 	"segment_id\x18\x01 \x01(\tR\tsegmentId\x12\x1b\n" +
@@ -3317,13 +3328,17 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x14AlterPartitionsError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x128\n" +
-	"\acurrent\x18\x03 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\acurrent\"\xc9\x01\n" +
+	"\acurrent\x18\x03 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\acurrent\"\xbf\x02\n" +
 	"\n" +
 	"QuotaRates\x121\n" +
 	"\x15produce_bytes_per_sec\x18\x01 \x01(\x01R\x12produceBytesPerSec\x12-\n" +
 	"\x13fetch_bytes_per_sec\x18\x02 \x01(\x01R\x10fetchBytesPerSec\x12(\n" +
 	"\x10requests_per_sec\x18\x03 \x01(\x01R\x0erequestsPerSec\x12/\n" +
-	"\x14producer_ids_per_sec\x18\x04 \x01(\x01R\x11producerIdsPerSec\"\x85\x02\n" +
+	"\x14producer_ids_per_sec\x18\x04 \x01(\x01R\x11producerIdsPerSec\x129\n" +
+	"\x06values\x18\x05 \x03(\v2!.sluice.v1.QuotaRates.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x85\x02\n" +
 	"\x11TenantQuotaReport\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12/\n" +
 	"\aoffered\x18\x02 \x01(\v2\x15.sluice.v1.QuotaRatesR\aoffered\x121\n" +
@@ -3400,21 +3415,22 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\vCountedKind\x12\x1c\n" +
 	"\x18COUNTED_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COUNTED_KIND_GROUP\x10\x01\x12!\n" +
-	"\x1dCOUNTED_KIND_TRANSACTIONAL_ID\x10\x022\xd5\t\n" +
-	"\rBrokerService\x12W\n" +
-	"\x0eRegisterBroker\x12 .sluice.v1.RegisterBrokerRequest\x1a!.sluice.v1.RegisterBrokerResponse\"\x00\x12Z\n" +
-	"\x0fHeartbeatBroker\x12!.sluice.v1.HeartbeatBrokerRequest\x1a\".sluice.v1.HeartbeatBrokerResponse\"\x00\x12c\n" +
-	"\x12ListRevokedAPIKeys\x12$.sluice.v1.ListRevokedAPIKeysRequest\x1a%.sluice.v1.ListRevokedAPIKeysResponse\"\x00\x12_\n" +
-	"\x10WatchAssignments\x12\".sluice.v1.WatchAssignmentsRequest\x1a#.sluice.v1.WatchAssignmentsResponse\"\x000\x01\x12W\n" +
-	"\x0eAlterPartition\x12 .sluice.v1.AlterPartitionRequest\x1a!.sluice.v1.AlterPartitionResponse\"\x00\x12Z\n" +
-	"\x0fAlterPartitions\x12!.sluice.v1.AlterPartitionsRequest\x1a\".sluice.v1.AlterPartitionsResponse\"\x00\x12f\n" +
-	"\x13AllocateProducerIds\x12%.sluice.v1.AllocateProducerIdsRequest\x1a&.sluice.v1.AllocateProducerIdsResponse\"\x00\x12]\n" +
-	"\x10AddRemoteSegment\x12\".sluice.v1.AddRemoteSegmentRequest\x1a#.sluice.v1.AddRemoteSegmentResponse\"\x00\x12f\n" +
-	"\x13UpdateRemoteSegment\x12%.sluice.v1.UpdateRemoteSegmentRequest\x1a&.sluice.v1.UpdateRemoteSegmentResponse\"\x00\x12c\n" +
-	"\x12ListRemoteSegments\x12$.sluice.v1.ListRemoteSegmentsRequest\x1a%.sluice.v1.ListRemoteSegmentsResponse\"\x00\x12W\n" +
-	"\x0eExchangeQuotas\x12 .sluice.v1.ExchangeQuotasRequest\x1a!.sluice.v1.ExchangeQuotasResponse\"\x00\x12W\n" +
-	"\x0eReserveObjects\x12 .sluice.v1.ReserveObjectsRequest\x1a!.sluice.v1.ReserveObjectsResponse\"\x00\x12N\n" +
-	"\vReportUsage\x12\x1d.sluice.v1.ReportUsageRequest\x1a\x1e.sluice.v1.ReportUsageResponse\"\x00B\x94\x01\n" +
+	"\x1dCOUNTED_KIND_TRANSACTIONAL_ID\x10\x022\xca\n" +
+	"\n" +
+	"\rBrokerService\x12`\n" +
+	"\x0eRegisterBroker\x12 .sluice.v1.RegisterBrokerRequest\x1a!.sluice.v1.RegisterBrokerResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12c\n" +
+	"\x0fHeartbeatBroker\x12!.sluice.v1.HeartbeatBrokerRequest\x1a\".sluice.v1.HeartbeatBrokerResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12l\n" +
+	"\x12ListRevokedAPIKeys\x12$.sluice.v1.ListRevokedAPIKeysRequest\x1a%.sluice.v1.ListRevokedAPIKeysResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12h\n" +
+	"\x10WatchAssignments\x12\".sluice.v1.WatchAssignmentsRequest\x1a#.sluice.v1.WatchAssignmentsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x010\x01\x12`\n" +
+	"\x0eAlterPartition\x12 .sluice.v1.AlterPartitionRequest\x1a!.sluice.v1.AlterPartitionResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12c\n" +
+	"\x0fAlterPartitions\x12!.sluice.v1.AlterPartitionsRequest\x1a\".sluice.v1.AlterPartitionsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12o\n" +
+	"\x13AllocateProducerIds\x12%.sluice.v1.AllocateProducerIdsRequest\x1a&.sluice.v1.AllocateProducerIdsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12f\n" +
+	"\x10AddRemoteSegment\x12\".sluice.v1.AddRemoteSegmentRequest\x1a#.sluice.v1.AddRemoteSegmentResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12o\n" +
+	"\x13UpdateRemoteSegment\x12%.sluice.v1.UpdateRemoteSegmentRequest\x1a&.sluice.v1.UpdateRemoteSegmentResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12l\n" +
+	"\x12ListRemoteSegments\x12$.sluice.v1.ListRemoteSegmentsRequest\x1a%.sluice.v1.ListRemoteSegmentsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12`\n" +
+	"\x0eExchangeQuotas\x12 .sluice.v1.ExchangeQuotasRequest\x1a!.sluice.v1.ExchangeQuotasResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12`\n" +
+	"\x0eReserveObjects\x12 .sluice.v1.ReserveObjectsRequest\x1a!.sluice.v1.ReserveObjectsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01\x12W\n" +
+	"\vReportUsage\x12\x1d.sluice.v1.ReportUsageRequest\x1a\x1e.sluice.v1.ReportUsageResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x01B\x94\x01\n" +
 	"\rcom.sluice.v1B\vBrokerProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -3431,7 +3447,7 @@ func file_sluice_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_sluice_v1_broker_proto_goTypes = []any{
 	(RemoteSegmentState)(0),             // 0: sluice.v1.RemoteSegmentState
 	(CountedKind)(0),                    // 1: sluice.v1.CountedKind
@@ -3479,14 +3495,15 @@ var file_sluice_v1_broker_proto_goTypes = []any{
 	(*ReportUsageRequest)(nil),          // 43: sluice.v1.ReportUsageRequest
 	(*IngressCursor)(nil),               // 44: sluice.v1.IngressCursor
 	(*ReportUsageResponse)(nil),         // 45: sluice.v1.ReportUsageResponse
-	(*timestamppb.Timestamp)(nil),       // 46: google.protobuf.Timestamp
-	(*TopicConfig)(nil),                 // 47: sluice.v1.TopicConfig
-	(*Limits)(nil),                      // 48: sluice.v1.Limits
+	nil,                                 // 46: sluice.v1.QuotaRates.ValuesEntry
+	(*timestamppb.Timestamp)(nil),       // 47: google.protobuf.Timestamp
+	(*TopicConfig)(nil),                 // 48: sluice.v1.TopicConfig
+	(*Limits)(nil),                      // 49: sluice.v1.Limits
 }
 var file_sluice_v1_broker_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.RemoteSegment.state:type_name -> sluice.v1.RemoteSegmentState
-	46, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
-	46, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
+	47, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
+	47, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
 	3,  // 3: sluice.v1.RemoteSegment.epochs:type_name -> sluice.v1.EpochStart
 	2,  // 4: sluice.v1.AddRemoteSegmentRequest.segment:type_name -> sluice.v1.RemoteSegment
 	2,  // 5: sluice.v1.AddRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
@@ -3494,15 +3511,15 @@ var file_sluice_v1_broker_proto_depIdxs = []int32{
 	2,  // 7: sluice.v1.UpdateRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
 	0,  // 8: sluice.v1.ListRemoteSegmentsRequest.states:type_name -> sluice.v1.RemoteSegmentState
 	2,  // 9: sluice.v1.ListRemoteSegmentsResponse.segments:type_name -> sluice.v1.RemoteSegment
-	46, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	46, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	46, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
-	46, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	47, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	47, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	47, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
+	47, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
 	18, // 14: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
-	46, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
+	47, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
 	22, // 16: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
 	23, // 17: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
-	47, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
+	48, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
 	25, // 19: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
 	22, // 20: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
 	28, // 21: sluice.v1.AlterPartitionsRequest.items:type_name -> sluice.v1.AlterPartitionsItem
@@ -3511,50 +3528,51 @@ var file_sluice_v1_broker_proto_depIdxs = []int32{
 	22, // 24: sluice.v1.AlterPartitionsResult.partition:type_name -> sluice.v1.PartitionAssignment
 	31, // 25: sluice.v1.AlterPartitionsResult.error:type_name -> sluice.v1.AlterPartitionsError
 	22, // 26: sluice.v1.AlterPartitionsError.current:type_name -> sluice.v1.PartitionAssignment
-	32, // 27: sluice.v1.TenantQuotaReport.offered:type_name -> sluice.v1.QuotaRates
-	32, // 28: sluice.v1.TenantQuotaReport.admitted:type_name -> sluice.v1.QuotaRates
-	33, // 29: sluice.v1.ExchangeQuotasRequest.tenants:type_name -> sluice.v1.TenantQuotaReport
-	35, // 30: sluice.v1.ExchangeQuotasRequest.applied:type_name -> sluice.v1.ObjectReservation
-	1,  // 31: sluice.v1.ObjectReservation.kind:type_name -> sluice.v1.CountedKind
-	35, // 32: sluice.v1.ReserveObjectsRequest.reservations:type_name -> sluice.v1.ObjectReservation
-	37, // 33: sluice.v1.ReserveObjectsResponse.results:type_name -> sluice.v1.ObjectReservationResult
-	32, // 34: sluice.v1.TenantAllotment.rates:type_name -> sluice.v1.QuotaRates
-	48, // 35: sluice.v1.TenantAllotment.limits:type_name -> sluice.v1.Limits
-	39, // 36: sluice.v1.ExchangeQuotasResponse.allotments:type_name -> sluice.v1.TenantAllotment
-	41, // 37: sluice.v1.ReportUsageRequest.counters:type_name -> sluice.v1.TenantUsageCounters
-	42, // 38: sluice.v1.ReportUsageRequest.ingress:type_name -> sluice.v1.IngressRange
-	44, // 39: sluice.v1.ReportUsageResponse.cursors:type_name -> sluice.v1.IngressCursor
-	13, // 40: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
-	15, // 41: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
-	17, // 42: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
-	20, // 43: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
-	24, // 44: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
-	27, // 45: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
-	11, // 46: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
-	4,  // 47: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
-	6,  // 48: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
-	8,  // 49: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
-	34, // 50: sluice.v1.BrokerService.ExchangeQuotas:input_type -> sluice.v1.ExchangeQuotasRequest
-	36, // 51: sluice.v1.BrokerService.ReserveObjects:input_type -> sluice.v1.ReserveObjectsRequest
-	43, // 52: sluice.v1.BrokerService.ReportUsage:input_type -> sluice.v1.ReportUsageRequest
-	14, // 53: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
-	16, // 54: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
-	19, // 55: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
-	21, // 56: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
-	26, // 57: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
-	29, // 58: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
-	12, // 59: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
-	5,  // 60: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
-	7,  // 61: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
-	9,  // 62: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
-	40, // 63: sluice.v1.BrokerService.ExchangeQuotas:output_type -> sluice.v1.ExchangeQuotasResponse
-	38, // 64: sluice.v1.BrokerService.ReserveObjects:output_type -> sluice.v1.ReserveObjectsResponse
-	45, // 65: sluice.v1.BrokerService.ReportUsage:output_type -> sluice.v1.ReportUsageResponse
-	53, // [53:66] is the sub-list for method output_type
-	40, // [40:53] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	46, // 27: sluice.v1.QuotaRates.values:type_name -> sluice.v1.QuotaRates.ValuesEntry
+	32, // 28: sluice.v1.TenantQuotaReport.offered:type_name -> sluice.v1.QuotaRates
+	32, // 29: sluice.v1.TenantQuotaReport.admitted:type_name -> sluice.v1.QuotaRates
+	33, // 30: sluice.v1.ExchangeQuotasRequest.tenants:type_name -> sluice.v1.TenantQuotaReport
+	35, // 31: sluice.v1.ExchangeQuotasRequest.applied:type_name -> sluice.v1.ObjectReservation
+	1,  // 32: sluice.v1.ObjectReservation.kind:type_name -> sluice.v1.CountedKind
+	35, // 33: sluice.v1.ReserveObjectsRequest.reservations:type_name -> sluice.v1.ObjectReservation
+	37, // 34: sluice.v1.ReserveObjectsResponse.results:type_name -> sluice.v1.ObjectReservationResult
+	32, // 35: sluice.v1.TenantAllotment.rates:type_name -> sluice.v1.QuotaRates
+	49, // 36: sluice.v1.TenantAllotment.limits:type_name -> sluice.v1.Limits
+	39, // 37: sluice.v1.ExchangeQuotasResponse.allotments:type_name -> sluice.v1.TenantAllotment
+	41, // 38: sluice.v1.ReportUsageRequest.counters:type_name -> sluice.v1.TenantUsageCounters
+	42, // 39: sluice.v1.ReportUsageRequest.ingress:type_name -> sluice.v1.IngressRange
+	44, // 40: sluice.v1.ReportUsageResponse.cursors:type_name -> sluice.v1.IngressCursor
+	13, // 41: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
+	15, // 42: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
+	17, // 43: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
+	20, // 44: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
+	24, // 45: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
+	27, // 46: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
+	11, // 47: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
+	4,  // 48: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
+	6,  // 49: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
+	8,  // 50: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
+	34, // 51: sluice.v1.BrokerService.ExchangeQuotas:input_type -> sluice.v1.ExchangeQuotasRequest
+	36, // 52: sluice.v1.BrokerService.ReserveObjects:input_type -> sluice.v1.ReserveObjectsRequest
+	43, // 53: sluice.v1.BrokerService.ReportUsage:input_type -> sluice.v1.ReportUsageRequest
+	14, // 54: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
+	16, // 55: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
+	19, // 56: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
+	21, // 57: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
+	26, // 58: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
+	29, // 59: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
+	12, // 60: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
+	5,  // 61: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
+	7,  // 62: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
+	9,  // 63: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
+	40, // 64: sluice.v1.BrokerService.ExchangeQuotas:output_type -> sluice.v1.ExchangeQuotasResponse
+	38, // 65: sluice.v1.BrokerService.ReserveObjects:output_type -> sluice.v1.ReserveObjectsResponse
+	45, // 66: sluice.v1.BrokerService.ReportUsage:output_type -> sluice.v1.ReportUsageResponse
+	54, // [54:67] is the sub-list for method output_type
+	41, // [41:54] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_broker_proto_init() }
@@ -3562,6 +3580,7 @@ func file_sluice_v1_broker_proto_init() {
 	if File_sluice_v1_broker_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_tenant_proto_init()
 	file_sluice_v1_topic_proto_init()
 	file_sluice_v1_broker_proto_msgTypes[28].OneofWrappers = []any{
@@ -3574,7 +3593,7 @@ func file_sluice_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_broker_proto_rawDesc), len(file_sluice_v1_broker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

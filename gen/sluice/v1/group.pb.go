@@ -2242,7 +2242,7 @@ var File_sluice_v1_group_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_group_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/group.proto\x12\tsluice.v1\x1a\x16sluice/v1/record.proto\"\xb9\x02\n" +
+	"\x15sluice/v1/group.proto\x12\tsluice.v1\x1a\x16sluice/v1/access.proto\x1a\x16sluice/v1/record.proto\"\xb9\x02\n" +
 	"\x17TxnCommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12)\n" +
 	"\x10transactional_id\x18\x02 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
@@ -2419,20 +2419,20 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12%\n" +
 	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12+\n" +
 	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12\x16\n" +
-	"\x06commit\x18\x06 \x01(\bR\x06commit2\xde\x06\n" +
-	"\fGroupService\x12Z\n" +
-	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\"\x00\x12W\n" +
-	"\x0eGroupHeartbeat\x12 .sluice.v1.GroupHeartbeatRequest\x1a!.sluice.v1.GroupHeartbeatResponse\"\x00\x12K\n" +
+	"\x06commit\x18\x06 \x01(\bR\x06commit2\x85\b\n" +
+	"\fGroupService\x12l\n" +
+	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aconsume\"\x01\x02\x12i\n" +
+	"\x0eGroupHeartbeat\x12 .sluice.v1.GroupHeartbeatRequest\x1a!.sluice.v1.GroupHeartbeatResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aconsume\"\x01\x02\x12]\n" +
 	"\n" +
-	"LeaveGroup\x12\x1c.sluice.v1.LeaveGroupRequest\x1a\x1d.sluice.v1.LeaveGroupResponse\"\x00\x12T\n" +
-	"\rCommitOffsets\x12\x1f.sluice.v1.CommitOffsetsRequest\x1a .sluice.v1.CommitOffsetsResponse\"\x00\x12Q\n" +
-	"\fFetchOffsets\x12\x1e.sluice.v1.FetchOffsetsRequest\x1a\x1f.sluice.v1.FetchOffsetsResponse\"\x00\x12K\n" +
+	"LeaveGroup\x12\x1c.sluice.v1.LeaveGroupRequest\x1a\x1d.sluice.v1.LeaveGroupResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aconsume\"\x01\x02\x12f\n" +
+	"\rCommitOffsets\x12\x1f.sluice.v1.CommitOffsetsRequest\x1a .sluice.v1.CommitOffsetsResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aconsume\"\x01\x02\x12c\n" +
+	"\fFetchOffsets\x12\x1e.sluice.v1.FetchOffsetsRequest\x1a\x1f.sluice.v1.FetchOffsetsResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aconsume\"\x01\x02\x12T\n" +
 	"\n" +
-	"ListGroups\x12\x1c.sluice.v1.ListGroupsRequest\x1a\x1d.sluice.v1.ListGroupsResponse\"\x00\x12T\n" +
-	"\rDescribeGroup\x12\x1f.sluice.v1.DescribeGroupRequest\x1a .sluice.v1.DescribeGroupResponse\"\x00\x12N\n" +
-	"\vDeleteGroup\x12\x1d.sluice.v1.DeleteGroupRequest\x1a\x1e.sluice.v1.DeleteGroupResponse\"\x00\x12Q\n" +
-	"\fResetOffsets\x12\x1e.sluice.v1.ResetOffsetsRequest\x1a\x1f.sluice.v1.ResetOffsetsResponse\"\x00\x12]\n" +
-	"\x10TxnCommitOffsets\x12\".sluice.v1.TxnCommitOffsetsRequest\x1a#.sluice.v1.TxnCommitOffsetsResponse\"\x00B\x93\x01\n" +
+	"ListGroups\x12\x1c.sluice.v1.ListGroupsRequest\x1a\x1d.sluice.v1.ListGroupsResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x02\x12]\n" +
+	"\rDescribeGroup\x12\x1f.sluice.v1.DescribeGroupRequest\x1a .sluice.v1.DescribeGroupResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x02\x12^\n" +
+	"\vDeleteGroup\x12\x1d.sluice.v1.DeleteGroupRequest\x1a\x1e.sluice.v1.DeleteGroupResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x02\x12a\n" +
+	"\fResetOffsets\x12\x1e.sluice.v1.ResetOffsetsRequest\x1a\x1f.sluice.v1.ResetOffsetsResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x02\x12x\n" +
+	"\x10TxnCommitOffsets\x12\".sluice.v1.TxnCommitOffsetsRequest\x1a#.sluice.v1.TxnCommitOffsetsResponse\"\x1b\xc2\xf3\x18\x17\b\x02\x12\aproduce\x12\aconsume\"\x01\x02B\x93\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"GroupProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -2543,6 +2543,7 @@ func file_sluice_v1_group_proto_init() {
 	if File_sluice_v1_group_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_record_proto_init()
 	file_sluice_v1_group_proto_msgTypes[27].OneofWrappers = []any{
 		(*GroupRecordKey_Offset)(nil),

@@ -750,7 +750,7 @@ var File_sluice_v1_operator_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_operator_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/operator.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sluice/v1/billing.proto\x1a\x16sluice/v1/tenant.proto\x1a\x1bsluice/v1/transaction.proto\"P\n" +
+	"\x18sluice/v1/operator.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\x1a\x17sluice/v1/billing.proto\x1a\x16sluice/v1/tenant.proto\x1a\x1bsluice/v1/transaction.proto\"P\n" +
 	"\x12ListTenantsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -794,14 +794,14 @@ const file_sluice_v1_operator_proto_rawDesc = "" +
 	"\x04plan\x18\x01 \x01(\tR\x04plan\x12(\n" +
 	"\x06prices\x18\x02 \x03(\v2\x10.sluice.v1.PriceR\x06prices\"B\n" +
 	"\x15SetPlanPricesResponse\x12)\n" +
-	"\x04plan\x18\x01 \x01(\v2\x15.sluice.v1.PlanPricesR\x04plan2\xad\x04\n" +
-	"\x0fOperatorService\x12N\n" +
-	"\vListTenants\x12\x1d.sluice.v1.ListTenantsRequest\x1a\x1e.sluice.v1.ListTenantsResponse\"\x00\x12Q\n" +
-	"\fUpdateTenant\x12\x1e.sluice.v1.UpdateTenantRequest\x1a\x1f.sluice.v1.UpdateTenantResponse\"\x00\x12N\n" +
-	"\vListBrokers\x12\x1d.sluice.v1.ListBrokersRequest\x1a\x1e.sluice.v1.ListBrokersResponse\"\x00\x12{\n" +
-	"\x10ListTransactions\x121.sluice.v1.OperatorServiceListTransactionsRequest\x1a2.sluice.v1.OperatorServiceListTransactionsResponse\"\x00\x12T\n" +
-	"\rGetPlanPrices\x12\x1f.sluice.v1.GetPlanPricesRequest\x1a .sluice.v1.GetPlanPricesResponse\"\x00\x12T\n" +
-	"\rSetPlanPrices\x12\x1f.sluice.v1.SetPlanPricesRequest\x1a .sluice.v1.SetPlanPricesResponse\"\x00B\x96\x01\n" +
+	"\x04plan\x18\x01 \x01(\v2\x15.sluice.v1.PlanPricesR\x04plan2\xe4\x04\n" +
+	"\x0fOperatorService\x12W\n" +
+	"\vListTenants\x12\x1d.sluice.v1.ListTenantsRequest\x1a\x1e.sluice.v1.ListTenantsResponse\"\t\xc2\xf3\x18\x05\b\x03\"\x01\x01\x12Z\n" +
+	"\fUpdateTenant\x12\x1e.sluice.v1.UpdateTenantRequest\x1a\x1f.sluice.v1.UpdateTenantResponse\"\t\xc2\xf3\x18\x05\b\x03\"\x01\x01\x12W\n" +
+	"\vListBrokers\x12\x1d.sluice.v1.ListBrokersRequest\x1a\x1e.sluice.v1.ListBrokersResponse\"\t\xc2\xf3\x18\x05\b\x03\"\x01\x01\x12\x84\x01\n" +
+	"\x10ListTransactions\x121.sluice.v1.OperatorServiceListTransactionsRequest\x1a2.sluice.v1.OperatorServiceListTransactionsResponse\"\t\xc2\xf3\x18\x05\b\x03\"\x01\x01\x12]\n" +
+	"\rGetPlanPrices\x12\x1f.sluice.v1.GetPlanPricesRequest\x1a .sluice.v1.GetPlanPricesResponse\"\t\xc2\xf3\x18\x05\b\x03\"\x01\x01\x12]\n" +
+	"\rSetPlanPrices\x12\x1f.sluice.v1.SetPlanPricesRequest\x1a .sluice.v1.SetPlanPricesResponse\"\t\xc2\xf3\x18\x05\b\x03\"\x01\x01B\x96\x01\n" +
 	"\rcom.sluice.v1B\rOperatorProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -874,6 +874,7 @@ func file_sluice_v1_operator_proto_init() {
 	if File_sluice_v1_operator_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_billing_proto_init()
 	file_sluice_v1_tenant_proto_init()
 	file_sluice_v1_transaction_proto_init()

@@ -2097,7 +2097,7 @@ var File_sluice_v1_record_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/record.proto\x12\tsluice.v1\x1a\x19google/protobuf/any.proto\"x\n" +
+	"\x16sluice/v1/record.proto\x12\tsluice.v1\x1a\x19google/protobuf/any.proto\x1a\x16sluice/v1/access.proto\"x\n" +
 	"\x15InitProducerIdRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x124\n" +
 	"\x16transaction_timeout_ms\x18\x02 \x01(\x03R\x14transactionTimeoutMs\"`\n" +
@@ -2258,14 +2258,15 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xda\x03\n" +
-	"\rRecordService\x12B\n" +
-	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x00\x12N\n" +
-	"\vProduceMany\x12\x1d.sluice.v1.ProduceManyRequest\x1a\x1e.sluice.v1.ProduceManyResponse\"\x00\x12<\n" +
-	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\"\x00\x12N\n" +
-	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse\"\x00\x12N\n" +
-	"\vGetMetadata\x12\x1d.sluice.v1.GetMetadataRequest\x1a\x1e.sluice.v1.GetMetadataResponse\"\x00\x12W\n" +
-	"\x0eInitProducerId\x12 .sluice.v1.InitProducerIdRequest\x1a!.sluice.v1.InitProducerIdResponse\"\x00B\x94\x01\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xc2\x04\n" +
+	"\rRecordService\x12T\n" +
+	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aproduce\"\x01\x02\x12`\n" +
+	"\vProduceMany\x12\x1d.sluice.v1.ProduceManyRequest\x1a\x1e.sluice.v1.ProduceManyResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aproduce\"\x01\x02\x12P\n" +
+	"\x05Fetch\x12\x17.sluice.v1.FetchRequest\x1a\x18.sluice.v1.FetchResponse\"\x14\xc2\xf3\x18\x10\b\x02\x12\aconsume\x18\x01\"\x01\x02\x12b\n" +
+	"\vListOffsets\x12\x1d.sluice.v1.ListOffsetsRequest\x1a\x1e.sluice.v1.ListOffsetsResponse\"\x14\xc2\xf3\x18\x10\b\x02\x12\aconsume\x18\x01\"\x01\x02\x12X\n" +
+	"\vGetMetadata\x12\x1d.sluice.v1.GetMetadataRequest\x1a\x1e.sluice.v1.GetMetadataResponse\"\n" +
+	"\xc2\xf3\x18\x06\b\x02\"\x02\x01\x02\x12i\n" +
+	"\x0eInitProducerId\x12 .sluice.v1.InitProducerIdRequest\x1a!.sluice.v1.InitProducerIdResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aproduce\"\x01\x02B\x94\x01\n" +
 	"\rcom.sluice.v1B\vRecordProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -2363,6 +2364,7 @@ func file_sluice_v1_record_proto_init() {
 	if File_sluice_v1_record_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_record_proto_msgTypes[7].OneofWrappers = []any{
 		(*ProduceRequest_Records)(nil),
 		(*ProduceRequest_Batches)(nil),

@@ -1285,7 +1285,7 @@ var File_sluice_v1_replica_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/replica.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/record.proto\x1a\x1bsluice/v1/transaction.proto\"d\n" +
+	"\x17sluice/v1/replica.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\x1a\x16sluice/v1/record.proto\x1a\x1bsluice/v1/transaction.proto\"d\n" +
 	"\x1aListAllTransactionsRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12)\n" +
 	"\x10transactional_id\x18\x02 \x01(\tR\x0ftransactionalId\"d\n" +
@@ -1386,13 +1386,13 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\v2\x1c.sluice.v1.ReplicaFetchErrorR\x05error\"A\n" +
 	"\x11ReplicaFetchError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2\xd3\x03\n" +
-	"\x0eReplicaService\x12Q\n" +
-	"\fFetchReplica\x12\x1e.sluice.v1.FetchReplicaRequest\x1a\x1f.sluice.v1.FetchReplicaResponse\"\x00\x12T\n" +
-	"\rFetchReplicas\x12\x1f.sluice.v1.FetchReplicasRequest\x1a .sluice.v1.FetchReplicasResponse\"\x00\x12T\n" +
-	"\rListGroupLags\x12\x1f.sluice.v1.ListGroupLagsRequest\x1a .sluice.v1.ListGroupLagsResponse\"\x00\x12Z\n" +
-	"\x0fWriteTxnMarkers\x12!.sluice.v1.WriteTxnMarkersRequest\x1a\".sluice.v1.WriteTxnMarkersResponse\"\x00\x12f\n" +
-	"\x13ListAllTransactions\x12%.sluice.v1.ListAllTransactionsRequest\x1a&.sluice.v1.ListAllTransactionsResponse\"\x00B\x95\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage2\x80\x04\n" +
+	"\x0eReplicaService\x12Z\n" +
+	"\fFetchReplica\x12\x1e.sluice.v1.FetchReplicaRequest\x1a\x1f.sluice.v1.FetchReplicaResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x02\x12]\n" +
+	"\rFetchReplicas\x12\x1f.sluice.v1.FetchReplicasRequest\x1a .sluice.v1.FetchReplicasResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x02\x12]\n" +
+	"\rListGroupLags\x12\x1f.sluice.v1.ListGroupLagsRequest\x1a .sluice.v1.ListGroupLagsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x02\x12c\n" +
+	"\x0fWriteTxnMarkers\x12!.sluice.v1.WriteTxnMarkersRequest\x1a\".sluice.v1.WriteTxnMarkersResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x02\x12o\n" +
+	"\x13ListAllTransactions\x12%.sluice.v1.ListAllTransactionsRequest\x1a&.sluice.v1.ListAllTransactionsResponse\"\t\xc2\xf3\x18\x05\b\x04\"\x01\x02B\x95\x01\n" +
 	"\rcom.sluice.v1B\fReplicaProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -1467,6 +1467,7 @@ func file_sluice_v1_replica_proto_init() {
 	if File_sluice_v1_replica_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_record_proto_init()
 	file_sluice_v1_transaction_proto_init()
 	file_sluice_v1_replica_proto_msgTypes[9].OneofWrappers = []any{}

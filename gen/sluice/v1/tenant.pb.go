@@ -128,7 +128,10 @@ func (x *Tenant) GetOverrides() *LimitOverrides {
 	return nil
 }
 
-// Limits are a tenant's quotas.
+// Limits are a tenant's quotas. values holds every limit by its name (the
+// limit table's, docs/quotas-and-billing.md); the typed fields repeat the
+// limits that existed before the map, for clients that read them, and a
+// newer limit is in values only.
 type Limits struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	MaxTopics int32                  `protobuf:"varint,1,opt,name=max_topics,json=maxTopics,proto3" json:"max_topics,omitempty"`
@@ -155,8 +158,10 @@ type Limits struct {
 	// RESOURCE_EXHAUSTED; the transaction keeps what it had.
 	MaxPartitionsPerTransaction int32 `protobuf:"varint,13,opt,name=max_partitions_per_transaction,json=maxPartitionsPerTransaction,proto3" json:"max_partitions_per_transaction,omitempty"`
 	MaxGroupsPerTransaction     int32 `protobuf:"varint,14,opt,name=max_groups_per_transaction,json=maxGroupsPerTransaction,proto3" json:"max_groups_per_transaction,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	// Every limit, keyed by its name ("max_topics", "produce_bytes_per_sec").
+	Values        map[string]int64 `protobuf:"bytes,15,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -287,8 +292,17 @@ func (x *Limits) GetMaxGroupsPerTransaction() int32 {
 	return 0
 }
 
-// LimitOverrides replace individual plan limits for one tenant; unset fields
-// keep the plan's value.
+func (x *Limits) GetValues() map[string]int64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// LimitOverrides replace individual plan limits for one tenant; a limit set
+// neither in its typed field nor in values keeps the plan's value. A limit
+// may be set in either (in both only with the same value); answers set
+// both where a typed field exists.
 type LimitOverrides struct {
 	state                       protoimpl.MessageState `protogen:"open.v1"`
 	MaxTopics                   *int32                 `protobuf:"varint,1,opt,name=max_topics,json=maxTopics,proto3,oneof" json:"max_topics,omitempty"`
@@ -305,8 +319,11 @@ type LimitOverrides struct {
 	MaxGroups                   *int32                 `protobuf:"varint,12,opt,name=max_groups,json=maxGroups,proto3,oneof" json:"max_groups,omitempty"`
 	MaxPartitionsPerTransaction *int32                 `protobuf:"varint,13,opt,name=max_partitions_per_transaction,json=maxPartitionsPerTransaction,proto3,oneof" json:"max_partitions_per_transaction,omitempty"`
 	MaxGroupsPerTransaction     *int32                 `protobuf:"varint,14,opt,name=max_groups_per_transaction,json=maxGroupsPerTransaction,proto3,oneof" json:"max_groups_per_transaction,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	// The overrides keyed by the limits' names; names this server does not
+	// know are INVALID_ARGUMENT.
+	Values        map[string]int64 `protobuf:"bytes,15,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LimitOverrides) Reset() {
@@ -437,6 +454,13 @@ func (x *LimitOverrides) GetMaxGroupsPerTransaction() int32 {
 	return 0
 }
 
+func (x *LimitOverrides) GetValues() map[string]int64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 // Usage is what a tenant holds and does now, to compare with its limits.
 // The holdings and rates beyond topics and partitions come from the
 // brokers' last quota exchanges (about a second old).
@@ -455,8 +479,13 @@ type Usage struct {
 	FetchBytesPerSec   float64 `protobuf:"fixed64,9,opt,name=fetch_bytes_per_sec,json=fetchBytesPerSec,proto3" json:"fetch_bytes_per_sec,omitempty"`
 	RequestsPerSec     float64 `protobuf:"fixed64,10,opt,name=requests_per_sec,json=requestsPerSec,proto3" json:"requests_per_sec,omitempty"`
 	ProducerIdsPerHour float64 `protobuf:"fixed64,11,opt,name=producer_ids_per_hour,json=producerIdsPerHour,proto3" json:"producer_ids_per_hour,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// What the tenant holds or does now against each limit that has a usage,
+	// keyed by the limit's name and in its unit: "max_topics" (topics),
+	// "max_total_storage_bytes" (bytes, hot plus cold), "produce_bytes_per_sec"
+	// (admitted bytes per second), "producer_ids_per_hour" (per hour), ...
+	Values        map[string]float64 `protobuf:"bytes,12,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -564,6 +593,13 @@ func (x *Usage) GetProducerIdsPerHour() float64 {
 		return x.ProducerIdsPerHour
 	}
 	return 0
+}
+
+func (x *Usage) GetValues() map[string]float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
 }
 
 type SignupRequest struct {
@@ -771,7 +807,7 @@ var File_sluice_v1_tenant_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/tenant.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/apikey.proto\"\x8f\x02\n" +
+	"\x16sluice/v1/tenant.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\x1a\x16sluice/v1/apikey.proto\"\x8f\x02\n" +
 	"\x06Tenant\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -781,7 +817,7 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12)\n" +
 	"\x06limits\x18\a \x01(\v2\x11.sluice.v1.LimitsR\x06limits\x127\n" +
-	"\toverrides\x18\b \x01(\v2\x19.sluice.v1.LimitOverridesR\toverrides\"\x9b\x05\n" +
+	"\toverrides\x18\b \x01(\v2\x19.sluice.v1.LimitOverridesR\toverrides\"\x8d\x06\n" +
 	"\x06Limits\x12\x1d\n" +
 	"\n" +
 	"max_topics\x18\x01 \x01(\x05R\tmaxTopics\x12%\n" +
@@ -799,7 +835,11 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\n" +
 	"max_groups\x18\f \x01(\x05R\tmaxGroups\x12C\n" +
 	"\x1emax_partitions_per_transaction\x18\r \x01(\x05R\x1bmaxPartitionsPerTransaction\x12;\n" +
-	"\x1amax_groups_per_transaction\x18\x0e \x01(\x05R\x17maxGroupsPerTransaction\"\xb4\b\n" +
+	"\x1amax_groups_per_transaction\x18\x0e \x01(\x05R\x17maxGroupsPerTransaction\x125\n" +
+	"\x06values\x18\x0f \x03(\v2\x1d.sluice.v1.Limits.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xae\t\n" +
 	"\x0eLimitOverrides\x12\"\n" +
 	"\n" +
 	"max_topics\x18\x01 \x01(\x05H\x00R\tmaxTopics\x88\x01\x01\x12*\n" +
@@ -818,7 +858,11 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\n" +
 	"max_groups\x18\f \x01(\x05H\vR\tmaxGroups\x88\x01\x01\x12H\n" +
 	"\x1emax_partitions_per_transaction\x18\r \x01(\x05H\fR\x1bmaxPartitionsPerTransaction\x88\x01\x01\x12@\n" +
-	"\x1amax_groups_per_transaction\x18\x0e \x01(\x05H\rR\x17maxGroupsPerTransaction\x88\x01\x01B\r\n" +
+	"\x1amax_groups_per_transaction\x18\x0e \x01(\x05H\rR\x17maxGroupsPerTransaction\x88\x01\x01\x12=\n" +
+	"\x06values\x18\x0f \x03(\v2%.sluice.v1.LimitOverrides.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01B\r\n" +
 	"\v_max_topicsB\x11\n" +
 	"\x0f_max_partitionsB\x13\n" +
 	"\x11_max_retention_msB\x14\n" +
@@ -832,7 +876,7 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\x16_max_transactional_idsB\r\n" +
 	"\v_max_groupsB!\n" +
 	"\x1f_max_partitions_per_transactionB\x1d\n" +
-	"\x1b_max_groups_per_transaction\"\xc2\x03\n" +
+	"\x1b_max_groups_per_transaction\"\xb3\x04\n" +
 	"\x05Usage\x12\x16\n" +
 	"\x06topics\x18\x01 \x01(\x03R\x06topics\x12\x1e\n" +
 	"\n" +
@@ -847,7 +891,11 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\x13fetch_bytes_per_sec\x18\t \x01(\x01R\x10fetchBytesPerSec\x12(\n" +
 	"\x10requests_per_sec\x18\n" +
 	" \x01(\x01R\x0erequestsPerSec\x121\n" +
-	"\x15producer_ids_per_hour\x18\v \x01(\x01R\x12producerIdsPerHour\"F\n" +
+	"\x15producer_ids_per_hour\x18\v \x01(\x01R\x12producerIdsPerHour\x124\n" +
+	"\x06values\x18\f \x03(\v2\x1c.sluice.v1.Usage.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"F\n" +
 	"\rSignupRequest\x12\x14\n" +
 	"\x05email\x18\x01 \x01(\tR\x05email\x12\x1f\n" +
 	"\vtenant_name\x18\x02 \x01(\tR\n" +
@@ -859,10 +907,10 @@ const file_sluice_v1_tenant_proto_rawDesc = "" +
 	"\x10GetTenantRequest\"f\n" +
 	"\x11GetTenantResponse\x12)\n" +
 	"\x06tenant\x18\x01 \x01(\v2\x11.sluice.v1.TenantR\x06tenant\x12&\n" +
-	"\x05usage\x18\x02 \x01(\v2\x10.sluice.v1.UsageR\x05usage2\x9a\x01\n" +
-	"\rTenantService\x12?\n" +
-	"\x06Signup\x12\x18.sluice.v1.SignupRequest\x1a\x19.sluice.v1.SignupResponse\"\x00\x12H\n" +
-	"\tGetTenant\x12\x1b.sluice.v1.GetTenantRequest\x1a\x1c.sluice.v1.GetTenantResponse\"\x00B\x94\x01\n" +
+	"\x05usage\x18\x02 \x01(\v2\x10.sluice.v1.UsageR\x05usage2\xac\x01\n" +
+	"\rTenantService\x12H\n" +
+	"\x06Signup\x12\x18.sluice.v1.SignupRequest\x1a\x19.sluice.v1.SignupResponse\"\t\xc2\xf3\x18\x05\b\x01\"\x01\x01\x12Q\n" +
+	"\tGetTenant\x12\x1b.sluice.v1.GetTenantRequest\x1a\x1c.sluice.v1.GetTenantResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01B\x94\x01\n" +
 	"\rcom.sluice.v1B\vTenantProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -878,7 +926,7 @@ func file_sluice_v1_tenant_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_tenant_proto_rawDescData
 }
 
-var file_sluice_v1_tenant_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_sluice_v1_tenant_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_sluice_v1_tenant_proto_goTypes = []any{
 	(*Tenant)(nil),                // 0: sluice.v1.Tenant
 	(*Limits)(nil),                // 1: sluice.v1.Limits
@@ -888,26 +936,32 @@ var file_sluice_v1_tenant_proto_goTypes = []any{
 	(*SignupResponse)(nil),        // 5: sluice.v1.SignupResponse
 	(*GetTenantRequest)(nil),      // 6: sluice.v1.GetTenantRequest
 	(*GetTenantResponse)(nil),     // 7: sluice.v1.GetTenantResponse
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*APIKey)(nil),                // 9: sluice.v1.APIKey
+	nil,                           // 8: sluice.v1.Limits.ValuesEntry
+	nil,                           // 9: sluice.v1.LimitOverrides.ValuesEntry
+	nil,                           // 10: sluice.v1.Usage.ValuesEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*APIKey)(nil),                // 12: sluice.v1.APIKey
 }
 var file_sluice_v1_tenant_proto_depIdxs = []int32{
-	8, // 0: sluice.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
-	1, // 1: sluice.v1.Tenant.limits:type_name -> sluice.v1.Limits
-	2, // 2: sluice.v1.Tenant.overrides:type_name -> sluice.v1.LimitOverrides
-	0, // 3: sluice.v1.SignupResponse.tenant:type_name -> sluice.v1.Tenant
-	9, // 4: sluice.v1.SignupResponse.api_key:type_name -> sluice.v1.APIKey
-	0, // 5: sluice.v1.GetTenantResponse.tenant:type_name -> sluice.v1.Tenant
-	3, // 6: sluice.v1.GetTenantResponse.usage:type_name -> sluice.v1.Usage
-	4, // 7: sluice.v1.TenantService.Signup:input_type -> sluice.v1.SignupRequest
-	6, // 8: sluice.v1.TenantService.GetTenant:input_type -> sluice.v1.GetTenantRequest
-	5, // 9: sluice.v1.TenantService.Signup:output_type -> sluice.v1.SignupResponse
-	7, // 10: sluice.v1.TenantService.GetTenant:output_type -> sluice.v1.GetTenantResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	11, // 0: sluice.v1.Tenant.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 1: sluice.v1.Tenant.limits:type_name -> sluice.v1.Limits
+	2,  // 2: sluice.v1.Tenant.overrides:type_name -> sluice.v1.LimitOverrides
+	8,  // 3: sluice.v1.Limits.values:type_name -> sluice.v1.Limits.ValuesEntry
+	9,  // 4: sluice.v1.LimitOverrides.values:type_name -> sluice.v1.LimitOverrides.ValuesEntry
+	10, // 5: sluice.v1.Usage.values:type_name -> sluice.v1.Usage.ValuesEntry
+	0,  // 6: sluice.v1.SignupResponse.tenant:type_name -> sluice.v1.Tenant
+	12, // 7: sluice.v1.SignupResponse.api_key:type_name -> sluice.v1.APIKey
+	0,  // 8: sluice.v1.GetTenantResponse.tenant:type_name -> sluice.v1.Tenant
+	3,  // 9: sluice.v1.GetTenantResponse.usage:type_name -> sluice.v1.Usage
+	4,  // 10: sluice.v1.TenantService.Signup:input_type -> sluice.v1.SignupRequest
+	6,  // 11: sluice.v1.TenantService.GetTenant:input_type -> sluice.v1.GetTenantRequest
+	5,  // 12: sluice.v1.TenantService.Signup:output_type -> sluice.v1.SignupResponse
+	7,  // 13: sluice.v1.TenantService.GetTenant:output_type -> sluice.v1.GetTenantResponse
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_tenant_proto_init() }
@@ -915,6 +969,7 @@ func file_sluice_v1_tenant_proto_init() {
 	if File_sluice_v1_tenant_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_apikey_proto_init()
 	file_sluice_v1_tenant_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
@@ -923,7 +978,7 @@ func file_sluice_v1_tenant_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_tenant_proto_rawDesc), len(file_sluice_v1_tenant_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

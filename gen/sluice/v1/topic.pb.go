@@ -900,7 +900,7 @@ var File_sluice_v1_topic_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/topic.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x04\n" +
+	"\x15sluice/v1/topic.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\"\xe5\x04\n" +
 	"\vTopicConfig\x12&\n" +
 	"\fretention_ms\x18\x01 \x01(\x03H\x00R\vretentionMs\x88\x01\x01\x12,\n" +
 	"\x0fretention_bytes\x18\x02 \x01(\x03H\x01R\x0eretentionBytes\x88\x01\x01\x121\n" +
@@ -970,15 +970,15 @@ const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\v2\x10.sluice.v1.TopicR\x05topic\x128\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x18.sluice.v1.PartitionInfoR\n" +
-	"partitions2\x92\x04\n" +
-	"\fTopicService\x12N\n" +
-	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x00\x12K\n" +
+	"partitions2\xe4\x04\n" +
+	"\fTopicService\x12^\n" +
+	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01\x12T\n" +
 	"\n" +
-	"ListTopics\x12\x1c.sluice.v1.ListTopicsRequest\x1a\x1d.sluice.v1.ListTopicsResponse\"\x00\x12T\n" +
-	"\rDescribeTopic\x12\x1f.sluice.v1.DescribeTopicRequest\x1a .sluice.v1.DescribeTopicResponse\"\x00\x12`\n" +
-	"\x11UpdateTopicConfig\x12#.sluice.v1.UpdateTopicConfigRequest\x1a$.sluice.v1.UpdateTopicConfigResponse\"\x00\x12N\n" +
-	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x00\x12]\n" +
-	"\x10CreatePartitions\x12\".sluice.v1.CreatePartitionsRequest\x1a#.sluice.v1.CreatePartitionsResponse\"\x00B\x93\x01\n" +
+	"ListTopics\x12\x1c.sluice.v1.ListTopicsRequest\x1a\x1d.sluice.v1.ListTopicsResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01\x12]\n" +
+	"\rDescribeTopic\x12\x1f.sluice.v1.DescribeTopicRequest\x1a .sluice.v1.DescribeTopicResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x01\x12p\n" +
+	"\x11UpdateTopicConfig\x12#.sluice.v1.UpdateTopicConfigRequest\x1a$.sluice.v1.UpdateTopicConfigResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01\x12^\n" +
+	"\vDeleteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01\x12m\n" +
+	"\x10CreatePartitions\x12\".sluice.v1.CreatePartitionsRequest\x1a#.sluice.v1.CreatePartitionsResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x01B\x93\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"TopicProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -1053,6 +1053,7 @@ func file_sluice_v1_topic_proto_init() {
 	if File_sluice_v1_topic_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_topic_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -840,7 +840,7 @@ var File_sluice_v1_transaction_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_transaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1bsluice/v1/transaction.proto\x12\tsluice.v1\x1a\x13sluice/v1/txn.proto\"\xd5\x02\n" +
+	"\x1bsluice/v1/transaction.proto\x12\tsluice.v1\x1a\x16sluice/v1/access.proto\x1a\x13sluice/v1/txn.proto\"\xd5\x02\n" +
 	"\x10TransactionError\x12:\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\".sluice.v1.TransactionError.ReasonR\x06reason\"\x84\x02\n" +
 	"\x06Reason\x12\x16\n" +
@@ -901,13 +901,13 @@ const file_sluice_v1_transaction_proto_rawDesc = "" +
 	"\x0eupdate_time_ms\x18\t \x01(\x03R\fupdateTimeMs\x12%\n" +
 	"\x0ecoordinator_id\x18\n" +
 	" \x01(\x05R\rcoordinatorId\x12\x1b\n" +
-	"\ttenant_id\x18\v \x01(\tR\btenantId2\xae\x04\n" +
-	"\x12TransactionService\x12{\n" +
-	"\x1aFindTransactionCoordinator\x12,.sluice.v1.FindTransactionCoordinatorRequest\x1a-.sluice.v1.FindTransactionCoordinatorResponse\"\x00\x12{\n" +
-	"\x1aAddPartitionsToTransaction\x12,.sluice.v1.AddPartitionsToTransactionRequest\x1a-.sluice.v1.AddPartitionsToTransactionResponse\"\x00\x12W\n" +
-	"\x0eEndTransaction\x12 .sluice.v1.EndTransactionRequest\x1a!.sluice.v1.EndTransactionResponse\"\x00\x12]\n" +
-	"\x10ListTransactions\x12\".sluice.v1.ListTransactionsRequest\x1a#.sluice.v1.ListTransactionsResponse\"\x00\x12f\n" +
-	"\x13DescribeTransaction\x12%.sluice.v1.DescribeTransactionRequest\x1a&.sluice.v1.DescribeTransactionResponse\"\x00B\x99\x01\n" +
+	"\ttenant_id\x18\v \x01(\tR\btenantId2\xf8\x04\n" +
+	"\x12TransactionService\x12\x8d\x01\n" +
+	"\x1aFindTransactionCoordinator\x12,.sluice.v1.FindTransactionCoordinatorRequest\x1a-.sluice.v1.FindTransactionCoordinatorResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aproduce\"\x01\x02\x12\x8d\x01\n" +
+	"\x1aAddPartitionsToTransaction\x12,.sluice.v1.AddPartitionsToTransactionRequest\x1a-.sluice.v1.AddPartitionsToTransactionResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aproduce\"\x01\x02\x12i\n" +
+	"\x0eEndTransaction\x12 .sluice.v1.EndTransactionRequest\x1a!.sluice.v1.EndTransactionResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aproduce\"\x01\x02\x12f\n" +
+	"\x10ListTransactions\x12\".sluice.v1.ListTransactionsRequest\x1a#.sluice.v1.ListTransactionsResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x02\x12o\n" +
+	"\x13DescribeTransaction\x12%.sluice.v1.DescribeTransactionRequest\x1a&.sluice.v1.DescribeTransactionResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x02B\x99\x01\n" +
 	"\rcom.sluice.v1B\x10TransactionProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -971,6 +971,7 @@ func file_sluice_v1_transaction_proto_init() {
 	if File_sluice_v1_transaction_proto != nil {
 		return
 	}
+	file_sluice_v1_access_proto_init()
 	file_sluice_v1_txn_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
