@@ -2112,9 +2112,12 @@ type AlterPartitionsError struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The partition's current state, when the refusal is about the
 	// partition (AlterPartition's PartitionAssignment error detail).
-	Current       *PartitionAssignment `protobuf:"bytes,3,opt,name=current,proto3" json:"current,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Current *PartitionAssignment `protobuf:"bytes,3,opt,name=current,proto3" json:"current,omitempty"`
+	// Set when the refusal is for a stale partition epoch
+	// (AlterPartition's StalePartitionEpoch error detail).
+	StalePartitionEpoch *StalePartitionEpoch `protobuf:"bytes,4,opt,name=stale_partition_epoch,json=stalePartitionEpoch,proto3" json:"stale_partition_epoch,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *AlterPartitionsError) Reset() {
@@ -2168,6 +2171,75 @@ func (x *AlterPartitionsError) GetCurrent() *PartitionAssignment {
 	return nil
 }
 
+func (x *AlterPartitionsError) GetStalePartitionEpoch() *StalePartitionEpoch {
+	if x != nil {
+		return x.StalePartitionEpoch
+	}
+	return nil
+}
+
+// StalePartitionEpoch is attached to AlterPartition's FAILED_PRECONDITION
+// refusal of an ISR change whose partition epoch is not the partition's
+// current one (Kafka's INVALID_UPDATE_VERSION), beside the current
+// PartitionAssignment. It is the only refusal that may hide an earlier,
+// applied proposal of the same change (a lost answer), so a leader must
+// tell it from the others: by this detail, not by the message (which
+// still says "stale partition epoch N (current M)" for brokers before
+// it).
+type StalePartitionEpoch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The proposal's partition epoch.
+	PartitionEpoch int32 `protobuf:"varint,1,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	// The partition's current one.
+	CurrentPartitionEpoch int32 `protobuf:"varint,2,opt,name=current_partition_epoch,json=currentPartitionEpoch,proto3" json:"current_partition_epoch,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *StalePartitionEpoch) Reset() {
+	*x = StalePartitionEpoch{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StalePartitionEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StalePartitionEpoch) ProtoMessage() {}
+
+func (x *StalePartitionEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StalePartitionEpoch.ProtoReflect.Descriptor instead.
+func (*StalePartitionEpoch) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *StalePartitionEpoch) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
+}
+
+func (x *StalePartitionEpoch) GetCurrentPartitionEpoch() int32 {
+	if x != nil {
+		return x.CurrentPartitionEpoch
+	}
+	return 0
+}
+
 // QuotaRates are per-second rates of one tenant at one broker over the last
 // exchange window.
 type QuotaRates struct {
@@ -2183,7 +2255,7 @@ type QuotaRates struct {
 
 func (x *QuotaRates) Reset() {
 	*x = QuotaRates{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[30]
+	mi := &file_sluice_v1_broker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2267,7 @@ func (x *QuotaRates) String() string {
 func (*QuotaRates) ProtoMessage() {}
 
 func (x *QuotaRates) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[30]
+	mi := &file_sluice_v1_broker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2280,7 @@ func (x *QuotaRates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaRates.ProtoReflect.Descriptor instead.
 func (*QuotaRates) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{30}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *QuotaRates) GetProduceBytesPerSec() float64 {
@@ -2260,7 +2332,7 @@ type TenantQuotaReport struct {
 
 func (x *TenantQuotaReport) Reset() {
 	*x = TenantQuotaReport{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[31]
+	mi := &file_sluice_v1_broker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2344,7 @@ func (x *TenantQuotaReport) String() string {
 func (*TenantQuotaReport) ProtoMessage() {}
 
 func (x *TenantQuotaReport) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[31]
+	mi := &file_sluice_v1_broker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2357,7 @@ func (x *TenantQuotaReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantQuotaReport.ProtoReflect.Descriptor instead.
 func (*TenantQuotaReport) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{31}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TenantQuotaReport) GetTenantId() string {
@@ -2348,7 +2420,7 @@ type ExchangeQuotasRequest struct {
 
 func (x *ExchangeQuotasRequest) Reset() {
 	*x = ExchangeQuotasRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[32]
+	mi := &file_sluice_v1_broker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2432,7 @@ func (x *ExchangeQuotasRequest) String() string {
 func (*ExchangeQuotasRequest) ProtoMessage() {}
 
 func (x *ExchangeQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[32]
+	mi := &file_sluice_v1_broker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2445,7 @@ func (x *ExchangeQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ExchangeQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{32}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExchangeQuotasRequest) GetBrokerId() int32 {
@@ -2421,7 +2493,7 @@ type ObjectReservation struct {
 
 func (x *ObjectReservation) Reset() {
 	*x = ObjectReservation{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[33]
+	mi := &file_sluice_v1_broker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2505,7 @@ func (x *ObjectReservation) String() string {
 func (*ObjectReservation) ProtoMessage() {}
 
 func (x *ObjectReservation) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[33]
+	mi := &file_sluice_v1_broker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2518,7 @@ func (x *ObjectReservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectReservation.ProtoReflect.Descriptor instead.
 func (*ObjectReservation) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ObjectReservation) GetTenantId() string {
@@ -2489,7 +2561,7 @@ type ReserveObjectsRequest struct {
 
 func (x *ReserveObjectsRequest) Reset() {
 	*x = ReserveObjectsRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[34]
+	mi := &file_sluice_v1_broker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2573,7 @@ func (x *ReserveObjectsRequest) String() string {
 func (*ReserveObjectsRequest) ProtoMessage() {}
 
 func (x *ReserveObjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[34]
+	mi := &file_sluice_v1_broker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2586,7 @@ func (x *ReserveObjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveObjectsRequest.ProtoReflect.Descriptor instead.
 func (*ReserveObjectsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReserveObjectsRequest) GetBrokerId() int32 {
@@ -2552,7 +2624,7 @@ type ObjectReservationResult struct {
 
 func (x *ObjectReservationResult) Reset() {
 	*x = ObjectReservationResult{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[35]
+	mi := &file_sluice_v1_broker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2636,7 @@ func (x *ObjectReservationResult) String() string {
 func (*ObjectReservationResult) ProtoMessage() {}
 
 func (x *ObjectReservationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[35]
+	mi := &file_sluice_v1_broker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2649,7 @@ func (x *ObjectReservationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectReservationResult.ProtoReflect.Descriptor instead.
 func (*ObjectReservationResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ObjectReservationResult) GetGranted() bool {
@@ -2611,7 +2683,7 @@ type ReserveObjectsResponse struct {
 
 func (x *ReserveObjectsResponse) Reset() {
 	*x = ReserveObjectsResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[36]
+	mi := &file_sluice_v1_broker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2695,7 @@ func (x *ReserveObjectsResponse) String() string {
 func (*ReserveObjectsResponse) ProtoMessage() {}
 
 func (x *ReserveObjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[36]
+	mi := &file_sluice_v1_broker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2708,7 @@ func (x *ReserveObjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveObjectsResponse.ProtoReflect.Descriptor instead.
 func (*ReserveObjectsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{36}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReserveObjectsResponse) GetResults() []*ObjectReservationResult {
@@ -2677,7 +2749,7 @@ type TenantAllotment struct {
 
 func (x *TenantAllotment) Reset() {
 	*x = TenantAllotment{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[37]
+	mi := &file_sluice_v1_broker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2761,7 @@ func (x *TenantAllotment) String() string {
 func (*TenantAllotment) ProtoMessage() {}
 
 func (x *TenantAllotment) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[37]
+	mi := &file_sluice_v1_broker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2774,7 @@ func (x *TenantAllotment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantAllotment.ProtoReflect.Descriptor instead.
 func (*TenantAllotment) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{37}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TenantAllotment) GetTenantId() string {
@@ -2778,7 +2850,7 @@ type ExchangeQuotasResponse struct {
 
 func (x *ExchangeQuotasResponse) Reset() {
 	*x = ExchangeQuotasResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[38]
+	mi := &file_sluice_v1_broker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +2862,7 @@ func (x *ExchangeQuotasResponse) String() string {
 func (*ExchangeQuotasResponse) ProtoMessage() {}
 
 func (x *ExchangeQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[38]
+	mi := &file_sluice_v1_broker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +2875,7 @@ func (x *ExchangeQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ExchangeQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{38}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExchangeQuotasResponse) GetAllotments() []*TenantAllotment {
@@ -2827,7 +2899,7 @@ type TenantUsageCounters struct {
 
 func (x *TenantUsageCounters) Reset() {
 	*x = TenantUsageCounters{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[39]
+	mi := &file_sluice_v1_broker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +2911,7 @@ func (x *TenantUsageCounters) String() string {
 func (*TenantUsageCounters) ProtoMessage() {}
 
 func (x *TenantUsageCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[39]
+	mi := &file_sluice_v1_broker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +2924,7 @@ func (x *TenantUsageCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantUsageCounters.ProtoReflect.Descriptor instead.
 func (*TenantUsageCounters) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{39}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TenantUsageCounters) GetTenantId() string {
@@ -2897,7 +2969,7 @@ type IngressRange struct {
 
 func (x *IngressRange) Reset() {
 	*x = IngressRange{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[40]
+	mi := &file_sluice_v1_broker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +2981,7 @@ func (x *IngressRange) String() string {
 func (*IngressRange) ProtoMessage() {}
 
 func (x *IngressRange) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[40]
+	mi := &file_sluice_v1_broker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +2994,7 @@ func (x *IngressRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngressRange.ProtoReflect.Descriptor instead.
 func (*IngressRange) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{40}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *IngressRange) GetTopicId() string {
@@ -2982,7 +3054,7 @@ type ReportUsageRequest struct {
 
 func (x *ReportUsageRequest) Reset() {
 	*x = ReportUsageRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[41]
+	mi := &file_sluice_v1_broker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2994,7 +3066,7 @@ func (x *ReportUsageRequest) String() string {
 func (*ReportUsageRequest) ProtoMessage() {}
 
 func (x *ReportUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[41]
+	mi := &file_sluice_v1_broker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3007,7 +3079,7 @@ func (x *ReportUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportUsageRequest.ProtoReflect.Descriptor instead.
 func (*ReportUsageRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{41}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReportUsageRequest) GetBrokerId() int32 {
@@ -3057,7 +3129,7 @@ type IngressCursor struct {
 
 func (x *IngressCursor) Reset() {
 	*x = IngressCursor{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[42]
+	mi := &file_sluice_v1_broker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3141,7 @@ func (x *IngressCursor) String() string {
 func (*IngressCursor) ProtoMessage() {}
 
 func (x *IngressCursor) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[42]
+	mi := &file_sluice_v1_broker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3154,7 @@ func (x *IngressCursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngressCursor.ProtoReflect.Descriptor instead.
 func (*IngressCursor) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{42}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *IngressCursor) GetTopicId() string {
@@ -3119,7 +3191,7 @@ type ReportUsageResponse struct {
 
 func (x *ReportUsageResponse) Reset() {
 	*x = ReportUsageResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[43]
+	mi := &file_sluice_v1_broker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3203,7 @@ func (x *ReportUsageResponse) String() string {
 func (*ReportUsageResponse) ProtoMessage() {}
 
 func (x *ReportUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[43]
+	mi := &file_sluice_v1_broker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3216,7 @@ func (x *ReportUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportUsageResponse.ProtoReflect.Descriptor instead.
 func (*ReportUsageResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{43}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReportUsageResponse) GetDuplicate() bool {
@@ -3313,11 +3385,15 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x15AlterPartitionsResult\x12>\n" +
 	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentH\x00R\tpartition\x127\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.sluice.v1.AlterPartitionsErrorH\x00R\x05errorB\t\n" +
-	"\aoutcome\"~\n" +
+	"\aoutcome\"\xd2\x01\n" +
 	"\x14AlterPartitionsError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x128\n" +
-	"\acurrent\x18\x03 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\acurrent\"\xc9\x01\n" +
+	"\acurrent\x18\x03 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\acurrent\x12R\n" +
+	"\x15stale_partition_epoch\x18\x04 \x01(\v2\x1e.sluice.v1.StalePartitionEpochR\x13stalePartitionEpoch\"v\n" +
+	"\x13StalePartitionEpoch\x12'\n" +
+	"\x0fpartition_epoch\x18\x01 \x01(\x05R\x0epartitionEpoch\x126\n" +
+	"\x17current_partition_epoch\x18\x02 \x01(\x05R\x15currentPartitionEpoch\"\xc9\x01\n" +
 	"\n" +
 	"QuotaRates\x121\n" +
 	"\x15produce_bytes_per_sec\x18\x01 \x01(\x01R\x12produceBytesPerSec\x12-\n" +
@@ -3431,7 +3507,7 @@ func file_sluice_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_sluice_v1_broker_proto_goTypes = []any{
 	(RemoteSegmentState)(0),             // 0: sluice.v1.RemoteSegmentState
 	(CountedKind)(0),                    // 1: sluice.v1.CountedKind
@@ -3465,28 +3541,29 @@ var file_sluice_v1_broker_proto_goTypes = []any{
 	(*AlterPartitionsResponse)(nil),     // 29: sluice.v1.AlterPartitionsResponse
 	(*AlterPartitionsResult)(nil),       // 30: sluice.v1.AlterPartitionsResult
 	(*AlterPartitionsError)(nil),        // 31: sluice.v1.AlterPartitionsError
-	(*QuotaRates)(nil),                  // 32: sluice.v1.QuotaRates
-	(*TenantQuotaReport)(nil),           // 33: sluice.v1.TenantQuotaReport
-	(*ExchangeQuotasRequest)(nil),       // 34: sluice.v1.ExchangeQuotasRequest
-	(*ObjectReservation)(nil),           // 35: sluice.v1.ObjectReservation
-	(*ReserveObjectsRequest)(nil),       // 36: sluice.v1.ReserveObjectsRequest
-	(*ObjectReservationResult)(nil),     // 37: sluice.v1.ObjectReservationResult
-	(*ReserveObjectsResponse)(nil),      // 38: sluice.v1.ReserveObjectsResponse
-	(*TenantAllotment)(nil),             // 39: sluice.v1.TenantAllotment
-	(*ExchangeQuotasResponse)(nil),      // 40: sluice.v1.ExchangeQuotasResponse
-	(*TenantUsageCounters)(nil),         // 41: sluice.v1.TenantUsageCounters
-	(*IngressRange)(nil),                // 42: sluice.v1.IngressRange
-	(*ReportUsageRequest)(nil),          // 43: sluice.v1.ReportUsageRequest
-	(*IngressCursor)(nil),               // 44: sluice.v1.IngressCursor
-	(*ReportUsageResponse)(nil),         // 45: sluice.v1.ReportUsageResponse
-	(*timestamppb.Timestamp)(nil),       // 46: google.protobuf.Timestamp
-	(*TopicConfig)(nil),                 // 47: sluice.v1.TopicConfig
-	(*Limits)(nil),                      // 48: sluice.v1.Limits
+	(*StalePartitionEpoch)(nil),         // 32: sluice.v1.StalePartitionEpoch
+	(*QuotaRates)(nil),                  // 33: sluice.v1.QuotaRates
+	(*TenantQuotaReport)(nil),           // 34: sluice.v1.TenantQuotaReport
+	(*ExchangeQuotasRequest)(nil),       // 35: sluice.v1.ExchangeQuotasRequest
+	(*ObjectReservation)(nil),           // 36: sluice.v1.ObjectReservation
+	(*ReserveObjectsRequest)(nil),       // 37: sluice.v1.ReserveObjectsRequest
+	(*ObjectReservationResult)(nil),     // 38: sluice.v1.ObjectReservationResult
+	(*ReserveObjectsResponse)(nil),      // 39: sluice.v1.ReserveObjectsResponse
+	(*TenantAllotment)(nil),             // 40: sluice.v1.TenantAllotment
+	(*ExchangeQuotasResponse)(nil),      // 41: sluice.v1.ExchangeQuotasResponse
+	(*TenantUsageCounters)(nil),         // 42: sluice.v1.TenantUsageCounters
+	(*IngressRange)(nil),                // 43: sluice.v1.IngressRange
+	(*ReportUsageRequest)(nil),          // 44: sluice.v1.ReportUsageRequest
+	(*IngressCursor)(nil),               // 45: sluice.v1.IngressCursor
+	(*ReportUsageResponse)(nil),         // 46: sluice.v1.ReportUsageResponse
+	(*timestamppb.Timestamp)(nil),       // 47: google.protobuf.Timestamp
+	(*TopicConfig)(nil),                 // 48: sluice.v1.TopicConfig
+	(*Limits)(nil),                      // 49: sluice.v1.Limits
 }
 var file_sluice_v1_broker_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.RemoteSegment.state:type_name -> sluice.v1.RemoteSegmentState
-	46, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
-	46, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
+	47, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
+	47, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
 	3,  // 3: sluice.v1.RemoteSegment.epochs:type_name -> sluice.v1.EpochStart
 	2,  // 4: sluice.v1.AddRemoteSegmentRequest.segment:type_name -> sluice.v1.RemoteSegment
 	2,  // 5: sluice.v1.AddRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
@@ -3494,15 +3571,15 @@ var file_sluice_v1_broker_proto_depIdxs = []int32{
 	2,  // 7: sluice.v1.UpdateRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
 	0,  // 8: sluice.v1.ListRemoteSegmentsRequest.states:type_name -> sluice.v1.RemoteSegmentState
 	2,  // 9: sluice.v1.ListRemoteSegmentsResponse.segments:type_name -> sluice.v1.RemoteSegment
-	46, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	46, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	46, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
-	46, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	47, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	47, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	47, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
+	47, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
 	18, // 14: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
-	46, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
+	47, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
 	22, // 16: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
 	23, // 17: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
-	47, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
+	48, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
 	25, // 19: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
 	22, // 20: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
 	28, // 21: sluice.v1.AlterPartitionsRequest.items:type_name -> sluice.v1.AlterPartitionsItem
@@ -3511,50 +3588,51 @@ var file_sluice_v1_broker_proto_depIdxs = []int32{
 	22, // 24: sluice.v1.AlterPartitionsResult.partition:type_name -> sluice.v1.PartitionAssignment
 	31, // 25: sluice.v1.AlterPartitionsResult.error:type_name -> sluice.v1.AlterPartitionsError
 	22, // 26: sluice.v1.AlterPartitionsError.current:type_name -> sluice.v1.PartitionAssignment
-	32, // 27: sluice.v1.TenantQuotaReport.offered:type_name -> sluice.v1.QuotaRates
-	32, // 28: sluice.v1.TenantQuotaReport.admitted:type_name -> sluice.v1.QuotaRates
-	33, // 29: sluice.v1.ExchangeQuotasRequest.tenants:type_name -> sluice.v1.TenantQuotaReport
-	35, // 30: sluice.v1.ExchangeQuotasRequest.applied:type_name -> sluice.v1.ObjectReservation
-	1,  // 31: sluice.v1.ObjectReservation.kind:type_name -> sluice.v1.CountedKind
-	35, // 32: sluice.v1.ReserveObjectsRequest.reservations:type_name -> sluice.v1.ObjectReservation
-	37, // 33: sluice.v1.ReserveObjectsResponse.results:type_name -> sluice.v1.ObjectReservationResult
-	32, // 34: sluice.v1.TenantAllotment.rates:type_name -> sluice.v1.QuotaRates
-	48, // 35: sluice.v1.TenantAllotment.limits:type_name -> sluice.v1.Limits
-	39, // 36: sluice.v1.ExchangeQuotasResponse.allotments:type_name -> sluice.v1.TenantAllotment
-	41, // 37: sluice.v1.ReportUsageRequest.counters:type_name -> sluice.v1.TenantUsageCounters
-	42, // 38: sluice.v1.ReportUsageRequest.ingress:type_name -> sluice.v1.IngressRange
-	44, // 39: sluice.v1.ReportUsageResponse.cursors:type_name -> sluice.v1.IngressCursor
-	13, // 40: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
-	15, // 41: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
-	17, // 42: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
-	20, // 43: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
-	24, // 44: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
-	27, // 45: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
-	11, // 46: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
-	4,  // 47: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
-	6,  // 48: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
-	8,  // 49: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
-	34, // 50: sluice.v1.BrokerService.ExchangeQuotas:input_type -> sluice.v1.ExchangeQuotasRequest
-	36, // 51: sluice.v1.BrokerService.ReserveObjects:input_type -> sluice.v1.ReserveObjectsRequest
-	43, // 52: sluice.v1.BrokerService.ReportUsage:input_type -> sluice.v1.ReportUsageRequest
-	14, // 53: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
-	16, // 54: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
-	19, // 55: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
-	21, // 56: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
-	26, // 57: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
-	29, // 58: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
-	12, // 59: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
-	5,  // 60: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
-	7,  // 61: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
-	9,  // 62: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
-	40, // 63: sluice.v1.BrokerService.ExchangeQuotas:output_type -> sluice.v1.ExchangeQuotasResponse
-	38, // 64: sluice.v1.BrokerService.ReserveObjects:output_type -> sluice.v1.ReserveObjectsResponse
-	45, // 65: sluice.v1.BrokerService.ReportUsage:output_type -> sluice.v1.ReportUsageResponse
-	53, // [53:66] is the sub-list for method output_type
-	40, // [40:53] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	32, // 27: sluice.v1.AlterPartitionsError.stale_partition_epoch:type_name -> sluice.v1.StalePartitionEpoch
+	33, // 28: sluice.v1.TenantQuotaReport.offered:type_name -> sluice.v1.QuotaRates
+	33, // 29: sluice.v1.TenantQuotaReport.admitted:type_name -> sluice.v1.QuotaRates
+	34, // 30: sluice.v1.ExchangeQuotasRequest.tenants:type_name -> sluice.v1.TenantQuotaReport
+	36, // 31: sluice.v1.ExchangeQuotasRequest.applied:type_name -> sluice.v1.ObjectReservation
+	1,  // 32: sluice.v1.ObjectReservation.kind:type_name -> sluice.v1.CountedKind
+	36, // 33: sluice.v1.ReserveObjectsRequest.reservations:type_name -> sluice.v1.ObjectReservation
+	38, // 34: sluice.v1.ReserveObjectsResponse.results:type_name -> sluice.v1.ObjectReservationResult
+	33, // 35: sluice.v1.TenantAllotment.rates:type_name -> sluice.v1.QuotaRates
+	49, // 36: sluice.v1.TenantAllotment.limits:type_name -> sluice.v1.Limits
+	40, // 37: sluice.v1.ExchangeQuotasResponse.allotments:type_name -> sluice.v1.TenantAllotment
+	42, // 38: sluice.v1.ReportUsageRequest.counters:type_name -> sluice.v1.TenantUsageCounters
+	43, // 39: sluice.v1.ReportUsageRequest.ingress:type_name -> sluice.v1.IngressRange
+	45, // 40: sluice.v1.ReportUsageResponse.cursors:type_name -> sluice.v1.IngressCursor
+	13, // 41: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
+	15, // 42: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
+	17, // 43: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
+	20, // 44: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
+	24, // 45: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
+	27, // 46: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
+	11, // 47: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
+	4,  // 48: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
+	6,  // 49: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
+	8,  // 50: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
+	35, // 51: sluice.v1.BrokerService.ExchangeQuotas:input_type -> sluice.v1.ExchangeQuotasRequest
+	37, // 52: sluice.v1.BrokerService.ReserveObjects:input_type -> sluice.v1.ReserveObjectsRequest
+	44, // 53: sluice.v1.BrokerService.ReportUsage:input_type -> sluice.v1.ReportUsageRequest
+	14, // 54: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
+	16, // 55: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
+	19, // 56: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
+	21, // 57: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
+	26, // 58: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
+	29, // 59: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
+	12, // 60: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
+	5,  // 61: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
+	7,  // 62: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
+	9,  // 63: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
+	41, // 64: sluice.v1.BrokerService.ExchangeQuotas:output_type -> sluice.v1.ExchangeQuotasResponse
+	39, // 65: sluice.v1.BrokerService.ReserveObjects:output_type -> sluice.v1.ReserveObjectsResponse
+	46, // 66: sluice.v1.BrokerService.ReportUsage:output_type -> sluice.v1.ReportUsageResponse
+	54, // [54:67] is the sub-list for method output_type
+	41, // [41:54] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_broker_proto_init() }
@@ -3574,7 +3652,7 @@ func file_sluice_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_broker_proto_rawDesc), len(file_sluice_v1_broker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
