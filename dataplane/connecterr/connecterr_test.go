@@ -188,3 +188,25 @@ func TestFromConnect(t *testing.T) {
 		require.Equal(t, c.kind, k)
 	}
 }
+
+func TestFromAlterPartitionsError(t *testing.T) {
+	cur := &sluicev1.PartitionAssignment{TopicId: "t", PartitionEpoch: 1}
+	err := FromAlterPartitionsError(&sluicev1.AlterPartitionsError{Code: "failed_precondition", Message: "stale partition epoch 0 (current 1)", Current: cur,
+		StalePartitionEpoch: &sluicev1.StalePartitionEpoch{CurrentPartitionEpoch: 1}})
+	require.ErrorIs(t, err, derr.InvalidUpdateVersion)
+	require.Equal(t, "failed_precondition: stale partition epoch 0 (current 1)", err.Error(), "as AlterPartition's error reads")
+
+	err = FromAlterPartitionsError(&sluicev1.AlterPartitionsError{Code: "failed_precondition", Message: "stale partition epoch 0 (current 1)"})
+	require.ErrorIs(t, err, derr.FailedPrecondition, "without the detail, the message says nothing")
+	require.NotErrorIs(t, err, derr.InvalidUpdateVersion)
+	require.ErrorIs(t, FromAlterPartitionsError(&sluicev1.AlterPartitionsError{Code: "invalid_argument"}), derr.InvalidRequest)
+	require.ErrorIs(t, FromAlterPartitionsError(&sluicev1.AlterPartitionsError{Code: "what"}), derr.Unknown)
+
+	ce := connect.NewError(connect.CodeFailedPrecondition, errors.New("not the leader"))
+	require.Nil(t, CurrentPartition(ce))
+	d, derrr := connect.NewErrorDetail(cur)
+	require.NoError(t, derrr)
+	ce.AddDetail(d)
+	require.True(t, proto.Equal(cur, CurrentPartition(fmt.Errorf("alter: %w", ce))))
+	require.Nil(t, CurrentPartition(errors.New("plain")))
+}
