@@ -70,3 +70,14 @@ func (e errorInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 		return e.mapErr(ctx, conn.Spec().Procedure, next(ctx, conn))
 	}
 }
+
+// asConnect is err as the Connect error a client reads (toConnect; an
+// error that maps to none is Internal), for code that still builds on a
+// *connect.Error.
+func asConnect(err error) *connect.Error {
+	var ce *connect.Error
+	if errors.As(toConnect(err), &ce) {
+		return ce
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
