@@ -20,7 +20,7 @@ const (
 
 	// Generic kinds: refusals without a Kafka code of their own, and what
 	// a Connect peer (the control plane, another broker) answered, as
-	// FromCode translates its code.
+	// connecterr.FromConnect translates its code.
 
 	// Canceled: the caller gave up (no Kafka answer: the connection is gone).
 	Canceled
