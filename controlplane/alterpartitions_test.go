@@ -76,14 +76,18 @@ func TestControllerAlterPartitions(t *testing.T) {
 
 		cur := requireRefused(res[1], connect.CodeFailedPrecondition, "stale partition epoch 5 (current 0)")
 		require.EqualValues(t, b.Partition, cur.GetPartition())
+		require.EqualValues(t, 5, res[1].GetError().GetStalePartitionEpoch().GetPartitionEpoch(), "typed: a StalePartitionEpoch")
+		require.EqualValues(t, 0, res[1].GetError().GetStalePartitionEpoch().GetCurrentPartitionEpoch())
 		cur = requireRefused(res[2], connect.CodeFailedPrecondition, "is not the leader")
 		require.Equal(t, parts[other].Leader, cur.GetLeader())
+		require.Nil(t, res[2].GetError().GetStalePartitionEpoch(), "only a stale partition epoch has the detail")
 		require.Nil(t, requireRefused(res[3], connect.CodeInvalidArgument, "new_isr"))
 		require.EqualValues(t, 0, res[4].GetPartition().GetPartitionEpoch())
 		require.Equal(t, d.ISR, res[4].GetPartition().GetIsr())
 		require.Nil(t, requireRefused(res[5], connect.CodeNotFound, "not found"))
 		require.Nil(t, requireRefused(res[6], connect.CodeNotFound, "partition 99"))
 		cur = requireRefused(res[7], connect.CodeFailedPrecondition, "stale partition epoch 0 (current 1)")
+		require.EqualValues(t, 1, res[7].GetError().GetStalePartitionEpoch().GetCurrentPartitionEpoch())
 		require.Equal(t, []int32{leader, a.Replicas[1]}, cur.GetIsr(), "the state item 0 wrote")
 		require.EqualValues(t, 1, res[8].GetPartition().GetPartitionEpoch())
 

@@ -259,6 +259,22 @@ func alterDetail(t *testing.T, err error) *sluicev1.PartitionAssignment {
 	return nil
 }
 
+// staleDetail returns the StalePartitionEpoch detail of an AlterPartition
+// refusal, nil when it has none.
+func staleDetail(t *testing.T, err error) *sluicev1.StalePartitionEpoch {
+	t.Helper()
+	var ce *connect.Error
+	require.True(t, errors.As(err, &ce), "%v", err)
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		require.NoError(t, derr)
+		if s, ok := v.(*sluicev1.StalePartitionEpoch); ok {
+			return s
+		}
+	}
+	return nil
+}
+
 // TestControllerAlterPartition: only the current leader, with current epochs,
 // may change the ISR; the new ISR must be well-formed and may only add live
 // brokers; a stale partition epoch gets the current state back.
@@ -313,11 +329,17 @@ func TestControllerAlterPartition(t *testing.T) {
 		cur := alterDetail(t, err)
 		require.EqualValues(t, 1, cur.GetPartitionEpoch())
 		require.Equal(t, []int32{leader, follower}, cur.GetIsr())
+		// Typed, so a leader need not match the message.
+		stale := staleDetail(t, err)
+		require.NotNil(t, stale, "a StalePartitionEpoch detail")
+		require.EqualValues(t, 0, stale.GetPartitionEpoch())
+		require.EqualValues(t, 1, stale.GetCurrentPartitionEpoch())
 
 		// Not the leader; a stale leader epoch; a stale broker epoch.
 		_, err = alter(follower, f.epoch(follower), 0, 1, follower)
 		requireCode(t, connect.CodeFailedPrecondition, err, "is not the leader")
 		require.Equal(t, leader, alterDetail(t, err).GetLeader())
+		require.Nil(t, staleDetail(t, err), "only a stale partition epoch has the detail")
 		_, err = alter(leader, f.epoch(leader), 7, 1, leader)
 		requireCode(t, connect.CodeFailedPrecondition, err, "stale leader epoch 7 (current 0)")
 		_, err = alter(leader, f.epoch(leader)-1, 0, 1, leader)

@@ -65,7 +65,7 @@ func decideAlter(r alterReq, cur store.PartitionWithTopic, brokers []store.Broke
 	topic := store.Topic{ID: cur.TopicID, TenantID: cur.TenantID, Name: cur.TopicName, Config: cur.Config}
 	p := cur.Partition
 	if p.PartitionEpoch != r.partitionEpoch {
-		return store.Partition{}, false, partitionPrecondition(topic, p, "stale partition epoch %d (current %d)", r.partitionEpoch, p.PartitionEpoch)
+		return store.Partition{}, false, stalePartitionEpoch(topic, p, r.partitionEpoch)
 	}
 	if err := checkBrokerEpoch(brokers, r.brokerID, r.brokerEpoch); err != nil {
 		return store.Partition{}, false, err
@@ -220,7 +220,7 @@ func (s *brokerService) AlterPartitions(ctx context.Context, req *connect.Reques
 				continue
 			}
 			topic := store.Topic{ID: f.TopicID, TenantID: f.TenantID, Name: f.TopicName, Config: f.Config}
-			refuse(i, partitionPrecondition(topic, f.Partition, "stale partition epoch %d (current %d)", r.partitionEpoch, f.PartitionEpoch))
+			refuse(i, stalePartitionEpoch(topic, f.Partition, r.partitionEpoch))
 		case errors.Is(oerr, store.ErrNotFound):
 			refuse(i, notFound("partition %d of topic %s not found", r.partition, r.topicID))
 		case oerr != nil:
@@ -244,8 +244,11 @@ func (s *brokerService) itemError(ctx context.Context, err error) *sluicev1.Alte
 	out := &sluicev1.AlterPartitionsError{Code: ce.Code().String(), Message: ce.Message()}
 	for _, d := range ce.Details() {
 		if v, derr := d.Value(); derr == nil {
-			if pa, ok := v.(*sluicev1.PartitionAssignment); ok {
-				out.Current = pa
+			switch v := v.(type) {
+			case *sluicev1.PartitionAssignment:
+				out.Current = v
+			case *sluicev1.StalePartitionEpoch:
+				out.StalePartitionEpoch = v
 			}
 		}
 	}

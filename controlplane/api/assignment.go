@@ -187,7 +187,7 @@ func (s *brokerService) AlterPartition(ctx context.Context, req *connect.Request
 		if rerr != nil {
 			return nil, rerr
 		}
-		return nil, partitionPrecondition(topic, fresh, "stale partition epoch %d (current %d)", m.GetPartitionEpoch(), fresh.PartitionEpoch)
+		return nil, stalePartitionEpoch(topic, fresh, m.GetPartitionEpoch())
 	case errors.Is(err, store.ErrNotFound):
 		return nil, notFound("partition %d of topic %s not found", m.GetPartition(), m.GetTopicId())
 	case err != nil:
@@ -226,6 +226,22 @@ func partitionPrecondition(t store.Topic, p store.Partition, format string, args
 	err := connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(format, args...))
 	if d, derr := connect.NewErrorDetail(toAssignmentPB(withTopic(t, p))); derr == nil {
 		err.AddDetail(d)
+	}
+	return err
+}
+
+// stalePartitionEpoch refuses an ISR change whose partition epoch got is
+// not p's: failed_precondition with the current state and a
+// StalePartitionEpoch detail, by which a leader tells this refusal (the
+// only one that may hide an applied proposal) from the others. The
+// message is what brokers before the detail matched on.
+func stalePartitionEpoch(t store.Topic, p store.Partition, got int32) error {
+	err := partitionPrecondition(t, p, "stale partition epoch %d (current %d)", got, p.PartitionEpoch)
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		if d, derr := connect.NewErrorDetail(&sluicev1.StalePartitionEpoch{PartitionEpoch: got, CurrentPartitionEpoch: p.PartitionEpoch}); derr == nil {
+			ce.AddDetail(d)
+		}
 	}
 	return err
 }

@@ -223,8 +223,9 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	}
 	b.host = b.replicaHost()
 	b.sessions = partition.NewSessions(partition.SessionsConfig{
-		Lookup:  b.partition,
-		Metrics: &partition.SessionMetrics{Requests: b.metrics.fetchSessionRequests},
+		Lookup:      b.partition,
+		Metrics:     &partition.SessionMetrics{Requests: b.metrics.fetchSessionRequests},
+		ErrorAnswer: fetchErrorAnswer,
 	})
 	if cfg.GroupLagMetricsInterval > 0 {
 		b.groupLag = &groupLagCollector{b: b}
@@ -487,9 +488,9 @@ func (b *Broker) replicaHost() *partition.Host {
 		Files:             b.files,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
 		LeaderAddress:     b.brokerAddress,
-		ReplicaClient:     func(leader int32) sluicev1connect.ReplicaServiceClient { return b.peer(leader).replica },
-		AlterPartition:    b.cp.AlterPartition,
-		AlterPartitions:   b.cp.AlterPartitions,
+		ReplicaClient:     func(leader int32) partition.LeaderClient { return leaderClient{b.peer(leader).replica} },
+		AlterPartition:    alterPartition(b.cp.AlterPartition),
+		AlterPartitions:   alterPartitions(b.cp.AlterPartitions),
 		FailStop:          b.failStop,
 		Tier:              b.tier,
 	}

@@ -157,7 +157,7 @@ func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
 	p.Update(ctx, pm.assignment(), tm.config.replica())
 	require.False(t, c.Current())
 	err = <-commit(4)
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(toConnect(err)), "%v", err)
 	require.ErrorContains(t, err, "fenced leader epoch 4")
 	require.EqualValues(t, 11, p.Log().LEO(), "nothing appended")
 	require.EqualValues(t, 3, committed(), "nothing applied")

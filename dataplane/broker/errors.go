@@ -7,13 +7,14 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/connecterr"
 	"github.com/sluicemq/sluice/dataplane/partition"
 )
 
-// toConnect maps the partition replicas' domain errors to Connect errors
-// with details a client can act on (partition.ToConnect), for the
-// broker's handlers and the NotLeader answers it builds itself.
-func toConnect(err error) error { return partition.ToConnect(err) }
+// toConnect maps the data plane's domain errors to Connect errors with
+// details a client can act on: the one mapping (connecterr.ToConnect), for
+// the broker's handlers and the NotLeader answers it builds itself.
+func toConnect(err error) error { return connecterr.ToConnect(err) }
 
 // notLeader builds the error for a partition this broker does not lead, as
 // pm describes it (NotLeader with the leader's address from this broker's
@@ -26,8 +27,8 @@ func (b *Broker) notLeader(pm partMeta) error {
 // the view does not name it.
 func (b *Broker) brokerAddress(id int32) string { return b.metadata().brokers[id].address }
 
-// errorInterceptor maps errors once at the seam: Connect errors pass, the
-// partition replicas' domain errors get their codes (toConnect), context errors
+// errorInterceptor maps errors once at the seam: Connect errors pass, domain
+// errors get their codes and details (toConnect), context errors
 // become Canceled/DeadlineExceeded, and anything else is logged and
 // answered as a generic Internal error.
 type errorInterceptor struct{ logger *slog.Logger }
@@ -68,4 +69,15 @@ func (e errorInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		return e.mapErr(ctx, conn.Spec().Procedure, next(ctx, conn))
 	}
+}
+
+// asConnect is err as the Connect error a client reads (toConnect; an
+// error that maps to none is Internal), for code that still builds on a
+// *connect.Error.
+func asConnect(err error) *connect.Error {
+	var ce *connect.Error
+	if errors.As(toConnect(err), &ce) {
+		return ce
+	}
+	return connect.NewError(connect.CodeInternal, err)
 }

@@ -58,14 +58,14 @@ func TestBrokerPartitionBeyondViewIsNotFound(t *testing.T) {
 	b.meta.Store(toClusterMeta(assignments(3, 2)))
 
 	_, _, _, err := s.resolve(ctx, "orders", 2)
-	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(toConnect(err)), "%v", err)
 	require.ErrorContains(t, err, `topic "orders" partition 2 not found: this broker knows partitions 0..1`)
 	_, err = s.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "orders", Partition: 2}))
-	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(toConnect(err)), "%v", err)
 	_, err = s.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 2}))
-	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(toConnect(err)), "%v", err)
 	_, _, _, err = s.resolve(ctx, "orders", -1)
-	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "a negative partition never exists: %v", err)
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(toConnect(err)), "a negative partition never exists: %v", err)
 
 	b.meta.Store(toClusterMeta(assignments(4, 3)))
 	_, pm, _, err := s.resolve(ctx, "orders", 2)

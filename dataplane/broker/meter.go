@@ -16,6 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/connecterr"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
@@ -32,14 +33,15 @@ func (b *Broker) newUsageReporter() *meter.Reporter {
 		Send: func(ctx context.Context, req *sluicev1.ReportUsageRequest) (*sluicev1.ReportUsageResponse, error) {
 			res, err := b.cp.ReportUsage(ctx, connect.NewRequest(req))
 			if err != nil {
-				return nil, err
+				return nil, connecterr.FromConnect(err)
 			}
 			return res.Msg, nil
 		},
-		Leaders:  b.meteredLeaders,
-		Counters: b.usageCounters,
-		Interval: b.cfg.UsageReportInterval,
-		Logger:   b.logger,
+		ErrorLabel: connectCodeName,
+		Leaders:    b.meteredLeaders,
+		Counters:   b.usageCounters,
+		Interval:   b.cfg.UsageReportInterval,
+		Logger:     b.logger,
 	})
 }
 

@@ -196,7 +196,7 @@ func TestBrokerProduceManyBounds(t *testing.T) {
 		{"timeout", &sluicev1.ProduceManyRequest{TimeoutMs: -1, Partitions: []*sluicev1.ProducePartition{one}}},
 	} {
 		_, err := pb.svc.ProduceMany(pb.ctx, connect.NewRequest(tc.req))
-		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s: %v", tc.name, err)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(toConnect(err)), "%s: %v", tc.name, err)
 	}
 	require.Zero(t, pb.p.Log().LEO(), "nothing written")
 

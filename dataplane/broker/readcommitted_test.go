@@ -109,7 +109,7 @@ func TestBrokerFetchIsolation(t *testing.T) {
 	require.EqualValues(t, 6, list(rc).GetOffset())
 
 	_, err = pb.svc.Fetch(pb.ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "bench", Offset: 0, IsolationLevel: 7}))
-	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(toConnect(err)))
 }
 
 // BenchmarkFetchIsolation is BenchmarkFetchHandler's read (from offset 0,

@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -45,33 +46,37 @@ func (s *recordService) resolve(ctx context.Context, topic string, partition int
 		return nil, partMeta{}, p, errors.New("no tenant principal in context")
 	}
 	if topic == "" {
-		return nil, partMeta{}, p, connect.NewError(connect.CodeInvalidArgument, errors.New("topic: must not be empty"))
+		return nil, partMeta{}, p, derr.New(derr.InvalidRequest, "topic: must not be empty")
 	}
 	meta := s.b.metadata()
 	t, ok := meta.topic(p.TenantID, topic)
 	if !ok {
-		return nil, partMeta{}, p, unknownTopic(meta, topic)
+		return nil, partMeta{}, p, topicNotFound(meta, topic)
 	}
 	if partition < 0 {
-		return nil, partMeta{}, p, connect.NewError(connect.CodeInvalidArgument,
-			fmt.Errorf("partition: must not be negative; got %d", partition))
+		return nil, partMeta{}, p, derr.New(derr.InvalidRequest, "partition: must not be negative; got %d", partition)
 	}
 	if int(partition) >= len(t.partitions) {
-		return nil, partMeta{}, p, unknownPartition(t, partition)
+		return nil, partMeta{}, p, partitionNotFound(t, partition)
 	}
 	return t, t.partitions[partition], p, nil
 }
 
-// unknownPartition is the answer for a partition beyond the topic's count
-// in this broker's view: NotFound, as for a topic the view does not name
-// (Kafka's UNKNOWN_TOPIC_OR_PARTITION). Partitions are only ever added, so
-// a client that knows of the partition may be ahead of this broker: the
+// partitionNotFound is the answer for a partition beyond the topic's count
+// in this broker's view: UnknownTopicOrPartition (NotFound), as for a
+// topic the view does not name. Partitions are only ever added, so a
+// client that knows of the partition may be ahead of this broker: the
 // control plane added it and the assignment stream has not brought it here
 // yet. Clients retry NotFound from a broker when their metadata names the
 // partition, as they do for a new topic.
+func partitionNotFound(t *topicMeta, partition int32) error {
+	return derr.New(derr.UnknownTopicOrPartition, "topic %q partition %d not found: this broker knows partitions 0..%d (partitions added just now reach every broker within moments)", t.name, partition, len(t.partitions)-1)
+}
+
+// unknownPartition is partitionNotFound as a Connect error, for the
+// handlers that still build Connect errors themselves.
 func unknownPartition(t *topicMeta, partition int32) *connect.Error {
-	return connect.NewError(connect.CodeNotFound,
-		fmt.Errorf("topic %q partition %d not found: this broker knows partitions 0..%d (partitions added just now reach every broker within moments)", t.name, partition, len(t.partitions)-1))
+	return asConnect(partitionNotFound(t, partition))
 }
 
 // local returns the partition if this broker leads it; otherwise the error
@@ -85,14 +90,21 @@ func (s *recordService) local(pm partMeta, t *topicMeta) (*partition.Replica, er
 	return nil, s.b.notLeader(pm)
 }
 
-// unknownTopic is the answer for a topic the view does not name: NotFound,
-// or Unavailable while the broker has not received its first view (it has
-// just started; another broker, or this one shortly, knows the topic).
-func unknownTopic(meta *clusterMeta, name string) *connect.Error {
+// topicNotFound is the answer for a topic the view does not name:
+// UnknownTopicOrPartition (NotFound), or Unavailable while the broker has
+// not received its first view (it has just started; another broker, or
+// this one shortly, knows the topic).
+func topicNotFound(meta *clusterMeta, name string) error {
 	if !meta.loaded {
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("topic %q: this broker is starting and has not received its assignments yet; retry", name))
+		return derr.New(derr.Unavailable, "topic %q: this broker is starting and has not received its assignments yet; retry", name)
 	}
-	return connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q not found", name))
+	return derr.New(derr.UnknownTopicOrPartition, "topic %q not found", name)
+}
+
+// unknownTopic is topicNotFound as a Connect error, for the handlers that
+// still build Connect errors themselves.
+func unknownTopic(meta *clusterMeta, name string) *connect.Error {
+	return asConnect(topicNotFound(meta, name))
 }
 
 // forwardable reports whether a request may be forwarded to the leader:
@@ -147,12 +159,12 @@ func produceOptions(acks sluicev1.Acks, timeoutMs int64) (sluicev1.Acks, time.Du
 		acks = sluicev1.Acks_ACKS_ALL
 	}
 	if acks < sluicev1.Acks_ACKS_NONE || acks > sluicev1.Acks_ACKS_ALL {
-		return 0, 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("acks: unknown value %d", acks))
+		return 0, 0, derr.New(derr.InvalidRequest, "acks: unknown value %d", acks)
 	}
 	timeout := time.Duration(timeoutMs) * time.Millisecond
 	switch {
 	case timeoutMs < 0:
-		return 0, 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("timeout_ms: must not be negative"))
+		return 0, 0, derr.New(derr.InvalidRequest, "timeout_ms: must not be negative")
 	case timeout == 0:
 		timeout = defaultProduceWait
 	case timeout > maxProduceWait:
@@ -207,16 +219,16 @@ func (s *recordService) ProduceMany(ctx context.Context, req *connect.Request[sl
 	entries := m.GetPartitions()
 	switch {
 	case len(entries) == 0:
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("partitions: must not be empty"))
+		return nil, derr.New(derr.InvalidRequest, "partitions: must not be empty")
 	case len(entries) > maxProduceManyEntries:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partitions: at most %d per request; got %d", maxProduceManyEntries, len(entries)))
+		return nil, derr.New(derr.InvalidRequest, "partitions: at most %d per request; got %d", maxProduceManyEntries, len(entries))
 	}
 	size := 0
 	for _, e := range entries {
 		size += len(e.GetBatches().GetData())
 	}
 	if size > maxProduceManyBytes {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partitions: at most %d bytes of batches per request; got %d", maxProduceManyBytes, size))
+		return nil, derr.New(derr.RecordListTooLarge, "partitions: at most %d bytes of batches per request; got %d", maxProduceManyBytes, size)
 	}
 	acks, timeout, err := produceOptions(m.GetAcks(), m.GetTimeoutMs())
 	if err != nil {
@@ -279,7 +291,7 @@ func (s *recordService) produceEntry(ctx context.Context, header func() http.Hea
 		return nil, err
 	}
 	if len(data) == 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("batches: must not be empty"))
+		return nil, derr.New(derr.InvalidRequest, "batches: must not be empty")
 	}
 	batches, err := splitBatches(data, t.config.maxMessageBytes)
 	if err != nil {
@@ -338,10 +350,10 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 	case *sluicev1.ProduceRequest_Records:
 		recs := pl.Records.GetRecords()
 		if len(recs) == 0 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("records: must not be empty"))
+			return nil, derr.New(derr.InvalidRequest, "records: must not be empty")
 		}
 		if len(recs) > 100000 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("records: at most 100000 per request; got %d", len(recs)))
+			return nil, derr.New(derr.RecordListTooLarge, "records: at most 100000 per request; got %d", len(recs))
 		}
 		first := recs[0].GetTimestampMs()
 		if first <= 0 {
@@ -380,7 +392,7 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 		// Encoded here, so valid by construction: no CRC check follows.
 		v, err := log.EncodeLeaderBatch(make([]byte, 0, size), record.BatchHeader{FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
 		if err != nil {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("records: %w", err))
+			return nil, derr.New(derr.InvalidRecord, "records: %w", err)
 		}
 		if b := v.Batch(); maxMessageBytes > 0 && len(b) > int(maxMessageBytes) {
 			return nil, batchTooLarge("records", len(b), maxMessageBytes)
@@ -389,11 +401,11 @@ func produceBatches(m *sluicev1.ProduceRequest, maxMessageBytes int32, now time.
 	case *sluicev1.ProduceRequest_Batches:
 		data := pl.Batches.GetData()
 		if len(data) == 0 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("batches: must not be empty"))
+			return nil, derr.New(derr.InvalidRequest, "batches: must not be empty")
 		}
 		return splitBatches(data, maxMessageBytes)
 	}
-	return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("payload: set records or batches"))
+	return nil, derr.New(derr.InvalidRequest, "payload: set records or batches")
 }
 
 // splitBatches splits and checks batches in the SDK's format (CRC, format,
@@ -419,12 +431,12 @@ func splitBatches(data []byte, maxMessageBytes int32) ([]log.ValidBatch, error) 
 		// request is written whole or not at all.
 		v, err := log.ValidateLeaderBatch(data[:end], 0)
 		if err != nil {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d: %w", len(out)+1, err))
+			return nil, derr.New(derr.CorruptMessage, "batches: batch %d: %w", len(out)+1, err)
 		}
 		if v.Header().Attributes.Control() {
 			// Markers are written by the transaction coordinators alone
 			// (WriteTxnMarkers): a client's would end transactions.
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d is a control batch (a transaction marker): only Sluice writes those", len(out)+1))
+			return nil, derr.New(derr.InvalidRecord, "batches: batch %d is a control batch (a transaction marker): only Sluice writes those", len(out)+1)
 		}
 		if h := v.Header(); h.Attributes.Codec() != record.CodecNone {
 			// The records of a compressed batch are checked too, so
@@ -435,7 +447,7 @@ func splitBatches(data []byte, maxMessageBytes int32) ([]log.ValidBatch, error) 
 				err = log.CheckLeaderRecords(plain)
 			}
 			if err != nil {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d (codec %d): %w", len(out)+1, h.Attributes.Codec(), err))
+				return nil, derr.New(derr.InvalidRecord, "batches: batch %d (codec %d): %w", len(out)+1, h.Attributes.Codec(), err)
 			}
 		}
 		out = append(out, v)
@@ -453,14 +465,11 @@ const (
 	maxHeaderOverhead = 2 * binary.MaxVarintLen64
 )
 
-// batchTooLarge refuses a batch over max.message.bytes, with a
-// BatchTooLarge detail so that clients can split it.
+// batchTooLarge refuses a batch over max.message.bytes, with the sizes
+// (the BatchTooLarge detail) so that clients can split it.
 func batchTooLarge(field string, size int, maxMessageBytes int32) error {
-	ce := connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: batch of %d bytes exceeds the topic's max.message.bytes %d", field, size, maxMessageBytes))
-	if d, err := connect.NewErrorDetail(&sluicev1.BatchTooLarge{BatchBytes: int32(min(size, math.MaxInt32)), MaxMessageBytes: maxMessageBytes}); err == nil {
-		ce.AddDetail(d)
-	}
-	return ce
+	return &derr.Error{Kind: derr.MessageTooLarge, TooLarge: &derr.SizeLimit{Bytes: int32(min(size, math.MaxInt32)), Max: maxMessageBytes},
+		Err: fmt.Errorf("%s: batch of %d bytes exceeds the topic's max.message.bytes %d", field, size, maxMessageBytes)}
 }
 
 func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
@@ -472,18 +481,18 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	maxBytes := int(m.GetMaxBytes())
 	switch {
 	case maxBytes < 0:
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("max_bytes: must not be negative"))
+		return nil, derr.New(derr.InvalidRequest, "max_bytes: must not be negative")
 	case maxBytes == 0:
 		maxBytes = defaultFetchMaxBytes
 	case maxBytes > maxFetchMaxBytes:
 		maxBytes = maxFetchMaxBytes
 	}
 	if m.GetMaxWaitMs() < 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("max_wait_ms: must not be negative"))
+		return nil, derr.New(derr.InvalidRequest, "max_wait_ms: must not be negative")
 	}
 	wait := min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, maxFetchWait)
 	if m.GetOffset() < 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offset: must not be negative; got %d", m.GetOffset()))
+		return nil, derr.New(derr.InvalidRequest, "offset: must not be negative; got %d", m.GetOffset())
 	}
 	if wait > 0 && caller.Kind == tenants.PrincipalTenant {
 		// A long poll ends as soon as its tenant is suspended.
@@ -493,7 +502,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	}
 	suspended := func(err error) error {
 		if errors.Is(context.Cause(ctx), errTenantSuspended) {
-			return connect.NewError(connect.CodePermissionDenied, errTenantSuspended)
+			return derr.Wrap(derr.TopicAuthorizationFailed, errTenantSuspended)
 		}
 		return err
 	}
@@ -507,7 +516,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	}
 	iso := m.GetIsolationLevel()
 	if iso < sluicev1.IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED || iso > sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("isolation_level: unknown value %d", iso))
+		return nil, derr.New(derr.InvalidRequest, "isolation_level: unknown value %d", iso)
 	}
 	if err := s.b.quota.checkFetch(ctx, maxBytes); err != nil {
 		return nil, err
@@ -632,7 +641,7 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 		return nil, err
 	}
 	if m.GetSpec() < sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST || m.GetSpec() > sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("spec: choose earliest, latest or timestamp"))
+		return nil, derr.New(derr.InvalidRequest, "spec: choose earliest, latest or timestamp")
 	}
 	p, err := s.local(pm, t)
 	if err != nil && forwardable(req.Header(), err) { // Header() allocates: only on the refusal path
@@ -649,7 +658,7 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 	end := hw
 	switch iso := m.GetIsolationLevel(); {
 	case iso < sluicev1.IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED || iso > sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("isolation_level: unknown value %d", iso))
+		return nil, derr.New(derr.InvalidRequest, "isolation_level: unknown value %d", iso)
 	case iso == sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED:
 		end = lso
 	}
@@ -693,7 +702,7 @@ func (s *recordService) GetMetadata(ctx context.Context, req *connect.Request[sl
 	for _, name := range names {
 		t, ok := meta.topic(p.TenantID, name)
 		if !ok {
-			return nil, unknownTopic(meta, name)
+			return nil, topicNotFound(meta, name)
 		}
 		tm := &sluicev1.TopicMetadata{Name: t.name, Id: t.id, MaxMessageBytes: t.config.maxMessageBytes}
 		for _, pm := range t.partitions {

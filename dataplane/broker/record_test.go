@@ -57,7 +57,7 @@ func TestBrokerProduceBatchesValidation(t *testing.T) {
 	} {
 		_, err := produceBatches(tt.req, tt.max, now)
 		require.Error(t, err, tt.name)
-		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), tt.name)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(toConnect(err)), tt.name)
 		require.Contains(t, err.Error(), tt.msg, tt.name)
 	}
 
@@ -83,16 +83,16 @@ func TestBrokerStartingBrokerAnswersUnavailable(t *testing.T) {
 	s := &recordService{b: b}
 	ctx := tenants.WithPrincipal(t.Context(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1"})
 	_, _, _, err := s.resolve(ctx, "orders", 0)
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(toConnect(err)), "%v", err)
 	require.ErrorContains(t, err, "has not received its assignments yet")
 	_, err = s.GetMetadata(ctx, connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{"orders"}}))
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(toConnect(err)), "%v", err)
 
 	b.meta.Store(toClusterMeta(&sluicev1.WatchAssignmentsResponse{MetadataVersion: 3}))
 	_, _, _, err = s.resolve(ctx, "orders", 0)
-	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(toConnect(err)), "%v", err)
 	_, err = s.GetMetadata(ctx, connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{"orders"}}))
-	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(toConnect(err)), "%v", err)
 }
 
 // TestBrokerProduceRecordsAllocations: encoding a records payload takes a

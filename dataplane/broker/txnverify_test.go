@@ -64,7 +64,7 @@ func TestBrokerTxnVerificationHidesTheCoordinatorsNotLeader(t *testing.T) {
 		dataID   = "orders-id"
 	)
 	nlErr := func(leader, epoch int32, self bool, addr string) error {
-		return partition.ToConnect(&partition.NotLeaderError{TopicID: txnTopic, Partition: 0, Leader: leader, Epoch: epoch, Self: self, Address: addr})
+		return toConnect(&partition.NotLeaderError{TopicID: txnTopic, Partition: 0, Leader: leader, Epoch: epoch, Self: self, Address: addr})
 	}
 	// Broker 3 names broker 2 at epoch 4; broker 2 says it is taking over.
 	peer2 := servePeer(t, movedCoordinator{err: nlErr(2, 4, true, "")})

@@ -97,7 +97,7 @@ func TestBrokerProduceRefusesCorruptBatches(t *testing.T) {
 		{"compressed, malformed records", "codec 4", zipped},
 	} {
 		_, err := pb.svc.Produce(pb.ctx, batchesRequest(tt.data))
-		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s: %v", tt.name, err)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(toConnect(err)), "%s: %v", tt.name, err)
 		require.ErrorContains(t, err, tt.msg, tt.name)
 		require.EqualValues(t, 0, pb.p.Log().LEO(), "%s: nothing written", tt.name)
 	}
@@ -114,7 +114,7 @@ func TestBrokerProduceRefusesCorruptBatches(t *testing.T) {
 	m.addTopic(&topicMeta{tenantID: "t1", id: "topic-bench", name: "bench", config: topicConfig{minISR: 1, maxMessageBytes: 1 << 20}, partitions: []partMeta{pm}})
 	pb.svc.b.meta.Store(m)
 	_, err = pb.svc.Produce(pb.ctx, batchesRequest(corruptValue(good)))
-	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(toConnect(err)), "%v", err)
 	require.ErrorContains(t, err, "crc")
 }
 
@@ -151,7 +151,7 @@ func TestBrokerProduceRefusesTransactionalAndControlBatches(t *testing.T) {
 		req := batchesRequest(tt.data)
 		req.Msg.TransactionalId = tt.txnID
 		_, err := pb.svc.Produce(pb.ctx, req)
-		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s: %v", tt.name, err)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(toConnect(err)), "%s: %v", tt.name, err)
 		require.ErrorContains(t, err, tt.msg, tt.name)
 		require.EqualValues(t, 0, pb.p.Log().LEO(), "%s: nothing written", tt.name)
 		many := connect.NewRequest(&sluicev1.ProduceManyRequest{TransactionalId: tt.txnID, Partitions: []*sluicev1.ProducePartition{

@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
@@ -32,8 +32,18 @@ type Config struct {
 	// BrokerEpoch is the broker's current epoch; 0 before it registered
 	// (nothing is reported then).
 	BrokerEpoch func() int64
-	// Send is BrokerService.ReportUsage.
+	// Send is BrokerService.ReportUsage. Its errors are domain errors
+	// (dataplane/derr: the broker translates its client's): a refusal
+	// of the whole report is derr.FailedPrecondition (a stale broker
+	// epoch), derr.NotFound (an unregistered broker), derr.InvalidRequest
+	// (a report the control plane does not take) or
+	// derr.UnsupportedVersion (a control plane without metering); any
+	// other error leaves the report's fate unknown.
 	Send func(context.Context, *sluicev1.ReportUsageRequest) (*sluicev1.ReportUsageResponse, error)
+	// ErrorLabel is the failures metric's code label of a Send error (the
+	// broker's: the Connect code's name, as control planes answer); nil
+	// labels with the error's derr.Kind.
+	ErrorLabel func(error) string
 	// Leaders lists the tenants' partitions the broker leads now.
 	Leaders  func() []Leader
 	Counters *Counters
@@ -344,6 +354,16 @@ func (r *Reporter) ingress(ctx context.Context) []*sluicev1.IngressRange {
 	return out
 }
 
+// errorLabel is the failures metric's label of a Send error
+// (Config.ErrorLabel).
+func (r *Reporter) errorLabel(err error) string {
+	if r.cfg.ErrorLabel != nil {
+		return r.cfg.ErrorLabel(err)
+	}
+	kind, _ := derr.KindOf(err)
+	return kind.String()
+}
+
 // attempt sends the pending report once; true when it was answered
 // (and applied, or found applied before).
 func (r *Reporter) attempt(ctx context.Context) bool {
@@ -351,19 +371,20 @@ func (r *Reporter) attempt(ctx context.Context) bool {
 	res, err := r.cfg.Send(actx, r.pending)
 	cancel()
 	if err != nil {
-		code := connect.CodeOf(err)
-		switch code {
-		case connect.CodeFailedPrecondition, connect.CodeNotFound, connect.CodeInvalidArgument, connect.CodeUnimplemented:
+		kind, _ := derr.KindOf(err)
+		unsupported := kind == derr.UnsupportedVersion
+		switch kind {
+		case derr.FailedPrecondition, derr.NotFound, derr.InvalidRequest, derr.UnsupportedVersion:
 			// Refused whole, nothing applied: a stale broker epoch, an
 			// unregistered broker, a report the control plane does not
 			// take, or a control plane without metering.
 		default:
 			r.uncertain = true
 		}
-		r.failures.WithLabelValues(code.String()).Inc()
+		r.failures.WithLabelValues(r.errorLabel(err)).Inc()
 		attrs := []any{"broker_epoch", r.pending.GetBrokerEpoch(), "sequence", r.pending.GetSequence(), "err", err}
 		switch now := time.Now(); {
-		case code == connect.CodeUnimplemented:
+		case unsupported:
 			// A control plane that does not meter yet (an older version
 			// during an upgrade): nothing an operator must act on.
 			r.cfg.Logger.Debug("report usage: the control plane does not take usage reports; retrying with the same report", attrs...)

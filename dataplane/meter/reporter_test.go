@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicemq/sluice/dataplane/connecterr"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
@@ -97,7 +98,7 @@ func setup(t *testing.T, scanBytes int) *reporterSetup {
 	s := &reporterSetup{cp: newFakeControlPlane(1), counters: &Counters{}}
 	s.epoch.Store(1)
 	s.r = NewReporter(Config{
-		BrokerID: 1, BrokerEpoch: s.epoch.Load, Send: s.cp.send,
+		BrokerID: 1, BrokerEpoch: s.epoch.Load, Send: sendVia(s.cp.send), ErrorLabel: codeName,
 		Leaders: func() []Leader { return append([]Leader(nil), s.leaders...) }, Counters: s.counters,
 		Interval: time.Hour, PartitionScanBytes: scanBytes,
 	})
@@ -293,3 +294,15 @@ func TestMeterReporterFinal(t *testing.T) {
 	require.Less(t, time.Since(start), 10*time.Second)
 	require.Greater(t, len(s.cp.sent), 6, "retried")
 }
+
+// sendVia wires a Connect-style fake control plane as the broker wires its
+// client: errors translated to domain errors (connecterr.FromConnect).
+func sendVia(f func(context.Context, *sluicev1.ReportUsageRequest) (*sluicev1.ReportUsageResponse, error)) func(context.Context, *sluicev1.ReportUsageRequest) (*sluicev1.ReportUsageResponse, error) {
+	return func(ctx context.Context, req *sluicev1.ReportUsageRequest) (*sluicev1.ReportUsageResponse, error) {
+		res, err := f(ctx, req)
+		return res, connecterr.FromConnect(err)
+	}
+}
+
+// codeName labels failures as the broker does: the Connect code's name.
+func codeName(err error) string { return connect.CodeOf(connecterr.ToConnect(err)).String() }

@@ -12,10 +12,28 @@
 // replica, and writes every replica's HW to its checkpoint
 // (WriteHWCheckpoint). A replica reaches its broker only through the Host the
 // broker gives it: its id and broker epoch, a logger and counters, the log
-// settings, the leader's address for NotLeader errors, a ReplicaService
-// client for the fetcher of each leader broker, the controller's
-// AlterPartitions and AlterPartition, a fail-stop callback and the tiered
-// storage.
+// settings, the leader's address for NotLeader errors, a LeaderClient
+// (the replica service of a leader broker) for the fetcher of each leader
+// broker, the controller's AlterPartitions and AlterPartition, a
+// fail-stop callback and the tiered storage.
+//
+// # Errors
+//
+// A replica refuses with the data plane's domain errors (dataplane/derr),
+// never a protocol's: a *NotLeaderError (derr.NotLeaderError) with the
+// leader hint, NotEnoughReplicas with the ISR and min ISR, the producer
+// state's refusals with the ProducerError and TransactionError reasons,
+// OffsetOutOfRange with the range, ErrHWCatchingUp (OffsetNotAvailable),
+// and the outcome-unknown ends of an acks=all wait (RequestTimedOut,
+// NotEnoughReplicasAfterAppend, NotLeaderAfterAppend, StorageUnavailable).
+// The broker's Connect adapter maps them to codes and details in one place
+// (dataplane/connecterr). The calls a replica makes through its Host come
+// back as domain errors too: the broker translates the Connect errors of
+// its clients (connecterr.FromConnect), so a stale partition epoch from
+// the controller is derr.InvalidUpdateVersion (a typed detail of its
+// answer, not its message) and a leader without FetchReplicas
+// derr.UnsupportedVersion. This package does not import
+// connectrpc.com/connect (internal/layering).
 //
 // # Model
 //
@@ -73,8 +91,9 @@
 //   - WriteMarker is how a transaction coordinator ends a transaction on
 //     the partition: as leader, under the lock, the marker is checked
 //     (CheckMarker: an older producer epoch, or an older coordinator epoch
-//     than the producer's last marker, is FailedPrecondition with a
-//     TransactionError PRODUCER_FENCED detail), encoded
+//     than the producer's last marker, is refused with the transaction
+//     reason PRODUCER_FENCED: InvalidProducerEpoch, or
+//     TransactionCoordinatorFenced for an older coordinator), encoded
 //     (record.MarkerBatch), appended at the leader epoch through the same
 //     append, sync and acks=all wait as Produce (always acks=all), and
 //     its offset returned once the ISR has it. A retried marker passes
@@ -123,7 +142,7 @@
 //     transactions (the file "aborted-known-from" in its directory); only
 //     for a remote segment without an index (copied before indexes
 //     existed) does that matter: leading, it refuses read_committed reads
-//     of such a segment below it (Unavailable) rather than return aborted
+//     of such a segment below it (StorageUnavailable) rather than return aborted
 //     records.
 //
 // # High-watermark checkpoint

@@ -8,8 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -152,7 +151,7 @@ func (f *fetcher) run(ctx context.Context) {
 			r = f.legacyRound(ctx, client.FetchReplica)
 		} else {
 			r = f.round(ctx, client.FetchReplicas, fetchWait, fetchMaxBytes, fetchPartMaxBytes)
-			if connect.CodeOf(r.err) == connect.CodeUnimplemented {
+			if errors.Is(r.err, derr.UnsupportedVersion) {
 				f.h.Logger.Info("the leader predates fetch sessions: fetching its partitions one by one", "leader", f.leader)
 				legacyUntil = time.Now().Add(time.Minute)
 				continue
@@ -188,7 +187,7 @@ func (f *fetcher) keepRunning(ctx context.Context) bool {
 	return false
 }
 
-type sendFunc func(context.Context, *connect.Request[sluicev1.FetchReplicasRequest]) (*connect.Response[sluicev1.FetchReplicasResponse], error)
+type sendFunc func(context.Context, *sluicev1.FetchReplicasRequest) (*sluicev1.FetchReplicasResponse, error)
 
 // roundResult is what one round did: err is the request's failure (the
 // next round starts a new session); applyErr joins the partitions'
@@ -284,7 +283,7 @@ func (f *fetcher) round(ctx context.Context, send sendFunc, wait time.Duration, 
 
 	rctx, cancel := context.WithTimeout(ctx, wait+30*time.Second)
 	defer cancel()
-	res, err := send(rctx, connect.NewRequest(req))
+	res, err := send(rctx, req)
 	if err != nil {
 		f.sessionID, f.sessionEpoch = 0, 0
 		for _, fp := range f.parts {
@@ -298,12 +297,12 @@ func (f *fetcher) round(ctx context.Context, send sendFunc, wait time.Duration, 
 			fp.inSession = false
 		}
 	}
-	f.sessionID, f.sessionEpoch = res.Msg.GetSessionId(), f.sessionEpoch+1
+	f.sessionID, f.sessionEpoch = res.GetSessionId(), f.sessionEpoch+1
 	for _, e := range entries {
 		e.fp.inSession, e.fp.pos = true, e.pos
 	}
 	var errs []error
-	for _, a := range res.Msg.GetPartitions() {
+	for _, a := range res.GetPartitions() {
 		k := sessionKey{a.GetTopicId(), a.GetPartition()}
 		fp := f.parts[k]
 		if fp == nil || !fp.inSession {
@@ -315,7 +314,7 @@ func (f *fetcher) round(ctx context.Context, send sendFunc, wait time.Duration, 
 			fp.inSession = false
 			fp.backOff(now)
 			f.h.Logger.Debug("fetch from leader", "topic", k.topicID, "partition", k.partition, "leader", f.leader,
-				"code", connect.Code(e.GetCode()).String(), "err", e.GetMessage())
+				"code", e.GetCode(), "err", e.GetMessage())
 			continue
 		}
 		if err := fp.p.applyFetch(fp.fol, fp.pos, a.GetFetch()); err != nil {
@@ -397,7 +396,7 @@ func (f *fetcher) syncFetched(ctx context.Context, keys []sessionKey) error {
 	return nil
 }
 
-type legacySendFunc func(context.Context, *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error)
+type legacySendFunc func(context.Context, *sluicev1.FetchReplicaRequest) (*sluicev1.FetchReplicaResponse, error)
 
 // legacyRound fetches every registered partition once with FetchReplica,
 // for a leader that predates fetch sessions: the same syncs, positions and
@@ -456,19 +455,19 @@ func (f *fetcher) legacyRound(ctx context.Context, send legacySendFunc) roundRes
 			p.mu.Unlock()
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			res, err := send(rctx, connect.NewRequest(&sluicev1.FetchReplicaRequest{
+			res, err := send(rctx, &sluicev1.FetchReplicaRequest{
 				FollowerId: q.Replica, FollowerBrokerEpoch: q.BrokerEpoch, TopicId: k.topicID, Partition: k.partition,
 				LeaderEpoch: q.LeaderEpoch, FetchOffset: q.FetchOffset, LastFetchedEpoch: q.LastFetchedEpoch,
 				DurableOffset: &q.Durable, MaxBytes: fetchPartMaxBytes,
-			}))
+			})
 			if err != nil {
 				fp.backOff(now)
 				return
 			}
-			aerr := p.applyFetch(fp.fol, q, res.Msg)
+			aerr := p.applyFetch(fp.fol, q, res)
 			mu.Lock()
 			defer mu.Unlock()
-			got = got || len(res.Msg.GetBatches()) > 0 || res.Msg.GetDivergingEpoch() != nil
+			got = got || len(res.GetBatches()) > 0 || res.GetDivergingEpoch() != nil
 			if aerr != nil {
 				fp.backOff(now)
 				if ferr := p.log.Failed(); ferr != nil {

@@ -39,7 +39,7 @@ func TestPartitionAcksAllBelowMinISRRefusedBeforeTheGapWait(t *testing.T) {
 	start := time.Now()
 	_, err = p.Produce(context.Background(), []log.ValidBatch{ahead}, sluicev1.Acks_ACKS_ALL, time.Minute, nil)
 	took := time.Since(start)
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err), "%v", err)
 	require.ErrorContains(t, err, "not enough replicas: 1 in sync")
 	require.Less(t, took, sequenceGapWait/2, "refused without waiting for the gap")
 

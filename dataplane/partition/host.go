@@ -5,12 +5,10 @@ import (
 	"log/slog"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tiered"
 )
 
@@ -47,15 +45,23 @@ type Host struct {
 	// LeaderAddress is the address of broker id in the broker's view of
 	// the cluster ("" when it has none), for NotLeader errors.
 	LeaderAddress func(id int32) string
-	// ReplicaClient returns the client of broker leader's ReplicaService
+	// ReplicaClient returns the client of broker leader's replica service
 	// that the fetcher of that leader's partitions fetches with
 	// (FetchReplicas).
-	ReplicaClient func(leader int32) sluicev1connect.ReplicaServiceClient
-	// AlterPartition sends a leader's ISR proposal to the controller.
-	AlterPartition func(context.Context, *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error)
+	ReplicaClient func(leader int32) LeaderClient
+	// AlterPartition sends a leader's ISR proposal to the controller. It
+	// returns the partition's new state, or the controller's refusal as a
+	// domain error (derr.InvalidUpdateVersion for a stale partition epoch,
+	// else the generic kind of the refusal: derr.FailedPrecondition,
+	// derr.InvalidRequest, ...) with the partition's current state when the
+	// refusal is about the partition, or the call's failure (nil state).
+	AlterPartition func(context.Context, *sluicev1.AlterPartitionRequest) (*sluicev1.PartitionAssignment, error)
 	// AlterPartitions sends many leaders' ISR proposals to the controller
-	// in one call (AlterISRs); nil sends each alone with AlterPartition.
-	AlterPartitions func(context.Context, *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error)
+	// in one call (AlterISRs): one result per item, in order, each as
+	// AlterPartition answers; or the call's failure
+	// (derr.UnsupportedVersion: a control plane that does not know it).
+	// nil sends each alone with AlterPartition.
+	AlterPartitions func(context.Context, *sluicev1.AlterPartitionsRequest) ([]AlterResult, error)
 	// FailStop stops the broker after the local log of a replica failed
 	// (a write or sync was refused, or its producer state could not be
 	// rebuilt): the broker gives up its lease rather than serve a disk it
@@ -68,6 +74,23 @@ type Host struct {
 	// fetchers are the follower side of the broker's replicas: one
 	// fetcher, with one fetch session, per leader broker (fetcher.go).
 	fetchers fetchers
+}
+
+// LeaderClient is a leader broker's replica service, as the fetcher of its
+// partitions calls it. Errors are domain errors (the broker translates its
+// protocol's): derr.UnsupportedVersion from a leader that predates
+// FetchReplicas.
+type LeaderClient interface {
+	FetchReplicas(context.Context, *sluicev1.FetchReplicasRequest) (*sluicev1.FetchReplicasResponse, error)
+	FetchReplica(context.Context, *sluicev1.FetchReplicaRequest) (*sluicev1.FetchReplicaResponse, error)
+}
+
+// AlterResult is the controller's answer to one item of AlterPartitions:
+// Err nil and Partition the new state when accepted; else the refusal
+// and, when it is about the partition, its current state.
+type AlterResult struct {
+	Partition *sluicev1.PartitionAssignment
+	Err       error
 }
 
 // Metrics are the counters replicas update, registered by the broker.

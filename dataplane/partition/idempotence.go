@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -69,57 +66,54 @@ func (p *Replica) fencedLocked(h record.BatchHeader) bool {
 	return errors.Is(err, producerstate.ErrProducerFenced)
 }
 
-// producerError maps the producer state's refusals to Connect errors with a
-// ProducerError detail, and, for a transactional batch or a marker (txn),
-// a TransactionError detail too when the refusal is about the transaction
-// (fenced); the refusals only transactions have (ErrInvalidTxnState,
-// ErrTransactionNotVerified, ErrCoordinatorFenced) carry a
-// TransactionError detail alone.
+// producerError maps the producer state's refusals to domain errors with
+// a producer refusal (the API's ProducerError detail), and, for a
+// transactional batch or a marker (txn), a transaction reason too when
+// the refusal is about the transaction (fenced); the refusals only
+// transactions have (ErrInvalidTxnState, ErrTransactionNotVerified,
+// ErrCoordinatorFenced) carry a transaction reason alone.
 func producerError(m *Metrics, err error, txn bool) error {
 	var se *producerstate.SequenceError
-	pe := &sluicev1.ProducerError{}
-	code := connect.CodeFailedPrecondition
+	e := &derr.Error{Err: err, Producer: &derr.ProducerRefusal{}}
+	var label string
 	switch {
 	case errors.As(err, &se):
-		pe.Reason, pe.ExpectedSequence = sluicev1.ProducerError_REASON_OUT_OF_ORDER_SEQUENCE, se.Expected
+		e.Kind, label = derr.OutOfOrderSequenceNumber, "out_of_order_sequence"
+		e.Producer.Reason, e.Producer.ExpectedSequence = derr.ProducerReasonOutOfOrderSequence, se.Expected
 		if se.Unknown {
-			pe.ExpectedSequence = -1
+			e.Producer.ExpectedSequence = -1
 		}
 	case errors.Is(err, producerstate.ErrProducerFenced):
-		pe.Reason = sluicev1.ProducerError_REASON_PRODUCER_FENCED
+		// An epoch older than the producer's here (Kafka's
+		// INVALID_PRODUCER_EPOCH at a partition).
+		e.Kind, label, e.Producer.Reason = derr.InvalidProducerEpoch, "producer_fenced", derr.ProducerReasonFenced
+		if txn {
+			e.Txn = derr.TxnReasonProducerFenced
+		}
 	case errors.Is(err, producerstate.ErrDuplicateSequence):
-		pe.Reason, code = sluicev1.ProducerError_REASON_DUPLICATE_SEQUENCE, connect.CodeAlreadyExists
+		e.Kind, label, e.Producer.Reason = derr.DuplicateSequenceNumber, "duplicate_sequence", derr.ProducerReasonDuplicateSequence
 	case errors.Is(err, producerstate.ErrInvalidSequence), errors.Is(err, producerstate.ErrInvalidProducer):
-		pe.Reason, code = sluicev1.ProducerError_REASON_INVALID_SEQUENCE, connect.CodeInvalidArgument
+		e.Kind, label, e.Producer.Reason = derr.InvalidSequence, "invalid_sequence", derr.ProducerReasonInvalidSequence
 	case errors.Is(err, producerstate.ErrInvalidTxnState):
 		// A non-transactional batch of a producer whose transaction is
 		// open here.
-		return transactionError(connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_INVALID_TXN_STATE, err)
+		return transactionError(derr.InvalidTxnState, derr.TxnReasonInvalidTxnState, err)
 	case errors.Is(err, producerstate.ErrTransactionNotVerified):
 		// A transactional batch no coordinator vouched for (a produce
 		// without a transactional id never reaches here: the broker
 		// refuses it).
-		return transactionError(connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_INVALID_TXN_STATE, err)
+		return transactionError(derr.InvalidTxnState, derr.TxnReasonInvalidTxnState, err)
 	case errors.Is(err, producerstate.ErrCoordinatorFenced):
 		// A marker of a coordinator that was replaced: its writer is
 		// fenced (Kafka's TRANSACTION_COORDINATOR_FENCED).
-		return transactionError(connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_PRODUCER_FENCED, err)
+		return transactionError(derr.TransactionCoordinatorFenced, derr.TxnReasonProducerFenced, err)
 	default:
 		return err
 	}
-	ce := connect.NewError(code, err)
 	if m != nil {
-		m.SequenceErrors.WithLabelValues(strings.ToLower(strings.TrimPrefix(pe.GetReason().String(), "REASON_"))).Inc()
+		m.SequenceErrors.WithLabelValues(label).Inc()
 	}
-	if d, derr := connect.NewErrorDetail(pe); derr == nil {
-		ce.AddDetail(d)
-	}
-	if txn && pe.Reason == sluicev1.ProducerError_REASON_PRODUCER_FENCED {
-		if d, derr := connect.NewErrorDetail(&sluicev1.TransactionError{Reason: sluicev1.TransactionError_REASON_PRODUCER_FENCED}); derr == nil {
-			ce.AddDetail(d)
-		}
-	}
-	return ce
+	return e
 }
 
 // waitSequenceGap waits, without the lock, for the partition to change

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
@@ -75,31 +73,16 @@ func (x *ISRProposal) send(ctx context.Context) (*sluicev1.PartitionAssignment, 
 		LeaderEpoch: it.LeaderEpoch, PartitionEpoch: it.PartitionEpoch, NewIsr: it.NewIsr, AddedBrokerEpochs: it.AddedBrokerEpochs,
 	}
 	callCtx, cancel := context.WithTimeout(ctx, alterTimeout)
-	res, err := x.p.h.AlterPartition(callCtx, connect.NewRequest(req))
-	cancel()
-	if err == nil {
-		return res.Msg.GetPartition(), nil
-	}
-	var current *sluicev1.PartitionAssignment
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		// A refusal about the partition carries its current state.
-		for _, d := range ce.Details() {
-			if v, derr := d.Value(); derr == nil {
-				if pa, ok := v.(*sluicev1.PartitionAssignment); ok {
-					current = pa
-				}
-			}
-		}
-	}
-	return current, err
+	defer cancel()
+	return x.p.h.AlterPartition(callCtx, req)
 }
 
 // Apply applies the controller's answer to the proposal: err nil and
-// current the partition's new state when it was accepted; a refusal's
-// error (its Connect code and message) and, when the refusal was about the
-// partition, its current state; or the call's failure (current nil), which
-// leaves the outcome unknown and the proposal pending.
+// current the partition's new state when it was accepted; a refusal (a
+// domain error, as Host.AlterPartition describes it) and, when the
+// refusal was about the partition, its current state; or the call's
+// failure (current nil), which leaves the outcome unknown and the proposal
+// pending.
 func (x *ISRProposal) Apply(ctx context.Context, current *sluicev1.PartitionAssignment, err error) {
 	p, lead, prop := x.p, x.lead, x.prop
 	if err != nil && ctx.Err() == nil {
@@ -111,13 +94,14 @@ func (x *ISRProposal) Apply(ctx context.Context, current *sluicev1.PartitionAssi
 		return // leadership changed meanwhile; the assignment stream rules
 	}
 	// The controller checks the partition epoch before anything else, so
-	// only "stale partition epoch" can hide an applied proposal; every
-	// other refusal means it was not applied.
+	// only a stale partition epoch (InvalidUpdateVersion, a typed detail
+	// of its answer) can hide an applied proposal; every other refusal
+	// means it was not applied.
 	switch {
 	case err == nil:
-	case connect.CodeOf(err) == connect.CodeFailedPrecondition && strings.Contains(err.Error(), "stale partition epoch"):
+	case errors.Is(err, derr.InvalidUpdateVersion):
 		lead.ProposalRejected(prop.ID, replica.ErrStalePartitionEpoch)
-	case connect.CodeOf(err) == connect.CodeFailedPrecondition || connect.CodeOf(err) == connect.CodeInvalidArgument:
+	case errors.Is(err, derr.FailedPrecondition) || errors.Is(err, derr.InvalidRequest):
 		lead.ProposalRejected(prop.ID, err) // definitive: propose afresh later
 	default:
 		return // unknown outcome: resend Pending next round
@@ -193,30 +177,21 @@ func AlterISRs(ctx context.Context, h *Host, reps []*Replica) {
 			req.Items = append(req.Items, x.Item())
 		}
 		callCtx, cancel := context.WithTimeout(ctx, alterTimeout)
-		res, err := h.AlterPartitions(callCtx, connect.NewRequest(req))
+		res, err := h.AlterPartitions(callCtx, req)
 		cancel()
-		if connect.CodeOf(err) == connect.CodeUnimplemented {
+		if errors.Is(err, derr.UnsupportedVersion) {
 			sendEach(ctx, chunk)
 			continue
 		}
-		if err == nil && len(res.Msg.GetResults()) != len(chunk) {
-			err = fmt.Errorf("alter partitions: %d results for %d items", len(res.Msg.GetResults()), len(chunk))
+		if err == nil && len(res) != len(chunk) {
+			err = fmt.Errorf("alter partitions: %d results for %d items", len(res), len(chunk))
 		}
 		for i, x := range chunk {
 			if err != nil {
 				x.Apply(ctx, nil, err)
 				continue
 			}
-			r := res.Msg.GetResults()[i]
-			if e := r.GetError(); e != nil {
-				var code connect.Code
-				if code.UnmarshalText([]byte(e.GetCode())) != nil {
-					code = connect.CodeUnknown
-				}
-				x.Apply(ctx, e.GetCurrent(), connect.NewError(code, errors.New(e.GetMessage())))
-				continue
-			}
-			x.Apply(ctx, r.GetPartition(), nil)
+			x.Apply(ctx, res[i].Partition, res[i].Err)
 		}
 	}
 }

@@ -59,16 +59,16 @@ func laggingLeaders(t *testing.T, h *Host, n int) []*Replica {
 func TestPartitionAlterISRsOneCallPerRound(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
-	h.AlterPartition = func(context.Context, *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
+	h.AlterPartition = alterVia(func(context.Context, *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
 		t.Error("AlterPartition called; AlterPartitions expected")
 		return nil, errors.New("unexpected")
-	}
+	})
 	var (
 		mu     sync.Mutex
 		calls  []*sluicev1.AlterPartitionsRequest
 		answer func(*sluicev1.AlterPartitionsRequest) (*sluicev1.AlterPartitionsResponse, error)
 	)
-	h.AlterPartitions = func(_ context.Context, req *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error) {
+	h.AlterPartitions = alterManyVia(func(_ context.Context, req *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, proto.CloneOf(req.Msg))
@@ -77,7 +77,7 @@ func TestPartitionAlterISRsOneCallPerRound(t *testing.T) {
 			return nil, err
 		}
 		return connect.NewResponse(res), nil
-	}
+	})
 	reps := laggingLeaders(t, h, 5)
 	shrunk := func(it *sluicev1.AlterPartitionsItem, leaderEpoch int32) *sluicev1.PartitionAssignment {
 		return &sluicev1.PartitionAssignment{TopicId: it.GetTopicId(), Partition: it.GetPartition(), Replicas: []int32{1, 2, 3},
@@ -107,9 +107,14 @@ func TestPartitionAlterISRsOneCallPerRound(t *testing.T) {
 		refuse := func(code connect.Code, msg string, cur *sluicev1.PartitionAssignment) *sluicev1.AlterPartitionsResult {
 			return &sluicev1.AlterPartitionsResult{Outcome: &sluicev1.AlterPartitionsResult_Error{Error: &sluicev1.AlterPartitionsError{Code: code.String(), Message: msg, Current: cur}}}
 		}
+		// The controller says a stale partition epoch by type, not by the message.
+		stale := func(r *sluicev1.AlterPartitionsResult) *sluicev1.AlterPartitionsResult {
+			r.GetError().StalePartitionEpoch = &sluicev1.StalePartitionEpoch{PartitionEpoch: 0, CurrentPartitionEpoch: 1}
+			return r
+		}
 		return &sluicev1.AlterPartitionsResponse{Results: []*sluicev1.AlterPartitionsResult{
 			{Outcome: &sluicev1.AlterPartitionsResult_Partition{Partition: shrunk(its[0], 4)}},
-			refuse(connect.CodeFailedPrecondition, "stale partition epoch 0 (current 1)", shrunk(its[1], 4)),
+			stale(refuse(connect.CodeFailedPrecondition, "stale partition epoch 0 (current 1)", shrunk(its[1], 4))),
 			refuse(connect.CodeFailedPrecondition, "broker 1's lease has expired; heartbeat before changing the ISR", nil),
 			refuse(connect.CodeFailedPrecondition, "stale leader epoch 4 (current 5)", shrunk(its[3], 5)),
 			refuse(connect.CodeUnavailable, "store unreachable", nil),
@@ -161,18 +166,18 @@ func TestPartitionAlterISRsFallsBackToAlterPartition(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
 	var batched, single int
-	h.AlterPartitions = func(context.Context, *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error) {
+	h.AlterPartitions = alterManyVia(func(context.Context, *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error) {
 		batched++
 		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("old control plane"))
-	}
-	h.AlterPartition = func(_ context.Context, req *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
+	})
+	h.AlterPartition = alterVia(func(_ context.Context, req *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
 		single++
 		m := req.Msg
 		return connect.NewResponse(&sluicev1.AlterPartitionResponse{Partition: &sluicev1.PartitionAssignment{
 			TopicId: m.GetTopicId(), Partition: m.GetPartition(), Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 4,
 			Isr: m.GetNewIsr(), PartitionEpoch: m.GetPartitionEpoch() + 1,
 		}}), nil
-	}
+	})
 	reps := laggingLeaders(t, h, 3)
 	AlterISRs(t.Context(), h, reps)
 	require.Equal(t, 1, batched)
@@ -193,7 +198,7 @@ func TestPartitionAcksAllAcceptedOnTheControllersAnswer(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
 	var asked []*sluicev1.AlterPartitionsItem
-	h.AlterPartitions = func(_ context.Context, req *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error) {
+	h.AlterPartitions = alterManyVia(func(_ context.Context, req *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error) {
 		var res sluicev1.AlterPartitionsResponse
 		for _, it := range req.Msg.GetItems() {
 			asked = append(asked, it)
@@ -203,7 +208,7 @@ func TestPartitionAcksAllAcceptedOnTheControllersAnswer(t *testing.T) {
 			}}})
 		}
 		return connect.NewResponse(&res), nil
-	}
+	})
 	p := newFollower(t, h, false) // min ISR 2; records [0, 10) of epoch 3
 	p.mu.Lock()
 	p.meta = Assignment{Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 4, ISR: []int32{1}, PartitionEpoch: 7}
@@ -219,7 +224,7 @@ func TestPartitionAcksAllAcceptedOnTheControllersAnswer(t *testing.T) {
 		return err
 	}
 	err = produce()
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err), "%v", err)
 	require.ErrorContains(t, err, "not enough replicas: 1 in sync")
 
 	// The followers catch up; the ISR round proposes both and the

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"connectrpc.com/connect"
-
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/replica"
 )
@@ -43,22 +42,24 @@ func (p *Replica) newLeaderLocked(pm Assignment, cfg TopicConfig, now time.Time)
 	})
 }
 
-// replicaError maps the state machine's errors to Connect codes for the
+// replicaError maps the state machine's errors to domain errors for the
 // replication and produce paths.
 func (p *Replica) replicaError(err error) error {
 	switch {
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
-		return ToConnect(&notEnoughReplicasError{isr: len(p.lead.ISR()), min: p.cfg.MinISR})
+		return notEnoughReplicas(len(p.lead.ISR()), p.cfg.MinISR)
 	case errors.Is(err, replica.ErrNotLeader):
-		return ToConnect(p.notLeader(p.meta))
-	case errors.Is(err, replica.ErrFencedLeaderEpoch), errors.Is(err, replica.ErrStaleBrokerEpoch):
-		return connect.NewError(connect.CodeFailedPrecondition, err)
+		return p.notLeader(p.meta)
+	case errors.Is(err, replica.ErrFencedLeaderEpoch):
+		return derr.Wrap(derr.FencedLeaderEpoch, err)
+	case errors.Is(err, replica.ErrStaleBrokerEpoch):
+		return derr.Wrap(derr.StaleBrokerEpoch, err)
 	case errors.Is(err, replica.ErrUnknownLeaderEpoch):
-		return connect.NewError(connect.CodeUnavailable, err)
+		return derr.Wrap(derr.UnknownLeaderEpoch, err)
 	case errors.Is(err, replica.ErrNotReplica):
-		return connect.NewError(connect.CodePermissionDenied, err)
+		return derr.Wrap(derr.NotReplica, err)
 	case errors.Is(err, replica.ErrOffsetOutOfRange):
-		return connect.NewError(connect.CodeOutOfRange, err)
+		return derr.Wrap(derr.OffsetOutOfRange, err)
 	}
 	return fmt.Errorf("replication state: %w", err)
 }

@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -122,7 +123,7 @@ func newBrokerModel(t *testing.T, seed uint64) *brokerModel {
 		h.BrokerEpoch = n.epoch.Load
 		h.Flush = log.FlushOS             // a crash here loses only what restart truncates, never the page cache
 		h.ReplicaLagTimeMax = time.Second // shrinks happen; the invariants must hold anyway
-		h.AlterPartition = modelControlPlane{m: m}.AlterPartition
+		h.AlterPartition = alterVia(modelControlPlane{m: m}.AlterPartition)
 		n.h = h
 		n.epoch.Store(1)
 		m.brokerEpochs[id] = 1
@@ -200,7 +201,7 @@ func (c modelControlPlane) AlterPartition(_ context.Context, req *connect.Reques
 	if m.node(r.GetBrokerId()).isolated {
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("control plane unreachable"))
 	}
-	refuse := func(format string, args ...any) error {
+	refuse := func(format string, args ...any) *connect.Error {
 		ce := connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(format, args...))
 		if d, err := connect.NewErrorDetail(m.wireAssignment()); err == nil {
 			ce.AddDetail(d)
@@ -211,7 +212,11 @@ func (c modelControlPlane) AlterPartition(_ context.Context, req *connect.Reques
 	case r.GetLeaderEpoch() != m.leaderEpoch || r.GetBrokerId() != m.leader:
 		return nil, refuse("fenced leader epoch %d (current %d)", r.GetLeaderEpoch(), m.leaderEpoch)
 	case r.GetPartitionEpoch() != m.partitionEpoch:
-		return nil, refuse("stale partition epoch %d (current %d)", r.GetPartitionEpoch(), m.partitionEpoch)
+		ce := refuse("stale partition epoch %d (current %d)", r.GetPartitionEpoch(), m.partitionEpoch)
+		if d, err := connect.NewErrorDetail(&sluicev1.StalePartitionEpoch{PartitionEpoch: r.GetPartitionEpoch(), CurrentPartitionEpoch: m.partitionEpoch}); err == nil {
+			ce.AddDetail(d)
+		}
+		return nil, ce
 	}
 	for _, be := range r.GetAddedBrokerEpochs() {
 		if n := m.node(be.GetBrokerId()); n.p == nil || m.brokerEpochs[n.id] != be.GetBrokerEpoch() {
@@ -318,15 +323,11 @@ func (m *brokerModel) fetch(n *modelNode) {
 	if f == nil {
 		m.fatalf("%d: follows %d without a fetcher", n.id, ln.id)
 	}
-	send := func(ctx context.Context, req *connect.Request[sluicev1.FetchReplicasRequest]) (*connect.Response[sluicev1.FetchReplicasResponse], error) {
+	send := func(ctx context.Context, req *sluicev1.FetchReplicasRequest) (*sluicev1.FetchReplicasResponse, error) {
 		if ln.p == nil || ln.isolated {
-			return nil, connect.NewError(connect.CodeUnavailable, errors.New("leader unreachable"))
+			return nil, derr.New(derr.Unavailable, "leader unreachable")
 		}
-		res, err := ln.sessions.Fetch(ctx, req.Msg)
-		if err != nil {
-			return nil, err
-		}
-		return connect.NewResponse(res), nil
+		return ln.sessions.Fetch(ctx, req)
 	}
 	before := n.p.log.LEO()
 	// Sometimes a partial fetch.

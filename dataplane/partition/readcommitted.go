@@ -11,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	"github.com/sluicemq/sluice/record"
@@ -74,7 +73,7 @@ func (p *Replica) ReaderOffsets() (hw, lso int64, _ error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader || p.lead == nil {
-		return 0, 0, ToConnect(p.notLeader(p.meta))
+		return 0, 0, p.notLeader(p.meta)
 	}
 	if p.lead.HW() < p.lead.EpochStartOffset() {
 		return 0, 0, ErrHWCatchingUp
@@ -146,7 +145,7 @@ func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions
 		}
 		p.mu.Unlock()
 		if !isLeader {
-			return f, ToConnect(p.notLeader(meta))
+			return f, p.notLeader(meta)
 		}
 		if catchingUp {
 			return f, ErrHWCatchingUp
@@ -168,12 +167,12 @@ func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions
 			return f, nil
 		}
 		if offset < start || offset > leo {
-			return f, ToConnect(&log.OffsetOutOfRangeError{Offset: offset, LogStart: start, LEO: leo})
+			return f, offsetOutOfRange(&log.OffsetOutOfRangeError{Offset: offset, LogStart: start, LEO: leo})
 		}
 		if offset < bound {
 			data, err := p.log.Read(offset, o.MaxBytes)
 			if err != nil {
-				return f, ToConnect(err)
+				return f, logError(err)
 			}
 			f.Data, f.Next = keepBatches(data, offset, bound, aborted, o.ReadCommitted)
 			return f, nil
@@ -207,7 +206,7 @@ func (p *Replica) remoteAborted(ctx context.Context, tp tiered.Partition, offset
 	case errors.Is(err, tiered.ErrNotRemote):
 		return mem, nil // the read answers it
 	case err != nil && ctx.Err() == nil:
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("read the aborted-transaction index of offset %d from the object store: %w", offset, err))
+		return nil, derr.New(derr.StorageUnavailable, "read the aborted-transaction index of offset %d from the object store: %w", offset, err)
 	case err != nil:
 		return nil, err
 	case !ok && offset < abortedKnown:
@@ -217,7 +216,7 @@ func (p *Replica) remoteAborted(ctx context.Context, tp tiered.Partition, offset
 	}
 	idx, err := producerstate.DecodeAbortedIndex(b)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeDataLoss, fmt.Errorf("offset %d is in a remote segment whose aborted-transaction index fails its checks; it is not served read_committed: %w", offset, err))
+		return nil, derr.New(derr.CorruptData, "offset %d is in a remote segment whose aborted-transaction index fails its checks; it is not served read_committed: %w", offset, err)
 	}
 	return append(idx, mem...), nil
 }
@@ -311,6 +310,6 @@ func (p *Replica) setAbortedKnownLocked(off int64) error {
 // errAbortedUnknown refuses a read_committed read below what the replica
 // knows of aborted transactions.
 func errAbortedUnknown(offset, known int64) error {
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("read_committed at offset %d: this replica knows the partition's aborted transactions only from offset %d (it started its log over there); "+
-		"the records below are served read_uncommitted only, or read_committed once another replica leads", offset, known))
+	return derr.New(derr.StorageUnavailable, "read_committed at offset %d: this replica knows the partition's aborted transactions only from offset %d (it started its log over there); "+
+		"the records below are served read_uncommitted only, or read_committed once another replica leads", offset, known)
 }

@@ -8,8 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
-
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	"github.com/sluicemq/sluice/dataplane/replica"
@@ -177,7 +176,7 @@ func (p *Replica) ReaderHW() (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader || p.lead == nil {
-		return 0, ToConnect(p.notLeader(p.meta))
+		return 0, p.notLeader(p.meta)
 	}
 	if p.lead.HW() < p.lead.EpochStartOffset() {
 		return 0, ErrHWCatchingUp
@@ -240,7 +239,7 @@ func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sl
 		if p.role != RoleLeader || p.lead == nil || p.lead.Resigned() {
 			meta := p.meta // read under the lock: Update replaces it
 			p.mu.Unlock()
-			return ProduceResult{}, ToConnect(p.notLeader(meta))
+			return ProduceResult{}, p.notLeader(meta)
 		}
 		if err := p.checkClientEpochLocked(clientEpoch); err != nil {
 			p.mu.Unlock()
@@ -250,7 +249,7 @@ func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sl
 		if verify != nil && h.Attributes.Transactional() && h.ProducerID >= 0 && !p.verifiedLocked(h.ProducerID, h.ProducerEpoch) && !p.fencedLocked(h) {
 			if verifyRounds == maxVerifyRounds {
 				p.mu.Unlock()
-				return ProduceResult{}, transactionError(connect.CodeUnavailable, sluicev1.TransactionError_REASON_CONCURRENT_TRANSACTIONS,
+				return ProduceResult{}, transactionError(derr.ConcurrentTransactions, derr.TxnReasonConcurrentTransactions,
 					fmt.Errorf("producer %d epoch %d: transaction markers kept ending the verification of this partition; retry", h.ProducerID, h.ProducerEpoch))
 			}
 			started, err := p.verifyLocked(ctx, verify, h.ProducerID, h.ProducerEpoch)
@@ -428,12 +427,12 @@ func (p *Replica) makeDurable(ctx context.Context, lead *replica.Leader, off int
 	if err := p.log.MakeDurable(ctx, off); err != nil {
 		if ferr := p.log.Failed(); ferr != nil {
 			go p.h.failStop(p, ferr)
-			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the records were written but could not be synced to disk; they may or may not be committed: %w", ferr))
+			return derr.New(derr.StorageUnavailable, "the records were written but could not be synced to disk; they may or may not be committed: %w", ferr)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the records were written but not synced to disk; they may or may not be committed: %w", err))
+		return derr.New(derr.StorageUnavailable, "the records were written but not synced to disk; they may or may not be committed: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -491,7 +490,7 @@ func (p *Replica) waitAck(ctx context.Context, lead *replica.Leader, id replica.
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return connect.NewError(connect.CodeDeadlineExceeded, errors.New("acks=all not confirmed within the timeout; the records may or may not be committed"))
+			return derr.New(derr.RequestTimedOut, "acks=all not confirmed within the timeout; the records may or may not be committed")
 		}
 		if p.lead == lead {
 			p.settleAcksLocked()
@@ -505,12 +504,12 @@ func (p *Replica) waitAck(ctx context.Context, lead *replica.Leader, id replica.
 	case errors.Is(r.Err, replica.ErrNotEnoughReplicas):
 		// The records are in the log and may yet be committed: this is
 		// an unknown outcome, not a refusal (no NotEnoughReplicas detail).
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the ISR shrank below min.insync.replicas before acks=all completed; the records may or may not be committed: %v", r.Err))
+		return derr.New(derr.NotEnoughReplicasAfterAppend, "the ISR shrank below min.insync.replicas before acks=all completed; the records may or may not be committed: %v", r.Err)
 	case errors.Is(r.Err, replica.ErrNotLeader):
 		p.mu.Lock()
 		meta := p.meta
 		p.mu.Unlock()
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("leadership moved before acks=all completed; the records may or may not be committed: %v", p.notLeader(meta)))
+		return derr.New(derr.NotLeaderAfterAppend, "leadership moved before acks=all completed; the records may or may not be committed: %v", p.notLeader(meta))
 	}
 	return fmt.Errorf("acks=all wait: %w", r.Err)
 }
@@ -523,9 +522,9 @@ func (p *Replica) checkClientEpochLocked(e *int32) error {
 	case e == nil:
 		return nil
 	case *e < p.meta.LeaderEpoch:
-		return ToConnect(connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fenced leader epoch %d: the current epoch is %d; refresh metadata", *e, p.meta.LeaderEpoch)))
+		return derr.New(derr.FencedLeaderEpoch, "fenced leader epoch %d: the current epoch is %d; refresh metadata", *e, p.meta.LeaderEpoch)
 	case *e > p.meta.LeaderEpoch:
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("unknown leader epoch %d: this broker is at %d; retry", *e, p.meta.LeaderEpoch))
+		return derr.New(derr.UnknownLeaderEpoch, "unknown leader epoch %d: this broker is at %d; retry", *e, p.meta.LeaderEpoch)
 	}
 	return nil
 }

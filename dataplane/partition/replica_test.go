@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/connecterr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -51,7 +52,7 @@ func newTestHost(t testing.TB) *Host {
 			}
 			return fmt.Sprintf("127.0.0.1:900%d", id)
 		},
-		ReplicaClient: func(int32) sluicev1connect.ReplicaServiceClient { return unreachable{} },
+		ReplicaClient: func(int32) LeaderClient { return leaderVia{unreachable{}} },
 		// A broker stops; a test has no broker to stop (and a replica may
 		// report after its test ended, from a produce a crash interrupted).
 		FailStop: func(string, int32, error) {},
@@ -214,7 +215,7 @@ func TestPartitionNewLeaderHidesHWUntilEstablished(t *testing.T) {
 	_, err := p.ReaderHW()
 	require.ErrorIs(t, err, ErrHWCatchingUp)
 	_, _, err = p.Fetch(context.Background(), 0, 1<<20, 0, nil)
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
+	require.Equal(t, connect.CodeUnavailable, codeOf(err))
 
 	// Once the ISR has fetched up to the LEO the HW is established.
 	p.mu.Lock()
@@ -339,7 +340,7 @@ func TestPartitionAcksAllWaitEndsWithItsLeadership(t *testing.T) {
 	cfg.MinISR = 1
 	p.Update(context.Background(), Assignment{Replicas: []int32{1}, Leader: 1, LeaderEpoch: 5, ISR: []int32{1}}, cfg)
 	err := <-done
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeUnavailable, codeOf(err), "%v", err)
 	require.Contains(t, err.Error(), "leadership moved before acks=all completed; the records may or may not be committed")
 	require.EqualValues(t, 11, p.HighWatermark())
 }
@@ -355,7 +356,7 @@ func TestPartitionAcksAllWaitFailsWhenTheISRShrinksBelowMin(t *testing.T) {
 	pm.ISR, pm.PartitionEpoch = []int32{1}, pm.PartitionEpoch+1
 	p.Update(context.Background(), pm, cfg)
 	err := <-done
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeUnavailable, codeOf(err), "%v", err)
 	require.Contains(t, err.Error(), "the ISR shrank below min.insync.replicas before acks=all completed")
 }
 
@@ -366,7 +367,7 @@ func TestPartitionAcksAllWaitTimesOut(t *testing.T) {
 	// Not produceAsync: its wait for the registration can miss a wait
 	// that a busy machine times out first.
 	_, err := p.Produce(context.Background(), []log.ValidBatch{validBatch(t, batchesOf(t, 0, 1, 0))}, sluicev1.Acks_ACKS_ALL, 50*time.Millisecond, nil)
-	require.Equal(t, connect.CodeDeadlineExceeded, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeDeadlineExceeded, codeOf(err), "%v", err)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	require.Empty(t, p.ackWaiters, "the wait was withdrawn")
@@ -461,7 +462,7 @@ func TestPartitionNamedLeaderNotTakenOverIsUnavailable(t *testing.T) {
 	p.meta.Leader, p.meta.LeaderEpoch = 1, 4 // this broker, still a follower
 	p.mu.Unlock()
 	_, err := p.Produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeUnavailable, codeOf(err), "%v", err)
 	require.ErrorContains(t, err, "is named the leader at epoch 4 but is not leading")
 	nl, ok := notLeaderDetail(err)
 	require.True(t, ok, "the NotLeader detail says it was refused, not written")
@@ -474,7 +475,7 @@ func TestPartitionNamedLeaderNotTakenOverIsUnavailable(t *testing.T) {
 	p.meta.Leader = 2 // another broker leads
 	p.mu.Unlock()
 	_, err = p.Produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err), "%v", err)
 	require.ErrorContains(t, err, "not the leader: broker 2 (127.0.0.1:9002) leads at epoch 4")
 	nl, ok = notLeaderDetail(err)
 	require.True(t, ok)
@@ -485,7 +486,7 @@ func TestPartitionNamedLeaderNotTakenOverIsUnavailable(t *testing.T) {
 
 func notLeaderDetail(err error) (*sluicev1.NotLeader, bool) {
 	var ce *connect.Error
-	if !errors.As(err, &ce) {
+	if !errors.As(connecterr.ToConnect(err), &ce) {
 		return nil, false
 	}
 	for _, d := range ce.Details() {
@@ -525,7 +526,7 @@ func TestPartitionProduceRefusalWhileTheViewChanges(t *testing.T) {
 		default:
 		}
 		_, err := p.Produce(context.Background(), []log.ValidBatch{validBatch(t, batch)}, sluicev1.Acks_ACKS_LEADER, time.Second, nil)
-		require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+		require.Equal(t, connect.CodeFailedPrecondition, codeOf(err), "%v", err)
 	}
 }
 
@@ -556,10 +557,10 @@ func TestPartitionClientLeaderEpochFencing(t *testing.T) {
 	require.NoError(t, p.checkClientEpochLocked(nil), "unset: no check")
 	require.NoError(t, p.checkClientEpochLocked(e(3)))
 	err := p.checkClientEpochLocked(e(2))
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err))
 	require.Contains(t, err.Error(), "fenced leader epoch 2")
 	err = p.checkClientEpochLocked(e(4))
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
+	require.Equal(t, connect.CodeUnavailable, codeOf(err))
 	require.Contains(t, err.Error(), "unknown leader epoch 4")
 }
 
@@ -574,7 +575,7 @@ func TestPartitionDeadFollowerNotProposedBack(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
 	var calls atomic.Int32
-	h.AlterPartition = func(_ context.Context, req *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
+	h.AlterPartition = alterVia(func(_ context.Context, req *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
 		calls.Add(1)
 		ce := connect.NewError(connect.CodeFailedPrecondition, errors.New("broker 3 is not live; it cannot join the ISR"))
 		d, err := connect.NewErrorDetail(&sluicev1.PartitionAssignment{TopicId: "topic-1", Replicas: []int32{1, 2, 3},
@@ -582,7 +583,7 @@ func TestPartitionDeadFollowerNotProposedBack(t *testing.T) {
 		require.NoError(t, err)
 		ce.AddDetail(d)
 		return nil, ce
-	}
+	})
 	p := newFollower(t, h, false)
 	lead(t, p, 8)
 	for _, f := range []int32{2, 3} {

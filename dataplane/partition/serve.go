@@ -64,7 +64,7 @@ func (p *Replica) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) (s
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.role != RoleLeader || p.lead == nil {
-		return served{}, ToConnect(p.notLeader(p.meta))
+		return served{}, p.notLeader(p.meta)
 	}
 	off := m.GetFetchOffset()
 	start := p.log.LogStartOffset()
@@ -104,7 +104,7 @@ func (p *Replica) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) (s
 	}
 	data, err := p.log.Read(off, maxBytes)
 	if err != nil {
-		return served{}, ToConnect(err)
+		return served{}, logError(err)
 	}
 	res.Batches = data
 	return served{res: res}, nil

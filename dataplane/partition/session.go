@@ -2,16 +2,14 @@ package partition
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicemq/sluice/dataplane/derr"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
@@ -32,6 +30,8 @@ type Sessions struct {
 	max    int
 	idle   time.Duration
 	m      *SessionMetrics
+	// errorAnswer is SessionsConfig.ErrorAnswer.
+	errorAnswer func(error) (uint32, string)
 
 	mu        sync.Mutex
 	byID      map[int64]*fetchSession
@@ -51,6 +51,10 @@ type SessionsConfig struct {
 	IdleTimeout time.Duration
 	// Metrics counts the requests; nil counts nothing.
 	Metrics *SessionMetrics
+	// ErrorAnswer says a partition's failure to the follower in the
+	// protocol's terms: its code and message (the Connect adapter's,
+	// wired by the broker). nil answers code 0 with the error's text.
+	ErrorAnswer func(error) (code uint32, message string)
 }
 
 // SessionMetrics count what Sessions do.
@@ -69,7 +73,7 @@ func NewSessions(c SessionsConfig) *Sessions {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 2 * time.Minute
 	}
-	return &Sessions{lookup: c.Lookup, max: c.MaxSessions, idle: c.IdleTimeout, m: c.Metrics, byID: map[int64]*fetchSession{}}
+	return &Sessions{lookup: c.Lookup, max: c.MaxSessions, idle: c.IdleTimeout, m: c.Metrics, errorAnswer: c.ErrorAnswer, byID: map[int64]*fetchSession{}}
 }
 
 // SessionStats are the sessions at one moment.
@@ -93,6 +97,7 @@ func (c *Sessions) Stats() SessionStats {
 type fetchSession struct {
 	id       int64
 	follower int32
+	answer   func(error) (uint32, string) // Sessions.errorAnswer
 	// Under Sessions.mu:
 	busy     bool  // a request is being served
 	epoch    int32 // the session epoch the next request must carry
@@ -173,7 +178,7 @@ func (c *Sessions) Fetch(ctx context.Context, m *sluicev1.FetchReplicasRequest) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("fetch session %d was evicted; start a new one", s.id))
+		return nil, derr.New(derr.FetchSessionIDNotFound, "fetch session %d was evicted; start a new one", s.id)
 	}
 	var res sluicev1.FetchReplicasResponse
 	res.SessionId = s.id
@@ -258,7 +263,7 @@ func (c *Sessions) acquire(m *sluicev1.FetchReplicasRequest) (*fetchSession, err
 	}
 	if m.GetSessionId() == 0 {
 		if m.GetSessionEpoch() != 0 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("session epoch %d without a session: a new session starts at 0", m.GetSessionEpoch()))
+			return nil, derr.New(derr.InvalidRequest, "session epoch %d without a session: a new session starts at 0", m.GetSessionEpoch())
 		}
 		var lru *fetchSession
 		for _, s := range c.byID {
@@ -272,7 +277,7 @@ func (c *Sessions) acquire(m *sluicev1.FetchReplicasRequest) (*fetchSession, err
 		}
 		if len(c.byID) >= c.max {
 			if lru == nil {
-				return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%d fetch sessions, all busy", len(c.byID)))
+				return nil, derr.New(derr.ResourceExhausted, "%d fetch sessions, all busy", len(c.byID))
 			}
 			c.evictLocked(lru)
 		}
@@ -280,7 +285,7 @@ func (c *Sessions) acquire(m *sluicev1.FetchReplicasRequest) (*fetchSession, err
 		for id == 0 || c.byID[id] != nil {
 			id = rand.Int64()
 		}
-		s := &fetchSession{id: id, follower: m.GetFollowerId(), busy: true, epoch: 1, lastUsed: now,
+		s := &fetchSession{id: id, follower: m.GetFollowerId(), answer: c.errorAnswer, busy: true, epoch: 1, lastUsed: now,
 			parts: map[sessionKey]*sessionPart{}, wake: make(chan struct{}, 1), dirty: map[*Replica]struct{}{}}
 		c.byID[id] = s
 		return s, nil
@@ -288,11 +293,11 @@ func (c *Sessions) acquire(m *sluicev1.FetchReplicasRequest) (*fetchSession, err
 	s := c.byID[m.GetSessionId()]
 	switch {
 	case s == nil || s.follower != m.GetFollowerId():
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("fetch session %d of broker %d is unknown here (evicted, or this broker restarted); start a new one", m.GetSessionId(), m.GetFollowerId()))
+		return nil, derr.New(derr.FetchSessionIDNotFound, "fetch session %d of broker %d is unknown here (evicted, or this broker restarted); start a new one", m.GetSessionId(), m.GetFollowerId())
 	case s.busy:
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fetch session %d is serving another request; start a new one", s.id))
+		return nil, derr.New(derr.InvalidFetchSessionEpoch, "fetch session %d is serving another request; start a new one", s.id)
 	case m.GetSessionEpoch() != s.epoch:
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("fetch session %d at epoch %d, request epoch %d; start a new one", s.id, s.epoch, m.GetSessionEpoch()))
+		return nil, derr.New(derr.InvalidFetchSessionEpoch, "fetch session %d at epoch %d, request epoch %d; start a new one", s.id, s.epoch, m.GetSessionEpoch())
 	}
 	s.epoch++
 	s.busy, s.lastUsed = true, now
@@ -346,7 +351,7 @@ func (s *fetchSession) upsert(lookup func(string, int32) *Replica, e *sluicev1.R
 	p := lookup(k.topicID, k.partition)
 	if p == nil {
 		s.remove(k)
-		return errorAnswer(k, connect.NewError(connect.CodeNotFound, fmt.Errorf("partition %s/%d is not on this broker", k.topicID, k.partition)))
+		return s.errorAnswer(k, derr.New(derr.UnknownTopicOrPartition, "partition %s/%d is not on this broker", k.topicID, k.partition))
 	}
 	sp := s.parts[k]
 	if sp != nil && sp.p != p {
@@ -389,7 +394,7 @@ func (s *fetchSession) serve(k sessionKey, m *sluicev1.FetchReplicasRequest, bud
 	sv, err := sp.p.serveReplica(sp.pos, min(per, *budget))
 	if err != nil {
 		s.remove(k)
-		return errorAnswer(k, err), false
+		return s.errorAnswer(k, err), false
 	}
 	r := sv.res
 	news := len(r.GetBatches()) > 0 || r.GetDivergingEpoch() != nil || sp.pos.GetFetchOffset() < r.GetLogStartOffset() ||
@@ -402,16 +407,16 @@ func (s *fetchSession) serve(k sessionKey, m *sluicev1.FetchReplicasRequest, bud
 	return &sluicev1.ReplicaFetchAnswer{TopicId: k.topicID, Partition: k.partition, Fetch: r}, sv.more
 }
 
-// errorAnswer is a partition's answer with err, as its Connect code and
-// message.
-func errorAnswer(k sessionKey, err error) *sluicev1.ReplicaFetchAnswer {
-	code := connect.CodeInternal
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		code = ce.Code()
+// errorAnswer is a partition's answer with err, as the protocol's code
+// and message (Sessions.errorAnswer).
+func (s *fetchSession) errorAnswer(k sessionKey, err error) *sluicev1.ReplicaFetchAnswer {
+	var code uint32
+	msg := err.Error()
+	if s.answer != nil {
+		code, msg = s.answer(err)
 	}
 	return &sluicev1.ReplicaFetchAnswer{TopicId: k.topicID, Partition: k.partition,
-		Error: &sluicev1.ReplicaFetchError{Code: uint32(code), Message: err.Error()}}
+		Error: &sluicev1.ReplicaFetchError{Code: code, Message: msg}}
 }
 
 // watch makes s a watcher of p: p's notify path signals it.

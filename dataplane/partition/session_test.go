@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/connecterr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -54,10 +55,10 @@ func newSessionCluster(t *testing.T, n int, lagTimeMax time.Duration, leaderHas 
 	c.leader, c.follow = newTestHost(t), newTestHost(t)
 	c.follow.ID = 2
 	c.leader.ReplicaLagTimeMax = lagTimeMax
-	c.leader.AlterPartition = c.alterPartition
-	c.follow.ReplicaClient = func(leader int32) sluicev1connect.ReplicaServiceClient {
+	c.leader.AlterPartition = alterVia(c.alterPartition)
+	c.follow.ReplicaClient = func(leader int32) LeaderClient {
 		require.EqualValues(t, 1, leader)
-		return sessionClient{c: c}
+		return leaderVia{sessionClient{c: c}}
 	}
 	byPart := map[int32]*Replica{}
 	c.byPart = byPart
@@ -136,11 +137,11 @@ func (s sessionClient) FetchReplicas(ctx context.Context, req *connect.Request[s
 	c.mu.Lock()
 	c.requests = append(c.requests, req.Msg)
 	if err != nil {
-		c.refused = append(c.refused, connect.CodeOf(err))
+		c.refused = append(c.refused, codeOf(err))
 	}
 	c.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, connecterr.ToConnect(err) // as the leader's handler answers
 	}
 	return connect.NewResponse(res), nil
 }
@@ -154,7 +155,7 @@ func (s sessionClient) FetchReplica(ctx context.Context, req *connect.Request[sl
 	}
 	res, err := s.c.byPart[req.Msg.GetPartition()].FetchReplica(ctx, req.Msg)
 	if err != nil {
-		return nil, err
+		return nil, connecterr.ToConnect(err)
 	}
 	return connect.NewResponse(res), nil
 }

@@ -3,10 +3,8 @@ package partition
 import (
 	"context"
 	"errors"
-	"fmt"
 
-	"connectrpc.com/connect"
-
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	"github.com/sluicemq/sluice/tiered"
@@ -105,7 +103,7 @@ func (p *Replica) OffsetForTimestamp(ctx context.Context, ts int64) (int64, bool
 	}
 	roff, rok, rerr := p.h.Tier.OffsetForTimestamp(ctx, tp, ts)
 	if rerr != nil {
-		return 0, false, connect.NewError(connect.CodeUnavailable, fmt.Errorf("look up timestamp %d in the object store: %w", ts, rerr))
+		return 0, false, derr.New(derr.StorageUnavailable, "look up timestamp %d in the object store: %w", ts, rerr)
 	}
 	if rok {
 		return roff, true, nil
@@ -151,11 +149,11 @@ func (p *Replica) readRemote(ctx context.Context, tp tiered.Partition, offset in
 	data, err := p.h.Tier.Read(ctx, tp, offset, maxBytes)
 	switch {
 	case errors.Is(err, tiered.ErrNotRemote):
-		return nil, ToConnect(&log.OffsetOutOfRangeError{Offset: offset, LogStart: p.remoteStart(ctx, tp), LEO: p.log.LEO()})
+		return nil, offsetOutOfRange(&log.OffsetOutOfRangeError{Offset: offset, LogStart: p.remoteStart(ctx, tp), LEO: p.log.LEO()})
 	case errors.Is(err, tiered.ErrCorrupt):
-		return nil, connect.NewError(connect.CodeDataLoss, fmt.Errorf("offset %d is in a remote segment that fails its checks; it is not served: %w", offset, err))
+		return nil, derr.New(derr.CorruptData, "offset %d is in a remote segment that fails its checks; it is not served: %w", offset, err)
 	case err != nil && ctx.Err() == nil:
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("read offset %d from the object store: %w", offset, err))
+		return nil, derr.New(derr.StorageUnavailable, "read offset %d from the object store: %w", offset, err)
 	case err != nil:
 		return nil, err
 	}

@@ -241,7 +241,7 @@ func TestPartitionReadCommittedRefusedBelowWhatTheReplicaKnows(t *testing.T) {
 	require.NoError(t, p.setAbortedKnownLocked(start))
 	p.mu.Unlock()
 	_, err := p.FetchRecords(context.Background(), 0, FetchOptions{MaxBytes: 1 << 20, ReadCommitted: true})
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeUnavailable, codeOf(err), "%v", err)
 	require.ErrorContains(t, err, fmt.Sprintf("knows the partition's aborted transactions only from offset %d", start))
 	require.Contains(t, readAll(t, p, false), "aborted-05")
 

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"connectrpc.com/connect"
-
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -51,7 +49,7 @@ func (p *Replica) WriteMarker(ctx context.Context, m Marker, timeout time.Durati
 	if p.role != RoleLeader || p.lead == nil || p.lead.Resigned() {
 		meta := p.meta
 		p.mu.Unlock()
-		return -1, ToConnect(p.notLeader(meta))
+		return -1, p.notLeader(meta)
 	}
 	if err := p.pstate.CheckMarker(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch); err != nil {
 		p.mu.Unlock()
@@ -136,13 +134,9 @@ func (p *Replica) verifyLocked(ctx context.Context, verify Verifier, pid int64, 
 	return true, err
 }
 
-// transactionError is a Connect error with a TransactionError detail.
-func transactionError(code connect.Code, reason sluicev1.TransactionError_Reason, err error) *connect.Error {
-	ce := connect.NewError(code, err)
-	if d, derr := connect.NewErrorDetail(&sluicev1.TransactionError{Reason: reason}); derr == nil {
-		ce.AddDetail(d)
-	}
-	return ce
+// transactionError is a domain error of kind with a transaction reason.
+func transactionError(kind derr.Kind, reason derr.TxnReason, err error) *derr.Error {
+	return &derr.Error{Kind: kind, Err: err, Txn: reason}
 }
 
 // errMarkerUndecodable: an appended control batch whose control record

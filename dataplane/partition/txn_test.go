@@ -10,6 +10,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/connecterr"
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -72,7 +74,7 @@ func produceTxn(p *Replica, v *verifier, pid int64, epoch int16, seq int32, n in
 func transactionReason(t *testing.T, err error) sluicev1.TransactionError_Reason {
 	t.Helper()
 	var ce *connect.Error
-	require.True(t, errors.As(err, &ce), "a Connect error: %v", err)
+	require.True(t, errors.As(connecterr.ToConnect(err), &ce), "a Connect error: %v", err)
 	for _, d := range ce.Details() {
 		if v, derr := d.Value(); derr == nil {
 			if te, ok := v.(*sluicev1.TransactionError); ok {
@@ -131,7 +133,7 @@ func TestPartitionWriteMarker(t *testing.T) {
 	// A delayed batch of the ended transaction is refused even though
 	// the coordinator (wrongly) vouches for it.
 	_, err = produceTxn(p, v, 9, 0, 5, 1, t)
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err))
 	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, transactionReason(t, err))
 	require.EqualValues(t, 1, v.calls.Load(), "a fenced epoch is refused without asking")
 
@@ -155,7 +157,7 @@ func TestPartitionWriteMarkerFencing(t *testing.T) {
 
 	leo := p.log.LEO()
 	_, err = p.WriteMarker(context.Background(), Marker{ProducerID: 9, ProducerEpoch: 2, CoordinatorEpoch: 1}, 10*time.Second)
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err))
 	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, transactionReason(t, err))
 	require.ErrorContains(t, err, "producer epoch 2 is older than 3")
 	require.Equal(t, leo, p.log.LEO(), "nothing appended")
@@ -180,7 +182,7 @@ func TestPartitionWriteMarkerFencing(t *testing.T) {
 	// A replaced coordinator (epoch 4 < 5) is fenced.
 	leo = p.log.LEO()
 	_, err = p.WriteMarker(context.Background(), Marker{ProducerID: 9, ProducerEpoch: 4, CoordinatorEpoch: 4}, 10*time.Second)
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err))
 	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, transactionReason(t, err))
 	require.ErrorIs(t, err, producerstate.ErrCoordinatorFenced)
 	require.Equal(t, leo, p.log.LEO())
@@ -267,7 +269,7 @@ func TestPartitionTransactionalVerification(t *testing.T) {
 	t.Parallel()
 	p := soleLeader(t, t.TempDir(), 1<<20)
 	v := &verifier{}
-	refusal := transactionError(connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_TRANSACTION_ABORTABLE, errors.New("the transaction timed out"))
+	refusal := transactionError(derr.TransactionAbortable, derr.TxnReasonTransactionAbortable, errors.New("the transaction timed out"))
 	v.refuse(refusal)
 	_, err := produceTxn(p, v, 9, 0, 0, 1, t)
 	require.Equal(t, refusal, err)
@@ -277,7 +279,7 @@ func TestPartitionTransactionalVerification(t *testing.T) {
 	require.EqualValues(t, 0, p.log.LEO())
 
 	_, err = p.Produce(context.Background(), []log.ValidBatch{validBatch(t, txnBatch(t, 9, 0, 0, 1))}, sluicev1.Acks_ACKS_ALL, time.Second, nil)
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err))
 	require.ErrorIs(t, err, producerstate.ErrTransactionNotVerified)
 	require.EqualValues(t, 0, p.log.LEO())
 
@@ -299,7 +301,7 @@ func TestPartitionTransactionalVerification(t *testing.T) {
 	require.NoError(t, err)
 	close(release)
 	err = <-done
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err))
 	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, transactionReason(t, err))
 	require.EqualValues(t, 1, p.log.LEO(), "only the marker")
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,9 +40,30 @@ var rules = []rule{
 	{"dataplane/quota", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/partition", "dataplane/log", "dataplane/replica", "gen", "record", "internal", "tiered", "tenants"}, "the brokers' token buckets are pure logic", nil},
 	{"controlplane/quota", []string{"controlplane/api", "controlplane/store", "controlplane/controller", "controlplane/metering", "gen", "internal", "tiered", "billing"}, "the division of cluster-wide limits is pure logic", nil},
 	{"dataplane/partition", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group"}, "a partition replica reaches its broker only through partition.Host, which the broker provides and wires", nil},
+	{"dataplane/derr", []string{"dataplane/broker", "dataplane/connecterr", "dataplane/coordinator", "dataplane/group", "dataplane/log", "dataplane/meter", "dataplane/partition", "dataplane/producerstate", "dataplane/quota", "dataplane/replica", "dataplane/txn", "gen", "record", "internal", "tiered", "tenants"}, "the domain errors are a leaf every data-plane layer and adapter imports", nil},
+	{"dataplane/connecterr", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/txn"}, "the Connect adapter's error mapping knows the domain errors and the API, not the services", nil},
 	{"", []string{"cmd"}, "nothing imports cmd/", nil},
 	{"", []string{"internal/testenv", "internal/testcluster", "controlplane/storetest"}, "test harnesses are for tests only",
 		[]string{"internal/testenv", "internal/testcluster", "controlplane/storetest"}}, // they may use each other
+}
+
+// An importRule forbids the packages under From (relative to the module)
+// to import, themselves, any package under one of Not: import paths
+// outside the module, such as a protocol's library. Only direct imports
+// count (a package may use one that imports it: the data plane's
+// partitions use tiered storage, whose control-plane client is Connect's),
+// and test files do not.
+type importRule struct {
+	From   string
+	Not    []string
+	Why    string
+	Except []string // packages under From the rule does not bind
+}
+
+var importRules = []importRule{
+	{"dataplane", []string{"connectrpc.com/connect"},
+		"below the Connect adapter the data plane returns and reads domain errors (dataplane/derr); the adapter maps them to Connect's codes in one place (dataplane/connecterr) and wires its clients",
+		[]string{"dataplane/broker", "dataplane/connecterr"}},
 }
 
 func TestLayering(t *testing.T) {
@@ -63,6 +85,28 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
+	imports := listImports(t)
+	for _, r := range importRules {
+		for pkg, is := range imports {
+			for _, v := range importViolations(r, pkg, is) {
+				t.Errorf("%s imports %s: %s", pkg, v, r.Why)
+			}
+		}
+	}
+}
+
+// importViolations returns the imports of pkg (is) that rule r forbids.
+func importViolations(r importRule, pkg string, is []string) []string {
+	if !under(pkg, r.From) || anyUnder(pkg, r.Except) {
+		return nil
+	}
+	var out []string
+	for _, i := range is {
+		if anyUnder(i, r.Not) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // TestLayeringFindsAViolation checks the checker on a made-up graph, so
@@ -83,6 +127,36 @@ func TestLayeringFindsAViolation(t *testing.T) {
 			t.Errorf("%s -> %s under rule %s ↛ %s: violation %v, want %v", c.pkg, c.dep, c.from, c.not, got, c.want)
 		}
 	}
+	// The import rule: a made-up package under dataplane importing Connect
+	// is a violation; the adapter, a package outside dataplane, and one
+	// whose dependency (not itself) imports it are not.
+	connectRule := importRules[0]
+	for _, c := range []struct {
+		pkg  string
+		is   []string
+		want int
+	}{
+		{"dataplane/partition", []string{"context", "connectrpc.com/connect"}, 1},
+		{"dataplane/meter/x", []string{"connectrpc.com/connect"}, 1},
+		{"dataplane/broker", []string{"connectrpc.com/connect"}, 0},
+		{"dataplane/connecterr", []string{"connectrpc.com/connect"}, 0},
+		{"controlplane/api", []string{"connectrpc.com/connect"}, 0},
+		{"dataplane/partition", []string{"github.com/sluicemq/sluice/tiered", "connectrpc.com/grpchealth"}, 0},
+	} {
+		if got := importViolations(connectRule, c.pkg, c.is); len(got) != c.want {
+			t.Errorf("%s importing %v under rule %s ↛ %v: violations %v, want %d", c.pkg, c.is, connectRule.From, connectRule.Not, got, c.want)
+		}
+	}
+	imports := listImports(t)
+	if !slices.Contains(imports["dataplane/broker"], "connectrpc.com/connect") {
+		t.Errorf("dataplane/broker's imports do not list connectrpc.com/connect: listImports misses external imports")
+	}
+	for _, e := range connectRule.Except {
+		if _, ok := imports[e]; !ok {
+			t.Errorf("package %s not listed: the import rule exempts a folder that no longer exists", e)
+		}
+	}
+
 	deps := listDeps(t)
 	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "record", "tiered", "cmd/sluice/cli", "internal/testenv", "limit", "limit/limitpb"} {
 		if _, ok := deps[want]; !ok {
@@ -120,6 +194,32 @@ func listDeps(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	return deps
+}
+
+// listImports returns every package of the module (relative to it) with
+// the packages it imports itself (inside the module or not), without test
+// files.
+func listImports(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{"\t"}}{{join .Imports " "}}`, module+"...").Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list: %v\n%s", err, stderr)
+	}
+	imports := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		pkg, all, _ := strings.Cut(sc.Text(), "\t")
+		imports[strings.TrimPrefix(pkg, module)] = strings.Fields(all)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return imports
 }
 
 // under reports whether pkg is folder or inside it ("" is the whole module).

@@ -2112,9 +2112,12 @@ type AlterPartitionsError struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The partition's current state, when the refusal is about the
 	// partition (AlterPartition's PartitionAssignment error detail).
-	Current       *PartitionAssignment `protobuf:"bytes,3,opt,name=current,proto3" json:"current,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Current *PartitionAssignment `protobuf:"bytes,3,opt,name=current,proto3" json:"current,omitempty"`
+	// Set when the refusal is for a stale partition epoch
+	// (AlterPartition's StalePartitionEpoch error detail).
+	StalePartitionEpoch *StalePartitionEpoch `protobuf:"bytes,4,opt,name=stale_partition_epoch,json=stalePartitionEpoch,proto3" json:"stale_partition_epoch,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *AlterPartitionsError) Reset() {
@@ -2168,6 +2171,75 @@ func (x *AlterPartitionsError) GetCurrent() *PartitionAssignment {
 	return nil
 }
 
+func (x *AlterPartitionsError) GetStalePartitionEpoch() *StalePartitionEpoch {
+	if x != nil {
+		return x.StalePartitionEpoch
+	}
+	return nil
+}
+
+// StalePartitionEpoch is attached to AlterPartition's FAILED_PRECONDITION
+// refusal of an ISR change whose partition epoch is not the partition's
+// current one (Kafka's INVALID_UPDATE_VERSION), beside the current
+// PartitionAssignment. It is the only refusal that may hide an earlier,
+// applied proposal of the same change (a lost answer), so a leader must
+// tell it from the others: by this detail, not by the message (which
+// still says "stale partition epoch N (current M)" for brokers before
+// it).
+type StalePartitionEpoch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The proposal's partition epoch.
+	PartitionEpoch int32 `protobuf:"varint,1,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	// The partition's current one.
+	CurrentPartitionEpoch int32 `protobuf:"varint,2,opt,name=current_partition_epoch,json=currentPartitionEpoch,proto3" json:"current_partition_epoch,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *StalePartitionEpoch) Reset() {
+	*x = StalePartitionEpoch{}
+	mi := &file_sluice_v1_broker_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StalePartitionEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StalePartitionEpoch) ProtoMessage() {}
+
+func (x *StalePartitionEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_broker_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StalePartitionEpoch.ProtoReflect.Descriptor instead.
+func (*StalePartitionEpoch) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *StalePartitionEpoch) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
+}
+
+func (x *StalePartitionEpoch) GetCurrentPartitionEpoch() int32 {
+	if x != nil {
+		return x.CurrentPartitionEpoch
+	}
+	return 0
+}
+
 // QuotaRates are per-second rates of one tenant at one broker over the last
 // exchange window. values holds every rate dimension by its name (the limit
 // table's: "produce_bytes", "fetch_bytes", "requests", "producer_ids"); the
@@ -2187,7 +2259,7 @@ type QuotaRates struct {
 
 func (x *QuotaRates) Reset() {
 	*x = QuotaRates{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[30]
+	mi := &file_sluice_v1_broker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2271,7 @@ func (x *QuotaRates) String() string {
 func (*QuotaRates) ProtoMessage() {}
 
 func (x *QuotaRates) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[30]
+	mi := &file_sluice_v1_broker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2284,7 @@ func (x *QuotaRates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaRates.ProtoReflect.Descriptor instead.
 func (*QuotaRates) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{30}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *QuotaRates) GetProduceBytesPerSec() float64 {
@@ -2271,7 +2343,7 @@ type TenantQuotaReport struct {
 
 func (x *TenantQuotaReport) Reset() {
 	*x = TenantQuotaReport{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[31]
+	mi := &file_sluice_v1_broker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2355,7 @@ func (x *TenantQuotaReport) String() string {
 func (*TenantQuotaReport) ProtoMessage() {}
 
 func (x *TenantQuotaReport) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[31]
+	mi := &file_sluice_v1_broker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2368,7 @@ func (x *TenantQuotaReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantQuotaReport.ProtoReflect.Descriptor instead.
 func (*TenantQuotaReport) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{31}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TenantQuotaReport) GetTenantId() string {
@@ -2359,7 +2431,7 @@ type ExchangeQuotasRequest struct {
 
 func (x *ExchangeQuotasRequest) Reset() {
 	*x = ExchangeQuotasRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[32]
+	mi := &file_sluice_v1_broker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2443,7 @@ func (x *ExchangeQuotasRequest) String() string {
 func (*ExchangeQuotasRequest) ProtoMessage() {}
 
 func (x *ExchangeQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[32]
+	mi := &file_sluice_v1_broker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2456,7 @@ func (x *ExchangeQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ExchangeQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{32}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExchangeQuotasRequest) GetBrokerId() int32 {
@@ -2432,7 +2504,7 @@ type ObjectReservation struct {
 
 func (x *ObjectReservation) Reset() {
 	*x = ObjectReservation{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[33]
+	mi := &file_sluice_v1_broker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2516,7 @@ func (x *ObjectReservation) String() string {
 func (*ObjectReservation) ProtoMessage() {}
 
 func (x *ObjectReservation) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[33]
+	mi := &file_sluice_v1_broker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2529,7 @@ func (x *ObjectReservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectReservation.ProtoReflect.Descriptor instead.
 func (*ObjectReservation) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ObjectReservation) GetTenantId() string {
@@ -2500,7 +2572,7 @@ type ReserveObjectsRequest struct {
 
 func (x *ReserveObjectsRequest) Reset() {
 	*x = ReserveObjectsRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[34]
+	mi := &file_sluice_v1_broker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2584,7 @@ func (x *ReserveObjectsRequest) String() string {
 func (*ReserveObjectsRequest) ProtoMessage() {}
 
 func (x *ReserveObjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[34]
+	mi := &file_sluice_v1_broker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2597,7 @@ func (x *ReserveObjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveObjectsRequest.ProtoReflect.Descriptor instead.
 func (*ReserveObjectsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReserveObjectsRequest) GetBrokerId() int32 {
@@ -2563,7 +2635,7 @@ type ObjectReservationResult struct {
 
 func (x *ObjectReservationResult) Reset() {
 	*x = ObjectReservationResult{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[35]
+	mi := &file_sluice_v1_broker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2647,7 @@ func (x *ObjectReservationResult) String() string {
 func (*ObjectReservationResult) ProtoMessage() {}
 
 func (x *ObjectReservationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[35]
+	mi := &file_sluice_v1_broker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2660,7 @@ func (x *ObjectReservationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectReservationResult.ProtoReflect.Descriptor instead.
 func (*ObjectReservationResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ObjectReservationResult) GetGranted() bool {
@@ -2622,7 +2694,7 @@ type ReserveObjectsResponse struct {
 
 func (x *ReserveObjectsResponse) Reset() {
 	*x = ReserveObjectsResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[36]
+	mi := &file_sluice_v1_broker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2706,7 @@ func (x *ReserveObjectsResponse) String() string {
 func (*ReserveObjectsResponse) ProtoMessage() {}
 
 func (x *ReserveObjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[36]
+	mi := &file_sluice_v1_broker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2719,7 @@ func (x *ReserveObjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveObjectsResponse.ProtoReflect.Descriptor instead.
 func (*ReserveObjectsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{36}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReserveObjectsResponse) GetResults() []*ObjectReservationResult {
@@ -2688,7 +2760,7 @@ type TenantAllotment struct {
 
 func (x *TenantAllotment) Reset() {
 	*x = TenantAllotment{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[37]
+	mi := &file_sluice_v1_broker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2772,7 @@ func (x *TenantAllotment) String() string {
 func (*TenantAllotment) ProtoMessage() {}
 
 func (x *TenantAllotment) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[37]
+	mi := &file_sluice_v1_broker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2785,7 @@ func (x *TenantAllotment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantAllotment.ProtoReflect.Descriptor instead.
 func (*TenantAllotment) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{37}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TenantAllotment) GetTenantId() string {
@@ -2789,7 +2861,7 @@ type ExchangeQuotasResponse struct {
 
 func (x *ExchangeQuotasResponse) Reset() {
 	*x = ExchangeQuotasResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[38]
+	mi := &file_sluice_v1_broker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +2873,7 @@ func (x *ExchangeQuotasResponse) String() string {
 func (*ExchangeQuotasResponse) ProtoMessage() {}
 
 func (x *ExchangeQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[38]
+	mi := &file_sluice_v1_broker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +2886,7 @@ func (x *ExchangeQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ExchangeQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{38}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExchangeQuotasResponse) GetAllotments() []*TenantAllotment {
@@ -2838,7 +2910,7 @@ type TenantUsageCounters struct {
 
 func (x *TenantUsageCounters) Reset() {
 	*x = TenantUsageCounters{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[39]
+	mi := &file_sluice_v1_broker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +2922,7 @@ func (x *TenantUsageCounters) String() string {
 func (*TenantUsageCounters) ProtoMessage() {}
 
 func (x *TenantUsageCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[39]
+	mi := &file_sluice_v1_broker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +2935,7 @@ func (x *TenantUsageCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantUsageCounters.ProtoReflect.Descriptor instead.
 func (*TenantUsageCounters) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{39}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TenantUsageCounters) GetTenantId() string {
@@ -2908,7 +2980,7 @@ type IngressRange struct {
 
 func (x *IngressRange) Reset() {
 	*x = IngressRange{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[40]
+	mi := &file_sluice_v1_broker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +2992,7 @@ func (x *IngressRange) String() string {
 func (*IngressRange) ProtoMessage() {}
 
 func (x *IngressRange) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[40]
+	mi := &file_sluice_v1_broker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3005,7 @@ func (x *IngressRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngressRange.ProtoReflect.Descriptor instead.
 func (*IngressRange) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{40}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *IngressRange) GetTopicId() string {
@@ -2993,7 +3065,7 @@ type ReportUsageRequest struct {
 
 func (x *ReportUsageRequest) Reset() {
 	*x = ReportUsageRequest{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[41]
+	mi := &file_sluice_v1_broker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3077,7 @@ func (x *ReportUsageRequest) String() string {
 func (*ReportUsageRequest) ProtoMessage() {}
 
 func (x *ReportUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[41]
+	mi := &file_sluice_v1_broker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3090,7 @@ func (x *ReportUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportUsageRequest.ProtoReflect.Descriptor instead.
 func (*ReportUsageRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{41}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReportUsageRequest) GetBrokerId() int32 {
@@ -3068,7 +3140,7 @@ type IngressCursor struct {
 
 func (x *IngressCursor) Reset() {
 	*x = IngressCursor{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[42]
+	mi := &file_sluice_v1_broker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3152,7 @@ func (x *IngressCursor) String() string {
 func (*IngressCursor) ProtoMessage() {}
 
 func (x *IngressCursor) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[42]
+	mi := &file_sluice_v1_broker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3093,7 +3165,7 @@ func (x *IngressCursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IngressCursor.ProtoReflect.Descriptor instead.
 func (*IngressCursor) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{42}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *IngressCursor) GetTopicId() string {
@@ -3130,7 +3202,7 @@ type ReportUsageResponse struct {
 
 func (x *ReportUsageResponse) Reset() {
 	*x = ReportUsageResponse{}
-	mi := &file_sluice_v1_broker_proto_msgTypes[43]
+	mi := &file_sluice_v1_broker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3142,7 +3214,7 @@ func (x *ReportUsageResponse) String() string {
 func (*ReportUsageResponse) ProtoMessage() {}
 
 func (x *ReportUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_broker_proto_msgTypes[43]
+	mi := &file_sluice_v1_broker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3155,7 +3227,7 @@ func (x *ReportUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportUsageResponse.ProtoReflect.Descriptor instead.
 func (*ReportUsageResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{43}
+	return file_sluice_v1_broker_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReportUsageResponse) GetDuplicate() bool {
@@ -3324,11 +3396,15 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x15AlterPartitionsResult\x12>\n" +
 	"\tpartition\x18\x01 \x01(\v2\x1e.sluice.v1.PartitionAssignmentH\x00R\tpartition\x127\n" +
 	"\x05error\x18\x02 \x01(\v2\x1f.sluice.v1.AlterPartitionsErrorH\x00R\x05errorB\t\n" +
-	"\aoutcome\"~\n" +
+	"\aoutcome\"\xd2\x01\n" +
 	"\x14AlterPartitionsError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x128\n" +
-	"\acurrent\x18\x03 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\acurrent\"\xbf\x02\n" +
+	"\acurrent\x18\x03 \x01(\v2\x1e.sluice.v1.PartitionAssignmentR\acurrent\x12R\n" +
+	"\x15stale_partition_epoch\x18\x04 \x01(\v2\x1e.sluice.v1.StalePartitionEpochR\x13stalePartitionEpoch\"v\n" +
+	"\x13StalePartitionEpoch\x12'\n" +
+	"\x0fpartition_epoch\x18\x01 \x01(\x05R\x0epartitionEpoch\x126\n" +
+	"\x17current_partition_epoch\x18\x02 \x01(\x05R\x15currentPartitionEpoch\"\xbf\x02\n" +
 	"\n" +
 	"QuotaRates\x121\n" +
 	"\x15produce_bytes_per_sec\x18\x01 \x01(\x01R\x12produceBytesPerSec\x12-\n" +
@@ -3447,7 +3523,7 @@ func file_sluice_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_sluice_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_sluice_v1_broker_proto_goTypes = []any{
 	(RemoteSegmentState)(0),             // 0: sluice.v1.RemoteSegmentState
 	(CountedKind)(0),                    // 1: sluice.v1.CountedKind
@@ -3481,29 +3557,30 @@ var file_sluice_v1_broker_proto_goTypes = []any{
 	(*AlterPartitionsResponse)(nil),     // 29: sluice.v1.AlterPartitionsResponse
 	(*AlterPartitionsResult)(nil),       // 30: sluice.v1.AlterPartitionsResult
 	(*AlterPartitionsError)(nil),        // 31: sluice.v1.AlterPartitionsError
-	(*QuotaRates)(nil),                  // 32: sluice.v1.QuotaRates
-	(*TenantQuotaReport)(nil),           // 33: sluice.v1.TenantQuotaReport
-	(*ExchangeQuotasRequest)(nil),       // 34: sluice.v1.ExchangeQuotasRequest
-	(*ObjectReservation)(nil),           // 35: sluice.v1.ObjectReservation
-	(*ReserveObjectsRequest)(nil),       // 36: sluice.v1.ReserveObjectsRequest
-	(*ObjectReservationResult)(nil),     // 37: sluice.v1.ObjectReservationResult
-	(*ReserveObjectsResponse)(nil),      // 38: sluice.v1.ReserveObjectsResponse
-	(*TenantAllotment)(nil),             // 39: sluice.v1.TenantAllotment
-	(*ExchangeQuotasResponse)(nil),      // 40: sluice.v1.ExchangeQuotasResponse
-	(*TenantUsageCounters)(nil),         // 41: sluice.v1.TenantUsageCounters
-	(*IngressRange)(nil),                // 42: sluice.v1.IngressRange
-	(*ReportUsageRequest)(nil),          // 43: sluice.v1.ReportUsageRequest
-	(*IngressCursor)(nil),               // 44: sluice.v1.IngressCursor
-	(*ReportUsageResponse)(nil),         // 45: sluice.v1.ReportUsageResponse
-	nil,                                 // 46: sluice.v1.QuotaRates.ValuesEntry
-	(*timestamppb.Timestamp)(nil),       // 47: google.protobuf.Timestamp
-	(*TopicConfig)(nil),                 // 48: sluice.v1.TopicConfig
-	(*Limits)(nil),                      // 49: sluice.v1.Limits
+	(*StalePartitionEpoch)(nil),         // 32: sluice.v1.StalePartitionEpoch
+	(*QuotaRates)(nil),                  // 33: sluice.v1.QuotaRates
+	(*TenantQuotaReport)(nil),           // 34: sluice.v1.TenantQuotaReport
+	(*ExchangeQuotasRequest)(nil),       // 35: sluice.v1.ExchangeQuotasRequest
+	(*ObjectReservation)(nil),           // 36: sluice.v1.ObjectReservation
+	(*ReserveObjectsRequest)(nil),       // 37: sluice.v1.ReserveObjectsRequest
+	(*ObjectReservationResult)(nil),     // 38: sluice.v1.ObjectReservationResult
+	(*ReserveObjectsResponse)(nil),      // 39: sluice.v1.ReserveObjectsResponse
+	(*TenantAllotment)(nil),             // 40: sluice.v1.TenantAllotment
+	(*ExchangeQuotasResponse)(nil),      // 41: sluice.v1.ExchangeQuotasResponse
+	(*TenantUsageCounters)(nil),         // 42: sluice.v1.TenantUsageCounters
+	(*IngressRange)(nil),                // 43: sluice.v1.IngressRange
+	(*ReportUsageRequest)(nil),          // 44: sluice.v1.ReportUsageRequest
+	(*IngressCursor)(nil),               // 45: sluice.v1.IngressCursor
+	(*ReportUsageResponse)(nil),         // 46: sluice.v1.ReportUsageResponse
+	nil,                                 // 47: sluice.v1.QuotaRates.ValuesEntry
+	(*timestamppb.Timestamp)(nil),       // 48: google.protobuf.Timestamp
+	(*TopicConfig)(nil),                 // 49: sluice.v1.TopicConfig
+	(*Limits)(nil),                      // 50: sluice.v1.Limits
 }
 var file_sluice_v1_broker_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.RemoteSegment.state:type_name -> sluice.v1.RemoteSegmentState
-	47, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
-	47, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
+	48, // 1: sluice.v1.RemoteSegment.create_time:type_name -> google.protobuf.Timestamp
+	48, // 2: sluice.v1.RemoteSegment.update_time:type_name -> google.protobuf.Timestamp
 	3,  // 3: sluice.v1.RemoteSegment.epochs:type_name -> sluice.v1.EpochStart
 	2,  // 4: sluice.v1.AddRemoteSegmentRequest.segment:type_name -> sluice.v1.RemoteSegment
 	2,  // 5: sluice.v1.AddRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
@@ -3511,15 +3588,15 @@ var file_sluice_v1_broker_proto_depIdxs = []int32{
 	2,  // 7: sluice.v1.UpdateRemoteSegmentResponse.segment:type_name -> sluice.v1.RemoteSegment
 	0,  // 8: sluice.v1.ListRemoteSegmentsRequest.states:type_name -> sluice.v1.RemoteSegmentState
 	2,  // 9: sluice.v1.ListRemoteSegmentsResponse.segments:type_name -> sluice.v1.RemoteSegment
-	47, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	47, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	47, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
-	47, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	48, // 10: sluice.v1.RegisterBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	48, // 11: sluice.v1.HeartbeatBrokerResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	48, // 12: sluice.v1.ListRevokedAPIKeysRequest.since:type_name -> google.protobuf.Timestamp
+	48, // 13: sluice.v1.RevokedAPIKey.revoke_time:type_name -> google.protobuf.Timestamp
 	18, // 14: sluice.v1.ListRevokedAPIKeysResponse.keys:type_name -> sluice.v1.RevokedAPIKey
-	47, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
+	48, // 15: sluice.v1.ListRevokedAPIKeysResponse.server_time:type_name -> google.protobuf.Timestamp
 	22, // 16: sluice.v1.WatchAssignmentsResponse.partitions:type_name -> sluice.v1.PartitionAssignment
 	23, // 17: sluice.v1.WatchAssignmentsResponse.brokers:type_name -> sluice.v1.BrokerEndpoint
-	48, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
+	49, // 18: sluice.v1.PartitionAssignment.config:type_name -> sluice.v1.TopicConfig
 	25, // 19: sluice.v1.AlterPartitionRequest.added_broker_epochs:type_name -> sluice.v1.BrokerEpoch
 	22, // 20: sluice.v1.AlterPartitionResponse.partition:type_name -> sluice.v1.PartitionAssignment
 	28, // 21: sluice.v1.AlterPartitionsRequest.items:type_name -> sluice.v1.AlterPartitionsItem
@@ -3528,51 +3605,52 @@ var file_sluice_v1_broker_proto_depIdxs = []int32{
 	22, // 24: sluice.v1.AlterPartitionsResult.partition:type_name -> sluice.v1.PartitionAssignment
 	31, // 25: sluice.v1.AlterPartitionsResult.error:type_name -> sluice.v1.AlterPartitionsError
 	22, // 26: sluice.v1.AlterPartitionsError.current:type_name -> sluice.v1.PartitionAssignment
-	46, // 27: sluice.v1.QuotaRates.values:type_name -> sluice.v1.QuotaRates.ValuesEntry
-	32, // 28: sluice.v1.TenantQuotaReport.offered:type_name -> sluice.v1.QuotaRates
-	32, // 29: sluice.v1.TenantQuotaReport.admitted:type_name -> sluice.v1.QuotaRates
-	33, // 30: sluice.v1.ExchangeQuotasRequest.tenants:type_name -> sluice.v1.TenantQuotaReport
-	35, // 31: sluice.v1.ExchangeQuotasRequest.applied:type_name -> sluice.v1.ObjectReservation
-	1,  // 32: sluice.v1.ObjectReservation.kind:type_name -> sluice.v1.CountedKind
-	35, // 33: sluice.v1.ReserveObjectsRequest.reservations:type_name -> sluice.v1.ObjectReservation
-	37, // 34: sluice.v1.ReserveObjectsResponse.results:type_name -> sluice.v1.ObjectReservationResult
-	32, // 35: sluice.v1.TenantAllotment.rates:type_name -> sluice.v1.QuotaRates
-	49, // 36: sluice.v1.TenantAllotment.limits:type_name -> sluice.v1.Limits
-	39, // 37: sluice.v1.ExchangeQuotasResponse.allotments:type_name -> sluice.v1.TenantAllotment
-	41, // 38: sluice.v1.ReportUsageRequest.counters:type_name -> sluice.v1.TenantUsageCounters
-	42, // 39: sluice.v1.ReportUsageRequest.ingress:type_name -> sluice.v1.IngressRange
-	44, // 40: sluice.v1.ReportUsageResponse.cursors:type_name -> sluice.v1.IngressCursor
-	13, // 41: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
-	15, // 42: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
-	17, // 43: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
-	20, // 44: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
-	24, // 45: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
-	27, // 46: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
-	11, // 47: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
-	4,  // 48: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
-	6,  // 49: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
-	8,  // 50: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
-	34, // 51: sluice.v1.BrokerService.ExchangeQuotas:input_type -> sluice.v1.ExchangeQuotasRequest
-	36, // 52: sluice.v1.BrokerService.ReserveObjects:input_type -> sluice.v1.ReserveObjectsRequest
-	43, // 53: sluice.v1.BrokerService.ReportUsage:input_type -> sluice.v1.ReportUsageRequest
-	14, // 54: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
-	16, // 55: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
-	19, // 56: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
-	21, // 57: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
-	26, // 58: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
-	29, // 59: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
-	12, // 60: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
-	5,  // 61: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
-	7,  // 62: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
-	9,  // 63: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
-	40, // 64: sluice.v1.BrokerService.ExchangeQuotas:output_type -> sluice.v1.ExchangeQuotasResponse
-	38, // 65: sluice.v1.BrokerService.ReserveObjects:output_type -> sluice.v1.ReserveObjectsResponse
-	45, // 66: sluice.v1.BrokerService.ReportUsage:output_type -> sluice.v1.ReportUsageResponse
-	54, // [54:67] is the sub-list for method output_type
-	41, // [41:54] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	32, // 27: sluice.v1.AlterPartitionsError.stale_partition_epoch:type_name -> sluice.v1.StalePartitionEpoch
+	47, // 28: sluice.v1.QuotaRates.values:type_name -> sluice.v1.QuotaRates.ValuesEntry
+	33, // 29: sluice.v1.TenantQuotaReport.offered:type_name -> sluice.v1.QuotaRates
+	33, // 30: sluice.v1.TenantQuotaReport.admitted:type_name -> sluice.v1.QuotaRates
+	34, // 31: sluice.v1.ExchangeQuotasRequest.tenants:type_name -> sluice.v1.TenantQuotaReport
+	36, // 32: sluice.v1.ExchangeQuotasRequest.applied:type_name -> sluice.v1.ObjectReservation
+	1,  // 33: sluice.v1.ObjectReservation.kind:type_name -> sluice.v1.CountedKind
+	36, // 34: sluice.v1.ReserveObjectsRequest.reservations:type_name -> sluice.v1.ObjectReservation
+	38, // 35: sluice.v1.ReserveObjectsResponse.results:type_name -> sluice.v1.ObjectReservationResult
+	33, // 36: sluice.v1.TenantAllotment.rates:type_name -> sluice.v1.QuotaRates
+	50, // 37: sluice.v1.TenantAllotment.limits:type_name -> sluice.v1.Limits
+	40, // 38: sluice.v1.ExchangeQuotasResponse.allotments:type_name -> sluice.v1.TenantAllotment
+	42, // 39: sluice.v1.ReportUsageRequest.counters:type_name -> sluice.v1.TenantUsageCounters
+	43, // 40: sluice.v1.ReportUsageRequest.ingress:type_name -> sluice.v1.IngressRange
+	45, // 41: sluice.v1.ReportUsageResponse.cursors:type_name -> sluice.v1.IngressCursor
+	13, // 42: sluice.v1.BrokerService.RegisterBroker:input_type -> sluice.v1.RegisterBrokerRequest
+	15, // 43: sluice.v1.BrokerService.HeartbeatBroker:input_type -> sluice.v1.HeartbeatBrokerRequest
+	17, // 44: sluice.v1.BrokerService.ListRevokedAPIKeys:input_type -> sluice.v1.ListRevokedAPIKeysRequest
+	20, // 45: sluice.v1.BrokerService.WatchAssignments:input_type -> sluice.v1.WatchAssignmentsRequest
+	24, // 46: sluice.v1.BrokerService.AlterPartition:input_type -> sluice.v1.AlterPartitionRequest
+	27, // 47: sluice.v1.BrokerService.AlterPartitions:input_type -> sluice.v1.AlterPartitionsRequest
+	11, // 48: sluice.v1.BrokerService.AllocateProducerIds:input_type -> sluice.v1.AllocateProducerIdsRequest
+	4,  // 49: sluice.v1.BrokerService.AddRemoteSegment:input_type -> sluice.v1.AddRemoteSegmentRequest
+	6,  // 50: sluice.v1.BrokerService.UpdateRemoteSegment:input_type -> sluice.v1.UpdateRemoteSegmentRequest
+	8,  // 51: sluice.v1.BrokerService.ListRemoteSegments:input_type -> sluice.v1.ListRemoteSegmentsRequest
+	35, // 52: sluice.v1.BrokerService.ExchangeQuotas:input_type -> sluice.v1.ExchangeQuotasRequest
+	37, // 53: sluice.v1.BrokerService.ReserveObjects:input_type -> sluice.v1.ReserveObjectsRequest
+	44, // 54: sluice.v1.BrokerService.ReportUsage:input_type -> sluice.v1.ReportUsageRequest
+	14, // 55: sluice.v1.BrokerService.RegisterBroker:output_type -> sluice.v1.RegisterBrokerResponse
+	16, // 56: sluice.v1.BrokerService.HeartbeatBroker:output_type -> sluice.v1.HeartbeatBrokerResponse
+	19, // 57: sluice.v1.BrokerService.ListRevokedAPIKeys:output_type -> sluice.v1.ListRevokedAPIKeysResponse
+	21, // 58: sluice.v1.BrokerService.WatchAssignments:output_type -> sluice.v1.WatchAssignmentsResponse
+	26, // 59: sluice.v1.BrokerService.AlterPartition:output_type -> sluice.v1.AlterPartitionResponse
+	29, // 60: sluice.v1.BrokerService.AlterPartitions:output_type -> sluice.v1.AlterPartitionsResponse
+	12, // 61: sluice.v1.BrokerService.AllocateProducerIds:output_type -> sluice.v1.AllocateProducerIdsResponse
+	5,  // 62: sluice.v1.BrokerService.AddRemoteSegment:output_type -> sluice.v1.AddRemoteSegmentResponse
+	7,  // 63: sluice.v1.BrokerService.UpdateRemoteSegment:output_type -> sluice.v1.UpdateRemoteSegmentResponse
+	9,  // 64: sluice.v1.BrokerService.ListRemoteSegments:output_type -> sluice.v1.ListRemoteSegmentsResponse
+	41, // 65: sluice.v1.BrokerService.ExchangeQuotas:output_type -> sluice.v1.ExchangeQuotasResponse
+	39, // 66: sluice.v1.BrokerService.ReserveObjects:output_type -> sluice.v1.ReserveObjectsResponse
+	46, // 67: sluice.v1.BrokerService.ReportUsage:output_type -> sluice.v1.ReportUsageResponse
+	55, // [55:68] is the sub-list for method output_type
+	42, // [42:55] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_broker_proto_init() }
@@ -3593,7 +3671,7 @@ func file_sluice_v1_broker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_broker_proto_rawDesc), len(file_sluice_v1_broker_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -125,7 +125,8 @@ type BrokerServiceClient interface {
 	// FAILED_PRECONDITION when the caller's broker epoch is stale or its lease
 	// expired, when it is not the leader or its leader epoch is stale, when a
 	// broker added to the ISR is not live, and when partition_epoch is stale
-	// (message "stale partition epoch"). Every FAILED_PRECONDITION about the
+	// (message "stale partition epoch", with a StalePartitionEpoch error
+	// detail that tells it from the others). Every FAILED_PRECONDITION about the
 	// partition carries the current PartitionAssignment as an error detail so
 	// the leader can refresh without waiting for WatchAssignments.
 	// NOT_FOUND: unknown broker, topic or partition.
@@ -450,7 +451,8 @@ type BrokerServiceHandler interface {
 	// FAILED_PRECONDITION when the caller's broker epoch is stale or its lease
 	// expired, when it is not the leader or its leader epoch is stale, when a
 	// broker added to the ISR is not live, and when partition_epoch is stale
-	// (message "stale partition epoch"). Every FAILED_PRECONDITION about the
+	// (message "stale partition epoch", with a StalePartitionEpoch error
+	// detail that tells it from the others). Every FAILED_PRECONDITION about the
 	// partition carries the current PartitionAssignment as an error detail so
 	// the leader can refresh without waiting for WatchAssignments.
 	// NOT_FOUND: unknown broker, topic or partition.
