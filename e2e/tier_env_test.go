@@ -119,6 +119,30 @@ func startTier(t testing.TB, o tierOpts) *tierEnv {
 	return e
 }
 
+// noMeteringArgs are broker flags for tests that damage a stored object
+// and need the brokers not to have read it before: usage metering scans
+// the logs of the partitions a broker leads through their read path
+// (meter.Scan), which reads the object store below the local log start
+// and fills the chunk and index caches with what it read. Its first scan
+// comes with the second report, 10-20 s after the topic appears: on a
+// busy machine, after the first segments left the disks, and a fetch of
+// the damaged batch is then served (correctly) from the cache. A report
+// interval longer than any test keeps metering from reading.
+var noMeteringArgs = []string{"--usage-report-interval", "1h"}
+
+// requireNoColdRead fails the test unless the broker has read nothing from
+// the object store yet (sluice_tier_remote_read_bytes_total and
+// sluice_tier_cache_misses_total are 0): none of its caches holds a chunk
+// or an index of a remote segment.
+func (e *tierEnv) requireNoColdRead(broker int32) {
+	e.t.Helper()
+	read := e.mustMetric(broker, "sluice_tier_remote_read_bytes_total")
+	misses := e.mustMetric(broker, "sluice_tier_cache_misses_total")
+	if read != 0 || misses != 0 {
+		e.t.Fatalf("broker %d already read %g bytes from the object store (%g chunks): its cache may hold what the test damages", broker, read, misses)
+	}
+}
+
 // waitControllerGrace waits until the controller's startup grace (the
 // broker lease, 3s) is over, so that it elects leaders at once.
 func (e *tierEnv) waitControllerGrace() {

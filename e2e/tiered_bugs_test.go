@@ -15,19 +15,20 @@ import (
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
-// Tests of tiered storage that fail today (issue 7 report): kept out of
-// the committed suite until the broker is fixed.
+// Tests of tiered storage from the issue 7 report, which failed before the
+// broker was fixed (commit a33ba2e).
 
 // TestTieredCorruptWholeObject: with 1 MiB segments, the broker reads a
 // remote .log in one chunk that is the whole object, and every .index
 // whole. The S3 server returns the object's stored CRC32 for such GETs
-// and the AWS SDK checks it, so a flipped bit is caught — but by the SDK,
-// and the broker answers Unavailable (retry) instead of DataLoss, without
-// counting it in sluice_tier_corrupt_reads_total (docs/tiered-storage.md:
-// "A fetch that hits a damaged object fails with DataLoss").
+// and the AWS SDK checks it, so a flipped bit is caught by the SDK, and the
+// broker answers DataLoss (not Unavailable, a retry) and counts it in
+// sluice_tier_corrupt_reads_total (docs/tiered-storage.md: "A fetch that
+// hits a damaged object fails with DataLoss"). Usage metering is off
+// (noMeteringArgs), so that nothing reads the objects before the test.
 func TestTieredCorruptWholeObject(t *testing.T) {
 	t.Parallel()
-	e := startTier(t, tierOpts{})
+	e := startTier(t, tierOpts{ExtraBrokerArgs: noMeteringArgs})
 	ctx := t.Context()
 	pl := newPayloads(4 << 10)
 	pr := e.newProducer(pl, 0, 64)
@@ -52,6 +53,7 @@ func TestTieredCorruptWholeObject(t *testing.T) {
 	bad := r.Finished[1]
 	require.LessOrEqual(t, bad.GetSizeBytes(), int64(1<<20), "segment 1 is read in one chunk")
 	_, b0, b1 := readRemoteBatches(t, e, bad)
+	e.requireNoColdRead(leader)
 	flipByte(t, e.objectPath(bad.GetObjectKey()+".log"), int64(len(b0)+len(b1)/2))
 	err = fetch(b1.BaseOffset())
 	t.Logf("fetch of the corrupt .log batch: %v", err)

@@ -462,10 +462,11 @@ func TestTieredObjectStoreOutage(t *testing.T) {
 // are still served, byte-identical. Segments are 2 MiB here, so the broker
 // reads the damaged object with ranged GETs of 1 MiB chunks, which carry
 // no whole-object checksum: the batch CRC is what catches it (for a GET of
-// a whole object see TestTieredCorruptWholeObject).
+// a whole object see TestTieredCorruptWholeObject). Usage metering is off
+// (noMeteringArgs), so that nothing reads the object before the test.
 func TestTieredCorruptRemoteObject(t *testing.T) {
 	t.Parallel()
-	e := startTier(t, tierOpts{SegmentBytes: 2 << 20})
+	e := startTier(t, tierOpts{SegmentBytes: 2 << 20, ExtraBrokerArgs: noMeteringArgs})
 	ctx := t.Context()
 	pl := newPayloads(4 << 10)
 	pr := e.newProducer(pl, 0, 64)
@@ -480,6 +481,7 @@ func TestTieredCorruptRemoteObject(t *testing.T) {
 
 	// Flip a bit in the middle of the second batch of segment 1, before
 	// anything read it (so no cache holds it).
+	e.requireNoColdRead(leader)
 	bad := r.Finished[1]
 	require.Greater(t, bad.GetSizeBytes(), int64(1<<20), "segment 1 is read in more than one chunk")
 	data, b0, b1 := readRemoteBatches(t, e, bad)
