@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // Consumer groups are coordinated by the leaders of the internal offsets
@@ -22,11 +23,12 @@ import (
 // offsets partition, one per partition this broker leads and leader epoch,
 // and the coordinator's access to that partition (offsetsPartition).
 
-// systemTenantID and offsetsTopic name the internal offsets topic (as the
-// control plane's store.SystemTenantID and store.OffsetsTopic).
+// systemTenantID, offsetsTopic and txnStateTopic name the internal topics
+// (tenants/system, their one home).
 const (
-	systemTenantID = "00000000-0000-0000-0000-000000000001"
-	offsetsTopic   = "__consumer_offsets"
+	systemTenantID = system.TenantID
+	offsetsTopic   = system.OffsetsTopic
+	txnStateTopic  = system.TransactionStateTopic
 )
 
 // errNoOffsetsTopic: the control plane creates the offsets topic once

@@ -11,18 +11,18 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 func TestOffsetsTopicNamesMatchTheControlPlane(t *testing.T) {
-	require.Equal(t, store.SystemTenantID, systemTenantID)
-	require.Equal(t, store.OffsetsTopic, offsetsTopic)
+	require.Equal(t, system.TenantID, systemTenantID)
+	require.Equal(t, system.OffsetsTopic, offsetsTopic)
 }
 
 // Every procedure a broker serves has an authorization rule: one without

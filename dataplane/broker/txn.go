@@ -31,10 +31,6 @@ import (
 // txnrpc.go has the TransactionService and InitProducerId's transactional
 // half, txnmarkers.go the marker writer and WriteTxnMarkers.
 
-// txnStateTopic names the internal transaction-state topic (as the control
-// plane's store.TransactionStateTopic).
-const txnStateTopic = "__transaction_state"
-
 // txnCheckInterval is how often every local coordinator aborts its
 // timed-out transactions, forgets idle ids and finishes unfinished ends;
 // txnCheckTimeout bounds one coordinator's pass.
