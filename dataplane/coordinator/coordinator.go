@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/log"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 )
@@ -205,7 +206,7 @@ func (c *Coordinator) Load(ctx context.Context) error {
 			if h.LastOffset() < off {
 				continue
 			}
-			if err := eachGroupRecord(b, func(logOffset int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
+			if err := eachGroupRecord(b, func(logOffset int64, k *coordinatorv1.GroupRecordKey, v *coordinatorv1.GroupRecordValue) {
 				st.apply(logOffset, k, v)
 				n++
 			}); err != nil {

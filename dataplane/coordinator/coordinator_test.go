@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/log"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 )
@@ -222,8 +223,8 @@ func TestCoordinatorRecordsOnDisk(t *testing.T) {
 
 	type rec struct {
 		offset int64
-		key    *sluicev1.GroupRecordKey
-		value  *sluicev1.GroupRecordValue
+		key    *coordinatorv1.GroupRecordKey
+		value  *coordinatorv1.GroupRecordValue
 	}
 	var got []rec
 	data, err := p.Read(0, 1<<20)
@@ -234,7 +235,7 @@ func TestCoordinatorRecordsOnDisk(t *testing.T) {
 		data = rest
 		require.EqualValues(t, 1, b.Header().LeaderEpoch, "written at the coordinator's epoch")
 		require.EqualValues(t, -1, b.Header().ProducerID)
-		require.NoError(t, eachGroupRecord(b, func(off int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
+		require.NoError(t, eachGroupRecord(b, func(off int64, k *coordinatorv1.GroupRecordKey, v *coordinatorv1.GroupRecordValue) {
 			got = append(got, rec{off, k, v})
 		}))
 	}

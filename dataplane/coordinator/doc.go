@@ -14,7 +14,8 @@
 // Every change that must survive a failover — a committed offset, the
 // member id of a static member's latest incarnation (instance id → member
 // id), a group's deletion, a transaction's pending offsets and its
-// marker — is a record (GroupRecordKey, GroupRecordValue)
+// marker — is a record (GroupRecordKey, GroupRecordValue of
+// sluice.coordinator.v1, private to the coordinators)
 // appended to the partition with acks=all at the coordinator's leader
 // epoch, and applied in memory only once the ISR has it; the request is
 // answered after that. A coordinator that takes over (a new leader, or a

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 )
@@ -24,20 +25,37 @@ func PartitionOf(tenantID, group string, partitions int) int32 {
 	return int32(h.Sum32() % uint32(partitions))
 }
 
+// recordOffset is a committed offset as the offsets topic's records hold
+// it.
+func recordOffset(po *sluicev1.PartitionOffset) *coordinatorv1.CommittedOffset {
+	if po == nil {
+		return nil
+	}
+	return &coordinatorv1.CommittedOffset{Topic: po.GetTopic(), Partition: po.GetPartition(), Offset: po.GetOffset(), LeaderEpoch: po.GetLeaderEpoch(), Metadata: po.GetMetadata()}
+}
+
+// partitionOffset is a record's committed offset as the API answers it.
+func partitionOffset(co *coordinatorv1.CommittedOffset) *sluicev1.PartitionOffset {
+	if co == nil {
+		return nil
+	}
+	return &sluicev1.PartitionOffset{Topic: co.GetTopic(), Partition: co.GetPartition(), Offset: co.GetOffset(), LeaderEpoch: co.GetLeaderEpoch(), Metadata: co.GetMetadata()}
+}
+
 // groupRecord is one record to write to the offsets partition: a
 // GroupRecordKey and, except for a group's deletion, a GroupRecordValue.
 type groupRecord struct {
-	key   *sluicev1.GroupRecordKey
-	value *sluicev1.GroupRecordValue
+	key   *coordinatorv1.GroupRecordKey
+	value *coordinatorv1.GroupRecordValue
 }
 
 // offsetRecord commits one partition's offset.
 func offsetRecord(tenantID, groupID string, oc OffsetCommit, now time.Time) groupRecord {
 	return groupRecord{
-		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_Offset{
-			Offset: &sluicev1.OffsetKey{TopicId: oc.TopicID, Topic: oc.Offset.GetTopic(), Partition: oc.Offset.GetPartition()},
+		key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_Offset{
+			Offset: &coordinatorv1.OffsetKey{TopicId: oc.TopicID, Topic: oc.Offset.GetTopic(), Partition: oc.Offset.GetPartition()},
 		}},
-		value: &sluicev1.GroupRecordValue{Offset: oc.Offset, CommitTimeMs: now.UnixMilli()},
+		value: &coordinatorv1.GroupRecordValue{Offset: recordOffset(oc.Offset), CommitTimeMs: now.UnixMilli()},
 	}
 }
 
@@ -45,16 +63,16 @@ func offsetRecord(tenantID, groupID string, oc OffsetCommit, now time.Time) grou
 // incarnation.
 func staticMemberRecord(tenantID, groupID, instanceID, memberID string, now time.Time) groupRecord {
 	return groupRecord{
-		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_StaticMember{
-			StaticMember: &sluicev1.StaticMemberKey{InstanceId: instanceID},
+		key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_StaticMember{
+			StaticMember: &coordinatorv1.StaticMemberKey{InstanceId: instanceID},
 		}},
-		value: &sluicev1.GroupRecordValue{MemberId: memberID, CommitTimeMs: now.UnixMilli()},
+		value: &coordinatorv1.GroupRecordValue{MemberId: memberID, CommitTimeMs: now.UnixMilli()},
 	}
 }
 
 // groupDeletedRecord deletes a group: its offsets and incarnations.
 func groupDeletedRecord(tenantID, groupID string) groupRecord {
-	return groupRecord{key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_GroupDeleted{GroupDeleted: true}}}
+	return groupRecord{key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_GroupDeleted{GroupDeleted: true}}}
 }
 
 // encodeGroupRecords builds the leader batch of recs (one record each, in
@@ -78,7 +96,7 @@ func encodeGroupRecords(recs []groupRecord, now time.Time) (log.ValidBatch, erro
 }
 
 // eachGroupRecord decodes the records of one offsets-topic batch.
-func eachGroupRecord(b record.Batch, fn func(int64, *sluicev1.GroupRecordKey, *sluicev1.GroupRecordValue)) error {
+func eachGroupRecord(b record.Batch, fn func(int64, *coordinatorv1.GroupRecordKey, *coordinatorv1.GroupRecordValue)) error {
 	h := b.Header()
 	if h.Attributes.Control() {
 		return nil
@@ -89,7 +107,7 @@ func eachGroupRecord(b record.Batch, fn func(int64, *sluicev1.GroupRecordKey, *s
 	}
 	for it.Next() {
 		r := it.Record()
-		k, v := &sluicev1.GroupRecordKey{}, &sluicev1.GroupRecordValue{}
+		k, v := &coordinatorv1.GroupRecordKey{}, &coordinatorv1.GroupRecordValue{}
 		if err := proto.Unmarshal(r.Key, k); err != nil {
 			return fmt.Errorf("record key at %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
 		}
@@ -135,36 +153,36 @@ func (st *state) group(gk GroupKey) *groupState {
 // apply applies one record; a record older (in the log) than what a key
 // holds is ignored, so concurrent commits resolve in log order, and so is
 // one older than the group's deletion.
-func (st *state) apply(logOffset int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
+func (st *state) apply(logOffset int64, k *coordinatorv1.GroupRecordKey, v *coordinatorv1.GroupRecordValue) {
 	gk := GroupKey{k.GetTenantId(), k.GetGroup()}
 	if del, ok := st.deleted[gk]; ok && logOffset < del {
-		if _, marker := k.GetKind().(*sluicev1.GroupRecordKey_TxnMarker); !marker {
+		if _, marker := k.GetKind().(*coordinatorv1.GroupRecordKey_TxnMarker); !marker {
 			return // a marker's fence outlives the group
 		}
 	}
 	switch kind := k.GetKind().(type) {
-	case *sluicev1.GroupRecordKey_GroupDeleted:
+	case *coordinatorv1.GroupRecordKey_GroupDeleted:
 		delete(st.groups, gk)
 		st.deleted[gk] = logOffset
-	case *sluicev1.GroupRecordKey_StaticMember:
+	case *coordinatorv1.GroupRecordKey_StaticMember:
 		g := st.group(gk)
 		if g.instances == nil {
 			g.instances = map[string]string{}
 		}
 		g.instances[kind.StaticMember.GetInstanceId()] = v.GetMemberId()
-	case *sluicev1.GroupRecordKey_Offset:
+	case *coordinatorv1.GroupRecordKey_Offset:
 		g := st.group(gk)
 		tk := TopicPartition{kind.Offset.GetTopicId(), kind.Offset.GetPartition()}
 		if cur, ok := g.offsets[tk]; ok && cur.logOffset > logOffset {
 			return
 		}
 		g.offsets[tk] = Committed{
-			Topic: kind.Offset.GetTopic(), Offset: v.GetOffset(), logOffset: logOffset,
+			Topic: kind.Offset.GetTopic(), Offset: partitionOffset(v.GetOffset()), logOffset: logOffset,
 			CommitTime: time.UnixMilli(v.GetCommitTimeMs()),
 		}
-	case *sluicev1.GroupRecordKey_TxnOffset:
+	case *coordinatorv1.GroupRecordKey_TxnOffset:
 		st.applyTxnOffset(gk, logOffset, kind.TxnOffset, v)
-	case *sluicev1.GroupRecordKey_TxnMarker:
+	case *coordinatorv1.GroupRecordKey_TxnMarker:
 		st.applyTxnMarker(gk, logOffset, kind.TxnMarker.GetProducerId(), v)
 	}
 }

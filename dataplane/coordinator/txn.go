@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 )
 
 // Offsets in transactions (KIP-447). A transactional producer's
@@ -156,19 +156,19 @@ func (c *Coordinator) WriteTxnMarker(ctx context.Context, tenantID, group string
 // txnOffsetRecord commits one partition's offset in a transaction.
 func txnOffsetRecord(tenantID, groupID string, producerID int64, epoch int16, oc OffsetCommit, now time.Time) groupRecord {
 	return groupRecord{
-		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_TxnOffset{TxnOffset: &sluicev1.TxnOffsetKey{
+		key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_TxnOffset{TxnOffset: &coordinatorv1.TxnOffsetKey{
 			ProducerId: producerID,
-			Offset:     &sluicev1.OffsetKey{TopicId: oc.TopicID, Topic: oc.Offset.GetTopic(), Partition: oc.Offset.GetPartition()},
+			Offset:     &coordinatorv1.OffsetKey{TopicId: oc.TopicID, Topic: oc.Offset.GetTopic(), Partition: oc.Offset.GetPartition()},
 		}}},
-		value: &sluicev1.GroupRecordValue{Offset: oc.Offset, CommitTimeMs: now.UnixMilli(), ProducerEpoch: int32(epoch)},
+		value: &coordinatorv1.GroupRecordValue{Offset: recordOffset(oc.Offset), CommitTimeMs: now.UnixMilli(), ProducerEpoch: int32(epoch)},
 	}
 }
 
 // txnMarkerRecord ends a producer's transaction in a group.
 func txnMarkerRecord(tenantID, groupID string, producerID int64, epoch int16, coordinatorEpoch int32, commit bool, now time.Time) groupRecord {
 	return groupRecord{
-		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_TxnMarker{TxnMarker: &sluicev1.TxnMarkerKey{ProducerId: producerID}}},
-		value: &sluicev1.GroupRecordValue{
+		key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_TxnMarker{TxnMarker: &coordinatorv1.TxnMarkerKey{ProducerId: producerID}}},
+		value: &coordinatorv1.GroupRecordValue{
 			ProducerEpoch: int32(epoch), CoordinatorEpoch: coordinatorEpoch, Commit: commit, CommitTimeMs: now.UnixMilli(),
 		},
 	}
@@ -176,7 +176,7 @@ func txnMarkerRecord(tenantID, groupID string, producerID int64, epoch int16, co
 
 // epochOf reads a record's producer epoch; out of an int16's range (a
 // corrupt record) it is -1, which nothing accepts.
-func epochOf(v *sluicev1.GroupRecordValue) int16 {
+func epochOf(v *coordinatorv1.GroupRecordValue) int16 {
 	e := v.GetProducerEpoch()
 	if e < 0 || e > math.MaxInt16 {
 		return -1
@@ -186,7 +186,7 @@ func epochOf(v *sluicev1.GroupRecordValue) int16 {
 
 // applyTxnOffset applies a pending offset, unless its producer's epoch
 // is fenced by a marker already applied.
-func (st *state) applyTxnOffset(gk GroupKey, logOffset int64, k *sluicev1.TxnOffsetKey, v *sluicev1.GroupRecordValue) {
+func (st *state) applyTxnOffset(gk GroupKey, logOffset int64, k *coordinatorv1.TxnOffsetKey, v *coordinatorv1.GroupRecordValue) {
 	pk := producerKey{gk, k.GetProducerId()}
 	epoch := epochOf(v)
 	if f, ok := st.fences[pk]; epoch < 0 || ok && epoch < f.markerEpoch {
@@ -206,7 +206,7 @@ func (st *state) applyTxnOffset(gk GroupKey, logOffset int64, k *sluicev1.TxnOff
 		return
 	}
 	p[tk] = pendingOffset{epoch: epoch, Committed: Committed{
-		Topic: k.GetOffset().GetTopic(), Offset: v.GetOffset(), logOffset: logOffset,
+		Topic: k.GetOffset().GetTopic(), Offset: partitionOffset(v.GetOffset()), logOffset: logOffset,
 		CommitTime: time.UnixMilli(v.GetCommitTimeMs()),
 	}}
 }
@@ -216,7 +216,7 @@ func (st *state) applyTxnOffset(gk GroupKey, logOffset int64, k *sluicev1.TxnOff
 // plain commit of the partition is already there) or are dropped, and the
 // producer's fence rises. A marker from an older coordinator epoch than
 // the fence's changes nothing.
-func (st *state) applyTxnMarker(gk GroupKey, logOffset, producerID int64, v *sluicev1.GroupRecordValue) {
+func (st *state) applyTxnMarker(gk GroupKey, logOffset, producerID int64, v *coordinatorv1.GroupRecordValue) {
 	pk := producerKey{gk, producerID}
 	epoch := epochOf(v)
 	f, ok := st.fences[pk]

@@ -24,7 +24,7 @@
 // transactional id belongs to partition PartitionOf(tenant, id, N), whose
 // leader runs one Coordinator per leader epoch, reaching the partition only
 // through Partition. Every transition is one record (TxnRecordKey,
-// TxnRecordValue: the id's whole state after it) appended with acks=all at
+// TxnRecordValue of sluice.coordinator.v1: the id's whole state after it) appended with acks=all at
 // the coordinator's leader epoch, and applied in memory only once written;
 // the request is answered after that. Load on takeover reads the whole log,
 // the last record of each id winning; a record with no value (written by

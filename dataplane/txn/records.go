@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicemq/sluice/dataplane/log"
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -46,12 +46,12 @@ func compareTP(a, b TopicPartition) int {
 type State int8
 
 const (
-	StateEmpty          State = State(sluicev1.TxnState_TXN_STATE_EMPTY)
-	StateOngoing        State = State(sluicev1.TxnState_TXN_STATE_ONGOING)
-	StatePrepareCommit  State = State(sluicev1.TxnState_TXN_STATE_PREPARE_COMMIT)
-	StatePrepareAbort   State = State(sluicev1.TxnState_TXN_STATE_PREPARE_ABORT)
-	StateCompleteCommit State = State(sluicev1.TxnState_TXN_STATE_COMPLETE_COMMIT)
-	StateCompleteAbort  State = State(sluicev1.TxnState_TXN_STATE_COMPLETE_ABORT)
+	StateEmpty          State = State(coordinatorv1.TxnState_TXN_STATE_EMPTY)
+	StateOngoing        State = State(coordinatorv1.TxnState_TXN_STATE_ONGOING)
+	StatePrepareCommit  State = State(coordinatorv1.TxnState_TXN_STATE_PREPARE_COMMIT)
+	StatePrepareAbort   State = State(coordinatorv1.TxnState_TXN_STATE_PREPARE_ABORT)
+	StateCompleteCommit State = State(coordinatorv1.TxnState_TXN_STATE_COMPLETE_COMMIT)
+	StateCompleteAbort  State = State(coordinatorv1.TxnState_TXN_STATE_COMPLETE_ABORT)
 )
 
 func (s State) String() string {
@@ -84,9 +84,9 @@ type EndedBy int8
 
 const (
 	EndedByNone    EndedBy = 0
-	EndedByClient  EndedBy = EndedBy(sluicev1.TxnEndedBy_TXN_ENDED_BY_CLIENT)
-	EndedByTimeout EndedBy = EndedBy(sluicev1.TxnEndedBy_TXN_ENDED_BY_TIMEOUT)
-	EndedByInit    EndedBy = EndedBy(sluicev1.TxnEndedBy_TXN_ENDED_BY_INIT)
+	EndedByClient  EndedBy = EndedBy(coordinatorv1.TxnEndedBy_TXN_ENDED_BY_CLIENT)
+	EndedByTimeout EndedBy = EndedBy(coordinatorv1.TxnEndedBy_TXN_ENDED_BY_TIMEOUT)
+	EndedByInit    EndedBy = EndedBy(coordinatorv1.TxnEndedBy_TXN_ENDED_BY_INIT)
 )
 
 // Transaction is a transactional id's state, as its last record holds it.
@@ -139,21 +139,21 @@ func timeMs(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-func (t *Transaction) toProto() *sluicev1.TxnRecordValue {
-	v := &sluicev1.TxnRecordValue{
+func (t *Transaction) toProto() *coordinatorv1.TxnRecordValue {
+	v := &coordinatorv1.TxnRecordValue{
 		ProducerId: t.ProducerID, ProducerEpoch: int32(t.Epoch), TimeoutMs: t.Timeout.Milliseconds(),
-		State: sluicev1.TxnState(t.State), Groups: t.Groups,
+		State: coordinatorv1.TxnState(t.State), Groups: t.Groups,
 		UpdateTimeMs: timeMs(t.UpdateTime), StartTimeMs: timeMs(t.StartTime),
 		NextProducerId: t.NextProducerID, LastProducerId: t.LastProducerID, LastProducerEpoch: int32(t.LastEpoch),
-		EndedBy: sluicev1.TxnEndedBy(t.EndedBy),
+		EndedBy: coordinatorv1.TxnEndedBy(t.EndedBy),
 	}
 	for _, tp := range t.Partitions {
-		v.Partitions = append(v.Partitions, &sluicev1.TxnPartition{TopicId: tp.TopicID, Partition: tp.Partition})
+		v.Partitions = append(v.Partitions, &coordinatorv1.TxnPartition{TopicId: tp.TopicID, Partition: tp.Partition})
 	}
 	return v
 }
 
-func fromProto(v *sluicev1.TxnRecordValue) *Transaction {
+func fromProto(v *coordinatorv1.TxnRecordValue) *Transaction {
 	t := &Transaction{
 		ProducerID: v.GetProducerId(), Epoch: int16(v.GetProducerEpoch()), Timeout: time.Duration(v.GetTimeoutMs()) * time.Millisecond,
 		State: State(v.GetState()), Groups: v.GetGroups(),
@@ -170,7 +170,7 @@ func fromProto(v *sluicev1.TxnRecordValue) *Transaction {
 // encodeRecord builds the leader batch of one record: k's state t, or a
 // tombstone when t is nil.
 func encodeRecord(k Key, t *Transaction, now time.Time) (log.ValidBatch, error) {
-	kb, err := proto.Marshal(&sluicev1.TxnRecordKey{TenantId: k.Tenant, TransactionalId: k.TransactionalID})
+	kb, err := proto.Marshal(&coordinatorv1.TxnRecordKey{TenantId: k.Tenant, TransactionalId: k.TransactionalID})
 	if err != nil {
 		return log.ValidBatch{}, err
 	}
@@ -201,13 +201,13 @@ func eachRecord(b record.Batch, fn func(int64, Key, *Transaction)) error {
 	for it.Next() {
 		r := it.Record()
 		off := h.BaseOffset + int64(r.OffsetDelta)
-		k := &sluicev1.TxnRecordKey{}
+		k := &coordinatorv1.TxnRecordKey{}
 		if err := proto.Unmarshal(r.Key, k); err != nil {
 			return fmt.Errorf("record key at %d: %w", off, err)
 		}
 		var t *Transaction
 		if r.Value != nil {
-			v := &sluicev1.TxnRecordValue{}
+			v := &coordinatorv1.TxnRecordValue{}
 			if err := proto.Unmarshal(r.Value, v); err != nil {
 				return fmt.Errorf("record value at %d: %w", off, err)
 			}
