@@ -181,12 +181,8 @@ func (b *Broker) txnLoop(ctx context.Context) {
 
 // checkTransactions is one coordinator's periodic pass.
 func (b *Broker) checkTransactions(ctx context.Context, c *txnCoordinator) {
-	if _, err := c.Expire(ctx, time.Now()); err != nil && ctx.Err() == nil && c.Current() {
-		b.logger.Warn("transaction timeouts", "txn_partition", c.p.Partition(), "err", err)
-	}
-	if err := c.FinishPending(ctx); err != nil && c.Current() {
-		b.logger.Warn("finish transaction ends", "txn_partition", c.p.Partition(), "err", err)
-	}
+	c.RunDue(ctx) // the timeouts, idle ids and marker retries due
+
 }
 
 // maxTransactionalID bounds transactional ids (Kafka has none; 255 is

@@ -7,10 +7,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/runtime"
 	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/record"
 )
 
 // PartitionOf is the offsets-topic partition, of partitions, that
@@ -75,50 +74,45 @@ func groupDeletedRecord(tenantID, groupID string) groupRecord {
 	return groupRecord{key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_GroupDeleted{GroupDeleted: true}}}
 }
 
-// encodeGroupRecords builds the leader batch of recs (one record each, in
-// order), stamped now.
-func encodeGroupRecords(recs []groupRecord, now time.Time) (log.ValidBatch, error) {
-	lr := make([]record.Record, len(recs))
-	for i, r := range recs {
-		k, err := proto.Marshal(r.key)
-		if err != nil {
-			return log.ValidBatch{}, err
-		}
-		var v []byte
-		if r.value != nil {
-			if v, err = proto.Marshal(r.value); err != nil {
-				return log.ValidBatch{}, err
-			}
-		}
-		lr[i] = record.Record{OffsetDelta: int32(i), Key: k, Value: v}
+// encode is r as a record of the offsets partition.
+func (r groupRecord) encode() (runtime.Record, error) {
+	k, err := proto.Marshal(r.key)
+	if err != nil {
+		return runtime.Record{}, err
 	}
-	return log.EncodeLeaderBatch(nil, record.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
+	var v []byte
+	if r.value != nil {
+		if v, err = proto.Marshal(r.value); err != nil {
+			return runtime.Record{}, err
+		}
+	}
+	return runtime.Record{Key: k, Value: v}, nil
 }
 
-// eachGroupRecord decodes the records of one offsets-topic batch.
-func eachGroupRecord(b record.Batch, fn func(int64, *coordinatorv1.GroupRecordKey, *coordinatorv1.GroupRecordValue)) error {
-	h := b.Header()
-	if h.Attributes.Control() {
-		return nil
-	}
-	it, err := b.Records()
-	if err != nil {
-		return err
-	}
-	for it.Next() {
-		r := it.Record()
-		k, v := &coordinatorv1.GroupRecordKey{}, &coordinatorv1.GroupRecordValue{}
-		if err := proto.Unmarshal(r.Key, k); err != nil {
-			return fmt.Errorf("record key at %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
+// encodeAll is recs as records of the offsets partition.
+func encodeAll(recs []groupRecord) ([]runtime.Record, error) {
+	out := make([]runtime.Record, len(recs))
+	for i, r := range recs {
+		var err error
+		if out[i], err = r.encode(); err != nil {
+			return nil, err
 		}
-		if r.Value != nil {
-			if err := proto.Unmarshal(r.Value, v); err != nil {
-				return fmt.Errorf("record value at %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
-			}
-		}
-		fn(h.BaseOffset+int64(r.OffsetDelta), k, v)
 	}
-	return it.Err()
+	return out, nil
+}
+
+// decodeGroupRecord reads one record of the offsets partition.
+func decodeGroupRecord(r runtime.Record) (*coordinatorv1.GroupRecordKey, *coordinatorv1.GroupRecordValue, error) {
+	k, v := &coordinatorv1.GroupRecordKey{}, &coordinatorv1.GroupRecordValue{}
+	if err := proto.Unmarshal(r.Key, k); err != nil {
+		return nil, nil, fmt.Errorf("record key: %w", err)
+	}
+	if r.Value != nil {
+		if err := proto.Unmarshal(r.Value, v); err != nil {
+			return nil, nil, fmt.Errorf("record value: %w", err)
+		}
+	}
+	return k, v, nil
 }
 
 // state is what a coordinator rebuilds from its offsets partition and

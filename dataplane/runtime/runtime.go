@@ -69,6 +69,10 @@ type Update struct {
 	Records []Record
 	Effects []Effect
 	Timers  []Timer
+	// Written, when not nil, is called once the records are written and
+	// replayed (with none of the runtime's locks held): counting what
+	// happened.
+	Written func()
 }
 
 // Result is an operation's outcome: its Update and its response, released
@@ -140,8 +144,9 @@ type Config struct {
 	// longer leads the partition at LeaderEpoch; without it the
 	// partition's append refuses them.
 	Fence bool
-	// Refusal makes the runtime's refusals (ErrNotCoordinator, wrapped)
-	// the shard's own errors; nil keeps them.
+	// Refusal makes the runtime's refusals the shard's own errors: it is
+	// given why (not loaded, moved, a write failed after it moved); nil
+	// wraps ErrNotCoordinator.
 	Refusal func(err error) error
 	// Now is the clock of operations and timers (time.Now when nil).
 	Now func() time.Time
@@ -219,11 +224,10 @@ func (h *Hosted[S]) Loaded() bool {
 }
 
 func (h *Hosted[S]) refuse(err error) error {
-	err = fmt.Errorf("%w: %w", ErrNotCoordinator, err)
 	if h.cfg.Refusal != nil {
 		return h.cfg.Refusal(err)
 	}
-	return err
+	return fmt.Errorf("%w: %w", ErrNotCoordinator, err)
 }
 
 func (h *Hosted[S]) deposed() error {
@@ -413,6 +417,9 @@ func (h *Hosted[S]) commit(ctx context.Context, key string, u Update, waiters []
 		}
 		h.mu.Unlock()
 	}
+	if u.Written != nil {
+		u.Written()
+	}
 	h.schedule(u, waiters...)
 	return nil
 }
@@ -470,7 +477,8 @@ func (h *Hosted[S]) Close() {
 	for _, runs := range h.effects {
 		for _, r := range runs {
 			waiting = append(waiting, r.waiters...)
-			r.waiters = nil
+			waiting = append(waiting, r.queued...)
+			r.waiters, r.queued = nil, nil
 		}
 	}
 	h.effects = map[string][]*effectRun{}
@@ -597,23 +605,22 @@ func (h *Hosted[S]) schedule(u Update, waiters ...chan error) {
 	}
 }
 
-// joinLocked registers a waiter on each effect pending on key, starting an
-// attempt now for those not running (a retry waiting for its backoff).
-// The caller holds mu.
+// joinLocked registers a waiter on a fresh attempt of each effect pending
+// on key: one starting now for those waiting for their retry, the one
+// after the attempt running for the others (which starts as soon as that
+// one fails). The caller holds mu.
 func (h *Hosted[S]) joinLocked(key string) []chan error {
 	var out []chan error
 	for _, r := range h.effects[key] {
 		w := make(chan error, 1)
-		r.waiters = append(r.waiters, w)
 		out = append(out, w)
-		if !r.running {
-			r.running = true
-			h.wg.Add(1)
-			go func() {
-				defer h.wg.Done()
-				h.attempt(r)
-			}()
+		if r.running {
+			r.queued = append(r.queued, w)
+			continue
 		}
+		r.waiters = append(r.waiters, w)
+		r.running = true
+		h.start(r)
 	}
 	return out
 }
@@ -624,7 +631,8 @@ type effectRun struct {
 	running bool      // an attempt runs
 	next    time.Time // when not running: the next attempt's time
 	backoff time.Duration
-	waiters []chan error // hear the next attempt's outcome
+	waiters []chan error // hear the running attempt's outcome
+	queued  []chan error // hear the attempt after it
 }
 
 // start runs one attempt of r in a goroutine (r.running is set).
@@ -644,7 +652,10 @@ func (h *Hosted[S]) attempt(r *effectRun) {
 	waiters := r.waiters
 	r.waiters = nil
 	r.running = false
+	again := false
 	if err == nil || h.closed {
+		waiters = append(waiters, r.queued...)
+		r.queued = nil
 		runs := h.effects[r.e.Key]
 		for i, x := range runs {
 			if x == r {
@@ -655,11 +666,18 @@ func (h *Hosted[S]) attempt(r *effectRun) {
 		if len(h.effects[r.e.Key]) == 0 {
 			delete(h.effects, r.e.Key)
 		}
+	} else if len(r.queued) > 0 {
+		// Operations joined while it ran: they get an attempt now.
+		r.waiters, r.queued = r.queued, nil
+		r.running, again = true, true
 	} else {
 		r.next = h.cfg.Now().Add(r.backoff)
 		r.backoff = min(2*r.backoff, h.cfg.MaxRetryBackoff)
 	}
 	h.mu.Unlock()
+	if again {
+		h.start(r)
+	}
 	if err != nil && h.ctx.Err() == nil && h.Current() {
 		h.cfg.Logger.Debug("coordinator effect failed; retrying", "partition", h.cfg.Name, "key", r.e.Key, "err", err)
 	}

@@ -491,7 +491,8 @@ func TestRuntimeNoLockAcrossEffects(t *testing.T) {
 	waitFor(t, func() bool {
 		f.h.mu.Lock()
 		defer f.h.mu.Unlock()
-		return len(f.h.effects["t"]) == 1 && len(f.h.effects["t"][0].waiters) == 2
+		r := f.h.effects["t"]
+		return len(r) == 1 && len(r[0].waiters)+len(r[0].queued) == 2
 	}, "the retry to wait for the effect, as the end does")
 	select {
 	case r := <-retry:

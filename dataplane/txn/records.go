@@ -9,9 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/runtime"
 	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
-	"github.com/sluicemq/sluice/record"
 )
 
 // PartitionOf is the transaction-state partition, of partitions, that
@@ -167,53 +166,39 @@ func fromProto(v *coordinatorv1.TxnRecordValue) *Transaction {
 	return t
 }
 
-// encodeRecord builds the leader batch of one record: k's state t, or a
-// tombstone when t is nil.
-func encodeRecord(k Key, t *Transaction, now time.Time) (log.ValidBatch, error) {
+// encodeRecord is the record of k's state t, or its tombstone when t is
+// nil.
+func encodeRecord(k Key, t *Transaction) (runtime.Record, error) {
 	kb, err := proto.Marshal(&coordinatorv1.TxnRecordKey{TenantId: k.Tenant, TransactionalId: k.TransactionalID})
 	if err != nil {
-		return log.ValidBatch{}, err
+		return runtime.Record{}, err
 	}
 	var vb []byte
 	if t != nil {
 		if vb, err = proto.Marshal(t.toProto()); err != nil {
-			return log.ValidBatch{}, err
+			return runtime.Record{}, err
 		}
 		if vb == nil {
 			vb = []byte{} // never null: null is the tombstone
 		}
 	}
-	return log.EncodeLeaderBatch(nil, record.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-		[]record.Record{{Key: kb, Value: vb}})
+	return runtime.Record{Key: kb, Value: vb}, nil
 }
 
-// eachRecord decodes the records of one transaction-state batch; a
-// tombstone comes with a nil Transaction.
-func eachRecord(b record.Batch, fn func(int64, Key, *Transaction)) error {
-	h := b.Header()
-	if h.Attributes.Control() {
-		return nil
+// decodeRecord reads one transaction-state record; a tombstone comes with
+// a nil Transaction.
+func decodeRecord(r runtime.Record) (Key, *Transaction, error) {
+	k := &coordinatorv1.TxnRecordKey{}
+	if err := proto.Unmarshal(r.Key, k); err != nil {
+		return Key{}, nil, fmt.Errorf("record key: %w", err)
 	}
-	it, err := b.Records()
-	if err != nil {
-		return err
-	}
-	for it.Next() {
-		r := it.Record()
-		off := h.BaseOffset + int64(r.OffsetDelta)
-		k := &coordinatorv1.TxnRecordKey{}
-		if err := proto.Unmarshal(r.Key, k); err != nil {
-			return fmt.Errorf("record key at %d: %w", off, err)
+	var t *Transaction
+	if r.Value != nil {
+		v := &coordinatorv1.TxnRecordValue{}
+		if err := proto.Unmarshal(r.Value, v); err != nil {
+			return Key{}, nil, fmt.Errorf("record value: %w", err)
 		}
-		var t *Transaction
-		if r.Value != nil {
-			v := &coordinatorv1.TxnRecordValue{}
-			if err := proto.Unmarshal(r.Value, v); err != nil {
-				return fmt.Errorf("record value at %d: %w", off, err)
-			}
-			t = fromProto(v)
-		}
-		fn(off, Key{k.GetTenantId(), k.GetTransactionalId()}, t)
+		t = fromProto(v)
 	}
-	return it.Err()
+	return Key{k.GetTenantId(), k.GetTransactionalId()}, t, nil
 }
