@@ -53,8 +53,9 @@
 // A Timer runs an operation under its key at a time: a transaction's
 // timeout, an idle transactional id's expiry, the groups' member expiry. A
 // key has at most one timer: a new one replaces it. Timers and effect
-// retries fire in RunDue, which Run calls every Config.Tick; a timer whose
-// key is busy fires at the next tick.
+// retries fire in RunDue, which Run calls when the earliest is due (at
+// least every Config.Tick); a timer whose key is busy fires at the next
+// call.
 //
 // Invariants:
 //   - a shard's state is what its partition's log holds up to the records

@@ -26,17 +26,19 @@ type PartitionKey struct {
 // it leads, whatever their kind: the one hosting loop of every
 // coordinator. Every method may be called concurrently.
 type Runtime struct {
-	ctx context.Context // the hosted shards' Run
+	ctx    context.Context // the hosted shards' Run, until Close
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	shards map[PartitionKey]Hostable
 	wg     sync.WaitGroup
 }
 
-// NewRuntime returns an empty runtime whose shards run (timers, effect
-// retries) until ctx ends.
-func NewRuntime(ctx context.Context) *Runtime {
-	return &Runtime{ctx: ctx, shards: map[PartitionKey]Hostable{}}
+// NewRuntime returns an empty runtime; its shards run (timers, effect
+// retries) until Close.
+func NewRuntime() *Runtime {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Runtime{ctx: ctx, cancel: cancel, shards: map[PartitionKey]Hostable{}}
 }
 
 // Host returns the loaded shard of partition k: the one kept for leader
@@ -89,8 +91,20 @@ func (rt *Runtime) Current() []Hostable {
 	return out
 }
 
+// Shards returns the shards kept (current or not yet dropped).
+func (rt *Runtime) Shards() []Hostable {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	out := make([]Hostable, 0, len(rt.shards))
+	for _, h := range rt.shards {
+		out = append(out, h)
+	}
+	return out
+}
+
 // Close closes every shard and waits for their Run to end.
 func (rt *Runtime) Close() {
+	rt.cancel()
 	rt.mu.Lock()
 	all := rt.shards
 	rt.shards = map[PartitionKey]Hostable{}

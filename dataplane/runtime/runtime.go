@@ -150,8 +150,9 @@ type Config struct {
 	Refusal func(err error) error
 	// Now is the clock of operations and timers (time.Now when nil).
 	Now func() time.Time
-	// Tick is how often Run fires due timers and effect retries (100 ms
-	// when zero).
+	// Tick is the longest Run waits before it looks for due timers and
+	// effect retries (1 s when zero); it wakes earlier for those it knows
+	// of.
 	Tick time.Duration
 	// RetryBackoff is the wait before an effect's second attempt, doubled
 	// after each failure up to MaxRetryBackoff (100 ms and 1 s when zero).
@@ -171,6 +172,7 @@ type Hosted[S Shard] struct {
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
+	wake   chan struct{}  // pokes Run
 	wg     sync.WaitGroup // effect attempts and Run
 
 	loadMu sync.Mutex // serialises Load
@@ -193,7 +195,7 @@ func New[S Shard](p Partition, shard S, cfg Config) *Hosted[S] {
 		cfg.Now = time.Now
 	}
 	if cfg.Tick <= 0 {
-		cfg.Tick = 100 * time.Millisecond
+		cfg.Tick = time.Second
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 100 * time.Millisecond
@@ -202,7 +204,7 @@ func New[S Shard](p Partition, shard S, cfg Config) *Hosted[S] {
 		cfg.MaxRetryBackoff = time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Hosted[S]{p: p, shard: shard, cfg: cfg, ctx: ctx, cancel: cancel,
+	return &Hosted[S]{p: p, shard: shard, cfg: cfg, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 		keys: map[string]*keyLock{}, effects: map[string][]*effectRun{}, timerOf: map[string]*timerEntry{}}
 }
 
@@ -492,20 +494,52 @@ func (h *Hosted[S]) Close() {
 	h.wg.Wait()
 }
 
-// Run fires due timers and effect retries every Config.Tick until ctx
-// ends or the shard is closed.
+// Run fires due timers and effect retries (RunDue) when the earliest is
+// due, checking at least every Config.Tick, until ctx ends or the shard is
+// closed.
 func (h *Hosted[S]) Run(ctx context.Context) {
-	t := time.NewTicker(h.cfg.Tick)
+	t := time.NewTimer(h.cfg.Tick)
 	defer t.Stop()
 	for {
+		t.Reset(h.untilDue())
 		select {
 		case <-ctx.Done():
 			return
 		case <-h.ctx.Done():
 			return
+		case <-h.wake:
 		case <-t.C:
 			h.RunDue(ctx)
 		}
+	}
+}
+
+// untilDue is how long until the earliest timer or effect retry is due,
+// between 10 ms (a timer whose key is busy is due again at once) and
+// Config.Tick.
+func (h *Hosted[S]) untilDue() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.cfg.Now()
+	d := h.cfg.Tick
+	if len(h.timers) > 0 {
+		d = min(d, h.timers[0].t.At.Sub(now))
+	}
+	for _, runs := range h.effects {
+		for _, r := range runs {
+			if !r.running {
+				d = min(d, r.next.Sub(now))
+			}
+		}
+	}
+	return max(d, 10*time.Millisecond)
+}
+
+// poke wakes Run to look at the timers and retries again.
+func (h *Hosted[S]) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -600,6 +634,9 @@ func (h *Hosted[S]) schedule(u Update, waiters ...chan error) {
 		runs[i] = r
 	}
 	h.mu.Unlock()
+	if len(u.Timers) > 0 {
+		h.poke()
+	}
 	for _, r := range runs {
 		h.start(r)
 	}
@@ -677,6 +714,8 @@ func (h *Hosted[S]) attempt(r *effectRun) {
 	h.mu.Unlock()
 	if again {
 		h.start(r)
+	} else if err != nil {
+		h.poke() // its retry's time
 	}
 	if err != nil && h.ctx.Err() == nil && h.Current() {
 		h.cfg.Logger.Debug("coordinator effect failed; retrying", "partition", h.cfg.Name, "key", r.e.Key, "err", err)

@@ -329,7 +329,7 @@ func TestRuntimeLoadReplaysTheLog(t *testing.T) {
 func TestRuntimeEpochChangeDropsShard(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	rt := NewRuntime(ctx)
+	rt := NewRuntime()
 	t.Cleanup(rt.Close)
 	p := openPartition(t, 1)
 	key := PartitionKey{"__test", 0}

@@ -73,8 +73,9 @@ type Config struct {
 	// Now is the clock of update and start times and of the timeouts
 	// (time.Now when nil).
 	Now func() time.Time
-	// Tick is how often Run checks the timeouts and retries unwritten
-	// markers (runtime.Config.Tick).
+	// Tick is the longest Run waits before it checks the timeouts and
+	// retries unwritten markers (runtime.Config.Tick; it wakes earlier
+	// for those due).
 	Tick time.Duration
 	// Logger: nil discards.
 	Logger *slog.Logger
