@@ -85,6 +85,11 @@
 //     epoch the producer's last marker fenced is refused and writes
 //     nothing.
 //
+// The scenarios in testdata/ (scenario_test.go) drive the Shard without a
+// log: commits, deletions, failed writes, re-created topics, transactions'
+// pending offsets, their markers and fences, and a failover replaying the
+// records.
+//
 // # Concurrency
 //
 // The state machine is Shard, which does no I/O: an operation returns the
