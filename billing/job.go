@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // DefaultGrace is how long after a month ends its invoices stay drafts:
@@ -107,7 +108,7 @@ func (j *Job) run(ctx context.Context, now time.Time) (RunResult, error) {
 		}
 		t := map[string]map[store.UsageDimension]*big.Int{}
 		for _, u := range all {
-			if u.TenantID == store.SystemTenantID {
+			if u.TenantID == system.TenantID {
 				continue // Sluice's own internal topics: nobody's bill
 			}
 			if t[u.TenantID] == nil {

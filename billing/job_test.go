@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/tenants"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -330,7 +331,7 @@ func TestJobFailure(t *testing.T) {
 	b, err := st.RegisterBroker(ctx, store.Broker{ID: 7, Address: "a", LeaseExpiresAt: dec, RegisteredAt: nov})
 	require.NoError(t, err)
 	_, err = st.ApplyUsageReport(ctx, store.UsageReport{BrokerID: 7, BrokerEpoch: b.Epoch, Sequence: 1, At: nov.Add(time.Hour),
-		Counters: []store.UsageCounters{{TenantID: ids[0], Requests: 1}, {TenantID: ids[1], Requests: 200_000_000}, {TenantID: store.SystemTenantID, Requests: 5}, {TenantID: ghost, Requests: 5}}})
+		Counters: []store.UsageCounters{{TenantID: ids[0], Requests: 1}, {TenantID: ids[1], Requests: 200_000_000}, {TenantID: system.TenantID, Requests: 5}, {TenantID: ghost, Requests: 5}}})
 	require.NoError(t, err)
 
 	metrics := billing.NewMetrics()
@@ -343,7 +344,7 @@ func TestJobFailure(t *testing.T) {
 	require.NoError(t, err)
 	// 200,000,000 requests, 100 million free on pro, 100 million × $0.10/M = $10.00.
 	require.Equal(t, int64(1000), pro.TotalMinor)
-	_, err = st.GetInvoiceByPeriod(ctx, store.SystemTenantID, "2026-11")
+	_, err = st.GetInvoiceByPeriod(ctx, system.TenantID, "2026-11")
 	require.ErrorIs(t, err, store.ErrNotFound, "Sluice's own usage is nobody's bill")
 	families, err := gather(metrics)
 	require.NoError(t, err)

@@ -3,7 +3,6 @@ package controlplane_test
 import (
 	"errors"
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"slices"
 	"testing"
 	"time"
@@ -12,9 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane"
-	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // watch opens WatchAssignments for broker id over gRPC (HTTP/2 streaming),
@@ -45,7 +45,7 @@ func receive(t *testing.T, s *connect.ServerStreamForClient[sluicev1.WatchAssign
 		t.Fatalf("stream ended: %v", s.Err())
 	}
 	m := s.Msg()
-	m.Partitions = slices.DeleteFunc(m.Partitions, func(p *sluicev1.PartitionAssignment) bool { return p.GetTenantId() == store.SystemTenantID })
+	m.Partitions = slices.DeleteFunc(m.Partitions, func(p *sluicev1.PartitionAssignment) bool { return p.GetTenantId() == system.TenantID })
 	return m
 }
 
@@ -406,14 +406,14 @@ func TestOffsetsTopicCreatedOnceBrokersAreLive(t *testing.T) {
 			require.True(t, s.Receive(), "stream ended: %v", s.Err())
 			internal := map[string]int{}
 			for _, p := range s.Msg().GetPartitions() {
-				if p.GetTenantId() == store.SystemTenantID {
+				if p.GetTenantId() == system.TenantID {
 					internal[p.GetTopicName()]++
 					require.Len(t, p.GetReplicas(), 3)
 					require.EqualValues(t, -1, p.GetConfig().GetRetentionMs(), "internal records never expire")
 				}
 			}
 			if len(internal) == 2 {
-				require.Equal(t, map[string]int{store.OffsetsTopic: 4, store.TransactionStateTopic: 2}, internal)
+				require.Equal(t, map[string]int{system.OffsetsTopic: 4, system.TransactionStateTopic: 2}, internal)
 				break
 			}
 			require.True(t, time.Now().Before(deadline), "internal topics so far: %v", internal)
@@ -421,7 +421,7 @@ func TestOffsetsTopicCreatedOnceBrokersAreLive(t *testing.T) {
 		res, err := c.operator(operatorToken).ListTenants(t.Context(), connect.NewRequest(&sluicev1.ListTenantsRequest{}))
 		require.NoError(t, err)
 		for _, tn := range res.Msg.GetTenants() {
-			require.NotEqual(t, store.SystemTenantID, tn.GetId(), "the system tenant is not listed")
+			require.NotEqual(t, system.TenantID, tn.GetId(), "the system tenant is not listed")
 		}
 	})
 }

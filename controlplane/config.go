@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/controller"
 	"github.com/sluicemq/sluice/internal/httpgate"
 	"github.com/sluicemq/sluice/tenants"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // Config is the control plane's configuration. RegisterFlags binds it to
@@ -90,10 +91,10 @@ func DefaultConfig() Config {
 		KeyRotation:                            24 * time.Hour,
 		BrokerLease:                            10 * time.Second,
 		DefaultReplicationFactor:               3,
-		OffsetsTopicPartitions:                 16,
-		OffsetsTopicReplicationFactor:          3,
-		TransactionStateTopicPartitions:        16,
-		TransactionStateTopicReplicationFactor: 3,
+		OffsetsTopicPartitions:                 system.DefaultOffsetsTopicPartitions,
+		OffsetsTopicReplicationFactor:          system.DefaultOffsetsTopicReplicationFactor,
+		TransactionStateTopicPartitions:        system.DefaultTransactionStateTopicPartitions,
+		TransactionStateTopicReplicationFactor: system.DefaultTransactionStateTopicReplicationFactor,
 		MaxRequestBytes:                        1 << 20,
 		RequestMemory:                          httpgate.DefaultFlags(),
 		ShutdownTimeout:                        10 * time.Second,

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // TestControlPlaneOperatorTransactions: OperatorService.ListTransactions
@@ -64,7 +65,7 @@ func TestControlPlaneOperatorTransactions(t *testing.T) {
 		_, err = c.brokers(brokerToken).RegisterBroker(ctx, connect.NewRequest(&sluicev1.RegisterBrokerRequest{BrokerId: 1, Address: addr, Rack: "a"}))
 		require.NoError(t, err)
 		testenv.Wait(t, 30*time.Second, "the transaction-state topic created", func() error {
-			_, err := c.srv.Store().GetTopic(ctx, store.SystemTenantID, store.TransactionStateTopic)
+			_, err := c.srv.Store().GetTopic(ctx, system.TenantID, system.TransactionStateTopic)
 			if errors.Is(err, store.ErrNotFound) {
 				return errors.New("not yet")
 			}

@@ -16,6 +16,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // brokerCallTimeout bounds one broker's answer to ListAllTransactions.
@@ -43,7 +44,7 @@ func (s *operatorService) ListTransactions(ctx context.Context, req *connect.Req
 	if len(m.GetTransactionalId()) > 255 {
 		return nil, invalid("transactional_id", "is longer than 255 bytes")
 	}
-	topic, err := s.store.GetTopic(ctx, store.SystemTenantID, store.TransactionStateTopic)
+	topic, err := s.store.GetTopic(ctx, system.TenantID, system.TransactionStateTopic)
 	if errors.Is(err, store.ErrNotFound) {
 		// Created once enough brokers are live; until then no transaction exists.
 		return connect.NewResponse(&sluicev1.OperatorServiceListTransactionsResponse{}), nil
@@ -68,7 +69,7 @@ func (s *operatorService) ListTransactions(ctx context.Context, req *connect.Req
 	}
 	for _, p := range parts {
 		if p.Leader < 0 {
-			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("list transactions: partition %d of %s has no leader, so its transactions cannot be listed; retry once it is elected", p.Partition, store.TransactionStateTopic))
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("list transactions: partition %d of %s has no leader, so its transactions cannot be listed; retry once it is elected", p.Partition, system.TransactionStateTopic))
 		}
 		ask[p.Leader] = true // a leader whose lease lapsed is asked too: without it the list would be incomplete
 	}

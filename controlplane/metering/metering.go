@@ -39,6 +39,7 @@ import (
 
 	"github.com/sluicemq/sluice/controlplane/quota"
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // The meters' names in the store.
@@ -203,7 +204,7 @@ func (m *Meter) perSecond(ctx context.Context, dim store.UsageDimension, read fu
 		ms := to.Sub(from).Milliseconds()
 		out := make([]store.UsageAmount, 0, len(holdings))
 		for tenant, h := range holdings {
-			if tenant == store.SystemTenantID || h <= 0 {
+			if tenant == system.TenantID || h <= 0 {
 				continue
 			}
 			if a := timesSeconds(h, ms); a > 0 {

@@ -447,19 +447,5 @@ type Store interface {
 	Close() error
 }
 
-// SystemTenantID is the tenant that owns Sluice's internal topics. It is
-// created by a migration, has no API keys, and ListTenants leaves it out.
-const SystemTenantID = "00000000-0000-0000-0000-000000000001"
-
-// OffsetsTopic is the system tenant's internal topic holding consumer
-// groups' committed offsets; each partition's leader coordinates the groups
-// that hash to it.
-const OffsetsTopic = "__consumer_offsets"
-
-// TransactionStateTopic is the system tenant's internal topic holding the
-// transaction coordinators' state (dataplane/txn); each partition's leader
-// coordinates the transactional ids that hash to it.
-const TransactionStateTopic = "__transaction_state"
-
 // BrokerLoad is the number of replicas and leaders a broker holds.
 type BrokerLoad struct{ Replicas, Leaders int }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/limit"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // Usage metering (issue 17): usage reports applied exactly once, ingress
@@ -573,10 +574,10 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	require.NotContains(t, cold, empty.ID)
 
 	// The system tenant's internal topics are nobody's to pay for.
-	createTopic(t, s, store.SystemTenantID, store.OffsetsTopic, 2)
+	createTopic(t, s, system.TenantID, system.OffsetsTopic, 2)
 	counts, err = s.PartitionCounts(t.Context())
 	require.NoError(t, err)
-	require.NotContains(t, counts, store.SystemTenantID)
+	require.NotContains(t, counts, system.TenantID)
 	require.Equal(t, int64(5), counts[f.tenant.ID])
 }
 

@@ -12,10 +12,11 @@
 //
 // Goroutines, all owned by Run and stopped when its context ends: the HTTP
 // servers (the client port, the operator listener); the lease loop (register, heartbeat, re-register when fenced); the
-// assignment watch; the revocation poller; the ISR checker; the group member
-// expiry and group lag metrics loops; the transaction coordinators' loop
-// (txnLoop: timeouts, unfinished ends, one goroutine per coordinator's
-// pass); the quota exchange (quota.go); the HW checkpoint, retention and
+// assignment watch; the revocation poller; the ISR checker; the group lag
+// metrics loop; the coordinators' hosting loop (hostLoop: the group and
+// transaction coordinators hosted by the runtime b.rt, whose timers and
+// marker writes run in the runtime's goroutines, closed after the loops
+// end); the quota exchange (quota.go); the HW checkpoint, retention and
 // tiering loops over the replicas; the usage report loop (meter.go, which
 // reports once more after the client port drained); and, owned by each
 // replica, one fetcher
@@ -49,6 +50,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/runtime"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -113,13 +115,12 @@ type Broker struct {
 
 	mu      sync.Mutex
 	parts   map[partKey]*partition.Replica
-	coords  map[partKey]*groupCoordinator // consumer-group coordinators, by offsets partition
 	clients map[int32]*peerClients
 	runCtx  context.Context
 	stopRun context.CancelCauseFunc
-	// txnCoords: transaction coordinators, by transaction-state
-	// partition.
-	txnCoords  map[partKey]*txnCoordinator
+	// rt hosts the group and transaction coordinators, one per partition
+	// of the internal topics this broker leads (hostLoop).
+	rt         *runtime.Runtime
 	txnMetrics *txn.Metrics
 	// swept: the data dir was checked, against the first assignments this
 	// process received, for partitions of topics deleted while it was down.
@@ -191,7 +192,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		flush:   flush,
 		files:   log.NewFileCache(cfg.MaxOpenSegmentFiles),
 		parts:   map[partKey]*partition.Replica{},
-		coords:  map[partKey]*groupCoordinator{},
+		rt:      runtime.NewRuntime(),
 		clients: map[int32]*peerClients{},
 		revoked: newRevocations(),
 		hc:      h2c.Client(),
@@ -213,7 +214,6 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBrokerMetrics(b.registry, b)
 	b.quota = newQuotas(newQuotaMetrics(b.registry), cfg.QuotaExchangeInterval)
-	b.txnCoords = map[partKey]*txnCoordinator{}
 	b.txnMetrics = newTxnMetrics(b.registry, b)
 	b.usageCounters = &meter.Counters{}
 	b.usage = b.newUsageReporter()
@@ -395,8 +395,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	if b.tier != nil {
 		wg.Go(func() { b.tierLoop(ctx) })
 	}
-	wg.Go(func() { every(ctx, b.cfg.GroupHeartbeatInterval, b.expireGroups) })
-	wg.Go(func() { b.txnLoop(ctx) })
+	wg.Go(func() { b.hostLoop(ctx) })
 	wg.Go(func() { b.quotaLoop(ctx) })
 	if b.groupLag != nil {
 		wg.Go(func() { b.groupLagLoop(ctx, b.cfg.GroupLagMetricsInterval) })
@@ -420,6 +419,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 		_ = opsSrv.Shutdown(shutCtx)
 	}
 	wg.Wait()
+	b.rt.Close()
 	// The client port has drained: nothing counts any more.
 	b.finalUsageReport()
 	b.closePartitions()

@@ -12,32 +12,135 @@ import (
 	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/runtime"
+	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
-// Consumer groups are coordinated by the leaders of the internal offsets
-// topic's partitions (dataplane/coordinator holds the coordinator: its
-// state, its records in the offsets partition and their rebuilding). This
-// file is the broker's side: routing a group to the coordinator of its
-// offsets partition, one per partition this broker leads and leader epoch,
-// and the coordinator's access to that partition (offsetsPartition).
+// The group and transaction coordinators are shards of one runtime
+// (dataplane/runtime): one per partition of the internal topics that this
+// broker leads and leader epoch, hosted by hostAt and kept by b.rt, whose
+// timers and marker retries run in the runtime's goroutines. This file is
+// the broker's side of that: the one hosting loop (hostLoop), routing a
+// group or a transactional id to its coordinator, and a coordinator's
+// access to its partition (offsetsPartition). The groups' RPCs are in
+// groups.go and groupadmin.go, the transactions' in txn*.go.
 
-// systemTenantID and offsetsTopic name the internal offsets topic (as the
-// control plane's store.SystemTenantID and store.OffsetsTopic).
+// systemTenantID, offsetsTopic and txnStateTopic name the internal topics
+// (tenants/system, their one home).
 const (
-	systemTenantID = "00000000-0000-0000-0000-000000000001"
-	offsetsTopic   = "__consumer_offsets"
+	systemTenantID = system.TenantID
+	offsetsTopic   = system.OffsetsTopic
+	txnStateTopic  = system.TransactionStateTopic
 )
 
 // errNoOffsetsTopic: the control plane creates the offsets topic once
 // enough brokers are live.
 var errNoOffsetsTopic = connect.NewError(connect.CodeUnavailable, errors.New("consumer groups are not available yet: the internal offsets topic does not exist (the control plane creates it once --offsets-topic-replication-factor brokers are live)"))
 
-// groupCoordinator is the coordinator of one offsets partition this broker
-// leads, with the replica it was made on.
-type groupCoordinator struct {
-	*coordinator.Coordinator
-	p *partition.Replica
+// groupCoordinator and txnCoordinator are the coordinators the broker
+// hosts.
+type (
+	groupCoordinator = coordinator.Coordinator
+	txnCoordinator   = txn.Coordinator
+)
+
+// hostCheckInterval is how often hostLoop takes over the partitions of the
+// internal topics this broker has come to lead and drops the coordinators
+// of those it lost.
+const hostCheckInterval = time.Second
+
+// hostLoop hosts, every hostCheckInterval until ctx ends, a loaded
+// coordinator on every partition of the internal topics this broker leads
+// (so that a takeover resumes the ends a previous transaction coordinator
+// left unfinished, and arms the timeouts, without waiting for a client),
+// and drops (closes) those whose leadership moved.
+func (b *Broker) hostLoop(ctx context.Context) {
+	every(ctx, hostCheckInterval, func() {
+		for _, topic := range []string{offsetsTopic, txnStateTopic} {
+			t, ok := b.metadata().topic(systemTenantID, topic)
+			if !ok {
+				continue
+			}
+			for _, pm := range t.partitions {
+				if pm.leader != b.cfg.ID {
+					continue
+				}
+				lctx, cancel := context.WithTimeout(ctx, hostLoadTimeout)
+				var err error
+				if topic == offsetsTopic {
+					_, err = b.coordinatorAt(lctx, t, pm)
+				} else {
+					_, err = b.txnCoordinatorAt(lctx, t, pm)
+				}
+				cancel()
+				if err != nil {
+					b.logger.Debug("coordinator not ready", "topic", topic, "partition", pm.partition, "err", err) // the next tick
+				}
+			}
+		}
+		b.rt.Current()
+	})
+}
+
+// hostLoadTimeout bounds one coordinator's load in hostLoop.
+const hostLoadTimeout = 30 * time.Second
+
+// hostAt returns the loaded coordinator of partition pm of internal topic
+// t: the one hosted for pm's leader epoch on this broker's replica, else a
+// new one from mk. It answers NotLeader when this broker does not lead the
+// partition, and Unavailable while it is still taking it over.
+func hostAt[C runtime.Hostable](ctx context.Context, b *Broker, t *topicMeta, pm partMeta, mk func(p offsetsPartition, leaderEpoch int32) C) (C, error) {
+	var none C
+	if pm.leader != b.cfg.ID {
+		return none, b.notLeader(pm)
+	}
+	p := b.partition(t.id, pm.partition)
+	if p == nil {
+		return none, b.notLeader(pm)
+	}
+	op := offsetsPartition{b, p}
+	c, err := runtime.Host(ctx, b.rt, runtime.PartitionKey{Topic: t.name, Partition: pm.partition}, pm.leaderEpoch, runtime.Partition(op),
+		func() C { return mk(op, pm.leaderEpoch) })
+	if err != nil {
+		return none, b.takingOver(err)
+	}
+	return c, nil
+}
+
+// hostedOf returns the coordinators of type C the runtime keeps whose
+// leadership this broker still holds.
+func hostedOf[C runtime.Hostable](b *Broker) []C {
+	var out []C
+	for _, h := range b.rt.Shards() {
+		if c, ok := h.(C); ok && h.Current() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// localHosted returns the loaded coordinators (at) of every partition of
+// the internal topic that this broker leads; errNoTopic before the topic
+// exists.
+func localHosted[C any](ctx context.Context, b *Broker, topic string, errNoTopic error, at func(context.Context, *topicMeta, partMeta) (C, error)) ([]C, error) {
+	t, ok := b.metadata().topic(systemTenantID, topic)
+	if !ok {
+		return nil, errNoTopic
+	}
+	var out []C
+	for _, pm := range t.partitions {
+		if pm.leader != b.cfg.ID {
+			continue
+		}
+		c, err := at(ctx, t, pm)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // coordinatorFor returns the loaded coordinator of the group's offsets
@@ -57,13 +160,13 @@ func (b *Broker) coordinatorFor(ctx context.Context, tenantID, group string) (*g
 // coordinatorAt returns the loaded coordinator of one offsets partition,
 // or NotLeader when this broker does not lead it.
 func (b *Broker) coordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (*groupCoordinator, error) {
-	return hostedAt(ctx, b, b.coords, t, pm, func(p *partition.Replica, epoch int32) *groupCoordinator {
-		return &groupCoordinator{p: p, Coordinator: coordinator.New(offsetsPartition{b, p}, coordinator.Config{
+	return hostAt(ctx, b, t, pm, func(p offsetsPartition, epoch int32) *groupCoordinator {
+		return coordinator.New(p, coordinator.Config{
 			Partition: pm.partition, LeaderEpoch: epoch,
 			SessionTimeout: b.cfg.GroupSessionTimeout, HeartbeatInterval: b.cfg.GroupHeartbeatInterval,
 			Logger: b.logger, Metrics: b.metrics.coordinator(),
 			Admit: b.admitGroup,
-		})}
+		})
 	})
 }
 
@@ -82,15 +185,6 @@ func (b *Broker) takingOver(err error) error {
 // this broker leads.
 func (b *Broker) localCoordinators(ctx context.Context) ([]*groupCoordinator, error) {
 	return localHosted(ctx, b, offsetsTopic, errNoOffsetsTopic, b.coordinatorAt)
-}
-
-// expireGroups expires group members on every coordinator of this broker;
-// coordinators of leaderships this broker lost are dropped.
-func (b *Broker) expireGroups() {
-	now := time.Now()
-	for _, c := range currentHosted(b, b.coords) {
-		c.Expire(now)
-	}
 }
 
 // groupTopics is a tenant's topics' partition counts in this view, for the
@@ -136,10 +230,10 @@ func groupError(err error) error {
 	return ce
 }
 
-// offsetsPartition is a coordinator's access to its offsets partition
-// replica on this broker (coordinator.Partition), and a transaction
-// coordinator's to its transaction-state partition (txn.Partition, the
-// same contract).
+// offsetsPartition is a coordinator's access to its internal-topic
+// partition's replica on this broker (runtime.Partition): a group
+// coordinator's offsets partition, a transaction coordinator's
+// transaction-state partition.
 type offsetsPartition struct {
 	b *Broker
 	p *partition.Replica

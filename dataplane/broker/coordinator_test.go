@@ -11,18 +11,19 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 func TestOffsetsTopicNamesMatchTheControlPlane(t *testing.T) {
-	require.Equal(t, store.SystemTenantID, systemTenantID)
-	require.Equal(t, store.OffsetsTopic, offsetsTopic)
+	require.Equal(t, system.TenantID, systemTenantID)
+	require.Equal(t, system.OffsetsTopic, offsetsTopic)
 }
 
 // Every procedure a broker serves has an authorization rule: one without
@@ -102,9 +103,9 @@ func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
 	// Records [0, 10) replicated at epoch 3: commits of offsets 0..9.
 	var data []byte
 	for i := range int64(10) {
-		k, err := proto.Marshal(&sluicev1.GroupRecordKey{TenantId: "t1", Group: "billing", Kind: &sluicev1.GroupRecordKey_Offset{Offset: &sluicev1.OffsetKey{TopicId: "topic-1", Topic: "orders"}}})
+		k, err := proto.Marshal(&coordinatorv1.GroupRecordKey{TenantId: "t1", Group: "billing", Kind: &coordinatorv1.GroupRecordKey_Offset{Offset: &coordinatorv1.OffsetKey{TopicId: "topic-1", Topic: "orders"}}})
 		require.NoError(t, err)
-		v, err := proto.Marshal(&sluicev1.GroupRecordValue{Offset: &sluicev1.PartitionOffset{Topic: "orders", Offset: i}})
+		v, err := proto.Marshal(&coordinatorv1.GroupRecordValue{Offset: &coordinatorv1.CommittedOffset{Topic: "orders", Offset: i}})
 		require.NoError(t, err)
 		batch, err := record.AppendBatch(nil, record.BatchHeader{BaseOffset: i, LeaderEpoch: 3, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{{Key: k, Value: v}})
 		require.NoError(t, err)

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -23,25 +19,12 @@ import (
 
 // Transactions (issue 16, docs/design/transactions.md) are coordinated by
 // the leaders of the internal transaction-state topic's partitions
-// (dataplane/txn holds the coordinator's state machine). This file is the
-// broker's side: one coordinator per partition of that topic this broker
-// leads and leader epoch (as coordinator.go does for groups), the routing
-// of a transactional id to it, the verification a partition leader asks of
-// it (verifyTransaction), and the periodic timeouts and unfinished ends.
-// txnrpc.go has the TransactionService and InitProducerId's transactional
-// half, txnmarkers.go the marker writer and WriteTxnMarkers.
-
-// txnStateTopic names the internal transaction-state topic (as the control
-// plane's store.TransactionStateTopic).
-const txnStateTopic = "__transaction_state"
-
-// txnCheckInterval is how often every local coordinator aborts its
-// timed-out transactions, forgets idle ids and finishes unfinished ends;
-// txnCheckTimeout bounds one coordinator's pass.
-const (
-	txnCheckInterval = time.Second
-	txnCheckTimeout  = 30 * time.Second
-)
+// (dataplane/txn holds the coordinator's shard, hosted by the runtime as
+// coordinator.go says). This file is the broker's side: the routing of a
+// transactional id to its coordinator, and the verification a partition
+// leader asks of it (verifyTransaction). txnrpc.go has the
+// TransactionService and InitProducerId's transactional half,
+// txnmarkers.go the marker writer and WriteTxnMarkers.
 
 // newTxnMetrics registers the transaction coordinators' metrics, shared by
 // every coordinator of this broker.
@@ -75,14 +58,9 @@ func newTxnMetrics(reg prometheus.Registerer, b *Broker) *txn.Metrics {
 		Namespace: "sluice", Subsystem: "broker", Name: "txn_open",
 		Help: "Transactions open (Ongoing) or ending (PrepareCommit, PrepareAbort) at the transaction coordinators on this broker.",
 	}, func() float64 {
-		b.mu.Lock()
-		coords := slices.Collect(maps.Values(b.txnCoords))
-		b.mu.Unlock()
 		n := 0
-		for _, c := range coords {
-			if c.Current() {
-				n += c.Open()
-			}
+		for _, c := range b.currentTxnCoordinators() {
+			n += c.Open()
 		}
 		return float64(n)
 	}))
@@ -92,15 +70,6 @@ func newTxnMetrics(reg prometheus.Registerer, b *Broker) *txn.Metrics {
 // errNoTxnTopic: the control plane creates the transaction-state topic once
 // enough brokers are live.
 var errNoTxnTopic = connect.NewError(connect.CodeUnavailable, errors.New("transactions are not available yet: the internal transaction-state topic does not exist (the control plane creates it once --transaction-state-topic-replication-factor brokers are live)"))
-
-// txnCoordinator is the transaction coordinator of one transaction-state
-// partition this broker leads, with the replica it was made on.
-type txnCoordinator struct {
-	*txn.Coordinator
-	p *partition.Replica
-	// checking: a periodic pass (Expire, FinishPending) runs on it.
-	checking atomic.Bool
-}
 
 // txnCoordinatorFor returns the loaded coordinator of the transactional
 // id's partition, or the error to answer: errNoTxnTopic, or NotLeader
@@ -120,18 +89,18 @@ func (b *Broker) txnCoordinatorFor(ctx context.Context, tenantID, transactionalI
 // is made for each leader epoch and loads the partition's log (Load) when
 // first asked for.
 func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (*txnCoordinator, error) {
-	return hostedAt(ctx, b, b.txnCoords, t, pm, func(p *partition.Replica, epoch int32) *txnCoordinator {
-		return &txnCoordinator{p: p, Coordinator: txn.New(offsetsPartition{b, p}, txn.Config{
+	return hostAt(ctx, b, t, pm, func(p offsetsPartition, epoch int32) *txnCoordinator {
+		return txn.New(p, txn.Config{
 			Partition: pm.partition, LeaderEpoch: epoch,
 			AllocateProducerID: b.newProducerID,
 			Admit:              b.admitTransactionalID,
 			Bounds:             b.txnBounds,
-			Markers:            &markerWriter{b: b, current: func() bool { return p.LeadsAt(epoch) }},
+			Markers:            &markerWriter{b: b, current: func() bool { return p.p.LeadsAt(epoch) }},
 			DefaultTimeout:     min(time.Minute, b.cfg.MaxTransactionTimeout),
 			MaxTimeout:         b.cfg.MaxTransactionTimeout,
 			IdleTimeout:        b.cfg.TransactionalIDExpiration,
 			Logger:             b.logger, Metrics: b.txnMetrics,
-		})}
+		})
 	})
 }
 
@@ -141,56 +110,10 @@ func (b *Broker) localTxnCoordinators(ctx context.Context) ([]*txnCoordinator, e
 	return localHosted(ctx, b, txnStateTopic, errNoTxnTopic, b.txnCoordinatorAt)
 }
 
-// currentTxnCoordinators returns the coordinators made so far that are
-// still current, dropping those of leaderships this broker lost.
+// currentTxnCoordinators returns the transaction coordinators hosted whose
+// leadership this broker still holds.
 func (b *Broker) currentTxnCoordinators() []*txnCoordinator {
-	return currentHosted(b, b.txnCoords)
-}
-
-// txnLoop runs the periodic work of the transaction coordinators every
-// txnCheckInterval until ctx ends: it takes over (loads) every
-// transaction-state partition this broker has come to lead, so that the
-// ends a previous coordinator left unfinished are finished without waiting
-// for a client, and on each coordinator it aborts the transactions past
-// their timeout, forgets idle ids, and writes the markers of unfinished
-// ends. Each coordinator's pass runs on its own (a partition whose markers
-// cannot be written holds up no other coordinator); a pass still running
-// at the next tick is not started again.
-func (b *Broker) txnLoop(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	every(ctx, txnCheckInterval, func() {
-		if t, ok := b.metadata().topic(systemTenantID, txnStateTopic); ok {
-			for _, pm := range t.partitions {
-				if pm.leader == b.cfg.ID {
-					lctx, cancel := context.WithTimeout(ctx, txnCheckTimeout)
-					_, _ = b.txnCoordinatorAt(lctx, t, pm) // not ready yet: the next tick
-					cancel()
-				}
-			}
-		}
-		for _, c := range b.currentTxnCoordinators() {
-			if !c.checking.CompareAndSwap(false, true) {
-				continue
-			}
-			wg.Go(func() {
-				defer c.checking.Store(false)
-				cctx, cancel := context.WithTimeout(ctx, txnCheckTimeout)
-				defer cancel()
-				b.checkTransactions(cctx, c)
-			})
-		}
-	})
-}
-
-// checkTransactions is one coordinator's periodic pass.
-func (b *Broker) checkTransactions(ctx context.Context, c *txnCoordinator) {
-	if _, err := c.Expire(ctx, time.Now()); err != nil && ctx.Err() == nil && c.Current() {
-		b.logger.Warn("transaction timeouts", "txn_partition", c.p.Partition(), "err", err)
-	}
-	if err := c.FinishPending(ctx); err != nil && c.Current() {
-		b.logger.Warn("finish transaction ends", "txn_partition", c.p.Partition(), "err", err)
-	}
+	return hostedOf[*txnCoordinator](b)
 }
 
 // maxTransactionalID bounds transactional ids (Kafka has none; 255 is

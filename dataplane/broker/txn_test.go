@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane"
-	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -22,10 +21,11 @@ import (
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 func TestTxnStateTopicNameMatchesTheControlPlane(t *testing.T) {
-	require.Equal(t, store.TransactionStateTopic, txnStateTopic)
+	require.Equal(t, system.TransactionStateTopic, txnStateTopic)
 }
 
 // Every TransactionService procedure has an authorization rule.

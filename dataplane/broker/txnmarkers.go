@@ -23,9 +23,9 @@ import (
 // through ReplicaService.WriteTxnMarkers, retrying across leader changes.
 
 const (
-	// markerWriteTimeout bounds one WriteMarkers call: an end whose
-	// markers are not all written by then stays Prepare* and the
-	// periodic pass (txnLoop) retries it.
+	// markerWriteTimeout bounds one WriteMarkers call (one attempt of the
+	// runtime's effect): an end whose markers are not all written by then
+	// stays Prepare* and the runtime retries it.
 	markerWriteTimeout = 30 * time.Second
 	// markerAppendTimeout bounds one marker's acks=all append.
 	markerAppendTimeout = 10 * time.Second

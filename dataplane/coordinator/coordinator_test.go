@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/runtime"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
 )
@@ -222,8 +225,8 @@ func TestCoordinatorRecordsOnDisk(t *testing.T) {
 
 	type rec struct {
 		offset int64
-		key    *sluicev1.GroupRecordKey
-		value  *sluicev1.GroupRecordValue
+		key    *coordinatorv1.GroupRecordKey
+		value  *coordinatorv1.GroupRecordValue
 	}
 	var got []rec
 	data, err := p.Read(0, 1<<20)
@@ -234,7 +237,7 @@ func TestCoordinatorRecordsOnDisk(t *testing.T) {
 		data = rest
 		require.EqualValues(t, 1, b.Header().LeaderEpoch, "written at the coordinator's epoch")
 		require.EqualValues(t, -1, b.Header().ProducerID)
-		require.NoError(t, eachGroupRecord(b, func(off int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
+		require.NoError(t, eachGroupRecord(b, func(off int64, k *coordinatorv1.GroupRecordKey, v *coordinatorv1.GroupRecordValue) {
 			got = append(got, rec{off, k, v})
 		}))
 	}
@@ -623,4 +626,26 @@ func TestCoordinatorAdmitsNewGroupsOnly(t *testing.T) {
 	require.False(t, known)
 	require.Equal(t, map[string]int{"tenant-a": 3, "tenant-b": 1}, c.GroupsByTenant())
 	require.Len(t, doneOK, 4)
+}
+
+// eachGroupRecord decodes the records of one offsets-topic batch, as a
+// load replays them.
+func eachGroupRecord(b record.Batch, fn func(int64, *coordinatorv1.GroupRecordKey, *coordinatorv1.GroupRecordValue)) error {
+	h := b.Header()
+	if h.Attributes.Control() {
+		return nil
+	}
+	it, err := b.Records()
+	if err != nil {
+		return err
+	}
+	for it.Next() {
+		r := it.Record()
+		k, v, err := decodeGroupRecord(runtime.Record{Key: r.Key, Value: r.Value})
+		if err != nil {
+			return fmt.Errorf("record at %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
+		}
+		fn(h.BaseOffset+int64(r.OffsetDelta), k, v)
+	}
+	return it.Err()
 }

@@ -6,15 +6,17 @@
 // # Model
 //
 // A group belongs to offsets partition PartitionOf(tenant, group, N), and
-// is coordinated by that partition's leader: its broker makes one
+// is coordinated by that partition's leader: its broker hosts one
 // Coordinator per offsets partition it leads, per leader epoch, and routes
 // each group's requests to it. The Coordinator reaches the partition only
-// through Partition, which the broker implements over its replica.
+// through Partition (runtime.Partition), which the broker implements over
+// its replica.
 //
 // Every change that must survive a failover — a committed offset, the
 // member id of a static member's latest incarnation (instance id → member
 // id), a group's deletion, a transaction's pending offsets and its
-// marker — is a record (GroupRecordKey, GroupRecordValue)
+// marker — is a record (GroupRecordKey, GroupRecordValue of
+// sluice.coordinator.v1, private to the coordinators)
 // appended to the partition with acks=all at the coordinator's leader
 // epoch, and applied in memory only once the ISR has it; the request is
 // answered after that. A coordinator that takes over (a new leader, or a
@@ -83,18 +85,26 @@
 //     epoch the producer's last marker fenced is refused and writes
 //     nothing.
 //
+// The scenarios in testdata/ (scenario_test.go) drive the Shard without a
+// log: commits, deletions, failed writes, re-created topics, transactions'
+// pending offsets, their markers and fences, and a failover replaying the
+// records.
+//
 // # Concurrency
 //
-// Every method may be called concurrently. mu guards the groups; it is held
-// during Load and never across a write to the partition. Config.Admit (the
-// admission of a new group) is called with none of the coordinator's locks
-// held. staticJoins
-// serialises static members' joins with the writes of the incarnations they
-// create; it is taken before mu, never while holding it. The Coordinator
-// starts no goroutines: its broker calls Expire periodically. txnOps (64
-// mutexes, by hash of group and producer id) serialise a producer's
-// transactional writes in a group: taken before mu, never while holding it.
-// Records of concurrent writes may apply out of log order; each kind's
-// rules (log offsets, the deletion's offset, the fences) make the result
-// the one Load would rebuild.
+// The state machine is Shard, which does no I/O: an operation returns the
+// records to write and the answer, and Replay applies a record once
+// written; dataplane/runtime hosts it (Coordinator is the hosted shard's
+// API) and writes the records with acks=all at the coordinator's leader
+// epoch, applying them only then. Every Coordinator method may be called
+// concurrently: the runtime serialises a group's operations (from their
+// run to their records' replay; a static member's join with the write of
+// its incarnation, a transactional commit's fencing check with its record
+// and the producer's markers), runs different groups' in parallel, and
+// holds no lock across Config.Admit (asked before the operation). Records
+// of different groups may apply out of log order; each kind's rules (log
+// offsets, the deletion's offset, the fences) make the result the one a
+// load would rebuild. The membership is changed by the operations at once
+// (it is not persisted) and its sessions are expired by the runtime's
+// timer every HeartbeatInterval (Run).
 package coordinator

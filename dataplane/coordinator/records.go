@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/runtime"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/record"
 )
 
 // PartitionOf is the offsets-topic partition, of partitions, that
@@ -24,20 +24,37 @@ func PartitionOf(tenantID, group string, partitions int) int32 {
 	return int32(h.Sum32() % uint32(partitions))
 }
 
+// recordOffset is a committed offset as the offsets topic's records hold
+// it.
+func recordOffset(po *sluicev1.PartitionOffset) *coordinatorv1.CommittedOffset {
+	if po == nil {
+		return nil
+	}
+	return &coordinatorv1.CommittedOffset{Topic: po.GetTopic(), Partition: po.GetPartition(), Offset: po.GetOffset(), LeaderEpoch: po.GetLeaderEpoch(), Metadata: po.GetMetadata()}
+}
+
+// partitionOffset is a record's committed offset as the API answers it.
+func partitionOffset(co *coordinatorv1.CommittedOffset) *sluicev1.PartitionOffset {
+	if co == nil {
+		return nil
+	}
+	return &sluicev1.PartitionOffset{Topic: co.GetTopic(), Partition: co.GetPartition(), Offset: co.GetOffset(), LeaderEpoch: co.GetLeaderEpoch(), Metadata: co.GetMetadata()}
+}
+
 // groupRecord is one record to write to the offsets partition: a
 // GroupRecordKey and, except for a group's deletion, a GroupRecordValue.
 type groupRecord struct {
-	key   *sluicev1.GroupRecordKey
-	value *sluicev1.GroupRecordValue
+	key   *coordinatorv1.GroupRecordKey
+	value *coordinatorv1.GroupRecordValue
 }
 
 // offsetRecord commits one partition's offset.
 func offsetRecord(tenantID, groupID string, oc OffsetCommit, now time.Time) groupRecord {
 	return groupRecord{
-		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_Offset{
-			Offset: &sluicev1.OffsetKey{TopicId: oc.TopicID, Topic: oc.Offset.GetTopic(), Partition: oc.Offset.GetPartition()},
+		key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_Offset{
+			Offset: &coordinatorv1.OffsetKey{TopicId: oc.TopicID, Topic: oc.Offset.GetTopic(), Partition: oc.Offset.GetPartition()},
 		}},
-		value: &sluicev1.GroupRecordValue{Offset: oc.Offset, CommitTimeMs: now.UnixMilli()},
+		value: &coordinatorv1.GroupRecordValue{Offset: recordOffset(oc.Offset), CommitTimeMs: now.UnixMilli()},
 	}
 }
 
@@ -45,62 +62,57 @@ func offsetRecord(tenantID, groupID string, oc OffsetCommit, now time.Time) grou
 // incarnation.
 func staticMemberRecord(tenantID, groupID, instanceID, memberID string, now time.Time) groupRecord {
 	return groupRecord{
-		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_StaticMember{
-			StaticMember: &sluicev1.StaticMemberKey{InstanceId: instanceID},
+		key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_StaticMember{
+			StaticMember: &coordinatorv1.StaticMemberKey{InstanceId: instanceID},
 		}},
-		value: &sluicev1.GroupRecordValue{MemberId: memberID, CommitTimeMs: now.UnixMilli()},
+		value: &coordinatorv1.GroupRecordValue{MemberId: memberID, CommitTimeMs: now.UnixMilli()},
 	}
 }
 
 // groupDeletedRecord deletes a group: its offsets and incarnations.
 func groupDeletedRecord(tenantID, groupID string) groupRecord {
-	return groupRecord{key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_GroupDeleted{GroupDeleted: true}}}
+	return groupRecord{key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_GroupDeleted{GroupDeleted: true}}}
 }
 
-// encodeGroupRecords builds the leader batch of recs (one record each, in
-// order), stamped now.
-func encodeGroupRecords(recs []groupRecord, now time.Time) (log.ValidBatch, error) {
-	lr := make([]record.Record, len(recs))
-	for i, r := range recs {
-		k, err := proto.Marshal(r.key)
-		if err != nil {
-			return log.ValidBatch{}, err
-		}
-		var v []byte
-		if r.value != nil {
-			if v, err = proto.Marshal(r.value); err != nil {
-				return log.ValidBatch{}, err
-			}
-		}
-		lr[i] = record.Record{OffsetDelta: int32(i), Key: k, Value: v}
-	}
-	return log.EncodeLeaderBatch(nil, record.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, lr)
-}
-
-// eachGroupRecord decodes the records of one offsets-topic batch.
-func eachGroupRecord(b record.Batch, fn func(int64, *sluicev1.GroupRecordKey, *sluicev1.GroupRecordValue)) error {
-	h := b.Header()
-	if h.Attributes.Control() {
-		return nil
-	}
-	it, err := b.Records()
+// encode is r as a record of the offsets partition.
+func (r groupRecord) encode() (runtime.Record, error) {
+	k, err := proto.Marshal(r.key)
 	if err != nil {
-		return err
+		return runtime.Record{}, err
 	}
-	for it.Next() {
-		r := it.Record()
-		k, v := &sluicev1.GroupRecordKey{}, &sluicev1.GroupRecordValue{}
-		if err := proto.Unmarshal(r.Key, k); err != nil {
-			return fmt.Errorf("record key at %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
+	var v []byte
+	if r.value != nil {
+		if v, err = proto.Marshal(r.value); err != nil {
+			return runtime.Record{}, err
 		}
-		if r.Value != nil {
-			if err := proto.Unmarshal(r.Value, v); err != nil {
-				return fmt.Errorf("record value at %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
-			}
-		}
-		fn(h.BaseOffset+int64(r.OffsetDelta), k, v)
 	}
-	return it.Err()
+	return runtime.Record{Key: k, Value: v}, nil
+}
+
+// encodeAll is recs as records of the offsets partition.
+func encodeAll(recs []groupRecord) ([]runtime.Record, error) {
+	out := make([]runtime.Record, len(recs))
+	for i, r := range recs {
+		var err error
+		if out[i], err = r.encode(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// decodeGroupRecord reads one record of the offsets partition.
+func decodeGroupRecord(r runtime.Record) (*coordinatorv1.GroupRecordKey, *coordinatorv1.GroupRecordValue, error) {
+	k, v := &coordinatorv1.GroupRecordKey{}, &coordinatorv1.GroupRecordValue{}
+	if err := proto.Unmarshal(r.Key, k); err != nil {
+		return nil, nil, fmt.Errorf("record key: %w", err)
+	}
+	if r.Value != nil {
+		if err := proto.Unmarshal(r.Value, v); err != nil {
+			return nil, nil, fmt.Errorf("record value: %w", err)
+		}
+	}
+	return k, v, nil
 }
 
 // state is what a coordinator rebuilds from its offsets partition and
@@ -135,36 +147,36 @@ func (st *state) group(gk GroupKey) *groupState {
 // apply applies one record; a record older (in the log) than what a key
 // holds is ignored, so concurrent commits resolve in log order, and so is
 // one older than the group's deletion.
-func (st *state) apply(logOffset int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
+func (st *state) apply(logOffset int64, k *coordinatorv1.GroupRecordKey, v *coordinatorv1.GroupRecordValue) {
 	gk := GroupKey{k.GetTenantId(), k.GetGroup()}
 	if del, ok := st.deleted[gk]; ok && logOffset < del {
-		if _, marker := k.GetKind().(*sluicev1.GroupRecordKey_TxnMarker); !marker {
+		if _, marker := k.GetKind().(*coordinatorv1.GroupRecordKey_TxnMarker); !marker {
 			return // a marker's fence outlives the group
 		}
 	}
 	switch kind := k.GetKind().(type) {
-	case *sluicev1.GroupRecordKey_GroupDeleted:
+	case *coordinatorv1.GroupRecordKey_GroupDeleted:
 		delete(st.groups, gk)
 		st.deleted[gk] = logOffset
-	case *sluicev1.GroupRecordKey_StaticMember:
+	case *coordinatorv1.GroupRecordKey_StaticMember:
 		g := st.group(gk)
 		if g.instances == nil {
 			g.instances = map[string]string{}
 		}
 		g.instances[kind.StaticMember.GetInstanceId()] = v.GetMemberId()
-	case *sluicev1.GroupRecordKey_Offset:
+	case *coordinatorv1.GroupRecordKey_Offset:
 		g := st.group(gk)
 		tk := TopicPartition{kind.Offset.GetTopicId(), kind.Offset.GetPartition()}
 		if cur, ok := g.offsets[tk]; ok && cur.logOffset > logOffset {
 			return
 		}
 		g.offsets[tk] = Committed{
-			Topic: kind.Offset.GetTopic(), Offset: v.GetOffset(), logOffset: logOffset,
+			Topic: kind.Offset.GetTopic(), Offset: partitionOffset(v.GetOffset()), logOffset: logOffset,
 			CommitTime: time.UnixMilli(v.GetCommitTimeMs()),
 		}
-	case *sluicev1.GroupRecordKey_TxnOffset:
+	case *coordinatorv1.GroupRecordKey_TxnOffset:
 		st.applyTxnOffset(gk, logOffset, kind.TxnOffset, v)
-	case *sluicev1.GroupRecordKey_TxnMarker:
+	case *coordinatorv1.GroupRecordKey_TxnMarker:
 		st.applyTxnMarker(gk, logOffset, kind.TxnMarker.GetProducerId(), v)
 	}
 }

@@ -1,16 +1,15 @@
 package coordinator
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"math"
 	"slices"
 	"time"
 
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/dataplane/runtime"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 )
 
 // Offsets in transactions (KIP-447). A transactional producer's
@@ -64,55 +63,29 @@ type pendingOffset struct {
 	epoch int16 // the producer epoch of the transaction that committed it
 }
 
-// txnOp is the mutex serialising the transactional writes of one
-// (group, producer id).
-func (c *Coordinator) txnOp(pk producerKey) func() {
-	h := fnv.New32a()
-	h.Write([]byte(pk.Tenant))
-	h.Write([]byte{0})
-	h.Write([]byte(pk.Group))
-	h.Write([]byte{byte(pk.ProducerID), byte(pk.ProducerID >> 8), byte(pk.ProducerID >> 16), byte(pk.ProducerID >> 24)})
-	m := &c.txnOps[h.Sum32()%uint32(len(c.txnOps))]
-	m.Lock()
-	return m.Unlock
-}
-
 // TxnCommitOffsets writes offsets committed inside producerID's
-// transaction at epoch to the offsets partition (acks=all) and answers once
-// they are pending there: the group's committed offsets only when the
-// transaction's commit marker comes (WriteTxnMarker). A later commit of the
-// same partition by the same producer replaces its pending offset.
-//
-// The caller checks the committer first (CheckCommitter), the offsets
-// against the partitions, and that the group is in the producer's current
-// transaction at its transaction coordinator (KIP-890's verification). A
-// commit with an epoch older than the producer's last marker here is
-// refused with ErrProducerFenced: its transaction ended, even if the
-// verification passed before the end. The check and the write are atomic
-// against the producer's markers. A group unknown here is created only
-// when Config.Admit admits it.
-func (c *Coordinator) TxnCommitOffsets(ctx context.Context, now time.Time, tenantID, groupID string, producerID int64, epoch int16, offsets []OffsetCommit) error {
+// transaction at epoch as pending offsets: the group's committed offsets
+// only when the transaction's commit marker comes (WriteTxnMarker). A
+// later commit of the same partition by the same producer replaces its
+// pending offset. A commit with an epoch older than the producer's last
+// marker here is refused with ErrProducerFenced: its transaction ended,
+// even if its verification passed before the end. The check and the write
+// are atomic against the producer's markers (the group's key serialises
+// them).
+func (s *Shard) TxnCommitOffsets(gk GroupKey, producerID int64, epoch int16, offsets []OffsetCommit, now time.Time) (runtime.Result[struct{}], error) {
+	var none runtime.Result[struct{}]
 	if producerID < 0 || epoch < 0 {
-		return fmt.Errorf("transactional offsets of group %q: producer id %d epoch %d: must not be negative", groupID, producerID, epoch)
+		return none, fmt.Errorf("transactional offsets of group %q: producer id %d epoch %d: must not be negative", gk.Group, producerID, epoch)
 	}
-	pk := producerKey{GroupKey{tenantID, groupID}, producerID}
-	done, err := c.admit(ctx, pk.GroupKey)
-	if err != nil {
-		return err
-	}
-	defer done()
-	defer c.txnOp(pk)()
-	c.mu.Lock()
-	f, ok := c.st.fences[pk]
-	c.mu.Unlock()
-	if ok && epoch < f.markerEpoch {
-		return fmt.Errorf("%w: producer %d epoch %d: its transaction in group %q ended (marker at epoch %d)", ErrProducerFenced, producerID, epoch, groupID, f.markerEpoch)
+	pk := producerKey{gk, producerID}
+	if f, ok := s.st.fences[pk]; ok && epoch < f.markerEpoch {
+		return none, fmt.Errorf("%w: producer %d epoch %d: its transaction in group %q ended (marker at epoch %d)", ErrProducerFenced, producerID, epoch, gk.Group, f.markerEpoch)
 	}
 	recs := make([]groupRecord, len(offsets))
 	for i, oc := range offsets {
-		recs[i] = txnOffsetRecord(tenantID, groupID, producerID, epoch, oc, now)
+		recs[i] = txnOffsetRecord(gk.Tenant, gk.Group, producerID, epoch, oc, now)
 	}
-	return c.write(ctx, recs)
+	return write(recs...)
 }
 
 // WriteTxnMarker ends producerID's transaction in the group's offsets
@@ -123,52 +96,47 @@ func (c *Coordinator) TxnCommitOffsets(ctx context.Context, now time.Time, tenan
 // a late copy of an earlier marker never ends a later transaction.
 // coordinatorEpoch is the writing transaction coordinator's leader epoch;
 // a marker older than the last applied for the producer is refused with
-// ErrCoordinatorFenced.
-//
-// The marker is written to the offsets partition (acks=all) and applied
-// before it returns, also when nothing is pending (it fences the
-// producer's older epochs here). Writing it again is harmless: a marker
-// that would change nothing succeeds without a write.
-func (c *Coordinator) WriteTxnMarker(ctx context.Context, tenantID, group string, producerID int64, epoch int16, coordinatorEpoch int32, commit bool) error {
+// ErrCoordinatorFenced. The marker is written also when nothing is pending
+// (it fences the producer's older epochs here); one that would change
+// nothing succeeds without a write.
+func (s *Shard) WriteTxnMarker(gk GroupKey, producerID int64, epoch int16, coordinatorEpoch int32, commit bool, now time.Time) (runtime.Result[struct{}], error) {
+	var none runtime.Result[struct{}]
 	if producerID < 0 || epoch < 0 {
-		return fmt.Errorf("transaction marker for group %q: producer id %d epoch %d: must not be negative", group, producerID, epoch)
+		return none, fmt.Errorf("transaction marker for group %q: producer id %d epoch %d: must not be negative", gk.Group, producerID, epoch)
 	}
-	pk := producerKey{GroupKey{tenantID, group}, producerID}
-	defer c.txnOp(pk)()
-	c.mu.Lock()
-	f, known := c.st.fences[pk]
+	pk := producerKey{gk, producerID}
+	f, known := s.st.fences[pk]
 	ends := false
-	if gs := c.st.groups[pk.GroupKey]; gs != nil {
+	if gs := s.st.groups[gk]; gs != nil {
 		for _, po := range gs.pending[producerID] {
 			ends = ends || po.epoch < epoch
 		}
 	}
-	c.mu.Unlock()
 	if known && coordinatorEpoch < f.coordinatorEpoch {
-		return fmt.Errorf("%w: marker for producer %d in group %q from coordinator epoch %d; the last was from %d", ErrCoordinatorFenced, producerID, group, coordinatorEpoch, f.coordinatorEpoch)
+		return none, fmt.Errorf("%w: marker for producer %d in group %q from coordinator epoch %d; the last was from %d", ErrCoordinatorFenced, producerID, gk.Group, coordinatorEpoch, f.coordinatorEpoch)
 	}
 	if known && !ends && epoch <= f.markerEpoch && coordinatorEpoch == f.coordinatorEpoch {
-		return nil // written already (or older than what was)
+		return none, nil // written already (or older than what was)
 	}
-	return c.write(ctx, []groupRecord{txnMarkerRecord(tenantID, group, producerID, epoch, coordinatorEpoch, commit, time.Now())})
+	return write(txnMarkerRecord(gk.Tenant, gk.Group, producerID, epoch, coordinatorEpoch, commit, now))
 }
 
 // txnOffsetRecord commits one partition's offset in a transaction.
 func txnOffsetRecord(tenantID, groupID string, producerID int64, epoch int16, oc OffsetCommit, now time.Time) groupRecord {
 	return groupRecord{
-		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_TxnOffset{TxnOffset: &sluicev1.TxnOffsetKey{
+		key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_TxnOffset{TxnOffset: &coordinatorv1.TxnOffsetKey{
 			ProducerId: producerID,
-			Offset:     &sluicev1.OffsetKey{TopicId: oc.TopicID, Topic: oc.Offset.GetTopic(), Partition: oc.Offset.GetPartition()},
+			Offset:     &coordinatorv1.OffsetKey{TopicId: oc.TopicID, Topic: oc.Offset.GetTopic(), Partition: oc.Offset.GetPartition()},
 		}}},
-		value: &sluicev1.GroupRecordValue{Offset: oc.Offset, CommitTimeMs: now.UnixMilli(), ProducerEpoch: int32(epoch)},
+		value: &coordinatorv1.GroupRecordValue{Offset: recordOffset(oc.Offset), CommitTimeMs: now.UnixMilli(), ProducerEpoch: int32(epoch)},
 	}
 }
 
 // txnMarkerRecord ends a producer's transaction in a group.
 func txnMarkerRecord(tenantID, groupID string, producerID int64, epoch int16, coordinatorEpoch int32, commit bool, now time.Time) groupRecord {
 	return groupRecord{
-		key: &sluicev1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &sluicev1.GroupRecordKey_TxnMarker{TxnMarker: &sluicev1.TxnMarkerKey{ProducerId: producerID}}},
-		value: &sluicev1.GroupRecordValue{
+		key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_TxnMarker{TxnMarker: &coordinatorv1.TxnMarkerKey{ProducerId: producerID}}},
+		value: &coordinatorv1.GroupRecordValue{
 			ProducerEpoch: int32(epoch), CoordinatorEpoch: coordinatorEpoch, Commit: commit, CommitTimeMs: now.UnixMilli(),
 		},
 	}
@@ -176,7 +144,7 @@ func txnMarkerRecord(tenantID, groupID string, producerID int64, epoch int16, co
 
 // epochOf reads a record's producer epoch; out of an int16's range (a
 // corrupt record) it is -1, which nothing accepts.
-func epochOf(v *sluicev1.GroupRecordValue) int16 {
+func epochOf(v *coordinatorv1.GroupRecordValue) int16 {
 	e := v.GetProducerEpoch()
 	if e < 0 || e > math.MaxInt16 {
 		return -1
@@ -186,7 +154,7 @@ func epochOf(v *sluicev1.GroupRecordValue) int16 {
 
 // applyTxnOffset applies a pending offset, unless its producer's epoch
 // is fenced by a marker already applied.
-func (st *state) applyTxnOffset(gk GroupKey, logOffset int64, k *sluicev1.TxnOffsetKey, v *sluicev1.GroupRecordValue) {
+func (st *state) applyTxnOffset(gk GroupKey, logOffset int64, k *coordinatorv1.TxnOffsetKey, v *coordinatorv1.GroupRecordValue) {
 	pk := producerKey{gk, k.GetProducerId()}
 	epoch := epochOf(v)
 	if f, ok := st.fences[pk]; epoch < 0 || ok && epoch < f.markerEpoch {
@@ -206,7 +174,7 @@ func (st *state) applyTxnOffset(gk GroupKey, logOffset int64, k *sluicev1.TxnOff
 		return
 	}
 	p[tk] = pendingOffset{epoch: epoch, Committed: Committed{
-		Topic: k.GetOffset().GetTopic(), Offset: v.GetOffset(), logOffset: logOffset,
+		Topic: k.GetOffset().GetTopic(), Offset: partitionOffset(v.GetOffset()), logOffset: logOffset,
 		CommitTime: time.UnixMilli(v.GetCommitTimeMs()),
 	}}
 }
@@ -216,7 +184,7 @@ func (st *state) applyTxnOffset(gk GroupKey, logOffset int64, k *sluicev1.TxnOff
 // plain commit of the partition is already there) or are dropped, and the
 // producer's fence rises. A marker from an older coordinator epoch than
 // the fence's changes nothing.
-func (st *state) applyTxnMarker(gk GroupKey, logOffset, producerID int64, v *sluicev1.GroupRecordValue) {
+func (st *state) applyTxnMarker(gk GroupKey, logOffset, producerID int64, v *coordinatorv1.GroupRecordValue) {
 	pk := producerKey{gk, producerID}
 	epoch := epochOf(v)
 	f, ok := st.fences[pk]
@@ -251,11 +219,11 @@ func (st *state) applyTxnMarker(gk GroupKey, logOffset, producerID int64, v *slu
 	}
 }
 
-// unstableLocked returns ErrUnstableOffset, wrapped, when a transaction
-// holds a pending offset of the group for one of tps (any partition when
-// tps is nil); the caller holds mu.
-func (c *Coordinator) unstableLocked(gk GroupKey, tps []TopicPartition) error {
-	gs := c.st.groups[gk]
+// unstable returns ErrUnstableOffset, wrapped, when a transaction holds a
+// pending offset of the group for one of tps (any partition when tps is
+// nil).
+func (s *Shard) unstable(gk GroupKey, tps []TopicPartition) error {
+	gs := s.st.groups[gk]
 	if gs == nil {
 		return nil
 	}
@@ -275,14 +243,11 @@ func (c *Coordinator) unstableLocked(gk GroupKey, tps []TopicPartition) error {
 // (for any of the group's partitions when tps is nil): then
 // ErrUnstableOffset, wrapped, so that a consumer taking a partition over
 // does not resume from the offset before a transaction about to commit.
-func (c *Coordinator) StableOffsets(tenantID, groupID string, tps []TopicPartition) (map[TopicPartition]Committed, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	gk := GroupKey{tenantID, groupID}
-	if err := c.unstableLocked(gk, tps); err != nil {
+func (s *Shard) StableOffsets(gk GroupKey, tps []TopicPartition) (map[TopicPartition]Committed, error) {
+	if err := s.unstable(gk, tps); err != nil {
 		return nil, err
 	}
-	if g := c.st.groups[gk]; g != nil {
+	if g := s.st.groups[gk]; g != nil {
 		return maps.Clone(g.offsets), nil
 	}
 	return nil, nil
@@ -290,10 +255,8 @@ func (c *Coordinator) StableOffsets(tenantID, groupID string, tps []TopicPartiti
 
 // PendingOffsets returns a copy of the group's pending transactional
 // offsets: per producer id, its offsets not committed yet.
-func (c *Coordinator) PendingOffsets(tenantID, groupID string) map[int64]map[TopicPartition]Committed {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g := c.st.groups[GroupKey{tenantID, groupID}]
+func (s *Shard) PendingOffsets(gk GroupKey) map[int64]map[TopicPartition]Committed {
+	g := s.st.groups[gk]
 	if g == nil || len(g.pending) == 0 {
 		return nil
 	}

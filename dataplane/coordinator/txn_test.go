@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -242,8 +242,8 @@ func TestTxnOffsetsRecordsOnDisk(t *testing.T) {
 	require.NoError(t, c.TxnCommitOffsets(ctx, now, "tenant-a", "g", 7, 2, []OffsetCommit{commit("id-1", "orders", 1, 5)}))
 	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 3, 9, true))
 	type rec struct {
-		key   *sluicev1.GroupRecordKey
-		value *sluicev1.GroupRecordValue
+		key   *coordinatorv1.GroupRecordKey
+		value *coordinatorv1.GroupRecordValue
 	}
 	var got []rec
 	data, err := p.Read(0, 1<<20)
@@ -256,7 +256,7 @@ func TestTxnOffsetsRecordsOnDisk(t *testing.T) {
 		require.EqualValues(t, -1, h.ProducerID)
 		require.False(t, h.Attributes.Transactional())
 		require.False(t, h.Attributes.Control())
-		require.NoError(t, eachGroupRecord(b, func(_ int64, k *sluicev1.GroupRecordKey, v *sluicev1.GroupRecordValue) {
+		require.NoError(t, eachGroupRecord(b, func(_ int64, k *coordinatorv1.GroupRecordKey, v *coordinatorv1.GroupRecordValue) {
 			got = append(got, rec{k, v})
 		}))
 	}

@@ -71,7 +71,7 @@ func TestTxnTransitions(t *testing.T) {
 	timedOut := func(t *testing.T, f *fixture) producer {
 		p := ongoing(t, f)
 		f.clock.advance(time.Minute + time.Millisecond)
-		aborted, err := f.c.Expire(f.ctx, f.clock.Now())
+		aborted, err := f.expire()
 		require.NoError(t, err)
 		require.Equal(t, []Key{{tenant, "t"}}, aborted)
 		return p
@@ -358,11 +358,11 @@ func TestTxnTimeout(t *testing.T) {
 	require.NoError(t, f.add(p2, "patient", tp1))
 
 	f.clock.advance(time.Minute)
-	aborted, err := f.c.Expire(f.ctx, f.clock.Now())
+	aborted, err := f.expire()
 	require.NoError(t, err)
 	require.Empty(t, aborted, "not past the timeout yet")
 	f.clock.advance(time.Millisecond)
-	aborted, err = f.c.Expire(f.ctx, f.clock.Now())
+	aborted, err = f.expire()
 	require.NoError(t, err)
 	require.Equal(t, []Key{{tenant, "slow"}}, aborted)
 	st := f.state(t, "slow")
@@ -405,7 +405,7 @@ func TestTxnMetrics(t *testing.T) {
 	require.Equal(t, 1, f.c.Open())
 	f.clock.advance(2 * time.Minute)
 	f.markers.setFail(errUnreachable)
-	_, err = f.c.Expire(f.ctx, f.clock.Now())
+	_, err = f.expire()
 	require.Error(t, err)
 	require.Equal(t, 1, f.c.Open(), "the abort is not finished")
 	require.EqualValues(t, 1, testutil.ToFloat64(m.TimedOut))
@@ -441,9 +441,7 @@ func TestTxnEpochOverflow(t *testing.T) {
 	// by a coordinator.
 	k := Key{tenant, "t"}
 	load := func(tx *Transaction) {
-		b, err := encodeRecord(k, tx, f.clock.Now())
-		require.NoError(t, err)
-		_, err = f.p.AppendAcksAll(f.ctx, 1, b)
+		_, err := f.p.AppendAcksAll(f.ctx, 1, recordBatch(t, k, tx, f.clock.Now()))
 		require.NoError(t, err)
 		f.c = New(f.p, f.config(1))
 		require.NoError(t, f.c.Load(f.ctx))
@@ -488,14 +486,12 @@ func TestTxnIdleForgotten(t *testing.T) {
 	require.NoError(t, f.add(busy, "busy", tp0))
 	f.clock.advance(24*time.Hour + time.Millisecond)
 	require.NoError(t, f.add(busy, "busy", tp1)) // Ongoing: only its timeout applies
-	aborted, err := f.c.Expire(f.ctx, f.clock.Now())
+	aborted, err := f.expire()
 	require.NoError(t, err)
 	require.Equal(t, []Key{{tenant, "busy"}}, aborted)
 	_, ok := f.c.Describe(tenant, "idle")
 	require.False(t, ok)
-	f.c.mu.Lock()
-	_, kept := f.c.txns[Key{tenant, "idle"}]
-	f.c.mu.Unlock()
+	kept := read(f.c, func(s *Shard) bool { _, ok := s.txns[Key{tenant, "idle"}]; return ok })
 	require.False(t, kept, "a forgotten id takes no memory")
 	c := f.takeover(t)
 	_, ok = c.Describe(tenant, "idle")
@@ -542,8 +538,7 @@ func TestTxnConcurrent(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 20 {
-			_, err := f.c.Expire(context.Background(), f.clock.Now())
-			assert.NoError(t, err)
+			f.c.RunDue(context.Background())
 			assert.NoError(t, f.c.FinishPending(context.Background()))
 			_ = f.c.Transactions()
 			_ = f.c.Pending()
@@ -583,21 +578,19 @@ func TestTxnPartitionOfSpreadsAndSeparatesTenants(t *testing.T) {
 	require.Greater(t, differ, 50)
 }
 
-// TestTxnForgetWhileWaiting: an operation waiting for an id that Expire
-// forgets meanwhile acts on the id's new entry, never on the removed one
-// (its result would be lost). Expire's hold is simulated so the waiter can
-// queue behind it; either order of the two passes.
+// TestTxnForgetWhileWaiting: an InitProducer racing the timer that
+// forgets its idle id acts on the id's state as the timer left it, never
+// on a removed one (its result would be lost): forgotten first, it starts
+// afresh with a new producer id; first, it bumps the epoch and the id is
+// no longer idle. Either order, the answer is the state, and the log loads
+// to the same states.
 func TestTxnForgetWhileWaiting(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	for i := range 20 {
 		id := fmt.Sprintf("idle-%d", i)
 		old := f.init(t, id)
-		k := Key{tenant, id}
-		f.c.mu.Lock()
-		e := f.c.txns[k]
-		f.c.mu.Unlock()
-		e.op <- struct{}{} // Expire holds the id
+		f.clock.advance(24*time.Hour + 2*time.Millisecond)
 		type result struct {
 			p   producer
 			err error
@@ -607,15 +600,16 @@ func TestTxnForgetWhileWaiting(t *testing.T) {
 			pid, epoch, err := f.c.InitProducer(f.ctx, tenant, id, 0)
 			done <- result{producer{pid, epoch}, err}
 		}()
-		require.NoError(t, f.c.write(f.ctx, k, e, nil))
-		f.c.mu.Lock()
-		delete(f.c.txns, k)
-		f.c.mu.Unlock()
-		unlock(e)
+		f.c.RunDue(f.ctx)
 		r := <-done
 		require.NoError(t, r.err)
-		require.NotEqual(t, old.id, r.p.id, "a forgotten id starts afresh")
-		require.Equal(t, r.p, producer{f.state(t, id).ProducerID, f.state(t, id).Epoch})
+		st := f.state(t, id)
+		require.Equal(t, r.p, producer{st.ProducerID, st.Epoch})
+		if r.p.id == old.id {
+			require.Equal(t, old.epoch+1, r.p.epoch, "bumped: the init came first")
+		} else {
+			require.Zero(t, r.p.epoch, "forgotten first: a new producer id")
+		}
 	}
 	require.Equal(t, f.c.Transactions(), f.takeover(t).Transactions())
 }
@@ -754,4 +748,98 @@ func TestTxnBounds(t *testing.T) {
 	pid, epoch, err := f.c.InitProducer(f.ctx, "tenant-b", "t", 0)
 	require.NoError(t, err)
 	require.NoError(t, f.c.Add(f.ctx, "tenant-b", "t", pid, epoch, []TopicPartition{tp0, tp1, tp2}, []string{"g1", "g2", "g3"}))
+}
+
+// TestTxnEndHoldsNoLockAcrossMarkers (issue 30): while one transaction's
+// markers are being written (the write blocked: a partition leader that
+// does not answer), other transactional ids on the same coordinator begin,
+// grow, commit and start, and the ending id's state is readable
+// (PrepareCommit). The same id meanwhile: an add at the ended epoch is
+// fenced and one at the markers' epoch is told
+// ErrConcurrentTransactions (Kafka's CONCURRENT_TRANSACTIONS), both at
+// once; a retry of the end and a new incarnation's InitProducer wait for
+// the markers (as before, when they queued behind the end's lock) and
+// then answer as the end finished.
+func TestTxnEndHoldsNoLockAcrossMarkers(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	p := f.init(t, "slow")
+	require.NoError(t, f.add(p, "slow", tp0))
+	release := make(chan struct{})
+	blocked := make(chan struct{}, 10)
+	f.markers.onWrite = func(ms []Marker) {
+		if ms[0].ProducerID == p.id {
+			blocked <- struct{}{}
+			<-release
+		}
+	}
+	ended := make(chan producer, 1)
+	go func() {
+		next, err := f.end(p, "slow", true)
+		assert.NoError(t, err)
+		ended <- next
+	}()
+	<-blocked // the markers' write has begun and does not return
+
+	for i := range 3 {
+		id := fmt.Sprintf("other-%d", i)
+		q := f.init(t, id)
+		require.NoError(t, f.add(q, id, tp1, tp2))
+		next, err := f.end(q, id, true)
+		require.NoError(t, err, "another id commits while the markers of %q are blocked", "slow")
+		require.Equal(t, producer{q.id, q.epoch + 1}, next)
+	}
+	st := f.state(t, "slow")
+	require.Equal(t, StatePrepareCommit, st.State)
+
+	err := f.add(p, "slow", tp1)
+	require.ErrorIs(t, err, ErrProducerFenced, "the ended epoch, at once")
+	err = f.add(producer{p.id, p.epoch + 1}, "slow", tp1)
+	require.ErrorIs(t, err, ErrConcurrentTransactions, "the markers' epoch, at once")
+	require.Equal(t, ClassRetriable, ClassOf(err))
+
+	retried := make(chan producer, 1)
+	go func() {
+		next, err := f.end(p, "slow", true)
+		assert.NoError(t, err)
+		retried <- next
+	}()
+	select {
+	case <-ended:
+		t.Fatal("the end answered before its markers were written")
+	case <-retried:
+		t.Fatal("the retry answered before the markers were written")
+	default:
+	}
+	release <- struct{}{}
+	want := producer{p.id, p.epoch + 1}
+	require.Equal(t, want, <-ended)
+	require.Equal(t, want, <-retried, "the retry answers as the end")
+	require.Equal(t, []writtenMarker{{true, p.id, p.epoch + 1, 1}}, f.markers.written(t)[tp0])
+
+	// The next end blocks too; a new incarnation waits for it.
+	p = want
+	require.NoError(t, f.add(p, "slow", tp1))
+	go func() {
+		next, err := f.end(p, "slow", false)
+		assert.NoError(t, err)
+		ended <- next
+	}()
+	<-blocked
+	inited := make(chan producer, 1)
+	go func() {
+		pid, epoch, err := f.c.InitProducer(f.ctx, tenant, "slow", 0)
+		assert.NoError(t, err)
+		inited <- producer{pid, epoch}
+	}()
+	select {
+	case <-inited:
+		t.Fatal("InitProducer answered before the markers were written")
+	default:
+	}
+	close(release)
+	require.Equal(t, producer{p.id, p.epoch + 1}, <-ended)
+	require.Equal(t, producer{p.id, p.epoch + 2}, <-inited, "the new incarnation after the end")
+	w := f.markers.written(t)[tp1]
+	require.Equal(t, writtenMarker{false, p.id, p.epoch + 1, 1}, w[len(w)-1])
 }

@@ -6,32 +6,35 @@
 // partitions and groups in the transaction, and its start and last update
 // times (issue 16, docs/design/transactions.md).
 //
-// The broker (dataplane/broker: txn.go, txnrpc.go, txnmarkers.go) runs one
-// Coordinator per __transaction_state partition it leads and leader
-// epoch, made and loaded when first asked for and by its periodic loop
-// (so that a takeover finishes the ends left in Prepare* without waiting
-// for a client), dropped once the leadership moves; it serves
-// InitProducerId with a transactional id and the TransactionService from
-// it, calls AddPartitions/AddOffsets (Add) to verify a partition's or a
-// group's first transactional write, writes markers through its
-// MarkerWriter (at each partition's leader: its own replicas directly,
-// others through ReplicaService.WriteTxnMarkers, retried across leader
-// changes), and calls Expire and FinishPending every second.
+// The state machine is Shard, which does no I/O: each operation returns
+// the record to write (the id's whole state after the transition), the
+// markers to write (an effect) and the answer, and Replay applies a record
+// once written. dataplane/runtime hosts it (Coordinator is the hosted
+// shard's API): it writes the records with acks=all at the coordinator's
+// leader epoch and applies them only then, writes the markers through the
+// MarkerWriter outside every lock and retries them until written, and runs
+// the timers (transaction timeouts, idle ids). The broker hosts one
+// Coordinator per __transaction_state partition it leads and leader epoch,
+// loaded by its hosting loop (so that a takeover finishes the ends left in
+// Prepare* without waiting for a client), dropped once the leadership
+// moves; it serves InitProducerId with a transactional id and the
+// TransactionService from it, calls AddPartitions/AddOffsets (Add) to
+// verify a partition's or a group's first transactional write, and writes
+// markers at each partition's leader (its own replicas directly, others
+// through ReplicaService.WriteTxnMarkers, retried across leader changes).
 //
 // # Model
 //
-// It copies the group coordinator's (dataplane/coordinator): a
-// transactional id belongs to partition PartitionOf(tenant, id, N), whose
-// leader runs one Coordinator per leader epoch, reaching the partition only
-// through Partition. Every transition is one record (TxnRecordKey,
-// TxnRecordValue: the id's whole state after it) appended with acks=all at
-// the coordinator's leader epoch, and applied in memory only once written;
-// the request is answered after that. Load on takeover reads the whole log,
-// the last record of each id winning; a record with no value (written by
-// Expire for an id idle for Config.IdleTimeout) forgets the id.
+// A transactional id belongs to partition PartitionOf(tenant, id, N), whose
+// leader hosts one Shard per leader epoch. Every transition is one record
+// (TxnRecordKey, TxnRecordValue of sluice.coordinator.v1: the id's whole
+// state after it), applied only once written; the request is answered
+// after that. A load on takeover replays the whole log, the last record of
+// each id winning; a record with no value (written by an idle id's timer
+// after Config.IdleTimeout) forgets the id.
 //
 // The protocol is KIP-98's with KIP-890's server-side defence:
-//   - InitProducer fences older incarnations: it finishes an end in
+//   - InitProducer fences older incarnations: it waits for an end in
 //     progress, aborts an open transaction, and bumps the epoch (a new
 //     producer id at epoch 0 when the bump would reach math.MaxInt16).
 //   - AddPartitions and AddOffsets accept only the current producer id and
@@ -42,23 +45,30 @@
 //     holds at most its tenant's Config.Bounds of partitions and of groups
 //     (what its end writes markers to): an add past them is refused whole
 //     (ErrTooLarge).
-//   - EndTransaction writes Prepare* with the epoch bumped, hands the
-//     markers (partition or group, commit or abort, producer id, bumped
-//     epoch, its own leader epoch as the coordinator epoch) to the
-//     MarkerWriter, writes Complete*, and answers then with
-//     the producer id and epoch to use next. Every end bumps the epoch, so
-//     a late AddPartitions of an ended transaction is fenced and never
-//     joins the next one. A retry of a written end answers the same.
-//   - Expire aborts transactions Ongoing past their timeout (EndedBy
+//   - EndTransaction writes Prepare* with the epoch bumped; the runtime
+//     then writes the markers (partition or group, commit or abort,
+//     producer id, bumped epoch, the shard's leader epoch as the
+//     coordinator epoch) and, once they are all written, Complete*; the
+//     end answers then with the producer id and epoch to use next. Every
+//     end bumps the epoch, so a late AddPartitions of an ended transaction
+//     is fenced and never joins the next one. A retry of a written end
+//     answers the same.
+//   - No lock is held while the markers are written: the id's other calls
+//     are answered from its Prepare* state (an add is fenced or told
+//     ErrConcurrentTransactions at once, Kafka's CONCURRENT_TRANSACTIONS);
+//     a retry of the end and InitProducer wait for the markers, as they
+//     waited for the end before; other ids are not held up at all.
+//   - A timer aborts a transaction Ongoing past its timeout (EndedBy
 //     timeout): the producer's next AddPartitions or commit with its old
 //     epoch is told ErrTransactionAbortable, its abort the new epoch.
 //   - An end whose markers were not all written stays Prepare* (also after
-//     a takeover: Load keeps it); FinishPending, a retry of the same end
-//     or the next InitProducer writes the markers and Complete*.
+//     a takeover: the load resumes it) while the runtime retries them;
+//     the end's answer is ErrConcurrentTransactions meanwhile.
 //
-// The scenarios in testdata/ (scenario_test.go) drive it over real logs:
-// commit, abort, timeout, fencing by a new incarnation, a coordinator
-// failover in each phase, a late batch after the end.
+// The scenarios in testdata/ (scenario_test.go) drive the Shard without a
+// log: commit, abort, timeout, fencing by a new incarnation, a coordinator
+// failover in each phase, a late batch after the end; the tests in
+// coordinator_test.go drive the hosted Coordinator over a real log.
 //
 // Errors carry a Class (ClassOf): fatal (ErrProducerFenced, ...),
 // abortable (ErrTransactionAbortable, ErrTooLarge) or retriable
@@ -74,21 +84,13 @@
 //
 // # Concurrency
 //
-// Every method may be called concurrently. Each transactional id has an
-// operation lock (entry.op, a one-token channel so waiting honours the
-// context) held by the one operation changing it, across its writes, its
-// marker writes, producer id allocations and its admission (Config.Admit);
-// operations on one id are serialised, operations on different ids run in
-// parallel. mu guards the map of ids and each id's state; it is never held
-// across a read of or a write to the partition, a marker write, an
-// allocation or an admission. loadMu serialises Load, which reads the log
-// into a map of its own and publishes it under mu (until then every
-// operation is ErrNotCoordinator, and the readers, Open and Describe, see
-// nothing). Lock order: loadMu, then mu; an id's operation lock, then mu;
-// never an operation lock while holding mu. Expire and FinishPending skip
-// ids whose operation lock is held. Expire removes a forgotten id's entry
-// while holding its operation lock; an operation that waited for that
-// entry sees it is no longer the id's and takes the current one. The
-// Coordinator starts no goroutines: its broker calls Expire and
-// FinishPending periodically.
+// A Shard is used by one goroutine at a time (the runtime's). The
+// Coordinator's methods may be called concurrently: the runtime serialises
+// the operations of one transactional id (from its run to its record's
+// replay), runs different ids' in parallel, and holds no lock across a
+// marker write, a producer id allocation (Config.AllocateProducerID, asked
+// before the operation that needs it runs, which then runs again) or an
+// admission (Config.Admit, asked before InitProducer's operation). The
+// Coordinator starts no goroutines but the runtime's (marker writes); its
+// host calls Run (timeouts, retries).
 package txn

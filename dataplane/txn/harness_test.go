@@ -3,6 +3,8 @@ package txn
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,6 +238,7 @@ func setup(t *testing.T) *fixture {
 		clock: &clock{now: time.UnixMilli(1_800_000_000_000)}, nextPID: &atomic.Int64{}}
 	f.nextPID.Store(1000)
 	f.c = New(f.p, f.config(1))
+	t.Cleanup(func() { f.c.Close() })
 	require.NoError(t, f.c.Load(f.ctx))
 	return f
 }
@@ -249,6 +252,7 @@ func (f *fixture) takeover(t *testing.T) *Coordinator {
 	p2.replicate(t, f.p, 2)
 	f.p.resign()
 	c := New(p2, f.config(2))
+	t.Cleanup(c.Close)
 	require.NoError(t, c.Load(f.ctx))
 	return c
 }
@@ -275,6 +279,37 @@ func (f *fixture) add(p producer, id string, tps ...TopicPartition) error {
 func (f *fixture) end(p producer, id string, commit bool) (producer, error) {
 	pid, epoch, err := f.c.EndTransaction(f.ctx, tenant, id, p.id, p.epoch, commit)
 	return producer{pid, epoch}, err
+}
+
+// expire runs the coordinator's due timers at the clock's time (the
+// timeouts' aborts, the idle ids' tombstones) and waits for the aborts'
+// markers (FinishPending): what the runtime's Run does at a tick. It
+// returns the ids whose transaction the timeouts aborted (Complete*
+// written), and the errors of those whose markers failed.
+func (f *fixture) expire() ([]Key, error) {
+	before := f.c.Transactions()
+	f.c.RunDue(f.ctx)
+	err := f.c.FinishPending(f.ctx)
+	var aborted []Key
+	for k, t := range f.c.Transactions() {
+		if t.EndedBy == EndedByTimeout && t.State.complete() && before[k].State == StateOngoing {
+			aborted = append(aborted, k)
+		}
+	}
+	slices.SortFunc(aborted, func(a, b Key) int { return strings.Compare(a.TransactionalID, b.TransactionalID) })
+	return aborted, err
+}
+
+// recordBatch is the batch of one record of k's state t, as the runtime
+// writes it.
+func recordBatch(t *testing.T, k Key, tx *Transaction, now time.Time) log.ValidBatch {
+	t.Helper()
+	r, err := encodeRecord(k, tx)
+	require.NoError(t, err)
+	b, err := log.EncodeLeaderBatch(nil, record.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]record.Record{{Key: r.Key, Value: r.Value}})
+	require.NoError(t, err)
+	return b
 }
 
 func (f *fixture) state(t *testing.T, id string) Transaction {

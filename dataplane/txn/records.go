@@ -9,9 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicemq/sluice/dataplane/log"
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/record"
+	"github.com/sluicemq/sluice/dataplane/runtime"
+	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 )
 
 // PartitionOf is the transaction-state partition, of partitions, that
@@ -46,12 +45,12 @@ func compareTP(a, b TopicPartition) int {
 type State int8
 
 const (
-	StateEmpty          State = State(sluicev1.TxnState_TXN_STATE_EMPTY)
-	StateOngoing        State = State(sluicev1.TxnState_TXN_STATE_ONGOING)
-	StatePrepareCommit  State = State(sluicev1.TxnState_TXN_STATE_PREPARE_COMMIT)
-	StatePrepareAbort   State = State(sluicev1.TxnState_TXN_STATE_PREPARE_ABORT)
-	StateCompleteCommit State = State(sluicev1.TxnState_TXN_STATE_COMPLETE_COMMIT)
-	StateCompleteAbort  State = State(sluicev1.TxnState_TXN_STATE_COMPLETE_ABORT)
+	StateEmpty          State = State(coordinatorv1.TxnState_TXN_STATE_EMPTY)
+	StateOngoing        State = State(coordinatorv1.TxnState_TXN_STATE_ONGOING)
+	StatePrepareCommit  State = State(coordinatorv1.TxnState_TXN_STATE_PREPARE_COMMIT)
+	StatePrepareAbort   State = State(coordinatorv1.TxnState_TXN_STATE_PREPARE_ABORT)
+	StateCompleteCommit State = State(coordinatorv1.TxnState_TXN_STATE_COMPLETE_COMMIT)
+	StateCompleteAbort  State = State(coordinatorv1.TxnState_TXN_STATE_COMPLETE_ABORT)
 )
 
 func (s State) String() string {
@@ -84,9 +83,9 @@ type EndedBy int8
 
 const (
 	EndedByNone    EndedBy = 0
-	EndedByClient  EndedBy = EndedBy(sluicev1.TxnEndedBy_TXN_ENDED_BY_CLIENT)
-	EndedByTimeout EndedBy = EndedBy(sluicev1.TxnEndedBy_TXN_ENDED_BY_TIMEOUT)
-	EndedByInit    EndedBy = EndedBy(sluicev1.TxnEndedBy_TXN_ENDED_BY_INIT)
+	EndedByClient  EndedBy = EndedBy(coordinatorv1.TxnEndedBy_TXN_ENDED_BY_CLIENT)
+	EndedByTimeout EndedBy = EndedBy(coordinatorv1.TxnEndedBy_TXN_ENDED_BY_TIMEOUT)
+	EndedByInit    EndedBy = EndedBy(coordinatorv1.TxnEndedBy_TXN_ENDED_BY_INIT)
 )
 
 // Transaction is a transactional id's state, as its last record holds it.
@@ -139,21 +138,21 @@ func timeMs(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-func (t *Transaction) toProto() *sluicev1.TxnRecordValue {
-	v := &sluicev1.TxnRecordValue{
+func (t *Transaction) toProto() *coordinatorv1.TxnRecordValue {
+	v := &coordinatorv1.TxnRecordValue{
 		ProducerId: t.ProducerID, ProducerEpoch: int32(t.Epoch), TimeoutMs: t.Timeout.Milliseconds(),
-		State: sluicev1.TxnState(t.State), Groups: t.Groups,
+		State: coordinatorv1.TxnState(t.State), Groups: t.Groups,
 		UpdateTimeMs: timeMs(t.UpdateTime), StartTimeMs: timeMs(t.StartTime),
 		NextProducerId: t.NextProducerID, LastProducerId: t.LastProducerID, LastProducerEpoch: int32(t.LastEpoch),
-		EndedBy: sluicev1.TxnEndedBy(t.EndedBy),
+		EndedBy: coordinatorv1.TxnEndedBy(t.EndedBy),
 	}
 	for _, tp := range t.Partitions {
-		v.Partitions = append(v.Partitions, &sluicev1.TxnPartition{TopicId: tp.TopicID, Partition: tp.Partition})
+		v.Partitions = append(v.Partitions, &coordinatorv1.TxnPartition{TopicId: tp.TopicID, Partition: tp.Partition})
 	}
 	return v
 }
 
-func fromProto(v *sluicev1.TxnRecordValue) *Transaction {
+func fromProto(v *coordinatorv1.TxnRecordValue) *Transaction {
 	t := &Transaction{
 		ProducerID: v.GetProducerId(), Epoch: int16(v.GetProducerEpoch()), Timeout: time.Duration(v.GetTimeoutMs()) * time.Millisecond,
 		State: State(v.GetState()), Groups: v.GetGroups(),
@@ -167,53 +166,39 @@ func fromProto(v *sluicev1.TxnRecordValue) *Transaction {
 	return t
 }
 
-// encodeRecord builds the leader batch of one record: k's state t, or a
-// tombstone when t is nil.
-func encodeRecord(k Key, t *Transaction, now time.Time) (log.ValidBatch, error) {
-	kb, err := proto.Marshal(&sluicev1.TxnRecordKey{TenantId: k.Tenant, TransactionalId: k.TransactionalID})
+// encodeRecord is the record of k's state t, or its tombstone when t is
+// nil.
+func encodeRecord(k Key, t *Transaction) (runtime.Record, error) {
+	kb, err := proto.Marshal(&coordinatorv1.TxnRecordKey{TenantId: k.Tenant, TransactionalId: k.TransactionalID})
 	if err != nil {
-		return log.ValidBatch{}, err
+		return runtime.Record{}, err
 	}
 	var vb []byte
 	if t != nil {
 		if vb, err = proto.Marshal(t.toProto()); err != nil {
-			return log.ValidBatch{}, err
+			return runtime.Record{}, err
 		}
 		if vb == nil {
 			vb = []byte{} // never null: null is the tombstone
 		}
 	}
-	return log.EncodeLeaderBatch(nil, record.BatchHeader{FirstTimestamp: now.UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-		[]record.Record{{Key: kb, Value: vb}})
+	return runtime.Record{Key: kb, Value: vb}, nil
 }
 
-// eachRecord decodes the records of one transaction-state batch; a
-// tombstone comes with a nil Transaction.
-func eachRecord(b record.Batch, fn func(int64, Key, *Transaction)) error {
-	h := b.Header()
-	if h.Attributes.Control() {
-		return nil
+// decodeRecord reads one transaction-state record; a tombstone comes with
+// a nil Transaction.
+func decodeRecord(r runtime.Record) (Key, *Transaction, error) {
+	k := &coordinatorv1.TxnRecordKey{}
+	if err := proto.Unmarshal(r.Key, k); err != nil {
+		return Key{}, nil, fmt.Errorf("record key: %w", err)
 	}
-	it, err := b.Records()
-	if err != nil {
-		return err
-	}
-	for it.Next() {
-		r := it.Record()
-		off := h.BaseOffset + int64(r.OffsetDelta)
-		k := &sluicev1.TxnRecordKey{}
-		if err := proto.Unmarshal(r.Key, k); err != nil {
-			return fmt.Errorf("record key at %d: %w", off, err)
+	var t *Transaction
+	if r.Value != nil {
+		v := &coordinatorv1.TxnRecordValue{}
+		if err := proto.Unmarshal(r.Value, v); err != nil {
+			return Key{}, nil, fmt.Errorf("record value: %w", err)
 		}
-		var t *Transaction
-		if r.Value != nil {
-			v := &sluicev1.TxnRecordValue{}
-			if err := proto.Unmarshal(r.Value, v); err != nil {
-				return fmt.Errorf("record value at %d: %w", off, err)
-			}
-			t = fromProto(v)
-		}
-		fn(off, Key{k.GetTenantId(), k.GetTransactionalId()}, t)
+		t = fromProto(v)
 	}
-	return it.Err()
+	return Key{k.GetTenantId(), k.GetTransactionalId()}, t, nil
 }

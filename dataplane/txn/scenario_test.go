@@ -1,23 +1,31 @@
 package txn
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/runtime"
 	"github.com/sluicemq/sluice/internal/scenario"
 )
 
 // Scenario files (testdata/*.txt) hold blocks: comment lines (#), command
 // lines, a "----" line and the expected output up to a blank line. Each file
-// runs on a fresh world: a coordinator over a real log, real logs for the
-// markers, a clock, and one simulated producer per name. Regenerate the
+// runs on a fresh world: a Shard with no log of its own (its records kept
+// in a slice: the world replays each one to it once "written", as the
+// runtime does after an acks=all append), real logs for the markers, a
+// clock, and one simulated producer per name. The world stands for the
+// runtime: it writes an operation's records, runs its effects (the
+// markers) at once and their follow-ups, keeps the failed ones to run
+// again, fires the timers, and allocates producer ids. Regenerate the
 // expected output with
 //
 //	go test ./dataplane/txn -run TestTxnScenario -rewrite
@@ -38,12 +46,13 @@ import (
 //	                                 answered
 //	markers fail|ok                  marker writes fail from now on, or succeed
 //	tick D                           advance the clock
-//	expire                           Expire at the clock's time
-//	finish                           FinishPending
-//	failover                         the coordinator's broker crashes: the log is replicated
-//	                                 to a new leader at the next leader epoch, a new
-//	                                 coordinator loads it; the old one is asked once more
-//	                                 (InitProducer) to show it is fenced
+//	expire                           fire the timers due at the clock's time
+//	finish                           run again the markers not written
+//	failover                         the coordinator's broker crashes: a new shard at the
+//	                                 next leader epoch replays the log and resumes (its
+//	                                 unfinished ends' markers run at once); the old one's
+//	                                 fencing is the runtime's (TestRuntimeEpochChangeDropsShard,
+//	                                 TestTxnTakeoverInEachState)
 //	state TXNID                      Describe
 //	pending                          the markers of unfinished ends
 //	written                          the markers in every partition's log, in log order
@@ -71,19 +80,139 @@ type sim struct {
 
 type world struct {
 	t       *testing.T
-	f       *fixture
-	leader  int32 // the coordinator's leader epoch
+	ctx     context.Context
+	shard   *Shard
+	log     []runtime.Record // the partition's records
+	leader  int32            // the shard's leader epoch
+	clock   *clock
+	markers *markerLogs
+	nextPID int64
+	effects map[string][]runtime.Effect // by key: the effects not done
+	timers  map[string]runtime.Timer
 	clients map[string]*sim
 	out     strings.Builder
 }
 
 func newWorld(t *testing.T) *world {
-	f := &fixture{ctx: t.Context(), p: openPartition(t, 1), markers: newMarkerLogs(t),
-		clock: &clock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}, nextPID: &atomic.Int64{}}
-	f.nextPID.Store(1000)
-	f.c = New(f.p, f.config(1))
-	require.NoError(t, f.c.Load(f.ctx))
-	return &world{t: t, f: f, leader: 1, clients: map[string]*sim{}}
+	w := &world{t: t, ctx: t.Context(), leader: 1, clock: &clock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
+		markers: newMarkerLogs(t), nextPID: 1000, clients: map[string]*sim{}}
+	w.load()
+	return w
+}
+
+func (w *world) config() ShardConfig {
+	return ShardConfig{LeaderEpoch: w.leader, IdleTimeout: 24 * time.Hour}
+}
+
+// load makes a shard at w.leader from the records written: a takeover.
+func (w *world) load() {
+	w.shard = NewShard(w.config())
+	for off, r := range w.log {
+		require.NoError(w.t, w.shard.Replay(int64(off), r))
+	}
+	w.effects, w.timers = map[string][]runtime.Effect{}, map[string]runtime.Timer{}
+	w.schedule(w.shard.Loaded(w.clock.Now()))
+}
+
+// commit writes u's records (replaying each), then arms its timers and
+// runs its effects' first attempts; it returns their errors.
+func (w *world) commit(u runtime.Update) []error {
+	for _, r := range u.Records {
+		w.log = append(w.log, r)
+		require.NoError(w.t, w.shard.Replay(int64(len(w.log)-1), r))
+	}
+	if u.Written != nil {
+		u.Written()
+	}
+	return w.schedule(u)
+}
+
+func (w *world) schedule(u runtime.Update) []error {
+	for _, tm := range u.Timers {
+		w.timers[tm.Key] = tm
+	}
+	var errs []error
+	for _, e := range u.Effects {
+		w.effects[e.Key] = append(w.effects[e.Key], e)
+		errs = append(errs, w.attempt(e))
+	}
+	return errs
+}
+
+// attempt runs e once (the markers) and, when written, its follow-up; a
+// failed e stays to run again.
+func (w *world) attempt(e runtime.Effect) error {
+	err := w.markers.WriteMarkers(w.ctx, e.Do.([]Marker))
+	if err != nil {
+		if e.Fail != nil {
+			err = e.Fail(err)
+		}
+		return err
+	}
+	runs := w.effects[e.Key]
+	for i := range runs {
+		if fmt.Sprint(runs[i].Do) == fmt.Sprint(e.Do) {
+			w.effects[e.Key] = append(runs[:i:i], runs[i+1:]...)
+			break
+		}
+	}
+	if len(w.effects[e.Key]) == 0 {
+		delete(w.effects, e.Key)
+	}
+	if e.Then == nil {
+		return nil
+	}
+	u, err := e.Then(nil, w.clock.Now())
+	if err != nil {
+		return err
+	}
+	return errors.Join(w.commit(u)...)
+}
+
+// retry runs again every effect of key; the first error.
+func (w *world) retry(key string) error {
+	for _, e := range slices.Clone(w.effects[key]) {
+		if err := w.attempt(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drive runs an operation of k as the runtime and the Coordinator do: it
+// waits for the key's effects when asked (ErrEffectPending), allocates a
+// producer id when one is needed, writes the records, answers once its
+// effects' first attempts succeeded when it awaits them, and runs again an
+// operation answering again.
+func drive[R any](w *world, k Key, op func(s *Shard, pid int64, now time.Time) (runtime.Result[R], error)) (R, error) {
+	var zero R
+	pid := int64(-1)
+	for {
+		res, err := op(w.shard, pid, w.clock.Now())
+		switch {
+		case errors.Is(err, runtime.ErrEffectPending) && len(w.effects[opKey(k)]) > 0:
+			if err := w.retry(opKey(k)); err != nil {
+				return zero, err
+			}
+			continue
+		case errors.Is(err, errNeedProducerID):
+			w.nextPID++
+			pid = w.nextPID
+			continue
+		case err != nil:
+			return zero, err
+		}
+		errs := w.commit(res.Update)
+		if res.Await {
+			if err := errors.Join(errs...); err != nil {
+				return zero, err
+			}
+		}
+		if p, ok := any(res.Response).(Producer); ok && p.again {
+			continue
+		}
+		return res.Response, nil
+	}
 }
 
 func (w *world) printf(format string, args ...any) { fmt.Fprintf(&w.out, format+"\n", args...) }
@@ -144,8 +273,6 @@ func (w *world) run(line string) error {
 			pos = append(pos, a)
 		}
 	}
-	ctx := w.f.ctx
-	c := w.f.c
 	client := func() (*sim, error) {
 		if len(pos) == 0 {
 			return nil, fmt.Errorf("%s needs a producer name", cmd)
@@ -186,7 +313,11 @@ func (w *world) run(line string) error {
 			}
 			timeout = d
 		}
-		pid, epoch, err := c.InitProducer(ctx, tenant, pos[1], timeout)
+		k := Key{tenant, pos[1]}
+		p, err := drive(w, k, func(s *Shard, pid int64, now time.Time) (runtime.Result[Producer], error) {
+			return s.InitProducer(k, timeout, pid, now)
+		})
+		pid, epoch := p.ID, p.Epoch
 		if err == nil {
 			w.clients[pos[0]] = &sim{txnID: pos[1], cur: producer{pid, epoch}, prev: producer{-1, -1}}
 		}
@@ -210,7 +341,7 @@ func (w *world) run(line string) error {
 		if p, err = override(p); err != nil {
 			return err
 		}
-		err = c.AddPartitions(ctx, tenant, s.txnID, p.id, p.epoch, tps)
+		err = w.add(s.txnID, p, tps, nil)
 		w.answer(pos[0], err, fmt.Sprintf("added %s at %d/%d", fmtTPs(tps), p.id, p.epoch))
 	case "offsets":
 		s, err := client()
@@ -220,7 +351,7 @@ func (w *world) run(line string) error {
 		if len(pos) != 2 {
 			return fmt.Errorf("offsets NAME GROUP")
 		}
-		err = c.AddOffsets(ctx, tenant, s.txnID, s.cur.id, s.cur.epoch, pos[1])
+		err = w.add(s.txnID, s.cur, nil, []string{pos[1]})
 		w.answer(pos[0], err, fmt.Sprintf("added group %s", pos[1]))
 	case "commit", "abort":
 		s, err := client()
@@ -231,7 +362,11 @@ func (w *world) run(line string) error {
 		if err != nil {
 			return err
 		}
-		pid, epoch, err := c.EndTransaction(ctx, tenant, s.txnID, p.id, p.epoch, cmd == "commit")
+		k := Key{tenant, s.txnID}
+		np, err := drive(w, k, func(sh *Shard, pid int64, now time.Time) (runtime.Result[Producer], error) {
+			return sh.EndTransaction(k, p.id, p.epoch, cmd == "commit", pid, now)
+		})
+		pid, epoch := np.ID, np.Epoch
 		if err == nil {
 			s.prev, s.cur = p, producer{pid, epoch}
 		}
@@ -239,9 +374,9 @@ func (w *world) run(line string) error {
 	case "markers":
 		switch {
 		case len(pos) == 1 && pos[0] == "fail":
-			w.f.markers.setFail(errUnreachable)
+			w.markers.setFail(errUnreachable)
 		case len(pos) == 1 && pos[0] == "ok":
-			w.f.markers.setFail(nil)
+			w.markers.setFail(nil)
 		default:
 			return fmt.Errorf("markers fail|ok")
 		}
@@ -253,18 +388,38 @@ func (w *world) run(line string) error {
 		if err != nil {
 			return err
 		}
-		w.f.clock.advance(d)
+		w.clock.advance(d)
 	case "expire":
-		aborted, err := c.Expire(ctx, w.f.clock.Now())
-		for _, k := range aborted {
-			w.printf("expired: aborted %s", k.TransactionalID)
-		}
-		if err != nil {
-			w.printf("expire: error: %v", err)
+		now := w.clock.Now()
+		for _, key := range slices.Sorted(maps.Keys(w.timers)) {
+			tm := w.timers[key]
+			if tm.At.After(now) {
+				continue
+			}
+			delete(w.timers, key)
+			tenantID, id, _ := strings.Cut(key, "\x00")
+			before, _ := w.shard.Describe(Key{tenantID, id})
+			u, err := tm.Op(now)
+			if err != nil {
+				w.printf("expire: error: %v", err)
+				continue
+			}
+			if err := errors.Join(w.commit(u)...); err != nil {
+				w.printf("expire: error: abort timed-out transaction %q: %v", id, err)
+				continue
+			}
+			if after, _ := w.shard.Describe(Key{tenantID, id}); before.State == StateOngoing && after.EndedBy == EndedByTimeout {
+				w.printf("expired: aborted %s", id)
+			}
 		}
 	case "finish":
-		before := c.Pending()
-		err := c.FinishPending(ctx)
+		before := w.shard.Pending()
+		var errs []error
+		for _, key := range slices.Sorted(maps.Keys(w.effects)) {
+			if err := w.retry(key); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		for _, k := range slices.Sorted(func(yield func(string) bool) {
 			for k := range before {
 				if !yield(k.TransactionalID) {
@@ -272,32 +427,22 @@ func (w *world) run(line string) error {
 				}
 			}
 		}) {
-			if _, still := c.Pending()[Key{tenant, k}]; !still {
+			if _, still := w.shard.Pending()[Key{tenant, k}]; !still {
 				w.printf("finished %s", k)
 			}
 		}
-		if err != nil {
+		if err := errors.Join(errs...); err != nil {
 			w.printf("finish: error (%s): %v", className(ClassOf(err)), err)
 		}
 	case "failover":
-		old := c
 		w.leader++
-		p2 := openPartition(w.t, -1)
-		p2.replicate(w.t, w.f.p, w.leader)
-		w.f.p.resign()
-		w.f.p = p2
-		w.f.c = New(p2, w.f.config(w.leader))
-		if err := w.f.c.Load(ctx); err != nil {
-			return err
-		}
-		w.printf("coordinator at leader epoch %d: %d transactional ids, %d unfinished ends", w.leader, len(w.f.c.Transactions()), len(w.f.c.Pending()))
-		_, _, err := old.InitProducer(ctx, tenant, "probe", 0)
-		w.printf("old coordinator: error (%s): %v", className(ClassOf(err)), err)
+		w.load()
+		w.printf("coordinator at leader epoch %d: %d transactional ids, %d unfinished ends", w.leader, len(w.shard.Transactions()), len(w.shard.Pending()))
 	case "state":
 		if len(pos) != 1 {
 			return fmt.Errorf("state TXNID")
 		}
-		tx, ok := c.Describe(tenant, pos[0])
+		tx, ok := w.shard.Describe(Key{tenant, pos[0]})
 		if !ok {
 			w.printf("%s: unknown", pos[0])
 			return nil
@@ -314,7 +459,7 @@ func (w *world) run(line string) error {
 		}
 		w.printf("%s", line)
 	case "pending":
-		pending := c.Pending()
+		pending := w.shard.Pending()
 		if len(pending) == 0 {
 			w.printf("no unfinished ends")
 		}
@@ -332,7 +477,7 @@ func (w *world) run(line string) error {
 			w.printf("%s: %s", k.TransactionalID, strings.Join(ms, "; "))
 		}
 	case "written":
-		written := w.f.markers.written(w.t)
+		written := w.markers.written(w.t)
 		if len(written) == 0 {
 			w.printf("no markers")
 		}
@@ -358,6 +503,15 @@ func (w *world) run(line string) error {
 		return fmt.Errorf("unknown command %q", cmd)
 	}
 	return nil
+}
+
+// add is AddPartitions / AddOffsets.
+func (w *world) add(txnID string, p producer, tps []TopicPartition, groups []string) error {
+	k := Key{tenant, txnID}
+	_, err := drive(w, k, func(s *Shard, _ int64, now time.Time) (runtime.Result[struct{}], error) {
+		return s.Add(k, p.id, p.epoch, tps, groups, now)
+	})
+	return err
 }
 
 func fmtTarget(m Marker) string {

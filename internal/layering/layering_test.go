@@ -36,6 +36,7 @@ var rules = []rule{
 	{"gen", []string{"dataplane", "controlplane", "client", "tiered", "tenants", "record", "internal"}, "generated code is a leaf", nil},
 	{"dataplane/coordinator", []string{"dataplane/broker"}, "the group coordinator reaches its offsets partition through coordinator.Partition, which the broker implements and wires", nil},
 	{"dataplane/txn", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/partition", "dataplane/replica"}, "the transaction coordinator reaches its partition through txn.Partition and the partitions it marks through txn.MarkerWriter, which the broker will implement and wire", nil},
+	{"dataplane/runtime", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/txn", "dataplane/group", "dataplane/partition", "dataplane/replica", "gen", "tenants", "tiered", "internal"}, "the coordinator runtime knows no coordinator and no broker: shards plug into it, the broker provides their partitions and effects", nil},
 	{"dataplane/group", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/partition", "dataplane/log", "dataplane/replica", "gen", "record", "internal", "tiered", "tenants"}, "the group membership state machine is pure logic", nil},
 	{"dataplane/quota", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/partition", "dataplane/log", "dataplane/replica", "gen", "record", "internal", "tiered", "tenants"}, "the brokers' token buckets are pure logic", nil},
 	{"controlplane/quota", []string{"controlplane/api", "controlplane/store", "controlplane/controller", "controlplane/metering", "gen", "internal", "tiered", "billing"}, "the division of cluster-wide limits is pure logic", nil},
@@ -158,7 +159,7 @@ func TestLayeringFindsAViolation(t *testing.T) {
 	}
 
 	deps := listDeps(t)
-	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "record", "tiered", "cmd/sluice/cli", "internal/testenv", "limit", "limit/limitpb"} {
+	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/runtime", "record", "tiered", "cmd/sluice/cli", "internal/testenv", "limit", "limit/limitpb"} {
 		if _, ok := deps[want]; !ok {
 			t.Errorf("package %s not listed: the rules name folders that no longer exist", want)
 		}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 const tenantColumns = `id, name, email, plan, status, overrides, created_at`
@@ -63,7 +64,7 @@ func (s *Store) GetTenantByName(ctx context.Context, name string) (store.Tenant,
 // ListTenants implements store.Store. Creation order is (CreatedAt, ID);
 // an unknown afterID → store.ErrNotFound; limit <= 0 means no limit.
 func (s *Store) ListTenants(ctx context.Context, afterID string, limit int) ([]store.Tenant, error) {
-	q := `SELECT ` + tenantColumns + ` FROM tenants WHERE id <> '` + store.SystemTenantID + `'`
+	q := `SELECT ` + tenantColumns + ` FROM tenants WHERE id <> '` + system.TenantID + `'`
 	var args []any
 	if afterID != "" {
 		id, ok := store.CanonicalID(afterID)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // Usage metering and billing (store.UsageStore), written once. The
@@ -498,7 +499,7 @@ func (s *Store) ListQuotaReports(ctx context.Context, tenantIDs []string, since 
 // ColdStorageBytes implements store.UsageStore.
 func (s *Store) ColdStorageBytes(ctx context.Context) (map[string]int64, error) {
 	out, err := s.perTenant(ctx, `SELECT CAST(tenant_id AS TEXT), CAST(SUM(size_bytes) AS BIGINT) FROM remote_segments
-		WHERE state = 'copy_finished' AND tenant_id <> $1 GROUP BY tenant_id`, store.SystemTenantID)
+		WHERE state = 'copy_finished' AND tenant_id <> $1 GROUP BY tenant_id`, system.TenantID)
 	if err != nil {
 		return nil, fmt.Errorf("cold storage bytes: %w", err)
 	}
@@ -508,7 +509,7 @@ func (s *Store) ColdStorageBytes(ctx context.Context) (map[string]int64, error) 
 // PartitionCounts implements store.UsageStore.
 func (s *Store) PartitionCounts(ctx context.Context) (map[string]int64, error) {
 	out, err := s.perTenant(ctx, `SELECT CAST(t.tenant_id AS TEXT), COUNT(*) FROM partitions p JOIN topics t ON t.id = p.topic_id
-		WHERE t.tenant_id <> $1 GROUP BY t.tenant_id`, store.SystemTenantID)
+		WHERE t.tenant_id <> $1 GROUP BY t.tenant_id`, system.TenantID)
 	if err != nil {
 		return nil, fmt.Errorf("partition counts: %w", err)
 	}

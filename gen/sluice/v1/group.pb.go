@@ -1788,456 +1788,6 @@ func (x *FetchOffsetsResponse) GetOffsets() []*PartitionOffset {
 	return nil
 }
 
-// GroupRecordKey and GroupRecordValue are the records of the internal
-// offsets topic (key and value of one record each). Internal; not an API.
-type GroupRecordKey struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Group    string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	// Types that are valid to be assigned to Kind:
-	//
-	//	*GroupRecordKey_Offset
-	//	*GroupRecordKey_GroupDeleted
-	//	*GroupRecordKey_StaticMember
-	//	*GroupRecordKey_TxnOffset
-	//	*GroupRecordKey_TxnMarker
-	Kind          isGroupRecordKey_Kind `protobuf_oneof:"kind"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GroupRecordKey) Reset() {
-	*x = GroupRecordKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[27]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GroupRecordKey) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GroupRecordKey) ProtoMessage() {}
-
-func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[27]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GroupRecordKey.ProtoReflect.Descriptor instead.
-func (*GroupRecordKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{27}
-}
-
-func (x *GroupRecordKey) GetTenantId() string {
-	if x != nil {
-		return x.TenantId
-	}
-	return ""
-}
-
-func (x *GroupRecordKey) GetGroup() string {
-	if x != nil {
-		return x.Group
-	}
-	return ""
-}
-
-func (x *GroupRecordKey) GetKind() isGroupRecordKey_Kind {
-	if x != nil {
-		return x.Kind
-	}
-	return nil
-}
-
-func (x *GroupRecordKey) GetOffset() *OffsetKey {
-	if x != nil {
-		if x, ok := x.Kind.(*GroupRecordKey_Offset); ok {
-			return x.Offset
-		}
-	}
-	return nil
-}
-
-func (x *GroupRecordKey) GetGroupDeleted() bool {
-	if x != nil {
-		if x, ok := x.Kind.(*GroupRecordKey_GroupDeleted); ok {
-			return x.GroupDeleted
-		}
-	}
-	return false
-}
-
-func (x *GroupRecordKey) GetStaticMember() *StaticMemberKey {
-	if x != nil {
-		if x, ok := x.Kind.(*GroupRecordKey_StaticMember); ok {
-			return x.StaticMember
-		}
-	}
-	return nil
-}
-
-func (x *GroupRecordKey) GetTxnOffset() *TxnOffsetKey {
-	if x != nil {
-		if x, ok := x.Kind.(*GroupRecordKey_TxnOffset); ok {
-			return x.TxnOffset
-		}
-	}
-	return nil
-}
-
-func (x *GroupRecordKey) GetTxnMarker() *TxnMarkerKey {
-	if x != nil {
-		if x, ok := x.Kind.(*GroupRecordKey_TxnMarker); ok {
-			return x.TxnMarker
-		}
-	}
-	return nil
-}
-
-type isGroupRecordKey_Kind interface {
-	isGroupRecordKey_Kind()
-}
-
-type GroupRecordKey_Offset struct {
-	// A committed offset.
-	Offset *OffsetKey `protobuf:"bytes,3,opt,name=offset,proto3,oneof"`
-}
-
-type GroupRecordKey_GroupDeleted struct {
-	// The group was deleted (a tombstone for everything before it).
-	GroupDeleted bool `protobuf:"varint,4,opt,name=group_deleted,json=groupDeleted,proto3,oneof"`
-}
-
-type GroupRecordKey_StaticMember struct {
-	// The member id of a static member's latest incarnation
-	// (GroupRecordValue.member_id), written before the join that gave it
-	// is answered: a new coordinator fences older incarnations with it.
-	StaticMember *StaticMemberKey `protobuf:"bytes,5,opt,name=static_member,json=staticMember,proto3,oneof"`
-}
-
-type GroupRecordKey_TxnOffset struct {
-	// An offset committed inside a producer's transaction (KIP-447),
-	// pending until that transaction's marker (txn_marker): a commit makes
-	// it the group's committed offset, an abort drops it.
-	// GroupRecordValue.offset and producer_epoch.
-	TxnOffset *TxnOffsetKey `protobuf:"bytes,6,opt,name=txn_offset,json=txnOffset,proto3,oneof"`
-}
-
-type GroupRecordKey_TxnMarker struct {
-	// The end of a producer's transaction in the group's offsets, as its
-	// transaction coordinator wrote it: GroupRecordValue.producer_epoch (the
-	// ended transaction's epoch + 1), coordinator_epoch and commit.
-	TxnMarker *TxnMarkerKey `protobuf:"bytes,7,opt,name=txn_marker,json=txnMarker,proto3,oneof"`
-}
-
-func (*GroupRecordKey_Offset) isGroupRecordKey_Kind() {}
-
-func (*GroupRecordKey_GroupDeleted) isGroupRecordKey_Kind() {}
-
-func (*GroupRecordKey_StaticMember) isGroupRecordKey_Kind() {}
-
-func (*GroupRecordKey_TxnOffset) isGroupRecordKey_Kind() {}
-
-func (*GroupRecordKey_TxnMarker) isGroupRecordKey_Kind() {}
-
-type TxnOffsetKey struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	Offset        *OffsetKey             `protobuf:"bytes,2,opt,name=offset,proto3" json:"offset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *TxnOffsetKey) Reset() {
-	*x = TxnOffsetKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[28]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TxnOffsetKey) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TxnOffsetKey) ProtoMessage() {}
-
-func (x *TxnOffsetKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[28]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TxnOffsetKey.ProtoReflect.Descriptor instead.
-func (*TxnOffsetKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{28}
-}
-
-func (x *TxnOffsetKey) GetProducerId() int64 {
-	if x != nil {
-		return x.ProducerId
-	}
-	return 0
-}
-
-func (x *TxnOffsetKey) GetOffset() *OffsetKey {
-	if x != nil {
-		return x.Offset
-	}
-	return nil
-}
-
-type TxnMarkerKey struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *TxnMarkerKey) Reset() {
-	*x = TxnMarkerKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[29]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TxnMarkerKey) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TxnMarkerKey) ProtoMessage() {}
-
-func (x *TxnMarkerKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[29]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TxnMarkerKey.ProtoReflect.Descriptor instead.
-func (*TxnMarkerKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{29}
-}
-
-func (x *TxnMarkerKey) GetProducerId() int64 {
-	if x != nil {
-		return x.ProducerId
-	}
-	return 0
-}
-
-type StaticMemberKey struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *StaticMemberKey) Reset() {
-	*x = StaticMemberKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[30]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StaticMemberKey) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StaticMemberKey) ProtoMessage() {}
-
-func (x *StaticMemberKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[30]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StaticMemberKey.ProtoReflect.Descriptor instead.
-func (*StaticMemberKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{30}
-}
-
-func (x *StaticMemberKey) GetInstanceId() string {
-	if x != nil {
-		return x.InstanceId
-	}
-	return ""
-}
-
-type OffsetKey struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TopicId       string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *OffsetKey) Reset() {
-	*x = OffsetKey{}
-	mi := &file_sluice_v1_group_proto_msgTypes[31]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *OffsetKey) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*OffsetKey) ProtoMessage() {}
-
-func (x *OffsetKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[31]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use OffsetKey.ProtoReflect.Descriptor instead.
-func (*OffsetKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{31}
-}
-
-func (x *OffsetKey) GetTopicId() string {
-	if x != nil {
-		return x.TopicId
-	}
-	return ""
-}
-
-func (x *OffsetKey) GetTopic() string {
-	if x != nil {
-		return x.Topic
-	}
-	return ""
-}
-
-func (x *OffsetKey) GetPartition() int32 {
-	if x != nil {
-		return x.Partition
-	}
-	return 0
-}
-
-type GroupRecordValue struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Offset       *PartitionOffset       `protobuf:"bytes,1,opt,name=offset,proto3" json:"offset,omitempty"`
-	CommitTimeMs int64                  `protobuf:"varint,2,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
-	// For static_member: the member id.
-	MemberId string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	// For txn_offset: the producer epoch of the transaction; for txn_marker:
-	// the marker's epoch (the ended transaction's + 1).
-	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
-	// For txn_marker: the leader epoch of the transaction coordinator that
-	// wrote it.
-	CoordinatorEpoch int32 `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
-	// For txn_marker: true commits, false aborts.
-	Commit        bool `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GroupRecordValue) Reset() {
-	*x = GroupRecordValue{}
-	mi := &file_sluice_v1_group_proto_msgTypes[32]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GroupRecordValue) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GroupRecordValue) ProtoMessage() {}
-
-func (x *GroupRecordValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[32]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GroupRecordValue.ProtoReflect.Descriptor instead.
-func (*GroupRecordValue) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{32}
-}
-
-func (x *GroupRecordValue) GetOffset() *PartitionOffset {
-	if x != nil {
-		return x.Offset
-	}
-	return nil
-}
-
-func (x *GroupRecordValue) GetCommitTimeMs() int64 {
-	if x != nil {
-		return x.CommitTimeMs
-	}
-	return 0
-}
-
-func (x *GroupRecordValue) GetMemberId() string {
-	if x != nil {
-		return x.MemberId
-	}
-	return ""
-}
-
-func (x *GroupRecordValue) GetProducerEpoch() int32 {
-	if x != nil {
-		return x.ProducerEpoch
-	}
-	return 0
-}
-
-func (x *GroupRecordValue) GetCoordinatorEpoch() int32 {
-	if x != nil {
-		return x.CoordinatorEpoch
-	}
-	return 0
-}
-
-func (x *GroupRecordValue) GetCommit() bool {
-	if x != nil {
-		return x.Commit
-	}
-	return false
-}
-
 var File_sluice_v1_group_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_group_proto_rawDesc = "" +
@@ -2387,39 +1937,7 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"partitions\x18\x02 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\n" +
 	"partitions\"L\n" +
 	"\x14FetchOffsetsResponse\x124\n" +
-	"\aoffsets\x18\x01 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets\"\xd9\x02\n" +
-	"\x0eGroupRecordKey\x12\x1b\n" +
-	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x14\n" +
-	"\x05group\x18\x02 \x01(\tR\x05group\x12.\n" +
-	"\x06offset\x18\x03 \x01(\v2\x14.sluice.v1.OffsetKeyH\x00R\x06offset\x12%\n" +
-	"\rgroup_deleted\x18\x04 \x01(\bH\x00R\fgroupDeleted\x12A\n" +
-	"\rstatic_member\x18\x05 \x01(\v2\x1a.sluice.v1.StaticMemberKeyH\x00R\fstaticMember\x128\n" +
-	"\n" +
-	"txn_offset\x18\x06 \x01(\v2\x17.sluice.v1.TxnOffsetKeyH\x00R\ttxnOffset\x128\n" +
-	"\n" +
-	"txn_marker\x18\a \x01(\v2\x17.sluice.v1.TxnMarkerKeyH\x00R\ttxnMarkerB\x06\n" +
-	"\x04kind\"]\n" +
-	"\fTxnOffsetKey\x12\x1f\n" +
-	"\vproducer_id\x18\x01 \x01(\x03R\n" +
-	"producerId\x12,\n" +
-	"\x06offset\x18\x02 \x01(\v2\x14.sluice.v1.OffsetKeyR\x06offset\"/\n" +
-	"\fTxnMarkerKey\x12\x1f\n" +
-	"\vproducer_id\x18\x01 \x01(\x03R\n" +
-	"producerId\"2\n" +
-	"\x0fStaticMemberKey\x12\x1f\n" +
-	"\vinstance_id\x18\x01 \x01(\tR\n" +
-	"instanceId\"Z\n" +
-	"\tOffsetKey\x12\x19\n" +
-	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x14\n" +
-	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x03 \x01(\x05R\tpartition\"\xf5\x01\n" +
-	"\x10GroupRecordValue\x122\n" +
-	"\x06offset\x18\x01 \x01(\v2\x1a.sluice.v1.PartitionOffsetR\x06offset\x12$\n" +
-	"\x0ecommit_time_ms\x18\x02 \x01(\x03R\fcommitTimeMs\x12\x1b\n" +
-	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12+\n" +
-	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12\x16\n" +
-	"\x06commit\x18\x06 \x01(\bR\x06commit2\x85\b\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets2\x85\b\n" +
 	"\fGroupService\x12l\n" +
 	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aconsume\"\x01\x02\x12i\n" +
 	"\x0eGroupHeartbeat\x12 .sluice.v1.GroupHeartbeatRequest\x1a!.sluice.v1.GroupHeartbeatResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aconsume\"\x01\x02\x12]\n" +
@@ -2450,7 +1968,7 @@ func file_sluice_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_sluice_v1_group_proto_goTypes = []any{
 	(GroupError_Reason)(0),           // 0: sluice.v1.GroupError.Reason
 	(*TxnCommitOffsetsRequest)(nil),  // 1: sluice.v1.TxnCommitOffsetsRequest
@@ -2480,13 +1998,7 @@ var file_sluice_v1_group_proto_goTypes = []any{
 	(*CommitOffsetsResponse)(nil),    // 25: sluice.v1.CommitOffsetsResponse
 	(*FetchOffsetsRequest)(nil),      // 26: sluice.v1.FetchOffsetsRequest
 	(*FetchOffsetsResponse)(nil),     // 27: sluice.v1.FetchOffsetsResponse
-	(*GroupRecordKey)(nil),           // 28: sluice.v1.GroupRecordKey
-	(*TxnOffsetKey)(nil),             // 29: sluice.v1.TxnOffsetKey
-	(*TxnMarkerKey)(nil),             // 30: sluice.v1.TxnMarkerKey
-	(*StaticMemberKey)(nil),          // 31: sluice.v1.StaticMemberKey
-	(*OffsetKey)(nil),                // 32: sluice.v1.OffsetKey
-	(*GroupRecordValue)(nil),         // 33: sluice.v1.GroupRecordValue
-	(OffsetSpec)(0),                  // 34: sluice.v1.OffsetSpec
+	(OffsetSpec)(0),                  // 28: sluice.v1.OffsetSpec
 }
 var file_sluice_v1_group_proto_depIdxs = []int32{
 	23, // 0: sluice.v1.TxnCommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
@@ -2497,7 +2009,7 @@ var file_sluice_v1_group_proto_depIdxs = []int32{
 	9,  // 5: sluice.v1.PartitionLag.pending_offsets:type_name -> sluice.v1.PendingOffset
 	7,  // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
 	8,  // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
-	34, // 8: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
+	28, // 8: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
 	23, // 9: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
 	0,  // 10: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
 	18, // 11: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
@@ -2505,37 +2017,31 @@ var file_sluice_v1_group_proto_depIdxs = []int32{
 	23, // 13: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
 	18, // 14: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
 	23, // 15: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
-	32, // 16: sluice.v1.GroupRecordKey.offset:type_name -> sluice.v1.OffsetKey
-	31, // 17: sluice.v1.GroupRecordKey.static_member:type_name -> sluice.v1.StaticMemberKey
-	29, // 18: sluice.v1.GroupRecordKey.txn_offset:type_name -> sluice.v1.TxnOffsetKey
-	30, // 19: sluice.v1.GroupRecordKey.txn_marker:type_name -> sluice.v1.TxnMarkerKey
-	32, // 20: sluice.v1.TxnOffsetKey.offset:type_name -> sluice.v1.OffsetKey
-	23, // 21: sluice.v1.GroupRecordValue.offset:type_name -> sluice.v1.PartitionOffset
-	16, // 22: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
-	19, // 23: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
-	21, // 24: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
-	24, // 25: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
-	26, // 26: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
-	3,  // 27: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	6,  // 28: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	11, // 29: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
-	13, // 30: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
-	1,  // 31: sluice.v1.GroupService.TxnCommitOffsets:input_type -> sluice.v1.TxnCommitOffsetsRequest
-	17, // 32: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
-	20, // 33: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
-	22, // 34: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
-	25, // 35: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
-	27, // 36: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
-	5,  // 37: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	10, // 38: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	12, // 39: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
-	14, // 40: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
-	2,  // 41: sluice.v1.GroupService.TxnCommitOffsets:output_type -> sluice.v1.TxnCommitOffsetsResponse
-	32, // [32:42] is the sub-list for method output_type
-	22, // [22:32] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	16, // 16: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
+	19, // 17: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
+	21, // 18: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
+	24, // 19: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
+	26, // 20: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
+	3,  // 21: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	6,  // 22: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	11, // 23: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
+	13, // 24: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
+	1,  // 25: sluice.v1.GroupService.TxnCommitOffsets:input_type -> sluice.v1.TxnCommitOffsetsRequest
+	17, // 26: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
+	20, // 27: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
+	22, // 28: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
+	25, // 29: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
+	27, // 30: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
+	5,  // 31: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	10, // 32: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	12, // 33: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
+	14, // 34: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
+	2,  // 35: sluice.v1.GroupService.TxnCommitOffsets:output_type -> sluice.v1.TxnCommitOffsetsResponse
+	26, // [26:36] is the sub-list for method output_type
+	16, // [16:26] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_group_proto_init() }
@@ -2545,20 +2051,13 @@ func file_sluice_v1_group_proto_init() {
 	}
 	file_sluice_v1_access_proto_init()
 	file_sluice_v1_record_proto_init()
-	file_sluice_v1_group_proto_msgTypes[27].OneofWrappers = []any{
-		(*GroupRecordKey_Offset)(nil),
-		(*GroupRecordKey_GroupDeleted)(nil),
-		(*GroupRecordKey_StaticMember)(nil),
-		(*GroupRecordKey_TxnOffset)(nil),
-		(*GroupRecordKey_TxnMarker)(nil),
-	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_group_proto_rawDesc), len(file_sluice_v1_group_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

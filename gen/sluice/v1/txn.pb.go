@@ -21,7 +21,9 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// TxnState is a transactional id's state.
+// TxnState is a transactional id's state, as TransactionDescription shows
+// it. (The transaction coordinators' records, which hold it too, are in
+// sluice.coordinator.v1.)
 type TxnState int32
 
 const (
@@ -89,344 +91,11 @@ func (TxnState) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_txn_proto_rawDescGZIP(), []int{0}
 }
 
-// TxnEndedBy says who ended a transaction.
-type TxnEndedBy int32
-
-const (
-	TxnEndedBy_TXN_ENDED_BY_UNSPECIFIED TxnEndedBy = 0
-	// The producer's EndTransaction.
-	TxnEndedBy_TXN_ENDED_BY_CLIENT TxnEndedBy = 1
-	// The coordinator: the transaction outlived its timeout.
-	TxnEndedBy_TXN_ENDED_BY_TIMEOUT TxnEndedBy = 2
-	// A new incarnation's InitProducer aborted it.
-	TxnEndedBy_TXN_ENDED_BY_INIT TxnEndedBy = 3
-)
-
-// Enum value maps for TxnEndedBy.
-var (
-	TxnEndedBy_name = map[int32]string{
-		0: "TXN_ENDED_BY_UNSPECIFIED",
-		1: "TXN_ENDED_BY_CLIENT",
-		2: "TXN_ENDED_BY_TIMEOUT",
-		3: "TXN_ENDED_BY_INIT",
-	}
-	TxnEndedBy_value = map[string]int32{
-		"TXN_ENDED_BY_UNSPECIFIED": 0,
-		"TXN_ENDED_BY_CLIENT":      1,
-		"TXN_ENDED_BY_TIMEOUT":     2,
-		"TXN_ENDED_BY_INIT":        3,
-	}
-)
-
-func (x TxnEndedBy) Enum() *TxnEndedBy {
-	p := new(TxnEndedBy)
-	*p = x
-	return p
-}
-
-func (x TxnEndedBy) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (TxnEndedBy) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_v1_txn_proto_enumTypes[1].Descriptor()
-}
-
-func (TxnEndedBy) Type() protoreflect.EnumType {
-	return &file_sluice_v1_txn_proto_enumTypes[1]
-}
-
-func (x TxnEndedBy) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use TxnEndedBy.Descriptor instead.
-func (TxnEndedBy) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_txn_proto_rawDescGZIP(), []int{1}
-}
-
-// TxnRecordKey and TxnRecordValue are the records of the internal
-// transaction state topic (__transaction_state, system tenant): the key
-// names a transactional id, the value is that id's whole state after one
-// transition of its transaction coordinator (dataplane/txn), so the last
-// record of a key is its state. A record without a value (a tombstone)
-// forgets the id. Internal; not an API.
-type TxnRecordKey struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	TenantId        string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	TransactionalId string                 `protobuf:"bytes,2,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
-}
-
-func (x *TxnRecordKey) Reset() {
-	*x = TxnRecordKey{}
-	mi := &file_sluice_v1_txn_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TxnRecordKey) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TxnRecordKey) ProtoMessage() {}
-
-func (x *TxnRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_txn_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TxnRecordKey.ProtoReflect.Descriptor instead.
-func (*TxnRecordKey) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_txn_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *TxnRecordKey) GetTenantId() string {
-	if x != nil {
-		return x.TenantId
-	}
-	return ""
-}
-
-func (x *TxnRecordKey) GetTransactionalId() string {
-	if x != nil {
-		return x.TransactionalId
-	}
-	return ""
-}
-
-// TxnPartition is a partition in a transaction, by topic id.
-type TxnPartition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TopicId       string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *TxnPartition) Reset() {
-	*x = TxnPartition{}
-	mi := &file_sluice_v1_txn_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TxnPartition) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TxnPartition) ProtoMessage() {}
-
-func (x *TxnPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_txn_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TxnPartition.ProtoReflect.Descriptor instead.
-func (*TxnPartition) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_txn_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *TxnPartition) GetTopicId() string {
-	if x != nil {
-		return x.TopicId
-	}
-	return ""
-}
-
-func (x *TxnPartition) GetPartition() int32 {
-	if x != nil {
-		return x.Partition
-	}
-	return 0
-}
-
-type TxnRecordValue struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The producer id and epoch: those the producer uses (Empty, Ongoing,
-	// Complete*), or during Prepare* those the markers carry (the ended
-	// transaction's producer id, its epoch bumped).
-	ProducerId    int64    `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	ProducerEpoch int32    `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
-	TimeoutMs     int64    `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	State         TxnState `protobuf:"varint,4,opt,name=state,proto3,enum=sluice.v1.TxnState" json:"state,omitempty"`
-	// The partitions and groups in the transaction (Ongoing, Prepare*,
-	// Complete*: the last transaction's).
-	Partitions   []*TxnPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	Groups       []string        `protobuf:"bytes,6,rep,name=groups,proto3" json:"groups,omitempty"`
-	UpdateTimeMs int64           `protobuf:"varint,7,opt,name=update_time_ms,json=updateTimeMs,proto3" json:"update_time_ms,omitempty"`
-	// When the transaction began (its first partition or group).
-	StartTimeMs int64 `protobuf:"varint,8,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
-	// During Prepare*, when the bumped epoch is the last an int16 holds: the
-	// producer id the producer moves to (epoch 0) at Complete*; else 0.
-	NextProducerId int64 `protobuf:"varint,9,opt,name=next_producer_id,json=nextProducerId,proto3" json:"next_producer_id,omitempty"`
-	// After an end (Prepare*, Complete*): the producer id and epoch the
-	// ended transaction's producer used, and who ended it; -1 when none.
-	LastProducerId    int64      `protobuf:"varint,10,opt,name=last_producer_id,json=lastProducerId,proto3" json:"last_producer_id,omitempty"`
-	LastProducerEpoch int32      `protobuf:"varint,11,opt,name=last_producer_epoch,json=lastProducerEpoch,proto3" json:"last_producer_epoch,omitempty"`
-	EndedBy           TxnEndedBy `protobuf:"varint,12,opt,name=ended_by,json=endedBy,proto3,enum=sluice.v1.TxnEndedBy" json:"ended_by,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
-}
-
-func (x *TxnRecordValue) Reset() {
-	*x = TxnRecordValue{}
-	mi := &file_sluice_v1_txn_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TxnRecordValue) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TxnRecordValue) ProtoMessage() {}
-
-func (x *TxnRecordValue) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_txn_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TxnRecordValue.ProtoReflect.Descriptor instead.
-func (*TxnRecordValue) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_txn_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *TxnRecordValue) GetProducerId() int64 {
-	if x != nil {
-		return x.ProducerId
-	}
-	return 0
-}
-
-func (x *TxnRecordValue) GetProducerEpoch() int32 {
-	if x != nil {
-		return x.ProducerEpoch
-	}
-	return 0
-}
-
-func (x *TxnRecordValue) GetTimeoutMs() int64 {
-	if x != nil {
-		return x.TimeoutMs
-	}
-	return 0
-}
-
-func (x *TxnRecordValue) GetState() TxnState {
-	if x != nil {
-		return x.State
-	}
-	return TxnState_TXN_STATE_UNSPECIFIED
-}
-
-func (x *TxnRecordValue) GetPartitions() []*TxnPartition {
-	if x != nil {
-		return x.Partitions
-	}
-	return nil
-}
-
-func (x *TxnRecordValue) GetGroups() []string {
-	if x != nil {
-		return x.Groups
-	}
-	return nil
-}
-
-func (x *TxnRecordValue) GetUpdateTimeMs() int64 {
-	if x != nil {
-		return x.UpdateTimeMs
-	}
-	return 0
-}
-
-func (x *TxnRecordValue) GetStartTimeMs() int64 {
-	if x != nil {
-		return x.StartTimeMs
-	}
-	return 0
-}
-
-func (x *TxnRecordValue) GetNextProducerId() int64 {
-	if x != nil {
-		return x.NextProducerId
-	}
-	return 0
-}
-
-func (x *TxnRecordValue) GetLastProducerId() int64 {
-	if x != nil {
-		return x.LastProducerId
-	}
-	return 0
-}
-
-func (x *TxnRecordValue) GetLastProducerEpoch() int32 {
-	if x != nil {
-		return x.LastProducerEpoch
-	}
-	return 0
-}
-
-func (x *TxnRecordValue) GetEndedBy() TxnEndedBy {
-	if x != nil {
-		return x.EndedBy
-	}
-	return TxnEndedBy_TXN_ENDED_BY_UNSPECIFIED
-}
-
 var File_sluice_v1_txn_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_txn_proto_rawDesc = "" +
 	"\n" +
-	"\x13sluice/v1/txn.proto\x12\tsluice.v1\"V\n" +
-	"\fTxnRecordKey\x12\x1b\n" +
-	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12)\n" +
-	"\x10transactional_id\x18\x02 \x01(\tR\x0ftransactionalId\"G\n" +
-	"\fTxnPartition\x12\x19\n" +
-	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xf3\x03\n" +
-	"\x0eTxnRecordValue\x12\x1f\n" +
-	"\vproducer_id\x18\x01 \x01(\x03R\n" +
-	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12\x1d\n" +
-	"\n" +
-	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12)\n" +
-	"\x05state\x18\x04 \x01(\x0e2\x13.sluice.v1.TxnStateR\x05state\x127\n" +
-	"\n" +
-	"partitions\x18\x05 \x03(\v2\x17.sluice.v1.TxnPartitionR\n" +
-	"partitions\x12\x16\n" +
-	"\x06groups\x18\x06 \x03(\tR\x06groups\x12$\n" +
-	"\x0eupdate_time_ms\x18\a \x01(\x03R\fupdateTimeMs\x12\"\n" +
-	"\rstart_time_ms\x18\b \x01(\x03R\vstartTimeMs\x12(\n" +
-	"\x10next_producer_id\x18\t \x01(\x03R\x0enextProducerId\x12(\n" +
-	"\x10last_producer_id\x18\n" +
-	" \x01(\x03R\x0elastProducerId\x12.\n" +
-	"\x13last_producer_epoch\x18\v \x01(\x05R\x11lastProducerEpoch\x120\n" +
-	"\bended_by\x18\f \x01(\x0e2\x15.sluice.v1.TxnEndedByR\aendedBy*\xc9\x01\n" +
+	"\x13sluice/v1/txn.proto\x12\tsluice.v1*\xc9\x01\n" +
 	"\bTxnState\x12\x19\n" +
 	"\x15TXN_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fTXN_STATE_EMPTY\x10\x01\x12\x15\n" +
@@ -434,13 +103,7 @@ const file_sluice_v1_txn_proto_rawDesc = "" +
 	"\x18TXN_STATE_PREPARE_COMMIT\x10\x03\x12\x1b\n" +
 	"\x17TXN_STATE_PREPARE_ABORT\x10\x04\x12\x1d\n" +
 	"\x19TXN_STATE_COMPLETE_COMMIT\x10\x05\x12\x1c\n" +
-	"\x18TXN_STATE_COMPLETE_ABORT\x10\x06*t\n" +
-	"\n" +
-	"TxnEndedBy\x12\x1c\n" +
-	"\x18TXN_ENDED_BY_UNSPECIFIED\x10\x00\x12\x17\n" +
-	"\x13TXN_ENDED_BY_CLIENT\x10\x01\x12\x18\n" +
-	"\x14TXN_ENDED_BY_TIMEOUT\x10\x02\x12\x15\n" +
-	"\x11TXN_ENDED_BY_INIT\x10\x03B\x91\x01\n" +
+	"\x18TXN_STATE_COMPLETE_ABORT\x10\x06B\x91\x01\n" +
 	"\rcom.sluice.v1B\bTxnProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -456,24 +119,16 @@ func file_sluice_v1_txn_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_txn_proto_rawDescData
 }
 
-var file_sluice_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_sluice_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_sluice_v1_txn_proto_goTypes = []any{
-	(TxnState)(0),          // 0: sluice.v1.TxnState
-	(TxnEndedBy)(0),        // 1: sluice.v1.TxnEndedBy
-	(*TxnRecordKey)(nil),   // 2: sluice.v1.TxnRecordKey
-	(*TxnPartition)(nil),   // 3: sluice.v1.TxnPartition
-	(*TxnRecordValue)(nil), // 4: sluice.v1.TxnRecordValue
+	(TxnState)(0), // 0: sluice.v1.TxnState
 }
 var file_sluice_v1_txn_proto_depIdxs = []int32{
-	0, // 0: sluice.v1.TxnRecordValue.state:type_name -> sluice.v1.TxnState
-	3, // 1: sluice.v1.TxnRecordValue.partitions:type_name -> sluice.v1.TxnPartition
-	1, // 2: sluice.v1.TxnRecordValue.ended_by:type_name -> sluice.v1.TxnEndedBy
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0, // [0:0] is the sub-list for method output_type
+	0, // [0:0] is the sub-list for method input_type
+	0, // [0:0] is the sub-list for extension type_name
+	0, // [0:0] is the sub-list for extension extendee
+	0, // [0:0] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_txn_proto_init() }
@@ -486,15 +141,14 @@ func file_sluice_v1_txn_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_txn_proto_rawDesc), len(file_sluice_v1_txn_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   3,
+			NumEnums:      1,
+			NumMessages:   0,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_sluice_v1_txn_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_txn_proto_depIdxs,
 		EnumInfos:         file_sluice_v1_txn_proto_enumTypes,
-		MessageInfos:      file_sluice_v1_txn_proto_msgTypes,
 	}.Build()
 	File_sluice_v1_txn_proto = out.File
 	file_sluice_v1_txn_proto_goTypes = nil

@@ -1,0 +1,331 @@
+package coordinator
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/sluicemq/sluice/dataplane/group"
+	"github.com/sluicemq/sluice/dataplane/runtime"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+)
+
+// Shard is the group coordinator's state machine on one offsets partition:
+// the groups' committed offsets, static members' incarnations and
+// transactions' pending offsets as the partition's records hold them
+// (state), and the groups' membership (dataplane/group), in memory only.
+// It does no I/O: each operation returns the records to write and the
+// answer (membership changes at once: it is not persisted), and Replay
+// applies a written record (dataplane/runtime hosts it; Coordinator is
+// the hosted shard's API). Not safe for concurrent use: the runtime
+// serialises its calls.
+type Shard struct {
+	cfg ShardConfig
+	st  state
+}
+
+// ShardConfig configures a Shard.
+type ShardConfig struct {
+	// SessionTimeout and HeartbeatInterval are every group's
+	// (group.Config); the members' sessions are checked every
+	// HeartbeatInterval.
+	SessionTimeout, HeartbeatInterval time.Duration
+	// Logger: nil discards.
+	Logger *slog.Logger
+	// Metrics: nil counts nothing.
+	Metrics *Metrics
+}
+
+// NewShard returns an empty shard (a partition with no records).
+func NewShard(cfg ShardConfig) *Shard {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Shard{cfg: cfg, st: newState()}
+}
+
+// opKey is the runtime key of a group's operations.
+func opKey(gk GroupKey) string { return gk.Tenant + "\x00" + gk.Group }
+
+// Replay applies one record of the offsets partition at its offset.
+func (s *Shard) Replay(offset int64, r runtime.Record) error {
+	k, v, err := decodeGroupRecord(r)
+	if err != nil {
+		return err
+	}
+	s.st.apply(offset, k, v)
+	return nil
+}
+
+// Loaded arms the members' expiry.
+func (s *Shard) Loaded(now time.Time) runtime.Update {
+	return runtime.Update{Timers: []runtime.Timer{s.expiryTimer(now)}}
+}
+
+// expiryTimer checks the members' sessions every HeartbeatInterval (under
+// the empty key: it writes nothing).
+func (s *Shard) expiryTimer(now time.Time) runtime.Timer {
+	interval := s.cfg.HeartbeatInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	return runtime.Timer{At: now.Add(interval), Op: func(now time.Time) (runtime.Update, error) {
+		s.Expire(now)
+		return runtime.Update{Timers: []runtime.Timer{s.expiryTimer(now)}}, nil
+	}}
+}
+
+// write is the Result writing recs.
+func write(recs ...groupRecord) (runtime.Result[struct{}], error) {
+	rs, err := encodeAll(recs)
+	return runtime.Result[struct{}]{Update: runtime.Update{Records: rs}}, err
+}
+
+// Known reports whether the shard knows the group (its offsets,
+// incarnations or members).
+func (s *Shard) Known(gk GroupKey) bool { return s.st.groups[gk] != nil }
+
+// CommitOffsets writes the group's offsets, stamped now; a later commit of
+// the same partition wins (in log order). A partition with offsets
+// pending in an open transaction is refused (ErrUnstableOffset, wrapped):
+// retry once the transaction ends.
+func (s *Shard) CommitOffsets(gk GroupKey, offsets []OffsetCommit, now time.Time) (runtime.Result[struct{}], error) {
+	recs := make([]groupRecord, len(offsets))
+	tps := make([]TopicPartition, len(offsets))
+	for i, oc := range offsets {
+		recs[i] = offsetRecord(gk.Tenant, gk.Group, oc, now)
+		tps[i] = TopicPartition{oc.TopicID, oc.Offset.GetPartition()}
+	}
+	if err := s.unstable(gk, tps); err != nil {
+		return runtime.Result[struct{}]{}, err
+	}
+	return write(recs...)
+}
+
+// DeleteGroup writes the group's deletion: its committed offsets and
+// static-member incarnations are gone. A group with offsets pending in an
+// open transaction is refused (ErrUnstableOffset, wrapped).
+func (s *Shard) DeleteGroup(gk GroupKey) (runtime.Result[struct{}], error) {
+	if err := s.unstable(gk, nil); err != nil {
+		return runtime.Result[struct{}]{}, err
+	}
+	return write(groupDeletedRecord(gk.Tenant, gk.Group))
+}
+
+// Offsets returns a copy of the group's committed offsets (nil when none).
+func (s *Shard) Offsets(gk GroupKey) map[TopicPartition]Committed {
+	g := s.st.groups[gk]
+	if g == nil {
+		return nil
+	}
+	return maps.Clone(g.offsets)
+}
+
+// CommittedOffsets returns a copy of every group's committed offsets
+// (groups without any are left out).
+func (s *Shard) CommittedOffsets() map[GroupKey]map[TopicPartition]Committed {
+	out := make(map[GroupKey]map[TopicPartition]Committed, len(s.st.groups))
+	for gk, gs := range s.st.groups {
+		if len(gs.offsets) == 0 {
+			continue
+		}
+		out[gk] = maps.Clone(gs.offsets)
+	}
+	return out
+}
+
+// CheckCommitter allows a commit from a group member for partitions it
+// owns at its epoch (and, for a static member, as its latest incarnation),
+// or from outside the group (no member id) while the group has no members.
+// A refusal wraps ErrGroupActive or one of dataplane/group's errors
+// (ErrUnknownMember, ErrFencedInstanceID, ErrFencedMemberEpoch,
+// ErrNotOwned, ErrInvalid).
+func (s *Shard) CheckCommitter(gk GroupKey, memberID, instanceID string, memberEpoch int32, offsets []*sluicev1.PartitionOffset, now time.Time) error {
+	var g *group.Group
+	gs := s.st.groups[gk]
+	if gs != nil {
+		g = gs.members
+	}
+	if memberID == "" {
+		if g != nil && !g.Empty(now) {
+			return fmt.Errorf("group %q %w: commit as one of them (member id and epoch), or stop them first", gk.Group, ErrGroupActive)
+		}
+		return nil
+	}
+	if g == nil {
+		// No heartbeat here since this coordinator took over: only the
+		// persisted incarnations can tell.
+		if gs != nil && instanceID != "" {
+			if cur, ok := gs.instances[instanceID]; ok && cur != memberID {
+				return fmt.Errorf("%w: instance id %q belongs to member %s, not %s: another process joined with it", group.ErrFencedInstanceID, instanceID, cur, memberID)
+			}
+		}
+		return fmt.Errorf("%w %q in group %q", group.ErrUnknownMember, memberID, gk.Group)
+	}
+	for _, po := range offsets {
+		if err := g.Owns(now, memberID, instanceID, memberEpoch, po.GetTopic(), po.GetPartition()); err != nil {
+			return fmt.Errorf("commit for topic %q partition %d: %w", po.GetTopic(), po.GetPartition(), err)
+		}
+	}
+	return nil
+}
+
+// members returns the group's state machine, creating it on first use. A
+// group that has committed offsets or static members but no members here
+// may have lived on another coordinator before a failover: its members get
+// a moment to rejoin with the partitions they own before any is handed to
+// another.
+func (s *Shard) members(gk GroupKey, assignor string) (*group.Group, error) {
+	gs := s.st.group(gk)
+	if gs.members != nil {
+		return gs.members, nil
+	}
+	cfg := group.Config{Assignor: assignor, SessionTimeout: s.cfg.SessionTimeout, HeartbeatInterval: s.cfg.HeartbeatInterval}
+	if len(gs.offsets) > 0 || len(gs.instances) > 0 || len(gs.pending) > 0 {
+		cfg.InitialAssignmentDelay = 2 * s.cfg.HeartbeatInterval
+	}
+	g, err := group.New(gk.Group, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for instanceID, memberID := range gs.instances {
+		if err := g.RestoreInstance(instanceID, memberID); err != nil {
+			return nil, err
+		}
+	}
+	gs.members = g
+	return g, nil
+}
+
+// count adds the group's new rebalances and revocations to Metrics.
+func (s *Shard) count(gs *groupState) {
+	if gs.members == nil || s.cfg.Metrics == nil {
+		return
+	}
+	r, v := gs.members.Counters()
+	if d := r - gs.rebalances; d > 0 && s.cfg.Metrics.Rebalances != nil {
+		s.cfg.Metrics.Rebalances.Add(float64(d))
+	}
+	if d := v - gs.revoked; d > 0 && s.cfg.Metrics.Revoked != nil {
+		s.cfg.Metrics.Revoked.Add(float64(d))
+	}
+	gs.rebalances, gs.revoked = r, v
+}
+
+// HeartbeatResult is a heartbeat's answer; Persist says it writes a
+// static member's new incarnation (answered once written).
+type HeartbeatResult struct {
+	group.HeartbeatResponse
+	Persist bool
+}
+
+// Heartbeat runs one member heartbeat (group.Group.Heartbeat), creating
+// the group with assignor on first use; topics is the tenant's current
+// view of partition counts. The membership changes at once. A static
+// member's join that makes a new incarnation (a new member id for its
+// instance id, replacing and fencing the previous one) returns the
+// incarnation's record: the answer waits for it, so that no coordinator
+// taking over later lets the fenced process back in. If the write fails
+// the member stays replaced here (the old one fenced) and the caller's
+// retry, a join again, replaces it once more.
+func (s *Shard) Heartbeat(gk GroupKey, assignor string, topics group.Topics, req group.HeartbeatRequest, now time.Time) (runtime.Result[HeartbeatResult], error) {
+	var none runtime.Result[HeartbeatResult]
+	g, err := s.members(gk, assignor)
+	if err != nil {
+		return none, err
+	}
+	res, err := g.Heartbeat(now, req, topics)
+	gs := s.st.groups[gk]
+	s.count(gs)
+	if err != nil {
+		return none, err
+	}
+	out := runtime.Result[HeartbeatResult]{Response: HeartbeatResult{HeartbeatResponse: res}}
+	if req.InstanceID != "" && req.MemberEpoch == group.JoinEpoch && gs.instances[req.InstanceID] != res.MemberID {
+		r, err := staticMemberRecord(gk.Tenant, gk.Group, req.InstanceID, res.MemberID, now).encode()
+		if err != nil {
+			return none, err
+		}
+		out.Records = []runtime.Record{r}
+		out.Response.Persist = true
+	}
+	return out, nil
+}
+
+// Leave removes a member (group.Group.Leave).
+func (s *Shard) Leave(gk GroupKey, memberID, instanceID string, now time.Time) error {
+	gs := s.st.groups[gk]
+	if gs == nil || gs.members == nil {
+		return fmt.Errorf("%w %q in group %q", group.ErrUnknownMember, memberID, gk.Group)
+	}
+	return gs.members.Leave(now, memberID, instanceID)
+}
+
+// Expire removes members whose session expired, in every group.
+func (s *Shard) Expire(now time.Time) {
+	for gk, gs := range s.st.groups {
+		if gs.members == nil {
+			continue
+		}
+		for _, id := range gs.members.Expire(now) {
+			s.cfg.Logger.Info("group member session expired", "tenant", gk.Tenant, "group", gk.Group, "member", id)
+		}
+		s.count(gs)
+	}
+}
+
+// Summaries lists a tenant's groups (in no order).
+func (s *Shard) Summaries(tenantID string, now time.Time) []*sluicev1.GroupSummary {
+	var out []*sluicev1.GroupSummary
+	for gk, gs := range s.st.groups {
+		if gk.Tenant != tenantID {
+			continue
+		}
+		sum := &sluicev1.GroupSummary{Group: gk.Group, State: "empty"}
+		if gs.members != nil {
+			d := gs.members.Describe(now)
+			sum.State, sum.Members = string(d.State), int32(len(d.Members))
+		}
+		out = append(out, sum)
+	}
+	return out
+}
+
+// Description is a group's membership and committed offsets (Describe).
+type Description struct {
+	Group   group.GroupDescription
+	Offsets map[TopicPartition]Committed
+	Known   bool
+}
+
+// Describe returns the group's membership (zero when it has none here)
+// and a copy of its committed offsets; Known is false for a group unknown
+// here.
+func (s *Shard) Describe(gk GroupKey, now time.Time) Description {
+	gs := s.st.groups[gk]
+	if gs == nil {
+		return Description{}
+	}
+	d := Description{Offsets: maps.Clone(gs.offsets), Known: true}
+	if gs.members != nil {
+		d.Group = gs.members.Describe(now)
+	}
+	return d
+}
+
+// GroupsByTenant counts the groups known (with committed offsets, static
+// members or members here), per tenant.
+func (s *Shard) GroupsByTenant() map[string]int {
+	out := map[string]int{}
+	for gk := range s.st.groups {
+		out[gk.Tenant]++
+	}
+	return out
+}
+
+// Active reports whether the group has members.
+func (s *Shard) Active(gk GroupKey, now time.Time) bool {
+	gs := s.st.groups[gk]
+	return gs != nil && gs.members != nil && !gs.members.Empty(now)
+}
