@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -214,17 +213,38 @@ func TestCLIEdges(t *testing.T) {
 	})
 }
 
-var jsonKey = regexp.MustCompile(`"([^"\\]*)":`)
-
 // requireJSONStyle checks text is -o json as docs/cli.md says: valid JSON,
 // lowerCamelCase keys, no double space but in the indentation.
 func requireJSONStyle(t *testing.T, text string, args []string) {
 	t.Helper()
 	require.True(t, json.Valid([]byte(text)), "%q: %s", args, text)
-	for _, m := range jsonKey.FindAllStringSubmatch(text, -1) {
-		require.Regexp(t, `^[a-z][A-Za-z0-9]*$`, m[1], "%q: key %q is not lowerCamelCase", args, m[1])
-	}
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(text), &v))
+	requireKeyStyle(t, v, false, args)
 	for _, l := range strings.Split(text, "\n") {
 		require.NotContains(t, strings.TrimLeft(l, " "), "  ", "%q: a double space in %q", args, l)
+	}
+}
+
+// requireKeyStyle checks every field name in v is lowerCamelCase. The keys
+// of a "values" object are not field names but the names of limits and
+// usage dimensions (a proto map keyed by them: limit/table.go), spelled
+// snake_case everywhere.
+func requireKeyStyle(t *testing.T, v any, names bool, args []string) {
+	t.Helper()
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if names {
+				require.Regexp(t, `^[a-z][a-z0-9_]*$`, k, "%q: name %q is not snake_case", args, k)
+			} else {
+				require.Regexp(t, `^[a-z][A-Za-z0-9]*$`, k, "%q: key %q is not lowerCamelCase", args, k)
+			}
+			requireKeyStyle(t, e, !names && k == "values", args)
+		}
+	case []any:
+		for _, e := range v {
+			requireKeyStyle(t, e, false, args)
+		}
 	}
 }
