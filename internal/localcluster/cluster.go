@@ -225,7 +225,10 @@ func (c *Cluster) fail(err error) {
 // StopBroker, does not count). Take the error at most once.
 func (c *Cluster) Failed() <-chan error { return c.failed }
 
-// Faults is the cluster's fault injection (AddFault, ClearFaults).
+// ControlPlane is the control plane's server (its store, its metrics).
+func (c *Cluster) ControlPlane() *controlplane.Server { return c.cp }
+
+// Faults is the cluster's fault injection (AddFault, Clear).
 func (c *Cluster) Faults() *Faults { return c.faults }
 
 // AddFault is Faults().Add.
