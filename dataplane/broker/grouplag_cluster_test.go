@@ -34,7 +34,7 @@ type lagCluster struct {
 	topics   sluicev1connect.TopicServiceClient // on the control plane
 	cp       *controlplane.Server
 	cluster  *localcluster.Cluster // for its faults
-	endpoint string // the control plane's API
+	endpoint string                // the control plane's API
 	// cpMetrics and brokerMetrics (by broker index) are the operator
 	// listeners' URLs.
 	cpMetrics     string
