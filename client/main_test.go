@@ -3,19 +3,18 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/controlplane"
 	"github.com/sluicemq/sluice/dataplane/broker"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/localcluster"
+	"github.com/sluicemq/sluice/internal/localcluster/brokernode"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -25,6 +24,8 @@ import (
 var (
 	endpoint string // control plane, "http://127.0.0.1:port"
 	apiKey   string // the test tenant's key
+	// cluster is the package's cluster, for its faults (AddFault).
+	cluster *localcluster.Cluster
 )
 
 // The cluster's shared secrets.
@@ -48,82 +49,33 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// startCluster starts the package's cluster (internal/localcluster, as
+// sluice dev wires it) and signs the test tenant up on the pro plan, whose
+// topic limit fits every test and example.
 func startCluster(ctx context.Context, dir string) (func(), error) {
-	cfg := controlplane.DefaultConfig()
-	cfg.DatabaseURL = "sqlite:" + filepath.Join(dir, "cp.db")
-	cfg.BrokerToken, cfg.OperatorToken = brokerToken, operatorToken
-	cfg.DefaultReplicationFactor = 3
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, err := localcluster.New(ctx, localcluster.Options{
+		DataDir: dir, BrokerToken: brokerToken, OperatorToken: operatorToken,
+		NewBroker: brokernode.New(brokernode.Options{Config: func(bc *broker.Config) {
+			bc.RetentionCheckInterval = 200 * time.Millisecond
+			bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = 300*time.Millisecond, 10*time.Second
+		}}),
+	})
 	if err != nil {
 		return nil, err
 	}
-	cfg.ListenAddr = ln.Addr().String()
-	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{})
-	if err != nil {
-		return nil, err
+	stop := func() { _ = c.Close() }
+	cluster, endpoint = c, c.Endpoint
+	if err := c.StartBrokers(ctx); err != nil {
+		return stop, err
 	}
-	done := make(chan struct{}, 4)
-	go func() { _ = srv.Run(ctx, ln, nil); done <- struct{}{} }()
-	endpoint = "http://" + ln.Addr().String()
-	for i := range 3 {
-		bc := broker.DefaultConfig()
-		bc.ID = int32(i + 1)
-		bc.DataDir = filepath.Join(dir, fmt.Sprintf("broker-%d", i+1))
-		bc.ControlPlane = endpoint
-		bc.BrokerToken = brokerToken
-		bc.RetentionCheckInterval = 200 * time.Millisecond
-		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = 300*time.Millisecond, 10*time.Second
-		bln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		bc.ListenAddr, bc.AdvertisedAddr = bln.Addr().String(), bln.Addr().String()
-		b, err := broker.New(bc, broker.Deps{})
-		if err != nil {
-			return nil, err
-		}
-		go func() { _ = b.Run(ctx, bln, nil); done <- struct{}{} }()
+	if err := c.WaitBrokers(ctx, 30*time.Second); err != nil {
+		return stop, err
 	}
-	stop := func() {
-		for range 4 {
-			<-done
-		}
-		srv.Close()
-	}
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
-	op := sluicev1connect.NewOperatorServiceClient(hc, endpoint, connect.WithInterceptors(tenants.Bearer(operatorToken)))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := op.ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
-		live := 0
-		if err == nil {
-			for _, b := range res.Msg.GetBrokers() {
-				if b.GetLive() {
-					live++
-				}
-			}
-		}
-		if live == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return stop, fmt.Errorf("brokers not live after 30s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // poll: until the brokers are live
-	}
-	su, err := sluicev1connect.NewTenantServiceClient(hc, endpoint).Signup(ctx,
-		connect.NewRequest(&sluicev1.SignupRequest{Email: "sdk@example.com", TenantName: "sdk"}))
+	t, err := c.SignUp(ctx, "sdk@example.com", "sdk", "pro")
 	if err != nil {
 		return stop, err
 	}
-	apiKey = su.Msg.GetApiKeySecret()
-	// The pro plan's topic limit fits every test and example.
-	pro := "pro"
-	if _, err := op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: su.Msg.GetTenant().GetId(), Plan: &pro})); err != nil {
-		return stop, err
-	}
+	apiKey = t.APIKey
 	return stop, nil
 }
 

@@ -71,6 +71,11 @@ type Deps struct {
 	// TierStore, when set, turns on tiered storage: closed segments of
 	// tenant topics are copied to it and read back from it.
 	TierStore objstore.Store
+	// Interceptors, when set, run on every call of the client port's
+	// services, innermost (after authentication, inside the mapping of
+	// domain errors to Connect's, so they may return either). A test
+	// harness injects faults with them (internal/localcluster).
+	Interceptors []connect.Interceptor
 }
 
 type partKey struct {
@@ -237,6 +242,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		// Requests are billed and charged to the tenants' requests/s in
 		// the gate, before their bodies are read (admitCall).
 		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), errorInterceptor{b.logger}),
+		connect.WithInterceptors(deps.Interceptors...),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 		// Never gzip responses: record batches are compressed by their
 		// producers already, and gzipping fetches cost more CPU than

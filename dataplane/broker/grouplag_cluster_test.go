@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/internal/localcluster"
 	"github.com/sluicemq/sluice/tenants"
 	"github.com/sluicemq/sluice/tiered/objstore"
 )
@@ -33,7 +33,8 @@ type lagCluster struct {
 	groups   sluicev1connect.GroupServiceClient
 	topics   sluicev1connect.TopicServiceClient // on the control plane
 	cp       *controlplane.Server
-	endpoint string // the control plane's API
+	cluster  *localcluster.Cluster // for its faults
+	endpoint string                // the control plane's API
 	// cpMetrics and brokerMetrics (by broker index) are the operator
 	// listeners' URLs.
 	cpMetrics     string
@@ -68,52 +69,60 @@ type testClusterOpts struct {
 // The in-process cluster's broker and operator credentials.
 const testBrokerToken, testOperatorToken = "broker-secret-for-tests-0123456789", "operator-secret-for-tests-0123456789"
 
+// startTestCluster starts the cluster through internal/localcluster (as
+// sluice dev wires it), with brokers this package builds itself: it keeps
+// each *Broker, for the tests that look inside.
 func startTestCluster(t testing.TB, opts testClusterOpts) *lagCluster {
 	t.Helper()
 	const brokerToken, operatorToken = testBrokerToken, testOperatorToken
 	ctx, cancel := context.WithCancel(context.Background())
-	dir := t.TempDir()
-	cfg := controlplane.DefaultConfig()
-	cfg.DatabaseURL = "sqlite:" + filepath.Join(dir, "cp.db")
-	cfg.BrokerToken, cfg.OperatorToken = brokerToken, operatorToken
-	cfg.DefaultReplicationFactor = 3
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	cfg.ListenAddr = ln.Addr().String()
-	if opts.controlPlane != nil {
-		opts.controlPlane(&cfg)
-	}
-	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{})
-	require.NoError(t, err)
-	ops := listenLoopback(t)
-	cpDone := make(chan struct{})
-	go func() { _ = srv.Run(ctx, ln, ops); close(cpDone) }()
-	endpoint := "http://" + ln.Addr().String()
-
-	c := &lagCluster{cp: srv, endpoint: endpoint, cpMetrics: "http://" + ops.Addr().String(), brokerDeps: Deps{TierStore: opts.tier}, runCtx: ctx}
-	for i := range 3 {
+	c := &lagCluster{brokerDeps: Deps{TierStore: opts.tier}, runCtx: ctx}
+	newBroker := func(spec localcluster.BrokerSpec) (localcluster.Node, error) {
 		bc := DefaultConfig()
-		bc.ID = int32(i + 1)
-		bc.DataDir = filepath.Join(dir, fmt.Sprintf("broker-%d", i+1))
-		bc.ControlPlane = endpoint
-		bc.BrokerToken = brokerToken
+		bc.ID = spec.ID
+		bc.DataDir = spec.DataDir
+		bc.ControlPlane = spec.ControlPlane
+		bc.BrokerToken = spec.BrokerToken
 		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = 300*time.Millisecond, 10*time.Second
 		bc.GroupLagMetricsInterval = time.Hour // the test runs each computation itself
 		if opts.broker != nil {
 			opts.broker(&bc)
 		}
-		bln, err := net.Listen("tcp", "127.0.0.1:0")
+		bc.ListenAddr, bc.AdvertisedAddr = spec.Addr, spec.Addr
+		deps := c.brokerDeps
+		deps.Interceptors = spec.Interceptors
+		b, err := New(bc, deps)
+		if err != nil {
+			return nil, err
+		}
+		c.brokerMu.Lock()
+		defer c.brokerMu.Unlock()
+		if spec.Index < len(c.brokers) { // a restart
+			c.brokers[spec.Index] = b
+		} else {
+			c.brokers, c.brokerCfgs = append(c.brokers, b), append(c.brokerCfgs, bc)
+		}
+		return b, nil
+	}
+	lc, err := localcluster.New(ctx, localcluster.Options{
+		DataDir: t.TempDir(), MetricsAddr: "127.0.0.1:0", BrokerMetrics: true,
+		BrokerToken: brokerToken, OperatorToken: operatorToken, ControlPlane: opts.controlPlane, NewBroker: newBroker,
+	})
+	require.NoError(t, err)
+	c.cluster, c.cp, c.endpoint, c.cpMetrics = lc, lc.ControlPlane(), lc.Endpoint, "http://"+lc.MetricsAddr
+	endpoint := c.endpoint
+	if err := lc.StartBrokers(ctx); err != nil {
+		_ = lc.Close()
 		require.NoError(t, err)
-		bc.ListenAddr, bc.AdvertisedAddr = bln.Addr().String(), bln.Addr().String()
-		b, err := New(bc, c.brokerDeps)
-		require.NoError(t, err)
-		c.brokers = append(c.brokers, b)
-		bops := listenLoopback(t)
-		c.brokerMetrics = append(c.brokerMetrics, "http://"+bops.Addr().String())
-		bctx, stop := context.WithCancel(ctx)
-		bdone := make(chan struct{})
-		c.brokerCfgs, c.brokerStop, c.brokerDone = append(c.brokerCfgs, bc), append(c.brokerStop, stop), append(c.brokerDone, bdone)
-		go func() { _ = b.Run(bctx, bln, bops); close(bdone) }()
+	}
+	closed := make(chan struct{})
+	close(closed)
+	for i, b := range lc.Brokers() {
+		c.brokerMetrics = append(c.brokerMetrics, "http://"+b.MetricsAddr)
+		// stopBroker and restartBroker (txn_test.go) run a broker again
+		// outside the cluster, on runCtx.
+		c.brokerStop = append(c.brokerStop, func() { _ = lc.StopBroker(i) })
+		c.brokerDone = append(c.brokerDone, closed)
 	}
 	t.Cleanup(func() {
 		cancel()
@@ -122,8 +131,7 @@ func startTestCluster(t testing.TB, opts testClusterOpts) *lagCluster {
 			<-d
 		}
 		c.brokerMu.Unlock()
-		<-cpDone
-		srv.Close()
+		_ = lc.Close()
 	})
 
 	hc := h2c.Client()

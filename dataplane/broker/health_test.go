@@ -40,7 +40,9 @@ func TestBrokerHealthFollowsReadiness(t *testing.T) {
 	cpCtx, stopCP := context.WithCancel(context.Background())
 	defer stopCP()
 	// The control plane's port is bound but not served yet: the broker's
-	// calls to it wait in the listen backlog until it is.
+	// calls to it wait in the listen backlog until it is. (So this test
+	// wires its control plane and broker itself: internal/localcluster
+	// serves the control plane as soon as it starts.)
 	cpLn := listenLoopback(t)
 	cfg := controlplane.DefaultConfig()
 	cfg.DatabaseURL = "sqlite:" + filepath.Join(dir, "cp.db")

@@ -43,6 +43,8 @@ var rules = []rule{
 	{"dataplane/partition", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group"}, "a partition replica reaches its broker only through partition.Host, which the broker provides and wires", nil},
 	{"dataplane/derr", []string{"dataplane/broker", "dataplane/connecterr", "dataplane/coordinator", "dataplane/group", "dataplane/log", "dataplane/meter", "dataplane/partition", "dataplane/producerstate", "dataplane/quota", "dataplane/replica", "dataplane/txn", "gen", "record", "internal", "tiered", "tenants"}, "the domain errors are a leaf every data-plane layer and adapter imports", nil},
 	{"dataplane/connecterr", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/txn"}, "the Connect adapter's error mapping knows the domain errors and the API, not the services", nil},
+	{"internal/localcluster", []string{"dataplane"}, "the in-process cluster builds its brokers through a BrokerFunc, so that the broker's own tests can use it; only internal/localcluster/brokernode builds real ones", []string{"internal/localcluster/brokernode"}},
+	{"", []string{"internal/localcluster"}, "the in-process cluster wires both planes together: only sluice dev and tests start it", []string{"internal/localcluster", "cmd"}},
 	{"", []string{"cmd"}, "nothing imports cmd/", nil},
 	{"", []string{"internal/testenv", "internal/testcluster", "controlplane/storetest"}, "test harnesses are for tests only",
 		[]string{"internal/testenv", "internal/testcluster", "controlplane/storetest"}}, // they may use each other
@@ -159,7 +161,7 @@ func TestLayeringFindsAViolation(t *testing.T) {
 	}
 
 	deps := listDeps(t)
-	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/runtime", "record", "tiered", "cmd/sluice/cli", "internal/testenv", "limit", "limit/limitpb"} {
+	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/runtime", "record", "tiered", "cmd/sluice/cli", "internal/testenv", "limit", "limit/limitpb", "internal/localcluster", "internal/localcluster/brokernode"} {
 		if _, ok := deps[want]; !ok {
 			t.Errorf("package %s not listed: the rules name folders that no longer exist", want)
 		}

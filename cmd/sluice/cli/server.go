@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/dirlock"
+	"github.com/sluicemq/sluice/internal/localcluster"
+	"github.com/sluicemq/sluice/internal/localcluster/brokernode"
 	"github.com/sluicemq/sluice/tenants"
 	"github.com/sluicemq/sluice/tiered/objstore/folder"
 
@@ -140,23 +142,16 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	if err != nil {
 		return err
 	}
-	cfg := controlplane.DefaultConfig()
-	cfg.ListenAddr = listen
-	// Each process's operator listener on a free loopback port, printed
-	// below (a second dev, or a control plane on the defaults, may run).
-	cfg.MetricsAddr = "127.0.0.1:0"
-	cfg.DatabaseURL = "sqlite:" + filepath.Join(dataDir, "controlplane.db")
-	cfg.OperatorToken = secrets.OperatorToken
-	cfg.BrokerToken = secrets.BrokerToken
-	cfg.DefaultReplicationFactor = 3
-	// Local webhook receivers (http://localhost:…) are what dev is for.
-	cfg.WebhookAllowInsecureLoopback = true
-	// A local sandbox where scripts and test suites sign up tenant after
-	// tenant from one address: a signup limit that still bounds a runaway
-	// loop (100 at once, then 10 a second) instead of production's 5 at
-	// once, then 1 per 10 minutes.
-	cfg.ClientLimits.Signup = clientlimit.Limit{Burst: 100, Every: 100 * time.Millisecond}
-	cfg.BillingInterval = opts.billingInterval
+	cfgCP := func(cfg *controlplane.Config) {
+		// Local webhook receivers (http://localhost:…) are what dev is for.
+		cfg.WebhookAllowInsecureLoopback = true
+		// A local sandbox where scripts and test suites sign up tenant after
+		// tenant from one address: a signup limit that still bounds a runaway
+		// loop (100 at once, then 10 a second) instead of production's 5 at
+		// once, then 1 per 10 minutes.
+		cfg.ClientLimits.Signup = clientlimit.Limit{Burst: 100, Every: 100 * time.Millisecond}
+		cfg.BillingInterval = opts.billingInterval
+	}
 
 	// Start-up detail (migrations, listeners, registrations, the offsets
 	// topic's partitions) is logged at debug until the summary is printed:
@@ -165,96 +160,54 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	quiet.Store(true)
 	logger = slog.New(startupHandler{h: logger.Handler(), quiet: quiet})
 
-	// The brokers stop before the control plane (so that they do not
-	// warn about a control plane going away), both when ctx ends.
-	cpCtx, stopCP := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopCP()
-	brokersCtx, stopBrokers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBrokers()
-	addrc := make(chan [2]string, 1)
-	cpErr := make(chan error, 1)
+	// Tiered storage in a folder the three brokers share, as they would
+	// share a bucket.
+	objects, err := folder.New(filepath.Join(dataDir, "objects"))
+	if err != nil {
+		return fmt.Errorf("tiered storage: %w", err)
+	}
+	// The control plane on SQLite in the data dir and, below, three
+	// brokers in this process, each with its own folder and rack; they
+	// join the control plane like separate processes would. Each
+	// process's operator listener is on a free loopback port, printed
+	// below (a second dev, or a control plane on the defaults, may run).
 	cpStart := time.Now()
-	go func() {
-		cpErr <- runControlPlane(cpCtx, cfg, logger, func(addr, metrics string) { addrc <- [2]string{addr, metrics} })
-	}()
-	brokerErr := make(chan error, devBrokers)
-	started := 0
-	// shutdown stops what started, brokers first, and returns the first
-	// error of their runs (nil after a clean stop).
-	shutdown := func() error {
-		stopBrokers()
-		var err error
-		for range started {
-			if berr := <-brokerErr; berr != nil && err == nil {
-				err = berr
-			}
-		}
-		stopCP()
-		if cerr := <-cpErr; cerr != nil && err == nil {
-			err = cerr
-		}
+	cluster, err := localcluster.New(ctx, localcluster.Options{
+		DataDir: dataDir, Brokers: devBrokers, ListenAddr: listen, MetricsAddr: "127.0.0.1:0", BrokerMetrics: true,
+		BrokerToken: secrets.BrokerToken, OperatorToken: secrets.OperatorToken, ControlPlane: cfgCP, Logger: logger,
+		NewBroker: brokernode.New(brokernode.Options{Logger: logger, TierStore: objects, Config: func(bc *broker.Config) {
+			bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = opts.groupHeartbeat, opts.groupSession
+			bc.UsageReportInterval = opts.usageReportInterval
+			bc.QuotaExchangeInterval = opts.quotaExchangeInterval
+		}}),
+	})
+	if err != nil {
 		return err
 	}
 	// failed ends a start-up that did not finish: interrupted, it is a
-	// clean stop (exit 0); otherwise err says why.
+	// clean stop (exit 0); otherwise err says why. The brokers stop
+	// before the control plane (so that they do not warn about a control
+	// plane going away).
 	failed := func(err error) error {
-		serr := shutdown()
+		serr := cluster.Close()
 		if ctx.Err() != nil {
 			return serr
 		}
 		return err
 	}
-
-	var addr, cpMetrics string
-	select {
-	case err := <-cpErr:
-		return err
-	case a := <-addrc:
-		addr, cpMetrics = a[0], a[1]
-	case <-ctx.Done():
-		stopCP()
-		return <-cpErr
-	}
-	endpoint := "http://" + addr
+	endpoint := cluster.Endpoint
 	restart := secrets.APIKey != "" // brokers ran on this data dir before
 	if err := a.devTenant(ctx, dataDir, endpoint, &secrets); err != nil {
 		return failed(err)
 	}
-	// Tiered storage in a folder the three brokers share, as they would
-	// share a bucket.
-	objects, err := folder.New(filepath.Join(dataDir, "objects"))
-	if err != nil {
-		return failed(fmt.Errorf("tiered storage: %w", err))
+	if err := cluster.StartBrokers(ctx); err != nil {
+		return failed(err)
 	}
-	// Three brokers in this process, each with its own folder; they join
-	// the control plane like separate processes would.
-	brokers := make([]devBroker, devBrokers)
-	for i := range devBrokers {
-		bc := broker.DefaultConfig()
-		bc.ID = int32(i + 1)
-		bc.ListenAddr = "127.0.0.1:0"
-		bc.MetricsAddr = "127.0.0.1:0"
-		bc.DataDir = filepath.Join(dataDir, fmt.Sprintf("broker-%d", i+1))
-		bc.ControlPlane = endpoint
-		bc.BrokerToken = secrets.BrokerToken
-		bc.Rack = fmt.Sprintf("rack-%d", i+1)
-		bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = opts.groupHeartbeat, opts.groupSession
-		bc.UsageReportInterval = opts.usageReportInterval
-		bc.QuotaExchangeInterval = opts.quotaExchangeInterval
-		ready := make(chan [2]string, 1)
-		go func() {
-			brokerErr <- runBroker(brokersCtx, bc, logger, objects, func(addr, metrics string) { ready <- [2]string{addr, metrics} })
-		}()
-		started++
-		select {
-		case a := <-ready:
-			brokers[i] = devBroker{ID: bc.ID, Address: a[0], MetricsURL: "http://" + a[1] + "/metrics"}
-		case err := <-brokerErr:
-			started--
-			return failed(fmt.Errorf("start broker %d: %w", i+1, err))
-		}
+	var brokers []devBroker
+	for _, b := range cluster.Brokers() {
+		brokers = append(brokers, devBroker{ID: b.ID, Address: b.Addr, MetricsURL: "http://" + b.MetricsAddr + "/metrics"})
 	}
-	if err := waitBrokers(ctx, endpoint, secrets.OperatorToken, devBrokers); err != nil {
+	if err := cluster.WaitBrokers(ctx, 30*time.Second); err != nil {
 		return failed(err)
 	}
 	// Consumer groups and transactions work once the control plane has
@@ -270,7 +223,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	sum := devSummary{
 		Endpoint: endpoint, DataDir: dataDir, TenantID: secrets.TenantID, APIKey: secrets.APIKey,
 		Profile: "dev", CLIConfig: a.configPath, JWKSURL: endpoint + "/.well-known/jwks.json",
-		ControlPlaneMetricsURL: "http://" + cpMetrics + "/metrics", Brokers: brokers,
+		ControlPlaneMetricsURL: "http://" + cluster.MetricsAddr + "/metrics", Brokers: brokers,
 	}
 	if err := a.printDevSummary(sum); err != nil {
 		return failed(err)
@@ -281,24 +234,25 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	// partition is in sync again.
 	settleAfter := cpStart
 	if restart {
-		settleAfter = cpStart.Add(cfg.Controller.StartupGrace)
+		settleAfter = cpStart.Add(controlplane.DefaultConfig().Controller.StartupGrace)
 	}
+	settleCtx, stopSettle := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSettle()
 	go func() {
-		settle(cpCtx, sum.ControlPlaneMetricsURL, settleAfter)
+		settle(settleCtx, sum.ControlPlaneMetricsURL, settleAfter)
 		quiet.Store(false)
 	}()
 
 	// Run until ctx ends (Ctrl-C, SIGTERM) or a process fails.
 	select {
 	case <-ctx.Done():
-	case err := <-cpErr:
-		cpErr <- err // shutdown reads it
-	case err := <-brokerErr:
-		brokerErr <- err
+	case <-cluster.Failed(): // Close returns its error
 	}
-	if err := shutdown(); err != nil {
+	stopSettle()
+	if err := cluster.Close(); err != nil {
 		return err
 	}
+
 	if ctx.Err() != nil && a.output != "json" {
 		fmt.Fprintf(a.stdout, "Sluice dev stopped; state stays in %s.\n", dataDir)
 	}
@@ -577,38 +531,6 @@ exits 0.`,
 
 // devBrokers is how many brokers `sluice dev` runs.
 const devBrokers = 3
-
-// waitBrokers waits until n brokers have registered and are live.
-func waitBrokers(ctx context.Context, endpoint, operatorToken string, n int) error {
-	hc, err := httpClient(endpoint)
-	if err != nil {
-		return err
-	}
-	op := sluicev1connect.NewOperatorServiceClient(hc, endpoint, connect.WithInterceptors(tenants.Bearer(operatorToken)))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := op.ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
-		if err == nil {
-			live := 0
-			for _, b := range res.Msg.GetBrokers() {
-				if b.GetLive() {
-					live++
-				}
-			}
-			if live >= n {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("brokers did not join the control plane within 30s (last error: %v)", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
 // devSecrets are generated once per data dir.
 type devSecrets struct {

@@ -1,0 +1,431 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicemq/sluice/controlplane"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// Options say what cluster New starts.
+type Options struct {
+	// DataDir holds the control plane's SQLite file (unless DatabaseURL
+	// names another store) and one folder per broker, broker-<id>.
+	DataDir string
+	// Brokers is how many brokers StartBrokers starts (IDs 1 to Brokers);
+	// 3 when 0.
+	Brokers int
+	// ListenAddr is the control plane's API address; a free loopback port
+	// when empty.
+	ListenAddr string
+	// MetricsAddr, when set, is the control plane's operator listener
+	// (metrics, health, profiles); none when empty.
+	MetricsAddr string
+	// BrokerMetrics gives each broker an operator listener on a free
+	// loopback port.
+	BrokerMetrics bool
+	// DatabaseURL is the control plane's store: sqlite:<DataDir>/controlplane.db
+	// when empty; a postgres:// URL otherwise.
+	DatabaseURL string
+	// BrokerToken and OperatorToken are the cluster's shared secrets;
+	// fixed test values when empty.
+	BrokerToken, OperatorToken string
+	// ControlPlane, when set, adjusts the control plane's config after
+	// the fields above are applied.
+	ControlPlane func(*controlplane.Config)
+	// NewBroker builds each broker. Required by StartBrokers.
+	NewBroker BrokerFunc
+	// Logger is the control plane's (a BrokerFunc picks the brokers'); a
+	// discarding one when nil.
+	Logger *slog.Logger
+}
+
+// The secrets a cluster uses when Options leave them empty.
+const (
+	DefaultBrokerToken   = "broker-secret-for-tests-0123456789"
+	DefaultOperatorToken = "operator-secret-for-tests-0123456789"
+)
+
+// A BrokerSpec is what the cluster decides about one broker; a BrokerFunc
+// turns it into the broker's config.
+type BrokerSpec struct {
+	Index        int    // 0-based position in Cluster.Brokers
+	ID           int32  // Index+1
+	DataDir      string // <Options.DataDir>/broker-<ID>
+	ControlPlane string // the control plane's URL
+	BrokerToken  string
+	Rack         string // rack-<ID>
+	// Addr is the client port's address (the listener Run gets), to
+	// advertise.
+	Addr string
+	// Interceptors go on the broker's client port (its
+	// Deps.Interceptors): the cluster's fault injection.
+	Interceptors []connect.Interceptor
+}
+
+// A Node is a started broker.
+type Node interface {
+	// Run serves ln (the client port) and ops (the operator listener, or
+	// nil) until ctx ends.
+	Run(ctx context.Context, ln, ops net.Listener) error
+}
+
+// A BrokerFunc builds a broker from its spec. It is called again, with
+// the same spec, when a stopped broker restarts.
+type BrokerFunc func(BrokerSpec) (Node, error)
+
+// Cluster is a running in-process cluster.
+type Cluster struct {
+	opts   Options
+	logger *slog.Logger
+	// Endpoint is the control plane's URL, "http://host:port".
+	Endpoint string
+	// MetricsAddr is the control plane's operator listener address, ""
+	// without one.
+	MetricsAddr string
+	// BrokerToken and OperatorToken are the cluster's secrets.
+	BrokerToken, OperatorToken string
+
+	faults *Faults
+	cp     *controlplane.Server
+	stopCP context.CancelFunc
+	cpErr  chan error // Run's result, once
+
+	mu      sync.Mutex
+	brokers []*brokerProc
+	failed  chan error // a Run that ended on its own (buffered: the first)
+}
+
+// brokerProc is one broker and its current run.
+type brokerProc struct {
+	spec        BrokerSpec
+	metricsAddr string
+	node        Node       // nil while stopped
+	stop        func()     // ends the run
+	done        chan error // the run's result
+	running     bool
+}
+
+// BrokerInfo is one broker as a cluster's user sees it.
+type BrokerInfo struct {
+	ID   int32
+	Addr string // host:port of the client port
+	// MetricsAddr is the operator listener's address, "" without one.
+	MetricsAddr string
+	// Node is the broker (the BrokerFunc's answer); nil while stopped.
+	Node Node
+}
+
+// New starts the control plane and returns once it accepts connections.
+// A busy address is reported before the store is touched.
+func New(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("localcluster: no data dir")
+	}
+	if opts.Brokers == 0 {
+		opts.Brokers = 3
+	}
+	if opts.ListenAddr == "" {
+		opts.ListenAddr = "127.0.0.1:0"
+	}
+	if opts.DatabaseURL == "" {
+		opts.DatabaseURL = "sqlite:" + filepath.Join(opts.DataDir, "controlplane.db")
+	}
+	if opts.BrokerToken == "" {
+		opts.BrokerToken = DefaultBrokerToken
+	}
+	if opts.OperatorToken == "" {
+		opts.OperatorToken = DefaultOperatorToken
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg := controlplane.DefaultConfig()
+	cfg.ListenAddr = opts.ListenAddr
+	cfg.MetricsAddr = opts.MetricsAddr
+	cfg.DatabaseURL = opts.DatabaseURL
+	cfg.BrokerToken, cfg.OperatorToken = opts.BrokerToken, opts.OperatorToken
+	cfg.DefaultReplicationFactor = min(opts.Brokers, 3)
+	if opts.ControlPlane != nil {
+		opts.ControlPlane(&cfg)
+	}
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+	}
+	var ops net.Listener
+	if cfg.MetricsAddr != "" {
+		if ops, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("listen on metrics address %s: %w", cfg.MetricsAddr, err)
+		}
+	}
+	// The control plane outlives ctx's cancellation until Close: the
+	// brokers stop first.
+	cpCtx, stopCP := context.WithCancel(context.WithoutCancel(ctx))
+	srv, err := controlplane.New(cpCtx, cfg, controlplane.Deps{Logger: logger})
+	if err != nil {
+		stopCP()
+		ln.Close()
+		if ops != nil {
+			ops.Close()
+		}
+		return nil, err
+	}
+	c := &Cluster{
+		opts: opts, logger: logger, Endpoint: "http://" + ln.Addr().String(),
+		BrokerToken: cfg.BrokerToken, OperatorToken: cfg.OperatorToken,
+		faults: &Faults{}, cp: srv, stopCP: stopCP, cpErr: make(chan error, 1), failed: make(chan error, 1),
+	}
+	if ops != nil {
+		c.MetricsAddr = ops.Addr().String()
+	}
+	go func() {
+		err := srv.Run(cpCtx, ln, ops)
+		if cpCtx.Err() == nil {
+			c.fail(fmt.Errorf("control plane: %w", orStopped(err)))
+		}
+		c.cpErr <- err
+	}()
+	return c, nil
+}
+
+// orStopped is err, or an error saying a server stopped when it returned
+// nil on its own.
+func orStopped(err error) error {
+	if err == nil {
+		return errors.New("stopped")
+	}
+	return err
+}
+
+// fail records the first process that ended on its own.
+func (c *Cluster) fail(err error) {
+	select {
+	case c.failed <- err:
+	default:
+	}
+}
+
+// Failed is ready (with the error) when the control plane or a broker
+// ends without being asked to (a stopped broker, or one stopped by
+// StopBroker, does not count). Take the error at most once.
+func (c *Cluster) Failed() <-chan error { return c.failed }
+
+// ControlPlane is the control plane's server (its store, its metrics).
+func (c *Cluster) ControlPlane() *controlplane.Server { return c.cp }
+
+// Faults is the cluster's fault injection (AddFault, Clear).
+func (c *Cluster) Faults() *Faults { return c.faults }
+
+// AddFault is Faults().Add.
+func (c *Cluster) AddFault(f Fault) *FaultHandle { return c.faults.Add(f) }
+
+// StartBrokers starts the brokers, one after the other (in ID order: each
+// is built, binds its ports and runs before the next starts), and returns
+// once every one runs; not before they have registered (WaitBrokers).
+// A broker that fails to start stops the ones started before it.
+func (c *Cluster) StartBrokers(ctx context.Context) error {
+	if c.opts.NewBroker == nil {
+		return errors.New("localcluster: no NewBroker")
+	}
+	for i := range c.opts.Brokers {
+		id := int32(i + 1)
+		p := &brokerProc{spec: BrokerSpec{
+			Index: i, ID: id, DataDir: filepath.Join(c.opts.DataDir, fmt.Sprintf("broker-%d", id)),
+			ControlPlane: c.Endpoint, BrokerToken: c.BrokerToken, Rack: fmt.Sprintf("rack-%d", id),
+			Addr: "127.0.0.1:0", Interceptors: []connect.Interceptor{c.faults.interceptor(id)},
+		}}
+		if c.opts.BrokerMetrics {
+			p.metricsAddr = "127.0.0.1:0"
+		}
+		if err := c.run(p); err != nil {
+			return fmt.Errorf("start broker %d: %w", id, err)
+		}
+		c.mu.Lock()
+		c.brokers = append(c.brokers, p)
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// run binds p's ports (the addresses of its last run, when it had one),
+// builds the broker and runs it.
+func (c *Cluster) run(p *brokerProc) error {
+	ln, err := net.Listen("tcp", p.spec.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", p.spec.Addr, err)
+	}
+	var ops net.Listener
+	if p.metricsAddr != "" {
+		if ops, err = net.Listen("tcp", p.metricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on metrics address %s: %w", p.metricsAddr, err)
+		}
+		p.metricsAddr = ops.Addr().String()
+	}
+	p.spec.Addr = ln.Addr().String()
+	node, err := c.opts.NewBroker(p.spec)
+	if err != nil {
+		ln.Close()
+		if ops != nil {
+			ops.Close()
+		}
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	p.node, p.stop, p.done, p.running = node, stop, done, true
+	go func() {
+		err := node.Run(ctx, ln, ops)
+		if ctx.Err() == nil {
+			c.fail(fmt.Errorf("broker %d: %w", p.spec.ID, orStopped(err)))
+		}
+		done <- err
+	}()
+	return nil
+}
+
+// Brokers lists the brokers, by index (ID-1).
+func (c *Cluster) Brokers() []BrokerInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]BrokerInfo, len(c.brokers))
+	for i, p := range c.brokers {
+		out[i] = BrokerInfo{ID: p.spec.ID, Addr: p.spec.Addr, MetricsAddr: p.metricsAddr}
+		if p.running {
+			out[i].Node = p.node
+		}
+	}
+	return out
+}
+
+// StopBroker stops broker i (by index) and waits for its Run to return,
+// with that error. Stopping a stopped broker does nothing.
+func (c *Cluster) StopBroker(i int) error {
+	c.mu.Lock()
+	p := c.brokers[i]
+	if !p.running {
+		c.mu.Unlock()
+		return nil
+	}
+	p.running = false
+	c.mu.Unlock()
+	p.stop()
+	return <-p.done
+}
+
+// RestartBroker starts stopped broker i again on its folder and its
+// previous addresses (a restarted process), building it anew with the
+// BrokerFunc.
+func (c *Cluster) RestartBroker(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.brokers[i]
+	if p.running {
+		return fmt.Errorf("restart broker %d: it runs", p.spec.ID)
+	}
+	if err := c.run(p); err != nil {
+		return fmt.Errorf("restart broker %d: %w", p.spec.ID, err)
+	}
+	return nil
+}
+
+// Close stops the brokers, then the control plane (so that the brokers do
+// not warn of a control plane going away), and returns the first error of
+// their runs: nil after a clean stop.
+func (c *Cluster) Close() error {
+	var err error
+	for i := range c.Brokers() {
+		if berr := c.StopBroker(i); berr != nil && err == nil {
+			err = berr
+		}
+	}
+	c.stopCP()
+	if cerr := <-c.cpErr; cerr != nil && err == nil {
+		err = cerr
+	}
+	c.cpErr <- nil // a second Close returns at once
+	c.cp.Close()
+	return err
+}
+
+// WaitBrokers waits until the control plane counts every broker live,
+// for up to timeout.
+func (c *Cluster) WaitBrokers(ctx context.Context, timeout time.Duration) error {
+	return WaitLive(ctx, c.Endpoint, c.OperatorToken, c.opts.Brokers, timeout)
+}
+
+// WaitLive waits until n brokers have registered with the control plane
+// at endpoint and are live, for up to timeout.
+func WaitLive(ctx context.Context, endpoint, operatorToken string, n int, timeout time.Duration) error {
+	op := sluicev1connect.NewOperatorServiceClient(h2c.Client(), endpoint, connect.WithInterceptors(tenants.Bearer(operatorToken)))
+	deadline := time.Now().Add(timeout)
+	for {
+		res, err := op.ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
+		if err == nil {
+			live := 0
+			for _, b := range res.Msg.GetBrokers() {
+				if b.GetLive() {
+					live++
+				}
+			}
+			if live >= n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("brokers did not join the control plane within %v (last error: %v)", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// A Tenant is a signed-up tenant's credentials.
+type Tenant struct {
+	ID     string
+	APIKey string
+	// Token is a JWT for it, from the control plane's AuthService.
+	Token string
+}
+
+// SignUp signs a tenant up through the API and, unless plan is empty,
+// puts it on that plan (the operator's UpdateTenant).
+func (c *Cluster) SignUp(ctx context.Context, email, name, plan string) (Tenant, error) {
+	hc := h2c.Client()
+	su, err := sluicev1connect.NewTenantServiceClient(hc, c.Endpoint).Signup(ctx,
+		connect.NewRequest(&sluicev1.SignupRequest{Email: email, TenantName: name}))
+	if err != nil {
+		return Tenant{}, fmt.Errorf("sign up %s: %w", name, err)
+	}
+	t := Tenant{ID: su.Msg.GetTenant().GetId(), APIKey: su.Msg.GetApiKeySecret()}
+	if plan != "" {
+		op := sluicev1connect.NewOperatorServiceClient(hc, c.Endpoint, connect.WithInterceptors(tenants.Bearer(c.OperatorToken)))
+		if _, err := op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: t.ID, Plan: &plan})); err != nil {
+			return Tenant{}, fmt.Errorf("put %s on plan %s: %w", name, plan, err)
+		}
+	}
+	tok, err := sluicev1connect.NewAuthServiceClient(hc, c.Endpoint).CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: t.APIKey}))
+	if err != nil {
+		return Tenant{}, fmt.Errorf("log in as %s: %w", name, err)
+	}
+	t.Token = tok.Msg.GetToken()
+	return t, nil
+}

@@ -1,0 +1,32 @@
+// Package localcluster runs a Sluice cluster in one process: a control
+// plane and N brokers on loopback, as `sluice dev` runs them and as the
+// client, broker and in-process e2e tests boot them. It is the one place
+// that wires them together: New starts the control plane (SQLite in the
+// data dir by default, any store URL otherwise), StartBrokers starts the
+// brokers, each with its own folder, and WaitBrokers waits until the
+// control plane counts them live. A cluster exposes its endpoints, the
+// brokers' addresses, IDs and credentials, stops and restarts one broker
+// (failover tests) and stops everything, brokers first (Close).
+//
+// The package does not import the broker: a BrokerFunc builds each broker
+// from a BrokerSpec (internal/localcluster/brokernode builds real
+// dataplane/broker brokers; the broker's own tests, which cannot import a
+// package that imports theirs, pass their own). Neither the control plane
+// nor the data plane imports this package (internal/layering).
+//
+// # Faults
+//
+// Every broker's client port runs the cluster's fault interceptor
+// (BrokerSpec.Interceptors, which a BrokerFunc hands to the broker's
+// Deps.Interceptors): AddFault makes calls of one procedure on one broker
+// (or all), for one topic and partition (when the request names them),
+// fail with a given domain or Connect error, wait, or lose their answer,
+// for a bounded number of calls, in the manner of franz-go's kfake. See
+// Fault.
+//
+// # Goroutines
+//
+// The control plane's Run and each broker's Run have a goroutine each,
+// owned by the cluster; Close (or StopBroker for one broker) cancels and
+// waits for them. A Cluster's methods are safe for concurrent use.
+package localcluster

@@ -1,0 +1,282 @@
+package localcluster
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// AnyPartition in Fault.Partition matches every partition of the topic.
+const AnyPartition int32 = -1
+
+// A Fault changes how brokers answer the calls it matches, as franz-go's
+// kfake does: it refuses them with an error, holds them, or performs them
+// and loses the answer.
+//
+// A call matches when every field set says so: Broker (0: every broker),
+// Procedure (the full "/sluice.v1.RecordService/Produce" or the method
+// name "Produce"; empty: every procedure), Topic and Partition (only
+// calls whose request names that topic, at the top or in a nested
+// message such as a ProduceMany entry, and that partition unless
+// Partition is AnyPartition; a streaming call names none at its start, so
+// a fault with a Topic never matches one). Partition is read only when
+// Topic is set.
+//
+// The first fault added that matches a call, and has calls left, applies
+// to it: Count bounds how many calls it hits (0: every call, until
+// removed). It then waits Delay (or until the call's context ends), then
+// answers Err when set (a domain error from dataplane/derr or a
+// *connect.Error: the broker maps it as any of its own), else performs
+// the call and, with DropAnswer, resets the stream instead of answering
+// (the client sees a reset stream, as after a lost connection: the call
+// may have taken effect), else answers as usual (a pure delay).
+type Fault struct {
+	Broker     int32
+	Procedure  string
+	Topic      string
+	Partition  int32
+	Err        error
+	Count      int
+	Delay      time.Duration
+	DropAnswer bool
+}
+
+// Faults holds a cluster's faults and applies them.
+type Faults struct {
+	mu     sync.Mutex
+	faults []*FaultHandle
+}
+
+// A FaultHandle is one added fault.
+type FaultHandle struct {
+	f       Fault
+	owner   *Faults
+	hits    int
+	removed bool
+}
+
+// Add adds a fault after those already added.
+func (fs *Faults) Add(f Fault) *FaultHandle {
+	h := &FaultHandle{f: f, owner: fs}
+	fs.mu.Lock()
+	fs.faults = append(fs.faults, h)
+	fs.mu.Unlock()
+	return h
+}
+
+// Clear removes every fault.
+func (fs *Faults) Clear() {
+	fs.mu.Lock()
+	for _, h := range fs.faults {
+		h.removed = true
+	}
+	fs.faults = nil
+	fs.mu.Unlock()
+}
+
+// Remove removes the fault: calls that start afterwards are not hit.
+func (h *FaultHandle) Remove() {
+	fs := h.owner
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	h.removed = true
+	for i, g := range fs.faults {
+		if g == h {
+			fs.faults = append(fs.faults[:i:i], fs.faults[i+1:]...)
+			break
+		}
+	}
+}
+
+// Hits is how many calls the fault has hit so far.
+func (h *FaultHandle) Hits() int {
+	h.owner.mu.Lock()
+	defer h.owner.mu.Unlock()
+	return h.hits
+}
+
+// take returns the fault that applies to a call of procedure on broker
+// with request msg (nil for a stream's start), counting the hit; nil
+// when none does.
+func (fs *Faults) take(broker int32, procedure string, msg proto.Message) *Fault {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.faults) == 0 {
+		return nil
+	}
+	var named []topicPartition
+	walked := false
+	for _, h := range fs.faults {
+		if h.f.Count > 0 && h.hits >= h.f.Count {
+			continue
+		}
+		if !h.f.matchesCall(broker, procedure) {
+			continue
+		}
+		if h.f.Topic != "" {
+			if msg == nil {
+				continue
+			}
+			if !walked {
+				named, walked = namedPartitions(msg.ProtoReflect(), "", nil), true
+			}
+			if !h.f.matchesPartitions(named) {
+				continue
+			}
+		}
+		h.hits++
+		f := h.f
+		return &f
+	}
+	return nil
+}
+
+// matchesCall reports whether f's broker and procedure match.
+func (f *Fault) matchesCall(broker int32, procedure string) bool {
+	if f.Broker != 0 && f.Broker != broker {
+		return false
+	}
+	return f.Procedure == "" || f.Procedure == procedure || strings.HasSuffix(procedure, "/"+f.Procedure)
+}
+
+// matchesPartitions reports whether a request naming named matches f's
+// topic and partition.
+func (f *Fault) matchesPartitions(named []topicPartition) bool {
+	for _, tp := range named {
+		if tp.topic == f.Topic && (f.Partition == AnyPartition || (tp.hasPartition && tp.partition == f.Partition)) {
+			return true
+		}
+	}
+	return false
+}
+
+// topicPartition is a topic, and maybe a partition, a request names.
+type topicPartition struct {
+	topic        string
+	partition    int32
+	hasPartition bool
+}
+
+// namedPartitions appends what m and the messages in it name: a message
+// with a string field "topic" names that topic; with an int32 field
+// "partition" too, that partition of it, or, without one, of the topic
+// of the message that holds it (a partition list under a topic).
+func namedPartitions(m protoreflect.Message, topic string, out []topicPartition) []topicPartition {
+	fields := m.Descriptor().Fields()
+	if fd := fields.ByName("topic"); fd != nil && fd.Kind() == protoreflect.StringKind && fd.Cardinality() != protoreflect.Repeated {
+		topic = m.Get(fd).String()
+		out = append(out, topicPartition{topic: topic})
+	}
+	if fd := fields.ByName("partition"); fd != nil && fd.Kind() == protoreflect.Int32Kind && fd.Cardinality() != protoreflect.Repeated && topic != "" {
+		out = append(out, topicPartition{topic: topic, partition: int32(m.Get(fd).Int()), hasPartition: true})
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind {
+			return true
+		}
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for i := range l.Len() {
+				out = namedPartitions(l.Get(i).Message(), topic, out)
+			}
+		case fd.IsMap():
+			if fd.MapValue().Kind() == protoreflect.MessageKind {
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					out = namedPartitions(mv.Message(), topic, out)
+					return true
+				})
+			}
+		default:
+			out = namedPartitions(v.Message(), topic, out)
+		}
+		return true
+	})
+	return out
+}
+
+// hold waits f's delay, or until ctx ends (its error then).
+func (f *Fault) hold(ctx context.Context) error {
+	if f.Delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(f.Delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// dropAnswer ends the call without an answer: net/http resets the
+// stream (HTTP/2) or closes the connection (HTTP/1) when a handler
+// panics with http.ErrAbortHandler, and logs nothing.
+func dropAnswer() {
+	panic(http.ErrAbortHandler)
+}
+
+// interceptor applies the faults to the calls a broker serves.
+func (fs *Faults) interceptor(broker int32) connect.Interceptor {
+	return faultInterceptor{fs: fs, broker: broker}
+}
+
+type faultInterceptor struct {
+	fs     *Faults
+	broker int32
+}
+
+func (i faultInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		msg, _ := req.Any().(proto.Message)
+		f := i.fs.take(i.broker, req.Spec().Procedure, msg)
+		if f == nil {
+			return next(ctx, req)
+		}
+		if err := f.hold(ctx); err != nil {
+			return nil, err
+		}
+		if f.Err != nil {
+			return nil, f.Err
+		}
+		res, err := next(ctx, req)
+		if f.DropAnswer {
+			dropAnswer()
+		}
+		return res, err
+	}
+}
+
+func (i faultInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i faultInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		f := i.fs.take(i.broker, conn.Spec().Procedure, nil)
+		if f == nil {
+			return next(ctx, conn)
+		}
+		if err := f.hold(ctx); err != nil {
+			return err
+		}
+		if f.Err != nil {
+			return f.Err
+		}
+		err := next(ctx, conn)
+		if f.DropAnswer {
+			dropAnswer()
+		}
+		return err
+	}
+}
