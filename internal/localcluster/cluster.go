@@ -43,7 +43,8 @@ type Options struct {
 	// fixed test values when empty.
 	BrokerToken, OperatorToken string
 	// ControlPlane, when set, adjusts the control plane's config after
-	// the fields above are applied.
+	// the fields above are applied and its API port is bound: ListenAddr
+	// is then the bound address (changing it has no effect).
 	ControlPlane func(*controlplane.Config)
 	// NewBroker builds each broker. Required by StartBrokers.
 	NewBroker BrokerFunc
@@ -159,12 +160,15 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	cfg.DatabaseURL = opts.DatabaseURL
 	cfg.BrokerToken, cfg.OperatorToken = opts.BrokerToken, opts.OperatorToken
 	cfg.DefaultReplicationFactor = min(opts.Brokers, 3)
-	if opts.ControlPlane != nil {
-		opts.ControlPlane(&cfg)
-	}
+	// Bound before the hook runs, so that it sees the address the control
+	// plane serves on (a test puts a proxy in front of it).
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+	}
+	cfg.ListenAddr = ln.Addr().String()
+	if opts.ControlPlane != nil {
+		opts.ControlPlane(&cfg)
 	}
 	var ops net.Listener
 	if cfg.MetricsAddr != "" {
