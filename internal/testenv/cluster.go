@@ -570,13 +570,15 @@ type child struct {
 
 // startChild starts cmd from a goroutine locked to its OS thread until the process ends. Linux
 // sends the parent-death signal when the thread that forked the child exits, and the Go runtime
-// ends a thread when a goroutine locked to it returns. Starting from an ordinary goroutine, such a
-// thread might be reused and ended by unrelated code, killing postgres mid-test.
+// ends a thread when a goroutine locked to it returns: the lock keeps the thread from serving
+// anything else (and being ended by it) while postgres runs. The goroutine unlocks before it
+// returns, so that the thread is never ended: any other process of the test binary forked from it
+// earlier (a sluice server of a test running in parallel, with its own parent-death signal) would be
+// killed with it. Nothing in this module ends a thread.
 func startChild(cmd *exec.Cmd) (*child, error) {
 	ch := &child{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine, after the child
+	onLockedThread(func() {
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
@@ -584,11 +586,22 @@ func startChild(cmd *exec.Cmd) (*child, error) {
 		started <- nil
 		ch.err = cmd.Wait()
 		close(ch.done)
-	}()
+	})
 	if err := <-started; err != nil {
 		return nil, err
 	}
 	return ch, nil
+}
+
+// onLockedThread runs f on a new goroutine locked to its OS thread, and unlocks it when f
+// returns: the thread then goes back to the runtime alive, instead of being ended with the
+// goroutine (which would send the parent-death signal to every child forked from it).
+func onLockedThread(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		f()
+	}()
 }
 
 // wait waits for the process to end, killing it after timeout.
