@@ -115,8 +115,10 @@ func TestCLIGrpcurlDiscovery(t *testing.T) {
 	// describe.
 	out = ok("-plaintext", broker, "describe", "sluice.v1.RecordService")
 	require.Contains(t, out, "sluice.v1.RecordService is a service:")
-	require.Contains(t, out, "rpc Produce ( .sluice.v1.ProduceRequest ) returns ( .sluice.v1.ProduceResponse );")
-	require.Contains(t, out, "rpc Fetch ( .sluice.v1.FetchRequest ) returns ( .sluice.v1.FetchResponse );")
+	// Each RPC shows who may call it, the (sluice.v1.access) option.
+	require.Contains(t, out, "rpc Produce ( .sluice.v1.ProduceRequest ) returns ( .sluice.v1.ProduceResponse ) {")
+	require.Contains(t, out, "rpc Fetch ( .sluice.v1.FetchRequest ) returns ( .sluice.v1.FetchResponse ) {")
+	require.Contains(t, out, "option (.sluice.v1.access) = {")
 	out = ok("-plaintext", broker, "describe", "sluice.v1.GroupService")
 	require.Contains(t, out, "rpc FindCoordinator ( .sluice.v1.FindCoordinatorRequest )")
 	out = ok("-plaintext", broker, "describe", "sluice.v1.ProduceRequest")
