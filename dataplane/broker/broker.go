@@ -47,6 +47,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
+	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
@@ -78,11 +80,6 @@ type Deps struct {
 	Interceptors []connect.Interceptor
 }
 
-type partKey struct {
-	topicID   string
-	partition int32
-}
-
 // Broker is one data-plane broker.
 type Broker struct {
 	cfg      Config
@@ -112,14 +109,14 @@ type Broker struct {
 
 	brokerEpoch atomic.Int64
 	pids        producerIDs
-	meta        atomic.Pointer[clusterMeta]
+	meta        atomic.Pointer[cluster.View]
 	// assigned: the first assignments from the control plane are applied
 	// (their replicas opened); part of readiness (notReady).
 	assigned atomic.Bool
 	health   healthWatchers // gRPC health Watch streams
 
 	mu      sync.Mutex
-	parts   map[partKey]*partition.Replica
+	parts   map[cluster.PartKey]*partition.Replica
 	clients map[int32]*peerClients
 	runCtx  context.Context
 	stopRun context.CancelCauseFunc
@@ -135,12 +132,12 @@ type Broker struct {
 	// New (an entry goes when its partition opens), and those of replicas
 	// closed because they moved to other brokers. The partitions of
 	// deleted topics leave it.
-	hwKept map[partKey]int64
+	hwKept map[cluster.PartKey]int64
 
 	// hwMu serialises the HW checkpoint's writes; hwWritten is what the
 	// file holds.
 	hwMu      sync.Mutex
-	hwWritten map[partKey]int64
+	hwWritten map[cluster.PartKey]int64
 
 	// Usage metering (meter.go): the tenants' egress and request counts,
 	// and their reporter.
@@ -187,16 +184,16 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		// removing the file costs.
 		return nil, fmt.Errorf("broker %d: %w; the data dir's disk may be damaged: check it, and remove the file to start with every high watermark at 0", cfg.ID, err)
 	}
-	hwKept := make(map[partKey]int64, len(hws))
+	hwKept := make(map[cluster.PartKey]int64, len(hws))
 	for k, hw := range hws {
-		hwKept[partKey{k.TopicID, k.Partition}] = hw
+		hwKept[cluster.PartKey{TopicID: k.TopicID, Partition: k.Partition}] = hw
 	}
 	b := &Broker{
 		cfg:     cfg,
 		logger:  deps.Logger.With("broker", cfg.ID),
 		flush:   flush,
 		files:   log.NewFileCache(cfg.MaxOpenSegmentFiles),
-		parts:   map[partKey]*partition.Replica{},
+		parts:   map[cluster.PartKey]*partition.Replica{},
 		rt:      runtime.NewRuntime(),
 		clients: map[int32]*peerClients{},
 		revoked: newRevocations(),
@@ -209,7 +206,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 
 		tierStore: deps.TierStore,
 	}
-	b.meta.Store(emptyMeta())
+	b.meta.Store(cluster.EmptyView())
 	cpURL := strings.TrimRight(cfg.ControlPlane, "/")
 	b.cp = sluicev1connect.NewBrokerServiceClient(b.hc, cpURL, connect.WithInterceptors(tenants.Bearer(cfg.BrokerToken)))
 	b.jwks = tenants.NewJWKSCache(cpURL+"/.well-known/jwks.json", b.hc, time.Minute, 5*time.Second)
@@ -241,7 +238,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	opts := []connect.HandlerOption{
 		// Requests are billed and charged to the tenants' requests/s in
 		// the gate, before their bodies are read (admitCall).
-		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), errorInterceptor{b.logger}),
+		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), connectapi.ErrorInterceptor{Logger: b.logger}),
 		connect.WithInterceptors(deps.Interceptors...),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 		// Never gzip responses: record batches are compressed by their
@@ -290,7 +287,7 @@ func (b *Broker) OperatorHandler() http.Handler { return b.ops }
 // Registry is the broker's private Prometheus registry.
 func (b *Broker) Registry() *prometheus.Registry { return b.registry }
 
-func (b *Broker) metadata() *clusterMeta { return b.meta.Load() }
+func (b *Broker) metadata() *cluster.View { return b.meta.Load() }
 
 // partitions returns the local replicas at this moment, for loops that must
 // not hold b.mu while they work on each.
@@ -303,12 +300,12 @@ func (b *Broker) partitions() []*partition.Replica {
 func (b *Broker) partition(topicID string, id int32) *partition.Replica {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.parts[partKey{topicID, id}]
+	return b.parts[cluster.PartKey{TopicID: topicID, Partition: id}]
 }
 
 // peer returns cached clients for another broker at its current address.
 func (b *Broker) peer(id int32) *peerClients {
-	addr := b.metadata().brokers[id].address
+	addr := b.metadata().Brokers[id].Address
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if c, ok := b.clients[id]; ok && c.address == addr {
@@ -331,22 +328,9 @@ func (b *Broker) peer(id int32) *peerClients {
 
 func (b *Broker) recordClient(id int32) sluicev1connect.RecordServiceClient { return b.peer(id).record }
 
-// forward sends a client request on to the partition leader with the
-// caller's credentials, marked so it is not forwarded again.
-func forward[Req, Res any](ctx context.Context, b *Broker, pm partMeta, req *connect.Request[Req], call func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*connect.Response[Res], error) {
-	out := connect.NewRequest(req.Msg)
-	out.Header().Set("Authorization", req.Header().Get("Authorization"))
-	out.Header().Set(NoForwardHeader, "1")
-	res, err := call(ctx, out)
-	if err != nil {
-		var ce *connect.Error
-		if errors.As(err, &ce) {
-			return nil, ce
-		}
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("forward to leader %d: %w", pm.leader, err))
-	}
-	b.metrics.forwarded.Inc()
-	return connect.NewResponse(res.Msg), nil
+// forward is connectapi.Forward, counted in the broker's metrics.
+func forward[Req, Res any](ctx context.Context, b *Broker, pm cluster.Partition, req *connect.Request[Req], call func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*connect.Response[Res], error) {
+	return connectapi.Forward(ctx, pm.Leader, req, call, b.metrics.forwarded.Inc)
 }
 
 // Run serves clients and brokers on ln and, when ops is not nil, the
@@ -438,7 +422,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 func (b *Broker) closePartitions() {
 	b.mu.Lock()
 	parts := b.parts
-	b.parts = map[partKey]*partition.Replica{}
+	b.parts = map[cluster.PartKey]*partition.Replica{}
 	b.mu.Unlock()
 	for _, p := range parts {
 		p.Stop()
@@ -493,7 +477,7 @@ func (b *Broker) replicaHost() *partition.Host {
 		FlushInterval:     b.cfg.FlushInterval,
 		Files:             b.files,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
-		LeaderAddress:     b.brokerAddress,
+		LeaderAddress:     func(id int32) string { return b.metadata().Brokers[id].Address },
 		ReplicaClient:     func(leader int32) partition.LeaderClient { return leaderClient{b.peer(leader).replica} },
 		AlterPartition:    alterPartition(b.cp.AlterPartition),
 		AlterPartitions:   alterPartitions(b.cp.AlterPartitions),
@@ -572,15 +556,6 @@ func sleep(ctx context.Context, d time.Duration) {
 // (never reused) and partition, so nothing of two tenants shares a folder.
 func (b *Broker) partitionDir(tenantID, topicID string, id int32) string {
 	return filepath.Join(b.cfg.DataDir, tenantID, fmt.Sprintf("%s-%d", topicID, id))
-}
-
-func sortedBrokers(m *clusterMeta) []brokerMeta {
-	out := make([]brokerMeta, 0, len(m.brokers))
-	for _, bm := range m.brokers {
-		out = append(out, bm)
-	}
-	slices.SortFunc(out, func(a, b brokerMeta) int { return int(a.id) - int(b.id) })
-	return out
 }
 
 func sortStrings(s []string) { sort.Strings(s) }

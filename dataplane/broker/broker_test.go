@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tenants"
@@ -74,12 +75,12 @@ func TestBrokerFailsClosedUntilRevocationsLoad(t *testing.T) {
 func TestBrokerFindCoordinatorWhileItsBrokerIsGone(t *testing.T) {
 	t.Parallel()
 	b := newTestBroker(t)
-	meta := emptyMeta()
-	ot := &topicMeta{tenantID: systemTenantID, id: "offsets", name: offsetsTopic}
+	meta := cluster.EmptyView()
+	ot := &cluster.Topic{TenantID: systemTenantID, ID: "offsets", Name: offsetsTopic}
 	for i := range int32(4) {
-		ot.partitions = append(ot.partitions, partMeta{partition: i, replicas: []int32{2}, leader: 2, leaderEpoch: 1})
+		ot.Partitions = append(ot.Partitions, cluster.Partition{Partition: i, Replicas: []int32{2}, Leader: 2, LeaderEpoch: 1})
 	}
-	meta.addTopic(ot)
+	meta.AddTopic(ot)
 	b.meta.Store(meta)
 	gs := &groupService{b}
 	ctx := tenants.WithPrincipal(t.Context(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1"})
@@ -87,7 +88,7 @@ func TestBrokerFindCoordinatorWhileItsBrokerIsGone(t *testing.T) {
 	_, err := gs.FindCoordinator(ctx, req)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 
-	meta.brokers[2] = brokerMeta{id: 2, address: "127.0.0.1:9002"}
+	meta.Brokers[2] = cluster.Node{ID: 2, Address: "127.0.0.1:9002"}
 	res, err := gs.FindCoordinator(ctx, req)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9002", res.Msg.GetAddress())
@@ -104,17 +105,17 @@ func TestBrokerFindCoordinatorWhileItsBrokerIsGone(t *testing.T) {
 func TestBrokerNotLeaderForwardedOnlyToAnotherBroker(t *testing.T) {
 	t.Parallel()
 	b := newTestBroker(t)
-	meta := emptyMeta()
-	meta.brokers[2] = brokerMeta{id: 2, address: "127.0.0.1:9002"}
+	meta := cluster.EmptyView()
+	meta.Brokers[2] = cluster.Node{ID: 2, Address: "127.0.0.1:9002"}
 	b.meta.Store(meta)
 
-	self := b.notLeader(partMeta{leader: 1, leaderEpoch: 4})
+	self := b.notLeader(cluster.Partition{Leader: 1, LeaderEpoch: 4})
 	require.False(t, forwardable(http.Header{}, self), "never forwarded to itself")
 	err := toConnect(self)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, "is named the leader at epoch 4 but is not leading")
 
-	other := b.notLeader(partMeta{leader: 2, leaderEpoch: 4})
+	other := b.notLeader(cluster.Partition{Leader: 2, LeaderEpoch: 4})
 	require.True(t, forwardable(http.Header{}, other))
 	require.False(t, forwardable(http.Header{NoForwardHeader: []string{"1"}}, other))
 	err = toConnect(other)

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
@@ -53,16 +54,16 @@ func BenchmarkProduceConnect(b *testing.B) {
 	br, err := New(cfg, Deps{})
 	require.NoError(b, err)
 	br.revoked.loaded.Store(true)
-	pm := partMeta{partition: 0, replicas: []int32{1}, leader: 1, leaderEpoch: 1, isr: []int32{1}}
-	tm := &topicMeta{tenantID: "t1", id: "topic-bench", name: "bench", config: topicConfig{minISR: 1, maxMessageBytes: 1 << 20}, partitions: []partMeta{pm}}
-	m := emptyMeta()
-	m.loaded = true
-	m.addTopic(tm)
+	pm := cluster.Partition{Partition: 0, Replicas: []int32{1}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1}}
+	tm := &cluster.Topic{TenantID: "t1", ID: "topic-bench", Name: "bench", Config: cluster.TopicConfig{MinISR: 1, MaxMessageBytes: 1 << 20}, Partitions: []cluster.Partition{pm}}
+	m := cluster.EmptyView()
+	m.Loaded = true
+	m.AddTopic(tm)
 	br.meta.Store(m)
 	p, err := br.openPartition(tm, pm)
 	require.NoError(b, err)
 	b.Cleanup(func() { p.Log().Close() })
-	p.Update(b.Context(), pm.assignment(), tm.config.replica())
+	p.Update(b.Context(), pm.Assignment(), tm.Config.Replica())
 
 	srv := httptest.NewUnstartedServer(br.handler)
 	srv.Config.Protocols = &protos

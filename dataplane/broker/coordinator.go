@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/log"
@@ -59,12 +60,12 @@ const hostCheckInterval = time.Second
 func (b *Broker) hostLoop(ctx context.Context) {
 	every(ctx, hostCheckInterval, func() {
 		for _, topic := range []string{offsetsTopic, txnStateTopic} {
-			t, ok := b.metadata().topic(systemTenantID, topic)
+			t, ok := b.metadata().Topic(systemTenantID, topic)
 			if !ok {
 				continue
 			}
-			for _, pm := range t.partitions {
-				if pm.leader != b.cfg.ID {
+			for _, pm := range t.Partitions {
+				if pm.Leader != b.cfg.ID {
 					continue
 				}
 				lctx, cancel := context.WithTimeout(ctx, hostLoadTimeout)
@@ -76,7 +77,7 @@ func (b *Broker) hostLoop(ctx context.Context) {
 				}
 				cancel()
 				if err != nil {
-					b.logger.Debug("coordinator not ready", "topic", topic, "partition", pm.partition, "err", err) // the next tick
+					b.logger.Debug("coordinator not ready", "topic", topic, "partition", pm.Partition, "err", err) // the next tick
 				}
 			}
 		}
@@ -91,18 +92,18 @@ const hostLoadTimeout = 30 * time.Second
 // t: the one hosted for pm's leader epoch on this broker's replica, else a
 // new one from mk. It answers NotLeader when this broker does not lead the
 // partition, and Unavailable while it is still taking it over.
-func hostAt[C runtime.Hostable](ctx context.Context, b *Broker, t *topicMeta, pm partMeta, mk func(p offsetsPartition, leaderEpoch int32) C) (C, error) {
+func hostAt[C runtime.Hostable](ctx context.Context, b *Broker, t *cluster.Topic, pm cluster.Partition, mk func(p offsetsPartition, leaderEpoch int32) C) (C, error) {
 	var none C
-	if pm.leader != b.cfg.ID {
+	if pm.Leader != b.cfg.ID {
 		return none, b.notLeader(pm)
 	}
-	p := b.partition(t.id, pm.partition)
+	p := b.partition(t.ID, pm.Partition)
 	if p == nil {
 		return none, b.notLeader(pm)
 	}
 	op := offsetsPartition{b, p}
-	c, err := runtime.Host(ctx, b.rt, runtime.PartitionKey{Topic: t.name, Partition: pm.partition}, pm.leaderEpoch, runtime.Partition(op),
-		func() C { return mk(op, pm.leaderEpoch) })
+	c, err := runtime.Host(ctx, b.rt, runtime.PartitionKey{Topic: t.Name, Partition: pm.Partition}, pm.LeaderEpoch, runtime.Partition(op),
+		func() C { return mk(op, pm.LeaderEpoch) })
 	if err != nil {
 		return none, b.takingOver(err)
 	}
@@ -124,14 +125,14 @@ func hostedOf[C runtime.Hostable](b *Broker) []C {
 // localHosted returns the loaded coordinators (at) of every partition of
 // the internal topic that this broker leads; errNoTopic before the topic
 // exists.
-func localHosted[C any](ctx context.Context, b *Broker, topic string, errNoTopic error, at func(context.Context, *topicMeta, partMeta) (C, error)) ([]C, error) {
-	t, ok := b.metadata().topic(systemTenantID, topic)
+func localHosted[C any](ctx context.Context, b *Broker, topic string, errNoTopic error, at func(context.Context, *cluster.Topic, cluster.Partition) (C, error)) ([]C, error) {
+	t, ok := b.metadata().Topic(systemTenantID, topic)
 	if !ok {
 		return nil, errNoTopic
 	}
 	var out []C
-	for _, pm := range t.partitions {
-		if pm.leader != b.cfg.ID {
+	for _, pm := range t.Partitions {
+		if pm.Leader != b.cfg.ID {
 			continue
 		}
 		c, err := at(ctx, t, pm)
@@ -146,23 +147,23 @@ func localHosted[C any](ctx context.Context, b *Broker, topic string, errNoTopic
 // coordinatorFor returns the loaded coordinator of the group's offsets
 // partition, or the error to answer: errNoOffsetsTopic, or NotLeader
 // naming the coordinator (which a client, or forwarding, follows).
-func (b *Broker) coordinatorFor(ctx context.Context, tenantID, group string) (*groupCoordinator, partMeta, error) {
+func (b *Broker) coordinatorFor(ctx context.Context, tenantID, group string) (*groupCoordinator, cluster.Partition, error) {
 	meta := b.metadata()
-	t, ok := meta.topic(systemTenantID, offsetsTopic)
-	if !ok || len(t.partitions) == 0 {
-		return nil, partMeta{}, errNoOffsetsTopic
+	t, ok := meta.Topic(systemTenantID, offsetsTopic)
+	if !ok || len(t.Partitions) == 0 {
+		return nil, cluster.Partition{}, errNoOffsetsTopic
 	}
-	pm := t.partitions[coordinator.PartitionOf(tenantID, group, len(t.partitions))]
+	pm := t.Partitions[coordinator.PartitionOf(tenantID, group, len(t.Partitions))]
 	c, err := b.coordinatorAt(ctx, t, pm)
 	return c, pm, err
 }
 
 // coordinatorAt returns the loaded coordinator of one offsets partition,
 // or NotLeader when this broker does not lead it.
-func (b *Broker) coordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (*groupCoordinator, error) {
+func (b *Broker) coordinatorAt(ctx context.Context, t *cluster.Topic, pm cluster.Partition) (*groupCoordinator, error) {
 	return hostAt(ctx, b, t, pm, func(p offsetsPartition, epoch int32) *groupCoordinator {
 		return coordinator.New(p, coordinator.Config{
-			Partition: pm.partition, LeaderEpoch: epoch,
+			Partition: pm.Partition, LeaderEpoch: epoch,
 			SessionTimeout: b.cfg.GroupSessionTimeout, HeartbeatInterval: b.cfg.GroupHeartbeatInterval,
 			Logger: b.logger, Metrics: b.metrics.coordinator(),
 			Admit: b.admitGroup,
@@ -189,13 +190,13 @@ func (b *Broker) localCoordinators(ctx context.Context) ([]*groupCoordinator, er
 
 // groupTopics is a tenant's topics' partition counts in this view, for the
 // group state machine.
-func (m *clusterMeta) groupTopics(tenantID string) group.Topics {
+func groupTopics(m *cluster.View, tenantID string) group.Topics {
 	return func(name string) (int32, bool) {
-		t, ok := m.topic(tenantID, name)
+		t, ok := m.Topic(tenantID, name)
 		if !ok {
 			return 0, false
 		}
-		return int32(len(t.partitions)), true
+		return int32(len(t.Partitions)), true
 	}
 }
 

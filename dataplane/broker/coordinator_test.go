@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/partition"
@@ -96,8 +97,8 @@ func groupReason(t *testing.T, err error) sluicev1.GroupError_Reason {
 func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
 	t.Parallel()
 	b := newTestBroker(t)
-	tm := &topicMeta{tenantID: systemTenantID, id: "offsets", name: offsetsTopic, config: topicConfig{minISR: 2}}
-	p, err := b.openPartition(tm, partMeta{partition: 0})
+	tm := &cluster.Topic{TenantID: systemTenantID, ID: "offsets", Name: offsetsTopic, Config: cluster.TopicConfig{MinISR: 2}}
+	p, err := b.openPartition(tm, cluster.Partition{Partition: 0})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Log().Close() })
 	// Records [0, 10) replicated at epoch 3: commits of offsets 0..9.
@@ -114,8 +115,8 @@ func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
 	_, err = p.Log().AppendFollower(data)
 	require.NoError(t, err)
 	ctx := t.Context()
-	pm := partMeta{partition: 0, replicas: []int32{1, 2, 3}, leader: 1, leaderEpoch: 4, isr: []int32{1, 2, 3}}
-	p.Update(ctx, pm.assignment(), tm.config.replica()) // epoch 4 starts at LEO 10
+	pm := cluster.Partition{Partition: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 4, ISR: []int32{1, 2, 3}}
+	p.Update(ctx, pm.Assignment(), tm.Config.Replica()) // epoch 4 starts at LEO 10
 	c := coordinator.New(offsetsPartition{b, p}, coordinator.Config{LeaderEpoch: 4, SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second})
 	committed := func() int64 {
 		return c.Offsets("t1", "billing")[coordinator.TopicPartition{TopicID: "topic-1"}].Offset.GetOffset()
@@ -154,8 +155,8 @@ func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
 	require.NoError(t, <-done)
 	require.EqualValues(t, 3, committed(), "the later commit in the log wins")
 
-	pm.leaderEpoch++
-	p.Update(ctx, pm.assignment(), tm.config.replica())
+	pm.LeaderEpoch++
+	p.Update(ctx, pm.Assignment(), tm.Config.Replica())
 	require.False(t, c.Current())
 	err = <-commit(4)
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(toConnect(err)), "%v", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
@@ -66,34 +67,34 @@ func TestBrokerAppliesAssignmentDelta(t *testing.T) {
 		DeletedTopicIds: []string{deltaGone},
 		Brokers:         []*sluicev1.BrokerEndpoint{{BrokerId: 2, Address: "b2:9092"}},
 	}
-	next, changed := before.withDelta(d)
-	require.ElementsMatch(t, []partKey{{deltaGone, 0}, {growTopic, 1}, {deltaNew, 0}}, changed,
+	next, changed := before.WithDelta(d)
+	require.ElementsMatch(t, []cluster.PartKey{{TopicID: deltaGone, Partition: 0}, {TopicID: growTopic, Partition: 1}, {TopicID: deltaNew, Partition: 0}}, changed,
 		"the partitions the delta lists and those of the topics it deletes, no others")
-	require.Same(t, before.byID[deltaOther], next.byID[deltaOther], "a topic the delta does not name is shared")
-	require.Same(t, before.byTenant[growTenant]["other"], next.byTenant[growTenant]["other"])
+	require.Same(t, before.ByID[deltaOther], next.ByID[deltaOther], "a topic the delta does not name is shared")
+	require.Same(t, before.ByTenant[growTenant]["other"], next.ByTenant[growTenant]["other"])
 
 	b.applyDelta(next, changed)
 	m := b.metadata()
-	require.EqualValues(t, 8, m.version)
-	require.Equal(t, map[int32]brokerMeta{2: {id: 2, address: "b2:9092"}}, m.brokers)
-	_, ok := m.topic(growTenant, "gone")
+	require.EqualValues(t, 8, m.Version)
+	require.Equal(t, map[int32]cluster.Node{2: {ID: 2, Address: "b2:9092"}}, m.Brokers)
+	_, ok := m.Topic(growTenant, "gone")
 	require.False(t, ok, "the deleted topic is gone by name")
-	_, ok = m.byID[deltaGone]
+	_, ok = m.ByID[deltaGone]
 	require.False(t, ok, "and by id")
-	orders, ok := m.topic(growTenant, "orders")
+	orders, ok := m.Topic(growTenant, "orders")
 	require.True(t, ok)
-	require.Len(t, orders.partitions, 3)
-	require.EqualValues(t, 1, orders.partitions[1].leaderEpoch)
-	require.Equal(t, []int32{2}, orders.partitions[2].replicas, "the partitions the delta does not list stay")
-	_, ok = m.topic(growTenant, "new")
+	require.Len(t, orders.Partitions, 3)
+	require.EqualValues(t, 1, orders.Partitions[1].LeaderEpoch)
+	require.Equal(t, []int32{2}, orders.Partitions[2].Replicas, "the partitions the delta does not list stay")
+	_, ok = m.Topic(growTenant, "new")
 	require.True(t, ok)
 
 	// The view before is as it was (readers holding it see one version).
-	require.EqualValues(t, 5, before.version)
-	_, ok = before.topic(growTenant, "gone")
+	require.EqualValues(t, 5, before.Version)
+	_, ok = before.Topic(growTenant, "gone")
 	require.True(t, ok)
-	require.Zero(t, before.byID[growTopic].partitions[1].leaderEpoch)
-	_, ok = before.byID[deltaNew]
+	require.Zero(t, before.ByID[growTopic].Partitions[1].LeaderEpoch)
+	_, ok = before.ByID[deltaNew]
 	require.False(t, ok)
 
 	require.Same(t, p0, b.partition(growTopic, 0), "an unchanged replica is kept")
@@ -142,11 +143,11 @@ func TestBrokerAssignmentDeltaGap(t *testing.T) {
 
 	require.NoError(t, follow(assignments(5, 2), delta(5, 6, 0), delta(6, 9, 1)), "deltas in sequence apply")
 	m := b.metadata()
-	require.EqualValues(t, 9, m.version)
-	require.EqualValues(t, 6, m.byID[growTopic].partitions[0].leaderEpoch)
-	require.EqualValues(t, 9, m.byID[growTopic].partitions[1].leaderEpoch)
+	require.EqualValues(t, 9, m.Version)
+	require.EqualValues(t, 6, m.ByID[growTopic].Partitions[0].LeaderEpoch)
+	require.EqualValues(t, 9, m.ByID[growTopic].Partitions[1].LeaderEpoch)
 
 	require.ErrorIs(t, follow(delta(9, 10, 0)), errDeltaGap, "a new stream's first message must be a snapshot")
 	require.ErrorIs(t, follow(assignments(12, 2), delta(11, 13, 0)), errDeltaGap, "a delta on another version")
-	require.EqualValues(t, 12, b.metadata().version, "the view held stays")
+	require.EqualValues(t, 12, b.metadata().Version, "the view held stays")
 }

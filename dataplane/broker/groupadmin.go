@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
@@ -54,7 +55,7 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[s
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.DescribeGroup)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.DescribeGroup)
 	}
 	if err != nil {
 		return nil, err
@@ -92,17 +93,17 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[s
 	}
 	committed := map[TopicPartitionKey]coordinator.Committed{}
 	for k, co := range offsets {
-		if t, ok := meta.byID[k.TopicID]; ok && t.tenantID == tenantID {
-			topics[t.name] = true
-			committed[TopicPartitionKey{t.name, k.Partition}] = co
+		if t, ok := meta.ByID[k.TopicID]; ok && t.TenantID == tenantID {
+			topics[t.Name] = true
+			committed[TopicPartitionKey{t.Name, k.Partition}] = co
 		}
 	}
 	pendingOffsets := map[TopicPartitionKey][]*sluicev1.PendingOffset{}
 	for pid, p := range c.PendingOffsets(tenantID, m.GetGroup()) {
 		for k, co := range p {
-			if t, ok := meta.byID[k.TopicID]; ok && t.tenantID == tenantID {
-				topics[t.name] = true
-				tk := TopicPartitionKey{t.name, k.Partition}
+			if t, ok := meta.ByID[k.TopicID]; ok && t.TenantID == tenantID {
+				topics[t.Name] = true
+				tk := TopicPartitionKey{t.Name, k.Partition}
 				pendingOffsets[tk] = append(pendingOffsets[tk], &sluicev1.PendingOffset{ProducerId: pid, Offset: co.Offset.GetOffset()})
 			}
 		}
@@ -110,13 +111,13 @@ func (s *groupService) DescribeGroup(ctx context.Context, req *connect.Request[s
 	var lags []*sluicev1.PartitionLag
 	var toFill []topicLag
 	for name := range topics {
-		t, ok := meta.topic(tenantID, name)
+		t, ok := meta.Topic(tenantID, name)
 		if !ok {
 			continue
 		}
-		for _, tpm := range t.partitions {
-			k := TopicPartitionKey{name, tpm.partition}
-			pl := &sluicev1.PartitionLag{Topic: name, Partition: tpm.partition, CommittedOffset: -1, MemberId: owner[k]}
+		for _, tpm := range t.Partitions {
+			k := TopicPartitionKey{name, tpm.Partition}
+			pl := &sluicev1.PartitionLag{Topic: name, Partition: tpm.Partition, CommittedOffset: -1, MemberId: owner[k]}
 			if co, ok := committed[k]; ok {
 				pl.CommittedOffset = co.Offset.GetOffset()
 			}
@@ -146,7 +147,7 @@ type TopicPartitionKey struct {
 // topicLag is one partition's lag row to fill in (Topic, Partition and
 // CommittedOffset set; -1 when the group has none) with its topic.
 type topicLag struct {
-	topic *topicMeta
+	topic *cluster.Topic
 	lag   *sluicev1.PartitionLag
 }
 
@@ -172,11 +173,11 @@ func (b *Broker) fillLags(ctx context.Context, cred credentials, lags []topicLag
 	var wg sync.WaitGroup
 	for _, tl := range lags {
 		t, pl := tl.topic, tl.lag
-		if pl.GetPartition() < 0 || int(pl.GetPartition()) >= len(t.partitions) {
+		if pl.GetPartition() < 0 || int(pl.GetPartition()) >= len(t.Partitions) {
 			pl.HighWatermark, pl.LogStartOffset, pl.Lag = -1, -1, -1
 			continue
 		}
-		pm := t.partitions[pl.GetPartition()]
+		pm := t.Partitions[pl.GetPartition()]
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
@@ -224,16 +225,16 @@ func askCoordinators[Req, Res, T any](ctx context.Context, b *Broker, req *conne
 	if req.Header().Get(NoForwardHeader) == "1" {
 		return local()
 	}
-	t, ok := b.metadata().topic(systemTenantID, topic)
+	t, ok := b.metadata().Topic(systemTenantID, topic)
 	if !ok {
 		return nil, errNoTopic
 	}
 	leaders := map[int32]bool{}
-	for _, pm := range t.partitions {
-		if pm.leader < 0 {
+	for _, pm := range t.Partitions {
+		if pm.Leader < 0 {
 			return nil, toConnect(b.notLeader(pm)) // a coordinator is offline: the list would be incomplete
 		}
-		leaders[pm.leader] = true
+		leaders[pm.Leader] = true
 	}
 	var (
 		mu   sync.Mutex
@@ -249,7 +250,7 @@ func askCoordinators[Req, Res, T any](ctx context.Context, b *Broker, req *conne
 				out, err = local()
 			} else {
 				var res *connect.Response[Res]
-				res, err = forward(ctx, b, partMeta{leader: id}, req, remote(id))
+				res, err = forward(ctx, b, cluster.Partition{Leader: id}, req, remote(id))
 				if err == nil {
 					out = items(res.Msg)
 				}
@@ -294,38 +295,38 @@ var brokerCredentials = credentials{broker: true}
 // prepare sets the headers of a request to t's leader and returns the
 // context to call this broker's own handler with: it carries the principal
 // the auth interceptor would have set (a client's is already in ctx).
-func (b *Broker) prepare(ctx context.Context, cred credentials, t *topicMeta, h http.Header) context.Context {
+func (b *Broker) prepare(ctx context.Context, cred credentials, t *cluster.Topic, h http.Header) context.Context {
 	h.Set(NoForwardHeader, "1")
 	if !cred.broker {
 		h.Set("Authorization", cred.authorization)
 		return ctx
 	}
 	h.Set("Authorization", "Bearer "+b.cfg.BrokerToken)
-	h.Set(actForTenantHeader, t.tenantID)
-	return tenants.WithPrincipal(ctx, tenants.Principal{Kind: tenants.PrincipalBroker, BrokerID: b.cfg.ID, TenantID: t.tenantID})
+	h.Set(actForTenantHeader, t.TenantID)
+	return tenants.WithPrincipal(ctx, tenants.Principal{Kind: tenants.PrincipalBroker, BrokerID: b.cfg.ID, TenantID: t.TenantID})
 }
 
 // listOffsets asks a partition's leader (itself, when it leads) for an
 // offset, with cred.
-func (b *Broker) listOffsets(ctx context.Context, cred credentials, t *topicMeta, pm partMeta, spec sluicev1.OffsetSpec, ts int64) (*sluicev1.ListOffsetsResponse, error) {
-	if pm.leader < 0 {
+func (b *Broker) listOffsets(ctx context.Context, cred credentials, t *cluster.Topic, pm cluster.Partition, spec sluicev1.OffsetSpec, ts int64) (*sluicev1.ListOffsetsResponse, error) {
+	if pm.Leader < 0 {
 		return nil, toConnect(b.notLeader(pm))
 	}
-	req := connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: t.name, Partition: pm.partition, Spec: spec, TimestampMs: ts})
+	req := connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: t.Name, Partition: pm.Partition, Spec: spec, TimestampMs: ts})
 	ctx = b.prepare(ctx, cred, t, req.Header())
 	var res *connect.Response[sluicev1.ListOffsetsResponse]
 	var err error
-	if pm.leader == b.cfg.ID {
+	if pm.Leader == b.cfg.ID {
 		res, err = (&recordService{b}).ListOffsets(ctx, req)
 	} else {
-		res, err = b.recordClient(pm.leader).ListOffsets(ctx, req)
+		res, err = b.recordClient(pm.Leader).ListOffsets(ctx, req)
 	}
 	if err != nil {
 		var ce *connect.Error
 		if errors.As(err, &ce) {
-			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("offsets of topic %q partition %d: %s", t.name, pm.partition, ce.Message()))
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("offsets of topic %q partition %d: %s", t.Name, pm.Partition, ce.Message()))
 		}
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("offsets of topic %q partition %d: %w", t.name, pm.partition, err))
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("offsets of topic %q partition %d: %w", t.Name, pm.Partition, err))
 	}
 	return res.Msg, nil
 }
@@ -350,16 +351,16 @@ const (
 // (a tiered segment without an aborted-transaction index), it reads the
 // batch at that offset read_uncommitted: an aborted batch's age then
 // counts, which errs toward an early retention alert, not a missed one.
-func (b *Broker) batchTimeAt(ctx context.Context, cred credentials, t *topicMeta, pm partMeta, offset, lso int64) (ts, at int64, err error) {
+func (b *Broker) batchTimeAt(ctx context.Context, cred credentials, t *cluster.Topic, pm cluster.Partition, offset, lso int64) (ts, at int64, err error) {
 	fetch := func(offset int64, maxBytes int32, iso sluicev1.IsolationLevel) (*sluicev1.FetchResponse, error) {
-		req := connect.NewRequest(&sluicev1.FetchRequest{Topic: t.name, Partition: pm.partition, Offset: offset, MaxBytes: maxBytes, RawBatches: true, IsolationLevel: iso})
+		req := connect.NewRequest(&sluicev1.FetchRequest{Topic: t.Name, Partition: pm.Partition, Offset: offset, MaxBytes: maxBytes, RawBatches: true, IsolationLevel: iso})
 		ctx := b.prepare(ctx, cred, t, req.Header())
 		var res *connect.Response[sluicev1.FetchResponse]
 		var err error
-		if pm.leader == b.cfg.ID {
+		if pm.Leader == b.cfg.ID {
 			res, err = (&recordService{b}).Fetch(ctx, req)
 		} else {
-			res, err = b.recordClient(pm.leader).Fetch(ctx, req)
+			res, err = b.recordClient(pm.Leader).Fetch(ctx, req)
 		}
 		if err != nil {
 			return nil, err
@@ -410,7 +411,7 @@ func (s *groupService) DeleteGroup(ctx context.Context, req *connect.Request[slu
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.DeleteGroup)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.DeleteGroup)
 	}
 	if err != nil {
 		return nil, err
@@ -432,13 +433,13 @@ func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sl
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.ResetOffsets)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.ResetOffsets)
 	}
 	if err != nil {
 		return nil, err
 	}
 	meta := s.b.metadata()
-	t, ok := meta.topic(tenantID, m.GetTopic())
+	t, ok := meta.Topic(tenantID, m.GetTopic())
 	if !ok {
 		return nil, unknownTopic(meta, m.GetTopic())
 	}
@@ -450,13 +451,13 @@ func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sl
 	}
 	parts := m.GetPartitions()
 	if len(parts) == 0 {
-		for i := range t.partitions {
+		for i := range t.Partitions {
 			parts = append(parts, int32(i))
 		}
 	}
 	for _, p := range parts {
-		if p < 0 || int(p) >= len(t.partitions) {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partitions: topic %q has partitions 0..%d; got %d", t.name, len(t.partitions)-1, p))
+		if p < 0 || int(p) >= len(t.Partitions) {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("partitions: topic %q has partitions 0..%d; got %d", t.Name, len(t.Partitions)-1, p))
 		}
 	}
 	if !m.GetForce() && c.Active(time.Now(), tenantID, m.GetGroup()) {
@@ -467,7 +468,7 @@ func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sl
 	res := &sluicev1.ResetOffsetsResponse{}
 	var commits []coordinator.OffsetCommit
 	for _, p := range slices.Compact(slices.Sorted(slices.Values(parts))) {
-		pm := t.partitions[p]
+		pm := t.Partitions[p]
 		bounds, err := s.b.listOffsets(ctx, cred, t, pm, sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
 		if err != nil {
 			return nil, err
@@ -489,9 +490,9 @@ func (s *groupService) ResetOffsets(ctx context.Context, req *connect.Request[sl
 		default:
 			off = min(max(m.GetOffset(), bounds.GetLogStartOffset()), bounds.GetHighWatermark())
 		}
-		po := &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: off, LeaderEpoch: -1, Metadata: "reset"}
+		po := &sluicev1.PartitionOffset{Topic: t.Name, Partition: p, Offset: off, LeaderEpoch: -1, Metadata: "reset"}
 		res.Offsets = append(res.Offsets, po)
-		commits = append(commits, coordinator.OffsetCommit{TopicID: t.id, Offset: po})
+		commits = append(commits, coordinator.OffsetCommit{TopicID: t.ID, Offset: po})
 	}
 	if err := c.CommitOffsets(ctx, now, tenantID, m.GetGroup(), commits); err != nil {
 		return nil, offsetsError(err)

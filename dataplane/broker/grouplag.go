@@ -183,12 +183,12 @@ func (c *groupLagCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descGroupLagTruncated, prometheus.GaugeValue, float64(snap.truncated))
 	ch <- prometheus.MustNewConstMetric(descGroupLagOmitted, prometheus.GaugeValue, float64(snap.omitted))
-	t, ok := c.b.metadata().topic(systemTenantID, offsetsTopic)
-	if !ok || len(t.partitions) == 0 {
+	t, ok := c.b.metadata().Topic(systemTenantID, offsetsTopic)
+	if !ok || len(t.Partitions) == 0 {
 		return
 	}
 	for _, s := range snap.series {
-		if t.partitions[coordinator.PartitionOf(s.tenant, s.group, len(t.partitions))].leader != c.b.cfg.ID {
+		if t.Partitions[coordinator.PartitionOf(s.tenant, s.group, len(t.Partitions))].Leader != c.b.cfg.ID {
 			continue
 		}
 		// Not Must: a label value that is not UTF-8 (a group id written
@@ -225,24 +225,24 @@ func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 		owners []coordinator.GroupKey // the group of each toFill
 	)
 	meta := b.metadata()
-	if ot, ok := meta.topic(systemTenantID, offsetsTopic); ok {
-		for _, pm := range ot.partitions {
-			if pm.leader != b.cfg.ID {
+	if ot, ok := meta.Topic(systemTenantID, offsetsTopic); ok {
+		for _, pm := range ot.Partitions {
+			if pm.Leader != b.cfg.ID {
 				continue
 			}
 			c, err := b.coordinatorAt(ctx, ot, pm)
 			if err != nil || !c.Current() {
-				b.logger.Debug("group lag metrics: offsets partition not ready", "offsets_partition", pm.partition, "err", err)
+				b.logger.Debug("group lag metrics: offsets partition not ready", "offsets_partition", pm.Partition, "err", err)
 				continue
 			}
 			for gk, offsets := range c.CommittedOffsets() {
 				for tk, co := range offsets {
-					t, ok := meta.byID[tk.TopicID]
-					if !ok || t.tenantID != gk.Tenant || (t.tenantID == systemTenantID && t.name == offsetsTopic) {
+					t, ok := meta.ByID[tk.TopicID]
+					if !ok || t.TenantID != gk.Tenant || (t.TenantID == systemTenantID && t.Name == offsetsTopic) {
 						continue // the topic was deleted since; the offsets topic is no group's
 					}
 					toFill = append(toFill, topicLag{topic: t, lag: &sluicev1.PartitionLag{
-						Topic: t.name, Partition: tk.Partition, CommittedOffset: co.Offset.GetOffset(),
+						Topic: t.Name, Partition: tk.Partition, CommittedOffset: co.Offset.GetOffset(),
 					}})
 					owners = append(owners, gk)
 				}
@@ -267,7 +267,7 @@ func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 			messages: tl.lag.GetLag(), seconds: tl.lag.GetLagSeconds(),
 		})
 		detail.Lags = append(detail.Lags, &sluicev1.GroupPartitionLag{
-			TenantId: owners[i].Tenant, Group: owners[i].Group, TopicId: tl.topic.id, Topic: tl.lag.GetTopic(),
+			TenantId: owners[i].Tenant, Group: owners[i].Group, TopicId: tl.topic.ID, Topic: tl.lag.GetTopic(),
 			Partition: tl.lag.GetPartition(), CommittedOffset: tl.lag.GetCommittedOffset(),
 			HighWatermark: tl.lag.GetHighWatermark(), LogStartOffset: tl.lag.GetLogStartOffset(),
 			LagMessages: tl.lag.GetLag(), LagAgeMs: int64(tl.lag.GetLagSeconds() * 1000), PartitionBytes: tl.lag.GetPartitionBytes(),

@@ -3,12 +3,13 @@ package broker
 import (
 	"context"
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
@@ -164,17 +165,17 @@ func startTestCluster(t testing.TB, opts testClusterOpts) *lagCluster {
 	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		for _, b := range c.brokers {
 			for _, tt := range [][2]string{{c.tenantID, "orders"}, {systemTenantID, offsetsTopic}} {
-				tm, ok := b.metadata().topic(tt[0], tt[1])
+				tm, ok := b.metadata().Topic(tt[0], tt[1])
 				if !ok {
 					return fmt.Errorf("broker %d does not know topic %s", b.cfg.ID, tt[1])
 				}
-				for _, pm := range tm.partitions {
-					if pm.leader < 0 || len(pm.isr) < 3 {
-						return fmt.Errorf("broker %d: topic %s partition %d has leader %d, ISR %v", b.cfg.ID, tt[1], pm.partition, pm.leader, pm.isr)
+				for _, pm := range tm.Partitions {
+					if pm.Leader < 0 || len(pm.ISR) < 3 {
+						return fmt.Errorf("broker %d: topic %s partition %d has leader %d, ISR %v", b.cfg.ID, tt[1], pm.Partition, pm.Leader, pm.ISR)
 					}
 					// The view is published before the replicas apply it.
-					if p := b.partition(tm.id, pm.partition); pm.leader == b.cfg.ID && (p == nil || !p.LeadsAt(pm.leaderEpoch)) {
-						return fmt.Errorf("broker %d: topic %s partition %d: its replica does not lead yet", b.cfg.ID, tt[1], pm.partition)
+					if p := b.partition(tm.ID, pm.Partition); pm.Leader == b.cfg.ID && (p == nil || !p.LeadsAt(pm.LeaderEpoch)) {
+						return fmt.Errorf("broker %d: topic %s partition %d: its replica does not lead yet", b.cfg.ID, tt[1], pm.Partition)
 					}
 				}
 			}
@@ -223,9 +224,9 @@ func (c *lagCluster) commit(t *testing.T, group string, offsets map[int32]int64)
 // coordinatorOf is the broker that leads the group's offsets partition.
 func (c *lagCluster) coordinatorOf(t *testing.T, group string) int32 {
 	t.Helper()
-	ot, ok := c.brokers[0].metadata().topic(systemTenantID, offsetsTopic)
+	ot, ok := c.brokers[0].metadata().Topic(systemTenantID, offsetsTopic)
 	require.True(t, ok)
-	return ot.partitions[coordinator.PartitionOf(c.tenantID, group, len(ot.partitions))].leader
+	return ot.Partitions[coordinator.PartitionOf(c.tenantID, group, len(ot.Partitions))].Leader
 }
 
 // computeLag runs one lag computation on every broker at now.

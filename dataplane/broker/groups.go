@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/partition"
@@ -52,7 +53,7 @@ func tenantOf(ctx context.Context) (string, error) {
 
 // groupCall resolves the group's coordinator: here (c), or an error to
 // answer; forward says the caller should forward to pm's leader instead.
-func (s *groupService) groupCall(ctx context.Context, h interface{ Get(string) string }, group string) (c *groupCoordinator, tenantID string, pm partMeta, forward bool, err error) {
+func (s *groupService) groupCall(ctx context.Context, h interface{ Get(string) string }, group string) (c *groupCoordinator, tenantID string, pm cluster.Partition, forward bool, err error) {
 	if tenantID, err = tenantOf(ctx); err != nil {
 		return nil, "", pm, false, err
 	}
@@ -76,27 +77,27 @@ func (s *groupService) FindCoordinator(ctx context.Context, req *connect.Request
 		return nil, err
 	}
 	meta := s.b.metadata()
-	t, ok := meta.topic(systemTenantID, offsetsTopic)
-	if !ok || len(t.partitions) == 0 {
+	t, ok := meta.Topic(systemTenantID, offsetsTopic)
+	if !ok || len(t.Partitions) == 0 {
 		return nil, errNoOffsetsTopic
 	}
-	pm := t.partitions[coordinator.PartitionOf(tenantID, req.Msg.GetGroup(), len(t.partitions))]
-	if pm.leader < 0 {
+	pm := t.Partitions[coordinator.PartitionOf(tenantID, req.Msg.GetGroup(), len(t.Partitions))]
+	if pm.Leader < 0 {
 		return nil, toConnect(s.b.notLeader(pm))
 	}
-	addr := meta.brokers[pm.leader].address
+	addr := meta.Brokers[pm.Leader].Address
 	if addr == "" {
 		// The leader's lease expired and no new leader is elected yet.
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("group coordinator: broker %d, leader of the group's offsets partition, is not reachable; retry", pm.leader))
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("group coordinator: broker %d, leader of the group's offsets partition, is not reachable; retry", pm.Leader))
 	}
-	return connect.NewResponse(&sluicev1.FindCoordinatorResponse{BrokerId: pm.leader, Address: addr}), nil
+	return connect.NewResponse(&sluicev1.FindCoordinatorResponse{BrokerId: pm.Leader, Address: addr}), nil
 }
 
 func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[sluicev1.CommitOffsetsRequest]) (*connect.Response[sluicev1.CommitOffsetsResponse], error) {
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.CommitOffsets)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.CommitOffsets)
 	}
 	if err != nil {
 		return nil, err
@@ -129,16 +130,16 @@ func (s *groupService) checkCommit(ctx context.Context, h http.Header, c *groupC
 	}
 	meta := s.b.metadata()
 	commits := make([]coordinator.OffsetCommit, 0, len(offsets))
-	seen := map[partKey]bool{}
+	seen := map[cluster.PartKey]bool{}
 	for i, po := range offsets {
 		field := fmt.Sprintf("offsets[%d]", i)
-		t, ok := meta.topic(tenantID, po.GetTopic())
+		t, ok := meta.Topic(tenantID, po.GetTopic())
 		if !ok {
 			e := unknownTopic(meta, po.GetTopic())
 			return nil, connect.NewError(e.Code(), fmt.Errorf("%s: %s", field, e.Message()))
 		}
-		if po.GetPartition() < 0 || int(po.GetPartition()) >= len(t.partitions) {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q has partitions 0..%d; got %d", field, po.GetTopic(), len(t.partitions)-1, po.GetPartition()))
+		if po.GetPartition() < 0 || int(po.GetPartition()) >= len(t.Partitions) {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q has partitions 0..%d; got %d", field, po.GetTopic(), len(t.Partitions)-1, po.GetPartition()))
 		}
 		if po.GetOffset() < 0 {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: offset must not be negative; got %d", field, po.GetOffset()))
@@ -146,20 +147,20 @@ func (s *groupService) checkCommit(ctx context.Context, h http.Header, c *groupC
 		if len(po.GetMetadata()) > 4096 {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: metadata is at most 4096 bytes; got %d", field, len(po.GetMetadata())))
 		}
-		tk := partKey{t.id, po.GetPartition()}
+		tk := cluster.PartKey{TopicID: t.ID, Partition: po.GetPartition()}
 		if seen[tk] {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q partition %d appears twice", field, po.GetTopic(), po.GetPartition()))
 		}
 		seen[tk] = true
-		bounds, err := s.b.listOffsets(ctx, clientCredentials(h), t, t.partitions[po.GetPartition()], sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
+		bounds, err := s.b.listOffsets(ctx, clientCredentials(h), t, t.Partitions[po.GetPartition()], sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
 		if err != nil {
 			return nil, err
 		}
 		if hw := bounds.GetHighWatermark(); po.GetOffset() > hw {
 			return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("%s: offset %d is beyond the end of topic %q partition %d (high watermark %d)", field, po.GetOffset(), po.GetTopic(), po.GetPartition(), hw))
 		}
-		commits = append(commits, coordinator.OffsetCommit{TopicID: t.id, Offset: &sluicev1.PartitionOffset{
-			Topic: t.name, Partition: po.GetPartition(), Offset: po.GetOffset(), LeaderEpoch: po.GetLeaderEpoch(), Metadata: po.GetMetadata(),
+		commits = append(commits, coordinator.OffsetCommit{TopicID: t.ID, Offset: &sluicev1.PartitionOffset{
+			Topic: t.Name, Partition: po.GetPartition(), Offset: po.GetOffset(), LeaderEpoch: po.GetLeaderEpoch(), Metadata: po.GetMetadata(),
 		}})
 	}
 	return commits, nil
@@ -169,7 +170,7 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sl
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.FetchOffsets)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.FetchOffsets)
 	}
 	if err != nil {
 		return nil, err
@@ -182,12 +183,12 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sl
 			return nil, offsetsError(err)
 		}
 		for k, co := range committed {
-			t, ok := meta.byID[k.TopicID]
-			if !ok || t.tenantID != tenantID {
+			t, ok := meta.ByID[k.TopicID]
+			if !ok || t.TenantID != tenantID {
 				continue // the topic was deleted since
 			}
 			o := proto.Clone(co.Offset).(*sluicev1.PartitionOffset)
-			o.Topic = t.name
+			o.Topic = t.Name
 			res.Offsets = append(res.Offsets, o)
 		}
 		slices.SortFunc(res.Offsets, func(a, b *sluicev1.PartitionOffset) int {
@@ -200,16 +201,16 @@ func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sl
 	}
 	var keys []coordinator.TopicPartition
 	for _, tp := range m.GetPartitions() {
-		t, ok := meta.topic(tenantID, tp.GetTopic())
+		t, ok := meta.Topic(tenantID, tp.GetTopic())
 		if !ok {
 			return nil, unknownTopic(meta, tp.GetTopic())
 		}
 		for _, p := range tp.GetPartitions() {
-			if p < 0 || int(p) >= len(t.partitions) {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("topic %q has partitions 0..%d; got %d", t.name, len(t.partitions)-1, p))
+			if p < 0 || int(p) >= len(t.Partitions) {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("topic %q has partitions 0..%d; got %d", t.Name, len(t.Partitions)-1, p))
 			}
-			res.Offsets = append(res.Offsets, &sluicev1.PartitionOffset{Topic: t.name, Partition: p, Offset: -1, LeaderEpoch: -1})
-			keys = append(keys, coordinator.TopicPartition{TopicID: t.id, Partition: p})
+			res.Offsets = append(res.Offsets, &sluicev1.PartitionOffset{Topic: t.Name, Partition: p, Offset: -1, LeaderEpoch: -1})
+			keys = append(keys, coordinator.TopicPartition{TopicID: t.ID, Partition: p})
 		}
 	}
 	committed, err := c.StableOffsets(tenantID, m.GetGroup(), keys)
@@ -229,7 +230,7 @@ func (s *groupService) GroupHeartbeat(ctx context.Context, req *connect.Request[
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.GroupHeartbeat)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.GroupHeartbeat)
 	}
 	if err != nil {
 		return nil, err
@@ -250,7 +251,7 @@ func (s *groupService) GroupHeartbeat(ctx context.Context, req *connect.Request[
 	if m.GetOwnedSet() {
 		hr.Owned = fromTopicPartitions(m.GetOwned())
 	}
-	res, err := c.Heartbeat(ctx, time.Now(), tenantID, m.GetGroup(), m.GetAssignor(), s.b.metadata().groupTopics(tenantID), hr)
+	res, err := c.Heartbeat(ctx, time.Now(), tenantID, m.GetGroup(), m.GetAssignor(), groupTopics(s.b.metadata(), tenantID), hr)
 	if err != nil {
 		return nil, groupError(err)
 	}
@@ -265,7 +266,7 @@ func (s *groupService) LeaveGroup(ctx context.Context, req *connect.Request[slui
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.LeaveGroup)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.LeaveGroup)
 	}
 	if err != nil {
 		return nil, err

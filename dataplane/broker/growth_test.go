@@ -70,7 +70,7 @@ func TestBrokerPartitionBeyondViewIsNotFound(t *testing.T) {
 	b.meta.Store(toClusterMeta(assignments(4, 3)))
 	_, pm, _, err := s.resolve(ctx, "orders", 2)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, pm.partition)
+	require.EqualValues(t, 2, pm.Partition)
 }
 
 // TestBrokerOpensPartitionsAddedToATopic: the assignment snapshot after a
@@ -115,5 +115,5 @@ func TestBrokerOpensPartitionsAddedToATopic(t *testing.T) {
 			return nil
 		})
 	}
-	require.Len(t, b.metadata().byID[growTopic].partitions, 5)
+	require.Len(t, b.metadata().ByID[growTopic].Partitions, 5)
 }

@@ -168,10 +168,10 @@ func TestBrokerHWCheckpointRestart(t *testing.T) {
 	require.NoError(t, b.checkpointHWs())
 	require.Equal(t, want, b.checkpoint(t), "before any replica opens, the file keeps every HW")
 	m := toClusterMeta(assignments(5, 4, all(4)...))
-	for _, pm := range m.byID[growTopic].partitions {
-		p, err := b.openPartition(m.byID[growTopic], pm) // no role yet: the HW is the one it opened with
+	for _, pm := range m.ByID[growTopic].Partitions {
+		p, err := b.openPartition(m.ByID[growTopic], pm) // no role yet: the HW is the one it opened with
 		require.NoError(t, err)
-		require.EqualValues(t, pm.partition+2, p.HighWatermark(), "partition %d", pm.partition)
+		require.EqualValues(t, pm.Partition+2, p.HighWatermark(), "partition %d", pm.Partition)
 	}
 
 	// The topic is deleted: its partitions go from the file with their data.
@@ -206,10 +206,10 @@ func TestBrokerHWCheckpointUpgrade(t *testing.T) {
 	b, err = newHWBroker(t, dir)
 	require.NoError(t, err)
 	m := toClusterMeta(assignments(4, 3, all(3)...))
-	for _, pm := range m.byID[growTopic].partitions {
-		p, err := b.openPartition(m.byID[growTopic], pm)
+	for _, pm := range m.ByID[growTopic].Partitions {
+		p, err := b.openPartition(m.ByID[growTopic], pm)
 		require.NoError(t, err)
-		require.EqualValues(t, pm.partition+1, p.HighWatermark(), "partition %d: its legacy file", pm.partition)
+		require.EqualValues(t, pm.Partition+1, p.HighWatermark(), "partition %d: its legacy file", pm.Partition)
 	}
 	require.NoError(t, b.checkpointHWs())
 	want := map[partition.HWKey]int64{}
@@ -222,10 +222,10 @@ func TestBrokerHWCheckpointUpgrade(t *testing.T) {
 
 	b, err = newHWBroker(t, dir)
 	require.NoError(t, err)
-	for _, pm := range m.byID[growTopic].partitions {
-		p, err := b.openPartition(m.byID[growTopic], pm)
+	for _, pm := range m.ByID[growTopic].Partitions {
+		p, err := b.openPartition(m.ByID[growTopic], pm)
 		require.NoError(t, err)
-		require.EqualValues(t, pm.partition+1, p.HighWatermark(), "partition %d: the broker's file", pm.partition)
+		require.EqualValues(t, pm.Partition+1, p.HighWatermark(), "partition %d: the broker's file", pm.Partition)
 	}
 }
 
@@ -255,7 +255,7 @@ func TestBrokerHWCheckpointCorrupt(t *testing.T) {
 	b, err = newHWBroker(t, dir)
 	require.NoError(t, err)
 	m := toClusterMeta(assignments(4, 1, 0))
-	p, err := b.openPartition(m.byID[growTopic], m.byID[growTopic].partitions[0])
+	p, err := b.openPartition(m.ByID[growTopic], m.ByID[growTopic].Partitions[0])
 	require.NoError(t, err)
 	require.EqualValues(t, 0, p.HighWatermark())
 	require.EqualValues(t, 3, p.Log().LEO())

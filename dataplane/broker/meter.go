@@ -52,15 +52,15 @@ func (b *Broker) meteredLeaders() []meter.Leader {
 	meta := b.metadata()
 	var out []meter.Leader
 	for _, p := range b.partitions() {
-		t, ok := meta.byID[p.TopicID()]
-		if !ok || t.tenantID == systemTenantID || int(p.Partition()) >= len(t.partitions) {
+		t, ok := meta.ByID[p.TopicID()]
+		if !ok || t.TenantID == systemTenantID || int(p.Partition()) >= len(t.Partitions) {
 			continue
 		}
-		pm := t.partitions[p.Partition()]
-		if pm.leader != b.cfg.ID || !p.LeadsAt(pm.leaderEpoch) {
+		pm := t.Partitions[p.Partition()]
+		if pm.Leader != b.cfg.ID || !p.LeadsAt(pm.LeaderEpoch) {
 			continue
 		}
-		out = append(out, meter.Leader{TopicID: t.id, Partition: pm.partition, LeaderEpoch: pm.leaderEpoch, Replica: p})
+		out = append(out, meter.Leader{TopicID: t.ID, Partition: pm.Partition, LeaderEpoch: pm.LeaderEpoch, Replica: p})
 	}
 	return out
 }

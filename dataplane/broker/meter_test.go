@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice/controlplane"
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
@@ -49,16 +50,16 @@ type fakeUsage struct {
 	reports    map[usageKey]*sluicev1.ReportUsageRequest
 	newest     map[[2]int64]int64 // (broker, epoch) → newest sequence
 	violations []string
-	cursors    map[partKey]int64
-	epochs     map[partKey]int32
-	ingress    map[partKey]int64
+	cursors    map[cluster.PartKey]int64
+	epochs     map[cluster.PartKey]int32
+	ingress    map[cluster.PartKey]int64
 	egress     map[string]int64
 	requests   map[string]int64
 }
 
 func newFakeUsage(dropEvery int) *fakeUsage {
 	return &fakeUsage{dropEvery: dropEvery, reports: map[usageKey]*sluicev1.ReportUsageRequest{}, newest: map[[2]int64]int64{},
-		cursors: map[partKey]int64{}, epochs: map[partKey]int32{}, ingress: map[partKey]int64{}, egress: map[string]int64{}, requests: map[string]int64{}}
+		cursors: map[cluster.PartKey]int64{}, epochs: map[cluster.PartKey]int32{}, ingress: map[cluster.PartKey]int64{}, egress: map[string]int64{}, requests: map[string]int64{}}
 }
 
 func (f *fakeUsage) ReportUsage(_ context.Context, req *connect.Request[sluicev1.ReportUsageRequest]) (*connect.Response[sluicev1.ReportUsageResponse], error) {
@@ -86,7 +87,7 @@ func (f *fakeUsage) ReportUsage(_ context.Context, req *connect.Request[sluicev1
 			f.requests[c.GetTenantId()] += c.GetRequests()
 		}
 		for _, g := range m.GetIngress() {
-			pk := partKey{g.GetTopicId(), g.GetPartition()}
+			pk := cluster.PartKey{TopicID: g.GetTopicId(), Partition: g.GetPartition()}
 			if g.GetLeaderEpoch() < f.epochs[pk] {
 				continue
 			}
@@ -98,8 +99,8 @@ func (f *fakeUsage) ReportUsage(_ context.Context, req *connect.Request[sluicev1
 		}
 	}
 	for _, g := range m.GetIngress() {
-		pk := partKey{g.GetTopicId(), g.GetPartition()}
-		res.Cursors = append(res.Cursors, &sluicev1.IngressCursor{TopicId: pk.topicID, Partition: pk.partition, NextOffset: f.cursors[pk]})
+		pk := cluster.PartKey{TopicID: g.GetTopicId(), Partition: g.GetPartition()}
+		res.Cursors = append(res.Cursors, &sluicev1.IngressCursor{TopicId: pk.TopicID, Partition: pk.Partition, NextOffset: f.cursors[pk]})
 	}
 	if f.dropEvery > 0 && f.calls%f.dropEvery == 0 {
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("answer lost"))
@@ -108,11 +109,11 @@ func (f *fakeUsage) ReportUsage(_ context.Context, req *connect.Request[sluicev1
 }
 
 // state returns copies of what the fake applied.
-func (f *fakeUsage) state() (ingress, cursors map[partKey]int64, egress, requests map[string]int64, retries int, violations []string) {
+func (f *fakeUsage) state() (ingress, cursors map[cluster.PartKey]int64, egress, requests map[string]int64, retries int, violations []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	cp := func(m map[partKey]int64) map[partKey]int64 {
-		out := map[partKey]int64{}
+	cp := func(m map[cluster.PartKey]int64) map[cluster.PartKey]int64 {
+		out := map[cluster.PartKey]int64{}
 		for k, v := range m {
 			out[k] = v
 		}
@@ -240,9 +241,9 @@ func fetchAllVia(t *testing.T, client meterClient, part int32) int64 {
 // i's view (-1: none).
 func (c *lagCluster) leaderIndex(t testing.TB, i int, topic string, part int32) int {
 	t.Helper()
-	tm, ok := c.brokers[i].metadata().topic(c.tenantID, topic)
+	tm, ok := c.brokers[i].metadata().Topic(c.tenantID, topic)
 	require.True(t, ok)
-	return int(tm.partitions[part].leader) - 1
+	return int(tm.Partitions[part].Leader) - 1
 }
 
 // TestBrokerMeterReportsExactlyOnce: on a real cluster whose control
@@ -267,7 +268,7 @@ func TestBrokerMeterReportsExactlyOnce(t *testing.T) {
 			bc.UsageReportInterval = 200 * time.Millisecond
 		},
 	})
-	tm, ok := c.brokers[0].metadata().topic(c.tenantID, "orders")
+	tm, ok := c.brokers[0].metadata().Topic(c.tenantID, "orders")
 	require.True(t, ok)
 	calls := 0
 	clients := c.meterClients(&calls)
@@ -298,8 +299,8 @@ func TestBrokerMeterReportsExactlyOnce(t *testing.T) {
 				return fmt.Errorf("violations: %v", violations)
 			}
 			for part := range int32(2) {
-				want, hw := logDataBytes(t, c.brokers[leaderOf[part]], tm.id, part)
-				k := partKey{tm.id, part}
+				want, hw := logDataBytes(t, c.brokers[leaderOf[part]], tm.ID, part)
+				k := cluster.PartKey{TopicID: tm.ID, Partition: part}
 				if cursors[k] != hw || ingress[k] != want {
 					return fmt.Errorf("partition %d: billed [0, %d) with %d bytes; the log has %d bytes below the HW %d", part, cursors[k], ingress[k], want, hw)
 				}
@@ -467,7 +468,7 @@ func TestBrokerMeterBillsTheLogExactlyOnce(t *testing.T) {
 		},
 	})
 	start := time.Now()
-	tm, ok := c.brokers[0].metadata().topic(c.tenantID, "orders")
+	tm, ok := c.brokers[0].metadata().Topic(c.tenantID, "orders")
 	require.True(t, ok)
 	calls := 0
 	clients := c.meterClients(&calls)
@@ -505,7 +506,7 @@ func TestBrokerMeterBillsTheLogExactlyOnce(t *testing.T) {
 	testenv.Wait(t, 60*time.Second, "usage billed exactly", func() error {
 		var ingress int64
 		for part := range int32(2) {
-			n, _ := logDataBytes(t, c.brokers[c.leaderIndex(t, survivor, "orders", part)], tm.id, part)
+			n, _ := logDataBytes(t, c.brokers[c.leaderIndex(t, survivor, "orders", part)], tm.ID, part)
 			ingress += n
 		}
 		got, err := billed()

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
@@ -34,18 +35,18 @@ func setupProduceBench(tb testing.TB) *produceBench {
 	cfg.Flush = "os"
 	b, err := New(cfg, Deps{})
 	require.NoError(tb, err)
-	pm := partMeta{partition: 0, replicas: []int32{1}, leader: 1, leaderEpoch: 1, isr: []int32{1}}
-	tm := &topicMeta{tenantID: "t1", id: "topic-bench", name: "bench", config: topicConfig{minISR: 1, maxMessageBytes: 1 << 20}, partitions: []partMeta{pm}}
-	m := emptyMeta()
-	m.loaded = true
-	m.addTopic(tm)
+	pm := cluster.Partition{Partition: 0, Replicas: []int32{1}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1}}
+	tm := &cluster.Topic{TenantID: "t1", ID: "topic-bench", Name: "bench", Config: cluster.TopicConfig{MinISR: 1, MaxMessageBytes: 1 << 20}, Partitions: []cluster.Partition{pm}}
+	m := cluster.EmptyView()
+	m.Loaded = true
+	m.AddTopic(tm)
 	b.meta.Store(m)
 	p, err := b.openPartition(tm, pm)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { p.Log().Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
-	p.Update(ctx, pm.assignment(), tm.config.replica())
+	p.Update(ctx, pm.Assignment(), tm.Config.Replica())
 	pctx := tenants.WithPrincipal(ctx, tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", APIKeyID: "0123456789abcdef", Scopes: tenants.AllScopes()})
 	return &produceBench{svc: &recordService{b: b}, p: p, ctx: pctx}
 }

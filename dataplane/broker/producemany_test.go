@@ -61,30 +61,30 @@ func TestBrokerProduceManyEntriesAnsweredAsProduce(t *testing.T) {
 	testenv.Wait(t, 30*time.Second, "every partition of wide led with a full ISR, and secret known", func() error {
 		x, led, notLed = nil, nil, nil
 		for _, b := range c.brokers {
-			tm, ok := b.metadata().topic(c.tenantID, "wide")
+			tm, ok := b.metadata().Topic(c.tenantID, "wide")
 			if !ok {
 				return fmt.Errorf("broker %d does not know wide", b.cfg.ID)
 			}
-			if _, ok := b.metadata().topic(su.Msg.GetTenant().GetId(), "secret"); !ok {
+			if _, ok := b.metadata().Topic(su.Msg.GetTenant().GetId(), "secret"); !ok {
 				return fmt.Errorf("broker %d does not know secret", b.cfg.ID)
 			}
-			for _, pm := range tm.partitions {
-				if pm.leader < 0 || len(pm.isr) < 3 {
-					return fmt.Errorf("broker %d: wide/%d has leader %d, ISR %v", b.cfg.ID, pm.partition, pm.leader, pm.isr)
+			for _, pm := range tm.Partitions {
+				if pm.Leader < 0 || len(pm.ISR) < 3 {
+					return fmt.Errorf("broker %d: wide/%d has leader %d, ISR %v", b.cfg.ID, pm.Partition, pm.Leader, pm.ISR)
 				}
-				if p := b.partition(tm.id, pm.partition); pm.leader == b.cfg.ID && (p == nil || !p.LeadsAt(pm.leaderEpoch)) {
-					return fmt.Errorf("broker %d has not taken over wide/%d", b.cfg.ID, pm.partition)
+				if p := b.partition(tm.ID, pm.Partition); pm.Leader == b.cfg.ID && (p == nil || !p.LeadsAt(pm.LeaderEpoch)) {
+					return fmt.Errorf("broker %d has not taken over wide/%d", b.cfg.ID, pm.Partition)
 				}
 			}
 		}
 		for _, b := range c.brokers {
-			tm, _ := b.metadata().topic(c.tenantID, "wide")
+			tm, _ := b.metadata().Topic(c.tenantID, "wide")
 			var l, n []int32
-			for _, pm := range tm.partitions {
-				if pm.leader == b.cfg.ID {
-					l = append(l, pm.partition)
+			for _, pm := range tm.Partitions {
+				if pm.Leader == b.cfg.ID {
+					l = append(l, pm.Partition)
 				} else {
-					n = append(n, pm.partition)
+					n = append(n, pm.Partition)
 				}
 			}
 			if len(l) >= 2 && len(n) > 0 {
@@ -148,7 +148,7 @@ func TestBrokerProduceManyEntriesAnsweredAsProduce(t *testing.T) {
 			require.Len(t, pe.GetDetails(), 1)
 			require.NoError(t, pe.GetDetails()[0].UnmarshalTo(nl))
 			require.NotEqual(t, x.cfg.ID, nl.GetLeaderId())
-			require.Equal(t, x.metadata().brokers[nl.GetLeaderId()].address, nl.GetLeaderAddress())
+			require.Equal(t, x.metadata().Brokers[nl.GetLeaderId()].Address, nl.GetLeaderAddress())
 		case bad[2]:
 			perr := &sluicev1.ProducerError{}
 			require.Len(t, pe.GetDetails(), 1)
@@ -161,13 +161,13 @@ func TestBrokerProduceManyEntriesAnsweredAsProduce(t *testing.T) {
 
 	// acks=all: every replica holds each good entry at its offset when the
 	// answer comes, and nothing of the bad entries was written.
-	tm, _ := x.metadata().topic(c.tenantID, "wide")
+	tm, _ := x.metadata().Topic(c.tenantID, "wide")
 	for k, g := range good {
 		r := res.Msg.GetResults()[map[int]int{0: 0, 1: 4}[k]]
 		require.EqualValues(t, 0, r.GetBaseOffset(), "the first write to %s/%d", g.GetTopic(), g.GetPartition())
 		end := r.GetBaseOffset() + int64(3+k)
 		for _, b := range c.brokers {
-			p := b.partition(tm.id, g.GetPartition())
+			p := b.partition(tm.ID, g.GetPartition())
 			require.NotNil(t, p, "broker %d", b.cfg.ID)
 			require.Equal(t, end, p.Log().LEO(), "broker %d holds wide/%d up to %d at the answer", b.cfg.ID, g.GetPartition(), end)
 		}

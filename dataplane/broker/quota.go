@@ -599,12 +599,12 @@ func (b *Broker) quotaReport(ctx context.Context) *sluicev1.ExchangeQuotasReques
 // coordinator cannot load yet is left out this time).
 func (b *Broker) groupsByTenant(ctx context.Context) map[string]int {
 	out := map[string]int{}
-	t, ok := b.metadata().topic(systemTenantID, offsetsTopic)
+	t, ok := b.metadata().Topic(systemTenantID, offsetsTopic)
 	if !ok {
 		return out
 	}
-	for _, pm := range t.partitions {
-		if pm.leader != b.cfg.ID {
+	for _, pm := range t.Partitions {
+		if pm.Leader != b.cfg.ID {
 			continue
 		}
 		c, err := b.coordinatorAt(ctx, t, pm)

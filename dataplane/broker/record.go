@@ -14,6 +14,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
+	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
@@ -24,9 +26,8 @@ import (
 	"github.com/sluicemq/sluice/tenants"
 )
 
-// NoForwardHeader, set to "1" by routing clients, asks a broker to answer
-// NotLeader instead of forwarding a request it cannot serve itself.
-const NoForwardHeader = "Sluice-No-Forward"
+// NoForwardHeader is connectapi.NoForwardHeader.
+const NoForwardHeader = connectapi.NoForwardHeader
 
 const (
 	defaultFetchMaxBytes = 1 << 20
@@ -40,80 +41,39 @@ const (
 type recordService struct{ b *Broker }
 
 // resolve finds the caller's topic partition in the cluster metadata.
-func (s *recordService) resolve(ctx context.Context, topic string, partition int32) (*topicMeta, partMeta, tenants.Principal, error) {
+func (s *recordService) resolve(ctx context.Context, topic string, partition int32) (*cluster.Topic, cluster.Partition, tenants.Principal, error) {
 	p, ok := tenants.PrincipalFrom(ctx)
 	if !ok || p.TenantID == "" {
-		return nil, partMeta{}, p, errors.New("no tenant principal in context")
+		return nil, cluster.Partition{}, p, errors.New("no tenant principal in context")
 	}
-	if topic == "" {
-		return nil, partMeta{}, p, derr.New(derr.InvalidRequest, "topic: must not be empty")
-	}
-	meta := s.b.metadata()
-	t, ok := meta.topic(p.TenantID, topic)
-	if !ok {
-		return nil, partMeta{}, p, topicNotFound(meta, topic)
-	}
-	if partition < 0 {
-		return nil, partMeta{}, p, derr.New(derr.InvalidRequest, "partition: must not be negative; got %d", partition)
-	}
-	if int(partition) >= len(t.partitions) {
-		return nil, partMeta{}, p, partitionNotFound(t, partition)
-	}
-	return t, t.partitions[partition], p, nil
+	t, pm, err := s.b.metadata().Resolve(p.TenantID, topic, partition)
+	return t, pm, p, err
 }
 
-// partitionNotFound is the answer for a partition beyond the topic's count
-// in this broker's view: UnknownTopicOrPartition (NotFound), as for a
-// topic the view does not name. Partitions are only ever added, so a
-// client that knows of the partition may be ahead of this broker: the
-// control plane added it and the assignment stream has not brought it here
-// yet. Clients retry NotFound from a broker when their metadata names the
-// partition, as they do for a new topic.
-func partitionNotFound(t *topicMeta, partition int32) error {
-	return derr.New(derr.UnknownTopicOrPartition, "topic %q partition %d not found: this broker knows partitions 0..%d (partitions added just now reach every broker within moments)", t.name, partition, len(t.partitions)-1)
-}
-
-// unknownPartition is partitionNotFound as a Connect error, for the
-// handlers that still build Connect errors themselves.
-func unknownPartition(t *topicMeta, partition int32) *connect.Error {
-	return asConnect(partitionNotFound(t, partition))
+// unknownPartition is cluster.PartitionNotFound as a Connect error, for
+// the handlers that still build Connect errors themselves.
+func unknownPartition(t *cluster.Topic, partition int32) *connect.Error {
+	return asConnect(cluster.PartitionNotFound(t, partition))
 }
 
 // local returns the partition if this broker leads it; otherwise the error
 // to return or the cue to forward.
-func (s *recordService) local(pm partMeta, t *topicMeta) (*partition.Replica, error) {
-	if pm.leader == s.b.cfg.ID {
-		if p := s.b.partition(t.id, pm.partition); p != nil {
+func (s *recordService) local(pm cluster.Partition, t *cluster.Topic) (*partition.Replica, error) {
+	if pm.Leader == s.b.cfg.ID {
+		if p := s.b.partition(t.ID, pm.Partition); p != nil {
 			return p, nil
 		}
 	}
 	return nil, s.b.notLeader(pm)
 }
 
-// topicNotFound is the answer for a topic the view does not name:
-// UnknownTopicOrPartition (NotFound), or Unavailable while the broker has
-// not received its first view (it has just started; another broker, or
-// this one shortly, knows the topic).
-func topicNotFound(meta *clusterMeta, name string) error {
-	if !meta.loaded {
-		return derr.New(derr.Unavailable, "topic %q: this broker is starting and has not received its assignments yet; retry", name)
-	}
-	return derr.New(derr.UnknownTopicOrPartition, "topic %q not found", name)
+// unknownTopic is View.TopicNotFound as a Connect error, for the handlers
+// that still build Connect errors themselves.
+func unknownTopic(meta *cluster.View, name string) *connect.Error {
+	return asConnect(meta.TopicNotFound(name))
 }
 
-// unknownTopic is topicNotFound as a Connect error, for the handlers that
-// still build Connect errors themselves.
-func unknownTopic(meta *clusterMeta, name string) *connect.Error {
-	return asConnect(topicNotFound(meta, name))
-}
-
-// forwardable reports whether a request may be forwarded to the leader:
-// another broker, named by the metadata, and the caller did not ask to
-// route itself.
-func forwardable(h http.Header, err error) bool {
-	var nl *partition.NotLeaderError
-	return errors.As(err, &nl) && nl.Leader >= 0 && !nl.Self && h.Get(NoForwardHeader) != "1"
-}
+func forwardable(h http.Header, err error) bool { return connectapi.Forwardable(h, err) }
 
 func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
 	m := req.Msg
@@ -125,7 +85,7 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	if err != nil {
 		return nil, err
 	}
-	batches, err := produceBatches(m, t.config.maxMessageBytes, time.Now())
+	batches, err := produceBatches(m, t.Config.MaxMessageBytes, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +95,7 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	}
 	p, err := s.local(pm, t)
 	if err != nil && forwardable(req.Header(), err) { // Header() allocates: only on the refusal path
-		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).Produce)
+		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.Leader).Produce)
 	}
 	if err != nil {
 		return nil, err
@@ -144,7 +104,7 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 	if err := s.b.quota.admitProduce(ctx, cost); err != nil {
 		return nil, err
 	}
-	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, m.CurrentLeaderEpoch, s.verifier(txn, req.Header, t, pm.partition))
+	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, m.CurrentLeaderEpoch, s.verifier(txn, req.Header, t, pm.Partition))
 	s.b.quota.refundProduce(ctx, len(batches), cost, res, err)
 	if err != nil {
 		return nil, err
@@ -176,7 +136,7 @@ func produceOptions(acks sluicev1.Acks, timeoutMs int64) (sluicev1.Acks, time.Du
 // produceOn writes checked batches to p, a replica this broker leads, and
 // counts them in the metrics. With verify (transactional batches) it
 // produces them with partition.ProduceTransactional.
-func (s *recordService) produceOn(ctx context.Context, t *topicMeta, p *partition.Replica, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, epoch *int32, verify partition.Verifier) (*sluicev1.ProduceResponse, error) {
+func (s *recordService) produceOn(ctx context.Context, t *cluster.Topic, p *partition.Replica, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, epoch *int32, verify partition.Verifier) (*sluicev1.ProduceResponse, error) {
 	start := time.Now()
 	var res partition.ProduceResult
 	var err error
@@ -193,7 +153,7 @@ func (s *recordService) produceOn(ctx context.Context, t *topicMeta, p *partitio
 	for _, b := range batches {
 		n += len(b.Batch())
 	}
-	s.b.metrics.produced(t.tenantID, n)
+	s.b.metrics.produced(t.TenantID, n)
 	return &sluicev1.ProduceResponse{BaseOffset: res.Base, LogStartOffset: p.Log().LogStartOffset(), Duplicate: res.Duplicate}, nil
 }
 
@@ -293,7 +253,7 @@ func (s *recordService) produceEntry(ctx context.Context, header func() http.Hea
 	if len(data) == 0 {
 		return nil, derr.New(derr.InvalidRequest, "batches: must not be empty")
 	}
-	batches, err := splitBatches(data, t.config.maxMessageBytes)
+	batches, err := splitBatches(data, t.Config.MaxMessageBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +266,7 @@ func (s *recordService) produceEntry(ctx context.Context, header func() http.Hea
 		return nil, err
 	}
 	toLog = true
-	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch, s.verifier(txn, header, t, pm.partition))
+	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch, s.verifier(txn, header, t, pm.Partition))
 	s.b.quota.refundProduce(ctx, len(batches), len(data), res, err)
 	return res, err
 }
@@ -314,7 +274,7 @@ func (s *recordService) produceEntry(ctx context.Context, header func() http.Hea
 // produceError maps an entry's error as errorInterceptor maps a handler's
 // and carries it in a message: code, message and details.
 func (s *recordService) produceError(ctx context.Context, err error) *sluicev1.ProduceError {
-	err = errorInterceptor{s.b.logger}.mapErr(ctx, sluicev1connect.RecordServiceProduceManyProcedure, err)
+	err = connectapi.ErrorInterceptor{Logger: s.b.logger}.MapErr(ctx, sluicev1connect.RecordServiceProduceManyProcedure, err)
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
 		return &sluicev1.ProduceError{Code: int32(connect.CodeInternal), Message: "internal error"}
@@ -508,7 +468,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	}
 	p, err := s.local(pm, t)
 	if err != nil && forwardable(req.Header(), err) { // Header() allocates: only on the refusal path
-		res, err := forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).Fetch)
+		res, err := forward(ctx, s.b, pm, req, s.b.recordClient(pm.Leader).Fetch)
 		return res, suspended(err)
 	}
 	if err != nil {
@@ -540,8 +500,8 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 		}
 	}
 	if caller.Kind == tenants.PrincipalTenant {
-		s.b.metrics.fetched(t.tenantID, len(f.Data)) // a broker's own reads (group lag) are not the tenant's
-		s.b.usageCounters.AddEgress(t.tenantID, int64(len(f.Data)))
+		s.b.metrics.fetched(t.TenantID, len(f.Data)) // a broker's own reads (group lag) are not the tenant's
+		s.b.usageCounters.AddEgress(t.TenantID, int64(len(f.Data)))
 	}
 	return connect.NewResponse(res), nil
 }
@@ -645,7 +605,7 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 	}
 	p, err := s.local(pm, t)
 	if err != nil && forwardable(req.Header(), err) { // Header() allocates: only on the refusal path
-		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.leader).ListOffsets)
+		return forward(ctx, s.b, pm, req, s.b.recordClient(pm.Leader).ListOffsets)
 	}
 	if err != nil {
 		return nil, err
@@ -689,25 +649,25 @@ func (s *recordService) GetMetadata(ctx context.Context, req *connect.Request[sl
 	}
 	meta := s.b.metadata()
 	res := &sluicev1.GetMetadataResponse{}
-	for _, b := range sortedBrokers(meta) {
-		res.Brokers = append(res.Brokers, &sluicev1.BrokerAddress{Id: b.id, Address: b.address, Rack: b.rack})
+	for _, b := range cluster.SortedNodes(meta) {
+		res.Brokers = append(res.Brokers, &sluicev1.BrokerAddress{Id: b.ID, Address: b.Address, Rack: b.Rack})
 	}
 	names := req.Msg.GetTopics()
 	if len(names) == 0 {
-		for name := range meta.byTenant[p.TenantID] {
+		for name := range meta.ByTenant[p.TenantID] {
 			names = append(names, name)
 		}
 		sortStrings(names)
 	}
 	for _, name := range names {
-		t, ok := meta.topic(p.TenantID, name)
+		t, ok := meta.Topic(p.TenantID, name)
 		if !ok {
-			return nil, topicNotFound(meta, name)
+			return nil, meta.TopicNotFound(name)
 		}
-		tm := &sluicev1.TopicMetadata{Name: t.name, Id: t.id, MaxMessageBytes: t.config.maxMessageBytes}
-		for _, pm := range t.partitions {
+		tm := &sluicev1.TopicMetadata{Name: t.Name, Id: t.ID, MaxMessageBytes: t.Config.MaxMessageBytes}
+		for _, pm := range t.Partitions {
 			tm.Partitions = append(tm.Partitions, &sluicev1.PartitionMetadata{
-				Partition: pm.partition, Leader: pm.leader, LeaderEpoch: pm.leaderEpoch, Replicas: pm.replicas, Isr: pm.isr,
+				Partition: pm.Partition, Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch, Replicas: pm.Replicas, Isr: pm.ISR,
 			})
 		}
 		res.Topics = append(res.Topics, tm)

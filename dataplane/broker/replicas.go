@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
@@ -29,7 +30,7 @@ import (
 
 // applyMetadata installs a new cluster view from a snapshot and brings every
 // local replica to the role it now has: leader, follower, or none (closed).
-func (b *Broker) applyMetadata(m *clusterMeta) {
+func (b *Broker) applyMetadata(m *cluster.View) {
 	b.meta.Store(m)
 	b.mu.Lock()
 	ctx := b.runCtx
@@ -37,14 +38,14 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 	if ctx == nil || ctx.Err() != nil {
 		return
 	}
-	want := map[partKey]bool{}
+	want := map[cluster.PartKey]bool{}
 	var us []replicaUpdate
-	for _, t := range m.byID {
-		for _, pm := range t.partitions {
-			if !pm.hasReplica(b.cfg.ID) {
+	for _, t := range m.ByID {
+		for _, pm := range t.Partitions {
+			if !pm.HasReplica(b.cfg.ID) {
 				continue
 			}
-			want[partKey{t.id, pm.partition}] = true
+			want[cluster.PartKey{TopicID: t.ID, Partition: pm.Partition}] = true
 			us = append(us, replicaUpdate{t, pm})
 		}
 	}
@@ -61,7 +62,7 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 		}
 	}
 	for k := range b.hwKept {
-		if _, exists := m.byID[k.topicID]; !exists {
+		if _, exists := m.ByID[k.TopicID]; !exists {
 			delete(b.hwKept, k) // a deleted topic's: its data goes
 		}
 	}
@@ -79,7 +80,7 @@ func (b *Broker) applyMetadata(m *clusterMeta) {
 // those — to their new role: the cost follows the delta, not the
 // partitions hosted. A delta comes after a snapshot of the same stream
 // (applyMetadata), so the first view and its sweep of strays are done.
-func (b *Broker) applyDelta(m *clusterMeta, changed []partKey) {
+func (b *Broker) applyDelta(m *cluster.View, changed []cluster.PartKey) {
 	b.meta.Store(m)
 	b.mu.Lock()
 	ctx := b.runCtx
@@ -90,15 +91,15 @@ func (b *Broker) applyDelta(m *clusterMeta, changed []partKey) {
 	var drop []*partition.Replica
 	var us []replicaUpdate
 	for _, k := range changed {
-		if t, ok := m.byID[k.topicID]; ok && int(k.partition) < len(t.partitions) && t.partitions[k.partition].hasReplica(b.cfg.ID) {
-			us = append(us, replicaUpdate{t, t.partitions[k.partition]})
+		if t, ok := m.ByID[k.TopicID]; ok && int(k.Partition) < len(t.Partitions) && t.Partitions[k.Partition].HasReplica(b.cfg.ID) {
+			us = append(us, replicaUpdate{t, t.Partitions[k.Partition]})
 			continue
 		}
 		b.mu.Lock()
 		if p, ok := b.parts[k]; ok {
 			drop = append(drop, p)
 			b.closeLocked(m, k, p)
-		} else if _, exists := m.byID[k.topicID]; !exists {
+		} else if _, exists := m.ByID[k.TopicID]; !exists {
 			delete(b.hwKept, k)
 		}
 		b.mu.Unlock()
@@ -110,8 +111,8 @@ func (b *Broker) applyDelta(m *clusterMeta, changed []partKey) {
 // replicaUpdate is a partition of which a new view gives this broker a
 // replica.
 type replicaUpdate struct {
-	t  *topicMeta
-	pm partMeta
+	t  *cluster.Topic
+	pm cluster.Partition
 }
 
 // openParallel is how many replicas updateReplicas opens at once. Opening
@@ -126,10 +127,10 @@ const openParallel = 8
 // goroutine calls it, so no two calls open the same replica at once.
 func (b *Broker) updateReplicas(ctx context.Context, us []replicaUpdate) {
 	// One open per partition, even if us lists one twice.
-	first := make(map[partKey]int, len(us))
+	first := make(map[cluster.PartKey]int, len(us))
 	for i, u := range us {
-		if _, ok := first[partKey{u.t.id, u.pm.partition}]; !ok {
-			first[partKey{u.t.id, u.pm.partition}] = i
+		if _, ok := first[cluster.PartKey{TopicID: u.t.ID, Partition: u.pm.Partition}]; !ok {
+			first[cluster.PartKey{TopicID: u.t.ID, Partition: u.pm.Partition}] = i
 		}
 	}
 	ps := make([]*partition.Replica, len(us))
@@ -149,21 +150,21 @@ func (b *Broker) updateReplicas(ctx context.Context, us []replicaUpdate) {
 	close(next)
 	wg.Wait()
 	for _, u := range us {
-		i := first[partKey{u.t.id, u.pm.partition}]
+		i := first[cluster.PartKey{TopicID: u.t.ID, Partition: u.pm.Partition}]
 		if errs[i] != nil {
-			b.logger.Error("open partition", "topic", u.t.id, "partition", u.pm.partition, "err", errs[i])
+			b.logger.Error("open partition", "topic", u.t.ID, "partition", u.pm.Partition, "err", errs[i])
 			continue
 		}
-		ps[i].Update(ctx, u.pm.assignment(), u.t.config.replica())
+		ps[i].Update(ctx, u.pm.Assignment(), u.t.Config.Replica())
 	}
 }
 
 // closeLocked takes replica p of partition k out of the open ones, to be
 // dropped (dropReplicas). When view m still has its topic, its data stays,
 // so its HW stays in the checkpoint (hwKept).
-func (b *Broker) closeLocked(m *clusterMeta, k partKey, p *partition.Replica) {
+func (b *Broker) closeLocked(m *cluster.View, k cluster.PartKey, p *partition.Replica) {
 	delete(b.parts, k)
-	if _, exists := m.byID[k.topicID]; exists {
+	if _, exists := m.ByID[k.TopicID]; exists {
 		b.hwKept[k] = p.HighWatermark()
 	}
 }
@@ -171,13 +172,13 @@ func (b *Broker) closeLocked(m *clusterMeta, k partKey, p *partition.Replica) {
 // dropReplicas stops and closes replicas this broker no longer hosts in m
 // (already taken out of b.parts), deleting the data of those whose topic
 // m no longer has.
-func (b *Broker) dropReplicas(ctx context.Context, m *clusterMeta, drop []*partition.Replica) {
+func (b *Broker) dropReplicas(ctx context.Context, m *cluster.View, drop []*partition.Replica) {
 	for _, p := range drop {
 		p.Stop()
 		if err := p.Log().Close(); err != nil {
 			b.logger.Warn("close partition log", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
 		}
-		if _, exists := m.byID[p.TopicID()]; exists {
+		if _, exists := m.ByID[p.TopicID()]; exists {
 			// The replica moved to other brokers: keep the data until
 			// reassignment (later work) says it may go.
 			continue
@@ -202,7 +203,7 @@ func (b *Broker) dropReplicas(ctx context.Context, m *clusterMeta, drop []*parti
 // directory whose topic id it does not name belongs to a deleted topic
 // (topic ids are never reused). The directories are listed now, before any
 // later view can open a partition, and removed in the background.
-func (b *Broker) deleteStrayPartitions(ctx context.Context, m *clusterMeta) {
+func (b *Broker) deleteStrayPartitions(ctx context.Context, m *cluster.View) {
 	type stray struct {
 		dir, tenantID, topicID string
 		partition              int32
@@ -227,7 +228,7 @@ func (b *Broker) deleteStrayPartitions(ctx context.Context, m *clusterMeta) {
 			if !pd.IsDir() || !ok {
 				continue
 			}
-			if _, exists := m.byID[topicID]; exists {
+			if _, exists := m.ByID[topicID]; exists {
 				continue
 			}
 			strays = append(strays, stray{filepath.Join(b.cfg.DataDir, td.Name(), pd.Name()), td.Name(), topicID, partition})
@@ -271,8 +272,8 @@ func isUUID(s string) bool {
 
 // openPartition returns the local replica of partition pm of topic t,
 // opening it on first use.
-func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition.Replica, error) {
-	k := partKey{t.id, pm.partition}
+func (b *Broker) openPartition(t *cluster.Topic, pm cluster.Partition) (*partition.Replica, error) {
+	k := cluster.PartKey{TopicID: t.ID, Partition: pm.Partition}
 	b.mu.Lock()
 	p, ok := b.parts[k]
 	hw, hwKnown := b.hwKept[k]
@@ -283,11 +284,11 @@ func (b *Broker) openPartition(t *topicMeta, pm partMeta) (*partition.Replica, e
 	// Outside b.mu: opening does disk I/O, and the broker's lock serves
 	// every request's partition lookup.
 	p, err := partition.Open(b.host, partition.Spec{
-		TenantID: t.tenantID, TopicID: t.id, Partition: pm.partition,
-		Dir: b.partitionDir(t.tenantID, t.id, pm.partition),
+		TenantID: t.TenantID, TopicID: t.ID, Partition: pm.Partition,
+		Dir: b.partitionDir(t.TenantID, t.ID, pm.Partition),
 		HW:  hw, HWKnown: hwKnown,
-		Config: t.config.replica(),
-		Tiered: b.tier != nil && t.tenantID != systemTenantID,
+		Config: t.Config.Replica(),
+		Tiered: b.tier != nil && t.TenantID != systemTenantID,
 	})
 	if err != nil {
 		return nil, err
@@ -357,12 +358,12 @@ func (b *Broker) checkpointHWs() error {
 		// Outside b.mu: a replica's lock may be held for a while (a
 		// truncation). A replica closed meanwhile is in hwKept too, with
 		// the same or a lower HW: either is one it reached.
-		hws[partKey{p.TopicID(), p.Partition()}] = p.HighWatermark()
+		hws[cluster.PartKey{TopicID: p.TopicID(), Partition: p.Partition()}] = p.HighWatermark()
 	}
 	if !maps.Equal(hws, b.hwWritten) {
 		file := make(map[partition.HWKey]int64, len(hws))
 		for k, hw := range hws {
-			file[partition.HWKey{TopicID: k.topicID, Partition: k.partition}] = hw
+			file[partition.HWKey{TopicID: k.TopicID, Partition: k.Partition}] = hw
 		}
 		if err := partition.WriteHWCheckpoint(filepath.Join(b.cfg.DataDir, partition.HWCheckpointName), file); err != nil {
 			return err
@@ -371,7 +372,7 @@ func (b *Broker) checkpointHWs() error {
 	}
 	var errs []error
 	for _, p := range parts {
-		if _, ok := b.hwWritten[partKey{p.TopicID(), p.Partition()}]; ok {
+		if _, ok := b.hwWritten[cluster.PartKey{TopicID: p.TopicID(), Partition: p.Partition()}]; ok {
 			if err := p.HWCheckpointed(); err != nil {
 				errs = append(errs, fmt.Errorf("partition %s/%d: %w", p.TopicID(), p.Partition(), err))
 			}

@@ -62,9 +62,9 @@ func TestTieredStorage(t *testing.T) {
 	var topicID string
 	testenv.Wait(t, 30*time.Second, "the expected state", func() error {
 		for _, b := range c.brokers {
-			tm, _ := b.metadata().topic(c.tenantID, "orders")
-			topicID = tm.id
-			p := b.partition(tm.id, 0)
+			tm, _ := b.metadata().Topic(c.tenantID, "orders")
+			topicID = tm.ID
+			p := b.partition(tm.ID, 0)
 			if p == nil {
 				return fmt.Errorf("broker %d has no replica", b.cfg.ID)
 			}
@@ -170,9 +170,9 @@ func TestTieredStorage(t *testing.T) {
 // leaderOf is the broker leading a partition of "orders".
 func (c *lagCluster) leaderOf(t *testing.T, partition int32) *Broker {
 	t.Helper()
-	tm, ok := c.brokers[0].metadata().topic(c.tenantID, "orders")
+	tm, ok := c.brokers[0].metadata().Topic(c.tenantID, "orders")
 	require.True(t, ok)
-	id := tm.partitions[partition].leader
+	id := tm.Partitions[partition].Leader
 	for _, b := range c.brokers {
 		if b.cfg.ID == id {
 			return b

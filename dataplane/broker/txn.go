@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -74,12 +75,12 @@ var errNoTxnTopic = connect.NewError(connect.CodeUnavailable, errors.New("transa
 // txnCoordinatorFor returns the loaded coordinator of the transactional
 // id's partition, or the error to answer: errNoTxnTopic, or NotLeader
 // naming the coordinator (which a client, or forwarding, follows).
-func (b *Broker) txnCoordinatorFor(ctx context.Context, tenantID, transactionalID string) (*txnCoordinator, partMeta, error) {
-	t, ok := b.metadata().topic(systemTenantID, txnStateTopic)
-	if !ok || len(t.partitions) == 0 {
-		return nil, partMeta{}, errNoTxnTopic
+func (b *Broker) txnCoordinatorFor(ctx context.Context, tenantID, transactionalID string) (*txnCoordinator, cluster.Partition, error) {
+	t, ok := b.metadata().Topic(systemTenantID, txnStateTopic)
+	if !ok || len(t.Partitions) == 0 {
+		return nil, cluster.Partition{}, errNoTxnTopic
 	}
-	pm := t.partitions[txn.PartitionOf(tenantID, transactionalID, len(t.partitions))]
+	pm := t.Partitions[txn.PartitionOf(tenantID, transactionalID, len(t.Partitions))]
 	c, err := b.txnCoordinatorAt(ctx, t, pm)
 	return c, pm, err
 }
@@ -88,10 +89,10 @@ func (b *Broker) txnCoordinatorFor(ctx context.Context, tenantID, transactionalI
 // partition, or NotLeader when this broker does not lead it. A coordinator
 // is made for each leader epoch and loads the partition's log (Load) when
 // first asked for.
-func (b *Broker) txnCoordinatorAt(ctx context.Context, t *topicMeta, pm partMeta) (*txnCoordinator, error) {
+func (b *Broker) txnCoordinatorAt(ctx context.Context, t *cluster.Topic, pm cluster.Partition) (*txnCoordinator, error) {
 	return hostAt(ctx, b, t, pm, func(p offsetsPartition, epoch int32) *txnCoordinator {
 		return txn.New(p, txn.Config{
-			Partition: pm.partition, LeaderEpoch: epoch,
+			Partition: pm.Partition, LeaderEpoch: epoch,
 			AllocateProducerID: b.newProducerID,
 			Admit:              b.admitTransactionalID,
 			Bounds:             b.txnBounds,
@@ -149,7 +150,7 @@ func validProducer(producerID int64, epoch int32) error {
 // txnCall resolves the transactional id's coordinator: here (c), or an
 // error to answer; forward says the caller should forward to pm's leader
 // instead (another broker, and the client did not ask to route itself).
-func (b *Broker) txnCall(ctx context.Context, h http.Header, transactionalID string) (c *txnCoordinator, tenantID string, pm partMeta, forward bool, err error) {
+func (b *Broker) txnCall(ctx context.Context, h http.Header, transactionalID string) (c *txnCoordinator, tenantID string, pm cluster.Partition, forward bool, err error) {
 	if tenantID, err = tenantOf(ctx); err != nil {
 		return nil, "", pm, false, err
 	}
@@ -227,12 +228,12 @@ func (b *Broker) transactionTimeout(ms int64) (time.Duration, error) {
 // produce with (a Connect error, with a TransactionError detail for the
 // coordinator's refusals).
 func (b *Broker) verifyTransaction(ctx context.Context, h http.Header, tenantID, transactionalID, topicID string, partition int32, producerID int64, epoch int16) error {
-	t, ok := b.metadata().byID[topicID]
-	if !ok || t.tenantID != tenantID {
+	t, ok := b.metadata().ByID[topicID]
+	if !ok || t.TenantID != tenantID {
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %s not found", topicID))
 	}
 	return b.addToTransaction(ctx, h, tenantID, transactionalID, producerID, epoch, []txn.TopicPartition{{TopicID: topicID, Partition: partition}}, nil,
-		&sluicev1.AddPartitionsToTransactionRequest{Topics: []*sluicev1.TransactionPartitions{{Topic: t.name, Partitions: []int32{partition}}}})
+		&sluicev1.AddPartitionsToTransactionRequest{Topics: []*sluicev1.TransactionPartitions{{Topic: t.Name, Partitions: []int32{partition}}}})
 }
 
 // verifyTransactionGroup is verifyTransaction for a group whose offsets

@@ -32,9 +32,9 @@ func BenchmarkTransactionCommit(b *testing.B) {
 			ctx := context.Background()
 			id := fmt.Sprintf("bench-%d", n)
 			coord := c.txnCoordinatorIndex(b, 0, id)
-			tm, _ := c.brokers[0].metadata().topic(c.tenantID, "orders")
+			tm, _ := c.brokers[0].metadata().Topic(c.tenantID, "orders")
 			txns := c.clientsOf(coord).txns
-			records := c.clientsOf(int(tm.partitions[0].leader) - 1).records
+			records := c.clientsOf(int(tm.Partitions[0].Leader) - 1).records
 			init, err := c.clientsOf(coord).records.InitProducerId(ctx, connect.NewRequest(&sluicev1.InitProducerIdRequest{TransactionalId: id}))
 			require.NoError(b, err)
 			pid, epoch := init.Msg.GetProducerId(), init.Msg.GetProducerEpoch()

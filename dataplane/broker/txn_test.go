@@ -139,16 +139,16 @@ func (c *lagCluster) waitTopicLed(t testing.TB, tenantID, topic string, skip ...
 			if contains(skip, b.cfg.ID) {
 				continue
 			}
-			tm, ok := b.metadata().topic(tenantID, topic)
+			tm, ok := b.metadata().Topic(tenantID, topic)
 			if !ok {
 				return fmt.Errorf("broker %d does not know topic %s", b.cfg.ID, topic)
 			}
-			for _, pm := range tm.partitions {
-				if pm.leader < 0 || contains(skip, pm.leader) {
-					return fmt.Errorf("broker %d: topic %s partition %d has leader %d", b.cfg.ID, topic, pm.partition, pm.leader)
+			for _, pm := range tm.Partitions {
+				if pm.Leader < 0 || contains(skip, pm.Leader) {
+					return fmt.Errorf("broker %d: topic %s partition %d has leader %d", b.cfg.ID, topic, pm.Partition, pm.Leader)
 				}
-				if p := b.partition(tm.id, pm.partition); pm.leader == b.cfg.ID && (p == nil || !p.LeadsAt(pm.leaderEpoch)) {
-					return fmt.Errorf("broker %d: topic %s partition %d: its replica does not lead yet", b.cfg.ID, topic, pm.partition)
+				if p := b.partition(tm.ID, pm.Partition); pm.Leader == b.cfg.ID && (p == nil || !p.LeadsAt(pm.LeaderEpoch)) {
+					return fmt.Errorf("broker %d: topic %s partition %d: its replica does not lead yet", b.cfg.ID, topic, pm.Partition)
 				}
 			}
 		}
@@ -169,24 +169,24 @@ func contains(s []int32, v int32) bool {
 // broker i's view.
 func (c *lagCluster) txnCoordinatorIndex(t testing.TB, i int, id string) int {
 	t.Helper()
-	tm, ok := c.brokers[i].metadata().topic(systemTenantID, txnStateTopic)
+	tm, ok := c.brokers[i].metadata().Topic(systemTenantID, txnStateTopic)
 	require.True(t, ok)
-	return int(tm.partitions[txn.PartitionOf(c.tenantID, id, len(tm.partitions))].leader) - 1
+	return int(tm.Partitions[txn.PartitionOf(c.tenantID, id, len(tm.Partitions))].Leader) - 1
 }
 
 // markers returns the control batches on the leader of a partition of
 // the tenant's topic: producer id, epoch and commit.
 func (c *lagCluster) markers(t *testing.T, topic string, partition int32) []string {
 	t.Helper()
-	tm, ok := c.brokers[0].metadata().topic(c.tenantID, topic)
+	tm, ok := c.brokers[0].metadata().Topic(c.tenantID, topic)
 	require.True(t, ok)
 	var out []string
 	for _, b := range c.brokers {
-		pm := b.metadata().byID[tm.id].partitions[partition]
-		if pm.leader != b.cfg.ID {
+		pm := b.metadata().ByID[tm.ID].Partitions[partition]
+		if pm.Leader != b.cfg.ID {
 			continue
 		}
-		l := b.partition(tm.id, partition).Log()
+		l := b.partition(tm.ID, partition).Log()
 		for off := l.LogStartOffset(); off < l.LEO(); {
 			data, err := l.Read(off, 1<<20)
 			require.NoError(t, err)
@@ -315,17 +315,17 @@ func TestBrokerTransactions(t *testing.T) {
 	// The next transaction, verified by partition leaders on every
 	// broker (the coordinator's own and remote ones), then aborted.
 	epoch = end.GetProducerEpoch()
-	tm, _ := c.brokers[0].metadata().topic(c.tenantID, "orders")
+	tm, _ := c.brokers[0].metadata().Topic(c.tenantID, "orders")
 	h := http.Header{"Authorization": []string{"Bearer " + c.token}}
 	for _, b := range c.brokers {
-		require.NoError(t, b.verifyTransaction(ctx, h, c.tenantID, "job-1", tm.id, 1, pid, int16(epoch)), "broker %d", b.cfg.ID)
+		require.NoError(t, b.verifyTransaction(ctx, h, c.tenantID, "job-1", tm.ID, 1, pid, int16(epoch)), "broker %d", b.cfg.ID)
 	}
 	coord := c.txnCoordinatorIndex(t, 0, "job-1")
 	other := c.brokers[(coord+1)%3]
-	err = other.verifyTransaction(ctx, h, c.tenantID, "job-1", tm.id, 1, pid, int16(epoch-1))
+	err = other.verifyTransaction(ctx, h, c.tenantID, "job-1", tm.ID, 1, pid, int16(epoch-1))
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, txnReason(err), "a remote coordinator's refusal keeps its detail")
-	err = other.verifyTransaction(ctx, http.Header{}, c.tenantID, "job-1", tm.id, 1, pid, int16(epoch))
+	err = other.verifyTransaction(ctx, http.Header{}, c.tenantID, "job-1", tm.ID, 1, pid, int16(epoch))
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "the remote coordinator is called with the client's credential: %v", err)
 	// Groups join over the wire too (what TxnCommitOffsets does).
 	_, err = tc.txns.AddPartitionsToTransaction(ctx, connect.NewRequest(&sluicev1.AddPartitionsToTransactionRequest{TransactionalId: "job-1", ProducerId: pid, ProducerEpoch: epoch, Groups: []string{"billing"}}))
@@ -368,7 +368,7 @@ func TestBrokerTransactions(t *testing.T) {
 	_, err = c.topics.DeleteTopic(ctx, connect.NewRequest(&sluicev1.DeleteTopicRequest{Name: "temp"}))
 	require.NoError(t, err)
 	testenv.Wait(t, 30*time.Second, "the deletion known to the coordinator", func() error {
-		if _, ok := c.brokers[c.txnCoordinatorIndex(t, 0, "job-4")].metadata().topic(c.tenantID, "temp"); ok {
+		if _, ok := c.brokers[c.txnCoordinatorIndex(t, 0, "job-4")].metadata().Topic(c.tenantID, "temp"); ok {
 			return errors.New("still there")
 		}
 		return nil
@@ -507,8 +507,8 @@ func TestBrokerTransactionCoordinatorFailover(t *testing.T) {
 	_, err := c.topics.CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: "solo", PartitionCount: 1, ReplicationFactor: 1}))
 	require.NoError(t, err)
 	c.waitTopicLed(t, c.tenantID, "solo")
-	tm, _ := c.brokers[0].metadata().topic(c.tenantID, "solo")
-	solo := int(tm.partitions[0].leader) - 1
+	tm, _ := c.brokers[0].metadata().Topic(c.tenantID, "solo")
+	solo := int(tm.Partitions[0].Leader) - 1
 	var id string
 	for i := 0; ; i++ {
 		id = fmt.Sprintf("fails-over-%d", i)
@@ -747,11 +747,11 @@ func TestBrokerWriteTxnMarkersHandler(t *testing.T) {
 	t.Parallel()
 	c := startTestCluster(t, testClusterOpts{})
 	ctx := context.Background()
-	tm, ok := c.brokers[0].metadata().topic(c.tenantID, "orders")
+	tm, ok := c.brokers[0].metadata().Topic(c.tenantID, "orders")
 	require.True(t, ok)
 	var notLeader *Broker
 	for _, b := range c.brokers {
-		if b.metadata().byID[tm.id].partitions[0].leader != b.cfg.ID {
+		if b.metadata().ByID[tm.ID].Partitions[0].Leader != b.cfg.ID {
 			notLeader = b
 			break
 		}
@@ -759,8 +759,8 @@ func TestBrokerWriteTxnMarkersHandler(t *testing.T) {
 	base := "http://" + notLeader.cfg.Advertised()
 	rc := sluicev1connect.NewReplicaServiceClient(h2c.Client(), base, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(notLeader.cfg.BrokerToken)))
 	res, err := rc.WriteTxnMarkers(ctx, connect.NewRequest(&sluicev1.WriteTxnMarkersRequest{Markers: []*sluicev1.TxnMarker{
-		{TenantId: c.tenantID, TopicId: tm.id, Partition: 0, Group: "g", ProducerId: 1},
-		{TenantId: c.tenantID, TopicId: tm.id, Partition: 0, ProducerId: 1, ProducerEpoch: 1},
+		{TenantId: c.tenantID, TopicId: tm.ID, Partition: 0, Group: "g", ProducerId: 1},
+		{TenantId: c.tenantID, TopicId: tm.ID, Partition: 0, ProducerId: 1, ProducerEpoch: 1},
 		{TenantId: c.tenantID, TopicId: "no-such-topic", ProducerId: 1},
 	}}))
 	require.NoError(t, err)

@@ -25,7 +25,7 @@ func (s *groupService) TxnCommitOffsets(ctx context.Context, req *connect.Reques
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).group.TxnCommitOffsets)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.TxnCommitOffsets)
 	}
 	if err != nil {
 		return nil, err

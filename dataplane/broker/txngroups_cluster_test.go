@@ -172,12 +172,12 @@ func TestBrokerTxnOffsetsGroupCoordinatorFailover(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, txnOffsets(t, gs, "g", id, p.GetProducerId(), p.GetProducerEpoch(), "", 0, map[int32]int64{0: 5}))
 	c.stopBroker(gi)
-	ot, ok := c.brokers[ci].metadata().topic(systemTenantID, offsetsTopic)
+	ot, ok := c.brokers[ci].metadata().Topic(systemTenantID, offsetsTopic)
 	require.True(t, ok)
-	op := coordinator.PartitionOf(c.tenantID, "g", len(ot.partitions))
+	op := coordinator.PartitionOf(c.tenantID, "g", len(ot.Partitions))
 	testenv.Wait(t, 60*time.Second, "a new group coordinator, the offsets pending there", func() error {
-		ot, _ := c.brokers[ci].metadata().topic(systemTenantID, offsetsTopic)
-		if l := ot.partitions[op].leader; int(l)-1 == gi || l < 0 {
+		ot, _ := c.brokers[ci].metadata().Topic(systemTenantID, offsetsTopic)
+		if l := ot.Partitions[op].Leader; int(l)-1 == gi || l < 0 {
 			return fmt.Errorf("offsets partition %d led by %d", op, l)
 		}
 		_, err := fetchOrders(gs, "g", 0)

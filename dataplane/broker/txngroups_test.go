@@ -73,9 +73,9 @@ func TestBrokerTxnOffsetsUnstable(t *testing.T) {
 	coord := c.brokers[c.coordinatorOf(t, "g")-1]
 	gc, _, err := coord.coordinatorFor(ctx, c.tenantID, "g")
 	require.NoError(t, err)
-	tm, ok := coord.metadata().topic(c.tenantID, "orders")
+	tm, ok := coord.metadata().Topic(c.tenantID, "orders")
 	require.True(t, ok)
-	require.NoError(t, gc.TxnCommitOffsets(ctx, time.Now(), c.tenantID, "g", 7, 0, []coordinator.OffsetCommit{{TopicID: tm.id, Offset: &sluicev1.PartitionOffset{Topic: "orders", Partition: 0, Offset: 8, LeaderEpoch: -1}}}))
+	require.NoError(t, gc.TxnCommitOffsets(ctx, time.Now(), c.tenantID, "g", 7, 0, []coordinator.OffsetCommit{{TopicID: tm.ID, Offset: &sluicev1.PartitionOffset{Topic: "orders", Partition: 0, Offset: 8, LeaderEpoch: -1}}}))
 
 	fetch := func(ps ...int32) (map[int32]int64, error) {
 		req := &sluicev1.FetchOffsetsRequest{Group: "g"}

@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	"github.com/sluicemq/sluice/dataplane/txn"
@@ -99,30 +100,30 @@ func (w *markerWriter) WriteMarkers(ctx context.Context, markers []txn.Marker) e
 // broker's view; drop: the partition is gone (its topic was deleted).
 func (b *Broker) markerLeader(m txn.Marker) (leader int32, drop bool, err error) {
 	meta := b.metadata()
-	var pm partMeta
+	var pm cluster.Partition
 	if m.Group != "" {
-		t, ok := meta.topic(systemTenantID, offsetsTopic)
-		if !ok || len(t.partitions) == 0 {
+		t, ok := meta.Topic(systemTenantID, offsetsTopic)
+		if !ok || len(t.Partitions) == 0 {
 			return 0, false, errNoOffsetsTopic
 		}
-		pm = t.partitions[coordinator.PartitionOf(m.Tenant, m.Group, len(t.partitions))]
+		pm = t.Partitions[coordinator.PartitionOf(m.Tenant, m.Group, len(t.Partitions))]
 	} else {
-		t, ok := meta.byID[m.Partition.TopicID]
-		if !ok || t.tenantID != m.Tenant {
-			if !meta.loaded {
+		t, ok := meta.ByID[m.Partition.TopicID]
+		if !ok || t.TenantID != m.Tenant {
+			if !meta.Loaded {
 				return 0, false, errors.New("no assignments from the control plane yet")
 			}
 			return 0, true, nil
 		}
-		if int(m.Partition.Partition) >= len(t.partitions) {
+		if int(m.Partition.Partition) >= len(t.Partitions) {
 			return 0, false, unknownPartition(t, m.Partition.Partition)
 		}
-		pm = t.partitions[m.Partition.Partition]
+		pm = t.Partitions[m.Partition.Partition]
 	}
-	if pm.leader < 0 {
+	if pm.Leader < 0 {
 		return 0, false, b.notLeader(pm)
 	}
-	return pm.leader, false, nil
+	return pm.Leader, false, nil
 }
 
 // writeMarkersAt writes markers at one leader (this broker, or another
@@ -199,16 +200,16 @@ func (b *Broker) writeMarker(ctx context.Context, m txn.Marker) error {
 		}
 		return c.WriteTxnMarker(ctx, m.Tenant, m.Group, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Commit)
 	}
-	t, ok := b.metadata().byID[m.Partition.TopicID]
-	if !ok || t.tenantID != m.Tenant {
+	t, ok := b.metadata().ByID[m.Partition.TopicID]
+	if !ok || t.TenantID != m.Tenant {
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %s not found", m.Partition.TopicID))
 	}
-	if m.Partition.Partition < 0 || int(m.Partition.Partition) >= len(t.partitions) {
+	if m.Partition.Partition < 0 || int(m.Partition.Partition) >= len(t.Partitions) {
 		return unknownPartition(t, m.Partition.Partition)
 	}
-	pm := t.partitions[m.Partition.Partition]
-	p := b.partition(t.id, pm.partition)
-	if pm.leader != b.cfg.ID || p == nil {
+	pm := t.Partitions[m.Partition.Partition]
+	p := b.partition(t.ID, pm.Partition)
+	if pm.Leader != b.cfg.ID || p == nil {
 		return b.notLeader(pm)
 	}
 	_, err := p.WriteMarker(ctx, partition.Marker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Commit}, markerAppendTimeout)

@@ -156,7 +156,7 @@ func TestOperatorListsEveryTenantsTransactions(t *testing.T) {
 // tenant's transactional id, in broker 1's view.
 func (c *lagCluster) txnCoordinatorIndexOf(t *testing.T, tenantID, id string) int {
 	t.Helper()
-	tm, ok := c.brokers[0].metadata().topic(systemTenantID, txnStateTopic)
+	tm, ok := c.brokers[0].metadata().Topic(systemTenantID, txnStateTopic)
 	require.True(t, ok)
-	return int(tm.partitions[txn.PartitionOf(tenantID, id, len(tm.partitions))].leader) - 1
+	return int(tm.Partitions[txn.PartitionOf(tenantID, id, len(tm.Partitions))].Leader) - 1
 }

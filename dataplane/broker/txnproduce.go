@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
 )
@@ -54,7 +55,7 @@ func transactionalBatches(batches []log.ValidBatch, transactionalID string) (*tx
 // coordinator's verification that the partition is in the producer's
 // current transaction (verifyTransaction), with the request's headers
 // (header is called only then: it allocates).
-func (s *recordService) verifier(txn *txnProduce, header func() http.Header, t *topicMeta, partition int32) partition.Verifier {
+func (s *recordService) verifier(txn *txnProduce, header func() http.Header, t *cluster.Topic, partition int32) partition.Verifier {
 	if txn == nil {
 		return nil
 	}
@@ -62,6 +63,6 @@ func (s *recordService) verifier(txn *txnProduce, header func() http.Header, t *
 		if pid != txn.producerID || epoch != txn.epoch {
 			return errors.New("verifier called for another producer than the request's") // the partition asks for the request's first batch
 		}
-		return s.b.verifyTransaction(ctx, header(), t.tenantID, txn.transactionalID, t.id, partition, pid, epoch)
+		return s.b.verifyTransaction(ctx, header(), t.TenantID, txn.transactionalID, t.ID, partition, pid, epoch)
 	}
 }

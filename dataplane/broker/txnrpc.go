@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -36,19 +37,19 @@ func (s *transactionService) FindTransactionCoordinator(ctx context.Context, req
 		return nil, err
 	}
 	meta := s.b.metadata()
-	t, ok := meta.topic(systemTenantID, txnStateTopic)
-	if !ok || len(t.partitions) == 0 {
+	t, ok := meta.Topic(systemTenantID, txnStateTopic)
+	if !ok || len(t.Partitions) == 0 {
 		return nil, errNoTxnTopic
 	}
-	pm := t.partitions[txn.PartitionOf(tenantID, id, len(t.partitions))]
-	if pm.leader < 0 {
+	pm := t.Partitions[txn.PartitionOf(tenantID, id, len(t.Partitions))]
+	if pm.Leader < 0 {
 		return nil, toConnect(s.b.notLeader(pm))
 	}
-	addr := meta.brokers[pm.leader].address
+	addr := meta.Brokers[pm.Leader].Address
 	if addr == "" {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("transaction coordinator: broker %d, leader of the transactional id's partition, is not reachable; retry", pm.leader))
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("transaction coordinator: broker %d, leader of the transactional id's partition, is not reachable; retry", pm.Leader))
 	}
-	return connect.NewResponse(&sluicev1.FindTransactionCoordinatorResponse{BrokerId: pm.leader, Address: addr}), nil
+	return connect.NewResponse(&sluicev1.FindTransactionCoordinatorResponse{BrokerId: pm.Leader, Address: addr}), nil
 }
 
 // groupsNeedConsume refuses an AddPartitionsToTransaction naming groups
@@ -76,7 +77,7 @@ func (s *transactionService) AddPartitionsToTransaction(ctx context.Context, req
 	}
 	c, tenantID, pm, fwd, err := s.b.txnCall(ctx, req.Header(), m.GetTransactionalId())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).txn.AddPartitionsToTransaction)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).txn.AddPartitionsToTransaction)
 	}
 	if err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func (s *transactionService) AddPartitionsToTransaction(ctx context.Context, req
 	meta := s.b.metadata()
 	var tps []txn.TopicPartition
 	for i, tp := range m.GetTopics() {
-		t, ok := meta.topic(tenantID, tp.GetTopic())
+		t, ok := meta.Topic(tenantID, tp.GetTopic())
 		if !ok {
 			e := unknownTopic(meta, tp.GetTopic())
 			return nil, connect.NewError(e.Code(), fmt.Errorf("topics[%d]: %s", i, e.Message()))
@@ -96,11 +97,11 @@ func (s *transactionService) AddPartitionsToTransaction(ctx context.Context, req
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("topics[%d]: partitions must not be empty", i))
 		}
 		for _, p := range tp.GetPartitions() {
-			if p < 0 || int(p) >= len(t.partitions) {
+			if p < 0 || int(p) >= len(t.Partitions) {
 				e := unknownPartition(t, p)
 				return nil, connect.NewError(e.Code(), fmt.Errorf("topics[%d]: %s", i, e.Message()))
 			}
-			tps = append(tps, txn.TopicPartition{TopicID: t.id, Partition: p})
+			tps = append(tps, txn.TopicPartition{TopicID: t.ID, Partition: p})
 		}
 		if len(tps) > maxTxnPartitions {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("topics: at most %d partitions per request", maxTxnPartitions))
@@ -126,7 +127,7 @@ func (s *transactionService) EndTransaction(ctx context.Context, req *connect.Re
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.b.txnCall(ctx, req.Header(), m.GetTransactionalId())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).txn.EndTransaction)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).txn.EndTransaction)
 	}
 	if err != nil {
 		return nil, err
@@ -180,7 +181,7 @@ func (s *transactionService) DescribeTransaction(ctx context.Context, req *conne
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.b.txnCall(ctx, req.Header(), m.GetTransactionalId())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).txn.DescribeTransaction)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).txn.DescribeTransaction)
 	}
 	if err != nil {
 		return nil, err
@@ -194,22 +195,22 @@ func (s *transactionService) DescribeTransaction(ctx context.Context, req *conne
 
 // describeTxn is a transactional id's state for a client: topics by name
 // (those deleted since are left out).
-func describeTxn(meta *clusterMeta, k txn.Key, t txn.Transaction, coordinatorID int32) *sluicev1.TransactionDescription {
+func describeTxn(meta *cluster.View, k txn.Key, t txn.Transaction, coordinatorID int32) *sluicev1.TransactionDescription {
 	d := &sluicev1.TransactionDescription{
 		TransactionalId: k.TransactionalID, TenantId: k.Tenant, ProducerId: t.ProducerID, ProducerEpoch: int32(t.Epoch),
 		State: sluicev1.TxnState(t.State), TimeoutMs: t.Timeout.Milliseconds(), Groups: t.Groups,
 		StartTimeMs: timeMs(t.StartTime), UpdateTimeMs: timeMs(t.UpdateTime), CoordinatorId: coordinatorID,
 	}
 	for _, tp := range t.Partitions { // sorted by topic id, then partition
-		tm, ok := meta.byID[tp.TopicID]
+		tm, ok := meta.ByID[tp.TopicID]
 		if !ok {
 			continue
 		}
-		if n := len(d.Topics); n > 0 && d.Topics[n-1].GetTopic() == tm.name {
+		if n := len(d.Topics); n > 0 && d.Topics[n-1].GetTopic() == tm.Name {
 			d.Topics[n-1].Partitions = append(d.Topics[n-1].Partitions, tp.Partition)
 			continue
 		}
-		d.Topics = append(d.Topics, &sluicev1.TransactionPartitions{Topic: tm.name, Partitions: []int32{tp.Partition}})
+		d.Topics = append(d.Topics, &sluicev1.TransactionPartitions{Topic: tm.Name, Partitions: []int32{tp.Partition}})
 	}
 	slices.SortFunc(d.Topics, func(a, b *sluicev1.TransactionPartitions) int { return strings.Compare(a.GetTopic(), b.GetTopic()) })
 	return d
@@ -228,7 +229,7 @@ func (s *recordService) initTransactionalProducer(ctx context.Context, req *conn
 	m := req.Msg
 	c, tenantID, pm, fwd, err := s.b.txnCall(ctx, req.Header(), m.GetTransactionalId())
 	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.leader).record.InitProducerId)
+		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).record.InitProducerId)
 	}
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -84,16 +85,16 @@ func TestBrokerTxnVerificationHidesTheCoordinatorsNotLeader(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := newTestBroker(t)
-			meta := emptyMeta()
-			meta.brokers[2] = brokerMeta{id: 2, address: peer2}
-			meta.brokers[3] = brokerMeta{id: 3, address: peer3Addr}
-			ts := &topicMeta{tenantID: systemTenantID, id: txnTopic, name: txnStateTopic}
+			meta := cluster.EmptyView()
+			meta.Brokers[2] = cluster.Node{ID: 2, Address: peer2}
+			meta.Brokers[3] = cluster.Node{ID: 3, Address: peer3Addr}
+			ts := &cluster.Topic{TenantID: systemTenantID, ID: txnTopic, Name: txnStateTopic}
 			for i := range int32(4) {
-				ts.partitions = append(ts.partitions, partMeta{topicID: txnTopic, partition: i, replicas: []int32{1, 2, 3}, leader: tc.leader, leaderEpoch: 4})
+				ts.Partitions = append(ts.Partitions, cluster.Partition{TopicID: txnTopic, Partition: i, Replicas: []int32{1, 2, 3}, Leader: tc.leader, LeaderEpoch: 4})
 			}
-			meta.addTopic(ts)
-			meta.addTopic(&topicMeta{tenantID: tenantID, id: dataID, name: "orders",
-				partitions: []partMeta{{topicID: dataID, partition: 0, replicas: []int32{1, 2, 3}, leader: 1, leaderEpoch: 2}}})
+			meta.AddTopic(ts)
+			meta.AddTopic(&cluster.Topic{TenantID: tenantID, ID: dataID, Name: "orders",
+				Partitions: []cluster.Partition{{TopicID: dataID, Partition: 0, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 2}}})
 			b.meta.Store(meta)
 			require.Less(t, txn.PartitionOf(tenantID, txnID, 4), int32(4))
 

@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/compress"
 	"github.com/sluicemq/sluice/record"
@@ -108,10 +109,10 @@ func TestBrokerProduceRefusesCorruptBatches(t *testing.T) {
 	// A broker that follows the partition checks before forwarding: the
 	// corrupt batch never reaches the leader (broker 2 is not even
 	// reachable here, so a forward would answer Unavailable).
-	pm := partMeta{partition: 0, replicas: []int32{1, 2}, leader: 2, leaderEpoch: 2, isr: []int32{1, 2}}
-	m := emptyMeta()
-	m.loaded = true
-	m.addTopic(&topicMeta{tenantID: "t1", id: "topic-bench", name: "bench", config: topicConfig{minISR: 1, maxMessageBytes: 1 << 20}, partitions: []partMeta{pm}})
+	pm := cluster.Partition{Partition: 0, Replicas: []int32{1, 2}, Leader: 2, LeaderEpoch: 2, ISR: []int32{1, 2}}
+	m := cluster.EmptyView()
+	m.Loaded = true
+	m.AddTopic(&cluster.Topic{TenantID: "t1", ID: "topic-bench", Name: "bench", Config: cluster.TopicConfig{MinISR: 1, MaxMessageBytes: 1 << 20}, Partitions: []cluster.Partition{pm}})
 	pb.svc.b.meta.Store(m)
 	_, err = pb.svc.Produce(pb.ctx, batchesRequest(corruptValue(good)))
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(toConnect(err)), "%v", err)

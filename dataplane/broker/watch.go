@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
@@ -63,28 +64,28 @@ func (b *Broker) followAssignments(stream assignmentStream, received func()) err
 			continue
 		}
 		cur := b.meta.Load()
-		if !snapshot || cur.version != m.GetBaseVersion() {
-			b.logger.Warn("assignment stream: delta gap", "held_version", cur.version, "base_version", m.GetBaseVersion(), "first_message", !snapshot)
+		if !snapshot || cur.Version != m.GetBaseVersion() {
+			b.logger.Warn("assignment stream: delta gap", "held_version", cur.Version, "base_version", m.GetBaseVersion(), "first_message", !snapshot)
 			return errDeltaGap
 		}
-		next, changed := cur.withDelta(m)
+		next, changed := cur.WithDelta(m)
 		b.applyDelta(next, changed)
 	}
 	return stream.Err()
 }
 
 // toClusterMeta is the view of a snapshot.
-func toClusterMeta(m *sluicev1.WatchAssignmentsResponse) *clusterMeta {
-	meta := emptyMeta()
-	meta.version, meta.loaded = m.GetMetadataVersion(), true
-	meta.brokers = brokersOf(m.GetBrokers())
+func toClusterMeta(m *sluicev1.WatchAssignmentsResponse) *cluster.View {
+	meta := cluster.EmptyView()
+	meta.Version, meta.Loaded = m.GetMetadataVersion(), true
+	meta.Brokers = cluster.NodesOf(m.GetBrokers())
 	for _, pa := range m.GetPartitions() {
-		t, ok := meta.byID[pa.GetTopicId()]
+		t, ok := meta.ByID[pa.GetTopicId()]
 		if !ok {
-			t = newTopicMeta(pa)
-			meta.addTopic(t)
+			t = cluster.NewTopic(pa)
+			meta.AddTopic(t)
 		}
-		t.setPartition(pa)
+		t.SetPartition(pa)
 	}
 	return meta
 }

@@ -41,6 +41,8 @@ var rules = []rule{
 	{"dataplane/quota", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/partition", "dataplane/log", "dataplane/replica", "gen", "record", "internal", "tiered", "tenants"}, "the brokers' token buckets are pure logic", nil},
 	{"controlplane/quota", []string{"controlplane/api", "controlplane/store", "controlplane/controller", "controlplane/metering", "gen", "internal", "tiered", "billing"}, "the division of cluster-wide limits is pure logic", nil},
 	{"dataplane/partition", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group"}, "a partition replica reaches its broker only through partition.Host, which the broker provides and wires", nil},
+	{"dataplane/cluster", []string{"dataplane/broker", "dataplane/connecterr", "dataplane/coordinator", "dataplane/group", "dataplane/txn", "dataplane/runtime", "dataplane/quota", "dataplane/meter"}, "the cluster view is data the services read: it knows the partitions' assignment types, not the services or the broker", nil},
+	{"dataplane/connectapi", []string{"dataplane/broker"}, "the Connect front door adapts the services; the broker wires it, not the other way round", nil},
 	{"dataplane/derr", []string{"dataplane/broker", "dataplane/connecterr", "dataplane/coordinator", "dataplane/group", "dataplane/log", "dataplane/meter", "dataplane/partition", "dataplane/producerstate", "dataplane/quota", "dataplane/replica", "dataplane/txn", "gen", "record", "internal", "tiered", "tenants"}, "the domain errors are a leaf every data-plane layer and adapter imports", nil},
 	{"dataplane/connecterr", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/txn"}, "the Connect adapter's error mapping knows the domain errors and the API, not the services", nil},
 	{"internal/localcluster", []string{"dataplane"}, "the in-process cluster builds its brokers through a BrokerFunc, so that the broker's own tests can use it; only internal/localcluster/brokernode builds real ones", []string{"internal/localcluster/brokernode"}},
@@ -66,7 +68,7 @@ type importRule struct {
 var importRules = []importRule{
 	{"dataplane", []string{"connectrpc.com/connect"},
 		"below the Connect adapter the data plane returns and reads domain errors (dataplane/derr); the adapter maps them to Connect's codes in one place (dataplane/connecterr) and wires its clients",
-		[]string{"dataplane/broker", "dataplane/connecterr"}},
+		[]string{"dataplane/broker", "dataplane/connecterr", "dataplane/connectapi"}},
 }
 
 func TestLayering(t *testing.T) {

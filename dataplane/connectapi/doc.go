@@ -1,0 +1,12 @@
+// Package connectapi is the data plane's Connect front door: the handlers
+// of the client port's services (RecordService, GroupService,
+// TransactionService, and the brokers' ReplicaService) are thin adapters
+// that decode a request, call a protocol-neutral service (dataplane/...
+// services, which take plain Go requests and return plain results and
+// domain errors, dataplane/derr), and map the answer back. Errors are
+// mapped in one place: ErrorInterceptor, through connecterr.ToConnect.
+// Forwarding a request to the partition's leader is Connect's business
+// (a Kafka client is told where the leader is instead): Forward sends the
+// caller's request on once, marked NoForwardHeader so that the leader
+// answers it itself.
+package connectapi
