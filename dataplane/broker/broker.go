@@ -47,6 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluicemq/sluice/dataplane/access"
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/log"
@@ -96,7 +97,7 @@ type Broker struct {
 	hc       *http.Client       // h2c to the control plane and other brokers
 	cp       sluicev1connect.BrokerServiceClient
 	jwks     *tenants.JWKSCache
-	revoked  *revocations
+	revoked  *access.Revocations
 	dirLock  *dirlock.Lock // on cfg.DataDir, from New until Run returns
 	// Tiered storage; both nil when off.
 	tierStore objstore.Store
@@ -196,7 +197,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		parts:   map[cluster.PartKey]*partition.Replica{},
 		rt:      runtime.NewRuntime(),
 		clients: map[int32]*peerClients{},
-		revoked: newRevocations(),
+		revoked: access.NewRevocations(),
 		hc:      h2c.Client(),
 		dirLock: dirLock,
 		hwKept:  hwKept,
@@ -210,7 +211,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	cpURL := strings.TrimRight(cfg.ControlPlane, "/")
 	b.cp = sluicev1connect.NewBrokerServiceClient(b.hc, cpURL, connect.WithInterceptors(tenants.Bearer(cfg.BrokerToken)))
 	b.jwks = tenants.NewJWKSCache(cpURL+"/.well-known/jwks.json", b.hc, time.Minute, 5*time.Second)
-	verifier := tenants.NewVerifier(tenants.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience, CacheSize: tokenCacheSize}, b.jwks)
+	verifier := tenants.NewVerifier(tenants.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience, CacheSize: access.TokenCacheSize}, b.jwks)
 
 	b.registry = prometheus.NewRegistry()
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -234,7 +235,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		b.registry.MustRegister(b.groupLag)
 	}
 	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", append(slices.Clone(clientServices), sluicev1connect.ReplicaServiceName))
-	auth := &authenticator{verifier: verifier, revoked: b.revoked, brokerToken: cfg.BrokerToken}
+	auth := connectapi.Authenticator{Authenticator: access.NewAuthenticator(verifier, b.revoked, cfg.BrokerToken)}
 	opts := []connect.HandlerOption{
 		// Requests are billed and charged to the tenants' requests/s in
 		// the gate, before their bodies are read (admitCall).
@@ -377,7 +378,14 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	defer stopHealth()
 	var wg sync.WaitGroup
 	wg.Go(func() { b.jwks.Run(ctx) })
-	wg.Go(func() { pollRevocations(ctx, b.cp, b.revoked, 2*time.Second, b.logger, b.healthChanged) })
+	listRevoked := func(ctx context.Context, req *sluicev1.ListRevokedAPIKeysRequest) (*sluicev1.ListRevokedAPIKeysResponse, error) {
+		res, err := b.cp.ListRevokedAPIKeys(ctx, connect.NewRequest(req))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	wg.Go(func() { access.PollRevocations(ctx, listRevoked, b.revoked, 2*time.Second, b.logger, b.healthChanged) })
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.isrLoop(ctx) })
 	wg.Go(func() { b.hwCheckpointLoop(ctx, time.Second) })

@@ -10,7 +10,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/access"
 	"github.com/sluicemq/sluice/dataplane/cluster"
+	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tenants"
@@ -48,22 +50,20 @@ func TestBrokerFailsClosedUntilRevocationsLoad(t *testing.T) {
 	iss.SetKeys([]tenants.SigningKey{k})
 	tok, _, err := iss.Mint(time.Now(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", APIKeyID: "0123456789abcdef", Scopes: []string{tenants.ScopeConsume}})
 	require.NoError(t, err)
-	a := &authenticator{
-		verifier:    tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice"}, iss.KeySource()),
-		revoked:     newRevocations(),
-		brokerToken: "broker-token-0123456789",
-	}
+	revoked := access.NewRevocations()
+	a := connectapi.Authenticator{Authenticator: access.NewAuthenticator(
+		tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice"}, iss.KeySource()), revoked, "broker-token-0123456789")}
 	h := http.Header{"Authorization": []string{"Bearer " + tok}}
 	const fetch = "/sluice.v1.RecordService/Fetch"
 	_, err = a.Authenticate(context.Background(), fetch, h)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "no answer from the revocation feed yet")
 
-	a.revoked.loaded.Store(true)
+	revoked.MarkLoaded()
 	p, err := a.Authenticate(context.Background(), fetch, h)
 	require.NoError(t, err)
 	require.Equal(t, "t1", p.TenantID)
 
-	a.revoked.add("0123456789abcdef", time.Now().Add(time.Hour))
+	revoked.Add("0123456789abcdef", time.Now().Add(time.Hour))
 	_, err = a.Authenticate(context.Background(), fetch, h)
 	require.ErrorContains(t, err, "revoked")
 }

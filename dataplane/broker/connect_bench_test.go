@@ -53,7 +53,7 @@ func BenchmarkProduceConnect(b *testing.B) {
 	cfg.Issuer, cfg.Audience = "sluice", "sluice"
 	br, err := New(cfg, Deps{})
 	require.NoError(b, err)
-	br.revoked.loaded.Store(true)
+	br.revoked.MarkLoaded()
 	pm := cluster.Partition{Partition: 0, Replicas: []int32{1}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1}}
 	tm := &cluster.Topic{TenantID: "t1", ID: "topic-bench", Name: "bench", Config: cluster.TopicConfig{MinISR: 1, MaxMessageBytes: 1 << 20}, Partitions: []cluster.Partition{pm}}
 	m := cluster.EmptyView()

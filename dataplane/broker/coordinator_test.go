@@ -9,7 +9,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
@@ -25,23 +24,6 @@ import (
 func TestOffsetsTopicNamesMatchTheControlPlane(t *testing.T) {
 	require.Equal(t, system.TenantID, systemTenantID)
 	require.Equal(t, system.OffsetsTopic, offsetsTopic)
-}
-
-// Every procedure a broker serves has an authorization rule: one without
-// is refused as unknown.
-func TestEveryServedProcedureHasARule(t *testing.T) {
-	for _, fd := range []protoreflect.FileDescriptor{sluicev1.File_sluice_v1_record_proto, sluicev1.File_sluice_v1_replica_proto, sluicev1.File_sluice_v1_group_proto} {
-		svcs := fd.Services()
-		for i := range svcs.Len() {
-			svc := svcs.Get(i)
-			methods := svc.Methods()
-			for j := range methods.Len() {
-				proc := "/" + string(svc.FullName()) + "/" + string(methods.Get(j).Name())
-				_, ok := rules[proc]
-				require.True(t, ok, "no rule for %s", proc)
-			}
-		}
-	}
 }
 
 // TestBrokerGroupErrorCodes: the coordinator's and the group state

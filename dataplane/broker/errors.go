@@ -3,6 +3,7 @@ package broker
 import (
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/access"
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/connecterr"
@@ -20,3 +21,8 @@ func (b *Broker) notLeader(pm cluster.Partition) error { return b.metadata().Not
 // asConnect is connectapi.AsConnect, for the handlers that still build on
 // a *connect.Error.
 func asConnect(err error) *connect.Error { return connectapi.AsConnect(err) }
+
+// Names of dataplane/access the broker's handlers use.
+const actForTenantHeader = access.ActForTenantHeader
+
+var errTenantSuspended = access.ErrTenantSuspended

@@ -43,7 +43,7 @@ func (b *Broker) notReady() string {
 		return "shutting down"
 	case b.brokerEpoch.Load() == 0:
 		return "not registered with the control plane yet"
-	case !b.revoked.loaded.Load():
+	case !b.revoked.Loaded():
 		return "API key revocation list not loaded yet"
 	case !b.assigned.Load():
 		return "no partition assignments from the control plane yet"

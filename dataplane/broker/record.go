@@ -457,7 +457,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	if wait > 0 && caller.Kind == tenants.PrincipalTenant {
 		// A long poll ends as soon as its tenant is suspended.
 		var stop func()
-		ctx, stop = s.b.revoked.untilSuspended(ctx, caller.TenantID)
+		ctx, stop = s.b.revoked.UntilSuspended(ctx, caller.TenantID)
 		defer stop()
 	}
 	suspended := func(err error) error {

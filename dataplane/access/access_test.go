@@ -1,4 +1,4 @@
-package broker
+package access
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -27,16 +27,16 @@ func TestBrokerCredentialActsForATenantOnlyToRead(t *testing.T) {
 	tenantTok, _, err := iss.Mint(time.Now(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", APIKeyID: "0123456789abcdef", Scopes: []string{tenants.ScopeConsume, tenants.ScopeProduce}})
 	require.NoError(t, err)
 	const brokerTok = "broker-token-0123456789"
-	a := &authenticator{
+	a := &Authenticator{
 		verifier:    tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice"}, iss.KeySource()),
-		revoked:     newRevocations(),
+		revoked:     NewRevocations(),
 		brokerToken: brokerTok,
 	}
-	a.revoked.loaded.Store(true)
+	a.revoked.MarkLoaded()
 	headers := func(tok, tenant string) http.Header {
 		h := http.Header{"Authorization": []string{"Bearer " + tok}}
 		if tenant != "" {
-			h.Set(actForTenantHeader, tenant)
+			h.Set(ActForTenantHeader, tenant)
 		}
 		return h
 	}
@@ -83,16 +83,16 @@ func TestBrokerRefusesSuspendedTenants(t *testing.T) {
 		require.NoError(t, err)
 		return http.Header{"Authorization": []string{"Bearer " + tok}}
 	}
-	a := &authenticator{
+	a := &Authenticator{
 		verifier:    tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice"}, iss.KeySource()),
-		revoked:     newRevocations(),
+		revoked:     NewRevocations(),
 		brokerToken: "broker-token-0123456789",
 	}
-	a.revoked.loaded.Store(true)
+	a.revoked.MarkLoaded()
 	t1, t2 := mint("t1"), mint("t2")
 	ctx := context.Background()
 
-	a.revoked.setSuspended([]string{"t1"})
+	a.revoked.SetSuspended([]string{"t1"})
 	for _, proc := range []string{
 		sluicev1connect.RecordServiceProduceProcedure, sluicev1connect.RecordServiceFetchProcedure,
 		sluicev1connect.RecordServiceGetMetadataProcedure, sluicev1connect.GroupServiceGroupHeartbeatProcedure,
@@ -106,20 +106,20 @@ func TestBrokerRefusesSuspendedTenants(t *testing.T) {
 	}
 
 	// A long poll of t2 ends when t2 is suspended, with the cause.
-	lp, stop := a.revoked.untilSuspended(ctx, "t2")
+	lp, stop := a.revoked.UntilSuspended(ctx, "t2")
 	defer stop()
-	a.revoked.setSuspended([]string{"t1"}) // the same set: nothing changes
+	a.revoked.SetSuspended([]string{"t1"}) // the same set: nothing changes
 	select {
 	case <-lp.Done():
 		t.Fatal("a long poll ended though its tenant is not suspended")
 	default:
 	}
-	a.revoked.setSuspended([]string{"t1", "t2"})
+	a.revoked.SetSuspended([]string{"t1", "t2"})
 	<-lp.Done()
-	require.ErrorIs(t, context.Cause(lp), errTenantSuspended)
+	require.ErrorIs(t, context.Cause(lp), ErrTenantSuspended)
 
 	// Reinstated: the same tokens work again.
-	a.revoked.setSuspended(nil)
+	a.revoked.SetSuspended(nil)
 	_, err = a.Authenticate(ctx, sluicev1connect.RecordServiceProduceProcedure, t1)
 	require.NoError(t, err)
 	_, err = a.Authenticate(ctx, sluicev1connect.RecordServiceProduceProcedure, t2)
@@ -139,9 +139,9 @@ func TestBrokerTokenCacheKeepsRevocation(t *testing.T) {
 	var clock atomic.Pointer[time.Time]
 	now := time.Now()
 	clock.Store(&now)
-	v := tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice", CacheSize: tokenCacheSize, Now: func() time.Time { return *clock.Load() }}, iss.KeySource())
-	a := &authenticator{verifier: v, revoked: newRevocations(), brokerToken: "broker-token-0123456789"}
-	a.revoked.loaded.Store(true)
+	v := tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice", CacheSize: TokenCacheSize, Now: func() time.Time { return *clock.Load() }}, iss.KeySource())
+	a := &Authenticator{verifier: v, revoked: NewRevocations(), brokerToken: "broker-token-0123456789"}
+	a.revoked.MarkLoaded()
 	mint := func(tenant, keyID string) http.Header {
 		tok, _, err := iss.Mint(now, tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: tenant, APIKeyID: keyID, Scopes: tenants.AllScopes()})
 		require.NoError(t, err)
@@ -160,12 +160,12 @@ func TestBrokerTokenCacheKeepsRevocation(t *testing.T) {
 	}
 	require.Equal(t, 3, v.CachedTokens(), "each token is verified once and remembered")
 
-	a.revoked.add("aaaaaaaaaaaaaaaa", now.Add(time.Hour))
+	a.revoked.Add("aaaaaaaaaaaaaaaa", now.Add(time.Hour))
 	_, err = a.Authenticate(ctx, proc, revokedKey)
 	require.ErrorIs(t, err, tenants.ErrInvalidToken)
 	require.ErrorContains(t, err, "revoked")
 
-	a.revoked.setSuspended([]string{"t2"})
+	a.revoked.SetSuspended([]string{"t2"})
 	_, err = a.Authenticate(ctx, proc, suspendedTenant)
 	require.ErrorIs(t, err, tenants.ErrPermissionDenied)
 	require.ErrorContains(t, err, "tenant is suspended")
@@ -192,12 +192,12 @@ func TestBrokerTxnOffsetsNeedProduceAndConsume(t *testing.T) {
 	k, err := tenants.GenerateSigningKey(time.Now().Add(-time.Minute))
 	require.NoError(t, err)
 	iss.SetKeys([]tenants.SigningKey{k})
-	a := &authenticator{
+	a := &Authenticator{
 		verifier:    tenants.NewVerifier(tenants.VerifierConfig{Issuer: "sluice", Audience: "sluice"}, iss.KeySource()),
-		revoked:     newRevocations(),
+		revoked:     NewRevocations(),
 		brokerToken: "broker-token-0123456789",
 	}
-	a.revoked.loaded.Store(true)
+	a.revoked.MarkLoaded()
 	token := func(scopes ...string) http.Header {
 		tok, _, err := iss.Mint(time.Now(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", APIKeyID: "0123456789abcdef", Scopes: scopes})
 		require.NoError(t, err)
@@ -213,12 +213,21 @@ func TestBrokerTxnOffsetsNeedProduceAndConsume(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Authenticate(ctx, sluicev1connect.TransactionServiceAddPartitionsToTransactionProcedure, token(tenants.ScopeProduce))
 	require.NoError(t, err, "adding partitions needs produce only")
+}
 
-	// Groups in AddPartitionsToTransaction: refused before the call looks
-	// for the transaction coordinator.
-	s := &transactionService{}
-	pctx := tenants.WithPrincipal(ctx, tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", Scopes: []string{tenants.ScopeProduce}})
-	_, err = s.AddPartitionsToTransaction(pctx, connect.NewRequest(&sluicev1.AddPartitionsToTransactionRequest{TransactionalId: "tx", Groups: []string{"g"}}))
-	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "%v", err)
-	require.ErrorContains(t, err, `needs the "consume" scope`)
+// Every procedure a broker serves has an authorization rule: one without
+// is refused as unknown.
+func TestEveryServedProcedureHasARule(t *testing.T) {
+	for _, fd := range []protoreflect.FileDescriptor{sluicev1.File_sluice_v1_record_proto, sluicev1.File_sluice_v1_replica_proto, sluicev1.File_sluice_v1_group_proto} {
+		svcs := fd.Services()
+		for i := range svcs.Len() {
+			svc := svcs.Get(i)
+			methods := svc.Methods()
+			for j := range methods.Len() {
+				proc := "/" + string(svc.FullName()) + "/" + string(methods.Get(j).Name())
+				_, ok := rules[proc]
+				require.True(t, ok, "no rule for %s", proc)
+			}
+		}
+	}
 }

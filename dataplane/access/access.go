@@ -1,9 +1,16 @@
-package broker
+// Package access decides who may call a data-plane broker: the
+// Authenticator verifies tenants' tokens offline (the control plane's
+// JWKS) and the brokers' shared credential, against the access rules every
+// RPC declares ((sluice.v1.access), tenants.AccessRules), and refuses
+// tokens of revoked API keys and of suspended tenants, from the deny-list
+// (Revocations) PollRevocations keeps current from the control plane's
+// revocation feed. It knows no protocol: the Connect interceptor
+// (tenants.NewAuthInterceptor) calls it with a call's headers.
+package access
 
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -13,17 +20,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicemq/sluice/dataplane/derr"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
 )
 
-// actForTenantHeader names the tenant a broker acts for when it calls a
+// ActForTenantHeader names the tenant a broker acts for when it calls a
 // tenant procedure with the broker credential.
-const actForTenantHeader = "Sluice-Act-For-Tenant"
+const ActForTenantHeader = "Sluice-Act-For-Tenant"
 
 // rules are the procedures a broker serves, with who may call each: the
 // (sluice.v1.access) options of the services in proto/sluice/v1, read once
@@ -36,13 +42,13 @@ const actForTenantHeader = "Sluice-Act-For-Tenant"
 // broker credential reads every partition through FetchReplica anyway).
 var rules = tenants.MustAccessRules(tenants.ServerBroker)
 
-// tokenCacheSize bounds the broker's cache of verified tokens (a few
+// TokenCacheSize bounds the broker's cache of verified tokens (a few
 // hundred bytes each): a client presents one token for its lifetime (15
 // minutes by default), so this covers that many concurrent clients per
 // broker; beyond it the least recently used token is verified again.
-const tokenCacheSize = 16384
+const TokenCacheSize = 16384
 
-// authenticator verifies tenant tokens offline (signature from the control
+// Authenticator verifies tenant tokens offline (signature from the control
 // plane's JWKS, iss, aud, exp) and refuses tokens of API keys on the
 // revocation list and of tenants in the suspended set; other brokers
 // present the shared broker credential.
@@ -52,13 +58,19 @@ const tokenCacheSize = 16384
 // the Ed25519 check; the revocation list and the suspended set are checked
 // below on every call, cached token or not, so the cache never delays a
 // revocation or a suspension.
-type authenticator struct {
+type Authenticator struct {
 	verifier    *tenants.Verifier
-	revoked     *revocations
+	revoked     *Revocations
 	brokerToken string
 }
 
-func (a *authenticator) Authenticate(ctx context.Context, procedure string, h http.Header) (tenants.Principal, error) {
+// NewAuthenticator is an Authenticator of tenants' tokens by verifier, of
+// the deny-list revoked, and of the brokers' shared credential brokerToken.
+func NewAuthenticator(verifier *tenants.Verifier, revoked *Revocations, brokerToken string) *Authenticator {
+	return &Authenticator{verifier: verifier, revoked: revoked, brokerToken: brokerToken}
+}
+
+func (a *Authenticator) Authenticate(ctx context.Context, procedure string, h http.Header) (tenants.Principal, error) {
 	r, ok := rules[procedure]
 	if !ok {
 		if tenants.IsInfrastructureProcedure(procedure) {
@@ -70,7 +82,7 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 	if err != nil {
 		return tenants.Principal{}, err
 	}
-	if tenantID := h.Get(actForTenantHeader); tenantID != "" && r.BrokerForTenant {
+	if tenantID := h.Get(ActForTenantHeader); tenantID != "" && r.BrokerForTenant {
 		// Only the broker credential may name a tenant; a tenant's token
 		// with this header is refused, never read as another tenant's.
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(a.brokerToken)) != 1 {
@@ -95,13 +107,13 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		if !a.revoked.loaded.Load() {
 			// Fail closed: until the feed has answered once, a revoked
 			// key's token could not be told apart.
-			return tenants.Principal{}, connect.NewError(connect.CodeUnavailable, errors.New("broker starting: the API key revocation list is not loaded yet; retry"))
+			return tenants.Principal{}, derr.New(derr.Unavailable, "broker starting: the API key revocation list is not loaded yet; retry")
 		}
-		if a.revoked.has(p.APIKeyID) {
+		if a.revoked.Has(p.APIKeyID) {
 			return tenants.Principal{}, fmt.Errorf("%w: the token's API key was revoked", tenants.ErrInvalidToken)
 		}
-		if a.revoked.suspended(p.TenantID) {
-			return tenants.Principal{}, errTenantSuspended
+		if a.revoked.Suspended(p.TenantID) {
+			return tenants.Principal{}, ErrTenantSuspended
 		}
 		for _, scope := range r.Scopes {
 			if !p.Has(scope) {
@@ -113,18 +125,18 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 	return tenants.Principal{}, fmt.Errorf("%w: procedure not allowed", tenants.ErrPermissionDenied)
 }
 
-// errTenantSuspended refuses a suspended tenant's calls. PermissionDenied,
+// ErrTenantSuspended refuses a suspended tenant's calls. PermissionDenied,
 // as on the control plane, and not Unauthenticated: the token is valid and
 // a fresh one would be refused too (CreateToken refuses the tenant), so a
 // client must stop, not re-authenticate; once the tenant is reinstated the
 // same token works again.
-var errTenantSuspended = fmt.Errorf("%w: tenant is suspended", tenants.ErrPermissionDenied)
+var ErrTenantSuspended = fmt.Errorf("%w: tenant is suspended", tenants.ErrPermissionDenied)
 
-// revocations is the broker's deny-list, fed by polling the control
+// Revocations is the broker's deny-list, fed by polling the control
 // plane's revocation feed: the ids of revoked API keys, each kept until
 // every token of that key has expired, and the set of suspended tenants,
 // replaced by every answer (the feed carries the whole set).
-type revocations struct {
+type Revocations struct {
 	mu     sync.RWMutex
 	keys   map[string]time.Time // key id → when to forget it
 	susp   map[string]bool      // suspended tenant ids
@@ -134,11 +146,20 @@ type revocations struct {
 	changed chan struct{}
 }
 
-func newRevocations() *revocations {
-	return &revocations{keys: map[string]time.Time{}, susp: map[string]bool{}, changed: make(chan struct{})}
+func NewRevocations() *Revocations {
+	return &Revocations{keys: map[string]time.Time{}, susp: map[string]bool{}, changed: make(chan struct{})}
 }
 
-func (r *revocations) has(keyID string) bool {
+// Loaded reports whether the revocation feed has answered at least once:
+// until then the Authenticator refuses tenants' tokens (fail closed).
+func (r *Revocations) Loaded() bool { return r.loaded.Load() }
+
+// MarkLoaded marks the list loaded without the feed: for a broker's tests
+// that serve without a control plane.
+func (r *Revocations) MarkLoaded() { r.loaded.Store(true) }
+
+// Has reports whether the API key keyID is revoked.
+func (r *Revocations) Has(keyID string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	_, ok := r.keys[keyID]
@@ -146,14 +167,14 @@ func (r *revocations) has(keyID string) bool {
 }
 
 // suspended reports whether the tenant is in the suspended set.
-func (r *revocations) suspended(tenantID string) bool {
+func (r *Revocations) Suspended(tenantID string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.susp[tenantID]
 }
 
 // setSuspended replaces the suspended set with ids.
-func (r *revocations) setSuspended(ids []string) {
+func (r *Revocations) SetSuspended(ids []string) {
 	next := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		next[id] = true
@@ -169,10 +190,10 @@ func (r *revocations) setSuspended(ids []string) {
 }
 
 // untilSuspended returns a context that is cancelled, with cause
-// errTenantSuspended, as soon as the tenant joins the suspended set, so a
+// ErrTenantSuspended, as soon as the tenant joins the suspended set, so a
 // call waiting for data (a long-poll fetch) ends then rather than when its
 // wait does. Call stop when done with it.
-func (r *revocations) untilSuspended(ctx context.Context, tenantID string) (_ context.Context, stop func()) {
+func (r *Revocations) UntilSuspended(ctx context.Context, tenantID string) (_ context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		for {
@@ -180,7 +201,7 @@ func (r *revocations) untilSuspended(ctx context.Context, tenantID string) (_ co
 			susp, changed := r.susp[tenantID], r.changed
 			r.mu.RUnlock()
 			if susp {
-				cancel(errTenantSuspended)
+				cancel(ErrTenantSuspended)
 				return
 			}
 			select {
@@ -193,7 +214,9 @@ func (r *revocations) untilSuspended(ctx context.Context, tenantID string) (_ co
 	return ctx, func() { cancel(nil) }
 }
 
-func (r *revocations) add(keyID string, forgetAt time.Time) {
+// Add revokes the API key keyID until forgetAt (when its last token has
+// expired).
+func (r *Revocations) Add(keyID string, forgetAt time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur, ok := r.keys[keyID]; !ok || forgetAt.After(cur) {
@@ -201,7 +224,8 @@ func (r *revocations) add(keyID string, forgetAt time.Time) {
 	}
 }
 
-func (r *revocations) expire(now time.Time) {
+// Expire forgets the keys whose last token has expired by now.
+func (r *Revocations) Expire(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, at := range r.keys {
@@ -211,32 +235,32 @@ func (r *revocations) expire(now time.Time) {
 	}
 }
 
-// pollRevocations keeps r current until ctx ends: every interval it asks for
+// PollRevocations keeps r current until ctx ends: every interval it asks for
 // keys revoked since the previous answer's server time (minus a margin for
 // clock skew between control-plane replicas), and takes the suspended set
 // of every answer as the current one. When the control plane cannot be
 // reached, r keeps what it last heard. loaded is called after the first
 // answer.
-func pollRevocations(ctx context.Context, client sluicev1connect.BrokerServiceClient, r *revocations, interval time.Duration, logger *slog.Logger, loaded func()) {
+func PollRevocations(ctx context.Context, list func(context.Context, *sluicev1.ListRevokedAPIKeysRequest) (*sluicev1.ListRevokedAPIKeysResponse, error), r *Revocations, interval time.Duration, logger *slog.Logger, loaded func()) {
 	const margin = 10 * time.Second
 	const keep = tenants.MaxTokenTTL + tenants.MaxLeeway
 	var since *timestamppb.Timestamp
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		res, err := client.ListRevokedAPIKeys(ctx, connect.NewRequest(&sluicev1.ListRevokedAPIKeysRequest{Since: since}))
+		res, err := list(ctx, &sluicev1.ListRevokedAPIKeysRequest{Since: since})
 		if err == nil {
-			for _, k := range res.Msg.GetKeys() {
-				r.add(k.GetId(), k.GetRevokeTime().AsTime().Add(keep))
+			for _, k := range res.GetKeys() {
+				r.Add(k.GetId(), k.GetRevokeTime().AsTime().Add(keep))
 			}
-			r.setSuspended(res.Msg.GetSuspendedTenantIds())
-			since = timestamppb.New(res.Msg.GetServerTime().AsTime().Add(-margin))
-			r.expire(time.Now())
+			r.SetSuspended(res.GetSuspendedTenantIds())
+			since = timestamppb.New(res.GetServerTime().AsTime().Add(-margin))
+			r.Expire(time.Now())
 			if !r.loaded.Swap(true) {
 				loaded()
 			}
 		} else if ctx.Err() == nil {
-			logger.Warn("poll revocations", "err", err)
+			logger.Warn("poll Revocations", "err", err)
 		}
 		select {
 		case <-ctx.Done():
