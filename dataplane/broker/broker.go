@@ -114,7 +114,7 @@ type Broker struct {
 	// assigned: the first assignments from the control plane are applied
 	// (their replicas opened); part of readiness (notReady).
 	assigned atomic.Bool
-	health   healthWatchers // gRPC health Watch streams
+	health   *connectapi.Health // gRPC health, its Watch streams
 
 	mu      sync.Mutex
 	parts   map[cluster.PartKey]*partition.Replica
@@ -207,6 +207,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 
 		tierStore: deps.TierStore,
 	}
+	b.health = &connectapi.Health{NotReady: b.notReady}
 	b.meta.Store(cluster.EmptyView())
 	cpURL := strings.TrimRight(cfg.ControlPlane, "/")
 	b.cp = sluicev1connect.NewBrokerServiceClient(b.hc, cpURL, connect.WithInterceptors(tenants.Bearer(cfg.BrokerToken)))
@@ -234,7 +235,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		b.groupLag = &groupLagCollector{b: b}
 		b.registry.MustRegister(b.groupLag)
 	}
-	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", append(slices.Clone(clientServices), sluicev1connect.ReplicaServiceName))
+	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", append(slices.Clone(connectapi.ClientServices), sluicev1connect.ReplicaServiceName))
 	auth := connectapi.Authenticator{Authenticator: access.NewAuthenticator(verifier, b.revoked, cfg.BrokerToken)}
 	opts := []connect.HandlerOption{
 		// Requests are billed and charged to the tenants' requests/s in
@@ -264,12 +265,12 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	// Health and reflection pass the same gate and interceptors as the
 	// services (public in the auth rules) and list only the client
 	// services.
-	mux.Handle(b.gate.Wrap(grpchealth.NewHandler(healthChecker{b}, append(slices.Clone(opts), connect.WithInterceptors(healthwatch.EndOnDrain(b.runContext)))...)))
+	mux.Handle(b.gate.Wrap(grpchealth.NewHandler(b.health, append(slices.Clone(opts), connect.WithInterceptors(healthwatch.EndOnDrain(b.runContext)))...)))
 	// Reflection streams from anonymous clients: every message it reads
 	// is held to an anonymous call's size (the gate charges only the
 	// first).
 	reflectOpts := append(slices.Clone(opts), connect.WithReadMaxBytes(httpgate.PublicMaxRequestBytes))
-	reflector := grpcreflect.NewStaticReflector(discoveryServices...)
+	reflector := grpcreflect.NewStaticReflector(connectapi.DiscoveryServices...)
 	mux.Handle(b.gate.WrapClientStreams(grpcreflect.NewHandlerV1(reflector, reflectOpts...)))
 	mux.Handle(b.gate.WrapClientStreams(grpcreflect.NewHandlerV1Alpha(reflector, reflectOpts...)))
 	// No /metrics here: its labels name tenants, topics and groups, and
