@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"

@@ -229,7 +229,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.sessions = partition.NewSessions(partition.SessionsConfig{
 		Lookup:      b.partition,
 		Metrics:     &partition.SessionMetrics{Requests: b.metrics.fetchSessionRequests},
-		ErrorAnswer: fetchErrorAnswer,
+		ErrorAnswer: connectapi.FetchErrorAnswer,
 	})
 	if cfg.GroupLagMetricsInterval > 0 {
 		b.groupLag = &groupLagCollector{b: b}
@@ -255,7 +255,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	// interceptor then takes the gate's principal.
 	b.gate = httpgate.New(cfg.RequestMemory.Config(int64(cfg.MaxRequestBytes)), httpgate.Deps{
 		Auth: auth, Admit: b.admitCall, Registerer: b.registry, Namespace: "sluice", Subsystem: "broker", Logger: b.logger,
-		Forwarded: func(r *http.Request) bool { return forwardedByBroker(r.Header, cfg.BrokerToken) },
+		Forwarded: func(r *http.Request) bool { return connectapi.ForwardedByBroker(r.Header, cfg.BrokerToken) },
 	})
 	mux := http.NewServeMux()
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...)))
@@ -316,7 +316,7 @@ func (b *Broker) peer(id int32) *peerClients {
 	base := "http://" + addr
 	// Calls on a client's behalf are marked so the peer does not count
 	// them in the tenant's requests again (meter.go).
-	fwd := connect.WithInterceptors(forwardMarker{b.cfg.BrokerToken})
+	fwd := connect.WithInterceptors(connectapi.ForwardMarker{BrokerToken: b.cfg.BrokerToken})
 	c := &peerClients{
 		address: addr,
 		record:  sluicev1connect.NewRecordServiceClient(b.hc, base, connect.WithGRPC(), fwd),
@@ -487,9 +487,9 @@ func (b *Broker) replicaHost() *partition.Host {
 		Files:             b.files,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
 		LeaderAddress:     func(id int32) string { return b.metadata().Brokers[id].Address },
-		ReplicaClient:     func(leader int32) partition.LeaderClient { return leaderClient{b.peer(leader).replica} },
-		AlterPartition:    alterPartition(b.cp.AlterPartition),
-		AlterPartitions:   alterPartitions(b.cp.AlterPartitions),
+		ReplicaClient:     func(leader int32) partition.LeaderClient { return connectapi.LeaderClient{C: b.peer(leader).replica} },
+		AlterPartition:    connectapi.AlterPartition(b.cp.AlterPartition),
+		AlterPartitions:   connectapi.AlterPartitions(b.cp.AlterPartitions),
 		FailStop:          b.failStop,
 		Tier:              b.tier,
 	}

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"net/http"
+
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/access"
@@ -26,3 +28,8 @@ func asConnect(err error) *connect.Error { return connectapi.AsConnect(err) }
 const actForTenantHeader = access.ActForTenantHeader
 
 var errTenantSuspended = access.ErrTenantSuspended
+
+// forwardedByBroker is connectapi.ForwardedByBroker.
+func forwardedByBroker(h http.Header, brokerToken string) bool {
+	return connectapi.ForwardedByBroker(h, brokerToken)
+}

@@ -3,9 +3,10 @@ package broker
 import (
 	"context"
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"

@@ -8,14 +8,11 @@ package broker
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/connecterr"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -37,7 +34,7 @@ func (b *Broker) newUsageReporter() *meter.Reporter {
 			}
 			return res.Msg, nil
 		},
-		ErrorLabel: connectCodeName,
+		ErrorLabel: connectapi.CodeName,
 		Leaders:    b.meteredLeaders,
 		Counters:   b.usageCounters,
 		Interval:   b.cfg.UsageReportInterval,
@@ -71,58 +68,4 @@ func (b *Broker) finalUsageReport() {
 	ctx, cancel := context.WithTimeout(context.Background(), min(finalUsageReportTimeout, b.cfg.ShutdownTimeout))
 	defer cancel()
 	b.usage.Final(ctx)
-}
-
-// forwardedHeader marks a request one broker sends another on behalf of
-// its client, with the client's credential (forward, and the group and
-// transaction calls that go to a coordinator elsewhere): the client's
-// request was counted where it arrived, so the broker it is forwarded to
-// does not count it again. Its value is an HMAC of the request's
-// Authorization header keyed with the broker credential, so a tenant
-// cannot set it to go uncounted.
-const forwardedHeader = "Sluice-Forwarded"
-
-func forwardMAC(brokerToken, authorization string) string {
-	m := hmac.New(sha256.New, []byte(brokerToken))
-	m.Write([]byte("sluice forwarded request\x00"))
-	m.Write([]byte(authorization))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// forwardedByBroker reports whether h carries a broker's valid
-// forwardedHeader.
-func forwardedByBroker(h http.Header, brokerToken string) bool {
-	v := h.Get(forwardedHeader)
-	return v != "" && hmac.Equal([]byte(v), []byte(forwardMAC(brokerToken, h.Get("Authorization"))))
-}
-
-// forwardMarker is the client interceptor of the clients a broker calls
-// other brokers' tenant services with: it sets forwardedHeader.
-type forwardMarker struct{ brokerToken string }
-
-func (m forwardMarker) mark(h http.Header) {
-	if a := h.Get("Authorization"); a != "" {
-		h.Set(forwardedHeader, forwardMAC(m.brokerToken, a))
-	}
-}
-
-func (m forwardMarker) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if req.Spec().IsClient {
-			m.mark(req.Header())
-		}
-		return next(ctx, req)
-	}
-}
-
-func (m forwardMarker) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		m.mark(conn.RequestHeader())
-		return conn
-	}
-}
-
-func (forwardMarker) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }

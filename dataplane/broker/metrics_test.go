@@ -2,12 +2,13 @@ package broker
 
 import (
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 
 	"github.com/stretchr/testify/require"
 

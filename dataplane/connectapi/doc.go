@@ -5,6 +5,9 @@
 // services, which take plain Go requests and return plain results and
 // domain errors, dataplane/derr), and map the answer back. Errors are
 // mapped in one place: ErrorInterceptor, through connecterr.ToConnect.
+// The Connect side of the brokers' own calls lives here too: the
+// replicas' calls to leaders and the controller (peers.go), and the HMAC
+// marking a request one broker forwards for its client (ForwardMarker).
 // Forwarding a request to the partition's leader is Connect's business
 // (a Kafka client is told where the leader is instead): Forward sends the
 // caller's request on once, marked NoForwardHeader so that the leader

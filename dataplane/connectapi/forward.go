@@ -2,6 +2,9 @@ package connectapi
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -43,4 +46,58 @@ func Forward[Req, Res any](ctx context.Context, leader int32, req *connect.Reque
 		forwarded()
 	}
 	return connect.NewResponse(res.Msg), nil
+}
+
+// ForwardedHeader marks a request one broker sends another on behalf of
+// its client, with the client's credential (Forward, and the group and
+// transaction calls that go to a coordinator elsewhere): the client's
+// request was counted where it arrived, so the broker it is forwarded to
+// does not count it again. Its value is an HMAC of the request's
+// Authorization header keyed with the broker credential, so a tenant
+// cannot set it to go uncounted.
+const ForwardedHeader = "Sluice-Forwarded"
+
+func forwardMAC(brokerToken, authorization string) string {
+	m := hmac.New(sha256.New, []byte(brokerToken))
+	m.Write([]byte("sluice forwarded request\x00"))
+	m.Write([]byte(authorization))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// ForwardedByBroker reports whether h carries a broker's valid
+// ForwardedHeader.
+func ForwardedByBroker(h http.Header, brokerToken string) bool {
+	v := h.Get(ForwardedHeader)
+	return v != "" && hmac.Equal([]byte(v), []byte(forwardMAC(brokerToken, h.Get("Authorization"))))
+}
+
+// ForwardMarker is the client interceptor of the clients a broker calls
+// other brokers' tenant services with: it sets ForwardedHeader.
+type ForwardMarker struct{ BrokerToken string }
+
+func (m ForwardMarker) mark(h http.Header) {
+	if a := h.Get("Authorization"); a != "" {
+		h.Set(ForwardedHeader, forwardMAC(m.BrokerToken, a))
+	}
+}
+
+func (m ForwardMarker) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			m.mark(req.Header())
+		}
+		return next(ctx, req)
+	}
+}
+
+func (m ForwardMarker) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		m.mark(conn.RequestHeader())
+		return conn
+	}
+}
+
+func (ForwardMarker) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }

@@ -1,4 +1,4 @@
-package broker
+package connectapi
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func TestHostCallsTranslateConnectErrors(t *testing.T) {
 		return ce
 	}
 	var answer error
-	alter := alterPartition(func(context.Context, *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
+	alter := AlterPartition(func(context.Context, *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error) {
 		if answer != nil {
 			return nil, answer
 		}
@@ -59,7 +59,7 @@ func TestHostCallsTranslateConnectErrors(t *testing.T) {
 	require.Nil(t, got)
 
 	var many error
-	alterMany := alterPartitions(func(context.Context, *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error) {
+	alterMany := AlterPartitions(func(context.Context, *connect.Request[sluicev1.AlterPartitionsRequest]) (*connect.Response[sluicev1.AlterPartitionsResponse], error) {
 		if many != nil {
 			return nil, many
 		}
@@ -89,12 +89,12 @@ func TestHostCallsTranslateConnectErrors(t *testing.T) {
 // error that maps to none is Internal.
 func TestFetchErrorAnswer(t *testing.T) {
 	nl := &partition.NotLeaderError{TopicID: "t", Leader: 2, Epoch: 4, Address: "b2"}
-	code, msg := fetchErrorAnswer(nl)
+	code, msg := FetchErrorAnswer(nl)
 	require.Equal(t, uint32(connect.CodeFailedPrecondition), code)
 	require.Equal(t, "failed_precondition: "+nl.Error(), msg)
-	code, msg = fetchErrorAnswer(fmt.Errorf("replication state: %w", errors.New("boom")))
+	code, msg = FetchErrorAnswer(fmt.Errorf("replication state: %w", errors.New("boom")))
 	require.Equal(t, uint32(connect.CodeInternal), code)
 	require.Equal(t, "replication state: boom", msg)
-	require.Equal(t, "unavailable", connectCodeName(derr.New(derr.StorageUnavailable, "disk")))
-	require.Equal(t, "unknown", connectCodeName(errors.New("plain")))
+	require.Equal(t, "unavailable", CodeName(derr.New(derr.StorageUnavailable, "disk")))
+	require.Equal(t, "unknown", CodeName(errors.New("plain")))
 }
