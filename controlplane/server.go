@@ -60,6 +60,9 @@ type Deps struct {
 	Logger *slog.Logger
 	Store  store.Store
 	Now    func() time.Time
+	// Interceptors run on every call the API port serves, outside the
+	// metrics and auth interceptors (internal/localcluster's faults).
+	Interceptors []connect.Interceptor
 }
 
 // Server is a control-plane replica.
@@ -155,7 +158,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		Issuer:       s.issuer,
 		Verifier:     verifier,
 		Logger:       deps.Logger,
-		Interceptors: []connect.Interceptor{metrics},
+		Interceptors: append(slices.Clone(deps.Interceptors), metrics),
 		Now:          deps.Now,
 	})
 	s.api = a
