@@ -47,6 +47,10 @@ const ControlPlane int32 = -1
 // (the client sees a reset stream, as after a lost connection: the call
 // may have taken effect), else answers as usual (a pure delay).
 //
+// AnswerDelay, when set, waits after a call is performed, before its
+// answer is sent or dropped (the call took effect; its answer comes
+// late, or is lost late).
+//
 // Hook, when set, decides the error in place of Err, after Delay: it
 // sees the call (its request, its headers) and may block until its
 // context ends (a gate the test opens). Answer, when set, edits the
@@ -60,17 +64,18 @@ const ControlPlane int32 = -1
 // Every call a fault hits is recorded (Calls), so a fault with no
 // effect observes calls: when they came, what they asked.
 type Fault struct {
-	Broker     int32
-	Procedure  string
-	Topic      string
-	Partition  int32
-	Err        error
-	Count      int
-	Delay      time.Duration
-	DropAnswer bool
-	Hook       func(ctx context.Context, c Call) error
-	Answer     func(res proto.Message)
-	Entries    bool
+	Broker      int32
+	Procedure   string
+	Topic       string
+	Partition   int32
+	Err         error
+	Count       int
+	Delay       time.Duration
+	DropAnswer  bool
+	AnswerDelay time.Duration
+	Hook        func(ctx context.Context, c Call) error
+	Answer      func(res proto.Message)
+	Entries     bool
 }
 
 // A Call is one call a fault hit.
@@ -255,10 +260,15 @@ func namedPartitions(m protoreflect.Message, topic string, out []topicPartition)
 
 // hold waits f's delay, or until ctx ends (its error then).
 func (f *Fault) hold(ctx context.Context) error {
-	if f.Delay <= 0 {
+	return f.wait(ctx, f.Delay)
+}
+
+// wait waits d, or until ctx ends (its error then).
+func (f *Fault) wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(f.Delay)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -316,6 +326,7 @@ func (i faultInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			return nil, err
 		}
 		res, err := next(ctx, req)
+		f.wait(ctx, f.AnswerDelay)
 		if f.DropAnswer {
 			dropAnswer()
 		}
@@ -396,6 +407,7 @@ func (i faultInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 			return err
 		}
 		err := next(ctx, conn)
+		f.wait(ctx, f.AnswerDelay)
 		if f.DropAnswer {
 			dropAnswer()
 		}
