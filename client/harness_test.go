@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -58,16 +57,6 @@ func everywhere(t *testing.T, f localcluster.Fault) [2]*localcluster.FaultHandle
 func observe(t *testing.T, procedure, topic string) *localcluster.FaultHandle {
 	t.Helper()
 	return addFault(t, localcluster.Fault{Procedure: procedure, Topic: topic, Partition: localcluster.AnyPartition})
-}
-
-// callsOf merges the calls of handles in the order they arrived.
-func callsOf(handles ...*localcluster.FaultHandle) []localcluster.Call {
-	var out []localcluster.Call
-	for _, h := range handles {
-		out = append(out, h.Calls()...)
-	}
-	slices.SortStableFunc(out, func(a, b localcluster.Call) int { return a.At.Compare(b.At) })
-	return out
 }
 
 // gate is a Fault.Hook that holds each call until the gate opens (or the

@@ -169,7 +169,7 @@ func TestFaultEpochExhaustionTakesANewProducerID(t *testing.T) {
 	// hands those out only after 32766 bumps).
 	var mu sync.Mutex
 	var pids []int64
-	addFault(t, localcluster.Fault{Procedure: "InitProducerId", Answer: func(res proto.Message) {
+	addFault(t, localcluster.Fault{Procedure: "InitProducerId", Answer: func(_ localcluster.Call, res proto.Message) {
 		r := res.(*sluicev1.InitProducerIdResponse)
 		r.ProducerEpoch = math.MaxInt16 - 1
 		mu.Lock()

@@ -53,8 +53,8 @@ const ControlPlane int32 = -1
 //
 // Hook, when set, decides the error in place of Err, after Delay: it
 // sees the call (its request, its headers) and may block until its
-// context ends (a gate the test opens). Answer, when set, edits the
-// answer of a call performed (an answer the real server would not give
+// context ends (a gate the test opens). Answer, when set, sees the
+// answer of a call performed, and may edit it (an answer the real server would not give
 // on cue: an exhausted producer epoch, a stale coordinator). With
 // Entries, a ProduceMany call is not refused as a whole: the entries
 // that name Topic (and Partition) each get the error in their result,
@@ -74,7 +74,7 @@ type Fault struct {
 	DropAnswer  bool
 	AnswerDelay time.Duration
 	Hook        func(ctx context.Context, c Call) error
-	Answer      func(res proto.Message)
+	Answer      func(c Call, res proto.Message)
 	Entries     bool
 }
 
@@ -332,7 +332,7 @@ func (i faultInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		}
 		if err == nil && f.Answer != nil {
 			if m, ok := res.Any().(proto.Message); ok {
-				f.Answer(m)
+				f.Answer(call, m)
 			}
 		}
 		return res, err

@@ -192,7 +192,7 @@ func TestLocalclusterFaultHookAnswerAndCalls(t *testing.T) {
 	require.NoError(t, <-done)
 
 	// Answer edits what the server answered.
-	fs.Add(Fault{Procedure: "InitProducerId", Count: 1, Answer: func(res proto.Message) {
+	fs.Add(Fault{Procedure: "InitProducerId", Count: 1, Answer: func(_ Call, res proto.Message) {
 		res.(*sluicev1.InitProducerIdResponse).ProducerEpoch = 32766
 	}})
 	res, err := rc.InitProducerId(ctx, connect.NewRequest(&sluicev1.InitProducerIdRequest{}))
