@@ -24,9 +24,9 @@ import (
 	"github.com/sluicemq/sluice/controlplane"
 	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	"github.com/sluicemq/sluice/controlplane/store"
-	"github.com/sluicemq/sluice/internal/clock"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/tenants"
 )
