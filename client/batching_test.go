@@ -11,42 +11,34 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/client"
-	"github.com/sluicemq/sluice/record"
+	"github.com/sluicemq/sluice/internal/localcluster"
 )
 
-// gatedBroker is a fake broker whose produce requests all wait until the
-// test opens the gate: a broker slow enough that every request slot of
-// the producer is busy while the test produces.
-func gatedBroker(partitions int32) (*fakeBroker, func()) {
-	gate := make(chan struct{})
-	f := &fakeBroker{partitions: partitions}
-	f.hook = func(int, record.BatchHeader, []string) (fakeAction, time.Duration, error) {
-		<-gate
-		return normal, 0, nil
-	}
+// gatedTopic creates topic with partitions and holds every produce
+// request to it until the test opens the gate: a broker slow enough
+// that every request slot of the producer is busy while the test
+// produces. The fault's Hits count the requests that arrived.
+func gatedTopic(t *testing.T, topic string, partitions int32) (*localcluster.FaultHandle, func()) {
+	createTopic(t, topic, partitions, nil)
+	g := make(gate)
 	var once sync.Once
-	return f, func() { once.Do(func() { close(gate) }) }
+	open := func() { once.Do(func() { close(g) }) }
+	t.Cleanup(open)
+	f := addFault(t, localcluster.Fault{Procedure: "ProduceMany", Topic: topic, Partition: localcluster.AnyPartition, Hook: g.hold})
+	return f, open
 }
 
-// batches lists the batches the fake wrote, in order.
-func (f *fakeBroker) batches() []fakeBatch {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]fakeBatch(nil), f.written...)
-}
-
-// requests is how many produce requests the fake received.
-func (f *fakeBroker) requests() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.n
+// written is the data batches of topic's partition 0, once it holds n
+// records.
+func written(t *testing.T, topic string, n int) []loggedBatch {
+	return dataBatches(logBatches(t, topic, 0, n))
 }
 
 // burst produces n records of a 1 KiB value to topic t without waiting
 // for them, pace apart (a steady stream rather than a burst when not 0),
 // and returns a func that waits for their callbacks and checks they all
 // succeeded, in order per partition.
-func burst(t *testing.T, p *client.Producer, n int, pace time.Duration) (recs []*client.Record, wait func()) {
+func burst(t *testing.T, p *client.Producer, topic string, n int, pace time.Duration) (recs []*client.Record, wait func()) {
 	t.Helper()
 	var (
 		mu    sync.Mutex
@@ -59,7 +51,7 @@ func burst(t *testing.T, p *client.Producer, n int, pace time.Duration) (recs []
 		if pace > 0 {
 			time.Sleep(pace) // pacing: the load's shape
 		}
-		r := &client.Record{Topic: "t", Value: fmt.Appendf(make([]byte, 0, 1024), "%04d%01020d", i, 0)}
+		r := &client.Record{Topic: topic, Value: fmt.Appendf(make([]byte, 0, 1024), "%04d%01020d", i, 0)}
 		recs = append(recs, r)
 		p.Produce(context.Background(), r, func(r *client.Record, err error) {
 			mu.Lock()
@@ -92,7 +84,7 @@ func burst(t *testing.T, p *client.Producer, n int, pace time.Duration) (recs []
 // collapsed at 10 MiB/s), for a burst of 1000 records and for a steady
 // stream of them. At most maxInFlight requests go out before the gate
 // opens, holding whatever had arrived; the rest follows in full batches.
-// Idempotent: the fake's producer state checks that the batches'
+// Idempotent: the broker's producer state checks that the batches'
 // sequences follow each other.
 func TestProducerBatchesNaturallyUnderLoad(t *testing.T) {
 	type tcase struct {
@@ -113,36 +105,37 @@ func TestProducerBatchesNaturallyUnderLoad(t *testing.T) {
 			tcase{shape + "/linger 0", []client.ProducerOption{client.WithLinger(0)}, 5, 256 << 10, pace},
 			tcase{shape + "/one in flight, 64 KiB batches", []client.ProducerOption{client.WithLinger(0), client.WithMaxInFlight(1), client.WithMaxBatchBytes(64 << 10)}, 1, 64 << 10, pace})
 	}
-	for _, tc := range cases {
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f, open := gatedBroker(1)
+			topic := fmt.Sprintf("batching-under-load-%d", i)
+			f, open := gatedTopic(t, topic, 1)
 			defer open()
-			c := startFake(t, f)
+			c := newClient(t)
 			p, err := c.NewProducer(context.Background(), tc.opts...)
 			require.NoError(t, err)
 			defer p.Close(context.Background())
 			require.True(t, p.Idempotent())
 
 			const n = 1000
-			_, wait := burst(t, p, n, tc.pace)
+			_, wait := burst(t, p, topic, n, tc.pace)
 			// Every request slot is taken (the first records went out at
 			// once), and the rest of the burst waits in the producer.
 			testenv.Wait(t, 10*time.Second, "the first requests at the gate", func() error {
-				if got := f.requests(); got == 0 {
+				if got := f.Hits(); got == 0 {
 					return fmt.Errorf("%d requests arrived", got)
 				}
 				return nil
 			})
 			open()
 			wait()
-			// Released together, the first requests may reach the fake out
-			// of order and be refused for a sequence gap, then retried: the
-			// batches written are what the producer made.
-			bs := f.batches()
+			// Released together, the first requests may reach the broker
+			// out of order and be refused for a sequence gap, then retried:
+			// the batches written are what the producer made.
+			bs := written(t, topic, n)
 			records := 0
 			for _, b := range bs {
-				records += b.records
+				records += len(b.values)
 				require.LessOrEqual(t, b.bytes, tc.batchBytes, "a batch stays within the batch limit")
 			}
 			require.Equal(t, n, records, "each record written once")
@@ -150,7 +143,7 @@ func TestProducerBatchesNaturallyUnderLoad(t *testing.T) {
 			// each, so batchBytes/1.1 KiB or more per batch.
 			full := tc.batchBytes / 1100
 			bound := tc.maxInFlight + (n+full-1)/full + 1
-			t.Logf("%d records in %d batches (bound %d; %d requests with retries): %v", n, len(bs), bound, f.requests(), bs)
+			t.Logf("%d records in %d batches (bound %d; %d requests with retries): %v", n, len(bs), bound, f.Hits(), bs)
 			require.LessOrEqual(t, len(bs), bound, "records gathered into few large batches while the slots were busy")
 		})
 	}
@@ -162,15 +155,16 @@ func TestProducerBatchesNaturallyUnderLoad(t *testing.T) {
 // batching never holds a record back while a request slot is free.
 func TestProducerSendsARecordAtOnceWhenIdle(t *testing.T) {
 	t.Parallel()
-	f := &fakeBroker{}
-	c := startFake(t, f)
+	const topic = "batching-idle"
+	createTopic(t, topic, 1, nil)
+	c := newClient(t)
 	p, err := c.NewProducer(context.Background())
 	require.NoError(t, err)
 	defer p.Close(context.Background())
 	for i := range 3 {
 		start := time.Now()
 		done := make(chan error, 1)
-		p.Produce(context.Background(), &client.Record{Topic: "t", Value: fmt.Appendf(nil, "r%d", i)}, func(_ *client.Record, err error) { done <- err })
+		p.Produce(context.Background(), &client.Record{Topic: topic, Value: fmt.Appendf(nil, "r%d", i)}, func(_ *client.Record, err error) { done <- err })
 		select {
 		case err := <-done:
 			require.NoError(t, err)
@@ -179,10 +173,10 @@ func TestProducerSendsARecordAtOnceWhenIdle(t *testing.T) {
 		}
 		t.Logf("record %d acknowledged after %s", i, time.Since(start))
 	}
-	bs := f.batches()
+	bs := written(t, topic, 3)
 	require.Len(t, bs, 3, "one batch per record: each was sent before the next was produced")
 	for _, b := range bs {
-		require.Equal(t, 1, b.records)
+		require.Len(t, b.values, 1)
 	}
 }
 
@@ -191,17 +185,18 @@ func TestProducerSendsARecordAtOnceWhenIdle(t *testing.T) {
 // after another share one request; Flush sends it without waiting.
 func TestProducerLingerHoldsABatchUntilFlush(t *testing.T) {
 	t.Parallel()
-	f := &fakeBroker{}
-	c := startFake(t, f)
+	const topic = "batching-linger"
+	createTopic(t, topic, 1, nil)
+	c := newClient(t)
 	p, err := c.NewProducer(context.Background(), client.WithLinger(time.Hour))
 	require.NoError(t, err)
 	defer p.Close(context.Background())
-	_, wait := burst(t, p, 10, 0)
+	_, wait := burst(t, p, topic, 10, 0)
 	require.NoError(t, p.Flush(context.Background()))
 	wait()
-	bs := f.batches()
+	bs := written(t, topic, 10)
 	require.Len(t, bs, 1, "the lingering batch took every record: %v", bs)
-	require.Equal(t, 10, bs[0].records)
+	require.Len(t, bs[0].values, 10)
 }
 
 // TestProducerStickyPartitionerKeepsOnePartitionPerBatch: records without
@@ -211,9 +206,10 @@ func TestProducerLingerHoldsABatchUntilFlush(t *testing.T) {
 // on, so consecutive records change partition only at a batch boundary.
 func TestProducerStickyPartitionerKeepsOnePartitionPerBatch(t *testing.T) {
 	t.Parallel()
-	f, open := gatedBroker(3)
+	const topic = "batching-sticky"
+	_, open := gatedTopic(t, topic, 3)
 	defer open()
-	c := startFake(t, f)
+	c := newClient(t)
 	const batchBytes = 64 << 10
 	p, err := c.NewProducer(context.Background(), client.WithIdempotence(false), client.WithAcks(client.AcksLeader),
 		client.WithMaxInFlight(1), client.WithMaxBatchBytes(batchBytes))
@@ -221,7 +217,7 @@ func TestProducerStickyPartitionerKeepsOnePartitionPerBatch(t *testing.T) {
 	defer p.Close(context.Background())
 
 	const n = 1000
-	recs, wait := burst(t, p, n, 0)
+	recs, wait := burst(t, p, topic, n, 0)
 	// The partition is chosen in Produce: the sequence is known already.
 	switches := 0
 	runs := []int{1}
@@ -238,7 +234,7 @@ func TestProducerStickyPartitionerKeepsOnePartitionPerBatch(t *testing.T) {
 	// batch was sent at once (its slot was free), then one per full batch.
 	full := batchBytes / 1100
 	bound := 3 + (n+full-1)/full
-	t.Logf("%d switches (bound %d), records per stay: %v; batches: %v", switches, bound, runs, f.batches())
+	t.Logf("%d switches (bound %d), records per stay: %v", switches, bound, runs)
 	require.LessOrEqual(t, switches, bound, "the partitioner moves on only when a batch is sealed")
 	parts := map[int32]bool{}
 	for _, r := range recs {

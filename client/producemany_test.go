@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,53 +11,68 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/client"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/localcluster"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // TestProducerGathersPartitionsIntoOneRequestPerBroker: the batches of
 // many partitions led by one broker travel together. With every
 // ProduceMany slot to the broker busy (the first five batches, one request
-// each, held at the fake's gate), the next 25 partitions' batches wait in
-// the producer and then leave as one request of 25 entries.
+// each, held at the gate), the batches of the broker's other partitions
+// wait in the producer and then leave as one request.
 func TestProducerGathersPartitionsIntoOneRequestPerBroker(t *testing.T) {
 	t.Parallel()
-	f, open := gatedBroker(30)
+	const topic = "producemany-gather"
+	f, open := gatedTopic(t, topic, 30)
 	defer open()
-	c := startFake(t, f)
+	c := newClient(t)
+	parts := ledByOne(t, topic)
+	n := len(parts)
+	require.Greater(t, n, 5, "a broker leads more partitions than a producer has slots: %v", parts)
 	p, err := c.NewProducer(context.Background(), client.WithIdempotence(false), client.WithAcks(client.AcksLeader), client.WithManualPartitioner())
 	require.NoError(t, err)
 	defer p.Close(context.Background())
 
 	var wg sync.WaitGroup
 	var failed atomic.Int64
-	wg.Add(30)
-	for i := range int32(30) {
-		p.Produce(context.Background(), &client.Record{Topic: "t", Partition: i, Value: []byte("x")}, func(_ *client.Record, err error) {
+	wg.Add(n)
+	for _, i := range parts {
+		p.Produce(context.Background(), &client.Record{Topic: topic, Partition: i, Value: []byte("x")}, func(_ *client.Record, err error) {
 			if err != nil {
 				failed.Add(1)
 			}
 			wg.Done()
 		})
 	}
-	// The five requests are counted when the fake receives them, which
+	// The five requests are counted when the broker receives them, which
 	// may be after the producer queued the rest (a loaded machine).
-	testenv.Wait(t, 10*time.Second, "25 batches waiting for a slot, 5 requests at the gate", func() error {
-		if n, calls := client.QueuedProduces(p), f.manyCalls.Load(); n != 25 || calls < 5 {
-			return fmt.Errorf("%d waiting, %d requests at the gate", n, calls)
+	testenv.Wait(t, 10*time.Second, fmt.Sprintf("%d batches waiting for a slot, 5 requests at the gate", n-5), func() error {
+		if q, calls := client.QueuedProduces(p), f.Hits(); q != n-5 || calls < 5 {
+			return fmt.Errorf("%d waiting, %d requests at the gate", q, calls)
 		}
 		return nil
 	})
-	require.EqualValues(t, 5, f.manyCalls.Load(), "one request per free slot")
-	require.Equal(t, 25, client.QueuedProduces(p))
+	require.Equal(t, 5, f.Hits(), "one request per free slot")
+	require.Equal(t, n-5, client.QueuedProduces(p))
 	open()
 	wg.Wait()
 	require.Zero(t, failed.Load())
-	require.EqualValues(t, 6, f.manyCalls.Load(), "the waiting batches left together")
-	require.EqualValues(t, 30, f.entries.Load())
-	require.Len(t, f.batches(), 30)
+	require.Equal(t, 6, f.Hits(), "the waiting batches left together")
+	entries := 0
+	for _, call := range f.Calls() {
+		entries += len(call.Request.(*sluicev1.ProduceManyRequest).GetPartitions())
+	}
+	require.Equal(t, n, entries)
+	batches := 0
+	for _, i := range parts {
+		batches += len(dataBatches(logBatches(t, topic, i, 1)))
+	}
+	require.Equal(t, n, batches)
 }
 
 // TestProducerFallsBackToProduceOnAnOldBroker: a broker that answers
@@ -64,22 +80,35 @@ func TestProducerGathersPartitionsIntoOneRequestPerBroker(t *testing.T) {
 // batch, and every record is written once.
 func TestProducerFallsBackToProduceOnAnOldBroker(t *testing.T) {
 	t.Parallel()
-	f := &fakeBroker{partitions: 30, single: true}
-	c := startFake(t, f)
+	const topic = "producemany-old-broker"
+	createTopic(t, topic, 30, nil)
+	many := addFault(t, localcluster.Fault{Procedure: "ProduceMany", Topic: topic, Partition: localcluster.AnyPartition,
+		Err: connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.RecordService.ProduceMany is not implemented"))})
+	single := observe(t, "Produce", topic)
+	c := newClient(t)
+	// One broker's partitions: one connection learns it is old.
+	parts := ledByOne(t, topic)
 	p, err := c.NewProducer(context.Background(), client.WithIdempotence(false), client.WithAcks(client.AcksLeader), client.WithManualPartitioner())
 	require.NoError(t, err)
 	defer p.Close(context.Background())
 	for round := range 3 {
-		recs := make([]*client.Record, 30)
-		for i := range recs {
-			recs[i] = &client.Record{Topic: "t", Partition: int32(i), Value: fmt.Appendf(nil, "%d-%d", round, i)}
+		recs := make([]*client.Record, len(parts))
+		for i, part := range parts {
+			recs[i] = &client.Record{Topic: topic, Partition: part, Value: fmt.Appendf(nil, "%d-%d", round, part)}
 		}
 		require.NoError(t, p.ProduceSync(context.Background(), recs...))
 	}
-	require.Len(t, f.batches(), 90, "each batch written once, by Produce")
-	require.EqualValues(t, 90, f.requests())
-	require.LessOrEqual(t, f.manyCalls.Load(), int64(5), "ProduceMany is tried only until the broker said it does not serve it")
-	require.Zero(t, f.entries.Load())
+	batches := 0
+	for _, part := range parts {
+		logged := dataBatches(logBatches(t, topic, part, 3))
+		batches += len(logged)
+		for round := range 3 {
+			require.Equal(t, 1, countIn(logged, fmt.Sprintf("%d-%d", round, part)))
+		}
+	}
+	require.Equal(t, 3*len(parts), batches, "each batch written once, by Produce")
+	require.Equal(t, 3*len(parts), single.Hits())
+	require.LessOrEqual(t, many.Hits(), 5, "ProduceMany is tried only until the broker said it does not serve it")
 }
 
 // countingTransport counts requests by path.

@@ -13,9 +13,8 @@ import (
 // does fails at once with the refusal (the quota, its delay), instead of
 // waiting until the deadline to report it; a delay that fits is waited out.
 func TestNewProducerThrottledPastDeadline(t *testing.T) {
-	f := &fakeQuotaBroker{}
-	serveFakeQuota(t, f)
-	c := connectFake(t, f.addr)
+	f := newQuotaScript(t, "producer-id-deadline", false)
+	c := newClient(t)
 
 	f.script("InitProducerId", rateRefusal(time.Minute))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

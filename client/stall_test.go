@@ -7,6 +7,7 @@ import (
 	"github.com/sluicemq/sluice/internal/testenv"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,13 +15,15 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicemq/sluice/client"
-	"github.com/sluicemq/sluice/record"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/localcluster"
 )
 
-// steadyProducer produces "0", "1", … to topic t every 2 ms until stopped,
-// and records each outcome.
+// steadyProducer produces "0", "1", … to a topic every 2 ms until
+// stopped, and records each outcome.
 type steadyProducer struct {
 	mu      sync.Mutex
 	acked   map[string]time.Time
@@ -30,7 +33,7 @@ type steadyProducer struct {
 	stopped chan struct{}
 }
 
-func produceEvery2ms(p *client.Producer) *steadyProducer {
+func produceEvery2ms(p *client.Producer, topic string) *steadyProducer {
 	sp := &steadyProducer{acked: map[string]time.Time{}, failed: map[string]error{}, sentAt: map[string]time.Time{},
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 	go func() {
@@ -47,7 +50,7 @@ func produceEvery2ms(p *client.Producer) *steadyProducer {
 			sp.mu.Lock()
 			sp.sentAt[v] = time.Now()
 			sp.mu.Unlock()
-			p.Produce(context.Background(), &client.Record{Topic: "t", Value: []byte(v)}, func(_ *client.Record, err error) {
+			p.Produce(context.Background(), &client.Record{Topic: topic, Value: []byte(v)}, func(_ *client.Record, err error) {
 				sp.mu.Lock()
 				defer sp.mu.Unlock()
 				if err != nil {
@@ -97,19 +100,15 @@ func TestFaultDeadlineFailuresDoNotStallThePartition(t *testing.T) {
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var outage atomic.Bool
-			outage.Store(true)
-			f := &fakeBroker{}
-			f.hook = func(n int, h record.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
-				if outage.Load() {
-					return refuse, 0, tc.refusal()
-				}
-				return normal, 0, nil
-			}
-			c := startFake(t, f)
+			topic := "stall-deadline-" + strings.ReplaceAll(tc.name, " ", "-")
+			createTopic(t, topic, 1, nil)
+			// The leader refuses the partition's batches (in their
+			// ProduceMany results) until the outage is removed.
+			outage := addFault(t, localcluster.Fault{Procedure: "ProduceMany", Topic: topic, Partition: localcluster.AnyPartition, Err: tc.refusal(), Entries: true})
+			c := newClient(t)
 			p, err := c.NewProducer(context.Background(), client.WithLinger(0), client.WithDeliveryTimeout(300*time.Millisecond))
 			require.NoError(t, err)
-			sp := produceEvery2ms(p)
+			sp := produceEvery2ms(p, topic)
 
 			// Let records fail at their deadline for a while: the queue is
 			// full of batches past or near their deadline.
@@ -122,7 +121,7 @@ func TestFaultDeadlineFailuresDoNotStallThePartition(t *testing.T) {
 				return nil
 			})
 			healed := time.Now()
-			outage.Store(false)
+			outage.Remove()
 			testenv.Wait(t, 5*time.Second, "a record produced after the leader accepts again to be acknowledged", func() error {
 				if !sp.ackedProducedAfter(healed) {
 					return errors.New("none acknowledged yet")
@@ -143,19 +142,18 @@ func TestFaultDeadlineFailuresDoNotStallThePartition(t *testing.T) {
 					require.False(t, de.Indefinite, "record %s: refused, so certainly not written: %v", v, err)
 				}
 			}
+			logged := dataBatches(logBatches(t, topic, 0, len(sp.acked)))
 			for v := range sp.acked {
-				require.Equal(t, 1, f.count(v), "acknowledged record %s written once: %s", v, f.dump())
+				require.Equal(t, 1, countIn(logged, v), "acknowledged record %s written once: %v", v, logged)
 			}
 			for v := range sp.failed {
 				if tc.certain {
-					require.Zero(t, f.count(v), "record %s reported not written", v)
+					require.Zero(t, countIn(logged, v), "record %s reported not written", v)
 				}
 			}
 			if tc.certain {
-				f.mu.Lock()
-				defer f.mu.Unlock()
-				for k := range f.epochs {
-					require.Equal(t, int64(0), k[1], "no epoch bump when every failed batch was certainly not written: %v", f.epochs)
+				for _, b := range logged {
+					require.Equal(t, int16(0), b.epoch, "no epoch bump when every failed batch was certainly not written: %v", logged)
 				}
 			}
 		})
@@ -165,33 +163,54 @@ func TestFaultDeadlineFailuresDoNotStallThePartition(t *testing.T) {
 // When a partition's producer epoch is exhausted, the partition continues
 // under a new producer id instead of failing every record from then on.
 func TestFaultEpochExhaustionTakesANewProducerID(t *testing.T) {
-	f := &fakeBroker{initEpoch: math.MaxInt16 - 1}
-	f.hook = func(n int, h record.BatchHeader, vals []string) (fakeAction, time.Duration, error) {
-		if vals[0] == "A" || vals[0] == "B" {
-			// Outcome unknown: the batch fails as indefinite at its
-			// deadline and the epoch is bumped.
-			return refuse, 0, connect.NewError(connect.CodeUnavailable, errors.New("connection reset"))
-		}
-		return normal, 0, nil
-	}
-	c := startFake(t, f)
+	const topic = "stall-epoch-exhaustion"
+	createTopic(t, topic, 1, nil)
+	// Every producer id comes one epoch short of the last (a real broker
+	// hands those out only after 32766 bumps).
+	var mu sync.Mutex
+	var pids []int64
+	addFault(t, localcluster.Fault{Procedure: "InitProducerId", Answer: func(_ localcluster.Call, res proto.Message) {
+		r := res.(*sluicev1.InitProducerIdResponse)
+		r.ProducerEpoch = math.MaxInt16 - 1
+		mu.Lock()
+		pids = append(pids, r.GetProducerId())
+		mu.Unlock()
+	}})
+	// A and B: outcome unknown: the batch fails as indefinite at its
+	// deadline and the epoch is bumped.
+	reset := connect.NewError(connect.CodeUnavailable, errors.New("connection reset"))
+	refuseA, refuseB := refuseValue("A", reset), refuseValue("B", reset)
+	addFault(t, localcluster.Fault{Procedure: "ProduceMany", Topic: topic, Partition: localcluster.AnyPartition, Entries: true,
+		Hook: func(ctx context.Context, c localcluster.Call) error {
+			if err := refuseA(ctx, c); err != nil {
+				return err
+			}
+			return refuseB(ctx, c)
+		}})
+	c := newClient(t)
 	p, err := c.NewProducer(context.Background(), client.WithDeliveryTimeout(200*time.Millisecond))
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, v := range []string{"A", "B"} {
-		err := p.ProduceSync(ctx, &client.Record{Topic: "t", Value: []byte(v)})
+		err := p.ProduceSync(ctx, &client.Record{Topic: topic, Value: []byte(v)})
 		var de *client.DeliveryError
 		require.ErrorAs(t, err, &de, v)
 		require.True(t, de.Indefinite, "%s: %v", v, err)
 	}
 	// A bumped the epoch to the last one, B past it: C goes out under a
 	// new producer id.
-	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "t", Value: []byte("C")}))
-	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "t", Value: []byte("D")}))
+	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: topic, Value: []byte("C")}))
+	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: topic, Value: []byte("D")}))
 	require.NoError(t, p.Close(ctx))
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	require.Equal(t, map[[2]int64]int{{2, math.MaxInt16 - 1}: 2}, f.epochs, "C and D written under producer id 2")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, pids, 2, "a second producer id")
+	logged := dataBatches(logBatches(t, topic, 0, 2))
+	epochs := map[[2]int64]int{}
+	for _, b := range logged {
+		epochs[[2]int64{b.pid, int64(b.epoch)}]++
+	}
+	require.Equal(t, map[[2]int64]int{{pids[1], math.MaxInt16 - 1}: 2}, epochs, "C and D written under the second producer id: %v", logged)
 }
 
 // Produce never waits for a metadata refresh once the topic is known: with
@@ -200,34 +219,35 @@ func TestFaultEpochExhaustionTakesANewProducerID(t *testing.T) {
 // metadata answers again (issue 12: Produce blocked on the refresh until
 // its context ended and called back with a bare deadline_exceeded).
 func TestFaultProduceNeverBlocksOnAMetadataRefresh(t *testing.T) {
-	f := &fakeBroker{}
-	c := startFake(t, f, client.WithMetadataMaxAge(time.Millisecond))
+	const topic = "stall-metadata-refresh"
+	createTopic(t, topic, 1, nil)
+	c := clientWith(t, client.WithMetadataMaxAge(time.Millisecond))
 	p, err := c.NewProducer(context.Background())
 	require.NoError(t, err)
-	require.NoError(t, p.ProduceSync(context.Background(), &client.Record{Topic: "t", Value: []byte("A")}))
+	require.NoError(t, p.ProduceSync(context.Background(), &client.Record{Topic: topic, Value: []byte("A")}))
 
-	gate := make(chan struct{})
-	f.mu.Lock()
-	f.metadataGate = gate
-	f.mu.Unlock()
+	g := make(gate)
+	held := everywhere(t, localcluster.Fault{Procedure: "GetMetadata", Hook: g.hold})
 	time.Sleep(5 * time.Millisecond) // clock: the cached metadata is now older than its max age
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	res := make(chan error, 1)
-	p.Produce(ctx, &client.Record{Topic: "t", Value: []byte("B")}, func(_ *client.Record, err error) { res <- err })
+	p.Produce(ctx, &client.Record{Topic: topic, Value: []byte("B")}, func(_ *client.Record, err error) { res <- err })
 	select {
 	case err := <-res:
 		t.Fatalf("the record failed although it could be delivered once metadata answers: %v", err)
 	case <-time.After(300 * time.Millisecond): // past Produce's ctx: still pending, not failed
 	}
-	close(gate)
+	close(g)
 	select {
 	case err := <-res:
 		require.NoError(t, err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("B was not delivered after metadata answered again")
 	}
-	require.Equal(t, 1, f.count("B"))
+	held[0].Remove()
+	held[1].Remove()
+	require.Equal(t, 1, countIn(logBatches(t, topic, 0, 2), "B"))
 	require.NoError(t, p.Close(context.Background()))
 }
 
@@ -235,8 +255,10 @@ func TestFaultProduceNeverBlocksOnAMetadataRefresh(t *testing.T) {
 // before a record is buffered; those say it was not written, and keep
 // their cause for errors.Is, errors.As and connect.CodeOf.
 func TestFaultEveryCallbackErrorIsADeliveryError(t *testing.T) {
-	f := &fakeBroker{}
-	c := startFake(t, f)
+	const topic = "stall-delivery-errors"
+	// Batches up to the producer's 4 KiB: a larger record is refused.
+	createTopic(t, topic, 1, &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(4096))})
+	c := newClient(t)
 	p, err := c.NewProducer(context.Background(), client.WithMaxBatchBytes(4096), client.WithBufferBytes(4096),
 		client.WithBlockOnFullBuffer(false), client.WithLinger(time.Hour))
 	require.NoError(t, err)
@@ -256,7 +278,7 @@ func TestFaultEveryCallbackErrorIsADeliveryError(t *testing.T) {
 
 	err = callback(context.Background(), nil)
 	notWritten(err)
-	err = callback(context.Background(), &client.Record{Topic: "t", Value: make([]byte, 8192)})
+	err = callback(context.Background(), &client.Record{Topic: topic, Value: make([]byte, 8192)})
 	notWritten(err)
 	require.ErrorIs(t, err, client.ErrRecordTooLarge)
 	err = callback(context.Background(), &client.Record{Topic: "", Value: []byte("x")})
@@ -265,25 +287,25 @@ func TestFaultEveryCallbackErrorIsADeliveryError(t *testing.T) {
 
 	// A topic not cached yet, while metadata hangs: Produce waits for the
 	// first fetch as long as its ctx lasts.
-	gate := make(chan struct{})
-	f.mu.Lock()
-	f.metadataGate = gate
-	f.mu.Unlock()
+	g := make(gate)
+	held := everywhere(t, localcluster.Fault{Procedure: "GetMetadata", Hook: g.hold})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	err = callback(ctx, &client.Record{Topic: "other", Value: []byte("x")})
 	cancel()
 	notWritten(err)
 	require.Equal(t, connect.CodeDeadlineExceeded, connect.CodeOf(err), "%v", err)
-	close(gate)
+	close(g)
+	held[0].Remove()
+	held[1].Remove()
 
 	// A full buffer with WithBlockOnFullBuffer(false).
-	p.Produce(context.Background(), &client.Record{Topic: "t", Value: make([]byte, 3000)}, nil)
-	err = callback(context.Background(), &client.Record{Topic: "t", Value: make([]byte, 3000)})
+	p.Produce(context.Background(), &client.Record{Topic: topic, Value: make([]byte, 3000)}, nil)
+	err = callback(context.Background(), &client.Record{Topic: topic, Value: make([]byte, 3000)})
 	notWritten(err)
 	require.ErrorIs(t, err, client.ErrBufferFull)
 
 	require.NoError(t, p.Close(context.Background()))
-	err = callback(context.Background(), &client.Record{Topic: "t", Value: []byte("x")})
+	err = callback(context.Background(), &client.Record{Topic: topic, Value: []byte("x")})
 	notWritten(err)
 	require.ErrorIs(t, err, client.ErrProducerClosed)
 }
@@ -293,26 +315,29 @@ func TestFaultEveryCallbackErrorIsADeliveryError(t *testing.T) {
 // can for 1 s cause one refresh at a time, at least 100 ms apart (about
 // 10), not one per Produce.
 func TestFaultMetadataRefreshesAreSharedAndSpaced(t *testing.T) {
-	f := &fakeBroker{}
-	c := startFake(t, f, client.WithMetadataMaxAge(time.Nanosecond))
+	const topic = "stall-metadata-spaced"
+	createTopic(t, topic, 1, nil)
+	c := clientWith(t, client.WithMetadataMaxAge(time.Nanosecond))
 	p, err := c.NewProducer(context.Background(), client.WithAcks(client.AcksLeader))
 	require.NoError(t, err)
-	require.NoError(t, p.ProduceSync(context.Background(), &client.Record{Topic: "t", Value: []byte("first")}))
-	before := f.metadataCalls.Load()
+	require.NoError(t, p.ProduceSync(context.Background(), &client.Record{Topic: topic, Value: []byte("first")}))
+	seen := everywhere(t, localcluster.Fault{Procedure: "GetMetadata"})
+	metadataCalls := func() int64 { return int64(seen[0].Hits() + seen[1].Hits()) }
+	before := metadataCalls()
 	start := time.Now()
 	var produced atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for time.Since(start) < time.Second {
-				p.Produce(context.Background(), &client.Record{Topic: "t", Value: []byte("x")}, nil)
+				p.Produce(context.Background(), &client.Record{Topic: topic, Value: []byte("x")}, nil)
 				produced.Add(1)
 			}
 		})
 	}
 	wg.Wait()
 	require.NoError(t, p.Close(context.Background()))
-	calls, elapsed := f.metadataCalls.Load()-before, time.Since(start) // Close's sends refresh too
+	calls, elapsed := metadataCalls()-before, time.Since(start) // Close's sends refresh too
 	t.Logf("%d produces, %d metadata refreshes in %s", produced.Load(), calls, elapsed.Round(time.Millisecond))
 	require.Greater(t, produced.Load(), 10*calls, "refreshes are shared, not one per Produce")
 	require.LessOrEqual(t, calls, int64(elapsed/(100*time.Millisecond))+2, "refreshes start at least 100 ms apart")

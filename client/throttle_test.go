@@ -5,9 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,39 +14,33 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicemq/sluice/client"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/localcluster"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
 )
 
-// fakeQuotaBroker is one broker (and the control plane: the client's
-// endpoint is this server) serving a one-partition topic "q", which
-// refuses calls as a broker over a tenant's quota does: a rate refusal
-// (ResourceExhausted with RetryInfo and QuotaFailure) or a limit refusal
-// (QuotaFailure alone), as many times as a test scripts, and notes when
-// each call arrived.
-type fakeQuotaBroker struct {
-	sluicev1connect.UnimplementedRecordServiceHandler
-	sluicev1connect.UnimplementedGroupServiceHandler
-	addr string
+// quotaScript makes the package's cluster refuse calls as a broker over
+// a tenant's quota does: a rate refusal (ResourceExhausted with RetryInfo
+// and QuotaFailure) or a limit refusal (QuotaFailure alone), as many
+// times as a test scripts, and notes when each call arrived. Its faults
+// (a Hook per procedure) name its own topic where the call names one,
+// and its groups' names start with the topic's; GetMetadata and
+// InitProducerId name neither, so the tests that script those do not
+// run in parallel.
+type quotaScript struct {
+	topic string
 
 	mu sync.Mutex
 	// Scripted refusals per procedure ("ProduceMany", "Fetch", ...), each
 	// used once, in order.
 	refuse map[string][]error
-	// entryRefuse are refusals of ProduceMany entries (the RPC succeeds,
-	// its one result carries the error).
-	entryRefuse []*sluicev1.ProduceError
-	calls       map[string][]fakeCall
-	batches     [][]byte // every ProduceMany entry's batch, as received
-	log         []byte   // the written batches, in order
-	next        int64
-	written     map[string]bool // batches written once (by pid/epoch/seq), to dedupe retries
+	calls  map[string][]fakeCall
+	// batches is every ProduceMany entry's batch, as received.
+	batches [][]byte
 	// gate, when set, holds every ProduceMany call until the test answers
 	// it (release).
 	gate *produceGate
@@ -63,7 +56,7 @@ type produceGate struct {
 	open     bool // hold nothing any more
 }
 
-func (g *produceGate) hold(seq int32) error {
+func (g *produceGate) hold(ctx context.Context, seq int32) error {
 	ch := make(chan error, 1)
 	g.mu.Lock()
 	if g.open {
@@ -74,7 +67,12 @@ func (g *produceGate) hold(seq int32) error {
 	g.heldSeqs = append(g.heldSeqs, seq)
 	g.arrivals = append(g.arrivals, len(g.held))
 	g.mu.Unlock()
-	return <-ch
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // waitHeld waits until at least n calls are held and returns how many
@@ -143,7 +141,7 @@ type fakeCall struct {
 	delay time.Duration
 }
 
-func (f *fakeQuotaBroker) callLocked(proc string) error {
+func (f *quotaScript) callLocked(proc string) error {
 	if f.calls == nil {
 		f.calls = map[string][]fakeCall{}
 	}
@@ -163,7 +161,7 @@ func delayOf(err error) time.Duration {
 	return 0
 }
 
-func (f *fakeQuotaBroker) script(proc string, errs ...error) {
+func (f *quotaScript) script(proc string, errs ...error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.refuse == nil {
@@ -172,150 +170,54 @@ func (f *fakeQuotaBroker) script(proc string, errs ...error) {
 	f.refuse[proc] = append(f.refuse[proc], errs...)
 }
 
-func (f *fakeQuotaBroker) callsOf(proc string) []fakeCall {
+func (f *quotaScript) callsOf(proc string) []fakeCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]fakeCall(nil), f.calls[proc]...)
 }
 
-func (f *fakeQuotaBroker) GetMetadata(context.Context, *connect.Request[sluicev1.GetMetadataRequest]) (*connect.Response[sluicev1.GetMetadataResponse], error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.callLocked("GetMetadata"); err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&sluicev1.GetMetadataResponse{
-		Brokers: []*sluicev1.BrokerAddress{{Id: 1, Address: f.addr}},
-		Topics:  []*sluicev1.TopicMetadata{{Name: "q", Id: "q-id", Partitions: []*sluicev1.PartitionMetadata{{Partition: 0, Leader: 1}}}},
-	}), nil
-}
-
-func (f *fakeQuotaBroker) InitProducerId(context.Context, *connect.Request[sluicev1.InitProducerIdRequest]) (*connect.Response[sluicev1.InitProducerIdResponse], error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.callLocked("InitProducerId"); err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&sluicev1.InitProducerIdResponse{ProducerId: 9}), nil
-}
-
-func (f *fakeQuotaBroker) ProduceMany(_ context.Context, req *connect.Request[sluicev1.ProduceManyRequest]) (*connect.Response[sluicev1.ProduceManyResponse], error) {
-	if f.gate != nil {
-		seq := int32(-1)
-		if es := req.Msg.GetPartitions(); len(es) > 0 {
-			if b, _, err := record.ReadBatch(es[0].GetBatches().GetData()); err == nil {
-				seq = b.Header().BaseSequence
+// hook is the Fault.Hook of proc: it answers the next scripted refusal.
+func (f *quotaScript) hook(proc string) func(context.Context, localcluster.Call) error {
+	return func(ctx context.Context, c localcluster.Call) error {
+		if hb, ok := c.Request.(*sluicev1.GroupHeartbeatRequest); ok && !strings.HasPrefix(hb.GetGroup(), f.topic) {
+			return nil // another test's group
+		}
+		many, _ := c.Request.(*sluicev1.ProduceManyRequest)
+		if many != nil && f.gate != nil {
+			seq := int32(-1)
+			if es := many.GetPartitions(); len(es) > 0 {
+				if b, _, err := record.ReadBatch(es[0].GetBatches().GetData()); err == nil {
+					seq = b.Header().BaseSequence
+				}
+			}
+			if err := f.gate.hold(ctx, seq); err != nil {
+				return err
 			}
 		}
-		if err := f.gate.hold(seq); err != nil {
-			return nil, err
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, e := range many.GetPartitions() {
+			f.batches = append(f.batches, bytes.Clone(e.GetBatches().GetData()))
 		}
+		return f.callLocked(proc)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.callLocked("ProduceMany"); err != nil {
-		return nil, err
-	}
-	var out []*sluicev1.ProducePartitionResult
-	for _, p := range req.Msg.GetPartitions() {
-		data := p.GetBatches().GetData()
-		f.batches = append(f.batches, bytes.Clone(data))
-		if len(f.entryRefuse) > 0 {
-			out = append(out, &sluicev1.ProducePartitionResult{Error: f.entryRefuse[0]})
-			f.entryRefuse = f.entryRefuse[1:]
-			continue
-		}
-		b, _, err := record.ReadBatch(data)
-		if err != nil {
-			return nil, connect.NewError(connect.CodeInvalidArgument, err)
-		}
-		h := b.Header()
-		key := fmt.Sprintf("%d/%d/%d", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
-		if f.written == nil {
-			f.written = map[string]bool{}
-		}
-		if !f.written[key] {
-			f.written[key] = true
-			f.log = append(f.log, data...)
-		}
-		out = append(out, &sluicev1.ProducePartitionResult{BaseOffset: f.next})
-		f.next += int64(h.LastOffsetDelta) + 1
-	}
-	return connect.NewResponse(&sluicev1.ProduceManyResponse{Results: out}), nil
 }
 
-func (f *fakeQuotaBroker) ListOffsets(context.Context, *connect.Request[sluicev1.ListOffsetsRequest]) (*connect.Response[sluicev1.ListOffsetsResponse], error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.callLocked("ListOffsets"); err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&sluicev1.ListOffsetsResponse{Offset: 0, HighWatermark: 1, LastStableOffset: 1}), nil
-}
-
-func (f *fakeQuotaBroker) Fetch(_ context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.callLocked("Fetch"); err != nil {
-		return nil, err
-	}
-	if req.Msg.GetOffset() > 0 {
-		return connect.NewResponse(&sluicev1.FetchResponse{HighWatermark: 1, NextOffset: 1}), nil
-	}
-	data, err := record.AppendBatch(nil, record.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-		[]record.Record{{Key: []byte("k"), Value: []byte("v")}})
-	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
-	}
-	return connect.NewResponse(&sluicev1.FetchResponse{Batches: &sluicev1.RecordBatches{Data: data}, HighWatermark: 1, NextOffset: 1}), nil
-}
-
-func (f *fakeQuotaBroker) FindCoordinator(context.Context, *connect.Request[sluicev1.FindCoordinatorRequest]) (*connect.Response[sluicev1.FindCoordinatorResponse], error) {
-	return connect.NewResponse(&sluicev1.FindCoordinatorResponse{BrokerId: 1, Address: f.addr}), nil
-}
-
-func (f *fakeQuotaBroker) GroupHeartbeat(_ context.Context, req *connect.Request[sluicev1.GroupHeartbeatRequest]) (*connect.Response[sluicev1.GroupHeartbeatResponse], error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.callLocked("GroupHeartbeat"); err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&sluicev1.GroupHeartbeatResponse{MemberId: "m1", MemberEpoch: 1, HeartbeatIntervalMs: 100}), nil
-}
-
-func (f *fakeQuotaBroker) LeaveGroup(context.Context, *connect.Request[sluicev1.LeaveGroupRequest]) (*connect.Response[sluicev1.LeaveGroupResponse], error) {
-	return connect.NewResponse(&sluicev1.LeaveGroupResponse{}), nil
-}
-
-// startFakeQuota serves f and connects a client to it.
-func startFakeQuota(t *testing.T, f *fakeQuotaBroker) *client.Client {
+// newQuotaScript creates topic (one partition) and scripts its calls.
+// With entries, ProduceMany refusals refuse the topic's entry in the
+// call's results, not the call.
+func newQuotaScript(t *testing.T, topic string, entries bool) *quotaScript {
 	t.Helper()
-	serveFakeQuota(t, f)
-	return connectFake(t, f.addr)
-}
-
-func connectFake(t *testing.T, addr string) *client.Client {
-	t.Helper()
-	c, err := client.New(t.Context(), "http://"+addr, client.Token("x"))
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func serveFakeQuota(t *testing.T, f *fakeQuotaBroker) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	f.addr = ln.Addr().String()
-	mux := http.NewServeMux()
-	mux.Handle(sluicev1connect.NewRecordServiceHandler(f))
-	mux.Handle(sluicev1connect.NewGroupServiceHandler(f))
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: &p}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	createTopic(t, topic, 1, nil)
+	f := &quotaScript{topic: topic}
+	for _, proc := range []string{"ProduceMany", "ListOffsets", "Fetch"} {
+		addFault(t, localcluster.Fault{Procedure: proc, Topic: topic, Partition: localcluster.AnyPartition, Hook: f.hook(proc), Entries: entries && proc == "ProduceMany"})
+	}
+	for _, proc := range []string{"InitProducerId", "GroupHeartbeat"} {
+		addFault(t, localcluster.Fault{Procedure: proc, Hook: f.hook(proc)})
+	}
+	everywhere(t, localcluster.Fault{Procedure: "GetMetadata", Hook: f.hook("GetMetadata")})
+	return f
 }
 
 // rateRefusal is a broker's refusal for a rate quota: ResourceExhausted
@@ -338,19 +240,6 @@ func limitRefusal(limit string) *connect.Error {
 	return ce
 }
 
-// produceErr is ce as a ProduceMany entry's error.
-func produceErr(t *testing.T, ce *connect.Error) *sluicev1.ProduceError {
-	pe := &sluicev1.ProduceError{Code: int32(ce.Code()), Message: ce.Message()}
-	for _, d := range ce.Details() {
-		v, err := d.Value()
-		require.NoError(t, err)
-		a, err := anypb.New(v)
-		require.NoError(t, err)
-		pe.Details = append(pe.Details, a)
-	}
-	return pe
-}
-
 // requireWaited checks that every call after a rate refusal came at least
 // the refusal's delay after it, and that refusals were answered.
 func requireWaited(t *testing.T, calls []fakeCall, refusals int) {
@@ -368,12 +257,22 @@ func requireWaited(t *testing.T, calls []fakeCall, refusals int) {
 	require.Equal(t, refusals, n, "rate refusals answered")
 }
 
-func produceAll(ctx context.Context, p *client.Producer, n int) error {
+func produceAll(ctx context.Context, p *client.Producer, topic string, n int) error {
 	recs := make([]*client.Record, n)
 	for i := range recs {
-		recs[i] = &client.Record{Topic: "q", Value: []byte{byte(i)}}
+		recs[i] = &client.Record{Topic: topic, Value: []byte{byte(i)}}
 	}
 	return p.ProduceSync(ctx, recs...)
+}
+
+// newProducerSync writes recs with a producer of its own, closed after.
+func newProducerSync(t *testing.T, c *client.Client, recs ...*client.Record) error {
+	p, err := c.NewProducer(t.Context())
+	if err != nil {
+		return err
+	}
+	defer p.Close(t.Context())
+	return p.ProduceSync(t.Context(), recs...)
 }
 
 // oneBatch makes the producer send what ProduceSync gives it as one batch
@@ -385,8 +284,9 @@ var oneBatch = client.WithLinger(time.Minute)
 // record without an error; the batch is written once. Stats count the
 // refusals and their delays.
 func TestThrottleProducerWaitsAndDelivers(t *testing.T) {
-	f := &fakeQuotaBroker{}
-	c := startFakeQuota(t, f)
+	const topic = "throttle-waits"
+	f := newQuotaScript(t, topic, false)
+	c := newClient(t)
 	const delay = 150 * time.Millisecond
 	f.script("ProduceMany", rateRefusal(delay), rateRefusal(delay), rateRefusal(delay))
 	p, err := c.NewProducer(t.Context(), oneBatch, client.WithDeliveryTimeout(time.Minute))
@@ -394,7 +294,7 @@ func TestThrottleProducerWaitsAndDelivers(t *testing.T) {
 	defer p.Close(t.Context())
 
 	start := time.Now()
-	require.NoError(t, produceAll(t.Context(), p, 10))
+	require.NoError(t, produceAll(t.Context(), p, topic, 10))
 	require.GreaterOrEqual(t, time.Since(start), 3*delay)
 	calls := f.callsOf("ProduceMany")
 	require.Len(t, calls, 4, "three refusals, then the write")
@@ -403,9 +303,11 @@ func TestThrottleProducerWaitsAndDelivers(t *testing.T) {
 	for _, b := range f.batches[1:] {
 		require.Equal(t, f.batches[0], b, "the batch is resent as it was (same producer epoch and sequence)")
 	}
-	logged := len(f.log)
+	sent := len(f.batches[0])
 	f.mu.Unlock()
-	require.Equal(t, len(f.batches[0]), logged, "written once")
+	logged := dataBatches(logBatches(t, topic, 0, 10))
+	require.Len(t, logged, 1, "written once: %v", logged)
+	require.Equal(t, sent, logged[0].bytes, "written once")
 
 	st := c.Stats().Throttle[client.KindProduce]
 	require.Equal(t, client.ThrottleStats{Requests: 3, Time: 3 * delay}, st)
@@ -419,8 +321,10 @@ func TestThrottleProducerWaitsAndDelivers(t *testing.T) {
 // bucket was out of debt, often a batch the log must refuse as out of
 // sequence.
 func TestThrottleProducerWindowAfterRefusal(t *testing.T) {
-	f := &fakeQuotaBroker{gate: &produceGate{}}
-	c := startFakeQuota(t, f)
+	const topic = "throttle-window"
+	f := newQuotaScript(t, topic, false)
+	f.gate = &produceGate{}
+	c := newClient(t)
 	// 1.5 KiB records in batches of at most 2 KiB: one record a request.
 	p, err := c.NewProducer(t.Context(), client.WithMaxBatchBytes(2<<10), client.WithMaxInFlight(5), client.WithDeliveryTimeout(time.Minute))
 	require.NoError(t, err)
@@ -431,7 +335,7 @@ func TestThrottleProducerWindowAfterRefusal(t *testing.T) {
 	go func() {
 		recs := make([]*client.Record, n)
 		for i := range recs {
-			recs[i] = &client.Record{Topic: "q", Value: bytes.Repeat([]byte{byte(i)}, 1500)}
+			recs[i] = &client.Record{Topic: topic, Value: bytes.Repeat([]byte{byte(i)}, 1500)}
 		}
 		done <- p.ProduceSync(t.Context(), recs...)
 	}()
@@ -462,23 +366,25 @@ func TestThrottleProducerWindowAfterRefusal(t *testing.T) {
 	g.waitHeld(t, 5)
 	g.openUp()
 	require.NoError(t, <-done)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	require.Len(t, f.written, n, "each record written once")
+	logged := dataBatches(logBatches(t, topic, 0, n))
+	for i := range n {
+		require.Equal(t, 1, countIn(logged, string(bytes.Repeat([]byte{byte(i)}, 1500))), "record %d written once", i)
+	}
 }
 
 // The same when the broker refuses a ProduceMany entry, not the request.
 func TestThrottleProducerEntryRefusal(t *testing.T) {
-	f := &fakeQuotaBroker{}
-	c := startFakeQuota(t, f)
+	const topic = "throttle-entry"
+	f := newQuotaScript(t, topic, true)
+	c := newClient(t)
 	const delay = 120 * time.Millisecond
-	f.entryRefuse = []*sluicev1.ProduceError{produceErr(t, rateRefusal(delay)), produceErr(t, rateRefusal(delay))}
+	f.script("ProduceMany", rateRefusal(delay), rateRefusal(delay))
 	p, err := c.NewProducer(t.Context(), oneBatch)
 	require.NoError(t, err)
 	defer p.Close(t.Context())
 
 	start := time.Now()
-	require.NoError(t, produceAll(t.Context(), p, 5))
+	require.NoError(t, produceAll(t.Context(), p, topic, 5))
 	require.GreaterOrEqual(t, time.Since(start), 2*delay)
 	calls := f.callsOf("ProduceMany")
 	require.Len(t, calls, 3)
@@ -494,19 +400,16 @@ func TestThrottleProducerEntryRefusal(t *testing.T) {
 func TestThrottleLimitRefusalFailsFast(t *testing.T) {
 	for _, entry := range []bool{false, true} {
 		t.Run(map[bool]string{false: "request", true: "entry"}[entry], func(t *testing.T) {
-			f := &fakeQuotaBroker{}
-			c := startFakeQuota(t, f)
-			if entry {
-				f.entryRefuse = []*sluicev1.ProduceError{produceErr(t, limitRefusal("max_total_storage_bytes"))}
-			} else {
-				f.script("ProduceMany", limitRefusal("max_total_storage_bytes"))
-			}
+			topic := "throttle-limit-" + map[bool]string{false: "request", true: "entry"}[entry]
+			f := newQuotaScript(t, topic, entry)
+			c := newClient(t)
+			f.script("ProduceMany", limitRefusal("max_total_storage_bytes"))
 			p, err := c.NewProducer(t.Context(), oneBatch, client.WithDeliveryTimeout(time.Minute))
 			require.NoError(t, err)
 			defer p.Close(t.Context())
 
 			start := time.Now()
-			err = produceAll(t.Context(), p, 3)
+			err = produceAll(t.Context(), p, topic, 3)
 			require.Less(t, time.Since(start), 5*time.Second, "failed fast, not at the delivery timeout")
 			require.ErrorIs(t, err, client.ErrQuotaExceeded)
 			require.NotErrorIs(t, err, client.ErrDeliveryTimeout)
@@ -528,8 +431,9 @@ func TestThrottleLimitRefusalFailsFast(t *testing.T) {
 // A producer throttled past its delivery timeout fails then, not before,
 // with ErrDeliveryTimeout whose last error is the rate refusal.
 func TestThrottleProducerDeliveryTimeout(t *testing.T) {
-	f := &fakeQuotaBroker{}
-	c := startFakeQuota(t, f)
+	const topic = "throttle-delivery-timeout"
+	f := newQuotaScript(t, topic, false)
+	c := newClient(t)
 	for range 100 {
 		f.script("ProduceMany", rateRefusal(100*time.Millisecond))
 	}
@@ -537,7 +441,7 @@ func TestThrottleProducerDeliveryTimeout(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close(t.Context())
 	start := time.Now()
-	err = produceAll(t.Context(), p, 1)
+	err = produceAll(t.Context(), p, topic, 1)
 	require.GreaterOrEqual(t, time.Since(start), 700*time.Millisecond)
 	require.ErrorIs(t, err, client.ErrDeliveryTimeout)
 	require.NotErrorIs(t, err, client.ErrQuotaExceeded)
@@ -552,8 +456,10 @@ func TestThrottleProducerDeliveryTimeout(t *testing.T) {
 // A consumer's fetch loop and ListOffsets wait out rate refusals; a
 // throttled ListOffsets is not counted against its 20 attempts.
 func TestThrottleConsumer(t *testing.T) {
-	f := &fakeQuotaBroker{}
-	c := startFakeQuota(t, f)
+	const topic = "throttle-consumer"
+	f := newQuotaScript(t, topic, false)
+	c := newClient(t)
+	require.NoError(t, newProducerSync(t, c, &client.Record{Topic: topic, Key: []byte("k"), Value: []byte("v")}))
 	const delay = 20 * time.Millisecond
 	for range 25 {
 		f.script("ListOffsets", rateRefusal(delay))
@@ -561,7 +467,7 @@ func TestThrottleConsumer(t *testing.T) {
 	const fetchDelay = 150 * time.Millisecond
 	f.script("Fetch", rateRefusal(fetchDelay), rateRefusal(fetchDelay))
 
-	start, hw, err := c.Watermarks(t.Context(), "q", 0)
+	start, hw, err := c.Watermarks(t.Context(), topic, 0)
 	require.NoError(t, err, "25 rate refusals do not use up the 20 attempts")
 	require.Equal(t, int64(1), hw-start)
 	requireWaited(t, f.callsOf("ListOffsets"), 25)
@@ -569,7 +475,7 @@ func TestThrottleConsumer(t *testing.T) {
 	cs, err := c.NewConsumer()
 	require.NoError(t, err)
 	defer cs.Close()
-	require.NoError(t, cs.Assign(t.Context(), "q", 0, client.At(0)))
+	require.NoError(t, cs.Assign(t.Context(), topic, 0, client.At(0)))
 	recs, err := cs.Poll(t.Context())
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
@@ -584,11 +490,11 @@ func TestThrottleConsumer(t *testing.T) {
 // group's heartbeats wait out rate refusals; a group refused for the
 // groups limit fails at once.
 func TestThrottleMetadataProducerIDGroup(t *testing.T) {
-	f := &fakeQuotaBroker{}
-	serveFakeQuota(t, f)
+	const topic = "throttle-metadata"
+	f := newQuotaScript(t, topic, false)
 	const delay = 100 * time.Millisecond
 	f.script("GetMetadata", rateRefusal(delay), rateRefusal(delay))
-	c := connectFake(t, f.addr)
+	c := newClient(t)
 	requireWaited(t, f.callsOf("GetMetadata"), 2)
 
 	f.script("InitProducerId", rateRefusal(delay))
@@ -599,7 +505,7 @@ func TestThrottleMetadataProducerIDGroup(t *testing.T) {
 	requireWaited(t, f.callsOf("InitProducerId"), 1)
 
 	f.script("GroupHeartbeat", rateRefusal(delay), rateRefusal(delay))
-	g, err := c.NewGroupConsumer(t.Context(), "g", []string{"q"})
+	g, err := c.NewGroupConsumer(t.Context(), topic+"-g", []string{topic})
 	require.NoError(t, err)
 	// The running member's heartbeats (every 100 ms) wait out a longer
 	// delay too.
@@ -610,7 +516,7 @@ func TestThrottleMetadataProducerIDGroup(t *testing.T) {
 
 	f.script("GroupHeartbeat", limitRefusal("max_groups"))
 	start := time.Now()
-	_, err = c.NewGroupConsumer(t.Context(), "g2", []string{"q"})
+	_, err = c.NewGroupConsumer(t.Context(), topic+"-g2", []string{topic})
 	require.ErrorIs(t, err, client.ErrQuotaExceeded)
 	require.ErrorContains(t, err, "max_groups")
 	require.Less(t, time.Since(start), 2*time.Second)
@@ -624,23 +530,22 @@ func TestThrottleMetadataProducerIDGroup(t *testing.T) {
 // A transactional producer's calls to its coordinator and its batches
 // wait out rate refusals: the transaction commits.
 func TestThrottleTransactionalCalls(t *testing.T) {
-	f := &fakeTxnBroker{}
-	serveFakeTxn(t, f)
+	f := newTxnScript(t, "throttle-txn")
 	const delay = 100 * time.Millisecond
-	f.initErrs = []error{rateRefusal(delay), rateRefusal(delay)}
-	c := connectFake(t, f.addr)
+	f.script(func(f *txnScript) { f.initErrs = []error{rateRefusal(delay), rateRefusal(delay)} })
+	c := newClient(t)
 	start := time.Now()
-	tp, err := c.NewTransactionalProducer(t.Context(), "job")
+	tp, err := c.NewTransactionalProducer(t.Context(), f.topic+"-job")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, time.Since(start), 2*delay)
-	require.Len(t, f.inits, 3)
+	require.Len(t, f.initCalls(), 3)
 
-	f.script(func(f *fakeTxnBroker) {
+	f.script(func(f *txnScript) {
 		f.produceErrs = []error{rateRefusal(delay)}
 		f.endErrs = []error{rateRefusal(delay)}
 	})
 	require.NoError(t, tp.Begin())
-	require.NoError(t, tp.ProduceSync(t.Context(), rec("a")))
+	require.NoError(t, tp.ProduceSync(t.Context(), rec(f.topic, "a")))
 	require.NoError(t, tp.Commit(t.Context()))
 	require.Len(t, f.endCalls(), 2)
 	require.NoError(t, tp.Close(t.Context()))

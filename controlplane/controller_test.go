@@ -19,6 +19,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
@@ -30,10 +31,15 @@ func fastController(cfg *controlplane.Config) {
 }
 
 // fleet plays n brokers (ids 1..n) against a control plane: it registers
-// them and heartbeats the live ones every 100 ms until the test ends.
+// them and heartbeats the live ones: every 100 ms until the test ends on
+// the real clock; on a cluster with a fake clock (startFake), before each
+// step the test moves the clock (tick), so that a broker's lease lapses
+// only when the test stops heartbeating it and lets the time pass, never
+// because a loaded machine delayed a heartbeat.
 type fleet struct {
 	t      *testing.T
 	client sluicev1connect.BrokerServiceClient
+	clock  *clock.Fake
 
 	mu     sync.Mutex
 	epochs map[int32]int64
@@ -42,9 +48,12 @@ type fleet struct {
 
 func newFleet(t *testing.T, c *cluster, n int) *fleet {
 	t.Helper()
-	f := &fleet{t: t, client: c.brokers(brokerToken), epochs: map[int32]int64{}, alive: map[int32]bool{}}
+	f := &fleet{t: t, client: c.brokers(brokerToken), clock: c.clock, epochs: map[int32]int64{}, alive: map[int32]bool{}}
 	for id := int32(1); id <= int32(n); id++ {
 		f.revive(id)
+	}
+	if f.clock != nil {
+		return f
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -59,21 +68,71 @@ func newFleet(t *testing.T, c *cluster, n int) *fleet {
 				return
 			case <-tick.C:
 			}
-			f.mu.Lock()
-			beats := map[int32]int64{}
-			for id, ok := range f.alive {
-				if ok {
-					beats[id] = f.epochs[id]
-				}
-			}
-			f.mu.Unlock()
-			for id, epoch := range beats {
-				// Errors (a stale epoch after revive raced us) are retried next tick.
-				_, _ = f.client.HeartbeatBroker(ctx, connect.NewRequest(&sluicev1.HeartbeatBrokerRequest{BrokerId: id, BrokerEpoch: epoch}))
-			}
+			f.beat(ctx)
 		}
 	}()
 	return f
+}
+
+// beat heartbeats the live brokers once.
+func (f *fleet) beat(ctx context.Context) {
+	f.mu.Lock()
+	beats := map[int32]int64{}
+	for id, ok := range f.alive {
+		if ok {
+			beats[id] = f.epochs[id]
+		}
+	}
+	f.mu.Unlock()
+	for id, epoch := range beats {
+		// Errors (a stale epoch after revive raced us) are retried next tick.
+		_, _ = f.client.HeartbeatBroker(ctx, connect.NewRequest(&sluicev1.HeartbeatBrokerRequest{BrokerId: id, BrokerEpoch: epoch}))
+	}
+}
+
+// fakeStep is how far tick moves a fake clock: the controller's interval,
+// a quarter of the broker lease (fastController).
+const fakeStep = 250 * time.Millisecond
+
+// startFake starts a control plane on a fake clock (fastController).
+func startFake(t *testing.T, clk *clock.Fake, dbURL string, wrap func(store.Store) store.Store) *cluster {
+	t.Helper()
+	return startAt(t, dbURL, clk, wrap, fastController)
+}
+
+// tick heartbeats the live brokers and moves the fake clock a step: the
+// controller runs a round at the new time, and the round the previous
+// tick started has finished.
+func (f *fleet) tick() {
+	f.beat(context.Background())
+	f.clock.Advance(fakeStep)
+}
+
+// until ticks until cond holds, for at most within of fake time, then
+// once more, so that the round that made it hold has finished (its
+// metrics are set).
+func (f *fleet) until(within time.Duration, what string, cond func() error) {
+	f.t.Helper()
+	var err error
+	for range int(within / fakeStep) {
+		f.tick()
+		if err = cond(); err == nil {
+			f.tick()
+			return
+		}
+	}
+	f.t.Fatalf("%s: not within %s of fake time: %v", what, within, err)
+}
+
+// steady ticks for d of fake time and checks cond after each step.
+func (f *fleet) steady(d time.Duration, what string, cond func() error) {
+	f.t.Helper()
+	for range int(d / fakeStep) {
+		f.tick()
+		if err := cond(); err != nil {
+			f.t.Fatalf("%s: %v", what, err)
+		}
+	}
 }
 
 // revive registers broker id (again: a restart, with a new epoch) and
@@ -158,7 +217,7 @@ func (c *cluster) createTopic(t *testing.T, tenant, name string, partitions, rf 
 func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
-		c := start(t, dbURL, fastController)
+		c := startFake(t, clock.NewFake(time.Now()), dbURL, nil)
 		f := newFleet(t, c, 3)
 		topicID := c.createTopic(t, "ctl", "orders", 3, 3)
 		before := c.partitions(t, topicID)
@@ -173,7 +232,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 
 		// Broker 1 dies.
 		f.kill(1)
-		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+		f.until(10*time.Second, "the expected state", func() error {
 			for _, p := range c.partitions(t, topicID) {
 				if p.Leader == 1 || slices.Contains(p.ISR, 1) {
 					return fmt.Errorf("partition %d still has broker 1: %+v", p.Partition, p)
@@ -202,7 +261,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 
 		// The rest of the ISR dies: every partition goes offline, ISR kept.
 		f.kill(2, 3)
-		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+		f.until(10*time.Second, "the expected state", func() error {
 			for _, p := range c.partitions(t, topicID) {
 				if p.Leader != -1 {
 					return fmt.Errorf("partition %d not offline: %+v", p.Partition, p)
@@ -216,7 +275,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 			require.NotContains(t, p.ISR, int32(1), "partition %d", i)
 			require.Greater(t, p.LeaderEpoch, after[i].LeaderEpoch)
 		}
-		testenv.Wait(t, 5*time.Second, "the expected state", func() error {
+		f.until(5*time.Second, "the expected state", func() error {
 			if v := c.metric(t, `sluice_controlplane_offline_partitions`); v != 3 {
 				return fmt.Errorf("offline_partitions = %v", v)
 			}
@@ -225,7 +284,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 
 		// Broker 1 comes back, but it is not in any ISR: nothing is elected.
 		f.revive(1)
-		testenv.Consistently(t, time.Second, "a state that must hold", func() error {
+		f.steady(time.Second, "a state that must hold", func() error {
 			if got := c.partitions(t, topicID); !slices.EqualFunc(got, offline, func(a, b store.Partition) bool {
 				return a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch && a.PartitionEpoch == b.PartitionEpoch
 			}) {
@@ -237,7 +296,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 		// The ISR members come back: elected from the last ISR, one epoch up.
 		f.revive(2)
 		f.revive(3)
-		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+		f.until(10*time.Second, "the expected state", func() error {
 			for _, p := range c.partitions(t, topicID) {
 				if p.Leader == -1 {
 					return fmt.Errorf("partition %d still offline", p.Partition)
@@ -265,7 +324,7 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 				require.Equal(t, offline[i].PartitionEpoch+2, p.PartitionEpoch, "partition %d: broker 2 fenced out of the ISR, then one election", i)
 			}
 		}
-		testenv.Wait(t, 5*time.Second, "the expected state", func() error {
+		f.until(5*time.Second, "the expected state", func() error {
 			if v := c.metric(t, `sluice_controlplane_offline_partitions`); v != 0 {
 				return fmt.Errorf("offline_partitions = %v", v)
 			}
@@ -281,14 +340,14 @@ func TestControllerFailoverOfflineAndRecovery(t *testing.T) {
 func TestControllerPreferredLeaderRestore(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
-		c := start(t, dbURL, fastController)
+		c := startFake(t, clock.NewFake(time.Now()), dbURL, nil)
 		f := newFleet(t, c, 3)
 		topicID := c.createTopic(t, "pref", "orders", 1, 3)
 		p0 := c.partitions(t, topicID)[0]
 		pref := p0.Replicas[0]
 		f.kill(pref)
 		var moved store.Partition
-		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+		f.until(10*time.Second, "the expected state", func() error {
 			moved = c.partitions(t, topicID)[0]
 			if moved.Leader == pref || slices.Contains(moved.ISR, pref) {
 				return fmt.Errorf("not failed over yet: %+v", moved)
@@ -304,7 +363,7 @@ func TestControllerPreferredLeaderRestore(t *testing.T) {
 		}))
 		require.NoError(t, err)
 		require.Contains(t, res.Msg.GetPartition().GetIsr(), pref)
-		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+		f.until(10*time.Second, "the expected state", func() error {
 			if p := c.partitions(t, topicID)[0]; p.Leader != pref {
 				return fmt.Errorf("leadership not restored: %+v", p)
 			}
@@ -324,9 +383,11 @@ func TestControllerPreferredLeaderRestore(t *testing.T) {
 func TestControllerSingleActiveAndFailover(t *testing.T) {
 	t.Parallel()
 	url := testenv.PostgresURL(t)
-	a := start(t, url, fastController)
-	b := start(t, url, fastController)
+	clk := clock.NewFake(time.Now()) // both replicas' time
+	a := startFake(t, clk, url, nil)
+	b := startFake(t, clk, url, nil)
 	nodes := []*cluster{a, b}
+	steps := newFleet(t, a, 0) // no brokers yet: moves the clock
 	actives := func() (active []int) {
 		for i, n := range nodes {
 			if n.metric(t, `sluice_controlplane_controller_active`) == 1 {
@@ -335,13 +396,13 @@ func TestControllerSingleActiveAndFailover(t *testing.T) {
 		}
 		return active
 	}
-	testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+	steps.until(10*time.Second, "the expected state", func() error {
 		if got := actives(); len(got) != 1 {
 			return fmt.Errorf("active controllers: %v", got)
 		}
 		return nil
 	})
-	testenv.Consistently(t, time.Second, "a state that must hold", func() error {
+	steps.steady(time.Second, "a state that must hold", func() error {
 		if got := actives(); len(got) > 1 {
 			return fmt.Errorf("two active controllers: %v", got)
 		}
@@ -355,7 +416,7 @@ func TestControllerSingleActiveAndFailover(t *testing.T) {
 	f := newFleet(t, standby, 3)
 	topicID := standby.createTopic(t, "hatenant", "orders", 1, 3)
 	nodes[first].stop()
-	testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+	f.until(10*time.Second, "the expected state", func() error {
 		if v := standby.metric(t, `sluice_controlplane_controller_active`); v != 1 {
 			return fmt.Errorf("standby not active yet")
 		}
@@ -371,7 +432,7 @@ func TestControllerSingleActiveAndFailover(t *testing.T) {
 	err := standby.srv.Store().UpdatePartitionFenced(context.Background(), next, p.PartitionEpoch, int64(oldEpoch))
 	require.ErrorIs(t, err, store.ErrFenced)
 	f.kill(p.Leader)
-	testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+	f.until(10*time.Second, "the expected state", func() error {
 		if q := standby.partitions(t, topicID)[0]; q.Leader == p.Leader {
 			return fmt.Errorf("no failover by the new controller: %+v", q)
 		}
@@ -384,11 +445,11 @@ func TestControllerSingleActiveAndFailover(t *testing.T) {
 // leaves every ISR and its leaderships at once; its old incarnation failed.
 func TestControllerRestartedBrokerLeavesISR(t *testing.T) {
 	t.Parallel()
-	c := start(t, "sqlite:"+t.TempDir()+"/cp.db", fastController)
+	c := startFake(t, clock.NewFake(time.Now()), "sqlite:"+t.TempDir()+"/cp.db", nil)
 	f := newFleet(t, c, 3)
 	topicID := c.createTopic(t, "restart", "orders", 3, 3)
 	// Let the controller see every broker live under its first epoch.
-	testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+	f.until(10*time.Second, "the expected state", func() error {
 		if c.metric(t, `sluice_controlplane_controller_active`) != 1 {
 			return fmt.Errorf("controller not active yet")
 		}
@@ -436,7 +497,7 @@ func TestControllerRestartedBrokerFencedInBatches(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
 		w := &partitionWrites{}
-		c := startWith(t, dbURL, func(s store.Store) store.Store { w.Store = s; return w }, fastController)
+		c := startFake(t, clock.NewFake(time.Now()), dbURL, func(s store.Store) store.Store { w.Store = s; return w })
 		f := newFleet(t, c, 3)
 		a := c.signup(t, "fence")
 		const n = 1200

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -47,6 +48,9 @@ type cluster struct {
 	srv      *controlplane.Server
 	// stop shuts the server down (idempotent; also run at cleanup).
 	stop func()
+	// clock is the server's clock when a test moves it (startAt); nil on
+	// the real clock.
+	clock *clock.Fake
 }
 
 // drivers runs fn once against each store driver.
@@ -71,7 +75,17 @@ func start(t *testing.T, dbURL string, mutate ...func(*controlplane.Config)) *cl
 // nil.
 func startWith(t *testing.T, dbURL string, wrap func(store.Store) store.Store, mutate ...func(*controlplane.Config)) *cluster {
 	t.Helper()
+	return startAt(t, dbURL, nil, wrap, mutate...)
+}
+
+// startAt is startWith on clk, a fake clock the test moves (nil: the real
+// clock).
+func startAt(t *testing.T, dbURL string, clk *clock.Fake, wrap func(store.Store) store.Store, mutate ...func(*controlplane.Config)) *cluster {
+	t.Helper()
 	var deps controlplane.Deps
+	if clk != nil {
+		deps.Clock = clk
+	}
 	if wrap != nil {
 		st, err := controlplane.OpenStore(context.Background(), dbURL, nil)
 		require.NoError(t, err)
@@ -123,7 +137,7 @@ func startWith(t *testing.T, dbURL string, wrap func(store.Store) store.Store, m
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &p}
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	return &cluster{endpoint: "http://" + ln.Addr().String(), metrics: "http://" + ops.Addr().String(), hc: hc, streamHC: &http.Client{Transport: tr}, srv: srv, stop: stop}
+	return &cluster{endpoint: "http://" + ln.Addr().String(), metrics: "http://" + ops.Addr().String(), hc: hc, streamHC: &http.Client{Transport: tr}, srv: srv, stop: stop, clock: clk}
 }
 
 func bearer(token string) connect.ClientOption {

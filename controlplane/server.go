@@ -39,6 +39,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/healthwatch"
 	"github.com/sluicemq/sluice/internal/httpgate"
@@ -59,7 +60,13 @@ const keySyncInterval = 30 * time.Second
 type Deps struct {
 	Logger *slog.Logger
 	Store  store.Store
-	Now    func() time.Time
+	// Clock is the control plane's time: tokens, leases, the controller,
+	// the meters and the lag alerts read it, and their loops tick on it
+	// (clock.Real when nil; tests move a clock.Fake).
+	Clock clock.Clock
+	// Interceptors run on every call the API port serves, outside the
+	// metrics and auth interceptors (internal/localcluster's faults).
+	Interceptors []connect.Interceptor
 }
 
 // Server is a control-plane replica.
@@ -101,10 +108,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	if deps.Now == nil {
-		deps.Now = time.Now
-	}
-	s := &Server{cfg: cfg, logger: deps.Logger, store: deps.Store, now: deps.Now}
+	deps.Clock = clock.Or(deps.Clock)
+	now := deps.Clock.Now
+	s := &Server{cfg: cfg, logger: deps.Logger, store: deps.Store, now: now}
 	if s.store == nil {
 		st, err := OpenStore(ctx, cfg.DatabaseURL, deps.Logger)
 		if err != nil {
@@ -121,13 +127,13 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		// Tokens signed just before retirement live TokenTTL more.
 		keep:   cfg.TokenTTL + tenants.MaxLeeway + time.Minute,
 		logger: deps.Logger,
-		now:    deps.Now,
+		now:    now,
 	}
 	if err := s.keys.sync(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("load signing keys: %w", err)
 	}
-	verifier := tenants.NewVerifier(tenants.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience, Now: deps.Now}, s.keys)
+	verifier := tenants.NewVerifier(tenants.VerifierConfig{Issuer: cfg.Issuer, Audience: cfg.Audience, Now: now}, s.keys)
 
 	s.registry = prometheus.NewRegistry()
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -135,7 +141,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 
 	// One sender for the delivery loop and the API's webhook tests, with
 	// one address policy.
-	sender := alerting.NewSender(alerting.Guard{AllowInsecureLoopback: cfg.WebhookAllowInsecureLoopback}, 10*time.Second, deps.Now)
+	sender := alerting.NewSender(alerting.Guard{AllowInsecureLoopback: cfg.WebhookAllowInsecureLoopback}, 10*time.Second, now)
 	a := api.New(api.Config{
 		TokenTTL:                               cfg.TokenTTL,
 		OperatorToken:                          cfg.OperatorToken,
@@ -155,21 +161,21 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		Issuer:       s.issuer,
 		Verifier:     verifier,
 		Logger:       deps.Logger,
-		Interceptors: []connect.Interceptor{metrics},
-		Now:          deps.Now,
+		Interceptors: append(slices.Clone(deps.Interceptors), metrics),
+		Now:          now,
 	})
 	s.api = a
 	s.registry.MustRegister(a.UsageCollector())
 	billingMetrics := billing.NewMetrics()
 	job := billing.NewJob(s.store, billing.JobConfig{Logger: deps.Logger, Metrics: billingMetrics})
 	s.meter = metering.New(metering.Config{Interval: cfg.MeteringInterval, BillingInterval: cfg.BillingInterval}, metering.Deps{
-		Store: s.store, Logger: deps.Logger, Now: deps.Now,
-		Billing: func(ctx context.Context) error { _, err := job.RunOnce(ctx, deps.Now()); return err },
+		Store: s.store, Logger: deps.Logger, Clock: deps.Clock,
+		Billing: func(ctx context.Context) error { _, err := job.RunOnce(ctx, now()); return err },
 	})
 	s.registry.MustRegister(s.meter.Collector(), billingMetrics)
 	ctlCfg := cfg.Controller
 	ctlCfg.StartupGrace = cfg.BrokerLease
-	ctl, err := controller.New(ctlCfg, controller.Deps{Store: s.store, Logger: deps.Logger, Registerer: s.registry, Now: deps.Now})
+	ctl, err := controller.New(ctlCfg, controller.Deps{Store: s.store, Logger: deps.Logger, Registerer: s.registry, Clock: deps.Clock})
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -203,7 +209,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if cfg.LagSampleInterval > 0 {
 		s.alerter = alerting.New(s.store, alerting.Config{
 			SampleInterval: cfg.LagSampleInterval, Window: cfg.LagWindow, Policy: cfg.LagAlertPolicy, BrokerToken: cfg.BrokerToken,
-			HTTP: h2c.Client(), Sender: sender, Logger: s.logger, Now: deps.Now,
+			HTTP: h2c.Client(), Sender: sender, Logger: s.logger, Clock: deps.Clock,
 		})
 		s.registry.MustRegister(s.alerter.Collector())
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -66,7 +67,10 @@ type Config struct {
 	// which refuses loopback).
 	Sender *Sender
 	Logger *slog.Logger
-	Now    func() time.Time
+	// Clock is the time samples, forecasts and deliveries are stamped
+	// with, and the rounds tick on (clock.Real when nil); a round's
+	// work budget is on the real clock.
+	Clock clock.Clock
 }
 
 // Alerter samples, evaluates and delivers.
@@ -117,11 +121,9 @@ func New(st store.Store, cfg Config) *Alerter {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Sender == nil {
-		cfg.Sender = NewSender(Guard{}, 10*time.Second, cfg.Now)
+		cfg.Sender = NewSender(Guard{}, 10*time.Second, cfg.Clock.Now)
 	}
 	return &Alerter{cfg: cfg, st: st, metrics: newCollector()}
 }
@@ -134,7 +136,7 @@ func (a *Alerter) Collector() *collector { return a.metrics }
 func (a *Alerter) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.deliverLoop(ctx) })
-	t := time.NewTicker(a.cfg.SampleInterval)
+	t := a.cfg.Clock.NewTicker(a.cfg.SampleInterval)
 	defer t.Stop()
 	for round := 0; ; round++ {
 		// A round (sampling and evaluation) is bounded by the interval:
@@ -148,7 +150,7 @@ func (a *Alerter) Run(ctx context.Context) {
 		}
 		a.metrics.round(time.Since(begin))
 		if round%20 == 0 {
-			now := a.cfg.Now()
+			now := a.cfg.Clock.Now()
 			if _, err := a.st.PruneLagSamples(ctx, now.Add(-a.cfg.Keep), 2000); err != nil && ctx.Err() == nil {
 				a.cfg.Logger.Warn("lag alerts: prune samples", "err", err)
 			}
@@ -160,7 +162,7 @@ func (a *Alerter) Run(ctx context.Context) {
 		case <-ctx.Done():
 			wg.Wait()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -172,7 +174,7 @@ func (a *Alerter) Sample(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := a.cfg.Now()
+	now := a.cfg.Clock.Now()
 	topics := map[string]*store.Topic{}
 	var samples []store.LagSample
 	var errs []error
@@ -246,7 +248,7 @@ func (a *Alerter) Evaluate(ctx context.Context) error {
 func (a *Alerter) evaluate(ctx context.Context, deadline time.Time) (skipped int, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	now := a.cfg.Now()
+	now := a.cfg.Clock.Now()
 	latest, err := a.st.AllLatestLagSamples(ctx)
 	if err != nil {
 		return 0, err

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
@@ -127,7 +128,7 @@ func BenchmarkLagRound(b *testing.B) {
 	require.NoError(b, err)
 
 	now := start.Add(-window)
-	a := alerting.New(st, alerting.Config{SampleInterval: interval, Window: window, HTTP: hc, Now: func() time.Time { return now }})
+	a := alerting.New(st, alerting.Config{SampleInterval: interval, Window: window, HTTP: hc, Clock: clock.Func(func() time.Time { return now })})
 	round := func() {
 		now = now.Add(interval)
 		at := now.Add(-time.Second) // the broker computed a second ago

@@ -60,7 +60,7 @@ func Verify(secret []byte, header http.Header, body []byte, now time.Time, maxAg
 var Retry = store.RetryPolicy{MaxAttempts: 8, MinBackoff: 5 * time.Second, MaxBackoff: 10 * time.Minute}
 
 func (a *Alerter) deliverLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := a.cfg.Clock.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		if _, err := a.Deliver(ctx); err != nil && ctx.Err() == nil {
@@ -69,7 +69,7 @@ func (a *Alerter) deliverLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -78,14 +78,14 @@ func (a *Alerter) deliverLoop(ctx context.Context) {
 // how many it sent successfully. A slow or failing webhook only delays
 // its own deliveries: evaluation never waits for it.
 func (a *Alerter) Deliver(ctx context.Context) (int, error) {
-	claimed, err := a.st.ClaimDeliveries(ctx, a.cfg.Now(), time.Minute, 16)
+	claimed, err := a.st.ClaimDeliveries(ctx, a.cfg.Clock.Now(), time.Minute, 16)
 	if err != nil {
 		return 0, err
 	}
 	ok := 0
 	for _, d := range claimed {
 		status, err := a.cfg.Sender.Send(ctx, d.URL, d.Secret, d.ID, d.Payload)
-		now := a.cfg.Now()
+		now := a.cfg.Clock.Now()
 		if err == nil {
 			if _, err := a.st.MarkDelivered(ctx, d.ID, d.LeaseToken, now); err != nil {
 				a.cfg.Logger.Warn("webhooks: mark delivered", "delivery", d.ID, "err", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicemq/sluice/alerts"
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
+	"github.com/sluicemq/sluice/internal/clock"
 )
 
 // TestEvaluateTenantPolicy: the same stopped consumer, 50 minutes from
@@ -51,7 +52,7 @@ func TestEvaluateTenantPolicy(t *testing.T) {
 	}
 	require.NoError(t, st.AddLagSamples(ctx, samples))
 	now := start.Add(10 * time.Minute)
-	a := New(st, Config{Now: func() time.Time { return now }})
+	a := New(st, Config{Clock: clock.Func(func() time.Time { return now })})
 	require.NoError(t, a.Evaluate(ctx))
 
 	kinds := func(tenant string) []store.AlertKind {
@@ -87,7 +88,7 @@ func TestEvaluateResolvesUnsampledAlerts(t *testing.T) {
 	require.NoError(t, err)
 
 	now := start
-	a := New(st, Config{Now: func() time.Time { return now }, Policy: alertsPolicy(time.Minute)})
+	a := New(st, Config{Clock: clock.Func(func() time.Time { return now }), Policy: alertsPolicy(time.Minute)})
 	require.NoError(t, a.Evaluate(ctx)) // the condition is gone: resolving starts
 	now = now.Add(2 * time.Minute)
 	require.NoError(t, a.Evaluate(ctx))
@@ -138,7 +139,7 @@ func TestEvaluateStopUsesShortWindows(t *testing.T) {
 			samples = append(samples, s)
 		}
 		require.NoError(t, st.AddLagSamples(ctx, samples))
-		a := New(st, Config{SampleInterval: interval, Now: func() time.Time { return now }})
+		a := New(st, Config{SampleInterval: interval, Clock: clock.Func(func() time.Time { return now })})
 		require.NoError(t, a.Evaluate(ctx))
 
 		list, err := st.ListAlerts(ctx, tenant, store.AlertQuery{})

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
@@ -83,7 +84,7 @@ func TestEvaluateWritesNoUnchangedAlerts(t *testing.T) {
 		}
 		pol := alerts.DefaultPolicy()
 		pol.GrowingFor = time.Minute
-		a := New(st, Config{Now: func() time.Time { return now }, Policy: pol})
+		a := New(st, Config{Clock: clock.Func(func() time.Time { return now }), Policy: pol})
 		type row struct {
 			ID, Group     string
 			State         store.AlertState
@@ -169,7 +170,7 @@ func TestEvaluateRoundBudget(t *testing.T) {
 		Group: last.Group, TopicID: last.TopicID, Partition: last.Partition}, TopicName: "orders", To: store.AlertFiring, At: now.Add(-time.Hour)})
 	require.NoError(t, err)
 
-	a := New(st, Config{Now: func() time.Time { return now }})
+	a := New(st, Config{Clock: clock.Func(func() time.Time { return now })})
 	skipped, err := a.evaluate(ctx, time.Now().Add(-time.Second)) // out of time from the start
 	require.NoError(t, err)
 	require.Equal(t, 10, skipped, "one chunk evaluated, the rest left")

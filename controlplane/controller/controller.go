@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/internal/clock"
 )
 
 // MaxBatch bounds how many partition changes one store transaction of the
@@ -75,8 +76,8 @@ type Deps struct {
 	Store      store.Store
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Clock is the time rounds read and tick on; clock.Real when nil.
+	Clock clock.Clock
 }
 
 // Controller is one control-plane replica's candidate controller. Create it
@@ -86,6 +87,7 @@ type Controller struct {
 	store  store.Store
 	logger *slog.Logger
 	now    func() time.Time
+	clock  clock.Clock
 	holder string
 	m      metrics
 
@@ -126,13 +128,11 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	if deps.Now == nil {
-		deps.Now = time.Now
-	}
+	deps.Clock = clock.Or(deps.Clock)
 	if deps.Registerer == nil {
 		deps.Registerer = prometheus.NewRegistry()
 	}
-	c := &Controller{cfg: cfg, store: deps.Store, logger: deps.Logger, now: deps.Now, holder: newHolder()}
+	c := &Controller{cfg: cfg, store: deps.Store, logger: deps.Logger, now: deps.Clock.Now, clock: deps.Clock, holder: newHolder()}
 	opts := func(name, help string) prometheus.Opts {
 		return prometheus.Opts{Namespace: "sluice", Subsystem: "controlplane", Name: name, Help: help}
 	}
@@ -183,7 +183,7 @@ func (c *Controller) Holder() string { return c.holder }
 // It does not release the lease on return: another replica takes over when
 // it expires.
 func (c *Controller) Run(ctx context.Context) {
-	t := time.NewTicker(c.cfg.Interval)
+	t := c.clock.NewTicker(c.cfg.Interval)
 	defer t.Stop()
 	for {
 		c.round(ctx)
@@ -191,7 +191,7 @@ func (c *Controller) Run(ctx context.Context) {
 		case <-ctx.Done():
 			c.deactivate("stopped")
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
+	"github.com/sluicemq/sluice/internal/clock"
 )
 
 // countingStore counts the controller's partition write transactions.
@@ -63,7 +64,7 @@ func TestControllerFailoverWritesInBatches(t *testing.T) {
 	require.NoError(t, s.CreateTopic(ctx, tp, parts, store.CountLimits{}))
 
 	cfg := DefaultConfig()
-	c, err := New(cfg, Deps{Store: s, Now: func() time.Time { return now }})
+	c, err := New(cfg, Deps{Store: s, Clock: clock.Func(func() time.Time { return now })})
 	require.NoError(t, err)
 	c.round(ctx)
 	require.True(t, c.active)

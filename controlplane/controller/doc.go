@@ -70,4 +70,12 @@
 //
 // Run is the controller's only goroutine and owns all its state; it returns
 // when its context is cancelled. The server starts it and waits for it.
+//
+// # Time
+//
+// Every time the controller reads (lease expiries, liveness, the startup
+// grace, the preferred-leader delay) and its rounds' ticker come from
+// Deps.Clock (internal/clock): the real clock in production, a fake one in
+// tests, which move it step by step so that a lease lapses only when a
+// test lets it.
 package controller

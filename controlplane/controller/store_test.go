@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
@@ -173,7 +174,7 @@ func BenchmarkControllerRound(b *testing.B) {
 					first = id
 				}
 			}
-			c, err := New(DefaultConfig(), Deps{Store: f.s, Now: func() time.Time { return now }})
+			c, err := New(DefaultConfig(), Deps{Store: f.s, Clock: clock.Func(func() time.Time { return now })})
 			require.NoError(b, err)
 			c.round(ctx)
 			require.True(b, c.active)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/internal/clock"
 )
 
 // viewHarness drives one controller round by round on a fixture with a
@@ -25,7 +26,7 @@ func newViewHarness(t *testing.T, e engine) *viewHarness {
 	h := &viewHarness{now: t0}
 	h.fixture = newFixture(t, e, h.now, h.now.Add(10*time.Second))
 	h.rc = &readCounter{Store: h.s}
-	c, err := New(DefaultConfig(), Deps{Store: h.rc, Now: func() time.Time { return h.now }})
+	c, err := New(DefaultConfig(), Deps{Store: h.rc, Clock: clock.Func(func() time.Time { return h.now })})
 	require.NoError(t, err)
 	h.c = c
 	return h

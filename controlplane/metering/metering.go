@@ -39,6 +39,7 @@ import (
 
 	"github.com/sluicemq/sluice/controlplane/quota"
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/tenants/system"
 )
 
@@ -66,7 +67,9 @@ type Deps struct {
 	// Billing runs the billing job once (nil: none).
 	Billing func(context.Context) error
 	Logger  *slog.Logger
-	Now     func() time.Time
+	// Clock is the time intervals are metered by and the loop ticks on;
+	// clock.Real when nil.
+	Clock clock.Clock
 }
 
 // Meter runs the control plane's meters.
@@ -76,6 +79,7 @@ type Meter struct {
 	billing func(context.Context) error
 	logger  *slog.Logger
 	now     func() time.Time
+	clock   clock.Clock
 	started time.Time
 
 	runs        *prometheus.CounterVec // meter, result
@@ -87,14 +91,12 @@ func New(cfg Config, deps Deps) *Meter {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	if deps.Now == nil {
-		deps.Now = time.Now
-	}
+	deps.Clock = clock.Or(deps.Clock)
 	if cfg.StartupGrace <= 0 {
 		cfg.StartupGrace = 2 * quota.DefaultFresh
 	}
 	return &Meter{
-		cfg: cfg, st: deps.Store, billing: deps.Billing, logger: deps.Logger, now: deps.Now, started: deps.Now(),
+		cfg: cfg, st: deps.Store, billing: deps.Billing, logger: deps.Logger, now: deps.Clock.Now, clock: deps.Clock, started: deps.Clock.Now(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_controlplane_meter_runs_total",
 			Help: "Runs of the control plane's usage meters (meter: cold_storage, hot_storage, partitions) by result: advanced (this replica counted an interval), skipped (another replica counted it first, or nothing to count yet), error.",
@@ -127,20 +129,20 @@ func (c collectors) Collect(ch chan<- prometheus.Metric) {
 // BillingInterval until ctx ends; the first of each one interval after it
 // starts, not while the replica starts.
 func (m *Meter) Run(ctx context.Context) {
-	t := time.NewTicker(m.cfg.Interval)
+	t := m.clock.NewTicker(m.cfg.Interval)
 	defer t.Stop()
-	lastBilling := time.Now()
+	lastBilling := m.now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		if err := m.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			m.logger.Warn("usage meters", "err", err)
 		}
-		if m.billing != nil && m.cfg.BillingInterval > 0 && time.Since(lastBilling) >= m.cfg.BillingInterval {
-			lastBilling = time.Now()
+		if m.billing != nil && m.cfg.BillingInterval > 0 && m.now().Sub(lastBilling) >= m.cfg.BillingInterval {
+			lastBilling = m.now()
 			m.runBilling(ctx)
 		}
 	}

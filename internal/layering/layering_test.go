@@ -48,6 +48,7 @@ var rules = []rule{
 	{"dataplane/connecterr", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/txn"}, "the Connect adapter's error mapping knows the domain errors and the API, not the services", nil},
 	{"internal/localcluster", []string{"dataplane"}, "the in-process cluster builds its brokers through a BrokerFunc, so that the broker's own tests can use it; only internal/localcluster/brokernode builds real ones", []string{"internal/localcluster/brokernode"}},
 	{"", []string{"internal/localcluster"}, "the in-process cluster wires both planes together: only sluice dev and tests start it", []string{"internal/localcluster", "cmd"}},
+	{"internal/clock", []string{"dataplane", "controlplane", "client", "tiered", "tenants", "record", "gen", "billing", "alerts", "limit", "internal/localcluster", "internal/testenv"}, "the clock is a leaf: every loop that takes one imports it", nil},
 	{"", []string{"cmd"}, "nothing imports cmd/", nil},
 	{"", []string{"internal/testenv", "internal/testcluster", "controlplane/storetest"}, "test harnesses are for tests only",
 		[]string{"internal/testenv", "internal/testcluster", "controlplane/storetest"}}, // they may use each other

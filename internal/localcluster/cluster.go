@@ -180,7 +180,8 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	// The control plane outlives ctx's cancellation until Close: the
 	// brokers stop first.
 	cpCtx, stopCP := context.WithCancel(context.WithoutCancel(ctx))
-	srv, err := controlplane.New(cpCtx, cfg, controlplane.Deps{Logger: logger})
+	faults := &Faults{}
+	srv, err := controlplane.New(cpCtx, cfg, controlplane.Deps{Logger: logger, Interceptors: []connect.Interceptor{faults.interceptor(ControlPlane)}})
 	if err != nil {
 		stopCP()
 		ln.Close()
@@ -192,7 +193,7 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{
 		opts: opts, logger: logger, Endpoint: "http://" + ln.Addr().String(),
 		BrokerToken: cfg.BrokerToken, OperatorToken: cfg.OperatorToken,
-		faults: &Faults{}, cp: srv, stopCP: stopCP, cpErr: make(chan error, 1), failed: make(chan error, 1),
+		faults: faults, cp: srv, stopCP: stopCP, cpErr: make(chan error, 1), failed: make(chan error, 1),
 	}
 	if ops != nil {
 		c.MetricsAddr = ops.Addr().String()

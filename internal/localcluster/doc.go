@@ -18,11 +18,17 @@
 //
 // Every broker's client port runs the cluster's fault interceptor
 // (BrokerSpec.Interceptors, which a BrokerFunc hands to the broker's
-// Deps.Interceptors): AddFault makes calls of one procedure on one broker
-// (or all), for one topic and partition (when the request names them),
-// fail with a given domain or Connect error, wait, or lose their answer,
-// for a bounded number of calls, in the manner of franz-go's kfake. See
-// Fault.
+// Deps.Interceptors), and so does the control plane's API port
+// (controlplane.Deps.Interceptors; a fault names it with Broker:
+// ControlPlane): AddFault makes calls of one procedure on one broker (or
+// all), for one topic and partition (when the request names them), fail
+// with a given domain or Connect error, wait, or lose their answer, for a
+// bounded number of calls, in the manner of franz-go's kfake. A fault's
+// Hook decides per call (a gate, a refusal of one batch), its Answer sees
+// and may edit what the server answered, Entries refuses one partition's
+// entry of a ProduceMany, and every call a fault hits is recorded
+// (FaultHandle.Calls). The client's tests drive their error paths with
+// these instead of hand-written fake brokers. See Fault.
 //
 // # Goroutines
 //
