@@ -38,8 +38,8 @@
 //     overflow).
 //
 // Admit is the same decisions in one form, by dimension: admit a cost,
-// then settle what was written; the named methods above are it, spelt
-// per call site.
+// then settle with what the call used; the named methods above are the
+// same decisions spelt per call site.
 //
 // # Counts
 //
@@ -75,7 +75,7 @@
 // broker's Run), and at most one ReserveObjects sender at a time
 // (reservations.send), started by the first reservation that finds none
 // and ending when the queue is empty. The loop waits on Config.Clock, so
-// a test drives it without real intervals. Locks: Enforcer.mu and
-// reservations.mu are never held together, nor across a call to the
-// control plane.
+// a test drives it without real intervals. Lock order: Enforcer.mu
+// before reservations.mu (an answered exchange confirms reservations
+// under mu); neither is held across a call to the control plane.
 package admission

@@ -200,35 +200,41 @@ func (e *Enforcer) ExchangesFailing() bool {
 	return e.failing != ""
 }
 
-// Admit decides a call of the caller's tenant (from ctx) that costs cost
+// Admit decides a call of the caller's tenant (the principal in ctx: a
+// tenant's token, as every front door authenticates it) that costs cost
 // in dimension d, before its work: refused (a rate refusal, or for
 // produce the storage limit's count refusal) or admitted. An admitted
 // call is settled with what it used (settle(written), never nil):
 //
-//   - limit.ProduceBytes and limit.Requests are charged cost up front;
-//     settle gives back what was not written (cost-written), so that a
-//     request the log wrote nothing of costs nothing;
-//   - limit.FetchBytes and limit.ProducerIDs are only checked (refused
-//     while the bucket is in debt: a fetch at what the tenant's fetches
-//     answered lately, at most cost); settle charges written, the bytes
-//     answered (ChargeFetch) or the ids created (ChargeProducerID).
+//   - limit.ProduceBytes is charged cost up front, after the storage
+//     limit's check; settle gives back what was not written
+//     (cost-written), so that a request the log wrote nothing of costs
+//     nothing (RefundProduce, RefundUnwritten);
+//   - limit.Requests is charged cost up front, for good (settle does
+//     nothing);
+//   - the others, limit.FetchBytes and limit.ProducerIDs, are only
+//     checked (refused while the bucket is in debt: a fetch at what the
+//     tenant's fetches answered lately, at most cost); settle charges
+//     written, the bytes answered (ChargeFetch) or the ids created
+//     (ChargeProducerID).
 //
 // A call not of a limited tenant (the system tenant, a broker's
 // credential) is admitted and settled for nothing.
 func (e *Enforcer) Admit(ctx context.Context, d limit.Dimension, cost int) (settle func(written int), err error) {
+	noop := func(int) {}
 	id, ok := limitedTenant(ctx)
 	if !ok {
-		return func(int) {}, nil
+		return noop, nil
 	}
 	switch d {
-	case limit.ProduceBytes, limit.Requests:
-		if d == limit.ProduceBytes {
-			if err := e.storageRefusal(id); err != nil {
-				return func(int) {}, err
-			}
+	case limit.Requests:
+		return noop, e.take(id, d, float64(cost))
+	case limit.ProduceBytes:
+		if err := e.storageRefusal(id); err != nil {
+			return noop, err
 		}
 		if err := e.take(id, d, float64(cost)); err != nil {
-			return func(int) {}, err
+			return noop, err
 		}
 		return func(written int) {
 			if written < cost {
@@ -242,11 +248,11 @@ func (e *Enforcer) Admit(ctx context.Context, d limit.Dimension, cost int) (sett
 		estimate = e.fetchEstimate(id, cost)
 	}
 	if dec := e.lim.Check(id, d, estimate); !dec.OK {
-		return func(int) {}, e.refuseRate(id, d, dec)
+		return noop, e.refuseRate(id, d, dec)
 	}
 	return func(written int) {
 		// A fetch that answered nothing is charged too: what fetches
-		// answer lately is the estimate of a refused one's.
+		// answered lately is the estimate of a refused one's.
 		if written > 0 || d == limit.FetchBytes {
 			e.lim.Charge(id, d, float64(written))
 		}

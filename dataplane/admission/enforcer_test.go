@@ -170,7 +170,8 @@ func TestQuotaRefusalsAreDomainErrors(t *testing.T) {
 
 // TestQuotaAdmitSettles: Admit in each dimension, and what settling an
 // admitted call charges or gives back: a produce the log wrote nothing of
-// is refunded; a fetch and a producer id are charged what they used.
+// is refunded; a fetch and a producer id are charged what they used; a
+// request stays charged.
 // Calls that are not a limited tenant's are not decided.
 func TestQuotaAdmitSettles(t *testing.T) {
 	t.Parallel()
@@ -207,10 +208,11 @@ func TestQuotaAdmitSettles(t *testing.T) {
 	settle(1)
 	require.ErrorIs(t, e.CheckProducerID(ctx), derr.ThrottlingQuotaExceeded)
 
-	// Requests: charged.
+	// Requests: charged for good.
 	for range 2 { // a quarter second of 4/s is one; the second goes into debt
-		_, err = e.Admit(ctx, limit.Requests, 1)
+		settle, err = e.Admit(ctx, limit.Requests, 1)
 		require.NoError(t, err)
+		settle(0)
 	}
 	_, err = e.Admit(ctx, limit.Requests, 1)
 	require.ErrorContains(t, err, "requests_per_sec quota")
