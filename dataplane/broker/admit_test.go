@@ -10,46 +10,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicemq/sluice/dataplane/quota"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
-	"github.com/sluicemq/sluice/limit"
 	"github.com/sluicemq/sluice/tenants"
 )
-
-// TestBrokerQuotaBurstIsAQuarterSecond: a tenant's bucket holds a quarter
-// of a second of its allotment of bytes and requests, so a tenant turning
-// from idle to loud is admitted that much at once at a broker (plus the
-// one request that goes into debt), not a whole second's (issue 29 item
-// 10: 3-4.4 MiB in the first half second against a 3 MiB/s quota).
-func TestBrokerQuotaBurstIsAQuarterSecond(t *testing.T) {
-	t.Parallel()
-	q := newQuotas(newQuotaMetrics(prometheus.NewRegistry()), time.Second)
-	const rate = 64 << 10
-	q.lim.SetRates("t", quota.Rates{limit.ProduceBytes: rate, limit.FetchBytes: rate, limit.Requests: 400})
-	for _, d := range []quota.Dimension{limit.ProduceBytes, limit.FetchBytes, limit.Requests} {
-		cost := float64(1 << 10)
-		if d == limit.Requests {
-			cost = 1
-		}
-		var admitted float64
-		start := time.Now()
-		for q.lim.Take("t", d, cost).OK {
-			admitted += cost
-		}
-		// A quarter second of the rate, the request into debt, and what
-		// the bucket refilled while the loop ran (microseconds, unless a
-		// loaded machine preempted it).
-		rate := q.lim.RatesOf("t")[d]
-		burst := rate / 4
-		require.GreaterOrEqual(t, admitted, burst, "%s", d)
-		require.LessOrEqual(t, admitted, burst+cost+rate*time.Since(start).Seconds(), "%s: admitted at once", d)
-	}
-}
 
 // TestBrokerQuotaRefusedFromHeaders: a call of a tenant whose requests/s
 // bucket is in debt is refused by the gate from its headers, before its
@@ -91,9 +58,10 @@ func TestBrokerQuotaRefusedFromHeaders(t *testing.T) {
 	rc := sluicev1connect.NewRecordServiceClient(h2c.Client(), "http://"+leader.cfg.Advertised(), connect.WithInterceptors(tenants.Bearer(c.token)))
 	c.allot(&sluicev1.TenantAllotment{TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1 << 10, FetchBytesPerSec: 1 << 10},
 		Limits: &sluicev1.Limits{ProduceBytesPerSec: 3 << 10, FetchBytesPerSec: 3 << 10}})
-	require.True(t, leader.quota.lim.Take(c.tenantID, limit.ProduceBytes, 64<<10).OK)
-	require.True(t, leader.quota.lim.Check(c.tenantID, limit.FetchBytes, 0).OK)
-	leader.quota.lim.Charge(c.tenantID, limit.FetchBytes, 64<<10)
+	tenantCtx := tenants.WithPrincipal(context.Background(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: c.tenantID})
+	require.NoError(t, leader.quota.AdmitProduce(tenantCtx, 64<<10))
+	require.NoError(t, leader.quota.CheckFetch(tenantCtx, 0))
+	leader.quota.ChargeFetch(tenantCtx, 64<<10)
 	refusedBefore := gatheredSum(t, leader.Registry(), "sluice_broker_gate_refused_total", "reason", "admit")
 	_, err := rc.Produce(context.Background(), valueOf(0, 10))
 	_, v := quotaDetails(t, err)
@@ -132,13 +100,13 @@ func TestBrokerQuotaNewTenantWaitsForItsAllotment(t *testing.T) {
 		Overrides: &sluicev1.LimitOverrides{ProduceBytesPerSec: ptrTo[int64](64 << 10)}}))
 	require.NoError(t, err)
 	leader := c.leaderOf(t, 0)
-	require.Nil(t, leader.quota.allotment(c.tenantID), "no exchange has named the tenant yet")
+	require.Nil(t, leader.quota.Allotment(c.tenantID), "no exchange has named the tenant yet")
 	rc := c.leaderRecords(t, 0)
 	// 256 KiB against an allotment of a third of 64 KiB/s, at least: 4 s
 	// of debt, or more.
 	_, err = rc.Produce(ctx, valueOf(0, 256<<10))
 	require.NoError(t, err)
-	require.NotNil(t, leader.quota.allotment(c.tenantID), "the first call waited for the allotment")
+	require.NotNil(t, leader.quota.Allotment(c.tenantID), "the first call waited for the allotment")
 	_, err = rc.Produce(ctx, valueOf(0, 10))
 	_, v := quotaDetails(t, err)
 	require.Equal(t, "produce_bytes_per_sec", v.GetDescription())

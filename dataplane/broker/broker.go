@@ -16,8 +16,9 @@
 // metrics loop; the coordinators' hosting loop (hostLoop: the group and
 // transaction coordinators hosted by the runtime b.rt, whose timers and
 // marker writes run in the runtime's goroutines, closed after the loops
-// end); the quota exchange (quota.go); the HW checkpoint, retention and
-// tiering loops over the replicas; the usage report loop (meter.go, which
+// end); the quota exchange (b.quota.Run: dataplane/admission, wired in
+// quota.go); the HW checkpoint, retention and tiering loops over the
+// replicas; the usage report loop (meter.go, which
 // reports once more after the client port drained); and, owned by each
 // replica, one fetcher
 // per partition this broker follows. Lock order: Broker.mu before a
@@ -48,6 +49,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicemq/sluice/dataplane/access"
+	"github.com/sluicemq/sluice/dataplane/admission"
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/log"
@@ -89,12 +91,12 @@ type Broker struct {
 	files    *log.FileCache // every replica log's open segment files
 	registry *prometheus.Registry
 	metrics  *brokerMetrics
-	quota    *quotas            // quota.go
-	groupLag *groupLagCollector // nil when the group lag metrics are off
-	handler  http.Handler       // the client port
-	gate     *httpgate.Gate     // in front of handler's Connect services
-	ops      http.Handler       // the operator listener
-	hc       *http.Client       // h2c to the control plane and other brokers
+	quota    *admission.Enforcer // quota.go
+	groupLag *groupLagCollector  // nil when the group lag metrics are off
+	handler  http.Handler        // the client port
+	gate     *httpgate.Gate      // in front of handler's Connect services
+	ops      http.Handler        // the operator listener
+	hc       *http.Client        // h2c to the control plane and other brokers
 	cp       sluicev1connect.BrokerServiceClient
 	jwks     *tenants.JWKSCache
 	revoked  *access.Revocations
@@ -217,7 +219,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.registry = prometheus.NewRegistry()
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBrokerMetrics(b.registry, b)
-	b.quota = newQuotas(newQuotaMetrics(b.registry), cfg.QuotaExchangeInterval)
+	b.quota = b.newEnforcer()
 	b.txnMetrics = newTxnMetrics(b.registry, b)
 	b.usageCounters = &meter.Counters{}
 	b.usage = b.newUsageReporter()
@@ -395,7 +397,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 		wg.Go(func() { b.tierLoop(ctx) })
 	}
 	wg.Go(func() { b.hostLoop(ctx) })
-	wg.Go(func() { b.quotaLoop(ctx) })
+	wg.Go(func() { b.quota.Run(ctx) })
 	if b.groupLag != nil {
 		wg.Go(func() { b.groupLagLoop(ctx, b.cfg.GroupLagMetricsInterval) })
 	}

@@ -78,7 +78,7 @@ type Config struct {
 	TransactionalIDExpiration time.Duration
 	// QuotaExchangeInterval is how often the broker reports its tenants'
 	// traffic and holdings to the control plane and takes their new quota
-	// allotments (quota.go).
+	// allotments (dataplane/admission, wired in quota.go).
 	QuotaExchangeInterval time.Duration
 	// MaxRequestBytes caps every request message.
 	MaxRequestBytes int

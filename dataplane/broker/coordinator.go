@@ -166,7 +166,7 @@ func (b *Broker) coordinatorAt(ctx context.Context, t *cluster.Topic, pm cluster
 			Partition: pm.Partition, LeaderEpoch: epoch,
 			SessionTimeout: b.cfg.GroupSessionTimeout, HeartbeatInterval: b.cfg.GroupHeartbeatInterval,
 			Logger: b.logger, Metrics: b.metrics.coordinator(),
-			Admit: b.admitGroup,
+			Admit: b.quota.AdmitGroup,
 		})
 	})
 }

@@ -28,14 +28,14 @@ type producerIDs struct {
 // caller's tenant's producer-id bucket is in debt (producer_ids_per_hour);
 // an id given is charged to it.
 func (b *Broker) newProducerID(ctx context.Context) (int64, error) {
-	if err := b.quota.checkProducerID(ctx); err != nil {
+	if err := b.quota.CheckProducerID(ctx); err != nil {
 		return 0, err
 	}
 	id, err := b.nextProducerID(ctx)
 	if err != nil {
 		return 0, err
 	}
-	b.quota.chargeProducerID(ctx)
+	b.quota.ChargeProducerID(ctx)
 	b.metrics.producerIDs.Inc()
 	return id, nil
 }

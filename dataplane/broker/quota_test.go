@@ -8,12 +8,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/sluicemq/sluice/controlplane"
-	"github.com/sluicemq/sluice/dataplane/producerstate"
+	"github.com/sluicemq/sluice/dataplane/admission"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
@@ -36,7 +35,7 @@ func startQuotaCluster(t *testing.T) *lagCluster {
 // tenant's first calls asked for do not replace them).
 func (c *lagCluster) allot(allotments ...*sluicev1.TenantAllotment) {
 	for _, b := range c.brokers {
-		b.quota.pin(allotments)
+		b.quota.Pin(allotments)
 	}
 }
 
@@ -192,9 +191,9 @@ func TestBrokerQuotaRequests(t *testing.T) {
 	require.Equal(t, float64(rate), gatheredSum(t, reg, "sluice_broker_quota_allotment", "dimension", "requests"))
 	throttled := gatheredSum(t, reg, "sluice_broker_quota_throttled_requests_total", "dimension", "requests")
 	require.GreaterOrEqual(t, throttled, float64(refused))
-	require.Equal(t, throttled, gatheredSum(t, reg, "sluice_broker_quota_tenant_throttled_requests_total", "tenant", otherTenants))
+	require.Equal(t, throttled, gatheredSum(t, reg, "sluice_broker_quota_tenant_throttled_requests_total", "tenant", admission.OtherTenants))
 	require.Positive(t, gatheredSum(t, reg, "sluice_broker_quota_throttle_seconds_total", "dimension", "requests"))
-	require.NotNil(t, leader.quotaReport(ctx))
+	require.NotNil(t, leader.quota.Report(ctx))
 	testenv.Wait(t, 10*time.Second, "a refusal counted under the tenant's own label", func() error {
 		for range 2 * rate {
 			_, _ = rc.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_LATEST}))
@@ -365,7 +364,7 @@ func TestBrokerQuotaReport(t *testing.T) {
 	var offeredProduce, offeredRequests float64
 	var applied []string
 	for _, b := range c.brokers {
-		req := b.quotaReport(ctx)
+		req := b.quota.Report(ctx)
 		require.NotNil(t, req)
 		require.Equal(t, b.cfg.ID, req.GetBrokerId())
 		require.Equal(t, b.brokerEpoch.Load(), req.GetBrokerEpoch())
@@ -393,11 +392,11 @@ func TestBrokerQuotaReport(t *testing.T) {
 
 	// An unreachable control plane: the allotment stays in force.
 	b := c.leaderOf(t, 0)
-	b.quota.pin([]*sluicev1.TenantAllotment{{TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1}}})
+	b.quota.Pin([]*sluicev1.TenantAllotment{{TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1}}})
 	ln := listenLoopback(t)
 	dead := "http://" + ln.Addr().String()
 	require.NoError(t, ln.Close())
-	err = b.exchangeQuotas(ctx, sluicev1connect.NewBrokerServiceClient(h2c.Client(), dead))
+	err = b.quota.Exchange(ctx, exchangeVia(sluicev1connect.NewBrokerServiceClient(h2c.Client(), dead)))
 	require.Error(t, err)
 	rc := c.leaderRecords(t, 0)
 	_, err = rc.Produce(ctx, valueOf(0, 10))
@@ -434,7 +433,7 @@ func TestBrokerQuotaThroughControlPlane(t *testing.T) {
 		_, _ = rc.Produce(ctx, valueOf(0, 100))
 		var sum float64
 		for _, b := range c.brokers {
-			a := b.quota.allotment(c.tenantID)
+			a := b.quota.Allotment(c.tenantID)
 			if a == nil && b != leader {
 				continue // the tenant has nothing here: not reported, no share
 			}
@@ -446,7 +445,7 @@ func TestBrokerQuotaThroughControlPlane(t *testing.T) {
 		if sum < 0.99*limit || sum > 1.01*limit {
 			return fmt.Errorf("allotments sum to %.0f, not %d", sum, limit)
 		}
-		if own := leader.quota.allotment(c.tenantID).GetRates().GetProduceBytesPerSec(); own < limit/2 {
+		if own := leader.quota.Allotment(c.tenantID).GetRates().GetProduceBytesPerSec(); own < limit/2 {
 			return fmt.Errorf("the leader's allotment is %.0f of %d", own, limit)
 		}
 		return nil
@@ -468,7 +467,7 @@ func TestBrokerQuotaThroughControlPlane(t *testing.T) {
 	// tenant is at its limit.
 	testenv.Wait(t, 30*time.Second, "the existing group reported", func() error {
 		for _, b := range c.brokers {
-			if b.quota.allotment(c.tenantID).GetGroups() == 1 {
+			if b.quota.Allotment(c.tenantID).GetGroups() == 1 {
 				return nil
 			}
 		}
@@ -513,7 +512,7 @@ func TestBrokerQuotaNewTenantLimitedAtOnce(t *testing.T) {
 		Overrides: &sluicev1.LimitOverrides{ProduceBytesPerSec: ptrTo[int64](64 << 10)}}))
 	require.NoError(t, err)
 	leader := c.leaderOf(t, 0)
-	require.Nil(t, leader.quota.allotment(c.tenantID), "no exchange has named the tenant yet")
+	require.Nil(t, leader.quota.Allotment(c.tenantID), "no exchange has named the tenant yet")
 	rc := c.leaderRecords(t, 0)
 	start := time.Now()
 	testenv.Wait(t, 30*time.Second, "a produce over the new tenant's limit refused", func() error {
@@ -547,12 +546,12 @@ func TestBrokerQuotaNoEarlyExchangesWhileFailing(t *testing.T) {
 	ctx := context.Background()
 	proxy.DropAnswers("ExchangeQuotas", true)
 	leader := c.leaderOf(t, 0)
-	require.Nil(t, leader.quota.allotment(c.tenantID))
+	require.Nil(t, leader.quota.Allotment(c.tenantID))
 	rc := c.leaderRecords(t, 0)
 	_, err := rc.Produce(ctx, valueOf(0, 10))
 	require.NoError(t, err, "no allotment: admitted")
 	testenv.Wait(t, 30*time.Second, "the asked-for exchange failed", func() error {
-		if !leader.quota.exchangesFailing() {
+		if !leader.quota.ExchangesFailing() {
 			return errors.New("no failed exchange yet")
 		}
 		return nil
@@ -564,7 +563,7 @@ func TestBrokerQuotaNoEarlyExchangesWhileFailing(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // pacing: calls for a second while the exchanges fail
 	}
 	require.LessOrEqual(t, proxy.Dropped(), asked+1, "exchanges during a second of calls while they fail (one may have been under way)")
-	require.Nil(t, leader.quota.allotment(c.tenantID))
+	require.Nil(t, leader.quota.Allotment(c.tenantID))
 }
 
 // TestBrokerQuotaRefundsUnwrittenProduce: an idempotent batch the log
@@ -633,20 +632,6 @@ func TestBrokerQuotaRefundsProduceManyEntriesNotWritten(t *testing.T) {
 	require.NoError(t, err, "the entries that reached no log were refunded")
 }
 
-// TestBrokerQuotaRefundable: which produce answers give the charge back.
-func TestBrokerQuotaRefundable(t *testing.T) {
-	t.Parallel()
-	seq := connect.NewError(connect.CodeFailedPrecondition, &producerstate.SequenceError{Expected: 3, Got: 5})
-	require.True(t, refundable(1, nil, seq), "out of sequence: not written")
-	require.True(t, refundable(1, nil, fmt.Errorf("wrapped: %w", producerstate.ErrProducerFenced)))
-	require.True(t, refundable(1, &sluicev1.ProduceResponse{Duplicate: true}, nil), "a retry of a batch written, and charged, before")
-	require.False(t, refundable(1, &sluicev1.ProduceResponse{BaseOffset: 7}, nil), "written")
-	require.False(t, refundable(2, nil, seq), "the batches before the refused one may have been written")
-	require.False(t, refundable(2, &sluicev1.ProduceResponse{Duplicate: true}, nil), "only the first batch was a duplicate")
-	require.False(t, refundable(1, nil, context.DeadlineExceeded), "acks=all timed out: written")
-	require.False(t, refundable(1, nil, connect.NewError(connect.CodeUnavailable, errors.New("not enough in-sync replicas"))))
-}
-
 // TestBrokerQuotaForwardedChargedOnce: a call a broker forwards to the
 // partition's leader is charged one request where the client sent it,
 // not again at the leader: a leader whose requests allotment admits one
@@ -663,10 +648,10 @@ func TestBrokerQuotaForwardedChargedOnce(t *testing.T) {
 			break
 		}
 	}
-	leader.quota.pin([]*sluicev1.TenantAllotment{{
+	leader.quota.Pin([]*sluicev1.TenantAllotment{{
 		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{RequestsPerSec: 1}, Limits: &sluicev1.Limits{RequestsPerSec: 1000},
 	}})
-	via.quota.pin([]*sluicev1.TenantAllotment{{
+	via.quota.Pin([]*sluicev1.TenantAllotment{{
 		TenantId: c.tenantID, Rates: &sluicev1.QuotaRates{RequestsPerSec: 999}, Limits: &sluicev1.Limits{RequestsPerSec: 1000},
 	}})
 	rc := sluicev1connect.NewRecordServiceClient(h2c.Client(), "http://"+via.cfg.Advertised(), connect.WithInterceptors(tenants.Bearer(c.token)))
@@ -685,44 +670,4 @@ func TestBrokerQuotaForwardedChargedOnce(t *testing.T) {
 	}
 	_, v := quotaDetails(t, err)
 	require.Equal(t, "requests_per_sec", v.GetDescription())
-}
-
-// TestQuotaScheduleEarlyExchanges: tenants with no allotment get an
-// exchange at once, but early exchanges are at least kickSpacing apart,
-// and none is run while exchanges fail (the interval's still are).
-func TestQuotaScheduleEarlyExchanges(t *testing.T) {
-	t.Parallel()
-	q := newQuotas(newQuotaMetrics(prometheus.NewRegistry()), time.Hour)
-	require.Equal(t, 100*time.Millisecond, q.kickSpacing)
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan time.Time, 10)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		q.schedule(ctx, time.Hour, func() { ran <- time.Now() })
-	}()
-	defer func() { cancel(); <-done }()
-
-	q.noticeTenant("t1")
-	first := <-ran
-	q.noticeTenant("t2")
-	second := <-ran
-	require.GreaterOrEqual(t, second.Sub(first), q.kickSpacing, "early exchanges spaced")
-
-	q.mu.Lock()
-	q.failing = "control plane unreachable"
-	q.mu.Unlock()
-	q.noticeTenant("t3")
-	// The kick is taken and dropped: the channel empties, nothing runs.
-	testenv.Wait(t, 10*time.Second, "the kick taken", func() error {
-		if len(q.kick) != 0 {
-			return errors.New("not taken yet")
-		}
-		return nil
-	})
-	select {
-	case at := <-ran:
-		t.Fatalf("an exchange ran at %s while exchanges fail", at)
-	case <-time.After(3 * q.kickSpacing):
-	}
 }

@@ -101,11 +101,11 @@ func (s *recordService) Produce(ctx context.Context, req *connect.Request[sluice
 		return nil, err
 	}
 	cost := batchBytes(batches)
-	if err := s.b.quota.admitProduce(ctx, cost); err != nil {
+	if err := s.b.quota.AdmitProduce(ctx, cost); err != nil {
 		return nil, err
 	}
 	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, m.CurrentLeaderEpoch, s.verifier(txn, req.Header, t, pm.Partition))
-	s.b.quota.refundProduce(ctx, len(batches), cost, res, err)
+	s.b.quota.RefundProduce(ctx, len(batches), cost, res.GetDuplicate(), err)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func (s *recordService) ProduceMany(ctx context.Context, req *connect.Request[sl
 	if err != nil {
 		return nil, err
 	}
-	if err := s.b.quota.admitProduce(ctx, size); err != nil {
+	if err := s.b.quota.AdmitProduce(ctx, size); err != nil {
 		return nil, err // charged whole: the SDK sends each entry to its leader
 	}
 	// One goroutine per partition, taking its entries in request order.
@@ -243,7 +243,7 @@ func (s *recordService) produceEntry(ctx context.Context, header func() http.Hea
 	toLog := false // the log decides the refund from here (refundProduce)
 	defer func() {
 		if err != nil && !toLog {
-			s.b.quota.refundUnwritten(ctx, len(data))
+			s.b.quota.RefundUnwritten(ctx, len(data))
 		}
 	}()
 	t, pm, _, err := s.resolve(ctx, e.GetTopic(), e.GetPartition())
@@ -267,7 +267,7 @@ func (s *recordService) produceEntry(ctx context.Context, header func() http.Hea
 	}
 	toLog = true
 	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch, s.verifier(txn, header, t, pm.Partition))
-	s.b.quota.refundProduce(ctx, len(batches), len(data), res, err)
+	s.b.quota.RefundProduce(ctx, len(batches), len(data), res.GetDuplicate(), err)
 	return res, err
 }
 
@@ -478,7 +478,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	if iso < sluicev1.IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED || iso > sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED {
 		return nil, derr.New(derr.InvalidRequest, "isolation_level: unknown value %d", iso)
 	}
-	if err := s.b.quota.checkFetch(ctx, maxBytes); err != nil {
+	if err := s.b.quota.CheckFetch(ctx, maxBytes); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -488,7 +488,7 @@ func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1
 	if err != nil {
 		return nil, suspended(err)
 	}
-	s.b.quota.chargeFetch(ctx, len(f.Data))
+	s.b.quota.ChargeFetch(ctx, len(f.Data))
 	// Markers (and with read_committed aborted batches) are gone from
 	// f.Data; NextOffset passes them anyway.
 	res := &sluicev1.FetchResponse{HighWatermark: f.HW, LastStableOffset: f.LSO, LogStartOffset: p.StartOffset(ctx), NextOffset: f.Next}

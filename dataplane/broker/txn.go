@@ -94,7 +94,7 @@ func (b *Broker) txnCoordinatorAt(ctx context.Context, t *cluster.Topic, pm clus
 		return txn.New(p, txn.Config{
 			Partition: pm.Partition, LeaderEpoch: epoch,
 			AllocateProducerID: b.newProducerID,
-			Admit:              b.admitTransactionalID,
+			Admit:              b.quota.AdmitTransactionalID,
 			Bounds:             b.txnBounds,
 			Markers:            &markerWriter{b: b, current: func() bool { return p.p.LeadsAt(epoch) }},
 			DefaultTimeout:     min(time.Minute, b.cfg.MaxTransactionTimeout),

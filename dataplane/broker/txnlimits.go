@@ -3,9 +3,9 @@ package broker
 import (
 	"fmt"
 
+	"github.com/sluicemq/sluice/dataplane/admission"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	"github.com/sluicemq/sluice/limit"
-	"github.com/sluicemq/sluice/limit/limitpb"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -25,12 +25,12 @@ func (b *Broker) txnBounds(tenantID string) txn.Bounds {
 	if tenantID == systemTenantID {
 		return txn.Bounds{}
 	}
-	l := limitpb.FromLimits(b.quota.allotment(tenantID).GetLimits())
+	l := b.quota.Limits(tenantID)
 	parts, groups := l[limit.MaxPartitionsPerTransaction], l[limit.MaxGroupsPerTransaction]
 	if parts > 0 && groups > 0 {
 		return txn.Bounds{Partitions: int(parts), Groups: int(groups)}
 	}
-	b.quota.noticeTenant(tenantID)
+	b.quota.NoticeTenant(tenantID)
 	out := txn.Bounds{Partitions: int(parts), Groups: int(groups)}
 	for _, plan := range tenants.Plans() {
 		pl, err := tenants.PlanLimits(plan)
@@ -56,7 +56,7 @@ func txnTooLarge(e *txn.TooLargeError) error {
 	if e.What == "groups" {
 		name = limit.MaxGroupsPerTransaction.String()
 	}
-	return countRefusal(e.Tenant, name, fmt.Sprintf(
+	return admission.CountRefusal(e.Tenant, name, fmt.Sprintf(
 		"tenant %s: the transaction of transactional id %q would hold %d %s, over its %s limit of %d: nothing was added (end the transaction, and write the rest in another)",
 		e.Tenant, e.TransactionalID, e.Count, e.What, name, e.Max))
 }

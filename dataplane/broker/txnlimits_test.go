@@ -89,7 +89,7 @@ func TestBrokerTransactionBounds(t *testing.T) {
 	require.NoError(t, err)
 	coord := c.brokers[c.txnCoordinatorIndex(t, 0, "job")]
 	testenv.Wait(t, 30*time.Second, "the coordinator's allotment carrying the override", func() error {
-		if got := coord.quota.allotment(c.tenantID).GetLimits().GetMaxPartitionsPerTransaction(); got != 1 {
+		if got := coord.quota.Allotment(c.tenantID).GetLimits().GetMaxPartitionsPerTransaction(); got != 1 {
 			return fmt.Errorf("max_partitions_per_transaction %d", got)
 		}
 		return nil

@@ -5,9 +5,9 @@
 // admitted, for the broker's quota exchange with the control plane
 // (BrokerService.ExchangeQuotas, controlplane/quota divides each tenant's
 // cluster-wide limits into the brokers' allotments). It is pure: a Limiter
-// reads the time only through its clock and does no I/O; the broker
-// (dataplane/broker/quota.go) calls it on its request paths and applies
-// the allotments every exchange.
+// reads the time only through its clock and does no I/O; the broker's
+// quota enforcement (dataplane/admission) calls it on the request paths
+// and applies the allotments every exchange.
 //
 // # Buckets with debt
 //

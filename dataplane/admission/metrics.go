@@ -1,4 +1,4 @@
-package broker
+package admission
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -7,11 +7,11 @@ import (
 	"github.com/sluicemq/sluice/limit"
 )
 
-// quotaMetrics are the quota enforcement's metrics. The tenant label of
-// the per-tenant ones is bounded: the quotaTenantLabels tenants throttled
+// metrics are the quota enforcement's metrics. The tenant label of the
+// per-tenant ones is bounded: the quotaTenantLabels tenants throttled
 // longest in the last exchange window have their own, the rest are
-// "other" (quotas.relabel).
-type quotaMetrics struct {
+// "other" (Enforcer.relabel).
+type metrics struct {
 	// By dimension (produce_bytes, fetch_bytes, requests, producer_ids).
 	throttled, throttleSeconds *prometheus.CounterVec
 	// By tenant and dimension.
@@ -27,8 +27,8 @@ type quotaMetrics struct {
 	reservations *prometheus.CounterVec
 }
 
-func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
-	m := &quotaMetrics{
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "broker", Name: "quota_throttled_requests_total",
 			Help: "Requests refused (ResourceExhausted with a retry delay) because their tenant was over this broker's allotment of a rate limit, by dimension: produce_bytes, fetch_bytes, requests, producer_ids.",
@@ -77,7 +77,7 @@ func newQuotaMetrics(reg prometheus.Registerer) *quotaMetrics {
 }
 
 // forget deletes a tenant's per-tenant series (it lost its own label).
-func (m *quotaMetrics) forget(tenantID string) {
+func (m *metrics) forget(tenantID string) {
 	m.tenantThrottled.DeletePartialMatch(prometheus.Labels{"tenant": tenantID})
 	m.tenantThrottleSeconds.DeletePartialMatch(prometheus.Labels{"tenant": tenantID})
 }

@@ -1,4 +1,4 @@
-package broker
+package admission
 
 import (
 	"context"
@@ -9,18 +9,17 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/limit"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // Count admission (docs/quotas-and-billing.md "Count limits"). A tenant's
 // groups and transactional ids are counted against max_groups and
 // max_transactional_ids. The coordinators ask before creating one
-// (coordinator.Config.Admit, txn.Config.Admit: admitGroup,
-// admitTransactionalID), and this broker reserves the new name at the
-// control plane (BrokerService.ReserveObjects), which decides atomically per
+// (coordinator.Config.Admit, txn.Config.Admit: AdmitGroup,
+// AdmitTransactionalID), and the Enforcer reserves the new name at the
+// control plane (Config.Reserve: BrokerService.ReserveObjects), which decides atomically per
 // tenant against the sum of the brokers' reports plus the names reserved
 // and not yet reported. So a burst of creations over any number of brokers
 // stops at the limit, instead of running on until the next quota exchange
@@ -56,6 +55,7 @@ const maxReserveBatch = 1000
 // guards everything; it is never held across a call.
 type reservations struct {
 	timeout, backoff time.Duration
+	now              func() time.Time
 
 	mu      sync.Mutex
 	queue   []*reservation
@@ -85,7 +85,7 @@ type reservation struct {
 // timeout, when longer), and after a failure none is tried for an interval
 // (at least 1 s).
 func newReservations(interval time.Duration) *reservations {
-	return &reservations{timeout: max(quotaExchangeTimeout(interval), reserveTimeout), backoff: max(interval, time.Second)}
+	return &reservations{timeout: max(exchangeTimeout(interval), reserveTimeout), backoff: max(interval, time.Second), now: time.Now}
 }
 
 // reserveTimeout bounds a ReserveObjects call: long enough that a control
@@ -105,7 +105,7 @@ type reserveFunc func(context.Context, []*sluicev1.ObjectReservation) ([]*sluice
 func (r *reservations) reserve(ctx context.Context, send reserveFunc, logger *slog.Logger, obj *sluicev1.ObjectReservation) (res *sluicev1.ObjectReservationResult, decided bool, err error) {
 	rv := &reservation{obj: obj, done: make(chan struct{})}
 	r.mu.Lock()
-	if time.Now().Before(r.unreachableUntil) {
+	if r.now().Before(r.unreachableUntil) {
 		r.mu.Unlock()
 		return nil, false, nil
 	}
@@ -163,7 +163,7 @@ func (r *reservations) send(call reserveFunc, logger *slog.Logger) {
 		if err != nil {
 			batch = append(batch, r.queue...)
 			r.queue = nil
-			r.unreachableUntil = time.Now().Add(r.backoff)
+			r.unreachableUntil = r.now().Add(r.backoff)
 			if !r.failing {
 				logger.Warn("reserve new groups and transactional ids at the control plane; creations are admitted unreserved meanwhile", "err", err)
 			}
@@ -227,34 +227,35 @@ func (r *reservations) confirmed(sent []*sluicev1.ObjectReservation) {
 // for a tenant is not limited), not the system tenant.
 func countLimited(ctx context.Context, tenantID string) bool {
 	_, ok := limitedTenant(ctx)
-	return ok && tenantID != systemTenantID
+	return ok && tenantID != system.TenantID
 }
 
-// admitGroup is the group coordinators' admission of a new group
+// AdmitGroup is the group coordinators' admission of a new group
 // (coordinator.Config.Admit): every call that would create a group passes
-// it, whatever RPC or front door it came through.
-func (b *Broker) admitGroup(ctx context.Context, tenantID, group string) (func(), error) {
-	return b.admitNew(ctx, tenantID, sluicev1.CountedKind_COUNTED_KIND_GROUP, group)
+// it, whatever RPC or front door it came through. Granted, release
+// (nil when nothing was reserved) is called once the creation is over,
+// done or failed; refused, the error is a count refusal.
+func (e *Enforcer) AdmitGroup(ctx context.Context, tenantID, group string) (release func(), err error) {
+	return e.admitNew(ctx, tenantID, sluicev1.CountedKind_COUNTED_KIND_GROUP, group)
 }
 
-// admitTransactionalID is the transaction coordinators' admission of a new
-// transactional id (txn.Config.Admit). The id's new producer id is decided
-// by newProducerID.
-func (b *Broker) admitTransactionalID(ctx context.Context, tenantID, transactionalID string) (func(), error) {
-	return b.admitNew(ctx, tenantID, sluicev1.CountedKind_COUNTED_KIND_TRANSACTIONAL_ID, transactionalID)
+// AdmitTransactionalID is the transaction coordinators' admission of a new
+// transactional id (txn.Config.Admit), as AdmitGroup. The id's new
+// producer id is decided by CheckProducerID.
+func (e *Enforcer) AdmitTransactionalID(ctx context.Context, tenantID, transactionalID string) (release func(), err error) {
+	return e.admitNew(ctx, tenantID, sluicev1.CountedKind_COUNTED_KIND_TRANSACTIONAL_ID, transactionalID)
 }
 
 // admitNew reserves a new object of the caller's tenant at the control
 // plane: granted, the creation goes on and done applies the reservation;
 // refused, the call is answered the count refusal; undecided (the control
 // plane unreachable), it goes on unreserved.
-func (b *Broker) admitNew(ctx context.Context, tenantID string, kind sluicev1.CountedKind, name string) (func(), error) {
+func (e *Enforcer) admitNew(ctx context.Context, tenantID string, kind sluicev1.CountedKind, name string) (func(), error) {
 	if !countLimited(ctx, tenantID) {
 		return nil, nil
 	}
-	q := b.quota
 	obj := &sluicev1.ObjectReservation{TenantId: tenantID, Kind: kind, Name: name, Token: rand.Int64()}
-	res, decided, err := q.res.reserve(ctx, b.reserveObjects, b.logger, obj)
+	res, decided, err := e.res.reserve(ctx, e.reserveObjects, e.logger, obj)
 	lim, existing := limit.MaxGroups, "existing groups are served; delete groups it no longer uses"
 	label, what := "group", "consumer groups"
 	if kind == sluicev1.CountedKind_COUNTED_KIND_TRANSACTIONAL_ID {
@@ -265,32 +266,33 @@ func (b *Broker) admitNew(ctx context.Context, tenantID string, kind sluicev1.Co
 	case err != nil:
 		return nil, err
 	case !decided:
-		q.m.reservations.WithLabelValues(label, "unreserved").Inc()
+		e.m.reservations.WithLabelValues(label, "unreserved").Inc()
 		return nil, nil
 	case res.GetGranted():
-		q.m.reservations.WithLabelValues(label, "granted").Inc()
-		return func() { q.res.apply(obj) }, nil
+		e.m.reservations.WithLabelValues(label, "granted").Inc()
+		return func() { e.res.apply(obj) }, nil
 	}
-	q.m.reservations.WithLabelValues(label, "refused").Inc()
-	q.m.refused.WithLabelValues(lim.String()).Inc()
+	e.m.reservations.WithLabelValues(label, "refused").Inc()
+	e.m.refused.WithLabelValues(lim.String()).Inc()
 	kindName := "group"
 	if label == "transactional_id" {
 		kindName = "transactional id"
 	}
-	return nil, countRefusal(tenantID, lim.String(), fmt.Sprintf(
+	return nil, CountRefusal(tenantID, lim.String(), fmt.Sprintf(
 		"tenant %s has %s, at or over its %s limit of %d: %s %q would be a new one (%s)",
 		tenantID, usageCount(res.GetCount(), what), lim, res.GetLimit(), kindName, name, existing))
 }
 
-// reserveObjects is the ReserveObjects call with this broker's identity.
-func (b *Broker) reserveObjects(ctx context.Context, objs []*sluicev1.ObjectReservation) ([]*sluicev1.ObjectReservationResult, error) {
-	epoch := b.brokerEpoch.Load()
+// reserveObjects is the ReserveObjects call (Config.Reserve) with this
+// broker's identity.
+func (e *Enforcer) reserveObjects(ctx context.Context, objs []*sluicev1.ObjectReservation) ([]*sluicev1.ObjectReservationResult, error) {
+	epoch := e.cfg.BrokerEpoch()
 	if epoch == 0 {
 		return nil, errors.New("not registered with the control plane yet")
 	}
-	res, err := b.cp.ReserveObjects(ctx, connect.NewRequest(&sluicev1.ReserveObjectsRequest{BrokerId: b.cfg.ID, BrokerEpoch: epoch, Reservations: objs}))
+	res, err := e.cfg.Reserve(ctx, &sluicev1.ReserveObjectsRequest{BrokerId: e.cfg.BrokerID, BrokerEpoch: epoch, Reservations: objs})
 	if err != nil {
 		return nil, err
 	}
-	return res.Msg.GetResults(), nil
+	return res.GetResults(), nil
 }
