@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -58,11 +57,13 @@ func NewRecords(svc *records.Service, d RecordsDeps) *Records {
 
 // forwardTo returns the leader to send a request refused with err to: the
 // service found that another broker leads the partition (a
-// records.NotLedHereError), and the caller (headers of req) did not ask to
-// route itself.
-func forwardTo(req connect.AnyRequest, err error) (int32, bool) {
+// records.NotLedHereError), and the caller (headers h) did not ask to
+// route itself. h is called only then (Header() allocates on an
+// in-process request); it is a method of the request, called directly
+// so that the request does not escape.
+func forwardTo[T any](req *connect.Request[T], err error) (int32, bool) {
 	leader, ok := records.LeaderElsewhere(err)
-	return leader, ok && Forwardable(req.Header(), err) // Header() allocates: only on the refusal path
+	return leader, ok && Forwardable(req.Header(), err)
 }
 
 // millis is ms milliseconds, saturated at the Duration's bounds.
@@ -91,12 +92,11 @@ func (l *recordList) Header(i, j int) (string, []byte) {
 	return h.GetKey(), h.GetValue()
 }
 
-// produceRequest is m as the service takes it; header returns the
-// request's headers.
-func produceRequest(m *sluicev1.ProduceRequest, header func() http.Header) records.ProduceRequest {
+// produceRequest is m as the service takes it.
+func produceRequest(m *sluicev1.ProduceRequest) records.ProduceRequest {
 	pr := records.ProduceRequest{
 		Topic: m.GetTopic(), Partition: m.GetPartition(), Acks: records.Acks(m.GetAcks()), Timeout: millis(m.GetTimeoutMs()),
-		CurrentLeaderEpoch: m.CurrentLeaderEpoch, TransactionalID: m.GetTransactionalId(), Header: header,
+		CurrentLeaderEpoch: m.CurrentLeaderEpoch, TransactionalID: m.GetTransactionalId(),
 	}
 	switch pl := m.GetPayload().(type) {
 	case *sluicev1.ProduceRequest_Records:
@@ -108,7 +108,7 @@ func produceRequest(m *sluicev1.ProduceRequest, header func() http.Header) recor
 }
 
 func (a *Records) Produce(ctx context.Context, req *connect.Request[sluicev1.ProduceRequest]) (*connect.Response[sluicev1.ProduceResponse], error) {
-	res, err := a.svc.Produce(ctx, produceRequest(req.Msg, req.Header))
+	res, err := a.svc.Produce(ctx, produceRequest(req.Msg), req.Header)
 	if err != nil {
 		if leader, ok := forwardTo(req, err); ok {
 			return Forward(ctx, leader, req, a.d.Leader(leader).Produce, a.d.Forwarded)
@@ -128,8 +128,8 @@ func (a *Records) ProduceMany(ctx context.Context, req *connect.Request[sluicev1
 		entries[i] = records.ProduceEntry{Topic: e.GetTopic(), Partition: e.GetPartition(), CurrentLeaderEpoch: e.CurrentLeaderEpoch, Batches: e.GetBatches().GetData()}
 	}
 	results, err := a.svc.ProduceMany(ctx, records.ProduceManyRequest{
-		Acks: records.Acks(m.GetAcks()), Timeout: millis(m.GetTimeoutMs()), TransactionalID: m.GetTransactionalId(), Entries: entries, Header: req.Header,
-	})
+		Acks: records.Acks(m.GetAcks()), Timeout: millis(m.GetTimeoutMs()), TransactionalID: m.GetTransactionalId(), Entries: entries,
+	}, req.Header)
 	if err != nil {
 		return nil, err
 	}

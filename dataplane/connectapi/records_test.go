@@ -138,7 +138,7 @@ func TestRecordsAdapterRequests(t *testing.T) {
 	pr := produceRequest(&sluicev1.ProduceRequest{Topic: "t", Partition: 2, Acks: 9, TimeoutMs: 250, CurrentLeaderEpoch: &epoch, TransactionalId: "tx",
 		Payload: &sluicev1.ProduceRequest_Records{Records: &sluicev1.RecordList{Records: []*sluicev1.Record{
 			{TimestampMs: 7, Key: []byte("k"), Value: []byte("v"), Headers: []*sluicev1.Header{{Key: "h", Value: []byte("x")}}},
-		}}}}, nil)
+		}}}})
 	require.Equal(t, "t", pr.Topic)
 	require.EqualValues(t, 2, pr.Partition)
 	require.EqualValues(t, 9, pr.Acks)

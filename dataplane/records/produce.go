@@ -131,11 +131,15 @@ type ProduceRequest struct {
 	// TransactionalID is the producer's, with transactional batches.
 	TransactionalID string
 	Payload         Payload
-	// Header returns the request's headers, which carry the caller's
-	// credential to a transaction coordinator on another broker
-	// (Deps.VerifyTransaction); called only for transactional batches.
-	Header func() http.Header
 }
+
+// Headers returns the headers a request came with, which carry the
+// caller's credential to a transaction coordinator on another broker
+// (Deps.VerifyTransaction). It is called only for transactional batches
+// (building the headers may allocate); nil is none. It is a parameter of
+// its own, not a request field, so that an adapter's request does not
+// escape through it.
+type Headers func() http.Header
 
 // ProduceResult is a produce's answer.
 type ProduceResult struct {
@@ -155,8 +159,9 @@ type ProduceResult struct {
 // broker leads is answered with a *NotLedHereError, uncharged. On the
 // leader the produce is admitted (Quotas.AdmitProduce), written
 // (transactional batches verified with their coordinator first), and
-// refunded when the log wrote nothing (Quotas.RefundProduce).
-func (s *Service) Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
+// refunded when the log wrote nothing (Quotas.RefundProduce). headers
+// are the request's, for the transactional verification.
+func (s *Service) Produce(ctx context.Context, req ProduceRequest, headers Headers) (ProduceResult, error) {
 	t, pm, _, err := s.resolve(ctx, req.Topic, req.Partition)
 	if err != nil {
 		return ProduceResult{}, err
@@ -181,7 +186,7 @@ func (s *Service) Produce(ctx context.Context, req ProduceRequest) (ProduceResul
 	if err := s.d.Quotas.AdmitProduce(ctx, cost); err != nil {
 		return ProduceResult{}, err
 	}
-	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, req.CurrentLeaderEpoch, s.verifier(txn, req.Header, t, pm.Partition))
+	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, req.CurrentLeaderEpoch, s.verifier(txn, headers, t, pm.Partition))
 	s.d.Quotas.RefundProduce(ctx, len(batches), cost, res.Duplicate, err)
 	return res, err
 }

@@ -2,7 +2,6 @@ package records
 
 import (
 	"context"
-	"net/http"
 	"sync"
 	"time"
 
@@ -23,8 +22,6 @@ type ProduceManyRequest struct {
 	Timeout         time.Duration
 	TransactionalID string
 	Entries         []ProduceEntry
-	// Header is ProduceRequest.Header.
-	Header func() http.Header
 }
 
 // ProduceEntry is one partition's part of a ProduceManyRequest: batches
@@ -53,8 +50,8 @@ type EntryResult struct {
 // empty, over MaxProduceManyEntries or MaxProduceManyBytes, has a bad
 // acks or timeout, or is over the tenant's produce quota (charged whole,
 // once: the SDK sends each entry to its leader); otherwise the results
-// are in entry order.
-func (s *Service) ProduceMany(ctx context.Context, req ProduceManyRequest) ([]EntryResult, error) {
+// are in entry order. headers are the request's (Produce).
+func (s *Service) ProduceMany(ctx context.Context, req ProduceManyRequest, headers Headers) ([]EntryResult, error) {
 	if _, ok := tenants.PrincipalFrom(ctx); !ok {
 		return nil, errNoPrincipal
 	}
@@ -85,7 +82,7 @@ func (s *Service) ProduceMany(ctx context.Context, req ProduceManyRequest) ([]En
 	for _, idx := range partitionsOf(entries) {
 		wg.Go(func() {
 			for _, i := range idx {
-				res, err := s.produceEntry(ctx, req.Header, req.TransactionalID, &entries[i], acks, timeout, now)
+				res, err := s.produceEntry(ctx, headers, req.TransactionalID, &entries[i], acks, timeout, now)
 				results[i] = EntryResult{ProduceResult: res, Err: err}
 			}
 		})
@@ -124,7 +121,7 @@ func partitionsOf(entries []ProduceEntry) [][]int {
 // batches, a partition led elsewhere) is refunded the bytes ProduceMany
 // charged for it; one the log refused unwritten is refunded as a Produce
 // is (Quotas.RefundProduce).
-func (s *Service) produceEntry(ctx context.Context, header func() http.Header, transactionalID string, e *ProduceEntry, acks Acks, timeout time.Duration, now time.Time) (_ ProduceResult, err error) {
+func (s *Service) produceEntry(ctx context.Context, headers Headers, transactionalID string, e *ProduceEntry, acks Acks, timeout time.Duration, now time.Time) (_ ProduceResult, err error) {
 	data := e.Batches
 	toLog := false // the log decides the refund from here (RefundProduce)
 	defer func() {
@@ -152,7 +149,7 @@ func (s *Service) produceEntry(ctx context.Context, header func() http.Header, t
 		return ProduceResult{}, err
 	}
 	toLog = true
-	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch, s.verifier(txn, header, t, pm.Partition))
+	res, err := s.produceOn(ctx, t, p, batches, acks, timeout, e.CurrentLeaderEpoch, s.verifier(txn, headers, t, pm.Partition))
 	s.d.Quotas.RefundProduce(ctx, len(batches), len(data), res.Duplicate, err)
 	return res, err
 }

@@ -53,7 +53,7 @@ func transactionalBatches(batches []log.ValidBatch, transactionalID string) (*tx
 // coordinator's verification that the partition is in the producer's
 // current transaction (Deps.VerifyTransaction), with the request's
 // headers (header is called only then: it may allocate).
-func (s *Service) verifier(txn *txnProduce, header func() http.Header, t *cluster.Topic, partition int32) partition.Verifier {
+func (s *Service) verifier(txn *txnProduce, header Headers, t *cluster.Topic, partition int32) partition.Verifier {
 	if txn == nil {
 		return nil
 	}
