@@ -3,7 +3,9 @@
 // control plane streams to it, opens a partition replica
 // (dataplane/partition: log, replication state, idempotence, retention)
 // for each one placed on it, and serves the RecordService (produce,
-// fetch, list offsets, metadata), the GroupService (consumer groups) and
+// fetch, list offsets, metadata: dataplane/records' service behind
+// connectapi's adapter, wired in recordsvc.go), the GroupService
+// (consumer groups) and
 // the TransactionService (transactions, coordinated like groups on an
 // internal topic), the internal ReplicaService (followers copying a
 // leader's log), with
@@ -36,7 +38,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/records"
 	"github.com/sluicemq/sluice/dataplane/runtime"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -111,7 +113,6 @@ type Broker struct {
 	sessions *partition.Sessions
 
 	brokerEpoch atomic.Int64
-	pids        producerIDs
 	meta        atomic.Pointer[cluster.View]
 	// assigned: the first assignments from the control plane are applied
 	// (their replicas opened); part of readiness (notReady).
@@ -146,6 +147,11 @@ type Broker struct {
 	// and their reporter.
 	usageCounters *meter.Counters
 	usage         *meter.Reporter
+
+	// The record path (recordsvc.go): the service and its Connect
+	// adapter.
+	records    *records.Service
+	recordsAPI *connectapi.Records
 }
 
 type peerClients struct {
@@ -224,6 +230,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.usageCounters = &meter.Counters{}
 	b.usage = b.newUsageReporter()
 	b.registry.MustRegister(b.usage.Collectors()...)
+	b.newRecords()
 	if err := b.newTier(); err != nil {
 		return nil, err
 	}
@@ -260,7 +267,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		Forwarded: func(r *http.Request) bool { return connectapi.ForwardedByBroker(r.Header, cfg.BrokerToken) },
 	})
 	mux := http.NewServeMux()
-	mux.Handle(b.gate.Wrap(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...)))
+	mux.Handle(b.gate.Wrap(sluicev1connect.NewRecordServiceHandler(b.recordsAPI, opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewGroupServiceHandler(&groupService{b}, opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewTransactionServiceHandler(&transactionService{b: b}, opts...)))
@@ -568,5 +575,3 @@ func sleep(ctx context.Context, d time.Duration) {
 func (b *Broker) partitionDir(tenantID, topicID string, id int32) string {
 	return filepath.Join(b.cfg.DataDir, tenantID, fmt.Sprintf("%s-%d", topicID, id))
 }
-
-func sortStrings(s []string) { sort.Strings(s) }

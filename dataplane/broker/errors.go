@@ -27,8 +27,6 @@ func asConnect(err error) *connect.Error { return connectapi.AsConnect(err) }
 // Names of dataplane/access the broker's handlers use.
 const actForTenantHeader = access.ActForTenantHeader
 
-var errTenantSuspended = access.ErrTenantSuspended
-
 // forwardedByBroker is connectapi.ForwardedByBroker.
 func forwardedByBroker(h http.Header, brokerToken string) bool {
 	return connectapi.ForwardedByBroker(h, brokerToken)

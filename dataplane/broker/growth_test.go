@@ -54,22 +54,23 @@ func ptrTo[T any](v T) *T { return &v }
 func TestBrokerPartitionBeyondViewIsNotFound(t *testing.T) {
 	t.Parallel()
 	b := newTestBroker(t)
-	s := &recordService{b: b}
+	s := b.recordsAPI
 	ctx := tenants.WithPrincipal(t.Context(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: growTenant})
 	b.meta.Store(toClusterMeta(assignments(3, 2)))
 
-	_, _, _, err := s.resolve(ctx, "orders", 2)
+	// Every record request resolves its partition first (ListOffsets here).
+	_, err := s.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 2, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(toConnect(err)), "%v", err)
 	require.ErrorContains(t, err, `topic "orders" partition 2 not found: this broker knows partitions 0..1`)
 	_, err = s.Fetch(ctx, connect.NewRequest(&sluicev1.FetchRequest{Topic: "orders", Partition: 2}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(toConnect(err)), "%v", err)
 	_, err = s.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 2}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(toConnect(err)), "%v", err)
-	_, _, _, err = s.resolve(ctx, "orders", -1)
+	_, err = s.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: -1, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST}))
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(toConnect(err)), "a negative partition never exists: %v", err)
 
 	b.meta.Store(toClusterMeta(assignments(4, 3)))
-	_, pm, _, err := s.resolve(ctx, "orders", 2)
+	_, pm, err := b.metadata().Resolve(growTenant, "orders", 2)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, pm.Partition)
 }

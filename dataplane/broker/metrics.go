@@ -9,21 +9,19 @@ import (
 	"github.com/sluicemq/sluice/dataplane/partition"
 )
 
-// brokerMetrics are the broker's Prometheus metrics. Tenant labels are
+// brokerMetrics are the broker's Prometheus metrics (the record path's
+// produce and fetch metrics are dataplane/records'). Tenant labels are
 // bounded: one value per tenant with partitions on this broker.
 type brokerMetrics struct {
-	produceLatency *prometheus.HistogramVec
-	fetchLatency   prometheus.Histogram
-	producedBytes  *prometheus.CounterVec
-	fetchedBytes   *prometheus.CounterVec
-	forwarded      prometheus.Counter
-	isrShrinks     prometheus.Counter
-	isrExpands     prometheus.Counter
+	// forwarded counts the client requests forwarded to a leader, by
+	// every service.
+	forwarded  prometheus.Counter
+	isrShrinks prometheus.Counter
+	isrExpands prometheus.Counter
 	// duplicates counts idempotent batches answered as already written;
 	// sequenceErrors refusals by reason (out_of_order, fenced, ...).
 	duplicates     prometheus.Counter
 	sequenceErrors *prometheus.CounterVec
-	producerIDs    prometheus.Counter
 	// Consumer groups coordinated here.
 	groupRebalances   prometheus.Counter
 	groupRevoked      prometheus.Counter
@@ -35,24 +33,6 @@ type brokerMetrics struct {
 
 func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 	m := &brokerMetrics{
-		produceLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "sluice", Subsystem: "broker", Name: "produce_duration_seconds",
-			Help:    "Produce handling time on the leader (append, and for acks=all the wait for the ISR), by acks.",
-			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
-		}, []string{"acks"}),
-		fetchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "sluice", Subsystem: "broker", Name: "fetch_duration_seconds",
-			Help:    "Consumer fetch handling time on the leader, long-poll waits included.",
-			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 18),
-		}),
-		producedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "broker", Name: "produced_bytes_total",
-			Help: "Batch bytes appended by produce requests, by tenant.",
-		}, []string{"tenant"}),
-		fetchedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "broker", Name: "fetched_bytes_total",
-			Help: "Batch bytes returned to consumers, by tenant.",
-		}, []string{"tenant"}),
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "broker", Name: "forwarded_requests_total",
 			Help: "Client requests forwarded to the partition leader.",
@@ -73,10 +53,6 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 			Namespace: "sluice", Subsystem: "broker", Name: "producer_sequence_errors_total",
 			Help: "Idempotent batches refused, by reason: out_of_order_sequence (a gap), producer_fenced (an old epoch), duplicate_sequence (written too long ago to locate), invalid_sequence.",
 		}, []string{"reason"}),
-		producerIDs: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "broker", Name: "producer_ids_issued_total",
-			Help: "Producer ids handed out by InitProducerId on this broker.",
-		}),
 		groupRebalances: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "broker", Name: "group_rebalances_total",
 			Help: "Consumer-group rebalances (a new target assignment) in groups this broker coordinates.",
@@ -95,8 +71,8 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 			Help: "Replica-fetch session requests (FetchReplicas) served as leader, by kind: full (a new session), incremental, refused (an unknown session or a wrong session epoch: the follower starts a new session).",
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.produceLatency, m.fetchLatency, m.producedBytes, m.fetchedBytes, m.forwarded, m.isrShrinks, m.isrExpands,
-		m.duplicates, m.sequenceErrors, m.producerIDs, m.groupRebalances, m.groupRevoked, m.groupWriteLatency, m.fetchSessionRequests)
+	reg.MustRegister(m.forwarded, m.isrShrinks, m.isrExpands,
+		m.duplicates, m.sequenceErrors, m.groupRebalances, m.groupRevoked, m.groupWriteLatency, m.fetchSessionRequests)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Subsystem: "broker", Name: "replica_fetch_sessions",
 		Help: "Replica-fetch sessions of follower brokers that this broker serves as leader (one per follower broker).",
@@ -123,16 +99,6 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 		Help: "Partitions this broker leads whose ISR is smaller than their replica set.",
 	}, func() float64 { return float64(b.countRole(partition.RoleLeader, true)) }))
 	return m
-}
-
-func (m *brokerMetrics) produced(tenant string, n int) {
-	m.producedBytes.WithLabelValues(tenant).Add(float64(n))
-}
-
-func (m *brokerMetrics) fetched(tenant string, n int) {
-	if n > 0 {
-		m.fetchedBytes.WithLabelValues(tenant).Add(float64(n))
-	}
 }
 
 // countRole counts partitions in role; with underReplicated, only those

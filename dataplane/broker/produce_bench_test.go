@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
+	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/record"
@@ -19,9 +20,10 @@ import (
 
 // produceBench is a broker leading one partition (RF 1, page-cache flush)
 // of tenant t1's topic "bench", with a tenant principal to call its
-// record service as the auth interceptor would.
+// record service's Connect handler as the auth interceptor would.
 type produceBench struct {
-	svc *recordService
+	b   *Broker
+	svc *connectapi.Records
 	p   *partition.Replica
 	ctx context.Context
 }
@@ -48,7 +50,7 @@ func setupProduceBench(tb testing.TB) *produceBench {
 	tb.Cleanup(cancel)
 	p.Update(ctx, pm.Assignment(), tm.Config.Replica())
 	pctx := tenants.WithPrincipal(ctx, tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", APIKeyID: "0123456789abcdef", Scopes: tenants.AllScopes()})
-	return &produceBench{svc: &recordService{b: b}, p: p, ctx: pctx}
+	return &produceBench{b: b, svc: b.recordsAPI, p: p, ctx: pctx}
 }
 
 // cpuTime is the CPU time this process has used (user and system).

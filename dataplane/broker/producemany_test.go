@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicemq/sluice/dataplane/records"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
@@ -180,11 +181,11 @@ func TestBrokerProduceManyBounds(t *testing.T) {
 	t.Parallel()
 	pb := setupProduceBench(t)
 	one := &sluicev1.ProducePartition{Topic: "bench", Batches: &sluicev1.RecordBatches{Data: plainBatch(t, 1)}}
-	many := make([]*sluicev1.ProducePartition, maxProduceManyEntries+1)
+	many := make([]*sluicev1.ProducePartition, records.MaxProduceManyEntries+1)
 	for i := range many {
 		many[i] = one
 	}
-	big := &sluicev1.ProducePartition{Topic: "bench", Batches: &sluicev1.RecordBatches{Data: make([]byte, maxProduceManyBytes/2+1)}}
+	big := &sluicev1.ProducePartition{Topic: "bench", Batches: &sluicev1.RecordBatches{Data: make([]byte, records.MaxProduceManyBytes/2+1)}}
 	for _, tc := range []struct {
 		name string
 		req  *sluicev1.ProduceManyRequest

@@ -36,39 +36,6 @@ func batchesRequest(data []byte) *connect.Request[sluicev1.ProduceRequest] {
 		Payload: &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: data}}})
 }
 
-// TestBrokerProduceChecksEachBatchOnce: the produce handler's check
-// (produceBatches) is the only CRC check a batch gets on the leader. After
-// it, the batch's CRC field is wiped: the idempotence check, the log's
-// append and the producer state take the batch all the same (before, the
-// log's Append checked the CRC again, and the producer state a third
-// time), and the log holds it with the CRC the leader stamps with the
-// offset and epoch; a retry of it is answered as a duplicate.
-func TestBrokerProduceChecksEachBatchOnce(t *testing.T) {
-	t.Parallel()
-	pb := setupProduceBench(t)
-	req := batchesRequest(idempotentBatch(t, 3, 0)).Msg
-	vs, err := produceBatches(req, 1<<20, time.Now())
-	require.NoError(t, err)
-	require.Len(t, vs, 1)
-	b := vs[0].Batch()
-	copy(b[12:16], []byte{0, 0, 0, 0}) // the CRC field
-
-	res, err := pb.p.Produce(pb.ctx, vs, sluicev1.Acks_ACKS_ALL, 10*time.Second, nil)
-	require.NoError(t, err, "nothing after produceBatches checks the CRC again")
-	require.EqualValues(t, 0, res.Base)
-	data, err := pb.p.Log().Read(0, 1<<20)
-	require.NoError(t, err)
-	got, rest, err := record.ReadBatch(data)
-	require.NoError(t, err, "the leader stamps a fresh CRC with the offset and epoch")
-	require.Empty(t, rest)
-	require.EqualValues(t, 1, got.LeaderEpoch())
-	retry, err := pb.svc.Produce(pb.ctx, batchesRequest(idempotentBatch(t, 3, 0)))
-	require.NoError(t, err)
-	require.True(t, retry.Msg.GetDuplicate(), "the producer state took the batch from its header")
-	require.EqualValues(t, 0, retry.Msg.GetBaseOffset())
-	require.EqualValues(t, 3, pb.p.Log().LEO())
-}
-
 // TestBrokerProduceRefusesCorruptBatches: corrupt batches are refused
 // with InvalidArgument before anything is written — a CRC mismatch, a
 // request whose second batch is corrupt (the first is not written
@@ -113,7 +80,7 @@ func TestBrokerProduceRefusesCorruptBatches(t *testing.T) {
 	m := cluster.EmptyView()
 	m.Loaded = true
 	m.AddTopic(&cluster.Topic{TenantID: "t1", ID: "topic-bench", Name: "bench", Config: cluster.TopicConfig{MinISR: 1, MaxMessageBytes: 1 << 20}, Partitions: []cluster.Partition{pm}})
-	pb.svc.b.meta.Store(m)
+	pb.b.meta.Store(m)
 	_, err = pb.svc.Produce(pb.ctx, batchesRequest(corruptValue(good)))
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(toConnect(err)), "%v", err)
 	require.ErrorContains(t, err, "crc")

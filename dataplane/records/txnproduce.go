@@ -1,14 +1,12 @@
-package broker
+package records
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
-	"connectrpc.com/connect"
-
 	"github.com/sluicemq/sluice/dataplane/cluster"
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
 )
@@ -25,7 +23,7 @@ type txnProduce struct {
 // request: none (nil, nil: an ordinary produce, whatever transactionalID
 // says), or every batch transactional, of one producer id (>= 0) and
 // epoch, with the request's transactional id set. Anything else is
-// InvalidArgument, nothing of the request written.
+// InvalidRequest, nothing of the request written.
 func transactionalBatches(batches []log.ValidBatch, transactionalID string) (*txnProduce, error) {
 	var txn *txnProduce
 	for i, b := range batches {
@@ -34,17 +32,17 @@ func transactionalBatches(batches []log.ValidBatch, transactionalID string) (*tx
 		case !h.Attributes.Transactional() && txn == nil:
 			continue
 		case !h.Attributes.Transactional():
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d is not transactional, the batches before it are: a request is all transactional or not at all", i+1))
+			return nil, derr.New(derr.InvalidRequest, "batches: batch %d is not transactional, the batches before it are: a request is all transactional or not at all", i+1)
 		case transactionalID == "":
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d has the transactional attribute: transactional_id must be set (the producer's, from InitProducerId)", i+1))
+			return nil, derr.New(derr.InvalidRequest, "batches: batch %d has the transactional attribute: transactional_id must be set (the producer's, from InitProducerId)", i+1)
 		case h.ProducerID < 0 || h.ProducerEpoch < 0:
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d is transactional without a producer id and epoch", i+1))
+			return nil, derr.New(derr.InvalidRequest, "batches: batch %d is transactional without a producer id and epoch", i+1)
 		case i > 0 && txn == nil:
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d is transactional, the batches before it are not: a request is all transactional or not at all", i+1))
+			return nil, derr.New(derr.InvalidRequest, "batches: batch %d is transactional, the batches before it are not: a request is all transactional or not at all", i+1)
 		case txn == nil:
 			txn = &txnProduce{transactionalID: transactionalID, producerID: h.ProducerID, epoch: h.ProducerEpoch}
 		case h.ProducerID != txn.producerID || h.ProducerEpoch != txn.epoch:
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("batches: batch %d is of producer %d epoch %d, batch 1 of producer %d epoch %d: a transactional request carries one producer's batches", i+1, h.ProducerID, h.ProducerEpoch, txn.producerID, txn.epoch))
+			return nil, derr.New(derr.InvalidRequest, "batches: batch %d is of producer %d epoch %d, batch 1 of producer %d epoch %d: a transactional request carries one producer's batches", i+1, h.ProducerID, h.ProducerEpoch, txn.producerID, txn.epoch)
 		}
 	}
 	return txn, nil
@@ -53,9 +51,9 @@ func transactionalBatches(batches []log.ValidBatch, transactionalID string) (*tx
 // verifier is the partition's Verifier for a transactional request's
 // batches to partition of t (nil without txn): the transaction
 // coordinator's verification that the partition is in the producer's
-// current transaction (verifyTransaction), with the request's headers
-// (header is called only then: it allocates).
-func (s *recordService) verifier(txn *txnProduce, header func() http.Header, t *cluster.Topic, partition int32) partition.Verifier {
+// current transaction (Deps.VerifyTransaction), with the request's
+// headers (header is called only then: it may allocate).
+func (s *Service) verifier(txn *txnProduce, header Headers, t *cluster.Topic, partition int32) partition.Verifier {
 	if txn == nil {
 		return nil
 	}
@@ -63,6 +61,13 @@ func (s *recordService) verifier(txn *txnProduce, header func() http.Header, t *
 		if pid != txn.producerID || epoch != txn.epoch {
 			return errors.New("verifier called for another producer than the request's") // the partition asks for the request's first batch
 		}
-		return s.b.verifyTransaction(ctx, header(), t.TenantID, txn.transactionalID, t.ID, partition, pid, epoch)
+		var h http.Header
+		if header != nil {
+			h = header()
+		}
+		if h == nil {
+			h = http.Header{}
+		}
+		return s.d.VerifyTransaction(ctx, h, t.TenantID, txn.transactionalID, t.ID, partition, pid, epoch)
 	}
 }
