@@ -1,11 +1,13 @@
 package coordinator
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/runtime"
@@ -229,7 +231,10 @@ func (s *Shard) unstable(gk GroupKey, tps []TopicPartition) error {
 	}
 	for _, pid := range slices.Sorted(maps.Keys(gs.pending)) {
 		p := gs.pending[pid]
-		for tk, po := range p {
+		// In partition order, so that the error names the same one each
+		// time (scenario outputs compare it).
+		for _, tk := range slices.SortedFunc(maps.Keys(p), compareTopicPartitions) {
+			po := p[tk]
 			if tps == nil || slices.Contains(tps, tk) {
 				return fmt.Errorf("group %q topic %q partition %d %w (producer %d); retry once it commits or aborts", gk.Group, po.Topic, tk.Partition, ErrUnstableOffset, pid)
 			}
@@ -269,4 +274,11 @@ func (s *Shard) PendingOffsets(gk GroupKey) map[int64]map[TopicPartition]Committ
 		out[pid] = m
 	}
 	return out
+}
+
+func compareTopicPartitions(a, b TopicPartition) int {
+	if c := strings.Compare(a.TopicID, b.TopicID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
 }
