@@ -10,6 +10,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/dataplane/connectapi"
+	"github.com/sluicemq/sluice/dataplane/txns"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
@@ -216,9 +218,10 @@ func TestBrokerTxnOffsetsNeedProduceAndConsume(t *testing.T) {
 
 	// Groups in AddPartitionsToTransaction: refused before the call looks
 	// for the transaction coordinator.
-	s := &transactionService{}
+	s := connectapi.NewTransactions(txns.New(txns.Config{}, txns.Deps{}), connectapi.TransactionsDeps{})
 	pctx := tenants.WithPrincipal(ctx, tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1", Scopes: []string{tenants.ScopeProduce}})
 	_, err = s.AddPartitionsToTransaction(pctx, connect.NewRequest(&sluicev1.AddPartitionsToTransactionRequest{TransactionalId: "tx", Groups: []string{"g"}}))
+	err = toConnect(err) // as the handlers' interceptor maps it
 	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, `needs the "consume" scope`)
 }
