@@ -14,11 +14,9 @@ import (
 	"github.com/sluicemq/sluice/tenants"
 )
 
-// ErrNoTopic: the control plane creates the transaction-state topic once
-// enough brokers are live.
-var ErrNoTopic error = errNoTopic
-
-var errNoTopic = derr.New(derr.CoordinatorNotAvailable, "transactions are not available yet: the internal transaction-state topic does not exist (the control plane creates it once --transaction-state-topic-replication-factor brokers are live)")
+// ErrNoTopic answers every call before the transaction-state topic
+// exists: the control plane creates it once enough brokers are live.
+var ErrNoTopic error = derr.New(derr.CoordinatorNotAvailable, "transactions are not available yet: the internal transaction-state topic does not exist (the control plane creates it once --transaction-state-topic-replication-factor brokers are live)")
 
 // maxName bounds transactional ids (Kafka has none; 255 is plenty), and
 // group ids as the group service does.

@@ -40,7 +40,7 @@ func (s *Service) FindCoordinator(ctx context.Context, tenantID, transactionalID
 	meta := s.deps.View()
 	t, ok := meta.Topic(system.TenantID, system.TransactionStateTopic)
 	if !ok || len(t.Partitions) == 0 {
-		return Coordinator{}, errNoTopic
+		return Coordinator{}, ErrNoTopic
 	}
 	pm := t.Partitions[txn.PartitionOf(tenantID, transactionalID, len(t.Partitions))]
 	if pm.Leader < 0 {

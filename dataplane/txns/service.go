@@ -152,12 +152,12 @@ func newMetrics(reg prometheus.Registerer, s *Service) *txn.Metrics {
 }
 
 // coordinatorFor returns the loaded coordinator of the transactional id's
-// partition, or the error to answer: errNoTopic, or NotLeader naming the
+// partition, or the error to answer: ErrNoTopic, or NotLeader naming the
 // coordinator (which a client, or forwarding, follows).
 func (s *Service) coordinatorFor(ctx context.Context, tenantID, transactionalID string) (*txn.Coordinator, cluster.Partition, error) {
 	t, ok := s.deps.View().Topic(system.TenantID, system.TransactionStateTopic)
 	if !ok || len(t.Partitions) == 0 {
-		return nil, cluster.Partition{}, errNoTopic
+		return nil, cluster.Partition{}, ErrNoTopic
 	}
 	pm := t.Partitions[txn.PartitionOf(tenantID, transactionalID, len(t.Partitions))]
 	c, err := s.CoordinatorAt(ctx, t, pm)
@@ -192,11 +192,11 @@ func (s *Service) CoordinatorAt(ctx context.Context, t *cluster.Topic, pm cluste
 }
 
 // local returns the loaded coordinators of every transaction-state
-// partition this broker leads; errNoTopic before the topic exists.
+// partition this broker leads; ErrNoTopic before the topic exists.
 func (s *Service) local(ctx context.Context) ([]*txn.Coordinator, error) {
 	t, ok := s.deps.View().Topic(system.TenantID, system.TransactionStateTopic)
 	if !ok {
-		return nil, errNoTopic
+		return nil, ErrNoTopic
 	}
 	var out []*txn.Coordinator
 	for _, pm := range t.Partitions {
