@@ -7,8 +7,9 @@
 // connectapi's adapter, wired in recordsvc.go), the GroupService
 // (consumer groups) and
 // the TransactionService (transactions, coordinated like groups on an
-// internal topic), the internal ReplicaService (followers copying a
-// leader's log), with
+// internal topic: dataplane/txns, through its Connect adapter in
+// dataplane/connectapi, wired in txn.go), the internal ReplicaService
+// (followers copying a leader's log), with
 // gRPC health and reflection for the first two (health.go: SERVING only
 // once the broker is ready, as /readyz).
 //
@@ -58,7 +59,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/partition"
 	"github.com/sluicemq/sluice/dataplane/records"
 	"github.com/sluicemq/sluice/dataplane/runtime"
-	"github.com/sluicemq/sluice/dataplane/txn"
+	"github.com/sluicemq/sluice/dataplane/txns"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/dirlock"
@@ -126,8 +127,10 @@ type Broker struct {
 	stopRun context.CancelCauseFunc
 	// rt hosts the group and transaction coordinators, one per partition
 	// of the internal topics this broker leads (hostLoop).
-	rt         *runtime.Runtime
-	txnMetrics *txn.Metrics
+	rt *runtime.Runtime
+	// txns serves the transactions, txnAPI is its Connect adapter (txn.go).
+	txns   *txns.Service
+	txnAPI *connectapi.Transactions
 	// swept: the data dir was checked, against the first assignments this
 	// process received, for partitions of topics deleted while it was down.
 	swept bool
@@ -226,7 +229,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	b.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBrokerMetrics(b.registry, b)
 	b.quota = b.newEnforcer()
-	b.txnMetrics = newTxnMetrics(b.registry, b)
+	b.newTxns()
 	b.usageCounters = &meter.Counters{}
 	b.usage = b.newUsageReporter()
 	b.registry.MustRegister(b.usage.Collectors()...)
@@ -270,7 +273,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewRecordServiceHandler(b.recordsAPI, opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewGroupServiceHandler(&groupService{b}, opts...)))
-	mux.Handle(b.gate.Wrap(sluicev1connect.NewTransactionServiceHandler(&transactionService{b: b}, opts...)))
+	mux.Handle(b.gate.Wrap(sluicev1connect.NewTransactionServiceHandler(b.txnAPI, opts...)))
 	// Health and reflection pass the same gate and interceptors as the
 	// services (public in the auth rules) and list only the client
 	// services.

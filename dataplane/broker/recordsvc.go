@@ -71,8 +71,7 @@ func (b *Broker) newProducerID(ctx context.Context) (int64, error) {
 
 // recordService is the RecordService's adapter (b.recordsAPI) as the
 // broker's other handlers still call it: groupadmin.go's offsets and
-// fetches of a group's lag, txnmarkers.go's marker errors (produceError),
-// and txnrpc.go's InitProducerId with a transactional id
+// fetches of a group's lag, and the InitProducerId with a transactional id
 // (initTransactionalProducer, which the adapter calls back).
 type recordService struct{ b *Broker }
 
@@ -82,11 +81,6 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 
 func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
 	return s.b.recordsAPI.Fetch(ctx, req)
-}
-
-// produceError is connectapi.Records.ProduceError.
-func (s *recordService) produceError(ctx context.Context, err error) *sluicev1.ProduceError {
-	return s.b.recordsAPI.ProduceError(ctx, err)
 }
 
 // unknownPartition is cluster.PartitionNotFound as a Connect error, for

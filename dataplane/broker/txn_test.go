@@ -41,34 +41,6 @@ func TestEveryTransactionProcedureHasARule(t *testing.T) {
 	}
 }
 
-// TestBrokerTxnErrorCodes: the coordinator's refusals become the Connect
-// codes and TransactionError reasons transaction.proto documents; anything
-// else passes through toConnect.
-func TestBrokerTxnErrorCodes(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		err    error
-		code   connect.Code
-		reason sluicev1.TransactionError_Reason
-	}{
-		{fmt.Errorf("x: %w", txn.ErrProducerFenced), connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_PRODUCER_FENCED},
-		{fmt.Errorf("x: %w", txn.ErrTransactionAbortable), connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_TRANSACTION_ABORTABLE},
-		{fmt.Errorf("x: %w", txn.ErrInvalidProducerEpoch), connect.CodeFailedPrecondition, sluicev1.TransactionError_REASON_INVALID_PRODUCER_EPOCH},
-		{fmt.Errorf("x: %w", txn.ErrUnknownTransactionalID), connect.CodeNotFound, sluicev1.TransactionError_REASON_UNKNOWN_TRANSACTIONAL_ID},
-		{fmt.Errorf("x: %w", txn.ErrInvalidTimeout), connect.CodeInvalidArgument, sluicev1.TransactionError_REASON_INVALID_TIMEOUT},
-		{fmt.Errorf("x: %w: markers: %w", txn.ErrConcurrentTransactions, errors.New("no leader")), connect.CodeUnavailable, sluicev1.TransactionError_REASON_CONCURRENT_TRANSACTIONS},
-		{fmt.Errorf("x: %w", txn.ErrNotCoordinator), connect.CodeUnavailable, 0},
-	} {
-		err := txnError(c.err)
-		require.Equal(t, c.code, connect.CodeOf(err), "%v", c.err)
-		require.Equal(t, c.reason, txnReason(err), "%v", c.err)
-		require.Contains(t, err.Error(), c.err.Error())
-	}
-	other := errors.New("disk on fire")
-	require.Same(t, other, txnError(other))
-	require.NoError(t, txnError(nil))
-}
-
 // txnReason is err's TransactionError reason (0: none).
 func txnReason(err error) sluicev1.TransactionError_Reason {
 	var ce *connect.Error
@@ -83,6 +55,22 @@ func txnReason(err error) sluicev1.TransactionError_Reason {
 		}
 	}
 	return 0
+}
+
+// notLeaderOf returns the NotLeader detail of a Connect error.
+func notLeaderOf(err error) (*sluicev1.NotLeader, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil, false
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if nl, ok := v.(*sluicev1.NotLeader); ok {
+				return nl, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // txnClients are a tenant's clients of one broker.
@@ -322,10 +310,10 @@ func TestBrokerTransactions(t *testing.T) {
 	}
 	coord := c.txnCoordinatorIndex(t, 0, "job-1")
 	other := c.brokers[(coord+1)%3]
-	err = other.verifyTransaction(ctx, h, c.tenantID, "job-1", tm.ID, 1, pid, int16(epoch-1))
+	err = toConnect(other.verifyTransaction(ctx, h, c.tenantID, "job-1", tm.ID, 1, pid, int16(epoch-1))) // as the produce's handler answers it
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, txnReason(err), "a remote coordinator's refusal keeps its detail")
-	err = other.verifyTransaction(ctx, http.Header{}, c.tenantID, "job-1", tm.ID, 1, pid, int16(epoch))
+	err = toConnect(other.verifyTransaction(ctx, http.Header{}, c.tenantID, "job-1", tm.ID, 1, pid, int16(epoch)))
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "the remote coordinator is called with the client's credential: %v", err)
 	// Groups join over the wire too (what TxnCommitOffsets does).
 	_, err = tc.txns.AddPartitionsToTransaction(ctx, connect.NewRequest(&sluicev1.AddPartitionsToTransactionRequest{TransactionalId: "job-1", ProducerId: pid, ProducerEpoch: epoch, Groups: []string{"billing"}}))

@@ -99,7 +99,7 @@ func TestBrokerTxnVerificationHidesTheCoordinatorsNotLeader(t *testing.T) {
 			require.Less(t, txn.PartitionOf(tenantID, txnID, 4), int32(4))
 
 			ctx := tenants.WithPrincipal(t.Context(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: tenantID})
-			err := b.verifyTransaction(ctx, http.Header{"Authorization": []string{"Bearer x"}}, tenantID, txnID, dataID, 0, 7, 0)
+			err := toConnect(b.verifyTransaction(ctx, http.Header{"Authorization": []string{"Bearer x"}}, tenantID, txnID, dataID, 0, 7, 0)) // as the produce's handler answers it
 			require.Error(t, err)
 			require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 			_, detail := notLeaderOf(err)
@@ -110,17 +110,4 @@ func TestBrokerTxnVerificationHidesTheCoordinatorsNotLeader(t *testing.T) {
 			require.ErrorContains(t, err, "transaction coordinator")
 		})
 	}
-}
-
-// TestBrokerTxnVerificationKeepsCoordinatorRefusals: the coordinator's own
-// refusals pass to the produce unchanged, with their TransactionError.
-func TestBrokerTxnVerificationKeepsCoordinatorRefusals(t *testing.T) {
-	t.Parallel()
-	fenced := txnError(txn.ErrProducerFenced)
-	require.Same(t, fenced, coordinatorUnavailable(fenced))
-	other := errors.New("disk on fire")
-	require.Same(t, other, coordinatorUnavailable(other))
-	var ce *connect.Error
-	require.ErrorAs(t, fenced, &ce)
-	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, txnReason(fenced))
 }

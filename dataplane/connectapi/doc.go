@@ -12,4 +12,10 @@
 // (a Kafka client is told where the leader is instead): Forward sends the
 // caller's request on once, marked NoForwardHeader so that the leader
 // answers it itself.
+//
+// The adapters so far: Transactions (txns.go: the TransactionService over
+// dataplane/txns, InitProducerId's transactional half, and the
+// ReplicaService's WriteTxnMarkers and ListAllTransactions), with
+// TxnPeers, the transaction service's calls to other brokers over their
+// Connect services (a peer's answer relayed with connecterr.Relay).
 package connectapi

@@ -124,7 +124,8 @@ func isConnect(err error) bool {
 // ToConnect is the one mapping of the data plane's errors to the Connect
 // API's: the outermost domain error or Connect error of err's chain
 // decides. A Connect error passes unchanged (already decided, with its own
-// code: never reinterpreted by what it wraps); a domain error gets its
+// code: never reinterpreted by what it wraps), and so does a peer's answer
+// Relay made a domain error of; a domain error gets its
 // kind's code, its text as the message and its details (NotLeader,
 // RetryInfo, QuotaFailure, NotEnoughReplicas, ProducerError,
 // TransactionError, GroupError, BatchTooLarge); an Internal one, and
@@ -137,6 +138,8 @@ func ToConnect(err error) error {
 	switch e := derr.Outermost(err, isConnect).(type) {
 	case *connect.Error:
 		return e
+	case *relayed:
+		return e.ce // a peer's answer, relayed as it was (Relay)
 	case *derr.NotLeaderError:
 		ce := connect.NewError(Code(e.ErrorKind()), e)
 		addDetail(ce, &sluicev1.NotLeader{LeaderId: e.Leader, LeaderAddress: e.Address, LeaderEpoch: e.Epoch,

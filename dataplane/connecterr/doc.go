@@ -7,7 +7,9 @@
 // FromConnect maps a peer's Connect error (the control plane's, another
 // broker's) back to a domain error for the packages below the adapter,
 // which never import connectrpc.com/connect (internal/layering says so;
-// this package and the adapter, dataplane/broker for now, may).
+// this package and the adapter, dataplane/broker for now, may); Relay
+// does so for a peer's answer that the client is answered with, which
+// ToConnect then gives back unchanged.
 //
 // The codes and details are those the API answered before domain errors
 // existed, so no client sees a change; docs/design/errors.md lists them

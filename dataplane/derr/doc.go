@@ -45,5 +45,9 @@
 // code becomes the generic kind of the same name (FailedPrecondition,
 // InvalidRequest, Unavailable, UnsupportedVersion, ...), and typed
 // details become their kinds (a StalePartitionEpoch detail is
-// InvalidUpdateVersion, a NotLeader detail a *NotLeaderError).
+// InvalidUpdateVersion). A peer's answer to a call made on a client's
+// behalf, which the client is answered with, is relayed (connecterr.Relay):
+// its kind comes from its details (a NotLeader detail is a
+// *NotLeaderError, a transaction or group reason its kind), and the
+// Connect adapter answers it as the peer did.
 package derr

@@ -13,15 +13,16 @@
 // shard's API): it writes the records with acks=all at the coordinator's
 // leader epoch and applies them only then, writes the markers through the
 // MarkerWriter outside every lock and retries them until written, and runs
-// the timers (transaction timeouts, idle ids). The broker hosts one
-// Coordinator per __transaction_state partition it leads and leader epoch,
-// loaded by its hosting loop (so that a takeover finishes the ends left in
-// Prepare* without waiting for a client), dropped once the leadership
-// moves; it serves InitProducerId with a transactional id and the
-// TransactionService from it, calls AddPartitions/AddOffsets (Add) to
-// verify a partition's or a group's first transactional write, and writes
-// markers at each partition's leader (its own replicas directly, others
-// through ReplicaService.WriteTxnMarkers, retried across leader changes).
+// the timers (transaction timeouts, idle ids). The transaction service
+// (dataplane/txns) hosts one Coordinator per __transaction_state partition
+// its broker leads and leader epoch, loaded by the broker's hosting loop
+// (so that a takeover finishes the ends left in Prepare* without waiting
+// for a client), dropped once the leadership moves; it serves
+// InitProducerId with a transactional id and the TransactionService from
+// it, calls AddPartitions/AddOffsets (Add) to verify a partition's or a
+// group's first transactional write, and writes markers at each
+// partition's leader (its broker's own replicas directly, others through
+// their WriteTxnMarkers, retried across leader changes).
 //
 // # Model
 //
