@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicemq/sluice/controlplane"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -34,7 +36,11 @@ func txnLines(ts []*sluicev1.TransactionDescription, names map[string]string) []
 // answer makes the operator's list Unavailable, naming it.
 func TestOperatorListsEveryTenantsTransactions(t *testing.T) {
 	t.Parallel()
-	c := startTestCluster(t, testClusterOpts{})
+	// The lease outlasts the stop of a broker at the end, however long a
+	// loaded machine takes over it: a lapsed lease would have the control
+	// plane stop asking the broker (and the controller move its
+	// leaderships), and the list be complete again.
+	c := startTestCluster(t, testClusterOpts{controlPlane: func(cfg *controlplane.Config) { cfg.BrokerLease = time.Minute }})
 	c.waitTopicLed(t, systemTenantID, txnStateTopic)
 	ctx := context.Background()
 	hc := h2c.Client()
