@@ -49,6 +49,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
+	"github.com/sluicemq/sluice/dataplane/groups"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
@@ -88,12 +89,12 @@ type Broker struct {
 	files    *log.FileCache // every replica log's open segment files
 	registry *prometheus.Registry
 	metrics  *brokerMetrics
-	quota    *quotas            // quota.go
-	groupLag *groupLagCollector // nil when the group lag metrics are off
-	handler  http.Handler       // the client port
-	gate     *httpgate.Gate     // in front of handler's Connect services
-	ops      http.Handler       // the operator listener
-	hc       *http.Client       // h2c to the control plane and other brokers
+	quota    *quotas         // quota.go
+	groups   *groups.Service // the consumer groups (groups.go)
+	handler  http.Handler    // the client port
+	gate     *httpgate.Gate  // in front of handler's Connect services
+	ops      http.Handler    // the operator listener
+	hc       *http.Client    // h2c to the control plane and other brokers
 	cp       sluicev1connect.BrokerServiceClient
 	jwks     *tenants.JWKSCache
 	revoked  *revocations
@@ -229,10 +230,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		Metrics:     &partition.SessionMetrics{Requests: b.metrics.fetchSessionRequests},
 		ErrorAnswer: fetchErrorAnswer,
 	})
-	if cfg.GroupLagMetricsInterval > 0 {
-		b.groupLag = &groupLagCollector{b: b}
-		b.registry.MustRegister(b.groupLag)
-	}
+	b.groups = b.newGroups()
 	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", append(slices.Clone(clientServices), sluicev1connect.ReplicaServiceName))
 	auth := &authenticator{verifier: verifier, revoked: b.revoked, brokerToken: cfg.BrokerToken}
 	opts := []connect.HandlerOption{
@@ -258,7 +256,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	mux := http.NewServeMux()
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewRecordServiceHandler(&recordService{b}, opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...)))
-	mux.Handle(b.gate.Wrap(sluicev1connect.NewGroupServiceHandler(&groupService{b}, opts...)))
+	mux.Handle(b.gate.Wrap(sluicev1connect.NewGroupServiceHandler(b.groupsHandler(), opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewTransactionServiceHandler(&transactionService{b: b}, opts...)))
 	// Health and reflection pass the same gate and interceptors as the
 	// services (public in the auth rules) and list only the client
@@ -387,7 +385,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	}
 	wg.Go(func() { b.hostLoop(ctx) })
 	wg.Go(func() { b.quotaLoop(ctx) })
-	if b.groupLag != nil {
+	if b.cfg.GroupLagMetricsInterval > 0 {
 		wg.Go(func() { b.groupLagLoop(ctx, b.cfg.GroupLagMetricsInterval) })
 	}
 	wg.Go(func() { b.usage.Run(ctx) })

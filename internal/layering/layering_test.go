@@ -43,6 +43,7 @@ var rules = []rule{
 	{"dataplane/partition", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group"}, "a partition replica reaches its broker only through partition.Host, which the broker provides and wires", nil},
 	{"dataplane/cluster", []string{"dataplane/broker", "dataplane/connecterr", "dataplane/coordinator", "dataplane/group", "dataplane/txn", "dataplane/runtime", "dataplane/quota", "dataplane/meter"}, "the cluster view is data the services read: it knows the partitions' assignment types, not the services or the broker", nil},
 	{"dataplane/connectapi", []string{"dataplane/broker"}, "the Connect front door adapts the services; the broker wires it, not the other way round", nil},
+	{"dataplane/groups", []string{"dataplane/broker", "dataplane/connectapi", "dataplane/connecterr", "gen/sluice/v1/sluicev1connect", "internal"}, "the group service is protocol-neutral: the broker wires its dependencies (hosting, peers, admission), the front doors adapt it", nil},
 	{"dataplane/derr", []string{"dataplane/broker", "dataplane/connecterr", "dataplane/coordinator", "dataplane/group", "dataplane/log", "dataplane/meter", "dataplane/partition", "dataplane/producerstate", "dataplane/quota", "dataplane/replica", "dataplane/txn", "gen", "record", "internal", "tiered", "tenants"}, "the domain errors are a leaf every data-plane layer and adapter imports", nil},
 	{"dataplane/connecterr", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/txn"}, "the Connect adapter's error mapping knows the domain errors and the API, not the services", nil},
 	{"internal/localcluster", []string{"dataplane"}, "the in-process cluster builds its brokers through a BrokerFunc, so that the broker's own tests can use it; only internal/localcluster/brokernode builds real ones", []string{"internal/localcluster/brokernode"}},
@@ -163,7 +164,7 @@ func TestLayeringFindsAViolation(t *testing.T) {
 	}
 
 	deps := listDeps(t)
-	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/runtime", "record", "tiered", "cmd/sluice/cli", "internal/testenv", "limit", "limit/limitpb", "internal/localcluster", "internal/localcluster/brokernode"} {
+	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/runtime", "dataplane/groups", "record", "tiered", "cmd/sluice/cli", "internal/testenv", "limit", "limit/limitpb", "internal/localcluster", "internal/localcluster/brokernode"} {
 		if _, ok := deps[want]; !ok {
 			t.Errorf("package %s not listed: the rules name folders that no longer exist", want)
 		}
