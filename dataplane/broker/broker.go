@@ -3,17 +3,19 @@
 // control plane streams to it, opens a partition replica
 // (dataplane/partition: log, replication state, idempotence, retention)
 // for each one placed on it, and serves the RecordService (produce,
-// fetch, list offsets, metadata), the GroupService (consumer groups) and
-// the TransactionService (transactions, coordinated like groups on an
-// internal topic), the internal ReplicaService (followers copying a
-// leader's log), with
+// fetch, list offsets, metadata), the GroupService (consumer groups: the
+// service dataplane/groups behind its Connect handler connectapi.Groups,
+// wired in groups.go) and the TransactionService (transactions,
+// coordinated like groups on an internal topic), the internal
+// ReplicaService (followers copying a leader's log), with
 // gRPC health and reflection for the first two (health.go: SERVING only
 // once the broker is ready, as /readyz).
 //
 // Goroutines, all owned by Run and stopped when its context ends: the HTTP
 // servers (the client port, the operator listener); the lease loop (register, heartbeat, re-register when fenced); the
 // assignment watch; the revocation poller; the ISR checker; the group lag
-// metrics loop; the coordinators' hosting loop (hostLoop: the group and
+// metrics loop (groupLagLoop: a round of groups.Service.ComputeLag per
+// --group-lag-metrics-interval); the coordinators' hosting loop (hostLoop: the group and
 // transaction coordinators hosted by the runtime b.rt, whose timers and
 // marker writes run in the runtime's goroutines, closed after the loops
 // end); the quota exchange (quota.go); the HW checkpoint, retention and
