@@ -43,7 +43,8 @@ type Deps struct {
 	// from mk, loaded): a *derr.NotLeaderError when this broker does not
 	// lead pm, an Unavailable error while it is still taking pm over.
 	Host func(ctx context.Context, t *cluster.Topic, pm cluster.Partition, mk func(p coordinator.Partition, leaderEpoch int32) *coordinator.Coordinator) (*coordinator.Coordinator, error)
-	// Admission decides the creation of groups (max_groups).
+	// Admission decides the creation of groups (max_groups); nil admits
+	// every group.
 	Admission Admission
 	// Leaders reads partitions' offsets and records at their leaders
 	// (the record service, here or at another broker).
@@ -174,12 +175,15 @@ func (s *Service) CoordinatorFor(ctx context.Context, tenantID, groupID string) 
 // or a *derr.NotLeaderError when this broker does not lead it.
 func (s *Service) CoordinatorAt(ctx context.Context, t *cluster.Topic, pm cluster.Partition) (*coordinator.Coordinator, error) {
 	return s.deps.Host(ctx, t, pm, func(p coordinator.Partition, epoch int32) *coordinator.Coordinator {
-		return coordinator.New(p, coordinator.Config{
+		cfg := coordinator.Config{
 			Partition: pm.Partition, LeaderEpoch: epoch,
 			SessionTimeout: s.cfg.SessionTimeout, HeartbeatInterval: s.cfg.HeartbeatInterval,
 			Logger: s.logger, Metrics: s.metrics,
-			Admit: s.deps.Admission.AdmitGroup,
-		})
+		}
+		if s.deps.Admission != nil {
+			cfg.Admit = s.deps.Admission.AdmitGroup
+		}
+		return coordinator.New(p, cfg)
 	})
 }
 
