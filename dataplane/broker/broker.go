@@ -5,18 +5,19 @@
 // for each one placed on it, and serves the RecordService (produce,
 // fetch, list offsets, metadata: dataplane/records' service behind
 // connectapi's adapter, wired in recordsvc.go), the GroupService
-// (consumer groups) and
-// the TransactionService (transactions, coordinated like groups on an
-// internal topic: dataplane/txns, through its Connect adapter in
-// dataplane/connectapi, wired in txn.go), the internal ReplicaService
-// (followers copying a leader's log), with
+// (consumer groups: dataplane/groups behind connectapi.Groups, wired in
+// groups.go) and the TransactionService (transactions, coordinated like
+// groups on an internal topic: dataplane/txns, through its Connect
+// adapter in dataplane/connectapi, wired in txn.go), the internal
+// ReplicaService (followers copying a leader's log), with
 // gRPC health and reflection for the first two (health.go: SERVING only
 // once the broker is ready, as /readyz).
 //
 // Goroutines, all owned by Run and stopped when its context ends: the HTTP
 // servers (the client port, the operator listener); the lease loop (register, heartbeat, re-register when fenced); the
 // assignment watch; the revocation poller; the ISR checker; the group lag
-// metrics loop; the coordinators' hosting loop (hostLoop: the group and
+// metrics loop (groupLagLoop: a round of groups.Service.ComputeLag per
+// --group-lag-metrics-interval); the coordinators' hosting loop (hostLoop: the group and
 // transaction coordinators hosted by the runtime b.rt, whose timers and
 // marker writes run in the runtime's goroutines, closed after the loops
 // end); the quota exchange (b.quota.Run: dataplane/admission, wired in
@@ -54,6 +55,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/admission"
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
+	"github.com/sluicemq/sluice/dataplane/groups"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
@@ -95,7 +97,7 @@ type Broker struct {
 	registry *prometheus.Registry
 	metrics  *brokerMetrics
 	quota    *admission.Enforcer // quota.go
-	groupLag *groupLagCollector  // nil when the group lag metrics are off
+	groups   *groups.Service     // the consumer groups (groups.go)
 	handler  http.Handler        // the client port
 	gate     *httpgate.Gate      // in front of handler's Connect services
 	ops      http.Handler        // the operator listener
@@ -243,10 +245,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		Metrics:     &partition.SessionMetrics{Requests: b.metrics.fetchSessionRequests},
 		ErrorAnswer: connectapi.FetchErrorAnswer,
 	})
-	if cfg.GroupLagMetricsInterval > 0 {
-		b.groupLag = &groupLagCollector{b: b}
-		b.registry.MustRegister(b.groupLag)
-	}
+	b.groups = b.newGroups()
 	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", append(slices.Clone(connectapi.ClientServices), sluicev1connect.ReplicaServiceName))
 	auth := connectapi.Authenticator{Authenticator: access.NewAuthenticator(verifier, b.revoked, cfg.BrokerToken)}
 	opts := []connect.HandlerOption{
@@ -272,7 +271,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	mux := http.NewServeMux()
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewRecordServiceHandler(b.recordsAPI, opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...)))
-	mux.Handle(b.gate.Wrap(sluicev1connect.NewGroupServiceHandler(&groupService{b}, opts...)))
+	mux.Handle(b.gate.Wrap(sluicev1connect.NewGroupServiceHandler(b.groupsHandler(), opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewTransactionServiceHandler(b.txnAPI, opts...)))
 	// Health and reflection pass the same gate and interceptors as the
 	// services (public in the auth rules) and list only the client
@@ -408,7 +407,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	}
 	wg.Go(func() { b.hostLoop(ctx) })
 	wg.Go(func() { b.quota.Run(ctx) })
-	if b.groupLag != nil {
+	if b.cfg.GroupLagMetricsInterval > 0 {
 		wg.Go(func() { b.groupLagLoop(ctx, b.cfg.GroupLagMetricsInterval) })
 	}
 	wg.Go(func() { b.usage.Run(ctx) })

@@ -82,11 +82,11 @@ func TestBrokerFindCoordinatorWhileItsBrokerIsGone(t *testing.T) {
 	}
 	meta.AddTopic(ot)
 	b.meta.Store(meta)
-	gs := &groupService{b}
+	gs := b.groupsHandler()
 	ctx := tenants.WithPrincipal(t.Context(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t1"})
 	req := connect.NewRequest(&sluicev1.FindCoordinatorRequest{Group: "billing"})
 	_, err := gs.FindCoordinator(ctx, req)
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(toConnect(err)), "%v", err)
 
 	meta.Brokers[2] = cluster.Node{ID: 2, Address: "127.0.0.1:9002"}
 	res, err := gs.FindCoordinator(ctx, req)

@@ -3,14 +3,11 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
-
-	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
-	"github.com/sluicemq/sluice/dataplane/group"
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	"github.com/sluicemq/sluice/dataplane/runtime"
@@ -23,10 +20,12 @@ import (
 // (dataplane/runtime): one per partition of the internal topics that this
 // broker leads and leader epoch, hosted by hostAt and kept by b.rt, whose
 // timers and marker retries run in the runtime's goroutines. This file is
-// the broker's side of that: the one hosting loop (hostLoop), routing a
-// group or a transactional id to its coordinator, and a coordinator's
-// access to its partition (offsetsPartition). The groups' RPCs are in
-// groups.go and groupadmin.go, the transactions' in txn*.go.
+// the broker's side of that, for both kinds of coordinator: the one
+// hosting loop (hostLoop), hosting a coordinator on this broker's replica
+// (hostAt, which the group service reaches through groups.Deps.Host), and
+// a coordinator's access to its partition (offsetsPartition). The groups'
+// service is dataplane/groups (wired in groups.go), the transactions' in
+// txn*.go.
 
 // systemTenantID, offsetsTopic and txnStateTopic name the internal topics
 // (tenants/system, their one home).
@@ -35,10 +34,6 @@ const (
 	offsetsTopic   = system.OffsetsTopic
 	txnStateTopic  = system.TransactionStateTopic
 )
-
-// errNoOffsetsTopic: the control plane creates the offsets topic once
-// enough brokers are live.
-var errNoOffsetsTopic = connect.NewError(connect.CodeUnavailable, errors.New("consumer groups are not available yet: the internal offsets topic does not exist (the control plane creates it once --offsets-topic-replication-factor brokers are live)"))
 
 // groupCoordinator and txnCoordinator are the coordinators the broker
 // hosts.
@@ -122,53 +117,23 @@ func hostedOf[C runtime.Hostable](b *Broker) []C {
 	return out
 }
 
-// localHosted returns the loaded coordinators (at) of every partition of
-// the internal topic that this broker leads; errNoTopic before the topic
-// exists.
-func localHosted[C any](ctx context.Context, b *Broker, topic string, errNoTopic error, at func(context.Context, *cluster.Topic, cluster.Partition) (C, error)) ([]C, error) {
-	t, ok := b.metadata().Topic(systemTenantID, topic)
-	if !ok {
-		return nil, errNoTopic
-	}
-	var out []C
-	for _, pm := range t.Partitions {
-		if pm.Leader != b.cfg.ID {
-			continue
-		}
-		c, err := at(ctx, t, pm)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
 // coordinatorFor returns the loaded coordinator of the group's offsets
-// partition, or the error to answer: errNoOffsetsTopic, or NotLeader
-// naming the coordinator (which a client, or forwarding, follows).
+// partition (groups.Service.CoordinatorFor).
 func (b *Broker) coordinatorFor(ctx context.Context, tenantID, group string) (*groupCoordinator, cluster.Partition, error) {
-	meta := b.metadata()
-	t, ok := meta.Topic(systemTenantID, offsetsTopic)
-	if !ok || len(t.Partitions) == 0 {
-		return nil, cluster.Partition{}, errNoOffsetsTopic
-	}
-	pm := t.Partitions[coordinator.PartitionOf(tenantID, group, len(t.Partitions))]
-	c, err := b.coordinatorAt(ctx, t, pm)
-	return c, pm, err
+	return b.groups.CoordinatorFor(ctx, tenantID, group)
 }
 
 // coordinatorAt returns the loaded coordinator of one offsets partition,
-// or NotLeader when this broker does not lead it.
+// or NotLeader when this broker does not lead it
+// (groups.Service.CoordinatorAt).
 func (b *Broker) coordinatorAt(ctx context.Context, t *cluster.Topic, pm cluster.Partition) (*groupCoordinator, error) {
-	return hostAt(ctx, b, t, pm, func(p offsetsPartition, epoch int32) *groupCoordinator {
-		return coordinator.New(p, coordinator.Config{
-			Partition: pm.Partition, LeaderEpoch: epoch,
-			SessionTimeout: b.cfg.GroupSessionTimeout, HeartbeatInterval: b.cfg.GroupHeartbeatInterval,
-			Logger: b.logger, Metrics: b.metrics.coordinator(),
-			Admit: b.quota.AdmitGroup,
-		})
-	})
+	return b.groups.CoordinatorAt(ctx, t, pm)
+}
+
+// hostGroupCoordinator is groups.Deps.Host: hostAt for group
+// coordinators.
+func (b *Broker) hostGroupCoordinator(ctx context.Context, t *cluster.Topic, pm cluster.Partition, mk func(p coordinator.Partition, leaderEpoch int32) *groupCoordinator) (*groupCoordinator, error) {
+	return hostAt(ctx, b, t, pm, func(p offsetsPartition, epoch int32) *groupCoordinator { return mk(p, epoch) })
 }
 
 // takingOver turns "not the leader, broker N is" into Unavailable when N is
@@ -177,58 +142,9 @@ func (b *Broker) coordinatorAt(ctx context.Context, t *cluster.Topic, pm cluster
 func (b *Broker) takingOver(err error) error {
 	var nl *partition.NotLeaderError
 	if errors.As(err, &nl) && nl.Leader == b.cfg.ID {
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("this broker is taking over the partition; retry: %w", err))
+		return derr.New(derr.Unavailable, "this broker is taking over the partition; retry: %w", err)
 	}
 	return err
-}
-
-// localCoordinators are the loaded coordinators of every offsets partition
-// this broker leads.
-func (b *Broker) localCoordinators(ctx context.Context) ([]*groupCoordinator, error) {
-	return localHosted(ctx, b, offsetsTopic, errNoOffsetsTopic, b.coordinatorAt)
-}
-
-// groupTopics is a tenant's topics' partition counts in this view, for the
-// group state machine.
-func groupTopics(m *cluster.View, tenantID string) group.Topics {
-	return func(name string) (int32, bool) {
-		t, ok := m.Topic(tenantID, name)
-		if !ok {
-			return 0, false
-		}
-		return int32(len(t.Partitions)), true
-	}
-}
-
-// groupError maps the coordinator's and the group state machine's
-// refusals to Connect errors with a GroupError detail; other errors pass
-// unchanged.
-func groupError(err error) error {
-	code := connect.CodeFailedPrecondition
-	var reason sluicev1.GroupError_Reason
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, group.ErrInvalid):
-		return connect.NewError(connect.CodeInvalidArgument, err)
-	case errors.Is(err, group.ErrUnknownMember):
-		code, reason = connect.CodeNotFound, sluicev1.GroupError_REASON_UNKNOWN_MEMBER
-	case errors.Is(err, group.ErrFencedMemberEpoch):
-		reason = sluicev1.GroupError_REASON_FENCED_MEMBER_EPOCH
-	case errors.Is(err, group.ErrFencedInstanceID):
-		reason = sluicev1.GroupError_REASON_FENCED_INSTANCE_ID
-	case errors.Is(err, group.ErrNotOwned):
-		reason = sluicev1.GroupError_REASON_NOT_OWNED
-	case errors.Is(err, coordinator.ErrGroupActive):
-		reason = sluicev1.GroupError_REASON_GROUP_ACTIVE
-	default:
-		return err
-	}
-	ce := connect.NewError(code, err)
-	if d, derr := connect.NewErrorDetail(&sluicev1.GroupError{Reason: reason}); derr == nil {
-		ce.AddDetail(d)
-	}
-	return ce
 }
 
 // offsetsPartition is a coordinator's access to its internal-topic

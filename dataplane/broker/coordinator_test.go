@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
-	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	coordinatorv1 "github.com/sluicemq/sluice/gen/sluice/coordinator/v1"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -24,35 +22,6 @@ import (
 func TestOffsetsTopicNamesMatchTheControlPlane(t *testing.T) {
 	require.Equal(t, system.TenantID, systemTenantID)
 	require.Equal(t, system.OffsetsTopic, offsetsTopic)
-}
-
-// TestBrokerGroupErrorCodes: the coordinator's and the group state
-// machine's refusals become the Connect codes and GroupError reasons
-// clients branch on; anything else passes unchanged (to toConnect).
-func TestBrokerGroupErrorCodes(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		err    error
-		code   connect.Code
-		reason sluicev1.GroupError_Reason
-	}{
-		{fmt.Errorf("x: %w", group.ErrUnknownMember), connect.CodeNotFound, sluicev1.GroupError_REASON_UNKNOWN_MEMBER},
-		{fmt.Errorf("x: %w", group.ErrFencedMemberEpoch), connect.CodeFailedPrecondition, sluicev1.GroupError_REASON_FENCED_MEMBER_EPOCH},
-		{fmt.Errorf("x: %w", group.ErrFencedInstanceID), connect.CodeFailedPrecondition, sluicev1.GroupError_REASON_FENCED_INSTANCE_ID},
-		{fmt.Errorf("x: %w", group.ErrNotOwned), connect.CodeFailedPrecondition, sluicev1.GroupError_REASON_NOT_OWNED},
-		{fmt.Errorf("group %q %w: stop them first", "g", coordinator.ErrGroupActive), connect.CodeFailedPrecondition, sluicev1.GroupError_REASON_GROUP_ACTIVE},
-		{fmt.Errorf("x: %w", group.ErrInvalid), connect.CodeInvalidArgument, 0},
-	} {
-		err := groupError(c.err)
-		require.Equal(t, c.code, connect.CodeOf(err), "%v", c.err)
-		require.Equal(t, c.reason, groupReason(t, err), "%v", c.err)
-		require.Contains(t, err.Error(), c.err.Error())
-	}
-	require.Equal(t, `failed_precondition: group "g" has members: stop them first`,
-		groupError(fmt.Errorf("group %q %w: stop them first", "g", coordinator.ErrGroupActive)).Error())
-	other := errors.New("disk on fire")
-	require.Same(t, other, groupError(other))
-	require.NoError(t, groupError(nil))
 }
 
 // groupReason is err's GroupError reason (0: none).

@@ -3,8 +3,6 @@ package broker
 import (
 	"net/http"
 
-	"connectrpc.com/connect"
-
 	"github.com/sluicemq/sluice/dataplane/access"
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
@@ -19,10 +17,6 @@ func toConnect(err error) error { return connecterr.ToConnect(err) }
 // notLeader builds the error for a partition this broker does not lead, as
 // pm describes it (cluster.View.NotLeader).
 func (b *Broker) notLeader(pm cluster.Partition) error { return b.metadata().NotLeader(b.cfg.ID, pm) }
-
-// asConnect is connectapi.AsConnect, for the handlers that still build on
-// a *connect.Error.
-func asConnect(err error) *connect.Error { return connectapi.AsConnect(err) }
 
 // Names of dataplane/access the broker's handlers use.
 const actForTenantHeader = access.ActForTenantHeader

@@ -7,296 +7,239 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
-	"unicode"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
-	"github.com/sluicemq/sluice/dataplane/coordinator"
-	"github.com/sluicemq/sluice/dataplane/group"
-	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/connectapi"
+	"github.com/sluicemq/sluice/dataplane/connecterr"
+	"github.com/sluicemq/sluice/dataplane/derr"
+	"github.com/sluicemq/sluice/dataplane/groups"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
 )
 
-// groupService implements sluicev1connect.GroupServiceHandler.
-type groupService struct{ b *Broker }
+// The consumer groups' service is dataplane/groups, its Connect handler
+// connectapi.Groups. This file wires them: the service's dependencies on
+// the broker (its coordinators' hosting, the record service at
+// partitions' leaders, the other brokers' group services, admission, the
+// transaction coordinators), the group lag loop, and ListGroupLags.
 
-// maxGroupName bounds group ids (Kafka has none; 255 is plenty).
-const maxGroupName = 255
-
-func validGroup(group string) error {
-	if group == "" {
-		return connect.NewError(connect.CodeInvalidArgument, errors.New("group: must not be empty"))
-	}
-	if len(group) > maxGroupName {
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("group: at most %d bytes; got %d", maxGroupName, len(group)))
-	}
-	for i, r := range group {
-		if !unicode.IsPrint(r) || r == unicode.ReplacementChar {
-			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("group: character %q at byte %d is not printable", r, i))
-		}
-	}
-	return nil
+// newGroups builds the broker's group service (New).
+func (b *Broker) newGroups() *groups.Service {
+	return groups.New(groups.Config{
+		BrokerID:       b.cfg.ID,
+		SessionTimeout: b.cfg.GroupSessionTimeout, HeartbeatInterval: b.cfg.GroupHeartbeatInterval,
+		LagMetrics: b.cfg.GroupLagMetricsInterval > 0,
+		Logger:     b.logger,
+	}, groups.Deps{
+		View:      b.metadata,
+		Host:      b.hostGroupCoordinator,
+		Admission: b.quota,
+		Leaders:   groupLeaders{b},
+		Peers:     groupPeers{b},
+		VerifyTransactionGroup: func(ctx context.Context, cred groups.Credentials, tenantID, transactionalID, group string, producerID int64, epoch int16) error {
+			h := http.Header{}
+			h.Set("Authorization", cred.Authorization)
+			return b.verifyTransactionGroup(ctx, h, tenantID, transactionalID, group, producerID, epoch)
+		},
+		Registerer: b.registry,
+	})
 }
 
-// tenantOf is the caller's tenant.
-func tenantOf(ctx context.Context) (string, error) {
-	p, ok := tenants.PrincipalFrom(ctx)
-	if !ok || p.TenantID == "" {
-		return "", errors.New("no tenant principal in context")
-	}
-	return p.TenantID, nil
+// groupsHandler is the GroupService's Connect handler.
+func (b *Broker) groupsHandler() *connectapi.Groups {
+	return connectapi.NewGroups(b.groups, func(id int32) sluicev1connect.GroupServiceClient { return b.peer(id).group }, b.metrics.forwarded.Inc)
 }
 
-// groupCall resolves the group's coordinator: here (c), or an error to
-// answer; forward says the caller should forward to pm's leader instead.
-func (s *groupService) groupCall(ctx context.Context, h interface{ Get(string) string }, group string) (c *groupCoordinator, tenantID string, pm cluster.Partition, forward bool, err error) {
-	if tenantID, err = tenantOf(ctx); err != nil {
-		return nil, "", pm, false, err
-	}
-	if err = validGroup(group); err != nil {
-		return nil, tenantID, pm, false, err
-	}
-	c, pm, err = s.b.coordinatorFor(ctx, tenantID, group)
-	var nl *partition.NotLeaderError
-	if errors.As(err, &nl) && nl.Leader >= 0 && h.Get(NoForwardHeader) != "1" {
-		return nil, tenantID, pm, true, nil
-	}
-	return c, tenantID, pm, false, toConnect(err)
+// groupLagLoop computes the group lag metrics every interval until ctx
+// ends; each round may take at most the interval.
+func (b *Broker) groupLagLoop(ctx context.Context, interval time.Duration) {
+	every(ctx, interval, func() {
+		rctx, cancel := context.WithTimeout(ctx, interval)
+		defer cancel()
+		b.computeGroupLag(rctx, time.Now())
+	})
 }
 
-func (s *groupService) FindCoordinator(ctx context.Context, req *connect.Request[sluicev1.FindCoordinatorRequest]) (*connect.Response[sluicev1.FindCoordinatorResponse], error) {
-	tenantID, err := tenantOf(ctx)
+// computeGroupLag runs one round of the group lag metrics at now, capped
+// at --group-lag-metrics-max-series.
+func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
+	b.groups.ComputeLag(ctx, now, b.cfg.GroupLagMetricsMaxSeries)
+}
+
+// ListGroupLags answers the last lag computation of the groups this broker
+// coordinates (see the proto).
+func (s *replicaService) ListGroupLags(ctx context.Context, _ *connect.Request[sluicev1.ListGroupLagsRequest]) (*connect.Response[sluicev1.ListGroupLagsResponse], error) {
+	r, err := s.b.groups.LagReport()
 	if err != nil {
 		return nil, err
 	}
-	if err := validGroup(req.Msg.GetGroup()); err != nil {
-		return nil, err
-	}
-	meta := s.b.metadata()
-	t, ok := meta.Topic(systemTenantID, offsetsTopic)
-	if !ok || len(t.Partitions) == 0 {
-		return nil, errNoOffsetsTopic
-	}
-	pm := t.Partitions[coordinator.PartitionOf(tenantID, req.Msg.GetGroup(), len(t.Partitions))]
-	if pm.Leader < 0 {
-		return nil, toConnect(s.b.notLeader(pm))
-	}
-	addr := meta.Brokers[pm.Leader].Address
-	if addr == "" {
-		// The leader's lease expired and no new leader is elected yet.
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("group coordinator: broker %d, leader of the group's offsets partition, is not reachable; retry", pm.Leader))
-	}
-	return connect.NewResponse(&sluicev1.FindCoordinatorResponse{BrokerId: pm.Leader, Address: addr}), nil
-}
-
-func (s *groupService) CommitOffsets(ctx context.Context, req *connect.Request[sluicev1.CommitOffsetsRequest]) (*connect.Response[sluicev1.CommitOffsetsResponse], error) {
-	m := req.Msg
-	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
-	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.CommitOffsets)
-	}
-	if err != nil {
-		return nil, err
-	}
-	commits, err := s.checkCommit(ctx, req.Header(), c, tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId(), m.GetMemberEpoch(), m.GetOffsets())
-	if err != nil {
-		return nil, err
-	}
-	if err := c.CommitOffsets(ctx, time.Now(), tenantID, m.GetGroup(), commits); err != nil {
-		return nil, offsetsError(err)
-	}
-	return connect.NewResponse(&sluicev1.CommitOffsetsResponse{}), nil
-}
-
-// checkCommit checks a commit of offsets (CommitOffsets, TxnCommitOffsets):
-// the request's bounds, the committer (CheckCommitter), each offset
-// against its partition's high watermark; it returns the commits to write.
-func (s *groupService) checkCommit(ctx context.Context, h http.Header, c *groupCoordinator, tenantID, groupID, memberID, instanceID string, memberEpoch int32, offsets []*sluicev1.PartitionOffset) ([]coordinator.OffsetCommit, error) {
-	if len(offsets) == 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("offsets: must not be empty"))
-	}
-	if len(offsets) > 10000 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("offsets: at most 10000 per request; got %d", len(offsets)))
-	}
-	if len(instanceID) > maxGroupName {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("instance_id: at most %d bytes", maxGroupName))
-	}
-	if err := c.CheckCommitter(tenantID, groupID, memberID, instanceID, memberEpoch, offsets); err != nil {
-		return nil, groupError(err)
-	}
-	meta := s.b.metadata()
-	commits := make([]coordinator.OffsetCommit, 0, len(offsets))
-	seen := map[cluster.PartKey]bool{}
-	for i, po := range offsets {
-		field := fmt.Sprintf("offsets[%d]", i)
-		t, ok := meta.Topic(tenantID, po.GetTopic())
-		if !ok {
-			e := unknownTopic(meta, po.GetTopic())
-			return nil, connect.NewError(e.Code(), fmt.Errorf("%s: %s", field, e.Message()))
-		}
-		if po.GetPartition() < 0 || int(po.GetPartition()) >= len(t.Partitions) {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q has partitions 0..%d; got %d", field, po.GetTopic(), len(t.Partitions)-1, po.GetPartition()))
-		}
-		if po.GetOffset() < 0 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: offset must not be negative; got %d", field, po.GetOffset()))
-		}
-		if len(po.GetMetadata()) > 4096 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: metadata is at most 4096 bytes; got %d", field, len(po.GetMetadata())))
-		}
-		tk := cluster.PartKey{TopicID: t.ID, Partition: po.GetPartition()}
-		if seen[tk] {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: topic %q partition %d appears twice", field, po.GetTopic(), po.GetPartition()))
-		}
-		seen[tk] = true
-		bounds, err := s.b.listOffsets(ctx, clientCredentials(h), t, t.Partitions[po.GetPartition()], sluicev1.OffsetSpec_OFFSET_SPEC_LATEST, 0)
-		if err != nil {
-			return nil, err
-		}
-		if hw := bounds.GetHighWatermark(); po.GetOffset() > hw {
-			return nil, connect.NewError(connect.CodeOutOfRange, fmt.Errorf("%s: offset %d is beyond the end of topic %q partition %d (high watermark %d)", field, po.GetOffset(), po.GetTopic(), po.GetPartition(), hw))
-		}
-		commits = append(commits, coordinator.OffsetCommit{TopicID: t.ID, Offset: &sluicev1.PartitionOffset{
-			Topic: t.Name, Partition: po.GetPartition(), Offset: po.GetOffset(), LeaderEpoch: po.GetLeaderEpoch(), Metadata: po.GetMetadata(),
-		}})
-	}
-	return commits, nil
-}
-
-func (s *groupService) FetchOffsets(ctx context.Context, req *connect.Request[sluicev1.FetchOffsetsRequest]) (*connect.Response[sluicev1.FetchOffsetsResponse], error) {
-	m := req.Msg
-	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
-	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.FetchOffsets)
-	}
-	if err != nil {
-		return nil, err
-	}
-	meta := s.b.metadata()
-	res := &sluicev1.FetchOffsetsResponse{}
-	if len(m.GetPartitions()) == 0 {
-		committed, err := c.StableOffsets(tenantID, m.GetGroup(), nil)
-		if err != nil {
-			return nil, offsetsError(err)
-		}
-		for k, co := range committed {
-			t, ok := meta.ByID[k.TopicID]
-			if !ok || t.TenantID != tenantID {
-				continue // the topic was deleted since
-			}
-			o := proto.Clone(co.Offset).(*sluicev1.PartitionOffset)
-			o.Topic = t.Name
-			res.Offsets = append(res.Offsets, o)
-		}
-		slices.SortFunc(res.Offsets, func(a, b *sluicev1.PartitionOffset) int {
-			if c := strings.Compare(a.GetTopic(), b.GetTopic()); c != 0 {
-				return c
-			}
-			return int(a.GetPartition() - b.GetPartition())
+	res := &sluicev1.ListGroupLagsResponse{ComputeTime: timestamppb.New(r.ComputeTime)}
+	for _, l := range r.Lags {
+		res.Lags = append(res.Lags, &sluicev1.GroupPartitionLag{
+			TenantId: l.TenantID, Group: l.Group, TopicId: l.TopicID, Topic: l.Topic,
+			Partition: l.Partition, CommittedOffset: l.CommittedOffset,
+			HighWatermark: l.HighWatermark, LogStartOffset: l.LogStartOffset,
+			LagMessages: l.LagMessages, LagAgeMs: int64(l.LagSeconds * 1000), PartitionBytes: l.PartitionBytes,
 		})
-		return connect.NewResponse(res), nil
-	}
-	var keys []coordinator.TopicPartition
-	for _, tp := range m.GetPartitions() {
-		t, ok := meta.Topic(tenantID, tp.GetTopic())
-		if !ok {
-			return nil, unknownTopic(meta, tp.GetTopic())
-		}
-		for _, p := range tp.GetPartitions() {
-			if p < 0 || int(p) >= len(t.Partitions) {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("topic %q has partitions 0..%d; got %d", t.Name, len(t.Partitions)-1, p))
-			}
-			res.Offsets = append(res.Offsets, &sluicev1.PartitionOffset{Topic: t.Name, Partition: p, Offset: -1, LeaderEpoch: -1})
-			keys = append(keys, coordinator.TopicPartition{TopicID: t.ID, Partition: p})
-		}
-	}
-	committed, err := c.StableOffsets(tenantID, m.GetGroup(), keys)
-	if err != nil {
-		return nil, offsetsError(err)
-	}
-	for i, k := range keys {
-		if co, ok := committed[k]; ok {
-			o := res.Offsets[i]
-			o.Offset, o.LeaderEpoch, o.Metadata = co.Offset.GetOffset(), co.Offset.GetLeaderEpoch(), co.Offset.GetMetadata()
-		}
 	}
 	return connect.NewResponse(res), nil
 }
 
-func (s *groupService) GroupHeartbeat(ctx context.Context, req *connect.Request[sluicev1.GroupHeartbeatRequest]) (*connect.Response[sluicev1.GroupHeartbeatResponse], error) {
-	m := req.Msg
-	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
-	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.GroupHeartbeat)
+// groupLeaders are groups.Leaders: the record service's ListOffsets and
+// Fetch at a partition's leader, this broker's handler when it leads.
+type groupLeaders struct{ b *Broker }
+
+// prepare sets the headers of a request to t's leader and returns the
+// context to call this broker's own handler with: it carries the principal
+// the auth interceptor would have set (a client's is already in ctx).
+func (b *Broker) prepare(ctx context.Context, cred groups.Credentials, t *cluster.Topic, h http.Header) context.Context {
+	h.Set(NoForwardHeader, "1")
+	if !cred.Broker {
+		h.Set("Authorization", cred.Authorization)
+		return ctx
 	}
-	if err != nil {
-		return nil, err
-	}
-	if m.GetRebalanceTimeoutMs() < 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("rebalance_timeout_ms: must not be negative; got %d", m.GetRebalanceTimeoutMs()))
-	}
-	if len(m.GetInstanceId()) > maxGroupName {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("instance_id: at most %d bytes", maxGroupName))
-	}
-	hr := group.HeartbeatRequest{
-		MemberID: m.GetMemberId(), InstanceID: m.GetInstanceId(), MemberEpoch: m.GetMemberEpoch(),
-		RebalanceTimeout: time.Duration(m.GetRebalanceTimeoutMs()) * time.Millisecond,
-	}
-	if m.GetSubscriptionSet() {
-		hr.Subscriptions = append([]string{}, m.GetSubscribedTopics()...)
-	}
-	if m.GetOwnedSet() {
-		hr.Owned = fromTopicPartitions(m.GetOwned())
-	}
-	res, err := c.Heartbeat(ctx, time.Now(), tenantID, m.GetGroup(), m.GetAssignor(), groupTopics(s.b.metadata(), tenantID), hr)
-	if err != nil {
-		return nil, groupError(err)
-	}
-	return connect.NewResponse(&sluicev1.GroupHeartbeatResponse{
-		MemberId: res.MemberID, MemberEpoch: res.MemberEpoch,
-		HeartbeatIntervalMs: res.HeartbeatInterval.Milliseconds(),
-		Assignment:          toTopicPartitions(res.Assignment),
-	}), nil
+	h.Set("Authorization", "Bearer "+b.cfg.BrokerToken)
+	h.Set(actForTenantHeader, t.TenantID)
+	return tenants.WithPrincipal(ctx, tenants.Principal{Kind: tenants.PrincipalBroker, BrokerID: b.cfg.ID, TenantID: t.TenantID})
 }
 
-func (s *groupService) LeaveGroup(ctx context.Context, req *connect.Request[sluicev1.LeaveGroupRequest]) (*connect.Response[sluicev1.LeaveGroupResponse], error) {
-	m := req.Msg
-	c, tenantID, pm, fwd, err := s.groupCall(ctx, req.Header(), m.GetGroup())
-	if fwd {
-		return forward(ctx, s.b, pm, req, s.b.peer(pm.Leader).group.LeaveGroup)
+// leaderError is a leader's refusal as the group service reads it: a
+// Connect error's message (not its code) as the text, under its kind.
+func leaderError(err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return &derr.Error{Kind: connecterr.KindOfCode(ce.Code()), Err: errors.New(ce.Message())}
+	}
+	return err
+}
+
+func (l groupLeaders) ListOffsets(ctx context.Context, cred groups.Credentials, t *cluster.Topic, pm cluster.Partition, spec groups.OffsetSpec, ts int64) (groups.Offsets, error) {
+	b := l.b
+	req := connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: t.Name, Partition: pm.Partition, Spec: sluicev1.OffsetSpec(spec), TimestampMs: ts})
+	ctx = b.prepare(ctx, cred, t, req.Header())
+	var res *connect.Response[sluicev1.ListOffsetsResponse]
+	var err error
+	if pm.Leader == b.cfg.ID {
+		res, err = (&recordService{b}).ListOffsets(ctx, req)
+	} else {
+		res, err = b.recordClient(pm.Leader).ListOffsets(ctx, req)
 	}
 	if err != nil {
-		return nil, err
+		return groups.Offsets{}, leaderError(err)
 	}
-	if m.GetMemberId() == "" && m.GetInstanceId() == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("member_id or instance_id: one must be set"))
-	}
-	if err := c.Leave(time.Now(), tenantID, m.GetGroup(), m.GetMemberId(), m.GetInstanceId()); err != nil {
-		return nil, groupError(err)
-	}
-	return connect.NewResponse(&sluicev1.LeaveGroupResponse{}), nil
+	m := res.Msg
+	return groups.Offsets{
+		Offset: m.GetOffset(), LogStartOffset: m.GetLogStartOffset(), HighWatermark: m.GetHighWatermark(),
+		LastStableOffset: m.GetLastStableOffset(), PartitionSize: m.GetSizeBytes(),
+	}, nil
 }
 
-func fromTopicPartitions(tps []*sluicev1.TopicPartitions) group.TopicPartitions {
-	out := group.TopicPartitions{}
-	for _, tp := range tps {
-		out[tp.GetTopic()] = append(out[tp.GetTopic()], tp.GetPartitions()...)
+func (l groupLeaders) Fetch(ctx context.Context, cred groups.Credentials, t *cluster.Topic, pm cluster.Partition, offset int64, maxBytes int32, readCommitted bool) (groups.Fetched, error) {
+	b := l.b
+	iso := sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED
+	if readCommitted {
+		iso = sluicev1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
 	}
-	for t, ps := range out {
-		slices.Sort(ps)
-		out[t] = slices.Compact(ps)
+	req := connect.NewRequest(&sluicev1.FetchRequest{Topic: t.Name, Partition: pm.Partition, Offset: offset, MaxBytes: maxBytes, RawBatches: true, IsolationLevel: iso})
+	ctx = b.prepare(ctx, cred, t, req.Header())
+	var res *connect.Response[sluicev1.FetchResponse]
+	var err error
+	if pm.Leader == b.cfg.ID {
+		res, err = (&recordService{b}).Fetch(ctx, req)
+	} else {
+		res, err = b.recordClient(pm.Leader).Fetch(ctx, req)
 	}
-	return out
+	if err != nil {
+		return groups.Fetched{}, leaderError(err)
+	}
+	return groups.Fetched{Batches: res.Msg.GetBatches().GetData(), NextOffset: res.Msg.GetNextOffset()}, nil
 }
 
-func toTopicPartitions(a group.TopicPartitions) []*sluicev1.TopicPartitions {
-	out := make([]*sluicev1.TopicPartitions, 0, len(a))
-	for t, ps := range a {
-		out = append(out, &sluicev1.TopicPartitions{Topic: t, Partitions: slices.Clone(ps)})
+// groupPeers are groups.Peers: the other brokers' GroupService.
+type groupPeers struct{ b *Broker }
+
+// ListGroups asks broker id for the groups it coordinates, with the
+// client's credential (counted as a forwarded call).
+func (p groupPeers) ListGroups(ctx context.Context, id int32, cred groups.Credentials) ([]groups.GroupSummary, error) {
+	req := connect.NewRequest(&sluicev1.ListGroupsRequest{})
+	req.Header().Set("Authorization", cred.Authorization)
+	res, err := forward(ctx, p.b, cluster.Partition{Leader: id}, req, p.b.peer(id).group.ListGroups)
+	if err != nil {
+		return nil, connecterr.FromConnect(err)
 	}
-	slices.SortFunc(out, func(a, b *sluicev1.TopicPartitions) int { return strings.Compare(a.GetTopic(), b.GetTopic()) })
-	return out
+	out := make([]groups.GroupSummary, 0, len(res.Msg.GetGroups()))
+	for _, g := range res.Msg.GetGroups() {
+		out = append(out, groups.GroupSummary{Group: g.GetGroup(), State: g.GetState(), Members: g.GetMembers()})
+	}
+	return out, nil
+}
+
+// askCoordinators answers a list request that every coordinator of an
+// internal topic (the transaction-state topic) answers for its own
+// partitions: with the no-forward header, this broker's own list (local);
+// otherwise the lists of every broker leading a partition of it, this
+// one's from local and the others' through remote (forwarded with the
+// client's credential), sorted by key and without the duplicates a
+// leadership move can give. A partition without a leader, or a broker
+// that fails, makes it Unavailable: the list would be incomplete.
+// (groups.Service.ListGroups does the same for the groups.)
+func askCoordinators[Req, Res, T any](ctx context.Context, b *Broker, req *connect.Request[Req], topic string, errNoTopic error, what string,
+	local func() ([]T, error),
+	remote func(id int32) func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+	items func(*Res) []T, key func(T) string,
+) ([]T, error) {
+	if req.Header().Get(NoForwardHeader) == "1" {
+		return local()
+	}
+	t, ok := b.metadata().Topic(systemTenantID, topic)
+	if !ok {
+		return nil, errNoTopic
+	}
+	leaders := map[int32]bool{}
+	for _, pm := range t.Partitions {
+		if pm.Leader < 0 {
+			return nil, b.notLeader(pm) // a coordinator is offline: the list would be incomplete
+		}
+		leaders[pm.Leader] = true
+	}
+	var (
+		mu   sync.Mutex
+		all  []T
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for id := range leaders {
+		wg.Go(func() {
+			var out []T
+			var err error
+			if id == b.cfg.ID {
+				out, err = local()
+			} else {
+				var res *connect.Response[Res]
+				res, err = forward(ctx, b, cluster.Partition{Leader: id}, req, remote(id))
+				if err == nil {
+					out = items(res.Msg)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			all = append(all, out...)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, derr.New(derr.Unavailable, "%s: %w", what, errors.Join(errs...))
+	}
+	slices.SortFunc(all, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	// During a leadership move two brokers may both answer for a key.
+	return slices.CompactFunc(all, func(a, b T) bool { return key(a) == key(b) }), nil
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/partition"
 )
 
@@ -22,10 +21,6 @@ type brokerMetrics struct {
 	// sequenceErrors refusals by reason (out_of_order, fenced, ...).
 	duplicates     prometheus.Counter
 	sequenceErrors *prometheus.CounterVec
-	// Consumer groups coordinated here.
-	groupRebalances   prometheus.Counter
-	groupRevoked      prometheus.Counter
-	groupWriteLatency prometheus.Histogram
 	// fetchSessionRequests counts the FetchReplicas requests this broker
 	// served as leader, by kind (full, incremental, refused).
 	fetchSessionRequests *prometheus.CounterVec
@@ -53,26 +48,13 @@ func newBrokerMetrics(reg prometheus.Registerer, b *Broker) *brokerMetrics {
 			Namespace: "sluice", Subsystem: "broker", Name: "producer_sequence_errors_total",
 			Help: "Idempotent batches refused, by reason: out_of_order_sequence (a gap), producer_fenced (an old epoch), duplicate_sequence (written too long ago to locate), invalid_sequence.",
 		}, []string{"reason"}),
-		groupRebalances: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "broker", Name: "group_rebalances_total",
-			Help: "Consumer-group rebalances (a new target assignment) in groups this broker coordinates.",
-		}),
-		groupRevoked: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "broker", Name: "group_revoked_partitions_total",
-			Help: "Partitions consumer-group members were asked to give up, in groups this broker coordinates.",
-		}),
-		groupWriteLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "sluice", Subsystem: "broker", Name: "group_commit_duration_seconds",
-			Help:    "Time to write an offset commit (or group change) to the replicated offsets partition, acks=all.",
-			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
-		}),
 		fetchSessionRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "broker", Name: "replica_fetch_session_requests_total",
 			Help: "Replica-fetch session requests (FetchReplicas) served as leader, by kind: full (a new session), incremental, refused (an unknown session or a wrong session epoch: the follower starts a new session).",
 		}, []string{"kind"}),
 	}
 	reg.MustRegister(m.forwarded, m.isrShrinks, m.isrExpands,
-		m.duplicates, m.sequenceErrors, m.groupRebalances, m.groupRevoked, m.groupWriteLatency, m.fetchSessionRequests)
+		m.duplicates, m.sequenceErrors, m.fetchSessionRequests)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Subsystem: "broker", Name: "replica_fetch_sessions",
 		Help: "Replica-fetch sessions of follower brokers that this broker serves as leader (one per follower broker).",
@@ -145,12 +127,4 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descISR, prometheus.GaugeValue, float64(s.ISR), p.TopicID(), part)
 		}
 	}
-}
-
-// coordinator is what the group coordinators count (nil without metrics).
-func (m *brokerMetrics) coordinator() *coordinator.Metrics {
-	if m == nil {
-		return nil
-	}
-	return &coordinator.Metrics{Rebalances: m.groupRebalances, Revoked: m.groupRevoked, WriteLatency: m.groupWriteLatency}
 }

@@ -8,7 +8,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/records"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -81,18 +80,6 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 
 func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
 	return s.b.recordsAPI.Fetch(ctx, req)
-}
-
-// unknownPartition is cluster.PartitionNotFound as a Connect error, for
-// the handlers that still build Connect errors themselves.
-func unknownPartition(t *cluster.Topic, partition int32) *connect.Error {
-	return asConnect(cluster.PartitionNotFound(t, partition))
-}
-
-// unknownTopic is View.TopicNotFound as a Connect error, for the handlers
-// that still build Connect errors themselves.
-func unknownTopic(meta *cluster.View, name string) *connect.Error {
-	return asConnect(meta.TopicNotFound(name))
 }
 
 func forwardable(h http.Header, err error) bool { return connectapi.Forwardable(h, err) }

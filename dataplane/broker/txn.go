@@ -97,10 +97,6 @@ func (b *Broker) verifyTransactionGroup(ctx context.Context, h http.Header, tena
 		Authorization: h.Get("Authorization")}, group)
 }
 
-// unknownPartition (record.go) lost its last callers to dataplane/txns;
-// record.go, which the records slice rewrites, keeps it until then.
-var _ = unknownPartition
-
 // initTransactionalProducer is InitProducerId with a transactional id
 // (connectapi.Transactions.InitProducerId).
 func (s *recordService) initTransactionalProducer(ctx context.Context, req *connect.Request[sluicev1.InitProducerIdRequest]) (*connect.Response[sluicev1.InitProducerIdResponse], error) {

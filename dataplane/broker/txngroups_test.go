@@ -10,32 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/dataplane/coordinator"
-	"github.com/sluicemq/sluice/dataplane/group"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
-
-// TestBrokerOffsetsErrorCodes: the group coordinator's refusals of
-// offsets in transactions become the codes clients branch on: pending
-// offsets Unavailable (retry), a fenced producer FailedPrecondition with
-// TransactionError PRODUCER_FENCED, a fenced transaction coordinator
-// FailedPrecondition; the group's own refusals keep their GroupError.
-func TestBrokerOffsetsErrorCodes(t *testing.T) {
-	t.Parallel()
-	unstable := fmt.Errorf("group %q topic %q partition 0 %w (producer 7); retry once it commits or aborts", "g", "orders", coordinator.ErrUnstableOffset)
-	err := offsetsError(unstable)
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err))
-	require.Equal(t, `unavailable: group "g" topic "orders" partition 0 has offsets pending in an open transaction (producer 7); retry once it commits or aborts`, err.Error())
-
-	err = offsetsError(fmt.Errorf("%w: producer 7 epoch 0", coordinator.ErrProducerFenced))
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
-	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, offsetsTxnReason(t, err))
-	err = offsetsError(fmt.Errorf("%w: marker", coordinator.ErrCoordinatorFenced))
-	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
-	require.Zero(t, offsetsTxnReason(t, err))
-
-	err = offsetsError(fmt.Errorf("x: %w", group.ErrNotOwned))
-	require.Equal(t, sluicev1.GroupError_REASON_NOT_OWNED, groupReason(t, err))
-}
 
 // offsetsTxnReason is err's TransactionError reason (0: none).
 func offsetsTxnReason(t *testing.T, err error) sluicev1.TransactionError_Reason {

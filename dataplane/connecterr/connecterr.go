@@ -75,6 +75,8 @@ var codes = [...]connect.Code{
 	derr.FencedMemberEpoch:                  connect.CodeFailedPrecondition,
 	derr.StaleMemberEpoch:                   connect.CodeFailedPrecondition,
 	derr.FencedInstanceID:                   connect.CodeFailedPrecondition,
+	derr.NonEmptyGroup:                      connect.CodeFailedPrecondition,
+	derr.GroupIDNotFound:                    connect.CodeNotFound,
 }
 
 // Code is kind's Connect code (CodeInternal for a kind the table lacks,

@@ -216,6 +216,12 @@ const (
 	// FencedInstanceID: another process took over the static member's
 	// instance id (FENCED_INSTANCE_ID).
 	FencedInstanceID
+	// NonEmptyGroup: the call needs the group without members (deleting
+	// it, resetting its offsets) (NON_EMPTY_GROUP).
+	NonEmptyGroup
+	// GroupIDNotFound: the coordinator does not know the group
+	// (GROUP_ID_NOT_FOUND).
+	GroupIDNotFound
 
 	numKinds
 )
@@ -281,6 +287,8 @@ var kindNames = [numKinds]string{
 	FencedMemberEpoch:                  "FencedMemberEpoch",
 	StaleMemberEpoch:                   "StaleMemberEpoch",
 	FencedInstanceID:                   "FencedInstanceID",
+	NonEmptyGroup:                      "NonEmptyGroup",
+	GroupIDNotFound:                    "GroupIDNotFound",
 }
 
 // Kinds lists every kind, for tables that must cover them all.

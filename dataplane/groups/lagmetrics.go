@@ -1,27 +1,25 @@
-package broker
+package groups
 
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicemq/sluice/dataplane/coordinator"
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/dataplane/derr"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // Group lag metrics. Every --group-lag-metrics-interval the broker computes
-// the lag of each (group, topic, partition) with a committed offset in the
-// groups it coordinates (the offsets partitions it leads), with the code
-// DescribeGroup uses (fillLags: ListOffsets and one Fetch per lagging
-// partition at its leader, with the broker credential). groupLagCollector
+// (ComputeLag) the lag of each (group, topic, partition) with a committed
+// offset in the groups it coordinates (the offsets partitions it leads),
+// with the code DescribeGroup uses (fillLags: ListOffsets and one Fetch per
+// lagging partition at its leader, with the broker credential). lagCollector
 // exports the last result as constant metrics, so a scrape never makes an
 // RPC, and the series of a deleted group or topic are gone after the next
 // computation rather than left behind (a group whose coordinator moved
@@ -158,15 +156,15 @@ func capLagSeries(rows []lagRow, maxSeries int) lagSnapshot {
 	return snap
 }
 
-// groupLagCollector exports the last lagSnapshot of the broker's groups.
-type groupLagCollector struct {
-	b    *Broker
+// lagCollector exports the last lagSnapshot of the broker's groups.
+type lagCollector struct {
+	s    *Service
 	last atomic.Pointer[lagSnapshot]
-	// detail is the last computation uncapped, for ListGroupLags.
-	detail atomic.Pointer[sluicev1.ListGroupLagsResponse]
+	// report is the last computation uncapped, for LagReport.
+	report atomic.Pointer[LagReport]
 }
 
-func (c *groupLagCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descGroupLagMessages
 	ch <- descGroupLagSeconds
 	ch <- descGroupLagTruncated
@@ -176,19 +174,19 @@ func (c *groupLagCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the last snapshot, less the groups whose offsets partition
 // this broker no longer leads (their new coordinator exports them), so
 // that a group is exported by one broker.
-func (c *groupLagCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	snap := c.last.Load()
 	if snap == nil {
 		snap = &lagSnapshot{}
 	}
 	ch <- prometheus.MustNewConstMetric(descGroupLagTruncated, prometheus.GaugeValue, float64(snap.truncated))
 	ch <- prometheus.MustNewConstMetric(descGroupLagOmitted, prometheus.GaugeValue, float64(snap.omitted))
-	t, ok := c.b.metadata().Topic(systemTenantID, offsetsTopic)
-	if !ok || len(t.Partitions) == 0 {
+	t, ok := offsetsTopic(c.s.deps.View())
+	if !ok {
 		return
 	}
 	for _, s := range snap.series {
-		if t.Partitions[coordinator.PartitionOf(s.tenant, s.group, len(t.Partitions))].Leader != c.b.cfg.ID {
+		if t.Partitions[coordinator.PartitionOf(s.tenant, s.group, len(t.Partitions))].Leader != c.s.cfg.BrokerID {
 			continue
 		}
 		// Not Must: a label value that is not UTF-8 (a group id written
@@ -202,46 +200,58 @@ func (c *groupLagCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// groupLagLoop computes the group lag metrics every interval until ctx
-// ends; each round may take at most the interval.
-func (b *Broker) groupLagLoop(ctx context.Context, interval time.Duration) {
-	every(ctx, interval, func() {
-		rctx, cancel := context.WithTimeout(ctx, interval)
-		defer cancel()
-		b.computeGroupLag(rctx, time.Now())
-	})
+// LagReport is the last lag computation of the groups a broker
+// coordinates, uncapped: every (group, partition) with a committed offset
+// whose leader answered.
+type LagReport struct {
+	ComputeTime time.Time
+	Lags        []GroupPartitionLag
 }
 
-// computeGroupLag computes the lag of every committed offset in the groups
-// this broker coordinates and publishes the capped result to the
-// collector. A coordinator still loading, and a partition whose leader does
-// not answer, are left out of this round.
-func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
-	if b.groupLag == nil {
+// GroupPartitionLag is one group's lag on one partition.
+type GroupPartitionLag struct {
+	TenantID, Group, TopicID, Topic string
+	Partition                       int32
+	CommittedOffset                 int64
+	HighWatermark, LogStartOffset   int64
+	LagMessages                     int64
+	// LagSeconds is the age of the oldest record left to read.
+	LagSeconds     float64
+	PartitionBytes int64
+}
+
+// ComputeLag computes the lag of every committed offset in the groups
+// this broker coordinates, at now, and publishes the result capped at
+// maxSeries label sets (capLagSeries) to the metrics, and uncapped to
+// LagReport. A coordinator still loading, and a partition whose leader
+// does not answer, are left out of this round; a round ctx ends before it
+// finishes keeps the previous values. A no-op with the lag metrics off.
+func (s *Service) ComputeLag(ctx context.Context, now time.Time, maxSeries int) {
+	if s.lag == nil {
 		return
 	}
 	var (
 		toFill []topicLag
 		owners []coordinator.GroupKey // the group of each toFill
 	)
-	meta := b.metadata()
-	if ot, ok := meta.Topic(systemTenantID, offsetsTopic); ok {
+	meta := s.deps.View()
+	if ot, ok := meta.Topic(system.TenantID, system.OffsetsTopic); ok {
 		for _, pm := range ot.Partitions {
-			if pm.Leader != b.cfg.ID {
+			if pm.Leader != s.cfg.BrokerID {
 				continue
 			}
-			c, err := b.coordinatorAt(ctx, ot, pm)
+			c, err := s.CoordinatorAt(ctx, ot, pm)
 			if err != nil || !c.Current() {
-				b.logger.Debug("group lag metrics: offsets partition not ready", "offsets_partition", pm.Partition, "err", err)
+				s.logger.Debug("group lag metrics: offsets partition not ready", "offsets_partition", pm.Partition, "err", err)
 				continue
 			}
 			for gk, offsets := range c.CommittedOffsets() {
 				for tk, co := range offsets {
 					t, ok := meta.ByID[tk.TopicID]
-					if !ok || t.TenantID != gk.Tenant || (t.TenantID == systemTenantID && t.Name == offsetsTopic) {
+					if !ok || t.TenantID != gk.Tenant || (t.TenantID == system.TenantID && t.Name == system.OffsetsTopic) {
 						continue // the topic was deleted since; the offsets topic is no group's
 					}
-					toFill = append(toFill, topicLag{topic: t, lag: &sluicev1.PartitionLag{
+					toFill = append(toFill, topicLag{topic: t, lag: &PartitionLag{
 						Topic: t.Name, Partition: tk.Partition, CommittedOffset: co.Offset.GetOffset(),
 					}})
 					owners = append(owners, gk)
@@ -249,47 +259,48 @@ func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 			}
 		}
 	}
-	b.fillLags(ctx, brokerCredentials, toFill, now)
+	s.fillLags(ctx, BrokerCredentials, toFill, now)
 	if err := ctx.Err(); err != nil {
-		b.logger.Warn("group lag metrics: round did not finish; keeping the previous values", "partitions", len(toFill), "err", err)
+		s.logger.Warn("group lag metrics: round did not finish; keeping the previous values", "partitions", len(toFill), "err", err)
 		return
 	}
 	rows := make([]lagRow, 0, len(toFill))
-	detail := &sluicev1.ListGroupLagsResponse{ComputeTime: timestamppb.New(now)}
+	report := &LagReport{ComputeTime: now}
 	unavailable := 0
 	for i, tl := range toFill {
-		if tl.lag.GetLag() < 0 {
+		if tl.lag.Lag < 0 {
 			unavailable++
 			continue
 		}
 		rows = append(rows, lagRow{
-			tenant: owners[i].Tenant, group: owners[i].Group, topic: tl.lag.GetTopic(), partition: tl.lag.GetPartition(),
-			messages: tl.lag.GetLag(), seconds: tl.lag.GetLagSeconds(),
+			tenant: owners[i].Tenant, group: owners[i].Group, topic: tl.lag.Topic, partition: tl.lag.Partition,
+			messages: tl.lag.Lag, seconds: tl.lag.LagSeconds,
 		})
-		detail.Lags = append(detail.Lags, &sluicev1.GroupPartitionLag{
-			TenantId: owners[i].Tenant, Group: owners[i].Group, TopicId: tl.topic.ID, Topic: tl.lag.GetTopic(),
-			Partition: tl.lag.GetPartition(), CommittedOffset: tl.lag.GetCommittedOffset(),
-			HighWatermark: tl.lag.GetHighWatermark(), LogStartOffset: tl.lag.GetLogStartOffset(),
-			LagMessages: tl.lag.GetLag(), LagAgeMs: int64(tl.lag.GetLagSeconds() * 1000), PartitionBytes: tl.lag.GetPartitionBytes(),
+		report.Lags = append(report.Lags, GroupPartitionLag{
+			TenantID: owners[i].Tenant, Group: owners[i].Group, TopicID: tl.topic.ID, Topic: tl.lag.Topic,
+			Partition: tl.lag.Partition, CommittedOffset: tl.lag.CommittedOffset,
+			HighWatermark: tl.lag.HighWatermark, LogStartOffset: tl.lag.LogStartOffset,
+			LagMessages: tl.lag.Lag, LagSeconds: tl.lag.LagSeconds, PartitionBytes: tl.lag.PartitionBytes,
 		})
 	}
-	b.groupLag.detail.Store(detail)
+	s.lag.report.Store(report)
 	if unavailable > 0 {
-		b.logger.Warn("group lag metrics: partition leaders did not answer; their lag is not exported this round", "partitions", unavailable)
+		s.logger.Warn("group lag metrics: partition leaders did not answer; their lag is not exported this round", "partitions", unavailable)
 	}
-	snap := capLagSeries(rows, b.cfg.GroupLagMetricsMaxSeries)
-	b.groupLag.last.Store(&snap)
+	snap := capLagSeries(rows, maxSeries)
+	s.lag.last.Store(&snap)
 }
 
-// ListGroupLags answers the last lag computation of the groups this broker
-// coordinates (see the proto).
-func (s *replicaService) ListGroupLags(ctx context.Context, _ *connect.Request[sluicev1.ListGroupLagsRequest]) (*connect.Response[sluicev1.ListGroupLagsResponse], error) {
-	if s.b.groupLag == nil {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("group lag computation is off on this broker (--group-lag-metrics-interval 0)"))
+// LagReport answers the last lag computation of the groups this broker
+// coordinates: FailedPrecondition with the lag metrics off, Unavailable
+// before the first computation.
+func (s *Service) LagReport() (*LagReport, error) {
+	if s.lag == nil {
+		return nil, derr.New(derr.FailedPrecondition, "group lag computation is off on this broker (--group-lag-metrics-interval 0)")
 	}
-	d := s.b.groupLag.detail.Load()
-	if d == nil {
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no group lag computed yet; retry after --group-lag-metrics-interval"))
+	r := s.lag.report.Load()
+	if r == nil {
+		return nil, derr.New(derr.Unavailable, "no group lag computed yet; retry after --group-lag-metrics-interval")
 	}
-	return connect.NewResponse(d), nil
+	return r, nil
 }
