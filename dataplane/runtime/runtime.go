@@ -349,10 +349,10 @@ func Write[S Shard, R any](ctx context.Context, h *Hosted[S], key string, op Op[
 // subs exclusively, from its run to its records' replay: it runs beside
 // the key's other shared operations whose sub-keys are not its own (their
 // appends in flight at once), and excludes the key's exclusive ones (Write,
-// timers, effects' follow-ups) both ways. The shard gives it sub-keys that
-// name everything its records change and its run reads, so that the
-// records of operations holding the key together commute (see the package
-// doc). key must not be empty.
+// timers, effects' follow-ups) both ways. The shard chooses the sub-keys
+// so that shared operations in flight at once (their sub-keys disjoint)
+// read nothing the other's records change and change different state:
+// their records commute (see the package doc). key must not be empty.
 func WriteShared[S Shard, R any](ctx context.Context, h *Hosted[S], key string, subs []string, op Op[S, R]) (R, error) {
 	if key == "" {
 		var zero R
