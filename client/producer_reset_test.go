@@ -27,7 +27,10 @@ import (
 // every connection the client opens to a broker is accepted, left to send
 // what it sends, and reset (a TCP RST), which connect-go reports as
 // Canceled although no context ended. The control plane is reached
-// directly.
+// directly. It is a network fault, not a fake broker, and stays one: a
+// running broker (and so the cluster's faults, whose DropAnswer resets
+// one HTTP/2 stream) cannot reset the TCP connection under a call before
+// answering its preface.
 type resetter struct {
 	ln     net.Listener
 	on     atomic.Bool
