@@ -179,8 +179,10 @@ func TestControlPlaneCountLimitsTwoReplicas(t *testing.T) {
 				}
 			})
 		}
+		began := time.Now()
 		close(start)
 		wg.Wait()
+		t.Logf("%d concurrent calls ended within %s", n, time.Since(began).Round(time.Millisecond))
 		return int(ok.Load())
 	}
 	untimed := []*cluster{replicas[0].untimed(), replicas[1].untimed()}
