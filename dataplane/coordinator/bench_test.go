@@ -117,7 +117,7 @@ func benchGroupCommits(b *testing.B, members int) {
 					return
 				}
 				m.MemberEpoch = res.MemberEpoch
-				time.Sleep(time.Millisecond) // the load's pace, not synchronisation
+				time.Sleep(time.Millisecond) // pacing: the heartbeats' pace, not synchronisation
 			}
 		})
 	}
