@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,15 @@ func clientWith(t *testing.T, opts ...client.Option) *client.Client {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// topicSeq numbers the topics freshTopic names.
+var topicSeq atomic.Int64
+
+// freshTopic is a topic name not used before in this process, for a test
+// that may run again in it (-count).
+func freshTopic(base string) string {
+	return fmt.Sprintf("%s-%d", base, topicSeq.Add(1))
 }
 
 // addFault adds a fault to the package's cluster for the rest of the test.
@@ -215,5 +225,36 @@ func dataBatches(batches []loggedBatch) []loggedBatch {
 			out = append(out, b)
 		}
 	}
+	return out
+}
+
+// partitionMeta is one partition as the control plane's metadata has it.
+type partitionMeta struct {
+	topicID  string
+	leader   int32
+	epoch    int32
+	replicas []int32
+	addrs    map[int32]string // every broker's
+}
+
+// partitionOf is partition of topic from the control plane's metadata.
+func partitionOf(t *testing.T, topic string, partition int32) partitionMeta {
+	t.Helper()
+	md, err := sluicev1connect.NewRecordServiceClient(h2c.Client(), endpoint, connect.WithInterceptors(tenants.Bearer(tenantToken(t)))).GetMetadata(t.Context(),
+		connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{topic}}))
+	require.NoError(t, err)
+	out := partitionMeta{addrs: map[int32]string{}}
+	for _, b := range md.Msg.GetBrokers() {
+		out.addrs[b.GetId()] = b.GetAddress()
+	}
+	for _, tm := range md.Msg.GetTopics() {
+		for _, pm := range tm.GetPartitions() {
+			if tm.GetName() == topic && pm.GetPartition() == partition {
+				out.topicID, out.leader, out.epoch, out.replicas = tm.GetId(), pm.GetLeader(), pm.GetLeaderEpoch(), pm.GetReplicas()
+				return out
+			}
+		}
+	}
+	t.Fatalf("no partition %s/%d in the metadata", topic, partition)
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,10 +15,11 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicemq/sluice/client"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/localcluster"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
@@ -25,7 +27,10 @@ import (
 // every connection the client opens to a broker is accepted, left to send
 // what it sends, and reset (a TCP RST), which connect-go reports as
 // Canceled although no context ended. The control plane is reached
-// directly.
+// directly. It is a network fault, not a fake broker, and stays one: a
+// running broker (and so the cluster's faults, whose DropAnswer resets
+// one HTTP/2 stream) cannot reset the TCP connection under a call before
+// answering its preface.
 type resetter struct {
 	ln     net.Listener
 	on     atomic.Bool
@@ -170,48 +175,45 @@ type closer func(context.Context) error
 
 func (f closer) Close() error { return f(context.Background()) }
 
-// movedBroker is the control plane and broker 1 in one server. Its first
-// metadata (the client's New) places broker 1 at dead, an address that
-// resets every connection; later answers place it here: a broker that
-// came back at another address.
-type movedBroker struct {
-	sluicev1connect.UnimplementedRecordServiceHandler
-	addr, dead string
-	metadata   atomic.Int64
-	inits      atomic.Int64
+// marked is an HTTP transport that sets a header on every request, so
+// that a fault on the package's shared cluster can tell one client's
+// calls from the others'.
+type marked struct {
+	http.RoundTripper
+	name, value string
 }
 
-func (m *movedBroker) GetMetadata(context.Context, *connect.Request[sluicev1.GetMetadataRequest]) (*connect.Response[sluicev1.GetMetadataResponse], error) {
-	addr := m.addr
-	if m.metadata.Add(1) == 1 {
-		addr = m.dead
-	}
-	return connect.NewResponse(&sluicev1.GetMetadataResponse{Brokers: []*sluicev1.BrokerAddress{{Id: 1, Address: addr}}}), nil
-}
-
-func (m *movedBroker) InitProducerId(context.Context, *connect.Request[sluicev1.InitProducerIdRequest]) (*connect.Response[sluicev1.InitProducerIdResponse], error) {
-	m.inits.Add(1)
-	return connect.NewResponse(&sluicev1.InitProducerIdResponse{ProducerId: 7}), nil
+func (m marked) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set(m.name, m.value)
+	return m.RoundTripper.RoundTrip(req)
 }
 
 // When every broker it knows fails, NewProducer learns the brokers again
 // from the control plane instead of asking the same dead addresses until
-// its context ends.
+// its context ends. The control plane's first answer to the client (its
+// New's metadata) places every broker at an address that resets every
+// connection; later answers place them where they are: brokers that came
+// back at other addresses.
 func TestProducerInitRelearnsMovedBrokers(t *testing.T) {
 	r := newResetter(t)
-	m := &movedBroker{dead: r.ln.Addr().String()}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	m.addr = ln.Addr().String()
-	mux := http.NewServeMux()
-	mux.Handle(sluicev1connect.NewRecordServiceHandler(m))
+	const header = "X-Sluice-Test"
+	mine := func(c localcluster.Call) bool { return c.Header.Get(header) == t.Name() }
+	var answers atomic.Int64
+	addFault(t, localcluster.Fault{Broker: localcluster.ControlPlane, Procedure: "GetMetadata", Answer: func(c localcluster.Call, res proto.Message) {
+		if !mine(c) || answers.Add(1) > 1 {
+			return
+		}
+		for _, b := range res.(*sluicev1.GetMetadataResponse).GetBrokers() {
+			b.Address = r.ln.Addr().String()
+		}
+	}})
+	inits := addFault(t, localcluster.Fault{Procedure: "InitProducerId"})
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: &p}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	hc := &http.Client{Transport: marked{&http.Transport{Protocols: &p}, header, t.Name()}}
 
-	c, err := client.New(t.Context(), "http://"+m.addr, client.Token("x"))
+	c, err := client.New(t.Context(), endpoint, client.APIKey(apiKey), client.WithHTTPClient(hc))
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -221,7 +223,8 @@ func TestProducerInitRelearnsMovedBrokers(t *testing.T) {
 	require.True(t, pr.Idempotent())
 	require.NoError(t, pr.Close(t.Context()))
 	require.Positive(t, r.resets.Load(), "the dead address was asked first")
-	require.Equal(t, int64(1), m.inits.Load())
+	require.Greater(t, answers.Load(), int64(1), "the brokers learnt again")
+	require.Equal(t, 1, len(slices.DeleteFunc(inits.Calls(), func(c localcluster.Call) bool { return !mine(c) })), "one producer id asked for, where the brokers are")
 }
 
 // A call to the control plane over a connection it resets fails

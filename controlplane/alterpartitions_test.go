@@ -3,12 +3,14 @@ package controlplane_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane/api"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/clock"
 )
 
 // TestControllerAlterPartitions: one call carries many partitions' ISR
@@ -18,7 +20,9 @@ import (
 func TestControllerAlterPartitions(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
-		c := start(t, dbURL, fastController)
+		// On a fake clock nobody moves: no lease lapses, however slowly
+		// the machine runs.
+		c := startFake(t, clock.NewFake(time.Now()), dbURL, nil)
 		f := newFleet(t, c, 3)
 		topicID := c.createTopic(t, "alters", "orders", 12, 3)
 		parts := c.partitions(t, topicID)

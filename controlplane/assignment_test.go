@@ -13,7 +13,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
-	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/tenants/system"
 )
 
@@ -71,7 +71,7 @@ func endpointIDs(bs []*sluicev1.BrokerEndpoint) []int32 {
 func TestControllerWatchAssignments(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
-		c := start(t, dbURL, fastController)
+		c := startFake(t, clock.NewFake(time.Now()), dbURL, nil)
 		f := newFleet(t, c, 3)
 		a := c.signup(t, "watcher")
 		ctx := t.Context()
@@ -114,8 +114,11 @@ func TestControllerWatchAssignments(t *testing.T) {
 		ledBy1 := slices.IndexFunc(orders, func(p *sluicev1.PartitionAssignment) bool { return p.GetLeader() == 1 })
 		require.GreaterOrEqual(t, ledBy1, 0)
 
-		// Broker 1 dies: snapshots follow until the leader moved.
+		// Broker 1 dies: snapshots follow until the leader moved. (The
+		// controller moves it as the fake time passes; the stream, which
+		// polls the store in real time, then catches up.)
 		f.kill(1)
+		f.until(10*time.Second, "broker 1 gone", c.gone(t, 1))
 		deadline := time.Now().Add(10 * time.Second)
 		version := snap.GetMetadataVersion()
 		for {
@@ -168,7 +171,7 @@ func TestControllerWatchAssignments(t *testing.T) {
 func TestControllerWatchAssignmentsDeltas(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
-		c := start(t, dbURL, fastController)
+		c := startFake(t, clock.NewFake(time.Now()), dbURL, nil)
 		f := newFleet(t, c, 3)
 		a := c.signup(t, "deltas")
 		ctx := t.Context()
@@ -214,6 +217,7 @@ func TestControllerWatchAssignmentsDeltas(t *testing.T) {
 		// Broker 1 dies: the partitions it led change, and it leaves the
 		// live brokers; "more" partitions it led change too, nothing else.
 		f.kill(1)
+		f.until(10*time.Second, "broker 1 gone", c.gone(t, 1))
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			require.True(t, time.Now().Before(deadline), "no delta with broker 1 gone")
@@ -281,7 +285,7 @@ func staleDetail(t *testing.T, err error) *sluicev1.StalePartitionEpoch {
 func TestControllerAlterPartition(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
-		c := start(t, dbURL, fastController)
+		c := startFake(t, clock.NewFake(time.Now()), dbURL, nil)
 		f := newFleet(t, c, 3)
 		topicID := c.createTopic(t, "alter", "orders", 1, 3)
 		p := c.partitions(t, topicID)[0]
@@ -357,13 +361,9 @@ func TestControllerAlterPartition(t *testing.T) {
 
 		// Adding a dead broker is refused; once it is live again it may join.
 		f.kill(last)
-		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
-			brokers, err := c.srv.Store().ListBrokers(ctx)
-			require.NoError(t, err)
-			for _, b := range brokers {
-				if b.ID == last && b.Live(time.Now()) {
-					return fmt.Errorf("broker %d still live", last)
-				}
+		f.until(10*time.Second, "the expected state", func() error {
+			if c.live(t, last) {
+				return fmt.Errorf("broker %d still live", last)
 			}
 			return nil
 		})
@@ -395,7 +395,9 @@ func TestControllerAlterPartition(t *testing.T) {
 func TestOffsetsTopicCreatedOnceBrokersAreLive(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
-		c := start(t, dbURL, fastController, func(cfg *controlplane.Config) {
+		// On a fake clock nobody moves: the brokers stay live without
+		// heartbeats however slowly the machine runs.
+		c := startAt(t, dbURL, clock.NewFake(time.Now()), nil, fastController, func(cfg *controlplane.Config) {
 			cfg.OffsetsTopicReplicationFactor, cfg.OffsetsTopicPartitions = 3, 4
 			cfg.TransactionStateTopicReplicationFactor, cfg.TransactionStateTopicPartitions = 3, 2
 		})

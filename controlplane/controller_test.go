@@ -23,19 +23,21 @@ import (
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
-// fastController makes broker deaths visible within about a second.
+// fastController makes broker deaths visible within about a second (of a
+// fake clock's time: startFake).
 func fastController(cfg *controlplane.Config) {
 	cfg.BrokerLease = time.Second
 	cfg.Controller.LeaseTTL = time.Second
 	cfg.Controller.PreferredLeaderDelay = time.Second
 }
 
-// fleet plays n brokers (ids 1..n) against a control plane: it registers
-// them and heartbeats the live ones: every 100 ms until the test ends on
-// the real clock; on a cluster with a fake clock (startFake), before each
-// step the test moves the clock (tick), so that a broker's lease lapses
-// only when the test stops heartbeating it and lets the time pass, never
-// because a loaded machine delayed a heartbeat.
+// fleet plays n brokers (ids 1..n) against a control plane on a fake
+// clock (startFake, startAt): it registers them and heartbeats the live
+// ones before each step the test moves the clock (tick), so that a
+// broker's lease lapses only when the test stops heartbeating it and lets
+// the time pass, never because a loaded machine delayed a heartbeat. A
+// test that never moves the clock keeps every broker live without any
+// heartbeat.
 type fleet struct {
 	t      *testing.T
 	client sluicev1connect.BrokerServiceClient
@@ -48,29 +50,11 @@ type fleet struct {
 
 func newFleet(t *testing.T, c *cluster, n int) *fleet {
 	t.Helper()
+	require.NotNil(t, c.clock, "a fleet plays against a control plane on a fake clock (startFake, startAt)")
 	f := &fleet{t: t, client: c.brokers(brokerToken), clock: c.clock, epochs: map[int32]int64{}, alive: map[int32]bool{}}
 	for id := int32(1); id <= int32(n); id++ {
 		f.revive(id)
 	}
-	if f.clock != nil {
-		return f
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			f.beat(ctx)
-		}
-	}()
 	return f
 }
 
@@ -85,8 +69,8 @@ func (f *fleet) beat(ctx context.Context) {
 	}
 	f.mu.Unlock()
 	for id, epoch := range beats {
-		// Errors (a stale epoch after revive raced us) are retried next tick.
-		_, _ = f.client.HeartbeatBroker(ctx, connect.NewRequest(&sluicev1.HeartbeatBrokerRequest{BrokerId: id, BrokerEpoch: epoch}))
+		_, err := f.client.HeartbeatBroker(ctx, connect.NewRequest(&sluicev1.HeartbeatBrokerRequest{BrokerId: id, BrokerEpoch: epoch}))
+		require.NoError(f.t, err, "heartbeat of broker %d", id)
 	}
 }
 
@@ -170,6 +154,41 @@ func (c *cluster) partitions(t *testing.T, topicID string) []store.Partition {
 	ps, err := c.srv.Store().ListPartitions(context.Background(), topicID)
 	require.NoError(t, err)
 	return ps
+}
+
+// live reports whether broker id's lease is live at the server's time
+// (its fake clock's, or the wall clock's).
+func (c *cluster) live(t *testing.T, id int32) bool {
+	t.Helper()
+	now := time.Now()
+	if c.clock != nil {
+		now = c.clock.Now()
+	}
+	brokers, err := c.srv.Store().ListBrokers(context.Background())
+	require.NoError(t, err)
+	i := slices.IndexFunc(brokers, func(b store.Broker) bool { return b.ID == id })
+	return i >= 0 && brokers[i].Live(now)
+}
+
+// gone is a condition for until: broker id's lease lapsed, and the
+// controller moved every leadership it had and took it out of every ISR
+// it shared (an ISR of it alone stays: the last member is kept for a
+// clean election when it returns).
+func (c *cluster) gone(t *testing.T, id int32) func() error {
+	return func() error {
+		t.Helper()
+		if c.live(t, id) {
+			return fmt.Errorf("broker %d still live", id)
+		}
+		ps, err := c.srv.Store().ListAllPartitions(context.Background())
+		require.NoError(t, err)
+		for _, p := range ps {
+			if p.Leader == id || len(p.ISR) > 1 && slices.Contains(p.ISR, id) {
+				return fmt.Errorf("%s/%d still has broker %d: leader %d, ISR %v", p.TopicName, p.Partition.Partition, id, p.Leader, p.ISR)
+			}
+		}
+		return nil
+	}
 }
 
 // metric returns the value of the sample named exactly by series (name and

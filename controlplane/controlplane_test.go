@@ -140,6 +140,14 @@ func startAt(t *testing.T, dbURL string, clk *clock.Fake, wrap func(store.Store)
 	return &cluster{endpoint: "http://" + ln.Addr().String(), metrics: "http://" + ops.Addr().String(), hc: hc, streamHC: &http.Client{Transport: tr}, srv: srv, stop: stop, clock: clk}
 }
 
+// untimed is c whose API clients have no overall timeout: for calls that
+// wait their turn behind many others, bounded by their context.
+func (c *cluster) untimed() *cluster {
+	u := *c
+	u.hc = c.streamHC
+	return &u
+}
+
 func bearer(token string) connect.ClientOption {
 	return connect.WithInterceptors(tenants.Bearer(token))
 }

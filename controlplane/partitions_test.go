@@ -2,7 +2,6 @@ package controlplane_test
 
 import (
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"slices"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -26,7 +26,7 @@ import (
 func TestControlPlaneCreatePartitions(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
-		c := start(t, dbURL, fastController)
+		c := startFake(t, clock.NewFake(time.Now()), dbURL, nil)
 		// Brokers 1..4 in racks b, c, a, b: every partition of RF 3 has
 		// one replica in each rack.
 		f := newFleet(t, c, 4)
@@ -157,7 +157,7 @@ func TestControlPlaneCreatePartitions(t *testing.T) {
 		// The controller moves a grown partition's leadership like any
 		// other's when its leader dies.
 		f.kill(idle)
-		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+		f.until(10*time.Second, "the expected state", func() error {
 			for _, p := range c.partitions(t, topicID)[3:] {
 				if p.Leader == idle || slices.Contains(p.ISR, idle) {
 					return fmt.Errorf("partition %d: leader %d isr %v", p.Partition, p.Leader, p.ISR)
@@ -176,7 +176,7 @@ func TestControlPlaneCreatePartitions(t *testing.T) {
 		require.NoError(t, err)
 		other := idle%4 + 1
 		f.kill(other)
-		testenv.Wait(t, 10*time.Second, "the expected state", func() error {
+		f.until(10*time.Second, "the expected state", func() error {
 			bl, err := op.ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
 			if err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/clock"
 )
 
 // remoteDetail returns the RemoteSegmentsState attached to an error, or nil.
@@ -44,7 +46,9 @@ const (
 func TestControlPlaneRemoteSegments(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
-		c := start(t, dbURL)
+		// On a fake clock that moves only a millisecond per copy: no lease
+		// lapses, however slowly the machine runs.
+		c := startAt(t, dbURL, clock.NewFake(time.Now()), nil)
 		f := newFleet(t, c, 3)
 		a := c.signup(t, "tiering")
 		other := c.signup(t, "elsewhere")
@@ -68,6 +72,9 @@ func TestControlPlaneRemoteSegments(t *testing.T) {
 			}
 		}
 		add := func(broker int32, brokerEpoch int64, leaderEpoch int32, seg *sluicev1.RemoteSegment) (*sluicev1.RemoteSegment, error) {
+			// Each copy starts later than the one before: the list orders
+			// copies of one base offset by creation.
+			c.clock.Advance(time.Millisecond)
 			res, err := bs.AddRemoteSegment(ctx, connect.NewRequest(&sluicev1.AddRemoteSegmentRequest{
 				BrokerId: broker, BrokerEpoch: brokerEpoch, LeaderEpoch: leaderEpoch, Segment: seg,
 			}))

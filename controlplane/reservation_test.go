@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicemq/sluice/controlplane"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
@@ -26,7 +26,11 @@ func txnID(tenantID, name string, token int64) *sluicev1.ObjectReservation {
 }
 
 func (c *cluster) reserve(broker int32, epoch int64, objs ...*sluicev1.ObjectReservation) ([]*sluicev1.ObjectReservationResult, error) {
-	res, err := c.brokers(brokerToken).ReserveObjects(context.Background(), connect.NewRequest(&sluicev1.ReserveObjectsRequest{
+	return c.reserveCtx(context.Background(), broker, epoch, objs...)
+}
+
+func (c *cluster) reserveCtx(ctx context.Context, broker int32, epoch int64, objs ...*sluicev1.ObjectReservation) ([]*sluicev1.ObjectReservationResult, error) {
+	res, err := c.brokers(brokerToken).ReserveObjects(ctx, connect.NewRequest(&sluicev1.ReserveObjectsRequest{
 		BrokerId: broker, BrokerEpoch: epoch, Reservations: objs,
 	}))
 	if err != nil {
@@ -120,12 +124,16 @@ func TestControlPlaneReserveObjects(t *testing.T) {
 // concurrent CreateTopic of one partition each create exactly max_topics;
 // 40 concurrent CreatePartitions growing them by one each stop exactly at
 // max_partitions.
+//
+// Both replicas run on one fake clock that nothing moves: the brokers,
+// which never heartbeat here, stay live, and no reservation expires
+// (quota.ReservationTTL), however long the races take on a loaded
+// machine.
 func TestControlPlaneCountLimitsTwoReplicas(t *testing.T) {
 	t.Parallel()
 	url := testenv.PostgresURL(t)
-	// Leases that outlast the test on a slow machine (no heartbeats here).
-	lease := func(c *controlplane.Config) { c.BrokerLease = 2 * time.Minute }
-	replicas := []*cluster{start(t, url, lease), start(t, url, lease)}
+	clk := clock.NewFake(time.Now())
+	replicas := []*cluster{startAt(t, url, clk, nil), startAt(t, url, clk, nil)}
 	replicas[0].registerBrokers(t, 3)
 	epochs := map[int32]int64{}
 	for id := int32(1); id <= 3; id++ {
@@ -145,30 +153,43 @@ func TestControlPlaneCountLimitsTwoReplicas(t *testing.T) {
 		require.Equal(t, int64(maxGroups), res[0].GetLimit())
 	}
 
-	race := func(n int, call func(i int) error, refused func(error) bool) int {
+	// race starts n calls at once. The calls queue: one tenant's
+	// decisions take its row lock in turn, and each call costs 8-10 ms of
+	// the test process's CPU under the race detector (as much one at a
+	// time as 400 at once), so the last of 1,000 ends 27-40 s after the
+	// first at load average 16-19: past the API clients' 30 s timeout,
+	// which is for one call, not for a queue. So the calls have no
+	// timeout (untimed); they fail when no call of the race has ended for
+	// 30 s: a stall, not a long queue.
+	race := func(n int, call func(ctx context.Context, i int) error, refused func(error) bool) int {
+		ctx, ended := progress(t, 30*time.Second)
 		var ok atomic.Int32
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				err := call(i)
+				err := call(ctx, i)
+				ended()
 				switch {
 				case err == nil:
 					ok.Add(1)
 				case !refused(err):
-					assert.NoError(t, err, "call %d", i)
+					assert.NoError(t, err, "call %d (%v)", i, context.Cause(ctx))
 				}
 			})
 		}
+		began := time.Now()
 		close(start)
 		wg.Wait()
+		t.Logf("%d concurrent calls ended within %s", n, time.Since(began).Round(time.Millisecond))
 		return int(ok.Load())
 	}
+	untimed := []*cluster{replicas[0].untimed(), replicas[1].untimed()}
 	var grants atomic.Int32
-	race(1000, func(i int) error {
+	race(1000, func(ctx context.Context, i int) error {
 		broker := int32(i%3 + 1)
-		res, err := replicas[i%2].reserve(broker, epochs[broker], group(alice.tenantID, fmt.Sprintf("g-%04d", i), int64(i+2)))
+		res, err := untimed[i%2].reserveCtx(ctx, broker, epochs[broker], group(alice.tenantID, fmt.Sprintf("g-%04d", i), int64(i+2)))
 		if err == nil && res[0].GetGranted() {
 			grants.Add(1)
 		}
@@ -177,8 +198,8 @@ func TestControlPlaneCountLimitsTwoReplicas(t *testing.T) {
 	require.Equal(t, int32(maxGroups-1), grants.Load(), "the warm-up's group is pending too")
 
 	resourceExhausted := func(err error) bool { return connect.CodeOf(err) == connect.CodeResourceExhausted }
-	created := race(40, func(i int) error {
-		_, err := replicas[i%2].topics(alice.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: fmt.Sprintf("t%02d", i), PartitionCount: 1, ReplicationFactor: 1}))
+	created := race(40, func(ctx context.Context, i int) error {
+		_, err := untimed[i%2].topics(alice.token).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{Name: fmt.Sprintf("t%02d", i), PartitionCount: 1, ReplicationFactor: 1}))
 		return err
 	}, resourceExhausted)
 	require.Equal(t, maxTopics, created, "topics created")
@@ -193,14 +214,14 @@ func TestControlPlaneCountLimitsTwoReplicas(t *testing.T) {
 	for _, tp := range listed.Msg.GetTopics() {
 		names = append(names, tp.GetName())
 	}
-	grown := race(40, func(i int) error {
+	grown := race(40, func(ctx context.Context, i int) error {
 		name := names[i%len(names)]
 		for {
-			d, err := replicas[i%2].topics(alice.token).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
+			d, err := untimed[i%2].topics(alice.token).DescribeTopic(ctx, connect.NewRequest(&sluicev1.DescribeTopicRequest{Name: name}))
 			if err != nil {
 				return err
 			}
-			_, err = replicas[i%2].topics(alice.token).CreatePartitions(ctx, connect.NewRequest(&sluicev1.CreatePartitionsRequest{
+			_, err = untimed[i%2].topics(alice.token).CreatePartitions(ctx, connect.NewRequest(&sluicev1.CreatePartitionsRequest{
 				Name: name, PartitionCount: d.Msg.GetTopic().GetPartitionCount() + 1}))
 			if code := connect.CodeOf(err); code == connect.CodeAborted || code == connect.CodeInvalidArgument {
 				continue // grown meanwhile: ask for the next count
@@ -216,4 +237,37 @@ func TestControlPlaneCountLimitsTwoReplicas(t *testing.T) {
 		total += int(tp.GetPartitionCount())
 	}
 	require.Equal(t, maxPartitions, total)
+}
+
+// progress returns a context for calls that queue behind each other and
+// ended, which each call runs when it ends: the context is cancelled
+// (with a cause saying so) when stall passes without a call ending, so
+// that a long queue is waited for and a stuck one fails. It is cancelled
+// at the test's end.
+func progress(t *testing.T, stall time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var n atomic.Int64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(done); <-stopped; cancel(nil) })
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(stall / 10)
+		defer tick.Stop()
+		last, at := n.Load(), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if cur := n.Load(); cur != last {
+				last, at = cur, time.Now()
+			} else if time.Since(at) >= stall {
+				cancel(fmt.Errorf("no call ended for %s (%d ended)", stall, cur))
+				return
+			}
+		}
+	}()
+	return ctx, func() { n.Add(1) }
 }

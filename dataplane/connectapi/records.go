@@ -55,12 +55,12 @@ func NewRecords(svc *records.Service, d RecordsDeps) *Records {
 	return &Records{svc: svc, d: d}
 }
 
-// forwardTo returns the leader to send a request refused with err to: the
+// forwardTo returns the leader to send req, refused with err, to: the
 // service found that another broker leads the partition (a
-// records.NotLedHereError), and the caller (headers h) did not ask to
-// route itself. h is called only then (Header() allocates on an
-// in-process request); it is a method of the request, called directly
-// so that the request does not escape.
+// records.NotLedHereError), and the caller did not ask to route itself
+// (NoForwardHeader). req's headers are read only then (Header()
+// allocates on an in-process request), by a direct call, so that req
+// does not escape.
 func forwardTo[T any](req *connect.Request[T], err error) (int32, bool) {
 	leader, ok := records.LeaderElsewhere(err)
 	return leader, ok && Forwardable(req.Header(), err)

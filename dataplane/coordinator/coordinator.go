@@ -160,9 +160,15 @@ func read[R any](c *Coordinator, fn func(s *Shard) R) R {
 	return r
 }
 
-// writeOp runs op under the group's key.
+// writeOp runs op under the group's key, exclusively.
 func writeOp[R any](ctx context.Context, c *Coordinator, gk GroupKey, op func(s *Shard, now time.Time) (runtime.Result[R], error)) (R, error) {
 	return runtime.Write(ctx, c.h, opKey(gk), op)
+}
+
+// memberOp runs op, which writes nothing, under no key: against the
+// state, never behind another operation's append.
+func memberOp[R any](c *Coordinator, op func(s *Shard, now time.Time) (runtime.Result[R], error)) (R, error) {
+	return runtime.Write(context.Background(), c.h, "", op)
 }
 
 // admit asks Config.Admit about a call that would create the group when
@@ -184,11 +190,13 @@ func (c *Coordinator) admit(ctx context.Context, gk GroupKey) (done func(), err 
 
 // CommitOffsets writes the group's offsets, stamped now, to the offsets
 // partition (acks=all) and answers once they are committed; a later commit
-// of the same partition wins (in log order). The caller checks the
-// committer first (CheckCommitter) and the offsets against the partitions.
-// A partition with offsets pending in an open transaction is refused
-// (ErrUnstableOffset, wrapped): retry once the transaction ends. A group
-// unknown here is created only when Config.Admit admits it.
+// of the same partition wins (in log order). Commits of different
+// partitions of the group are written at once, those of one partition one
+// at a time. The caller checks the committer first (CheckCommitter) and
+// the offsets against the partitions. A partition with offsets pending in
+// an open transaction is refused (ErrUnstableOffset, wrapped): retry once
+// the transaction ends. A group unknown here is created only when
+// Config.Admit admits it.
 func (c *Coordinator) CommitOffsets(ctx context.Context, now time.Time, tenantID, groupID string, offsets []OffsetCommit) error {
 	gk := GroupKey{tenantID, groupID}
 	done, err := c.admit(ctx, gk)
@@ -196,7 +204,7 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, now time.Time, tenantID
 		return err
 	}
 	defer done()
-	_, err = writeOp(ctx, c, gk, func(s *Shard, _ time.Time) (runtime.Result[struct{}], error) {
+	_, err = runtime.WriteShared(ctx, c.h, opKey(gk), commitKeys(offsets), func(s *Shard, _ time.Time) (runtime.Result[struct{}], error) {
 		return s.CommitOffsets(gk, offsets, now)
 	})
 	return err
@@ -295,7 +303,8 @@ func (c *Coordinator) CheckCommitter(tenantID, groupID, memberID, instanceID str
 // Heartbeat runs one member heartbeat (Shard.Heartbeat), creating the
 // group with assignor on first use; topics is the tenant's current view of
 // partition counts. A static member's join that makes a new incarnation is
-// answered only once the incarnation is written to the offsets partition.
+// answered only once the incarnation is written to the offsets partition;
+// the other heartbeats write nothing and wait for no write of the group.
 // A group unknown here is created only when Config.Admit admits it.
 func (c *Coordinator) Heartbeat(ctx context.Context, now time.Time, tenantID, groupID, assignor string, topics group.Topics, req group.HeartbeatRequest) (group.HeartbeatResponse, error) {
 	gk := GroupKey{tenantID, groupID}
@@ -305,11 +314,17 @@ func (c *Coordinator) Heartbeat(ctx context.Context, now time.Time, tenantID, gr
 	}
 	defer done()
 	persist := false
-	res, err := writeOp(ctx, c, gk, func(s *Shard, _ time.Time) (runtime.Result[HeartbeatResult], error) {
+	op := func(s *Shard, _ time.Time) (runtime.Result[HeartbeatResult], error) {
 		r, err := s.Heartbeat(gk, assignor, topics, req, now)
 		persist = r.Response.Persist
 		return r, err
-	})
+	}
+	var res HeartbeatResult
+	if staticJoin(req) {
+		res, err = writeOp(ctx, c, gk, op)
+	} else {
+		res, err = memberOp(c, op)
+	}
 	if err != nil && persist {
 		return group.HeartbeatResponse{}, fmt.Errorf("record static member %q of group %q: %w", req.InstanceID, groupID, err)
 	}
@@ -319,7 +334,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, now time.Time, tenantID, gr
 // Leave removes a member (group.Group.Leave).
 func (c *Coordinator) Leave(now time.Time, tenantID, groupID, memberID, instanceID string) error {
 	gk := GroupKey{tenantID, groupID}
-	_, err := writeOp(context.Background(), c, gk, func(s *Shard, _ time.Time) (runtime.Result[struct{}], error) {
+	_, err := memberOp(c, func(s *Shard, _ time.Time) (runtime.Result[struct{}], error) {
 		return runtime.Result[struct{}]{}, s.Leave(gk, memberID, instanceID, now)
 	})
 	return err
@@ -328,7 +343,7 @@ func (c *Coordinator) Leave(now time.Time, tenantID, groupID, memberID, instance
 // Expire removes members whose session expired at now, in every group
 // (what Run does every HeartbeatInterval).
 func (c *Coordinator) Expire(now time.Time) {
-	_, _ = runtime.Write(context.Background(), c.h, "", func(s *Shard, _ time.Time) (runtime.Result[struct{}], error) {
+	_, _ = memberOp(c, func(s *Shard, _ time.Time) (runtime.Result[struct{}], error) {
 		s.Expire(now)
 		return runtime.Result[struct{}]{}, nil
 	})

@@ -26,7 +26,8 @@ var errNotLeader = errors.New("not the leader")
 
 // logPartition is an offsets partition of one replica: a real log in a
 // temp dir that leads at one epoch (acks=all is then the leader's own
-// append), as the broker's partition replica serves a Coordinator.
+// append), as the broker's partition replica serves a Coordinator. While
+// gate is set, each append waits for it before writing (a slow ISR).
 type logPartition struct {
 	*log.Log
 	dir string
@@ -34,6 +35,8 @@ type logPartition struct {
 	mu       sync.Mutex
 	epoch    int32 // the epoch it leads at; -1 while it does not lead
 	notReady error // CheckLeader's answer while set
+	gate     chan struct{}
+	started  int // appends that reached the partition
 }
 
 func openPartition(t *testing.T, epoch int32) *logPartition {
@@ -55,7 +58,18 @@ func (p *logPartition) CheckLeader() error {
 	return p.notReady
 }
 
-func (p *logPartition) AppendAcksAll(_ context.Context, epoch int32, batch log.ValidBatch) (int64, error) {
+func (p *logPartition) AppendAcksAll(ctx context.Context, epoch int32, batch log.ValidBatch) (int64, error) {
+	p.mu.Lock()
+	gate := p.gate
+	p.started++
+	p.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.epoch < 0 || epoch != p.epoch {
@@ -69,6 +83,28 @@ func (p *logPartition) Leads(epoch int32) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.epoch >= 0 && p.epoch == epoch
+}
+
+// hold makes the appends from now on wait until the returned func is
+// called.
+func (p *logPartition) hold() (release func()) {
+	gate := make(chan struct{})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gate = gate
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.gate = nil
+		close(gate)
+	}
+}
+
+// appendsStarted is how many appends reached the partition.
+func (p *logPartition) appendsStarted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started
 }
 
 // resign: the partition's leadership moved away from this replica.

@@ -97,14 +97,45 @@
 // written; dataplane/runtime hosts it (Coordinator is the hosted shard's
 // API) and writes the records with acks=all at the coordinator's leader
 // epoch, applying them only then. Every Coordinator method may be called
-// concurrently: the runtime serialises a group's operations (from their
-// run to their records' replay; a static member's join with the write of
-// its incarnation, a transactional commit's fencing check with its record
-// and the producer's markers), runs different groups' in parallel, and
-// holds no lock across Config.Admit (asked before the operation). Records
-// of different groups may apply out of log order; each kind's rules (log
-// offsets, the deletion's offset, the fences) make the result the one a
-// load would rebuild. The membership is changed by the operations at once
-// (it is not persisted) and its sessions are expired by the runtime's
-// timer every HeartbeatInterval (Run).
+// concurrently, and holds no lock across Config.Admit (asked before the
+// operation). Which operations of a group exclude each other, from their
+// run to their records' replay, is the runtime key each holds:
+//   - a deletion, a transactional commit, a transaction marker and a
+//     static member's join hold the group's key exclusively: they run one
+//     at a time, each against the records of those before it (a static
+//     member's join with the write of its incarnation, a transactional
+//     commit's fencing check with its record and the producer's markers,
+//     a commit's or deletion's pending-offsets check with the
+//     transactions' records);
+//   - a plain offset commit holds the group's key shared and a sub-key
+//     per partition it commits: commits of different partitions (the
+//     group's members') are written at once, sharing the partition's
+//     syncs and replication, while commits of one partition are written
+//     one at a time, in the order they run;
+//   - every other heartbeat, a leave and the members' expiry change only
+//     the membership, which is not persisted, and hold no key: they run
+//     against the state under the runtime's lock, at once, never behind
+//     another operation's append.
+//
+// Why that is linearizable (the runtime's rule, dataplane/runtime): an
+// operation that runs while another of its group waits for its append
+// sees that one's run but not its records. A heartbeat (or a leave, an
+// expiry, a read) beside a commit, a transactional write or a deletion
+// is ordered before it: those read no membership and change nothing in
+// memory, and a heartbeat reads their records' state (offsets,
+// incarnations, pending offsets) only to delay a new membership's first
+// assignment, which is a read of the state before the write (that write
+// has not answered yet); the deletion's record, replayed after, removes
+// the members the heartbeat made, as in that order. A heartbeat beside a
+// static member's join is ordered after it: it sees the join's membership
+// change, and the join's record (the instance's incarnation) is read only
+// when a group's membership is made, which the join did. Two commits in
+// flight at once have different partitions: each reads only pending
+// offsets (which neither writes), and their records change different
+// offsets, so they replay in either order with the same result; so do
+// different groups' records, which change different groups' state. The
+// log offsets the state keeps (each offset's, a deletion's) make a record
+// older in the log than what it would replace change nothing, as in a
+// load. The membership's sessions are expired by the runtime's timer
+// every HeartbeatInterval (Run).
 package coordinator

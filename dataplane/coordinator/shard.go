@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strconv"
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/group"
@@ -45,8 +46,35 @@ func NewShard(cfg ShardConfig) *Shard {
 	return &Shard{cfg: cfg, st: newState()}
 }
 
+// The runtime keys of a group's operations (see the package doc,
+// Concurrency):
+//   - a plain offset commit holds the group's key shared and a sub-key per
+//     partition it commits (commitKeys): commits of different partitions
+//     of one group are written at once, like different groups';
+//   - a deletion, a transactional commit, a transaction marker and a
+//     static member's join (staticJoin) hold the group's key exclusively;
+//   - every other heartbeat, a leave and the members' expiry write nothing
+//     and hold no key (the empty key): they run against the state under
+//     the runtime's lock, never behind another operation's append.
+
 // opKey is the runtime key of a group's operations.
 func opKey(gk GroupKey) string { return gk.Tenant + "\x00" + gk.Group }
+
+// commitKeys are the sub-keys of the group's key a plain commit of offsets
+// holds: the partitions it commits.
+func commitKeys(offsets []OffsetCommit) []string {
+	out := make([]string, len(offsets))
+	for i, oc := range offsets {
+		out[i] = oc.TopicID + "\x00" + strconv.Itoa(int(oc.Offset.GetPartition()))
+	}
+	return out
+}
+
+// staticJoin reports whether a heartbeat is a static member's join: the
+// only heartbeat that may write (its new incarnation).
+func staticJoin(req group.HeartbeatRequest) bool {
+	return req.InstanceID != "" && req.MemberEpoch == group.JoinEpoch
+}
 
 // Replay applies one record of the offsets partition at its offset.
 func (s *Shard) Replay(offset int64, r runtime.Record) error {
@@ -242,7 +270,7 @@ func (s *Shard) Heartbeat(gk GroupKey, assignor string, topics group.Topics, req
 		return none, err
 	}
 	out := runtime.Result[HeartbeatResult]{Response: HeartbeatResult{HeartbeatResponse: res}}
-	if req.InstanceID != "" && req.MemberEpoch == group.JoinEpoch && gs.instances[req.InstanceID] != res.MemberID {
+	if staticJoin(req) && gs.instances[req.InstanceID] != res.MemberID {
 		r, err := staticMemberRecord(gk.Tenant, gk.Group, req.InstanceID, res.MemberID, now).encode()
 		if err != nil {
 			return none, err

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/runtime"
@@ -223,7 +222,7 @@ func (st *state) applyTxnMarker(gk GroupKey, logOffset, producerID int64, v *coo
 
 // unstable returns ErrUnstableOffset, wrapped, when a transaction holds a
 // pending offset of the group for one of tps (any partition when tps is
-// nil).
+// nil), naming the first (by producer id, topic id and partition).
 func (s *Shard) unstable(gk GroupKey, tps []TopicPartition) error {
 	gs := s.st.groups[gk]
 	if gs == nil {
@@ -231,16 +230,18 @@ func (s *Shard) unstable(gk GroupKey, tps []TopicPartition) error {
 	}
 	for _, pid := range slices.Sorted(maps.Keys(gs.pending)) {
 		p := gs.pending[pid]
-		// In partition order, so that the error names the same one each
-		// time (scenario outputs compare it).
 		for _, tk := range slices.SortedFunc(maps.Keys(p), compareTopicPartitions) {
-			po := p[tk]
-			if tps == nil || slices.Contains(tps, tk) {
+			if po := p[tk]; tps == nil || slices.Contains(tps, tk) {
 				return fmt.Errorf("group %q topic %q partition %d %w (producer %d); retry once it commits or aborts", gk.Group, po.Topic, tk.Partition, ErrUnstableOffset, pid)
 			}
 		}
 	}
 	return nil
+}
+
+// compareTopicPartitions orders partitions by topic id, then number.
+func compareTopicPartitions(a, b TopicPartition) int {
+	return cmp.Or(cmp.Compare(a.TopicID, b.TopicID), cmp.Compare(a.Partition, b.Partition))
 }
 
 // StableOffsets returns a copy of the group's committed offsets, as
@@ -274,11 +275,4 @@ func (s *Shard) PendingOffsets(gk GroupKey) map[int64]map[TopicPartition]Committ
 		out[pid] = m
 	}
 	return out
-}
-
-func compareTopicPartitions(a, b TopicPartition) int {
-	if c := strings.Compare(a.TopicID, b.TopicID); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Partition, b.Partition)
 }

@@ -33,9 +33,14 @@
 // replay, in the order they take the key; operations with different keys
 // run concurrently, so their records may replay out of log order (each
 // record comes with its offset, and a shard whose records of different
-// keys interact orders them by it). The empty key is serialised with
-// nothing but the state: its operations write no records (the group
-// coordinator's member expiry). Read runs a function against the state.
+// keys interact orders them by it). WriteShared holds its key shared
+// and sub-keys of it exclusively: shared operations whose sub-keys are
+// disjoint run concurrently, as different keys' do (a group's offset
+// commits of different partitions), and exclude the key's exclusive
+// operations both ways. The empty key is serialised with nothing but the
+// state: its operations write no records and wait for no append (the
+// group coordinator's heartbeats and member expiry). Read runs a
+// function against the state.
 //
 // An Effect is a side effect an operation asks for once its records are
 // written: the transaction markers of an ending transaction. The runtime
@@ -63,15 +68,50 @@
 //   - a write at an epoch the broker no longer leads at fails and changes
 //     nothing (Partition.AppendAcksAll fences it; with Config.Fence the
 //     runtime refuses it before appending, and runs no effect);
-//   - no lock is held across an effect or while waiting for one: only a
-//     key is held across its own records' append.
+//   - no lock is held across an effect or while waiting for one: only an
+//     operation's keys are held across its own records' append;
+//   - the records of operations that exclude each other (one key or
+//     sub-key held by both, not shared) replay in log order, and the later
+//     one runs against the earlier one's records.
+//
+// # Why it is linearizable
+//
+// An operation takes effect at its run, under mu: what it reads and the
+// in-memory changes it makes are ordered by mu with every other run and
+// Read; its records are replayed before it answers. Operations that
+// exclude each other are ordered by their keys, which is also their log
+// order (the first one's records are replayed before the second runs).
+// The only overlap is an operation B that runs (or a Read) while another,
+// A, whose locks it does not need, waits for its append: B sees A's run
+// but not A's records, which replay after B's run. The shards choose keys
+// so that every such pair is one of:
+//   - B first (A has not answered): A's run read nothing B changes, and B
+//     read nothing A's run changed; A's records then apply after B's
+//     changes, as in that order (a group's heartbeat beside its commit or
+//     its deletion);
+//   - A first: B reads nothing A's records change, and B's changes and
+//     A's records commute, changing different state (a group's commits
+//     of different partitions, a heartbeat beside a static member's
+//     join, operations of different groups).
+//
+// Records of operations in flight at once may replay in either order:
+// they change different state. A write that fails answers an error and
+// its records are not replayed: it had no effect here, or, having reached
+// the log, an effect a later load applies, as a client told the write
+// failed must expect. No operation answers before its records are durable
+// (acks=all), so what one answered survives a failover, and a new
+// leader's load replays the log in order: the order each key's records
+// already had.
 //
 // # Concurrency
 //
 // Every method may be called concurrently. mu guards the shard's state and
 // the runtime's tables: it is held while an operation runs (Op, Then,
 // Timer.Op, Read) and while records replay, never across an append or an
-// effect. A key lock is taken before mu, never while holding it. Effects
+// effect. A key lock is taken before mu, never while holding it; an
+// operation takes its key, then its sub-keys in sorted order, and locks
+// grant in arrival order (a waiting exclusive operation is not starved by
+// shared ones), so waits form no cycle (keys.go). Effects
 // run in goroutines of the runtime's (one per attempt), and Run in the
 // host's; Close stops both and waits for them. Lock order: Runtime.mu,
 // then a Hosted's locks; a Hosted never takes Runtime.mu.

@@ -179,7 +179,7 @@ type Hosted[S Shard] struct {
 	mu     sync.Mutex
 	loaded bool
 	closed bool
-	keys   map[string]*keyLock
+	keys   map[lockID]*keyLock // the keys held or waited for
 	// effects: per key, the effects not done yet.
 	effects map[string][]*effectRun
 	timers  timerHeap
@@ -205,7 +205,7 @@ func New[S Shard](p Partition, shard S, cfg Config) *Hosted[S] {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Hosted[S]{p: p, shard: shard, cfg: cfg, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
-		keys: map[string]*keyLock{}, effects: map[string][]*effectRun{}, timerOf: map[string]*timerEntry{}}
+		keys: map[lockID]*keyLock{}, effects: map[string][]*effectRun{}, timerOf: map[string]*timerEntry{}}
 }
 
 // Epoch is the leader epoch the shard serves.
@@ -342,19 +342,39 @@ func Read[S Shard, R any](h *Hosted[S], fn func(s S) R) (R, error) {
 // shard's refusal) before the shard is loaded and, with Config.Fence, once
 // the broker no longer leads the partition at the shard's epoch.
 func Write[S Shard, R any](ctx context.Context, h *Hosted[S], key string, op Op[S, R]) (R, error) {
+	return write(ctx, h, exclusive(key), op)
+}
+
+// WriteShared is Write for an operation that holds key shared and each of
+// subs exclusively, from its run to its records' replay: it runs beside
+// the key's other shared operations whose sub-keys are not its own (their
+// appends in flight at once), and excludes the key's exclusive ones (Write,
+// timers, effects' follow-ups) both ways. The shard chooses the sub-keys
+// so that shared operations in flight at once (their sub-keys disjoint)
+// read nothing the other's records change and change different state:
+// their records commute (see the package doc). key must not be empty.
+func WriteShared[S Shard, R any](ctx context.Context, h *Hosted[S], key string, subs []string, op Op[S, R]) (R, error) {
+	if key == "" {
+		var zero R
+		return zero, errors.New("a shared write needs a key")
+	}
+	return write(ctx, h, sharedWith(key, subs), op)
+}
+
+func write[S Shard, R any](ctx context.Context, h *Hosted[S], l locks, op Op[S, R]) (R, error) {
 	var zero R
 	for {
 		if h.cfg.Fence && !h.Current() {
 			return zero, h.deposed()
 		}
-		if err := h.lock(ctx, key); err != nil {
+		if err := h.lockAll(ctx, l); err != nil {
 			return zero, err
 		}
 		h.mu.Lock()
 		if !h.loaded || h.closed {
 			closed := h.closed
 			h.mu.Unlock()
-			h.unlock(key)
+			h.unlockAll(l)
 			if closed {
 				return zero, h.deposed()
 			}
@@ -363,18 +383,18 @@ func Write[S Shard, R any](ctx context.Context, h *Hosted[S], key string, op Op[
 		res, err := op(h.shard, h.cfg.Now())
 		var wait []chan error
 		if errors.Is(err, ErrEffectPending) {
-			wait = h.joinLocked(key)
+			wait = h.joinLocked(l.key)
 		}
 		h.mu.Unlock()
 		if len(wait) > 0 {
-			h.unlock(key)
+			h.unlockAll(l)
 			if err := h.await(ctx, wait); err != nil {
 				return zero, err
 			}
 			continue // the effect is done: run op again
 		}
 		if err != nil {
-			h.unlock(key)
+			h.unlockAll(l)
 			return zero, err
 		}
 		var waiters []chan error
@@ -384,8 +404,8 @@ func Write[S Shard, R any](ctx context.Context, h *Hosted[S], key string, op Op[
 				waiters[i] = make(chan error, 1)
 			}
 		}
-		err = h.commit(ctx, key, res.Update, waiters)
-		h.unlock(key)
+		err = h.commit(ctx, l.key, res.Update, waiters)
+		h.unlockAll(l)
 		if err != nil {
 			return zero, err
 		}
@@ -396,7 +416,7 @@ func Write[S Shard, R any](ctx context.Context, h *Hosted[S], key string, op Op[
 	}
 }
 
-// commit writes u's records (the caller holds key), replays them, and
+// commit writes u's records (the caller holds key's locks), replays them, and
 // then starts u's effects (waiters[i], when given, hears the first attempt
 // of effect i) and arms its timers.
 func (h *Hosted[S]) commit(ctx context.Context, key string, u Update, waiters []chan error) error {
@@ -755,78 +775,6 @@ func (h *Hosted[S]) run(e Effect) error {
 		return err
 	}
 	return h.commit(h.ctx, e.Key, u, nil)
-}
-
-// keyLock serialises the operations of one key.
-type keyLock struct {
-	ch   chan struct{} // holds a token while taken
-	refs int           // holders and waiters, under mu
-}
-
-// lock takes key (none for the empty key), waiting in ctx.
-func (h *Hosted[S]) lock(ctx context.Context, key string) error {
-	if key == "" {
-		return nil
-	}
-	h.mu.Lock()
-	kl := h.keys[key]
-	if kl == nil {
-		kl = &keyLock{ch: make(chan struct{}, 1)}
-		h.keys[key] = kl
-	}
-	kl.refs++
-	h.mu.Unlock()
-	select {
-	case kl.ch <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		h.release(key, kl)
-		return ctx.Err()
-	}
-}
-
-// tryLock takes key if it is free.
-func (h *Hosted[S]) tryLock(key string) bool {
-	if key == "" {
-		return true
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	kl := h.keys[key]
-	if kl == nil {
-		kl = &keyLock{ch: make(chan struct{}, 1)}
-		h.keys[key] = kl
-	}
-	select {
-	case kl.ch <- struct{}{}:
-		kl.refs++
-		return true
-	default:
-		if kl.refs == 0 {
-			delete(h.keys, key)
-		}
-		return false
-	}
-}
-
-func (h *Hosted[S]) unlock(key string) {
-	if key == "" {
-		return
-	}
-	h.mu.Lock()
-	kl := h.keys[key]
-	h.mu.Unlock()
-	<-kl.ch
-	h.release(key, kl)
-}
-
-// release drops one reference to kl, forgetting it when none is left.
-func (h *Hosted[S]) release(key string, kl *keyLock) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if kl.refs--; kl.refs == 0 && h.keys[key] == kl {
-		delete(h.keys, key)
-	}
 }
 
 // timerEntry is an armed Timer in the heap.

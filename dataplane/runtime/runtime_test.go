@@ -86,17 +86,20 @@ func (p *logPartition) set(f func(p *logPartition)) {
 }
 
 // kv is a test shard: a map of keys to values, each record "key=value",
-// and the offsets it replayed in order.
+// the offset of each key's last record, and the offsets it replayed in
+// order.
 type kv struct {
 	vals     map[string]string
+	offsets  map[string]int64 // of each key's last record
 	replayed []int64
 	loaded   Update // what Loaded returns
 }
 
-func newKV() *kv { return &kv{vals: map[string]string{}} }
+func newKV() *kv { return &kv{vals: map[string]string{}, offsets: map[string]int64{}} }
 
 func (s *kv) Replay(offset int64, r Record) error {
 	s.vals[string(r.Key)] = string(r.Value)
+	s.offsets[string(r.Key)] = offset
 	s.replayed = append(s.replayed, offset)
 	return nil
 }

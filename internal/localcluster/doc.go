@@ -28,7 +28,11 @@
 // and may edit what the server answered, Entries refuses one partition's
 // entry of a ProduceMany, and every call a fault hits is recorded
 // (FaultHandle.Calls). The client's tests drive their error paths with
-// these instead of hand-written fake brokers. See Fault.
+// these instead of hand-written fake brokers: a wrong leader hint, a
+// leader that stops with its connections open (an answer held with
+// AnswerDelay, the partition's election written to the control plane's
+// store), a slow leader, brokers that moved (an Answer on the control
+// plane's metadata). See Fault.
 //
 // # Goroutines
 //

@@ -98,14 +98,16 @@ func TestLocalclusterFaultCountAndOrder(t *testing.T) {
 // offset the entry's position, and InitProducerId with id 5.
 type stubRecords struct {
 	sluicev1connect.UnimplementedRecordServiceHandler
-	mu      sync.Mutex
-	entries []string // topic/partition of each entry served
+	mu       sync.Mutex
+	entries  []string  // topic/partition of each entry served
+	servedAt time.Time // when the last ProduceMany was performed
 }
 
 func (s *stubRecords) ProduceMany(_ context.Context, req *connect.Request[sluicev1.ProduceManyRequest]) (*connect.Response[sluicev1.ProduceManyResponse], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := &sluicev1.ProduceManyResponse{}
+	s.servedAt = time.Now()
 	for _, e := range req.Msg.GetPartitions() {
 		s.entries = append(s.entries, fmt.Sprintf("%s/%d", e.GetTopic(), e.GetPartition()))
 		res.Results = append(res.Results, &sluicev1.ProducePartitionResult{BaseOffset: int64(len(s.entries))})
@@ -240,4 +242,74 @@ func TestLocalclusterFaultEntries(t *testing.T) {
 	require.NotNil(t, res.Msg.GetResults()[0].GetError())
 	require.Len(t, stub.entries, 2)
 	require.Equal(t, 2, f.Hits())
+}
+
+// served is how many entries the stub has served, and when it performed
+// the last call.
+func (s *stubRecords) served() (int, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries), s.servedAt
+}
+
+// TestLocalclusterFaultAnswerDelay: with AnswerDelay the call is performed
+// at once and its answer held: it comes no sooner than the delay after
+// the call took effect, and with DropAnswer it is lost as late; a caller
+// that gives up meanwhile finds the call performed. Durations are only
+// bounded below, which a loaded machine cannot break.
+func TestLocalclusterFaultAnswerDelay(t *testing.T) {
+	t.Parallel()
+	fs := &Faults{}
+	stub, rc := serveStub(t, fs)
+	ctx := t.Context()
+	produce := func(ctx context.Context) (time.Time, error) {
+		_, err := rc.ProduceMany(ctx, connect.NewRequest(&sluicev1.ProduceManyRequest{Partitions: []*sluicev1.ProducePartition{{Topic: "a"}}}))
+		return time.Now(), err
+	}
+
+	// Answered late.
+	const delay = 200 * time.Millisecond
+	late := fs.Add(Fault{Procedure: "ProduceMany", Count: 1, AnswerDelay: delay})
+	answered, err := produce(ctx)
+	require.NoError(t, err)
+	n, performed := stub.served()
+	require.Equal(t, 1, n)
+	require.GreaterOrEqual(t, answered.Sub(performed), delay, "the answer waited the delay after the call took effect")
+	require.Equal(t, 1, late.Hits())
+	answered, err = produce(ctx)
+	require.NoError(t, err)
+	_, performed = stub.served()
+	require.Equal(t, 1, late.Hits(), "one call only")
+	require.False(t, answered.Before(performed))
+
+	// Lost late: performed, then the stream is reset after the delay.
+	fs.Add(Fault{Procedure: "ProduceMany", Count: 1, AnswerDelay: delay, DropAnswer: true})
+	answered, err = produce(ctx)
+	require.Error(t, err, "the answer is lost")
+	n, performed = stub.served()
+	require.Equal(t, 3, n, "the call took effect")
+	require.GreaterOrEqual(t, answered.Sub(performed), delay, "lost after the delay")
+
+	// Held for an hour: performed at once, still unanswered, until the
+	// caller gives up.
+	fs.Add(Fault{Procedure: "ProduceMany", Count: 1, AnswerDelay: time.Hour})
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := produce(callCtx); done <- err }()
+	testenv.Wait(t, 10*time.Second, "the held call performed", func() error {
+		if n, _ := stub.served(); n != 4 {
+			return fmt.Errorf("%d entries served", n)
+		}
+		return nil
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("answered before the delay: %v", err)
+	default:
+	}
+	cancel()
+	require.Equal(t, connect.CodeCanceled, connect.CodeOf(<-done))
+	n, _ = stub.served()
+	require.Equal(t, 4, n, "performed, though its caller gave up")
 }
