@@ -98,14 +98,16 @@ type Broker struct {
 	metrics  *brokerMetrics
 	quota    *admission.Enforcer // quota.go
 	groups   *groups.Service     // the consumer groups (groups.go)
-	handler  http.Handler        // the client port
-	gate     *httpgate.Gate      // in front of handler's Connect services
-	ops      http.Handler        // the operator listener
-	hc       *http.Client        // h2c to the control plane and other brokers
-	cp       sluicev1connect.BrokerServiceClient
-	jwks     *tenants.JWKSCache
-	revoked  *access.Revocations
-	dirLock  *dirlock.Lock // on cfg.DataDir, from New until Run returns
+	// replicasAPI serves the ReplicaService (other brokers' calls).
+	replicasAPI *connectapi.Replicas
+	handler     http.Handler   // the client port
+	gate        *httpgate.Gate // in front of handler's Connect services
+	ops         http.Handler   // the operator listener
+	hc          *http.Client   // h2c to the control plane and other brokers
+	cp          sluicev1connect.BrokerServiceClient
+	jwks        *tenants.JWKSCache
+	revoked     *access.Revocations
+	dirLock     *dirlock.Lock // on cfg.DataDir, from New until Run returns
 	// Tiered storage; both nil when off.
 	tierStore objstore.Store
 	tier      *tiered.Tier
@@ -270,7 +272,10 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	})
 	mux := http.NewServeMux()
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewRecordServiceHandler(b.recordsAPI, opts...)))
-	mux.Handle(b.gate.Wrap(sluicev1connect.NewReplicaServiceHandler(&replicaService{b}, opts...)))
+	b.replicasAPI = connectapi.NewReplicas(connectapi.ReplicasDeps{
+		BrokerID: cfg.ID, Sessions: b.sessions, Replica: b.partition, Groups: b.groups, Transactions: b.txnAPI,
+	})
+	mux.Handle(b.gate.Wrap(sluicev1connect.NewReplicaServiceHandler(b.replicasAPI, opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewGroupServiceHandler(b.groupsHandler(), opts...)))
 	mux.Handle(b.gate.Wrap(sluicev1connect.NewTransactionServiceHandler(b.txnAPI, opts...)))
 	// Health and reflection pass the same gate and interceptors as the

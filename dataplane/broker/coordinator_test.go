@@ -121,7 +121,7 @@ func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
 // would, reporting the records below offset durable.
 func followerFetch(t *testing.T, b *Broker, id int32, offset int64, lastEpoch int32) {
 	t.Helper()
-	_, err := (&replicaService{b}).FetchReplica(t.Context(), connect.NewRequest(&sluicev1.FetchReplicaRequest{FollowerId: id, FollowerBrokerEpoch: 1,
+	_, err := b.replicasAPI.FetchReplica(t.Context(), connect.NewRequest(&sluicev1.FetchReplicaRequest{FollowerId: id, FollowerBrokerEpoch: 1,
 		TopicId: "offsets", LeaderEpoch: 4, FetchOffset: offset, LastFetchedEpoch: lastEpoch, DurableOffset: &offset, MaxBytes: 1 << 20}))
 	require.NoError(t, err)
 }

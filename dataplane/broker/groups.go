@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
@@ -70,25 +69,6 @@ func (b *Broker) groupLagLoop(ctx context.Context, interval time.Duration) {
 // at --group-lag-metrics-max-series.
 func (b *Broker) computeGroupLag(ctx context.Context, now time.Time) {
 	b.groups.ComputeLag(ctx, now, b.cfg.GroupLagMetricsMaxSeries)
-}
-
-// ListGroupLags answers the last lag computation of the groups this broker
-// coordinates (see the proto).
-func (s *replicaService) ListGroupLags(ctx context.Context, _ *connect.Request[sluicev1.ListGroupLagsRequest]) (*connect.Response[sluicev1.ListGroupLagsResponse], error) {
-	r, err := s.b.groups.LagReport()
-	if err != nil {
-		return nil, err
-	}
-	res := &sluicev1.ListGroupLagsResponse{ComputeTime: timestamppb.New(r.ComputeTime)}
-	for _, l := range r.Lags {
-		res.Lags = append(res.Lags, &sluicev1.GroupPartitionLag{
-			TenantId: l.TenantID, Group: l.Group, TopicId: l.TopicID, Topic: l.Topic,
-			Partition: l.Partition, CommittedOffset: l.CommittedOffset,
-			HighWatermark: l.HighWatermark, LogStartOffset: l.LogStartOffset,
-			LagMessages: l.LagMessages, LagAgeMs: int64(l.LagSeconds * 1000), PartitionBytes: l.PartitionBytes,
-		})
-	}
-	return connect.NewResponse(res), nil
 }
 
 // groupLeaders are groups.Leaders: the record service's ListOffsets and

@@ -13,12 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/partition"
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
 // The broker's side of its partition replicas (dataplane/partition): which
@@ -298,32 +296,6 @@ func (b *Broker) openPartition(t *cluster.Topic, pm cluster.Partition) (*partiti
 	b.parts[k] = p
 	delete(b.hwKept, k) // the replica has it now
 	return p, nil
-}
-
-// replicaService serves followers' fetches on the leader: a follower
-// broker's fetch session (FetchReplicas), and the per-partition fetch of
-// followers that predate sessions (FetchReplica).
-type replicaService struct{ b *Broker }
-
-func (s *replicaService) FetchReplicas(ctx context.Context, req *connect.Request[sluicev1.FetchReplicasRequest]) (*connect.Response[sluicev1.FetchReplicasResponse], error) {
-	res, err := s.b.sessions.Fetch(ctx, req.Msg)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(res), nil
-}
-
-func (s *replicaService) FetchReplica(ctx context.Context, req *connect.Request[sluicev1.FetchReplicaRequest]) (*connect.Response[sluicev1.FetchReplicaResponse], error) {
-	m := req.Msg
-	p := s.b.partition(m.GetTopicId(), m.GetPartition())
-	if p == nil {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("partition %s/%d is not on broker %d", m.GetTopicId(), m.GetPartition(), s.b.cfg.ID))
-	}
-	res, err := p.FetchReplica(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(res), nil
 }
 
 // hwCheckpointLoop writes the HW checkpoint (checkpointHWs), and

@@ -103,16 +103,6 @@ func (s *recordService) initTransactionalProducer(ctx context.Context, req *conn
 	return s.b.txnAPI.InitProducerId(ctx, req)
 }
 
-// WriteTxnMarkers is connectapi.Transactions.WriteTxnMarkers.
-func (s *replicaService) WriteTxnMarkers(ctx context.Context, req *connect.Request[sluicev1.WriteTxnMarkersRequest]) (*connect.Response[sluicev1.WriteTxnMarkersResponse], error) {
-	return s.b.txnAPI.WriteTxnMarkers(ctx, req)
-}
-
-// ListAllTransactions is connectapi.Transactions.ListAllTransactions.
-func (s *replicaService) ListAllTransactions(ctx context.Context, req *connect.Request[sluicev1.ListAllTransactionsRequest]) (*connect.Response[sluicev1.ListAllTransactionsResponse], error) {
-	return s.b.txnAPI.ListAllTransactions(ctx, req)
-}
-
 // txnLimits are a tenant's limits as the last quota exchange carried them
 // (txns.Deps.Limits): zero when this broker has no allotment for the
 // tenant, for which it asks an exchange at once.
