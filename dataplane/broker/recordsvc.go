@@ -69,7 +69,7 @@ func (b *Broker) newProducerID(ctx context.Context) (int64, error) {
 }
 
 // recordService is the RecordService's adapter (b.recordsAPI) as the
-// broker's other handlers still call it: groupadmin.go's offsets and
+// broker's other code still calls it: groups.go's offsets and
 // fetches of a group's lag, and the InitProducerId with a transactional id
 // (initTransactionalProducer, which the adapter calls back).
 type recordService struct{ b *Broker }

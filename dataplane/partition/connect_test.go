@@ -12,7 +12,7 @@ import (
 
 // These tests fake the control plane and leader brokers as Connect
 // services answer; the adapters below turn them into the Host's calls as
-// the broker wires them (dataplane/broker/hostcalls.go): errors through
+// the broker wires them (dataplane/connectapi/peers.go): errors through
 // connecterr, so the replicas see domain errors only.
 
 func alterVia(f func(context.Context, *connect.Request[sluicev1.AlterPartitionRequest]) (*connect.Response[sluicev1.AlterPartitionResponse], error)) func(context.Context, *sluicev1.AlterPartitionRequest) (*sluicev1.PartitionAssignment, error) {
