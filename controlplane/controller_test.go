@@ -368,7 +368,7 @@ func TestControllerPreferredLeaderRestore(t *testing.T) {
 		var moved store.Partition
 		f.until(10*time.Second, "the expected state", func() error {
 			moved = c.partitions(t, topicID)[0]
-			if moved.Leader == pref || slices.Contains(moved.ISR, pref) {
+			if moved.Leader == pref || moved.Leader < 0 || slices.Contains(moved.ISR, pref) { // offline (-1) is not failed over yet
 				return fmt.Errorf("not failed over yet: %+v", moved)
 			}
 			return nil
