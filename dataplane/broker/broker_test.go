@@ -110,14 +110,14 @@ func TestBrokerNotLeaderForwardedOnlyToAnotherBroker(t *testing.T) {
 	b.meta.Store(meta)
 
 	self := b.notLeader(cluster.Partition{Leader: 1, LeaderEpoch: 4})
-	require.False(t, forwardable(http.Header{}, self), "never forwarded to itself")
+	require.False(t, connectapi.Forwardable(http.Header{}, self), "never forwarded to itself")
 	err := toConnect(self)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, "is named the leader at epoch 4 but is not leading")
 
 	other := b.notLeader(cluster.Partition{Leader: 2, LeaderEpoch: 4})
-	require.True(t, forwardable(http.Header{}, other))
-	require.False(t, forwardable(http.Header{NoForwardHeader: []string{"1"}}, other))
+	require.True(t, connectapi.Forwardable(http.Header{}, other))
+	require.False(t, connectapi.Forwardable(http.Header{NoForwardHeader: []string{"1"}}, other))
 	err = toConnect(other)
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	var nl *partition.NotLeaderError

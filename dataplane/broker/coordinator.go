@@ -68,7 +68,7 @@ func (b *Broker) hostLoop(ctx context.Context) {
 				if topic == offsetsTopic {
 					_, err = b.coordinatorAt(lctx, t, pm)
 				} else {
-					_, err = b.txnCoordinatorAt(lctx, t, pm)
+					_, err = b.txns.CoordinatorAt(lctx, t, pm)
 				}
 				cancel()
 				if err != nil {

@@ -1,11 +1,8 @@
 package broker
 
 import (
-	"net/http"
-
 	"github.com/sluicemq/sluice/dataplane/access"
 	"github.com/sluicemq/sluice/dataplane/cluster"
-	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/connecterr"
 )
 
@@ -20,8 +17,3 @@ func (b *Broker) notLeader(pm cluster.Partition) error { return b.metadata().Not
 
 // Names of dataplane/access the broker's handlers use.
 const actForTenantHeader = access.ActForTenantHeader
-
-// forwardedByBroker is connectapi.ForwardedByBroker.
-func forwardedByBroker(h http.Header, brokerToken string) bool {
-	return connectapi.ForwardedByBroker(h, brokerToken)
-}

@@ -7,8 +7,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/admission"
+	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/connecterr"
-	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -75,7 +75,7 @@ func (b *Broker) admitCall(ctx context.Context, r *http.Request, procedure strin
 		kind = admission.CallFetch
 	}
 	return toConnect(b.quota.AdmitCall(ctx, admission.Call{Principal: p, Kind: kind, Size: size,
-		Forwarded: forwardedByBroker(r.Header, b.cfg.BrokerToken)}))
+		Forwarded: connectapi.ForwardedByBroker(r.Header, b.cfg.BrokerToken)}))
 }
 
 // groupsByTenant counts the groups of the offsets partitions this broker
@@ -106,7 +106,7 @@ func (b *Broker) groupsByTenant(ctx context.Context) map[string]int {
 // transaction coordinators this broker hosts, per tenant.
 func (b *Broker) transactionalIDsByTenant() map[string]int {
 	out := map[string]int{}
-	for _, c := range b.currentTxnCoordinators() {
+	for _, c := range b.txns.Current() {
 		for id, n := range c.IDsByTenant() {
 			out[id] += n
 		}
@@ -125,13 +125,4 @@ func (b *Broker) hotStorageByTenant() map[string]int64 {
 		out[p.TenantID()] += p.Log().Size()
 	}
 	return out
-}
-
-// batchBytes is the size of produced batches, what a produce is charged.
-func batchBytes(batches []log.ValidBatch) int {
-	n := 0
-	for _, b := range batches {
-		n += len(b.Batch())
-	}
-	return n
 }

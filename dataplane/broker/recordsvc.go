@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"connectrpc.com/connect"
 
@@ -81,10 +80,3 @@ func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sl
 func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
 	return s.b.recordsAPI.Fetch(ctx, req)
 }
-
-func forwardable(h http.Header, err error) bool { return connectapi.Forwardable(h, err) }
-
-// batchBytes (quota.go) lost its caller to dataplane/records, which has
-// its own; kept referenced until quota.go moves to the admission package
-// (issue 30), which drops it.
-var _ = batchBytes

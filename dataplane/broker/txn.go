@@ -39,7 +39,7 @@ func (b *Broker) newTxns() {
 		Host: func(ctx context.Context, t *cluster.Topic, pm cluster.Partition, mk func(runtime.Partition, int32) *txn.Coordinator) (*txn.Coordinator, error) {
 			return hostAt(ctx, b, t, pm, func(p offsetsPartition, epoch int32) *txnCoordinator { return mk(p, epoch) })
 		},
-		AllocateProducerID: b.newProducerID,
+		AllocateProducerID: b.newProducerID, // late-bound: b.records is built after the transactions
 		Admission:          b.quota,
 		Limits:             b.txnLimits,
 		Peers: connectapi.TxnPeers{
@@ -72,17 +72,6 @@ func (b *Broker) writeGroupMarker(ctx context.Context, m txn.Marker) error {
 	}
 	return c.WriteTxnMarker(ctx, m.Tenant, m.Group, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Commit)
 }
-
-// txnCoordinatorAt returns the loaded coordinator of one transaction-state
-// partition, or NotLeader when this broker does not lead it
-// (txns.Service.CoordinatorAt; the hosting loop's).
-func (b *Broker) txnCoordinatorAt(ctx context.Context, t *cluster.Topic, pm cluster.Partition) (*txnCoordinator, error) {
-	return b.txns.CoordinatorAt(ctx, t, pm)
-}
-
-// currentTxnCoordinators returns the transaction coordinators hosted whose
-// leadership this broker still holds.
-func (b *Broker) currentTxnCoordinators() []*txnCoordinator { return b.txns.Current() }
 
 // verifyTransaction is txns.Service.VerifyPartition for the produce path:
 // h carries the producing client's credential.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
+	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -106,7 +107,7 @@ func TestBrokerTxnVerificationHidesTheCoordinatorsNotLeader(t *testing.T) {
 			require.False(t, detail, "the transaction-state partition's NotLeader answers a produce to another partition: %v", err)
 			var nl *partition.NotLeaderError
 			require.False(t, errors.As(err, &nl), "a wrapped NotLeader would make the produce forwardable to the coordinator: %v", err)
-			require.False(t, forwardable(http.Header{}, err))
+			require.False(t, connectapi.Forwardable(http.Header{}, err))
 			require.ErrorContains(t, err, "transaction coordinator")
 		})
 	}
