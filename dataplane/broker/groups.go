@@ -106,7 +106,7 @@ func (l groupLeaders) ListOffsets(ctx context.Context, cred groups.Credentials, 
 	var res *connect.Response[sluicev1.ListOffsetsResponse]
 	var err error
 	if pm.Leader == b.cfg.ID {
-		res, err = (&recordService{b}).ListOffsets(ctx, req)
+		res, err = b.recordsAPI.ListOffsets(ctx, req)
 	} else {
 		res, err = b.recordClient(pm.Leader).ListOffsets(ctx, req)
 	}
@@ -131,7 +131,7 @@ func (l groupLeaders) Fetch(ctx context.Context, cred groups.Credentials, t *clu
 	var res *connect.Response[sluicev1.FetchResponse]
 	var err error
 	if pm.Leader == b.cfg.ID {
-		res, err = (&recordService{b}).Fetch(ctx, req)
+		res, err = b.recordsAPI.Fetch(ctx, req)
 	} else {
 		res, err = b.recordClient(pm.Leader).Fetch(ctx, req)
 	}

@@ -1,7 +1,7 @@
 package broker
 
 // Usage metering (dataplane/meter): the broker counts each tenant's egress
-// (recordService.Fetch) and requests (admitCall, in the gate), derives ingress from
+// (records.Service.Fetch) and requests (Enforcer.AdmitCall, in the gate), derives ingress from
 // the logs of the partitions it leads, and reports them to the control
 // plane every --usage-report-interval (usageLoop) and once more on
 // shutdown (Run).

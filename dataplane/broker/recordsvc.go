@@ -38,7 +38,7 @@ func (b *Broker) newRecords() {
 		Logger:                    b.logger,
 		Leader:                    b.recordClient,
 		Forwarded:                 b.metrics.forwarded.Inc,
-		InitTransactionalProducer: (&recordService{b}).initTransactionalProducer,
+		InitTransactionalProducer: b.txnAPI.InitProducerId,
 	})
 }
 
@@ -65,18 +65,4 @@ func (b *Broker) allocateProducerIDs(ctx context.Context) (int64, int32, error) 
 // coordinators' AllocateProducerID (txn.go).
 func (b *Broker) newProducerID(ctx context.Context) (int64, error) {
 	return b.records.NewProducerID(ctx)
-}
-
-// recordService is the RecordService's adapter (b.recordsAPI) as the
-// broker's other code still calls it: groups.go's offsets and
-// fetches of a group's lag, and the InitProducerId with a transactional id
-// (initTransactionalProducer, which the adapter calls back).
-type recordService struct{ b *Broker }
-
-func (s *recordService) ListOffsets(ctx context.Context, req *connect.Request[sluicev1.ListOffsetsRequest]) (*connect.Response[sluicev1.ListOffsetsResponse], error) {
-	return s.b.recordsAPI.ListOffsets(ctx, req)
-}
-
-func (s *recordService) Fetch(ctx context.Context, req *connect.Request[sluicev1.FetchRequest]) (*connect.Response[sluicev1.FetchResponse], error) {
-	return s.b.recordsAPI.Fetch(ctx, req)
 }

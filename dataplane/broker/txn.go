@@ -86,12 +86,6 @@ func (b *Broker) verifyTransactionGroup(ctx context.Context, h http.Header, tena
 		Authorization: h.Get("Authorization")}, group)
 }
 
-// initTransactionalProducer is InitProducerId with a transactional id
-// (connectapi.Transactions.InitProducerId).
-func (s *recordService) initTransactionalProducer(ctx context.Context, req *connect.Request[sluicev1.InitProducerIdRequest]) (*connect.Response[sluicev1.InitProducerIdResponse], error) {
-	return s.b.txnAPI.InitProducerId(ctx, req)
-}
-
 // txnLimits are a tenant's limits as the last quota exchange carried them
 // (txns.Deps.Limits): zero when this broker has no allotment for the
 // tenant, for which it asks an exchange at once.
