@@ -11,7 +11,9 @@
 // adapter in dataplane/connectapi, wired in txn.go), the internal
 // ReplicaService (followers copying a leader's log), with
 // gRPC health and reflection for the first two (health.go: SERVING only
-// once the broker is ready, as /readyz).
+// once the broker is ready, as /readyz). Its calls to other brokers go
+// through connectapi.Peers (their Connect clients, b.peers), which it
+// wires into the services and adapters; it makes none itself.
 //
 // Goroutines, all owned by Run and stopped when its context ends: the HTTP
 // servers (the client port, the operator listener); the lease loop (register, heartbeat, re-register when fenced); the
@@ -104,6 +106,7 @@ type Broker struct {
 	gate        *httpgate.Gate // in front of handler's Connect services
 	ops         http.Handler   // the operator listener
 	hc          *http.Client   // h2c to the control plane and other brokers
+	peers       *connectapi.Peers
 	cp          sluicev1connect.BrokerServiceClient
 	jwks        *tenants.JWKSCache
 	revoked     *access.Revocations
@@ -126,7 +129,6 @@ type Broker struct {
 
 	mu      sync.Mutex
 	parts   map[cluster.PartKey]*partition.Replica
-	clients map[int32]*peerClients
 	runCtx  context.Context
 	stopRun context.CancelCauseFunc
 	// rt hosts the group and transaction coordinators, one per partition
@@ -159,14 +161,6 @@ type Broker struct {
 	// adapter.
 	records    *records.Service
 	recordsAPI *connectapi.Records
-}
-
-type peerClients struct {
-	address string
-	record  sluicev1connect.RecordServiceClient
-	replica sluicev1connect.ReplicaServiceClient
-	group   sluicev1connect.GroupServiceClient
-	txn     sluicev1connect.TransactionServiceClient
 }
 
 // New builds a broker; Run starts it. New takes an exclusive lock on
@@ -211,7 +205,6 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		files:   log.NewFileCache(cfg.MaxOpenSegmentFiles),
 		parts:   map[cluster.PartKey]*partition.Replica{},
 		rt:      runtime.NewRuntime(),
-		clients: map[int32]*peerClients{},
 		revoked: access.NewRevocations(),
 		hc:      h2c.Client(),
 		dirLock: dirLock,
@@ -224,6 +217,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	}
 	b.health = &connectapi.Health{NotReady: b.notReady}
 	b.meta.Store(cluster.EmptyView())
+	b.peers = connectapi.NewPeers(b.hc, cfg.BrokerToken, func(id int32) string { return b.metadata().Brokers[id].Address })
 	cpURL := strings.TrimRight(cfg.ControlPlane, "/")
 	b.cp = sluicev1connect.NewBrokerServiceClient(b.hc, cpURL, connect.WithInterceptors(tenants.Bearer(cfg.BrokerToken)))
 	b.jwks = tenants.NewJWKSCache(cpURL+"/.well-known/jwks.json", b.hc, time.Minute, 5*time.Second)
@@ -319,36 +313,6 @@ func (b *Broker) partition(topicID string, id int32) *partition.Replica {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.parts[cluster.PartKey{TopicID: topicID, Partition: id}]
-}
-
-// peer returns cached clients for another broker at its current address.
-func (b *Broker) peer(id int32) *peerClients {
-	addr := b.metadata().Brokers[id].Address
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c, ok := b.clients[id]; ok && c.address == addr {
-		return c
-	}
-	base := "http://" + addr
-	// Calls on a client's behalf are marked so the peer does not count
-	// them in the tenant's requests again (meter.go).
-	fwd := connect.WithInterceptors(connectapi.ForwardMarker{BrokerToken: b.cfg.BrokerToken})
-	c := &peerClients{
-		address: addr,
-		record:  sluicev1connect.NewRecordServiceClient(b.hc, base, connect.WithGRPC(), fwd),
-		replica: sluicev1connect.NewReplicaServiceClient(b.hc, base, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(b.cfg.BrokerToken))),
-		group:   sluicev1connect.NewGroupServiceClient(b.hc, base, connect.WithGRPC(), fwd),
-		txn:     sluicev1connect.NewTransactionServiceClient(b.hc, base, connect.WithGRPC(), fwd),
-	}
-	b.clients[id] = c
-	return c
-}
-
-func (b *Broker) recordClient(id int32) sluicev1connect.RecordServiceClient { return b.peer(id).record }
-
-// forward is connectapi.Forward, counted in the broker's metrics.
-func forward[Req, Res any](ctx context.Context, b *Broker, pm cluster.Partition, req *connect.Request[Req], call func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*connect.Response[Res], error) {
-	return connectapi.Forward(ctx, pm.Leader, req, call, b.metrics.forwarded.Inc)
 }
 
 // Run serves clients and brokers on ln and, when ops is not nil, the
@@ -503,7 +467,7 @@ func (b *Broker) replicaHost() *partition.Host {
 		Files:             b.files,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
 		LeaderAddress:     func(id int32) string { return b.metadata().Brokers[id].Address },
-		ReplicaClient:     func(leader int32) partition.LeaderClient { return connectapi.LeaderClient{C: b.peer(leader).replica} },
+		ReplicaClient:     func(leader int32) partition.LeaderClient { return connectapi.LeaderClient{C: b.peers.Replica(leader)} },
 		AlterPartition:    connectapi.AlterPartition(b.cp.AlterPartition),
 		AlterPartitions:   connectapi.AlterPartitions(b.cp.AlterPartitions),
 		FailStop:          b.failStop,
