@@ -1,8 +1,10 @@
 // Package broker is a Sluice data-plane broker: it registers with the
 // control plane and keeps its lease, follows the partition assignments the
-// control plane streams to it, opens a partition replica
-// (dataplane/partition: log, replication state, idempotence, retention)
-// for each one placed on it, and serves the RecordService (produce,
+// control plane streams to it (watch.go) and hands each view to its
+// replica manager (b.replicas, dataplane/replicas: it opens a partition
+// replica, dataplane/partition, for each partition placed on it, closes
+// those that moved away, deletes deleted topics' data, keeps the HW
+// checkpoint), and serves the RecordService (produce,
 // fetch, list offsets, metadata: dataplane/records' service behind
 // connectapi's adapter, wired in recordsvc.go), the GroupService
 // (consumer groups: dataplane/groups behind connectapi.Groups, wired in
@@ -23,12 +25,13 @@
 // transaction coordinators hosted by the runtime b.rt, whose timers and
 // marker writes run in the runtime's goroutines, closed after the loops
 // end); the quota exchange (b.quota.Run: dataplane/admission, wired in
-// quota.go); the HW checkpoint, retention and tiering loops over the
-// replicas; the usage report loop (meter.go, which
-// reports once more after the client port drained); and, owned by each
-// replica, one fetcher
-// per partition this broker follows. Lock order: Broker.mu before a
-// replica's lock; no lock is held across network calls.
+// quota.go); the replica manager's HW checkpoint and retention loops, and
+// the tiering loop over the replicas (tier.go); the usage report loop
+// (meter.go, which reports once more after the client port drained); and,
+// owned by the replicas' partition.Host, one fetcher per leader broker
+// this broker's follower replicas fetch from. Lock order: the replica
+// manager's lock before a replica's lock; Broker.mu (the run context)
+// is held around nothing else; no lock is held across network calls.
 package broker
 
 import (
@@ -36,11 +39,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math"
 	"net"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -62,6 +63,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	"github.com/sluicemq/sluice/dataplane/records"
+	"github.com/sluicemq/sluice/dataplane/replicas"
 	"github.com/sluicemq/sluice/dataplane/runtime"
 	"github.com/sluicemq/sluice/dataplane/txns"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -127,8 +129,10 @@ type Broker struct {
 	assigned atomic.Bool
 	health   *connectapi.Health // gRPC health, its Watch streams
 
+	// replicas are the partition replicas this broker hosts.
+	replicas *replicas.Manager
+
 	mu      sync.Mutex
-	parts   map[cluster.PartKey]*partition.Replica
 	runCtx  context.Context
 	stopRun context.CancelCauseFunc
 	// rt hosts the group and transaction coordinators, one per partition
@@ -137,21 +141,6 @@ type Broker struct {
 	// txns serves the transactions, txnAPI is its Connect adapter (txn.go).
 	txns   *txns.Service
 	txnAPI *connectapi.Transactions
-	// swept: the data dir was checked, against the first assignments this
-	// process received, for partitions of topics deleted while it was down.
-	swept bool
-	// hwKept are the checkpointed HWs of the partitions whose data is in
-	// the data dir but that are not open: read from the HW checkpoint at
-	// New (an entry goes when its partition opens), and those of replicas
-	// closed because they moved to other brokers. The partitions of
-	// deleted topics leave it.
-	hwKept map[cluster.PartKey]int64
-
-	// hwMu serialises the HW checkpoint's writes; hwWritten is what the
-	// file holds.
-	hwMu      sync.Mutex
-	hwWritten map[cluster.PartKey]int64
-
 	// Usage metering (meter.go): the tenants' egress and request counts,
 	// and their reporter.
 	usageCounters *meter.Counters
@@ -187,31 +176,19 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	flush, _ := cfg.FlushPolicy()
-	hws, err := partition.ReadHWCheckpoint(filepath.Join(cfg.DataDir, partition.HWCheckpointName))
+	hws, err := replicas.ReadHWCheckpoint(cfg.DataDir)
 	if err != nil {
-		// Written atomically, so damage means a disk not to trust (Kafka
-		// takes such a log dir offline); partition/doc.go says what
-		// removing the file costs.
-		return nil, fmt.Errorf("broker %d: %w; the data dir's disk may be damaged: check it, and remove the file to start with every high watermark at 0", cfg.ID, err)
-	}
-	hwKept := make(map[cluster.PartKey]int64, len(hws))
-	for k, hw := range hws {
-		hwKept[cluster.PartKey{TopicID: k.TopicID, Partition: k.Partition}] = hw
+		return nil, fmt.Errorf("broker %d: %w", cfg.ID, err)
 	}
 	b := &Broker{
 		cfg:     cfg,
 		logger:  deps.Logger.With("broker", cfg.ID),
 		flush:   flush,
 		files:   log.NewFileCache(cfg.MaxOpenSegmentFiles),
-		parts:   map[cluster.PartKey]*partition.Replica{},
 		rt:      runtime.NewRuntime(),
 		revoked: access.NewRevocations(),
 		hc:      h2c.Client(),
 		dirLock: dirLock,
-		hwKept:  hwKept,
-		// The file holds what was read (hwKept): nothing to write until
-		// something changes.
-		hwWritten: maps.Clone(hwKept),
 
 		tierStore: deps.TierStore,
 	}
@@ -236,6 +213,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		return nil, err
 	}
 	b.host = b.replicaHost()
+	b.replicas = replicas.New(replicas.Config{DataDir: cfg.DataDir, Host: b.host, HWs: hws})
 	b.sessions = partition.NewSessions(partition.SessionsConfig{
 		Lookup:      b.partition,
 		Metrics:     &partition.SessionMetrics{Requests: b.metrics.fetchSessionRequests},
@@ -301,18 +279,13 @@ func (b *Broker) Registry() *prometheus.Registry { return b.registry }
 
 func (b *Broker) metadata() *cluster.View { return b.meta.Load() }
 
-// partitions returns the local replicas at this moment, for loops that must
-// not hold b.mu while they work on each.
-func (b *Broker) partitions() []*partition.Replica {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Collect(maps.Values(b.parts))
-}
+// partitions returns the local replicas at this moment (replicas.Manager.All).
+func (b *Broker) partitions() []*partition.Replica { return b.replicas.All() }
 
+// partition is the local replica of a partition, nil if none
+// (replicas.Manager.Get): the services' replica lookup.
 func (b *Broker) partition(topicID string, id int32) *partition.Replica {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.parts[cluster.PartKey{TopicID: topicID, Partition: id}]
+	return b.replicas.Get(topicID, id)
 }
 
 // Run serves clients and brokers on ln and, when ops is not nil, the
@@ -369,8 +342,8 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	wg.Go(func() { access.PollRevocations(ctx, listRevoked, b.revoked, 2*time.Second, b.logger, b.healthChanged) })
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.isrLoop(ctx) })
-	wg.Go(func() { b.hwCheckpointLoop(ctx, time.Second) })
-	wg.Go(func() { b.retentionLoop(ctx, b.cfg.RetentionCheckInterval) })
+	wg.Go(func() { b.replicas.HWCheckpointLoop(ctx, time.Second) })
+	wg.Go(func() { b.replicas.RetentionLoop(ctx, b.cfg.RetentionCheckInterval) })
 	if b.tier != nil {
 		wg.Go(func() { b.tierLoop(ctx) })
 	}
@@ -401,38 +374,11 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	b.rt.Close()
 	// The client port has drained: nothing counts any more.
 	b.finalUsageReport()
-	b.closePartitions()
+	b.replicas.Close()
 	if b.tier != nil {
 		_ = b.tier.Close()
 	}
 	return err
-}
-
-func (b *Broker) closePartitions() {
-	b.mu.Lock()
-	parts := b.parts
-	b.parts = map[cluster.PartKey]*partition.Replica{}
-	b.mu.Unlock()
-	for _, p := range parts {
-		p.Stop()
-	}
-	// Their last HWs, kept for the next start.
-	b.mu.Lock()
-	for k, p := range parts {
-		b.hwKept[k] = p.HighWatermark()
-	}
-	b.mu.Unlock()
-	if err := b.checkpointHWs(); err != nil {
-		b.logger.Warn("checkpoint high watermarks", "err", err)
-	}
-	for _, p := range parts {
-		if err := p.SnapshotProducers(time.Now(), true); err != nil {
-			b.logger.Warn("snapshot producer state", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
-		}
-		if err := p.Log().Close(); err != nil {
-			b.logger.Warn("close partition log", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
-		}
-	}
 }
 
 // failStop stops the broker after a local disk failure (a partition log
@@ -541,8 +487,16 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// partitionDir is where a replica's log lives: tenant id, then topic id
-// (never reused) and partition, so nothing of two tenants shares a folder.
-func (b *Broker) partitionDir(tenantID, topicID string, id int32) string {
-	return filepath.Join(b.cfg.DataDir, tenantID, fmt.Sprintf("%s-%d", topicID, id))
+// every calls fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }

@@ -48,6 +48,7 @@ var rules = []rule{
 	{"dataplane/records", []string{"dataplane/broker", "dataplane/connectapi", "dataplane/connecterr"}, "the record service is protocol-neutral: plain requests in, plain results and domain errors out; its adapters (connectapi) call it and the broker wires it, never the other way round", nil},
 	{"dataplane/txns", []string{"dataplane/broker", "dataplane/connectapi", "dataplane/connecterr", "gen/sluice/v1/sluicev1connect"}, "the transaction service is protocol-neutral: plain requests and domain errors; the adapters (dataplane/connectapi) map it to a protocol, and the broker wires its peers", nil},
 	{"dataplane/groups", []string{"dataplane/broker", "dataplane/connectapi", "dataplane/connecterr", "gen/sluice/v1/sluicev1connect", "internal"}, "the group service is protocol-neutral: the broker wires its dependencies (hosting, peers, admission), the front doors adapt it", nil},
+	{"dataplane/replicas", []string{"dataplane/broker", "dataplane/connectapi", "dataplane/connecterr", "dataplane/records", "dataplane/groups", "dataplane/txns", "dataplane/coordinator", "dataplane/txn", "dataplane/runtime", "dataplane/admission", "dataplane/access", "gen/sluice/v1/sluicev1connect", "internal"}, "the replica manager is the set of replicas a broker hosts, applied from each cluster view (Kafka's ReplicaManager): it knows the view and the partitions, not the services, their protocols or the broker that wires it", nil},
 	{"dataplane/derr", []string{"dataplane/broker", "dataplane/connecterr", "dataplane/coordinator", "dataplane/group", "dataplane/log", "dataplane/meter", "dataplane/partition", "dataplane/producerstate", "dataplane/quota", "dataplane/replica", "dataplane/txn", "gen", "record", "internal", "tiered", "tenants"}, "the domain errors are a leaf every data-plane layer and adapter imports", nil},
 	{"dataplane/connecterr", []string{"dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/txn"}, "the Connect adapter's error mapping knows the domain errors and the API, not the services", nil},
 	{"internal/localcluster", []string{"dataplane"}, "the in-process cluster builds its brokers through a BrokerFunc, so that the broker's own tests can use it; only internal/localcluster/brokernode builds real ones", []string{"internal/localcluster/brokernode"}},
@@ -169,7 +170,7 @@ func TestLayeringFindsAViolation(t *testing.T) {
 	}
 
 	deps := listDeps(t)
-	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/runtime", "dataplane/groups", "record", "tiered", "cmd/sluice/cli", "internal/testenv", "limit", "limit/limitpb", "internal/localcluster", "internal/localcluster/brokernode", "dataplane/txns"} {
+	for _, want := range []string{"client", "controlplane/api", "dataplane/broker", "dataplane/coordinator", "dataplane/group", "dataplane/partition", "dataplane/runtime", "dataplane/groups", "record", "tiered", "cmd/sluice/cli", "internal/testenv", "limit", "limit/limitpb", "internal/localcluster", "internal/localcluster/brokernode", "dataplane/txns", "dataplane/replicas"} {
 		if _, ok := deps[want]; !ok {
 			t.Errorf("package %s not listed: the rules name folders that no longer exist", want)
 		}
