@@ -104,11 +104,11 @@ type Broker struct {
 	groups   *groups.Service     // the consumer groups (groups.go)
 	// replicasAPI serves the ReplicaService (other brokers' calls).
 	replicasAPI *connectapi.Replicas
-	handler     http.Handler   // the client port
-	gate        *httpgate.Gate // in front of handler's Connect services
-	ops         http.Handler   // the operator listener
-	hc          *http.Client   // h2c to the control plane and other brokers
-	peers       *connectapi.Peers
+	handler     http.Handler      // the client port
+	gate        *httpgate.Gate    // in front of handler's Connect services
+	ops         http.Handler      // the operator listener
+	hc          *http.Client      // h2c to the control plane and other brokers
+	peers       *connectapi.Peers // the other brokers' Connect clients
 	cp          sluicev1connect.BrokerServiceClient
 	jwks        *tenants.JWKSCache
 	revoked     *access.Revocations
