@@ -6,7 +6,8 @@
 // The broker (dataplane/broker) decides which replicas it hosts, opens each
 // with Open, hands it every assignment the controller publishes (Update),
 // routes clients' produce and fetch requests to it, serves follower
-// brokers' fetch sessions through Sessions, and runs the loops that call
+// brokers' fetch sessions through the Sessions NewSessions makes
+// (dataplane/partition/fetchsession), and runs the loops that call
 // AlterISRs (every leader's ISR proposal in one AlterPartitions call per
 // round), SnapshotProducers, ApplyRetention and CopyToTier on every
 // replica, and writes every replica's HW to its checkpoint
@@ -14,8 +15,9 @@
 // broker gives it: its id and broker epoch, a logger and counters, the log
 // settings, the leader's address for NotLeader errors, a LeaderClient
 // (the replica service of a leader broker) for the fetcher of each leader
-// broker, the controller's AlterPartitions and AlterPartition, a
-// fail-stop callback and the tiered storage.
+// broker (dataplane/partition/fetcher, which the Host runs), the
+// controller's AlterPartitions and AlterPartition, a fail-stop callback
+// and the tiered storage.
 //
 // # Errors
 //
@@ -208,24 +210,20 @@
 // writer lock.
 //
 // A replica owns no goroutine of its own. Its follower side is the
-// Host's fetcher of its leader (fetcher.go): one per leader broker, with
-// one goroutine and one fetch session carrying every replica here that
-// follows a partition of that leader. Update registers a follower with
-// it, the role's end (a new assignment, Stop) unregisters it; the
-// goroutine starts with its first registration and the context given to
-// that Update, and ends when nothing is registered or that context ends.
-// A round of the fetcher makes each replica's fetched batches durable
-// (up to 8 fsyncs at once, outside every lock), builds each replica's
-// position under its mu, sends one request without any lock, and applies
-// each answer under the replica's mu (applyFetch): only the round writes a
-// following replica's log. With a leader that predates sessions the round
-// sends one FetchReplica per partition instead, up to 8 at once from
-// short-lived goroutines. On the leader side, Sessions serve the
-// follower brokers' sessions from the request's goroutine: a session is a
-// watcher of each replica it carries, which notifyLocked signals (a mark
-// and a non-blocking send on the session's wake channel) under the
-// replica's mu. Lock order there: a session's lock, then Replica.mu, then
-// the session's dirty-set lock; the fetcher's locks come after Replica.mu.
+// Host's fetcher of its leader (dataplane/partition/fetcher): one per
+// leader broker, with one goroutine and one fetch session carrying every
+// replica here that follows a partition of that leader. Update registers
+// a follower with it (under mu), the role's end (a new assignment, Stop)
+// unregisters it. A round of the fetcher reads each replica's position
+// under its mu and applies each answer under it (applyFetch), and makes
+// fetched batches durable and sends its request outside every lock: only
+// the round writes a following replica's log. On the leader side, the
+// fetch sessions (dataplane/partition/fetchsession) serve the follower
+// brokers from the request's goroutine: a session is a watcher of each
+// replica it carries, which notifyLocked signals (a mark and a
+// non-blocking send on the session's wake channel) under the replica's
+// mu. Lock order there: a session's lock, then Replica.mu, then the
+// session's dirty-set lock; the fetchers' locks come after Replica.mu.
 // A new leadership whose log tail is not yet durable syncs it in a
 // short-lived goroutine of its own.
 package partition

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/connecterr"
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/partition/fetcher"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -52,7 +53,7 @@ func newTestHost(t testing.TB) *Host {
 			}
 			return fmt.Sprintf("127.0.0.1:900%d", id)
 		},
-		ReplicaClient: func(int32) LeaderClient { return leaderVia{unreachable{}} },
+		ReplicaClient: func(int32) fetcher.LeaderClient { return leaderVia{unreachable{}} },
 		// A broker stops; a test has no broker to stop (and a replica may
 		// report after its test ended, from a produce a crash interrupted).
 		FailStop: func(string, int32, error) {},
