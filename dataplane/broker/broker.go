@@ -61,6 +61,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/partition"
 	"github.com/sluicemq/sluice/dataplane/partition/fetcher"
 	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
+	"github.com/sluicemq/sluice/dataplane/partition/hwcheckpoint"
 	"github.com/sluicemq/sluice/dataplane/records"
 	"github.com/sluicemq/sluice/dataplane/runtime"
 	"github.com/sluicemq/sluice/dataplane/txns"
@@ -195,10 +196,10 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	flush, _ := cfg.FlushPolicy()
-	hws, err := partition.ReadHWCheckpoint(filepath.Join(cfg.DataDir, partition.HWCheckpointName))
+	hws, err := hwcheckpoint.Read(filepath.Join(cfg.DataDir, hwcheckpoint.Name))
 	if err != nil {
 		// Written atomically, so damage means a disk not to trust (Kafka
-		// takes such a log dir offline); partition/doc.go says what
+		// takes such a log dir offline); hwcheckpoint's doc says what
 		// removing the file costs.
 		return nil, fmt.Errorf("broker %d: %w; the data dir's disk may be damaged: check it, and remove the file to start with every high watermark at 0", cfg.ID, err)
 	}

@@ -11,13 +11,13 @@
 // AlterISRs (every leader's ISR proposal in one AlterPartitions call per
 // round), SnapshotProducers, ApplyRetention and CopyToTier on every
 // replica, and writes every replica's HW to its checkpoint
-// (WriteHWCheckpoint). A replica reaches its broker only through the Host the
-// broker gives it: its id and broker epoch, a logger and counters, the log
-// settings, the leader's address for NotLeader errors, a LeaderClient
-// (the replica service of a leader broker) for the fetcher of each leader
-// broker (dataplane/partition/fetcher, which the Host runs), the
-// controller's AlterPartitions and AlterPartition, a fail-stop callback
-// and the tiered storage.
+// (dataplane/partition/hwcheckpoint). A replica reaches its broker only
+// through the Host the broker gives it: its id and broker epoch, a logger
+// and counters, the log settings, the leader's address for NotLeader
+// errors, a fetcher.LeaderClient (the replica service of a leader broker)
+// for the fetcher of each leader broker (dataplane/partition/fetcher,
+// which the Host runs), the controller's AlterPartitions and
+// AlterPartition, a fail-stop callback and the tiered storage.
 //
 // # Errors
 //
@@ -149,46 +149,16 @@
 //
 // # High-watermark checkpoint
 //
-// A broker keeps one checkpoint of the HWs of the replicas in its data
-// directory, the file HWCheckpointName ("replication-offset-checkpoint",
-// as Kafka's per log dir), written with WriteHWCheckpoint and read with
-// ReadHWCheckpoint. The broker writes it once per interval (every
-// second), only when some HW or the set of replicas changed, and at
-// shutdown; a replica's entry comes from HighWatermark. The file is
-// replaced atomically (a temporary file, fsynced, renamed, the directory
-// fsynced), so 6000 replicas whose HW moved cost one file write and two
-// fsyncs a second, not 6000 and 12,000. It is text, version 1:
-//
-//	sluice-replication-offset-checkpoint 1
-//	<entry count>
-//	<topic id> <partition> <hw>        one line per partition, sorted
-//	crc32c <CRC32C of every byte above, 8 hex digits>
-//
-// Open takes the checkpointed HW from the broker (Spec.HW, Spec.HWKnown)
-// and caps it at the LEO. A partition the broker's file does not hold
-// falls back to the legacy per-partition file "high-watermark" in its
-// directory (the decimal HW) that brokers before this one wrote, else to
-// 0; HWCheckpointed removes that legacy file once a durable broker
-// checkpoint holds the partition, so an upgrade loses no HW. The file
-// holds every partition whose data the broker keeps: the open replicas,
-// and those it no longer hosts but whose topic exists (their data stays);
-// the partitions of a deleted topic leave it with their data.
-//
-// What the checkpoint promises is what the per-partition one did: a
-// restart resumes from an HW at most one interval old, never a higher one
-// than was reached; readers never see the HW go back (a new leader answers
-// ErrHWCatchingUp until its HW reaches where its epoch started, whatever
-// the checkpoint said), a restarted follower refuses to truncate below the
-// checkpointed HW, and retention and tiering stay below it. A checkpoint
-// that fails its checks (checksum, syntax, unknown version) matches
-// ErrHWCheckpointCorrupt and the broker refuses to start, as Kafka takes a
-// log dir with a malformed checkpoint offline: the file is written
-// atomically, so damage means a disk not to be trusted. An operator who
-// judges the disk sound may remove the file: every HW then starts at 0
-// (or the legacy file's), which is safe (each replica relearns its HW from
-// its leader, a new leader answers ErrHWCatchingUp meanwhile) but for a
-// follower's refusal to truncate below its HW, which then only holds
-// again once it learned the HW.
+// A broker keeps the HWs of its replicas in one checkpoint file in its
+// data directory (dataplane/partition/hwcheckpoint, whose doc has the
+// file's format, when the broker writes it and what it promises); a
+// replica's entry comes from HighWatermark. Open takes the checkpointed
+// HW from the broker (Spec.HW, Spec.HWKnown) and caps it at the LEO. A
+// partition the broker's file does not hold falls back to the legacy
+// per-partition file "high-watermark" in its directory (the decimal HW)
+// that brokers before this one wrote, else to 0; HWCheckpointed removes
+// that legacy file once a durable broker checkpoint holds the partition,
+// so an upgrade loses no HW.
 //
 // # Locking and goroutines
 //

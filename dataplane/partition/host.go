@@ -115,7 +115,7 @@ type Spec struct {
 	// HW checkpoint, a legacy per-partition one).
 	Dir string
 	// HW is the replica's high watermark in the broker's checkpoint
-	// (ReadHWCheckpoint) when HWKnown is set. Otherwise Open reads the
+	// (hwcheckpoint.Read) when HWKnown is set. Otherwise Open reads the
 	// legacy per-partition checkpoint file, if any (a broker upgraded from
 	// a version that kept one), else the HW starts at 0.
 	HW      int64
