@@ -59,6 +59,9 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/partition/fetcher"
+	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
+	"github.com/sluicemq/sluice/dataplane/partition/hwcheckpoint"
 	"github.com/sluicemq/sluice/dataplane/records"
 	"github.com/sluicemq/sluice/dataplane/runtime"
 	"github.com/sluicemq/sluice/dataplane/txns"
@@ -115,7 +118,7 @@ type Broker struct {
 	host *partition.Host
 	// sessions are the fetch sessions of the followers that fetch from
 	// the partitions this broker leads (FetchReplicas).
-	sessions *partition.Sessions
+	sessions *fetchsession.Sessions
 
 	brokerEpoch atomic.Int64
 	meta        atomic.Pointer[cluster.View]
@@ -193,10 +196,10 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	flush, _ := cfg.FlushPolicy()
-	hws, err := partition.ReadHWCheckpoint(filepath.Join(cfg.DataDir, partition.HWCheckpointName))
+	hws, err := hwcheckpoint.Read(filepath.Join(cfg.DataDir, hwcheckpoint.Name))
 	if err != nil {
 		// Written atomically, so damage means a disk not to trust (Kafka
-		// takes such a log dir offline); partition/doc.go says what
+		// takes such a log dir offline); hwcheckpoint's doc says what
 		// removing the file costs.
 		return nil, fmt.Errorf("broker %d: %w; the data dir's disk may be damaged: check it, and remove the file to start with every high watermark at 0", cfg.ID, err)
 	}
@@ -242,9 +245,8 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		return nil, err
 	}
 	b.host = b.replicaHost()
-	b.sessions = partition.NewSessions(partition.SessionsConfig{
-		Lookup:      b.partition,
-		Metrics:     &partition.SessionMetrics{Requests: b.metrics.fetchSessionRequests},
+	b.sessions = partition.NewSessions(b.partition, fetchsession.Config{
+		Metrics:     &fetchsession.Metrics{Requests: b.metrics.fetchSessionRequests},
 		ErrorAnswer: connectapi.FetchErrorAnswer,
 	})
 	b.groups = b.newGroups()
@@ -503,7 +505,7 @@ func (b *Broker) replicaHost() *partition.Host {
 		Files:             b.files,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
 		LeaderAddress:     func(id int32) string { return b.metadata().Brokers[id].Address },
-		ReplicaClient:     func(leader int32) partition.LeaderClient { return connectapi.LeaderClient{C: b.peer(leader).replica} },
+		ReplicaClient:     func(leader int32) fetcher.LeaderClient { return connectapi.LeaderClient{C: b.peer(leader).replica} },
 		AlterPartition:    connectapi.AlterPartition(b.cp.AlterPartition),
 		AlterPartitions:   connectapi.AlterPartitions(b.cp.AlterPartitions),
 		FailStop:          b.failStop,

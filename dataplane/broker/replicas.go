@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/partition/hwcheckpoint"
 )
 
 // The broker's side of its partition replicas (dataplane/partition): which
@@ -315,7 +316,7 @@ func (b *Broker) hwCheckpointLoop(ctx context.Context, interval time.Duration) {
 	})
 }
 
-// checkpointHWs writes the broker's HW checkpoint (partition.WriteHWCheckpoint:
+// checkpointHWs writes the broker's HW checkpoint (hwcheckpoint.Write:
 // one file in the data dir) with the HW of every open replica and the
 // kept ones (hwKept), when it differs from what the file holds. Then the
 // replicas the durable file holds drop their legacy per-partition file.
@@ -333,11 +334,11 @@ func (b *Broker) checkpointHWs() error {
 		hws[cluster.PartKey{TopicID: p.TopicID(), Partition: p.Partition()}] = p.HighWatermark()
 	}
 	if !maps.Equal(hws, b.hwWritten) {
-		file := make(map[partition.HWKey]int64, len(hws))
+		file := make(map[hwcheckpoint.Key]int64, len(hws))
 		for k, hw := range hws {
-			file[partition.HWKey{TopicID: k.TopicID, Partition: k.Partition}] = hw
+			file[hwcheckpoint.Key{TopicID: k.TopicID, Partition: k.Partition}] = hw
 		}
-		if err := partition.WriteHWCheckpoint(filepath.Join(b.cfg.DataDir, partition.HWCheckpointName), file); err != nil {
+		if err := hwcheckpoint.Write(filepath.Join(b.cfg.DataDir, hwcheckpoint.Name), file); err != nil {
 			return err
 		}
 		b.hwWritten = hws

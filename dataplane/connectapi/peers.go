@@ -17,7 +17,7 @@ import (
 // (connecterr.FromConnect), so no replica reads a Connect code.
 
 // LeaderClient is a leader broker's ReplicaService as a replica's fetcher
-// calls it (partition.LeaderClient).
+// calls it (fetcher.LeaderClient, dataplane/partition/fetcher).
 type LeaderClient struct {
 	C sluicev1connect.ReplicaServiceClient
 }
