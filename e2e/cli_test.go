@@ -23,7 +23,8 @@ import (
 // detector when the tests run with it, and a data race any of its
 // processes reports fails the test: the families whose subject is
 // concurrency under faults use it (TestCluster…, TestSDK…, TestGroup…,
-// TestTxn…, TestTiered…). plainBin never is: the families that test the
+// TestTxn…, TestTiered… but for TestTieredHotTailAndColdReadBack, whose
+// subject is volume). plainBin never is: the families that test the
 // command line, sluice dev, alerts and quotas use it, since the race
 // detector makes each process start and each request about three times
 // slower (the e2e package took ~23 CPU-minutes with every process under

@@ -26,6 +26,7 @@
 // Under `go test -race` the fault families (TestCluster…, TestSDK…,
 // TestGroup…, TestTxn…, TestTiered…) start a sluice binary built with the
 // race detector, and a data race any of its processes reports fails the
-// test; the others start a race-free build (sluiceBin and plainBin in
-// cli_test.go).
+// test; the others, and TestTieredHotTailAndColdReadBack (200 MB through
+// three brokers: a volume test), start a race-free build (sluiceBin and
+// plainBin in cli_test.go).
 package e2e

@@ -62,6 +62,8 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/partition/fetcher"
+	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
 	"github.com/sluicemq/sluice/dataplane/records"
 	"github.com/sluicemq/sluice/dataplane/replicas"
 	"github.com/sluicemq/sluice/dataplane/runtime"
@@ -120,7 +122,7 @@ type Broker struct {
 	host *partition.Host
 	// sessions are the fetch sessions of the followers that fetch from
 	// the partitions this broker leads (FetchReplicas).
-	sessions *partition.Sessions
+	sessions *fetchsession.Sessions
 
 	brokerEpoch atomic.Int64
 	meta        atomic.Pointer[cluster.View]
@@ -214,9 +216,8 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	}
 	b.host = b.replicaHost()
 	b.replicas = replicas.New(replicas.Config{DataDir: cfg.DataDir, Host: b.host, HWs: hws})
-	b.sessions = partition.NewSessions(partition.SessionsConfig{
-		Lookup:      b.partition,
-		Metrics:     &partition.SessionMetrics{Requests: b.metrics.fetchSessionRequests},
+	b.sessions = partition.NewSessions(b.partition, fetchsession.Config{
+		Metrics:     &fetchsession.Metrics{Requests: b.metrics.fetchSessionRequests},
 		ErrorAnswer: connectapi.FetchErrorAnswer,
 	})
 	b.groups = b.newGroups()
@@ -413,7 +414,7 @@ func (b *Broker) replicaHost() *partition.Host {
 		Files:             b.files,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
 		LeaderAddress:     func(id int32) string { return b.metadata().Brokers[id].Address },
-		ReplicaClient:     func(leader int32) partition.LeaderClient { return connectapi.LeaderClient{C: b.peers.Replica(leader)} },
+		ReplicaClient:     func(leader int32) fetcher.LeaderClient { return connectapi.LeaderClient{C: b.peers.Replica(leader)} },
 		AlterPartition:    connectapi.AlterPartition(b.cp.AlterPartition),
 		AlterPartitions:   connectapi.AlterPartitions(b.cp.AlterPartitions),
 		FailStop:          b.failStop,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/partition/hwcheckpoint"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
@@ -53,9 +54,9 @@ func (b *hwBroker) stop() {
 	})
 }
 
-func (b *hwBroker) checkpoint(t *testing.T) map[partition.HWKey]int64 {
+func (b *hwBroker) checkpoint(t *testing.T) map[hwcheckpoint.Key]int64 {
 	t.Helper()
-	hws, err := partition.ReadHWCheckpoint(filepath.Join(b.cfg.DataDir, partition.HWCheckpointName))
+	hws, err := hwcheckpoint.Read(filepath.Join(b.cfg.DataDir, hwcheckpoint.Name))
 	require.NoError(t, err)
 	return hws
 }
@@ -97,18 +98,18 @@ func TestBrokerHWCheckpointOneFilePerInterval(t *testing.T) {
 	b, err := newHWBroker(t, t.TempDir())
 	require.NoError(t, err)
 	b.applyMetadata(toClusterMeta(assignments(3, n, all(n)...)))
-	want := map[partition.HWKey]int64{}
+	want := map[hwcheckpoint.Key]int64{}
 	for i := range int32(n) {
 		b.produce(t, i, int(i%3)+1)
-		want[partition.HWKey{TopicID: growTopic, Partition: i}] = int64(i%3) + 1
+		want[hwcheckpoint.Key{TopicID: growTopic, Partition: i}] = int64(i%3) + 1
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); b.replicas.HWCheckpointLoop(ctx, 10*time.Millisecond) }()
-	path := filepath.Join(b.cfg.DataDir, partition.HWCheckpointName)
+	path := filepath.Join(b.cfg.DataDir, hwcheckpoint.Name)
 	testenv.Wait(t, 10*time.Second, "the broker's checkpoint to hold every HW", func() error {
-		hws, err := partition.ReadHWCheckpoint(path)
+		hws, err := hwcheckpoint.Read(path)
 		if err != nil {
 			return err
 		}
@@ -135,7 +136,7 @@ func TestBrokerHWCheckpointOneFilePerInterval(t *testing.T) {
 	after, err = os.Stat(path)
 	require.NoError(t, err)
 	require.False(t, os.SameFile(before, after), "an HW moved: written again")
-	want[partition.HWKey{TopicID: growTopic, Partition: 7}] = 4
+	want[hwcheckpoint.Key{TopicID: growTopic, Partition: 7}] = 4
 	require.Equal(t, want, b.checkpoint(t))
 }
 
@@ -157,9 +158,9 @@ func TestBrokerHWCheckpointRestart(t *testing.T) {
 	b.applyMetadata(toClusterMeta(assignments(4, 4, 0, 1, 2)))
 	require.Nil(t, b.partition(growTopic, 3))
 	b.stop()
-	want := map[partition.HWKey]int64{}
+	want := map[hwcheckpoint.Key]int64{}
 	for i := range int32(4) {
-		want[partition.HWKey{TopicID: growTopic, Partition: i}] = int64(i) + 2
+		want[hwcheckpoint.Key{TopicID: growTopic, Partition: i}] = int64(i) + 2
 	}
 	require.Equal(t, want, b.checkpoint(t), "written at shutdown")
 
@@ -198,7 +199,7 @@ func TestBrokerHWCheckpointUpgrade(t *testing.T) {
 	}
 	b.stop()
 	// As the old broker left it: no broker file, one per partition.
-	require.NoError(t, os.Remove(filepath.Join(dir, partition.HWCheckpointName)))
+	require.NoError(t, os.Remove(filepath.Join(dir, hwcheckpoint.Name)))
 	for i, f := range legacy {
 		require.NoError(t, os.WriteFile(f, fmt.Appendf(nil, "%d\n", i+1), 0o644))
 	}
@@ -212,10 +213,10 @@ func TestBrokerHWCheckpointUpgrade(t *testing.T) {
 		require.EqualValues(t, pm.Partition+1, p.HighWatermark(), "partition %d: its legacy file", pm.Partition)
 	}
 	require.NoError(t, b.replicas.CheckpointHWs())
-	want := map[partition.HWKey]int64{}
+	want := map[hwcheckpoint.Key]int64{}
 	for i, f := range legacy {
 		require.NoFileExists(t, f)
-		want[partition.HWKey{TopicID: growTopic, Partition: int32(i)}] = int64(i) + 1
+		want[hwcheckpoint.Key{TopicID: growTopic, Partition: int32(i)}] = int64(i) + 1
 	}
 	require.Equal(t, want, b.checkpoint(t))
 	b.stop()
@@ -240,14 +241,14 @@ func TestBrokerHWCheckpointCorrupt(t *testing.T) {
 	b.applyMetadata(toClusterMeta(assignments(3, 1, 0)))
 	b.produce(t, 0, 3)
 	b.stop()
-	path := filepath.Join(dir, partition.HWCheckpointName)
+	path := filepath.Join(dir, hwcheckpoint.Name)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	data[len(data)-3] ^= 1 // the checksum
 	require.NoError(t, os.WriteFile(path, data, 0o644))
 
 	_, err = newHWBroker(t, dir)
-	require.ErrorIs(t, err, partition.ErrHWCheckpointCorrupt)
+	require.ErrorIs(t, err, hwcheckpoint.ErrCorrupt)
 	require.ErrorContains(t, err, path)
 	require.ErrorContains(t, err, "remove the file to start with every high watermark at 0")
 

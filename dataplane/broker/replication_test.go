@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testenv"
@@ -88,7 +89,7 @@ func TestBrokerFollowerFetchesThroughOneSession(t *testing.T) {
 		return nil
 	})
 	require.Equal(t, 1, b2.host.Fetchers())
-	require.Equal(t, partition.SessionStats{Sessions: 1, Partitions: n}, b1.sessions.Stats())
+	require.Equal(t, fetchsession.Stats{Sessions: 1, Partitions: n}, b1.sessions.Stats())
 	require.Zero(t, testutil.ToFloat64(b1.metrics.fetchSessionRequests.WithLabelValues("refused")))
 	require.Positive(t, testutil.ToFloat64(b1.metrics.fetchSessionRequests.WithLabelValues("incremental")))
 	served := func(procedure string) float64 {

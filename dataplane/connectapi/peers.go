@@ -20,7 +20,7 @@ import (
 // replica or service reads a Connect code.
 
 // LeaderClient is a leader broker's ReplicaService as a replica's fetcher
-// calls it (partition.LeaderClient).
+// calls it (fetcher.LeaderClient, dataplane/partition/fetcher).
 type LeaderClient struct {
 	C sluicev1connect.ReplicaServiceClient
 }

@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
-	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/partition/hwcheckpoint"
 )
 
 // ReadHWCheckpoint reads the HW checkpoint of the broker whose data dir
-// is dataDir (partition.ReadHWCheckpoint), for Config.HWs. The file is
+// is dataDir (hwcheckpoint.Read), for Config.HWs. The file is
 // written atomically, so damage means a disk not to trust (Kafka takes
-// such a log dir offline): the error says so; partition/doc.go says what
+// such a log dir offline): the error says so; hwcheckpoint's doc says what
 // removing the file costs.
 func ReadHWCheckpoint(dataDir string) (map[cluster.PartKey]int64, error) {
-	hws, err := partition.ReadHWCheckpoint(filepath.Join(dataDir, partition.HWCheckpointName))
+	hws, err := hwcheckpoint.Read(filepath.Join(dataDir, hwcheckpoint.Name))
 	if err != nil {
 		return nil, fmt.Errorf("%w; the data dir's disk may be damaged: check it, and remove the file to start with every high watermark at 0", err)
 	}
@@ -48,7 +48,7 @@ func (m *Manager) HWCheckpointLoop(ctx context.Context, interval time.Duration) 
 }
 
 // CheckpointHWs writes the broker's HW checkpoint
-// (partition.WriteHWCheckpoint: one file in the data dir) with the HW of
+// (hwcheckpoint.Write: one file in the data dir) with the HW of
 // every open replica and the kept ones (hwKept), when it differs from
 // what the file holds. Then the replicas the durable file holds drop
 // their legacy per-partition file.
@@ -66,11 +66,11 @@ func (m *Manager) CheckpointHWs() error {
 		hws[cluster.PartKey{TopicID: p.TopicID(), Partition: p.Partition()}] = p.HighWatermark()
 	}
 	if !maps.Equal(hws, m.hwWritten) {
-		file := make(map[partition.HWKey]int64, len(hws))
+		file := make(map[hwcheckpoint.Key]int64, len(hws))
 		for k, hw := range hws {
-			file[partition.HWKey{TopicID: k.TopicID, Partition: k.Partition}] = hw
+			file[hwcheckpoint.Key{TopicID: k.TopicID, Partition: k.Partition}] = hw
 		}
-		if err := partition.WriteHWCheckpoint(filepath.Join(m.cfg.DataDir, partition.HWCheckpointName), file); err != nil {
+		if err := hwcheckpoint.Write(filepath.Join(m.cfg.DataDir, hwcheckpoint.Name), file); err != nil {
 			return err
 		}
 		m.hwWritten = hws
