@@ -4,15 +4,15 @@
 // (dataplane/producerstate), its high-watermark checkpoint, retention and,
 // with tiered storage, the copy of its closed segments to the object store.
 // The broker's replica manager (dataplane/replicas) decides which replicas
-// it hosts, opens each with Open and hands it every assignment the
-// controller publishes (Update); the services route clients' produce and
-// fetch requests to it; the broker serves follower
-// brokers' fetch sessions through the Sessions NewSessions makes
-// (dataplane/partition/fetchsession), and runs the loops that call
+// it hosts, opens each with Open, hands it every assignment the controller
+// publishes (Update), writes every replica's HW to its checkpoint
+// (dataplane/partition/hwcheckpoint) and runs SnapshotProducers and
+// ApplyRetention on every replica; the services route clients' produce
+// and fetch requests to it; the broker serves follower brokers' fetch
+// sessions through the Sessions NewSessions makes
+// (dataplane/partition/fetchsession) and runs the loops that call
 // AlterISRs (every leader's ISR proposal in one AlterPartitions call per
-// round), SnapshotProducers, ApplyRetention and CopyToTier on every
-// replica, and writes every replica's HW to its checkpoint
-// (dataplane/partition/hwcheckpoint). A replica reaches its broker only
+// round) and CopyToTier. A replica reaches its broker only
 // through the Host the broker gives it: its id and broker epoch, a logger
 // and counters, the log settings, the leader's address for NotLeader
 // errors, a fetcher.LeaderClient (the replica service of a leader broker)
