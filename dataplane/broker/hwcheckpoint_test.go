@@ -49,7 +49,7 @@ func newHWBroker(t *testing.T, dataDir string) (*hwBroker, error) {
 func (b *hwBroker) stop() {
 	b.stopped.Do(func() {
 		b.cancel()
-		b.closePartitions()
+		b.replicas.Close()
 		_ = b.dirLock.Release()
 	})
 }
@@ -106,7 +106,7 @@ func TestBrokerHWCheckpointOneFilePerInterval(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); b.hwCheckpointLoop(ctx, 10*time.Millisecond) }()
+	go func() { defer close(done); b.replicas.HWCheckpointLoop(ctx, 10*time.Millisecond) }()
 	path := filepath.Join(b.cfg.DataDir, hwcheckpoint.Name)
 	testenv.Wait(t, 10*time.Second, "the broker's checkpoint to hold every HW", func() error {
 		hws, err := hwcheckpoint.Read(path)
@@ -126,13 +126,13 @@ func TestBrokerHWCheckpointOneFilePerInterval(t *testing.T) {
 
 	before, err := os.Stat(path)
 	require.NoError(t, err)
-	require.NoError(t, b.checkpointHWs())
+	require.NoError(t, b.replicas.CheckpointHWs())
 	after, err := os.Stat(path)
 	require.NoError(t, err)
 	require.True(t, os.SameFile(before, after), "nothing changed: nothing written")
 
 	b.produce(t, 7, 2)
-	require.NoError(t, b.checkpointHWs())
+	require.NoError(t, b.replicas.CheckpointHWs())
 	after, err = os.Stat(path)
 	require.NoError(t, err)
 	require.False(t, os.SameFile(before, after), "an HW moved: written again")
@@ -166,18 +166,18 @@ func TestBrokerHWCheckpointRestart(t *testing.T) {
 
 	b, err = newHWBroker(t, dir)
 	require.NoError(t, err)
-	require.NoError(t, b.checkpointHWs())
+	require.NoError(t, b.replicas.CheckpointHWs())
 	require.Equal(t, want, b.checkpoint(t), "before any replica opens, the file keeps every HW")
 	m := toClusterMeta(assignments(5, 4, all(4)...))
 	for _, pm := range m.ByID[growTopic].Partitions {
-		p, err := b.openPartition(m.ByID[growTopic], pm) // no role yet: the HW is the one it opened with
+		p, err := b.replicas.Open(m.ByID[growTopic], pm) // no role yet: the HW is the one it opened with
 		require.NoError(t, err)
 		require.EqualValues(t, pm.Partition+2, p.HighWatermark(), "partition %d", pm.Partition)
 	}
 
 	// The topic is deleted: its partitions go from the file with their data.
 	b.applyMetadata(toClusterMeta(&sluicev1.WatchAssignmentsResponse{MetadataVersion: 6}))
-	require.NoError(t, b.checkpointHWs())
+	require.NoError(t, b.replicas.CheckpointHWs())
 	require.Empty(t, b.checkpoint(t))
 	require.NoDirExists(t, filepath.Join(dir, growTenant, growTopic+"-0"))
 }
@@ -208,11 +208,11 @@ func TestBrokerHWCheckpointUpgrade(t *testing.T) {
 	require.NoError(t, err)
 	m := toClusterMeta(assignments(4, 3, all(3)...))
 	for _, pm := range m.ByID[growTopic].Partitions {
-		p, err := b.openPartition(m.ByID[growTopic], pm)
+		p, err := b.replicas.Open(m.ByID[growTopic], pm)
 		require.NoError(t, err)
 		require.EqualValues(t, pm.Partition+1, p.HighWatermark(), "partition %d: its legacy file", pm.Partition)
 	}
-	require.NoError(t, b.checkpointHWs())
+	require.NoError(t, b.replicas.CheckpointHWs())
 	want := map[hwcheckpoint.Key]int64{}
 	for i, f := range legacy {
 		require.NoFileExists(t, f)
@@ -224,7 +224,7 @@ func TestBrokerHWCheckpointUpgrade(t *testing.T) {
 	b, err = newHWBroker(t, dir)
 	require.NoError(t, err)
 	for _, pm := range m.ByID[growTopic].Partitions {
-		p, err := b.openPartition(m.ByID[growTopic], pm)
+		p, err := b.replicas.Open(m.ByID[growTopic], pm)
 		require.NoError(t, err)
 		require.EqualValues(t, pm.Partition+1, p.HighWatermark(), "partition %d: the broker's file", pm.Partition)
 	}
@@ -256,7 +256,7 @@ func TestBrokerHWCheckpointCorrupt(t *testing.T) {
 	b, err = newHWBroker(t, dir)
 	require.NoError(t, err)
 	m := toClusterMeta(assignments(4, 1, 0))
-	p, err := b.openPartition(m.ByID[growTopic], m.ByID[growTopic].Partitions[0])
+	p, err := b.replicas.Open(m.ByID[growTopic], m.ByID[growTopic].Partitions[0])
 	require.NoError(t, err)
 	require.EqualValues(t, 0, p.HighWatermark())
 	require.EqualValues(t, 3, p.Log().LEO())

@@ -46,13 +46,13 @@ func TestBrokerFollowerFetchesThroughOneSession(t *testing.T) {
 	const n = 40
 	b1, b2 := newTestBroker(t), newTestBroker(t)
 	b2.cfg.ID = 2
-	b2.host = b2.replicaHost()
+	b2.host.ID = 2
 	ctx, cancel := context.WithCancel(context.Background())
 	addr1, addr2 := serveBroker(t, b1, ctx), serveBroker(t, b2, ctx)
 	t.Cleanup(func() {
 		cancel()
-		b2.closePartitions()
-		b1.closePartitions()
+		b2.replicas.Close()
+		b1.replicas.Close()
 	})
 	m := &sluicev1.WatchAssignmentsResponse{MetadataVersion: 1, Brokers: []*sluicev1.BrokerEndpoint{
 		{BrokerId: 1, Address: addr1}, {BrokerId: 2, Address: addr2},

@@ -3,15 +3,16 @@
 // (dataplane/replica's Leader or Follower), the idempotent producers' state
 // (dataplane/producerstate), its high-watermark checkpoint, retention and,
 // with tiered storage, the copy of its closed segments to the object store.
-// The broker (dataplane/broker) decides which replicas it hosts, opens each
-// with Open, hands it every assignment the controller publishes (Update),
-// routes clients' produce and fetch requests to it, serves follower
-// brokers' fetch sessions through the Sessions NewSessions makes
-// (dataplane/partition/fetchsession), and runs the loops that call
+// The broker's replica manager (dataplane/replicas) decides which replicas
+// it hosts, opens each with Open, hands it every assignment the controller
+// publishes (Update), writes every replica's HW to its checkpoint
+// (dataplane/partition/hwcheckpoint) and runs SnapshotProducers and
+// ApplyRetention on every replica; the services route clients' produce
+// and fetch requests to it; the broker serves follower brokers' fetch
+// sessions through the Sessions NewSessions makes
+// (dataplane/partition/fetchsession) and runs the loops that call
 // AlterISRs (every leader's ISR proposal in one AlterPartitions call per
-// round), SnapshotProducers, ApplyRetention and CopyToTier on every
-// replica, and writes every replica's HW to its checkpoint
-// (dataplane/partition/hwcheckpoint). A replica reaches its broker only
+// round) and CopyToTier. A replica reaches its broker only
 // through the Host the broker gives it: its id and broker epoch, a logger
 // and counters, the log settings, the leader's address for NotLeader
 // errors, a fetcher.LeaderClient (the replica service of a leader broker)
@@ -176,7 +177,7 @@
 // newest snapshot at or below the new LEO (at most the active segment,
 // and the one before it for an interval after a roll).
 // Retention (ApplyRetention) also runs under mu, and when it deletes
-// segments it waits for a sync in flight (the log's structMu). Lock order: the broker's lock, then Replica.mu, then the log's
+// segments it waits for a sync in flight (the log's structMu). Lock order: the replica manager's lock (dataplane/replicas), then Replica.mu, then the log's
 // writer lock.
 //
 // A replica owns no goroutine of its own. Its follower side is the
