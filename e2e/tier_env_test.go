@@ -53,8 +53,9 @@ type tierOpts struct {
 	PreferredLeaderDelay time.Duration
 	// ExtraBrokerArgs are more broker flags.
 	ExtraBrokerArgs []string
-	// Plain starts the race-free build (plainBin) even under -race: for
-	// a test whose subject is volume, not concurrency under faults.
+	// Plain starts the race-free build (plainBin) even with
+	// SLUICE_E2E_RACE=1 under -race: for a test whose subject is volume,
+	// not concurrency under faults.
 	Plain bool
 }
 

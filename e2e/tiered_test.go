@@ -48,8 +48,9 @@ func tierMB(t *testing.T) int64 {
 // reading every partition from offset 0 returns every record, at its
 // offset, byte-identical to what was produced — most of it from the
 // object store. Its subject is volume, not concurrency under faults (the
-// rest of the family's), so its brokers are the race-free build even
-// under -race: with the race detector they took 220 CPU-seconds for the
+// rest of the family's), so its brokers are the race-free build even when
+// the family's are race-detected (SLUICE_E2E_RACE=1 under -race): with
+// the race detector they took 220 CPU-seconds for the
 // 200 MB, without it 80 (go test -race -run
 // TestTieredHotTailAndColdReadBack ./e2e/, interleaved, twice each).
 func TestTieredHotTailAndColdReadBack(t *testing.T) {
