@@ -21,6 +21,13 @@ HELM := $(BIN)/helm-$(HELM_VERSION)
 export SLUICE_TEST_HELM ?= $(HELM)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 25m
+# make test runs three test binaries at a time (go's default is one per
+# core, two here): many tests wait on timers, sessions and retries, and
+# with two at a time the cores idled a third of the run. The packages
+# whose tests take longest are named first, so that go starts them first
+# and the short ones fill in around them.
+TEST_PARALLEL_PACKAGES ?= 3
+SLOW_PACKAGES := ./e2e/ ./client/ ./dataplane/broker/ ./controlplane/
 
 .PHONY: help build generate check-generate lint test test-e2e-race test-busy soak dev bench scale tools
 
@@ -70,7 +77,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, buf lint, the
 	go test -count=1 ./internal/testrules/
 
 test: $(VERSITYGW) $(GRPCURL) $(HELM) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server, grpcurl and helm for tests into bin/.
-	go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL_PACKAGES) $(SLOW_PACKAGES) ./...
 	go test -count=1 -run 'TestCooperativeRebalance' ./client/
 	go test -count=1 -run 'TestQuotaNoisyNeighbour|TestQuotaRequestMemoryBounded' ./e2e/
 
