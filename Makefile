@@ -21,11 +21,18 @@ HELM := $(BIN)/helm-$(HELM_VERSION)
 export SLUICE_TEST_HELM ?= $(HELM)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 25m
+# make test runs three test binaries at a time (go's default is one per
+# core, two here): many tests wait on timers, sessions and retries, and
+# with two at a time the cores idled a third of the run. The packages
+# whose tests take longest are named first, so that go starts them first
+# and the short ones fill in around them.
+TEST_PARALLEL_PACKAGES ?= 3
+SLOW_PACKAGES := ./e2e/ ./client/ ./dataplane/broker/ ./controlplane/
 
-.PHONY: help build generate check-generate lint test test-busy soak dev bench scale tools
+.PHONY: help build generate check-generate lint test test-e2e-race test-busy soak dev bench scale tools
 
 help: ## List the targets.
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 # The version `sluice version` prints; the Dockerfile runs the same build line with its VERSION
 # build argument (infra/compose's TestDockerfile checks that they agree).
@@ -70,9 +77,12 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, buf lint, the
 	go test -count=1 ./internal/testrules/
 
 test: $(VERSITYGW) $(GRPCURL) $(HELM) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server, grpcurl and helm for tests into bin/.
-	go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL_PACKAGES) $(SLOW_PACKAGES) ./...
 	go test -count=1 -run 'TestCooperativeRebalance' ./client/
 	go test -count=1 -run 'TestQuotaNoisyNeighbour|TestQuotaRequestMemoryBounded' ./e2e/
+
+test-e2e-race: $(VERSITYGW) ## Run the e2e fault families (TestCluster, TestSDK, TestGroup, TestTxn, TestTiered) against sluice binaries built with the race detector: a data race in any process they start fails the test (make test runs them race-free; e2e/doc.go says why).
+	SLUICE_E2E_RACE=1 go test $(GO_TEST_FLAGS) -run '^Test(Cluster|SDK|Group|Txn|Tiered)' ./e2e/
 
 BUSY_RUNS ?= 3
 test-busy: $(VERSITYGW) $(GRPCURL) ## Run make test BUSY_RUNS times (default 3) with every core kept busy by stress-ng (or yes), to catch tests that pass only on an idle machine.
@@ -80,9 +90,9 @@ test-busy: $(VERSITYGW) $(GRPCURL) ## Run make test BUSY_RUNS times (default 3) 
 	trap 'kill $$(jobs -p) 2>/dev/null' EXIT; \
 	for i in $$(seq $(BUSY_RUNS)); do echo "== make test with $$n busy cores: run $$i of $(BUSY_RUNS)"; $(MAKE) test || exit 1; done
 
-soak: ## Longer fault runs: the log crash test with 300 kills, then the cluster fault scenarios and the SDK whole-cluster crash loop (5 seeds, 4 s and 20 s delivery timeouts) at soak size, 3 times.
+soak: ## Longer fault runs: the log crash test with 300 kills, then the cluster fault scenarios and the SDK whole-cluster crash loop (5 seeds, 4 s and 20 s delivery timeouts) at soak size, 3 times, against race-detector builds of sluice.
 	SLUICE_SOAK=1 go test -count=1 -timeout 60m -run 'TestLogCrash' ./dataplane/log/
-	SLUICE_SOAK=1 go test -race -count=3 -timeout 90m -run 'TestCluster|TestSDKWholeClusterCrashLoop' ./e2e/
+	SLUICE_SOAK=1 SLUICE_E2E_RACE=1 go test -race -count=3 -timeout 90m -run 'TestCluster|TestSDKWholeClusterCrashLoop' ./e2e/
 
 # Built, then run with exec (not go run, which exits 1 whenever it is
 # interrupted, whatever the program did): on Ctrl-C sluice dev stops cleanly

@@ -19,16 +19,20 @@ import (
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
-// The sluice binaries the tests start. sluiceBin is built with the race
-// detector when the tests run with it, and a data race any of its
-// processes reports fails the test: the families whose subject is
-// concurrency under faults use it (TestCluster…, TestSDK…, TestGroup…,
-// TestTxn…, TestTiered…). plainBin never is: the families that test the
-// command line, sluice dev, alerts and quotas use it, since the race
-// detector makes each process start and each request about three times
-// slower (the e2e package took ~23 CPU-minutes with every process under
-// it) while the server code they run is the code the other families and
-// the in-process tests check for races.
+// The sluice binaries the tests start. plainBin is a race-free build.
+// sluiceBin, which the families whose subject is concurrency under faults
+// start (TestCluster…, TestSDK…, TestGroup…, TestTxn…, TestTiered… but for
+// TestTieredHotTailAndColdReadBack, whose subject is volume), is the same
+// build unless the tests run with the race detector and $SLUICE_E2E_RACE
+// is 1 (make test-e2e-race, make soak): then it is built with the race
+// detector too, and a data race any of its processes reports fails the
+// test. make test leaves it race-free: the race detector makes every
+// server process about twice as expensive (the e2e package took 892
+// CPU-seconds with those families under it, 468 without, go test -race
+// ./e2e/ on a loaded machine), while the server code they run is the code
+// the in-process tests (dataplane/broker, client, dataplane/partition…),
+// which make test runs under the race detector, check for races with
+// faults of their own.
 var sluiceBin, plainBin string
 
 // TestMain runs the binary as TestTxnUnderFaults's job when
@@ -46,7 +50,7 @@ func TestMain(m *testing.M) {
 	var err error
 	if plainBin, err = testenv.BuildSluice("sluice-e2e", false); err == nil {
 		sluiceBin = plainBin
-		if raceEnabled {
+		if raceEnabled && os.Getenv("SLUICE_E2E_RACE") == "1" {
 			sluiceBin, err = testenv.BuildSluice("sluice-e2e", true)
 		}
 	}

@@ -23,9 +23,10 @@
 // make test without the race detector, one after the other), and
 // TestBenchScale. Go runs those before any parallel test starts.
 //
-// Under `go test -race` the fault families (TestCluster…, TestSDK…,
-// TestGroup…, TestTxn…, TestTiered…) start a sluice binary built with the
-// race detector, and a data race any of its processes reports fails the
-// test; the others start a race-free build (sluiceBin and plainBin in
-// cli_test.go).
+// Under `go test -race` with SLUICE_E2E_RACE=1 (make test-e2e-race, make
+// soak) the fault families (TestCluster…, TestSDK…, TestGroup…, TestTxn…,
+// TestTiered… but for the volume test TestTieredHotTailAndColdReadBack)
+// start a sluice binary built with the race detector, and a data race any
+// of its processes reports fails the test; otherwise every test starts a
+// race-free build (sluiceBin and plainBin in cli_test.go say why).
 package e2e

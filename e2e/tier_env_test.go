@@ -53,6 +53,10 @@ type tierOpts struct {
 	PreferredLeaderDelay time.Duration
 	// ExtraBrokerArgs are more broker flags.
 	ExtraBrokerArgs []string
+	// Plain starts the race-free build (plainBin) even with
+	// SLUICE_E2E_RACE=1 under -race: for a test whose subject is volume,
+	// not concurrency under faults.
+	Plain bool
 }
 
 // tierEnv is a versitygw, a 3-broker cluster tiering to it, and a tenant's
@@ -102,8 +106,12 @@ func startTier(t testing.TB, o tierOpts) *tierEnv {
 		"--tier-s3-endpoint", endpoint,
 		"--tier-s3-path-style",
 	}
+	bin := sluiceBin
+	if o.Plain {
+		bin = plainBin
+	}
 	e.c = testcluster.Start(t, testcluster.Options{
-		Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t),
+		Bin: bin, DatabaseURL: testenv.PostgresURL(t),
 		PreferredLeaderDelay: o.PreferredLeaderDelay,
 		ExtraBrokerArgs:      append(args, o.ExtraBrokerArgs...),
 		BrokerEnv: []string{

@@ -1,8 +1,10 @@
 // Package broker is a Sluice data-plane broker: it registers with the
 // control plane and keeps its lease, follows the partition assignments the
-// control plane streams to it, opens a partition replica
-// (dataplane/partition: log, replication state, idempotence, retention)
-// for each one placed on it, and serves the RecordService (produce,
+// control plane streams to it (watch.go) and hands each view to its
+// replica manager (b.replicas, dataplane/replicas: it opens a partition
+// replica, dataplane/partition, for each partition placed on it, closes
+// those that moved away, deletes deleted topics' data, keeps the HW
+// checkpoint), and serves the RecordService (produce,
 // fetch, list offsets, metadata: dataplane/records' service behind
 // connectapi's adapter, wired in recordsvc.go), the GroupService
 // (consumer groups: dataplane/groups behind connectapi.Groups, wired in
@@ -11,7 +13,9 @@
 // adapter in dataplane/connectapi, wired in txn.go), the internal
 // ReplicaService (followers copying a leader's log), with
 // gRPC health and reflection for the first two (health.go: SERVING only
-// once the broker is ready, as /readyz).
+// once the broker is ready, as /readyz). Its calls to other brokers go
+// through connectapi.Peers (their Connect clients, b.peers), which it
+// wires into the services and adapters; it makes none itself.
 //
 // Goroutines, all owned by Run and stopped when its context ends: the HTTP
 // servers (the client port, the operator listener); the lease loop (register, heartbeat, re-register when fenced); the
@@ -21,12 +25,13 @@
 // transaction coordinators hosted by the runtime b.rt, whose timers and
 // marker writes run in the runtime's goroutines, closed after the loops
 // end); the quota exchange (b.quota.Run: dataplane/admission, wired in
-// quota.go); the HW checkpoint, retention and tiering loops over the
-// replicas; the usage report loop (meter.go, which
-// reports once more after the client port drained); and, owned by each
-// replica, one fetcher
-// per partition this broker follows. Lock order: Broker.mu before a
-// replica's lock; no lock is held across network calls.
+// quota.go); the replica manager's HW checkpoint and retention loops, and
+// the tiering loop over the replicas (tier.go); the usage report loop
+// (meter.go, which reports once more after the client port drained); and,
+// owned by the replicas' partition.Host, one fetcher per leader broker
+// this broker's follower replicas fetch from. Lock order: the replica
+// manager's lock before a replica's lock; Broker.mu (the run context)
+// is held around nothing else; no lock is held across network calls.
 package broker
 
 import (
@@ -34,11 +39,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math"
 	"net"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -59,7 +62,10 @@ import (
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/partition/fetcher"
+	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
 	"github.com/sluicemq/sluice/dataplane/records"
+	"github.com/sluicemq/sluice/dataplane/replicas"
 	"github.com/sluicemq/sluice/dataplane/runtime"
 	"github.com/sluicemq/sluice/dataplane/txns"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -100,10 +106,11 @@ type Broker struct {
 	groups   *groups.Service     // the consumer groups (groups.go)
 	// replicasAPI serves the ReplicaService (other brokers' calls).
 	replicasAPI *connectapi.Replicas
-	handler     http.Handler   // the client port
-	gate        *httpgate.Gate // in front of handler's Connect services
-	ops         http.Handler   // the operator listener
-	hc          *http.Client   // h2c to the control plane and other brokers
+	handler     http.Handler      // the client port
+	gate        *httpgate.Gate    // in front of handler's Connect services
+	ops         http.Handler      // the operator listener
+	hc          *http.Client      // h2c to the control plane and other brokers
+	peers       *connectapi.Peers // the other brokers' Connect clients
 	cp          sluicev1connect.BrokerServiceClient
 	jwks        *tenants.JWKSCache
 	revoked     *access.Revocations
@@ -115,7 +122,7 @@ type Broker struct {
 	host *partition.Host
 	// sessions are the fetch sessions of the followers that fetch from
 	// the partitions this broker leads (FetchReplicas).
-	sessions *partition.Sessions
+	sessions *fetchsession.Sessions
 
 	brokerEpoch atomic.Int64
 	meta        atomic.Pointer[cluster.View]
@@ -124,9 +131,10 @@ type Broker struct {
 	assigned atomic.Bool
 	health   *connectapi.Health // gRPC health, its Watch streams
 
+	// replicas are the partition replicas this broker hosts.
+	replicas *replicas.Manager
+
 	mu      sync.Mutex
-	parts   map[cluster.PartKey]*partition.Replica
-	clients map[int32]*peerClients
 	runCtx  context.Context
 	stopRun context.CancelCauseFunc
 	// rt hosts the group and transaction coordinators, one per partition
@@ -135,21 +143,6 @@ type Broker struct {
 	// txns serves the transactions, txnAPI is its Connect adapter (txn.go).
 	txns   *txns.Service
 	txnAPI *connectapi.Transactions
-	// swept: the data dir was checked, against the first assignments this
-	// process received, for partitions of topics deleted while it was down.
-	swept bool
-	// hwKept are the checkpointed HWs of the partitions whose data is in
-	// the data dir but that are not open: read from the HW checkpoint at
-	// New (an entry goes when its partition opens), and those of replicas
-	// closed because they moved to other brokers. The partitions of
-	// deleted topics leave it.
-	hwKept map[cluster.PartKey]int64
-
-	// hwMu serialises the HW checkpoint's writes; hwWritten is what the
-	// file holds.
-	hwMu      sync.Mutex
-	hwWritten map[cluster.PartKey]int64
-
 	// Usage metering (meter.go): the tenants' egress and request counts,
 	// and their reporter.
 	usageCounters *meter.Counters
@@ -159,14 +152,6 @@ type Broker struct {
 	// adapter.
 	records    *records.Service
 	recordsAPI *connectapi.Records
-}
-
-type peerClients struct {
-	address string
-	record  sluicev1connect.RecordServiceClient
-	replica sluicev1connect.ReplicaServiceClient
-	group   sluicev1connect.GroupServiceClient
-	txn     sluicev1connect.TransactionServiceClient
 }
 
 // New builds a broker; Run starts it. New takes an exclusive lock on
@@ -193,37 +178,25 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	flush, _ := cfg.FlushPolicy()
-	hws, err := partition.ReadHWCheckpoint(filepath.Join(cfg.DataDir, partition.HWCheckpointName))
+	hws, err := replicas.ReadHWCheckpoint(cfg.DataDir)
 	if err != nil {
-		// Written atomically, so damage means a disk not to trust (Kafka
-		// takes such a log dir offline); partition/doc.go says what
-		// removing the file costs.
-		return nil, fmt.Errorf("broker %d: %w; the data dir's disk may be damaged: check it, and remove the file to start with every high watermark at 0", cfg.ID, err)
-	}
-	hwKept := make(map[cluster.PartKey]int64, len(hws))
-	for k, hw := range hws {
-		hwKept[cluster.PartKey{TopicID: k.TopicID, Partition: k.Partition}] = hw
+		return nil, fmt.Errorf("broker %d: %w", cfg.ID, err)
 	}
 	b := &Broker{
 		cfg:     cfg,
 		logger:  deps.Logger.With("broker", cfg.ID),
 		flush:   flush,
 		files:   log.NewFileCache(cfg.MaxOpenSegmentFiles),
-		parts:   map[cluster.PartKey]*partition.Replica{},
 		rt:      runtime.NewRuntime(),
-		clients: map[int32]*peerClients{},
 		revoked: access.NewRevocations(),
 		hc:      h2c.Client(),
 		dirLock: dirLock,
-		hwKept:  hwKept,
-		// The file holds what was read (hwKept): nothing to write until
-		// something changes.
-		hwWritten: maps.Clone(hwKept),
 
 		tierStore: deps.TierStore,
 	}
 	b.health = &connectapi.Health{NotReady: b.notReady}
 	b.meta.Store(cluster.EmptyView())
+	b.peers = connectapi.NewPeers(b.hc, cfg.BrokerToken, func(id int32) string { return b.metadata().Brokers[id].Address })
 	cpURL := strings.TrimRight(cfg.ControlPlane, "/")
 	b.cp = sluicev1connect.NewBrokerServiceClient(b.hc, cpURL, connect.WithInterceptors(tenants.Bearer(cfg.BrokerToken)))
 	b.jwks = tenants.NewJWKSCache(cpURL+"/.well-known/jwks.json", b.hc, time.Minute, 5*time.Second)
@@ -242,9 +215,9 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		return nil, err
 	}
 	b.host = b.replicaHost()
-	b.sessions = partition.NewSessions(partition.SessionsConfig{
-		Lookup:      b.partition,
-		Metrics:     &partition.SessionMetrics{Requests: b.metrics.fetchSessionRequests},
+	b.replicas = replicas.New(replicas.Config{DataDir: cfg.DataDir, Host: b.host, HWs: hws})
+	b.sessions = partition.NewSessions(b.partition, fetchsession.Config{
+		Metrics:     &fetchsession.Metrics{Requests: b.metrics.fetchSessionRequests},
 		ErrorAnswer: connectapi.FetchErrorAnswer,
 	})
 	b.groups = b.newGroups()
@@ -307,48 +280,13 @@ func (b *Broker) Registry() *prometheus.Registry { return b.registry }
 
 func (b *Broker) metadata() *cluster.View { return b.meta.Load() }
 
-// partitions returns the local replicas at this moment, for loops that must
-// not hold b.mu while they work on each.
-func (b *Broker) partitions() []*partition.Replica {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Collect(maps.Values(b.parts))
-}
+// partitions returns the local replicas at this moment (replicas.Manager.All).
+func (b *Broker) partitions() []*partition.Replica { return b.replicas.All() }
 
+// partition is the local replica of a partition, nil if none
+// (replicas.Manager.Get): the services' replica lookup.
 func (b *Broker) partition(topicID string, id int32) *partition.Replica {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.parts[cluster.PartKey{TopicID: topicID, Partition: id}]
-}
-
-// peer returns cached clients for another broker at its current address.
-func (b *Broker) peer(id int32) *peerClients {
-	addr := b.metadata().Brokers[id].Address
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c, ok := b.clients[id]; ok && c.address == addr {
-		return c
-	}
-	base := "http://" + addr
-	// Calls on a client's behalf are marked so the peer does not count
-	// them in the tenant's requests again (meter.go).
-	fwd := connect.WithInterceptors(connectapi.ForwardMarker{BrokerToken: b.cfg.BrokerToken})
-	c := &peerClients{
-		address: addr,
-		record:  sluicev1connect.NewRecordServiceClient(b.hc, base, connect.WithGRPC(), fwd),
-		replica: sluicev1connect.NewReplicaServiceClient(b.hc, base, connect.WithGRPC(), connect.WithInterceptors(tenants.Bearer(b.cfg.BrokerToken))),
-		group:   sluicev1connect.NewGroupServiceClient(b.hc, base, connect.WithGRPC(), fwd),
-		txn:     sluicev1connect.NewTransactionServiceClient(b.hc, base, connect.WithGRPC(), fwd),
-	}
-	b.clients[id] = c
-	return c
-}
-
-func (b *Broker) recordClient(id int32) sluicev1connect.RecordServiceClient { return b.peer(id).record }
-
-// forward is connectapi.Forward, counted in the broker's metrics.
-func forward[Req, Res any](ctx context.Context, b *Broker, pm cluster.Partition, req *connect.Request[Req], call func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*connect.Response[Res], error) {
-	return connectapi.Forward(ctx, pm.Leader, req, call, b.metrics.forwarded.Inc)
+	return b.replicas.Get(topicID, id)
 }
 
 // Run serves clients and brokers on ln and, when ops is not nil, the
@@ -405,8 +343,8 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	wg.Go(func() { access.PollRevocations(ctx, listRevoked, b.revoked, 2*time.Second, b.logger, b.healthChanged) })
 	wg.Go(func() { b.leaseLoop(ctx) })
 	wg.Go(func() { b.isrLoop(ctx) })
-	wg.Go(func() { b.hwCheckpointLoop(ctx, time.Second) })
-	wg.Go(func() { b.retentionLoop(ctx, b.cfg.RetentionCheckInterval) })
+	wg.Go(func() { b.replicas.HWCheckpointLoop(ctx, time.Second) })
+	wg.Go(func() { b.replicas.RetentionLoop(ctx, b.cfg.RetentionCheckInterval) })
 	if b.tier != nil {
 		wg.Go(func() { b.tierLoop(ctx) })
 	}
@@ -437,38 +375,11 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	b.rt.Close()
 	// The client port has drained: nothing counts any more.
 	b.finalUsageReport()
-	b.closePartitions()
+	b.replicas.Close()
 	if b.tier != nil {
 		_ = b.tier.Close()
 	}
 	return err
-}
-
-func (b *Broker) closePartitions() {
-	b.mu.Lock()
-	parts := b.parts
-	b.parts = map[cluster.PartKey]*partition.Replica{}
-	b.mu.Unlock()
-	for _, p := range parts {
-		p.Stop()
-	}
-	// Their last HWs, kept for the next start.
-	b.mu.Lock()
-	for k, p := range parts {
-		b.hwKept[k] = p.HighWatermark()
-	}
-	b.mu.Unlock()
-	if err := b.checkpointHWs(); err != nil {
-		b.logger.Warn("checkpoint high watermarks", "err", err)
-	}
-	for _, p := range parts {
-		if err := p.SnapshotProducers(time.Now(), true); err != nil {
-			b.logger.Warn("snapshot producer state", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
-		}
-		if err := p.Log().Close(); err != nil {
-			b.logger.Warn("close partition log", "topic", p.TopicID(), "partition", p.Partition(), "err", err)
-		}
-	}
 }
 
 // failStop stops the broker after a local disk failure (a partition log
@@ -503,7 +414,7 @@ func (b *Broker) replicaHost() *partition.Host {
 		Files:             b.files,
 		ReplicaLagTimeMax: b.cfg.ReplicaLagTimeMax,
 		LeaderAddress:     func(id int32) string { return b.metadata().Brokers[id].Address },
-		ReplicaClient:     func(leader int32) partition.LeaderClient { return connectapi.LeaderClient{C: b.peer(leader).replica} },
+		ReplicaClient:     func(leader int32) fetcher.LeaderClient { return connectapi.LeaderClient{C: b.peers.Replica(leader)} },
 		AlterPartition:    connectapi.AlterPartition(b.cp.AlterPartition),
 		AlterPartitions:   connectapi.AlterPartitions(b.cp.AlterPartitions),
 		FailStop:          b.failStop,
@@ -577,8 +488,16 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// partitionDir is where a replica's log lives: tenant id, then topic id
-// (never reused) and partition, so nothing of two tenants shares a folder.
-func (b *Broker) partitionDir(tenantID, topicID string, id int32) string {
-	return filepath.Join(b.cfg.DataDir, tenantID, fmt.Sprintf("%s-%d", topicID, id))
+// every calls fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }

@@ -60,7 +60,7 @@ func BenchmarkProduceConnect(b *testing.B) {
 	m.Loaded = true
 	m.AddTopic(tm)
 	br.meta.Store(m)
-	p, err := br.openPartition(tm, pm)
+	p, err := br.replicas.Open(tm, pm)
 	require.NoError(b, err)
 	b.Cleanup(func() { p.Log().Close() })
 	p.Update(b.Context(), pm.Assignment(), tm.Config.Replica())

@@ -49,7 +49,7 @@ func TestBrokerCoordinatorOnItsReplica(t *testing.T) {
 	t.Parallel()
 	b := newTestBroker(t)
 	tm := &cluster.Topic{TenantID: systemTenantID, ID: "offsets", Name: offsetsTopic, Config: cluster.TopicConfig{MinISR: 2}}
-	p, err := b.openPartition(tm, cluster.Partition{Partition: 0})
+	p, err := b.replicas.Open(tm, cluster.Partition{Partition: 0})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Log().Close() })
 	// Records [0, 10) replicated at epoch 3: commits of offsets 0..9.

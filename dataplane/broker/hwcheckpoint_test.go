@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/partition/hwcheckpoint"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
@@ -48,14 +49,14 @@ func newHWBroker(t *testing.T, dataDir string) (*hwBroker, error) {
 func (b *hwBroker) stop() {
 	b.stopped.Do(func() {
 		b.cancel()
-		b.closePartitions()
+		b.replicas.Close()
 		_ = b.dirLock.Release()
 	})
 }
 
-func (b *hwBroker) checkpoint(t *testing.T) map[partition.HWKey]int64 {
+func (b *hwBroker) checkpoint(t *testing.T) map[hwcheckpoint.Key]int64 {
 	t.Helper()
-	hws, err := partition.ReadHWCheckpoint(filepath.Join(b.cfg.DataDir, partition.HWCheckpointName))
+	hws, err := hwcheckpoint.Read(filepath.Join(b.cfg.DataDir, hwcheckpoint.Name))
 	require.NoError(t, err)
 	return hws
 }
@@ -97,18 +98,18 @@ func TestBrokerHWCheckpointOneFilePerInterval(t *testing.T) {
 	b, err := newHWBroker(t, t.TempDir())
 	require.NoError(t, err)
 	b.applyMetadata(toClusterMeta(assignments(3, n, all(n)...)))
-	want := map[partition.HWKey]int64{}
+	want := map[hwcheckpoint.Key]int64{}
 	for i := range int32(n) {
 		b.produce(t, i, int(i%3)+1)
-		want[partition.HWKey{TopicID: growTopic, Partition: i}] = int64(i%3) + 1
+		want[hwcheckpoint.Key{TopicID: growTopic, Partition: i}] = int64(i%3) + 1
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); b.hwCheckpointLoop(ctx, 10*time.Millisecond) }()
-	path := filepath.Join(b.cfg.DataDir, partition.HWCheckpointName)
+	go func() { defer close(done); b.replicas.HWCheckpointLoop(ctx, 10*time.Millisecond) }()
+	path := filepath.Join(b.cfg.DataDir, hwcheckpoint.Name)
 	testenv.Wait(t, 10*time.Second, "the broker's checkpoint to hold every HW", func() error {
-		hws, err := partition.ReadHWCheckpoint(path)
+		hws, err := hwcheckpoint.Read(path)
 		if err != nil {
 			return err
 		}
@@ -125,17 +126,17 @@ func TestBrokerHWCheckpointOneFilePerInterval(t *testing.T) {
 
 	before, err := os.Stat(path)
 	require.NoError(t, err)
-	require.NoError(t, b.checkpointHWs())
+	require.NoError(t, b.replicas.CheckpointHWs())
 	after, err := os.Stat(path)
 	require.NoError(t, err)
 	require.True(t, os.SameFile(before, after), "nothing changed: nothing written")
 
 	b.produce(t, 7, 2)
-	require.NoError(t, b.checkpointHWs())
+	require.NoError(t, b.replicas.CheckpointHWs())
 	after, err = os.Stat(path)
 	require.NoError(t, err)
 	require.False(t, os.SameFile(before, after), "an HW moved: written again")
-	want[partition.HWKey{TopicID: growTopic, Partition: 7}] = 4
+	want[hwcheckpoint.Key{TopicID: growTopic, Partition: 7}] = 4
 	require.Equal(t, want, b.checkpoint(t))
 }
 
@@ -157,26 +158,26 @@ func TestBrokerHWCheckpointRestart(t *testing.T) {
 	b.applyMetadata(toClusterMeta(assignments(4, 4, 0, 1, 2)))
 	require.Nil(t, b.partition(growTopic, 3))
 	b.stop()
-	want := map[partition.HWKey]int64{}
+	want := map[hwcheckpoint.Key]int64{}
 	for i := range int32(4) {
-		want[partition.HWKey{TopicID: growTopic, Partition: i}] = int64(i) + 2
+		want[hwcheckpoint.Key{TopicID: growTopic, Partition: i}] = int64(i) + 2
 	}
 	require.Equal(t, want, b.checkpoint(t), "written at shutdown")
 
 	b, err = newHWBroker(t, dir)
 	require.NoError(t, err)
-	require.NoError(t, b.checkpointHWs())
+	require.NoError(t, b.replicas.CheckpointHWs())
 	require.Equal(t, want, b.checkpoint(t), "before any replica opens, the file keeps every HW")
 	m := toClusterMeta(assignments(5, 4, all(4)...))
 	for _, pm := range m.ByID[growTopic].Partitions {
-		p, err := b.openPartition(m.ByID[growTopic], pm) // no role yet: the HW is the one it opened with
+		p, err := b.replicas.Open(m.ByID[growTopic], pm) // no role yet: the HW is the one it opened with
 		require.NoError(t, err)
 		require.EqualValues(t, pm.Partition+2, p.HighWatermark(), "partition %d", pm.Partition)
 	}
 
 	// The topic is deleted: its partitions go from the file with their data.
 	b.applyMetadata(toClusterMeta(&sluicev1.WatchAssignmentsResponse{MetadataVersion: 6}))
-	require.NoError(t, b.checkpointHWs())
+	require.NoError(t, b.replicas.CheckpointHWs())
 	require.Empty(t, b.checkpoint(t))
 	require.NoDirExists(t, filepath.Join(dir, growTenant, growTopic+"-0"))
 }
@@ -198,7 +199,7 @@ func TestBrokerHWCheckpointUpgrade(t *testing.T) {
 	}
 	b.stop()
 	// As the old broker left it: no broker file, one per partition.
-	require.NoError(t, os.Remove(filepath.Join(dir, partition.HWCheckpointName)))
+	require.NoError(t, os.Remove(filepath.Join(dir, hwcheckpoint.Name)))
 	for i, f := range legacy {
 		require.NoError(t, os.WriteFile(f, fmt.Appendf(nil, "%d\n", i+1), 0o644))
 	}
@@ -207,15 +208,15 @@ func TestBrokerHWCheckpointUpgrade(t *testing.T) {
 	require.NoError(t, err)
 	m := toClusterMeta(assignments(4, 3, all(3)...))
 	for _, pm := range m.ByID[growTopic].Partitions {
-		p, err := b.openPartition(m.ByID[growTopic], pm)
+		p, err := b.replicas.Open(m.ByID[growTopic], pm)
 		require.NoError(t, err)
 		require.EqualValues(t, pm.Partition+1, p.HighWatermark(), "partition %d: its legacy file", pm.Partition)
 	}
-	require.NoError(t, b.checkpointHWs())
-	want := map[partition.HWKey]int64{}
+	require.NoError(t, b.replicas.CheckpointHWs())
+	want := map[hwcheckpoint.Key]int64{}
 	for i, f := range legacy {
 		require.NoFileExists(t, f)
-		want[partition.HWKey{TopicID: growTopic, Partition: int32(i)}] = int64(i) + 1
+		want[hwcheckpoint.Key{TopicID: growTopic, Partition: int32(i)}] = int64(i) + 1
 	}
 	require.Equal(t, want, b.checkpoint(t))
 	b.stop()
@@ -223,7 +224,7 @@ func TestBrokerHWCheckpointUpgrade(t *testing.T) {
 	b, err = newHWBroker(t, dir)
 	require.NoError(t, err)
 	for _, pm := range m.ByID[growTopic].Partitions {
-		p, err := b.openPartition(m.ByID[growTopic], pm)
+		p, err := b.replicas.Open(m.ByID[growTopic], pm)
 		require.NoError(t, err)
 		require.EqualValues(t, pm.Partition+1, p.HighWatermark(), "partition %d: the broker's file", pm.Partition)
 	}
@@ -240,14 +241,14 @@ func TestBrokerHWCheckpointCorrupt(t *testing.T) {
 	b.applyMetadata(toClusterMeta(assignments(3, 1, 0)))
 	b.produce(t, 0, 3)
 	b.stop()
-	path := filepath.Join(dir, partition.HWCheckpointName)
+	path := filepath.Join(dir, hwcheckpoint.Name)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	data[len(data)-3] ^= 1 // the checksum
 	require.NoError(t, os.WriteFile(path, data, 0o644))
 
 	_, err = newHWBroker(t, dir)
-	require.ErrorIs(t, err, partition.ErrHWCheckpointCorrupt)
+	require.ErrorIs(t, err, hwcheckpoint.ErrCorrupt)
 	require.ErrorContains(t, err, path)
 	require.ErrorContains(t, err, "remove the file to start with every high watermark at 0")
 
@@ -255,7 +256,7 @@ func TestBrokerHWCheckpointCorrupt(t *testing.T) {
 	b, err = newHWBroker(t, dir)
 	require.NoError(t, err)
 	m := toClusterMeta(assignments(4, 1, 0))
-	p, err := b.openPartition(m.ByID[growTopic], m.ByID[growTopic].Partitions[0])
+	p, err := b.replicas.Open(m.ByID[growTopic], m.ByID[growTopic].Partitions[0])
 	require.NoError(t, err)
 	require.EqualValues(t, 0, p.HighWatermark())
 	require.EqualValues(t, 3, p.Log().LEO())

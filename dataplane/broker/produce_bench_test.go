@@ -43,7 +43,7 @@ func setupProduceBench(tb testing.TB) *produceBench {
 	m.Loaded = true
 	m.AddTopic(tm)
 	b.meta.Store(m)
-	p, err := b.openPartition(tm, pm)
+	p, err := b.replicas.Open(tm, pm)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { p.Log().Close() })
 	ctx, cancel := context.WithCancel(context.Background())

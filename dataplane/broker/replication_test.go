@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testenv"
@@ -45,13 +46,13 @@ func TestBrokerFollowerFetchesThroughOneSession(t *testing.T) {
 	const n = 40
 	b1, b2 := newTestBroker(t), newTestBroker(t)
 	b2.cfg.ID = 2
-	b2.host = b2.replicaHost()
+	b2.host.ID = 2
 	ctx, cancel := context.WithCancel(context.Background())
 	addr1, addr2 := serveBroker(t, b1, ctx), serveBroker(t, b2, ctx)
 	t.Cleanup(func() {
 		cancel()
-		b2.closePartitions()
-		b1.closePartitions()
+		b2.replicas.Close()
+		b1.replicas.Close()
 	})
 	m := &sluicev1.WatchAssignmentsResponse{MetadataVersion: 1, Brokers: []*sluicev1.BrokerEndpoint{
 		{BrokerId: 1, Address: addr1}, {BrokerId: 2, Address: addr2},
@@ -88,7 +89,7 @@ func TestBrokerFollowerFetchesThroughOneSession(t *testing.T) {
 		return nil
 	})
 	require.Equal(t, 1, b2.host.Fetchers())
-	require.Equal(t, partition.SessionStats{Sessions: 1, Partitions: n}, b1.sessions.Stats())
+	require.Equal(t, fetchsession.Stats{Sessions: 1, Partitions: n}, b1.sessions.Stats())
 	require.Zero(t, testutil.ToFloat64(b1.metrics.fetchSessionRequests.WithLabelValues("refused")))
 	require.Positive(t, testutil.ToFloat64(b1.metrics.fetchSessionRequests.WithLabelValues("incremental")))
 	served := func(procedure string) float64 {

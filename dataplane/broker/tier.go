@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/sluicemq/sluice/tiered"
 	"github.com/sluicemq/sluice/tiered/objstore"
@@ -38,27 +37,6 @@ func (b *Broker) newTier() error {
 	}
 	b.tier = t
 	return nil
-}
-
-// deleteRemotePartition deletes a deleted topic's partition from the
-// object store (every replica does it; deleting is idempotent), retrying
-// while ctx lasts.
-func (b *Broker) deleteRemotePartition(ctx context.Context, tenantID, topicID string, partition int32) {
-	for attempt := 1; ; attempt++ {
-		n, err := b.tier.DeletePartition(ctx, tenantID, topicID, partition)
-		if err == nil {
-			if n > 0 {
-				b.logger.Info("deleted remote data of a deleted topic", "topic", topicID, "partition", partition, "objects", n)
-			}
-			return
-		}
-		b.logger.Warn("delete remote data of a deleted topic", "topic", topicID, "partition", partition, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(min(time.Duration(attempt)*10*time.Second, 5*time.Minute)):
-		}
-	}
 }
 
 // tierLoop copies and applies total retention to the led partitions, a few

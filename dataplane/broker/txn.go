@@ -4,15 +4,11 @@ import (
 	"context"
 	"net/http"
 
-	"connectrpc.com/connect"
-
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/runtime"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	"github.com/sluicemq/sluice/dataplane/txns"
-	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/limit"
 )
 
@@ -42,24 +38,16 @@ func (b *Broker) newTxns() {
 		AllocateProducerID: b.newProducerID, // late-bound: b.records is built after the transactions
 		Admission:          b.quota,
 		Limits:             b.txnLimits,
-		Peers: connectapi.TxnPeers{
-			Txn:     func(id int32) sluicev1connect.TransactionServiceClient { return b.peer(id).txn },
-			Replica: func(id int32) sluicev1connect.ReplicaServiceClient { return b.peer(id).replica },
-		},
-		GroupMarker: b.writeGroupMarker,
+		Peers:              connectapi.TxnPeers{Txn: b.peers.Txn, Replica: b.peers.Replica},
+		GroupMarker:        b.writeGroupMarker,
 	})
 	b.txnAPI = connectapi.NewTransactions(b.txns, connectapi.TransactionsDeps{
 		Logger:     b.logger,
-		Peer:       func(id int32) sluicev1connect.TransactionServiceClient { return b.peer(id).txn },
-		RecordPeer: func(id int32) sluicev1connect.RecordServiceClient { return b.peer(id).record },
+		Peer:       b.peers.Txn,
+		RecordPeer: b.peers.Record,
 		Forwarded:  b.metrics.forwarded.Inc,
-		AskCoordinators: func(ctx context.Context, req *connect.Request[sluicev1.ListTransactionsRequest], local func() ([]*sluicev1.TransactionDescription, error)) ([]*sluicev1.TransactionDescription, error) {
-			return askCoordinators(ctx, b, req, txnStateTopic, txns.ErrNoTopic, "list transactions", local,
-				func(id int32) func(context.Context, *connect.Request[sluicev1.ListTransactionsRequest]) (*connect.Response[sluicev1.ListTransactionsResponse], error) {
-					return b.peer(id).txn.ListTransactions
-				},
-				(*sluicev1.ListTransactionsResponse).GetTransactions, (*sluicev1.TransactionDescription).GetTransactionalId)
-		},
+		BrokerID:   b.cfg.ID,
+		View:       b.metadata,
 	})
 }
 

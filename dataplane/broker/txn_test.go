@@ -199,19 +199,38 @@ func (c *lagCluster) markers(t *testing.T, topic string, partition int32) []stri
 }
 
 // retry calls fn until it answers anything but Unavailable (a coordinator
-// taking over, a topic not known everywhere yet).
+// taking over, a topic not known everywhere yet) or NotEnoughReplicas.
 func retry[T any](t *testing.T, what string, fn func() (T, error)) (T, error) {
 	t.Helper()
 	var res T
 	var err error
 	testenv.Wait(t, 60*time.Second, what, func() error {
 		res, err = fn()
-		if connect.CodeOf(err) == connect.CodeUnavailable {
+		if connect.CodeOf(err) == connect.CodeUnavailable || notEnoughReplicas(err) {
 			return err
 		}
 		return nil
 	})
 	return res, err
+}
+
+// notEnoughReplicas reports whether err is an acks=all refusal for want of
+// in-sync replicas (nothing written): a coordinator's write to its
+// internal partition refused so while a follower catches up (the SDK,
+// like Kafka's clients, sends the request again).
+func notEnoughReplicas(err error) bool {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	for _, d := range ce.Details() {
+		if v, verr := d.Value(); verr == nil {
+			if _, ok := v.(*sluicev1.NotEnoughReplicas); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func initProducer(t *testing.T, tc txnClients, id string, timeoutMs int64) (*sluicev1.InitProducerIdResponse, error) {

@@ -89,3 +89,30 @@ func toClusterMeta(m *sluicev1.WatchAssignmentsResponse) *cluster.View {
 	}
 	return meta
 }
+
+// applyMetadata installs a new cluster view from a snapshot and brings
+// every local replica to the role it now has (replicas.Manager.Apply);
+// the first one makes the broker ready (notReady).
+func (b *Broker) applyMetadata(m *cluster.View) {
+	b.meta.Store(m)
+	ctx := b.runContext()
+	if ctx == nil || ctx.Err() != nil {
+		return
+	}
+	b.replicas.Apply(ctx, m)
+	if !b.assigned.Swap(true) {
+		b.healthChanged()
+	}
+}
+
+// applyDelta installs m, the view a delta made of the one before, and
+// brings the local replicas of the partitions it changed to their new
+// role (replicas.Manager.ApplyDelta).
+func (b *Broker) applyDelta(m *cluster.View, changed []cluster.PartKey) {
+	b.meta.Store(m)
+	ctx := b.runContext()
+	if ctx == nil || ctx.Err() != nil {
+		return
+	}
+	b.replicas.ApplyDelta(ctx, m, changed)
+}

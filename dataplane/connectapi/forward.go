@@ -19,11 +19,14 @@ import (
 const NoForwardHeader = "Sluice-No-Forward"
 
 // Forwardable reports whether a request refused with err may be forwarded
-// to the leader: err is a NotLeader naming another broker, and the caller
-// (headers h) did not ask to route itself.
+// to the leader: err is a NotLeader naming another broker whose address
+// the view knows, and the caller (headers h) did not ask to route itself.
+// A leader without a known address (its broker left the live list; the
+// view still names it) is not called: the caller gets the NotLeader, with
+// the leader hint, as a client that routes itself would.
 func Forwardable(h http.Header, err error) bool {
 	var nl *partition.NotLeaderError
-	return errors.As(err, &nl) && nl.Leader >= 0 && !nl.Self && h.Get(NoForwardHeader) != "1"
+	return errors.As(err, &nl) && nl.Leader >= 0 && !nl.Self && nl.Address != "" && h.Get(NoForwardHeader) != "1"
 }
 
 // Forward sends the caller's request once to leader with call (a client

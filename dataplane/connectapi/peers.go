@@ -3,21 +3,24 @@ package connectapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/connecterr"
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 )
 
-// The calls partition replicas make through partition.Host go out over
-// Connect; their errors come back as domain errors
-// (connecterr.FromConnect), so no replica reads a Connect code.
+// The calls partition replicas make through partition.Host, and the
+// record service's reservation of producer ids, go out over Connect;
+// their errors come back as domain errors (connecterr.FromConnect), so no
+// replica or service reads a Connect code.
 
 // LeaderClient is a leader broker's ReplicaService as a replica's fetcher
-// calls it (partition.LeaderClient).
+// calls it (fetcher.LeaderClient, dataplane/partition/fetcher).
 type LeaderClient struct {
 	C sluicev1connect.ReplicaServiceClient
 }
@@ -69,6 +72,31 @@ func AlterPartitions(call func(context.Context, *connect.Request[sluicev1.AlterP
 			out[i] = partition.AlterResult{Partition: r.GetPartition()}
 		}
 		return out, nil
+	}
+}
+
+// AllocateProducerIDs reserves a block of producer ids for broker at its
+// current epoch (brokerEpoch) from the control plane with call, its
+// BrokerService.AllocateProducerIds (records.Deps.AllocateProducerIDs).
+// The refusals are domain errors: Unavailable (retry) before the broker
+// has registered or when the control plane reserves nothing (a stale
+// epoch: the broker is registering again), Internal for an empty block.
+func AllocateProducerIDs(call func(context.Context, *connect.Request[sluicev1.AllocateProducerIdsRequest]) (*connect.Response[sluicev1.AllocateProducerIdsResponse], error), broker int32, brokerEpoch func() int64, logger *slog.Logger) func(context.Context) (int64, int32, error) {
+	return func(ctx context.Context) (int64, int32, error) {
+		epoch := brokerEpoch()
+		if epoch == 0 {
+			return 0, 0, derr.New(derr.Unavailable, "this broker has not registered with the control plane yet; retry")
+		}
+		res, err := call(ctx, connect.NewRequest(&sluicev1.AllocateProducerIdsRequest{BrokerId: broker, BrokerEpoch: epoch}))
+		if err != nil {
+			logger.Warn("reserve producer ids", "err", err)
+			return 0, 0, derr.New(derr.Unavailable, "could not reserve producer ids from the control plane; retry: %w", connecterr.FromConnect(err))
+		}
+		if res.Msg.GetCount() <= 0 || res.Msg.GetFirstProducerId() < 0 {
+			return 0, 0, derr.New(derr.Internal, "control plane returned an empty producer-id block")
+		}
+		logger.Info("reserved producer ids", "first", res.Msg.GetFirstProducerId(), "count", res.Msg.GetCount())
+		return res.Msg.GetFirstProducerId(), res.Msg.GetCount(), nil
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -97,4 +98,49 @@ func TestFetchErrorAnswer(t *testing.T) {
 	require.Equal(t, "replication state: boom", msg)
 	require.Equal(t, "unavailable", CodeName(derr.New(derr.StorageUnavailable, "disk")))
 	require.Equal(t, "unknown", CodeName(errors.New("plain")))
+}
+
+// TestAllocateProducerIDs: a producer-id block is reserved at the
+// broker's current epoch; the refusals are domain errors, mapped once at
+// the door: Unavailable before the broker registered and when the control
+// plane reserves nothing (a stale epoch), Internal for an empty block.
+func TestAllocateProducerIDs(t *testing.T) {
+	t.Parallel()
+	var epoch int64
+	var got *sluicev1.AllocateProducerIdsRequest
+	var answer *sluicev1.AllocateProducerIdsResponse
+	var refusal error
+	allocate := AllocateProducerIDs(func(_ context.Context, req *connect.Request[sluicev1.AllocateProducerIdsRequest]) (*connect.Response[sluicev1.AllocateProducerIdsResponse], error) {
+		got = req.Msg
+		if refusal != nil {
+			return nil, refusal
+		}
+		return connect.NewResponse(answer), nil
+	}, 3, func() int64 { return epoch }, slog.New(slog.DiscardHandler))
+
+	_, _, err := allocate(t.Context())
+	require.ErrorIs(t, err, derr.Unavailable)
+	require.Equal(t, connect.CodeUnavailable, AsConnect(err).Code())
+	require.ErrorContains(t, err, "has not registered with the control plane yet")
+	require.Nil(t, got, "not asked")
+
+	epoch = 7
+	answer = &sluicev1.AllocateProducerIdsResponse{FirstProducerId: 5000, Count: 1000}
+	first, count, err := allocate(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 5000, first)
+	require.EqualValues(t, 1000, count)
+	require.True(t, proto.Equal(&sluicev1.AllocateProducerIdsRequest{BrokerId: 3, BrokerEpoch: 7}, got))
+
+	refusal = connect.NewError(connect.CodeFailedPrecondition, errors.New("broker 3 epoch 7 is stale; register again"))
+	_, _, err = allocate(t.Context())
+	require.ErrorIs(t, err, derr.Unavailable)
+	require.Equal(t, connect.CodeUnavailable, AsConnect(err).Code(), "retriable, as the control plane's refusal is not the client's")
+	require.ErrorContains(t, err, "could not reserve producer ids from the control plane; retry: failed_precondition: broker 3 epoch 7 is stale")
+
+	refusal = nil
+	answer = &sluicev1.AllocateProducerIdsResponse{FirstProducerId: 5000}
+	_, _, err = allocate(t.Context())
+	require.ErrorIs(t, err, derr.Internal)
+	require.Equal(t, connect.CodeInternal, AsConnect(err).Code())
 }

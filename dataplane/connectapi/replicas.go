@@ -10,6 +10,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/groups"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 )
@@ -30,7 +31,7 @@ type Replicas struct {
 type ReplicasDeps struct {
 	BrokerID int32
 	// Sessions serves the followers' fetch sessions.
-	Sessions *partition.Sessions
+	Sessions *fetchsession.Sessions
 	// Replica is this broker's replica of a partition, nil when it has
 	// none.
 	Replica func(topicID string, partition int32) *partition.Replica

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connecterr"
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/partition"
@@ -20,6 +21,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/tenants"
+	"github.com/sluicemq/sluice/tenants/system"
 )
 
 // Transactions is the TransactionService's Connect adapter over a
@@ -48,11 +50,11 @@ type TransactionsDeps struct {
 	// Forwarded counts an answer forwarded from another broker (nil:
 	// not counted).
 	Forwarded func()
-	// AskCoordinators answers ListTransactions from every broker that
-	// coordinates transactional ids: local's answer here and each other
-	// coordinator's (req forwarded), merged; local only with
-	// NoForwardHeader.
-	AskCoordinators func(ctx context.Context, req *connect.Request[sluicev1.ListTransactionsRequest], local func() ([]*sluicev1.TransactionDescription, error)) ([]*sluicev1.TransactionDescription, error)
+	// BrokerID is this broker's id, and View the cluster view, in which
+	// ListTransactions finds the brokers that coordinate transactional
+	// ids (those leading a transaction-state partition).
+	BrokerID int32
+	View     func() *cluster.View
 }
 
 // NewTransactions returns the adapter of svc.
@@ -133,8 +135,8 @@ func (a *Transactions) EndTransaction(ctx context.Context, req *connect.Request[
 }
 
 // ListTransactions asks every broker that coordinates transactional ids
-// (any broker asks all of them; with NoForwardHeader it answers for itself
-// only), as ListGroups does.
+// (any broker asks all of them, askCoordinators; with NoForwardHeader it
+// answers for itself only), as ListGroups does.
 func (a *Transactions) ListTransactions(ctx context.Context, req *connect.Request[sluicev1.ListTransactionsRequest]) (*connect.Response[sluicev1.ListTransactionsResponse], error) {
 	tenantID, err := a.tenant(ctx)
 	if err != nil {
@@ -147,7 +149,11 @@ func (a *Transactions) ListTransactions(ctx context.Context, req *connect.Reques
 		}
 		return txnDescriptions(ds), nil
 	}
-	all, err := a.deps.AskCoordinators(ctx, req, local)
+	all, err := askCoordinators(ctx, a.deps.View(), a.deps.BrokerID, req, system.TransactionStateTopic, txns.ErrNoTopic, "list transactions", local,
+		func(id int32) func(context.Context, *connect.Request[sluicev1.ListTransactionsRequest]) (*connect.Response[sluicev1.ListTransactionsResponse], error) {
+			return a.deps.Peer(id).ListTransactions
+		},
+		(*sluicev1.ListTransactionsResponse).GetTransactions, (*sluicev1.TransactionDescription).GetTransactionalId, a.deps.Forwarded)
 	if err != nil {
 		return nil, err
 	}

@@ -3,19 +3,22 @@
 // (dataplane/replica's Leader or Follower), the idempotent producers' state
 // (dataplane/producerstate), its high-watermark checkpoint, retention and,
 // with tiered storage, the copy of its closed segments to the object store.
-// The broker (dataplane/broker) decides which replicas it hosts, opens each
-// with Open, hands it every assignment the controller publishes (Update),
-// routes clients' produce and fetch requests to it, serves follower
-// brokers' fetch sessions through Sessions, and runs the loops that call
+// The broker's replica manager (dataplane/replicas) decides which replicas
+// it hosts, opens each with Open, hands it every assignment the controller
+// publishes (Update), writes every replica's HW to its checkpoint
+// (dataplane/partition/hwcheckpoint) and runs SnapshotProducers and
+// ApplyRetention on every replica; the services route clients' produce
+// and fetch requests to it; the broker serves follower brokers' fetch
+// sessions through the Sessions NewSessions makes
+// (dataplane/partition/fetchsession) and runs the loops that call
 // AlterISRs (every leader's ISR proposal in one AlterPartitions call per
-// round), SnapshotProducers, ApplyRetention and CopyToTier on every
-// replica, and writes every replica's HW to its checkpoint
-// (WriteHWCheckpoint). A replica reaches its broker only through the Host the
-// broker gives it: its id and broker epoch, a logger and counters, the log
-// settings, the leader's address for NotLeader errors, a LeaderClient
-// (the replica service of a leader broker) for the fetcher of each leader
-// broker, the controller's AlterPartitions and AlterPartition, a
-// fail-stop callback and the tiered storage.
+// round) and CopyToTier. A replica reaches its broker only
+// through the Host the broker gives it: its id and broker epoch, a logger
+// and counters, the log settings, the leader's address for NotLeader
+// errors, a fetcher.LeaderClient (the replica service of a leader broker)
+// for the fetcher of each leader broker (dataplane/partition/fetcher,
+// which the Host runs), the controller's AlterPartitions and
+// AlterPartition, a fail-stop callback and the tiered storage.
 //
 // # Errors
 //
@@ -147,46 +150,16 @@
 //
 // # High-watermark checkpoint
 //
-// A broker keeps one checkpoint of the HWs of the replicas in its data
-// directory, the file HWCheckpointName ("replication-offset-checkpoint",
-// as Kafka's per log dir), written with WriteHWCheckpoint and read with
-// ReadHWCheckpoint. The broker writes it once per interval (every
-// second), only when some HW or the set of replicas changed, and at
-// shutdown; a replica's entry comes from HighWatermark. The file is
-// replaced atomically (a temporary file, fsynced, renamed, the directory
-// fsynced), so 6000 replicas whose HW moved cost one file write and two
-// fsyncs a second, not 6000 and 12,000. It is text, version 1:
-//
-//	sluice-replication-offset-checkpoint 1
-//	<entry count>
-//	<topic id> <partition> <hw>        one line per partition, sorted
-//	crc32c <CRC32C of every byte above, 8 hex digits>
-//
-// Open takes the checkpointed HW from the broker (Spec.HW, Spec.HWKnown)
-// and caps it at the LEO. A partition the broker's file does not hold
-// falls back to the legacy per-partition file "high-watermark" in its
-// directory (the decimal HW) that brokers before this one wrote, else to
-// 0; HWCheckpointed removes that legacy file once a durable broker
-// checkpoint holds the partition, so an upgrade loses no HW. The file
-// holds every partition whose data the broker keeps: the open replicas,
-// and those it no longer hosts but whose topic exists (their data stays);
-// the partitions of a deleted topic leave it with their data.
-//
-// What the checkpoint promises is what the per-partition one did: a
-// restart resumes from an HW at most one interval old, never a higher one
-// than was reached; readers never see the HW go back (a new leader answers
-// ErrHWCatchingUp until its HW reaches where its epoch started, whatever
-// the checkpoint said), a restarted follower refuses to truncate below the
-// checkpointed HW, and retention and tiering stay below it. A checkpoint
-// that fails its checks (checksum, syntax, unknown version) matches
-// ErrHWCheckpointCorrupt and the broker refuses to start, as Kafka takes a
-// log dir with a malformed checkpoint offline: the file is written
-// atomically, so damage means a disk not to be trusted. An operator who
-// judges the disk sound may remove the file: every HW then starts at 0
-// (or the legacy file's), which is safe (each replica relearns its HW from
-// its leader, a new leader answers ErrHWCatchingUp meanwhile) but for a
-// follower's refusal to truncate below its HW, which then only holds
-// again once it learned the HW.
+// A broker keeps the HWs of its replicas in one checkpoint file in its
+// data directory (dataplane/partition/hwcheckpoint, whose doc has the
+// file's format, when the broker writes it and what it promises); a
+// replica's entry comes from HighWatermark. Open takes the checkpointed
+// HW from the broker (Spec.HW, Spec.HWKnown) and caps it at the LEO. A
+// partition the broker's file does not hold falls back to the legacy
+// per-partition file "high-watermark" in its directory (the decimal HW)
+// that brokers before this one wrote, else to 0; HWCheckpointed removes
+// that legacy file once a durable broker checkpoint holds the partition,
+// so an upgrade loses no HW.
 //
 // # Locking and goroutines
 //
@@ -204,28 +177,24 @@
 // newest snapshot at or below the new LEO (at most the active segment,
 // and the one before it for an interval after a roll).
 // Retention (ApplyRetention) also runs under mu, and when it deletes
-// segments it waits for a sync in flight (the log's structMu). Lock order: the broker's lock, then Replica.mu, then the log's
+// segments it waits for a sync in flight (the log's structMu). Lock order: the replica manager's lock (dataplane/replicas), then Replica.mu, then the log's
 // writer lock.
 //
 // A replica owns no goroutine of its own. Its follower side is the
-// Host's fetcher of its leader (fetcher.go): one per leader broker, with
-// one goroutine and one fetch session carrying every replica here that
-// follows a partition of that leader. Update registers a follower with
-// it, the role's end (a new assignment, Stop) unregisters it; the
-// goroutine starts with its first registration and the context given to
-// that Update, and ends when nothing is registered or that context ends.
-// A round of the fetcher makes each replica's fetched batches durable
-// (up to 8 fsyncs at once, outside every lock), builds each replica's
-// position under its mu, sends one request without any lock, and applies
-// each answer under the replica's mu (applyFetch): only the round writes a
-// following replica's log. With a leader that predates sessions the round
-// sends one FetchReplica per partition instead, up to 8 at once from
-// short-lived goroutines. On the leader side, Sessions serve the
-// follower brokers' sessions from the request's goroutine: a session is a
-// watcher of each replica it carries, which notifyLocked signals (a mark
-// and a non-blocking send on the session's wake channel) under the
-// replica's mu. Lock order there: a session's lock, then Replica.mu, then
-// the session's dirty-set lock; the fetcher's locks come after Replica.mu.
+// Host's fetcher of its leader (dataplane/partition/fetcher): one per
+// leader broker, with one goroutine and one fetch session carrying every
+// replica here that follows a partition of that leader. Update registers
+// a follower with it (under mu), the role's end (a new assignment, Stop)
+// unregisters it. A round of the fetcher reads each replica's position
+// under its mu and applies each answer under it (applyFetch), and makes
+// fetched batches durable and sends its request outside every lock: only
+// the round writes a following replica's log. On the leader side, the
+// fetch sessions (dataplane/partition/fetchsession) serve the follower
+// brokers from the request's goroutine: a session is a watcher of each
+// replica it carries, which notifyLocked signals (a mark and a
+// non-blocking send on the session's wake channel) under the replica's
+// mu. Lock order there: a session's lock, then Replica.mu, then the
+// session's dirty-set lock; the fetchers' locks come after Replica.mu.
 // A new leadership whose log tail is not yet durable syncs it in a
 // short-lived goroutine of its own.
 package partition

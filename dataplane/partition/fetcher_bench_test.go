@@ -17,8 +17,8 @@ import (
 // many partitions: each op applies, to every one of n following replicas
 // (real logs in their own directories, --flush always), the leader's
 // answer with one 1-record batch, as a fetch round does (applyFetch), and
-// with sync also makes each durable first, as the next round's
-// syncFetched does (one at a time here). It reports the time per
+// with sync also makes each durable first, as the next round of its
+// fetcher does (dataplane/partition/fetcher; one at a time here). It reports the time per
 // partition.
 func BenchmarkFetcherApply(b *testing.B) {
 	for _, n := range []int{100, 1000} {

@@ -3,11 +3,14 @@ package partition
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/partition/fetcher"
+	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/tiered"
 )
@@ -48,7 +51,7 @@ type Host struct {
 	// ReplicaClient returns the client of broker leader's replica service
 	// that the fetcher of that leader's partitions fetches with
 	// (FetchReplicas).
-	ReplicaClient func(leader int32) LeaderClient
+	ReplicaClient func(leader int32) fetcher.LeaderClient
 	// AlterPartition sends a leader's ISR proposal to the controller. It
 	// returns the partition's new state, or the controller's refusal as a
 	// domain error (derr.InvalidUpdateVersion for a stale partition epoch,
@@ -71,18 +74,12 @@ type Host struct {
 	// opened with Spec.Tiered use it.
 	Tier *tiered.Tier
 
-	// fetchers are the follower side of the broker's replicas: one
-	// fetcher, with one fetch session, per leader broker (fetcher.go).
-	fetchers fetchers
-}
-
-// LeaderClient is a leader broker's replica service, as the fetcher of its
-// partitions calls it. Errors are domain errors (the broker translates its
-// protocol's): derr.UnsupportedVersion from a leader that predates
-// FetchReplicas.
-type LeaderClient interface {
-	FetchReplicas(context.Context, *sluicev1.FetchReplicasRequest) (*sluicev1.FetchReplicasResponse, error)
-	FetchReplica(context.Context, *sluicev1.FetchReplicaRequest) (*sluicev1.FetchReplicaResponse, error)
+	// fetchersOnce makes fetchers, the follower side of the broker's
+	// replicas (dataplane/partition/fetcher): one fetcher, with one fetch
+	// session, per leader broker. They take the Host's fields as they are
+	// when the first replica follows.
+	fetchersOnce sync.Once
+	fetchers     *fetcher.Fetchers
 }
 
 // AlterResult is the controller's answer to one item of AlterPartitions:
@@ -118,7 +115,7 @@ type Spec struct {
 	// HW checkpoint, a legacy per-partition one).
 	Dir string
 	// HW is the replica's high watermark in the broker's checkpoint
-	// (ReadHWCheckpoint) when HWKnown is set. Otherwise Open reads the
+	// (hwcheckpoint.Read) when HWKnown is set. Otherwise Open reads the
 	// legacy per-partition checkpoint file, if any (a broker upgraded from
 	// a version that kept one), else the HW starts at 0.
 	HW      int64
@@ -179,3 +176,39 @@ func (r Role) String() string {
 }
 
 func (h *Host) failStop(p *Replica, err error) { h.FailStop(p.topicID, p.id, err) }
+
+// fetcherSet returns the broker's fetchers, made at the first call.
+func (h *Host) fetcherSet() *fetcher.Fetchers {
+	h.fetchersOnce.Do(func() {
+		h.fetchers = fetcher.New(fetcher.Config{ID: h.ID, BrokerEpoch: h.BrokerEpoch, Client: h.ReplicaClient,
+			Logger: h.Logger, Flush: h.Flush, FailStop: h.FailStop})
+	})
+	return h.fetchers
+}
+
+// Fetchers counts the leader brokers this broker's replicas fetch from:
+// one fetcher (and one goroutine, while its context lives) each.
+func (h *Host) Fetchers() int { return h.fetcherSet().Len() }
+
+// follower is a replica as the fetcher of its leader sees it
+// (fetcher.Replica).
+type follower struct{ p *Replica }
+
+func (f follower) TopicID() string  { return f.p.topicID }
+func (f follower) Partition() int32 { return f.p.id }
+func (f follower) Log() *log.Log    { return f.p.log }
+
+func (f follower) Next(fol *replica.Follower, brokerEpoch int64) (replica.FetchRequest, bool) {
+	p := f.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fol != fol {
+		return replica.FetchRequest{}, false
+	}
+	fol.SetBrokerEpoch(brokerEpoch)
+	return fol.Next(logState(p.log)), true
+}
+
+func (f follower) Apply(fol *replica.Follower, q replica.FetchRequest, res *sluicev1.FetchReplicaResponse) error {
+	return f.p.applyFetch(fol, q, res)
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
@@ -66,7 +67,7 @@ type modelNode struct {
 	p     *Replica     // nil while down
 	// sessions serve the followers' fetch sessions while n leads; a
 	// restart loses them.
-	sessions *Sessions
+	sessions *fetchsession.Sessions
 	lastLog  []modelEntry // the log as it was when the node went down
 	isolated bool
 	// savedHW is the HW the broker's checkpoint holds (hwSaved: any).
@@ -159,12 +160,12 @@ func (m *brokerModel) open(n *modelNode) {
 		m.fatalf("open replica on %d: %v", n.id, err)
 	}
 	n.p = p
-	n.sessions = NewSessions(SessionsConfig{Lookup: func(topicID string, partition int32) *Replica {
+	n.sessions = NewSessions(func(topicID string, partition int32) *Replica {
 		if topicID != modelTopic || partition != 0 {
 			return nil
 		}
 		return n.p
-	}})
+	}, fetchsession.Config{})
 }
 
 func (m *brokerModel) assignment() Assignment {
@@ -319,7 +320,7 @@ func (m *brokerModel) fetch(n *modelNode) {
 		return
 	}
 	ln := m.node(fol.Leader())
-	f := n.h.fetcher(ln.id)
+	f := n.h.fetcherSet().Of(ln.id)
 	if f == nil {
 		m.fatalf("%d: follows %d without a fetcher", n.id, ln.id)
 	}
@@ -331,13 +332,13 @@ func (m *brokerModel) fetch(n *modelNode) {
 	}
 	before := n.p.log.LEO()
 	// Sometimes a partial fetch.
-	r := f.round(context.Background(), send, 0, int32(1+m.rng.IntN(400)), int32(1+m.rng.IntN(200)))
-	m.logf("%d: fetch from %d: leo %d -> %d hw=%d err=%v apply-err=%v", n.id, ln.id, before, n.p.log.LEO(), n.p.HighWatermark(), r.err, r.applyErr)
-	if errors.Is(r.applyErr, replica.ErrTruncateBelowHW) {
-		m.fatalf("%d: asked to truncate committed records after clean elections: %v", n.id, r.applyErr)
+	r := f.Round(context.Background(), send, 0, int32(1+m.rng.IntN(400)), int32(1+m.rng.IntN(200)))
+	m.logf("%d: fetch from %d: leo %d -> %d hw=%d err=%v apply-err=%v", n.id, ln.id, before, n.p.log.LEO(), n.p.HighWatermark(), r.Err, r.ApplyErr)
+	if errors.Is(r.ApplyErr, replica.ErrTruncateBelowHW) {
+		m.fatalf("%d: asked to truncate committed records after clean elections: %v", n.id, r.ApplyErr)
 	}
-	if r.applyErr != nil {
-		m.fatalf("%d: apply fetch: %v", n.id, r.applyErr)
+	if r.ApplyErr != nil {
+		m.fatalf("%d: apply fetch: %v", n.id, r.ApplyErr)
 	}
 }
 

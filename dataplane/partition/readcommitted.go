@@ -121,7 +121,7 @@ func (p *Replica) Fetch(ctx context.Context, offset int64, maxBytes int, wait ti
 // to pass offset, with ReadCommitted). Control batches are dropped, and
 // with ReadCommitted the batches of aborted transactions (the producer
 // state's aborted list over the range, read under the lock with the
-// LSO). The errors are Connect errors; o.ClientEpoch fences as in Produce.
+// LSO). The errors are domain errors; o.ClientEpoch fences as in Produce.
 func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions) (Fetched, error) {
 	var timer *time.Timer
 	for {

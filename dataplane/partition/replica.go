@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
 	"github.com/sluicemq/sluice/dataplane/producerstate"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -52,9 +53,9 @@ type Replica struct {
 	// legacyHW: the replica's directory has a legacy per-partition HW
 	// checkpoint file, which HWCheckpointed removes.
 	legacyHW atomic.Bool
-	// watchers are the fetch sessions (Sessions) that carry this replica
-	// as leader: notifyLocked signals them.
-	watchers map[*fetchSession]struct{}
+	// watchers are the fetch sessions (fetchsession.Sessions) that carry
+	// this replica as leader: notifyLocked signals them.
+	watchers map[fetchsession.Watcher]struct{}
 	// pstate is the idempotent producers' state, kept in step with the
 	// log on leaders and followers alike.
 	pstate *producerstate.State
@@ -145,8 +146,8 @@ func (p *Replica) LeadsAt(epoch int32) bool {
 func (p *Replica) notifyLocked() {
 	close(p.hwCh)
 	p.hwCh = make(chan struct{})
-	for s := range p.watchers {
-		s.signal(p)
+	for w := range p.watchers {
+		w.Changed(sessionReplica{p})
 	}
 }
 
@@ -171,7 +172,7 @@ func (p *Replica) hwLocked() int64 {
 
 // ReaderHW is the HW to show readers on the leader, ErrHWCatchingUp
 // while a new leader's HW is still below where its epoch started, or
-// NotLeader (as a Connect error) when this replica does not lead.
+// NotLeader (a *NotLeaderError) when this replica does not lead.
 func (p *Replica) ReaderHW() (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -198,9 +199,9 @@ type ProduceResult struct {
 // sequence waits up to a second for the batches before it, unless acks=all
 // is refused first for an ISR below min ISR. clientEpoch,
 // when set, fences a client whose leader epoch is not this leader's. The
-// errors are Connect errors (NotLeader, NotEnoughReplicas, ProducerError
-// and TransactionError details; Unavailable or DeadlineExceeded when the
-// records were written but their fate is unknown) or I/O failures.
+// errors are domain errors (NotLeader, NotEnoughReplicas, the producer
+// and transaction refusals; the outcome-unknown kinds of the package doc
+// when the records were written but their fate is unknown) or I/O failures.
 // Transactional batches are refused (ErrTransactionNotVerified, as a
 // TransactionError): ProduceTransactional verifies them.
 func (p *Replica) Produce(ctx context.Context, batches []log.ValidBatch, acks sluicev1.Acks, timeout time.Duration, clientEpoch *int32) (ProduceResult, error) {

@@ -130,7 +130,7 @@ func (p *Replica) Update(ctx context.Context, pm Assignment, cfg TopicConfig) {
 			break
 		}
 		p.fol = fol
-		p.h.follow(ctx, p, fol)
+		p.h.fetcherSet().Follow(ctx, follower{p}, fol)
 		p.h.Logger.Log(ctx, roleLogLevel(pm), "following partition", "topic", p.topicID, "partition", p.id, "leader", pm.Leader, "leader_epoch", pm.LeaderEpoch)
 	case p.fol != nil:
 		p.fol.SetUnclean(cfg.Unclean)
@@ -160,7 +160,7 @@ func (p *Replica) startLeadingLocked(ctx context.Context, lead *replica.Leader) 
 // next role.
 func (p *Replica) endRoleLocked() {
 	if p.fol != nil {
-		p.h.unfollow(p, p.fol.Leader())
+		p.h.fetcherSet().Unfollow(follower{p}, p.fol.Leader())
 	}
 	p.roleHW = p.hwLocked()
 	if p.lead != nil {
@@ -262,13 +262,4 @@ func (p *Replica) applyFetch(fol *replica.Follower, q replica.FetchRequest, res 
 	}
 	p.notifyLocked()
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

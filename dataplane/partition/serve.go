@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
 	"github.com/sluicemq/sluice/dataplane/replica"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
@@ -14,7 +15,7 @@ import (
 // leader state machine (which may move the HW and complete acks=all
 // waits), and the answer carries the records from its fetch offset, a
 // diverging epoch to truncate to, or, with nothing new, nothing once m's
-// wait (at most 5 s) has passed. The errors are Connect errors.
+// wait (at most 5 s) has passed. The errors are domain errors.
 func (p *Replica) FetchReplica(ctx context.Context, m *sluicev1.FetchReplicaRequest) (*sluicev1.FetchReplicaResponse, error) {
 	maxBytes := int(m.GetMaxBytes())
 	if maxBytes <= 0 || maxBytes > 64<<20 {
@@ -59,7 +60,7 @@ type served struct {
 // serveReplica answers one follower fetch m, reading at most maxBytes of
 // records (at least one batch when maxBytes > 0, none otherwise). Every
 // call counts as a fetch of the follower at m's position for the ISR
-// (Leader.FollowerFetch). The errors are Connect errors.
+// (Leader.FollowerFetch). The errors are domain errors.
 func (p *Replica) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) (served, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -108,4 +109,49 @@ func (p *Replica) serveReplica(m *sluicev1.FetchReplicaRequest, maxBytes int) (s
 	}
 	res.Batches = data
 	return served{res: res}, nil
+}
+
+// NewSessions returns the fetch sessions (fetchsession.Sessions) of the
+// followers of this broker's leaders, configured by c, whose partitions
+// are the replicas lookup finds (nil: none on this broker); c.Lookup is
+// set from lookup.
+func NewSessions(lookup func(topicID string, partition int32) *Replica, c fetchsession.Config) *fetchsession.Sessions {
+	c.Lookup = func(topicID string, partition int32) fetchsession.Replica {
+		if p := lookup(topicID, partition); p != nil {
+			return sessionReplica{p}
+		}
+		return nil
+	}
+	return fetchsession.New(c)
+}
+
+// sessionReplica is a replica as the fetch sessions serve it
+// (fetchsession.Replica): serveReplica, and the watchers notifyLocked
+// signals.
+type sessionReplica struct{ p *Replica }
+
+func (r sessionReplica) TopicID() string  { return r.p.topicID }
+func (r sessionReplica) Partition() int32 { return r.p.id }
+
+func (r sessionReplica) Fetch(pos *sluicev1.FetchReplicaRequest, maxBytes int) (*sluicev1.FetchReplicaResponse, bool, error) {
+	sv, err := r.p.serveReplica(pos, maxBytes)
+	return sv.res, sv.more, err
+}
+
+// Watch makes w a watcher of the replica: notifyLocked signals it.
+func (r sessionReplica) Watch(w fetchsession.Watcher) {
+	p := r.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.watchers == nil {
+		p.watchers = map[fetchsession.Watcher]struct{}{}
+	}
+	p.watchers[w] = struct{}{}
+}
+
+func (r sessionReplica) Unwatch(w fetchsession.Watcher) {
+	p := r.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.watchers, w)
 }

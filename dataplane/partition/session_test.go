@@ -15,6 +15,8 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/connecterr"
 	"github.com/sluicemq/sluice/dataplane/log"
+	"github.com/sluicemq/sluice/dataplane/partition/fetcher"
+	"github.com/sluicemq/sluice/dataplane/partition/fetchsession"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testenv"
@@ -29,7 +31,7 @@ type sessionCluster struct {
 	t              *testing.T
 	leader, follow *Host
 	leads, follows []*Replica
-	sessions       atomic.Pointer[Sessions]
+	sessions       atomic.Pointer[fetchsession.Sessions]
 	cfg            TopicConfig
 	stopFollower   context.CancelFunc
 
@@ -37,6 +39,7 @@ type sessionCluster struct {
 	// Unimplemented, FetchReplica serves).
 	legacyLeader atomic.Bool
 	byPart       map[int32]*Replica
+	lookup       func(topicID string, partition int32) *Replica // broker 1's replicas
 
 	mu       sync.Mutex
 	requests []*sluicev1.FetchReplicasRequest
@@ -56,19 +59,19 @@ func newSessionCluster(t *testing.T, n int, lagTimeMax time.Duration, leaderHas 
 	c.follow.ID = 2
 	c.leader.ReplicaLagTimeMax = lagTimeMax
 	c.leader.AlterPartition = alterVia(c.alterPartition)
-	c.follow.ReplicaClient = func(leader int32) LeaderClient {
+	c.follow.ReplicaClient = func(leader int32) fetcher.LeaderClient {
 		require.EqualValues(t, 1, leader)
 		return leaderVia{sessionClient{c: c}}
 	}
 	byPart := map[int32]*Replica{}
 	c.byPart = byPart
-	lookup := func(topicID string, partition int32) *Replica {
+	c.lookup = func(topicID string, partition int32) *Replica {
 		if topicID != "topic-s" || !leaderHas(partition) {
 			return nil
 		}
 		return byPart[partition]
 	}
-	c.sessions.Store(NewSessions(SessionsConfig{Lookup: lookup}))
+	c.sessions.Store(NewSessions(c.lookup, fetchsession.Config{}))
 	ctx, cancel := context.WithCancel(context.Background())
 	fctx, stopFollower := context.WithCancel(ctx)
 	c.stopFollower = stopFollower
@@ -217,13 +220,13 @@ func TestPartitionFetchSessionCarriesEveryPartition(t *testing.T) {
 	c.produce(all(n)...)
 	c.waitCopied(all(n)...)
 	require.Equal(t, 1, c.follow.Fetchers())
-	require.Equal(t, SessionStats{Sessions: 1, Partitions: n}, c.sessions.Load().Stats())
+	require.Equal(t, fetchsession.Stats{Sessions: 1, Partitions: n}, c.sessions.Load().Stats())
 
 	// An idle second: about two long-polls, whatever the partitions.
 	before, start := c.requestCount(), time.Now()
 	testenv.Consistently(t, time.Second, "idle", func() error { return nil })
 	calls, took := c.requestCount()-before, time.Since(start)
-	require.LessOrEqual(t, calls, int(took/(fetchWait/2))+1, "requests in an idle %v with %d partitions", took, n)
+	require.LessOrEqual(t, calls, int(took/(fetcher.Wait/2))+1, "requests in an idle %v with %d partitions", took, n)
 
 	// acks=all completes through the session.
 	for _, i := range []int{0, n / 2, n - 1} {
@@ -323,13 +326,9 @@ func TestPartitionFetchSessionLostSessionRecovers(t *testing.T) {
 	c := newSessionCluster(t, n, 30*time.Second, func(int32) bool { return true })
 	c.produce(all(n)...)
 	c.waitCopied(all(n)...)
-	old := c.sessions.Load()
-	c.sessions.Store(NewSessions(SessionsConfig{Lookup: old.lookup}))
-	old.mu.Lock()
-	for _, s := range old.byID {
-		old.evictLocked(s)
-	}
-	old.mu.Unlock()
+	// The restarted leader's sessions are new ones; the old sessions
+	// serve no request any more (they only go on watching the replicas).
+	c.sessions.Store(NewSessions(c.lookup, fetchsession.Config{}))
 	c.produce(all(n)...)
 	c.waitCopied(all(n)...)
 	c.mu.Lock()
@@ -337,7 +336,7 @@ func TestPartitionFetchSessionLostSessionRecovers(t *testing.T) {
 	require.Contains(t, c.refused, connect.CodeNotFound)
 	last := c.requests[len(c.requests)-1]
 	require.NotZero(t, last.GetSessionId(), "a new session")
-	require.Equal(t, SessionStats{Sessions: 1, Partitions: n}, c.sessions.Load().Stats())
+	require.Equal(t, fetchsession.Stats{Sessions: 1, Partitions: n}, c.sessions.Load().Stats())
 }
 
 // TestPartitionFetchSessionFallsBackToFetchReplica: a leader that predates

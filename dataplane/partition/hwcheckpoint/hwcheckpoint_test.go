@@ -1,4 +1,4 @@
-package partition
+package hwcheckpoint
 
 import (
 	"bytes"
@@ -9,19 +9,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPartitionHWCheckpointFile: the broker's checkpoint holds every
+// TestHWCheckpointFile: the broker's checkpoint holds every
 // partition's HW in one file and reads back what was written; no file is
 // no HW yet.
-func TestPartitionHWCheckpointFile(t *testing.T) {
+func TestHWCheckpointFile(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), HWCheckpointName)
-	hws, err := ReadHWCheckpoint(path)
+	path := filepath.Join(t.TempDir(), Name)
+	hws, err := Read(path)
 	require.NoError(t, err)
 	require.Empty(t, hws, "no checkpoint yet")
 
-	want := map[HWKey]int64{{"topic-b", 0}: 7, {"topic-a", 1}: 0, {"topic-a", 0}: 1 << 40}
-	require.NoError(t, WriteHWCheckpoint(path, want))
-	got, err := ReadHWCheckpoint(path)
+	want := map[Key]int64{{"topic-b", 0}: 7, {"topic-a", 1}: 0, {"topic-a", 0}: 1 << 40}
+	require.NoError(t, Write(path, want))
+	got, err := Read(path)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 	data, err := os.ReadFile(path)
@@ -29,21 +29,21 @@ func TestPartitionHWCheckpointFile(t *testing.T) {
 	require.Equal(t, "sluice-replication-offset-checkpoint 1\n3\ntopic-a 0 1099511627776\ntopic-a 1 0\ntopic-b 0 7\n", string(data[:bytes.LastIndex(data, []byte("crc32c "))]),
 		"sorted, one line per partition")
 
-	require.NoError(t, WriteHWCheckpoint(path, map[HWKey]int64{}))
-	got, err = ReadHWCheckpoint(path)
+	require.NoError(t, Write(path, map[Key]int64{}))
+	got, err = Read(path)
 	require.NoError(t, err)
 	require.Empty(t, got)
-	require.Error(t, WriteHWCheckpoint(path, map[HWKey]int64{{"a b", 0}: 1}), "a topic id with a space")
-	require.Error(t, WriteHWCheckpoint(path, map[HWKey]int64{{"a", 0}: -1}))
+	require.Error(t, Write(path, map[Key]int64{{"a b", 0}: 1}), "a topic id with a space")
+	require.Error(t, Write(path, map[Key]int64{{"a", 0}: -1}))
 }
 
-// TestPartitionHWCheckpointCorrupt: a checkpoint that fails its checks is
-// ErrHWCheckpointCorrupt, never read as some other HWs.
-func TestPartitionHWCheckpointCorrupt(t *testing.T) {
+// TestHWCheckpointCorrupt: a checkpoint that fails its checks is
+// ErrCorrupt, never read as some other HWs.
+func TestHWCheckpointCorrupt(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
-	require.NoError(t, WriteHWCheckpoint(good, map[HWKey]int64{{"topic-a", 0}: 12, {"topic-a", 1}: 5}))
+	require.NoError(t, Write(good, map[Key]int64{{"topic-a", 0}: 12, {"topic-a", 1}: 5}))
 	data, err := os.ReadFile(good)
 	require.NoError(t, err)
 	flipped := bytes.Replace(data, []byte("topic-a 0 12"), []byte("topic-a 0 92"), 1)
@@ -62,8 +62,8 @@ func TestPartitionHWCheckpointCorrupt(t *testing.T) {
 	} {
 		path := filepath.Join(dir, "bad")
 		require.NoError(t, os.WriteFile(path, b, 0o644))
-		_, err := ReadHWCheckpoint(path)
-		require.ErrorIs(t, err, ErrHWCheckpointCorrupt, name)
+		_, err := Read(path)
+		require.ErrorIs(t, err, ErrCorrupt, name)
 		require.ErrorContains(t, err, path, name)
 	}
 }

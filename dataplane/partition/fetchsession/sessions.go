@@ -1,4 +1,4 @@
-package partition
+package fetchsession
 
 import (
 	"context"
@@ -21,15 +21,15 @@ import (
 // live session counts as a fetch of every partition in it at that
 // position (the ISR's lag time runs from fetches); a request long-polls
 // once for all of them, woken by the replicas themselves (a session is a
-// watcher of each of its replicas: their notify path marks the replica
+// Watcher of each of its replicas: their notify path marks the replica
 // and signals the session's wake channel). The leader state machines stay
 // the single source of truth: a session holds positions, never the HW or
 // the ISR.
 type Sessions struct {
-	lookup func(topicID string, partition int32) *Replica
+	lookup func(topicID string, partition int32) Replica
 	max    int
 	idle   time.Duration
-	m      *SessionMetrics
+	m      *Metrics
 	// errorAnswer is SessionsConfig.ErrorAnswer.
 	errorAnswer func(error) (uint32, string)
 
@@ -38,11 +38,11 @@ type Sessions struct {
 	lastSweep time.Time
 }
 
-// SessionsConfig configures Sessions.
-type SessionsConfig struct {
+// Config configures Sessions.
+type Config struct {
 	// Lookup returns the local replica of a partition, nil when this
-	// broker has none.
-	Lookup func(topicID string, partition int32) *Replica
+	// broker has none (partition.NewSessions wires the broker's replicas).
+	Lookup func(topicID string, partition int32) Replica
 	// MaxSessions bounds the sessions kept (≤ 0: 1000); the least
 	// recently used idle one makes room for a new one.
 	MaxSessions int
@@ -50,23 +50,23 @@ type SessionsConfig struct {
 	// (≤ 0: 2 minutes).
 	IdleTimeout time.Duration
 	// Metrics counts the requests; nil counts nothing.
-	Metrics *SessionMetrics
+	Metrics *Metrics
 	// ErrorAnswer says a partition's failure to the follower in the
 	// protocol's terms: its code and message (the Connect adapter's,
 	// wired by the broker). nil answers code 0 with the error's text.
 	ErrorAnswer func(error) (code uint32, message string)
 }
 
-// SessionMetrics count what Sessions do.
-type SessionMetrics struct {
+// Metrics count what Sessions do.
+type Metrics struct {
 	// Requests counts FetchReplicas requests by kind: "full" (a new
 	// session), "incremental", or "refused" (an unknown session, a wrong
 	// session epoch).
 	Requests *prometheus.CounterVec
 }
 
-// NewSessions returns an empty set of sessions.
-func NewSessions(c SessionsConfig) *Sessions {
+// New returns an empty set of sessions.
+func New(c Config) *Sessions {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 1000
 	}
@@ -76,17 +76,17 @@ func NewSessions(c SessionsConfig) *Sessions {
 	return &Sessions{lookup: c.Lookup, max: c.MaxSessions, idle: c.IdleTimeout, m: c.Metrics, errorAnswer: c.ErrorAnswer, byID: map[int64]*fetchSession{}}
 }
 
-// SessionStats are the sessions at one moment.
-type SessionStats struct {
+// Stats are the sessions at one moment.
+type Stats struct {
 	Sessions   int
 	Partitions int
 }
 
 // Stats counts the live sessions and the partitions they carry.
-func (c *Sessions) Stats() SessionStats {
+func (c *Sessions) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := SessionStats{Sessions: len(c.byID)}
+	st := Stats{Sessions: len(c.byID)}
 	for _, s := range c.byID {
 		st.Partitions += int(s.nparts.Load())
 	}
@@ -104,7 +104,8 @@ type fetchSession struct {
 	lastUsed time.Time
 
 	// mu is held by the request being served (and by close); lock order:
-	// fetchSession.mu, then Replica.mu, then dirtyMu.
+	// fetchSession.mu, then the replica's lock (Replica.Fetch, Watch), then
+	// dirtyMu.
 	mu     sync.Mutex
 	closed bool
 	parts  map[sessionKey]*sessionPart
@@ -113,11 +114,11 @@ type fetchSession struct {
 	nparts atomic.Int64
 
 	// wake (cap 1) is signalled, and dirty marks the replica, whenever a
-	// replica of the session notifies (watch); the request waiting takes
+	// replica of the session changes (Changed); the request waiting takes
 	// them.
 	wake    chan struct{}
 	dirtyMu sync.Mutex
-	dirty   map[*Replica]struct{}
+	dirty   map[Replica]struct{}
 }
 
 type sessionKey struct {
@@ -126,17 +127,17 @@ type sessionKey struct {
 }
 
 // sessionPart is one partition of a session: the follower's last
-// position, as the fetch serveReplica answers, and what it was last told.
+// position, as Replica.Fetch takes it, and what it was last told.
 type sessionPart struct {
-	p   *Replica
+	p   Replica
 	pos *sluicev1.FetchReplicaRequest
 	// The HW, log start and copied end last answered; -1 before the first
 	// answer, so a partition added to the session is answered once.
 	sentHW, sentStart, sentCopied int64
 }
 
-// signal tells s that replica p changed (called under p.mu).
-func (s *fetchSession) signal(p *Replica) {
+// Changed tells s that replica p changed (called under p's lock).
+func (s *fetchSession) Changed(p Replica) {
 	s.dirtyMu.Lock()
 	s.dirty[p] = struct{}{}
 	s.dirtyMu.Unlock()
@@ -146,11 +147,11 @@ func (s *fetchSession) signal(p *Replica) {
 	}
 }
 
-func (s *fetchSession) takeDirty() map[*Replica]struct{} {
+func (s *fetchSession) takeDirty() map[Replica]struct{} {
 	s.dirtyMu.Lock()
 	defer s.dirtyMu.Unlock()
 	d := s.dirty
-	s.dirty = map[*Replica]struct{}{}
+	s.dirty = map[Replica]struct{}{}
 	return d
 }
 
@@ -218,7 +219,7 @@ func (c *Sessions) Fetch(ctx context.Context, m *sluicev1.FetchReplicasRequest) 
 			return nil, ctx.Err()
 		}
 		for p := range s.takeDirty() {
-			k := sessionKey{p.topicID, p.id}
+			k := sessionKey{p.TopicID(), p.Partition()}
 			if sp := s.parts[k]; sp == nil || sp.p != p {
 				continue
 			}
@@ -286,7 +287,7 @@ func (c *Sessions) acquire(m *sluicev1.FetchReplicasRequest) (*fetchSession, err
 			id = rand.Int64()
 		}
 		s := &fetchSession{id: id, follower: m.GetFollowerId(), answer: c.errorAnswer, busy: true, epoch: 1, lastUsed: now,
-			parts: map[sessionKey]*sessionPart{}, wake: make(chan struct{}, 1), dirty: map[*Replica]struct{}{}}
+			parts: map[sessionKey]*sessionPart{}, wake: make(chan struct{}, 1), dirty: map[Replica]struct{}{}}
 		c.byID[id] = s
 		return s, nil
 	}
@@ -346,7 +347,7 @@ func (s *fetchSession) rotation() []sessionKey {
 // upsert adds partition e to the session or moves it to e's position. A
 // partition this broker does not have is answered with an error and not
 // added.
-func (s *fetchSession) upsert(lookup func(string, int32) *Replica, e *sluicev1.ReplicaFetchPosition) *sluicev1.ReplicaFetchAnswer {
+func (s *fetchSession) upsert(lookup func(string, int32) Replica, e *sluicev1.ReplicaFetchPosition) *sluicev1.ReplicaFetchAnswer {
 	k := sessionKey{e.GetTopicId(), e.GetPartition()}
 	p := lookup(k.topicID, k.partition)
 	if p == nil {
@@ -363,7 +364,7 @@ func (s *fetchSession) upsert(lookup func(string, int32) *Replica, e *sluicev1.R
 		s.parts[k] = sp
 		s.order = s.order[:0]
 		s.nparts.Add(1)
-		p.watch(s)
+		p.Watch(s)
 	}
 	durable := e.GetDurableOffset()
 	sp.pos = &sluicev1.FetchReplicaRequest{
@@ -381,7 +382,7 @@ func (s *fetchSession) remove(k sessionKey) {
 	delete(s.parts, k)
 	s.order = s.order[:0]
 	s.nparts.Add(-1)
-	sp.p.unwatch(s)
+	sp.p.Unwatch(s)
 }
 
 // serve counts request m as a fetch of partition k at its position and
@@ -391,20 +392,19 @@ func (s *fetchSession) remove(k sessionKey) {
 func (s *fetchSession) serve(k sessionKey, m *sluicev1.FetchReplicasRequest, budget *int, per int) (*sluicev1.ReplicaFetchAnswer, bool) {
 	sp := s.parts[k]
 	sp.pos.FollowerId, sp.pos.FollowerBrokerEpoch = m.GetFollowerId(), m.GetFollowerBrokerEpoch()
-	sv, err := sp.p.serveReplica(sp.pos, min(per, *budget))
+	r, more, err := sp.p.Fetch(sp.pos, min(per, *budget))
 	if err != nil {
 		s.remove(k)
 		return s.errorAnswer(k, err), false
 	}
-	r := sv.res
 	news := len(r.GetBatches()) > 0 || r.GetDivergingEpoch() != nil || sp.pos.GetFetchOffset() < r.GetLogStartOffset() ||
 		r.GetHighWatermark() != sp.sentHW || r.GetLogStartOffset() != sp.sentStart || r.GetCopiedEndOffset() != sp.sentCopied
 	if !news {
-		return nil, sv.more
+		return nil, more
 	}
 	*budget -= len(r.GetBatches())
 	sp.sentHW, sp.sentStart, sp.sentCopied = r.GetHighWatermark(), r.GetLogStartOffset(), r.GetCopiedEndOffset()
-	return &sluicev1.ReplicaFetchAnswer{TopicId: k.topicID, Partition: k.partition, Fetch: r}, sv.more
+	return &sluicev1.ReplicaFetchAnswer{TopicId: k.topicID, Partition: k.partition, Fetch: r}, more
 }
 
 // errorAnswer is a partition's answer with err, as the protocol's code
@@ -417,20 +417,4 @@ func (s *fetchSession) errorAnswer(k sessionKey, err error) *sluicev1.ReplicaFet
 	}
 	return &sluicev1.ReplicaFetchAnswer{TopicId: k.topicID, Partition: k.partition,
 		Error: &sluicev1.ReplicaFetchError{Code: code, Message: msg}}
-}
-
-// watch makes s a watcher of p: p's notify path signals it.
-func (p *Replica) watch(s *fetchSession) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.watchers == nil {
-		p.watchers = map[*fetchSession]struct{}{}
-	}
-	p.watchers[s] = struct{}{}
-}
-
-func (p *Replica) unwatch(s *fetchSession) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.watchers, s)
 }

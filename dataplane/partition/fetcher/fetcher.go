@@ -1,9 +1,10 @@
-package partition
+package fetcher
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"sync"
 	"time"
@@ -14,40 +15,61 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
-// The follower side of replication: one fetcher per leader broker, which
-// owns the broker's fetch session with that leader (Sessions on its side)
-// and carries every replica here that follows a partition it leads.
-// Replica.Update registers a follower (Host.follow) and the role's end
-// unregisters it; the fetcher's goroutine starts with its first
-// registration and ends when it has none left or its context ends.
-
-// Fetch settings: the long-poll wait, the answer's byte limits, and how
-// many replicas sync their fetched batches at once before a request.
+// Fetch settings: Wait is the long-poll wait of a session's request; the
+// answer's byte limits, and how many replicas sync their fetched batches
+// at once before a request.
 const (
-	fetchWait         = 500 * time.Millisecond
+	Wait              = 500 * time.Millisecond
 	fetchMaxBytes     = 16 << 20
 	fetchPartMaxBytes = 4 << 20
 	fetchSyncs        = 8
 )
 
-// fetchers are a Host's fetchers, by leader broker (the zero value has
-// none). Lock order: Replica.mu, fetchers.mu, fetcher.mu.
-type fetchers struct {
-	mu       sync.Mutex
-	byLeader map[int32]*fetcher
+// Config is what the fetchers need of their broker.
+type Config struct {
+	// ID is this broker's id; BrokerEpoch the epoch of its current
+	// registration, sent with every fetch.
+	ID          int32
+	BrokerEpoch func() int64
+	// Client returns the client of broker leader's replica service.
+	Client func(leader int32) LeaderClient
+	// Logger logs the fetchers' failures.
+	Logger *slog.Logger
+	// Flush is the replicas' flush policy: with log.FlushInterval a sync
+	// waits for the interval's flush, so every replica's waits at once.
+	Flush log.FlushPolicy
+	// FailStop stops the broker after the log of a replica failed.
+	FailStop func(topicID string, partition int32, err error)
 }
+
+// Fetchers are a broker's fetchers, by leader broker (Kafka's
+// ReplicaFetcherManager). Lock order: the replica's lock (Follow and
+// Unfollow are called under it), Fetchers.mu, Fetcher.mu.
+type Fetchers struct {
+	c        Config
+	mu       sync.Mutex
+	byLeader map[int32]*Fetcher
+}
+
+// New returns a broker's fetchers, none running.
+func New(c Config) *Fetchers { return &Fetchers{c: c} }
 
 // following is a replica registered with a fetcher and the follower state
 // machine it follows with.
 type following struct {
-	p   *Replica
+	p   Replica
 	fol *replica.Follower
 }
 
-// fetcher fetches every partition this broker follows from one leader
-// broker.
-type fetcher struct {
-	h      *Host
+type sessionKey struct {
+	topicID   string
+	partition int32
+}
+
+// Fetcher fetches every partition this broker follows from one leader
+// broker (Kafka's ReplicaFetcherThread).
+type Fetcher struct {
+	fs     *Fetchers
 	leader int32
 
 	mu      sync.Mutex
@@ -74,23 +96,22 @@ type fetchPart struct {
 	backoff time.Duration
 }
 
-// follow registers replica p, following with fol, with the fetcher of
+// Follow registers replica p, following with fol, with the fetcher of
 // fol's leader, starting its goroutine (with ctx) unless it runs. Called
-// under p.mu.
-func (h *Host) follow(ctx context.Context, p *Replica, fol *replica.Follower) {
-	fs := &h.fetchers
+// under p's lock.
+func (fs *Fetchers) Follow(ctx context.Context, p Replica, fol *replica.Follower) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	f := fs.byLeader[fol.Leader()]
 	if f == nil {
 		if fs.byLeader == nil {
-			fs.byLeader = map[int32]*fetcher{}
+			fs.byLeader = map[int32]*Fetcher{}
 		}
-		f = &fetcher{h: h, leader: fol.Leader(), reg: map[sessionKey]following{}, parts: map[sessionKey]*fetchPart{}}
+		f = &Fetcher{fs: fs, leader: fol.Leader(), reg: map[sessionKey]following{}, parts: map[sessionKey]*fetchPart{}}
 		fs.byLeader[fol.Leader()] = f
 	}
 	f.mu.Lock()
-	f.reg[sessionKey{p.topicID, p.id}] = following{p, fol}
+	f.reg[sessionKey{p.TopicID(), p.Partition()}] = following{p, fol}
 	start := !f.running && ctx.Err() == nil
 	f.running = f.running || start
 	f.mu.Unlock()
@@ -99,10 +120,9 @@ func (h *Host) follow(ctx context.Context, p *Replica, fol *replica.Follower) {
 	}
 }
 
-// unfollow unregisters replica p from the fetcher of leader. Called under
-// p.mu.
-func (h *Host) unfollow(p *Replica, leader int32) {
-	fs := &h.fetchers
+// Unfollow unregisters replica p from the fetcher of leader. Called under
+// p's lock.
+func (fs *Fetchers) Unfollow(p Replica, leader int32) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	f := fs.byLeader[leader]
@@ -111,7 +131,7 @@ func (h *Host) unfollow(p *Replica, leader int32) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := sessionKey{p.topicID, p.id}
+	k := sessionKey{p.TopicID(), p.Partition()}
 	if f.reg[k].p == p {
 		delete(f.reg, k)
 	}
@@ -120,18 +140,16 @@ func (h *Host) unfollow(p *Replica, leader int32) {
 	}
 }
 
-// fetcher returns the fetcher of leader, nil when no replica follows it.
-func (h *Host) fetcher(leader int32) *fetcher {
-	fs := &h.fetchers
+// Of returns the fetcher of leader, nil when no replica follows it.
+func (fs *Fetchers) Of(leader int32) *Fetcher {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return fs.byLeader[leader]
 }
 
-// Fetchers counts the leader brokers this broker's replicas fetch from:
-// one fetcher (and one goroutine, while its context lives) each.
-func (h *Host) Fetchers() int {
-	fs := &h.fetchers
+// Len counts the leader brokers this broker's replicas fetch from: one
+// fetcher (and one goroutine, while its context lives) each.
+func (fs *Fetchers) Len() int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return len(fs.byLeader)
@@ -141,26 +159,26 @@ func (h *Host) Fetchers() int {
 // answers FetchReplicas with Unimplemented predates fetch sessions (a
 // rolling upgrade): for a minute at a time the fetcher then fetches its
 // partitions one by one with FetchReplica (legacyRound).
-func (f *fetcher) run(ctx context.Context) {
+func (f *Fetcher) run(ctx context.Context) {
 	backoff := 50 * time.Millisecond
 	var legacyUntil time.Time
 	for f.keepRunning(ctx) {
-		client := f.h.ReplicaClient(f.leader)
-		var r roundResult
+		client := f.fs.c.Client(f.leader)
+		var r RoundResult
 		if time.Now().Before(legacyUntil) {
 			r = f.legacyRound(ctx, client.FetchReplica)
 		} else {
-			r = f.round(ctx, client.FetchReplicas, fetchWait, fetchMaxBytes, fetchPartMaxBytes)
-			if errors.Is(r.err, derr.UnsupportedVersion) {
-				f.h.Logger.Info("the leader predates fetch sessions: fetching its partitions one by one", "leader", f.leader)
+			r = f.Round(ctx, client.FetchReplicas, Wait, fetchMaxBytes, fetchPartMaxBytes)
+			if errors.Is(r.Err, derr.UnsupportedVersion) {
+				f.fs.c.Logger.Info("the leader predates fetch sessions: fetching its partitions one by one", "leader", f.leader)
 				legacyUntil = time.Now().Add(time.Minute)
 				continue
 			}
 		}
 		switch {
 		case ctx.Err() != nil:
-		case r.err != nil:
-			f.h.Logger.Debug("fetch from leader", "leader", f.leader, "err", r.err)
+		case r.Err != nil:
+			f.fs.c.Logger.Debug("fetch from leader", "leader", f.leader, "err", r.Err)
 			sleep(ctx, backoff)
 			backoff = min(2*backoff, time.Second)
 		default:
@@ -171,8 +189,8 @@ func (f *fetcher) run(ctx context.Context) {
 
 // keepRunning reports whether the goroutine goes on; when not, it marks
 // the fetcher stopped (dropping it when nothing is registered).
-func (f *fetcher) keepRunning(ctx context.Context) bool {
-	fs := &f.h.fetchers
+func (f *Fetcher) keepRunning(ctx context.Context) bool {
+	fs := f.fs
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	f.mu.Lock()
@@ -187,23 +205,28 @@ func (f *fetcher) keepRunning(ctx context.Context) bool {
 	return false
 }
 
-type sendFunc func(context.Context, *sluicev1.FetchReplicasRequest) (*sluicev1.FetchReplicasResponse, error)
+// SendFunc sends a session's request to the leader (LeaderClient's
+// FetchReplicas).
+type SendFunc func(context.Context, *sluicev1.FetchReplicasRequest) (*sluicev1.FetchReplicasResponse, error)
 
-// roundResult is what one round did: err is the request's failure (the
-// next round starts a new session); applyErr joins the partitions'
+// RoundResult is what one round did: Err is the request's failure (the
+// next round starts a new session); ApplyErr joins the partitions'
 // failures to apply their answers (each backs off alone).
-type roundResult struct {
-	err      error
-	applyErr error
+type RoundResult struct {
+	Err      error
+	ApplyErr error
 }
 
-// round is one request of the session and its answers applied: the
-// registered replicas are reconciled with the session, the batches each
-// fetched since its last report are made durable (fetchSyncs at a time,
-// outside every lock), each replica's follower state machine builds its
-// position (listed only when the leader does not hold it yet), and each
-// answer is applied as its state machine decides (applyFetch).
-func (f *fetcher) round(ctx context.Context, send sendFunc, wait time.Duration, maxBytes, partMaxBytes int32) roundResult {
+// Round is one request of the session, sent with send, and its answers
+// applied: the registered replicas are reconciled with the session, the
+// batches each fetched since its last report are made durable (fetchSyncs
+// at a time, outside every lock), each replica's follower state machine
+// builds its position (Replica.Next; listed only when the leader does not
+// hold it yet), and each answer is applied as its state machine decides
+// (Replica.Apply). The fetcher's goroutine runs one round after another
+// with the leader's client, Wait and the default byte limits; a test may
+// run rounds itself, one step at a time.
+func (f *Fetcher) Round(ctx context.Context, send SendFunc, wait time.Duration, maxBytes, partMaxBytes int32) RoundResult {
 	f.roundMu.Lock()
 	defer f.roundMu.Unlock()
 	now := time.Now()
@@ -213,7 +236,7 @@ func (f *fetcher) round(ctx context.Context, send sendFunc, wait time.Duration, 
 
 	full := f.sessionID == 0
 	req := &sluicev1.FetchReplicasRequest{
-		FollowerId: f.h.ID, FollowerBrokerEpoch: f.h.BrokerEpoch(), SessionId: f.sessionID, SessionEpoch: f.sessionEpoch,
+		FollowerId: f.fs.c.ID, FollowerBrokerEpoch: f.fs.c.BrokerEpoch(), SessionId: f.sessionID, SessionEpoch: f.sessionEpoch,
 		MaxWaitMs: wait.Milliseconds(), MaxBytes: maxBytes, PartitionMaxBytes: partMaxBytes,
 	}
 	leave := func(k sessionKey, fp *fetchPart) {
@@ -247,7 +270,7 @@ func (f *fetcher) round(ctx context.Context, send sendFunc, wait time.Duration, 
 		active = append(active, k)
 	}
 	if err := f.syncFetched(ctx, active); err != nil {
-		return roundResult{err: err}
+		return RoundResult{Err: err}
 	}
 
 	type entry struct {
@@ -262,16 +285,11 @@ func (f *fetcher) round(ctx context.Context, send sendFunc, wait time.Duration, 
 			leave(k, fp) // its sync failed
 			continue
 		}
-		p := fp.p
-		p.mu.Lock()
-		if p.fol != fp.fol {
-			p.mu.Unlock()
+		q, ok := fp.p.Next(fp.fol, req.FollowerBrokerEpoch)
+		if !ok {
 			leave(k, fp) // its role ended: it is being unregistered
 			continue
 		}
-		fp.fol.SetBrokerEpoch(req.FollowerBrokerEpoch)
-		q := fp.fol.Next(logState(p.log))
-		p.mu.Unlock()
 		if full || !fp.inSession || !samePosition(q, fp.pos) {
 			req.Partitions = append(req.Partitions, &sluicev1.ReplicaFetchPosition{
 				TopicId: k.topicID, Partition: k.partition, LeaderEpoch: q.LeaderEpoch, FetchOffset: q.FetchOffset,
@@ -289,7 +307,7 @@ func (f *fetcher) round(ctx context.Context, send sendFunc, wait time.Duration, 
 		for _, fp := range f.parts {
 			fp.inSession = false
 		}
-		return roundResult{err: err}
+		return RoundResult{Err: err}
 	}
 	if full {
 		// Only what this request listed is in the new session.
@@ -313,24 +331,27 @@ func (f *fetcher) round(ctx context.Context, send sendFunc, wait time.Duration, 
 			// its position after a backoff.
 			fp.inSession = false
 			fp.backOff(now)
-			f.h.Logger.Debug("fetch from leader", "topic", k.topicID, "partition", k.partition, "leader", f.leader,
+			f.fs.c.Logger.Debug("fetch from leader", "topic", k.topicID, "partition", k.partition, "leader", f.leader,
 				"code", e.GetCode(), "err", e.GetMessage())
 			continue
 		}
-		if err := fp.p.applyFetch(fp.fol, fp.pos, a.GetFetch()); err != nil {
+		if err := fp.p.Apply(fp.fol, fp.pos, a.GetFetch()); err != nil {
 			fp.backOff(now)
-			if ferr := fp.p.log.Failed(); ferr != nil {
-				f.h.failStop(fp.p, ferr)
+			if ferr := fp.p.Log().Failed(); ferr != nil {
+				f.failStop(fp.p, ferr)
 			} else {
-				f.h.Logger.Error("apply leader's batches", "topic", k.topicID, "partition", k.partition, "err", err)
+				f.fs.c.Logger.Error("apply leader's batches", "topic", k.topicID, "partition", k.partition, "err", err)
 			}
 			errs = append(errs, fmt.Errorf("partition %s/%d: %w", k.topicID, k.partition, err))
 			continue
 		}
 		fp.backoff = 0
 	}
-	return roundResult{applyErr: errors.Join(errs...)}
+	return RoundResult{ApplyErr: errors.Join(errs...)}
 }
+
+// failStop stops the broker after p's log failed (Config.FailStop).
+func (f *Fetcher) failStop(p Replica, err error) { f.fs.c.FailStop(p.TopicID(), p.Partition(), err) }
 
 // backOff keeps the partition out of the session for a while: 50 ms after
 // its first failure, doubling up to 1 s while it keeps failing.
@@ -348,12 +369,12 @@ func samePosition(a, b replica.FetchRequest) bool {
 // report durable before the request reports it (the leader counts only
 // durable offsets toward the HW), fetchSyncs fsyncs at a time so that
 // they overlap, outside every lock. Only this round writes their logs
-// while they follow. A failed log stops the broker (Host.FailStop) and
+// while they follow. A failed log stops the broker (Config.FailStop) and
 // its partition backs off.
-func (f *fetcher) syncFetched(ctx context.Context, keys []sessionKey) error {
+func (f *Fetcher) syncFetched(ctx context.Context, keys []sessionKey) error {
 	var todo []*fetchPart
 	for _, k := range keys {
-		if l := f.parts[k].p.log; l.DurableOffset() < l.LEO() {
+		if l := f.parts[k].p.Log(); l.DurableOffset() < l.LEO() {
 			todo = append(todo, f.parts[k])
 		}
 	}
@@ -361,7 +382,7 @@ func (f *fetcher) syncFetched(ctx context.Context, keys []sessionKey) error {
 		return nil
 	}
 	limit := fetchSyncs
-	if f.h.Flush == log.FlushInterval {
+	if f.fs.c.Flush == log.FlushInterval {
 		limit = len(todo) // waits for the interval flush, no disk work of their own
 	}
 	sem := make(chan struct{}, limit)
@@ -371,7 +392,8 @@ func (f *fetcher) syncFetched(ctx context.Context, keys []sessionKey) error {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = fp.p.log.MakeDurable(ctx, fp.p.log.LEO())
+			l := fp.p.Log()
+			errs[i] = l.MakeDurable(ctx, l.LEO())
 		})
 	}
 	wg.Wait()
@@ -385,12 +407,12 @@ func (f *fetcher) syncFetched(ctx context.Context, keys []sessionKey) error {
 		}
 		fp := todo[i]
 		fp.backOff(now)
-		switch ferr := fp.p.log.Failed(); {
+		switch ferr := fp.p.Log().Failed(); {
 		case ferr != nil:
-			f.h.failStop(fp.p, ferr)
+			f.failStop(fp.p, ferr)
 		case errors.Is(err, log.ErrClosed): // the replica was dropped meanwhile
 		default:
-			f.h.Logger.Error("sync fetched batches", "topic", fp.p.topicID, "partition", fp.p.id, "err", err)
+			f.fs.c.Logger.Error("sync fetched batches", "topic", fp.p.TopicID(), "partition", fp.p.Partition(), "err", err)
 		}
 	}
 	return nil
@@ -400,9 +422,9 @@ type legacySendFunc func(context.Context, *sluicev1.FetchReplicaRequest) (*sluic
 
 // legacyRound fetches every registered partition once with FetchReplica,
 // for a leader that predates fetch sessions: the same syncs, positions and
-// answers as round, one request per partition without waiting (fetchSyncs
-// at a time), then, when no partition got records, a pause of fetchWait.
-func (f *fetcher) legacyRound(ctx context.Context, send legacySendFunc) roundResult {
+// answers as Round, one request per partition without waiting (fetchSyncs
+// at a time), then, when no partition got records, a pause of Wait.
+func (f *Fetcher) legacyRound(ctx context.Context, send legacySendFunc) RoundResult {
 	f.roundMu.Lock()
 	defer f.roundMu.Unlock()
 	f.sessionID, f.sessionEpoch = 0, 0
@@ -428,14 +450,14 @@ func (f *fetcher) legacyRound(ctx context.Context, send legacySendFunc) roundRes
 		}
 	}
 	if err := f.syncFetched(ctx, keys); err != nil {
-		return roundResult{err: err}
+		return RoundResult{Err: err}
 	}
 	var mu sync.Mutex
 	var errs []error
 	got := false
 	sem := make(chan struct{}, fetchSyncs)
 	var wg sync.WaitGroup
-	epoch := f.h.BrokerEpoch()
+	epoch := f.fs.c.BrokerEpoch()
 	for _, k := range keys {
 		fp := f.parts[k]
 		if time.Now().Before(fp.retryAt) {
@@ -445,14 +467,10 @@ func (f *fetcher) legacyRound(ctx context.Context, send legacySendFunc) roundRes
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			p := fp.p
-			p.mu.Lock()
-			if p.fol != fp.fol {
-				p.mu.Unlock()
+			q, ok := p.Next(fp.fol, epoch)
+			if !ok {
 				return
 			}
-			fp.fol.SetBrokerEpoch(epoch)
-			q := fp.fol.Next(logState(p.log))
-			p.mu.Unlock()
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			res, err := send(rctx, &sluicev1.FetchReplicaRequest{
@@ -464,16 +482,16 @@ func (f *fetcher) legacyRound(ctx context.Context, send legacySendFunc) roundRes
 				fp.backOff(now)
 				return
 			}
-			aerr := p.applyFetch(fp.fol, q, res)
+			aerr := p.Apply(fp.fol, q, res)
 			mu.Lock()
 			defer mu.Unlock()
 			got = got || len(res.GetBatches()) > 0 || res.GetDivergingEpoch() != nil
 			if aerr != nil {
 				fp.backOff(now)
-				if ferr := p.log.Failed(); ferr != nil {
-					f.h.failStop(p, ferr)
+				if ferr := p.Log().Failed(); ferr != nil {
+					f.failStop(p, ferr)
 				} else {
-					f.h.Logger.Error("apply leader's batches", "topic", k.topicID, "partition", k.partition, "err", aerr)
+					f.fs.c.Logger.Error("apply leader's batches", "topic", k.topicID, "partition", k.partition, "err", aerr)
 				}
 				errs = append(errs, fmt.Errorf("partition %s/%d: %w", k.topicID, k.partition, aerr))
 				return
@@ -483,7 +501,16 @@ func (f *fetcher) legacyRound(ctx context.Context, send legacySendFunc) roundRes
 	}
 	wg.Wait()
 	if !got {
-		sleep(ctx, fetchWait)
+		sleep(ctx, Wait)
 	}
-	return roundResult{applyErr: errors.Join(errs...)}
+	return RoundResult{ApplyErr: errors.Join(errs...)}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
