@@ -108,7 +108,7 @@ func TestProducerBatchesNaturallyUnderLoad(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			topic := fmt.Sprintf("batching-under-load-%d", i)
+			topic := fresh(fmt.Sprintf("batching-under-load-%d", i))
 			f, open := gatedTopic(t, topic, 1)
 			defer open()
 			c := newClient(t)
@@ -155,7 +155,7 @@ func TestProducerBatchesNaturallyUnderLoad(t *testing.T) {
 // batching never holds a record back while a request slot is free.
 func TestProducerSendsARecordAtOnceWhenIdle(t *testing.T) {
 	t.Parallel()
-	const topic = "batching-idle"
+	topic := fresh("batching-idle")
 	createTopic(t, topic, 1, nil)
 	c := newClient(t)
 	p, err := c.NewProducer(context.Background())
@@ -185,7 +185,7 @@ func TestProducerSendsARecordAtOnceWhenIdle(t *testing.T) {
 // after another share one request; Flush sends it without waiting.
 func TestProducerLingerHoldsABatchUntilFlush(t *testing.T) {
 	t.Parallel()
-	const topic = "batching-linger"
+	topic := fresh("batching-linger")
 	createTopic(t, topic, 1, nil)
 	c := newClient(t)
 	p, err := c.NewProducer(context.Background(), client.WithLinger(time.Hour))
@@ -206,7 +206,7 @@ func TestProducerLingerHoldsABatchUntilFlush(t *testing.T) {
 // on, so consecutive records change partition only at a batch boundary.
 func TestProducerStickyPartitionerKeepsOnePartitionPerBatch(t *testing.T) {
 	t.Parallel()
-	const topic = "batching-sticky"
+	topic := fresh("batching-sticky")
 	_, open := gatedTopic(t, topic, 3)
 	defer open()
 	c := newClient(t)

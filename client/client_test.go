@@ -51,7 +51,7 @@ func consumeAll(t *testing.T, c *client.Client, topic string, n int) []*client.R
 func TestProduceConsumeRoundTrip(t *testing.T) {
 	for _, codec := range []string{"none", "zstd", "lz4"} {
 		t.Run(codec, func(t *testing.T) {
-			topic := "roundtrip-" + codec
+			topic := fresh("roundtrip-" + codec)
 			createTopic(t, topic, 3, nil)
 			c := newClient(t)
 			p, err := c.NewProducer(t.Context(), client.WithCompression(codec), client.WithLinger(2*time.Millisecond))
@@ -108,14 +108,15 @@ func TestProduceConsumeRoundTrip(t *testing.T) {
 }
 
 func TestProduceSyncAndAcks(t *testing.T) {
-	createTopic(t, "acks", 1, nil)
+	acksName := fresh("acks")
+	createTopic(t, acksName, 1, nil)
 	c := newClient(t)
 	for _, acks := range []client.Acks{client.AcksAll, client.AcksLeader, client.AcksNone} {
 		p, err := c.NewProducer(t.Context(), client.WithAcks(acks))
 		require.NoError(t, err)
 		require.Equal(t, acks == client.AcksAll, p.Idempotent(), "idempotence follows acks=all unless set")
-		r1 := &client.Record{Topic: "acks", Value: []byte("a")}
-		r2 := &client.Record{Topic: "acks", Value: []byte("b")}
+		r1 := &client.Record{Topic: acksName, Value: []byte("a")}
+		r2 := &client.Record{Topic: acksName, Value: []byte("b")}
 		require.NoError(t, p.ProduceSync(t.Context(), r1, r2))
 		if acks == client.AcksNone {
 			require.Equal(t, int64(-1), r1.Offset, "acks=0 learns no offset")
@@ -124,12 +125,13 @@ func TestProduceSyncAndAcks(t *testing.T) {
 		}
 		require.NoError(t, p.Close(t.Context()))
 	}
-	got := consumeAll(t, c, "acks", 6)
+	got := consumeAll(t, c, acksName, 6)
 	require.Len(t, got, 6)
 }
 
 func TestProducerBadInput(t *testing.T) {
-	createTopic(t, "small", 1, &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(2048))})
+	smallName := fresh("small")
+	createTopic(t, smallName, 1, &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(2048))})
 	c := newClient(t)
 	ctx := t.Context()
 
@@ -155,12 +157,12 @@ func TestProducerBadInput(t *testing.T) {
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "unknown topic: %v", err)
 	require.ErrorContains(t, err, `topic "no-such-topic" not found`)
 
-	err = p.ProduceSync(ctx, &client.Record{Topic: "small", Value: make([]byte, 1<<20)})
+	err = p.ProduceSync(ctx, &client.Record{Topic: smallName, Value: make([]byte, 1<<20)})
 	require.ErrorIs(t, err, client.ErrRecordTooLarge)
 
 	// Over the topic's max.message.bytes (which the producer knows from the
 	// metadata): refused, for certain, naming the limit.
-	err = p.ProduceSync(ctx, &client.Record{Topic: "small", Value: bytes.Repeat([]byte("x"), 4096)})
+	err = p.ProduceSync(ctx, &client.Record{Topic: smallName, Value: bytes.Repeat([]byte("x"), 4096)})
 	require.ErrorIs(t, err, client.ErrRecordTooLarge)
 	var de *client.DeliveryError
 	require.ErrorAs(t, err, &de)
@@ -170,9 +172,9 @@ func TestProducerBadInput(t *testing.T) {
 
 	// The partition goes on after the refusal (the producer renumbers the
 	// batches behind the refused one).
-	ok := &client.Record{Topic: "small", Value: []byte("fits")}
+	ok := &client.Record{Topic: smallName, Value: []byte("fits")}
 	require.NoError(t, p.ProduceSync(ctx, ok))
-	got := consumeAll(t, c, "small", 1)
+	got := consumeAll(t, c, smallName, 1)
 	require.Equal(t, "fits", string(got[0].Value))
 
 	// Many small records batch beyond max.message.bytes: the broker refuses
@@ -180,31 +182,32 @@ func TestProducerBadInput(t *testing.T) {
 	// (keeping its sequences), until every record is written once.
 	var many []*client.Record
 	for i := range 60 {
-		many = append(many, &client.Record{Topic: "small", Value: bytes.Repeat([]byte{byte('a' + i%26)}, 100)})
+		many = append(many, &client.Record{Topic: smallName, Value: bytes.Repeat([]byte{byte('a' + i%26)}, 100)})
 	}
 	require.NoError(t, p.ProduceSync(ctx, many...))
 	for i, r := range many {
 		require.Equal(t, int64(1+i), r.Offset, "in order, once each (after \"fits\" at 0)")
 	}
 
-	err = p.ProduceSync(ctx, &client.Record{Topic: "small", Partition: 3, Value: []byte("x")})
+	err = p.ProduceSync(ctx, &client.Record{Topic: smallName, Partition: 3, Value: []byte("x")})
 	require.NoError(t, err, "Partition is ignored without the manual partitioner")
 	mp, err := c.NewProducer(ctx, client.WithManualPartitioner())
 	require.NoError(t, err)
-	err = mp.ProduceSync(ctx, &client.Record{Topic: "small", Partition: 3, Value: []byte("x")})
+	err = mp.ProduceSync(ctx, &client.Record{Topic: smallName, Partition: 3, Value: []byte("x")})
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "partition out of range: %v", err)
 	require.NoError(t, mp.Close(ctx))
 }
 
 func TestBufferFull(t *testing.T) {
-	createTopic(t, "buffer", 1, nil)
+	bufferName := fresh("buffer")
+	createTopic(t, bufferName, 1, nil)
 	c := newClient(t)
 	p, err := c.NewProducer(t.Context(), client.WithBufferBytes(4096), client.WithMaxBatchBytes(4096),
 		client.WithBlockOnFullBuffer(false), client.WithLinger(time.Hour))
 	require.NoError(t, err)
 	var full error
 	for i := 0; i < 100 && full == nil; i++ {
-		p.Produce(t.Context(), &client.Record{Topic: "buffer", Value: make([]byte, 500)}, func(_ *client.Record, err error) {
+		p.Produce(t.Context(), &client.Record{Topic: bufferName, Value: make([]byte, 500)}, func(_ *client.Record, err error) {
 			if errors.Is(err, client.ErrBufferFull) {
 				full = err
 			}
@@ -224,44 +227,45 @@ func TestNewErrors(t *testing.T) {
 }
 
 func TestConsumerOffsets(t *testing.T) {
-	createTopic(t, "offsets", 1, nil)
+	offsetsName := fresh("offsets")
+	createTopic(t, offsetsName, 1, nil)
 	c := newClient(t)
 	p, err := c.NewProducer(t.Context())
 	require.NoError(t, err)
 	var recs []*client.Record
 	for i := range 10 {
-		recs = append(recs, &client.Record{Topic: "offsets", Value: fmt.Append(nil, i)})
+		recs = append(recs, &client.Record{Topic: offsetsName, Value: fmt.Append(nil, i)})
 	}
 	require.NoError(t, p.ProduceSync(t.Context(), recs...))
 	require.NoError(t, p.Close(t.Context()))
 
-	start, hw, err := c.Watermarks(t.Context(), "offsets", 0)
+	start, hw, err := c.Watermarks(t.Context(), offsetsName, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(0), start)
 	require.Equal(t, int64(10), hw)
-	off, err := c.ResolveOffset(t.Context(), "offsets", 0, client.Latest())
+	off, err := c.ResolveOffset(t.Context(), offsetsName, 0, client.Latest())
 	require.NoError(t, err)
 	require.Equal(t, int64(10), off)
-	off, err = c.ResolveOffset(t.Context(), "offsets", 0, client.AtTime(time.Now().Add(time.Hour)))
+	off, err = c.ResolveOffset(t.Context(), offsetsName, 0, client.AtTime(time.Now().Add(time.Hour)))
 	require.NoError(t, err)
 	require.Equal(t, int64(10), off, "a time after the last record resolves to the end")
 
 	cs, err := c.NewConsumer()
 	require.NoError(t, err)
 	defer cs.Close()
-	require.NoError(t, cs.Assign(t.Context(), "offsets", 0, client.At(7)))
+	require.NoError(t, cs.Assign(t.Context(), offsetsName, 0, client.At(7)))
 	got, err := cs.Poll(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, int64(7), got[0].Offset, "starts inside a batch at the asked offset")
 	require.Equal(t, "7", string(got[0].Value))
 
-	require.NoError(t, cs.Assign(t.Context(), "offsets", 0, client.At(50)))
+	require.NoError(t, cs.Assign(t.Context(), offsetsName, 0, client.At(50)))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	_, err = cs.Poll(ctx)
 	require.Equal(t, connect.CodeOutOfRange, connect.CodeOf(err), "%v", err)
 
-	err = cs.Assign(t.Context(), "offsets", 1, client.Earliest())
+	err = cs.Assign(t.Context(), offsetsName, 1, client.Earliest())
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
 	err = cs.Assign(t.Context(), "nope", 0, client.Earliest())
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
@@ -273,20 +277,21 @@ func ptr[T any](v T) *T { return &v }
 // active segment rolls after a tenth of it, at least 1 s), and reading
 // below the new log start is out of range.
 func TestRetention(t *testing.T) {
-	createTopic(t, "short", 1, &sluicev1.TopicConfig{RetentionMs: ptr(int64(3000))})
+	shortName := fresh("short")
+	createTopic(t, shortName, 1, &sluicev1.TopicConfig{RetentionMs: ptr(int64(3000))})
 	c := newClient(t)
 	p, err := c.NewProducer(t.Context())
 	require.NoError(t, err)
 	defer p.Close(t.Context())
-	require.NoError(t, p.ProduceSync(t.Context(), &client.Record{Topic: "short", Value: []byte("old")}))
+	require.NoError(t, p.ProduceSync(t.Context(), &client.Record{Topic: shortName, Value: []byte("old")}))
 	time.Sleep(1200 * time.Millisecond) // clock: the two records' timestamps 1.2 s apart, so that retention (3 s) expires one before the other
-	fresh := &client.Record{Topic: "short", Value: []byte("fresh")}
+	fresh := &client.Record{Topic: shortName, Value: []byte("fresh")}
 	require.NoError(t, p.ProduceSync(t.Context(), fresh))
 	require.Equal(t, int64(1), fresh.Offset)
 
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		start, hw, err := c.Watermarks(t.Context(), "short", 0)
+		start, hw, err := c.Watermarks(t.Context(), shortName, 0)
 		require.NoError(t, err)
 		require.Equal(t, int64(2), hw)
 		if start == 1 {
@@ -298,11 +303,11 @@ func TestRetention(t *testing.T) {
 	cs, err := c.NewConsumer()
 	require.NoError(t, err)
 	defer cs.Close()
-	require.NoError(t, cs.Assign(t.Context(), "short", 0, client.Earliest()))
+	require.NoError(t, cs.Assign(t.Context(), shortName, 0, client.Earliest()))
 	got, err := cs.Poll(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, "fresh", string(got[0].Value))
-	require.NoError(t, cs.Assign(t.Context(), "short", 0, client.At(0)))
+	require.NoError(t, cs.Assign(t.Context(), shortName, 0, client.At(0)))
 	_, err = cs.Poll(t.Context())
 	require.Equal(t, connect.CodeOutOfRange, connect.CodeOf(err), "%v", err)
 }
@@ -313,8 +318,10 @@ func TestRetention(t *testing.T) {
 // maximum batch size"); records around it still batch; one over the topic's
 // limit is refused, saying so.
 func TestProducerRecordUpToTopicLimit(t *testing.T) {
-	createTopic(t, "bigrec", 1, nil) // max.message.bytes: the default, 1 MiB
-	createTopic(t, "bigrec-small", 1, &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(100 << 10))})
+	bigrecName := fresh("bigrec")
+	bigrecSmall := fresh("bigrec-small")
+	createTopic(t, bigrecName, 1, nil) // max.message.bytes: the default, 1 MiB
+	createTopic(t, bigrecSmall, 1, &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(100 << 10))})
 	c := newClient(t)
 	ctx := t.Context()
 	p, err := c.NewProducer(ctx)
@@ -323,37 +330,37 @@ func TestProducerRecordUpToTopicLimit(t *testing.T) {
 
 	big := bytes.Repeat([]byte("b"), 1000<<10)
 	recs := []*client.Record{
-		{Topic: "bigrec", Value: []byte("before")},
-		{Topic: "bigrec", Value: big},
-		{Topic: "bigrec", Value: bytes.Repeat([]byte("m"), 300<<10)},
-		{Topic: "bigrec", Value: []byte("after")},
+		{Topic: bigrecName, Value: []byte("before")},
+		{Topic: bigrecName, Value: big},
+		{Topic: bigrecName, Value: bytes.Repeat([]byte("m"), 300<<10)},
+		{Topic: bigrecName, Value: []byte("after")},
 	}
 	require.NoError(t, p.ProduceSync(ctx, recs...))
-	got := consumeAll(t, c, "bigrec", len(recs))
+	got := consumeAll(t, c, bigrecName, len(recs))
 	require.Len(t, got, len(recs))
 	for i, r := range got {
 		require.Equal(t, int64(i), r.Offset)
 		require.True(t, bytes.Equal(recs[i].Value, r.Value), "record %d comes back whole (%d bytes)", i, len(r.Value))
 	}
 
-	err = p.ProduceSync(ctx, &client.Record{Topic: "bigrec", Value: make([]byte, 1<<20)})
+	err = p.ProduceSync(ctx, &client.Record{Topic: bigrecName, Value: make([]byte, 1<<20)})
 	require.ErrorIs(t, err, client.ErrRecordTooLarge)
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
-	require.ErrorContains(t, err, `topic "bigrec" takes batches up to its max.message.bytes, 1048576`)
+	require.ErrorContains(t, err, fmt.Sprintf("topic %q takes batches up to its max.message.bytes, 1048576", bigrecName))
 	var de *client.DeliveryError
 	require.ErrorAs(t, err, &de)
 	require.False(t, de.Indefinite)
 
 	// Below the max batch size, the topic's limit bounds the batches and
 	// the records: 100 KiB.
-	err = p.ProduceSync(ctx, &client.Record{Topic: "bigrec-small", Value: make([]byte, 101<<10)})
-	require.ErrorContains(t, err, `topic "bigrec-small" takes batches up to its max.message.bytes, 102400`)
+	err = p.ProduceSync(ctx, &client.Record{Topic: bigrecSmall, Value: make([]byte, 101<<10)})
+	require.ErrorContains(t, err, fmt.Sprintf("topic %q takes batches up to its max.message.bytes, 102400", bigrecSmall))
 	var many []*client.Record
 	for range 30 {
-		many = append(many, &client.Record{Topic: "bigrec-small", Value: bytes.Repeat([]byte("s"), 10<<10)})
+		many = append(many, &client.Record{Topic: bigrecSmall, Value: bytes.Repeat([]byte("s"), 10<<10)})
 	}
 	require.NoError(t, p.ProduceSync(ctx, many...))
-	require.Len(t, consumeAll(t, c, "bigrec-small", len(many)), len(many))
+	require.Len(t, consumeAll(t, c, bigrecSmall, len(many)), len(many))
 }
 
 // TestConsumerAssignUntil: partitions assigned with an end are read up to
@@ -362,7 +369,8 @@ func TestProducerRecordUpToTopicLimit(t *testing.T) {
 // a time after the last record. A start beyond the end still reports
 // OutOfRange.
 func TestConsumerAssignUntil(t *testing.T) {
-	createTopic(t, "until", 2, nil)
+	untilName := fresh("until")
+	createTopic(t, untilName, 2, nil)
 	c := newClient(t)
 	ctx := t.Context()
 	p, err := c.NewProducer(ctx, client.WithManualPartitioner())
@@ -370,7 +378,7 @@ func TestConsumerAssignUntil(t *testing.T) {
 	defer p.Close(ctx)
 	var recs []*client.Record
 	for i := range 25 {
-		recs = append(recs, &client.Record{Topic: "until", Partition: 0, Value: fmt.Append(nil, i)})
+		recs = append(recs, &client.Record{Topic: untilName, Partition: 0, Value: fmt.Append(nil, i)})
 	}
 	require.NoError(t, p.ProduceSync(ctx, recs...)) // partition 1 stays empty
 
@@ -379,11 +387,11 @@ func TestConsumerAssignUntil(t *testing.T) {
 		require.NoError(t, err)
 		defer cs.Close()
 		for part := range int32(2) {
-			require.NoError(t, cs.AssignUntil(ctx, "until", part, from, client.Latest()))
+			require.NoError(t, cs.AssignUntil(ctx, untilName, part, from, client.Latest()))
 		}
 		// Written after the ends were resolved: not read.
-		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "until", Partition: 0, Value: []byte("later")}))
-		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "until", Partition: 1, Value: []byte("later")}))
+		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: untilName, Partition: 0, Value: []byte("later")}))
+		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: untilName, Partition: 1, Value: []byte("later")}))
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		var out []*client.Record
@@ -415,7 +423,7 @@ func TestConsumerAssignUntil(t *testing.T) {
 	cs, err := c.NewConsumer()
 	require.NoError(t, err)
 	defer cs.Close()
-	require.NoError(t, cs.AssignUntil(ctx, "until", 0, client.At(500), client.Latest()))
+	require.NoError(t, cs.AssignUntil(ctx, untilName, 0, client.At(500), client.Latest()))
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, err = cs.Poll(pctx)

@@ -35,7 +35,7 @@ func countOf(vals []string, v string) int {
 // because a later batch was refused for good: it is retried as it was and
 // answered as a duplicate, and its callback runs before the refused one's.
 func TestFaultRefusalBehindAnUnknownBatch(t *testing.T) {
-	const topic = "fault-unknown-batch"
+	topic := fresh("fault-unknown-batch")
 	createTopic(t, topic, 1, nil)
 	// A: written, its answer lost after 300 ms; B, sent meanwhile: refused.
 	lost := cluster.AddFault(localcluster.Fault{Procedure: "ProduceMany", Topic: topic, Partition: localcluster.AnyPartition, Count: 1, Delay: 300 * time.Millisecond, DropAnswer: true})
@@ -77,7 +77,7 @@ func TestFaultRefusalBehindAnUnknownBatch(t *testing.T) {
 // A batch acknowledged while an earlier one was being refused is never
 // sent again (without idempotence that would write it twice).
 func TestFaultAcknowledgedBatchNotResent(t *testing.T) {
-	const topic = "fault-acked-not-resent"
+	topic := fresh("fault-acked-not-resent")
 	createTopic(t, topic, 1, nil)
 	f := cluster.AddFault(localcluster.Fault{Topic: topic, Partition: 0, Count: 1, Delay: 200 * time.Millisecond,
 		Err: connect.NewError(connect.CodeFailedPrecondition, errors.New("not enough replicas"))})

@@ -90,7 +90,7 @@ func refuseValue(v string, err error) func(context.Context, localcluster.Call) e
 // batch is written twice, the partition is not fenced, and a later record
 // still gets through.
 func TestFaultNoFencingAfterARefusal(t *testing.T) {
-	const topic = "fault-no-fencing"
+	topic := fresh("fault-no-fencing")
 	createTopic(t, topic, 1, nil)
 	// A: written, its answer lost 300 ms later; C: refused every time.
 	lost := addFault(t, localcluster.Fault{Procedure: "ProduceMany", Topic: topic, Partition: localcluster.AnyPartition, Count: 1,
@@ -118,7 +118,7 @@ func TestFaultNoFencingAfterARefusal(t *testing.T) {
 
 // Produce racing Close: every record gets its callback, exactly once.
 func TestFaultProduceDuringClose(t *testing.T) {
-	const topic = "fault-produce-during-close"
+	topic := fresh("fault-produce-during-close")
 	createTopic(t, topic, 1, nil)
 	c := newClient(t)
 	for range 20 {

@@ -45,17 +45,18 @@ func groupClient(t *testing.T, key string) sluicev1connect.GroupServiceClient {
 }
 
 func TestCommitAndFetchOffsets(t *testing.T) {
-	createTopic(t, "committed", 2, nil)
+	committedName, billing := fresh("committed"), fresh("billing")
+	createTopic(t, committedName, 2, nil)
 	c := newClient(t)
 	p, err := c.NewProducer(t.Context())
 	require.NoError(t, err)
 	recs := make([]*client.Record, 10)
 	for i := range recs {
-		recs[i] = &client.Record{Topic: "committed", Key: []byte{byte(i)}, Value: []byte("v")}
+		recs[i] = &client.Record{Topic: committedName, Key: []byte{byte(i)}, Value: []byte("v")}
 	}
 	require.NoError(t, p.ProduceSync(t.Context(), recs...))
 	require.NoError(t, p.Close(t.Context()))
-	_, hw0, err := c.Watermarks(t.Context(), "committed", 0)
+	_, hw0, err := c.Watermarks(t.Context(), committedName, 0)
 	require.NoError(t, err)
 
 	gc := groupClient(t, apiKey)
@@ -71,39 +72,39 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // backoff: the coordinator is loading
 		}
 	}
-	require.NoError(t, commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: hw0, LeaderEpoch: 0, Metadata: "m"}))
-	require.NoError(t, commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 1, Offset: 0}))
-	require.NoError(t, commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: 1}), "a commit may go backwards (a reset)")
+	require.NoError(t, commit(billing, &sluicev1.PartitionOffset{Topic: committedName, Partition: 0, Offset: hw0, LeaderEpoch: 0, Metadata: "m"}))
+	require.NoError(t, commit(billing, &sluicev1.PartitionOffset{Topic: committedName, Partition: 1, Offset: 0}))
+	require.NoError(t, commit(billing, &sluicev1.PartitionOffset{Topic: committedName, Partition: 0, Offset: 1}), "a commit may go backwards (a reset)")
 
-	res, err := gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "billing"}))
+	res, err := gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: billing}))
 	require.NoError(t, err)
 	require.Len(t, res.Msg.GetOffsets(), 2)
 	require.Equal(t, int64(1), res.Msg.GetOffsets()[0].GetOffset(), "the latest commit wins")
 	require.Equal(t, int64(0), res.Msg.GetOffsets()[1].GetOffset())
 
-	res, err = gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "billing",
-		Partitions: []*sluicev1.TopicPartitions{{Topic: "committed", Partitions: []int32{0, 1}}}}))
+	res, err = gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: billing,
+		Partitions: []*sluicev1.TopicPartitions{{Topic: committedName, Partitions: []int32{0, 1}}}}))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.Msg.GetOffsets()[0].GetOffset())
 	res, err = gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "nobody",
-		Partitions: []*sluicev1.TopicPartitions{{Topic: "committed", Partitions: []int32{0}}}}))
+		Partitions: []*sluicev1.TopicPartitions{{Topic: committedName, Partitions: []int32{0}}}}))
 	require.NoError(t, err)
 	require.Equal(t, int64(-1), res.Msg.GetOffsets()[0].GetOffset(), "no commit yet")
 
 	// Bad input: nothing is written.
-	err = commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: hw0 + 1})
+	err = commit(billing, &sluicev1.PartitionOffset{Topic: committedName, Partition: 0, Offset: hw0 + 1})
 	require.Equal(t, connect.CodeOutOfRange, connect.CodeOf(err), "beyond the high watermark: %v", err)
-	err = commit("billing", &sluicev1.PartitionOffset{Topic: "nope", Partition: 0, Offset: 0})
+	err = commit(billing, &sluicev1.PartitionOffset{Topic: "nope", Partition: 0, Offset: 0})
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
-	err = commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 7, Offset: 0})
+	err = commit(billing, &sluicev1.PartitionOffset{Topic: committedName, Partition: 7, Offset: 0})
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
-	err = commit("billing", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: -3})
+	err = commit(billing, &sluicev1.PartitionOffset{Topic: committedName, Partition: 0, Offset: -3})
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
-	err = commit("", &sluicev1.PartitionOffset{Topic: "committed", Partition: 0, Offset: 0})
+	err = commit("", &sluicev1.PartitionOffset{Topic: committedName, Partition: 0, Offset: 0})
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
-	err = commit("billing")
+	err = commit(billing)
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
-	res, err = gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "billing"}))
+	res, err = gc.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: billing}))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.Msg.GetOffsets()[0].GetOffset(), "refused commits changed nothing")
 
@@ -112,16 +113,16 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 		var p http.Protocols
 		p.SetUnencryptedHTTP2(true)
 		hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
-		su, err := sluicev1connect.NewTenantServiceClient(hc, endpoint).Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "other@example.com", TenantName: "other"}))
+		su, err := sluicev1connect.NewTenantServiceClient(hc, endpoint).Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: fresh("other") + "@example.com", TenantName: fresh("other-tenant")}))
 		require.NoError(t, err)
 		return su.Msg.GetApiKeySecret()
 	}
 	other := groupClient(t, createTenantTopic())
-	res, err = other.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "billing"}))
+	res, err = other.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: billing}))
 	require.NoError(t, err)
 	require.Empty(t, res.Msg.GetOffsets(), "tenant isolation")
-	_, err = other.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: "billing",
-		Offsets: []*sluicev1.PartitionOffset{{Topic: "committed", Partition: 0, Offset: 0}}}))
+	_, err = other.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: billing,
+		Offsets: []*sluicev1.PartitionOffset{{Topic: committedName, Partition: 0, Offset: 0}}}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "another tenant's topic does not exist for it: %v", err)
 }
 
@@ -129,7 +130,8 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 // a topic's partitions without overlap, commits are checked against
 // ownership, and a leaving member's partitions go to the other.
 func TestGroupMembershipRaw(t *testing.T) {
-	createTopic(t, "shared", 4, nil)
+	sharedName, workers := fresh("shared"), fresh("workers")
+	createTopic(t, sharedName, 4, nil)
 	gc := groupClient(t, apiKey)
 	ctx := t.Context()
 	type member struct {
@@ -138,10 +140,10 @@ func TestGroupMembershipRaw(t *testing.T) {
 		owned []int32
 	}
 	beat := func(m *member) error {
-		req := &sluicev1.GroupHeartbeatRequest{Group: "workers", MemberId: m.id, MemberEpoch: m.epoch,
-			OwnedSet: true, Owned: []*sluicev1.TopicPartitions{{Topic: "shared", Partitions: m.owned}}}
+		req := &sluicev1.GroupHeartbeatRequest{Group: workers, MemberId: m.id, MemberEpoch: m.epoch,
+			OwnedSet: true, Owned: []*sluicev1.TopicPartitions{{Topic: sharedName, Partitions: m.owned}}}
 		if m.id == "" {
-			req.SubscriptionSet, req.SubscribedTopics = true, []string{"shared"}
+			req.SubscriptionSet, req.SubscribedTopics = true, []string{sharedName}
 		}
 		res, err := gc.GroupHeartbeat(ctx, connect.NewRequest(req))
 		if err != nil {
@@ -168,25 +170,25 @@ func TestGroupMembershipRaw(t *testing.T) {
 	require.ElementsMatch(t, []int32{0, 1, 2, 3}, append(append([]int32{}, a.owned...), b.owned...), "disjoint and complete")
 
 	commit := func(m *member, p int32) error {
-		_, err := gc.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: "workers", MemberId: m.id, MemberEpoch: m.epoch,
-			Offsets: []*sluicev1.PartitionOffset{{Topic: "shared", Partition: p, Offset: 0}}}))
+		_, err := gc.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: workers, MemberId: m.id, MemberEpoch: m.epoch,
+			Offsets: []*sluicev1.PartitionOffset{{Topic: sharedName, Partition: p, Offset: 0}}}))
 		return err
 	}
 	require.NoError(t, commit(a, a.owned[0]))
 	err := commit(a, b.owned[0])
 	reason, _ := client.ErrorDetail[*sluicev1.GroupError](err)
 	require.Equal(t, sluicev1.GroupError_REASON_NOT_OWNED, reason.GetReason(), "%v", err)
-	_, err = gc.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: "workers",
-		Offsets: []*sluicev1.PartitionOffset{{Topic: "shared", Partition: 0, Offset: 0}}}))
+	_, err = gc.CommitOffsets(ctx, connect.NewRequest(&sluicev1.CommitOffsetsRequest{Group: workers,
+		Offsets: []*sluicev1.PartitionOffset{{Topic: sharedName, Partition: 0, Offset: 0}}}))
 	reason, _ = client.ErrorDetail[*sluicev1.GroupError](err)
 	require.Equal(t, sluicev1.GroupError_REASON_GROUP_ACTIVE, reason.GetReason(), "%v", err)
-	_, err = gc.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: "workers", MemberId: "nobody", MemberEpoch: 3}))
+	_, err = gc.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: workers, MemberId: "nobody", MemberEpoch: 3}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
-	_, err = gc.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: "workers", MemberId: a.id, MemberEpoch: a.epoch - 1}))
+	_, err = gc.GroupHeartbeat(ctx, connect.NewRequest(&sluicev1.GroupHeartbeatRequest{Group: workers, MemberId: a.id, MemberEpoch: a.epoch - 1}))
 	reason, _ = client.ErrorDetail[*sluicev1.GroupError](err)
 	require.Equal(t, sluicev1.GroupError_REASON_FENCED_MEMBER_EPOCH, reason.GetReason(), "%v", err)
 
-	_, err = gc.LeaveGroup(ctx, connect.NewRequest(&sluicev1.LeaveGroupRequest{Group: "workers", MemberId: a.id}))
+	_, err = gc.LeaveGroup(ctx, connect.NewRequest(&sluicev1.LeaveGroupRequest{Group: workers, MemberId: a.id}))
 	require.NoError(t, err)
 	require.NoError(t, beat(b))
 	require.Len(t, b.owned, 4, "the leaver's partitions go to the other member")
@@ -197,7 +199,9 @@ func TestGroupMembershipRaw(t *testing.T) {
 // commits on revocation gives no replays without crashes), in order per
 // partition.
 func TestGroupConsumer(t *testing.T) {
-	createTopic(t, "jobs", 6, nil)
+	jobsName := fresh("jobs")
+	processorsName := fresh("processors")
+	createTopic(t, jobsName, 6, nil)
 	c := newClient(t)
 	ctx := t.Context()
 	p, err := c.NewProducer(ctx)
@@ -207,7 +211,7 @@ func TestGroupConsumer(t *testing.T) {
 	produce := func(from, to int) {
 		var recs []*client.Record
 		for i := from; i < to; i++ {
-			recs = append(recs, &client.Record{Topic: "jobs", Key: fmt.Appendf(nil, "k%d", i%50), Value: fmt.Appendf(nil, "%d", i)})
+			recs = append(recs, &client.Record{Topic: jobsName, Key: fmt.Appendf(nil, "k%d", i%50), Value: fmt.Appendf(nil, "%d", i)})
 		}
 		require.NoError(t, p.ProduceSync(ctx, recs...))
 	}
@@ -230,7 +234,7 @@ func TestGroupConsumer(t *testing.T) {
 		}
 	}
 	start := func(name string) (*client.GroupConsumer, context.CancelFunc, chan error) {
-		gc, err := c.NewGroupConsumer(ctx, "processors", []string{"jobs"}, client.WithCommitMode(client.CommitEvery(10)))
+		gc, err := c.NewGroupConsumer(ctx, processorsName, []string{jobsName}, client.WithCommitMode(client.CommitEvery(10)))
 		require.NoError(t, err)
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -285,18 +289,20 @@ func TestGroupConsumer(t *testing.T) {
 }
 
 func TestGroupAdmin(t *testing.T) {
-	createTopic(t, "audited", 2, nil)
+	auditedName := fresh("audited")
+	auditorsName := fresh("auditors")
+	createTopic(t, auditedName, 2, nil)
 	c := newClient(t)
 	ctx := t.Context()
 	p, err := c.NewProducer(ctx, client.WithManualPartitioner())
 	require.NoError(t, err)
 	for i := range 20 {
-		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "audited", Partition: int32(i % 2), Value: []byte("x")}))
+		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: auditedName, Partition: int32(i % 2), Value: []byte("x")}))
 	}
 	require.NoError(t, p.Close(ctx))
 	gc := groupClient(t, apiKey)
 
-	member, err := c.NewGroupConsumer(ctx, "auditors", []string{"audited"}, client.WithCommitMode(client.CommitManual()))
+	member, err := c.NewGroupConsumer(ctx, auditorsName, []string{auditedName}, client.WithCommitMode(client.CommitManual()))
 	require.NoError(t, err)
 	got := 0
 	for got < 5 {
@@ -312,9 +318,9 @@ func TestGroupAdmin(t *testing.T) {
 	for _, g := range list.Msg.GetGroups() {
 		names = append(names, g.GetGroup())
 	}
-	require.Contains(t, names, "auditors")
+	require.Contains(t, names, auditorsName)
 
-	d, err := gc.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "auditors"}))
+	d, err := gc.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: auditorsName}))
 	require.NoError(t, err)
 	require.Len(t, d.Msg.GetMembers(), 1)
 	require.Len(t, d.Msg.GetPartitions(), 2)
@@ -327,30 +333,30 @@ func TestGroupAdmin(t *testing.T) {
 		}
 	}
 
-	_, err = gc.DeleteGroup(ctx, connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: "auditors"}))
+	_, err = gc.DeleteGroup(ctx, connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: auditorsName}))
 	require.Equal(t, sluicev1.GroupError_REASON_GROUP_ACTIVE, client.ErrorDetailReason(err), "%v", err)
-	_, err = gc.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: "auditors", Topic: "audited", Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST}))
+	_, err = gc.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: auditorsName, Topic: auditedName, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST}))
 	require.Equal(t, sluicev1.GroupError_REASON_GROUP_ACTIVE, client.ErrorDetailReason(err), "%v", err)
 
 	require.NoError(t, member.Close(ctx))
-	reset, err := gc.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: "auditors", Topic: "audited", Spec: sluicev1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED, Offset: 1 << 40}))
+	reset, err := gc.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: auditorsName, Topic: auditedName, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED, Offset: 1 << 40}))
 	require.NoError(t, err)
 	for _, o := range reset.Msg.GetOffsets() {
 		require.Equal(t, int64(10), o.GetOffset(), "clamped to the high watermark")
 	}
-	d, err = gc.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "auditors"}))
+	d, err = gc.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: auditorsName}))
 	require.NoError(t, err)
 	for _, pl := range d.Msg.GetPartitions() {
 		require.Zero(t, pl.GetLag())
 	}
-	_, err = gc.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: "auditors", Topic: "nope", Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST}))
+	_, err = gc.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: auditorsName, Topic: "nope", Spec: sluicev1.OffsetSpec_OFFSET_SPEC_EARLIEST}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err))
 
-	_, err = gc.DeleteGroup(ctx, connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: "auditors"}))
+	_, err = gc.DeleteGroup(ctx, connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: auditorsName}))
 	require.NoError(t, err)
-	_, err = gc.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "auditors"}))
+	_, err = gc.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: auditorsName}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
-	_, err = gc.DeleteGroup(ctx, connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: "auditors"}))
+	_, err = gc.DeleteGroup(ctx, connect.NewRequest(&sluicev1.DeleteGroupRequest{Group: auditorsName}))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
 }
 
@@ -359,7 +365,8 @@ func TestGroupAdmin(t *testing.T) {
 // and then the rest of that fetch, so nothing is skipped or reordered. With
 // at-most-once the failed record is not handed out again, the rest is.
 func TestGroupRunFailureSkipsNothing(t *testing.T) {
-	createTopic(t, "flaky", 1, nil)
+	flakyName := fresh("flaky")
+	createTopic(t, flakyName, 1, nil)
 	c := newClient(t)
 	ctx := t.Context()
 	p, err := c.NewProducer(ctx)
@@ -367,7 +374,7 @@ func TestGroupRunFailureSkipsNothing(t *testing.T) {
 	defer p.Close(ctx)
 	var recs []*client.Record
 	for i := range 100 {
-		recs = append(recs, &client.Record{Topic: "flaky", Value: fmt.Appendf(nil, "%d", i)})
+		recs = append(recs, &client.Record{Topic: flakyName, Value: fmt.Appendf(nil, "%d", i)})
 	}
 	require.NoError(t, p.ProduceSync(ctx, recs...)) // one fetch holds them all
 
@@ -380,7 +387,7 @@ func TestGroupRunFailureSkipsNothing(t *testing.T) {
 		{"at-most-once", client.AtMostOnce, append(seq(0, 11), seq(11, 100)...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gc, err := c.NewGroupConsumer(ctx, "flaky-"+tc.name, []string{"flaky"},
+			gc, err := c.NewGroupConsumer(ctx, flakyName+"-"+tc.name, []string{flakyName},
 				client.WithDelivery(tc.delivery), client.WithCommitMode(client.CommitEvery(3)))
 			require.NoError(t, err)
 			defer gc.Close(context.Background())

@@ -47,7 +47,8 @@ func keyPartition(key []byte, n int32) int32 {
 // metadata max age) and sends every keyed record to hash(key) mod the new
 // count; until then it keeps the old count (never a partition in between).
 func TestGrowthProducerReroutesKeyedRecords(t *testing.T) {
-	createTopic(t, "grow-keys", 2, nil)
+	growKeys := fresh("grow-keys")
+	createTopic(t, growKeys, 2, nil)
 	const maxAge = time.Second
 	c, err := client.New(t.Context(), endpoint, client.APIKey(apiKey), client.WithMetadataMaxAge(maxAge))
 	require.NoError(t, err)
@@ -64,7 +65,7 @@ func TestGrowthProducerReroutesKeyedRecords(t *testing.T) {
 		t.Helper()
 		var rs []*client.Record
 		for k := range 40 {
-			rs = append(rs, &client.Record{Topic: "grow-keys", Key: fmt.Appendf(nil, "key-%d", k), Value: fmt.Appendf(nil, "%d", round)})
+			rs = append(rs, &client.Record{Topic: growKeys, Key: fmt.Appendf(nil, "key-%d", k), Value: fmt.Appendf(nil, "%d", round)})
 		}
 		require.NoError(t, p.ProduceSync(ctx, rs...))
 		return rs
@@ -73,7 +74,7 @@ func TestGrowthProducerReroutesKeyedRecords(t *testing.T) {
 		require.Equal(t, keyPartition(r.Key, 2), r.Partition, "key %s", r.Key)
 	}
 
-	growTopic(t, "grow-keys", 5)
+	growTopic(t, growKeys, 5)
 	grown := time.Now()
 	// The producer partitions each record with the count it has when the
 	// record is enqueued; the refresh lands between two records, possibly
@@ -111,7 +112,8 @@ func TestGrowthProducerReroutesKeyedRecords(t *testing.T) {
 // does not know. A producer naming the new partitions (manual
 // partitioner) with a stale cache does the same.
 func TestGrowthGroupConsumesNewPartitions(t *testing.T) {
-	createTopic(t, "grow-group", 2, nil)
+	growGroup := fresh("grow-group")
+	createTopic(t, growGroup, 2, nil)
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
 	gcl := newClient(t) // default metadata max age: 5 minutes
@@ -121,7 +123,7 @@ func TestGrowthGroupConsumesNewPartitions(t *testing.T) {
 		assigned []client.TopicPartition
 		revoked  []client.TopicPartition
 	)
-	gc, err := gcl.NewGroupConsumer(ctx, "grow-group", []string{"grow-group"},
+	gc, err := gcl.NewGroupConsumer(ctx, growGroup, []string{growGroup},
 		client.WithOnAssigned(func(tps []client.TopicPartition) { mu.Lock(); assigned = append(assigned, tps...); mu.Unlock() }),
 		client.WithOnRevoked(func(tps []client.TopicPartition) { mu.Lock(); revoked = append(revoked, tps...); mu.Unlock() }))
 	require.NoError(t, err)
@@ -150,8 +152,8 @@ func TestGrowthGroupConsumesNewPartitions(t *testing.T) {
 		_ = p.Close(cctx)
 	}()
 	require.NoError(t, p.ProduceSync(ctx,
-		&client.Record{Topic: "grow-group", Partition: 0, Value: []byte("old-0")},
-		&client.Record{Topic: "grow-group", Partition: 1, Value: []byte("old-1")}))
+		&client.Record{Topic: growGroup, Partition: 0, Value: []byte("old-0")},
+		&client.Record{Topic: growGroup, Partition: 1, Value: []byte("old-1")}))
 	testenv.Wait(t, 30*time.Second, "the member consumes the first partitions", func() error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -161,14 +163,14 @@ func TestGrowthGroupConsumesNewPartitions(t *testing.T) {
 		return nil
 	})
 
-	growTopic(t, "grow-group", 4)
+	growTopic(t, growGroup, 4)
 	// The member's client still caches 2 partitions (fetched well under 5
 	// minutes ago); a new client that knows of the added ones writes to
 	// them.
 	var fcl *client.Client
 	testenv.Wait(t, 30*time.Second, "a client that sees 4 partitions", func() error {
 		fcl = newClient(t)
-		if n, err := fcl.Partitions(ctx, "grow-group"); err != nil || n != 4 {
+		if n, err := fcl.Partitions(ctx, growGroup); err != nil || n != 4 {
 			return fmt.Errorf("%d partitions, %v", n, err)
 		}
 		return nil
@@ -181,8 +183,8 @@ func TestGrowthGroupConsumesNewPartitions(t *testing.T) {
 		_ = fresh.Close(cctx)
 	}()
 	require.NoError(t, fresh.ProduceSync(ctx,
-		&client.Record{Topic: "grow-group", Partition: 2, Value: []byte("new-2")},
-		&client.Record{Topic: "grow-group", Partition: 3, Value: []byte("new-3")}))
+		&client.Record{Topic: growGroup, Partition: 2, Value: []byte("new-2")},
+		&client.Record{Topic: growGroup, Partition: 3, Value: []byte("new-3")}))
 	consumed := func(what string, n int) {
 		t.Helper()
 		testenv.Wait(t, 30*time.Second, what, func() error {
@@ -197,14 +199,14 @@ func TestGrowthGroupConsumesNewPartitions(t *testing.T) {
 	consumed("the member consumes the added partitions", 1)
 	// The first producer's client caches 2 partitions too.
 	require.NoError(t, p.ProduceSync(ctx,
-		&client.Record{Topic: "grow-group", Partition: 2, Value: []byte("stale-2")},
-		&client.Record{Topic: "grow-group", Partition: 3, Value: []byte("stale-3")}))
+		&client.Record{Topic: growGroup, Partition: 2, Value: []byte("stale-2")},
+		&client.Record{Topic: growGroup, Partition: 3, Value: []byte("stale-3")}))
 	consumed("the records of the producer with the old metadata", 2)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{"new-2", "stale-2"}, got[2])
 	require.Equal(t, []string{"new-3", "stale-3"}, got[3])
 	require.Empty(t, revoked, "nothing revoked: the member kept partitions 0 and 1")
-	require.ElementsMatch(t, []client.TopicPartition{{Topic: "grow-group", Partition: 0}, {Topic: "grow-group", Partition: 1},
-		{Topic: "grow-group", Partition: 2}, {Topic: "grow-group", Partition: 3}}, assigned)
+	require.ElementsMatch(t, []client.TopicPartition{{Topic: growGroup, Partition: 0}, {Topic: growGroup, Partition: 1},
+		{Topic: growGroup, Partition: 2}, {Topic: growGroup, Partition: 3}}, assigned)
 }

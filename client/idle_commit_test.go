@@ -21,7 +21,8 @@ import (
 // after its timeout); it used to wait for the next record, leaving the
 // group lagging, and a crash replaying, for as long as the topic was idle.
 func TestGroupIdleConsumerCommitsAtItsInterval(t *testing.T) {
-	const topic, group, n = "idle", "idle-group", 10
+	topic, group := fresh("idle"), fresh("idle-group")
+	const n = 10
 	createTopic(t, topic, 1, nil)
 	c := newClient(t)
 	ctx := t.Context()

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/sluicemq/sluice/controlplane"
+	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	"github.com/sluicemq/sluice/dataplane/broker"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -55,6 +58,11 @@ func TestMain(m *testing.M) {
 func startCluster(ctx context.Context, dir string) (func(), error) {
 	c, err := localcluster.New(ctx, localcluster.Options{
 		DataDir: dir, BrokerToken: brokerToken, OperatorToken: operatorToken,
+		// Tests sign tenants up of their own (quotaTenant), again with
+		// -count=N: more than one address may sign up for in production.
+		ControlPlane: func(cfg *controlplane.Config) {
+			cfg.ClientLimits.Signup = clientlimit.Limit{Burst: 1000, Every: time.Millisecond}
+		},
 		NewBroker: brokernode.New(brokernode.Options{Config: func(bc *broker.Config) {
 			bc.RetentionCheckInterval = 200 * time.Millisecond
 			bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = 300*time.Millisecond, 10*time.Second
@@ -78,6 +86,27 @@ func startCluster(ctx context.Context, dir string) (func(), error) {
 	apiKey = t.APIKey
 	return stop, nil
 }
+
+// fresh returns name the first time the package's tests ask for it, and
+// name-2, name-3, ... after. The package's cluster outlives every test, so
+// a test run again (go test -count=N) names its topics, groups,
+// transactional ids and tenants with fresh and finds none of the state the
+// runs before it left (a topic that exists, a group's members and offsets,
+// a producer's epoch).
+func fresh(name string) string {
+	freshNames.Lock()
+	defer freshNames.Unlock()
+	freshNames.n[name]++
+	if n := freshNames.n[name]; n > 1 {
+		return fmt.Sprintf("%s-%d", name, n)
+	}
+	return name
+}
+
+var freshNames = struct {
+	sync.Mutex
+	n map[string]int
+}{n: map[string]int{}}
 
 // createTopic creates a topic (RF 3) and waits until every partition has a
 // leader that the brokers know about.

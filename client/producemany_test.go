@@ -27,7 +27,7 @@ import (
 // wait in the producer and then leave as one request.
 func TestProducerGathersPartitionsIntoOneRequestPerBroker(t *testing.T) {
 	t.Parallel()
-	const topic = "producemany-gather"
+	topic := fresh("producemany-gather")
 	f, open := gatedTopic(t, topic, 30)
 	defer open()
 	c := newClient(t)
@@ -80,7 +80,7 @@ func TestProducerGathersPartitionsIntoOneRequestPerBroker(t *testing.T) {
 // batch, and every record is written once.
 func TestProducerFallsBackToProduceOnAnOldBroker(t *testing.T) {
 	t.Parallel()
-	const topic = "producemany-old-broker"
+	topic := fresh("producemany-old-broker")
 	createTopic(t, topic, 30, nil)
 	many := addFault(t, localcluster.Fault{Procedure: "ProduceMany", Topic: topic, Partition: localcluster.AnyPartition,
 		Err: connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.RecordService.ProduceMany is not implemented"))})
@@ -136,8 +136,9 @@ func (c *countingTransport) count(method string) int {
 // requests that each carry many partitions, never in Produce requests, and
 // every record of a partition is written once, in order.
 func TestProducerManyPartitionsFewRequests(t *testing.T) {
+	many60Name := fresh("many60")
 	t.Parallel()
-	createTopic(t, "many60", 60, nil)
+	createTopic(t, many60Name, 60, nil)
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
 	ct := &countingTransport{next: &http.Transport{Protocols: &protos}, n: map[string]int{}}
@@ -153,7 +154,7 @@ func TestProducerManyPartitionsFewRequests(t *testing.T) {
 	var recs []*client.Record
 	for round := range rounds {
 		for i := range 60 {
-			recs = append(recs, &client.Record{Topic: "many60", Partition: int32(i), Value: fmt.Appendf(nil, "%d-%d", round, i)})
+			recs = append(recs, &client.Record{Topic: many60Name, Partition: int32(i), Value: fmt.Appendf(nil, "%d-%d", round, i)})
 		}
 	}
 	require.NoError(t, p.ProduceSync(context.Background(), recs...))

@@ -13,7 +13,7 @@ import (
 // does fails at once with the refusal (the quota, its delay), instead of
 // waiting until the deadline to report it; a delay that fits is waited out.
 func TestNewProducerThrottledPastDeadline(t *testing.T) {
-	f := newQuotaScript(t, "producer-id-deadline", false)
+	f := newQuotaScript(t, fresh("producer-id-deadline"), false)
 	c := newClient(t)
 
 	f.script("InitProducerId", rateRefusal(time.Minute))

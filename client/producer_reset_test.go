@@ -114,7 +114,7 @@ func TestProducerInitSurvivesConnectionResets(t *testing.T) {
 			return closer(p.Close), nil
 		}},
 		{"transactional", func(ctx context.Context, c *client.Client) (io.Closer, error) {
-			p, err := c.NewTransactionalProducer(ctx, "reset-"+t.Name())
+			p, err := c.NewTransactionalProducer(ctx, fresh("reset-"+t.Name()))
 			if err != nil {
 				return nil, err
 			}

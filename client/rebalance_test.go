@@ -22,7 +22,9 @@ import (
 // any up, and their processing never stalls longer than a heartbeat
 // interval plus a fetch round trip.
 func TestCooperativeRebalanceDoesNotStopOthers(t *testing.T) {
-	createTopic(t, "stream60", 60, nil)
+	stream60Name := fresh("stream60")
+	sixtyName := fresh("sixty")
+	createTopic(t, stream60Name, 60, nil)
 	c := newClient(t)
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
@@ -44,7 +46,7 @@ func TestCooperativeRebalanceDoesNotStopOthers(t *testing.T) {
 		for i := 0; ctx.Err() == nil; i++ {
 			<-tick.C
 			for j := range 60 {
-				p.Produce(ctx, &client.Record{Topic: "stream60", Key: fmt.Appendf(nil, "k%d-%d", i, j), Value: []byte("x")}, nil)
+				p.Produce(ctx, &client.Record{Topic: stream60Name, Key: fmt.Appendf(nil, "k%d-%d", i, j), Value: []byte("x")}, nil)
 			}
 		}
 	}()
@@ -65,7 +67,7 @@ func TestCooperativeRebalanceDoesNotStopOthers(t *testing.T) {
 	}
 	join := func() *member {
 		st := &stats{}
-		gc, err := c.NewGroupConsumer(ctx, "sixty", []string{"stream60"}, client.WithCommitMode(client.CommitInterval(time.Second)),
+		gc, err := c.NewGroupConsumer(ctx, sixtyName, []string{stream60Name}, client.WithCommitMode(client.CommitInterval(time.Second)),
 			client.WithOnRevoked(func(tps []client.TopicPartition) {
 				st.mu.Lock()
 				st.revoked += len(tps)
@@ -101,7 +103,7 @@ func TestCooperativeRebalanceDoesNotStopOthers(t *testing.T) {
 			return
 		}
 		adm, _ := c.GroupAdmin()
-		res, err := adm.DescribeGroup(context.Background(), connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: "sixty"}))
+		res, err := adm.DescribeGroup(context.Background(), connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: sixtyName}))
 		if err != nil {
 			t.Logf("describe: %v", err)
 			return

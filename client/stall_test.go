@@ -100,7 +100,7 @@ func TestFaultDeadlineFailuresDoNotStallThePartition(t *testing.T) {
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			topic := "stall-deadline-" + strings.ReplaceAll(tc.name, " ", "-")
+			topic := fresh("stall-deadline-" + strings.ReplaceAll(tc.name, " ", "-"))
 			createTopic(t, topic, 1, nil)
 			// The leader refuses the partition's batches (in their
 			// ProduceMany results) until the outage is removed.
@@ -167,7 +167,7 @@ func TestFaultDeadlineFailuresDoNotStallThePartition(t *testing.T) {
 // When a partition's producer epoch is exhausted, the partition continues
 // under a new producer id instead of failing every record from then on.
 func TestFaultEpochExhaustionTakesANewProducerID(t *testing.T) {
-	const topic = "stall-epoch-exhaustion"
+	topic := fresh("stall-epoch-exhaustion")
 	createTopic(t, topic, 1, nil)
 	// Every producer id comes one epoch short of the last (a real broker
 	// hands those out only after 32766 bumps).
@@ -223,7 +223,7 @@ func TestFaultEpochExhaustionTakesANewProducerID(t *testing.T) {
 // metadata answers again (issue 12: Produce blocked on the refresh until
 // its context ended and called back with a bare deadline_exceeded).
 func TestFaultProduceNeverBlocksOnAMetadataRefresh(t *testing.T) {
-	const topic = "stall-metadata-refresh"
+	topic := fresh("stall-metadata-refresh")
 	createTopic(t, topic, 1, nil)
 	c := clientWith(t, client.WithMetadataMaxAge(time.Millisecond))
 	p, err := c.NewProducer(context.Background())
@@ -259,7 +259,7 @@ func TestFaultProduceNeverBlocksOnAMetadataRefresh(t *testing.T) {
 // before a record is buffered; those say it was not written, and keep
 // their cause for errors.Is, errors.As and connect.CodeOf.
 func TestFaultEveryCallbackErrorIsADeliveryError(t *testing.T) {
-	const topic = "stall-delivery-errors"
+	topic := fresh("stall-delivery-errors")
 	// Batches up to the producer's 4 KiB: a larger record is refused.
 	createTopic(t, topic, 1, &sluicev1.TopicConfig{MaxMessageBytes: ptr(int32(4096))})
 	c := newClient(t)
@@ -319,7 +319,7 @@ func TestFaultEveryCallbackErrorIsADeliveryError(t *testing.T) {
 // can for 1 s cause one refresh at a time, at least 100 ms apart (about
 // 10), not one per Produce.
 func TestFaultMetadataRefreshesAreSharedAndSpaced(t *testing.T) {
-	const topic = "stall-metadata-spaced"
+	topic := fresh("stall-metadata-spaced")
 	createTopic(t, topic, 1, nil)
 	c := clientWith(t, client.WithMetadataMaxAge(time.Nanosecond))
 	p, err := c.NewProducer(context.Background(), client.WithAcks(client.AcksLeader))

@@ -22,6 +22,7 @@ import (
 // operator, and returns a client with its key.
 func quotaTenant(t testing.TB, name string, o *sluicev1.LimitOverrides) (*client.Client, string) {
 	t.Helper()
+	name = fresh(name)
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
@@ -56,7 +57,7 @@ func TestThrottleClusterProducerDelivers(t *testing.T) {
 	const limit = 64 << 10 // bytes/s, cluster-wide
 	rate := int64(limit)
 	c, key := quotaTenant(t, "throttled-producer", &sluicev1.LimitOverrides{ProduceBytesPerSec: &rate})
-	const topic = "throttled"
+	topic := fresh("throttled")
 	require.NoError(t, createTopicAs(key, topic, 1, nil))
 	p, err := c.NewProducer(t.Context(), client.WithDeliveryTimeout(2*time.Minute))
 	require.NoError(t, err)
@@ -109,7 +110,7 @@ func TestThrottleClusterProducerDelivers(t *testing.T) {
 func TestThrottleClusterStorageLimit(t *testing.T) {
 	limit := int64(16 << 10)
 	c, key := quotaTenant(t, "full-tenant", &sluicev1.LimitOverrides{MaxTotalStorageBytes: &limit})
-	const topic = "full"
+	topic := fresh("full")
 	require.NoError(t, createTopicAs(key, topic, 1, nil))
 	p, err := c.NewProducer(t.Context(), client.WithDeliveryTimeout(2*time.Minute))
 	require.NoError(t, err)

@@ -284,7 +284,7 @@ var oneBatch = client.WithLinger(time.Minute)
 // record without an error; the batch is written once. Stats count the
 // refusals and their delays.
 func TestThrottleProducerWaitsAndDelivers(t *testing.T) {
-	const topic = "throttle-waits"
+	topic := fresh("throttle-waits")
 	f := newQuotaScript(t, topic, false)
 	c := newClient(t)
 	const delay = 150 * time.Millisecond
@@ -321,7 +321,7 @@ func TestThrottleProducerWaitsAndDelivers(t *testing.T) {
 // bucket was out of debt, often a batch the log must refuse as out of
 // sequence.
 func TestThrottleProducerWindowAfterRefusal(t *testing.T) {
-	const topic = "throttle-window"
+	topic := fresh("throttle-window")
 	f := newQuotaScript(t, topic, false)
 	f.gate = &produceGate{}
 	c := newClient(t)
@@ -374,7 +374,7 @@ func TestThrottleProducerWindowAfterRefusal(t *testing.T) {
 
 // The same when the broker refuses a ProduceMany entry, not the request.
 func TestThrottleProducerEntryRefusal(t *testing.T) {
-	const topic = "throttle-entry"
+	topic := fresh("throttle-entry")
 	f := newQuotaScript(t, topic, true)
 	c := newClient(t)
 	const delay = 120 * time.Millisecond
@@ -400,7 +400,7 @@ func TestThrottleProducerEntryRefusal(t *testing.T) {
 func TestThrottleLimitRefusalFailsFast(t *testing.T) {
 	for _, entry := range []bool{false, true} {
 		t.Run(map[bool]string{false: "request", true: "entry"}[entry], func(t *testing.T) {
-			topic := "throttle-limit-" + map[bool]string{false: "request", true: "entry"}[entry]
+			topic := fresh("throttle-limit-" + map[bool]string{false: "request", true: "entry"}[entry])
 			f := newQuotaScript(t, topic, entry)
 			c := newClient(t)
 			f.script("ProduceMany", limitRefusal("max_total_storage_bytes"))
@@ -431,7 +431,7 @@ func TestThrottleLimitRefusalFailsFast(t *testing.T) {
 // A producer throttled past its delivery timeout fails then, not before,
 // with ErrDeliveryTimeout whose last error is the rate refusal.
 func TestThrottleProducerDeliveryTimeout(t *testing.T) {
-	const topic = "throttle-delivery-timeout"
+	topic := fresh("throttle-delivery-timeout")
 	f := newQuotaScript(t, topic, false)
 	c := newClient(t)
 	for range 100 {
@@ -456,7 +456,7 @@ func TestThrottleProducerDeliveryTimeout(t *testing.T) {
 // A consumer's fetch loop and ListOffsets wait out rate refusals; a
 // throttled ListOffsets is not counted against its 20 attempts.
 func TestThrottleConsumer(t *testing.T) {
-	const topic = "throttle-consumer"
+	topic := fresh("throttle-consumer")
 	f := newQuotaScript(t, topic, false)
 	c := newClient(t)
 	require.NoError(t, newProducerSync(t, c, &client.Record{Topic: topic, Key: []byte("k"), Value: []byte("v")}))
@@ -490,7 +490,7 @@ func TestThrottleConsumer(t *testing.T) {
 // group's heartbeats wait out rate refusals; a group refused for the
 // groups limit fails at once.
 func TestThrottleMetadataProducerIDGroup(t *testing.T) {
-	const topic = "throttle-metadata"
+	topic := fresh("throttle-metadata")
 	f := newQuotaScript(t, topic, false)
 	const delay = 100 * time.Millisecond
 	f.script("GetMetadata", rateRefusal(delay), rateRefusal(delay))
@@ -530,7 +530,7 @@ func TestThrottleMetadataProducerIDGroup(t *testing.T) {
 // A transactional producer's calls to its coordinator and its batches
 // wait out rate refusals: the transaction commits.
 func TestThrottleTransactionalCalls(t *testing.T) {
-	f := newTxnScript(t, "throttle-txn")
+	f := newTxnScript(t, fresh("throttle-txn"))
 	const delay = 100 * time.Millisecond
 	f.script(func(f *txnScript) { f.initErrs = []error{rateRefusal(delay), rateRefusal(delay)} })
 	c := newClient(t)

@@ -175,7 +175,7 @@ func rec(topic, v string) *client.Record {
 // The transactional producer's calls in and out of order: each call that
 // does not fit the state says so (ErrTransactionState) and does nothing.
 func TestTxnFakeStateMachine(t *testing.T) {
-	f := newTxnScript(t, "txnfake-1")
+	f := newTxnScript(t, fresh("txnfake-1"))
 	c := newClient(t)
 	ctx := t.Context()
 	tp, err := c.NewTransactionalProducer(ctx, f.topic+"-job-1", client.WithTransactionTimeout(10*time.Second))
@@ -215,7 +215,7 @@ func TestTxnFakeStateMachine(t *testing.T) {
 // with the producer's epoch, and the next transaction uses the epoch the
 // coordinator answered, with sequences from 0 again.
 func TestTxnFakeCommitBumpsEpochAndRestartsSequences(t *testing.T) {
-	f := newTxnScript(t, "txnfake-2")
+	f := newTxnScript(t, fresh("txnfake-2"))
 	c := newClient(t)
 	ctx := t.Context()
 	tp, err := c.NewTransactionalProducer(ctx, f.topic+"-job-2", client.WithManualPartitioner(), client.WithMaxInFlight(1))
@@ -279,7 +279,7 @@ func TestTxnFakeCommitBumpsEpochAndRestartsSequences(t *testing.T) {
 // end it, says ErrTransactionAbortable, and so does every call until
 // Abort; after Abort the producer goes on.
 func TestTxnFakeFailedRecordMakesCommitAbortable(t *testing.T) {
-	f := newTxnScript(t, "txnfake-3")
+	f := newTxnScript(t, fresh("txnfake-3"))
 	c := newClient(t)
 	ctx := t.Context()
 	tp, err := c.NewTransactionalProducer(ctx, f.topic+"-job-3")
@@ -313,7 +313,7 @@ func TestTxnFakeFailedRecordMakesCommitAbortable(t *testing.T) {
 func TestTxnFakeErrorClassification(t *testing.T) {
 	ctx := t.Context()
 	t.Run("fenced at commit", func(t *testing.T) {
-		f := newTxnScript(t, "txnfake-4")
+		f := newTxnScript(t, fresh("txnfake-4"))
 		c := newClient(t)
 		tp, err := c.NewTransactionalProducer(ctx, f.topic+"-job-4")
 		require.NoError(t, err)
@@ -331,7 +331,7 @@ func TestTxnFakeErrorClassification(t *testing.T) {
 		require.NoError(t, tp.Close(ctx))
 	})
 	t.Run("fenced at a partition", func(t *testing.T) {
-		f := newTxnScript(t, "txnfake-5")
+		f := newTxnScript(t, fresh("txnfake-5"))
 		c := newClient(t)
 		tp, err := c.NewTransactionalProducer(ctx, f.topic+"-job-5")
 		require.NoError(t, err)
@@ -356,7 +356,7 @@ func TestTxnFakeErrorClassification(t *testing.T) {
 		require.ErrorIs(t, tp.Begin(), client.ErrProducerFenced)
 	})
 	t.Run("a partition's fenced epoch after a timeout: abort goes on", func(t *testing.T) {
-		f := newTxnScript(t, "txnfake-6")
+		f := newTxnScript(t, fresh("txnfake-6"))
 		c := newClient(t)
 		tp, err := c.NewTransactionalProducer(ctx, f.topic+"-job-5b")
 		require.NoError(t, err)
@@ -373,7 +373,7 @@ func TestTxnFakeErrorClassification(t *testing.T) {
 		require.NoError(t, tp.Close(ctx))
 	})
 	t.Run("timed out: abortable, abort gives the epoch", func(t *testing.T) {
-		f := newTxnScript(t, "txnfake-7")
+		f := newTxnScript(t, fresh("txnfake-7"))
 		c := newClient(t)
 		tp, err := c.NewTransactionalProducer(ctx, f.topic+"-job-6")
 		require.NoError(t, err)
@@ -391,7 +391,7 @@ func TestTxnFakeErrorClassification(t *testing.T) {
 		require.NoError(t, tp.Close(ctx))
 	})
 	t.Run("concurrent transactions and unavailable are retried", func(t *testing.T) {
-		f := newTxnScript(t, "txnfake-8")
+		f := newTxnScript(t, fresh("txnfake-8"))
 		f.script(func(f *txnScript) {
 			f.initErrs = []error{
 				txnRefusal(connect.CodeUnavailable, sluicev1.TransactionError_REASON_CONCURRENT_TRANSACTIONS),
@@ -412,7 +412,7 @@ func TestTxnFakeErrorClassification(t *testing.T) {
 		require.NoError(t, tp.Close(ctx))
 	})
 	t.Run("fatal at init", func(t *testing.T) {
-		f := newTxnScript(t, "txnfake-9")
+		f := newTxnScript(t, fresh("txnfake-9"))
 		f.script(func(f *txnScript) {
 			f.initErrs = []error{txnRefusal(connect.CodeInvalidArgument, sluicev1.TransactionError_REASON_INVALID_TIMEOUT)}
 		})
@@ -422,7 +422,7 @@ func TestTxnFakeErrorClassification(t *testing.T) {
 		require.Len(t, f.initCalls(), 1, "not retried")
 	})
 	t.Run("group refusal of offsets is abortable", func(t *testing.T) {
-		f := newTxnScript(t, "txnfake-10")
+		f := newTxnScript(t, fresh("txnfake-10"))
 		c := newClient(t)
 		tp, err := c.NewTransactionalProducer(ctx, f.topic+"-job-9")
 		require.NoError(t, err)
@@ -439,7 +439,7 @@ func TestTxnFakeErrorClassification(t *testing.T) {
 		require.NoError(t, tp.Close(ctx))
 	})
 	t.Run("commit outcome unknown: only Commit again", func(t *testing.T) {
-		f := newTxnScript(t, "txnfake-11")
+		f := newTxnScript(t, fresh("txnfake-11"))
 		c := newClient(t)
 		tp, err := c.NewTransactionalProducer(ctx, f.topic+"-job-10")
 		require.NoError(t, err)
@@ -461,7 +461,7 @@ func TestTxnFakeErrorClassification(t *testing.T) {
 
 // Close aborts a transaction left open.
 func TestTxnFakeCloseAbortsOpenTransaction(t *testing.T) {
-	f := newTxnScript(t, "txnfake-12")
+	f := newTxnScript(t, fresh("txnfake-12"))
 	c := newClient(t)
 	ctx := t.Context()
 	tp, err := c.NewTransactionalProducer(ctx, f.topic+"-job-11")
@@ -492,7 +492,7 @@ func TestTxnNextOffsets(t *testing.T) {
 // names with Sluice-No-Forward, and follows a NotLeader to where the
 // coordinator moved; later calls go there directly.
 func TestTxnFakeCoordinatorMoved(t *testing.T) {
-	f := newTxnScript(t, "txnfake-moved")
+	f := newTxnScript(t, fresh("txnfake-moved"))
 	// FindTransactionCoordinator names a broker that is not the
 	// coordinator (the coordinator moved since): that broker refuses with
 	// NotLeader naming the coordinator.

@@ -33,26 +33,28 @@ func pollN(t *testing.T, g *client.GroupConsumer, n int) []*client.Record {
 // start offset where there is none), so the records after them are read
 // again.
 func TestGroupCommitTransactionalAndRewind(t *testing.T) {
-	createTopic(t, "txn-in", 1, nil)
+	txnIn := fresh("txn-in")
+	txnG := fresh("txn-g")
+	createTopic(t, txnIn, 1, nil)
 	c := newClient(t)
 	ctx := t.Context()
 	p, err := c.NewProducer(ctx)
 	require.NoError(t, err)
 	for i := range 10 {
-		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "txn-in", Value: fmt.Appendf(nil, "%d", i)}))
+		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: txnIn, Value: fmt.Appendf(nil, "%d", i)}))
 	}
 	require.NoError(t, p.Close(ctx))
 
-	_, err = c.NewGroupConsumer(ctx, "txn-g", []string{"txn-in"}, client.WithCommitMode(client.CommitTransactional()), client.WithDelivery(client.AtMostOnce))
+	_, err = c.NewGroupConsumer(ctx, txnG, []string{txnIn}, client.WithCommitMode(client.CommitTransactional()), client.WithDelivery(client.AtMostOnce))
 	require.ErrorContains(t, err, "needs AtLeastOnce")
 
-	g, err := c.NewGroupConsumer(ctx, "txn-g", []string{"txn-in"}, client.WithCommitMode(client.CommitTransactional()))
+	g, err := c.NewGroupConsumer(ctx, txnG, []string{txnIn}, client.WithCommitMode(client.CommitTransactional()))
 	require.NoError(t, err)
 	recs := pollN(t, g, 10)
 	require.Equal(t, int64(0), recs[0].Offset)
 	require.ErrorContains(t, g.Commit(ctx), "committed in transactions")
 	m := g.Member()
-	require.Equal(t, "txn-g", m.Group)
+	require.Equal(t, txnG, m.Group)
 	require.NotEmpty(t, m.MemberID)
 	require.Positive(t, m.MemberEpoch)
 
@@ -65,14 +67,14 @@ func TestGroupCommitTransactionalAndRewind(t *testing.T) {
 	// rewind goes there.
 	admin, err := c.GroupAdmin()
 	require.NoError(t, err)
-	_, err = admin.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: "txn-g", Topic: "txn-in", Offset: 6, Force: true}))
+	_, err = admin.ResetOffsets(ctx, connect.NewRequest(&sluicev1.ResetOffsetsRequest{Group: txnG, Topic: txnIn, Offset: 6, Force: true}))
 	require.NoError(t, err)
 	require.NoError(t, g.RewindToCommitted(ctx))
 	again = pollN(t, g, 4)
 	require.Equal(t, []int64{6, 7, 8, 9}, offsetsOf(again))
 
 	require.NoError(t, g.Close(ctx))
-	res, err := admin.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "txn-g"}))
+	res, err := admin.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: txnG}))
 	require.NoError(t, err)
 	require.Len(t, res.Msg.GetOffsets(), 1)
 	require.Equal(t, int64(6), res.Msg.GetOffsets()[0].GetOffset(), "Close committed nothing: the reset's offset stays")

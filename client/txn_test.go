@@ -64,60 +64,64 @@ func values(prefix string, n int) []string {
 // A committed transaction is visible to read-committed consumers, whole;
 // an aborted one never is; read-uncommitted consumers see both.
 func TestTxnCommitVisibleAbortInvisible(t *testing.T) {
-	createTopic(t, "txn-vis", 3, nil)
+	txnVis := fresh("txn-vis")
+	vis1 := fresh("vis-1")
+	createTopic(t, txnVis, 3, nil)
 	c := newClient(t)
 	ctx := t.Context()
-	tp, err := c.NewTransactionalProducer(ctx, "vis-1")
+	tp, err := c.NewTransactionalProducer(ctx, vis1)
 	require.NoError(t, err)
 	defer tp.Close(ctx)
 
 	require.NoError(t, tp.Begin())
-	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-vis", "one", 20)...))
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs(txnVis, "one", 20)...))
 	require.NoError(t, tp.Commit(ctx))
 
 	require.NoError(t, tp.Begin())
-	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-vis", "aborted", 7)...))
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs(txnVis, "aborted", 7)...))
 	require.NoError(t, tp.Abort(ctx))
 
 	require.NoError(t, tp.Begin())
-	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-vis", "two", 5)...))
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs(txnVis, "two", 5)...))
 	require.NoError(t, tp.Commit(ctx))
 
 	want := append(values("one", 20), values("two", 5)...)
-	require.ElementsMatch(t, want, readAll(t, c, "txn-vis", client.ReadCommitted), "committed only, each once")
-	require.ElementsMatch(t, append(want, values("aborted", 7)...), readAll(t, c, "txn-vis", client.ReadUncommitted))
+	require.ElementsMatch(t, want, readAll(t, c, txnVis, client.ReadCommitted), "committed only, each once")
+	require.ElementsMatch(t, append(want, values("aborted", 7)...), readAll(t, c, txnVis, client.ReadUncommitted))
 }
 
 // A read-committed consumer waits at the first record of an open
 // transaction, and gets the transaction's records once it commits; a
 // read-uncommitted one sees them at once.
 func TestTxnReadCommittedWaitsAtLSO(t *testing.T) {
-	createTopic(t, "txn-lso", 1, nil)
+	txnLso := fresh("txn-lso")
+	lso1 := fresh("lso-1")
+	createTopic(t, txnLso, 1, nil)
 	c := newClient(t)
 	ctx := t.Context()
 	p, err := c.NewProducer(ctx)
 	require.NoError(t, err)
-	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "txn-lso", Value: []byte("before")}))
+	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: txnLso, Value: []byte("before")}))
 
-	tp, err := c.NewTransactionalProducer(ctx, "lso-1")
+	tp, err := c.NewTransactionalProducer(ctx, lso1)
 	require.NoError(t, err)
 	defer tp.Close(ctx)
 	require.NoError(t, tp.Begin())
-	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-lso", "open", 3)...))
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs(txnLso, "open", 3)...))
 	// Written outside the transaction, after its first record: held back too.
-	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "txn-lso", Value: []byte("after")}))
+	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: txnLso, Value: []byte("after")}))
 	require.NoError(t, p.Close(ctx))
 
-	lso, err := c.LastStableOffset(ctx, "txn-lso", 0)
+	lso, err := c.LastStableOffset(ctx, txnLso, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), lso, "the open transaction's first offset")
-	require.Equal(t, []string{"before"}, readAll(t, c, "txn-lso", client.ReadCommitted))
-	require.Equal(t, []string{"before", "open-0", "open-1", "open-2", "after"}, readAll(t, c, "txn-lso", client.ReadUncommitted))
+	require.Equal(t, []string{"before"}, readAll(t, c, txnLso, client.ReadCommitted))
+	require.Equal(t, []string{"before", "open-0", "open-1", "open-2", "after"}, readAll(t, c, txnLso, client.ReadUncommitted))
 
 	follow, err := c.NewConsumer(client.WithIsolation(client.ReadCommitted), client.WithFetchMaxWait(50*time.Millisecond))
 	require.NoError(t, err)
 	defer follow.Close()
-	require.NoError(t, follow.Assign(ctx, "txn-lso", 0, client.Earliest()))
+	require.NoError(t, follow.Assign(ctx, txnLso, 0, client.Earliest()))
 	var mu sync.Mutex
 	var seen []string
 	done := make(chan struct{})
@@ -149,7 +153,7 @@ func TestTxnReadCommittedWaitsAtLSO(t *testing.T) {
 	})
 	// Still held back while the transaction is open (checked once more
 	// after more fetches had the chance to return it).
-	_, err = c.LastStableOffset(ctx, "txn-lso", 0)
+	_, err = c.LastStableOffset(ctx, txnLso, 0)
 	require.NoError(t, err)
 	mu.Lock()
 	require.Equal(t, []string{"before"}, seen)
@@ -158,9 +162,9 @@ func TestTxnReadCommittedWaitsAtLSO(t *testing.T) {
 	require.NoError(t, tp.Commit(ctx))
 	<-done
 	require.Equal(t, []string{"before", "open-0", "open-1", "open-2", "after"}, seen)
-	lso, err = c.LastStableOffset(ctx, "txn-lso", 0)
+	lso, err = c.LastStableOffset(ctx, txnLso, 0)
 	require.NoError(t, err)
-	_, hw, err := c.Watermarks(ctx, "txn-lso", 0)
+	_, hw, err := c.Watermarks(ctx, txnLso, 0)
 	require.NoError(t, err)
 	require.Equal(t, hw, lso, "nothing open: the LSO is the high watermark")
 }
@@ -169,19 +173,21 @@ func TestTxnReadCommittedWaitsAtLSO(t *testing.T) {
 // first's open transaction is aborted (never visible) and its calls fail
 // with ErrProducerFenced, fatal; the second goes on.
 func TestTxnFencedBySecondInstance(t *testing.T) {
-	createTopic(t, "txn-fence", 2, nil)
+	txnFence := fresh("txn-fence")
+	fence1 := fresh("fence-1")
+	createTopic(t, txnFence, 2, nil)
 	c := newClient(t)
 	ctx := t.Context()
-	first, err := c.NewTransactionalProducer(ctx, "fence-1")
+	first, err := c.NewTransactionalProducer(ctx, fence1)
 	require.NoError(t, err)
 	require.NoError(t, first.Begin())
-	require.NoError(t, first.ProduceSync(ctx, txnRecs("txn-fence", "zombie", 4)...))
+	require.NoError(t, first.ProduceSync(ctx, txnRecs(txnFence, "zombie", 4)...))
 
-	second, err := c.NewTransactionalProducer(ctx, "fence-1")
+	second, err := c.NewTransactionalProducer(ctx, fence1)
 	require.NoError(t, err)
 	defer second.Close(ctx)
 
-	err = first.ProduceSync(ctx, txnRecs("txn-fence", "zombie-late", 2)...)
+	err = first.ProduceSync(ctx, txnRecs(txnFence, "zombie-late", 2)...)
 	require.Error(t, err, "a produce of the fenced instance is refused")
 	err = first.Commit(ctx)
 	require.Error(t, err)
@@ -197,9 +203,9 @@ func TestTxnFencedBySecondInstance(t *testing.T) {
 	require.NoError(t, first.Close(ctx))
 
 	require.NoError(t, second.Begin())
-	require.NoError(t, second.ProduceSync(ctx, txnRecs("txn-fence", "second", 3)...))
+	require.NoError(t, second.ProduceSync(ctx, txnRecs(txnFence, "second", 3)...))
 	require.NoError(t, second.Commit(ctx))
-	require.ElementsMatch(t, values("second", 3), readAll(t, c, "txn-fence", client.ReadCommitted), "the zombie's records never visible")
+	require.ElementsMatch(t, values("second", 3), readAll(t, c, txnFence, client.ReadCommitted), "the zombie's records never visible")
 }
 
 func errorsIsFenced(err error) bool { return errors.Is(err, client.ErrProducerFenced) }
@@ -210,8 +216,12 @@ func errorsIsFenced(err error) bool { return errors.Is(err, client.ErrProducerFe
 // appears in B exactly once for a read-committed reader, and the group's
 // committed offsets are A's ends.
 func TestTxnConsumeTransformProduce(t *testing.T) {
-	createTopic(t, "ctp-a", 3, nil)
-	createTopic(t, "ctp-b", 2, nil)
+	ctpA := fresh("ctp-a")
+	ctpB := fresh("ctp-b")
+	ctpName := fresh("ctp")
+	ctp0 := fresh("ctp-0")
+	createTopic(t, ctpA, 3, nil)
+	createTopic(t, ctpB, 2, nil)
 	c := newClient(t)
 	ctx := t.Context()
 	const n = 300
@@ -219,7 +229,7 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	require.NoError(t, err)
 	var in []*client.Record
 	for i := range n {
-		in = append(in, &client.Record{Topic: "ctp-a", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)})
+		in = append(in, &client.Record{Topic: ctpA, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)})
 	}
 	require.NoError(t, p.ProduceSync(ctx, in...))
 	require.NoError(t, p.Close(ctx))
@@ -227,13 +237,13 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	transformed := make(chan struct{}, n*2)
 	transform := func(_ context.Context, r *client.Record) ([]*client.Record, error) {
 		transformed <- struct{}{}
-		return []*client.Record{{Topic: "ctp-b", Key: r.Key, Value: append([]byte("out-"), r.Value...)}}, nil
+		return []*client.Record{{Topic: ctpB, Key: r.Key, Value: append([]byte("out-"), r.Value...)}}, nil
 	}
 	runOnce := func(until func() bool) {
-		g, err := c.NewGroupConsumer(ctx, "ctp", []string{"ctp-a"}, client.WithCommitMode(client.CommitTransactional()),
+		g, err := c.NewGroupConsumer(ctx, ctpName, []string{ctpA}, client.WithCommitMode(client.CommitTransactional()),
 			client.WithConsumerOptions(client.WithFetchMaxBytes(2048))) // small polls: many transactions
 		require.NoError(t, err)
-		tp, err := c.NewTransactionalProducer(ctx, "ctp-0")
+		tp, err := c.NewTransactionalProducer(ctx, ctp0)
 		require.NoError(t, err)
 		run, stop := context.WithCancel(ctx)
 		errc := make(chan error, 1)
@@ -255,7 +265,7 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	committed := func() int64 {
 		admin, err := c.GroupAdmin()
 		require.NoError(t, err)
-		res, err := admin.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: "ctp"}))
+		res, err := admin.FetchOffsets(ctx, connect.NewRequest(&sluicev1.FetchOffsetsRequest{Group: ctpName}))
 		if connect.CodeOf(err) == connect.CodeUnavailable {
 			return -1
 		}
@@ -268,7 +278,7 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	}
 	runOnce(func() bool { return committed() == n })
 
-	out := readAll(t, c, "ctp-b", client.ReadCommitted)
+	out := readAll(t, c, ctpB, client.ReadCommitted)
 	want := make([]string, n)
 	for i := range want {
 		want[i] = fmt.Sprintf("out-v%d", i)
@@ -282,22 +292,26 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 // rewound to the committed offsets, and its input transformed again: B
 // still has each input exactly once.
 func TestTxnConsumeTransformProduceAbortRewinds(t *testing.T) {
-	createTopic(t, "ctpa-a", 2, nil)
-	createTopic(t, "ctpa-b", 2, nil)
+	ctpaA := fresh("ctpa-a")
+	ctpaB := fresh("ctpa-b")
+	ctpaName := fresh("ctpa")
+	ctpa0 := fresh("ctpa-0")
+	createTopic(t, ctpaA, 2, nil)
+	createTopic(t, ctpaB, 2, nil)
 	c := newClient(t)
 	ctx := t.Context()
 	const n = 50
 	p, err := c.NewProducer(ctx)
 	require.NoError(t, err)
 	for i := range n {
-		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "ctpa-a", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}))
+		require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: ctpaA, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}))
 	}
 	require.NoError(t, p.Close(ctx))
 
-	g, err := c.NewGroupConsumer(ctx, "ctpa", []string{"ctpa-a"}, client.WithCommitMode(client.CommitTransactional()))
+	g, err := c.NewGroupConsumer(ctx, ctpaName, []string{ctpaA}, client.WithCommitMode(client.CommitTransactional()))
 	require.NoError(t, err)
 	defer g.Close(ctx)
-	tp, err := c.NewTransactionalProducer(ctx, "ctpa-0")
+	tp, err := c.NewTransactionalProducer(ctx, ctpa0)
 	require.NoError(t, err)
 	defer tp.Close(ctx)
 	var mu sync.Mutex
@@ -306,7 +320,7 @@ func TestTxnConsumeTransformProduceAbortRewinds(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls[string(r.Value)]++
-		out := &client.Record{Topic: "ctpa-b", Key: r.Key, Value: append([]byte("out-"), r.Value...)}
+		out := &client.Record{Topic: ctpaB, Key: r.Key, Value: append([]byte("out-"), r.Value...)}
 		if string(r.Value) == "v7" && calls["v7"] == 1 {
 			out.Topic = "no-such-topic" // fails the transaction once
 		}
@@ -316,7 +330,7 @@ func TestTxnConsumeTransformProduceAbortRewinds(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- client.ConsumeTransformProduce(run, g, tp, transform) }()
 	testenv.Wait(t, 60*time.Second, "every input committed", func() error {
-		if got := len(readAll(t, c, "ctpa-b", client.ReadCommitted)); got < n {
+		if got := len(readAll(t, c, ctpaB, client.ReadCommitted)); got < n {
 			return fmt.Errorf("%d of %d outputs", got, n)
 		}
 		return nil
@@ -327,7 +341,7 @@ func TestTxnConsumeTransformProduceAbortRewinds(t *testing.T) {
 	for i := range want {
 		want[i] = fmt.Sprintf("out-v%d", i)
 	}
-	require.ElementsMatch(t, want, readAll(t, c, "ctpa-b", client.ReadCommitted))
+	require.ElementsMatch(t, want, readAll(t, c, ctpaB, client.ReadCommitted))
 	mu.Lock()
 	require.Equal(t, 2, calls["v7"], "v7's transaction was aborted and transformed again")
 	mu.Unlock()
@@ -338,19 +352,21 @@ func TestTxnConsumeTransformProduceAbortRewinds(t *testing.T) {
 // takes the epoch the coordinator gave, and the next transaction commits.
 // The timed-out transaction's records are never visible.
 func TestTxnTimeoutIsAbortable(t *testing.T) {
-	createTopic(t, "txn-timeout", 1, nil)
+	txnTimeout := fresh("txn-timeout")
+	timeout1 := fresh("timeout-1")
+	createTopic(t, txnTimeout, 1, nil)
 	c := newClient(t)
 	ctx := t.Context()
-	tp, err := c.NewTransactionalProducer(ctx, "timeout-1", client.WithTransactionTimeout(time.Second))
+	tp, err := c.NewTransactionalProducer(ctx, timeout1, client.WithTransactionTimeout(time.Second))
 	require.NoError(t, err)
 	defer tp.Close(ctx)
 	require.NoError(t, tp.Begin())
-	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-timeout", "late", 3)...))
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs(txnTimeout, "late", 3)...))
 
 	admin, err := c.TransactionAdmin()
 	require.NoError(t, err)
 	testenv.Wait(t, 20*time.Second, "the coordinator aborts the transaction at its timeout", func() error {
-		res, err := admin.DescribeTransaction(ctx, connect.NewRequest(&sluicev1.DescribeTransactionRequest{TransactionalId: "timeout-1"}))
+		res, err := admin.DescribeTransaction(ctx, connect.NewRequest(&sluicev1.DescribeTransactionRequest{TransactionalId: timeout1}))
 		if err != nil {
 			return err
 		}
@@ -365,9 +381,9 @@ func TestTxnTimeoutIsAbortable(t *testing.T) {
 	require.NoError(t, tp.Abort(ctx))
 
 	require.NoError(t, tp.Begin())
-	require.NoError(t, tp.ProduceSync(ctx, txnRecs("txn-timeout", "next", 2)...))
+	require.NoError(t, tp.ProduceSync(ctx, txnRecs(txnTimeout, "next", 2)...))
 	require.NoError(t, tp.Commit(ctx))
-	require.Equal(t, values("next", 2), readAll(t, c, "txn-timeout", client.ReadCommitted))
+	require.Equal(t, values("next", 2), readAll(t, c, txnTimeout, client.ReadCommitted))
 }
 
 // A ConsumeTransformProduce job whose transactional id a second instance
@@ -375,8 +391,12 @@ func TestTxnTimeoutIsAbortable(t *testing.T) {
 // is aborted; the second instance goes on from the committed offsets, and
 // B has every input once.
 func TestTxnConsumeTransformProduceFencedZombie(t *testing.T) {
-	createTopic(t, "ctpz-a", 1, nil)
-	createTopic(t, "ctpz-b", 1, nil)
+	ctpzA := fresh("ctpz-a")
+	ctpzB := fresh("ctpz-b")
+	ctpzName := fresh("ctpz")
+	ctpz0 := fresh("ctpz-0")
+	createTopic(t, ctpzA, 1, nil)
+	createTopic(t, ctpzB, 1, nil)
 	c := newClient(t)
 	ctx := t.Context()
 	p, err := c.NewProducer(ctx)
@@ -384,11 +404,11 @@ func TestTxnConsumeTransformProduceFencedZombie(t *testing.T) {
 	defer p.Close(ctx)
 	produce := func(from, to int) {
 		for i := from; i < to; i++ {
-			require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "ctpz-a", Value: fmt.Appendf(nil, "v%d", i)}))
+			require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: ctpzA, Value: fmt.Appendf(nil, "v%d", i)}))
 		}
 	}
 	transform := func(_ context.Context, r *client.Record) ([]*client.Record, error) {
-		return []*client.Record{{Topic: "ctpz-b", Value: append([]byte("out-"), r.Value...)}}, nil
+		return []*client.Record{{Topic: ctpzB, Value: append([]byte("out-"), r.Value...)}}, nil
 	}
 	outputs := func(n int) []string {
 		out := make([]string, n)
@@ -399,20 +419,20 @@ func TestTxnConsumeTransformProduceFencedZombie(t *testing.T) {
 	}
 	produce(0, 10)
 
-	g1, err := c.NewGroupConsumer(ctx, "ctpz", []string{"ctpz-a"}, client.WithCommitMode(client.CommitTransactional()))
+	g1, err := c.NewGroupConsumer(ctx, ctpzName, []string{ctpzA}, client.WithCommitMode(client.CommitTransactional()))
 	require.NoError(t, err)
-	tp1, err := c.NewTransactionalProducer(ctx, "ctpz-0")
+	tp1, err := c.NewTransactionalProducer(ctx, ctpz0)
 	require.NoError(t, err)
 	errc := make(chan error, 1)
 	go func() { errc <- client.ConsumeTransformProduce(ctx, g1, tp1, transform) }()
 	testenv.Wait(t, 30*time.Second, "the first instance transforms the first inputs", func() error {
-		if got := readAll(t, c, "ctpz-b", client.ReadCommitted); len(got) < 10 {
+		if got := readAll(t, c, ctpzB, client.ReadCommitted); len(got) < 10 {
 			return fmt.Errorf("%d outputs", len(got))
 		}
 		return nil
 	})
 
-	tp2, err := c.NewTransactionalProducer(ctx, "ctpz-0") // fences tp1
+	tp2, err := c.NewTransactionalProducer(ctx, ctpz0) // fences tp1
 	require.NoError(t, err)
 	defer tp2.Close(ctx)
 	produce(10, 15)
@@ -423,22 +443,22 @@ func TestTxnConsumeTransformProduceFencedZombie(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the fenced instance did not stop")
 	}
-	require.ElementsMatch(t, outputs(10), readAll(t, c, "ctpz-b", client.ReadCommitted), "nothing of the fenced instance's last transaction")
+	require.ElementsMatch(t, outputs(10), readAll(t, c, ctpzB, client.ReadCommitted), "nothing of the fenced instance's last transaction")
 	require.NoError(t, g1.Close(ctx))
 
-	g2, err := c.NewGroupConsumer(ctx, "ctpz", []string{"ctpz-a"}, client.WithCommitMode(client.CommitTransactional()))
+	g2, err := c.NewGroupConsumer(ctx, ctpzName, []string{ctpzA}, client.WithCommitMode(client.CommitTransactional()))
 	require.NoError(t, err)
 	defer g2.Close(ctx)
 	run, stop := context.WithCancel(ctx)
 	errc2 := make(chan error, 1)
 	go func() { errc2 <- client.ConsumeTransformProduce(run, g2, tp2, transform) }()
 	testenv.Wait(t, 30*time.Second, "the second instance transforms the rest", func() error {
-		if got := readAll(t, c, "ctpz-b", client.ReadCommitted); len(got) < 15 {
+		if got := readAll(t, c, ctpzB, client.ReadCommitted); len(got) < 15 {
 			return fmt.Errorf("%d outputs", len(got))
 		}
 		return nil
 	})
 	stop()
 	require.NoError(t, <-errc2)
-	require.ElementsMatch(t, outputs(15), readAll(t, c, "ctpz-b", client.ReadCommitted))
+	require.ElementsMatch(t, outputs(15), readAll(t, c, ctpzB, client.ReadCommitted))
 }

@@ -28,7 +28,12 @@ func TestLagAlertsFromBrokerSamples(t *testing.T) {
 		broker: func(bc *Config) { bc.GroupLagMetricsInterval = 200 * time.Millisecond },
 		controlPlane: func(cfg *controlplane.Config) {
 			cfg.LagSampleInterval = 250 * time.Millisecond
-			cfg.LagWindow = 5 * time.Second
+			// A trend needs 10 samples within the window (forecast.Config
+			// MinSamples, over MinSpan = min(window/4, 10 × 250 ms)): a
+			// window of 30 s still holds them when a loaded machine makes a
+			// sample every 3 s instead of every 250 ms; on an idle one the
+			// alert still fires after 10 samples over 2.5 s.
+			cfg.LagWindow = 30 * time.Second
 			cfg.LagAlertPolicy = alerts.Policy{GrowingFor: time.Second, RiskFor: time.Second, ResolveAfter: time.Second, RiskThreshold: 5 * time.Minute}
 		},
 		topicConfig: &sluicev1.TopicConfig{RetentionMs: &retention},
@@ -126,7 +131,12 @@ func TestLagAlertsSizeBasedRetention(t *testing.T) {
 		broker: func(bc *Config) { bc.GroupLagMetricsInterval = 200 * time.Millisecond },
 		controlPlane: func(cfg *controlplane.Config) {
 			cfg.LagSampleInterval = 250 * time.Millisecond
-			cfg.LagWindow = 5 * time.Second
+			// A trend needs 10 samples within the window (forecast.Config
+			// MinSamples, over MinSpan = min(window/4, 10 × 250 ms)): a
+			// window of 30 s still holds them when a loaded machine makes a
+			// sample every 3 s instead of every 250 ms; on an idle one the
+			// alert still fires after 10 samples over 2.5 s.
+			cfg.LagWindow = 30 * time.Second
 			cfg.LagAlertPolicy = alerts.Policy{GrowingFor: time.Hour, RiskFor: time.Second, ResolveAfter: time.Second, RiskThreshold: 5 * time.Minute}
 		},
 		topicConfig: &sluicev1.TopicConfig{RetentionBytes: &retentionBytes},

@@ -410,3 +410,51 @@ func TestBrokerGroupLagMetrics(t *testing.T) {
 	require.InDelta(t, 1, truncated, 0)
 	require.Zero(t, omitted)
 }
+
+// TestBrokerGroupLagLoopSlowerThanInterval: a lag round that takes longer
+// than --group-lag-metrics-interval (here the leader's ListOffsets answers
+// 3× the interval late, even past the caller's deadline, as a starved
+// process does on a loaded machine) still publishes: the round
+// is given groups.MinLagRound, not only the interval. With the interval as
+// its whole budget, every round ran out and kept the previous (empty)
+// values: the lag alerts saw no sample (TestLagAlerts* under load).
+func TestBrokerGroupLagLoopSlowerThanInterval(t *testing.T) {
+	t.Parallel()
+	const interval = 100 * time.Millisecond // the least the config allows
+	c := startTestCluster(t, testClusterOpts{broker: func(bc *Config) { bc.GroupLagMetricsInterval = interval }})
+	// A group whose coordinator asks another broker for the offsets, so that
+	// the call goes through the leader's client port and its fault.
+	_, pm, err := c.brokers[0].metadata().Resolve(c.tenantID, "orders", 0)
+	require.NoError(t, err)
+	leader := pm.Leader
+	var group string
+	for i := 0; group == ""; i++ {
+		if g := fmt.Sprintf("slow-%d", i); c.coordinatorOf(t, g) != leader {
+			group = g
+		}
+	}
+	c.cluster.AddFault(localcluster.Fault{Broker: leader, Procedure: "ListOffsets", Topic: "orders", Partition: 0,
+		Hook: func(context.Context, localcluster.Call) error {
+			time.Sleep(3 * interval) // fault: a starved leader answers late, whatever the caller's deadline
+			return nil
+		}})
+	c.produce(t, 0, 4, time.Now())
+	c.commit(t, group, map[int32]int64{0: 1})
+
+	coord := c.brokers[c.coordinatorOf(t, group)-1]
+	testenv.Wait(t, 30*time.Second, "the coordinator's lag report to have the group", func() error {
+		r, err := coord.groups.LagReport()
+		if err != nil {
+			return err
+		}
+		for _, l := range r.Lags {
+			if l.Group == group && l.Topic == "orders" && l.Partition == 0 {
+				if l.LagMessages != 3 {
+					return testenv.Permanent(fmt.Errorf("lag %d, want 3", l.LagMessages))
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("not in the report computed at %s: %+v", r.ComputeTime, r.Lags)
+	})
+}

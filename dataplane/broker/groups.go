@@ -44,10 +44,10 @@ func (b *Broker) groupsHandler() *connectapi.Groups {
 }
 
 // groupLagLoop computes the group lag metrics every interval until ctx
-// ends; each round may take at most the interval.
+// ends; each round may take groups.LagRoundTimeout(interval).
 func (b *Broker) groupLagLoop(ctx context.Context, interval time.Duration) {
 	every(ctx, interval, func() {
-		rctx, cancel := context.WithTimeout(ctx, interval)
+		rctx, cancel := context.WithTimeout(ctx, groups.LagRoundTimeout(interval))
 		defer cancel()
 		b.computeGroupLag(rctx, time.Now())
 	})

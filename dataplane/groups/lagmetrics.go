@@ -220,6 +220,21 @@ type GroupPartitionLag struct {
 	PartitionBytes int64
 }
 
+// MinLagRound is the least time a lag round is given (LagRoundTimeout).
+const MinLagRound = 10 * time.Second
+
+// LagRoundTimeout is how long one ComputeLag round may run when rounds are
+// due every interval: the interval, so that a round normally ends before
+// the next is due, but at least MinLagRound. A round that runs out keeps
+// the previous values, so a budget shorter than one round of calls to the
+// partitions' leaders takes (a short interval on a loaded broker) would
+// never publish any; with the floor such a round finishes late, and the
+// next one starts when it ends. A leader that does not answer at all still
+// ends the round at the budget.
+func LagRoundTimeout(interval time.Duration) time.Duration {
+	return max(interval, MinLagRound)
+}
+
 // ComputeLag computes the lag of every committed offset in the groups
 // this broker coordinates, at now, and publishes the result capped at
 // maxSeries label sets (capLagSeries) to the metrics, and uncapped to

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -180,4 +181,17 @@ func TestGroupLagCapInvariants(t *testing.T) {
 
 func rank(level string) int {
 	return map[string]int{"": 0, "topic": 1, "partition": 2}[level]
+}
+
+// TestGroupLagRoundTimeout: a round has its interval, and never less than
+// MinLagRound.
+func TestGroupLagRoundTimeout(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ interval, want time.Duration }{
+		{100 * time.Millisecond, MinLagRound},
+		{MinLagRound, MinLagRound},
+		{30 * time.Second, 30 * time.Second},
+	} {
+		require.Equal(t, c.want, LagRoundTimeout(c.interval), "interval %s", c.interval)
+	}
 }

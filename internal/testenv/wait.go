@@ -67,3 +67,37 @@ func Consistently(t testing.TB, d time.Duration, what string, cond func() error)
 		time.Sleep(PollEvery)
 	}
 }
+
+// WaitProgress is Wait for a condition reached in steps whose pace is the
+// machine's (records consumed, offsets committed one by one): cond returns
+// how far it got and nil once the condition holds. It fails the test when
+// that count has not grown for stall, or when cond returns a Permanent
+// error: a loaded machine may take long, a stuck one fails.
+func WaitProgress(t testing.TB, stall time.Duration, what string, cond func() (int64, error)) {
+	t.Helper()
+	if err := RetryProgress(stall, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// RetryProgress is WaitProgress returning the error instead of failing the
+// test.
+func RetryProgress(stall time.Duration, cond func() (int64, error)) error {
+	best, since := int64(0), time.Now()
+	for first := true; ; first = false {
+		n, err := cond()
+		if err == nil {
+			return nil
+		}
+		var pe permanentError
+		if errors.As(err, &pe) {
+			return pe.err
+		}
+		if first || n > best {
+			best, since = n, time.Now()
+		} else if time.Since(since) > stall {
+			return fmt.Errorf("no progress for %s (at %d): %w", stall, best, err)
+		}
+		time.Sleep(PollEvery)
+	}
+}
