@@ -458,6 +458,10 @@ func (b *Broker) leaseLoop(ctx context.Context) {
 }
 
 // heartbeat extends the lease until ctx ends or the epoch goes stale.
+// Each heartbeat may take one interval (its deadline reaches the control
+// plane, which gives up its place in the store's queue): one held up,
+// say behind a busy store's writes, must not hold back the next, or a
+// single slow call would cost the lease (three intervals).
 func (b *Broker) heartbeat(ctx context.Context, epoch int64, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -467,7 +471,9 @@ func (b *Broker) heartbeat(ctx context.Context, epoch int64, interval time.Durat
 			return
 		case <-t.C:
 		}
-		_, err := b.cp.HeartbeatBroker(ctx, connect.NewRequest(&sluicev1.HeartbeatBrokerRequest{BrokerId: b.cfg.ID, BrokerEpoch: epoch}))
+		hctx, cancel := context.WithTimeout(ctx, interval)
+		_, err := b.cp.HeartbeatBroker(hctx, connect.NewRequest(&sluicev1.HeartbeatBrokerRequest{BrokerId: b.cfg.ID, BrokerEpoch: epoch}))
+		cancel()
 		switch connect.CodeOf(err) {
 		case connect.CodeFailedPrecondition, connect.CodeNotFound:
 			b.logger.Warn("broker epoch fenced; registering again", "broker_epoch", epoch, "err", err)
