@@ -357,7 +357,10 @@ func TestTxnTimeoutIsAbortable(t *testing.T) {
 	createTopic(t, txnTimeout, 1, nil)
 	c := newClient(t)
 	ctx := t.Context()
-	tp, err := c.NewTransactionalProducer(ctx, timeout1, client.WithTransactionTimeout(time.Second))
+	// The timeout bounds the next transaction too (begin to commit, a
+	// produce and a commit at acks=all): 1 s did not hold on a loaded
+	// machine, where that one was aborted by its timeout as well.
+	tp, err := c.NewTransactionalProducer(ctx, timeout1, client.WithTransactionTimeout(5*time.Second))
 	require.NoError(t, err)
 	defer tp.Close(ctx)
 	require.NoError(t, tp.Begin())
@@ -365,7 +368,7 @@ func TestTxnTimeoutIsAbortable(t *testing.T) {
 
 	admin, err := c.TransactionAdmin()
 	require.NoError(t, err)
-	testenv.Wait(t, 20*time.Second, "the coordinator aborts the transaction at its timeout", func() error {
+	testenv.Wait(t, 30*time.Second, "the coordinator aborts the transaction at its timeout", func() error {
 		res, err := admin.DescribeTransaction(ctx, connect.NewRequest(&sluicev1.DescribeTransactionRequest{TransactionalId: timeout1}))
 		if err != nil {
 			return err

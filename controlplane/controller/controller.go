@@ -95,6 +95,7 @@ type Controller struct {
 	active      bool
 	epoch       int64
 	activeSince time.Time
+	renewedAt   time.Time // when the lease was last acquired or renewed
 	liveSince   map[int32]seen
 	restarted   map[int32]bool // brokers seen registering again, not yet acted on
 	view        *view          // nil until the first read of an activation
@@ -196,9 +197,20 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// round is one lease renewal and, while active, one reconciliation.
+// round is one lease renewal and, while active, one reconciliation. An
+// active controller renews its lease once a third of it has passed, not
+// every round: until the lease expires no other replica can take it (and
+// the controller epoch fences the writes of one that lost it anyway), and
+// the renewals were a store write every Interval, most of a SQLite
+// store's steady writes, which heartbeats queue behind.
 func (c *Controller) round(ctx context.Context) {
 	now := c.now()
+	if c.active && now.Before(c.renewedAt.Add(c.cfg.LeaseTTL/3)) {
+		if err := c.reconcile(ctx, now, c.epoch); err != nil && ctx.Err() == nil {
+			c.logger.Warn("controller: reconcile", "epoch", c.epoch, "err", err)
+		}
+		return
+	}
 	lease, ok, err := c.store.AcquireControllerLease(ctx, c.holder, now, c.cfg.LeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -211,6 +223,7 @@ func (c *Controller) round(ctx context.Context) {
 		c.deactivate("lease held by " + lease.Holder)
 		return
 	}
+	c.renewedAt = now
 	if !c.active || lease.Epoch != c.epoch {
 		c.active, c.epoch, c.activeSince, c.liveSince = true, lease.Epoch, now, map[int32]seen{}
 		c.view, c.quiet = nil, nil // read whole again: another controller wrote meanwhile

@@ -121,3 +121,42 @@ func (s *racingStore) UpdatePartitionsFenced(ctx context.Context, updates []stor
 	}
 	return s.Store.UpdatePartitionsFenced(ctx, updates, controllerEpoch)
 }
+
+// leaseCountingStore counts the controller's lease acquisitions and
+// renewals.
+type leaseCountingStore struct {
+	store.Store
+	renewals atomic.Int32
+}
+
+func (s *leaseCountingStore) AcquireControllerLease(ctx context.Context, holder string, now time.Time, ttl time.Duration) (store.ControllerLease, bool, error) {
+	s.renewals.Add(1)
+	return s.Store.AcquireControllerLease(ctx, holder, now, ttl)
+}
+
+// TestControllerRenewsItsLeaseOncePerThird: an active controller runs a
+// round every Interval but renews its lease (a store write) only once a
+// third of the lease has passed, and every renewal leaves the lease
+// unexpired: a second controller cannot take it meanwhile.
+func TestControllerRenewsItsLeaseOncePerThird(t *testing.T) {
+	ctx := t.Context()
+	base, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cp.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = base.Close() })
+	s := &leaseCountingStore{Store: base}
+	now := t0
+	cfg := DefaultConfig() // a 3 s lease, a round every 250 ms
+	c, err := New(cfg, Deps{Store: s, Clock: clock.Func(func() time.Time { return now })})
+	require.NoError(t, err)
+	other, err := New(cfg, Deps{Store: base, Clock: clock.Func(func() time.Time { return now })})
+	require.NoError(t, err)
+
+	for range 24 { // 6 s of rounds
+		c.round(ctx)
+		require.True(t, c.active)
+		other.round(ctx)
+		require.False(t, other.active, "at %s the other controller took the lease", now.Sub(t0))
+		now = now.Add(cfg.Interval)
+	}
+	require.Equal(t, int32(6), s.renewals.Load(), "one acquisition, then a renewal every second")
+}

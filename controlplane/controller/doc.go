@@ -4,9 +4,10 @@
 //
 // # Model
 //
-// Every Interval (250 ms) the controller acquires or renews the lease
-// (store.AcquireControllerLease, TTL 3 s, holder = a random id per process).
-// While it holds the lease it reads all brokers, brings its view of the
+// Every Interval (250 ms) the controller tries to acquire the lease
+// (store.AcquireControllerLease, TTL 3 s, holder = a random id per
+// process); once active it renews it when a third of it has passed, not
+// every round (a store write each). While it holds the lease it reads all brokers, brings its view of the
 // partitions up to date, decides the changes with the pure function Decide,
 // and writes them with store.UpdatePartitionsFenced under its lease epoch,
 // at most MaxBatch (500) changes per transaction, so a failed broker's
