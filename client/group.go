@@ -1118,9 +1118,20 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 		req.MemberEpoch = -2
 	}
 	g.mu.Unlock()
-	if gc, err := g.coordinator(ctx); err == nil {
+	// A rate refusal of the leave is waited out (within ctx), as every
+	// other call's is: throttling slows a client down, it does not fail
+	// it.
+	for {
+		gc, err := g.coordinator(ctx)
+		if err != nil {
+			break
+		}
 		_, err = gc.GroupHeartbeat(ctx, connect.NewRequest(req))
+		if throttled(err) && sleep(ctx, retryWait(err, 1)) == nil {
+			continue
+		}
 		errs = append(errs, err)
+		break
 	}
 	errs = append(errs, g.cs.Close())
 	return errors.Join(errs...)

@@ -527,6 +527,51 @@ func TestThrottleMetadataProducerIDGroup(t *testing.T) {
 	require.Equal(t, client.ThrottleStats{Requests: 3, Time: 2*delay + 300*time.Millisecond}, st[client.KindGroup])
 }
 
+// A member's leave refused for its rate is sent again once the delay
+// asked for has passed: Close succeeds and the member is gone (sluice
+// consume --group failed so on a sluice dev just started, whose quota
+// allotments had not settled yet).
+func TestThrottleGroupLeaveWaitsOut(t *testing.T) {
+	topic := fresh("throttle-leave")
+	createTopic(t, topic, 1, nil)
+	group := topic + "-g"
+	const delay = 100 * time.Millisecond
+	var (
+		mu     sync.Mutex
+		leaves []time.Time
+	)
+	// Every GroupHeartbeat matches; the hook refuses only the group's
+	// first leave. No other test adds a GroupHeartbeat fault while this
+	// one runs (this one is not parallel).
+	addFault(t, localcluster.Fault{Procedure: "GroupHeartbeat", Hook: func(_ context.Context, c localcluster.Call) error {
+		req, ok := c.Request.(*sluicev1.GroupHeartbeatRequest)
+		if !ok || req.GetGroup() != group || req.GetMemberEpoch() != -1 {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		leaves = append(leaves, time.Now())
+		if len(leaves) == 1 {
+			return rateRefusal(delay)
+		}
+		return nil
+	}})
+	c := newClient(t)
+	g, err := c.NewGroupConsumer(t.Context(), group, []string{topic})
+	require.NoError(t, err)
+	require.NoError(t, g.Close(t.Context()))
+	mu.Lock()
+	require.Len(t, leaves, 2, "the refused leave sent again")
+	require.GreaterOrEqual(t, leaves[1].Sub(leaves[0]), delay, "after the delay asked for")
+	mu.Unlock()
+	ga, err := c.GroupAdmin()
+	require.NoError(t, err)
+	d, err := ga.DescribeGroup(t.Context(), connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: group}))
+	require.NoError(t, err)
+	require.Empty(t, d.Msg.GetMembers(), "the member left")
+	require.Equal(t, client.ThrottleStats{Requests: 1, Time: delay}, c.Stats().Throttle[client.KindGroup])
+}
+
 // A transactional producer's calls to its coordinator and its batches
 // wait out rate refusals: the transaction commits.
 func TestThrottleTransactionalCalls(t *testing.T) {
