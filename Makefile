@@ -79,8 +79,7 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, buf lint, the
 
 test: $(VERSITYGW) $(GRPCURL) $(HELM) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server, grpcurl and helm for tests into bin/.
 	go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL_PACKAGES) $(SLOW_PACKAGES) ./...
-	go test -count=1 -run 'TestCooperativeRebalance' ./client/
-	go test -count=1 -run 'TestQuotaNoisyNeighbour|TestQuotaRequestMemoryBounded' ./e2e/
+	go test -count=1 -run '^(TestCooperativeRebalance.*|TestQuotaNoisyNeighbour|TestQuotaRequestMemoryBounded)$$' ./client/ ./e2e/
 
 test-e2e-race: $(VERSITYGW) ## Run the e2e fault families (TestCluster, TestSDK, TestGroup, TestTxn, TestTiered) against sluice binaries built with the race detector: a data race in any process they start fails the test (make test runs them race-free; e2e/doc.go says why).
 	SLUICE_E2E_RACE=1 go test $(GO_TEST_FLAGS) -run '^Test(Cluster|SDK|Group|Txn|Tiered)' ./e2e/

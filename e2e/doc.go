@@ -17,7 +17,9 @@
 //
 // Each test starts its own cluster (its own Postgres database, data dirs
 // and ports, from internal/testenv and internal/testcluster) and calls
-// t.Parallel, so `go test -parallel N` runs N of them at once. Two kinds
+// t.Parallel. Three run at once (TestMain's testenv.DefaultParallel: most
+// of a test's time is waiting on its processes), or N with
+// `go test -parallel N`. Two kinds
 // do not: the measurements whose result is the machine's idle latency or
 // memory (TestQuotaNoisyNeighbour, TestQuotaRequestMemoryBounded, run by
 // make test without the race detector, one after the other), and

@@ -5,11 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -72,6 +75,24 @@ func Main(m *testing.M) {
 	signal.Stop(sigs)
 	shutdown()
 	os.Exit(code)
+}
+
+// DefaultParallel makes n the number of the binary's parallel tests that
+// run at once, unless -test.parallel was given or GOMAXPROCS (its
+// default) is larger. Call it from TestMain, before Main. For tests that
+// mostly wait on processes of their own (e2e clusters), whose CPU use
+// GOMAXPROCS does not bound.
+func DefaultParallel(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set && n > runtime.GOMAXPROCS(0) {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // shutdown closes the admin connection and stops the cluster this binary started, if any.
