@@ -725,6 +725,9 @@ func TestControlPlaneHealthAndMetrics(t *testing.T) {
 	require.Equal(t, 200, code)
 	require.Contains(t, body, `sluice_controlplane_rpc_requests_total{code="ok",procedure="/sluice.v1.TenantService/Signup"} 1`)
 	require.Contains(t, body, `sluice_controlplane_rpc_duration_seconds_bucket{code="ok",procedure="/sluice.v1.AuthService/CreateToken"`)
+	// SQLite's write queue: the signup's writes went through it.
+	require.Regexp(t, `sluice_controlplane_store_write_queue_writes_total\{lane="normal"\} [1-9]`, body)
+	require.Regexp(t, `sluice_controlplane_store_write_queue_waiting\{lane="urgent"\} \d+`, body)
 	for _, path := range []string{"/metrics", "/metrics/", "/debug/pprof/", "/debug/vars"} {
 		code, body := get(c.endpoint, path)
 		require.Equal(t, http.StatusNotFound, code, "API port %s", path)

@@ -137,6 +137,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 
 	s.registry = prometheus.NewRegistry()
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if c := storeCollector(s.store); c != nil {
+		s.registry.MustRegister(c)
+	}
 	metrics := rpcmetrics.New(s.registry, "sluice", "controlplane", api.ServiceNames())
 
 	// One sender for the delivery loop and the API's webhook tests, with

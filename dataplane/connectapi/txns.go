@@ -149,11 +149,20 @@ func (a *Transactions) ListTransactions(ctx context.Context, req *connect.Reques
 		}
 		return txnDescriptions(ds), nil
 	}
-	all, err := askCoordinators(ctx, a.deps.View(), a.deps.BrokerID, req, system.TransactionStateTopic, txns.ErrNoTopic, "list transactions", local,
-		func(id int32) func(context.Context, *connect.Request[sluicev1.ListTransactionsRequest]) (*connect.Response[sluicev1.ListTransactionsResponse], error) {
-			return a.deps.Peer(id).ListTransactions
-		},
-		(*sluicev1.ListTransactionsResponse).GetTransactions, (*sluicev1.TransactionDescription).GetTransactionalId, a.deps.Forwarded)
+	var all []*sluicev1.TransactionDescription
+	if req.Header().Get(NoForwardHeader) == "1" {
+		all, err = local()
+	} else {
+		all, err = cluster.AskLeaders(a.deps.View(), a.deps.BrokerID, system.TransactionStateTopic, txns.ErrNoTopic, "list transactions", local,
+			func(id int32) ([]*sluicev1.TransactionDescription, error) {
+				res, err := Forward(ctx, id, req, a.deps.Peer(id).ListTransactions, a.deps.Forwarded)
+				if err != nil {
+					return nil, err
+				}
+				return res.Msg.GetTransactions(), nil
+			},
+			(*sluicev1.TransactionDescription).GetTransactionalId)
+	}
 	if err != nil {
 		return nil, err
 	}

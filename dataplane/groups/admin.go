@@ -3,12 +3,10 @@ package groups
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
+	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/group"
@@ -63,48 +61,9 @@ func (s *Service) ListGroups(ctx context.Context, req ListGroupsRequest) ([]Grou
 	if req.Local {
 		return local()
 	}
-	meta := s.deps.View()
-	t, ok := meta.Topic(system.TenantID, system.OffsetsTopic)
-	if !ok {
-		return nil, ErrNoOffsetsTopic
-	}
-	leaders := map[int32]bool{}
-	for _, pm := range t.Partitions {
-		if pm.Leader < 0 {
-			return nil, meta.NotLeader(s.cfg.BrokerID, pm) // a coordinator is offline: the list would be incomplete
-		}
-		leaders[pm.Leader] = true
-	}
-	var (
-		mu   sync.Mutex
-		all  []GroupSummary
-		errs []error
-		wg   sync.WaitGroup
-	)
-	for id := range leaders {
-		wg.Go(func() {
-			var out []GroupSummary
-			var err error
-			if id == s.cfg.BrokerID {
-				out, err = local()
-			} else {
-				out, err = s.deps.Peers.ListGroups(ctx, id, req.Credentials)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			all = append(all, out...)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
-			}
-		})
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return nil, derr.New(derr.Unavailable, "list groups: %w", errors.Join(errs...))
-	}
-	slices.SortFunc(all, func(a, b GroupSummary) int { return strings.Compare(a.Group, b.Group) })
-	// During a leadership move two brokers may both answer for a group.
-	return slices.CompactFunc(all, func(a, b GroupSummary) bool { return a.Group == b.Group }), nil
+	return cluster.AskLeaders(s.deps.View(), s.cfg.BrokerID, system.OffsetsTopic, ErrNoOffsetsTopic, "list groups", local,
+		func(id int32) ([]GroupSummary, error) { return s.deps.Peers.ListGroups(ctx, id, req.Credentials) },
+		func(g GroupSummary) string { return g.Group })
 }
 
 // Description is a group as DescribeGroup answers it.

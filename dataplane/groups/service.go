@@ -204,22 +204,9 @@ func (s *Service) call(ctx context.Context, tenantID, groupID string) (*coordina
 // localCoordinators are the loaded coordinators of every offsets partition
 // this broker leads.
 func (s *Service) localCoordinators(ctx context.Context) ([]*coordinator.Coordinator, error) {
-	t, ok := s.deps.View().Topic(system.TenantID, system.OffsetsTopic)
-	if !ok {
-		return nil, ErrNoOffsetsTopic
-	}
-	var out []*coordinator.Coordinator
-	for _, pm := range t.Partitions {
-		if pm.Leader != s.cfg.BrokerID {
-			continue
-		}
-		c, err := s.CoordinatorAt(ctx, t, pm)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return cluster.Led(s.deps.View(), s.cfg.BrokerID, system.OffsetsTopic, ErrNoOffsetsTopic, func(t *cluster.Topic, pm cluster.Partition) (*coordinator.Coordinator, error) {
+		return s.CoordinatorAt(ctx, t, pm)
+	})
 }
 
 // topicsOf is a tenant's topics' partition counts in view m, for the

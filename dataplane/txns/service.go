@@ -194,22 +194,9 @@ func (s *Service) CoordinatorAt(ctx context.Context, t *cluster.Topic, pm cluste
 // local returns the loaded coordinators of every transaction-state
 // partition this broker leads; ErrNoTopic before the topic exists.
 func (s *Service) local(ctx context.Context) ([]*txn.Coordinator, error) {
-	t, ok := s.deps.View().Topic(system.TenantID, system.TransactionStateTopic)
-	if !ok {
-		return nil, ErrNoTopic
-	}
-	var out []*txn.Coordinator
-	for _, pm := range t.Partitions {
-		if pm.Leader != s.cfg.BrokerID {
-			continue
-		}
-		c, err := s.CoordinatorAt(ctx, t, pm)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return cluster.Led(s.deps.View(), s.cfg.BrokerID, system.TransactionStateTopic, ErrNoTopic, func(t *cluster.Topic, pm cluster.Partition) (*txn.Coordinator, error) {
+		return s.CoordinatorAt(ctx, t, pm)
+	})
 }
 
 // Current returns the transaction coordinators the runtime hosts whose

@@ -30,7 +30,13 @@
 //     after a write returned sees it.
 //
 // Every write goes through the write pool, including the single-statement
-// ones, so this process never sees SQLITE_BUSY from itself. The controller
+// ones, so this process never sees SQLITE_BUSY from itself. The writers
+// queue for its connection in order (sqlstore.Config.SingleWriter), a
+// broker's heartbeat and the controller's lease ahead of the other writes
+// waiting (database/sql alone hands a freed connection to a random
+// waiter: under load, brokers lost their leases behind metadata writes).
+// The control plane exports the queue per lane as
+// sluice_controlplane_store_write_queue_{waiting,writes_total,wait_seconds_total}. The controller
 // lease is one UPDATE through it, and the fenced partition write a write
 // transaction: the lock held from the epoch check to the commit is what
 // fences a deposed controller. So are the remote-segment writes: the leader's fence (broker

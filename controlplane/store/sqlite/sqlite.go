@@ -81,7 +81,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
 	return &Store{
-		Store:  sqlstore.NewStore(sqlstore.New(sqlstore.Config{Dialect: dialect{}, Read: read, Write: write})),
+		Store:  sqlstore.NewStore(sqlstore.New(sqlstore.Config{Dialect: dialect{}, Read: read, Write: write, SingleWriter: true})),
 		write:  write,
 		read:   read,
 		logger: logger,

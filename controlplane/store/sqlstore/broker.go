@@ -37,7 +37,7 @@ func (s *Store) RegisterBroker(ctx context.Context, b store.Broker) (store.Broke
 // with an earlier leaseUntil than the stored one (a late, reordered
 // heartbeat) keeps the stored expiry.
 func (s *Store) HeartbeatBroker(ctx context.Context, id int32, epoch int64, leaseUntil time.Time) (store.Broker, error) {
-	b, err := scanBroker(s.db.Write().QueryRowContext(ctx,
+	b, err := scanBroker(s.db.WriteIn(LaneUrgent).QueryRowContext(ctx,
 		`UPDATE brokers SET lease_expires_at = `+s.db.Greatest()+`(lease_expires_at, $1) WHERE id = $2 AND epoch = $3
 		 RETURNING `+brokerColumns, s.db.Time(leaseUntil), id, epoch))
 	if !errors.Is(err, sql.ErrNoRows) {

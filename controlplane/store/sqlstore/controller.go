@@ -19,7 +19,7 @@ func (s *Store) AcquireControllerLease(ctx context.Context, holder string, now t
 	if err := store.CheckLeaseRequest(holder, ttl); err != nil {
 		return store.ControllerLease{}, false, err
 	}
-	l, err := scanLease(s.db.Write().QueryRowContext(ctx,
+	l, err := scanLease(s.db.WriteIn(LaneUrgent).QueryRowContext(ctx,
 		`UPDATE controller_lease SET
 		     epoch = CASE WHEN holder = $1 THEN epoch ELSE epoch + 1 END,
 		     expires_at = CASE WHEN holder = $1 THEN `+s.db.Greatest()+`(expires_at, $3) ELSE $3 END,

@@ -122,6 +122,7 @@ type DB struct {
 	Dialect
 	read, write *sql.DB
 	snapshot    *sql.TxOptions
+	gate        *writeGate // nil unless Config.SingleWriter
 }
 
 // Config is what a driver gives New.
@@ -135,12 +136,20 @@ type Config struct {
 	// a transaction of the read pool already reads one, as on SQLite in
 	// WAL mode).
 	Snapshot *sql.TxOptions
+	// SingleWriter: Write is one connection (SQLite). Its callers then
+	// queue for it in order, urgent ones first (Lane), not as
+	// database/sql picks among them (at random).
+	SingleWriter bool
 }
 
 // New returns the DB of c. It does not own the pools: the driver closes
 // them.
 func New(c Config) *DB {
-	return &DB{Dialect: c.Dialect, read: c.Read, write: c.Write, snapshot: c.Snapshot}
+	db := &DB{Dialect: c.Dialect, read: c.Read, write: c.Write, snapshot: c.Snapshot}
+	if c.SingleWriter {
+		db.gate = &writeGate{}
+	}
+	return db
 }
 
 // Read is the pool for reads that need no transaction (one statement reads
@@ -148,7 +157,60 @@ func New(c Config) *DB {
 func (db *DB) Read() Querier { return db.read }
 
 // Write is the pool for single-statement writes, outside InTx.
-func (db *DB) Write() Querier { return db.write }
+func (db *DB) Write() Querier { return db.WriteIn(LaneNormal) }
+
+// WriteIn is Write for a write of lane: on a single-writer database an
+// urgent write goes before the normal ones waiting.
+func (db *DB) WriteIn(lane Lane) Querier {
+	if db.gate == nil {
+		return db.write
+	}
+	return gatedWrite{db: db, lane: lane}
+}
+
+// WriteQueue returns the counts of each lane of a single-writer
+// database's queue (indexed by Lane), or false when writes do not queue.
+func (db *DB) WriteQueue() ([numLanes]LaneStats, bool) {
+	if db.gate == nil {
+		return [numLanes]LaneStats{}, false
+	}
+	return db.gate.snapshot(), true
+}
+
+// gatedWrite is the write pool of a single-writer database, entered
+// through its gate.
+type gatedWrite struct {
+	db   *DB
+	lane Lane
+}
+
+func (w gatedWrite) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := w.db.gate.enter(ctx, w.lane); err != nil {
+		return nil, err
+	}
+	defer w.db.gate.leave()
+	return w.db.write.ExecContext(ctx, query, args...)
+}
+
+func (w gatedWrite) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := w.db.gate.enter(ctx, w.lane); err != nil {
+		return nil, err
+	}
+	defer w.db.gate.leave()
+	return w.db.write.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext leaves the gate once the row's query ran: the
+// connection is the row's until Scan, and the next caller waits for it in
+// the pool.
+func (w gatedWrite) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if err := w.db.gate.enter(ctx, w.lane); err != nil {
+		// ctx ended: the pool answers a row that holds ctx's error.
+		return w.db.write.QueryRowContext(ctx, query, args...)
+	}
+	defer w.db.gate.leave()
+	return w.db.write.QueryRowContext(ctx, query, args...)
+}
 
 // InTx runs fn in a write transaction and commits it, or rolls it back when
 // fn fails (returning fn's error, untranslated). The isolation is the
@@ -159,7 +221,18 @@ func (db *DB) Write() Querier { return db.write }
 // them in one order (see the driver docs), SQLite waits on a busy
 // database for its busy timeout.
 func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return inTx(ctx, db.write, nil, fn)
+	if db.gate == nil {
+		return inTx(ctx, db.write, nil, fn)
+	}
+	if err := db.gate.enter(ctx, LaneNormal); err != nil {
+		return err
+	}
+	tx, err := db.write.BeginTx(ctx, nil)
+	db.gate.leave()
+	if err != nil {
+		return err
+	}
+	return runTx(tx, fn)
 }
 
 // InSnapshot runs fn in a read-only transaction that reads one consistent
@@ -169,11 +242,16 @@ func (db *DB) InSnapshot(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return inTx(ctx, db.read, db.snapshot, fn)
 }
 
-func inTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, fn func(tx *sql.Tx) error) (err error) {
+func inTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
 	tx, err := pool.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}
+	return runTx(tx, fn)
+}
+
+// runTx runs fn in tx and commits it, or rolls it back when fn fails.
+func runTx(tx *sql.Tx, fn func(tx *sql.Tx) error) (err error) {
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
