@@ -30,5 +30,6 @@
 // TestTiered… but for the volume test TestTieredHotTailAndColdReadBack)
 // start a sluice binary built with the race detector, and a data race any
 // of its processes reports fails the test; otherwise every test starts a
-// race-free build (sluiceBin and plainBin in cli_test.go say why).
+// race-free build (sluiceBin and plainBin in cli_test.go say why), with
+// GOMAXPROCS=1 unless the environment sets it (TestMain says why).
 package e2e
