@@ -14,10 +14,7 @@ import (
 // newStore opens a store on a fresh file in t's temporary directory.
 func newStore(t *testing.T) store.Store {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sluice.db"), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	return s
+	return openSQLite(t)
 }
 
 func TestStoreSQLite(t *testing.T) {

@@ -25,24 +25,13 @@ import (
 func TestStoreSQLiteUrgentWritesGoFirst(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sluice.db"), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	s := openSQLite(t)
 	b, err := s.RegisterBroker(ctx, store.Broker{ID: 1, Address: "a", LeaseExpiresAt: time.Now().Add(time.Minute)})
 	require.NoError(t, err)
 	db := s.DB()
 
 	// A transaction holds the connection until released.
-	release, began := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		held <- db.InTx(ctx, func(*sql.Tx) error {
-			close(began)
-			<-release
-			return nil
-		})
-	}()
-	<-began
+	release := holdWriter(t, db)
 
 	// Each normal write, a transaction, reads whether the heartbeat and
 	// the lease were written before it.
@@ -99,8 +88,7 @@ func TestStoreSQLiteUrgentWritesGoFirst(t *testing.T) {
 		assert.NoError(t, err)
 	})
 	waitQueue(sqlstore.LaneUrgent, 2)
-	close(release)
-	require.NoError(t, <-held)
+	release()
 	wg.Wait()
 
 	// Only the write already waiting in the pool went before them.
@@ -127,20 +115,9 @@ func TestStoreSQLiteUrgentWritesGoFirst(t *testing.T) {
 func TestStoreSQLiteQueuedWriteCancelled(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sluice.db"), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	s := openSQLite(t)
 	db := s.DB()
-	release, began := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		held <- db.InTx(ctx, func(*sql.Tx) error {
-			close(began)
-			<-release
-			return nil
-		})
-	}()
-	<-began
+	release := holdWriter(t, db)
 	// The first waits in the pool; the second, cancelled, in the queue.
 	first := make(chan error, 1)
 	go func() {
@@ -169,9 +146,37 @@ func TestStoreSQLiteQueuedWriteCancelled(t *testing.T) {
 	require.ErrorIs(t, <-second, context.Canceled)
 	q, _ := db.WriteQueue()
 	require.Zero(t, q[sqlstore.LaneNormal].Waiting)
-	close(release)
-	require.NoError(t, <-held)
+	release()
 	require.NoError(t, <-first)
-	_, err = db.Write().ExecContext(ctx, `UPDATE controller_lease SET holder = holder`)
+	_, err := db.Write().ExecContext(ctx, `UPDATE controller_lease SET holder = holder`)
 	require.NoError(t, err, "the queue still admits writes")
+}
+
+// openSQLite opens a store on a fresh file, closed when the test ends.
+func openSQLite(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sluice.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+// holdWriter holds db's write connection in a transaction until the
+// returned func is called, which waits for the transaction to commit.
+func holdWriter(t *testing.T, db *sqlstore.DB) func() {
+	t.Helper()
+	release, began := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- db.InTx(t.Context(), func(*sql.Tx) error {
+			close(began)
+			<-release
+			return nil
+		})
+	}()
+	<-began
+	return func() {
+		close(release)
+		require.NoError(t, <-held)
+	}
 }
