@@ -7,6 +7,8 @@ import (
 	"encoding/pem"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -250,4 +252,46 @@ func TestLoadErrors(t *testing.T) {
 	require.ErrorContains(t, err, "needs a certificate")
 	_, _, err = ca.Issue(Leaf{CommonName: "x"})
 	require.Error(t, err)
+}
+
+// HTTPClient speaks HTTP/2 to a listener with ServerConfig("h2",
+// "http/1.1"), with mutual TLS.
+func TestHTTPClientSpeaksHTTP2(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, err := NewCA("cluster CA", time.Hour)
+	require.NoError(t, err)
+	caFile := filepath.Join(dir, "ca.crt")
+	require.NoError(t, ca.WriteCert(caFile))
+	sf, err := ca.IssueFiles(dir, "server", Leaf{CommonName: "cp", Hosts: []string{"127.0.0.1", "localhost"}, Server: true, ValidFor: time.Hour})
+	require.NoError(t, err)
+	sf.CA = caFile
+	src, err := Load(sf, nil)
+	require.NoError(t, err)
+	cfg, err := src.ServerConfig("h2", "http/1.1")
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	srv := &http.Server{Protocols: &p, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Proto+" "+r.TLS.PeerCertificates[0].Subject.CommonName)
+	})}
+	go func() { _ = srv.Serve(tls.NewListener(ln, cfg)) }()
+	t.Cleanup(func() { srv.Close() })
+
+	cf, err := ca.IssueFiles(dir, "broker", Leaf{CommonName: "b1", Client: true, ValidFor: time.Hour})
+	require.NoError(t, err)
+	cf.CA = caFile
+	client, err := Load(cf, nil)
+	require.NoError(t, err)
+	for _, host := range []string{"127.0.0.1", "localhost"} {
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		res, err := client.HTTPClient().Get("https://" + net.JoinHostPort(host, port) + "/")
+		require.NoError(t, err)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		require.Equal(t, "HTTP/2.0 b1", string(body))
+	}
 }
