@@ -8,17 +8,21 @@ import (
 	"time"
 )
 
-// HTTPClient returns a client speaking HTTP/2 over TLS with s's client
-// side: each new connection verifies its server against the CA the files
-// hold then, and presents the certificate they hold at its handshake.
-// The dial timeout and keep-alives are h2c.Client's.
+// HTTPClient returns the client the cluster's servers call each other
+// with: HTTP/2 over TLS to https:// URLs, with s's client side (each new
+// connection verifies its server against the CA the files hold then, and
+// presents the certificate they hold at its handshake; a nil s: the
+// system's roots, no certificate), and cleartext HTTP/2 (h2c) to http://
+// ones. The dial timeout and keep-alives are h2c.Client's.
 func (s *Source) HTTPClient() *http.Client {
 	d := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}
 	var p http.Protocols
 	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{
 		Protocols:         &p,
 		ForceAttemptHTTP2: true,
+		DialContext:       d.DialContext,
 		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			host, _, err := net.SplitHostPort(addr)
 			if err != nil {

@@ -15,6 +15,7 @@ package tlsfiles
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,8 +42,9 @@ type Files struct {
 
 // files is a snapshot of what was loaded from Files.
 type loaded struct {
-	cert  *tls.Certificate // nil without Cert
-	pool  *x509.CertPool   // nil without CA
+	cert  *tls.Certificate    // nil without Cert
+	pool  *x509.CertPool      // nil without CA
+	cas   []*x509.Certificate // the CA file's certificates
 	stamp [3]fileStamp
 }
 
@@ -102,12 +104,27 @@ func (s *Source) load() (loaded, error) {
 		l.cert = &c
 	}
 	if s.files.CA != "" {
-		pem, err := os.ReadFile(s.files.CA)
+		rest, err := os.ReadFile(s.files.CA)
 		if err != nil {
 			return loaded{}, fmt.Errorf("tls: %w", err)
 		}
 		l.pool = x509.NewCertPool()
-		if !l.pool.AppendCertsFromPEM(pem) {
+		for {
+			var blk *pem.Block
+			if blk, rest = pem.Decode(rest); blk == nil {
+				break
+			}
+			if blk.Type != "CERTIFICATE" {
+				continue
+			}
+			c, err := x509.ParseCertificate(blk.Bytes)
+			if err != nil {
+				return loaded{}, fmt.Errorf("tls: CA file %s: %w", s.files.CA, err)
+			}
+			l.cas = append(l.cas, c)
+			l.pool.AddCert(c)
+		}
+		if len(l.cas) == 0 {
 			return loaded{}, fmt.Errorf("tls: no PEM certificate in CA file %s", s.files.CA)
 		}
 	}
@@ -168,9 +185,14 @@ func (s *Source) Certificate() *tls.Certificate { return s.current().cert }
 // ServerConfig returns a listener's configuration: TLS 1.2 and later with
 // Go's defaults, the certificate as the files hold it at each handshake,
 // and with CA, mutual TLS (a client certificate that chains to CA is
-// required). nextProtos are offered in ALPN ("h2", "http/1.1" for the
-// API; nil for a protocol without ALPN, such as Kafka's).
-func (s *Source) ServerConfig(nextProtos ...string) (*tls.Config, error) {
+// required). cluster, when not nil and with a CA, is the cluster's side
+// (RegisterClusterFlags): a client certificate from its CA is accepted
+// too, and asked for but not required without s's CA (tenants and the
+// cluster's servers share the listener; what a broker-credential call
+// must present is the authenticators' rule, PeerOf). nextProtos are
+// offered in ALPN ("h2", "http/1.1" for the API; nil for a protocol
+// without ALPN, such as Kafka's).
+func (s *Source) ServerConfig(cluster *Source, nextProtos ...string) (*tls.Config, error) {
 	if s.files.Cert == "" {
 		return nil, errors.New("tls: a listener needs a certificate and its key (--tls-cert, --tls-key)")
 	}
@@ -184,8 +206,22 @@ func (s *Source) ServerConfig(nextProtos ...string) (*tls.Config, error) {
 				NextProtos:   nextProtos,
 				Certificates: []tls.Certificate{*l.cert},
 			}
+			var cas []*x509.Certificate
+			if cluster != nil {
+				cas = cluster.current().cas
+			}
+			if len(cas) > 0 {
+				c.ClientAuth = tls.VerifyClientCertIfGiven
+			}
 			if l.pool != nil {
-				c.ClientCAs, c.ClientAuth = l.pool, tls.RequireAndVerifyClientCert
+				cas = append(cas[:len(cas):len(cas)], l.cas...)
+				c.ClientAuth = tls.RequireAndVerifyClientCert
+			}
+			if len(cas) > 0 {
+				c.ClientCAs = x509.NewCertPool()
+				for _, ca := range cas {
+					c.ClientCAs.AddCert(ca)
+				}
 			}
 			return c, nil
 		},
@@ -193,14 +229,18 @@ func (s *Source) ServerConfig(nextProtos ...string) (*tls.Config, error) {
 }
 
 // ClientConfig returns the configuration of a client connection made
-// now: it verifies the server against CA as the file holds it now (empty:
-// the system's roots), and presents the certificate when Cert is set
-// (mutual TLS), as the files hold it at the handshake. serverName, when
-// set, is the name the server's certificate must carry (else the dialled
-// host's). Build one per connection (Dialer does) so that a rotated CA
-// applies to the next one.
+// now: it verifies the server against CA as the file holds it now (empty,
+// or a nil s: the system's roots), and presents the certificate when Cert
+// is set (mutual TLS), as the files hold it at the handshake. serverName,
+// when set, is the name the server's certificate must carry (else the
+// dialled host's). Build one per connection (HTTPClient does) so that a
+// rotated CA applies to the next one.
 func (s *Source) ClientConfig(serverName string) *tls.Config {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName, RootCAs: s.current().pool}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	if s == nil {
+		return c
+	}
+	c.RootCAs = s.current().pool
 	if s.files.Cert != "" {
 		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return s.current().cert, nil
@@ -208,3 +248,12 @@ func (s *Source) ClientConfig(serverName string) *tls.Config {
 	}
 	return c
 }
+
+// Enabled reports whether s holds a certificate: a listener with it
+// serves TLS. False for a nil s.
+func (s *Source) Enabled() bool { return s != nil && s.files.Cert != "" }
+
+// Mutual reports whether s has both a CA and a certificate: on a server's
+// cluster side, that its calls present a certificate and that calls made
+// with the broker credential must present one (PeerOf). False for nil.
+func (s *Source) Mutual() bool { return s != nil && s.files.Cert != "" && s.files.CA != "" }

@@ -114,7 +114,7 @@ func TestServerCertificateRotates(t *testing.T) {
 	first := serialOf(t, f.Cert)
 	var logs bytes.Buffer
 	src, clk := load(t, f, &logs)
-	cfg, err := src.ServerConfig()
+	cfg, err := src.ServerConfig(nil)
 	require.NoError(t, err)
 	addr := serve(t, cfg)
 
@@ -194,7 +194,7 @@ func TestMutualTLS(t *testing.T) {
 	sf.CA = caFile
 	src, err := Load(sf, nil)
 	require.NoError(t, err)
-	cfg, err := src.ServerConfig()
+	cfg, err := src.ServerConfig(nil)
 	require.NoError(t, err)
 	addr := serve(t, cfg)
 
@@ -248,7 +248,7 @@ func TestLoadErrors(t *testing.T) {
 	require.ErrorContains(t, err, "no PEM certificate")
 	src, err := Load(Files{CA: f.Cert}, nil)
 	require.NoError(t, err)
-	_, err = src.ServerConfig()
+	_, err = src.ServerConfig(nil)
 	require.ErrorContains(t, err, "needs a certificate")
 	_, _, err = ca.Issue(Leaf{CommonName: "x"})
 	require.Error(t, err)
@@ -268,7 +268,7 @@ func TestHTTPClientSpeaksHTTP2(t *testing.T) {
 	sf.CA = caFile
 	src, err := Load(sf, nil)
 	require.NoError(t, err)
-	cfg, err := src.ServerConfig("h2", "http/1.1")
+	cfg, err := src.ServerConfig(nil, "h2", "http/1.1")
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -294,4 +294,129 @@ func TestHTTPClientSpeaksHTTP2(t *testing.T) {
 		res.Body.Close()
 		require.Equal(t, "HTTP/2.0 b1", string(body))
 	}
+}
+
+// A listener with a cluster side asks for a client certificate without
+// requiring one: a tenant without one connects, a server of the cluster
+// presents its own, and PeerOf tells who it is; another CA's certificate
+// is refused at the handshake.
+func TestClusterPeers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, err := NewCA("cluster CA", time.Hour)
+	require.NoError(t, err)
+	caFile := filepath.Join(dir, "ca.crt")
+	require.NoError(t, ca.WriteCert(caFile))
+	sf, err := ca.IssueFiles(dir, "listener", Leaf{CommonName: "cp", Hosts: []string{"127.0.0.1"}, Server: true, ValidFor: time.Hour})
+	require.NoError(t, err)
+	own, err := Load(sf, nil)
+	require.NoError(t, err)
+	cluster, err := Load(Files{CA: caFile}, nil)
+	require.NoError(t, err)
+	cfg, err := own.ServerConfig(cluster, "h2", "http/1.1")
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	srv := &http.Server{Protocols: &p, Handler: Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		peer, err := cluster.PeerOf(ConnState(r.Context()))
+		if err != nil {
+			_, _ = io.WriteString(w, "anonymous")
+			return
+		}
+		_, _ = io.WriteString(w, peer.String())
+	}))}
+	go func() { _ = srv.Serve(tls.NewListener(ln, cfg)) }()
+	t.Cleanup(func() { srv.Close() })
+	url := "https://" + ln.Addr().String() + "/"
+
+	get := func(f Files) (string, error) {
+		s, err := Load(f, nil)
+		require.NoError(t, err)
+		res, err := s.HTTPClient().Get(url)
+		if err != nil {
+			return "", err
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return string(b), err
+	}
+	body, err := get(Files{CA: caFile})
+	require.NoError(t, err)
+	require.Equal(t, "anonymous", body, "a client without a certificate")
+	for name, leaf := range map[string]Leaf{
+		"sluice://broker/7":     {CommonName: "b7", URIs: []string{BrokerURI(7)}, Client: true},
+		"sluice://controlplane": {CommonName: "cp", URIs: []string{ControlPlaneURI}, Client: true},
+		"anonymous":             {CommonName: "b7", URIs: []string{"sluice://broker/x"}, Client: true},
+	} {
+		leaf.ValidFor = time.Hour
+		cf, err := ca.IssueFiles(dir, "client", leaf)
+		require.NoError(t, err)
+		cf.CA = caFile
+		body, err := get(cf)
+		require.NoError(t, err)
+		require.Equal(t, name, body)
+	}
+	other, err := NewCA("other CA", time.Hour)
+	require.NoError(t, err)
+	of, err := other.IssueFiles(dir, "stranger", Leaf{CommonName: "b1", URIs: []string{BrokerURI(1)}, Client: true, ValidFor: time.Hour})
+	require.NoError(t, err)
+	of.CA = caFile
+	_, err = get(of)
+	require.Error(t, err, "a certificate of another CA")
+
+	// The same client speaks cleartext HTTP/2 to an http:// URL.
+	var hp http.Protocols
+	hp.SetUnencryptedHTTP2(true)
+	h2 := &http.Server{Protocols: &hp, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Proto)
+	})}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = h2.Serve(pln) }()
+	t.Cleanup(func() { h2.Close() })
+	var none *Source
+	res, err := none.HTTPClient().Get("http://" + pln.Addr().String() + "/")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, "HTTP/2.0", string(b))
+}
+
+// PeerOf refuses what does not prove a cluster identity.
+func TestPeerOfRefuses(t *testing.T) {
+	t.Parallel()
+	ca, err := NewCA("cluster CA", time.Hour)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	require.NoError(t, ca.WriteCert(caFile))
+	cluster, err := Load(Files{CA: caFile}, nil)
+	require.NoError(t, err)
+	leaf := func(l Leaf) *tls.ConnectionState {
+		l.ValidFor = time.Hour
+		c, _, err := ca.Issue(l)
+		require.NoError(t, err)
+		blk, _ := pem.Decode(c)
+		x, err := x509.ParseCertificate(blk.Bytes)
+		require.NoError(t, err)
+		return &tls.ConnectionState{PeerCertificates: []*x509.Certificate{x}}
+	}
+	for name, cs := range map[string]*tls.ConnectionState{
+		"plaintext":      nil,
+		"no certificate": {},
+		"server only":    leaf(Leaf{CommonName: "b1", URIs: []string{BrokerURI(1)}, Server: true}),
+		"two identities": leaf(Leaf{CommonName: "b1", URIs: []string{BrokerURI(1), BrokerURI(2)}, Client: true}),
+		"no identity":    leaf(Leaf{CommonName: "b1", Client: true}),
+		"negative id":    leaf(Leaf{CommonName: "b1", URIs: []string{"sluice://broker/-1"}, Client: true}),
+		"padded id":      leaf(Leaf{CommonName: "b1", URIs: []string{"sluice://broker/01"}, Client: true}),
+	} {
+		_, err := cluster.PeerOf(cs)
+		require.ErrorIs(t, err, ErrNoPeer, name)
+	}
+	p, err := cluster.PeerOf(leaf(Leaf{CommonName: "b1", URIs: []string{"https://example.com", BrokerURI(2147483647)}, Client: true}))
+	require.NoError(t, err)
+	require.Equal(t, Peer{Broker: 2147483647}, p)
 }
