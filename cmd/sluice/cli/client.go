@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -28,28 +30,51 @@ type clients struct {
 	billing sluicev1connect.BillingServiceClient
 }
 
-// httpClient speaks h2c to http:// endpoints (as gRPC does) and HTTP/2 over
-// TLS to https:// ones.
-func httpClient(endpoint string) (*http.Client, error) {
+// httpClient speaks h2c to http:// URLs (as gRPC does) and HTTP/2 or
+// HTTP/1.1 over TLS to https:// ones (a plaintext control plane may name
+// brokers that serve TLS), after checking that endpoint is one or the
+// other. Servers' certificates are verified against caFile's
+// certificates when it is set (--ca-file, the profile's ca_file), else
+// against the system's roots.
+func httpClient(endpoint, caFile string) (*http.Client, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usageError{fmt.Errorf("endpoint %q must be an http:// or https:// URL", endpoint)}
 	}
-	var p http.Protocols
-	if u.Scheme == "http" {
-		p.SetUnencryptedHTTP2(true)
-	} else {
-		p.SetHTTP2(true)
-		p.SetHTTP1(true)
+	cfg, err := tlsConfig(caFile)
+	if err != nil {
+		return nil, err
 	}
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	p.SetHTTP2(true)
+	p.SetHTTP1(true)
 	return &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
 			Protocols:       &p,
 			DialContext:     (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+			TLSClientConfig: cfg,
 		},
 	}, nil
+}
+
+// tlsConfig is the TLS configuration of the CLI's calls: servers verified
+// against caFile's certificates (empty: the system's roots).
+func tlsConfig(caFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--ca-file: %w", err)}
+	}
+	cfg.RootCAs = x509.NewCertPool()
+	if !cfg.RootCAs.AppendCertsFromPEM(b) {
+		return nil, usageError{fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)}
+	}
+	return cfg, nil
 }
 
 func newClients(hc *http.Client, endpoint, token string) *clients {
@@ -71,7 +96,7 @@ func (a *app) anonymous() (*clients, Profile, error) {
 	if err != nil {
 		return nil, p, err
 	}
-	hc, err := httpClient(p.Endpoint)
+	hc, err := httpClient(p.Endpoint, p.CAFile)
 	if err != nil {
 		return nil, p, err
 	}
@@ -84,7 +109,7 @@ func (a *app) authenticated(ctx context.Context) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc, err := httpClient(p.Endpoint)
+	hc, err := httpClient(p.Endpoint, p.CAFile)
 	if err != nil {
 		return nil, err
 	}
