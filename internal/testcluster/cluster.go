@@ -20,6 +20,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 )
 
 // Secrets the cluster runs with; tests need not know them.
@@ -67,6 +68,12 @@ type Options struct {
 	// BrokerEnv are extra KEY=VALUE environment entries of every broker
 	// process (e.g. AWS credentials for tiered storage on S3).
 	BrokerEnv []string
+	// TLS serves TLS on every listener of every process (API and
+	// operator) with certificates from a CA the cluster makes in
+	// Dir/tls (Cluster.CA), and the servers call each other with mutual
+	// TLS: each presents its certificate, naming it (sluice://broker/<id>,
+	// sluice://controlplane). The cluster's own client trusts the CA.
+	TLS bool
 }
 
 func (o *Options) defaults() {
@@ -104,6 +111,13 @@ type Cluster struct {
 	cp                    *proc
 	brokers               map[int32]*Broker
 	hc                    *http.Client
+	// scheme is the processes' listeners': http, or https with TLS.
+	scheme string
+	// CA, with Options.TLS, issued every process's certificate; CAFile is
+	// its certificate (what a client trusts) and TLSDir the folder holding
+	// them all (<name>.crt and .key: controlplane, broker-<id>).
+	CA             *tlsfiles.CA
+	CAFile, TLSDir string
 }
 
 // Broker is one broker process slot: it keeps its id, ports and data dir
@@ -150,8 +164,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, opts: opts, Dir: dir, brokers: map[int32]*Broker{}, hc: h2cClient()}
+	c := &Cluster{t: t, opts: opts, Dir: dir, brokers: map[int32]*Broker{}, hc: testClient(nil), scheme: "http"}
 	t.Cleanup(c.cleanup)
+	var cpTLS []string
+	if opts.TLS {
+		c.scheme = "https"
+		cpTLS = c.newCA()
+	}
 
 	c.cpAddr, c.cpMetricsAddr = FreeAddr(t), FreeAddr(t)
 	c.cp, err = startProc("controlplane", opts.Bin, filepath.Join(dir, "controlplane.log"), nil, append([]string{
@@ -167,7 +186,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		// per-address signup limit (5, then 1 per 10 minutes) would refuse
 		// a test's sixth.
 		"--signup-limit", "1000", "--signup-limit-interval", "1ms",
-	}, opts.ExtraControlPlaneArgs...))
+	}, slices.Concat(cpTLS, opts.ExtraControlPlaneArgs)...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +194,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		if done, err := c.cp.exited(); done {
 			return testenv.Permanent(fmt.Errorf("control plane exited: %v\n%s", err, tail(c.cp.logPath, 4000)))
 		}
-		return httpOK(c.hc, "http://"+c.cpAddr+"/readyz")
+		return httpOK(c.hc, c.URL(c.cpAddr)+"/readyz")
 	})
 
 	for i := 1; i <= opts.Brokers; i++ {
@@ -218,12 +237,15 @@ func (c *Cluster) startBroker(b *Broker) {
 		"--metrics-addr", b.MetricsAddr,
 		"--advertised-addr", b.Advertised(),
 		"--data-dir", b.DataDir,
-		"--control-plane", "http://" + cp,
+		"--control-plane", c.URL(cp),
 		"--broker-token", brokerToken,
 		"--flush", c.opts.Flush,
 		"--replica-lag-time-max", c.opts.ReplicaLagTimeMax.String(),
 		"--group-heartbeat-interval", c.opts.GroupHeartbeatInterval.String(),
 		"--group-session-timeout", c.opts.GroupSessionTimeout.String(),
+	}
+	if c.CA != nil {
+		args = append(args, c.serverTLSArgs(fmt.Sprintf("broker-%d", b.ID), tlsfiles.BrokerURI(b.ID))...)
 	}
 	args = append(args, c.opts.ExtraBrokerArgs...)
 	p, err := startProc(fmt.Sprintf("broker-%d", b.ID), c.opts.Bin, b.LogPath, c.opts.BrokerEnv, args)
@@ -353,7 +375,11 @@ func (c *Cluster) Broker(id int32) *Broker {
 }
 
 // ControlPlane is the control plane's URL.
-func (c *Cluster) ControlPlane() string { return "http://" + c.cpAddr }
+func (c *Cluster) ControlPlane() string { return c.URL(c.cpAddr) }
+
+// URL is the base URL of a listener of the cluster's processes at addr:
+// http://addr, or https://addr with Options.TLS.
+func (c *Cluster) URL(addr string) string { return c.scheme + "://" + addr }
 
 // ControlPlaneMetricsAddr is the control plane's operator listener
 // (--metrics-addr): /metrics, /healthz, /readyz.
@@ -490,7 +516,7 @@ func (c *Cluster) WaitLive(ids ...int32) {
 			if !slices.Contains(live, id) {
 				return fmt.Errorf("live brokers %v", live)
 			}
-			if err := httpOK(c.hc, "http://"+c.Broker(id).ListenAddr+"/readyz"); err != nil {
+			if err := httpOK(c.hc, c.URL(c.Broker(id).ListenAddr)+"/readyz"); err != nil {
 				return fmt.Errorf("broker %d: %w", id, err)
 			}
 		}

@@ -89,7 +89,7 @@ func (s *Server) APIListener(ln net.Listener, logger *slog.Logger) (net.Listener
 	if err != nil {
 		return nil, err
 	}
-	return tls.NewListener(ln, cfg), nil
+	return tls.NewListener(guardListener{ln}, cfg), nil
 }
 
 // OpsListener wraps the operator listener ln with TLS when it has a
@@ -103,7 +103,7 @@ func (s *Server) OpsListener(ln net.Listener, logger *slog.Logger) (net.Listener
 	if err != nil {
 		return nil, err
 	}
-	return tls.NewListener(ln, cfg), nil
+	return tls.NewListener(guardListener{ln}, cfg), nil
 }
 
 // ClusterSource is the cluster side (nil: none, or a nil s).

@@ -420,3 +420,62 @@ func TestPeerOfRefuses(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Peer{Broker: 2147483647}, p)
 }
+
+// A cleartext client of a TLS listener is told why it is refused: an
+// HTTP/2 (h2c, gRPC) one in the GOAWAY its error shows, an HTTP/1.1 one
+// by net/http's 400 answer; TLS clients are served as usual.
+func TestPlaintextClientOfATLSListener(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, err := NewCA("test CA", time.Hour)
+	require.NoError(t, err)
+	caFile := filepath.Join(dir, "ca.crt")
+	require.NoError(t, ca.WriteCert(caFile))
+	sf, err := ca.IssueFiles(dir, "server", Leaf{CommonName: "s", Hosts: []string{"127.0.0.1"}, Server: true, ValidFor: time.Hour})
+	require.NoError(t, err)
+	srvTLS, err := ServerFiles{API: sf}.Load(nil)
+	require.NoError(t, err)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ln, err := srvTLS.APIListener(raw, nil)
+	require.NoError(t, err)
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	srv := &http.Server{Protocols: &p, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Proto)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	addr := raw.Addr().String()
+
+	var none *Source
+	_, err = none.HTTPClient().Get("http://" + addr + "/")
+	require.ErrorContains(t, err, "INADEQUATE_SECURITY")
+	// The GOAWAY's debug data says why (gRPC clients such as grpcurl
+	// show it; Go's HTTP/2 client shows the code only).
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = c.Write([]byte(h2Preface))
+	require.NoError(t, err)
+	got, _ := io.ReadAll(c)
+	require.Equal(t, goAway(PlaintextMessage), got)
+	require.Contains(t, string(got), PlaintextMessage)
+
+	res, err := http.Get("http://" + addr + "/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusBadRequest, res.StatusCode)
+	require.Contains(t, string(body), "Client sent an HTTP request to an HTTPS server")
+
+	trust, err := Load(Files{CA: caFile}, nil)
+	require.NoError(t, err)
+	res, err = trust.HTTPClient().Get("https://" + addr + "/")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, "HTTP/2.0", string(body))
+}

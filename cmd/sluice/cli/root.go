@@ -85,6 +85,11 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return code
 	}
 	fmt.Fprintln(stderr, "sluice:", err)
+	if strings.Contains(err.Error(), "INADEQUATE_SECURITY") {
+		// A TLS listener's answer to a cleartext HTTP/2 client
+		// (internal/tlsfiles).
+		fmt.Fprintln(stderr, "sluice: the server serves TLS: use an https:// endpoint (and --ca-file for a private CA)")
+	}
 	if hasDelay {
 		fmt.Fprintf(stderr, "sluice: the server asks to wait %s: retry after %s\n", fmtSpan(delay), time.Now().Add(delay).Format("15:04:05"))
 	}
