@@ -452,17 +452,24 @@ func TestPlaintextClientOfATLSListener(t *testing.T) {
 	var none *Source
 	_, err = none.HTTPClient().Get("http://" + addr + "/")
 	require.ErrorContains(t, err, "INADEQUATE_SECURITY")
-	// The GOAWAY's debug data says why (gRPC clients such as grpcurl
-	// show it; Go's HTTP/2 client shows the code only).
+	require.ErrorContains(t, err, PlaintextMessage)
+	// A client that waits for the server's SETTINGS before its first
+	// request gets them, then the GOAWAY for that request.
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
 	_, err = c.Write([]byte(h2Preface))
 	require.NoError(t, err)
+	settings := make([]byte, 9)
+	_, err = io.ReadFull(c, settings)
+	require.NoError(t, err)
+	require.Equal(t, frame(0x4, nil), settings)
+	_, err = c.Write(append(frame(0x4, nil), 0, 0, 0, 0x1, 0x5, 0, 0, 0, 3)) // HEADERS, stream 3, empty
+	require.NoError(t, err)
+	require.NoError(t, c.(*net.TCPConn).CloseWrite())
 	got, _ := io.ReadAll(c)
-	require.Equal(t, goAway(PlaintextMessage), got)
-	require.Contains(t, string(got), PlaintextMessage)
+	require.Equal(t, goAway(3, PlaintextMessage), got)
 
 	res, err := http.Get("http://" + addr + "/")
 	require.NoError(t, err)

@@ -45,18 +45,37 @@ func httpClient(endpoint, caFile string) (*http.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	p.SetHTTP2(true)
-	p.SetHTTP1(true)
+	dial := (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+	var h2c, overTLS http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	overTLS.SetHTTP2(true)
+	overTLS.SetHTTP1(true)
 	return &http.Client{
 		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			Protocols:       &p,
-			DialContext:     (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			TLSClientConfig: cfg,
+		Transport: bySchemeTransport{
+			http:  &http.Transport{Protocols: &h2c, DialContext: dial},
+			https: &http.Transport{Protocols: &overTLS, DialContext: dial, TLSClientConfig: cfg},
 		},
 	}, nil
+}
+
+// bySchemeTransport sends http:// requests on one transport (h2c) and
+// https:// ones on the other (HTTP/2 or HTTP/1.1 over TLS): one
+// http.Transport speaks HTTP/1.1 to http:// URLs as soon as it speaks it to
+// https:// ones.
+type bySchemeTransport struct{ http, https *http.Transport }
+
+func (t bySchemeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "https" {
+		return t.https.RoundTrip(r)
+	}
+	return t.http.RoundTrip(r)
+}
+
+// CloseIdleConnections closes both transports' idle connections.
+func (t bySchemeTransport) CloseIdleConnections() {
+	t.http.CloseIdleConnections()
+	t.https.CloseIdleConnections()
 }
 
 // tlsConfig is the TLS configuration of the CLI's calls: servers verified
