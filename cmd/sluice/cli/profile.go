@@ -96,9 +96,11 @@ func (a *app) resolve(needKey, creating bool) (Profile, error) {
 	}
 	if !ok && creating {
 		p.Endpoint = c.Profiles["default"].Endpoint
+		p.CAFile = c.Profiles["default"].CAFile
 	}
-	if a.endpoint != "" {
-		p.Endpoint = a.endpoint
+	if a.endpoint != "" && a.endpoint != p.Endpoint {
+		// Another server: its CA, if any, is --ca-file's.
+		p.Endpoint, p.CAFile = a.endpoint, ""
 	}
 	if a.apiKey != "" {
 		p.APIKey = a.apiKey
