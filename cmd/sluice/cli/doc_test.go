@@ -1,8 +1,9 @@
 package cli
 
-// The README and docs/ are claims about this tree and this command line, so
-// they are tested here: every relative link resolves (and every #anchor names
-// a heading), and every `sluice …` command line in their code blocks names a
+// The README, docs/ and the Helm chart's README are claims about this tree and
+// this command line, so they are tested here: every relative link resolves
+// (and every #anchor names a heading), and every `sluice …` command line in
+// their code blocks, and every `sluice …` code span in their prose, names a
 // real command with real flags. The test lives in package cli because the
 // command check needs the real cobra tree (rootCommand) and nothing may import
 // cmd/; the link check sits beside it so that `go test ./...` runs one doc test.
@@ -23,15 +24,16 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/internal/flagenv"
 )
 
-// TestDocLinks: every relative link and image in README.md and docs/*.md
-// points at a file or folder of the repository, and every #anchor at a
-// heading of the target (GitHub's anchor rules).
+// TestDocLinks: every relative link and image of the docs (loadDocs) points
+// at a file or folder of the repository, and every #anchor at a heading of
+// the target (GitHub's anchor rules).
 func TestDocLinks(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
@@ -45,7 +47,7 @@ func TestDocLinks(t *testing.T) {
 }
 
 // TestDocCommands: every `sluice …` command line in a shell code block of
-// README.md and docs/*.md (also after a `$ ` prompt, across `\` continuations,
+// the docs (loadDocs; also after a `$ ` prompt, across `\` continuations,
 // after a pipe or `&&`, behind `VAR=…` prefixes, as `go run ./cmd/sluice …`
 // and as `make dev ARGS='…'`) resolves to a command of the real CLI, with
 // flags that command knows and values they accept, and exits 0 with --help.
@@ -64,8 +66,34 @@ func TestDocCommands(t *testing.T) {
 	require.Empty(t, problems, "command lines in the docs that the CLI does not accept:\n%s", strings.Join(problems, "\n"))
 }
 
+// TestDocInlineCommands: every code span in the docs' prose that starts with
+// `sluice ` (or a path to it, `bin/sluice `) names a real command path with
+// flags it knows, as TestDocCommands checks command lines, more leniently:
+// prose names a command without all its arguments (`sluice consume`) or a
+// flag without its value (`sluice consume --group`); UPPER-CASE words and
+// <angle> words are placeholders (an argument, or a flag's value); words in
+// [brackets] are optional parts, checked like the rest; `a|b` stands for each
+// alternative; and … (or ...) ends what is checked: a command or flag after
+// it is not. Arguments beyond what the command takes still fail.
+func TestDocInlineCommands(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	var problems []string
+	n := 0
+	for _, d := range loadDocs(t, root) {
+		for _, c := range inlineCommands(d) {
+			n++
+			problems = append(problems, checkCommand(c)...)
+		}
+	}
+	require.Greater(t, n, 50, "the docs' inline commands were found")
+	require.Empty(t, problems, "commands quoted in the docs' prose that the CLI does not accept:\n%s", strings.Join(problems, "\n"))
+}
+
 // TestDocCheckerFindsPlantedErrors: the checks above fail on a bad link, a
-// bad anchor and bad command lines, so an empty result means something.
+// bad anchor, bad command lines and bad commands quoted in prose (the first
+// planted one is what docs/deploy.md said before issue 31), so an empty
+// result means something.
 func TestDocCheckerFindsPlantedErrors(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
@@ -94,6 +122,15 @@ func TestDocCheckerFindsPlantedErrors(t *testing.T) {
 		"make dev ARGS='--data-dir /tmp/x --listen'",
 		"sluice topic list -o yaml",
 		"```",
+		"",
+		"Prose: `sluice alerts webhook deliveries ID` lists a webhook's deliveries, and",
+		"`sluice operator reassign` moves replicas; `sluice group describe|bogus` and",
+		"`sluice consume TOPIC extra` and `sluice dev --no-such` and `sluice topic list -o yaml` are wrong.",
+		"Fine: `sluice webhook deliveries ID`, `sluice consume --group`, `sluice operator …`,",
+		"`sluice topic create NAME --partitions N [--replication-factor R] [--config key=value ...]`,",
+		"`sluice group list|describe|lag`, `sluice COMMAND --help`, `sluice topic describe <topic>`,",
+		"`bin/sluice usage --by day -o FORMAT`, `sluice txn describe ID --tenant TENANT-ID`; not commands:",
+		"`sluice`, `sluice_broker_leader_partitions`, `sluice.io/metrics`, `go run ./cmd/sluice`.",
 	}
 	// at is "docs/planted.md:N" for the line holding s.
 	at := func(s string) string {
@@ -131,6 +168,22 @@ func TestDocCheckerFindsPlantedErrors(t *testing.T) {
 	for _, p := range cmds {
 		require.False(t, strings.HasPrefix(p, at("sluice topic list")+":"), "sluice topic list is fine: %s", p)
 	}
+
+	var inline []string
+	quoted := inlineCommands(planted)
+	require.Len(t, quoted, 18, "every sluice span, each alternative once; %v", quoted)
+	for _, c := range quoted {
+		inline = append(inline, checkCommand(c)...)
+	}
+	require.Equal(t, []string{
+		at("alerts webhook") + `: sluice alerts webhook deliveries ID: unknown command "webhook" for "sluice alerts"`,
+		at("operator reassign") + `: sluice operator reassign: unknown command "reassign" for "sluice operator"`,
+		at("operator reassign") + `: sluice group bogus: unknown command "bogus" for "sluice group"`,
+		at("TOPIC extra") + `: sluice consume TOPIC extra: accepts 1 arg(s), received 2`,
+		at("TOPIC extra") + `: sluice dev --no-such: with --help it exits 2: sluice: unknown flag: --no-such`,
+		at("TOPIC extra") + `: sluice dev --no-such: unknown flag: --no-such`,
+		at("TOPIC extra") + `: sluice topic list -o yaml: --output must be table or json; got "yaml"`,
+	}, inline)
 }
 
 // doc is one Markdown file: its prose lines (code blocks blanked, so line
@@ -162,12 +215,13 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// loadDocs reads README.md and docs/*.md.
+// loadDocs reads README.md, docs/*.md and the Helm chart's README.
 func loadDocs(t *testing.T, root string) []doc {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
 	names = append([]string{filepath.Join(root, "README.md")}, names...)
+	names = append(names, filepath.Join(root, "infra", "helm", "sluice", "README.md"))
 	var docs []doc
 	for _, name := range names {
 		b, err := os.ReadFile(name)
@@ -249,30 +303,35 @@ func githubSlug(heading string) string {
 	return b.String()
 }
 
-// stripCodeSpans blanks `code spans` (any number of backticks; they may span
-// lines) so that brackets inside them are not taken for links. Newlines stay,
-// so offsets keep their line.
-func stripCodeSpans(text string) string {
-	b := []byte(text)
-	for i := 0; i < len(b); {
-		if b[i] != '`' {
+// codeSpan is one `code span` of a text: its backticks at [start, end), its
+// content between them.
+type codeSpan struct {
+	start, end int
+	content    string
+}
+
+// codeSpans returns the code spans of text: a run of n backticks opens one,
+// the next run of exactly n closes it, and it may span lines.
+func codeSpans(text string) []codeSpan {
+	var spans []codeSpan
+	for i := 0; i < len(text); {
+		if text[i] != '`' {
 			i++
 			continue
 		}
 		j := i
-		for j < len(b) && b[j] == '`' {
+		for j < len(text) && text[j] == '`' {
 			j++
 		}
 		n := j - i
-		// The span ends at the next run of exactly n backticks.
 		end := -1
-		for k := j; k < len(b); {
-			if b[k] != '`' {
+		for k := j; k < len(text); {
+			if text[k] != '`' {
 				k++
 				continue
 			}
 			r := k
-			for r < len(b) && b[r] == '`' {
+			for r < len(text) && text[r] == '`' {
 				r++
 			}
 			if r-k == n {
@@ -285,14 +344,41 @@ func stripCodeSpans(text string) string {
 			i = j
 			continue
 		}
-		for k := i; k < end; k++ {
+		spans = append(spans, codeSpan{start: i, end: end, content: text[j : end-n]})
+		i = end
+	}
+	return spans
+}
+
+// stripCodeSpans blanks code spans so that brackets inside them are not
+// taken for links. Newlines stay, so offsets keep their line.
+func stripCodeSpans(text string) string {
+	b := []byte(text)
+	for _, sp := range codeSpans(text) {
+		for k := sp.start; k < sp.end; k++ {
 			if b[k] != '\n' {
 				b[k] = ' '
 			}
 		}
-		i = end
 	}
 	return string(b)
+}
+
+// paragraphs calls f with each paragraph of d's prose (a run of non-blank
+// lines, joined by newlines) and the line number of its first line.
+func paragraphs(d doc, f func(first int, text string)) {
+	for start := 0; start < len(d.prose); {
+		end := start
+		for end < len(d.prose) && strings.TrimSpace(d.prose[end]) != "" {
+			end++
+		}
+		if end == start {
+			start++
+			continue
+		}
+		f(start+1, strings.Join(d.prose[start:end], "\n"))
+		start = end
+	}
 }
 
 var (
@@ -310,17 +396,9 @@ func checkLinks(root string, d doc, docs []doc, tracked map[string]bool) []strin
 		byPath[o.path] = o
 	}
 	var problems []string
-	// Links may wrap, so scan paragraphs (runs of non-blank prose lines).
-	for start := 0; start < len(d.prose); {
-		end := start
-		for end < len(d.prose) && strings.TrimSpace(d.prose[end]) != "" {
-			end++
-		}
-		if end == start {
-			start++
-			continue
-		}
-		para := stripCodeSpans(strings.Join(d.prose[start:end], "\n"))
+	// Links may wrap, so scan paragraphs.
+	paragraphs(d, func(first int, text string) {
+		para := stripCodeSpans(text)
 		var targets [][2]int // the target's offsets in para
 		for _, m := range linkRe.FindAllStringSubmatchIndex(para, -1) {
 			targets = append(targets, [2]int{m[2], m[3]})
@@ -334,12 +412,11 @@ func checkLinks(root string, d doc, docs []doc, tracked map[string]bool) []strin
 				continue
 			}
 			if p := checkLink(root, d, target, byPath, tracked); p != "" {
-				line := start + 1 + strings.Count(para[:at[0]], "\n")
+				line := first + strings.Count(para[:at[0]], "\n")
 				problems = append(problems, fmt.Sprintf("%s:%d: (%s) %s", d.path, line, target, p))
 			}
 		}
-		start = end
-	}
+	})
 	return problems
 }
 
@@ -421,9 +498,20 @@ type docCommand struct {
 	where string   // file:line
 	env   []string // NAME=value assignments before the command
 	args  []string // after "sluice"
+	// quoted is an inline command as the prose wrote it (one alternative of
+	// a|b); its args have placeholders for values filled in (inlineCommands).
+	quoted string
+	// inline: the command is named in prose, so its required arguments
+	// and flags may be left out.
+	inline bool
+	// prefix: the prose wrote … after it, so its arguments are not checked.
+	prefix bool
 }
 
 func (c docCommand) String() string {
+	if c.quoted != "" {
+		return c.quoted
+	}
 	return strings.TrimSpace(strings.Join(c.env, " ") + " sluice " + strings.Join(c.args, " "))
 }
 
@@ -462,6 +550,159 @@ func docCommands(d doc) []docCommand {
 		}
 	}
 	return out
+}
+
+var (
+	inlineStartRe = regexp.MustCompile(`^(?:\S*/)?sluice\s`)
+	alternativeRe = regexp.MustCompile(`\S+\|\S+`)
+	angleRe       = regexp.MustCompile(`<[^<>\s]+>`)
+	placeholderRe = regexp.MustCompile(`^[A-Z][A-Z0-9_]*(?:[-=.:][A-Z0-9_]+)*$`)
+)
+
+// inlineCommands returns the commands quoted in d's prose: each code span
+// that starts with `sluice ` (or `bin/sluice ` …), one command per
+// alternative of an a|b word (written without spaces, so not a pipe).
+func inlineCommands(d doc) []docCommand {
+	var out []docCommand
+	paragraphs(d, func(first int, text string) {
+		for _, sp := range codeSpans(text) {
+			quoted := strings.Join(strings.Fields(sp.content), " ")
+			if !inlineStartRe.MatchString(quoted) {
+				continue
+			}
+			where := fmt.Sprintf("%s:%d", d.path, first+strings.Count(text[:sp.start], "\n"))
+			for _, alt := range alternatives(quoted) {
+				// <release> is a placeholder, not a redirection.
+				for _, words := range shellWords(angleRe.ReplaceAllString(alt, "VALUE")) {
+					c, ok := sluiceInvocation(words)
+					if !ok {
+						continue
+					}
+					c.where, c.quoted, c.inline = where, alt, true
+					c.args, c.prefix = inlineArgs(c.args)
+					out = append(out, c)
+				}
+			}
+		}
+	})
+	return out
+}
+
+// alternatives expands the first word of s written a|b|c into s with a,
+// with b and with c, recursively.
+func alternatives(s string) []string {
+	loc := alternativeRe.FindStringIndex(s)
+	if loc == nil {
+		return []string{s}
+	}
+	var out []string
+	for _, alt := range strings.Split(s[loc[0]:loc[1]], "|") {
+		out = append(out, alternatives(s[:loc[0]]+alt+s[loc[1]:])...)
+	}
+	return out
+}
+
+// isPlaceholder: an UPPER-CASE word (NAME, TENANT-ID, YYYY-MM, KEY=VALUE),
+// an elided or shell-expanded one.
+func isPlaceholder(w string) bool {
+	return placeholderRe.MatchString(w) || strings.Contains(w, "…") || strings.Contains(w, "...") || strings.Contains(w, "$")
+}
+
+// inlineArgs makes the arguments of a command quoted in prose checkable:
+// brackets around optional parts go, … (or ...) ends the arguments
+// checked (prefix) unless it closes an optional part, a placeholder where a subcommand is due ends them too,
+// and a placeholder or missing value of a flag becomes a value the flag
+// accepts. The command path and flags are found in the real command tree,
+// as checkCommand finds them.
+func inlineArgs(words []string) (args []string, prefix bool) {
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	cmd := a.rootCommand()
+	positional := false
+	for i := 0; i < len(words); i++ {
+		w := strings.Trim(words[i], "[]")
+		switch {
+		case w == "" || (w == "…" || w == "...") && strings.HasSuffix(words[i], "]"):
+			continue // [--config key=value ...]: repeatable, not elided
+		case w == "…" || w == "...":
+			return args, true
+		case w == "--" || !strings.HasPrefix(w, "-") || w == "-":
+			if sub := subcommand(cmd, w); sub != nil && !positional {
+				cmd = sub
+			} else if isPlaceholder(w) && cmd.HasAvailableSubCommands() && !cmd.Runnable() {
+				return args, true
+			} else {
+				positional = true
+			}
+			args = append(args, w)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		f := lookupFlag(cmd, name, !strings.HasPrefix(w, "--"))
+		if f == nil || f.NoOptDefVal != "" {
+			args = append(args, w) // unknown (checkCommand says so), or needs no value
+			continue
+		}
+		if !hasValue {
+			next := ""
+			if i+1 < len(words) {
+				next = strings.Trim(words[i+1], "[]")
+			}
+			if next == "" || strings.HasPrefix(next, "-") || next == "…" || next == "..." {
+				value = "" // named without its value
+			} else {
+				value = next
+				i++
+			}
+			if value != "" && !isPlaceholder(value) {
+				args = append(args, w, value)
+				continue
+			}
+		} else if !isPlaceholder(value) {
+			args = append(args, w)
+			continue
+		}
+		args = append(args, "--"+f.Name+"="+sampleValue(f))
+	}
+	return args, false
+}
+
+func subcommand(cmd *cobra.Command, name string) *cobra.Command {
+	for _, c := range cmd.Commands() {
+		if c.Name() == name || c.HasAlias(name) {
+			return c
+		}
+	}
+	return nil
+}
+
+// lookupFlag finds a flag of cmd, its own or inherited, by name or
+// (short) shorthand.
+func lookupFlag(cmd *cobra.Command, name string, short bool) *pflag.Flag {
+	for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.PersistentFlags(), cmd.InheritedFlags()} {
+		switch {
+		case short && len(name) == 1:
+			if f := fs.ShorthandLookup(name); f != nil {
+				return f
+			}
+		case !short:
+			if f := fs.Lookup(name); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// sampleValue is a value f accepts, for a placeholder: its default, or the
+// first of a few values of common types. f is set to it (f belongs to a
+// command tree made for inlineArgs alone).
+func sampleValue(f *pflag.Flag) string {
+	for _, v := range []string{f.DefValue, "1", "1s", "1MiB", "x", "a=1"} {
+		if v != "[]" && f.Value.Set(v) == nil {
+			return v
+		}
+	}
+	return f.DefValue
 }
 
 var assignRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
@@ -641,7 +882,7 @@ func checkCommand(c docCommand) []string {
 		fail("unknown command %q for %q", pos[0], cmd.CommandPath())
 		return problems
 	}
-	if err := cmd.ValidateArgs(pos); err != nil {
+	if err := cmd.ValidateArgs(pos); err != nil && !c.prefix && !(c.inline && missingArgs(cmd, pos)) {
 		fail("%v", err)
 	}
 	for _, kv := range c.env {
@@ -664,16 +905,31 @@ func checkCommand(c docCommand) []string {
 			}
 		}
 	}
-	if err := cmd.ValidateRequiredFlags(); err != nil {
-		fail("%v", err)
-	}
-	if err := cmd.ValidateFlagGroups(); err != nil {
-		fail("%v", err)
+	if !c.inline {
+		if err := cmd.ValidateRequiredFlags(); err != nil {
+			fail("%v", err)
+		}
+		if err := cmd.ValidateFlagGroups(); err != nil {
+			fail("%v", err)
+		}
 	}
 	if err := a.checkOutput(cmd); err != nil {
 		fail("%v", err)
 	}
 	return problems
+}
+
+// missingArgs: pos lacks arguments cmd needs, rather than holding ones it
+// does not take (up to three more make them valid).
+func missingArgs(cmd *cobra.Command, pos []string) bool {
+	more := slices.Clone(pos)
+	for range 3 {
+		more = append(more, "x")
+		if cmd.ValidateArgs(more) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func firstLine(err error) string {
