@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -29,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/internal/flagenv"
+	"github.com/sluicemq/sluice/limit"
 )
 
 // TestDocLinks: every relative link and image of the docs (loadDocs) points
@@ -88,6 +91,173 @@ func TestDocInlineCommands(t *testing.T) {
 	}
 	require.Greater(t, n, 50, "the docs' inline commands were found")
 	require.Empty(t, problems, "commands quoted in the docs' prose that the CLI does not accept:\n%s", strings.Join(problems, "\n"))
+}
+
+// TestDocPlanFigures: the tables of the plans' limits in the docs (a table
+// with free and pro columns) hold every limit once, by its name (`max_topics`)
+// or by its label in `sluice tenant get` (topics), with the figures of the
+// limit table (package limit), however they are written: 1,000 or 1000,
+// 5 MiB/s or 5.00 MiB/s, 7 days or 7d, and anything after " (".
+func TestDocPlanFigures(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	for _, name := range []string{"docs/topics-and-quotas.md", "docs/quotas-and-billing.md"} {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(name)))
+		require.NoError(t, err)
+		problems := checkPlanFigures(name, string(b))
+		require.Empty(t, problems, "plan figures in %s that are not the limit table's:\n%s", name, strings.Join(problems, "\n"))
+	}
+}
+
+// TestDocPlanFiguresFindsPlantedErrors: the figure check fails on the
+// table docs/topics-and-quotas.md had before issue 31 (its "storage" row
+// held the max partition bytes) and on rows it cannot read.
+func TestDocPlanFiguresFindsPlantedErrors(t *testing.T) {
+	t.Parallel()
+	table := strings.Join([]string{
+		"| limit | free | pro |",
+		"| --- | --- | --- |",
+		"| topics | 10 | 1,000 |",
+		"| storage | 10 GiB | 10 TiB |",
+		"| `max_retention_ms` | 7 days | 90 GiB |",
+		"| max message | 1 MiB | 8 MiB |",
+		"| `max_topics` | 10 | 1000 |",
+		"",
+		"| limit | free | pro |",
+		"| --- | --- | --- |",
+		"| not read | the first table counts | |",
+	}, "\n")
+	problems := checkPlanFigures("planted.md", table)
+	for _, want := range []string{
+		`planted.md: max_total_storage_bytes on free is "10 GiB"; the limit table says 53687091200 (tenant get: 50.0 GiB)`,
+		`planted.md: max_total_storage_bytes on pro is "10 TiB"; the limit table says 109951162777600 (tenant get: 100 TiB)`,
+		`planted.md: max_retention_ms on pro is "90 GiB"; the limit table says 7776000000 (tenant get: 90d)`,
+		`planted.md: row "max message" names no limit`,
+		`planted.md: max_topics has two rows`,
+		`planted.md: no row for max_groups`,
+	} {
+		require.Contains(t, problems, want)
+	}
+	for _, p := range problems {
+		require.NotContains(t, p, "max_retention_ms on free", "7 days is 7d")
+		require.NotContains(t, p, "not read")
+	}
+	require.Equal(t, []string{"planted.md: no table with free and pro columns"}, checkPlanFigures("planted.md", "| limit | a | b |\n| --- | --- | --- |"))
+}
+
+// checkPlanFigures returns what is wrong with text's table of plan limits:
+// no such table, a row naming no limit, a limit twice or missing, a figure
+// that is not the plan's default.
+func checkPlanFigures(name, text string) []string {
+	header, rows := planTable(text)
+	if header == nil {
+		return []string{name + ": no table with free and pro columns"}
+	}
+	plans := map[string]limit.Values{}
+	for _, plan := range limit.Plans() {
+		v, err := limit.PlanValues(plan)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		plans[plan] = v
+	}
+	var problems []string
+	seen := map[limit.Limit]bool{}
+	for _, row := range rows {
+		l, ok := limitOfCell(row[0])
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: row %q names no limit", name, row[0]))
+			continue
+		}
+		if seen[l] {
+			problems = append(problems, fmt.Sprintf("%s: %s has two rows", name, l))
+		}
+		seen[l] = true
+		for i, col := range header {
+			want, ok := plans[col]
+			if !ok || i >= len(row) {
+				continue
+			}
+			got, ok := parseFigure(l.Def(), row[i])
+			if !ok || got != want[l] {
+				problems = append(problems, fmt.Sprintf("%s: %s on %s is %q; the limit table says %s (tenant get: %s)",
+					name, l, col, row[i], strconv.FormatInt(want[l], 10), fmtLimit(l.Def(), float64(want[l]), false)))
+			}
+		}
+	}
+	for _, l := range limit.All() {
+		if !seen[l] {
+			problems = append(problems, fmt.Sprintf("%s: no row for %s", name, l))
+		}
+	}
+	return problems
+}
+
+// planTable returns the header and rows (cells trimmed) of the first
+// Markdown table of text whose header has a free and a pro column.
+func planTable(text string) (header []string, rows [][]string) {
+	cells := func(line string) []string {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "|") {
+			return nil
+		}
+		var out []string
+		for c := range strings.SplitSeq(strings.Trim(line, "|"), "|") {
+			out = append(out, strings.TrimSpace(c))
+		}
+		return out
+	}
+	for _, line := range strings.Split(text, "\n") {
+		c := cells(line)
+		switch {
+		case header == nil:
+			if slices.Contains(c, limit.PlanFree) && slices.Contains(c, limit.PlanPro) {
+				header = c
+			}
+		case c == nil:
+			return header, rows
+		case strings.Trim(c[0], "-: ") == "":
+			// the delimiter row
+		default:
+			rows = append(rows, c)
+		}
+	}
+	return header, rows
+}
+
+// limitOfCell is the limit a table cell names: `its_name` or its label.
+func limitOfCell(cell string) (limit.Limit, bool) {
+	if name, ok := strings.CutPrefix(cell, "`"); ok {
+		return limit.ByName(strings.TrimSuffix(name, "`"))
+	}
+	for _, l := range limit.All() {
+		if l.Def().Label == cell {
+			return l, true
+		}
+	}
+	return 0, false
+}
+
+var figureRe = regexp.MustCompile(`^([0-9][0-9,]*(?:\.[0-9]+)?) ?(B|KiB|MiB|GiB|TiB|d|days?)?(?:/(?:s|hour))?$`)
+
+// parseFigure reads a limit's value as the docs write it, in the limit's
+// unit: bytes, milliseconds (written in days) or things.
+func parseFigure(d limit.Def, cell string) (int64, bool) {
+	cell, _, _ = strings.Cut(cell, " (")
+	m := figureRe.FindStringSubmatch(strings.TrimSpace(cell))
+	if m == nil {
+		return 0, false
+	}
+	x, err := strconv.ParseFloat(strings.ReplaceAll(m[1], ",", ""), 64)
+	if err != nil {
+		return 0, false
+	}
+	unit := map[string]float64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+		"d": 86400e3, "day": 86400e3, "days": 86400e3}[m[2]]
+	if (d.Unit == limit.Milliseconds) != (unit == 86400e3) || d.Unit != limit.Bytes && d.Unit != limit.Milliseconds && unit != 1 {
+		return 0, false // a duration for a limit of bytes or things, or the other way round
+	}
+	return int64(math.Round(x * unit)), true
 }
 
 // TestDocCheckerFindsPlantedErrors: the checks above fail on a bad link, a
