@@ -93,6 +93,68 @@ func TestDocInlineCommands(t *testing.T) {
 	require.Empty(t, problems, "commands quoted in the docs' prose that the CLI does not accept:\n%s", strings.Join(problems, "\n"))
 }
 
+// otherTools' flags appear in the docs' prose as code spans of their own.
+var otherToolsFlags = map[string]bool{
+	"set": true, // helm install --set, in the chart's README and deploy.md
+}
+
+// TestDocFlags: a code span in the docs' prose that starts with a long flag
+// (`--group`, `--flush always`) names a flag of some sluice command, so a
+// flag renamed or never made fails here even where no command is quoted.
+func TestDocFlags(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	known := sluiceFlags()
+	var problems []string
+	n := 0
+	for _, d := range loadDocs(t, root) {
+		problems = append(problems, checkFlagSpans(d, known, &n)...)
+	}
+	require.Greater(t, n, 100, "the docs' flag spans were found")
+	require.Empty(t, problems, "flags the docs name that no sluice command has:\n%s", strings.Join(problems, "\n"))
+}
+
+var flagSpanRe = regexp.MustCompile(`^--([a-z0-9][a-z0-9-]*)`)
+
+// checkFlagSpans returns "file:line: --name" for each flag span of d that
+// names no flag in known, and counts the flag spans in n.
+func checkFlagSpans(d doc, known map[string]bool, n *int) []string {
+	var problems []string
+	paragraphs(d, func(first int, text string) {
+		for _, sp := range codeSpans(text) {
+			m := flagSpanRe.FindStringSubmatch(strings.TrimSpace(sp.content))
+			if m == nil {
+				continue
+			}
+			*n++
+			if !known[m[1]] && !otherToolsFlags[m[1]] {
+				problems = append(problems, fmt.Sprintf("%s:%d: --%s is a flag of no sluice command", d.path, first+strings.Count(text[:sp.start], "\n"), m[1]))
+			}
+		}
+	})
+	return problems
+}
+
+// sluiceFlags is every long flag of every sluice command.
+func sluiceFlags() map[string]bool {
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	root := a.rootCommand()
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	known := map[string]bool{"help": true}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) { known[f.Name] = true })
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return known
+}
+
 // TestDocPlanFigures: the tables of the plans' limits in the docs (a table
 // with free and pro columns) hold every limit once, by its name (`max_topics`)
 // or by its label in `sluice tenant get` (topics), with the figures of the
@@ -301,6 +363,7 @@ func TestDocCheckerFindsPlantedErrors(t *testing.T) {
 		"`sluice group list|describe|lag`, `sluice COMMAND --help`, `sluice topic describe <topic>`,",
 		"`bin/sluice usage --by day -o FORMAT`, `sluice txn describe ID --tenant TENANT-ID`; not commands:",
 		"`sluice`, `sluice_broker_leader_partitions`, `sluice.io/metrics`, `go run ./cmd/sluice`.",
+		"Flags: `--group`, `--flush always`, `--set image.tag=1`, `-o json` and `--tz` (no such flag).",
 	}
 	// at is "docs/planted.md:N" for the line holding s.
 	at := func(s string) string {
@@ -354,6 +417,10 @@ func TestDocCheckerFindsPlantedErrors(t *testing.T) {
 		at("TOPIC extra") + `: sluice dev --no-such: unknown flag: --no-such`,
 		at("TOPIC extra") + `: sluice topic list -o yaml: --output must be table or json; got "yaml"`,
 	}, inline)
+
+	n := 0
+	require.Equal(t, []string{at("--tz") + ": --tz is a flag of no sluice command"}, checkFlagSpans(planted, sluiceFlags(), &n))
+	require.Equal(t, 4, n, "--group, --flush always, --set …, --tz")
 }
 
 // doc is one Markdown file: its prose lines (code blocks blanked, so line
