@@ -169,6 +169,10 @@ func tlsCLI(t *testing.T, c *testcluster.Cluster, tc *testcluster.Client) {
 	mustCLI(t, cfg, "produce", "orders", "--key", "k", "--value", "from-the-cli")
 	require.Contains(t, mustCLI(t, cfg, "consume", "orders"), "from-the-cli\n")
 
+	// The container probe, on an operator listener that serves TLS.
+	mustCLI(t, cfg, "healthcheck", "--metrics-addr", c.ControlPlaneMetricsAddr(), "--metrics-tls-cert", "set")
+	mustCLI(t, cfg, "healthcheck", "https://"+c.Broker(1).MetricsAddr+"/readyz")
+
 	other := filepath.Join(t.TempDir(), "other.json")
 	_, errOut, code := cli(t, other, "--endpoint", c.ControlPlane(), "--api-key", tc.APIKey, "topic", "list")
 	require.NotZero(t, code)
