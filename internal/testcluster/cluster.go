@@ -2,6 +2,8 @@ package testcluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -23,11 +25,14 @@ import (
 	"github.com/sluicemq/sluice/internal/tlsfiles"
 )
 
-// Secrets the cluster runs with; tests need not know them.
-const (
-	operatorToken = "e2e-operator-token-0123456789"
-	brokerToken   = "e2e-broker-token-0123456789"
-)
+// newSecret is a cluster's operator or broker token: its own, so that a
+// test capturing loopback traffic (TestTLSCapture) can tell its cluster's
+// from the others running in parallel. Tests need not know them.
+func newSecret(kind string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "e2e-" + kind + "-token-" + hex.EncodeToString(b)
+}
 
 // Options configure a cluster. Zero values take the defaults below.
 type Options struct {
@@ -111,6 +116,8 @@ type Cluster struct {
 	cp                    *proc
 	brokers               map[int32]*Broker
 	hc                    *http.Client
+	// The cluster's secrets (newSecret).
+	operatorToken, brokerToken string
 	// scheme is the processes' listeners': http, or https with TLS.
 	scheme string
 	// CA, with Options.TLS, issued every process's certificate; CAFile is
@@ -164,7 +171,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, opts: opts, Dir: dir, brokers: map[int32]*Broker{}, hc: testClient(nil), scheme: "http"}
+	c := &Cluster{t: t, opts: opts, Dir: dir, brokers: map[int32]*Broker{}, hc: testClient(nil), scheme: "http",
+		operatorToken: newSecret("operator"), brokerToken: newSecret("broker")}
 	t.Cleanup(c.cleanup)
 	var cpTLS []string
 	if opts.TLS {
@@ -178,8 +186,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 		"--listen-addr", c.cpAddr,
 		"--metrics-addr", c.cpMetricsAddr,
 		"--database-url", opts.DatabaseURL,
-		"--operator-token", operatorToken,
-		"--broker-token", brokerToken,
+		"--operator-token", c.operatorToken,
+		"--broker-token", c.brokerToken,
 		"--broker-lease", opts.BrokerLease.String(),
 		"--preferred-leader-delay", opts.PreferredLeaderDelay.String(),
 		// Every tenant of a test signs up from loopback: production's
@@ -238,7 +246,7 @@ func (c *Cluster) startBroker(b *Broker) {
 		"--advertised-addr", b.Advertised(),
 		"--data-dir", b.DataDir,
 		"--control-plane", c.URL(cp),
-		"--broker-token", brokerToken,
+		"--broker-token", c.brokerToken,
 		"--flush", c.opts.Flush,
 		"--replica-lag-time-max", c.opts.ReplicaLagTimeMax.String(),
 		"--group-heartbeat-interval", c.opts.GroupHeartbeatInterval.String(),
@@ -467,7 +475,7 @@ func (c *Cluster) mark(format string, args ...any) {
 func (c *Cluster) Mark(format string, args ...any) { c.mark(format, args...) }
 
 func (c *Cluster) operator() sluicev1connect.OperatorServiceClient {
-	return sluicev1connect.NewOperatorServiceClient(c.hc, c.ControlPlane(), connect.WithGRPC(), bearer(operatorToken))
+	return sluicev1connect.NewOperatorServiceClient(c.hc, c.ControlPlane(), connect.WithGRPC(), bearer(c.operatorToken))
 }
 
 // SetTenantStatus is the operator suspending ("suspended") or reinstating
@@ -599,3 +607,7 @@ func DataRace(out string) string {
 	}
 	return r[:min(len(r), 8000)]
 }
+
+// Secrets are the cluster's operator and broker tokens, for a test that
+// looks for them where they must not be.
+func (c *Cluster) Secrets() []string { return []string{c.operatorToken, c.brokerToken} }

@@ -16,7 +16,7 @@ import (
 // partition's remote segment metadata (tiered storage), every state, in
 // base-offset order.
 func (c *Cluster) RemoteSegments(ctx context.Context, topicID string, partition int32) ([]*sluicev1.RemoteSegment, error) {
-	bs := sluicev1connect.NewBrokerServiceClient(c.hc, c.ControlPlane(), connect.WithGRPC(), bearer(brokerToken))
+	bs := sluicev1connect.NewBrokerServiceClient(c.hc, c.ControlPlane(), connect.WithGRPC(), bearer(c.brokerToken))
 	res, err := bs.ListRemoteSegments(ctx, connect.NewRequest(&sluicev1.ListRemoteSegmentsRequest{TopicId: topicID, Partition: partition}))
 	if err != nil {
 		return nil, fmt.Errorf("list remote segments of %s/%d: %w", topicID, partition, err)
@@ -40,5 +40,5 @@ func (c *Cluster) AsServer(cert tlsfiles.Files) (*http.Client, connect.ClientOpt
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return src.HTTPClient(), bearer(brokerToken)
+	return src.HTTPClient(), bearer(c.brokerToken)
 }
