@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # The sluice image: one static binary for every role (sluice controlplane|broker|dev, and the CLI).
-#   docker build --build-arg VERSION=v0.1.0 -t ghcr.io/sluicemq/sluice:v0.1.0 .
+#   docker build --build-arg VERSION=v0.1.0 -t sluice:v0.1.0 .
+# No image is published: for a cluster, tag it with your registry and push it there
+# (infra/helm/sluice/README.md, The image).
 # The build line is the Makefile's `build` recipe (infra/compose's TestDockerfile checks that they
 # agree, and runs it).
 

@@ -3,10 +3,11 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 
 	"github.com/stretchr/testify/require"
 

@@ -18,6 +18,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/endpoint"
 )
 
 // noForwardHeader asks a broker to answer NotLeader rather than forward a
@@ -43,13 +44,24 @@ type Option func(*options)
 
 type options struct {
 	hc             *http.Client
+	tls            *tls.Config
 	logger         *slog.Logger
 	metadataMaxAge time.Duration
 }
 
 // WithHTTPClient sets the HTTP client for every call. The default speaks
-// h2c to http:// endpoints and HTTP/2 over TLS to https:// ones.
+// h2c to http:// endpoints and HTTP/2 over TLS to https:// ones; it
+// overrides WithTLS.
 func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = hc } }
+
+// WithTLS sets the TLS configuration of the default HTTP client's calls
+// to https:// endpoints: the control plane's and every broker's (a broker
+// serving TLS advertises an https:// address). Set RootCAs to trust a
+// private CA (the cluster's, or sluice dev --tls's), Certificates or
+// GetClientCertificate for a listener that wants a client certificate.
+// The default verifies servers against the system's roots. TLS 1.2 is
+// the least version used, whatever cfg says.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
 // WithLogger sets where the client logs retries and metadata refreshes
 // (default: nowhere).
@@ -154,7 +166,7 @@ func New(ctx context.Context, endpoint string, creds Credentials, opts ...Option
 		return nil, errors.New("sluice: credentials are empty: pass client.APIKey(key) or client.Token(jwt)")
 	}
 	if o.hc == nil {
-		o.hc = defaultHTTPClient(u.Scheme)
+		o.hc = defaultHTTPClient(o.tls)
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
@@ -178,17 +190,23 @@ func New(ctx context.Context, endpoint string, creds Credentials, opts ...Option
 	return c, nil
 }
 
-func defaultHTTPClient(scheme string) *http.Client {
+// defaultHTTPClient speaks h2c to http:// URLs and HTTP/2 over TLS with
+// cfg (nil: the system's roots) to https:// ones: a control plane on
+// plaintext may name brokers that serve TLS (https:// addresses).
+func defaultHTTPClient(cfg *tls.Config) *http.Client {
 	var p http.Protocols
-	if scheme == "http" {
-		p.SetUnencryptedHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	p.SetHTTP2(true)
+	if cfg == nil {
+		cfg = &tls.Config{}
 	} else {
-		p.SetHTTP2(true)
+		cfg = cfg.Clone()
 	}
+	cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
 	return &http.Client{Transport: &http.Transport{
 		Protocols:           &p,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     cfg,
 		TLSHandshakeTimeout: 5 * time.Second,
 		// A connection to a broker that stopped answering (paused, or cut
 		// off without a reset) is pinged after 10 s of silence and dropped
@@ -373,7 +391,7 @@ func (c *Client) applyMetadata(m *sluicev1.GetMetadataResponse) {
 }
 
 func (c *Client) newBrokerLocked(address string) broker {
-	base := c.scheme + "://" + address
+	base := endpoint.URL(address, c.scheme)
 	return broker{address: address, record: sluicev1connect.NewRecordServiceClient(c.hc, base, connect.WithInterceptors(c.bearer(), noForward{}))}
 }
 

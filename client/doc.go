@@ -19,6 +19,13 @@
 // drops it 15 s later, and sends the batch to the new one with the same
 // sequence numbers, so it is still written once.
 //
+// # TLS
+//
+// An https:// endpoint is called over TLS (HTTP/2), and so is every broker
+// that serves TLS: it advertises an https:// address in the metadata,
+// whatever the endpoint's scheme. Servers are verified against the
+// system's roots; for a private CA, pass WithTLS with its pool in RootCAs.
+//
 // # Producing
 //
 // A Producer batches records per partition, optionally compresses batches

@@ -14,6 +14,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/endpoint"
 )
 
 // Delivery says when a group consumer commits relative to processing.
@@ -236,7 +237,7 @@ func (g *GroupConsumer) coordinator(ctx context.Context) (sluicev1connect.GroupS
 	}
 	var last error
 	for _, b := range g.c.brokerList() {
-		gs := sluicev1connect.NewGroupServiceClient(g.c.hc, g.c.scheme+"://"+b.address, connect.WithInterceptors(g.c.bearer()))
+		gs := sluicev1connect.NewGroupServiceClient(g.c.hc, endpoint.URL(b.address, g.c.scheme), connect.WithInterceptors(g.c.bearer()))
 		res, err := gs.FindCoordinator(ctx, connect.NewRequest(&sluicev1.FindCoordinatorRequest{Group: g.group}))
 		if err = normalize(ctx, err); err != nil {
 			last = err
@@ -245,7 +246,7 @@ func (g *GroupConsumer) coordinator(ctx context.Context) (sluicev1connect.GroupS
 			}
 			continue
 		}
-		gc = sluicev1connect.NewGroupServiceClient(g.c.hc, g.c.scheme+"://"+res.Msg.GetAddress(), connect.WithInterceptors(g.c.bearer(), noForward{}))
+		gc = sluicev1connect.NewGroupServiceClient(g.c.hc, endpoint.URL(res.Msg.GetAddress(), g.c.scheme), connect.WithInterceptors(g.c.bearer(), noForward{}))
 		g.mu.Lock()
 		g.coord = gc
 		g.mu.Unlock()
@@ -1145,5 +1146,5 @@ func (c *Client) GroupAdmin() (sluicev1connect.GroupServiceClient, error) {
 	if len(bs) == 0 {
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no broker is known"))
 	}
-	return sluicev1connect.NewGroupServiceClient(c.hc, c.scheme+"://"+bs[0].address, connect.WithInterceptors(c.bearer())), nil
+	return sluicev1connect.NewGroupServiceClient(c.hc, endpoint.URL(bs[0].address, c.scheme), connect.WithInterceptors(c.bearer())), nil
 }

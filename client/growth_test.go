@@ -3,12 +3,13 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"hash/fnv"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"

@@ -3,10 +3,11 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"

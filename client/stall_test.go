@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"math"
 	"strconv"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"

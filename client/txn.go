@@ -11,6 +11,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/endpoint"
 )
 
 // Errors of a TransactionalProducer. The errors of Begin, SendOffsets,
@@ -618,7 +619,7 @@ func (tc *txnCoordinator) coordinatorAddr(ctx context.Context) (string, error) {
 	}
 	var last error
 	for _, b := range tc.c.brokerList() {
-		ts := sluicev1connect.NewTransactionServiceClient(tc.c.hc, tc.c.scheme+"://"+b.address, connect.WithInterceptors(tc.c.bearer()))
+		ts := sluicev1connect.NewTransactionServiceClient(tc.c.hc, endpoint.URL(b.address, tc.c.scheme), connect.WithInterceptors(tc.c.bearer()))
 		res, err := ts.FindTransactionCoordinator(ctx, connect.NewRequest(&sluicev1.FindTransactionCoordinatorRequest{TransactionalId: tc.id}))
 		if err = normalize(ctx, err); err != nil {
 			last = err
@@ -681,11 +682,11 @@ func (tc *txnCoordinator) call(ctx context.Context, what string, fn func(addr st
 }
 
 func (tc *txnCoordinator) recordClient(addr string) sluicev1connect.RecordServiceClient {
-	return sluicev1connect.NewRecordServiceClient(tc.c.hc, tc.c.scheme+"://"+addr, connect.WithInterceptors(tc.c.bearer(), noForward{}))
+	return sluicev1connect.NewRecordServiceClient(tc.c.hc, endpoint.URL(addr, tc.c.scheme), connect.WithInterceptors(tc.c.bearer(), noForward{}))
 }
 
 func (tc *txnCoordinator) txnClient(addr string) sluicev1connect.TransactionServiceClient {
-	return sluicev1connect.NewTransactionServiceClient(tc.c.hc, tc.c.scheme+"://"+addr, connect.WithInterceptors(tc.c.bearer(), noForward{}))
+	return sluicev1connect.NewTransactionServiceClient(tc.c.hc, endpoint.URL(addr, tc.c.scheme), connect.WithInterceptors(tc.c.bearer(), noForward{}))
 }
 
 // initProducerID asks the coordinator for the id's producer id and epoch.
@@ -735,7 +736,7 @@ func (tc *txnCoordinator) groupAddr(ctx context.Context, group string) (string, 
 	}
 	var last error
 	for _, b := range tc.c.brokerList() {
-		gs := sluicev1connect.NewGroupServiceClient(tc.c.hc, tc.c.scheme+"://"+b.address, connect.WithInterceptors(tc.c.bearer()))
+		gs := sluicev1connect.NewGroupServiceClient(tc.c.hc, endpoint.URL(b.address, tc.c.scheme), connect.WithInterceptors(tc.c.bearer()))
 		res, err := gs.FindCoordinator(ctx, connect.NewRequest(&sluicev1.FindCoordinatorRequest{Group: group}))
 		if err = normalize(ctx, err); err != nil {
 			last = err
@@ -765,7 +766,7 @@ func (tc *txnCoordinator) txnCommitOffsets(ctx context.Context, req *sluicev1.Tx
 	for attempt := 1; attempt <= maxTxnAttempts; attempt++ {
 		addr, err := tc.groupAddr(ctx, req.GetGroup())
 		if err == nil {
-			gs := sluicev1connect.NewGroupServiceClient(tc.c.hc, tc.c.scheme+"://"+addr, connect.WithInterceptors(tc.c.bearer(), noForward{}))
+			gs := sluicev1connect.NewGroupServiceClient(tc.c.hc, endpoint.URL(addr, tc.c.scheme), connect.WithInterceptors(tc.c.bearer(), noForward{}))
 			_, err = gs.TxnCommitOffsets(ctx, connect.NewRequest(req))
 			if err = normalize(ctx, err); err == nil {
 				return nil
@@ -801,5 +802,5 @@ func (c *Client) TransactionAdmin() (sluicev1connect.TransactionServiceClient, e
 	if len(bs) == 0 {
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no broker is known"))
 	}
-	return sluicev1connect.NewTransactionServiceClient(c.hc, c.scheme+"://"+bs[0].address, connect.WithInterceptors(c.bearer())), nil
+	return sluicev1connect.NewTransactionServiceClient(c.hc, endpoint.URL(bs[0].address, c.scheme), connect.WithInterceptors(c.bearer())), nil
 }

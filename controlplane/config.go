@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	"github.com/sluicemq/sluice/controlplane/controller"
 	"github.com/sluicemq/sluice/internal/httpgate"
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 	"github.com/sluicemq/sluice/tenants"
 	"github.com/sluicemq/sluice/tenants/system"
 )
@@ -25,7 +26,10 @@ type Config struct {
 	// MetricsAddr is where the operator listener binds (metrics, health;
 	// see internal/opshttp); empty: no operator listener. Like ListenAddr,
 	// the caller binds it and hands the listener to Run.
-	MetricsAddr              string
+	MetricsAddr string
+	// TLS holds the TLS files of the API and operator listeners and of
+	// the calls to the brokers.
+	TLS                      tlsfiles.ServerFiles
 	DatabaseURL              string
 	Issuer                   string
 	Audience                 string
@@ -112,6 +116,7 @@ func DefaultConfig() Config {
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve the Connect/gRPC API, JWKS, /healthz and /readyz on (tenants reach it; it serves no metrics)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port of the operator listener: Prometheus metrics at /metrics, /healthz and /readyz, and Go profiles (pprof) under /debug/pprof/. Metric labels name tenants, topics and consumer groups, and profiles show its allocations and goroutines: bind it to loopback (the default) or an interface only operators and Prometheus reach, never one tenants reach. Empty turns it off")
+	c.TLS.RegisterFlags(fs)
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "metadata store: postgres://user:pass@host/db (production) or sqlite:PATH (single node)")
 	fs.StringVar(&c.Issuer, "issuer", c.Issuer, "JWT issuer (iss) this control plane signs and brokers expect")
 	fs.StringVar(&c.Audience, "audience", c.Audience, "JWT audience (aud) for tenant tokens")
@@ -189,6 +194,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--billing-interval must be 0 (off) or between 100ms and 24h; got %s", c.BillingInterval)
 	}
 	if err := c.ClientLimits.Validate(); err != nil {
+		return err
+	}
+	if err := c.TLS.Validate(); err != nil {
 		return err
 	}
 	if err := c.RequestMemory.Validate(); err != nil {

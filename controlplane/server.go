@@ -40,11 +40,11 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
 	"github.com/sluicemq/sluice/internal/clock"
-	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/healthwatch"
 	"github.com/sluicemq/sluice/internal/httpgate"
 	"github.com/sluicemq/sluice/internal/opshttp"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -81,6 +81,7 @@ type Server struct {
 	gate      *httpgate.Gate    // in front of the Connect services
 	alerter   *alerting.Alerter // nil when lag alerts are off
 	handler   http.Handler      // the API port
+	tls       *tlsfiles.Server  // the listeners' and the calls to brokers' TLS
 	ops       http.Handler      // the operator listener
 	api       *api.API
 	ctl       *controller.Controller
@@ -110,7 +111,11 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	}
 	deps.Clock = clock.Or(deps.Clock)
 	now := deps.Clock.Now
-	s := &Server{cfg: cfg, logger: deps.Logger, store: deps.Store, now: now}
+	srvTLS, err := cfg.TLS.Load(deps.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, logger: deps.Logger, store: deps.Store, now: now, tls: srvTLS}
 	if s.store == nil {
 		st, err := OpenStore(ctx, cfg.DatabaseURL, deps.Logger)
 		if err != nil {
@@ -159,6 +164,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 		DefaultExpiryRiskThreshold:             cfg.LagAlertPolicy.RiskThreshold,
 		ClientLimits:                           cfg.ClientLimits,
 	}, api.Deps{
+		Cluster:      srvTLS.ClusterSource(),
 		Webhooks:     sender,
 		Store:        s.store,
 		Issuer:       s.issuer,
@@ -212,7 +218,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if cfg.LagSampleInterval > 0 {
 		s.alerter = alerting.New(s.store, alerting.Config{
 			SampleInterval: cfg.LagSampleInterval, Window: cfg.LagWindow, Policy: cfg.LagAlertPolicy, BrokerToken: cfg.BrokerToken,
-			HTTP: h2c.Client(), Sender: sender, Logger: s.logger, Clock: deps.Clock,
+			HTTP: srvTLS.ClusterSource().HTTPClient(), Sender: sender, Logger: s.logger, Clock: deps.Clock,
 		})
 		s.registry.MustRegister(s.alerter.Collector())
 	}
@@ -220,7 +226,9 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	// tenants reach this port. It is on the operator listener only.
 	mux.HandleFunc("GET /healthz", opshttp.Healthz)
 	mux.HandleFunc("GET /readyz", s.serveReady)
-	s.handler = mux
+	// The caller's TLS certificate, for the authenticator (mutual TLS
+	// inside the cluster).
+	s.handler = tlsfiles.Handler(mux)
 	s.ops = opshttp.Handler(s.registry, s.serveReady)
 	return s, nil
 }
@@ -290,6 +298,7 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 func NewHTTPServer(h http.Handler, logger *slog.Logger, connContext func(context.Context, net.Conn) context.Context) *http.Server {
 	var p http.Protocols
 	p.SetHTTP1(true)
+	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           h,
@@ -308,6 +317,15 @@ func NewHTTPServer(h http.Handler, logger *slog.Logger, connContext func(context
 // signing keys in the background; then it drains both for up to
 // ShutdownTimeout.
 func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
+	ln, err := s.tls.APIListener(ln, s.logger)
+	if err != nil {
+		return err
+	}
+	if ops != nil {
+		if ops, err = s.tls.OpsListener(ops, s.logger); err != nil {
+			return err
+		}
+	}
 	srv := NewHTTPServer(s.handler, s.logger, s.gate.ConnContext)
 	srv.RegisterOnShutdown(s.api.CloseStreams)
 	srv.RegisterOnShutdown(s.startDrain)
@@ -366,7 +384,7 @@ func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err := srv.Shutdown(shutCtx)
+	err = srv.Shutdown(shutCtx)
 	if opsSrv != nil {
 		// Probes and scrapes answer until the API has drained.
 		if oerr := opsSrv.Shutdown(shutCtx); err == nil {

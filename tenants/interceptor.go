@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // ErrMissingCredentials means a request to a non-public procedure carried no credentials.
@@ -104,14 +106,18 @@ func (i *authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if req.Spec().IsClient {
 			return next(ctx, req)
 		}
-		if _, ok := preauthenticated(ctx); ok {
-			return next(ctx, req)
+		p, ok := preauthenticated(ctx)
+		if !ok {
+			var err error
+			if p, err = i.auth.Authenticate(ctx, req.Spec().Procedure, req.Header()); err != nil {
+				return nil, authError(err)
+			}
+			ctx = WithPrincipal(ctx, p)
 		}
-		p, err := i.auth.Authenticate(ctx, req.Spec().Procedure, req.Header())
-		if err != nil {
+		if err := checkNamedBroker(p, req.Any()); err != nil {
 			return nil, authError(err)
 		}
-		return next(WithPrincipal(ctx, p), req)
+		return next(ctx, req)
 	}
 }
 
@@ -135,6 +141,9 @@ func (i *authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 			}
 			ctx = WithPrincipal(ctx, p)
 		}
+		if p.Peer != nil {
+			conn = namedBrokerConn{StreamingHandlerConn: conn, p: p}
+		}
 		if p.ExpiresAt.IsZero() {
 			return next(ctx, conn)
 		}
@@ -146,6 +155,54 @@ func (i *authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 		}
 		return err
 	}
+}
+
+// namedBrokerFields are the fields of a request that name the broker
+// making it (BrokerService's broker_id, ReplicaService's follower_id).
+var namedBrokerFields = []protoreflect.Name{"broker_id", "follower_id"}
+
+// checkNamedBroker refuses a call from a server of the cluster whose
+// message names a broker (namedBrokerFields, at its top level) other than
+// the one its certificate proved it is (Principal.Peer): with mutual TLS
+// inside the cluster, a broker's certificate cannot register, heartbeat,
+// report or fetch as another broker, nor the control plane's as any.
+func checkNamedBroker(p Principal, msg any) error {
+	if p.Peer == nil {
+		return nil
+	}
+	m, ok := msg.(proto.Message)
+	if !ok {
+		return nil
+	}
+	r := m.ProtoReflect()
+	fields := r.Descriptor().Fields()
+	for _, name := range namedBrokerFields {
+		fd := fields.ByName(name)
+		if fd == nil || fd.Kind() != protoreflect.Int32Kind || fd.Cardinality() == protoreflect.Repeated {
+			continue
+		}
+		if id := int32(r.Get(fd).Int()); p.Peer.ControlPlane || p.Peer.Broker != id {
+			return fmt.Errorf("%w: the call is broker %d's but its TLS certificate is %s's", ErrPermissionDenied, id, p.Peer)
+		}
+	}
+	return nil
+}
+
+// namedBrokerConn checks each message a stream receives with
+// checkNamedBroker.
+type namedBrokerConn struct {
+	connect.StreamingHandlerConn
+	p Principal
+}
+
+func (c namedBrokerConn) Receive(msg any) error {
+	if err := c.StreamingHandlerConn.Receive(msg); err != nil {
+		return err
+	}
+	if err := checkNamedBroker(c.p, msg); err != nil {
+		return authError(err)
+	}
+	return nil
 }
 
 type preauthKey struct{}

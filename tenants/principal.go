@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 )
 
 // PrincipalKind says who is calling.
@@ -47,6 +49,11 @@ type Principal struct {
 	TokenID   string    // jti of the JWT, when authenticated by one
 	ExpiresAt time.Time // expiry of the credential; zero if it does not expire
 	BrokerID  int32     // set for PrincipalBroker
+	// Peer, for PrincipalBroker with mutual TLS inside the cluster, is
+	// the server the caller's client certificate proved it is; a call
+	// whose message names the calling broker must name this one
+	// (NewAuthInterceptor). Nil without mutual TLS.
+	Peer *tlsfiles.Peer
 }
 
 // Has reports whether p carries scope. Anonymous principals have no scopes.

@@ -45,6 +45,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -182,7 +183,7 @@ func (a *Alerter) Sample(ctx context.Context) error {
 		if !b.Live(now) {
 			continue
 		}
-		rc := sluicev1connect.NewReplicaServiceClient(a.cfg.HTTP, "http://"+b.Address, connect.WithGRPC(),
+		rc := sluicev1connect.NewReplicaServiceClient(a.cfg.HTTP, endpoint.URL(b.Address, "http"), connect.WithGRPC(),
 			connect.WithInterceptors(tenants.Bearer(a.cfg.BrokerToken)))
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		res, err := rc.ListGroupLags(cctx, connect.NewRequest(&sluicev1.ListGroupLagsRequest{}))

@@ -42,7 +42,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
-	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -94,9 +94,14 @@ type Deps struct {
 	// are checked against (default: alerting.NewSender(alerting.Guard{},
 	// 10 s, Now), which refuses loopback).
 	Webhooks *alerting.Sender
-	// BrokerHTTP reaches the brokers (h2c) for the operator's
-	// ListTransactions (default: h2c.Client()).
+	// BrokerHTTP reaches the brokers for the operator's ListTransactions
+	// (default: Cluster.HTTPClient(), h2c or TLS by the brokers' addresses).
 	BrokerHTTP *http.Client
+	// Cluster is the TLS side of the calls between the cluster's servers
+	// (nil: none). With mutual TLS (tlsfiles.Source.Mutual), BrokerService
+	// calls must present a broker's certificate from its CA, naming the
+	// broker the call is from, besides the broker token.
+	Cluster *tlsfiles.Source
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -157,7 +162,7 @@ func New(cfg Config, deps Deps) *API {
 		cfg.DefaultExpiryRiskThreshold = store.DefaultExpiryRiskThreshold
 	}
 	if deps.BrokerHTTP == nil {
-		deps.BrokerHTTP = h2c.Client()
+		deps.BrokerHTTP = deps.Cluster.HTTPClient()
 	}
 	if deps.Webhooks == nil {
 		deps.Webhooks = alerting.NewSender(alerting.Guard{}, 10*time.Second, deps.Now)
@@ -183,6 +188,7 @@ func New(cfg Config, deps Deps) *API {
 			verifier:      deps.Verifier,
 			operatorToken: cfg.OperatorToken,
 			brokerToken:   cfg.BrokerToken,
+			cluster:       mutual(deps.Cluster),
 		},
 	}
 }
@@ -273,4 +279,12 @@ func (a *API) tenantOf(ctx context.Context) (tenants.Principal, store.Tenant, er
 	}
 	t, err := a.store.GetTenant(ctx, p.TenantID)
 	return p, t, err
+}
+
+// mutual is cluster when it asks for mutual TLS inside the cluster, else nil.
+func mutual(cluster *tlsfiles.Source) *tlsfiles.Source {
+	if cluster.Mutual() {
+		return cluster
+	}
+	return nil
 }

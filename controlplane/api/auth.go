@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluicemq/sluice/controlplane/store"
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -31,6 +32,9 @@ type authenticator struct {
 	verifier      *tenants.Verifier
 	operatorToken string
 	brokerToken   string
+	// cluster, with mutual TLS inside the cluster, makes BrokerService
+	// calls present a broker's cluster certificate besides the token.
+	cluster *tlsfiles.Source
 }
 
 func (a *authenticator) Authenticate(ctx context.Context, procedure string, h http.Header) (tenants.Principal, error) {
@@ -56,7 +60,18 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		if err := checkSharedSecret(h, a.brokerToken, "broker"); err != nil {
 			return tenants.Principal{}, err
 		}
-		return tenants.Principal{Kind: tenants.PrincipalBroker}, nil
+		p := tenants.Principal{Kind: tenants.PrincipalBroker}
+		if a.cluster != nil {
+			peer, err := a.cluster.PeerOf(tlsfiles.ConnState(ctx))
+			if err == nil && peer.ControlPlane {
+				err = fmt.Errorf("%w: the control plane's certificate is not a broker's", tlsfiles.ErrNoPeer)
+			}
+			if err != nil {
+				return tenants.Principal{}, fmt.Errorf("%w: %w", tenants.ErrInvalidToken, err)
+			}
+			p.Peer = &peer
+		}
+		return p, nil
 	case tenants.CallerTenant:
 		return a.tenant(ctx, h, r.Scopes)
 	}

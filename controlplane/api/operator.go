@@ -117,7 +117,7 @@ func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request
 	if m.GetBrokerId() < 0 {
 		return nil, invalid("broker_id", "must not be negative; got %d", m.GetBrokerId())
 	}
-	if err := validateHostPort("address", m.GetAddress()); err != nil {
+	if err := validateAddress("address", m.GetAddress()); err != nil {
 		return nil, err
 	}
 	if len(m.GetRack()) > 64 {

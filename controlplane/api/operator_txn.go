@@ -15,6 +15,7 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/tenants"
 	"github.com/sluicemq/sluice/tenants/system"
 )
@@ -119,7 +120,7 @@ func (s *operatorService) brokerTransactions(ctx context.Context, address string
 	if address == "" {
 		return nil, errors.New("not registered")
 	}
-	rc := sluicev1connect.NewReplicaServiceClient(s.brokerHTTP, "http://"+address, connect.WithGRPC(),
+	rc := sluicev1connect.NewReplicaServiceClient(s.brokerHTTP, endpoint.URL(address, "http"), connect.WithGRPC(),
 		connect.WithInterceptors(tenants.Bearer(s.cfg.BrokerToken)))
 	cctx, cancel := context.WithTimeout(ctx, brokerCallTimeout)
 	defer cancel()

@@ -2,11 +2,11 @@ package api
 
 import (
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluicemq/sluice/internal/endpoint"
 )
 
 // fieldError is a request field that failed validation. It becomes
@@ -192,14 +192,11 @@ func ValidateLabel(field, s string) error {
 	return nil
 }
 
-// validateHostPort checks a "host:port" address a broker advertises.
-func validateHostPort(field, s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil || host == "" || port == "" {
-		return invalid(field, "%q is not host:port", s)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return invalid(field, "port %q is not a number between 1 and 65535", port)
+// validateAddress checks the address a broker advertises: host:port, or
+// http(s)://host:port (internal/endpoint).
+func validateAddress(field, s string) error {
+	if err := endpoint.Validate(s); err != nil {
+		return invalid(field, "%s", err)
 	}
 	return nil
 }

@@ -139,13 +139,15 @@ func TestValidateLabel(t *testing.T) {
 	require.Error(t, ValidateLabel("name", "\xff"))
 }
 
-func TestValidateHostPort(t *testing.T) {
+func TestValidateAddress(t *testing.T) {
 	t.Parallel()
-	require.NoError(t, validateHostPort("address", "127.0.0.1:9092"))
-	require.NoError(t, validateHostPort("address", "broker-0.sluice:9092"))
-	require.NoError(t, validateHostPort("address", "[::1]:9092"))
-	for _, bad := range []string{"", "host", ":9092", "host:", "host:0", "host:70000", "host:http"} {
-		require.Error(t, validateHostPort("address", bad), "%q", bad)
+	for _, ok := range []string{"127.0.0.1:9092", "broker-0.sluice:9092", "[::1]:9092", "https://broker-0.sluice:9092", "http://b:1"} {
+		require.NoError(t, validateAddress("address", ok), "%q", ok)
+	}
+	for _, bad := range []string{"", "host", ":9092", "host:", "host:0", "host:70000", "host:http", "tcp://host:9092", "https://host:9092/path"} {
+		var fe *fieldError
+		require.ErrorAs(t, validateAddress("address", bad), &fe, "%q", bad)
+		require.Equal(t, "address", fe.Field)
 	}
 }
 

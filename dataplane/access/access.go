@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/derr"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -62,6 +63,37 @@ type Authenticator struct {
 	verifier    *tenants.Verifier
 	revoked     *Revocations
 	brokerToken string
+	// cluster, with mutual TLS inside the cluster (Source.Mutual), makes
+	// a call with the broker credential present a cluster certificate
+	// too: a broker's or the control plane's (tlsfiles.PeerOf).
+	cluster *tlsfiles.Source
+}
+
+// RequirePeers makes calls with the broker credential present a client
+// certificate from cluster's CA naming a broker or the control plane as
+// well, when cluster has both a CA and a certificate of its own (mutual
+// TLS inside the cluster); otherwise the credential alone is checked.
+func (a *Authenticator) RequirePeers(cluster *tlsfiles.Source) {
+	if cluster.Mutual() {
+		a.cluster = cluster
+	}
+}
+
+// broker checks a call made with the broker credential tok: the token and,
+// with RequirePeers, the caller's certificate.
+func (a *Authenticator) broker(ctx context.Context, tok, tenantID string) (tenants.Principal, error) {
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(a.brokerToken)) != 1 {
+		return tenants.Principal{}, fmt.Errorf("%w: invalid broker credential", tenants.ErrInvalidToken)
+	}
+	p := tenants.Principal{Kind: tenants.PrincipalBroker, TenantID: tenantID}
+	if a.cluster != nil {
+		peer, err := a.cluster.PeerOf(tlsfiles.ConnState(ctx))
+		if err != nil {
+			return tenants.Principal{}, fmt.Errorf("%w: %w", tenants.ErrInvalidToken, err)
+		}
+		p.Peer = &peer
+	}
+	return p, nil
 }
 
 // NewAuthenticator is an Authenticator of tenants' tokens by verifier, of
@@ -85,17 +117,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, procedure string, h ht
 	if tenantID := h.Get(ActForTenantHeader); tenantID != "" && r.BrokerForTenant {
 		// Only the broker credential may name a tenant; a tenant's token
 		// with this header is refused, never read as another tenant's.
-		if subtle.ConstantTimeCompare([]byte(tok), []byte(a.brokerToken)) != 1 {
-			return tenants.Principal{}, fmt.Errorf("%w: invalid broker credential", tenants.ErrInvalidToken)
-		}
-		return tenants.Principal{Kind: tenants.PrincipalBroker, TenantID: tenantID}, nil
+		return a.broker(ctx, tok, tenantID)
 	}
 	switch r.Caller {
 	case tenants.CallerBroker:
-		if subtle.ConstantTimeCompare([]byte(tok), []byte(a.brokerToken)) != 1 {
-			return tenants.Principal{}, fmt.Errorf("%w: invalid broker credential", tenants.ErrInvalidToken)
-		}
-		return tenants.Principal{Kind: tenants.PrincipalBroker}, nil
+		return a.broker(ctx, tok, "")
 	case tenants.CallerTenant:
 		if strings.HasPrefix(tok, tenants.APIKeyPrefix) {
 			return tenants.Principal{}, fmt.Errorf("%w: an API key is not a token; exchange it at the control plane (AuthService.CreateToken)", tenants.ErrInvalidToken)

@@ -71,11 +71,11 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/dirlock"
-	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/healthwatch"
 	"github.com/sluicemq/sluice/internal/httpgate"
 	"github.com/sluicemq/sluice/internal/opshttp"
 	"github.com/sluicemq/sluice/internal/rpcmetrics"
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 	"github.com/sluicemq/sluice/tenants"
 	"github.com/sluicemq/sluice/tiered"
 	"github.com/sluicemq/sluice/tiered/objstore"
@@ -107,6 +107,7 @@ type Broker struct {
 	// replicasAPI serves the ReplicaService (other brokers' calls).
 	replicasAPI *connectapi.Replicas
 	handler     http.Handler      // the client port
+	tls         *tlsfiles.Server  // the listeners' and the cluster calls' TLS
 	gate        *httpgate.Gate    // in front of handler's Connect services
 	ops         http.Handler      // the operator listener
 	hc          *http.Client      // h2c to the control plane and other brokers
@@ -178,6 +179,10 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	flush, _ := cfg.FlushPolicy()
+	srvTLS, err := cfg.TLS.Load(deps.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("broker %d: %w", cfg.ID, err)
+	}
 	hws, err := replicas.ReadHWCheckpoint(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("broker %d: %w", cfg.ID, err)
@@ -189,7 +194,8 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		files:   log.NewFileCache(cfg.MaxOpenSegmentFiles),
 		rt:      runtime.NewRuntime(),
 		revoked: access.NewRevocations(),
-		hc:      h2c.Client(),
+		tls:     srvTLS,
+		hc:      srvTLS.ClusterSource().HTTPClient(),
 		dirLock: dirLock,
 
 		tierStore: deps.TierStore,
@@ -222,7 +228,9 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	})
 	b.groups = b.newGroups()
 	rpcm := rpcmetrics.New(b.registry, "sluice", "broker", append(slices.Clone(connectapi.ClientServices), sluicev1connect.ReplicaServiceName))
-	auth := connectapi.Authenticator{Authenticator: access.NewAuthenticator(verifier, b.revoked, cfg.BrokerToken)}
+	brokerAuth := access.NewAuthenticator(verifier, b.revoked, cfg.BrokerToken)
+	brokerAuth.RequirePeers(srvTLS.ClusterSource())
+	auth := connectapi.Authenticator{Authenticator: brokerAuth}
 	opts := []connect.HandlerOption{
 		// Requests are billed and charged to the tenants' requests/s in
 		// the gate, before their bodies are read (admitCall).
@@ -266,7 +274,9 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	// tenants reach this port. It is on the operator listener only.
 	mux.HandleFunc("GET /healthz", opshttp.Healthz)
 	mux.HandleFunc("GET /readyz", b.serveReady)
-	b.handler = mux
+	// The caller's TLS certificate, for the authenticator (mutual TLS
+	// inside the cluster).
+	b.handler = tlsfiles.Handler(mux)
 	b.ops = opshttp.Handler(b.registry, b.serveReady)
 	return b, nil
 }
@@ -301,8 +311,18 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	b.runCtx, b.stopRun = ctx, cancelCause
 	b.mu.Unlock()
 
+	ln, err := b.tls.APIListener(ln, b.logger)
+	if err != nil {
+		return err
+	}
+	if ops != nil {
+		if ops, err = b.tls.OpsListener(ops, b.logger); err != nil {
+			return err
+		}
+	}
 	var p http.Protocols
 	p.SetHTTP1(true)
+	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
 		Handler:           b.handler,
@@ -355,7 +375,6 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	}
 	wg.Go(func() { b.usage.Run(ctx) })
 
-	var err error
 	select {
 	case err = <-errc:
 		err = fmt.Errorf("serve: %w", err)

@@ -9,7 +9,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/internal/httpgate"
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 
 	"github.com/sluicemq/sluice/dataplane/log"
 )
@@ -23,7 +25,10 @@ type Config struct {
 	// MetricsAddr is where the operator listener binds (metrics, health;
 	// see internal/opshttp); empty: no operator listener. Like ListenAddr,
 	// the caller binds it and hands the listener to Run.
-	MetricsAddr   string
+	MetricsAddr string
+	// TLS holds the TLS files of the API and operator listeners and of
+	// the calls to the control plane and the other brokers.
+	TLS           tlsfiles.ServerFiles
 	DataDir       string
 	ControlPlane  string
 	BrokerToken   string
@@ -140,7 +145,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&c.ID, "id", c.ID, "broker id, unique in the cluster (0 ≤ id < 2^31)")
 	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve clients and other brokers on (tenants reach it; it serves no metrics)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port of the operator listener: Prometheus metrics at /metrics, /healthz and /readyz, and Go profiles (pprof) under /debug/pprof/. Metric labels name tenants, topics and consumer groups, and profiles show its allocations and goroutines: bind it to loopback (the default) or an interface only operators and Prometheus reach, never one tenants reach. Several brokers on one host need one each. Empty turns it off")
-	fs.StringVar(&c.AdvertisedAddr, "advertised-addr", c.AdvertisedAddr, "host:port clients and brokers reach this broker at (default: the bound --listen-addr; required when listening on every interface)")
+	fs.StringVar(&c.AdvertisedAddr, "advertised-addr", c.AdvertisedAddr, "host:port clients and brokers reach this broker at (default: the bound --listen-addr; required when listening on every interface); with --tls-cert it is advertised as https://host:port, so that they call it with TLS (an explicit https:// or http:// prefix is kept as given)")
+	c.TLS.RegisterFlags(fs)
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "folder for partition logs; the broker locks it while it runs (a second broker on it exits, naming the holder's pid)")
 	fs.StringVar(&c.ControlPlane, "control-plane", c.ControlPlane, "control-plane URL")
 	fs.StringVar(&c.BrokerToken, "broker-token", c.BrokerToken, "broker credential shared with the control plane and other brokers")
@@ -185,12 +191,18 @@ func (c *Config) FlushPolicy() (log.FlushPolicy, error) {
 	return 0, fmt.Errorf("--flush must be always, interval or os; got %q", c.Flush)
 }
 
-// Advertised is the address other parties reach this broker at.
+// Advertised is the address other parties reach this broker at:
+// https://host:port when its API listener serves TLS and the address
+// names no scheme itself.
 func (c *Config) Advertised() string {
-	if c.AdvertisedAddr != "" {
-		return c.AdvertisedAddr
+	a := c.AdvertisedAddr
+	if a == "" {
+		a = c.ListenAddr
 	}
-	return c.ListenAddr
+	if c.TLS.API.Cert != "" && endpoint.Scheme(a) == "" {
+		return "https://" + a
+	}
+	return a
 }
 
 // Validate checks the config and names the first bad field.
@@ -211,8 +223,11 @@ func (c *Config) Validate() error {
 		if ip := net.ParseIP(lhost); lhost == "" || (ip != nil && ip.IsUnspecified()) {
 			return fmt.Errorf("--advertised-addr is required when --listen-addr %q listens on every interface", c.ListenAddr)
 		}
-	} else if host, port, err := net.SplitHostPort(c.AdvertisedAddr); err != nil || host == "" || port == "0" {
-		return fmt.Errorf("--advertised-addr %q must be host:port with a fixed port", c.AdvertisedAddr)
+	} else if err := endpoint.Validate(c.AdvertisedAddr); err != nil {
+		return fmt.Errorf("--advertised-addr must be host:port (or https://host:port) with a fixed port: %w", err)
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	if c.DataDir == "" {
 		return errors.New("--data-dir is required")

@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -48,7 +49,7 @@ func (p *Peers) of(id int32) *peerClients {
 	if c, ok := p.clients[id]; ok && c.address == addr {
 		return c
 	}
-	base := "http://" + addr
+	base := endpoint.URL(addr, "http")
 	// Calls on a client's behalf are marked so the peer does not count
 	// them in the tenant's requests again.
 	fwd := connect.WithInterceptors(ForwardMarker{BrokerToken: p.brokerToken})

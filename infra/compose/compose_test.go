@@ -25,7 +25,8 @@ import (
 	"github.com/sluicemq/sluice/tiered/objstore/s3"
 )
 
-const sluiceImage = "ghcr.io/sluicemq/sluice:dev"
+// sluiceImage is the image compose builds: a local name, since no registry publishes Sluice.
+const sluiceImage = "sluice:dev"
 
 // loadProject loads composeFile as docker compose would, with envFile as its .env and the cli
 // profile active (so that the CLI service is in Services).

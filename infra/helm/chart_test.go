@@ -324,8 +324,12 @@ func TestChartRenders(t *testing.T) {
 	}
 }
 
-// checkImage checks both roles run the one image, tagged with the chart's appVersion by default.
-func checkImage(t *testing.T, c chartCase, cs ...corev1.Container) {
+// defaultImage is the image the chart runs by default: no registry (none publishes Sluice), the
+// name a local build gets (README.md, The image), tagged with the chart's appVersion.
+const defaultImage = "sluice"
+
+// appVersion is Chart.yaml's appVersion.
+func appVersion(t *testing.T) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
 	if err != nil {
@@ -337,14 +341,112 @@ func checkImage(t *testing.T, c chartCase, cs ...corev1.Container) {
 	if err := yaml.Unmarshal(raw, &chart); err != nil || chart.AppVersion == "" {
 		t.Fatalf("Chart.yaml: appVersion %q, %v", chart.AppVersion, err)
 	}
+	return chart.AppVersion
+}
+
+// checkImage checks both roles run the one image, tagged with the chart's appVersion by default.
+func checkImage(t *testing.T, c chartCase, cs ...corev1.Container) {
+	t.Helper()
 	want := c.image
 	if want == "" {
-		want = "ghcr.io/sluicemq/sluice:" + chart.AppVersion
+		want = defaultImage + ":" + appVersion(t)
 	}
 	for _, ct := range cs {
 		if ct.Image != want {
 			t.Errorf("container %s runs image %s, want %s", ct.Name, ct.Image, want)
 		}
+	}
+}
+
+var (
+	dockerBuildRe = regexp.MustCompile(`(?m)^docker build (?:--build-arg VERSION=\S+ )?-t (\S+) \.$`)
+	setImageRe    = regexp.MustCompile("--set image\\.repository=([^`\\s]+)\\s+(?:\\\\\\s+)?--set\\s+image\\.tag=([^`\\s]+)")
+)
+
+// TestChartImageBuildDocumented: no image is published, so the chart's README and docs/deploy.md
+// build it with the repository's Dockerfile, and every image they build is one the chart runs:
+// the default (a local build's name) or one they pass with --set image.repository=…
+// --set image.tag=…. The default has no registry in its name, and the README shows a build
+// for a registry too.
+func TestChartImageBuildDocumented(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Image struct{ Repository, Tag string } `json:"image"`
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	if values.Image.Repository != defaultImage || values.Image.Tag != "" {
+		t.Fatalf("values.yaml's image is %s:%s, want %s with the appVersion as tag: a name that pretends to be published is not a default", values.Image.Repository, values.Image.Tag, defaultImage)
+	}
+	def := defaultImage + ":" + appVersion(t)
+	for _, doc := range []string{filepath.Join(chartDir, "README.md"), filepath.Join("..", "..", "docs", "deploy.md")} {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(raw)
+		set := map[string]bool{}
+		for _, m := range setImageRe.FindAllStringSubmatch(text, -1) {
+			set[m[1]+":"+m[2]] = true
+		}
+		builds := dockerBuildRe.FindAllStringSubmatch(text, -1)
+		registry := false
+		for _, m := range builds {
+			img := m[1]
+			registry = registry || strings.Contains(img, "/")
+			if strings.Contains(img, "/") && !set[img] {
+				t.Errorf("%s builds %s but never passes it to the chart with --set image.repository=… --set image.tag=…", doc, img)
+			}
+		}
+		if len(builds) == 0 || !registry {
+			t.Errorf("%s: want a docker build of the image for a registry (-t REGISTRY/sluice:TAG); found %v", doc, builds)
+		}
+		if doc == filepath.Join(chartDir, "README.md") && !slices.ContainsFunc(builds, func(m []string) bool { return m[1] == def }) {
+			t.Errorf("%s: want the build of the default image %s (for kind or minikube)", doc, def)
+		}
+	}
+}
+
+// TestChartNotes: helm install prints the image it runs, and, while the default is in place,
+// how to build, push and set one.
+func TestChartNotes(t *testing.T) {
+	def := defaultImage + ":" + appVersion(t)
+	for _, c := range []struct {
+		chartCase
+		want, not []string
+	}{
+		{cases[0], []string{"Image: " + def, "No Sluice image is published", "docker build --build-arg VERSION=v" + appVersion(t) + " -t REGISTRY/sluice:" + appVersion(t) + " .",
+			"--set image.repository=REGISTRY/sluice --set image.tag=" + appVersion(t)}, nil},
+		{cases[1], []string{"Image: " + cases[1].image}, []string{"docker build"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"install", c.release, chartDir, "--namespace", namespace, "--dry-run=client", "--hide-secret"}
+			for _, f := range c.valuesFiles {
+				args = append(args, "--values", filepath.Join("testdata", f))
+			}
+			out, err := runHelm(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, notes, ok := strings.Cut(out, "\nNOTES:\n")
+			if !ok {
+				t.Fatalf("helm install printed no NOTES:\n%s", out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES lack %q:\n%s", w, notes)
+				}
+			}
+			for _, w := range c.not {
+				if strings.Contains(notes, w) {
+					t.Errorf("NOTES say %q:\n%s", w, notes)
+				}
+			}
+		})
 	}
 }
 

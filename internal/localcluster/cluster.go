@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -16,6 +18,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -51,6 +54,13 @@ type Options struct {
 	// Logger is the control plane's (a BrokerFunc picks the brokers'); a
 	// discarding one when nil.
 	Logger *slog.Logger
+	// TLS makes every server's API listener serve TLS and the servers
+	// call each other with mutual TLS, with certificates from a throwaway
+	// CA that New makes in <DataDir>/tls (Cluster.CAFile is its
+	// certificate). Its key is never written: each New makes a new CA.
+	// The operator listeners stay plaintext (on loopback, where
+	// BrokerMetrics puts the brokers').
+	TLS bool
 }
 
 // The secrets a cluster uses when Options leave them empty.
@@ -74,6 +84,8 @@ type BrokerSpec struct {
 	// Interceptors go on the broker's client port (its
 	// Deps.Interceptors): the cluster's fault injection.
 	Interceptors []connect.Interceptor
+	// TLS is the broker's TLS files (Options.TLS), none without.
+	TLS tlsfiles.ServerFiles
 }
 
 // A Node is a started broker.
@@ -91,8 +103,12 @@ type BrokerFunc func(BrokerSpec) (Node, error)
 type Cluster struct {
 	opts   Options
 	logger *slog.Logger
-	// Endpoint is the control plane's URL, "http://host:port".
+	// Endpoint is the control plane's URL, "http://host:port" (https://
+	// with Options.TLS).
 	Endpoint string
+	// CAFile, with Options.TLS, is the PEM certificate of the CA every
+	// server's certificate chains to: what clients trust.
+	CAFile string
 	// MetricsAddr is the control plane's operator listener address, ""
 	// without one.
 	MetricsAddr string
@@ -100,6 +116,8 @@ type Cluster struct {
 	BrokerToken, OperatorToken string
 
 	faults *Faults
+	hc     *http.Client // speaks to Endpoint (trusting CAFile)
+	ca     *tlsfiles.CA // with Options.TLS
 	cp     *controlplane.Server
 	stopCP context.CancelFunc
 	cpErr  chan error // Run's result, once
@@ -167,6 +185,25 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
 	}
 	cfg.ListenAddr = ln.Addr().String()
+	scheme, hc := "http", h2c.Client()
+	var ca *tlsfiles.CA
+	var caFile string
+	if opts.TLS {
+		scheme = "https"
+		var cpFiles tlsfiles.Files
+		if ca, caFile, cpFiles, err = newCA(opts.DataDir, "controlplane", tlsfiles.ControlPlaneURI); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		cfg.TLS.API = tlsfiles.Files{Cert: cpFiles.Cert, Key: cpFiles.Key}
+		cfg.TLS.Cluster = cpFiles
+		trust, err := tlsfiles.Load(tlsfiles.Files{CA: caFile}, logger)
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		hc = trust.HTTPClient()
+	}
 	if opts.ControlPlane != nil {
 		opts.ControlPlane(&cfg)
 	}
@@ -191,7 +228,7 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{
-		opts: opts, logger: logger, Endpoint: "http://" + ln.Addr().String(),
+		opts: opts, logger: logger, Endpoint: scheme + "://" + ln.Addr().String(), CAFile: caFile, hc: hc, ca: ca,
 		BrokerToken: cfg.BrokerToken, OperatorToken: cfg.OperatorToken,
 		faults: faults, cp: srv, stopCP: stopCP, cpErr: make(chan error, 1), failed: make(chan error, 1),
 	}
@@ -254,6 +291,14 @@ func (c *Cluster) StartBrokers(ctx context.Context) error {
 			ControlPlane: c.Endpoint, BrokerToken: c.BrokerToken, Rack: fmt.Sprintf("rack-%d", id),
 			Addr: "127.0.0.1:0", Interceptors: []connect.Interceptor{c.faults.interceptor(id)},
 		}}
+		if c.ca != nil {
+			f, err := issue(c.ca, filepath.Dir(c.CAFile), fmt.Sprintf("broker-%d", id), tlsfiles.BrokerURI(id))
+			if err != nil {
+				return err
+			}
+			f.CA = c.CAFile
+			p.spec.TLS = tlsfiles.ServerFiles{API: tlsfiles.Files{Cert: f.Cert, Key: f.Key}, Cluster: f}
+		}
 		if c.opts.BrokerMetrics {
 			p.metricsAddr = "127.0.0.1:0"
 		}
@@ -371,13 +416,8 @@ func (c *Cluster) Close() error {
 // WaitBrokers waits until the control plane counts every broker live,
 // for up to timeout.
 func (c *Cluster) WaitBrokers(ctx context.Context, timeout time.Duration) error {
-	return WaitLive(ctx, c.Endpoint, c.OperatorToken, c.opts.Brokers, timeout)
-}
-
-// WaitLive waits until n brokers have registered with the control plane
-// at endpoint and are live, for up to timeout.
-func WaitLive(ctx context.Context, endpoint, operatorToken string, n int, timeout time.Duration) error {
-	op := sluicev1connect.NewOperatorServiceClient(h2c.Client(), endpoint, connect.WithInterceptors(tenants.Bearer(operatorToken)))
+	op := sluicev1connect.NewOperatorServiceClient(c.hc, c.Endpoint, connect.WithInterceptors(tenants.Bearer(c.OperatorToken)))
+	n := c.opts.Brokers
 	deadline := time.Now().Add(timeout)
 	for {
 		res, err := op.ListBrokers(ctx, connect.NewRequest(&sluicev1.ListBrokersRequest{}))
@@ -414,7 +454,7 @@ type Tenant struct {
 // SignUp signs a tenant up through the API and, unless plan is empty,
 // puts it on that plan (the operator's UpdateTenant).
 func (c *Cluster) SignUp(ctx context.Context, email, name, plan string) (Tenant, error) {
-	hc := h2c.Client()
+	hc := c.hc
 	su, err := sluicev1connect.NewTenantServiceClient(hc, c.Endpoint).Signup(ctx,
 		connect.NewRequest(&sluicev1.SignupRequest{Email: email, TenantName: name}))
 	if err != nil {
@@ -433,4 +473,39 @@ func (c *Cluster) SignUp(ctx context.Context, email, name, plan string) (Tenant,
 	}
 	t.Token = tok.Msg.GetToken()
 	return t, nil
+}
+
+// newCA makes a CA in dir/tls, writes its certificate there (caFile) and
+// issues the first server's certificate, name.crt and name.key, for
+// identity (a cluster URI SAN): files holds them and caFile.
+func newCA(dir, name, identity string) (ca *tlsfiles.CA, caFile string, files tlsfiles.Files, err error) {
+	dir = filepath.Join(dir, "tls")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", files, fmt.Errorf("localcluster: %w", err)
+	}
+	if ca, err = tlsfiles.NewCA("Sluice local CA", caValidity); err != nil {
+		return nil, "", files, err
+	}
+	caFile = filepath.Join(dir, "ca.crt")
+	if err := ca.WriteCert(caFile); err != nil {
+		return nil, "", files, err
+	}
+	if files, err = issue(ca, dir, name, identity); err != nil {
+		return nil, "", files, err
+	}
+	files.CA = caFile
+	return ca, caFile, files, nil
+}
+
+// caValidity is how long the throwaway CA and its certificates are valid.
+const caValidity = 365 * 24 * time.Hour
+
+// issue writes a certificate for a server of the cluster on loopback
+// (127.0.0.1, ::1, localhost), for its listener and its calls to the
+// others (identity, a cluster URI SAN), as dir/name.crt and name.key.
+func issue(ca *tlsfiles.CA, dir, name, identity string) (tlsfiles.Files, error) {
+	return ca.IssueFiles(dir, name, tlsfiles.Leaf{
+		CommonName: "sluice " + name, Hosts: []string{"127.0.0.1", "::1", "localhost"}, URIs: []string{identity},
+		Server: true, Client: true, ValidFor: caValidity,
+	})
 }

@@ -53,6 +53,7 @@ func Healthz(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok
 func NewServer(h http.Handler, logger *slog.Logger) *http.Server {
 	var p http.Protocols
 	p.SetHTTP1(true)
+	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           h,

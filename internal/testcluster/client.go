@@ -133,7 +133,7 @@ func (c *Cluster) NewClientWithConfig(t testing.TB, tenant, topic string, partit
 func (cl *Client) Token() string { return cl.token }
 
 func (cl *Client) records(id int32) sluicev1connect.RecordServiceClient {
-	return sluicev1connect.NewRecordServiceClient(cl.c.hc, "http://"+cl.c.Broker(id).ListenAddr, connect.WithGRPC(), bearer(cl.token), cl.counting())
+	return sluicev1connect.NewRecordServiceClient(cl.c.hc, cl.c.URL(cl.c.Broker(id).ListenAddr), connect.WithGRPC(), bearer(cl.token), cl.counting())
 }
 
 // counting counts every request a RecordService client sends and, for a
@@ -187,7 +187,7 @@ func (cl *Client) Sent() int64 { return cl.sent.Load() }
 // by that broker.
 func (cl *Client) Records(id int32, opts ...connect.ClientOption) sluicev1connect.RecordServiceClient {
 	opts = append([]connect.ClientOption{connect.WithGRPC(), bearer(cl.token), cl.counting()}, opts...)
-	return sluicev1connect.NewRecordServiceClient(cl.c.hc, "http://"+cl.c.Broker(id).ListenAddr, opts...)
+	return sluicev1connect.NewRecordServiceClient(cl.c.hc, cl.c.URL(cl.c.Broker(id).ListenAddr), opts...)
 }
 
 // NoForward marks a request so that the broker answers it itself (or

@@ -2,6 +2,8 @@ package testcluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -20,13 +22,17 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/internal/tlsfiles"
 )
 
-// Secrets the cluster runs with; tests need not know them.
-const (
-	operatorToken = "e2e-operator-token-0123456789"
-	brokerToken   = "e2e-broker-token-0123456789"
-)
+// newSecret is a cluster's operator or broker token: its own, so that a
+// test capturing loopback traffic (TestTLSCapture) can tell its cluster's
+// from the others running in parallel. Tests need not know them.
+func newSecret(kind string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "e2e-" + kind + "-token-" + hex.EncodeToString(b)
+}
 
 // Options configure a cluster. Zero values take the defaults below.
 type Options struct {
@@ -67,6 +73,12 @@ type Options struct {
 	// BrokerEnv are extra KEY=VALUE environment entries of every broker
 	// process (e.g. AWS credentials for tiered storage on S3).
 	BrokerEnv []string
+	// TLS serves TLS on every listener of every process (API and
+	// operator) with certificates from a CA the cluster makes in
+	// Dir/tls (Cluster.CA), and the servers call each other with mutual
+	// TLS: each presents its certificate, naming it (sluice://broker/<id>,
+	// sluice://controlplane). The cluster's own client trusts the CA.
+	TLS bool
 }
 
 func (o *Options) defaults() {
@@ -104,6 +116,15 @@ type Cluster struct {
 	cp                    *proc
 	brokers               map[int32]*Broker
 	hc                    *http.Client
+	// The cluster's secrets (newSecret).
+	operatorToken, brokerToken string
+	// scheme is the processes' listeners': http, or https with TLS.
+	scheme string
+	// CA, with Options.TLS, issued every process's certificate; CAFile is
+	// its certificate (what a client trusts) and TLSDir the folder holding
+	// them all (<name>.crt and .key: controlplane, broker-<id>).
+	CA             *tlsfiles.CA
+	CAFile, TLSDir string
 }
 
 // Broker is one broker process slot: it keeps its id, ports and data dir
@@ -150,8 +171,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, opts: opts, Dir: dir, brokers: map[int32]*Broker{}, hc: h2cClient()}
+	c := &Cluster{t: t, opts: opts, Dir: dir, brokers: map[int32]*Broker{}, hc: testClient(nil), scheme: "http",
+		operatorToken: newSecret("operator"), brokerToken: newSecret("broker")}
 	t.Cleanup(c.cleanup)
+	var cpTLS []string
+	if opts.TLS {
+		c.scheme = "https"
+		cpTLS = c.newCA()
+	}
 
 	c.cpAddr, c.cpMetricsAddr = FreeAddr(t), FreeAddr(t)
 	c.cp, err = startProc("controlplane", opts.Bin, filepath.Join(dir, "controlplane.log"), nil, append([]string{
@@ -159,15 +186,15 @@ func Start(t testing.TB, opts Options) *Cluster {
 		"--listen-addr", c.cpAddr,
 		"--metrics-addr", c.cpMetricsAddr,
 		"--database-url", opts.DatabaseURL,
-		"--operator-token", operatorToken,
-		"--broker-token", brokerToken,
+		"--operator-token", c.operatorToken,
+		"--broker-token", c.brokerToken,
 		"--broker-lease", opts.BrokerLease.String(),
 		"--preferred-leader-delay", opts.PreferredLeaderDelay.String(),
 		// Every tenant of a test signs up from loopback: production's
 		// per-address signup limit (5, then 1 per 10 minutes) would refuse
 		// a test's sixth.
 		"--signup-limit", "1000", "--signup-limit-interval", "1ms",
-	}, opts.ExtraControlPlaneArgs...))
+	}, slices.Concat(cpTLS, opts.ExtraControlPlaneArgs)...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +202,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		if done, err := c.cp.exited(); done {
 			return testenv.Permanent(fmt.Errorf("control plane exited: %v\n%s", err, tail(c.cp.logPath, 4000)))
 		}
-		return httpOK(c.hc, "http://"+c.cpAddr+"/readyz")
+		return httpOK(c.hc, c.URL(c.cpAddr)+"/readyz")
 	})
 
 	for i := 1; i <= opts.Brokers; i++ {
@@ -218,12 +245,15 @@ func (c *Cluster) startBroker(b *Broker) {
 		"--metrics-addr", b.MetricsAddr,
 		"--advertised-addr", b.Advertised(),
 		"--data-dir", b.DataDir,
-		"--control-plane", "http://" + cp,
-		"--broker-token", brokerToken,
+		"--control-plane", c.URL(cp),
+		"--broker-token", c.brokerToken,
 		"--flush", c.opts.Flush,
 		"--replica-lag-time-max", c.opts.ReplicaLagTimeMax.String(),
 		"--group-heartbeat-interval", c.opts.GroupHeartbeatInterval.String(),
 		"--group-session-timeout", c.opts.GroupSessionTimeout.String(),
+	}
+	if c.CA != nil {
+		args = append(args, c.serverTLSArgs(fmt.Sprintf("broker-%d", b.ID), tlsfiles.BrokerURI(b.ID))...)
 	}
 	args = append(args, c.opts.ExtraBrokerArgs...)
 	p, err := startProc(fmt.Sprintf("broker-%d", b.ID), c.opts.Bin, b.LogPath, c.opts.BrokerEnv, args)
@@ -353,7 +383,11 @@ func (c *Cluster) Broker(id int32) *Broker {
 }
 
 // ControlPlane is the control plane's URL.
-func (c *Cluster) ControlPlane() string { return "http://" + c.cpAddr }
+func (c *Cluster) ControlPlane() string { return c.URL(c.cpAddr) }
+
+// URL is the base URL of a listener of the cluster's processes at addr:
+// http://addr, or https://addr with Options.TLS.
+func (c *Cluster) URL(addr string) string { return c.scheme + "://" + addr }
 
 // ControlPlaneMetricsAddr is the control plane's operator listener
 // (--metrics-addr): /metrics, /healthz, /readyz.
@@ -441,7 +475,7 @@ func (c *Cluster) mark(format string, args ...any) {
 func (c *Cluster) Mark(format string, args ...any) { c.mark(format, args...) }
 
 func (c *Cluster) operator() sluicev1connect.OperatorServiceClient {
-	return sluicev1connect.NewOperatorServiceClient(c.hc, c.ControlPlane(), connect.WithGRPC(), bearer(operatorToken))
+	return sluicev1connect.NewOperatorServiceClient(c.hc, c.ControlPlane(), connect.WithGRPC(), bearer(c.operatorToken))
 }
 
 // SetTenantStatus is the operator suspending ("suspended") or reinstating
@@ -490,7 +524,7 @@ func (c *Cluster) WaitLive(ids ...int32) {
 			if !slices.Contains(live, id) {
 				return fmt.Errorf("live brokers %v", live)
 			}
-			if err := httpOK(c.hc, "http://"+c.Broker(id).ListenAddr+"/readyz"); err != nil {
+			if err := httpOK(c.hc, c.URL(c.Broker(id).ListenAddr)+"/readyz"); err != nil {
 				return fmt.Errorf("broker %d: %w", id, err)
 			}
 		}
@@ -573,3 +607,7 @@ func DataRace(out string) string {
 	}
 	return r[:min(len(r), 8000)]
 }
+
+// Secrets are the cluster's operator and broker tokens, for a test that
+// looks for them where they must not be.
+func (c *Cluster) Secrets() []string { return []string{c.operatorToken, c.brokerToken} }

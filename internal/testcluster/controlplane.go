@@ -2,9 +2,10 @@ package testcluster
 
 import (
 	"fmt"
-	"github.com/sluicemq/sluice/internal/testenv"
 	"strings"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // KillControlPlane SIGKILLs the control plane and waits for it to exit.
@@ -63,7 +64,7 @@ func (c *Cluster) RestartControlPlane() {
 			}
 			return fmt.Errorf("control plane could not listen on %s", c.cpAddr)
 		}
-		return httpOK(c.hc, "http://"+c.cpAddr+"/readyz")
+		return httpOK(c.hc, c.URL(c.cpAddr)+"/readyz")
 	})
 }
 

@@ -42,7 +42,7 @@ func NewRPCProxy(t testing.TB, target string) *RPCProxy {
 		t.Fatalf("rpc proxy listen: %v", err)
 	}
 	u := &url.URL{Scheme: "http", Host: target}
-	p := &RPCProxy{ln: ln, target: u, hc: h2cClient(), drop: map[string]bool{}}
+	p := &RPCProxy{ln: ln, target: u, hc: testClient(nil), drop: map[string]bool{}}
 	p.proxy = &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = u.Host },
 		Transport:     p.hc.Transport,

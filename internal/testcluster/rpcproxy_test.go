@@ -50,7 +50,7 @@ func TestRPCProxyDropsOneMethodsAnswers(t *testing.T) {
 	t.Cleanup(func() { hs.Close() })
 
 	p := NewRPCProxy(t, ln.Addr().String())
-	cl := sluicev1connect.NewBrokerServiceClient(h2cClient(), "http://"+p.Addr(), connect.WithGRPC())
+	cl := sluicev1connect.NewBrokerServiceClient(testClient(nil), "http://"+p.Addr(), connect.WithGRPC())
 	ctx := t.Context()
 	if _, err := cl.ReportUsage(ctx, connect.NewRequest(&sluicev1.ReportUsageRequest{})); err != nil {
 		t.Fatalf("passing: %v", err)

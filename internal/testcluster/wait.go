@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"time"
@@ -10,14 +11,18 @@ import (
 	"connectrpc.com/connect"
 )
 
-// h2cClient is an HTTP/2 cleartext client with no overall timeout (calls
-// carry contexts) and pings that drop connections to unresponsive peers.
-func h2cClient() *http.Client {
+// testClient speaks HTTP/2, cleartext to http:// URLs and over TLS with
+// cfg (nil: the system's roots) to https:// ones, with no overall timeout
+// (calls carry contexts) and pings that drop connections to unresponsive
+// peers.
+func testClient(cfg *tls.Config) *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
+	p.SetHTTP2(true)
 	return &http.Client{Transport: &http.Transport{
-		Protocols:   &p,
-		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		Protocols:       &p,
+		TLSClientConfig: cfg,
+		DialContext:     (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout: 2 * time.Second,
 			PingTimeout:     time.Second,

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -148,35 +147,5 @@ func checkPromtool(path string) (string, error) {
 // The package's recommendation, prometheus-node-exporter, is left out: promtool needs nothing of
 // it. It returns why promtool could not be installed, or "".
 func installPromtool() string {
-	if os.Geteuid() != 0 {
-		return "not running as root, so apt-get install -y prometheus was not tried"
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return "no apt-get to install the Debian package prometheus with"
-	}
-	if unlock, err := lockFile(filepath.Join(os.TempDir(), dirPrefix+"apt.lock"), syscall.LOCK_EX); err == nil {
-		defer unlock()
-	}
-	if findPromtool() != "" { // another test binary installed it while we waited
-		return ""
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), aptTimeout)
-	defer cancel()
-	run := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	install := []string{"install", "-y", "--no-install-recommends", "prometheus"}
-	if _, err := run(install...); err == nil {
-		return ""
-	}
-	if out, err := run("update"); err != nil {
-		return fmt.Sprintf("apt-get update failed (%v):\n%s", err, tail(out))
-	}
-	if out, err := run(install...); err != nil {
-		return fmt.Sprintf("apt-get install -y --no-install-recommends prometheus failed (%v):\n%s", err, tail(out))
-	}
-	return ""
+	return aptGetInstall("prometheus", func() bool { return findPromtool() != "" })
 }

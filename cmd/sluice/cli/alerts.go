@@ -28,7 +28,7 @@ func (a *app) alertService(ctx context.Context) (sluicev1connect.AlertServiceCli
 	if err != nil {
 		return nil, err
 	}
-	hc, err := httpClient(p.Endpoint)
+	hc, err := httpClient(p.Endpoint, p.CAFile)
 	if err != nil {
 		return nil, err
 	}

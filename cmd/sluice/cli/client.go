@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -28,28 +30,70 @@ type clients struct {
 	billing sluicev1connect.BillingServiceClient
 }
 
-// httpClient speaks h2c to http:// endpoints (as gRPC does) and HTTP/2 over
-// TLS to https:// ones.
-func httpClient(endpoint string) (*http.Client, error) {
+// httpClient speaks h2c to http:// URLs (as gRPC does) and HTTP/2 or
+// HTTP/1.1 over TLS to https:// ones (a plaintext control plane may name
+// brokers that serve TLS), after checking that endpoint is one or the
+// other. Servers' certificates are verified against caFile's
+// certificates when it is set (--ca-file, the profile's ca_file), else
+// against the system's roots.
+func httpClient(endpoint, caFile string) (*http.Client, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usageError{fmt.Errorf("endpoint %q must be an http:// or https:// URL", endpoint)}
 	}
-	var p http.Protocols
-	if u.Scheme == "http" {
-		p.SetUnencryptedHTTP2(true)
-	} else {
-		p.SetHTTP2(true)
-		p.SetHTTP1(true)
+	cfg, err := tlsConfig(caFile)
+	if err != nil {
+		return nil, err
 	}
+	dial := (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+	var h2c, overTLS http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	overTLS.SetHTTP2(true)
+	overTLS.SetHTTP1(true)
 	return &http.Client{
 		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			Protocols:       &p,
-			DialContext:     (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+		Transport: bySchemeTransport{
+			http:  &http.Transport{Protocols: &h2c, DialContext: dial},
+			https: &http.Transport{Protocols: &overTLS, DialContext: dial, TLSClientConfig: cfg},
 		},
 	}, nil
+}
+
+// bySchemeTransport sends http:// requests on one transport (h2c) and
+// https:// ones on the other (HTTP/2 or HTTP/1.1 over TLS): one
+// http.Transport speaks HTTP/1.1 to http:// URLs as soon as it speaks it to
+// https:// ones.
+type bySchemeTransport struct{ http, https *http.Transport }
+
+func (t bySchemeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "https" {
+		return t.https.RoundTrip(r)
+	}
+	return t.http.RoundTrip(r)
+}
+
+// CloseIdleConnections closes both transports' idle connections.
+func (t bySchemeTransport) CloseIdleConnections() {
+	t.http.CloseIdleConnections()
+	t.https.CloseIdleConnections()
+}
+
+// tlsConfig is the TLS configuration of the CLI's calls: servers verified
+// against caFile's certificates (empty: the system's roots).
+func tlsConfig(caFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--ca-file: %w", err)}
+	}
+	cfg.RootCAs = x509.NewCertPool()
+	if !cfg.RootCAs.AppendCertsFromPEM(b) {
+		return nil, usageError{fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)}
+	}
+	return cfg, nil
 }
 
 func newClients(hc *http.Client, endpoint, token string) *clients {
@@ -71,7 +115,7 @@ func (a *app) anonymous() (*clients, Profile, error) {
 	if err != nil {
 		return nil, p, err
 	}
-	hc, err := httpClient(p.Endpoint)
+	hc, err := httpClient(p.Endpoint, p.CAFile)
 	if err != nil {
 		return nil, p, err
 	}
@@ -84,7 +128,7 @@ func (a *app) authenticated(ctx context.Context) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc, err := httpClient(p.Endpoint)
+	hc, err := httpClient(p.Endpoint, p.CAFile)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,9 @@
 package cli
 
-// The README and docs/ are claims about this tree and this command line, so
-// they are tested here: every relative link resolves (and every #anchor names
-// a heading), and every `sluice …` command line in their code blocks names a
+// The README, docs/ and the Helm chart's README are claims about this tree and
+// this command line, so they are tested here: every relative link resolves
+// (and every #anchor names a heading), and every `sluice …` command line in
+// their code blocks, and every `sluice …` code span in their prose, names a
 // real command with real flags. The test lives in package cli because the
 // command check needs the real cobra tree (rootCommand) and nothing may import
 // cmd/; the link check sits beside it so that `go test ./...` runs one doc test.
@@ -12,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,19 +21,22 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/internal/flagenv"
+	"github.com/sluicemq/sluice/limit"
 )
 
-// TestDocLinks: every relative link and image in README.md and docs/*.md
-// points at a file or folder of the repository, and every #anchor at a
-// heading of the target (GitHub's anchor rules).
+// TestDocLinks: every relative link and image of the docs (loadDocs) points
+// at a file or folder of the repository, and every #anchor at a heading of
+// the target (GitHub's anchor rules).
 func TestDocLinks(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
@@ -45,7 +50,7 @@ func TestDocLinks(t *testing.T) {
 }
 
 // TestDocCommands: every `sluice …` command line in a shell code block of
-// README.md and docs/*.md (also after a `$ ` prompt, across `\` continuations,
+// the docs (loadDocs; also after a `$ ` prompt, across `\` continuations,
 // after a pipe or `&&`, behind `VAR=…` prefixes, as `go run ./cmd/sluice …`
 // and as `make dev ARGS='…'`) resolves to a command of the real CLI, with
 // flags that command knows and values they accept, and exits 0 with --help.
@@ -64,8 +69,263 @@ func TestDocCommands(t *testing.T) {
 	require.Empty(t, problems, "command lines in the docs that the CLI does not accept:\n%s", strings.Join(problems, "\n"))
 }
 
+// TestDocInlineCommands: every code span in the docs' prose that starts with
+// `sluice ` (or a path to it, `bin/sluice `) names a real command path with
+// flags it knows, as TestDocCommands checks command lines, more leniently:
+// prose names a command without all its arguments (`sluice consume`) or a
+// flag without its value (`sluice consume --group`); UPPER-CASE words and
+// <angle> words are placeholders (an argument, or a flag's value); words in
+// [brackets] are optional parts, checked like the rest; `a|b` stands for each
+// alternative; and … (or ...) ends what is checked: a command or flag after
+// it is not. Arguments beyond what the command takes still fail.
+func TestDocInlineCommands(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	var problems []string
+	n := 0
+	for _, d := range loadDocs(t, root) {
+		for _, c := range inlineCommands(d) {
+			n++
+			problems = append(problems, checkCommand(c)...)
+		}
+	}
+	require.Greater(t, n, 50, "the docs' inline commands were found")
+	require.Empty(t, problems, "commands quoted in the docs' prose that the CLI does not accept:\n%s", strings.Join(problems, "\n"))
+}
+
+// otherTools' flags appear in the docs' prose as code spans of their own.
+var otherToolsFlags = map[string]bool{
+	"set": true, // helm install --set, in the chart's README and deploy.md
+}
+
+// TestDocFlags: a code span in the docs' prose that starts with a long flag
+// (`--group`, `--flush always`) names a flag of some sluice command, so a
+// flag renamed or never made fails here even where no command is quoted.
+func TestDocFlags(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	known := sluiceFlags()
+	var problems []string
+	n := 0
+	for _, d := range loadDocs(t, root) {
+		problems = append(problems, checkFlagSpans(d, known, &n)...)
+	}
+	require.Greater(t, n, 100, "the docs' flag spans were found")
+	require.Empty(t, problems, "flags the docs name that no sluice command has:\n%s", strings.Join(problems, "\n"))
+}
+
+var flagSpanRe = regexp.MustCompile(`^--([a-z0-9][a-z0-9-]*)`)
+
+// checkFlagSpans returns "file:line: --name" for each flag span of d that
+// names no flag in known, and counts the flag spans in n.
+func checkFlagSpans(d doc, known map[string]bool, n *int) []string {
+	var problems []string
+	paragraphs(d, func(first int, text string) {
+		for _, sp := range codeSpans(text) {
+			m := flagSpanRe.FindStringSubmatch(strings.TrimSpace(sp.content))
+			if m == nil {
+				continue
+			}
+			*n++
+			if !known[m[1]] && !otherToolsFlags[m[1]] {
+				problems = append(problems, fmt.Sprintf("%s:%d: --%s is a flag of no sluice command", d.path, first+strings.Count(text[:sp.start], "\n"), m[1]))
+			}
+		}
+	})
+	return problems
+}
+
+// sluiceFlags is every long flag of every sluice command.
+func sluiceFlags() map[string]bool {
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	root := a.rootCommand()
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	known := map[string]bool{"help": true}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) { known[f.Name] = true })
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return known
+}
+
+// TestDocPlanFigures: the tables of the plans' limits in the docs (a table
+// with free and pro columns) hold every limit once, by its name (`max_topics`)
+// or by its label in `sluice tenant get` (topics), with the figures of the
+// limit table (package limit), however they are written: 1,000 or 1000,
+// 5 MiB/s or 5.00 MiB/s, 7 days or 7d, and anything after " (".
+func TestDocPlanFigures(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	for _, name := range []string{"docs/topics-and-quotas.md", "docs/quotas-and-billing.md"} {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(name)))
+		require.NoError(t, err)
+		problems := checkPlanFigures(name, string(b))
+		require.Empty(t, problems, "plan figures in %s that are not the limit table's:\n%s", name, strings.Join(problems, "\n"))
+	}
+}
+
+// TestDocPlanFiguresFindsPlantedErrors: the figure check fails on the
+// table docs/topics-and-quotas.md had before issue 31 (its "storage" row
+// held the max partition bytes) and on rows it cannot read.
+func TestDocPlanFiguresFindsPlantedErrors(t *testing.T) {
+	t.Parallel()
+	table := strings.Join([]string{
+		"| limit | free | pro |",
+		"| --- | --- | --- |",
+		"| topics | 10 | 1,000 |",
+		"| storage | 10 GiB | 10 TiB |",
+		"| `max_retention_ms` | 7 days | 90 GiB |",
+		"| max message | 1 MiB | 8 MiB |",
+		"| `max_topics` | 10 | 1000 |",
+		"",
+		"| limit | free | pro |",
+		"| --- | --- | --- |",
+		"| not read | the first table counts | |",
+	}, "\n")
+	problems := checkPlanFigures("planted.md", table)
+	for _, want := range []string{
+		`planted.md: max_total_storage_bytes on free is "10 GiB"; the limit table says 53687091200 (tenant get: 50.0 GiB)`,
+		`planted.md: max_total_storage_bytes on pro is "10 TiB"; the limit table says 109951162777600 (tenant get: 100 TiB)`,
+		`planted.md: max_retention_ms on pro is "90 GiB"; the limit table says 7776000000 (tenant get: 90d)`,
+		`planted.md: row "max message" names no limit`,
+		`planted.md: max_topics has two rows`,
+		`planted.md: no row for max_groups`,
+	} {
+		require.Contains(t, problems, want)
+	}
+	for _, p := range problems {
+		require.NotContains(t, p, "max_retention_ms on free", "7 days is 7d")
+		require.NotContains(t, p, "not read")
+	}
+	require.Equal(t, []string{"planted.md: no table with free and pro columns"}, checkPlanFigures("planted.md", "| limit | a | b |\n| --- | --- | --- |"))
+}
+
+// checkPlanFigures returns what is wrong with text's table of plan limits:
+// no such table, a row naming no limit, a limit twice or missing, a figure
+// that is not the plan's default.
+func checkPlanFigures(name, text string) []string {
+	header, rows := planTable(text)
+	if header == nil {
+		return []string{name + ": no table with free and pro columns"}
+	}
+	plans := map[string]limit.Values{}
+	for _, plan := range limit.Plans() {
+		v, err := limit.PlanValues(plan)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		plans[plan] = v
+	}
+	var problems []string
+	seen := map[limit.Limit]bool{}
+	for _, row := range rows {
+		l, ok := limitOfCell(row[0])
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: row %q names no limit", name, row[0]))
+			continue
+		}
+		if seen[l] {
+			problems = append(problems, fmt.Sprintf("%s: %s has two rows", name, l))
+		}
+		seen[l] = true
+		for i, col := range header {
+			want, ok := plans[col]
+			if !ok || i >= len(row) {
+				continue
+			}
+			got, ok := parseFigure(l.Def(), row[i])
+			if !ok || got != want[l] {
+				problems = append(problems, fmt.Sprintf("%s: %s on %s is %q; the limit table says %s (tenant get: %s)",
+					name, l, col, row[i], strconv.FormatInt(want[l], 10), fmtLimit(l.Def(), float64(want[l]), false)))
+			}
+		}
+	}
+	for _, l := range limit.All() {
+		if !seen[l] {
+			problems = append(problems, fmt.Sprintf("%s: no row for %s", name, l))
+		}
+	}
+	return problems
+}
+
+// planTable returns the header and rows (cells trimmed) of the first
+// Markdown table of text whose header has a free and a pro column.
+func planTable(text string) (header []string, rows [][]string) {
+	cells := func(line string) []string {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "|") {
+			return nil
+		}
+		var out []string
+		for c := range strings.SplitSeq(strings.Trim(line, "|"), "|") {
+			out = append(out, strings.TrimSpace(c))
+		}
+		return out
+	}
+	for _, line := range strings.Split(text, "\n") {
+		c := cells(line)
+		switch {
+		case header == nil:
+			if slices.Contains(c, limit.PlanFree) && slices.Contains(c, limit.PlanPro) {
+				header = c
+			}
+		case c == nil:
+			return header, rows
+		case strings.Trim(c[0], "-: ") == "":
+			// the delimiter row
+		default:
+			rows = append(rows, c)
+		}
+	}
+	return header, rows
+}
+
+// limitOfCell is the limit a table cell names: `its_name` or its label.
+func limitOfCell(cell string) (limit.Limit, bool) {
+	if name, ok := strings.CutPrefix(cell, "`"); ok {
+		return limit.ByName(strings.TrimSuffix(name, "`"))
+	}
+	for _, l := range limit.All() {
+		if l.Def().Label == cell {
+			return l, true
+		}
+	}
+	return 0, false
+}
+
+var figureRe = regexp.MustCompile(`^([0-9][0-9,]*(?:\.[0-9]+)?) ?(B|KiB|MiB|GiB|TiB|d|days?)?(?:/(?:s|hour))?$`)
+
+// parseFigure reads a limit's value as the docs write it, in the limit's
+// unit: bytes, milliseconds (written in days) or things.
+func parseFigure(d limit.Def, cell string) (int64, bool) {
+	cell, _, _ = strings.Cut(cell, " (")
+	m := figureRe.FindStringSubmatch(strings.TrimSpace(cell))
+	if m == nil {
+		return 0, false
+	}
+	x, err := strconv.ParseFloat(strings.ReplaceAll(m[1], ",", ""), 64)
+	if err != nil {
+		return 0, false
+	}
+	unit := map[string]float64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+		"d": 86400e3, "day": 86400e3, "days": 86400e3}[m[2]]
+	if (d.Unit == limit.Milliseconds) != (unit == 86400e3) || d.Unit != limit.Bytes && d.Unit != limit.Milliseconds && unit != 1 {
+		return 0, false // a duration for a limit of bytes or things, or the other way round
+	}
+	return int64(math.Round(x * unit)), true
+}
+
 // TestDocCheckerFindsPlantedErrors: the checks above fail on a bad link, a
-// bad anchor and bad command lines, so an empty result means something.
+// bad anchor, bad command lines and bad commands quoted in prose (the first
+// planted one is what docs/deploy.md said before issue 31), so an empty
+// result means something.
 func TestDocCheckerFindsPlantedErrors(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
@@ -94,6 +354,16 @@ func TestDocCheckerFindsPlantedErrors(t *testing.T) {
 		"make dev ARGS='--data-dir /tmp/x --listen'",
 		"sluice topic list -o yaml",
 		"```",
+		"",
+		"Prose: `sluice alerts webhook deliveries ID` lists a webhook's deliveries, and",
+		"`sluice operator reassign` moves replicas; `sluice group describe|bogus` and",
+		"`sluice consume TOPIC extra` and `sluice dev --no-such` and `sluice topic list -o yaml` are wrong.",
+		"Fine: `sluice webhook deliveries ID`, `sluice consume --group`, `sluice operator …`,",
+		"`sluice topic create NAME --partitions N [--replication-factor R] [--config key=value ...]`,",
+		"`sluice group list|describe|lag`, `sluice COMMAND --help`, `sluice topic describe <topic>`,",
+		"`bin/sluice usage --by day -o FORMAT`, `sluice txn describe ID --tenant TENANT-ID`; not commands:",
+		"`sluice`, `sluice_broker_leader_partitions`, `sluice.io/metrics`, `go run ./cmd/sluice`.",
+		"Flags: `--group`, `--flush always`, `--set image.tag=1`, `-o json` and `--tz` (no such flag).",
 	}
 	// at is "docs/planted.md:N" for the line holding s.
 	at := func(s string) string {
@@ -131,6 +401,26 @@ func TestDocCheckerFindsPlantedErrors(t *testing.T) {
 	for _, p := range cmds {
 		require.False(t, strings.HasPrefix(p, at("sluice topic list")+":"), "sluice topic list is fine: %s", p)
 	}
+
+	var inline []string
+	quoted := inlineCommands(planted)
+	require.Len(t, quoted, 18, "every sluice span, each alternative once; %v", quoted)
+	for _, c := range quoted {
+		inline = append(inline, checkCommand(c)...)
+	}
+	require.Equal(t, []string{
+		at("alerts webhook") + `: sluice alerts webhook deliveries ID: unknown command "webhook" for "sluice alerts"`,
+		at("operator reassign") + `: sluice operator reassign: unknown command "reassign" for "sluice operator"`,
+		at("operator reassign") + `: sluice group bogus: unknown command "bogus" for "sluice group"`,
+		at("TOPIC extra") + `: sluice consume TOPIC extra: accepts 1 arg(s), received 2`,
+		at("TOPIC extra") + `: sluice dev --no-such: with --help it exits 2: sluice: unknown flag: --no-such`,
+		at("TOPIC extra") + `: sluice dev --no-such: unknown flag: --no-such`,
+		at("TOPIC extra") + `: sluice topic list -o yaml: --output must be table or json; got "yaml"`,
+	}, inline)
+
+	n := 0
+	require.Equal(t, []string{at("--tz") + ": --tz is a flag of no sluice command"}, checkFlagSpans(planted, sluiceFlags(), &n))
+	require.Equal(t, 4, n, "--group, --flush always, --set …, --tz")
 }
 
 // doc is one Markdown file: its prose lines (code blocks blanked, so line
@@ -162,12 +452,13 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// loadDocs reads README.md and docs/*.md.
+// loadDocs reads README.md, docs/*.md and the Helm chart's README.
 func loadDocs(t *testing.T, root string) []doc {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
 	names = append([]string{filepath.Join(root, "README.md")}, names...)
+	names = append(names, filepath.Join(root, "infra", "helm", "sluice", "README.md"))
 	var docs []doc
 	for _, name := range names {
 		b, err := os.ReadFile(name)
@@ -249,30 +540,35 @@ func githubSlug(heading string) string {
 	return b.String()
 }
 
-// stripCodeSpans blanks `code spans` (any number of backticks; they may span
-// lines) so that brackets inside them are not taken for links. Newlines stay,
-// so offsets keep their line.
-func stripCodeSpans(text string) string {
-	b := []byte(text)
-	for i := 0; i < len(b); {
-		if b[i] != '`' {
+// codeSpan is one `code span` of a text: its backticks at [start, end), its
+// content between them.
+type codeSpan struct {
+	start, end int
+	content    string
+}
+
+// codeSpans returns the code spans of text: a run of n backticks opens one,
+// the next run of exactly n closes it, and it may span lines.
+func codeSpans(text string) []codeSpan {
+	var spans []codeSpan
+	for i := 0; i < len(text); {
+		if text[i] != '`' {
 			i++
 			continue
 		}
 		j := i
-		for j < len(b) && b[j] == '`' {
+		for j < len(text) && text[j] == '`' {
 			j++
 		}
 		n := j - i
-		// The span ends at the next run of exactly n backticks.
 		end := -1
-		for k := j; k < len(b); {
-			if b[k] != '`' {
+		for k := j; k < len(text); {
+			if text[k] != '`' {
 				k++
 				continue
 			}
 			r := k
-			for r < len(b) && b[r] == '`' {
+			for r < len(text) && text[r] == '`' {
 				r++
 			}
 			if r-k == n {
@@ -285,14 +581,41 @@ func stripCodeSpans(text string) string {
 			i = j
 			continue
 		}
-		for k := i; k < end; k++ {
+		spans = append(spans, codeSpan{start: i, end: end, content: text[j : end-n]})
+		i = end
+	}
+	return spans
+}
+
+// stripCodeSpans blanks code spans so that brackets inside them are not
+// taken for links. Newlines stay, so offsets keep their line.
+func stripCodeSpans(text string) string {
+	b := []byte(text)
+	for _, sp := range codeSpans(text) {
+		for k := sp.start; k < sp.end; k++ {
 			if b[k] != '\n' {
 				b[k] = ' '
 			}
 		}
-		i = end
 	}
 	return string(b)
+}
+
+// paragraphs calls f with each paragraph of d's prose (a run of non-blank
+// lines, joined by newlines) and the line number of its first line.
+func paragraphs(d doc, f func(first int, text string)) {
+	for start := 0; start < len(d.prose); {
+		end := start
+		for end < len(d.prose) && strings.TrimSpace(d.prose[end]) != "" {
+			end++
+		}
+		if end == start {
+			start++
+			continue
+		}
+		f(start+1, strings.Join(d.prose[start:end], "\n"))
+		start = end
+	}
 }
 
 var (
@@ -310,17 +633,9 @@ func checkLinks(root string, d doc, docs []doc, tracked map[string]bool) []strin
 		byPath[o.path] = o
 	}
 	var problems []string
-	// Links may wrap, so scan paragraphs (runs of non-blank prose lines).
-	for start := 0; start < len(d.prose); {
-		end := start
-		for end < len(d.prose) && strings.TrimSpace(d.prose[end]) != "" {
-			end++
-		}
-		if end == start {
-			start++
-			continue
-		}
-		para := stripCodeSpans(strings.Join(d.prose[start:end], "\n"))
+	// Links may wrap, so scan paragraphs.
+	paragraphs(d, func(first int, text string) {
+		para := stripCodeSpans(text)
 		var targets [][2]int // the target's offsets in para
 		for _, m := range linkRe.FindAllStringSubmatchIndex(para, -1) {
 			targets = append(targets, [2]int{m[2], m[3]})
@@ -334,12 +649,11 @@ func checkLinks(root string, d doc, docs []doc, tracked map[string]bool) []strin
 				continue
 			}
 			if p := checkLink(root, d, target, byPath, tracked); p != "" {
-				line := start + 1 + strings.Count(para[:at[0]], "\n")
+				line := first + strings.Count(para[:at[0]], "\n")
 				problems = append(problems, fmt.Sprintf("%s:%d: (%s) %s", d.path, line, target, p))
 			}
 		}
-		start = end
-	}
+	})
 	return problems
 }
 
@@ -421,9 +735,20 @@ type docCommand struct {
 	where string   // file:line
 	env   []string // NAME=value assignments before the command
 	args  []string // after "sluice"
+	// quoted is an inline command as the prose wrote it (one alternative of
+	// a|b); its args have placeholders for values filled in (inlineCommands).
+	quoted string
+	// inline: the command is named in prose, so its required arguments
+	// and flags may be left out.
+	inline bool
+	// prefix: the prose wrote … after it, so its arguments are not checked.
+	prefix bool
 }
 
 func (c docCommand) String() string {
+	if c.quoted != "" {
+		return c.quoted
+	}
 	return strings.TrimSpace(strings.Join(c.env, " ") + " sluice " + strings.Join(c.args, " "))
 }
 
@@ -462,6 +787,159 @@ func docCommands(d doc) []docCommand {
 		}
 	}
 	return out
+}
+
+var (
+	inlineStartRe = regexp.MustCompile(`^(?:\S*/)?sluice\s`)
+	alternativeRe = regexp.MustCompile(`\S+\|\S+`)
+	angleRe       = regexp.MustCompile(`<[^<>\s]+>`)
+	placeholderRe = regexp.MustCompile(`^[A-Z][A-Z0-9_]*(?:[-=.:][A-Z0-9_]+)*$`)
+)
+
+// inlineCommands returns the commands quoted in d's prose: each code span
+// that starts with `sluice ` (or `bin/sluice ` …), one command per
+// alternative of an a|b word (written without spaces, so not a pipe).
+func inlineCommands(d doc) []docCommand {
+	var out []docCommand
+	paragraphs(d, func(first int, text string) {
+		for _, sp := range codeSpans(text) {
+			quoted := strings.Join(strings.Fields(sp.content), " ")
+			if !inlineStartRe.MatchString(quoted) {
+				continue
+			}
+			where := fmt.Sprintf("%s:%d", d.path, first+strings.Count(text[:sp.start], "\n"))
+			for _, alt := range alternatives(quoted) {
+				// <release> is a placeholder, not a redirection.
+				for _, words := range shellWords(angleRe.ReplaceAllString(alt, "VALUE")) {
+					c, ok := sluiceInvocation(words)
+					if !ok {
+						continue
+					}
+					c.where, c.quoted, c.inline = where, alt, true
+					c.args, c.prefix = inlineArgs(c.args)
+					out = append(out, c)
+				}
+			}
+		}
+	})
+	return out
+}
+
+// alternatives expands the first word of s written a|b|c into s with a,
+// with b and with c, recursively.
+func alternatives(s string) []string {
+	loc := alternativeRe.FindStringIndex(s)
+	if loc == nil {
+		return []string{s}
+	}
+	var out []string
+	for _, alt := range strings.Split(s[loc[0]:loc[1]], "|") {
+		out = append(out, alternatives(s[:loc[0]]+alt+s[loc[1]:])...)
+	}
+	return out
+}
+
+// isPlaceholder: an UPPER-CASE word (NAME, TENANT-ID, YYYY-MM, KEY=VALUE),
+// an elided or shell-expanded one.
+func isPlaceholder(w string) bool {
+	return placeholderRe.MatchString(w) || strings.Contains(w, "…") || strings.Contains(w, "...") || strings.Contains(w, "$")
+}
+
+// inlineArgs makes the arguments of a command quoted in prose checkable:
+// brackets around optional parts go, … (or ...) ends the arguments
+// checked (prefix) unless it closes an optional part, a placeholder where a subcommand is due ends them too,
+// and a placeholder or missing value of a flag becomes a value the flag
+// accepts. The command path and flags are found in the real command tree,
+// as checkCommand finds them.
+func inlineArgs(words []string) (args []string, prefix bool) {
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	cmd := a.rootCommand()
+	positional := false
+	for i := 0; i < len(words); i++ {
+		w := strings.Trim(words[i], "[]")
+		switch {
+		case w == "" || (w == "…" || w == "...") && strings.HasSuffix(words[i], "]"):
+			continue // [--config key=value ...]: repeatable, not elided
+		case w == "…" || w == "...":
+			return args, true
+		case w == "--" || !strings.HasPrefix(w, "-") || w == "-":
+			if sub := subcommand(cmd, w); sub != nil && !positional {
+				cmd = sub
+			} else if isPlaceholder(w) && cmd.HasAvailableSubCommands() && !cmd.Runnable() {
+				return args, true
+			} else {
+				positional = true
+			}
+			args = append(args, w)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		f := lookupFlag(cmd, name, !strings.HasPrefix(w, "--"))
+		if f == nil || f.NoOptDefVal != "" {
+			args = append(args, w) // unknown (checkCommand says so), or needs no value
+			continue
+		}
+		if !hasValue {
+			next := ""
+			if i+1 < len(words) {
+				next = strings.Trim(words[i+1], "[]")
+			}
+			if next == "" || strings.HasPrefix(next, "-") || next == "…" || next == "..." {
+				value = "" // named without its value
+			} else {
+				value = next
+				i++
+			}
+			if value != "" && !isPlaceholder(value) {
+				args = append(args, w, value)
+				continue
+			}
+		} else if !isPlaceholder(value) {
+			args = append(args, w)
+			continue
+		}
+		args = append(args, "--"+f.Name+"="+sampleValue(f))
+	}
+	return args, false
+}
+
+func subcommand(cmd *cobra.Command, name string) *cobra.Command {
+	for _, c := range cmd.Commands() {
+		if c.Name() == name || c.HasAlias(name) {
+			return c
+		}
+	}
+	return nil
+}
+
+// lookupFlag finds a flag of cmd, its own or inherited, by name or
+// (short) shorthand.
+func lookupFlag(cmd *cobra.Command, name string, short bool) *pflag.Flag {
+	for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.PersistentFlags(), cmd.InheritedFlags()} {
+		switch {
+		case short && len(name) == 1:
+			if f := fs.ShorthandLookup(name); f != nil {
+				return f
+			}
+		case !short:
+			if f := fs.Lookup(name); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// sampleValue is a value f accepts, for a placeholder: its default, or the
+// first of a few values of common types. f is set to it (f belongs to a
+// command tree made for inlineArgs alone).
+func sampleValue(f *pflag.Flag) string {
+	for _, v := range []string{f.DefValue, "1", "1s", "1MiB", "x", "a=1"} {
+		if v != "[]" && f.Value.Set(v) == nil {
+			return v
+		}
+	}
+	return f.DefValue
 }
 
 var assignRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
@@ -641,7 +1119,7 @@ func checkCommand(c docCommand) []string {
 		fail("unknown command %q for %q", pos[0], cmd.CommandPath())
 		return problems
 	}
-	if err := cmd.ValidateArgs(pos); err != nil {
+	if err := cmd.ValidateArgs(pos); err != nil && !c.prefix && !(c.inline && missingArgs(cmd, pos)) {
 		fail("%v", err)
 	}
 	for _, kv := range c.env {
@@ -664,16 +1142,31 @@ func checkCommand(c docCommand) []string {
 			}
 		}
 	}
-	if err := cmd.ValidateRequiredFlags(); err != nil {
-		fail("%v", err)
-	}
-	if err := cmd.ValidateFlagGroups(); err != nil {
-		fail("%v", err)
+	if !c.inline {
+		if err := cmd.ValidateRequiredFlags(); err != nil {
+			fail("%v", err)
+		}
+		if err := cmd.ValidateFlagGroups(); err != nil {
+			fail("%v", err)
+		}
 	}
 	if err := a.checkOutput(cmd); err != nil {
 		fail("%v", err)
 	}
 	return problems
+}
+
+// missingArgs: pos lacks arguments cmd needs, rather than holding ones it
+// does not take (up to three more make them valid).
+func missingArgs(cmd *cobra.Command, pos []string) bool {
+	more := slices.Clone(pos)
+	for range 3 {
+		more = append(more, "x")
+		if cmd.ValidateArgs(more) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func firstLine(err error) string {

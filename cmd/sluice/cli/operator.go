@@ -42,7 +42,7 @@ func (a *app) operator(token, what string) (sluicev1connect.OperatorServiceClien
 	if err != nil {
 		return nil, err
 	}
-	hc, err := httpClient(p.Endpoint)
+	hc, err := httpClient(p.Endpoint, p.CAFile)
 	if err != nil {
 		return nil, err
 	}

@@ -647,10 +647,14 @@ func (a *app) sdkClient(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := httpClient(p.Endpoint); err != nil {
-		return nil, err // the same check, and message, as every other command
+	if _, err := httpClient(p.Endpoint, p.CAFile); err != nil {
+		return nil, err // the same checks, and messages, as every other command
 	}
-	c, err := client.New(ctx, p.Endpoint, client.APIKey(p.APIKey))
+	cfg, err := tlsConfig(p.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(ctx, p.Endpoint, client.APIKey(p.APIKey), client.WithTLS(cfg))
 	if err != nil {
 		return nil, sdkError{err}
 	}

@@ -14,6 +14,9 @@ type Profile struct {
 	Endpoint string `json:"endpoint"`
 	APIKey   string `json:"api_key"`
 	TenantID string `json:"tenant_id,omitempty"`
+	// CAFile holds the certificates that servers' TLS certificates must
+	// chain to (a private CA's); empty: the system's roots.
+	CAFile string `json:"ca_file,omitempty"`
 }
 
 type configFile struct {
@@ -93,12 +96,22 @@ func (a *app) resolve(needKey, creating bool) (Profile, error) {
 	}
 	if !ok && creating {
 		p.Endpoint = c.Profiles["default"].Endpoint
+		p.CAFile = c.Profiles["default"].CAFile
 	}
-	if a.endpoint != "" {
-		p.Endpoint = a.endpoint
+	if a.endpoint != "" && a.endpoint != p.Endpoint {
+		// Another server: its CA, if any, is --ca-file's.
+		p.Endpoint, p.CAFile = a.endpoint, ""
 	}
 	if a.apiKey != "" {
 		p.APIKey = a.apiKey
+	}
+	if a.caFile != "" {
+		// Absolute: a profile saved with it works from any folder.
+		abs, err := filepath.Abs(a.caFile)
+		if err != nil {
+			return p, usageError{fmt.Errorf("--ca-file: %w", err)}
+		}
+		p.CAFile = abs
 	}
 	if p.Endpoint == "" {
 		p.Endpoint = defaultEndpoint

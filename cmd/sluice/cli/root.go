@@ -47,6 +47,7 @@ type app struct {
 	profile    string
 	endpoint   string
 	apiKey     string
+	caFile     string
 	output     string
 	logLevel   string
 	logFormat  string
@@ -84,6 +85,11 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return code
 	}
 	fmt.Fprintln(stderr, "sluice:", err)
+	if strings.Contains(err.Error(), "INADEQUATE_SECURITY") {
+		// A TLS listener's answer to a cleartext HTTP/2 client
+		// (internal/tlsfiles).
+		fmt.Fprintln(stderr, "sluice: the server serves TLS: use an https:// endpoint (and --ca-file for a private CA)")
+	}
 	if hasDelay {
 		fmt.Fprintf(stderr, "sluice: the server asks to wait %s: retry after %s\n", fmtSpan(delay), time.Now().Add(delay).Format("15:04:05"))
 	}
@@ -197,6 +203,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 	pf.StringVar(&a.profile, "profile", "default", "profile to use from the config file")
 	pf.StringVar(&a.endpoint, "endpoint", "", "control-plane URL, e.g. http://127.0.0.1:8080 (overrides the profile)")
 	pf.StringVar(&a.apiKey, "api-key", "", "API key (slk_…) to authenticate with (overrides the profile)")
+	pf.StringVar(&a.caFile, "ca-file", "", "PEM CA certificates that the servers' TLS certificates must chain to, for https:// endpoints and brokers with a private CA (overrides the profile's; signup and login save it in the profile); default: the system's roots")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json (usage, invoice list and invoice get: csv too)")
 	pf.StringVar(&a.logLevel, "log-level", "info", "log level for servers: debug, info, warn, error")
 	pf.StringVar(&a.logFormat, "log-format", "text", "log format for servers: text or json")

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/dirlock"
+	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/internal/localcluster"
 	"github.com/sluicemq/sluice/internal/localcluster/brokernode"
 	"github.com/sluicemq/sluice/tenants"
@@ -116,6 +117,9 @@ func addrOf(l net.Listener) string {
 
 // devOptions are sluice dev's tunables beyond the data dir and address.
 type devOptions struct {
+	// tls serves TLS on the API listeners, from a throwaway CA in the
+	// data dir, with mutual TLS between the servers.
+	tls                          bool
 	groupHeartbeat, groupSession time.Duration
 	usageReportInterval          time.Duration
 	quotaExchangeInterval        time.Duration
@@ -174,7 +178,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	cpStart := time.Now()
 	cluster, err := localcluster.New(ctx, localcluster.Options{
 		DataDir: dataDir, Brokers: devBrokers, ListenAddr: listen, MetricsAddr: "127.0.0.1:0", BrokerMetrics: true,
-		BrokerToken: secrets.BrokerToken, OperatorToken: secrets.OperatorToken, ControlPlane: cfgCP, Logger: logger,
+		BrokerToken: secrets.BrokerToken, OperatorToken: secrets.OperatorToken, ControlPlane: cfgCP, Logger: logger, TLS: opts.tls,
 		NewBroker: brokernode.New(brokernode.Options{Logger: logger, TierStore: objects, Config: func(bc *broker.Config) {
 			bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = opts.groupHeartbeat, opts.groupSession
 			bc.UsageReportInterval = opts.usageReportInterval
@@ -197,7 +201,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	}
 	endpoint := cluster.Endpoint
 	restart := secrets.APIKey != "" // brokers ran on this data dir before
-	if err := a.devTenant(ctx, dataDir, endpoint, &secrets); err != nil {
+	if err := a.devTenant(ctx, dataDir, endpoint, cluster.CAFile, &secrets); err != nil {
 		return failed(err)
 	}
 	if err := cluster.StartBrokers(ctx); err != nil {
@@ -205,7 +209,11 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	}
 	var brokers []devBroker
 	for _, b := range cluster.Brokers() {
-		brokers = append(brokers, devBroker{ID: b.ID, Address: b.Addr, MetricsURL: "http://" + b.MetricsAddr + "/metrics"})
+		addr := b.Addr
+		if opts.tls {
+			addr = "https://" + addr // as the broker advertises it
+		}
+		brokers = append(brokers, devBroker{ID: b.ID, Address: addr, MetricsURL: "http://" + b.MetricsAddr + "/metrics"})
 	}
 	if err := cluster.WaitBrokers(ctx, 30*time.Second); err != nil {
 		return failed(err)
@@ -214,7 +222,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	// created the internal offsets and transaction-state topics and every
 	// broker knows them: wait for that too, so that the summary comes
 	// after their start-up and both work at once.
-	if err := waitGroups(ctx, endpoint, secrets.APIKey, brokers); err != nil {
+	if err := waitGroups(ctx, endpoint, cluster.CAFile, secrets.APIKey, brokers); err != nil {
 		if ctx.Err() != nil {
 			return failed(err)
 		}
@@ -411,20 +419,20 @@ func scrapeGauges(ctx context.Context, hc *http.Client, url string, names ...str
 // transaction call for the dev tenant, that is until the internal offsets
 // and transaction-state topics exist, are led, and every broker knows
 // them, for up to 30 s.
-func waitGroups(ctx context.Context, endpoint, apiKey string, brokers []devBroker) error {
-	hc, err := httpClient(endpoint)
+func waitGroups(ctx context.Context, cpURL, caFile, apiKey string, brokers []devBroker) error {
+	hc, err := httpClient(cpURL, caFile)
 	if err != nil {
 		return err
 	}
-	tok, err := newClients(hc, endpoint, "").auth.CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: apiKey}))
+	tok, err := newClients(hc, cpURL, "").auth.CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: apiKey}))
 	if err != nil {
 		return fmt.Errorf("log in as the dev tenant: %w", err)
 	}
 	bearer := connect.WithInterceptors(tenants.Bearer(tok.Msg.GetToken()))
 	deadline := time.Now().Add(30 * time.Second)
 	for _, b := range brokers {
-		gs := sluicev1connect.NewGroupServiceClient(hc, "http://"+b.Address, bearer)
-		ts := sluicev1connect.NewTransactionServiceClient(hc, "http://"+b.Address, bearer)
+		gs := sluicev1connect.NewGroupServiceClient(hc, endpoint.URL(b.Address, "http"), bearer)
+		ts := sluicev1connect.NewTransactionServiceClient(hc, endpoint.URL(b.Address, "http"), bearer)
 		for {
 			_, err := gs.ListGroups(ctx, connect.NewRequest(&sluicev1.ListGroupsRequest{}))
 			if err == nil {
@@ -448,9 +456,9 @@ func waitGroups(ctx context.Context, endpoint, apiKey string, brokers []devBroke
 
 // devTenant signs up the "dev" tenant through the API on first start,
 // remembers its key in the data dir, and saves CLI profiles for it.
-func (a *app) devTenant(ctx context.Context, dataDir, endpoint string, s *devSecrets) error {
+func (a *app) devTenant(ctx context.Context, dataDir, endpoint, caFile string, s *devSecrets) error {
 	if s.APIKey == "" {
-		hc, err := httpClient(endpoint)
+		hc, err := httpClient(endpoint, caFile)
 		if err != nil {
 			return err
 		}
@@ -467,7 +475,7 @@ func (a *app) devTenant(ctx context.Context, dataDir, endpoint string, s *devSec
 			return err
 		}
 	}
-	p := Profile{Endpoint: endpoint, APIKey: s.APIKey, TenantID: s.TenantID}
+	p := Profile{Endpoint: endpoint, APIKey: s.APIKey, TenantID: s.TenantID, CAFile: caFile}
 	if err := saveProfile(a.configPath, "dev", p); err != nil {
 		return err
 	}
@@ -521,6 +529,7 @@ exits 0.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".sluice", "folder holding all dev state (SQLite database, secrets, partition logs); one dev at a time uses it")
 	cmd.Flags().StringVar(&listen, "listen-addr", "127.0.0.1:8080", "host:port of the control-plane API")
+	cmd.Flags().BoolVar(&opts.tls, "tls", false, "serve TLS on the control plane's and the brokers' API listeners, with certificates (for 127.0.0.1, ::1 and localhost) from a throwaway CA made at each start in <data-dir>/tls (its key is never written), and mutual TLS between the servers; the endpoint becomes https:// and the saved profiles trust the CA (ca_file). The operator listeners stay plaintext on loopback")
 	cmd.Flags().DurationVar(&opts.groupHeartbeat, "group-heartbeat-interval", opts.groupHeartbeat, "how often consumer-group members heartbeat (and learn of rebalances)")
 	cmd.Flags().DurationVar(&opts.groupSession, "group-session-timeout", opts.groupSession, "a consumer-group member silent this long is removed and its partitions reassigned")
 	cmd.Flags().DurationVar(&opts.usageReportInterval, "usage-report-interval", opts.usageReportInterval, "how often each broker reports its tenants' metered usage to the control plane (as the broker's --usage-report-interval)")

@@ -882,7 +882,8 @@ type RegisterBrokerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 0 ≤ id < 2^31.
 	BrokerId int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
-	// host:port clients and other brokers reach this broker at.
+	// host:port clients and other brokers reach this broker at, or
+	// https://host:port when it serves TLS.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// Failure domain for rack-aware placement; may be empty.
 	Rack          string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
@@ -1561,7 +1562,7 @@ func (x *PartitionAssignment) GetConfig() *TopicConfig {
 type BrokerEndpoint struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
-	// host:port the broker advertised.
+	// The address the broker advertised: host:port or https://host:port.
 	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	Rack          string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	unknownFields protoimpl.UnknownFields

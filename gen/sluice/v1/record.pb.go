@@ -1694,10 +1694,13 @@ func (x *GetMetadataRequest) GetTopics() []string {
 }
 
 type BrokerAddress struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Rack          string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Where to call the broker: host:port (cleartext, or the scheme of the
+	// endpoint the client came in on), or https://host:port for a broker
+	// that serves TLS.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack          string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -42,6 +42,7 @@ func Config(spec localcluster.BrokerSpec, tweak func(*broker.Config)) broker.Con
 	bc.BrokerToken = spec.BrokerToken
 	bc.Rack = spec.Rack
 	bc.ListenAddr, bc.AdvertisedAddr = spec.Addr, spec.Addr
+	bc.TLS = spec.TLS
 	if tweak != nil {
 		tweak(&bc)
 	}
