@@ -8,11 +8,13 @@
 package cluster
 
 import (
+	"context"
 	"maps"
 	"slices"
 
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/endpoint"
 )
 
 // PartKey names a partition of a topic by the topic's id.
@@ -38,11 +40,20 @@ type View struct {
 }
 
 // Node is a broker the view names: its id, the address its clients and
-// peers reach it at, and its rack.
+// peers reach it at, the address clients outside the cluster reach it at
+// (its external listener's; empty without one), and its rack.
 type Node struct {
-	ID      int32
-	Address string
-	Rack    string
+	ID              int32
+	Address         string
+	ExternalAddress string
+	Rack            string
+}
+
+// AddressFor is the node's address to give the caller of ctx: the
+// external one to a call that came in on an external listener, when the
+// node has one (endpoint.For).
+func (n Node) AddressFor(ctx context.Context) string {
+	return endpoint.For(ctx, n.Address, n.ExternalAddress)
 }
 
 // TopicConfig is the part of a topic's configuration the data plane
@@ -155,7 +166,7 @@ func (m *View) WithDelta(d *sluicev1.WatchAssignmentsResponse) (next *View, chan
 func NodesOf(bs []*sluicev1.BrokerEndpoint) map[int32]Node {
 	out := make(map[int32]Node, len(bs))
 	for _, br := range bs {
-		out[br.GetBrokerId()] = Node{ID: br.GetBrokerId(), Address: br.GetAddress(), Rack: br.GetRack()}
+		out[br.GetBrokerId()] = Node{ID: br.GetBrokerId(), Address: br.GetAddress(), ExternalAddress: br.GetExternalAddress(), Rack: br.GetRack()}
 	}
 	return out
 }

@@ -215,7 +215,7 @@ func (a *Records) GetMetadata(ctx context.Context, req *connect.Request[sluicev1
 	}
 	res := &sluicev1.GetMetadataResponse{}
 	for _, b := range md.Brokers {
-		res.Brokers = append(res.Brokers, &sluicev1.BrokerAddress{Id: b.ID, Address: b.Address, Rack: b.Rack})
+		res.Brokers = append(res.Brokers, &sluicev1.BrokerAddress{Id: b.ID, Address: b.AddressFor(ctx), Rack: b.Rack})
 	}
 	for _, t := range md.Topics {
 		tm := &sluicev1.TopicMetadata{Name: t.Name, Id: t.ID, MaxMessageBytes: t.Config.MaxMessageBytes}
