@@ -486,3 +486,34 @@ func TestPlaintextClientOfATLSListener(t *testing.T) {
 	res.Body.Close()
 	require.Equal(t, "HTTP/2.0", string(body))
 }
+
+// A CA written with WriteCert and WriteKey loads again and issues
+// certificates that chain to it.
+func TestCARoundTrip(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, err := NewCA("kept CA", time.Hour)
+	require.NoError(t, err)
+	certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	require.NoError(t, ca.WriteCert(certFile))
+	require.NoError(t, ca.WriteKey(keyFile))
+	fi, err := os.Stat(keyFile)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	again, err := LoadCA(certFile, keyFile)
+	require.NoError(t, err)
+	f, err := again.IssueFiles(dir, "b1", Leaf{CommonName: "b1", URIs: []string{BrokerURI(1)}, Client: true, ValidFor: time.Hour})
+	require.NoError(t, err)
+	cluster, err := Load(Files{CA: certFile}, nil)
+	require.NoError(t, err)
+	b, err := os.ReadFile(f.Cert)
+	require.NoError(t, err)
+	blk, _ := pem.Decode(b)
+	leaf, err := x509.ParseCertificate(blk.Bytes)
+	require.NoError(t, err)
+	p, err := cluster.PeerOf(&tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}})
+	require.NoError(t, err)
+	require.Equal(t, Peer{Broker: 1}, p)
+	_, err = LoadCA(f.Cert, f.Key)
+	require.ErrorContains(t, err, "not an ECDSA CA certificate")
+}
