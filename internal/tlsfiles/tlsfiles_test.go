@@ -517,3 +517,30 @@ func TestCARoundTrip(t *testing.T) {
 	_, err = LoadCA(f.Cert, f.Key)
 	require.ErrorContains(t, err, "not an ECDSA CA certificate")
 }
+
+// The preface is recognised when it arrives in pieces: the bytes that
+// could still be its start are held back, not passed to the handshake.
+func TestGuardPrefaceInPieces(t *testing.T) {
+	t.Parallel()
+	client, server := net.Pipe()
+	defer client.Close()
+	g := &guardConn{Conn: server}
+	read := make(chan error, 1)
+	go func() {
+		_, err := g.Read(make([]byte, 512))
+		read <- err
+	}()
+	_, err := client.Write([]byte(h2Preface[:5]))
+	require.NoError(t, err)
+	_, err = client.Write(append([]byte(h2Preface[5:]), frame(0x4, nil)...))
+	require.NoError(t, err)
+	settings := make([]byte, 9)
+	_, err = io.ReadFull(client, settings)
+	require.NoError(t, err)
+	require.Equal(t, frame(0x4, nil), settings)
+	_, err = client.Write([]byte{0, 0, 0, 0x1, 0x5, 0, 0, 0, 1}) // HEADERS, stream 1
+	require.NoError(t, err)
+	got, _ := io.ReadAll(client)
+	require.Equal(t, goAway(1, PlaintextMessage), got)
+	require.ErrorIs(t, <-read, net.ErrClosed)
+}
