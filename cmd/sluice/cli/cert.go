@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,7 +32,84 @@ by their owner only; see docs/tls.md for the flags that use them.`,
   sluice cert create --dir certs --broker 1 --host broker-1 --host localhost`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(a.certCreateCACommand(), a.certCreateCommand())
+	cmd.AddCommand(a.certCreateCACommand(), a.certCreateCommand(), a.certCreateClusterCommand())
+	return cmd
+}
+
+func (a *app) certCreateClusterCommand() *cobra.Command {
+	var dir string
+	var cpHosts, brokerHosts, hosts []string
+	var brokers, firstID int32
+	var validFor time.Duration
+	cmd := &cobra.Command{
+		Use:   "create-cluster",
+		Short: "Make a small cluster's certificates in one go: the CA (unless DIR has one), the control plane's and every broker's",
+		Long: `create-cluster makes the CA in --dir unless it holds one already (ca.crt and
+ca.key: kept, so that certificates it signed before stay valid), then the
+control plane's certificate (controlplane.crt, .key) for every
+--control-plane-host, and the certificates of brokers --first-id to
+--first-id + --brokers - 1 (broker-ID.crt, .key) for every --broker-host, in
+which {id} stands for the broker's id; --host names go on every certificate.
+Running it again issues new server certificates (a rotation: running servers
+re-read them) under the same CA. The compose stack's TLS override runs it.`,
+		Example: `  sluice cert create-cluster --dir certs --brokers 3 --host localhost --host 127.0.0.1`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if brokers < 0 || firstID < 0 {
+				return usageError{errors.New("--brokers and --first-id must not be negative")}
+			}
+			certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+			ca, err := tlsfiles.LoadCA(certFile, keyFile)
+			switch {
+			case err == nil:
+				fmt.Fprintf(a.stdout, "kept the CA in %s\n", certFile)
+			case !exists(certFile) && !exists(keyFile):
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					return err
+				}
+				if ca, err = tlsfiles.NewCA("Sluice cluster CA", 5*365*24*time.Hour); err != nil {
+					return err
+				}
+				if err := ca.WriteKey(keyFile); err != nil {
+					return err
+				}
+				if err := ca.WriteCert(certFile); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "wrote %s and %s\n", certFile, keyFile)
+			default:
+				return err
+			}
+			issue := func(name, identity string, hs []string) error {
+				f, err := ca.IssueFiles(dir, name, tlsfiles.Leaf{CommonName: name, Hosts: append(slices.Clone(hs), hosts...), URIs: []string{identity}, Server: true, Client: true, ValidFor: validFor})
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(a.stdout, "wrote %s and %s (%s)\n", f.Cert, f.Key, identity)
+				return err
+			}
+			if err := issue("controlplane", tlsfiles.ControlPlaneURI, cpHosts); err != nil {
+				return err
+			}
+			for id := firstID; id < firstID+brokers; id++ {
+				hs := make([]string, len(brokerHosts))
+				for i, h := range brokerHosts {
+					hs[i] = strings.ReplaceAll(h, "{id}", strconv.Itoa(int(id)))
+				}
+				if err := issue(fmt.Sprintf("broker-%d", id), tlsfiles.BrokerURI(id), hs); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "certs", "folder of the CA and the certificates (created, mode 0700)")
+	cmd.Flags().Int32Var(&brokers, "brokers", 3, "how many brokers")
+	cmd.Flags().Int32Var(&firstID, "first-id", 1, "the first broker's id")
+	cmd.Flags().StringSliceVar(&cpHosts, "control-plane-host", []string{"controlplane"}, "DNS name or IP address of the control plane (repeatable)")
+	cmd.Flags().StringSliceVar(&brokerHosts, "broker-host", []string{"broker-{id}"}, "DNS name or IP address of each broker, {id} its id (repeatable)")
+	cmd.Flags().StringSliceVar(&hosts, "host", nil, "DNS name or IP address on every certificate, e.g. localhost (repeatable)")
+	cmd.Flags().DurationVar(&validFor, "valid-for", 365*24*time.Hour, "how long the servers' certificates are valid (a new CA: 5 years)")
 	return cmd
 }
 
@@ -129,4 +209,11 @@ sluice://broker/ID).`,
 	cmd.Flags().BoolVar(&controlPlane, "control-plane", false, "make the control plane's certificate (identity sluice://controlplane)")
 	cmd.Flags().DurationVar(&validFor, "valid-for", 365*24*time.Hour, "how long the certificate is valid")
 	return cmd
+}
+
+// exists reports whether path names something (an error other than "not
+// there" counts as there: nothing is written over it).
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, os.ErrNotExist)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,4 +59,40 @@ func TestCert(t *testing.T) {
 	out, code = run("create", "--dir", t.TempDir(), "--broker", "1", "--host", "x")
 	require.NotZero(t, code)
 	require.Contains(t, out, "sluice cert create-ca")
+}
+
+// create-cluster makes a CA once and keeps it: a second run issues new
+// server certificates that still chain to the first CA.
+func TestCertCreateCluster(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	run := func(args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		code := Execute(t.Context(), append([]string{"cert", "create-cluster", "--dir", dir}, args...), strings.NewReader(""), &out, &errOut)
+		return out.String() + errOut.String(), code
+	}
+	out, code := run("--brokers", "2", "--host", "localhost")
+	require.Zero(t, code, out)
+	ca1, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	require.NoError(t, err)
+	out, code = run("--brokers", "2", "--host", "localhost")
+	require.Zero(t, code, out)
+	require.Contains(t, out, "kept the CA")
+	ca2, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	require.NoError(t, err)
+	require.Equal(t, ca1, ca2)
+	cluster, err := tlsfiles.Load(tlsfiles.Files{CA: filepath.Join(dir, "ca.crt")}, nil)
+	require.NoError(t, err)
+	for name, want := range map[string]tlsfiles.Peer{"broker-1": {Broker: 1}, "broker-2": {Broker: 2}, "controlplane": {ControlPlane: true}} {
+		pair, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
+		require.NoError(t, err)
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		require.NoError(t, err)
+		p, err := cluster.PeerOf(&tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}})
+		require.NoError(t, err, name)
+		require.Equal(t, want, p, name)
+		require.NoError(t, leaf.VerifyHostname("localhost"), name)
+		require.NoError(t, leaf.VerifyHostname(map[string]string{"broker-1": "broker-1", "broker-2": "broker-2", "controlplane": "controlplane"}[name]), name)
+	}
+	require.NoFileExists(t, filepath.Join(dir, "broker-3.crt"))
 }
