@@ -8,13 +8,11 @@
 package cluster
 
 import (
-	"context"
 	"maps"
 	"slices"
 
 	"github.com/sluicemq/sluice/dataplane/partition"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
-	"github.com/sluicemq/sluice/internal/endpoint"
 )
 
 // PartKey names a partition of a topic by the topic's id.
@@ -47,13 +45,6 @@ type Node struct {
 	Address         string
 	ExternalAddress string
 	Rack            string
-}
-
-// AddressFor is the node's address to give the caller of ctx: the
-// external one to a call that came in on an external listener, when the
-// node has one (endpoint.For).
-func (n Node) AddressFor(ctx context.Context) string {
-	return endpoint.For(ctx, n.Address, n.ExternalAddress)
 }
 
 // TopicConfig is the part of a topic's configuration the data plane
