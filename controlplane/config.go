@@ -27,6 +27,10 @@ type Config struct {
 	// see internal/opshttp); empty: no operator listener. Like ListenAddr,
 	// the caller binds it and hands the listener to Run.
 	MetricsAddr string
+	// ExternalListenAddr, when set, is a second API listener for clients
+	// outside the cluster: GetMetadata there names the brokers' external
+	// addresses. The caller binds it and hands it to New (Deps.External).
+	ExternalListenAddr string
 	// TLS holds the TLS files of the API and operator listeners and of
 	// the calls to the brokers.
 	TLS                      tlsfiles.ServerFiles
@@ -116,6 +120,7 @@ func DefaultConfig() Config {
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve the Connect/gRPC API, JWKS, /healthz and /readyz on (tenants reach it; it serves no metrics)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port of the operator listener: Prometheus metrics at /metrics, /healthz and /readyz, and Go profiles (pprof) under /debug/pprof/. Metric labels name tenants, topics and consumer groups, and profiles show its allocations and goroutines: bind it to loopback (the default) or an interface only operators and Prometheus reach, never one tenants reach. Empty turns it off")
+	fs.StringVar(&c.ExternalListenAddr, "external-listen-addr", c.ExternalListenAddr, "host:port of a second API listener for clients outside the cluster (Kafka's external listener): the same API, but metadata answers there name the brokers' external addresses (their --external-advertised-addr), and the brokers' BrokerService is not served. Empty: none")
 	c.TLS.RegisterFlags(fs)
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "metadata store: postgres://user:pass@host/db (production) or sqlite:PATH (single node)")
 	fs.StringVar(&c.Issuer, "issuer", c.Issuer, "JWT issuer (iss) this control plane signs and brokers expect")
@@ -195,6 +200,12 @@ func (c *Config) Validate() error {
 	}
 	if err := c.ClientLimits.Validate(); err != nil {
 		return err
+	}
+	if c.ExternalListenAddr != "" && !validHostPort(c.ExternalListenAddr) {
+		return fmt.Errorf("--external-listen-addr must be host:port (or empty for none); got %q", c.ExternalListenAddr)
+	}
+	if c.ExternalListenAddr == "" && c.TLS.External != (tlsfiles.Files{}) {
+		return errors.New("--external-tls-* need --external-listen-addr")
 	}
 	if err := c.TLS.Validate(); err != nil {
 		return err

@@ -39,7 +39,9 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 	"github.com/sluicemq/sluice/controlplane/store/postgres"
 	"github.com/sluicemq/sluice/controlplane/store/sqlite"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/internal/healthwatch"
 	"github.com/sluicemq/sluice/internal/httpgate"
 	"github.com/sluicemq/sluice/internal/opshttp"
@@ -67,6 +69,11 @@ type Deps struct {
 	// Interceptors run on every call the API port serves, outside the
 	// metrics and auth interceptors (internal/localcluster's faults).
 	Interceptors []connect.Interceptor
+	// External, when set, is the external listener (bound at
+	// Config.ExternalListenAddr by the caller), which Run serves too: the
+	// same API, but GetMetadata names the brokers' external addresses and
+	// the BrokerService is not served.
+	External net.Listener
 }
 
 // Server is a control-plane replica.
@@ -82,6 +89,7 @@ type Server struct {
 	alerter   *alerting.Alerter // nil when lag alerts are off
 	handler   http.Handler      // the API port
 	tls       *tlsfiles.Server  // the listeners' and the calls to brokers' TLS
+	external  net.Listener      // the external listener, or nil
 	ops       http.Handler      // the operator listener
 	api       *api.API
 	ctl       *controller.Controller
@@ -115,7 +123,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logger: deps.Logger, store: deps.Store, now: now, tls: srvTLS}
+	s := &Server{cfg: cfg, logger: deps.Logger, store: deps.Store, now: now, tls: srvTLS, external: deps.External}
 	if s.store == nil {
 		st, err := OpenStore(ctx, cfg.DatabaseURL, deps.Logger)
 		if err != nil {
@@ -326,6 +334,12 @@ func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
 			return err
 		}
 	}
+	var xln net.Listener
+	if s.external != nil {
+		if xln, err = s.tls.ExternalListener(s.external, s.logger); err != nil {
+			return err
+		}
+	}
 	srv := NewHTTPServer(s.handler, s.logger, s.gate.ConnContext)
 	srv.RegisterOnShutdown(s.api.CloseStreams)
 	srv.RegisterOnShutdown(s.startDrain)
@@ -358,9 +372,19 @@ func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	logAttrs := []any{"addr", ln.Addr().String()}
+	// The external listener: the same API but for the BrokerService.
+	var extSrv *http.Server
+	extErrc := make(chan error, 1)
+	if xln != nil {
+		extSrv = NewHTTPServer(endpoint.ExternalHandler(s.handler, "/"+sluicev1connect.BrokerServiceName+"/"), s.logger,
+			endpoint.ExternalConnContext(s.gate.ConnContext))
+		extSrv.RegisterOnShutdown(s.api.CloseStreams)
+		go func() { extErrc <- extSrv.Serve(xln) }()
+		logAttrs = append(logAttrs, "external_addr", xln.Addr().String())
+	}
 	var opsSrv *http.Server
 	opsErrc := make(chan error, 1)
-	logAttrs := []any{"addr", ln.Addr().String()}
 	if ops != nil {
 		opsSrv = opshttp.NewServer(s.ops, s.logger)
 		go func() { opsErrc <- opsSrv.Serve(ops) }()
@@ -372,10 +396,22 @@ func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
 		if opsSrv != nil {
 			_ = opsSrv.Close()
 		}
+		if extSrv != nil {
+			_ = extSrv.Close()
+		}
 		return fmt.Errorf("serve: %w", err)
 	case err := <-opsErrc:
 		_ = srv.Close()
+		if extSrv != nil {
+			_ = extSrv.Close()
+		}
 		return fmt.Errorf("serve the operator listener: %w", err)
+	case err := <-extErrc:
+		_ = srv.Close()
+		if opsSrv != nil {
+			_ = opsSrv.Close()
+		}
+		return fmt.Errorf("serve the external listener: %w", err)
 	case <-ctx.Done():
 	}
 	timeout := s.cfg.ShutdownTimeout
@@ -385,6 +421,12 @@ func (s *Server) Run(ctx context.Context, ln, ops net.Listener) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err = srv.Shutdown(shutCtx)
+	if extSrv != nil {
+		if xerr := extSrv.Shutdown(shutCtx); err == nil {
+			err = xerr
+		}
+		<-extErrc
+	}
 	if opsSrv != nil {
 		// Probes and scrapes answer until the API has drained.
 		if oerr := opsSrv.Shutdown(shutCtx); err == nil {

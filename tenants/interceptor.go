@@ -141,7 +141,7 @@ func (i *authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 			}
 			ctx = WithPrincipal(ctx, p)
 		}
-		if p.Peer != nil {
+		if p.Peer != "" {
 			conn = namedBrokerConn{StreamingHandlerConn: conn, p: p}
 		}
 		if p.ExpiresAt.IsZero() {
@@ -167,7 +167,7 @@ var namedBrokerFields = []protoreflect.Name{"broker_id", "follower_id"}
 // inside the cluster, a broker's certificate cannot register, heartbeat,
 // report or fetch as another broker, nor the control plane's as any.
 func checkNamedBroker(p Principal, msg any) error {
-	if p.Peer == nil {
+	if p.Peer == "" {
 		return nil
 	}
 	m, ok := msg.(proto.Message)
@@ -181,12 +181,16 @@ func checkNamedBroker(p Principal, msg any) error {
 		if fd == nil || fd.Kind() != protoreflect.Int32Kind || fd.Cardinality() == protoreflect.Repeated {
 			continue
 		}
-		if id := int32(r.Get(fd).Int()); p.Peer.ControlPlane || p.Peer.Broker != id {
+		if id := int32(r.Get(fd).Int()); p.Peer != BrokerIdentity(id) {
 			return fmt.Errorf("%w: the call is broker %d's but its TLS certificate is %s's", ErrPermissionDenied, id, p.Peer)
 		}
 	}
 	return nil
 }
+
+// BrokerIdentity is broker id's identity in its cluster certificate
+// (internal/tlsfiles.BrokerURI).
+func BrokerIdentity(id int32) string { return fmt.Sprintf("sluice://broker/%d", id) }
 
 // namedBrokerConn checks each message a stream receives with
 // checkNamedBroker.

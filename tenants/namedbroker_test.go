@@ -13,8 +13,9 @@ import (
 // calling broker must name the broker of its certificate.
 func TestCheckNamedBroker(t *testing.T) {
 	t.Parallel()
-	b2 := Principal{Kind: PrincipalBroker, Peer: &tlsfiles.Peer{Broker: 2}}
-	cp := Principal{Kind: PrincipalBroker, Peer: &tlsfiles.Peer{ControlPlane: true}}
+	b2 := Principal{Kind: PrincipalBroker, Peer: tlsfiles.BrokerURI(2)}
+	cp := Principal{Kind: PrincipalBroker, Peer: tlsfiles.ControlPlaneURI}
+	require.Equal(t, tlsfiles.BrokerURI(2), BrokerIdentity(2))
 	require.NoError(t, checkNamedBroker(b2, &sluicev1.HeartbeatBrokerRequest{BrokerId: 2}))
 	require.NoError(t, checkNamedBroker(b2, &sluicev1.FetchReplicasRequest{FollowerId: 2}))
 	require.NoError(t, checkNamedBroker(b2, &sluicev1.ListGroupLagsRequest{}), "names no broker")
@@ -30,7 +31,7 @@ func TestCheckNamedBroker(t *testing.T) {
 		{cp, &sluicev1.HeartbeatBrokerRequest{BrokerId: 2}},
 	} {
 		err := checkNamedBroker(c.p, c.msg)
-		require.ErrorIs(t, err, ErrPermissionDenied, "%v %v", c.p.Peer, c.msg)
+		require.ErrorIs(t, err, ErrPermissionDenied, "%s %v", c.p.Peer, c.msg)
 		require.ErrorContains(t, err, "TLS certificate")
 	}
 }

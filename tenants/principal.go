@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/sluicemq/sluice/internal/tlsfiles"
 )
 
 // PrincipalKind says who is calling.
@@ -50,10 +48,11 @@ type Principal struct {
 	ExpiresAt time.Time // expiry of the credential; zero if it does not expire
 	BrokerID  int32     // set for PrincipalBroker
 	// Peer, for PrincipalBroker with mutual TLS inside the cluster, is
-	// the server the caller's client certificate proved it is; a call
-	// whose message names the calling broker must name this one
-	// (NewAuthInterceptor). Nil without mutual TLS.
-	Peer *tlsfiles.Peer
+	// the server the caller's client certificate proved it is, as its
+	// identity says: "sluice://broker/3" or "sluice://controlplane"
+	// (internal/tlsfiles); a call whose message names the calling broker
+	// must name this one (NewAuthInterceptor). Empty without mutual TLS.
+	Peer string
 }
 
 // Has reports whether p carries scope. Anonymous principals have no scopes.

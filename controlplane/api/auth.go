@@ -69,7 +69,7 @@ func (a *authenticator) Authenticate(ctx context.Context, procedure string, h ht
 			if err != nil {
 				return tenants.Principal{}, fmt.Errorf("%w: %w", tenants.ErrInvalidToken, err)
 			}
-			p.Peer = &peer
+			p.Peer = peer.String()
 		}
 		return p, nil
 	case tenants.CallerTenant:

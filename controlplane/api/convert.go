@@ -117,6 +117,7 @@ func toBrokerPB(b store.Broker, now time.Time) *sluicev1.Broker {
 	return &sluicev1.Broker{
 		Id:              b.ID,
 		Address:         b.Address,
+		ExternalAddress: b.ExternalAddress,
 		Rack:            b.Rack,
 		Epoch:           b.Epoch,
 		LeaseExpireTime: ts(b.LeaseExpiresAt),

@@ -7,6 +7,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/endpoint"
 )
 
 // metadataService answers RecordService.GetMetadata on the control plane,
@@ -31,7 +32,7 @@ func (s *metadataService) GetMetadata(ctx context.Context, req *connect.Request[
 	res := &sluicev1.GetMetadataResponse{}
 	for _, b := range brokers {
 		if b.Live(now) {
-			res.Brokers = append(res.Brokers, &sluicev1.BrokerAddress{Id: b.ID, Address: b.Address, Rack: b.Rack})
+			res.Brokers = append(res.Brokers, &sluicev1.BrokerAddress{Id: b.ID, Address: endpoint.For(ctx, b.Address, b.ExternalAddress), Rack: b.Rack})
 		}
 	}
 	names := req.Msg.GetTopics()

@@ -120,6 +120,11 @@ func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request
 	if err := validateAddress("address", m.GetAddress()); err != nil {
 		return nil, err
 	}
+	if m.GetExternalAddress() != "" {
+		if err := validateAddress("external_address", m.GetExternalAddress()); err != nil {
+			return nil, err
+		}
+	}
 	if len(m.GetRack()) > 64 {
 		return nil, invalid("rack", "is longer than 64 characters")
 	}
@@ -128,16 +133,17 @@ func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request
 		return nil, err
 	}
 	b, err := s.store.RegisterBroker(ctx, store.Broker{
-		ID:             m.GetBrokerId(),
-		Address:        m.GetAddress(),
-		Rack:           m.GetRack(),
-		LeaseExpiresAt: now.Add(s.cfg.BrokerLease),
-		RegisteredAt:   now,
+		ID:              m.GetBrokerId(),
+		Address:         m.GetAddress(),
+		ExternalAddress: m.GetExternalAddress(),
+		Rack:            m.GetRack(),
+		LeaseExpiresAt:  now.Add(s.cfg.BrokerLease),
+		RegisteredAt:    now,
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.logger.InfoContext(ctx, "broker registered", "broker", b.ID, "epoch", b.Epoch, "address", b.Address, "rack", b.Rack)
+	s.logger.InfoContext(ctx, "broker registered", "broker", b.ID, "epoch", b.Epoch, "address", b.Address, "external_address", b.ExternalAddress, "rack", b.Rack)
 	return connect.NewResponse(&sluicev1.RegisterBrokerResponse{
 		BrokerEpoch:         b.Epoch,
 		LeaseExpireTime:     ts(b.LeaseExpiresAt),

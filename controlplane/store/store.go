@@ -212,12 +212,15 @@ type Partition struct {
 
 // Broker is a data-plane broker known to the control plane.
 type Broker struct {
-	ID             int32
-	Address        string
-	Rack           string
-	Epoch          int64 // bumped on every registration; fences zombies
-	LeaseExpiresAt time.Time
-	RegisteredAt   time.Time
+	ID      int32
+	Address string
+	// ExternalAddress is where clients outside the cluster reach the
+	// broker (its external listener); empty without one.
+	ExternalAddress string
+	Rack            string
+	Epoch           int64 // bumped on every registration; fences zombies
+	LeaseExpiresAt  time.Time
+	RegisteredAt    time.Time
 }
 
 // Live reports whether the broker's lease is unexpired at now.

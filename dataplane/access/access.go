@@ -91,7 +91,7 @@ func (a *Authenticator) broker(ctx context.Context, tok, tenantID string) (tenan
 		if err != nil {
 			return tenants.Principal{}, fmt.Errorf("%w: %w", tenants.ErrInvalidToken, err)
 		}
-		p.Peer = &peer
+		p.Peer = peer.String()
 	}
 	return p, nil
 }

@@ -71,6 +71,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/dirlock"
+	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/internal/healthwatch"
 	"github.com/sluicemq/sluice/internal/httpgate"
 	"github.com/sluicemq/sluice/internal/opshttp"
@@ -92,6 +93,9 @@ type Deps struct {
 	// domain errors to Connect's, so they may return either). A test
 	// harness injects faults with them (internal/localcluster).
 	Interceptors []connect.Interceptor
+	// External, when set, is the external listener (bound at
+	// Config.ExternalListenAddr by the caller), which Run serves too.
+	External net.Listener
 }
 
 // Broker is one data-plane broker.
@@ -108,6 +112,7 @@ type Broker struct {
 	replicasAPI *connectapi.Replicas
 	handler     http.Handler      // the client port
 	tls         *tlsfiles.Server  // the listeners' and the cluster calls' TLS
+	external    net.Listener      // the external listener, or nil
 	gate        *httpgate.Gate    // in front of handler's Connect services
 	ops         http.Handler      // the operator listener
 	hc          *http.Client      // h2c to the control plane and other brokers
@@ -188,15 +193,16 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		return nil, fmt.Errorf("broker %d: %w", cfg.ID, err)
 	}
 	b := &Broker{
-		cfg:     cfg,
-		logger:  deps.Logger.With("broker", cfg.ID),
-		flush:   flush,
-		files:   log.NewFileCache(cfg.MaxOpenSegmentFiles),
-		rt:      runtime.NewRuntime(),
-		revoked: access.NewRevocations(),
-		tls:     srvTLS,
-		hc:      srvTLS.ClusterSource().HTTPClient(),
-		dirLock: dirLock,
+		cfg:      cfg,
+		logger:   deps.Logger.With("broker", cfg.ID),
+		flush:    flush,
+		files:    log.NewFileCache(cfg.MaxOpenSegmentFiles),
+		rt:       runtime.NewRuntime(),
+		revoked:  access.NewRevocations(),
+		tls:      srvTLS,
+		external: deps.External,
+		hc:       srvTLS.ClusterSource().HTTPClient(),
+		dirLock:  dirLock,
 
 		tierStore: deps.TierStore,
 	}
@@ -234,7 +240,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	opts := []connect.HandlerOption{
 		// Requests are billed and charged to the tenants' requests/s in
 		// the gate, before their bodies are read (admitCall).
-		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), connectapi.ErrorInterceptor{Logger: b.logger}),
+		connect.WithInterceptors(rpcm, tenants.NewAuthInterceptor(auth), connectapi.ErrorInterceptor{Logger: b.logger, Node: b.node}),
 		connect.WithInterceptors(deps.Interceptors...),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
 		// Never gzip responses: record batches are compressed by their
@@ -320,6 +326,12 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 			return err
 		}
 	}
+	var xln net.Listener
+	if b.external != nil {
+		if xln, err = b.tls.ExternalListener(b.external, b.logger); err != nil {
+			return err
+		}
+	}
 	var p http.Protocols
 	p.SetHTTP1(true)
 	p.SetHTTP2(true)
@@ -333,9 +345,23 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(b.logger.Handler(), slog.LevelWarn),
 		ConnContext:       b.gate.ConnContext,
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- srv.Serve(ln) }()
 	logAttrs := []any{"addr", ln.Addr().String(), "advertised", b.cfg.Advertised(), "data_dir", b.cfg.DataDir}
+	var extSrv *http.Server
+	if xln != nil {
+		extSrv = &http.Server{
+			Handler:           endpoint.ExternalHandler(b.handler, "/"+sluicev1connect.ReplicaServiceName+"/"),
+			Protocols:         srv.Protocols,
+			ReadHeaderTimeout: srv.ReadHeaderTimeout,
+			MaxHeaderBytes:    srv.MaxHeaderBytes,
+			HTTP2:             srv.HTTP2,
+			ErrorLog:          srv.ErrorLog,
+			ConnContext:       endpoint.ExternalConnContext(b.gate.ConnContext),
+		}
+		go func() { errc <- fmt.Errorf("external listener: %w", extSrv.Serve(xln)) }()
+		logAttrs = append(logAttrs, "external_addr", xln.Addr().String(), "external_advertised", b.cfg.ExternalAdvertised())
+	}
 	var opsSrv *http.Server
 	if ops != nil {
 		opsSrv = opshttp.NewServer(b.ops, b.logger)
@@ -387,6 +413,9 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 	shutCtx, stop := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
 	defer stop()
 	_ = srv.Shutdown(shutCtx)
+	if extSrv != nil {
+		_ = extSrv.Shutdown(shutCtx)
+	}
 	if opsSrv != nil {
 		_ = opsSrv.Shutdown(shutCtx)
 	}
@@ -448,7 +477,7 @@ func (b *Broker) leaseLoop(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		res, err := b.cp.RegisterBroker(ctx, connect.NewRequest(&sluicev1.RegisterBrokerRequest{
-			BrokerId: b.cfg.ID, Address: b.cfg.Advertised(), Rack: b.cfg.Rack,
+			BrokerId: b.cfg.ID, Address: b.cfg.Advertised(), ExternalAddress: b.cfg.ExternalAdvertised(), Rack: b.cfg.Rack,
 		}))
 		if err != nil {
 			if ctx.Err() == nil {
@@ -525,4 +554,10 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 			fn()
 		}
 	}
+}
+
+// node is broker id as the current cluster view knows it.
+func (b *Broker) node(id int32) (cluster.Node, bool) {
+	n, ok := b.metadata().Brokers[id]
+	return n, ok
 }

@@ -26,6 +26,11 @@ type Config struct {
 	// see internal/opshttp); empty: no operator listener. Like ListenAddr,
 	// the caller binds it and hands the listener to Run.
 	MetricsAddr string
+	// ExternalListenAddr, when set, is a second API listener for clients
+	// outside the cluster (Kafka's EXTERNAL listener), advertised at
+	// ExternalAdvertisedAddr; the caller binds it and hands it to New
+	// (Deps.External).
+	ExternalListenAddr, ExternalAdvertisedAddr string
 	// TLS holds the TLS files of the API and operator listeners and of
 	// the calls to the control plane and the other brokers.
 	TLS           tlsfiles.ServerFiles
@@ -146,6 +151,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ListenAddr, "listen-addr", c.ListenAddr, "host:port to serve clients and other brokers on (tenants reach it; it serves no metrics)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "host:port of the operator listener: Prometheus metrics at /metrics, /healthz and /readyz, and Go profiles (pprof) under /debug/pprof/. Metric labels name tenants, topics and consumer groups, and profiles show its allocations and goroutines: bind it to loopback (the default) or an interface only operators and Prometheus reach, never one tenants reach. Several brokers on one host need one each. Empty turns it off")
 	fs.StringVar(&c.AdvertisedAddr, "advertised-addr", c.AdvertisedAddr, "host:port clients and brokers reach this broker at (default: the bound --listen-addr; required when listening on every interface); with --tls-cert it is advertised as https://host:port, so that they call it with TLS (an explicit https:// or http:// prefix is kept as given)")
+	fs.StringVar(&c.ExternalListenAddr, "external-listen-addr", c.ExternalListenAddr, "host:port of a second API listener for clients outside the cluster (Kafka's external listener); metadata, coordinator and not-leader answers to calls that come in on it name the brokers' --external-advertised-addr addresses. It serves the client services only (not the brokers' ReplicaService). Empty: none")
+	fs.StringVar(&c.ExternalAdvertisedAddr, "external-advertised-addr", c.ExternalAdvertisedAddr, "host:port clients outside the cluster reach this broker's external listener at (a load balancer's or node port's address; default: the bound --external-listen-addr, required when it listens on every interface); with --external-tls-cert advertised as https://host:port")
 	c.TLS.RegisterFlags(fs)
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "folder for partition logs; the broker locks it while it runs (a second broker on it exits, naming the holder's pid)")
 	fs.StringVar(&c.ControlPlane, "control-plane", c.ControlPlane, "control-plane URL")
@@ -205,6 +212,23 @@ func (c *Config) Advertised() string {
 	return a
 }
 
+// ExternalAdvertised is the address clients outside the cluster reach
+// this broker at, "" without an external listener: https://host:port when
+// that listener serves TLS and the address names no scheme itself.
+func (c *Config) ExternalAdvertised() string {
+	if c.ExternalListenAddr == "" {
+		return ""
+	}
+	a := c.ExternalAdvertisedAddr
+	if a == "" {
+		a = c.ExternalListenAddr
+	}
+	if c.TLS.External.Cert != "" && endpoint.Scheme(a) == "" {
+		return "https://" + a
+	}
+	return a
+}
+
 // Validate checks the config and names the first bad field.
 func (c *Config) Validate() error {
 	if c.ID < 0 {
@@ -225,6 +249,9 @@ func (c *Config) Validate() error {
 		}
 	} else if err := endpoint.Validate(c.AdvertisedAddr); err != nil {
 		return fmt.Errorf("--advertised-addr must be host:port (or https://host:port) with a fixed port: %w", err)
+	}
+	if err := c.validateExternal(); err != nil {
+		return err
 	}
 	if err := c.TLS.Validate(); err != nil {
 		return err
@@ -296,4 +323,28 @@ func (c *Config) Validate() error {
 		return errors.New("--issuer and --audience must not be empty")
 	}
 	return c.RequestMemory.Validate()
+}
+
+// validateExternal checks the external listener's addresses.
+func (c *Config) validateExternal() error {
+	if c.ExternalListenAddr == "" {
+		if c.ExternalAdvertisedAddr != "" || c.TLS.External != (tlsfiles.Files{}) {
+			return errors.New("--external-advertised-addr and --external-tls-* need --external-listen-addr")
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.ExternalListenAddr)
+	if err != nil {
+		return fmt.Errorf("--external-listen-addr %q: %w", c.ExternalListenAddr, err)
+	}
+	if c.ExternalAdvertisedAddr == "" {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			return fmt.Errorf("--external-advertised-addr is required when --external-listen-addr %q listens on every interface", c.ExternalListenAddr)
+		}
+		return nil
+	}
+	if err := endpoint.Validate(c.ExternalAdvertisedAddr); err != nil {
+		return fmt.Errorf("--external-advertised-addr must be host:port (or https://host:port) with a fixed port: %w", err)
+	}
+	return nil
 }

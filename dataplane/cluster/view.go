@@ -38,11 +38,13 @@ type View struct {
 }
 
 // Node is a broker the view names: its id, the address its clients and
-// peers reach it at, and its rack.
+// peers reach it at, the address clients outside the cluster reach it at
+// (its external listener's; empty without one), and its rack.
 type Node struct {
-	ID      int32
-	Address string
-	Rack    string
+	ID              int32
+	Address         string
+	ExternalAddress string
+	Rack            string
 }
 
 // TopicConfig is the part of a topic's configuration the data plane
@@ -155,7 +157,7 @@ func (m *View) WithDelta(d *sluicev1.WatchAssignmentsResponse) (next *View, chan
 func NodesOf(bs []*sluicev1.BrokerEndpoint) map[int32]Node {
 	out := make(map[int32]Node, len(bs))
 	for _, br := range bs {
-		out[br.GetBrokerId()] = Node{ID: br.GetBrokerId(), Address: br.GetAddress(), Rack: br.GetRack()}
+		out[br.GetBrokerId()] = Node{ID: br.GetBrokerId(), Address: br.GetAddress(), ExternalAddress: br.GetExternalAddress(), Rack: br.GetRack()}
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/groups"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -87,7 +88,7 @@ func (g *Groups) FindCoordinator(ctx context.Context, req *connect.Request[sluic
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&sluicev1.FindCoordinatorResponse{BrokerId: c.BrokerID, Address: c.Address}), nil
+	return connect.NewResponse(&sluicev1.FindCoordinatorResponse{BrokerId: c.BrokerID, Address: endpoint.For(ctx, c.Address, c.ExternalAddress)}), nil
 }
 
 // commitRequest decodes the fields CommitOffsets and TxnCommitOffsets

@@ -15,6 +15,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/compress"
+	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -215,7 +216,7 @@ func (a *Records) GetMetadata(ctx context.Context, req *connect.Request[sluicev1
 	}
 	res := &sluicev1.GetMetadataResponse{}
 	for _, b := range md.Brokers {
-		res.Brokers = append(res.Brokers, &sluicev1.BrokerAddress{Id: b.ID, Address: b.Address, Rack: b.Rack})
+		res.Brokers = append(res.Brokers, &sluicev1.BrokerAddress{Id: b.ID, Address: endpoint.For(ctx, b.Address, b.ExternalAddress), Rack: b.Rack})
 	}
 	for _, t := range md.Topics {
 		tm := &sluicev1.TopicMetadata{Name: t.Name, Id: t.ID, MaxMessageBytes: t.Config.MaxMessageBytes}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/txns"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/tenants"
 	"github.com/sluicemq/sluice/tenants/system"
 )
@@ -95,7 +96,7 @@ func (a *Transactions) FindTransactionCoordinator(ctx context.Context, req *conn
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&sluicev1.FindTransactionCoordinatorResponse{BrokerId: c.BrokerID, Address: c.Address}), nil
+	return connect.NewResponse(&sluicev1.FindTransactionCoordinatorResponse{BrokerId: c.BrokerID, Address: endpoint.For(ctx, c.Address, c.ExternalAddress)}), nil
 }
 
 func (a *Transactions) AddPartitionsToTransaction(ctx context.Context, req *connect.Request[sluicev1.AddPartitionsToTransactionRequest]) (*connect.Response[sluicev1.AddPartitionsToTransactionResponse], error) {

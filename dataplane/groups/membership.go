@@ -54,7 +54,8 @@ type TopicPartitions struct {
 // Coordinator is where a group's coordinator is.
 type Coordinator struct {
 	BrokerID int32
-	Address  string
+	// Address and ExternalAddress are the broker's (cluster.Node).
+	Address, ExternalAddress string
 }
 
 // FindCoordinator returns the broker that coordinates the group (the
@@ -74,12 +75,12 @@ func (s *Service) FindCoordinator(tenantID, groupID string) (Coordinator, error)
 	if pm.Leader < 0 {
 		return Coordinator{}, meta.NotLeader(s.cfg.BrokerID, pm)
 	}
-	addr := meta.Brokers[pm.Leader].Address
-	if addr == "" {
+	n := meta.Brokers[pm.Leader]
+	if n.Address == "" {
 		// The leader's lease expired and no new leader is elected yet.
 		return Coordinator{}, derr.New(derr.CoordinatorNotAvailable, "group coordinator: broker %d, leader of the group's offsets partition, is not reachable; retry", pm.Leader)
 	}
-	return Coordinator{BrokerID: pm.Leader, Address: addr}, nil
+	return Coordinator{BrokerID: pm.Leader, Address: n.Address, ExternalAddress: n.ExternalAddress}, nil
 }
 
 // CommitRequest commits a group's offsets: from a member (MemberID,

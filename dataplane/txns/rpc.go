@@ -27,7 +27,8 @@ type Producer struct {
 // Coordinator is where a transactional id's coordinator is.
 type Coordinator struct {
 	BrokerID int32
-	Address  string
+	// Address and ExternalAddress are the broker's (cluster.Node).
+	Address, ExternalAddress string
 }
 
 // FindCoordinator returns the broker coordinating the transactional id, as
@@ -46,11 +47,11 @@ func (s *Service) FindCoordinator(ctx context.Context, tenantID, transactionalID
 	if pm.Leader < 0 {
 		return Coordinator{}, meta.NotLeader(s.cfg.BrokerID, pm)
 	}
-	addr := meta.Brokers[pm.Leader].Address
-	if addr == "" {
+	n := meta.Brokers[pm.Leader]
+	if n.Address == "" {
 		return Coordinator{}, derr.New(derr.CoordinatorNotAvailable, "transaction coordinator: broker %d, leader of the transactional id's partition, is not reachable; retry", pm.Leader)
 	}
-	return Coordinator{BrokerID: pm.Leader, Address: addr}, nil
+	return Coordinator{BrokerID: pm.Leader, Address: n.Address, ExternalAddress: n.ExternalAddress}, nil
 }
 
 // InitRequest is InitProducerId with a transactional id.

@@ -6,6 +6,7 @@
 package endpoint
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -50,4 +51,30 @@ func Scheme(addr string) string {
 		return s
 	}
 	return ""
+}
+
+type externalKey struct{}
+
+// External marks ctx as a request's that came in on an external listener
+// (a server's ConnContext for that listener's connections sets it).
+func External(ctx context.Context) context.Context {
+	return context.WithValue(ctx, externalKey{}, true)
+}
+
+// IsExternal reports whether ctx is a request's from an external
+// listener.
+func IsExternal(ctx context.Context) bool {
+	v, _ := ctx.Value(externalKey{}).(bool)
+	return v
+}
+
+// For is the address of a broker to give the caller of ctx: its external
+// address when the call came in on an external listener and the broker
+// has one, else its internal one (Kafka's advertised.listeners: a client
+// gets the addresses of the listener it came in on).
+func For(ctx context.Context, internal, external string) string {
+	if external != "" && IsExternal(ctx) {
+		return external
+	}
+	return internal
 }

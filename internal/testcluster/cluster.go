@@ -79,6 +79,13 @@ type Options struct {
 	// TLS: each presents its certificate, naming it (sluice://broker/<id>,
 	// sluice://controlplane). The cluster's own client trusts the CA.
 	TLS bool
+	// External (with TLS) gives the control plane and every broker an
+	// external listener (TLS, no client certificate asked), and makes
+	// their API listeners internal: a client certificate from the
+	// cluster's CA is required there (the cluster's own client has one).
+	// A client outside the cluster, without one, uses the external
+	// listeners only (Cluster.ExternalControlPlane).
+	External bool
 }
 
 func (o *Options) defaults() {
@@ -112,10 +119,10 @@ type Cluster struct {
 	// Dir holds every process's log and data; kept when the test fails.
 	Dir string
 
-	cpAddr, cpMetricsAddr string
-	cp                    *proc
-	brokers               map[int32]*Broker
-	hc                    *http.Client
+	cpAddr, cpMetricsAddr, cpExternalAddr string
+	cp                                    *proc
+	brokers                               map[int32]*Broker
+	hc                                    *http.Client
 	// The cluster's secrets (newSecret).
 	operatorToken, brokerToken string
 	// scheme is the processes' listeners': http, or https with TLS.
@@ -136,6 +143,9 @@ type Broker struct {
 	// MetricsAddr is its operator listener (--metrics-addr): /metrics,
 	// /healthz, /readyz.
 	MetricsAddr string
+	// ExternalAddr, with Options.External, is its external listener, which
+	// it advertises as it is.
+	ExternalAddr string
 	// DataDir holds its partition logs.
 	DataDir string
 	// LogPath is its output, appended across restarts.
@@ -179,6 +189,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.scheme = "https"
 		cpTLS = c.newCA()
 	}
+	if opts.External {
+		if !opts.TLS {
+			t.Fatal("testcluster: Options.External needs Options.TLS")
+		}
+		c.cpExternalAddr = FreeAddr(t)
+		cpTLS = append(cpTLS, c.externalArgs("controlplane", c.cpExternalAddr, "")...)
+	}
 
 	c.cpAddr, c.cpMetricsAddr = FreeAddr(t), FreeAddr(t)
 	c.cp, err = startProc("controlplane", opts.Bin, filepath.Join(dir, "controlplane.log"), nil, append([]string{
@@ -210,8 +227,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 			ID:          int32(i),
 			ListenAddr:  FreeAddr(t),
 			MetricsAddr: FreeAddr(t),
-			DataDir:     filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
-			LogPath:     filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)),
+			ExternalAddr: func() string {
+				if opts.External {
+					return FreeAddr(t)
+				}
+				return ""
+			}(),
+			DataDir: filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
+			LogPath: filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)),
 		}
 		cpTarget := c.cpAddr
 		if opts.RPCProxies {
@@ -254,6 +277,9 @@ func (c *Cluster) startBroker(b *Broker) {
 	}
 	if c.CA != nil {
 		args = append(args, c.serverTLSArgs(fmt.Sprintf("broker-%d", b.ID), tlsfiles.BrokerURI(b.ID))...)
+	}
+	if b.ExternalAddr != "" {
+		args = append(args, c.externalArgs(fmt.Sprintf("broker-%d", b.ID), b.ExternalAddr, b.ExternalAddr)...)
 	}
 	args = append(args, c.opts.ExtraBrokerArgs...)
 	p, err := startProc(fmt.Sprintf("broker-%d", b.ID), c.opts.Bin, b.LogPath, c.opts.BrokerEnv, args)
@@ -384,6 +410,10 @@ func (c *Cluster) Broker(id int32) *Broker {
 
 // ControlPlane is the control plane's URL.
 func (c *Cluster) ControlPlane() string { return c.URL(c.cpAddr) }
+
+// ExternalControlPlane is the URL of the control plane's external
+// listener (Options.External).
+func (c *Cluster) ExternalControlPlane() string { return c.URL(c.cpExternalAddr) }
 
 // URL is the base URL of a listener of the cluster's processes at addr:
 // http://addr, or https://addr with Options.TLS.

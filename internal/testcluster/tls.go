@@ -28,8 +28,34 @@ func (c *Cluster) newCA() []string {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.CertPEM())
-	c.hc = testClient(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if c.opts.External {
+		// Internal listeners want a certificate from the cluster's CA.
+		certPEM, keyPEM, err := ca.Issue(tlsfiles.Leaf{CommonName: "testcluster", Client: true, ValidFor: 24 * time.Hour})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	c.hc = testClient(cfg)
 	return c.serverTLSArgs("controlplane", tlsfiles.ControlPlaneURI)
+}
+
+// externalArgs are the flags of name's external listener at addr,
+// advertised (brokers) at advertised, serving name's certificate, and of
+// its API listener made internal (a client certificate from the
+// cluster's CA required).
+func (c *Cluster) externalArgs(name, addr, advertised string) []string {
+	f := tlsfiles.Files{Cert: filepath.Join(c.TLSDir, name+".crt"), Key: filepath.Join(c.TLSDir, name+".key")}
+	args := []string{"--external-listen-addr", addr, "--external-tls-cert", f.Cert, "--external-tls-key", f.Key, "--tls-client-ca", c.CAFile}
+	if advertised != "" {
+		args = append(args, "--external-advertised-addr", advertised)
+	}
+	return args
 }
 
 // IssueServer writes a certificate for the process name (controlplane,

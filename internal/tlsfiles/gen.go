@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -17,8 +18,9 @@ import (
 	"time"
 )
 
-// A CA issues throwaway certificates: sluice dev --tls's and the tests'.
-// Its key lives in memory only (WriteCert writes the certificate alone).
+// A CA issues certificates: sluice dev --tls's and the tests' throwaway
+// ones (the key in memory only: WriteCert writes the certificate alone),
+// and sluice cert's (WriteKey, LoadCA).
 type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
@@ -170,4 +172,32 @@ func serial() *big.Int {
 		panic(err) // crypto/rand does not fail
 	}
 	return n
+}
+
+// WriteKey writes the CA's private key to path (PKCS #8 PEM, readable by
+// its owner only), atomically.
+func (ca *CA) WriteKey(path string) error {
+	der, err := x509.MarshalPKCS8PrivateKey(ca.key)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+// LoadCA reads a CA that WriteCert and WriteKey wrote (or any CA
+// certificate with its ECDSA key).
+func LoadCA(certFile, keyFile string) (*CA, error) {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls: load CA %s and its key %s: %w", certFile, keyFile, err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok || !cert.IsCA {
+		return nil, fmt.Errorf("tls: %s is not an ECDSA CA certificate", certFile)
+	}
+	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pair.Certificate[0]})}, nil
 }

@@ -33,29 +33,49 @@ func (l guardListener) Accept() (net.Conn, error) {
 }
 
 // guardConn watches the first bytes a client sends for the HTTP/2
-// preface; they are passed on as read. It is read by one goroutine at a
-// time (the TLS handshake's, then the connection's).
+// preface, holding them back while they could still be its start (a
+// TLS ClientHello's first byte already is not), then passes them on. It is
+// read by one goroutine at a time (the TLS handshake's, then the
+// connection's).
 type guardConn struct {
 	net.Conn
-	seen    int  // bytes of the preface matched so far
-	decided bool // not the preface: pass everything on
+	decided bool   // not the preface: pass everything on
+	pending []byte // read, not yet passed on
+	err     error  // the read error after pending
 }
 
 func (c *guardConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if c.decided || n == 0 {
-		return n, err
+	if !c.decided {
+		buf := make([]byte, 4096)
+		for !c.decided {
+			n, err := c.Conn.Read(buf)
+			c.pending = append(c.pending, buf[:n]...)
+			m := min(len(c.pending), len(h2Preface))
+			switch {
+			case !bytes.Equal(c.pending[:m], []byte(h2Preface[:m])):
+				c.decided = true
+			case m == len(h2Preface):
+				c.refuse(c.pending[m:])
+				return 0, net.ErrClosed
+			case err != nil:
+				c.decided, c.err = true, err
+			}
+		}
 	}
-	m := min(n, len(h2Preface)-c.seen)
-	if !bytes.Equal(p[:m], []byte(h2Preface[c.seen:c.seen+m])) {
-		c.decided = true
-		return n, err
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
 	}
-	c.seen += m
-	if c.seen < len(h2Preface) {
-		return n, err
+	if c.err != nil {
+		return 0, c.err
 	}
-	rest := bytes.NewReader(p[m:n]) // the frames read with the preface's end
+	return c.Conn.Read(p)
+}
+
+// refuse answers a cleartext HTTP/2 client, of which rest are the bytes
+// read after the preface, and closes the connection.
+func (c *guardConn) refuse(rest []byte) {
 	// A cleartext HTTP/2 client: send the server's SETTINGS (some clients
 	// wait for them before their first request), read up to its first
 	// request (a HEADERS frame), and answer with a GOAWAY that says why
@@ -68,14 +88,13 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	// until it closes too (for a moment at most).
 	_, _ = c.Conn.Write(frame(0x4, nil))
 	_ = c.Conn.SetReadDeadline(time.Now().Add(drainFor))
-	_, _ = c.Conn.Write(goAway(awaitHeaders(io.MultiReader(rest, c.Conn)), PlaintextMessage))
+	_, _ = c.Conn.Write(goAway(awaitHeaders(io.MultiReader(bytes.NewReader(rest), c.Conn)), PlaintextMessage))
 	if tc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		_ = tc.CloseWrite()
 		_ = c.Conn.SetReadDeadline(time.Now().Add(drainFor))
 		_, _ = io.Copy(io.Discard, io.LimitReader(c.Conn, 1<<20))
 	}
 	c.Conn.Close()
-	return 0, net.ErrClosed
 }
 
 // awaitHeaders reads HTTP/2 frames from r until a HEADERS frame, and

@@ -11,19 +11,21 @@ import (
 )
 
 // ServerFiles are a server's TLS files (the control plane's, a broker's):
-// its API listener's, its operator listener's and its side of the calls
-// between the cluster's servers. Each listener without a certificate
-// serves plaintext.
+// its API listener's, its external listener's, its operator listener's
+// and its side of the calls between the cluster's servers. Each listener
+// without a certificate serves plaintext.
 type ServerFiles struct {
-	API, Ops, Cluster Files
+	API, External, Ops, Cluster Files
 }
 
 // RegisterFlags registers --tls-cert, --tls-key, --tls-client-ca (the API
 // listener), --metrics-tls-cert, --metrics-tls-key,
-// --metrics-tls-client-ca (the operator listener) and --cluster-ca,
+// --metrics-tls-client-ca (the operator listener), the same with
+// external- (the external listener) and --cluster-ca,
 // --cluster-cert, --cluster-key.
 func (f *ServerFiles) RegisterFlags(fs *pflag.FlagSet) {
 	RegisterListenerFlags(fs, &f.API, "", "the API listener (--listen-addr)")
+	RegisterListenerFlags(fs, &f.External, "external-", "the external listener (--external-listen-addr)")
 	RegisterListenerFlags(fs, &f.Ops, "metrics-", "the operator listener (--metrics-addr)")
 	RegisterClusterFlags(fs, &f.Cluster)
 }
@@ -33,7 +35,7 @@ func (f ServerFiles) Validate() error {
 	for _, l := range []struct {
 		f      Files
 		prefix string
-	}{{f.API, ""}, {f.Ops, "metrics-"}} {
+	}{{f.API, ""}, {f.External, "external-"}, {f.Ops, "metrics-"}} {
 		if (l.f.Cert == "") != (l.f.Key == "") {
 			return fmt.Errorf("--%[1]stls-cert and --%[1]stls-key go together", l.prefix)
 		}
@@ -50,7 +52,7 @@ func (f ServerFiles) Validate() error {
 // Server holds what a server's ServerFiles loaded: nil for a listener
 // without TLS, or no cluster files.
 type Server struct {
-	API, Ops, Cluster *Source
+	API, External, Ops, Cluster *Source
 }
 
 // Load loads f's files (Validate first): an error names a file that does
@@ -63,7 +65,7 @@ func (f ServerFiles) Load(logger *slog.Logger) (*Server, error) {
 	for _, l := range []struct {
 		f   Files
 		dst **Source
-	}{{f.API, &s.API}, {f.Ops, &s.Ops}, {f.Cluster, &s.Cluster}} {
+	}{{f.API, &s.API}, {f.External, &s.External}, {f.Ops, &s.Ops}, {f.Cluster, &s.Cluster}} {
 		if l.f == (Files{}) {
 			continue
 		}
@@ -86,6 +88,21 @@ func (s *Server) APIListener(ln net.Listener, logger *slog.Logger) (net.Listener
 		return ln, nil
 	}
 	cfg, err := s.API.ServerConfig(s.Cluster, "h2", "http/1.1")
+	if err != nil {
+		return nil, err
+	}
+	return tls.NewListener(guardListener{ln}, cfg), nil
+}
+
+// ExternalListener wraps the external listener ln with TLS when it has a
+// certificate (ALPN h2 and http/1.1; no cluster certificates: the
+// cluster's servers do not call each other there), else returns it as is.
+func (s *Server) ExternalListener(ln net.Listener, logger *slog.Logger) (net.Listener, error) {
+	if s == nil || !s.External.Enabled() {
+		warnPlaintext(ln, "external", "--external-tls-cert and --external-tls-key", logger)
+		return ln, nil
+	}
+	cfg, err := s.External.ServerConfig(nil, "h2", "http/1.1")
 	if err != nil {
 		return nil, err
 	}

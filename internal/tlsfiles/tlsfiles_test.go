@@ -486,3 +486,61 @@ func TestPlaintextClientOfATLSListener(t *testing.T) {
 	res.Body.Close()
 	require.Equal(t, "HTTP/2.0", string(body))
 }
+
+// A CA written with WriteCert and WriteKey loads again and issues
+// certificates that chain to it.
+func TestCARoundTrip(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, err := NewCA("kept CA", time.Hour)
+	require.NoError(t, err)
+	certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	require.NoError(t, ca.WriteCert(certFile))
+	require.NoError(t, ca.WriteKey(keyFile))
+	fi, err := os.Stat(keyFile)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	again, err := LoadCA(certFile, keyFile)
+	require.NoError(t, err)
+	f, err := again.IssueFiles(dir, "b1", Leaf{CommonName: "b1", URIs: []string{BrokerURI(1)}, Client: true, ValidFor: time.Hour})
+	require.NoError(t, err)
+	cluster, err := Load(Files{CA: certFile}, nil)
+	require.NoError(t, err)
+	b, err := os.ReadFile(f.Cert)
+	require.NoError(t, err)
+	blk, _ := pem.Decode(b)
+	leaf, err := x509.ParseCertificate(blk.Bytes)
+	require.NoError(t, err)
+	p, err := cluster.PeerOf(&tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}})
+	require.NoError(t, err)
+	require.Equal(t, Peer{Broker: 1}, p)
+	_, err = LoadCA(f.Cert, f.Key)
+	require.ErrorContains(t, err, "not an ECDSA CA certificate")
+}
+
+// The preface is recognised when it arrives in pieces: the bytes that
+// could still be its start are held back, not passed to the handshake.
+func TestGuardPrefaceInPieces(t *testing.T) {
+	t.Parallel()
+	client, server := net.Pipe()
+	defer client.Close()
+	g := &guardConn{Conn: server}
+	read := make(chan error, 1)
+	go func() {
+		_, err := g.Read(make([]byte, 512))
+		read <- err
+	}()
+	_, err := client.Write([]byte(h2Preface[:5]))
+	require.NoError(t, err)
+	_, err = client.Write(append([]byte(h2Preface[5:]), frame(0x4, nil)...))
+	require.NoError(t, err)
+	settings := make([]byte, 9)
+	_, err = io.ReadFull(client, settings)
+	require.NoError(t, err)
+	require.Equal(t, frame(0x4, nil), settings)
+	_, err = client.Write([]byte{0, 0, 0, 0x1, 0x5, 0, 0, 0, 1}) // HEADERS, stream 1
+	require.NoError(t, err)
+	got, _ := io.ReadAll(client)
+	require.Equal(t, goAway(1, PlaintextMessage), got)
+	require.ErrorIs(t, <-read, net.ErrClosed)
+}

@@ -73,9 +73,17 @@ func runBroker(ctx context.Context, cfg broker.Config, logger *slog.Logger, tier
 	if cfg.AdvertisedAddr == "" {
 		cfg.AdvertisedAddr = ln.Addr().String()
 	}
-	b, err := broker.New(cfg, broker.Deps{Logger: logger, TierStore: tier})
+	xln, err := listenExternal(cfg.ExternalListenAddr)
 	if err != nil {
 		closeListeners(ln, ops)
+		return err
+	}
+	if xln != nil && cfg.ExternalAdvertisedAddr == "" {
+		cfg.ExternalAdvertisedAddr = xln.Addr().String()
+	}
+	b, err := broker.New(cfg, broker.Deps{Logger: logger, TierStore: tier, External: xln})
+	if err != nil {
+		closeListeners(ln, ops, xln)
 		return err
 	}
 	if ready != nil {

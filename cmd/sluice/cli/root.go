@@ -227,6 +227,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 unauthenticated or permission denied,
 		a.usageCommand(),
 		a.invoiceCommand(),
 		a.operatorCommand(),
+		a.certCommand(),
 		a.versionCommand(), a.healthcheckCommand(), // version.go
 	)
 	root.InitDefaultCompletionCmd() // before markEnvFlags: its flags have variables too

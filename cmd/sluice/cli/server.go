@@ -69,9 +69,14 @@ func runControlPlane(ctx context.Context, cfg controlplane.Config, logger *slog.
 	if err != nil {
 		return err
 	}
-	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{Logger: logger})
+	xln, err := listenExternal(cfg.ExternalListenAddr)
 	if err != nil {
 		closeListeners(ln, ops)
+		return err
+	}
+	srv, err := controlplane.New(ctx, cfg, controlplane.Deps{Logger: logger, External: xln})
+	if err != nil {
+		closeListeners(ln, ops, xln)
 		return err
 	}
 	defer srv.Close()
@@ -97,6 +102,18 @@ func listen(addr, metricsAddr string) (ln, ops net.Listener, err error) {
 		return nil, nil, fmt.Errorf("listen on --metrics-addr %s: %w", metricsAddr, err)
 	}
 	return ln, ops, nil
+}
+
+// listenExternal binds a server's external listener; nil without one.
+func listenExternal(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on --external-listen-addr %s: %w", addr, err)
+	}
+	return ln, nil
 }
 
 func closeListeners(ls ...net.Listener) {

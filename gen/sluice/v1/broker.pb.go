@@ -886,9 +886,12 @@ type RegisterBrokerRequest struct {
 	// https://host:port when it serves TLS.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// Failure domain for rack-aware placement; may be empty.
-	Rack          string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Rack string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	// Where clients outside the cluster reach this broker (its external
+	// listener), in address's form; empty without one.
+	ExternalAddress string `protobuf:"bytes,4,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -938,6 +941,13 @@ func (x *RegisterBrokerRequest) GetAddress() string {
 func (x *RegisterBrokerRequest) GetRack() string {
 	if x != nil {
 		return x.Rack
+	}
+	return ""
+}
+
+func (x *RegisterBrokerRequest) GetExternalAddress() string {
+	if x != nil {
+		return x.ExternalAddress
 	}
 	return ""
 }
@@ -1563,10 +1573,12 @@ type BrokerEndpoint struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	// The address the broker advertised: host:port or https://host:port.
-	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Rack          string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack    string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	// Its external listener's address; empty without one.
+	ExternalAddress string `protobuf:"bytes,4,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BrokerEndpoint) Reset() {
@@ -1616,6 +1628,13 @@ func (x *BrokerEndpoint) GetAddress() string {
 func (x *BrokerEndpoint) GetRack() string {
 	if x != nil {
 		return x.Rack
+	}
+	return ""
+}
+
+func (x *BrokerEndpoint) GetExternalAddress() string {
+	if x != nil {
+		return x.ExternalAddress
 	}
 	return ""
 }
@@ -3311,11 +3330,12 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"_\n" +
 	"\x1bAllocateProducerIdsResponse\x12*\n" +
 	"\x11first_producer_id\x18\x01 \x01(\x03R\x0ffirstProducerId\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"b\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"\x8d\x01\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04rack\x18\x03 \x01(\tR\x04rack\"\xb7\x01\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12)\n" +
+	"\x10external_address\x18\x04 \x01(\tR\x0fexternalAddress\"\xb7\x01\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
 	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\x12F\n" +
 	"\x11lease_expire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0fleaseExpireTime\x122\n" +
@@ -3362,11 +3382,12 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x03isr\x18\b \x03(\x05R\x03isr\x12'\n" +
 	"\x0fpartition_epoch\x18\t \x01(\x05R\x0epartitionEpoch\x12.\n" +
 	"\x06config\x18\n" +
-	" \x01(\v2\x16.sluice.v1.TopicConfigR\x06config\"[\n" +
+	" \x01(\v2\x16.sluice.v1.TopicConfigR\x06config\"\x86\x01\n" +
 	"\x0eBrokerEndpoint\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04rack\x18\x03 \x01(\tR\x04rack\"\xbd\x02\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12)\n" +
+	"\x10external_address\x18\x04 \x01(\tR\x0fexternalAddress\"\xbd\x02\n" +
 	"\x15AlterPartitionRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x19\n" +

@@ -253,6 +253,8 @@ type Broker struct {
 	Epoch           int64                  `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	LeaseExpireTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=lease_expire_time,json=leaseExpireTime,proto3" json:"lease_expire_time,omitempty"`
 	Live            bool                   `protobuf:"varint,6,opt,name=live,proto3" json:"live,omitempty"`
+	// Its external listener's address; empty without one.
+	ExternalAddress string `protobuf:"bytes,7,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -327,6 +329,13 @@ func (x *Broker) GetLive() bool {
 		return x.Live
 	}
 	return false
+}
+
+func (x *Broker) GetExternalAddress() string {
+	if x != nil {
+		return x.ExternalAddress
+	}
+	return ""
 }
 
 type ListBrokersRequest struct {
@@ -766,14 +775,15 @@ const file_sluice_v1_operator_proto_rawDesc = "" +
 	"\x05_planB\t\n" +
 	"\a_status\"A\n" +
 	"\x14UpdateTenantResponse\x12)\n" +
-	"\x06tenant\x18\x01 \x01(\v2\x11.sluice.v1.TenantR\x06tenant\"\xb8\x01\n" +
+	"\x06tenant\x18\x01 \x01(\v2\x11.sluice.v1.TenantR\x06tenant\"\xe3\x01\n" +
 	"\x06Broker\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\x12F\n" +
 	"\x11lease_expire_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0fleaseExpireTime\x12\x12\n" +
-	"\x04live\x18\x06 \x01(\bR\x04live\"\x14\n" +
+	"\x04live\x18\x06 \x01(\bR\x04live\x12)\n" +
+	"\x10external_address\x18\a \x01(\tR\x0fexternalAddress\"\x14\n" +
 	"\x12ListBrokersRequest\"B\n" +
 	"\x13ListBrokersResponse\x12+\n" +
 	"\abrokers\x18\x01 \x03(\v2\x11.sluice.v1.BrokerR\abrokers\"p\n" +
