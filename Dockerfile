@@ -13,14 +13,16 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/sluicemq/sluice/cmd/sluice/cli.version=${VERSION}" -o /out/sluice ./cmd/sluice
-# The data folder, owned by the runtime user, so that a named volume mounted there starts owned by it.
-RUN mkdir -p /out/data
+# The data folder and the TLS certificates' folder (docker-compose.tls.yml), owned by the runtime
+# user, so that a named volume mounted there starts owned by it.
+RUN mkdir -p /out/data /out/certs
 
 # distroless static: no shell or package manager, CA certificates (for S3 over https) and tzdata,
 # and a passwd entry for nonroot (65532), so the process never runs as root.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/sluice /usr/local/bin/sluice
 COPY --from=build --chown=65532:65532 /out/data /var/lib/sluice
+COPY --from=build --chown=65532:65532 /out/certs /etc/sluice/certs
 ENV SLUICE_DATA_DIR=/var/lib/sluice
 WORKDIR /var/lib/sluice
 USER 65532:65532

@@ -3,6 +3,7 @@ package compose
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -30,9 +31,9 @@ const sluiceImage = "sluice:dev"
 
 // loadProject loads composeFile as docker compose would, with envFile as its .env and the cli
 // profile active (so that the CLI service is in Services).
-func loadProject(t testing.TB, composeFile, envFile string) (*types.Project, error) {
+func loadProject(t testing.TB, composeFile, envFile string, overrides ...string) (*types.Project, error) {
 	t.Helper()
-	po, err := cli.NewProjectOptions([]string{composeFile},
+	po, err := cli.NewProjectOptions(append([]string{composeFile}, overrides...),
 		cli.WithWorkingDirectory(filepath.Dir(composeFile)),
 		cli.WithEnvFiles(envFile), cli.WithDotEnv,
 		cli.WithProfiles([]string{"cli"}),
@@ -45,11 +46,16 @@ func loadProject(t testing.TB, composeFile, envFile string) (*types.Project, err
 	return po.LoadProject(ctx)
 }
 
-func loadRepoProject(t testing.TB) *types.Project {
+// loadRepoProject loads docker-compose.yml with .env.example and, in
+// order, the overrides named (docker-compose.tls.yml).
+func loadRepoProject(t testing.TB, overrides ...string) *types.Project {
 	t.Helper()
 	root := repoRoot(t)
-	p, err := loadProject(t, filepath.Join(root, "docker-compose.yml"), filepath.Join(root, ".env.example"))
-	require.NoError(t, err, "docker-compose.yml with .env.example")
+	for i, o := range overrides {
+		overrides[i] = filepath.Join(root, o)
+	}
+	p, err := loadProject(t, filepath.Join(root, "docker-compose.yml"), filepath.Join(root, ".env.example"), overrides...)
+	require.NoError(t, err, "docker-compose.yml with .env.example and %v", overrides)
 	return p
 }
 
@@ -385,6 +391,22 @@ func (st *stack) waitHealthy(pr *proc) {
 	})
 }
 
+// oneShot reports whether s runs once, to completion, before the services that need it start
+// (docker-compose.tls.yml's certs): no health check and no restarts.
+func oneShot(s types.ServiceConfig) bool { return s.HealthCheck == nil && s.Restart == "no" }
+
+// waitCompleted waits until a one-shot service exits, and requires it to succeed (compose's
+// service_completed_successfully).
+func (st *stack) waitCompleted(pr *proc) {
+	st.t.Helper()
+	select {
+	case <-pr.done:
+	case <-time.After(45 * time.Second):
+		st.t.Fatalf("%s did not complete within 45 s:\n%s", pr.name, pr.tail())
+	}
+	require.NoError(st.t, pr.err, "%s:\n%s", pr.name, pr.tail())
+}
+
 // order is the services in depends_on order (ties by name).
 func order(p *types.Project, names []string) []string {
 	var out []string
@@ -449,9 +471,20 @@ func checkEnvNames(t *testing.T, st *stack, svc string, helpArgs ...string) {
 
 // TestComposeStack starts docker-compose.yml's services as local processes and uses the stack:
 // signup, topic, produce and consume through the control plane's published port.
-func TestComposeStack(t *testing.T) {
+func TestComposeStack(t *testing.T) { runStack(t, loadRepoProject(t)) }
+
+// TestComposeStackTLS is TestComposeStack with docker-compose.tls.yml: the certs service makes
+// the CA and the servers' certificates, every API listener serves TLS, the servers call each
+// other with mutual TLS, and the CLI service, trusting the CA, uses the stack over https.
+func TestComposeStackTLS(t *testing.T) {
+	p := loadRepoProject(t, "docker-compose.tls.yml")
+	require.Equal(t, "https://controlplane:8080", *p.Services["sluice"].Environment["SLUICE_ENDPOINT"])
+	runStack(t, p)
+}
+
+// runStack is TestComposeStack's body for the project p.
+func runStack(t *testing.T, p *types.Project) {
 	start := time.Now()
-	p := loadRepoProject(t)
 	sluice := buildSluice(t, testVersion)
 	st := newStack(t, p)
 	require.NoError(t, os.Symlink(sluice, filepath.Join(st.bin, "sluice")))
@@ -487,6 +520,11 @@ func TestComposeStack(t *testing.T) {
 	}
 	for _, n := range order(p, run) {
 		pr := st.start(n)
+		if oneShot(p.Services[n]) {
+			st.waitCompleted(pr)
+			t.Logf("%s completed after %s", n, time.Since(start).Round(time.Millisecond))
+			continue
+		}
 		st.waitHealthy(pr)
 		t.Logf("%s healthy after %s", n, time.Since(start).Round(time.Millisecond))
 	}
@@ -510,7 +548,16 @@ func TestComposeStack(t *testing.T) {
 	require.Len(t, pub, 1)
 	lp, ok := st.ports["controlplane-1:"+strconv.Itoa(int(pub[0].Target))]
 	require.True(t, ok, "controlplane-1 publishes port %d, which it does not listen on", pub[0].Target)
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d", lp)
+	scheme, _, _ := strings.Cut(*p.Services["sluice"].Environment["SLUICE_ENDPOINT"], "://")
+	endpoint := fmt.Sprintf("%s://127.0.0.1:%d", scheme, lp)
+	if scheme == "https" {
+		// The published port serves TLS only.
+		res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", lp))
+		require.NoError(t, err)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		require.Contains(t, string(body), "Client sent an HTTP request to an HTTPS server")
+	}
 	sl := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(st.bin, "sluice"), args...)

@@ -252,6 +252,9 @@ func TestDockerfile(t *testing.T) {
 	require.True(t, slices.ContainsFunc(copies, func(in instruction) bool {
 		return strings.Contains(in.args, "--chown=65532:65532") && strings.HasSuffix(in.args, " /var/lib/sluice")
 	}), "/var/lib/sluice belongs to the runtime user, so a volume mounted there starts writable")
+	require.True(t, slices.ContainsFunc(copies, func(in instruction) bool {
+		return strings.Contains(in.args, "--chown=65532:65532") && strings.HasSuffix(in.args, " /etc/sluice/certs")
+	}), "/etc/sluice/certs belongs to the runtime user, so docker-compose.tls.yml's certs service can write the certificates volume mounted there")
 
 	// Run the line; the binary reports the version it was given.
 	bin := buildSluice(t, testVersion)

@@ -53,6 +53,21 @@ type chartCase struct {
 	cpReplicas     int32
 	image          string // "": the chart's appVersion
 	trustedProxies []string
+
+	// tls is tls.enabled; certManager says the chart renders the Certificates (otherwise the
+	// TLS Secrets are among existing); tlsMetrics is tls.metrics.
+	tls, certManager, tlsMetrics bool
+	issuer                       issuerRef // tls.certManager.issuerRef
+	// cpNames and brokerNames are tls.controlplaneDnsNames and tls.brokerDnsNames ("{id}": the
+	// broker's id), which the certificates must name.
+	cpNames, brokerNames []string
+	// cpExternal is the type of the control plane's external Service ("": none).
+	cpExternal corev1.ServiceType
+	// brokerExternal is brokers.external.advertisedAddress ("": no external listeners),
+	// brokerExternalType its Services' type and nodePorts their node ports by index.
+	brokerExternal     string
+	brokerExternalType corev1.ServiceType
+	nodePorts          []int32
 }
 
 var cases = []chartCase{
@@ -75,6 +90,42 @@ var cases = []chartCase{
 		name: "inline-secrets", release: "lab", valuesFiles: []string{"inline-secrets.yaml"}, brokers: 3, cpReplicas: 1,
 		existing: map[string][]string{},
 		rack:     "lab-rack-1", bucket: "lab-tier",
+	},
+	{
+		name: "tls-external", release: "edge", valuesFiles: []string{"tls-external.yaml"}, brokers: 4, firstID: 1, cpReplicas: 2,
+		existing: map[string][]string{"sluice-postgres": {"url"}},
+		rack:     "zone-b", monitor: true,
+		tls: true, certManager: true, tlsMetrics: true,
+		issuer:  issuerRef{Name: "sluice-ca", Kind: "ClusterIssuer", Group: "cert-manager.io"},
+		cpNames: []string{"sluice.streaming.example.com"}, brokerNames: []string{"broker-{id}.dc1.example.com"},
+		cpExternal:     corev1.ServiceTypeLoadBalancer,
+		brokerExternal: "broker-{id}.streaming.example.com:443", brokerExternalType: corev1.ServiceTypeClusterIP,
+	},
+	{
+		name: "tls-nodeport", release: "np", valuesFiles: []string{"tls-nodeport.yaml"}, brokers: 3, cpReplicas: 2,
+		existing: map[string][]string{
+			"sluice-postgres":            {"url"},
+			"np-sluice-controlplane-tls": tlsKeys,
+			"np-sluice-broker-0-tls":     tlsKeys,
+			"np-sluice-broker-1-tls":     tlsKeys,
+			"np-sluice-broker-2-tls":     tlsKeys,
+		},
+		rack:           "zone-b",
+		tls:            true,
+		cpExternal:     corev1.ServiceTypeNodePort,
+		brokerExternal: "203.0.113.10:3100{id}", brokerExternalType: corev1.ServiceTypeNodePort,
+		nodePorts: []int32{31000, 31001, 31002},
+	},
+	{
+		name: "external-plaintext", release: "plain", brokers: 3, cpReplicas: 2,
+		set: []string{
+			"brokers.external.enabled=true", "brokers.external.advertisedAddress=kafka-{id}.example.com:9093",
+			`brokers.external.service.annotations.external-dns\.alpha\.kubernetes\.io/hostname=kafka-{id}.example.com`,
+		},
+		existing:           map[string][]string{"sluice-postgres": {"url"}},
+		rack:               "zone-b",
+		brokerExternal:     "kafka-{id}.example.com:9093",
+		brokerExternalType: corev1.ServiceTypeLoadBalancer,
 	},
 }
 
@@ -107,6 +158,23 @@ func TestChartRefusesValuesThatCannotWork(t *testing.T) {
 		{"brokers.updateStrategy=Recreate", "brokers.updateStrategy must be RollingUpdate or OnDelete"},
 		{"tokens.operatorToken=short", "tokens.operatorToken must be at least 16 characters"},
 		{"postgres.existingSecret=", "set postgres.url or postgres.existingSecret"},
+		{"tls.enabled=true", "tls.certManager.enabled needs tls.certManager.issuerRef.name"},
+		{"tls.metrics=true", "tls.metrics needs tls.enabled"},
+		{"brokers.external.enabled=true", "brokers.external.enabled needs brokers.external.advertisedAddress"},
+		{"brokers.external.enabled=true,brokers.external.advertisedAddress=kafka.example.com:443",
+			`brokers.external.advertisedAddress "kafka.example.com:443" must contain {id}`},
+		{"brokers.external.enabled=true,brokers.external.advertisedAddress=broker-{id}.example.com",
+			`brokers.external.advertisedAddress "broker-{id}.example.com" must be host:port`},
+		{"brokers.external.enabled=true,brokers.external.advertisedAddress=203.0.113.10:3100{id},brokers.external.service.type=NodePort," +
+			"brokers.external.service.nodePorts={31000,31001,31002,31003}", "brokers.external.service.nodePorts has 4 entries for 3 brokers"},
+		{"brokers.external.enabled=true,brokers.external.advertisedAddress=broker-{id}.example.com:443,brokers.external.service.type=ClusterIP," +
+			"brokers.external.service.nodePorts={31000}", "brokers.external.service.nodePorts needs service type NodePort or LoadBalancer"},
+		{"brokers.external.enabled=true,brokers.external.advertisedAddress=broker-{id}.example.com:443,brokers.external.service.type=Ingress",
+			"brokers.external.service.type must be LoadBalancer, NodePort or ClusterIP"},
+		{"brokers.external.enabled=true,brokers.external.advertisedAddress=broker-{id}.example.com:443,brokers.external.port=9092",
+			"brokers.external.port (9092) must differ from brokers.port and brokers.metricsPort"},
+		{"controlplane.external.enabled=true,controlplane.external.service.type=ClusterIP,controlplane.external.service.nodePort=30443",
+			"controlplane.external.service.nodePort needs service type NodePort or LoadBalancer"},
 	} {
 		_, err := runHelm(t, "template", "sluice", chartDir, "--namespace", namespace, "--set", c.set)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -124,6 +192,7 @@ type rendered struct {
 	pdbs         []*policyv1.PodDisruptionBudget
 	accounts     map[string]*corev1.ServiceAccount
 	monitors     []*serviceMonitor
+	certificates map[string]*certificate
 }
 
 // serviceMonitor is the part of prometheus-operator's monitoring.coreos.com/v1 ServiceMonitor the
@@ -141,6 +210,10 @@ type serviceMonitor struct {
 			Path          string `json:"path"`
 			Interval      string `json:"interval"`
 			ScrapeTimeout string `json:"scrapeTimeout"`
+			Scheme        string `json:"scheme,omitempty"`
+			TLSConfig     *struct {
+				InsecureSkipVerify bool `json:"insecureSkipVerify"`
+			} `json:"tlsConfig,omitempty"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }
@@ -163,6 +236,7 @@ func render(t *testing.T, c chartCase) *rendered {
 	r := &rendered{
 		deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
 		services: map[string]*corev1.Service{}, secrets: map[string]*corev1.Secret{}, accounts: map[string]*corev1.ServiceAccount{},
+		certificates: map[string]*certificate{},
 	}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
 	for {
@@ -212,6 +286,10 @@ func render(t *testing.T, c chartCase) *rendered {
 			name(t, doc, m)
 			r.monitors = append(r.monitors, m)
 			obj = m
+		case "cert-manager.io/v1 Certificate":
+			crt := &certificate{}
+			r.certificates[name(t, doc, crt)] = crt
+			obj = crt
 		default:
 			t.Fatalf("helm template rendered a %s %s the test does not check:\n%s", tm.APIVersion, tm.Kind, doc)
 		}
@@ -270,13 +348,7 @@ func TestChartRenders(t *testing.T) {
 			// control-plane replica, with the downward API and the secrets resolved.
 			secrets := secretValues(t, c, r)
 			ordinal := c.firstID + 1
-			brokerPod := simulatedPod{
-				name: fmt.Sprintf("%s-%d", sts.Name, ordinal),
-				labels: merge(sts.Spec.Template.Labels, map[string]string{
-					"apps.kubernetes.io/pod-index": strconv.Itoa(ordinal),
-					"topology.kubernetes.io/zone":  "zone-b",
-				}),
-			}
+			brokerPod := simulatedBroker(sts, ordinal)
 			bArgs, bEnv := brokerPod.resolve(t, sts.Spec.Template.Spec.Containers[0], secrets)
 			cpPod := simulatedPod{name: cp.Name + "-5d8f7c9b4-x2x7q", labels: cp.Spec.Template.Labels}
 			cArgs, cEnv := cpPod.resolve(t, cp.Spec.Template.Spec.Containers[0], secrets)
@@ -296,7 +368,11 @@ func TestChartRenders(t *testing.T) {
 				t.Errorf("broker pod %s in zone-b runs with --rack %q, want %q", brokerPod.name, bc.Rack, c.rack)
 			}
 			checkListensOnContainerPorts(t, "broker", sts.Spec.Template.Spec.Containers[0], bc.ListenAddr, bc.MetricsAddr)
-			wantCP := fmt.Sprintf("http://%s.%s.svc.cluster.local:%d", cpSvc.Name, namespace, port(t, cpSvc, "http"))
+			scheme := "http"
+			if c.tls {
+				scheme = "https"
+			}
+			wantCP := fmt.Sprintf("%s://%s.%s.svc.cluster.local:%d", scheme, cpSvc.Name, namespace, port(t, cpSvc, "http"))
 			if bc.ControlPlane != wantCP {
 				t.Errorf("broker --control-plane %q, want the control-plane Service %q", bc.ControlPlane, wantCP)
 			}
@@ -317,9 +393,14 @@ func TestChartRenders(t *testing.T) {
 				t.Errorf("replication factor %d with %d brokers", rf, c.brokers)
 			}
 
-			checkProbesServed(t, "broker", sts.Spec.Template.Spec.Containers[0])
-			checkProbesServed(t, "controlplane", cp.Spec.Template.Spec.Containers[0])
+			checkProbesServed(t, "broker", sts.Spec.Template.Spec.Containers[0], c.tlsMetrics)
+			checkProbesServed(t, "controlplane", cp.Spec.Template.Spec.Containers[0], c.tlsMetrics)
 			checkServiceMonitor(t, c, r)
+
+			checkCertificateCount(t, c, r)
+			checkTLSSecretsDocumented(t, c)
+			checkControlPlaneTLSAndExternal(t, c, r, cp, sts, cc, bc)
+			checkEachBroker(t, c, r, sts, cp, secrets)
 		})
 	}
 }
@@ -420,13 +501,28 @@ func TestChartNotes(t *testing.T) {
 		want, not []string
 	}{
 		{cases[0], []string{"Image: " + def, "No Sluice image is published", "docker build --build-arg VERSION=v" + appVersion(t) + " -t REGISTRY/sluice:" + appVersion(t) + " .",
-			"--set image.repository=REGISTRY/sluice --set image.tag=" + appVersion(t)}, nil},
+			"--set image.repository=REGISTRY/sluice --set image.tag=" + appVersion(t), "TLS is off"}, []string{"outside the cluster"}},
 		{cases[1], []string{"Image: " + cases[1].image}, []string{"docker build"}},
+		{caseNamed(t, "tls-external"), []string{
+			"Control plane (API, signup, JWKS): https://edge-sluice-controlplane.streaming.svc.cluster.local:8080",
+			"Control plane outside the cluster: Service edge-sluice-controlplane-external (LoadBalancer), port 8443, TLS",
+			"Brokers outside the cluster: broker N at https://broker-N.streaming.example.com:443",
+			"Route each of these names to its Service by SNI, with TLS passthrough",
+			"issued by cert-manager (ClusterIssuer sluice-ca)",
+			"get secret edge-sluice-controlplane-tls -o jsonpath='{.data.ca\\.crt}'",
+		}, []string{"TLS is off"}},
+		{caseNamed(t, "tls-nodeport"), []string{
+			"Brokers outside the cluster: broker N at https://203.0.113.10:3100N",
+			"Secrets np-sluice-controlplane-tls and np-sluice-broker-N-tls, which you create",
+		}, []string{"TLS is off", "cert-manager"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"install", c.release, chartDir, "--namespace", namespace, "--dry-run=client", "--hide-secret"}
 			for _, f := range c.valuesFiles {
 				args = append(args, "--values", filepath.Join("testdata", f))
+			}
+			for _, s := range c.set {
+				args = append(args, "--set", s)
 			}
 			out, err := runHelm(t, args...)
 			if err != nil {
@@ -852,7 +948,7 @@ var operatorHandlers = sync.OnceValues(func() (map[string]http.Handler, error) {
 
 // checkProbesServed checks that c's probes are HTTP GETs on the metrics port, and that the
 // role's operator listener serves their paths (any answer but 404; /healthz answers 200).
-func checkProbesServed(t *testing.T, role string, c corev1.Container) {
+func checkProbesServed(t *testing.T, role string, c corev1.Container, https bool) {
 	t.Helper()
 	hs, err := operatorHandlers()
 	if err != nil {
@@ -870,6 +966,9 @@ func checkProbesServed(t *testing.T, role string, c corev1.Container) {
 		}
 		if p.HTTPGet.Port.String() != "metrics" && p.HTTPGet.Port.IntValue() != int(containerPort(c, "metrics")) {
 			t.Errorf("%s %s probe on port %s, want the operator listener's (metrics)", role, kind, p.HTTPGet.Port.String())
+		}
+		if wantScheme := map[bool]corev1.URIScheme{false: "", true: corev1.URISchemeHTTPS}[https]; p.HTTPGet.Scheme != wantScheme {
+			t.Errorf("%s %s probe with scheme %q, want %q (tls.metrics %v)", role, kind, p.HTTPGet.Scheme, wantScheme, https)
 		}
 		rec := httptest.NewRecorder()
 		hs[role].ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p.HTTPGet.Path, nil))
@@ -923,6 +1022,14 @@ func checkServiceMonitor(t *testing.T, c chartCase, r *rendered) {
 		for _, e := range m.Spec.Endpoints {
 			if port(t, svc, e.Port) == 0 || e.Path != "/metrics" {
 				t.Errorf("ServiceMonitor endpoint %s%s on Service %s: want its metrics port and /metrics", e.Port, e.Path, name)
+			}
+			// With tls.metrics the operator listeners serve TLS with certificates that do not
+			// name the pods' IPs, which Prometheus scrapes.
+			if c.tlsMetrics && (e.Scheme != "https" || e.TLSConfig == nil || !e.TLSConfig.InsecureSkipVerify) {
+				t.Errorf("ServiceMonitor endpoint %s: scheme %q, tlsConfig %+v; want https without verification (tls.metrics)", e.Port, e.Scheme, e.TLSConfig)
+			}
+			if !c.tlsMetrics && (e.Scheme != "" || e.TLSConfig != nil) {
+				t.Errorf("ServiceMonitor endpoint %s: scheme %q, tlsConfig %+v; want plain http", e.Port, e.Scheme, e.TLSConfig)
 			}
 		}
 	}

@@ -50,7 +50,95 @@ app.kubernetes.io/component: {{ index . 1 }}
 
 {{/* The control plane's URL as brokers reach it. */}}
 {{- define "sluice.controlplaneURL" -}}
-http://{{ include "sluice.controlplaneName" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}:{{ .Values.controlplane.port }}
+{{ ternary "https" "http" (not (empty .Values.tls.enabled)) }}://{{ include "sluice.controlplaneName" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}:{{ .Values.controlplane.port }}
+{{- end }}
+
+{{/* A broker pod's stable name in the headless Service, as it advertises it (without the port):
+pass (list . id). */}}
+{{- define "sluice.brokerHost" -}}
+{{- $ := index . 0 }}
+{{- include "sluice.brokerName" $ }}-{{ index . 1 }}.{{ include "sluice.brokerHeadlessName" $ }}.{{ $.Release.Namespace }}.svc.{{ $.Values.clusterDomain }}
+{{- end }}
+
+{{/* Broker id's external advertised address (brokers.external.advertisedAddress with "{id}"
+replaced): pass (list . id). */}}
+{{- define "sluice.brokerExternalAddr" -}}
+{{- (index . 0).Values.brokers.external.advertisedAddress | replace "{id}" (toString (index . 1)) }}
+{{- end }}
+
+{{/* The host of an address: host:port, [v6]:port or scheme://host:port. */}}
+{{- define "sluice.hostOf" -}}
+{{- $a := regexReplaceAll "^[a-z]+://" . "" }}
+{{- if hasPrefix "[" $a }}{{ regexReplaceAll "^\\[([^\\]]*)\\].*$" $a "${1}" }}{{ else }}{{ regexReplaceAll ":[^:]*$" $a "" }}{{ end }}
+{{- end }}
+
+{{/* Where the pods mount their TLS Secrets. A broker's files are under <id>/. */}}
+{{- define "sluice.tlsDir" -}}/etc/sluice/tls{{- end }}
+
+{{/* The TLS Secrets: cert-manager's layout (tls.crt, tls.key, ca.crt). Broker: pass (list . id). */}}
+{{- define "sluice.controlplaneTLSSecret" -}}{{ include "sluice.controlplaneName" . }}-tls{{- end }}
+{{- define "sluice.brokerTLSSecret" -}}{{ include "sluice.brokerName" (index . 0) }}-{{ index . 1 }}-tls{{- end }}
+
+{{/* The TLS flags of a server whose tls.crt, tls.key and ca.crt are in dir: the API listener's,
+the cluster's (mutual TLS between the servers), the external listener's when it is on and the
+operator listener's with tls.metrics. Pass (list . dir external). */}}
+{{- define "sluice.tlsArgs" -}}
+{{- $ := index . 0 }}{{ $dir := index . 1 -}}
+- --tls-cert={{ $dir }}/tls.crt
+- --tls-key={{ $dir }}/tls.key
+- --cluster-ca={{ $dir }}/ca.crt
+- --cluster-cert={{ $dir }}/tls.crt
+- --cluster-key={{ $dir }}/tls.key
+{{- if index . 2 }}
+- --external-tls-cert={{ $dir }}/tls.crt
+- --external-tls-key={{ $dir }}/tls.key
+{{- end }}
+{{- if $.Values.tls.metrics }}
+- --metrics-tls-cert={{ $dir }}/tls.crt
+- --metrics-tls-key={{ $dir }}/tls.key
+{{- end }}
+{{- end }}
+
+{{/* The spec of a cert-manager Certificate after its secretName: pass (list . hosts uri), hosts
+being DNS names and IP addresses. */}}
+{{- define "sluice.certificateSpec" -}}
+{{- $ := index . 0 }}{{ $cm := $.Values.tls.certManager }}
+{{- $dns := list }}{{ $ips := list }}
+{{- range $h := uniq (index . 1) }}
+{{- if or (regexMatch "^[0-9]+\\.[0-9]+\\.[0-9]+\\.[0-9]+$" $h) (contains ":" $h) }}
+{{- $ips = append $ips $h }}
+{{- else }}
+{{- $dns = append $dns $h }}
+{{- end }}
+{{- end -}}
+secretTemplate:
+  labels:
+    {{- include "sluice.labels" $ | nindent 4 }}
+duration: {{ $cm.duration }}
+renewBefore: {{ $cm.renewBefore }}
+privateKey:
+  algorithm: ECDSA
+  size: 256
+  encoding: PKCS8
+  rotationPolicy: Always
+# serverAuth for the listeners, clientAuth for the calls between the servers (mutual TLS).
+usages:
+  - digital signature
+  - server auth
+  - client auth
+dnsNames:
+  {{- toYaml $dns | nindent 2 }}
+{{- with $ips }}
+ipAddresses:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+# The server's identity for the cluster's mutual TLS: exactly one URI SAN.
+uris:
+  - {{ index . 2 }}
+issuerRef:
+  name: {{ $cm.issuerRef.name }}
+  kind: {{ $cm.issuerRef.kind }}
+  group: {{ $cm.issuerRef.group }}
 {{- end }}
 
 {{/* Secret names: chart-created unless an existing one is named. */}}
@@ -106,6 +194,47 @@ podAntiAffinity:
 {{- end }}
 {{- if and .Values.s3.accessKeyId (not .Values.s3.secretAccessKey) }}
 {{- fail "s3.accessKeyId needs s3.secretAccessKey" }}
+{{- end }}
+{{- if and .Values.tls.enabled .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) }}
+{{- fail "tls.certManager.enabled needs tls.certManager.issuerRef.name: a CA Issuer or ClusterIssuer (or set tls.certManager.enabled=false and create the TLS Secrets)" }}
+{{- end }}
+{{- if and .Values.tls.metrics (not .Values.tls.enabled) }}
+{{- fail "tls.metrics needs tls.enabled: the operator listeners serve the servers' certificates" }}
+{{- end }}
+{{- range $role := list "controlplane" "brokers" }}
+{{- $x := index $.Values $role "external" }}
+{{- if $x.enabled }}
+{{- if not (has $x.service.type (list "LoadBalancer" "NodePort" "ClusterIP")) }}
+{{- fail (printf "%s.external.service.type must be LoadBalancer, NodePort or ClusterIP; got %q" $role $x.service.type) }}
+{{- end }}
+{{- if has (int $x.port) (list (int (index $.Values $role "port")) (int (index $.Values $role "metricsPort"))) }}
+{{- fail (printf "%s.external.port (%d) must differ from %s.port and %s.metricsPort" $role (int $x.port) $role $role) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with .Values.controlplane.external }}
+{{- if and .enabled .service.nodePort (eq .service.type "ClusterIP") }}
+{{- fail "controlplane.external.service.nodePort needs service type NodePort or LoadBalancer, not ClusterIP" }}
+{{- end }}
+{{- end }}
+{{- with .Values.brokers.external }}
+{{- if .enabled }}
+{{- if not .advertisedAddress }}
+{{- fail "brokers.external.enabled needs brokers.external.advertisedAddress: the host:port outside clients reach broker {id} at, e.g. broker-{id}.streaming.example.com:443" }}
+{{- end }}
+{{- if not (contains "{id}" .advertisedAddress) }}
+{{- fail (printf "brokers.external.advertisedAddress %q must contain {id}: every broker needs its own address" .advertisedAddress) }}
+{{- end }}
+{{- if not (regexMatch "^([a-z]+://)?([^:/\\[\\]]+|\\[[0-9a-fA-F:.]+\\]):[0-9]+$" (include "sluice.brokerExternalAddr" (list $ $.Values.brokers.firstId))) }}
+{{- fail (printf "brokers.external.advertisedAddress %q must be host:port (with {id} in it)" .advertisedAddress) }}
+{{- end }}
+{{- if gt (len .service.nodePorts) (int $.Values.brokers.replicas) }}
+{{- fail (printf "brokers.external.service.nodePorts has %d entries for %d brokers (brokers.replicas): entry N is broker firstId+N's" (len .service.nodePorts) (int $.Values.brokers.replicas)) }}
+{{- end }}
+{{- if and .service.nodePorts (eq .service.type "ClusterIP") }}
+{{- fail "brokers.external.service.nodePorts needs service type NodePort or LoadBalancer, not ClusterIP" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- range $k := list "operatorToken" "brokerToken" }}
 {{- $v := index $.Values.tokens $k }}
