@@ -259,10 +259,7 @@ func TestLoadErrors(t *testing.T) {
 func TestHTTPClientSpeaksHTTP2(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca, err := NewCA("cluster CA", time.Hour)
-	require.NoError(t, err)
-	caFile := filepath.Join(dir, "ca.crt")
-	require.NoError(t, ca.WriteCert(caFile))
+	ca, caFile := writeCA(t, dir, "cluster CA")
 	sf, err := ca.IssueFiles(dir, "server", Leaf{CommonName: "cp", Hosts: []string{"127.0.0.1", "localhost"}, Server: true, ValidFor: time.Hour})
 	require.NoError(t, err)
 	sf.CA = caFile
@@ -303,10 +300,7 @@ func TestHTTPClientSpeaksHTTP2(t *testing.T) {
 func TestClusterPeers(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca, err := NewCA("cluster CA", time.Hour)
-	require.NoError(t, err)
-	caFile := filepath.Join(dir, "ca.crt")
-	require.NoError(t, ca.WriteCert(caFile))
+	ca, caFile := writeCA(t, dir, "cluster CA")
 	sf, err := ca.IssueFiles(dir, "listener", Leaf{CommonName: "cp", Hosts: []string{"127.0.0.1"}, Server: true, ValidFor: time.Hour})
 	require.NoError(t, err)
 	own, err := Load(sf, nil)
@@ -427,10 +421,7 @@ func TestPeerOfRefuses(t *testing.T) {
 func TestPlaintextClientOfATLSListener(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca, err := NewCA("test CA", time.Hour)
-	require.NoError(t, err)
-	caFile := filepath.Join(dir, "ca.crt")
-	require.NoError(t, ca.WriteCert(caFile))
+	ca, caFile := writeCA(t, dir, "test CA")
 	sf, err := ca.IssueFiles(dir, "server", Leaf{CommonName: "s", Hosts: []string{"127.0.0.1"}, Server: true, ValidFor: time.Hour})
 	require.NoError(t, err)
 	srvTLS, err := ServerFiles{API: sf}.Load(nil)
@@ -543,4 +534,15 @@ func TestGuardPrefaceInPieces(t *testing.T) {
 	got, _ := io.ReadAll(client)
 	require.Equal(t, goAway(1, PlaintextMessage), got)
 	require.ErrorIs(t, <-read, net.ErrClosed)
+}
+
+// writeCA makes a CA valid for an hour and writes its certificate to
+// dir/ca.crt.
+func writeCA(t *testing.T, dir, name string) (*CA, string) {
+	t.Helper()
+	ca, err := NewCA(name, time.Hour)
+	require.NoError(t, err)
+	caFile := filepath.Join(dir, "ca.crt")
+	require.NoError(t, ca.WriteCert(caFile))
+	return ca, caFile
 }
