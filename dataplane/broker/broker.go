@@ -477,7 +477,7 @@ func (b *Broker) leaseLoop(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		res, err := b.cp.RegisterBroker(ctx, connect.NewRequest(&sluicev1.RegisterBrokerRequest{
-			BrokerId: b.cfg.ID, Address: b.cfg.Advertised(), ExternalAddress: b.cfg.ExternalAdvertised(), Rack: b.cfg.Rack,
+			BrokerId: b.cfg.ID, Address: b.cfg.Advertised(), ExternalAddress: b.cfg.ExternalAdvertised(), KafkaAddress: b.cfg.KafkaAdvertised(), Rack: b.cfg.Rack,
 		}))
 		if err != nil {
 			if ctx.Err() == nil {

@@ -47,6 +47,20 @@ type FetchRequest struct {
 	// CurrentLeaderEpoch, when set, fences as in Produce.
 	CurrentLeaderEpoch *int32
 	Isolation          IsolationLevel
+	// Unfiltered keeps transaction markers and, with ReadCommitted, the
+	// batches of aborted transactions in Data, and answers the aborted
+	// transactions in FetchResult.Aborted instead: for clients that
+	// filter themselves (Kafka's), whose next offset follows the last
+	// batch they got.
+	Unfiltered bool
+}
+
+// AbortedTxn is an aborted transaction an Unfiltered read_committed
+// fetch's data may hold batches of: the producer's batches from
+// FirstOffset on, up to the producer's abort marker, are aborted.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
 }
 
 // FetchResult is a fetch's answer.
@@ -58,6 +72,9 @@ type FetchResult struct {
 	// Data holds whole batches in the log's format; the first may start
 	// before the fetch's offset.
 	Data []byte
+	// Aborted, for an Unfiltered read_committed fetch, are the aborted
+	// transactions Data may hold batches of.
+	Aborted []AbortedTxn
 }
 
 // Fetch reads the partition, which this broker must lead: the request is
@@ -103,7 +120,7 @@ func (s *Service) Fetch(ctx context.Context, req FetchRequest) (FetchResult, err
 	defer stop()
 	start := time.Now()
 	f, err := p.FetchRecords(ctx, req.Offset, partition.FetchOptions{MaxBytes: maxBytes, Wait: wait, ClientEpoch: req.CurrentLeaderEpoch,
-		ReadCommitted: iso == ReadCommitted})
+		ReadCommitted: iso == ReadCommitted, Unfiltered: req.Unfiltered})
 	s.metrics.fetchLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return FetchResult{}, Suspended(ctx, err)
@@ -115,7 +132,11 @@ func (s *Service) Fetch(ctx context.Context, req FetchRequest) (FetchResult, err
 	}
 	// Markers (and with read_committed aborted batches) are gone from
 	// f.Data; NextOffset passes them anyway.
-	return FetchResult{HW: f.HW, LSO: f.LSO, LogStartOffset: p.StartOffset(ctx), NextOffset: f.Next, Data: f.Data}, nil
+	res := FetchResult{HW: f.HW, LSO: f.LSO, LogStartOffset: p.StartOffset(ctx), NextOffset: f.Next, Data: f.Data}
+	for _, a := range f.Aborted {
+		res.Aborted = append(res.Aborted, AbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+	}
+	return res, nil
 }
 
 // LongPoll returns the context a fetch that waits up to wait runs in:
@@ -250,4 +271,34 @@ func (s *Service) Metadata(ctx context.Context, topics []string) (Metadata, erro
 		res.Topics = append(res.Topics, t)
 	}
 	return res, nil
+}
+
+// EndOffsetForEpoch answers a consumer's OffsetForLeaderEpoch (KIP-320:
+// has the log been truncated below what it read at epoch?): the largest
+// epoch at or below epoch the partition's log knows and the offset where
+// it ends (the log end for the latest epoch), or -1 and -1 when it knows
+// none. The partition must be led here (else a *NotLedHereError);
+// currentLeaderEpoch, when set, fences as in Produce.
+func (s *Service) EndOffsetForEpoch(ctx context.Context, topic string, partition int32, currentLeaderEpoch *int32, epoch int32) (int32, int64, error) {
+	t, pm, _, err := s.resolve(ctx, topic, partition)
+	if err != nil {
+		return 0, 0, err
+	}
+	p, err := s.local(pm, t)
+	if err != nil {
+		return 0, 0, err
+	}
+	if e := currentLeaderEpoch; e != nil && *e >= 0 {
+		switch {
+		case *e < pm.LeaderEpoch:
+			return 0, 0, derr.New(derr.FencedLeaderEpoch, "leader epoch %d is older than the partition's %d", *e, pm.LeaderEpoch)
+		case *e > pm.LeaderEpoch:
+			return 0, 0, derr.New(derr.UnknownLeaderEpoch, "leader epoch %d is newer than this broker knows (%d)", *e, pm.LeaderEpoch)
+		}
+	}
+	if _, _, err := p.ReaderOffsets(); err != nil {
+		return 0, 0, err
+	}
+	e, end := p.Log().EndOffsetFor(epoch)
+	return e, end, nil
 }
