@@ -178,6 +178,9 @@ func (c *conn) handle(ctx context.Context, b []byte) (mute time.Duration, err er
 		return 0, err
 	}
 	if c.sess.closeAfter {
+		if err := c.w.Flush(); err != nil {
+			return 0, err
+		}
 		return 0, errClose
 	}
 	return mute, nil

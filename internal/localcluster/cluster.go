@@ -39,6 +39,9 @@ type Options struct {
 	// BrokerMetrics gives each broker an operator listener on a free
 	// loopback port.
 	BrokerMetrics bool
+	// Kafka gives each broker a Kafka listener on a free loopback port
+	// (the same one again when it restarts).
+	Kafka bool
 	// DatabaseURL is the control plane's store: sqlite:<DataDir>/controlplane.db
 	// when empty; a postgres:// URL otherwise.
 	DatabaseURL string
@@ -86,6 +89,11 @@ type BrokerSpec struct {
 	Interceptors []connect.Interceptor
 	// TLS is the broker's TLS files (Options.TLS), none without.
 	TLS tlsfiles.ServerFiles
+	// KafkaAddr, with Options.Kafka, is the Kafka listener's address, and
+	// Kafka the listener bound there for this run (the broker's
+	// Deps.Kafka); both empty without.
+	KafkaAddr string
+	Kafka     net.Listener
 }
 
 // A Node is a started broker.
@@ -143,6 +151,8 @@ type BrokerInfo struct {
 	Addr string // host:port of the client port
 	// MetricsAddr is the operator listener's address, "" without one.
 	MetricsAddr string
+	// KafkaAddr is the Kafka listener's address, "" without one.
+	KafkaAddr string
 	// Node is the broker (the BrokerFunc's answer); nil while stopped.
 	Node Node
 }
@@ -302,6 +312,9 @@ func (c *Cluster) StartBrokers(ctx context.Context) error {
 		if c.opts.BrokerMetrics {
 			p.metricsAddr = "127.0.0.1:0"
 		}
+		if c.opts.Kafka {
+			p.spec.KafkaAddr = "127.0.0.1:0"
+		}
 		if err := c.run(p); err != nil {
 			return fmt.Errorf("start broker %d: %w", id, err)
 		}
@@ -328,11 +341,25 @@ func (c *Cluster) run(p *brokerProc) error {
 		p.metricsAddr = ops.Addr().String()
 	}
 	p.spec.Addr = ln.Addr().String()
+	p.spec.Kafka = nil
+	if p.spec.KafkaAddr != "" {
+		if p.spec.Kafka, err = net.Listen("tcp", p.spec.KafkaAddr); err != nil {
+			ln.Close()
+			if ops != nil {
+				ops.Close()
+			}
+			return fmt.Errorf("listen on Kafka address %s: %w", p.spec.KafkaAddr, err)
+		}
+		p.spec.KafkaAddr = p.spec.Kafka.Addr().String()
+	}
 	node, err := c.opts.NewBroker(p.spec)
 	if err != nil {
 		ln.Close()
 		if ops != nil {
 			ops.Close()
+		}
+		if p.spec.Kafka != nil {
+			p.spec.Kafka.Close()
 		}
 		return err
 	}
@@ -355,7 +382,7 @@ func (c *Cluster) Brokers() []BrokerInfo {
 	defer c.mu.Unlock()
 	out := make([]BrokerInfo, len(c.brokers))
 	for i, p := range c.brokers {
-		out[i] = BrokerInfo{ID: p.spec.ID, Addr: p.spec.Addr, MetricsAddr: p.metricsAddr}
+		out[i] = BrokerInfo{ID: p.spec.ID, Addr: p.spec.Addr, MetricsAddr: p.metricsAddr, KafkaAddr: p.spec.KafkaAddr}
 		if p.running {
 			out[i].Node = p.node
 		}

@@ -106,12 +106,18 @@ func listen(addr, metricsAddr string) (ln, ops net.Listener, err error) {
 
 // listenExternal binds a server's external listener; nil without one.
 func listenExternal(addr string) (net.Listener, error) {
+	return listenOn("--external-listen-addr", addr)
+}
+
+// listenOn binds the optional listener of flag at addr; nil when addr is
+// empty.
+func listenOn(flag, addr string) (net.Listener, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on --external-listen-addr %s: %w", addr, err)
+		return nil, fmt.Errorf("listen on %s %s: %w", flag, addr, err)
 	}
 	return ln, nil
 }
