@@ -12,9 +12,9 @@ import (
 
 // The special timestamps of ListOffsets.
 const (
-	latestTimestamp      = -1
-	earliestTimestamp    = -2
-	maxTimestamp         = -3
+	latestTimestamp        = -1
+	earliestTimestamp      = -2
+	maxTimestamp           = -3
 	earliestLocalTimestamp = -4
 )
 
@@ -116,4 +116,3 @@ func (c *conn) offsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLead
 	}
 	return res
 }
-
