@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 
 func start(ctx context.Context, dir string) error {
 	c, err := localcluster.New(ctx, localcluster.Options{
-		DataDir: dir, Kafka: true,
+		DataDir: dir, KafkaAddr: "127.0.0.1:0",
 		ControlPlane: func(cfg *controlplane.Config) {
 			cfg.ClientLimits.Signup = clientlimit.Limit{Burst: 1000, Every: time.Millisecond}
 		},

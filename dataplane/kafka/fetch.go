@@ -54,6 +54,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchRe
 			pr := kmsg.NewFetchResponseTopicPartition()
 			pr.Partition = rp.Partition
 			pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset = -1, -1, -1
+			pr.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
 			if !known {
 				pr.ErrorCode = kerr.UnknownTopicID.Code
 			}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,9 +40,11 @@ type Options struct {
 	// BrokerMetrics gives each broker an operator listener on a free
 	// loopback port.
 	BrokerMetrics bool
-	// Kafka gives each broker a Kafka listener on a free loopback port
-	// (the same one again when it restarts).
-	Kafka bool
+	// KafkaAddr, when set, gives each broker a Kafka listener: with
+	// port 0 on a free port of its host, else broker i (0-based) on the
+	// port i above it (9092, 9093, 9094 for 9092). A restarted broker
+	// binds the same address again.
+	KafkaAddr string
 	// DatabaseURL is the control plane's store: sqlite:<DataDir>/controlplane.db
 	// when empty; a postgres:// URL otherwise.
 	DatabaseURL string
@@ -89,7 +92,7 @@ type BrokerSpec struct {
 	Interceptors []connect.Interceptor
 	// TLS is the broker's TLS files (Options.TLS), none without.
 	TLS tlsfiles.ServerFiles
-	// KafkaAddr, with Options.Kafka, is the Kafka listener's address, and
+	// KafkaAddr, with Options.KafkaAddr, is the Kafka listener's address, and
 	// Kafka the listener bound there for this run (the broker's
 	// Deps.Kafka); both empty without.
 	KafkaAddr string
@@ -312,8 +315,12 @@ func (c *Cluster) StartBrokers(ctx context.Context) error {
 		if c.opts.BrokerMetrics {
 			p.metricsAddr = "127.0.0.1:0"
 		}
-		if c.opts.Kafka {
-			p.spec.KafkaAddr = "127.0.0.1:0"
+		if c.opts.KafkaAddr != "" {
+			addr, err := nthAddr(c.opts.KafkaAddr, i)
+			if err != nil {
+				return fmt.Errorf("Kafka address: %w", err)
+			}
+			p.spec.KafkaAddr = addr
 		}
 		if err := c.run(p); err != nil {
 			return fmt.Errorf("start broker %d: %w", id, err)
@@ -535,4 +542,21 @@ func issue(ca *tlsfiles.CA, dir, name, identity string) (tlsfiles.Files, error) 
 		CommonName: "sluice " + name, Hosts: []string{"127.0.0.1", "::1", "localhost"}, URIs: []string{identity},
 		Server: true, Client: true, ValidFor: caValidity,
 	})
+}
+
+// nthAddr is host:port's address for the i-th broker: the same with port
+// 0, else the port i above.
+func nthAddr(addr string, i int) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n+i > 65535 {
+		return "", fmt.Errorf("%q: bad port", addr)
+	}
+	if n == 0 {
+		return addr, nil
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+i)), nil
 }
