@@ -9,6 +9,8 @@ import (
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/internal/compress"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -233,7 +235,7 @@ func (s *Service) ListOffsets(ctx context.Context, req ListOffsetsRequest) (List
 		case !ok || off >= end:
 			res.Offset = -1
 		default:
-			res.Offset = off
+			res.Offset = recordForTimestamp(ctx, p, off, req.TimestampMs)
 		}
 	}
 	return res, nil
@@ -301,4 +303,37 @@ func (s *Service) EndOffsetForEpoch(ctx context.Context, topic string, partition
 	}
 	e, end := p.Log().EndOffsetFor(epoch)
 	return e, end, nil
+}
+
+// recordForTimestamp is the offset of the first record at or after ts in
+// the batch at off (the first batch whose max timestamp is at least ts,
+// as the log's time index finds it), as Kafka answers ListOffsets: a
+// record's offset, not its batch's. When the batch cannot be read (moved
+// to the object store meanwhile, say), the batch's offset.
+func recordForTimestamp(ctx context.Context, p *partition.Replica, off, ts int64) int64 {
+	f, err := p.FetchRecords(ctx, off, partition.FetchOptions{MaxBytes: 1})
+	if err != nil || len(f.Data) < record.HeaderSize {
+		return off
+	}
+	b, _, err := record.ReadBatch(f.Data)
+	if err != nil || b.BaseOffset() > off || b.LastOffset() < off {
+		return off
+	}
+	h := b.Header()
+	if h.Attributes.Codec() != record.CodecNone {
+		if b, err = compress.DecompressBatch(nil, b, compress.DefaultLimit); err != nil {
+			return off
+		}
+	}
+	it, err := b.Records()
+	if err != nil {
+		return off
+	}
+	for it.Next() {
+		r := it.Record()
+		if o := h.BaseOffset + int64(r.OffsetDelta); o >= off && h.FirstTimestamp+r.TimestampDelta >= ts {
+			return o
+		}
+	}
+	return off
 }
