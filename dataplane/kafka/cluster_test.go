@@ -12,14 +12,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/controlplane"
 	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	"github.com/sluicemq/sluice/dataplane/broker"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/localcluster"
 	"github.com/sluicemq/sluice/internal/localcluster/brokernode"
+	"github.com/sluicemq/sluice/tenants"
 )
 
 // The package's tests share one in-process cluster whose brokers serve
@@ -80,12 +87,20 @@ func start(ctx context.Context, dir string) error {
 	return nil
 }
 
-// client is a franz-go client of the test tenant with SASL PLAIN.
+// client is a franz-go client of the test tenant with SASL PLAIN and
+// its main key.
 func client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	return clientAs(t, plain.Auth{User: tenantName, Pass: tenant.APIKey}.AsMechanism(), opts...)
+}
+
+// clientAs is a franz-go client authenticated with mech only (franz-go
+// uses the first of several SASL options the broker has).
+func clientAs(t *testing.T, mech sasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	opts = append([]kgo.Opt{
 		kgo.SeedBrokers(bootstrap...),
-		kgo.SASL(plain.Auth{User: tenantName, Pass: tenant.APIKey}.AsMechanism()),
+		kgo.SASL(mech),
 		kgo.RetryTimeout(20 * time.Second),
 	}, opts...)
 	cl, err := kgo.NewClient(opts...)
@@ -219,7 +234,7 @@ func TestAuthRefusals(t *testing.T) {
 func TestOAuthBearerAndTenantScoping(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cl := client(t, kgo.SASL(oauth.Auth{Token: tenant.Token}.AsMechanism()))
+	cl := clientAs(t, oauth.Auth{Token: tenant.Token}.AsMechanism())
 	name := fmt.Sprintf("scoped-%d", time.Now().UnixNano())
 	createTopic(t, kadm.NewClient(cl), name, 1)
 
@@ -251,5 +266,47 @@ func TestOAuthBearerAndTenantScoping(t *testing.T) {
 	r := ocl.ProduceSync(ctx, &kgo.Record{Topic: name, Value: []byte("x")})
 	if err := r.FirstErr(); err == nil || !strings.Contains(err.Error(), "UNKNOWN_TOPIC") {
 		t.Fatalf("produce to another tenant's topic: %v", err)
+	}
+}
+
+// TestScopes: a consume-only key reads but cannot produce; a
+// produce-only key produces but cannot read.
+func TestScopes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("scopes-%d", time.Now().UnixNano())
+	createTopic(t, kadm.NewClient(client(t)), name, 1)
+	keys := sluicev1connect.NewAPIKeyServiceClient(h2c.Client(), cluster.Endpoint, connect.WithInterceptors(tenants.Bearer(tenant.Token)))
+	key := func(scope string) string {
+		k, err := keys.CreateAPIKey(ctx, connect.NewRequest(&sluicev1.CreateAPIKeyRequest{Name: scope + "-only", Scopes: []string{scope}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.Msg.GetSecret()
+	}
+	as := func(secret string, opts ...kgo.Opt) *kgo.Client {
+		return clientAs(t, plain.Auth{User: tenantName, Pass: secret}.AsMechanism(), append([]kgo.Opt{kgo.DisableIdempotentWrite()}, opts...)...)
+	}
+	producer := as(key("produce"), kgo.RecordRetries(0))
+	if err := producer.ProduceSync(ctx, &kgo.Record{Topic: name, Value: []byte("ok")}).FirstErr(); err != nil {
+		t.Fatalf("produce with a produce key: %v", err)
+	}
+	consumer := as(key("consume"), kgo.RecordRetries(0), kgo.ConsumeTopics(name), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err := consumer.ProduceSync(ctx, &kgo.Record{Topic: name, Value: []byte("no")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce with a consume key: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	fs := consumer.PollFetches(ctx)
+	if err := fs.Err0(); err != nil || fs.NumRecords() != 1 {
+		t.Fatalf("fetch with a consume key: %v, %d records", err, fs.NumRecords())
+	}
+	_, err := kadm.NewClient(producer).ListEndOffsets(ctx, name)
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		var se *kadm.ShardErrors
+		if !errors.As(err, &se) {
+			lo, _ := kadm.NewClient(producer).ListEndOffsets(ctx, name)
+			if lo.Error() == nil || !errors.Is(lo.Error(), kerr.TopicAuthorizationFailed) {
+				t.Fatalf("list offsets with a produce key: %v / %v, want TOPIC_AUTHORIZATION_FAILED", err, lo.Error())
+			}
+		}
 	}
 }

@@ -73,6 +73,12 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchRe
 			parts = append(parts, fp)
 		}
 	}
+	if !p.Has(tenants.ScopeConsume) {
+		for _, fp := range parts {
+			fp.topic.Partitions[fp.idx].ErrorCode = kerr.TopicAuthorizationFailed.Code
+		}
+		return res, 0
+	}
 	iso := records.ReadUncommitted
 	if req.IsolationLevel == 1 {
 		iso = records.ReadCommitted

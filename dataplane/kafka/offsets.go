@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/dataplane/records"
+	"github.com/sluicemq/sluice/tenants"
 )
 
 // The special timestamps of ListOffsets.
@@ -32,6 +33,11 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *k
 			pr.Partition = rp.Partition
 			pr.Timestamp, pr.Offset, pr.LeaderEpoch = -1, -1, -1
 			lreq := records.ListOffsetsRequest{Topic: rt.Topic, Partition: rp.Partition, Isolation: iso}
+			if !c.sess.p.Has(tenants.ScopeConsume) {
+				pr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				tr.Partitions = append(tr.Partitions, pr)
+				continue
+			}
 			switch ts := rp.Timestamp; {
 			case ts == latestTimestamp:
 				lreq.Spec = records.Latest
@@ -77,6 +83,11 @@ func (c *conn) initProducerID(ctx context.Context, req *kmsg.InitProducerIDReque
 		res.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return res
 	}
+	if !c.sess.p.Has(tenants.ScopeProduce) {
+		// Kafka's answer to a producer without idempotent-write rights.
+		res.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return res
+	}
 	id, epoch, err := c.s.d.Records.InitProducerID(ctx, records.InitProducerIDRequest{})
 	if err != nil {
 		res.ErrorCode = errorCode(err, atRequest)
@@ -98,7 +109,7 @@ func (c *conn) offsetForLeaderEpoch(ctx context.Context, req *kmsg.OffsetForLead
 			pr := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			pr.Partition = rp.Partition
 			pr.LeaderEpoch, pr.EndOffset = -1, -1
-			if req.ReplicaID >= 0 {
+			if req.ReplicaID >= 0 || !c.sess.p.Has(tenants.ScopeConsume) {
 				pr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 				tr.Partitions = append(tr.Partitions, pr)
 				continue

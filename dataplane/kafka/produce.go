@@ -11,6 +11,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/records"
 	"github.com/sluicemq/sluice/record"
+	"github.com/sluicemq/sluice/tenants"
 )
 
 // produce writes a Produce request's partitions with the record
@@ -48,6 +49,13 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.Prod
 		res.Topics = append(res.Topics, tr)
 	}
 	if len(entries) == 0 {
+		return res
+	}
+	if err := c.sess.p.Require(tenants.ScopeProduce); err != nil {
+		for _, s := range slots {
+			pr := &res.Topics[s.t].Partitions[s.p]
+			pr.ErrorCode, pr.ErrorMessage = kerr.TopicAuthorizationFailed.Code, ptr(err.Error())
+		}
 		return res
 	}
 	var acks records.Acks
