@@ -16,12 +16,11 @@ import (
 
 // fetchPart is one partition of a Fetch request being served.
 type fetchPart struct {
-	topic  *kmsg.FetchResponseTopic
-	idx    int // in topic.Partitions
-	name   string
-	req    kmsg.FetchRequestTopicPartition
-	done   bool // answered (data or an error): not read again
-	status int16
+	topic *kmsg.FetchResponseTopic
+	idx   int // in topic.Partitions
+	name  string
+	req   kmsg.FetchRequestTopicPartition
+	done  bool // answered (data or an error): not read again
 }
 
 // fetch serves a Fetch request without fetch sessions (KIP-227: a

@@ -26,7 +26,7 @@ func (refuseAll) Current(tenants.Principal) error { return nil }
 
 func fuzzServer() *Server {
 	return New(Deps{BrokerID: 1, ClusterID: "fuzz", Auth: refuseAll{},
-		Exchange: func(context.Context, string, string) (Token, error) { return Token{}, tenants.ErrInvalidToken },
+		Exchange:        func(context.Context, string, string) (Token, error) { return Token{}, tenants.ErrInvalidToken },
 		MaxRequestBytes: 1 << 20, IdleTimeout: 5 * time.Second})
 }
 

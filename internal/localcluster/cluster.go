@@ -318,7 +318,7 @@ func (c *Cluster) StartBrokers(ctx context.Context) error {
 		if c.opts.KafkaAddr != "" {
 			addr, err := nthAddr(c.opts.KafkaAddr, i)
 			if err != nil {
-				return fmt.Errorf("Kafka address: %w", err)
+				return fmt.Errorf("kafka address of broker %d: %w", id, err)
 			}
 			p.spec.KafkaAddr = addr
 		}
