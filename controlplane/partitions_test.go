@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicemq/sluice/controlplane"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/clock"
@@ -203,7 +204,11 @@ func TestControlPlaneCreatePartitions(t *testing.T) {
 func TestControlPlanePartitionGrowthUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, dbURL string) {
-		c := start(t, dbURL)
+		// The broker registered below never heartbeats: a lease that
+		// outlives the test, however slow the machine (with the default
+		// 10 s it lapsed under make test-busy, and placement found no live
+		// broker).
+		c := start(t, dbURL, func(cfg *controlplane.Config) { cfg.BrokerLease = 5 * time.Minute })
 		c.registerBrokers(t, 1)
 		a := c.signup(t, "racer")
 		ctx := t.Context()

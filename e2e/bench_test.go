@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/internal/testcluster"
 	"github.com/sluicemq/sluice/tenants"
@@ -74,6 +77,7 @@ func BenchmarkClusterProduce(b *testing.B) {
 		records[i] = &sluicev1.Record{Value: v}
 	}
 	benchSDKProduce(b, endpoint, prof.Profiles["dev"].APIKey, hc, auth)
+	benchKafkaProduce(b, strings.Split(devLine(dev.out.String(), "kafka"), ","), prof.Profiles["dev"].APIKey, hc, endpoint, auth)
 	benchUnloaded(b, endpoint, "http://"+brokers[0], prof.Profiles["dev"].APIKey, hc, auth)
 	for _, acks := range []sluicev1.Acks{sluicev1.Acks_ACKS_LEADER, sluicev1.Acks_ACKS_ALL} {
 		b.Run("acks="+strings.TrimPrefix(acks.String(), "ACKS_"), func(b *testing.B) {
@@ -344,4 +348,69 @@ func closedLoop(b *testing.B, recordsPerOp int, op func(i int64) error) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	reportLatency(b, lat, len(lat)*recordsPerOp, elapsed)
+}
+
+// benchKafkaProduce is benchSDKProduce's workload through the Kafka
+// listener with franz-go (the same 1 KiB records, 6 partitions, RF 3,
+// acks=all, idempotent, 8 goroutines, a 2 MiB buffer, no compression):
+// the Kafka path against the Connect path on the same cluster.
+func benchKafkaProduce(b *testing.B, bootstrap []string, apiKey string, hc *http.Client, endpoint string, auth connect.ClientOption) {
+	ctx := context.Background()
+	const partitions = 6
+	_, err := sluicev1connect.NewTopicServiceClient(hc, endpoint, auth).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{
+		Name: "bench-kafka", PartitionCount: partitions, ReplicationFactor: 3,
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	value := make([]byte, 1024)
+	for j := range value {
+		value[j] = byte(j)
+	}
+	b.Run("kafka/acks=ALL", func(b *testing.B) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.SASL(plain.Auth{User: "dev", Pass: apiKey}.AsMechanism()),
+			kgo.DefaultProduceTopic("bench-kafka"), kgo.ProducerBatchCompression(kgo.NoCompression()),
+			kgo.MaxBufferedBytes(2<<20), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		total := int64(b.N) * 16
+		lat := make([]time.Duration, total)
+		var next, failed atomic.Int64
+		b.SetBytes(16 * 1024)
+		b.ResetTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for {
+					i := next.Add(1) - 1
+					if i >= total {
+						return
+					}
+					t0 := time.Now()
+					cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+						if err != nil {
+							failed.Add(1)
+						}
+						lat[i] = time.Since(t0)
+					})
+				}
+			})
+		}
+		wg.Wait()
+		if err := cl.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		elapsed := time.Since(start)
+		b.StopTimer()
+		if n := failed.Load(); n > 0 {
+			b.Fatalf("%d records failed", n)
+		}
+		reportLatency(b, lat, int(total), elapsed)
+	})
 }

@@ -31,7 +31,7 @@ func TestDevMake(t *testing.T) {
 	repo, err := filepath.Abs("..")
 	require.NoError(t, err)
 	cmd := exec.Command("make", "-C", repo, "BIN="+filepath.Join(dir, "bin"), "dev",
-		"ARGS=--data-dir "+dataDir+" --listen-addr "+addr+" --cli-config "+cfgPath)
+		"ARGS=--data-dir "+dataDir+" --listen-addr "+addr+" --kafka-addr 127.0.0.1:0 --cli-config "+cfgPath)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=", "MAKEFLAGS=")
@@ -94,7 +94,7 @@ func TestDevSummaryAndStop(t *testing.T) {
 	dir := t.TempDir()
 	dataDir, cfgPath, addr := filepath.Join(dir, "data"), filepath.Join(dir, "cli", "config.json"), testcluster.FreeAddr(t)
 	start := func(extra ...string) (*exec.Cmd, *syncBuffer, *syncBuffer, chan error) {
-		cmd := exec.Command(plainBin, append([]string{"dev", "--data-dir", dataDir, "--listen-addr", addr, "--cli-config", cfgPath}, extra...)...)
+		cmd := exec.Command(plainBin, append([]string{"dev", "--data-dir", dataDir, "--listen-addr", addr, "--kafka-addr", "127.0.0.1:0", "--cli-config", cfgPath}, extra...)...)
 		stdout, stderr := &syncBuffer{}, &syncBuffer{}
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=", "SLUICE_LOG_LEVEL=", "SLUICE_OUTPUT=")

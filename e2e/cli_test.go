@@ -101,7 +101,7 @@ type proc struct {
 
 func startDev(t testing.TB, dataDir, cfgPath, addr string, extra ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(plainBin, append([]string{"dev", "--data-dir", dataDir, "--listen-addr", addr, "--cli-config", cfgPath}, extra...)...)
+	cmd := exec.Command(plainBin, append([]string{"dev", "--data-dir", dataDir, "--listen-addr", addr, "--kafka-addr", "127.0.0.1:0", "--cli-config", cfgPath}, extra...)...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "SLUICE_PROFILE=", "SLUICE_ENDPOINT=", "SLUICE_API_KEY=")

@@ -135,14 +135,14 @@ func liveEndpoints(brokers []store.Broker, now time.Time) []*sluicev1.BrokerEndp
 	var out []*sluicev1.BrokerEndpoint
 	for _, b := range brokers { // ordered by id
 		if b.Live(now) {
-			out = append(out, &sluicev1.BrokerEndpoint{BrokerId: b.ID, Address: b.Address, Rack: b.Rack, ExternalAddress: b.ExternalAddress})
+			out = append(out, &sluicev1.BrokerEndpoint{BrokerId: b.ID, Address: b.Address, Rack: b.Rack, ExternalAddress: b.ExternalAddress, KafkaAddress: b.KafkaAddress})
 		}
 	}
 	return out
 }
 
 func sameEndpoint(a, b *sluicev1.BrokerEndpoint) bool {
-	return a.GetBrokerId() == b.GetBrokerId() && a.GetAddress() == b.GetAddress() && a.GetRack() == b.GetRack() && a.GetExternalAddress() == b.GetExternalAddress()
+	return a.GetBrokerId() == b.GetBrokerId() && a.GetAddress() == b.GetAddress() && a.GetRack() == b.GetRack() && a.GetExternalAddress() == b.GetExternalAddress() && a.GetKafkaAddress() == b.GetKafkaAddress()
 }
 
 // AlterPartition changes the ISR on behalf of the partition's leader.

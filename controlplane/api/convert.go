@@ -118,6 +118,7 @@ func toBrokerPB(b store.Broker, now time.Time) *sluicev1.Broker {
 		Id:              b.ID,
 		Address:         b.Address,
 		ExternalAddress: b.ExternalAddress,
+		KafkaAddress:    b.KafkaAddress,
 		Rack:            b.Rack,
 		Epoch:           b.Epoch,
 		LeaseExpireTime: ts(b.LeaseExpiresAt),

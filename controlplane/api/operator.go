@@ -125,6 +125,11 @@ func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request
 			return nil, err
 		}
 	}
+	if m.GetKafkaAddress() != "" {
+		if err := validateHostPort("kafka_address", m.GetKafkaAddress()); err != nil {
+			return nil, err
+		}
+	}
 	if len(m.GetRack()) > 64 {
 		return nil, invalid("rack", "is longer than 64 characters")
 	}
@@ -136,6 +141,7 @@ func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request
 		ID:              m.GetBrokerId(),
 		Address:         m.GetAddress(),
 		ExternalAddress: m.GetExternalAddress(),
+		KafkaAddress:    m.GetKafkaAddress(),
 		Rack:            m.GetRack(),
 		LeaseExpiresAt:  now.Add(s.cfg.BrokerLease),
 		RegisteredAt:    now,
@@ -143,7 +149,7 @@ func (s *brokerService) RegisterBroker(ctx context.Context, req *connect.Request
 	if err != nil {
 		return nil, err
 	}
-	s.logger.InfoContext(ctx, "broker registered", "broker", b.ID, "epoch", b.Epoch, "address", b.Address, "external_address", b.ExternalAddress, "rack", b.Rack)
+	s.logger.InfoContext(ctx, "broker registered", "broker", b.ID, "epoch", b.Epoch, "address", b.Address, "external_address", b.ExternalAddress, "kafka_address", b.KafkaAddress, "rack", b.Rack)
 	return connect.NewResponse(&sluicev1.RegisterBrokerResponse{
 		BrokerEpoch:         b.Epoch,
 		LeaseExpireTime:     ts(b.LeaseExpiresAt),

@@ -208,6 +208,7 @@ func (s *authService) createToken(ctx context.Context, req *connect.Request[slui
 		TokenType:  "Bearer",
 		ExpireTime: ts(exp),
 		TenantId:   t.ID,
+		TenantName: t.Name,
 		Scopes:     k.Scopes,
 	}), nil
 }

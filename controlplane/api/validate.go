@@ -2,6 +2,8 @@ package api
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -197,6 +199,22 @@ func ValidateLabel(field, s string) error {
 func validateAddress(field, s string) error {
 	if err := endpoint.Validate(s); err != nil {
 		return invalid(field, "%s", err)
+	}
+	return nil
+}
+
+// validateHostPort checks a host:port address (a Kafka listener's: no
+// scheme) with a port in 1-65535.
+func validateHostPort(field, s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return invalid(field, "%q is not host:port: %v", s, err)
+	}
+	if host == "" {
+		return invalid(field, "%q has no host", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return invalid(field, "%q: port must be 1-65535", s)
 	}
 	return nil
 }

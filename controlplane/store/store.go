@@ -217,10 +217,13 @@ type Broker struct {
 	// ExternalAddress is where clients outside the cluster reach the
 	// broker (its external listener); empty without one.
 	ExternalAddress string
-	Rack            string
-	Epoch           int64 // bumped on every registration; fences zombies
-	LeaseExpiresAt  time.Time
-	RegisteredAt    time.Time
+	// KafkaAddress is where Kafka clients reach the broker (its Kafka
+	// listener, host:port); empty without one.
+	KafkaAddress   string
+	Rack           string
+	Epoch          int64 // bumped on every registration; fences zombies
+	LeaseExpiresAt time.Time
+	RegisteredAt   time.Time
 }
 
 // Live reports whether the broker's lease is unexpired at now.

@@ -914,10 +914,10 @@ func testBrokerRegister(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Empty(t, brokers)
 
-	b2 := store.Broker{ID: 2, Address: "127.0.0.1:9002", ExternalAddress: "https://b2.example.com:443", Rack: "b", Epoch: 99, LeaseExpiresAt: at(10 * time.Second), RegisteredAt: at(0)}
+	b2 := store.Broker{ID: 2, Address: "127.0.0.1:9002", ExternalAddress: "https://b2.example.com:443", KafkaAddress: "b2.example.com:9092", Rack: "b", Epoch: 99, LeaseExpiresAt: at(10 * time.Second), RegisteredAt: at(0)}
 	got2, err := s.RegisterBroker(ctx, b2)
 	require.NoError(t, err)
-	want2 := store.Broker{ID: 2, Address: "127.0.0.1:9002", ExternalAddress: "https://b2.example.com:443", Rack: "b", Epoch: 1, LeaseExpiresAt: ms(at(10 * time.Second)), RegisteredAt: ms(at(0))}
+	want2 := store.Broker{ID: 2, Address: "127.0.0.1:9002", ExternalAddress: "https://b2.example.com:443", KafkaAddress: "b2.example.com:9092", Rack: "b", Epoch: 1, LeaseExpiresAt: ms(at(10 * time.Second)), RegisteredAt: ms(at(0))}
 	require.Equal(t, want2, got2, "first registration: epoch 1, whatever the caller said")
 	requireUTC(t, got2.LeaseExpiresAt, got2.RegisteredAt)
 
@@ -926,9 +926,9 @@ func testBrokerRegister(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, got1.Epoch)
 
-	// Re-registration (a restart): new addresses (no external listener
-	// any more), epoch bumped, new lease.
-	b2.Address, b2.ExternalAddress, b2.Rack, b2.LeaseExpiresAt, b2.RegisteredAt = "127.0.0.1:9102", "", "c", at(time.Minute), at(50*time.Second)
+	// Re-registration (a restart): new addresses (no external or Kafka
+	// listener any more), epoch bumped, new lease.
+	b2.Address, b2.ExternalAddress, b2.KafkaAddress, b2.Rack, b2.LeaseExpiresAt, b2.RegisteredAt = "127.0.0.1:9102", "", "", "c", at(time.Minute), at(50*time.Second)
 	got2, err = s.RegisterBroker(ctx, b2)
 	require.NoError(t, err)
 	want2 = store.Broker{ID: 2, Address: "127.0.0.1:9102", Rack: "c", Epoch: 2, LeaseExpiresAt: ms(at(time.Minute)), RegisteredAt: ms(at(50 * time.Second))}

@@ -126,20 +126,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		if strings.HasPrefix(tok, tenants.APIKeyPrefix) {
 			return tenants.Principal{}, fmt.Errorf("%w: an API key is not a token; exchange it at the control plane (AuthService.CreateToken)", tenants.ErrInvalidToken)
 		}
-		p, err := a.verifier.Verify(ctx, tok)
+		p, err := a.Tenant(ctx, tok)
 		if err != nil {
 			return tenants.Principal{}, err
-		}
-		if !a.revoked.loaded.Load() {
-			// Fail closed: until the feed has answered once, a revoked
-			// key's token could not be told apart.
-			return tenants.Principal{}, derr.New(derr.Unavailable, "broker starting: the API key revocation list is not loaded yet; retry")
-		}
-		if a.revoked.Has(p.APIKeyID) {
-			return tenants.Principal{}, fmt.Errorf("%w: the token's API key was revoked", tenants.ErrInvalidToken)
-		}
-		if a.revoked.Suspended(p.TenantID) {
-			return tenants.Principal{}, ErrTenantSuspended
 		}
 		for _, scope := range r.Scopes {
 			if !p.Has(scope) {
@@ -149,6 +138,39 @@ func (a *Authenticator) Authenticate(ctx context.Context, procedure string, h ht
 		return p, nil
 	}
 	return tenants.Principal{}, fmt.Errorf("%w: procedure not allowed", tenants.ErrPermissionDenied)
+}
+
+// Tenant verifies a tenant's token tok (signature, iss, aud, exp) and
+// refuses it when its API key is revoked or its tenant suspended: what
+// every tenant call is checked for, whatever the protocol (a Kafka
+// session checks its principal again with Current on every request).
+func (a *Authenticator) Tenant(ctx context.Context, tok string) (tenants.Principal, error) {
+	p, err := a.verifier.Verify(ctx, tok)
+	if err != nil {
+		return tenants.Principal{}, err
+	}
+	if err := a.Current(p); err != nil {
+		return tenants.Principal{}, err
+	}
+	return p, nil
+}
+
+// Current refuses a tenant principal verified before (a Kafka session's)
+// whose API key has been revoked or whose tenant has been suspended
+// since.
+func (a *Authenticator) Current(p tenants.Principal) error {
+	if !a.revoked.loaded.Load() {
+		// Fail closed: until the feed has answered once, a revoked
+		// key's token could not be told apart.
+		return derr.New(derr.Unavailable, "broker starting: the API key revocation list is not loaded yet; retry")
+	}
+	if a.revoked.Has(p.APIKeyID) {
+		return fmt.Errorf("%w: the token's API key was revoked", tenants.ErrInvalidToken)
+	}
+	if a.revoked.Suspended(p.TenantID) {
+		return ErrTenantSuspended
+	}
+	return nil
 }
 
 // ErrTenantSuspended refuses a suspended tenant's calls. PermissionDenied,

@@ -59,6 +59,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/groups"
+	"github.com/sluicemq/sluice/dataplane/kafka"
 	"github.com/sluicemq/sluice/dataplane/log"
 	"github.com/sluicemq/sluice/dataplane/meter"
 	"github.com/sluicemq/sluice/dataplane/partition"
@@ -96,6 +97,9 @@ type Deps struct {
 	// External, when set, is the external listener (bound at
 	// Config.ExternalListenAddr by the caller), which Run serves too.
 	External net.Listener
+	// Kafka, when set, is the Kafka listener (bound at Config.KafkaAddr
+	// by the caller), which Run serves too.
+	Kafka net.Listener
 }
 
 // Broker is one data-plane broker.
@@ -113,6 +117,8 @@ type Broker struct {
 	handler     http.Handler      // the client port
 	tls         *tlsfiles.Server  // the listeners' and the cluster calls' TLS
 	external    net.Listener      // the external listener, or nil
+	kafkaLn     net.Listener      // the Kafka listener, or nil
+	kafka       *kafka.Server     // serves kafkaLn
 	gate        *httpgate.Gate    // in front of handler's Connect services
 	ops         http.Handler      // the operator listener
 	hc          *http.Client      // h2c to the control plane and other brokers
@@ -201,6 +207,7 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 		revoked:  access.NewRevocations(),
 		tls:      srvTLS,
 		external: deps.External,
+		kafkaLn:  deps.Kafka,
 		hc:       srvTLS.ClusterSource().HTTPClient(),
 		dirLock:  dirLock,
 
@@ -283,6 +290,9 @@ func New(cfg Config, deps Deps) (_ *Broker, err error) {
 	// The caller's TLS certificate, for the authenticator (mutual TLS
 	// inside the cluster).
 	b.handler = tlsfiles.Handler(mux)
+	if b.kafkaLn != nil {
+		b.kafka = b.newKafka(brokerAuth, cpURL)
+	}
 	b.ops = opshttp.Handler(b.registry, b.serveReady)
 	return b, nil
 }
@@ -345,7 +355,7 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(b.logger.Handler(), slog.LevelWarn),
 		ConnContext:       b.gate.ConnContext,
 	}
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- srv.Serve(ln) }()
 	logAttrs := []any{"addr", ln.Addr().String(), "advertised", b.cfg.Advertised(), "data_dir", b.cfg.DataDir}
 	var extSrv *http.Server
@@ -361,6 +371,13 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 		}
 		go func() { errc <- fmt.Errorf("external listener: %w", extSrv.Serve(xln)) }()
 		logAttrs = append(logAttrs, "external_addr", xln.Addr().String(), "external_advertised", b.cfg.ExternalAdvertised())
+	}
+	var kln net.Listener
+	if b.kafkaLn != nil {
+		if kln, err = b.tls.KafkaListener(b.kafkaLn, b.logger); err != nil {
+			return err
+		}
+		logAttrs = append(logAttrs, "kafka_addr", kln.Addr().String(), "kafka_advertised", b.cfg.KafkaAdvertised())
 	}
 	var opsSrv *http.Server
 	if ops != nil {
@@ -400,6 +417,13 @@ func (b *Broker) Run(ctx context.Context, ln, ops net.Listener) error {
 		wg.Go(func() { b.groupLagLoop(ctx, b.cfg.GroupLagMetricsInterval) })
 	}
 	wg.Go(func() { b.usage.Run(ctx) })
+	if kln != nil {
+		wg.Go(func() {
+			if err := b.kafka.Serve(ctx, kln); err != nil {
+				errc <- fmt.Errorf("kafka listener: %w", err)
+			}
+		})
+	}
 
 	select {
 	case err = <-errc:
@@ -477,7 +501,7 @@ func (b *Broker) leaseLoop(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		res, err := b.cp.RegisterBroker(ctx, connect.NewRequest(&sluicev1.RegisterBrokerRequest{
-			BrokerId: b.cfg.ID, Address: b.cfg.Advertised(), ExternalAddress: b.cfg.ExternalAdvertised(), Rack: b.cfg.Rack,
+			BrokerId: b.cfg.ID, Address: b.cfg.Advertised(), ExternalAddress: b.cfg.ExternalAdvertised(), KafkaAddress: b.cfg.KafkaAdvertised(), Rack: b.cfg.Rack,
 		}))
 		if err != nil {
 			if ctx.Err() == nil {

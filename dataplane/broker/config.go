@@ -31,6 +31,11 @@ type Config struct {
 	// ExternalAdvertisedAddr; the caller binds it and hands it to New
 	// (Deps.External).
 	ExternalListenAddr, ExternalAdvertisedAddr string
+	// KafkaAddr, when set, is the Kafka wire-protocol listener's address
+	// (dataplane/kafka), advertised to Kafka clients at
+	// KafkaAdvertisedAddr; the caller binds it and hands it to New
+	// (Deps.Kafka).
+	KafkaAddr, KafkaAdvertisedAddr string
 	// TLS holds the TLS files of the API and operator listeners and of
 	// the calls to the control plane and the other brokers.
 	TLS           tlsfiles.ServerFiles
@@ -153,7 +158,10 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.AdvertisedAddr, "advertised-addr", c.AdvertisedAddr, "host:port clients and brokers reach this broker at (default: the bound --listen-addr; required when listening on every interface); with --tls-cert it is advertised as https://host:port, so that they call it with TLS (an explicit https:// or http:// prefix is kept as given)")
 	fs.StringVar(&c.ExternalListenAddr, "external-listen-addr", c.ExternalListenAddr, "host:port of a second API listener for clients outside the cluster (Kafka's external listener); metadata, coordinator and not-leader answers to calls that come in on it name the brokers' --external-advertised-addr addresses. It serves the client services only (not the brokers' ReplicaService). Empty: none")
 	fs.StringVar(&c.ExternalAdvertisedAddr, "external-advertised-addr", c.ExternalAdvertisedAddr, "host:port clients outside the cluster reach this broker's external listener at (a load balancer's or node port's address; default: the bound --external-listen-addr, required when it listens on every interface); with --external-tls-cert advertised as https://host:port")
+	fs.StringVar(&c.KafkaAddr, "kafka-addr", c.KafkaAddr, "host:port of the Kafka wire-protocol listener: any Kafka client (Java, librdkafka/kcat, franz-go, sarama, kafka-go, kafkajs) produces, fetches and administers topics there, authenticated with SASL PLAIN (username: the tenant's name, password: an API key) or OAUTHBEARER (a Sluice token); see docs/kafka.md. Empty: none")
+	fs.StringVar(&c.KafkaAdvertisedAddr, "kafka-advertised-addr", c.KafkaAdvertisedAddr, "host:port Kafka clients reach this broker's Kafka listener at, as the Metadata answers name it (default: the bound --kafka-addr; required when it listens on every interface)")
 	c.TLS.RegisterFlags(fs)
+	c.TLS.RegisterKafkaFlags(fs)
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "folder for partition logs; the broker locks it while it runs (a second broker on it exits, naming the holder's pid)")
 	fs.StringVar(&c.ControlPlane, "control-plane", c.ControlPlane, "control-plane URL")
 	fs.StringVar(&c.BrokerToken, "broker-token", c.BrokerToken, "broker credential shared with the control plane and other brokers")
@@ -229,6 +237,18 @@ func (c *Config) ExternalAdvertised() string {
 	return a
 }
 
+// KafkaAdvertised is the host:port Kafka clients reach this broker at, ""
+// without a Kafka listener.
+func (c *Config) KafkaAdvertised() string {
+	if c.KafkaAddr == "" {
+		return ""
+	}
+	if c.KafkaAdvertisedAddr != "" {
+		return c.KafkaAdvertisedAddr
+	}
+	return c.KafkaAddr
+}
+
 // Validate checks the config and names the first bad field.
 func (c *Config) Validate() error {
 	if c.ID < 0 {
@@ -251,6 +271,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--advertised-addr must be host:port (or https://host:port) with a fixed port: %w", err)
 	}
 	if err := c.validateExternal(); err != nil {
+		return err
+	}
+	if err := c.validateKafka(); err != nil {
 		return err
 	}
 	if err := c.TLS.Validate(); err != nil {
@@ -345,6 +368,31 @@ func (c *Config) validateExternal() error {
 	}
 	if err := endpoint.Validate(c.ExternalAdvertisedAddr); err != nil {
 		return fmt.Errorf("--external-advertised-addr must be host:port (or https://host:port) with a fixed port: %w", err)
+	}
+	return nil
+}
+
+// validateKafka checks the Kafka listener's addresses.
+func (c *Config) validateKafka() error {
+	if c.KafkaAddr == "" {
+		if c.KafkaAdvertisedAddr != "" || c.TLS.Kafka != (tlsfiles.Files{}) {
+			return errors.New("--kafka-advertised-addr and --kafka-tls-* need --kafka-addr")
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.KafkaAddr)
+	if err != nil {
+		return fmt.Errorf("--kafka-addr %q: %w", c.KafkaAddr, err)
+	}
+	if c.KafkaAdvertisedAddr == "" {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			return fmt.Errorf("--kafka-advertised-addr is required when --kafka-addr %q listens on every interface", c.KafkaAddr)
+		}
+		return nil
+	}
+	h, p, err := net.SplitHostPort(c.KafkaAdvertisedAddr)
+	if err != nil || h == "" || p == "0" || p == "" {
+		return fmt.Errorf("--kafka-advertised-addr must be host:port with a fixed port; got %q", c.KafkaAdvertisedAddr)
 	}
 	return nil
 }

@@ -157,9 +157,28 @@ func contains(s []int32, v int32) bool {
 // broker i's view.
 func (c *lagCluster) txnCoordinatorIndex(t testing.TB, i int, id string) int {
 	t.Helper()
-	tm, ok := c.brokers[i].metadata().Topic(systemTenantID, txnStateTopic)
-	require.True(t, ok)
-	return int(tm.Partitions[txn.PartitionOf(c.tenantID, id, len(tm.Partitions))].Leader) - 1
+	return c.txnCoordinatorIndexAt(t, i, c.tenantID, id)
+}
+
+// txnCoordinatorIndexAt is the index of the broker that broker i's view
+// names the leader of tenantID's id's transaction-state partition,
+// waiting while it names none (its leader's lease lapsed on a loaded
+// machine, say, and the controller has not elected the next yet).
+func (c *lagCluster) txnCoordinatorIndexAt(t testing.TB, i int, tenantID, id string) int {
+	t.Helper()
+	leader := int32(-1)
+	testenv.Wait(t, 30*time.Second, "a leader of the transaction-state partition of "+id, func() error {
+		tm, ok := c.brokers[i].metadata().Topic(systemTenantID, txnStateTopic)
+		if !ok {
+			return fmt.Errorf("broker %d does not know %s", i+1, txnStateTopic)
+		}
+		leader = tm.Partitions[txn.PartitionOf(tenantID, id, len(tm.Partitions))].Leader
+		if leader < 1 {
+			return fmt.Errorf("no leader")
+		}
+		return nil
+	})
+	return int(leader) - 1
 }
 
 // markers returns the control batches on the leader of a partition of

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane"
-	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/h2c"
@@ -162,7 +161,5 @@ func TestOperatorListsEveryTenantsTransactions(t *testing.T) {
 // tenant's transactional id, in broker 1's view.
 func (c *lagCluster) txnCoordinatorIndexOf(t *testing.T, tenantID, id string) int {
 	t.Helper()
-	tm, ok := c.brokers[0].metadata().Topic(systemTenantID, txnStateTopic)
-	require.True(t, ok)
-	return int(tm.Partitions[txn.PartitionOf(tenantID, id, len(tm.Partitions))].Leader) - 1
+	return c.txnCoordinatorIndexAt(t, 0, tenantID, id)
 }

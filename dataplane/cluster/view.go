@@ -44,7 +44,10 @@ type Node struct {
 	ID              int32
 	Address         string
 	ExternalAddress string
-	Rack            string
+	// KafkaAddress is its Kafka listener's advertised host:port; empty
+	// without one.
+	KafkaAddress string
+	Rack         string
 }
 
 // TopicConfig is the part of a topic's configuration the data plane
@@ -157,7 +160,7 @@ func (m *View) WithDelta(d *sluicev1.WatchAssignmentsResponse) (next *View, chan
 func NodesOf(bs []*sluicev1.BrokerEndpoint) map[int32]Node {
 	out := make(map[int32]Node, len(bs))
 	for _, br := range bs {
-		out[br.GetBrokerId()] = Node{ID: br.GetBrokerId(), Address: br.GetAddress(), ExternalAddress: br.GetExternalAddress(), Rack: br.GetRack()}
+		out[br.GetBrokerId()] = Node{ID: br.GetBrokerId(), Address: br.GetAddress(), ExternalAddress: br.GetExternalAddress(), KafkaAddress: br.GetKafkaAddress(), Rack: br.GetRack()}
 	}
 	return out
 }

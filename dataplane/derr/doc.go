@@ -4,7 +4,7 @@
 // protocol. A client-facing protocol is a thin adapter over the same
 // services, and maps these errors to its own codes in one place: the
 // Connect adapter with dataplane/connecterr (ToConnect, the table of Kind
-// to Connect code), the Kafka listener (a later issue) with the table of
+// to Connect code), the Kafka listener (dataplane/kafka) with the table of
 // Kind to Kafka error code in docs/design/errors.md. No package below
 // the adapters knows a protocol's codes; layering_test says so.
 //

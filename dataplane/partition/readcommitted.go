@@ -91,6 +91,11 @@ type FetchOptions struct {
 	// ReadCommitted: only records below the last stable offset, without
 	// the batches of aborted transactions.
 	ReadCommitted bool
+	// Unfiltered keeps control batches and, with ReadCommitted, the
+	// batches of aborted transactions, and answers the aborted
+	// transactions instead (Fetched.Aborted), for clients that filter
+	// themselves (Kafka's).
+	Unfiltered bool
 }
 
 // Fetched is what FetchRecords returns.
@@ -105,6 +110,9 @@ type Fetched struct {
 	Next int64
 	// HW and LSO are the high watermark and the last stable offset.
 	HW, LSO int64
+	// Aborted, with Unfiltered and ReadCommitted, are the aborted
+	// transactions the data may hold batches of.
+	Aborted []producerstate.AbortedTxn
 }
 
 // Fetch is FetchRecords with read_uncommitted: the batches from offset
@@ -163,7 +171,10 @@ func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions
 			if err != nil {
 				return f, err
 			}
-			f.Data, f.Next = keepBatches(data, offset, bound, aborted, o.ReadCommitted)
+			f.Data, f.Next = keepBatches(data, offset, bound, aborted, o.ReadCommitted, o.Unfiltered)
+			if o.Unfiltered {
+				f.Aborted = aborted
+			}
 			return f, nil
 		}
 		if offset < start || offset > leo {
@@ -174,7 +185,10 @@ func (p *Replica) FetchRecords(ctx context.Context, offset int64, o FetchOptions
 			if err != nil {
 				return f, logError(err)
 			}
-			f.Data, f.Next = keepBatches(data, offset, bound, aborted, o.ReadCommitted)
+			f.Data, f.Next = keepBatches(data, offset, bound, aborted, o.ReadCommitted, o.Unfiltered)
+			if o.Unfiltered {
+				f.Aborted = aborted
+			}
 			return f, nil
 		}
 		if o.Wait <= 0 {
@@ -226,10 +240,10 @@ func (p *Replica) remoteAborted(ctx context.Context, tp tiered.Partition, offset
 // below bound, dropping control batches and, with readCommitted, the
 // transactional batches of the aborted transactions in aborted. It
 // compacts data in place, copying only when it drops a batch before a
-// kept one. next is the offset after the last batch it looked at (kept or
+// kept one; unfiltered, it drops nothing (only the bound applies). next is the offset after the last batch it looked at (kept or
 // dropped), from when there was none. Replicas append whole batches, so
 // the HW and the LSO always fall on a batch boundary.
-func keepBatches(data []byte, from, bound int64, aborted []producerstate.AbortedTxn, readCommitted bool) (_ []byte, next int64) {
+func keepBatches(data []byte, from, bound int64, aborted []producerstate.AbortedTxn, readCommitted, unfiltered bool) (_ []byte, next int64) {
 	next = from
 	w, r := 0, 0 // kept bytes, bytes looked at
 	for len(data)-r >= record.HeaderSize {
@@ -242,7 +256,7 @@ func keepBatches(data []byte, from, bound int64, aborted []producerstate.Aborted
 			break
 		}
 		next = h.LastOffset() + 1
-		drop := h.Attributes.Control() || (readCommitted && h.Attributes.Transactional() && isAborted(aborted, h.ProducerID, h.BaseOffset))
+		drop := !unfiltered && (h.Attributes.Control() || (readCommitted && h.Attributes.Transactional() && isAborted(aborted, h.ProducerID, h.BaseOffset)))
 		if !drop {
 			if w != r {
 				copy(data[w:], data[r:r+int(n)])

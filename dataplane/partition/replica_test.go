@@ -551,7 +551,7 @@ func TestPartitionBelowHW(t *testing.T) {
 		sizes = append(sizes, len(b))
 	}
 	belowHW := func(data []byte, hw int64) []byte {
-		kept, _ := keepBatches(data, 0, hw, nil, false)
+		kept, _ := keepBatches(data, 0, hw, nil, false, false)
 		return kept
 	}
 	require.Len(t, belowHW(data, 0), 0)

@@ -9,6 +9,8 @@ import (
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/internal/compress"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -47,6 +49,20 @@ type FetchRequest struct {
 	// CurrentLeaderEpoch, when set, fences as in Produce.
 	CurrentLeaderEpoch *int32
 	Isolation          IsolationLevel
+	// Unfiltered keeps transaction markers and, with ReadCommitted, the
+	// batches of aborted transactions in Data, and answers the aborted
+	// transactions in FetchResult.Aborted instead: for clients that
+	// filter themselves (Kafka's), whose next offset follows the last
+	// batch they got.
+	Unfiltered bool
+}
+
+// AbortedTxn is an aborted transaction an Unfiltered read_committed
+// fetch's data may hold batches of: the producer's batches from
+// FirstOffset on, up to the producer's abort marker, are aborted.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
 }
 
 // FetchResult is a fetch's answer.
@@ -58,6 +74,9 @@ type FetchResult struct {
 	// Data holds whole batches in the log's format; the first may start
 	// before the fetch's offset.
 	Data []byte
+	// Aborted, for an Unfiltered read_committed fetch, are the aborted
+	// transactions Data may hold batches of.
+	Aborted []AbortedTxn
 }
 
 // Fetch reads the partition, which this broker must lead: the request is
@@ -103,7 +122,7 @@ func (s *Service) Fetch(ctx context.Context, req FetchRequest) (FetchResult, err
 	defer stop()
 	start := time.Now()
 	f, err := p.FetchRecords(ctx, req.Offset, partition.FetchOptions{MaxBytes: maxBytes, Wait: wait, ClientEpoch: req.CurrentLeaderEpoch,
-		ReadCommitted: iso == ReadCommitted})
+		ReadCommitted: iso == ReadCommitted, Unfiltered: req.Unfiltered})
 	s.metrics.fetchLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return FetchResult{}, Suspended(ctx, err)
@@ -115,7 +134,11 @@ func (s *Service) Fetch(ctx context.Context, req FetchRequest) (FetchResult, err
 	}
 	// Markers (and with read_committed aborted batches) are gone from
 	// f.Data; NextOffset passes them anyway.
-	return FetchResult{HW: f.HW, LSO: f.LSO, LogStartOffset: p.StartOffset(ctx), NextOffset: f.Next, Data: f.Data}, nil
+	res := FetchResult{HW: f.HW, LSO: f.LSO, LogStartOffset: p.StartOffset(ctx), NextOffset: f.Next, Data: f.Data}
+	for _, a := range f.Aborted {
+		res.Aborted = append(res.Aborted, AbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+	}
+	return res, nil
 }
 
 // LongPoll returns the context a fetch that waits up to wait runs in:
@@ -212,7 +235,7 @@ func (s *Service) ListOffsets(ctx context.Context, req ListOffsetsRequest) (List
 		case !ok || off >= end:
 			res.Offset = -1
 		default:
-			res.Offset = off
+			res.Offset = recordForTimestamp(ctx, p, off, req.TimestampMs)
 		}
 	}
 	return res, nil
@@ -250,4 +273,67 @@ func (s *Service) Metadata(ctx context.Context, topics []string) (Metadata, erro
 		res.Topics = append(res.Topics, t)
 	}
 	return res, nil
+}
+
+// EndOffsetForEpoch answers a consumer's OffsetForLeaderEpoch (KIP-320:
+// has the log been truncated below what it read at epoch?): the largest
+// epoch at or below epoch the partition's log knows and the offset where
+// it ends (the log end for the latest epoch), or -1 and -1 when it knows
+// none. The partition must be led here (else a *NotLedHereError);
+// currentLeaderEpoch, when set, fences as in Produce.
+func (s *Service) EndOffsetForEpoch(ctx context.Context, topic string, partition int32, currentLeaderEpoch *int32, epoch int32) (int32, int64, error) {
+	t, pm, _, err := s.resolve(ctx, topic, partition)
+	if err != nil {
+		return 0, 0, err
+	}
+	p, err := s.local(pm, t)
+	if err != nil {
+		return 0, 0, err
+	}
+	if e := currentLeaderEpoch; e != nil && *e >= 0 {
+		switch {
+		case *e < pm.LeaderEpoch:
+			return 0, 0, derr.New(derr.FencedLeaderEpoch, "leader epoch %d is older than the partition's %d", *e, pm.LeaderEpoch)
+		case *e > pm.LeaderEpoch:
+			return 0, 0, derr.New(derr.UnknownLeaderEpoch, "leader epoch %d is newer than this broker knows (%d)", *e, pm.LeaderEpoch)
+		}
+	}
+	if _, _, err := p.ReaderOffsets(); err != nil {
+		return 0, 0, err
+	}
+	e, end := p.Log().EndOffsetFor(epoch)
+	return e, end, nil
+}
+
+// recordForTimestamp is the offset of the first record at or after ts in
+// the batch at off (the first batch whose max timestamp is at least ts,
+// as the log's time index finds it), as Kafka answers ListOffsets: a
+// record's offset, not its batch's. When the batch cannot be read (moved
+// to the object store meanwhile, say), the batch's offset.
+func recordForTimestamp(ctx context.Context, p *partition.Replica, off, ts int64) int64 {
+	f, err := p.FetchRecords(ctx, off, partition.FetchOptions{MaxBytes: 1})
+	if err != nil || len(f.Data) < record.HeaderSize {
+		return off
+	}
+	b, _, err := record.ReadBatch(f.Data)
+	if err != nil || b.BaseOffset() > off || b.LastOffset() < off {
+		return off
+	}
+	h := b.Header()
+	if h.Attributes.Codec() != record.CodecNone {
+		if b, err = compress.DecompressBatch(nil, b, compress.DefaultLimit); err != nil {
+			return off
+		}
+	}
+	it, err := b.Records()
+	if err != nil {
+		return off
+	}
+	for it.Next() {
+		r := it.Record()
+		if o := h.BaseOffset + int64(r.OffsetDelta); o >= off && h.FirstTimestamp+r.TimestampDelta >= ts {
+			return o
+		}
+	}
+	return off
 }

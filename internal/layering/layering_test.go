@@ -50,6 +50,7 @@ var rules = []rule{
 	{"dataplane/cluster", []string{"dataplane/broker", "dataplane/connecterr", "dataplane/coordinator", "dataplane/group", "dataplane/txn", "dataplane/runtime", "dataplane/quota", "dataplane/meter"}, "the cluster view is data the services read: it knows the partitions' assignment types, not the services or the broker", nil},
 	{"dataplane/admission", []string{"dataplane/broker", "dataplane/connectapi", "dataplane/connecterr", "dataplane/coordinator", "dataplane/txn", "dataplane/runtime", "dataplane/group", "dataplane/partition", "dataplane/replica", "gen/sluice/v1/sluicev1connect", "internal", "tiered"}, "quota admission decides from the tenants' limits and the allotments its exchanges bring: the broker wires its control-plane calls and holdings; it knows no protocol (its refusals are domain errors) and no service", nil},
 	{"dataplane/connectapi", []string{"dataplane/broker"}, "the Connect front door adapts the services; the broker wires it, not the other way round", nil},
+	{"dataplane/kafka", []string{"dataplane/broker", "dataplane/connectapi", "dataplane/connecterr", "gen/sluice/v1/sluicev1connect"}, "the Kafka front door adapts the same services as the Connect one (records, and through its Admin the control plane's topics): it calls no Connect service itself; the broker wires it", nil},
 	{"dataplane/access", []string{"dataplane/broker", "dataplane/connectapi", "dataplane/partition", "dataplane/log"}, "who may call a broker is decided from a call's credentials and the deny-list, whatever the protocol", nil},
 	{"dataplane/records", []string{"dataplane/broker", "dataplane/connectapi", "dataplane/connecterr"}, "the record service is protocol-neutral: plain requests in, plain results and domain errors out; its adapters (connectapi) call it and the broker wires it, never the other way round", nil},
 	{"dataplane/txns", []string{"dataplane/broker", "dataplane/connectapi", "dataplane/connecterr", "gen/sluice/v1/sluicev1connect"}, "the transaction service is protocol-neutral: plain requests and domain errors; the adapters (dataplane/connectapi) map it to a protocol, and the broker wires its peers", nil},
@@ -82,6 +83,9 @@ var importRules = []importRule{
 	{"dataplane", []string{"connectrpc.com/connect"},
 		"below the Connect adapter the data plane returns and reads domain errors (dataplane/derr); the adapter maps them to Connect's codes in one place (dataplane/connecterr) and wires its clients",
 		[]string{"dataplane/broker", "dataplane/connecterr", "dataplane/connectapi"}},
+	{"dataplane", []string{"github.com/twmb/franz-go"},
+		"Kafka's protocol lives in its front door (dataplane/kafka) alone; the services below it know no Kafka type",
+		[]string{"dataplane/kafka"}},
 }
 
 func TestLayering(t *testing.T) {

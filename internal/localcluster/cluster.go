@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,6 +40,11 @@ type Options struct {
 	// BrokerMetrics gives each broker an operator listener on a free
 	// loopback port.
 	BrokerMetrics bool
+	// KafkaAddr, when set, gives each broker a Kafka listener: with
+	// port 0 on a free port of its host, else broker i (0-based) on the
+	// port i above it (9092, 9093, 9094 for 9092). A restarted broker
+	// binds the same address again.
+	KafkaAddr string
 	// DatabaseURL is the control plane's store: sqlite:<DataDir>/controlplane.db
 	// when empty; a postgres:// URL otherwise.
 	DatabaseURL string
@@ -86,6 +92,11 @@ type BrokerSpec struct {
 	Interceptors []connect.Interceptor
 	// TLS is the broker's TLS files (Options.TLS), none without.
 	TLS tlsfiles.ServerFiles
+	// KafkaAddr, with Options.KafkaAddr, is the Kafka listener's address, and
+	// Kafka the listener bound there for this run (the broker's
+	// Deps.Kafka); both empty without.
+	KafkaAddr string
+	Kafka     net.Listener
 }
 
 // A Node is a started broker.
@@ -143,6 +154,8 @@ type BrokerInfo struct {
 	Addr string // host:port of the client port
 	// MetricsAddr is the operator listener's address, "" without one.
 	MetricsAddr string
+	// KafkaAddr is the Kafka listener's address, "" without one.
+	KafkaAddr string
 	// Node is the broker (the BrokerFunc's answer); nil while stopped.
 	Node Node
 }
@@ -302,6 +315,13 @@ func (c *Cluster) StartBrokers(ctx context.Context) error {
 		if c.opts.BrokerMetrics {
 			p.metricsAddr = "127.0.0.1:0"
 		}
+		if c.opts.KafkaAddr != "" {
+			addr, err := nthAddr(c.opts.KafkaAddr, i)
+			if err != nil {
+				return fmt.Errorf("kafka address of broker %d: %w", id, err)
+			}
+			p.spec.KafkaAddr = addr
+		}
 		if err := c.run(p); err != nil {
 			return fmt.Errorf("start broker %d: %w", id, err)
 		}
@@ -328,11 +348,25 @@ func (c *Cluster) run(p *brokerProc) error {
 		p.metricsAddr = ops.Addr().String()
 	}
 	p.spec.Addr = ln.Addr().String()
+	p.spec.Kafka = nil
+	if p.spec.KafkaAddr != "" {
+		if p.spec.Kafka, err = net.Listen("tcp", p.spec.KafkaAddr); err != nil {
+			ln.Close()
+			if ops != nil {
+				ops.Close()
+			}
+			return fmt.Errorf("listen on Kafka address %s: %w", p.spec.KafkaAddr, err)
+		}
+		p.spec.KafkaAddr = p.spec.Kafka.Addr().String()
+	}
 	node, err := c.opts.NewBroker(p.spec)
 	if err != nil {
 		ln.Close()
 		if ops != nil {
 			ops.Close()
+		}
+		if p.spec.Kafka != nil {
+			p.spec.Kafka.Close()
 		}
 		return err
 	}
@@ -355,7 +389,7 @@ func (c *Cluster) Brokers() []BrokerInfo {
 	defer c.mu.Unlock()
 	out := make([]BrokerInfo, len(c.brokers))
 	for i, p := range c.brokers {
-		out[i] = BrokerInfo{ID: p.spec.ID, Addr: p.spec.Addr, MetricsAddr: p.metricsAddr}
+		out[i] = BrokerInfo{ID: p.spec.ID, Addr: p.spec.Addr, MetricsAddr: p.metricsAddr, KafkaAddr: p.spec.KafkaAddr}
 		if p.running {
 			out[i].Node = p.node
 		}
@@ -508,4 +542,21 @@ func issue(ca *tlsfiles.CA, dir, name, identity string) (tlsfiles.Files, error) 
 		CommonName: "sluice " + name, Hosts: []string{"127.0.0.1", "::1", "localhost"}, URIs: []string{identity},
 		Server: true, Client: true, ValidFor: caValidity,
 	})
+}
+
+// nthAddr is host:port's address for the i-th broker: the same with port
+// 0, else the port i above.
+func nthAddr(addr string, i int) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n+i > 65535 {
+		return "", fmt.Errorf("%q: bad port", addr)
+	}
+	if n == 0 {
+		return addr, nil
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+i)), nil
 }

@@ -86,6 +86,10 @@ type Options struct {
 	// A client outside the cluster, without one, uses the external
 	// listeners only (Cluster.ExternalControlPlane).
 	External bool
+	// Kafka gives every broker a Kafka listener (Broker.KafkaAddr); with
+	// TLS it serves TLS too (SASL_SSL), with a certificate from the
+	// cluster's CA.
+	Kafka bool
 }
 
 func (o *Options) defaults() {
@@ -146,6 +150,9 @@ type Broker struct {
 	// ExternalAddr, with Options.External, is its external listener, which
 	// it advertises as it is.
 	ExternalAddr string
+	// KafkaAddr, with Options.Kafka, is its Kafka listener, which it
+	// advertises as it is.
+	KafkaAddr string
 	// DataDir holds its partition logs.
 	DataDir string
 	// LogPath is its output, appended across restarts.
@@ -233,6 +240,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 				}
 				return ""
 			}(),
+			KafkaAddr: func() string {
+				if opts.Kafka {
+					return FreeAddr(t)
+				}
+				return ""
+			}(),
 			DataDir: filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
 			LogPath: filepath.Join(dir, fmt.Sprintf("broker-%d.log", i)),
 		}
@@ -280,6 +293,13 @@ func (c *Cluster) startBroker(b *Broker) {
 	}
 	if b.ExternalAddr != "" {
 		args = append(args, c.externalArgs(fmt.Sprintf("broker-%d", b.ID), b.ExternalAddr, b.ExternalAddr)...)
+	}
+	if b.KafkaAddr != "" {
+		args = append(args, "--kafka-addr", b.KafkaAddr)
+		if c.CA != nil {
+			name := fmt.Sprintf("broker-%d", b.ID)
+			args = append(args, "--kafka-tls-cert", filepath.Join(c.TLSDir, name+".crt"), "--kafka-tls-key", filepath.Join(c.TLSDir, name+".key"))
+		}
 	}
 	args = append(args, c.opts.ExtraBrokerArgs...)
 	p, err := startProc(fmt.Sprintf("broker-%d", b.ID), c.opts.Bin, b.LogPath, c.opts.BrokerEnv, args)
@@ -641,3 +661,12 @@ func DataRace(out string) string {
 // Secrets are the cluster's operator and broker tokens, for a test that
 // looks for them where they must not be.
 func (c *Cluster) Secrets() []string { return []string{c.operatorToken, c.brokerToken} }
+
+// KafkaBootstrap is the brokers' Kafka listeners (Options.Kafka), by id.
+func (c *Cluster) KafkaBootstrap() []string {
+	var out []string
+	for _, id := range c.BrokerIDs() {
+		out = append(out, c.brokers[id].KafkaAddr)
+	}
+	return out
+}

@@ -11,11 +11,11 @@ import (
 )
 
 // ServerFiles are a server's TLS files (the control plane's, a broker's):
-// its API listener's, its external listener's, its operator listener's
-// and its side of the calls between the cluster's servers. Each listener
-// without a certificate serves plaintext.
+// its API listener's, its external listener's, its operator listener's,
+// a broker's Kafka listener's and its side of the calls between the
+// cluster's servers. Each listener without a certificate serves plaintext.
 type ServerFiles struct {
-	API, External, Ops, Cluster Files
+	API, External, Ops, Kafka, Cluster Files
 }
 
 // RegisterFlags registers --tls-cert, --tls-key, --tls-client-ca (the API
@@ -30,12 +30,19 @@ func (f *ServerFiles) RegisterFlags(fs *pflag.FlagSet) {
 	RegisterClusterFlags(fs, &f.Cluster)
 }
 
+// RegisterKafkaFlags registers --kafka-tls-cert, --kafka-tls-key and
+// --kafka-tls-client-ca: a broker's Kafka listener (SASL_SSL with them,
+// SASL_PLAINTEXT without).
+func (f *ServerFiles) RegisterKafkaFlags(fs *pflag.FlagSet) {
+	RegisterListenerFlags(fs, &f.Kafka, "kafka-", "the Kafka listener (--kafka-addr)")
+}
+
 // Validate names the first flag set without its pair.
 func (f ServerFiles) Validate() error {
 	for _, l := range []struct {
 		f      Files
 		prefix string
-	}{{f.API, ""}, {f.External, "external-"}, {f.Ops, "metrics-"}} {
+	}{{f.API, ""}, {f.External, "external-"}, {f.Ops, "metrics-"}, {f.Kafka, "kafka-"}} {
 		if (l.f.Cert == "") != (l.f.Key == "") {
 			return fmt.Errorf("--%[1]stls-cert and --%[1]stls-key go together", l.prefix)
 		}
@@ -52,7 +59,7 @@ func (f ServerFiles) Validate() error {
 // Server holds what a server's ServerFiles loaded: nil for a listener
 // without TLS, or no cluster files.
 type Server struct {
-	API, External, Ops, Cluster *Source
+	API, External, Ops, Kafka, Cluster *Source
 }
 
 // Load loads f's files (Validate first): an error names a file that does
@@ -65,7 +72,7 @@ func (f ServerFiles) Load(logger *slog.Logger) (*Server, error) {
 	for _, l := range []struct {
 		f   Files
 		dst **Source
-	}{{f.API, &s.API}, {f.External, &s.External}, {f.Ops, &s.Ops}, {f.Cluster, &s.Cluster}} {
+	}{{f.API, &s.API}, {f.External, &s.External}, {f.Ops, &s.Ops}, {f.Kafka, &s.Kafka}, {f.Cluster, &s.Cluster}} {
 		if l.f == (Files{}) {
 			continue
 		}
@@ -121,6 +128,22 @@ func (s *Server) OpsListener(ln net.Listener, logger *slog.Logger) (net.Listener
 		return nil, err
 	}
 	return tls.NewListener(guardListener{ln}, cfg), nil
+}
+
+// KafkaListener wraps the Kafka listener ln with TLS when it has a
+// certificate (no ALPN: Kafka clients send none; client certificates are
+// required with --kafka-tls-client-ca, else not asked for), else returns
+// it as is.
+func (s *Server) KafkaListener(ln net.Listener, logger *slog.Logger) (net.Listener, error) {
+	if s == nil || !s.Kafka.Enabled() {
+		warnPlaintext(ln, "Kafka", "--kafka-tls-cert and --kafka-tls-key", logger)
+		return ln, nil
+	}
+	cfg, err := s.Kafka.ServerConfig(nil)
+	if err != nil {
+		return nil, err
+	}
+	return tls.NewListener(ln, cfg), nil
 }
 
 // ClusterSource is the cluster side (nil: none, or a nil s).

@@ -81,9 +81,17 @@ func runBroker(ctx context.Context, cfg broker.Config, logger *slog.Logger, tier
 	if xln != nil && cfg.ExternalAdvertisedAddr == "" {
 		cfg.ExternalAdvertisedAddr = xln.Addr().String()
 	}
-	b, err := broker.New(cfg, broker.Deps{Logger: logger, TierStore: tier, External: xln})
+	kln, err := listenOn("--kafka-addr", cfg.KafkaAddr)
 	if err != nil {
 		closeListeners(ln, ops, xln)
+		return err
+	}
+	if kln != nil && cfg.KafkaAdvertisedAddr == "" {
+		cfg.KafkaAdvertisedAddr = kln.Addr().String()
+	}
+	b, err := broker.New(cfg, broker.Deps{Logger: logger, TierStore: tier, External: xln, Kafka: kln})
+	if err != nil {
+		closeListeners(ln, ops, xln, kln)
 		return err
 	}
 	if ready != nil {

@@ -106,12 +106,18 @@ func listen(addr, metricsAddr string) (ln, ops net.Listener, err error) {
 
 // listenExternal binds a server's external listener; nil without one.
 func listenExternal(addr string) (net.Listener, error) {
+	return listenOn("--external-listen-addr", addr)
+}
+
+// listenOn binds the optional listener of flag at addr; nil when addr is
+// empty.
+func listenOn(flag, addr string) (net.Listener, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on --external-listen-addr %s: %w", addr, err)
+		return nil, fmt.Errorf("listen on %s %s: %w", flag, addr, err)
 	}
 	return ln, nil
 }
@@ -137,6 +143,7 @@ type devOptions struct {
 	// tls serves TLS on the API listeners, from a throwaway CA in the
 	// data dir, with mutual TLS between the servers.
 	tls                          bool
+	kafkaAddr                    string // the first broker's Kafka listener; "" none
 	groupHeartbeat, groupSession time.Duration
 	usageReportInterval          time.Duration
 	quotaExchangeInterval        time.Duration
@@ -195,7 +202,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 	cpStart := time.Now()
 	cluster, err := localcluster.New(ctx, localcluster.Options{
 		DataDir: dataDir, Brokers: devBrokers, ListenAddr: listen, MetricsAddr: "127.0.0.1:0", BrokerMetrics: true,
-		BrokerToken: secrets.BrokerToken, OperatorToken: secrets.OperatorToken, ControlPlane: cfgCP, Logger: logger, TLS: opts.tls,
+		BrokerToken: secrets.BrokerToken, OperatorToken: secrets.OperatorToken, ControlPlane: cfgCP, Logger: logger, TLS: opts.tls, KafkaAddr: opts.kafkaAddr,
 		NewBroker: brokernode.New(brokernode.Options{Logger: logger, TierStore: objects, Config: func(bc *broker.Config) {
 			bc.GroupHeartbeatInterval, bc.GroupSessionTimeout = opts.groupHeartbeat, opts.groupSession
 			bc.UsageReportInterval = opts.usageReportInterval
@@ -230,7 +237,7 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 		if opts.tls {
 			addr = "https://" + addr // as the broker advertises it
 		}
-		brokers = append(brokers, devBroker{ID: b.ID, Address: addr, MetricsURL: "http://" + b.MetricsAddr + "/metrics"})
+		brokers = append(brokers, devBroker{ID: b.ID, Address: addr, KafkaAddress: b.KafkaAddr, MetricsURL: "http://" + b.MetricsAddr + "/metrics"})
 	}
 	if err := cluster.WaitBrokers(ctx, 30*time.Second); err != nil {
 		return failed(err)
@@ -286,9 +293,11 @@ func (a *app) runDev(ctx context.Context, dataDir, listen string, opts devOption
 
 // devBroker is one of sluice dev's brokers, as its summary shows it.
 type devBroker struct {
-	ID         int32  `json:"id"`
-	Address    string `json:"address"`
-	MetricsURL string `json:"metricsUrl"`
+	ID      int32  `json:"id"`
+	Address string `json:"address"`
+	// KafkaAddress is its Kafka listener's, "" without one.
+	KafkaAddress string `json:"kafkaAddress,omitempty"`
+	MetricsURL   string `json:"metricsUrl"`
 }
 
 // devSummary is what sluice dev prints once it is ready (with -o json as
@@ -317,10 +326,26 @@ func (a *app) printDevSummary(s devSummary) error {
 		return err
 	}
 	addrs := make([]string, len(s.Brokers))
+	var kafkaAddrs []string
 	metrics := fmt.Sprintf("%s (control plane)", s.ControlPlaneMetricsURL)
 	for i, b := range s.Brokers {
 		addrs[i] = b.Address
+		if b.KafkaAddress != "" {
+			kafkaAddrs = append(kafkaAddrs, b.KafkaAddress)
+		}
 		metrics += fmt.Sprintf("\n                 %s (broker %d)", b.MetricsURL, b.ID)
+	}
+	kafka := ""
+	if len(kafkaAddrs) > 0 {
+		// A ready client config: Java, librdkafka (kcat -F) and most
+		// others take these properties as they are.
+		kafka = fmt.Sprintf(`  kafka          %s
+                 bootstrap.servers=%s
+                 security.protocol=SASL_PLAINTEXT
+                 sasl.mechanism=PLAIN
+                 sasl.username=%s
+                 sasl.password=%s
+`, strings.Join(kafkaAddrs, ","), strings.Join(kafkaAddrs, ","), devTenantName, s.APIKey)
 	}
 	_, err := fmt.Fprintf(a.stdout, `Sluice dev is running.
 
@@ -330,14 +355,14 @@ func (a *app) printDevSummary(s devSummary) error {
   api key        %s
   JWKS           %s
   brokers        %s
-  metrics        %s
+%s  metrics        %s
                  (loopback only: their labels name every tenant)
 
 Try: sluice --profile dev topic create orders --partitions 3
      sluice --profile dev produce orders --value hello
      sluice --profile dev consume orders
 Stop with Ctrl-C; state stays in %s.
-`, s.Endpoint, s.Profile, s.CLIConfig, s.TenantID, s.APIKey, s.JWKSURL, strings.Join(addrs, " "), metrics, s.DataDir)
+`, s.Endpoint, s.Profile, s.CLIConfig, s.TenantID, s.APIKey, s.JWKSURL, strings.Join(addrs, " "), kafka, metrics, s.DataDir)
 	return err
 }
 
@@ -480,7 +505,7 @@ func (a *app) devTenant(ctx context.Context, dataDir, endpoint, caFile string, s
 			return err
 		}
 		c := newClients(hc, endpoint, "")
-		res, err := c.tenant.Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "dev@sluice.local", TenantName: "dev"}))
+		res, err := c.tenant.Signup(ctx, connect.NewRequest(&sluicev1.SignupRequest{Email: "dev@sluice.local", TenantName: devTenantName}))
 		if connect.CodeOf(err) == connect.CodeAlreadyExists {
 			return fmt.Errorf("create dev tenant: %w (the dev tenant exists but %s lost its key: start over with an empty --data-dir)", err, filepath.Join(dataDir, "secrets.json"))
 		}
@@ -523,6 +548,11 @@ One dev runs per --data-dir: a second one on the same folder (on another
 port too) exits at once with an error naming the running one's pid. The lock
 goes with the process, so after a crash or kill -9 dev starts again as usual.
 
+Each broker also serves the Kafka protocol (--kafka-addr, 127.0.0.1:9092
+to 9094 by default): any Kafka client connects with SASL PLAIN, username
+"dev" and the dev API key as password; the summary prints a ready client
+config.
+
 The control plane and each broker serve Prometheus metrics, /healthz,
 /readyz and Go profiles (/debug/pprof/) on their own operator listener, on a
 free loopback port printed at start; the endpoint serves neither metrics
@@ -546,6 +576,7 @@ exits 0.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".sluice", "folder holding all dev state (SQLite database, secrets, partition logs); one dev at a time uses it")
 	cmd.Flags().StringVar(&listen, "listen-addr", "127.0.0.1:8080", "host:port of the control-plane API")
+	cmd.Flags().StringVar(&opts.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "host:port of the first broker's Kafka listener; the second and third listen on the next two ports (port 0: each on a free port); empty: no Kafka listeners. Kafka clients connect with SASL PLAIN, username dev and the printed API key as password (see docs/kafka.md)")
 	cmd.Flags().BoolVar(&opts.tls, "tls", false, "serve TLS on the control plane's and the brokers' API listeners, with certificates (for 127.0.0.1, ::1 and localhost) from a throwaway CA made at each start in <data-dir>/tls (its key is never written), and mutual TLS between the servers; the endpoint becomes https:// and the saved profiles trust the CA (ca_file). The operator listeners stay plaintext on loopback")
 	cmd.Flags().DurationVar(&opts.groupHeartbeat, "group-heartbeat-interval", opts.groupHeartbeat, "how often consumer-group members heartbeat (and learn of rebalances)")
 	cmd.Flags().DurationVar(&opts.groupSession, "group-session-timeout", opts.groupSession, "a consumer-group member silent this long is removed and its partitions reassigned")
@@ -557,6 +588,10 @@ exits 0.`,
 
 // devBrokers is how many brokers `sluice dev` runs.
 const devBrokers = 3
+
+// devTenantName is the tenant dev creates (a Kafka client's SASL PLAIN
+// username).
+const devTenantName = "dev"
 
 // devSecrets are generated once per data dir.
 type devSecrets struct {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -10,10 +9,11 @@ import (
 	"github.com/spf13/cobra"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/topicconfig"
 )
 
 // topicConfigKeys are the --config keys, named as in Kafka.
-var topicConfigKeys = []string{"retention.ms", "retention.bytes", "local.retention.ms", "local.retention.bytes", "max.message.bytes", "min.insync.replicas", "cleanup.policy", "unclean.leader.election.enable"}
+var topicConfigKeys = topicconfig.Keys
 
 // parseTopicConfig turns "key=value" pairs into a TopicConfig with only
 // those fields set.
@@ -24,48 +24,8 @@ func parseTopicConfig(pairs []string) (*sluicev1.TopicConfig, error) {
 		if !ok {
 			return nil, usageError{fmt.Errorf("--config %q: want key=value", p)}
 		}
-		i64 := func() (*int64, error) {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return nil, usageError{fmt.Errorf("--config %s: %q is not an integer", k, v)}
-			}
-			return &n, nil
-		}
-		i32 := func() (*int32, error) {
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil {
-				return nil, usageError{fmt.Errorf("--config %s: %q is not a 32-bit integer", k, v)}
-			}
-			x := int32(n)
-			return &x, nil
-		}
-		var err error
-		switch k {
-		case "retention.ms":
-			c.RetentionMs, err = i64()
-		case "retention.bytes":
-			c.RetentionBytes, err = i64()
-		case "local.retention.ms":
-			c.LocalRetentionMs, err = i64()
-		case "local.retention.bytes":
-			c.LocalRetentionBytes, err = i64()
-		case "max.message.bytes":
-			c.MaxMessageBytes, err = i32()
-		case "min.insync.replicas":
-			c.MinInsyncReplicas, err = i32()
-		case "cleanup.policy":
-			c.CleanupPolicy = &v
-		case "unclean.leader.election.enable":
-			b, perr := strconv.ParseBool(v)
-			if perr != nil {
-				return nil, usageError{fmt.Errorf("--config %s: %q is not true or false", k, v)}
-			}
-			c.UncleanLeaderElectionEnable = &b
-		default:
-			return nil, usageError{fmt.Errorf("--config: unknown key %q; known: %s", k, strings.Join(topicConfigKeys, ", "))}
-		}
-		if err != nil {
-			return nil, err
+		if err := topicconfig.Set(c, k, v); err != nil {
+			return nil, usageError{fmt.Errorf("--config %w", err)}
 		}
 	}
 	return c, nil

@@ -10,11 +10,11 @@ import (
 	"github.com/sluicemq/sluice/controlplane/store"
 )
 
-const brokerColumns = `id, address, rack, epoch, lease_expires_at, registered_at, external_address`
+const brokerColumns = `id, address, rack, epoch, lease_expires_at, registered_at, external_address, kafka_address`
 
 func scanBroker(r Scanner) (store.Broker, error) {
 	var b store.Broker
-	if err := r.Scan(&b.ID, &b.Address, &b.Rack, &b.Epoch, ScanTime(&b.LeaseExpiresAt), ScanTime(&b.RegisteredAt), &b.ExternalAddress); err != nil {
+	if err := r.Scan(&b.ID, &b.Address, &b.Rack, &b.Epoch, ScanTime(&b.LeaseExpiresAt), ScanTime(&b.RegisteredAt), &b.ExternalAddress, &b.KafkaAddress); err != nil {
 		return store.Broker{}, err
 	}
 	return b, nil
@@ -24,12 +24,12 @@ func scanBroker(r Scanner) (store.Broker, error) {
 // the time of the latest registration (now when zero).
 func (s *Store) RegisterBroker(ctx context.Context, b store.Broker) (store.Broker, error) {
 	out, err := scanBroker(s.db.Write().QueryRowContext(ctx,
-		`INSERT INTO brokers (`+brokerColumns+`) VALUES ($1, $2, $3, 1, $4, $5, $6)
+		`INSERT INTO brokers (`+brokerColumns+`) VALUES ($1, $2, $3, 1, $4, $5, $6, $7)
 		 ON CONFLICT (id) DO UPDATE SET address = excluded.address, rack = excluded.rack,
 		     epoch = brokers.epoch + 1, lease_expires_at = excluded.lease_expires_at,
-		     registered_at = excluded.registered_at, external_address = excluded.external_address
+		     registered_at = excluded.registered_at, external_address = excluded.external_address, kafka_address = excluded.kafka_address
 		 RETURNING `+brokerColumns,
-		b.ID, b.Address, b.Rack, s.db.Time(b.LeaseExpiresAt), s.db.Time(orNow(b.RegisteredAt)), b.ExternalAddress))
+		b.ID, b.Address, b.Rack, s.db.Time(b.LeaseExpiresAt), s.db.Time(orNow(b.RegisteredAt)), b.ExternalAddress, b.KafkaAddress))
 	return out, s.db.Translate("register broker", err)
 }
 

@@ -69,11 +69,14 @@ func (x *CreateTokenRequest) GetApiKey() string {
 type CreateTokenResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// An EdDSA-signed JWT; send it as "Authorization: Bearer <token>".
-	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
-	TokenType     string                 `protobuf:"bytes,2,opt,name=token_type,json=tokenType,proto3" json:"token_type,omitempty"`
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	TenantId      string                 `protobuf:"bytes,4,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Scopes        []string               `protobuf:"bytes,5,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	Token      string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	TokenType  string                 `protobuf:"bytes,2,opt,name=token_type,json=tokenType,proto3" json:"token_type,omitempty"`
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	TenantId   string                 `protobuf:"bytes,4,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Scopes     []string               `protobuf:"bytes,5,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// The tenant's name (what a Kafka client gives as its SASL PLAIN
+	// username).
+	TenantName    string `protobuf:"bytes,6,opt,name=tenant_name,json=tenantName,proto3" json:"tenant_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -143,13 +146,20 @@ func (x *CreateTokenResponse) GetScopes() []string {
 	return nil
 }
 
+func (x *CreateTokenResponse) GetTenantName() string {
+	if x != nil {
+		return x.TenantName
+	}
+	return ""
+}
+
 var File_sluice_v1_auth_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_auth_proto_rawDesc = "" +
 	"\n" +
 	"\x14sluice/v1/auth.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\"-\n" +
 	"\x12CreateTokenRequest\x12\x17\n" +
-	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\"\xbc\x01\n" +
+	"\aapi_key\x18\x01 \x01(\tR\x06apiKey\"\xdd\x01\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
 	"\n" +
@@ -157,7 +167,9 @@ const file_sluice_v1_auth_proto_rawDesc = "" +
 	"\vexpire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x1b\n" +
 	"\ttenant_id\x18\x04 \x01(\tR\btenantId\x12\x16\n" +
-	"\x06scopes\x18\x05 \x03(\tR\x06scopes2f\n" +
+	"\x06scopes\x18\x05 \x03(\tR\x06scopes\x12\x1f\n" +
+	"\vtenant_name\x18\x06 \x01(\tR\n" +
+	"tenantName2f\n" +
 	"\vAuthService\x12W\n" +
 	"\vCreateToken\x12\x1d.sluice.v1.CreateTokenRequest\x1a\x1e.sluice.v1.CreateTokenResponse\"\t\xc2\xf3\x18\x05\b\x01\"\x01\x01B\x92\x01\n" +
 	"\rcom.sluice.v1B\tAuthProtoP\x01Z1github.com/sluicemq/sluice/gen/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +

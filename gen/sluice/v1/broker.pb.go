@@ -890,8 +890,11 @@ type RegisterBrokerRequest struct {
 	// Where clients outside the cluster reach this broker (its external
 	// listener), in address's form; empty without one.
 	ExternalAddress string `protobuf:"bytes,4,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Where Kafka clients reach this broker (its Kafka listener), host:port;
+	// empty without one.
+	KafkaAddress  string `protobuf:"bytes,5,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -948,6 +951,13 @@ func (x *RegisterBrokerRequest) GetRack() string {
 func (x *RegisterBrokerRequest) GetExternalAddress() string {
 	if x != nil {
 		return x.ExternalAddress
+	}
+	return ""
+}
+
+func (x *RegisterBrokerRequest) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
 	}
 	return ""
 }
@@ -1577,8 +1587,10 @@ type BrokerEndpoint struct {
 	Rack    string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	// Its external listener's address; empty without one.
 	ExternalAddress string `protobuf:"bytes,4,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Its Kafka listener's advertised host:port; empty without one.
+	KafkaAddress  string `protobuf:"bytes,5,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BrokerEndpoint) Reset() {
@@ -1635,6 +1647,13 @@ func (x *BrokerEndpoint) GetRack() string {
 func (x *BrokerEndpoint) GetExternalAddress() string {
 	if x != nil {
 		return x.ExternalAddress
+	}
+	return ""
+}
+
+func (x *BrokerEndpoint) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
 	}
 	return ""
 }
@@ -3330,12 +3349,13 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"_\n" +
 	"\x1bAllocateProducerIdsResponse\x12*\n" +
 	"\x11first_producer_id\x18\x01 \x01(\x03R\x0ffirstProducerId\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"\x8d\x01\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\"\xb2\x01\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12)\n" +
-	"\x10external_address\x18\x04 \x01(\tR\x0fexternalAddress\"\xb7\x01\n" +
+	"\x10external_address\x18\x04 \x01(\tR\x0fexternalAddress\x12#\n" +
+	"\rkafka_address\x18\x05 \x01(\tR\fkafkaAddress\"\xb7\x01\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
 	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\x12F\n" +
 	"\x11lease_expire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0fleaseExpireTime\x122\n" +
@@ -3382,12 +3402,13 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x03isr\x18\b \x03(\x05R\x03isr\x12'\n" +
 	"\x0fpartition_epoch\x18\t \x01(\x05R\x0epartitionEpoch\x12.\n" +
 	"\x06config\x18\n" +
-	" \x01(\v2\x16.sluice.v1.TopicConfigR\x06config\"\x86\x01\n" +
+	" \x01(\v2\x16.sluice.v1.TopicConfigR\x06config\"\xab\x01\n" +
 	"\x0eBrokerEndpoint\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12)\n" +
-	"\x10external_address\x18\x04 \x01(\tR\x0fexternalAddress\"\xbd\x02\n" +
+	"\x10external_address\x18\x04 \x01(\tR\x0fexternalAddress\x12#\n" +
+	"\rkafka_address\x18\x05 \x01(\tR\fkafkaAddress\"\xbd\x02\n" +
 	"\x15AlterPartitionRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x19\n" +

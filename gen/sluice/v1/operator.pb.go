@@ -255,8 +255,10 @@ type Broker struct {
 	Live            bool                   `protobuf:"varint,6,opt,name=live,proto3" json:"live,omitempty"`
 	// Its external listener's address; empty without one.
 	ExternalAddress string `protobuf:"bytes,7,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Its Kafka listener's advertised host:port; empty without one.
+	KafkaAddress  string `protobuf:"bytes,8,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Broker) Reset() {
@@ -334,6 +336,13 @@ func (x *Broker) GetLive() bool {
 func (x *Broker) GetExternalAddress() string {
 	if x != nil {
 		return x.ExternalAddress
+	}
+	return ""
+}
+
+func (x *Broker) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
 	}
 	return ""
 }
@@ -775,7 +784,7 @@ const file_sluice_v1_operator_proto_rawDesc = "" +
 	"\x05_planB\t\n" +
 	"\a_status\"A\n" +
 	"\x14UpdateTenantResponse\x12)\n" +
-	"\x06tenant\x18\x01 \x01(\v2\x11.sluice.v1.TenantR\x06tenant\"\xe3\x01\n" +
+	"\x06tenant\x18\x01 \x01(\v2\x11.sluice.v1.TenantR\x06tenant\"\x88\x02\n" +
 	"\x06Broker\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -783,7 +792,8 @@ const file_sluice_v1_operator_proto_rawDesc = "" +
 	"\x05epoch\x18\x04 \x01(\x03R\x05epoch\x12F\n" +
 	"\x11lease_expire_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0fleaseExpireTime\x12\x12\n" +
 	"\x04live\x18\x06 \x01(\bR\x04live\x12)\n" +
-	"\x10external_address\x18\a \x01(\tR\x0fexternalAddress\"\x14\n" +
+	"\x10external_address\x18\a \x01(\tR\x0fexternalAddress\x12#\n" +
+	"\rkafka_address\x18\b \x01(\tR\fkafkaAddress\"\x14\n" +
 	"\x12ListBrokersRequest\"B\n" +
 	"\x13ListBrokersResponse\x12+\n" +
 	"\abrokers\x18\x01 \x03(\v2\x11.sluice.v1.BrokerR\abrokers\"p\n" +

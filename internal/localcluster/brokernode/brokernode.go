@@ -28,7 +28,7 @@ type Options struct {
 // New returns a localcluster.BrokerFunc that builds real brokers.
 func New(opts Options) localcluster.BrokerFunc {
 	return func(spec localcluster.BrokerSpec) (localcluster.Node, error) {
-		return broker.New(Config(spec, opts.Config), broker.Deps{Logger: opts.Logger, TierStore: opts.TierStore, Interceptors: spec.Interceptors})
+		return broker.New(Config(spec, opts.Config), broker.Deps{Logger: opts.Logger, TierStore: opts.TierStore, Interceptors: spec.Interceptors, Kafka: spec.Kafka})
 	}
 }
 
@@ -43,6 +43,7 @@ func Config(spec localcluster.BrokerSpec, tweak func(*broker.Config)) broker.Con
 	bc.Rack = spec.Rack
 	bc.ListenAddr, bc.AdvertisedAddr = spec.Addr, spec.Addr
 	bc.TLS = spec.TLS
+	bc.KafkaAddr, bc.KafkaAdvertisedAddr = spec.KafkaAddr, spec.KafkaAddr
 	if tweak != nil {
 		tweak(&bc)
 	}

@@ -1,0 +1,293 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/dataplane/admission"
+	"github.com/sluicemq/sluice/dataplane/derr"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// versions are the API keys served and the versions of each: what
+// ApiVersions advertises, and all that is answered. A request of another
+// key or version closes the connection, as Kafka does (ApiVersions
+// itself is answered with UNSUPPORTED_VERSION and this list).
+var versions = map[int16][2]int16{
+	kmsg.Produce.Int16():          {3, 11},
+	kmsg.Fetch.Int16():            {4, 16},
+	kmsg.ListOffsets.Int16():      {1, 8},
+	kmsg.Metadata.Int16():         {0, 12},
+	kmsg.ApiVersions.Int16():      {0, 4},
+	kmsg.SASLHandshake.Int16():    {0, 1},
+	kmsg.SASLAuthenticate.Int16(): {0, 2},
+	kmsg.InitProducerID.Int16():   {0, 4},
+	kmsg.DescribeCluster.Int16():  {0, 1},
+	kmsg.OffsetForLeaderEpoch.Int16(): {
+		2, 4, // v0-v1 carry no current leader epoch; every client sends v2+
+	},
+	kmsg.CreateTopics.Int16():            {2, 7},
+	kmsg.DeleteTopics.Int16():            {1, 6},
+	kmsg.CreatePartitions.Int16():        {0, 3},
+	kmsg.DescribeConfigs.Int16():         {1, 4},
+	kmsg.IncrementalAlterConfigs.Int16(): {0, 1},
+}
+
+// supported reports whether key is served at version.
+func supported(key, version int16) bool {
+	r, ok := versions[key]
+	return ok && version >= r[0] && version <= r[1]
+}
+
+// header is a request's header (v1, or v2 with tags for a flexible
+// request).
+type header struct {
+	key, version int16
+	corr         int32
+	clientID     string
+}
+
+var errMalformed = errors.New("malformed request")
+
+// parseHeader splits a request frame into its header and body; req is
+// the request of the header's key, at its version (nil for a key kmsg
+// does not know).
+func parseHeader(b []byte) (h header, req kmsg.Request, body []byte, err error) {
+	if len(b) < 10 {
+		return h, nil, nil, fmt.Errorf("%w: %d bytes, less than a request header", errMalformed, len(b))
+	}
+	h.key = int16(binary.BigEndian.Uint16(b[0:]))
+	h.version = int16(binary.BigEndian.Uint16(b[2:]))
+	h.corr = int32(binary.BigEndian.Uint32(b[4:]))
+	n := int16(binary.BigEndian.Uint16(b[8:]))
+	b = b[10:]
+	if n > 0 {
+		if int(n) > len(b) {
+			return h, nil, nil, fmt.Errorf("%w: client id of %d bytes, %d left", errMalformed, n, len(b))
+		}
+		h.clientID, b = string(b[:n]), b[n:]
+	} else if n < -1 {
+		return h, nil, nil, fmt.Errorf("%w: client id length %d", errMalformed, n)
+	}
+	req = kmsg.RequestForKey(h.key)
+	if req == nil {
+		return h, nil, b, nil
+	}
+	req.SetVersion(h.version)
+	if req.IsFlexible() && h.version <= req.MaxVersion() {
+		if b, err = skipTags(b); err != nil {
+			return h, nil, nil, err
+		}
+	}
+	return h, req, b, nil
+}
+
+// skipTags skips a tagged-field section.
+func skipTags(b []byte) ([]byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: tagged fields", errMalformed)
+	}
+	b = b[k:]
+	for range n {
+		if _, k = binary.Uvarint(b); k <= 0 {
+			return nil, fmt.Errorf("%w: tag", errMalformed)
+		}
+		b = b[k:]
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return nil, fmt.Errorf("%w: tag size", errMalformed)
+		}
+		b = b[k+int(size):]
+	}
+	return b, nil
+}
+
+// errClose closes the connection (after writing what was answered).
+var errClose = errors.New("close the connection")
+
+// handle serves one frame: it returns how long to read nothing more
+// (KIP-219), or an error that closes the connection.
+func (c *conn) handle(ctx context.Context, b []byte) (mute time.Duration, err error) {
+	if c.sess.rawToken {
+		return c.rawSASL(ctx, b)
+	}
+	h, req, body, err := parseHeader(b)
+	if err != nil {
+		c.s.metrics.request(h.key, h.version, "malformed")
+		return 0, err
+	}
+	if h.key == kmsg.ApiVersions.Int16() && (req == nil || !supported(h.key, h.version)) {
+		// KIP-511: answer v0 with UNSUPPORTED_VERSION and our ranges,
+		// so the client retries with a version we have.
+		c.s.metrics.request(h.key, h.version, "unsupported_version")
+		res := c.apiVersions(kmsg.NewPtrApiVersionsRequest())
+		res.ErrorCode = kerr.UnsupportedVersion.Code
+		res.SetVersion(0)
+		return 0, c.writeFrame(h.corr, false, res.AppendTo(nil))
+	}
+	if req == nil || !supported(h.key, h.version) {
+		c.s.metrics.request(h.key, h.version, "unsupported_version")
+		return 0, fmt.Errorf("API key %d (%s) version %d is not served", h.key, kmsg.NameForKey(h.key), h.version)
+	}
+	sasl := h.key == kmsg.SASLHandshake.Int16() || h.key == kmsg.SASLAuthenticate.Int16()
+	if !sasl && h.key != kmsg.ApiVersions.Int16() {
+		if !c.sess.authenticated() {
+			c.s.metrics.request(h.key, h.version, "unauthenticated")
+			return 0, fmt.Errorf("%s before authentication: this listener needs SASL (PLAIN or OAUTHBEARER)", kmsg.NameForKey(h.key))
+		}
+		if err := c.sess.check(c.s); err != nil {
+			// KIP-368: an expired session, or a revoked key or a
+			// suspended tenant, ends the connection; the client's
+			// next authentication tells it why.
+			c.s.metrics.request(h.key, h.version, "session_ended")
+			return 0, err
+		}
+	}
+	if err := req.ReadFrom(body); err != nil {
+		c.s.metrics.request(h.key, h.version, "malformed")
+		return 0, fmt.Errorf("%w: %s v%d: %w", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+	}
+	ctx = c.sess.context(ctx)
+	if !sasl && h.key != kmsg.ApiVersions.Int16() {
+		if err := c.admit(ctx, h.key, len(body)); err != nil {
+			c.s.metrics.request(h.key, h.version, "refused")
+			return 0, err
+		}
+	}
+	start := time.Now()
+	res, mute, err := c.dispatch(ctx, h, req)
+	if err != nil {
+		c.s.metrics.request(h.key, h.version, "error")
+		return 0, err
+	}
+	c.s.metrics.observe(h.key, time.Since(start))
+	if res == nil { // acks=0 produce: no answer
+		c.s.metrics.request(h.key, h.version, "ok")
+		return mute, nil
+	}
+	c.s.metrics.request(h.key, h.version, "ok")
+	flex := res.IsFlexible() && h.key != kmsg.ApiVersions.Int16()
+	if err := c.writeFrame(h.corr, flex, res.AppendTo(nil)); err != nil {
+		return 0, err
+	}
+	if c.sess.closeAfter {
+		if err := c.w.Flush(); err != nil {
+			return 0, err
+		}
+		return 0, errClose
+	}
+	return mute, nil
+}
+
+// admit charges the request to its tenant's request quota (and bills
+// it), holding it while the tenant is over its rate: the connection reads
+// nothing meanwhile, as Kafka mutes a throttled channel (KIP-219), so a
+// client is slowed, never refused, by its quota. It gives up with the
+// connection.
+func (c *conn) admit(ctx context.Context, key int16, size int) error {
+	if c.s.d.AdmitCall == nil {
+		return nil
+	}
+	p, _ := tenants.PrincipalFrom(ctx)
+	kind := admission.CallOther
+	switch key {
+	case kmsg.Produce.Int16():
+		kind = admission.CallProduce
+	case kmsg.Fetch.Int16():
+		kind = admission.CallFetch
+	}
+	for {
+		err := c.s.d.AdmitCall(ctx, admission.Call{Principal: p, Kind: kind, Size: int64(size)})
+		wait, ok := retryAfter(err)
+		if !ok {
+			return err
+		}
+		c.s.metrics.throttled(p.TenantID, wait)
+		if err := sleepCtx(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// retryAfter is the delay of a rate refusal (a domain error with
+// RetryAfter or Throttle); ok is false for anything else, nil included.
+func retryAfter(err error) (time.Duration, bool) {
+	var e *derr.Error
+	if err == nil || !errors.As(err, &e) || (e.RetryAfter <= 0 && e.Throttle <= 0) {
+		return 0, false
+	}
+	return max(e.RetryAfter, e.Throttle, time.Millisecond), true
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// dispatch serves a decoded request; a nil response is not answered.
+func (c *conn) dispatch(ctx context.Context, h header, req kmsg.Request) (kmsg.Response, time.Duration, error) {
+	switch r := req.(type) {
+	case *kmsg.ApiVersionsRequest:
+		return c.apiVersions(r), 0, nil
+	case *kmsg.SASLHandshakeRequest:
+		return c.saslHandshake(r), 0, nil
+	case *kmsg.SASLAuthenticateRequest:
+		return c.saslAuthenticate(ctx, r), 0, nil
+	case *kmsg.MetadataRequest:
+		return c.metadata(ctx, r), 0, nil
+	case *kmsg.ProduceRequest:
+		res := c.produce(ctx, r)
+		if r.Acks == 0 {
+			return nil, 0, nil
+		}
+		return res, 0, nil
+	case *kmsg.FetchRequest:
+		res, mute := c.fetch(ctx, r)
+		return res, mute, nil
+	case *kmsg.ListOffsetsRequest:
+		return c.listOffsets(ctx, r), 0, nil
+	case *kmsg.InitProducerIDRequest:
+		return c.initProducerID(ctx, r), 0, nil
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return c.offsetForLeaderEpoch(ctx, r), 0, nil
+	case *kmsg.DescribeClusterRequest:
+		return c.describeCluster(r), 0, nil
+	case *kmsg.CreateTopicsRequest:
+		return c.createTopics(ctx, r), 0, nil
+	case *kmsg.DeleteTopicsRequest:
+		return c.deleteTopics(ctx, r), 0, nil
+	case *kmsg.CreatePartitionsRequest:
+		return c.createPartitions(ctx, r), 0, nil
+	case *kmsg.DescribeConfigsRequest:
+		return c.describeConfigs(ctx, r), 0, nil
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return c.incrementalAlterConfigs(ctx, r), 0, nil
+	}
+	return nil, 0, fmt.Errorf("%s is not served", kmsg.NameForKey(h.key))
+}
+
+// apiVersions answers the served keys and versions.
+func (c *conn) apiVersions(req *kmsg.ApiVersionsRequest) *kmsg.ApiVersionsResponse {
+	res := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	for k := range int16(kmsg.MaxKey + 1) {
+		if r, ok := versions[k]; ok {
+			ak := kmsg.NewApiVersionsResponseApiKey()
+			ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, r[0], r[1]
+			res.ApiKeys = append(res.ApiKeys, ak)
+		}
+	}
+	return res
+}

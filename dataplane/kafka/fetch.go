@@ -1,0 +1,260 @@
+package kafka
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/dataplane/cluster"
+	"github.com/sluicemq/sluice/dataplane/records"
+	"github.com/sluicemq/sluice/record"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// fetchPart is one partition of a Fetch request being served.
+type fetchPart struct {
+	topic *kmsg.FetchResponseTopic
+	idx   int // in topic.Partitions
+	name  string
+	req   kmsg.FetchRequestTopicPartition
+	done  bool // answered (data or an error): not read again
+}
+
+// fetch serves a Fetch request without fetch sessions (KIP-227: a
+// session id of 0 in every answer, so clients send full requests): it
+// reads every partition without waiting and, while that found fewer
+// than min_bytes and max_wait has not passed, waits for any of them to
+// get records, then reads again. Partitions are answered unfiltered
+// (transaction markers and aborted batches kept, with the aborted
+// transactions for read_committed), as Kafka clients filter themselves.
+// A tenant over its fetch quota gets an empty answer with the throttle
+// time, and the connection is muted that long (KIP-219).
+func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchResponse, time.Duration) {
+	res := req.ResponseKind().(*kmsg.FetchResponse)
+	if req.SessionID != 0 || req.SessionEpoch > 0 {
+		// An incremental fetch of a session this broker never gave.
+		res.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return res, 0
+	}
+	v := c.s.d.View()
+	p, _ := tenants.PrincipalFrom(ctx)
+	var parts []*fetchPart
+	for _, rt := range req.Topics {
+		tr := kmsg.NewFetchResponseTopic()
+		tr.Topic, tr.TopicID = rt.Topic, rt.TopicID
+		known := true
+		if req.Version >= 13 {
+			_, known = byTopicID(v, p.TenantID, rt.TopicID)
+		}
+		for _, rp := range rt.Partitions {
+			pr := kmsg.NewFetchResponseTopicPartition()
+			pr.Partition = rp.Partition
+			pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset = -1, -1, -1
+			pr.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
+			if !known {
+				pr.ErrorCode = kerr.UnknownTopicID.Code
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		res.Topics = append(res.Topics, tr)
+	}
+	for ti, rt := range req.Topics {
+		tr := &res.Topics[ti]
+		for pi, rp := range rt.Partitions {
+			fp := &fetchPart{topic: tr, idx: pi, name: tr.Topic, req: rp, done: tr.Partitions[pi].ErrorCode != 0}
+			if req.Version >= 13 && !fp.done {
+				t, _ := byTopicID(v, p.TenantID, rt.TopicID)
+				fp.name = t.Name
+			}
+			parts = append(parts, fp)
+		}
+	}
+	if !p.Has(tenants.ScopeConsume) {
+		for _, fp := range parts {
+			fp.topic.Partitions[fp.idx].ErrorCode = kerr.TopicAuthorizationFailed.Code
+		}
+		return res, 0
+	}
+	iso := records.ReadUncommitted
+	if req.IsolationLevel == 1 {
+		iso = records.ReadCommitted
+	}
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 || req.Version < 3 {
+		maxBytes = 50 << 20
+	}
+	wait := time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
+	deadline := time.Now().Add(wait)
+	got := 0
+	for {
+		n, throttle := c.readParts(ctx, parts, iso, maxBytes-got, got == 0)
+		got += n
+		if throttle > 0 {
+			res.ThrottleMillis = int32(throttle.Milliseconds())
+			return res, throttle
+		}
+		left := time.Until(deadline)
+		if got >= max(int(req.MinBytes), 1) || left <= 0 || allDone(parts) || ctx.Err() != nil {
+			break
+		}
+		c.awaitData(ctx, parts, iso, left)
+		if time.Until(deadline) <= 0 {
+			// One last read: what arrived as the wait ended.
+			n, _ := c.readParts(ctx, parts, iso, maxBytes-got, got == 0)
+			got += n
+			break
+		}
+	}
+	c.fillLeaders(v, req.Version, res)
+	return res, 0
+}
+
+func allDone(parts []*fetchPart) bool {
+	for _, fp := range parts {
+		if !fp.done {
+			return false
+		}
+	}
+	return true
+}
+
+// readParts reads the partitions not answered yet, without waiting, up
+// to budget bytes in all (the first partition with data gets at least
+// one batch when first is set: KIP-74); it returns the bytes read, or
+// the throttle time of a fetch quota refusal.
+func (c *conn) readParts(ctx context.Context, parts []*fetchPart, iso records.IsolationLevel, budget int, first bool) (int, time.Duration) {
+	n := 0
+	for _, fp := range parts {
+		if fp.done {
+			continue
+		}
+		limit := int(fp.req.PartitionMaxBytes)
+		if limit <= 0 {
+			limit = 1 << 20
+		}
+		if !first || n > 0 {
+			if budget-n <= 0 {
+				break
+			}
+			limit = min(limit, budget-n)
+		}
+		r, err := c.s.d.Records.Fetch(ctx, c.fetchRequest(fp, iso, limit, 0))
+		if wait, ok := retryAfter(err); ok {
+			return n, wait
+		}
+		pr := &fp.topic.Partitions[fp.idx]
+		if err != nil {
+			pr.ErrorCode = errorCode(err, atPartition)
+			fp.done = true
+			continue
+		}
+		pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset = r.HW, r.LSO, r.LogStartOffset
+		if len(r.Data) == 0 {
+			continue
+		}
+		if (!first || n > 0) && len(r.Data) > limit {
+			// Over the request's budget (a first batch larger than it):
+			// a later request fetches it.
+			fp.done = true
+			continue
+		}
+		pr.RecordBatches = record.AppendKafka(nil, r.Data)
+		for _, a := range r.Aborted {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+			pr.AbortedTransactions = append(pr.AbortedTransactions, at)
+		}
+		if iso == records.ReadCommitted && pr.AbortedTransactions == nil {
+			pr.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+		}
+		fp.done = true
+		n += len(r.Data)
+	}
+	return n, 0
+}
+
+func (c *conn) fetchRequest(fp *fetchPart, iso records.IsolationLevel, maxBytes int, wait time.Duration) records.FetchRequest {
+	r := records.FetchRequest{Topic: fp.name, Partition: fp.req.Partition, Offset: fp.req.FetchOffset, MaxBytes: maxBytes, MaxWait: wait,
+		Isolation: iso, Unfiltered: true}
+	if fp.req.CurrentLeaderEpoch >= 0 {
+		e := fp.req.CurrentLeaderEpoch
+		r.CurrentLeaderEpoch = &e
+	}
+	return r
+}
+
+// awaitData long-polls every partition not answered yet, until one of
+// them returns (records, an error) or wait passes; the data is read again
+// by the caller (a long poll here only wakes it).
+func (c *conn) awaitData(ctx context.Context, parts []*fetchPart, iso records.IsolationLevel, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, fp := range parts {
+		if fp.done {
+			continue
+		}
+		wg.Go(func() {
+			r, err := c.s.d.Records.Fetch(ctx, c.fetchRequest(fp, iso, 1, wait))
+			if ctx.Err() == nil && (err != nil || len(r.Data) > 0) {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// fillLeaders adds the current leader of partitions answered
+// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, and its endpoint
+// (KIP-951, v12 and v16).
+func (c *conn) fillLeaders(v *cluster.View, version int16, res *kmsg.FetchResponse) {
+	if version < 12 {
+		return
+	}
+	p := map[int32]bool{}
+	for ti := range res.Topics {
+		tr := &res.Topics[ti]
+		var t *cluster.Topic
+		var ok bool
+		for pi := range tr.Partitions {
+			pr := &tr.Partitions[pi]
+			if pr.ErrorCode != kerr.NotLeaderForPartition.Code && pr.ErrorCode != kerr.FencedLeaderEpoch.Code {
+				continue
+			}
+			if t == nil {
+				t, ok = c.topicOf(v, tr)
+			}
+			if !ok || int(pr.Partition) >= len(t.Partitions) {
+				continue
+			}
+			pm := t.Partitions[pr.Partition]
+			pr.CurrentLeader.LeaderID, pr.CurrentLeader.LeaderEpoch = leaderOf(v, pm), pm.LeaderEpoch
+			if l := pr.CurrentLeader.LeaderID; l >= 0 {
+				p[l] = true
+			}
+		}
+	}
+	if version < 16 {
+		return
+	}
+	for id := range p {
+		host, port, _ := kafkaNode(v.Brokers[id])
+		b := kmsg.NewFetchResponseBroker()
+		b.NodeID, b.Host, b.Port = id, host, port
+		if r := v.Brokers[id].Rack; r != "" {
+			b.Rack = ptr(r)
+		}
+		res.Brokers = append(res.Brokers, b)
+	}
+}
+
+// topicOf is the caller's topic a response topic names.
+func (c *conn) topicOf(v *cluster.View, tr *kmsg.FetchResponseTopic) (*cluster.Topic, bool) {
+	if tr.TopicID != [16]byte{} {
+		return byTopicID(v, c.sess.tenantID, tr.TopicID)
+	}
+	return v.Topic(c.sess.tenantID, tr.Topic)
+}

@@ -1,0 +1,314 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicemq/sluice/dataplane/admission"
+	"github.com/sluicemq/sluice/dataplane/cluster"
+	"github.com/sluicemq/sluice/dataplane/records"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// Authenticator verifies tenants' credentials as the Connect path does
+// (dataplane/access.Authenticator).
+type Authenticator interface {
+	// Tenant verifies a Sluice token and refuses it when its API key is
+	// revoked or its tenant suspended.
+	Tenant(ctx context.Context, token string) (tenants.Principal, error)
+	// Current refuses a principal verified before whose key was revoked,
+	// or whose tenant was suspended, since.
+	Current(p tenants.Principal) error
+}
+
+// Token is a Sluice token an API key was exchanged for.
+type Token struct {
+	Token      string
+	TenantID   string
+	TenantName string
+	Expires    time.Time
+}
+
+// Exchange trades an API key for a token at the control plane
+// (AuthService.CreateToken) on behalf of the client at clientAddr; its
+// errors are domain errors (AuthenticationFailed for a bad key).
+type Exchange func(ctx context.Context, apiKey, clientAddr string) (Token, error)
+
+// Deps are what the listener needs of its broker.
+type Deps struct {
+	// BrokerID is this broker's id.
+	BrokerID int32
+	// ClusterID is what Metadata and DescribeCluster answer as the
+	// cluster's id.
+	ClusterID string
+	// Records is the record path the requests are served by.
+	Records *records.Service
+	// View is the broker's current cluster view.
+	View func() *cluster.View
+	// Auth verifies tokens (OAUTHBEARER) and sessions.
+	Auth Authenticator
+	// Exchange trades the API keys of SASL PLAIN for tokens.
+	Exchange Exchange
+	// AdmitCall decides a request of a tenant against its request quota
+	// before it is served, as the Connect path's gate does; its refusal
+	// is a domain error with the retry delay.
+	AdmitCall func(ctx context.Context, c admission.Call) error
+	// Admin serves the topic administration requests; nil refuses them.
+	Admin Admin
+	// MaxRequestBytes bounds a request frame after authentication;
+	// before it, 512 KiB.
+	MaxRequestBytes int
+	// IdleTimeout closes a connection with no request for this long (10
+	// minutes when 0, as Kafka's connections.max.idle.ms).
+	IdleTimeout time.Duration
+	Logger      *slog.Logger
+	// Registerer, when set, gets the listener's metrics.
+	Registerer prometheus.Registerer
+}
+
+// Server serves the Kafka protocol on the listeners given to Serve.
+type Server struct {
+	d       Deps
+	logger  *slog.Logger
+	metrics *metrics
+	tokens  tokenCache
+
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+}
+
+// New returns a Server over d, registering its metrics on d.Registerer.
+func New(d Deps) *Server {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.IdleTimeout <= 0 {
+		d.IdleTimeout = 10 * time.Minute
+	}
+	if d.MaxRequestBytes <= 0 {
+		d.MaxRequestBytes = 100 << 20
+	}
+	return &Server{d: d, logger: d.Logger.With("listener", "kafka"), metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
+}
+
+// preAuthMaxBytes bounds a request before the connection authenticated
+// (Kafka's sasl.server.max.receive.size).
+const preAuthMaxBytes = 512 << 10
+
+// Serve accepts connections on ln until ctx ends or ln fails, and serves
+// each on goroutines of its own; when ctx ends it closes ln and every
+// connection and waits for their goroutines.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer func() {
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		wg.Wait()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.metrics.connections.Inc()
+		wg.Go(func() {
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				s.metrics.connections.Dec()
+				c.close()
+			}()
+			c.serve(ctx)
+		})
+	}
+}
+
+// frame is one request as read: its bytes after the size.
+type frame struct {
+	body []byte
+	err  error
+}
+
+// conn is one client connection: a reader goroutine reads frames ahead
+// (one at most waits), and serve handles them in order, writing each
+// answer before it takes the next, as Kafka requires of a connection.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	remote string
+	w      *bufio.Writer
+
+	sess session // the authentication state (sasl.go)
+
+	closeOnce sync.Once
+}
+
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		c.nc.Close()
+		c.sess.end(c.s)
+	})
+}
+
+// serve reads and answers requests until the connection ends.
+func (c *conn) serve(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.w = bufio.NewWriterSize(c.nc, 64<<10)
+	frames := make(chan frame, 1)
+	// next asks the reader for a frame: before authentication frames are
+	// read one at a time (a SASL v0 token is not a request), after it one
+	// ahead.
+	next := make(chan int, 1)
+	go c.readLoop(ctx, frames, next)
+	next <- preAuthMaxBytes
+	for {
+		var f frame
+		select {
+		case f = <-frames:
+		case <-ctx.Done():
+			return
+		}
+		if f.err != nil {
+			if !errors.Is(f.err, io.EOF) && !errors.Is(f.err, net.ErrClosed) && ctx.Err() == nil {
+				c.s.logger.Debug("connection read", "remote", c.remote, "err", f.err)
+			}
+			return
+		}
+		ahead := c.sess.authenticated()
+		if ahead {
+			next <- c.s.d.MaxRequestBytes // read ahead while this one is served
+		}
+		mute, err := c.handle(ctx, f.body)
+		if err != nil {
+			c.s.logger.Debug("closing connection", "remote", c.remote, "err", err)
+			return
+		}
+		if err := c.w.Flush(); err != nil {
+			return
+		}
+		if mute > 0 {
+			// KIP-219: the answer carried the throttle time; read
+			// nothing more from this client until it passed.
+			t := time.NewTimer(mute)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		switch {
+		case ahead:
+		case c.sess.authenticated():
+			next <- c.s.d.MaxRequestBytes
+		default:
+			next <- preAuthMaxBytes
+		}
+	}
+}
+
+// readLoop reads one frame per value from next (the largest frame
+// allowed) into frames, until a read fails.
+func (c *conn) readLoop(ctx context.Context, frames chan<- frame, next <-chan int) {
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		var limit int
+		select {
+		case limit = <-next:
+		case <-ctx.Done():
+			return
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.d.IdleTimeout))
+		body, err := readFrame(r, limit)
+		select {
+		case frames <- frame{body, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readFrame reads a size-prefixed frame of at most limit bytes. The
+// buffer grows with the bytes that arrive, so a size field alone never
+// makes it allocate the whole frame.
+func readFrame(r io.Reader, limit int) ([]byte, error) {
+	var sz [4]byte
+	if _, err := io.ReadFull(r, sz[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(sz[:]))
+	if n < 0 || int(n) > limit {
+		return nil, fmt.Errorf("frame of %d bytes: over the limit of %d", n, limit)
+	}
+	const step = 1 << 20
+	body := make([]byte, 0, min(int(n), step))
+	for len(body) < int(n) {
+		k := min(int(n)-len(body), max(step, len(body)))
+		body = append(body, make([]byte, k)...)
+		if _, err := io.ReadFull(r, body[len(body)-k:]); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return body, nil
+}
+
+// writeFrame writes a response frame: the size, the correlation id, the
+// header's tags when flexible, and body.
+func (c *conn) writeFrame(corr int32, flexHeader bool, body []byte) error {
+	n := 4 + len(body)
+	if flexHeader {
+		n++
+	}
+	var h [9]byte
+	binary.BigEndian.PutUint32(h[0:], uint32(n))
+	binary.BigEndian.PutUint32(h[4:], uint32(corr))
+	hl := 8
+	if flexHeader {
+		h[8] = 0 // no tagged fields
+		hl = 9
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.w.Write(h[:hl]); err != nil {
+		return err
+	}
+	_, err := c.w.Write(body)
+	return err
+}

@@ -1,0 +1,314 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/sluicemq/sluice/client"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/testcluster"
+	"github.com/sluicemq/sluice/internal/testenv"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// TestKafkaListener: Kafka clients against real broker processes whose
+// Kafka listeners serve TLS (SASL_SSL). franz-go creates a topic, produces
+// 10,000 keyed records with headers (zstd), reads them back identically
+// and lists offsets by timestamp; kcat (librdkafka) reads what the SDK
+// produced and the SDK what kcat produced, byte for byte; a wrong
+// password, a revoked key and another tenant's topic are refused; and an
+// idempotent franz-go producer whose partition leader is SIGKILLed
+// mid-stream loses no acknowledged record and writes none twice.
+func TestKafkaListener(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t), TLS: true, Kafka: true})
+	tc := c.NewClient(t, "kafka-e2e", "sdk-topic", 3, 2)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(c.CA.CertPEM()))
+	kafkaClient := func(user, pass string, opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{
+			kgo.SeedBrokers(c.KafkaBootstrap()...),
+			kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+			kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()),
+		}, opts...)...)
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		return cl
+	}
+
+	// franz-go: admin, produce, consume, list offsets.
+	adm := kadm.NewClient(kafkaClient("kafka-e2e", tc.APIKey))
+	created, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"retention.ms": kadm.StringPtr("86400000")}, "franz")
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+	waitKafkaLeaders(t, ctx, adm, "franz", 3)
+	const n = 10000
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var sent []*kgo.Record
+	for i := range n {
+		sent = append(sent, &kgo.Record{Topic: "franz", Key: fmt.Appendf(nil, "k%d", i%97), Value: fmt.Appendf(nil, "v%05d", i),
+			Headers: []kgo.RecordHeader{{Key: "seq", Value: fmt.Appendf(nil, "%d", i)}}, Timestamp: base.Add(time.Duration(i) * time.Millisecond)})
+	}
+	prod := kafkaClient("kafka-e2e", tc.APIKey, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	require.NoError(t, prod.ProduceSync(ctx, sent...).FirstErr())
+	got := consumeAll(t, ctx, kafkaClient("kafka-e2e", tc.APIKey, kgo.ConsumeTopics("franz"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())), n)
+	for i, want := range sent {
+		r, ok := got[string(want.Value)]
+		require.True(t, ok, "record %d not read", i)
+		require.Equal(t, string(want.Key), string(r.Key))
+		require.Equal(t, want.Headers, r.Headers)
+		require.True(t, want.Timestamp.Equal(r.Timestamp), "record %d timestamp %v, want %v", i, r.Timestamp, want.Timestamp)
+	}
+	offs, err := adm.ListOffsetsAfterMilli(ctx, base.Add(n/2*time.Millisecond).UnixMilli(), "franz")
+	require.NoError(t, err)
+	require.NoError(t, offs.Error())
+	after := int64(0)
+	ends, err := adm.ListEndOffsets(ctx, "franz")
+	require.NoError(t, err)
+	offs.Each(func(o kadm.ListedOffset) {
+		end, _ := ends.Lookup("franz", o.Partition)
+		after += end.Offset - o.Offset
+	})
+	require.Equal(t, int64(n/2), after, "records at or after the middle timestamp")
+
+	// kcat: what the SDK produced, kcat reads byte for byte; what kcat
+	// produced, the SDK reads.
+	kcat := testenv.DebianTool(t, "kcat", "kcat")
+	conf := filepath.Join(t.TempDir(), "kcat.conf")
+	require.NoError(t, os.WriteFile(conf, fmt.Appendf(nil, "bootstrap.servers=%s\nsecurity.protocol=SASL_SSL\nssl.ca.location=%s\nsasl.mechanism=PLAIN\nsasl.username=kafka-e2e\nsasl.password=%s\n",
+		strings.Join(c.KafkaBootstrap(), ","), c.CAFile, tc.APIKey), 0o600))
+	sdk, err := client.New(ctx, c.ControlPlane(), client.APIKey(tc.APIKey), client.WithTLS(&tls.Config{RootCAs: pool}))
+	require.NoError(t, err)
+	defer sdk.Close()
+	sp, err := sdk.NewProducer(ctx)
+	require.NoError(t, err)
+	sdkTS := time.UnixMilli(1_700_000_000_123)
+	for i := range 20 {
+		require.NoError(t, sp.ProduceSync(ctx, &client.Record{Topic: "sdk-topic", Partition: int32(i % 3), Key: fmt.Appendf(nil, "sk%d", i), Value: []byte{0, 1, 2, byte(i), 0xff},
+			Headers: []client.Header{{Key: "from", Value: []byte("sdk")}}, Timestamp: sdkTS}))
+	}
+	require.NoError(t, sp.Close(ctx))
+	out := runKcat(t, ctx, kcat, "-F", conf, "-C", "-t", "sdk-topic", "-o", "beginning", "-e", "-q", "-f", `%k|%S|%T|%h\n`, "-D", "")
+	for i := range 20 {
+		require.Contains(t, out, fmt.Sprintf("sk%d|5|%d|from=sdk", i, sdkTS.UnixMilli()), "kcat's view of the SDK's records:\n%s", out)
+	}
+	in := strings.NewReader("a:1\nb:2\nc:3\n")
+	runKcatIn(t, ctx, in, kcat, "-F", conf, "-P", "-t", "sdk-topic", "-p", "0", "-K:", "-H", "via=kcat", "-z", "lz4")
+	readSDK := func() map[string]string {
+		out := map[string]string{}
+		cons, err := sdk.NewConsumer(client.WithFetchMaxWait(100 * time.Millisecond))
+		require.NoError(t, err)
+		defer cons.Close()
+		for p := range int32(3) {
+			require.NoError(t, cons.Assign(ctx, "sdk-topic", p, client.Earliest()))
+		}
+		for len(out) < 23 {
+			recs, err := cons.Poll(ctx)
+			require.NoError(t, err)
+			for _, r := range recs {
+				if len(r.Headers) == 1 && r.Headers[0].Key == "via" {
+					out[string(r.Key)] = string(r.Value) + "/" + string(r.Headers[0].Value)
+				} else {
+					out[string(r.Key)] = "sdk"
+				}
+			}
+		}
+		return out
+	}
+	kv := readSDK()
+	require.Equal(t, "1/kcat", kv["a"])
+	require.Equal(t, "3/kcat", kv["c"])
+
+	// Refusals: a wrong password; another tenant's topic; a revoked key.
+	_, err = kadm.NewClient(kafkaClient("kafka-e2e", "slk_0123456789abcdef_nope")).ListTopics(ctx)
+	require.ErrorIs(t, err, kerr.SaslAuthenticationFailed)
+	other := c.NewClient(t, "kafka-other", "theirs", 1, 1)
+	r := kafkaClient("kafka-other", other.APIKey).ProduceSync(ctx, &kgo.Record{Topic: "franz", Value: []byte("x")})
+	require.Error(t, r.FirstErr(), "another tenant produced to franz")
+	keys := sluicev1connect.NewAPIKeyServiceClient(c.HTTPClient(), c.ControlPlane(), connect.WithInterceptors(tenants.Bearer(tc.Token())))
+	k, err := keys.CreateAPIKey(ctx, connect.NewRequest(&sluicev1.CreateAPIKeyRequest{Name: "kafka-revoked"}))
+	require.NoError(t, err)
+	victim := kafkaClient("kafka-e2e", k.Msg.GetSecret())
+	require.NoError(t, victim.ProduceSync(ctx, &kgo.Record{Topic: "franz", Value: []byte("before revocation")}).FirstErr())
+	_, err = keys.RevokeAPIKey(ctx, connect.NewRequest(&sluicev1.RevokeAPIKeyRequest{Id: k.Msg.GetApiKey().GetId()}))
+	require.NoError(t, err)
+	testenv.Wait(t, 20*time.Second, "the revoked key refused on the Kafka listener", func() error {
+		fresh := kafkaClient("kafka-e2e", k.Msg.GetSecret())
+		_, err := kadm.NewClient(fresh).ListTopics(ctx)
+		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			return fmt.Errorf("a new connection with the revoked key: %v", err)
+		}
+		return nil
+	})
+
+	// Idempotence through a Kafka client across a SIGKILLed leader.
+	kafkaIdempotentLeaderKill(t, ctx, c, adm, kafkaClient("kafka-e2e", tc.APIKey, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1000),
+		kgo.RecordDeliveryTimeout(90*time.Second), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })))
+}
+
+// kafkaIdempotentLeaderKill produces numbered records with an idempotent
+// franz-go producer while the leader of partition 0 is SIGKILLed (and
+// restarted), then reads the topic back: every acknowledged record is
+// there, and no record is there twice.
+func kafkaIdempotentLeaderKill(t *testing.T, ctx context.Context, c *testcluster.Cluster, adm *kadm.Client, prod *kgo.Client) {
+	created, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "idem")
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+	waitKafkaLeaders(t, ctx, adm, "idem", 3)
+	md, err := adm.Metadata(ctx, "idem")
+	require.NoError(t, err)
+	leader := md.Topics["idem"].Partitions[0].Leader
+	const n = 6000
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	var failed int
+	var firstErr error
+	var wg sync.WaitGroup
+	for i := range n {
+		if i == n/3 {
+			c.Kill(leader)
+		}
+		if i == 2*n/3 {
+			c.Restart(leader, false)
+		}
+		v := fmt.Sprintf("idem-%05d", i)
+		wg.Add(1)
+		prod.Produce(ctx, &kgo.Record{Topic: "idem", Partition: int32(i % 3), Key: []byte(v), Value: []byte(v)}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				acked[v] = true
+			} else {
+				failed++
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+		})
+		if i%200 == 0 {
+			require.NoError(t, prod.Flush(ctx))
+		}
+	}
+	wg.Wait()
+	require.Greater(t, len(acked), n/2, "most records acknowledged (%d failed, the first with %v)", failed, firstErr)
+	c.WaitLive(c.BrokerIDs()...)
+	// Read back: count every value.
+	ends, err := adm.ListEndOffsets(ctx, "idem")
+	require.NoError(t, err)
+	total := 0
+	ends.Each(func(o kadm.ListedOffset) { total += int(o.Offset) })
+	seen := map[string]int{}
+	got := consumeAllValues(t, ctx, prod, "idem", total)
+	for _, v := range got {
+		seen[v]++
+	}
+	lost, dups := 0, 0
+	for v := range acked {
+		if seen[v] == 0 {
+			lost++
+		}
+	}
+	for v, k := range seen {
+		if k > 1 {
+			dups++
+			t.Errorf("%s written %d times", v, k)
+		}
+	}
+	t.Logf("idempotent producer across a SIGKILLed leader: %d acknowledged, %d failed, %d read, %d lost, %d duplicated", len(acked), failed, len(got), lost, dups)
+	require.Zero(t, lost, "acknowledged records lost")
+	require.Zero(t, dups, "records written twice")
+}
+
+func waitKafkaLeaders(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, partitions int) {
+	t.Helper()
+	testenv.Wait(t, 30*time.Second, "leaders of "+topic, func() error {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return err
+		}
+		td := md.Topics[topic]
+		if td.Err != nil || len(td.Partitions) != partitions {
+			return fmt.Errorf("topic %s: %v, %d partitions", topic, td.Err, len(td.Partitions))
+		}
+		for _, p := range td.Partitions {
+			if p.Leader < 0 || p.Err != nil {
+				return fmt.Errorf("partition %d: leader %d %v", p.Partition, p.Leader, p.Err)
+			}
+		}
+		return nil
+	})
+}
+
+// consumeAll reads n distinct records (by value) with cl.
+func consumeAll(t *testing.T, ctx context.Context, cl *kgo.Client, n int) map[string]*kgo.Record {
+	t.Helper()
+	got := map[string]*kgo.Record{}
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, fs.Err0(), "after %d records", len(got))
+		fs.EachRecord(func(r *kgo.Record) {
+			_, dup := got[string(r.Value)]
+			require.False(t, dup, "record %s read twice", r.Value)
+			got[string(r.Value)] = r
+		})
+	}
+	return got
+}
+
+// consumeAllValues reads the first total records of topic's partitions
+// with a fresh consumer of cl's configuration.
+func consumeAllValues(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, total int) []string {
+	t.Helper()
+	opts := append(cl.Opts(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cons, err := kgo.NewClient(opts...)
+	require.NoError(t, err)
+	defer cons.Close()
+	var out []string
+	for len(out) < total {
+		fs := cons.PollFetches(ctx)
+		require.NoError(t, fs.Err0(), "after %d of %d records", len(out), total)
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)) })
+	}
+	return out
+}
+
+func runKcat(t *testing.T, ctx context.Context, kcat string, args ...string) string {
+	t.Helper()
+	return runKcatIn(t, ctx, nil, kcat, args...)
+}
+
+func runKcatIn(t *testing.T, ctx context.Context, in *strings.Reader, kcat string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kcat, args...)
+	if in != nil {
+		cmd.Stdin = in
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "kcat %s:\n%s", strings.Join(args, " "), stderr.String())
+	return stdout.String()
+}

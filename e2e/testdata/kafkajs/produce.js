@@ -1,0 +1,87 @@
+// produce.js: kafkajs against Sluice's Kafka listener (SASL PLAIN over
+// TLS), run by e2e/kafka_clients_test.go after `npm ci`.
+//
+// Usage: node produce.js <brokers,comma,separated> <ca-file> <topic> <count> <base-timestamp-ms>
+// The username (the tenant's name) and password (an API key) come from
+// SLUICE_KAFKA_USER and SLUICE_KAFKA_PASSWORD.
+//
+// It lists the topics (the topic must be there), produces <count> records
+// with an idempotent producer (acks all, no compression: kafkajs has no
+// lz4 or zstd codec of its own) — record i has key "key-<i%50>", value
+// "kafkajs-value-<i>", header i=<i> and timestamp base+i — and sums the
+// topic's end offsets (admin.fetchTopicOffsets; kafkajs's consumers need
+// consumer groups, which the listener does not serve yet). It prints one
+// JSON line on stdout: {"produced":N,"offsets":[...],"sum":S}, and exits
+// non-zero when anything fails. kafkajs's own log (debug level) goes to
+// stderr, one JSON line each.
+'use strict'
+
+const fs = require('fs')
+const { Kafka, logLevel, Partitioners } = require('kafkajs')
+
+async function main () {
+  const [brokers, caFile, topic, countArg, baseArg] = process.argv.slice(2)
+  const count = Number(countArg)
+  const base = Number(baseArg)
+  if (!brokers || !caFile || !topic || !(count > 0) || !(base > 0)) {
+    throw new Error('usage: node produce.js <brokers> <ca-file> <topic> <count> <base-timestamp-ms>')
+  }
+  const kafka = new Kafka({
+    clientId: 'sluice-e2e-kafkajs',
+    brokers: brokers.split(','),
+    ssl: { ca: [fs.readFileSync(caFile, 'utf-8')] },
+    sasl: { mechanism: 'plain', username: process.env.SLUICE_KAFKA_USER, password: process.env.SLUICE_KAFKA_PASSWORD },
+    connectionTimeout: 10000,
+    requestTimeout: 30000,
+    logLevel: logLevel.DEBUG,
+    logCreator: () => ({ namespace, level, label, log }) => {
+      process.stderr.write(JSON.stringify({ level: label, namespace, ...log }) + '\n')
+    }
+  })
+
+  const admin = kafka.admin()
+  await admin.connect()
+  const producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: Partitioners.DefaultPartitioner
+  })
+  try {
+    const topics = await admin.listTopics()
+    if (!topics.includes(topic)) {
+      throw new Error(`admin.listTopics: ${JSON.stringify(topics)} lacks ${topic}`)
+    }
+
+    await producer.connect()
+    const messages = []
+    for (let i = 0; i < count; i++) {
+      messages.push({
+        key: `key-${i % 50}`,
+        value: `kafkajs-value-${i}`,
+        headers: { i: String(i) },
+        timestamp: String(base + i)
+      })
+    }
+    const results = await producer.send({ topic, acks: -1, messages })
+    for (const r of results) {
+      if (r.errorCode !== 0) {
+        throw new Error(`produce: partition ${r.partition} answered error code ${r.errorCode}`)
+      }
+    }
+
+    const offsets = await admin.fetchTopicOffsets(topic)
+    const sum = offsets.reduce((s, o) => s + Number(o.high), 0)
+    process.stdout.write(JSON.stringify({ produced: count, offsets, sum }) + '\n')
+    if (sum !== count) {
+      throw new Error(`end offsets sum to ${sum}, want ${count}`)
+    }
+  } finally {
+    await producer.disconnect()
+    await admin.disconnect()
+  }
+}
+
+main().catch(err => {
+  process.stderr.write(`produce.js failed: ${err && err.stack ? err.stack : err}\n`)
+  process.exit(1)
+})
