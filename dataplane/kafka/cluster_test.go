@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -410,4 +411,100 @@ func throttled(t *testing.T, tenant string) float64 {
 		}
 	}
 	return total
+}
+
+// TestAdminAndClusterAPIs: topic configs are described and altered,
+// topics grown and deleted through kadm; DescribeCluster names the three
+// brokers; OffsetForLeaderEpoch answers the log end for the current
+// epoch; unknown configs are refused.
+func TestAdminAndClusterAPIs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cl := client(t)
+	adm := kadm.NewClient(cl)
+	name := fmt.Sprintf("admin-%d", time.Now().UnixNano())
+	createTopic(t, adm, name, 2)
+
+	rc, err := adm.DescribeTopicConfigs(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := rc.On(name, nil)
+	if err != nil || cfg.Err != nil {
+		t.Fatalf("describe configs: %v %v", err, cfg.Err)
+	}
+	values := map[string]string{}
+	for _, c := range cfg.Configs {
+		values[c.Key] = c.MaybeValue()
+	}
+	if values["cleanup.policy"] != "delete" || values["min.insync.replicas"] == "" {
+		t.Fatalf("configs: %v", values)
+	}
+	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("3600000")}}, name)
+	if err != nil || ar[0].Err != nil {
+		t.Fatalf("alter retention.ms: %v %v", err, ar)
+	}
+	rc, _ = adm.DescribeTopicConfigs(ctx, name)
+	cfg, _ = rc.On(name, nil)
+	for _, c := range cfg.Configs {
+		if c.Key == "retention.ms" && c.MaybeValue() != "3600000" {
+			t.Fatalf("retention.ms after the alter: %s", c.MaybeValue())
+		}
+	}
+	ar, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "segment.bytes", Value: kadm.StringPtr("1")}}, name)
+	if err != nil || !errors.Is(ar[0].Err, kerr.InvalidConfig) {
+		t.Fatalf("an unknown config: %v %v, want INVALID_CONFIG", err, ar)
+	}
+
+	if _, err := adm.CreatePartitions(ctx, 2, name); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Wait(t, 30*time.Second, "4 partitions", func() error {
+		md, err := adm.Metadata(ctx, name)
+		if err != nil {
+			return err
+		}
+		if n := len(md.Topics[name].Partitions); n != 4 {
+			return fmt.Errorf("%d partitions", n)
+		}
+		return nil
+	})
+
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dres, err := dc.RequestWith(ctx, cl)
+	if err != nil || dres.ErrorCode != 0 || len(dres.Brokers) != 3 {
+		t.Fatalf("describe cluster: %v %+v", err, dres)
+	}
+
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: name, Partition: 0, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	md, err := adm.Metadata(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := md.Topics[name].Partitions[0]
+	oe := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	oe.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = name
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = 0, p0.LeaderEpoch, p0.LeaderEpoch
+	rt.Partitions = append(rt.Partitions, rp)
+	oe.Topics = append(oe.Topics, rt)
+	ores, err := oe.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ores.Topics[0].Partitions[0]
+	ends, _ := adm.ListEndOffsets(ctx, name)
+	end, _ := ends.Lookup(name, 0)
+	if got.ErrorCode != 0 || got.LeaderEpoch != p0.LeaderEpoch || got.EndOffset != end.Offset {
+		t.Fatalf("offset for leader epoch %d: %+v, want the log end %d", p0.LeaderEpoch, got, end.Offset)
+	}
+
+	dr, err := adm.DeleteTopics(ctx, name)
+	if err != nil || dr[name].Err != nil {
+		t.Fatalf("delete: %v %v", err, dr)
+	}
 }
