@@ -332,10 +332,15 @@ func TestQuotaThrottles(t *testing.T) {
 		t.Fatal(err)
 	}
 	mech := plain.Auth{User: name, Pass: tn.APIKey}.AsMechanism()
-	createTopic(t, kadm.NewClient(clientAs(t, mech)), "throttled", 1)
+	// Three partitions, led by the three brokers, written round robin:
+	// the tenant's traffic is spread evenly from the start, so each
+	// broker's allotment is a third of the quota at once (traffic on one
+	// broker only would move the allotments there over several quota
+	// exchanges, controlplane/quota).
+	createTopic(t, kadm.NewClient(clientAs(t, mech)), "throttled", 3)
 	var failed atomic.Int64
 	var acked atomic.Int64 // bytes
-	cl := clientAs(t, mech, kgo.DefaultProduceTopic("throttled"), kgo.ProducerBatchCompression(kgo.NoCompression()),
+	cl := clientAs(t, mech, kgo.DefaultProduceTopic("throttled"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.RecordDeliveryTimeout(time.Minute), kgo.MaxBufferedRecords(256))
 	value := make([]byte, 1024)
 	stop := make(chan struct{})
