@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicemq/sluice/controlplane"
+	"github.com/sluicemq/sluice/controlplane/api"
 	"github.com/sluicemq/sluice/controlplane/clientlimit"
 	"github.com/sluicemq/sluice/controlplane/store"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -646,6 +647,35 @@ func TestControlPlaneClientLimits(t *testing.T) {
 		requireRetryLater(t, c.createTokenFrom(ctx, "203.0.113.9", good.apiKey), time.Hour,
 			"while out of bad-key calls, a good key from that address is refused too (a guess cannot be tested)")
 		require.NoError(t, c.createTokenFrom(ctx, "198.51.100.7", good.apiKey), "another address is not slowed")
+	})
+
+	t.Run("a broker speaking for its Kafka client", func(t *testing.T) {
+		t.Parallel()
+		c := start(t, "sqlite:"+t.TempDir()+"/cp.db", limits())
+		good := c.signup(t, "kafka-keys")
+		forClient := func(client, credential, apiKey string) error {
+			req := connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: apiKey})
+			req.Header().Set(api.ClientAddressHeader, client)
+			if credential != "" {
+				req.Header().Set("Authorization", "Bearer "+credential)
+			}
+			_, err := c.auth().CreateToken(ctx, req)
+			return err
+		}
+		// The bad keys of one client behind the broker use up that
+		// client's calls, not the broker's.
+		for range 3 {
+			require.Error(t, forClient("203.0.113.20", brokerToken, "slk_0123456789abcdef_nope"))
+		}
+		requireRetryLater(t, forClient("203.0.113.20", brokerToken, "slk_0123456789abcdef_nope"), time.Hour, "that client's fourth bad key")
+		require.NoError(t, forClient("203.0.113.21", brokerToken, good.apiKey), "another client of the same broker is not slowed")
+		// Without the broker credential the header is the caller's word:
+		// the peer (loopback) is counted.
+		for range 3 {
+			require.Error(t, forClient("203.0.113.22", "", "slk_0123456789abcdef_nope"))
+		}
+		requireRetryLater(t, forClient("203.0.113.23", "", "slk_0123456789abcdef_nope"), time.Hour, "a spoofed client address without the broker credential")
+		requireRetryLater(t, forClient("203.0.113.24", "not-the-broker-token", good.apiKey), time.Hour, "a wrong broker credential")
 	})
 }
 

@@ -11,6 +11,7 @@
 //	TestTiered…   tiered storage against a real S3 server
 //	TestQuota…    quotas, count limits, metering, request memory
 //	TestAlerts…   lag and retention-expiry alerts
+//	TestKafka…    Kafka clients (franz-go, kcat, sarama, kafka-go, kafkajs) against the Kafka listener
 //	TestCLI…      the sluice command line against a cluster or sluice dev
 //	TestDev…      sluice dev and make dev
 //	TestBench…    benchmarks run only on request (make scale)

@@ -26,7 +26,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/internal/testcluster"
-	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // kafkaRecord is a record a Kafka client produced, as the test expects to
@@ -79,12 +78,9 @@ func kafkaRecords(prefix string, n int, base time.Time) []kafkaRecord {
 // The clients log at debug level into buffers, and the brokers at debug
 // level too; a failing subtest prints its client's log and every broker's
 // Kafka listener lines.
-func TestKafkaGoClients(t *testing.T) {
-	t.Parallel()
-	c := testcluster.Start(t, testcluster.Options{
-		Bin: plainBin, DatabaseURL: testenv.PostgresURL(t), Kafka: true, TLS: true,
-		ExtraBrokerArgs: []string{"--log-level", "debug"},
-	})
+//
+// It runs on TestKafkaListener's cluster (one cluster start for both).
+func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 	bootstrap := c.KafkaBootstrap()
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(c.CA.CertPEM()))

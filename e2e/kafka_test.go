@@ -40,7 +40,8 @@ import (
 // mid-stream loses no acknowledged record and writes none twice.
 func TestKafkaListener(t *testing.T) {
 	t.Parallel()
-	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t), TLS: true, Kafka: true})
+	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t), TLS: true, Kafka: true,
+		ExtraBrokerArgs: []string{"--log-level", "debug"}}) // the Kafka listener says why it closed a connection at debug
 	tc := c.NewClient(t, "kafka-e2e", "sdk-topic", 3, 2)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
@@ -161,6 +162,10 @@ func TestKafkaListener(t *testing.T) {
 		}
 		return nil
 	})
+
+	// sarama, kafka-go and kafkajs, each with a tenant of its own, at
+	// once (kafka_clients_test.go).
+	t.Run("clients", func(t *testing.T) { kafkaGoClients(t, c) })
 
 	// Idempotence through a Kafka client across a SIGKILLed leader.
 	kafkaIdempotentLeaderKill(t, ctx, c, adm, kafkaClient("kafka-e2e", tc.APIKey, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1000),

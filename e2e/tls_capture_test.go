@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/internal/testcluster"
@@ -30,7 +32,9 @@ import (
 // every packet on the loopback interface while a cluster with TLS on every
 // listener starts (brokers registering with the broker token), a tenant
 // signs up and logs in (its API key), and the SDK and the CLI produce and
-// consume (its JWTs); the control plane calls the brokers too. No API key,
+// consume (its JWTs), and a Kafka client produces and consumes with SASL
+// PLAIN over TLS (its API key again); the control plane calls the brokers
+// too. No API key,
 // JWT or token of the cluster appears in the capture, neither in the raw
 // bytes nor in any HTTP/2 header tshark can decode. A cleartext HTTP/2
 // call captured alongside, carrying a canary token in its headers and a
@@ -43,7 +47,7 @@ func TestTLSCapture(t *testing.T) {
 	pcapFile := filepath.Join(dir, "lo.pcapng")
 	stop := capture(t, tshark, pcapFile)
 
-	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t), TLS: true})
+	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t), TLS: true, Kafka: true})
 	tc := c.NewClient(t, "observed", "orders", 3, 2)
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(c.CA.CertPEM()))
@@ -61,6 +65,13 @@ func TestTLSCapture(t *testing.T) {
 	mustCLI(t, cfg, "produce", "orders", "--value", "observed")
 	require.Contains(t, mustCLI(t, cfg, "consume", "orders"), "observed\n")
 	mustCLI(t, cfg, "group", "list")
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaBootstrap()...), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+		kgo.SASL(plain.Auth{User: "observed", Pass: tc.APIKey}.AsMechanism()),
+		kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer kcl.Close()
+	require.NoError(t, kcl.ProduceSync(t.Context(), &kgo.Record{Topic: "orders", Value: []byte("over kafka")}).FirstErr())
+	require.NoError(t, kcl.PollFetches(t.Context()).Err0())
 
 	canaryToken, canaryKey := "canary-token-"+tc.TenantID, "canary-key-"+tc.TenantID
 	canaryAddr := cleartextCall(t, canaryToken, canaryKey)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -25,8 +26,21 @@ func errSignupTaken() error {
 		errors.New("this tenant name or email is already registered: choose another tenant name, or, if the account is yours, log in with its API key"))
 }
 
+// ClientAddressHeader names, in a call a broker makes with the broker
+// credential on behalf of its own client (the Kafka listener's SASL PLAIN
+// exchanging an API key with CreateToken), that client's address: the
+// per-address limits then count the client, not the broker, so that one
+// client's bad keys cannot use up every client's attempts through that
+// broker. The header is believed only with the broker credential.
+const ClientAddressHeader = "Sluice-Client-Address"
+
 // clientKey is the rate-limit bucket of a request's client address.
 func (a *API) clientKey(req connect.AnyRequest) string {
+	if v := req.Header().Get(ClientAddressHeader); v != "" && checkSharedSecret(req.Header(), a.cfg.BrokerToken, "broker") == nil {
+		if addr, err := netip.ParseAddr(v); err == nil {
+			return clientlimit.Key(addr.Unmap())
+		}
+	}
 	addr, _ := a.clients.ClientAddr(req.Peer().Addr, req.Header())
 	return clientlimit.Key(addr)
 }

@@ -36,6 +36,8 @@ type Config struct {
 	// KafkaAdvertisedAddr; the caller binds it and hands it to New
 	// (Deps.Kafka).
 	KafkaAddr, KafkaAdvertisedAddr string
+	// KafkaMaxConnections bounds the Kafka listener's open connections.
+	KafkaMaxConnections int
 	// TLS holds the TLS files of the API and operator listeners and of
 	// the calls to the control plane and the other brokers.
 	TLS           tlsfiles.ServerFiles
@@ -147,6 +149,7 @@ func DefaultConfig() Config {
 		TransactionalIDExpiration: 7 * 24 * time.Hour,
 
 		QuotaExchangeInterval: time.Second,
+		KafkaMaxConnections:   10000,
 	}
 }
 
@@ -161,6 +164,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KafkaAddr, "kafka-addr", c.KafkaAddr, "host:port of the Kafka wire-protocol listener: any Kafka client (Java, librdkafka/kcat, franz-go, sarama, kafka-go, kafkajs) produces, fetches and administers topics there, authenticated with SASL PLAIN (username: the tenant's name, password: an API key) or OAUTHBEARER (a Sluice token); see docs/kafka.md. Empty: none")
 	fs.StringVar(&c.KafkaAdvertisedAddr, "kafka-advertised-addr", c.KafkaAdvertisedAddr, "host:port Kafka clients reach this broker's Kafka listener at, as the Metadata answers name it (default: the bound --kafka-addr; required when it listens on every interface)")
 	c.TLS.RegisterFlags(fs)
+	fs.IntVar(&c.KafkaMaxConnections, "kafka-max-connections", c.KafkaMaxConnections, "most open connections of the Kafka listener; one over it is closed at once (each costs about 20 KiB and two goroutines, more while a request is read)")
 	c.TLS.RegisterKafkaFlags(fs)
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "folder for partition logs; the broker locks it while it runs (a second broker on it exits, naming the holder's pid)")
 	fs.StringVar(&c.ControlPlane, "control-plane", c.ControlPlane, "control-plane URL")
@@ -383,6 +387,9 @@ func (c *Config) validateKafka() error {
 	host, _, err := net.SplitHostPort(c.KafkaAddr)
 	if err != nil {
 		return fmt.Errorf("--kafka-addr %q: %w", c.KafkaAddr, err)
+	}
+	if c.KafkaMaxConnections < 1 {
+		return fmt.Errorf("--kafka-max-connections must be at least 1; got %d", c.KafkaMaxConnections)
 	}
 	if c.KafkaAdvertisedAddr == "" {
 		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {

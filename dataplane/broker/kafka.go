@@ -17,10 +17,11 @@ func (b *Broker) newKafka(auth *access.Authenticator, cpURL string) *kafka.Serve
 		Records:         b.records,
 		View:            b.metadata,
 		Auth:            auth,
-		Exchange:        connectapi.KafkaExchange(sluicev1connect.NewAuthServiceClient(b.hc, cpURL)),
+		Exchange:        connectapi.KafkaExchange(sluicev1connect.NewAuthServiceClient(b.hc, cpURL), b.cfg.BrokerToken),
 		AdmitCall:       b.quota.AdmitCall,
 		Admin:           connectapi.KafkaAdmin{Topics: sluicev1connect.NewTopicServiceClient(b.hc, cpURL)},
 		MaxRequestBytes: b.cfg.MaxRequestBytes,
+		MaxConnections:  b.cfg.KafkaMaxConnections,
 		Logger:          b.logger,
 		Registerer:      b.registry,
 	})

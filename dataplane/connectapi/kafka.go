@@ -3,6 +3,7 @@ package connectapi
 import (
 	"context"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 
@@ -82,10 +83,18 @@ func (a KafkaAdmin) AlterTopicConfigs(ctx context.Context, h http.Header, name s
 }
 
 // KafkaExchange is the Kafka listener's SASL PLAIN exchange: the control
-// plane's CreateToken for the API key.
-func KafkaExchange(auth sluicev1connect.AuthServiceClient) kafka.Exchange {
+// plane's CreateToken for the API key, on behalf of the client at
+// clientAddr (host:port), which the control plane's per-address limit of
+// bad keys counts instead of the broker (the header
+// api.ClientAddressHeader, believed with brokerToken).
+func KafkaExchange(auth sluicev1connect.AuthServiceClient, brokerToken string) kafka.Exchange {
 	return func(ctx context.Context, apiKey, clientAddr string) (kafka.Token, error) {
-		res, err := auth.CreateToken(ctx, connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: apiKey}))
+		req := connect.NewRequest(&sluicev1.CreateTokenRequest{ApiKey: apiKey})
+		if host, _, err := net.SplitHostPort(clientAddr); err == nil {
+			req.Header().Set("Authorization", "Bearer "+brokerToken)
+			req.Header().Set(clientAddressHeader, host)
+		}
+		res, err := auth.CreateToken(ctx, req)
 		if err != nil {
 			return kafka.Token{}, connecterr.Relay(err)
 		}
@@ -93,3 +102,7 @@ func KafkaExchange(auth sluicev1connect.AuthServiceClient) kafka.Exchange {
 		return kafka.Token{Token: m.GetToken(), TenantID: m.GetTenantId(), TenantName: m.GetTenantName(), Expires: m.GetExpireTime().AsTime()}, nil
 	}
 }
+
+// clientAddressHeader is controlplane/api's ClientAddressHeader (the data
+// plane does not import the control plane).
+const clientAddressHeader = "Sluice-Client-Address"

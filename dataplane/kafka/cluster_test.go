@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -26,6 +28,7 @@ import (
 	"github.com/sluicemq/sluice/internal/h2c"
 	"github.com/sluicemq/sluice/internal/localcluster"
 	"github.com/sluicemq/sluice/internal/localcluster/brokernode"
+	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -308,5 +311,205 @@ func TestScopes(t *testing.T) {
 				t.Fatalf("list offsets with a produce key: %v / %v, want TOPIC_AUTHORIZATION_FAILED", err, lo.Error())
 			}
 		}
+	}
+}
+
+// TestQuotaThrottles: a Kafka producer over its tenant's produce quota is
+// held to it (within 15 % over 10 s) by the listener muting its
+// connection, and no error reaches the application.
+func TestQuotaThrottles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	const limit = 256 << 10 // bytes/s, cluster-wide
+	name := fmt.Sprintf("quota-%d", time.Now().UnixNano())
+	tn, err := cluster.SignUp(ctx, name+"@example.com", name, "pro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := int64(limit)
+	op := sluicev1connect.NewOperatorServiceClient(h2c.Client(), cluster.Endpoint, connect.WithInterceptors(tenants.Bearer(cluster.OperatorToken)))
+	if _, err := op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: tn.ID, Overrides: &sluicev1.LimitOverrides{ProduceBytesPerSec: &rate}})); err != nil {
+		t.Fatal(err)
+	}
+	mech := plain.Auth{User: name, Pass: tn.APIKey}.AsMechanism()
+	// Three partitions, led by the three brokers, written round robin:
+	// the tenant's traffic is spread evenly from the start, so each
+	// broker's allotment is a third of the quota at once (traffic on one
+	// broker only would move the allotments there over several quota
+	// exchanges, controlplane/quota).
+	createTopic(t, kadm.NewClient(clientAs(t, mech)), "throttled", 3)
+	var failed atomic.Int64
+	var acked atomic.Int64 // bytes
+	cl := clientAs(t, mech, kgo.DefaultProduceTopic("throttled"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RecordDeliveryTimeout(time.Minute), kgo.MaxBufferedRecords(256))
+	value := make([]byte, 1024)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cl.Produce(ctx, &kgo.Record{Value: value}, func(r *kgo.Record, err error) {
+				if err != nil {
+					failed.Add(1)
+					return
+				}
+				acked.Add(int64(len(r.Value)))
+			})
+		}
+	}()
+	// The brokers admit a tenant until its first allotment arrives: measure
+	// once the listener has held it once, over 10 s.
+	testenv.Wait(t, 30*time.Second, "the Kafka listener to hold the tenant", func() error {
+		if throttled(t, tn.ID) == 0 {
+			return errors.New("not held yet")
+		}
+		return nil
+	})
+	from := acked.Load()
+	start := time.Now()
+	time.Sleep(10 * time.Second) // window: the rate is measured over it
+	got := float64(acked.Load()-from) / time.Since(start).Seconds()
+	close(stop)
+	<-done
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("produced %.0f KiB/s under a %d KiB/s quota", got/1024, limit>>10)
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d records failed: a quota must slow a Kafka producer, not fail it", n)
+	}
+	if got < 0.85*limit || got > 1.15*limit {
+		t.Fatalf("produced %.0f B/s, want %d ± 15 %%", got, limit)
+	}
+}
+
+// throttled is the time the brokers' Kafka listeners held tenant's
+// requests (sluice_kafka_throttle_seconds_total).
+func throttled(t *testing.T, tenant string) float64 {
+	t.Helper()
+	total := 0.0
+	for _, b := range cluster.Brokers() {
+		br, ok := b.Node.(*broker.Broker)
+		if !ok {
+			continue
+		}
+		mfs, err := br.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "sluice_kafka_throttle_seconds_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "tenant" && l.GetValue() == tenant {
+						total += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return total
+}
+
+// TestAdminAndClusterAPIs: topic configs are described and altered,
+// topics grown and deleted through kadm; DescribeCluster names the three
+// brokers; OffsetForLeaderEpoch answers the log end for the current
+// epoch; unknown configs are refused.
+func TestAdminAndClusterAPIs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cl := client(t)
+	adm := kadm.NewClient(cl)
+	name := fmt.Sprintf("admin-%d", time.Now().UnixNano())
+	createTopic(t, adm, name, 2)
+
+	rc, err := adm.DescribeTopicConfigs(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := rc.On(name, nil)
+	if err != nil || cfg.Err != nil {
+		t.Fatalf("describe configs: %v %v", err, cfg.Err)
+	}
+	values := map[string]string{}
+	for _, c := range cfg.Configs {
+		values[c.Key] = c.MaybeValue()
+	}
+	if values["cleanup.policy"] != "delete" || values["min.insync.replicas"] == "" {
+		t.Fatalf("configs: %v", values)
+	}
+	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("3600000")}}, name)
+	if err != nil || ar[0].Err != nil {
+		t.Fatalf("alter retention.ms: %v %v", err, ar)
+	}
+	rc, _ = adm.DescribeTopicConfigs(ctx, name)
+	cfg, _ = rc.On(name, nil)
+	for _, c := range cfg.Configs {
+		if c.Key == "retention.ms" && c.MaybeValue() != "3600000" {
+			t.Fatalf("retention.ms after the alter: %s", c.MaybeValue())
+		}
+	}
+	ar, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "segment.bytes", Value: kadm.StringPtr("1")}}, name)
+	if err != nil || !errors.Is(ar[0].Err, kerr.InvalidConfig) {
+		t.Fatalf("an unknown config: %v %v, want INVALID_CONFIG", err, ar)
+	}
+
+	if _, err := adm.CreatePartitions(ctx, 2, name); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Wait(t, 30*time.Second, "4 partitions", func() error {
+		md, err := adm.Metadata(ctx, name)
+		if err != nil {
+			return err
+		}
+		if n := len(md.Topics[name].Partitions); n != 4 {
+			return fmt.Errorf("%d partitions", n)
+		}
+		return nil
+	})
+
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dres, err := dc.RequestWith(ctx, cl)
+	if err != nil || dres.ErrorCode != 0 || len(dres.Brokers) != 3 {
+		t.Fatalf("describe cluster: %v %+v", err, dres)
+	}
+
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: name, Partition: 0, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	md, err := adm.Metadata(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := md.Topics[name].Partitions[0]
+	oe := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	oe.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = name
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = 0, p0.LeaderEpoch, p0.LeaderEpoch
+	rt.Partitions = append(rt.Partitions, rp)
+	oe.Topics = append(oe.Topics, rt)
+	ores, err := oe.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ores.Topics[0].Partitions[0]
+	ends, _ := adm.ListEndOffsets(ctx, name)
+	end, _ := ends.Lookup(name, 0)
+	if got.ErrorCode != 0 || got.LeaderEpoch != p0.LeaderEpoch || got.EndOffset != end.Offset {
+		t.Fatalf("offset for leader epoch %d: %+v, want the log end %d", p0.LeaderEpoch, got, end.Offset)
+	}
+
+	dr, err := adm.DeleteTopics(ctx, name)
+	if err != nil || dr[name].Err != nil {
+		t.Fatalf("delete: %v %v", err, dr)
 	}
 }

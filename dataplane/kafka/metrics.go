@@ -24,7 +24,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "kafka", Name: "requests_total",
-			Help: "Kafka protocol requests by API, version and outcome (ok, error, malformed, unsupported_version, unauthenticated, session_ended, refused)."}, []string{"api", "version", "outcome"}),
+			Help: "Kafka protocol requests by API, version and outcome (ok, error, malformed, unsupported_version, unauthenticated, session_ended, refused; too_many_connections for a connection closed at once, API unknown)."}, []string{"api", "version", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "kafka", Name: "request_duration_seconds",
 			Help: "Time to serve a Kafka protocol request, by API (from its decoding to its answer, quota holds included).", Buckets: prometheus.ExponentialBuckets(0.0002, 2.5, 14)}, []string{"api"}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "kafka", Name: "connections",

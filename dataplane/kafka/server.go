@@ -69,9 +69,13 @@ type Deps struct {
 	// before it, 512 KiB.
 	MaxRequestBytes int
 	// IdleTimeout closes a connection with no request for this long (10
-	// minutes when 0, as Kafka's connections.max.idle.ms).
+	// minutes when 0, as Kafka's connections.max.idle.ms); one that has
+	// not authenticated, after preAuthIdle.
 	IdleTimeout time.Duration
-	Logger      *slog.Logger
+	// MaxConnections bounds the open connections (10,000 when 0): one
+	// over it is closed at once.
+	MaxConnections int
+	Logger         *slog.Logger
 	// Registerer, when set, gets the listener's metrics.
 	Registerer prometheus.Registerer
 }
@@ -98,12 +102,26 @@ func New(d Deps) *Server {
 	if d.MaxRequestBytes <= 0 {
 		d.MaxRequestBytes = 100 << 20
 	}
+	if d.MaxConnections <= 0 {
+		d.MaxConnections = 10000
+	}
 	return &Server{d: d, logger: d.Logger.With("listener", "kafka"), metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
 }
 
 // preAuthMaxBytes bounds a request before the connection authenticated
-// (Kafka's sasl.server.max.receive.size).
-const preAuthMaxBytes = 512 << 10
+// (Kafka's sasl.server.max.receive.size); preAuthIdle is how long a
+// connection may take to send each request before it authenticated.
+const (
+	preAuthMaxBytes = 512 << 10
+	preAuthIdle     = 30 * time.Second
+)
+
+// readSpec is what the reader may read next: a frame of at most limit
+// bytes, arriving within idle.
+type readSpec struct {
+	limit int
+	idle  time.Duration
+}
 
 // Serve accepts connections on ln until ctx ends or ln fails, and serves
 // each on goroutines of its own; when ctx ends it closes ln and every
@@ -138,8 +156,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		backoff = 0
 		c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
 		s.mu.Lock()
-		s.conns[c] = struct{}{}
+		full := len(s.conns) >= s.d.MaxConnections
+		if !full {
+			s.conns[c] = struct{}{}
+		}
 		s.mu.Unlock()
+		if full {
+			s.metrics.request(-1, 0, "too_many_connections")
+			nc.Close()
+			continue
+		}
 		s.metrics.connections.Inc()
 		wg.Go(func() {
 			defer func() {
@@ -185,14 +211,15 @@ func (c *conn) close() {
 func (c *conn) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c.w = bufio.NewWriterSize(c.nc, 64<<10)
+	c.w = bufio.NewWriterSize(c.nc, 8<<10)
 	frames := make(chan frame, 1)
 	// next asks the reader for a frame: before authentication frames are
 	// read one at a time (a SASL v0 token is not a request), after it one
 	// ahead.
-	next := make(chan int, 1)
+	next := make(chan readSpec, 1)
 	go c.readLoop(ctx, frames, next)
-	next <- preAuthMaxBytes
+	preAuth, authed := readSpec{preAuthMaxBytes, preAuthIdle}, readSpec{c.s.d.MaxRequestBytes, c.s.d.IdleTimeout}
+	next <- preAuth
 	for {
 		var f frame
 		select {
@@ -208,7 +235,7 @@ func (c *conn) serve(ctx context.Context) {
 		}
 		ahead := c.sess.authenticated()
 		if ahead {
-			next <- c.s.d.MaxRequestBytes // read ahead while this one is served
+			next <- authed // read ahead while this one is served
 		}
 		mute, err := c.handle(ctx, f.body)
 		if err != nil {
@@ -232,26 +259,26 @@ func (c *conn) serve(ctx context.Context) {
 		switch {
 		case ahead:
 		case c.sess.authenticated():
-			next <- c.s.d.MaxRequestBytes
+			next <- authed
 		default:
-			next <- preAuthMaxBytes
+			next <- preAuth
 		}
 	}
 }
 
-// readLoop reads one frame per value from next (the largest frame
-// allowed) into frames, until a read fails.
-func (c *conn) readLoop(ctx context.Context, frames chan<- frame, next <-chan int) {
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+// readLoop reads one frame per value from next into frames, until a read
+// fails.
+func (c *conn) readLoop(ctx context.Context, frames chan<- frame, next <-chan readSpec) {
+	r := bufio.NewReaderSize(c.nc, 8<<10)
 	for {
-		var limit int
+		var spec readSpec
 		select {
-		case limit = <-next:
+		case spec = <-next:
 		case <-ctx.Done():
 			return
 		}
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.d.IdleTimeout))
-		body, err := readFrame(r, limit)
+		_ = c.nc.SetReadDeadline(time.Now().Add(spec.idle))
+		body, err := readFrame(r, spec.limit)
 		select {
 		case frames <- frame{body, err}:
 		case <-ctx.Done():

@@ -301,6 +301,11 @@ func (s *Service) EndOffsetForEpoch(ctx context.Context, topic string, partition
 	if _, _, err := p.ReaderOffsets(); err != nil {
 		return 0, 0, err
 	}
+	if epoch == pm.LeaderEpoch {
+		// The current epoch ends at the log's end (the log's epoch cache
+		// holds only the epochs that wrote a batch).
+		return epoch, p.Log().LEO(), nil
+	}
 	e, end := p.Log().EndOffsetFor(epoch)
 	return e, end, nil
 }

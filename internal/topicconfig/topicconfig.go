@@ -57,7 +57,7 @@ func Set(c *sluicev1.TopicConfig, key, value string) error {
 		}
 		c.UncleanLeaderElectionEnable = &b
 	default:
-		return fmt.Errorf("unknown config %q; Sluice's topics have: %s", key, strings.Join(Keys, ", "))
+		return fmt.Errorf("unknown key %q; Sluice's topics have: %s", key, strings.Join(Keys, ", "))
 	}
 	return err
 }
