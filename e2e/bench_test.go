@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,8 +78,9 @@ func BenchmarkClusterProduce(b *testing.B) {
 		}
 		records[i] = &sluicev1.Record{Value: v}
 	}
-	benchSDKProduce(b, endpoint, prof.Profiles["dev"].APIKey, hc, auth)
-	benchKafkaProduce(b, strings.Split(devLine(dev.out.String(), "kafka"), ","), prof.Profiles["dev"].APIKey, hc, endpoint, auth)
+	devPID := dev.cmd.Process.Pid
+	benchSDKProduce(b, endpoint, prof.Profiles["dev"].APIKey, hc, auth, devPID)
+	benchKafkaProduce(b, strings.Split(devLine(dev.out.String(), "kafka"), ","), prof.Profiles["dev"].APIKey, hc, endpoint, auth, devPID)
 	benchUnloaded(b, endpoint, "http://"+brokers[0], prof.Profiles["dev"].APIKey, hc, auth)
 	for _, acks := range []sluicev1.Acks{sluicev1.Acks_ACKS_LEADER, sluicev1.Acks_ACKS_ALL} {
 		b.Run("acks="+strings.TrimPrefix(acks.String(), "ACKS_"), func(b *testing.B) {
@@ -104,7 +107,7 @@ func BenchmarkClusterProduce(b *testing.B) {
 // 2 MiB buffer. Latency is per record, from Produce to its callback: it
 // includes batching (natural: records gather while requests are in
 // flight) and waiting for buffer room.
-func benchSDKProduce(b *testing.B, endpoint, apiKey string, hc *http.Client, auth connect.ClientOption) {
+func benchSDKProduce(b *testing.B, endpoint, apiKey string, hc *http.Client, auth connect.ClientOption, serverPID int) {
 	ctx := context.Background()
 	const partitions = 6
 	_, err := sluicev1connect.NewTopicServiceClient(hc, endpoint, auth).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{
@@ -136,6 +139,7 @@ func benchSDKProduce(b *testing.B, endpoint, apiKey string, hc *http.Client, aut
 		var next atomic.Int64
 		var failed atomic.Int64
 		b.SetBytes(16 * 1024)
+		cpu0 := processCPU(b, serverPID)
 		b.ResetTimer()
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -169,6 +173,7 @@ func benchSDKProduce(b *testing.B, endpoint, apiKey string, hc *http.Client, aut
 			b.Fatalf("%d records failed", n)
 		}
 		reportLatency(b, lat, int(total), elapsed)
+		reportServerCPU(b, processCPU(b, serverPID)-cpu0, total*1024)
 	})
 	// The shape of the raw benchmark: 8 goroutines, each op one
 	// ProduceSync of 16 records (one request), so the latency per op
@@ -354,7 +359,7 @@ func closedLoop(b *testing.B, recordsPerOp int, op func(i int64) error) {
 // listener with franz-go (the same 1 KiB records, 6 partitions, RF 3,
 // acks=all, idempotent, 8 goroutines, a 2 MiB buffer, no compression):
 // the Kafka path against the Connect path on the same cluster.
-func benchKafkaProduce(b *testing.B, bootstrap []string, apiKey string, hc *http.Client, endpoint string, auth connect.ClientOption) {
+func benchKafkaProduce(b *testing.B, bootstrap []string, apiKey string, hc *http.Client, endpoint string, auth connect.ClientOption, serverPID int) {
 	ctx := context.Background()
 	const partitions = 6
 	_, err := sluicev1connect.NewTopicServiceClient(hc, endpoint, auth).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{
@@ -382,6 +387,7 @@ func benchKafkaProduce(b *testing.B, bootstrap []string, apiKey string, hc *http
 		lat := make([]time.Duration, total)
 		var next, failed atomic.Int64
 		b.SetBytes(16 * 1024)
+		cpu0 := processCPU(b, serverPID)
 		b.ResetTimer()
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -412,5 +418,27 @@ func benchKafkaProduce(b *testing.B, bootstrap []string, apiKey string, hc *http
 			b.Fatalf("%d records failed", n)
 		}
 		reportLatency(b, lat, int(total), elapsed)
+		reportServerCPU(b, processCPU(b, serverPID)-cpu0, total*1024)
 	})
+}
+
+// processCPU is the CPU time (user and system) process pid has used, from
+// /proc/<pid>/stat (in clock ticks of 1/100 s, as Linux reports them).
+func processCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command (which may hold spaces) in parentheses.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// reportServerCPU reports the server's CPU seconds per GiB of record
+// values produced.
+func reportServerCPU(b *testing.B, cpu time.Duration, bytes int64) {
+	b.ReportMetric(cpu.Seconds()/(float64(bytes)/(1<<30)), "server-cpu-s/GiB")
 }

@@ -162,6 +162,17 @@ func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 		require.EqualValues(t, 3, topics[topic].NumPartitions)
 		require.EqualValues(t, 3, topics[topic].ReplicationFactor)
 
+		// OAUTHBEARER: the tenant's token instead of a key.
+		ocfg := saramaConfig(tlsCfg, tenant, "")
+		ocfg.Net.SASL.Mechanism = sarama.SASLTypeOAuth
+		ocfg.Net.SASL.TokenProvider = staticToken(tc.Token())
+		oadm, err := sarama.NewClusterAdmin(bootstrap, ocfg)
+		require.NoError(t, err)
+		defer oadm.Close()
+		topics, err = oadm.ListTopics()
+		require.NoError(t, err)
+		require.Contains(t, topics, topic, "listed with OAUTHBEARER")
+
 		bad := saramaConfig(tlsCfg, tenant, tc.APIKey[:len(tc.APIKey)-1]+flip(tc.APIKey[len(tc.APIKey)-1]))
 		bad.Metadata.Retry.Max = 0
 		_, err = sarama.NewClient(bootstrap, bad)
@@ -499,4 +510,11 @@ func logKafkaListener(t *testing.T, c *testcluster.Cluster) {
 		}
 		t.Logf("--- broker %d (Kafka listener %s), its last Kafka lines:\n%s", id, c.Broker(id).KafkaAddr, strings.Join(lines, "\n"))
 	}
+}
+
+// staticToken is a sarama token provider of one token.
+type staticToken string
+
+func (s staticToken) Token() (*sarama.AccessToken, error) {
+	return &sarama.AccessToken{Token: string(s)}, nil
 }

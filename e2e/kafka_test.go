@@ -141,6 +141,30 @@ func TestKafkaListener(t *testing.T) {
 	require.Equal(t, "1/kcat", kv["a"])
 	require.Equal(t, "3/kcat", kv["c"])
 
+	// kcat alone: 10,000 keyed records with a header, gzip, into a topic
+	// created with franz-go's admin (kcat has none), read back whole.
+	created, err = adm.CreateTopic(ctx, 3, 3, nil, "kcat")
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+	waitKafkaLeaders(t, ctx, adm, "kcat", 3)
+	var lines strings.Builder
+	for i := range n {
+		fmt.Fprintf(&lines, "key-%d:value-%05d\n", i%101, i)
+	}
+	runKcatIn(t, ctx, strings.NewReader(lines.String()), kcat, "-F", conf, "-P", "-t", "kcat", "-K:", "-H", "tool=kcat", "-z", "gzip")
+	out = runKcat(t, ctx, kcat, "-F", conf, "-C", "-t", "kcat", "-o", "beginning", "-e", "-q", "-f", `%k|%s|%h\n`)
+	read := map[string]string{}
+	for line := range strings.Lines(out) {
+		f := strings.Split(strings.TrimSuffix(line, "\n"), "|")
+		require.Len(t, f, 3, "kcat line %q", line)
+		require.Equal(t, "tool=kcat", f[2])
+		read[f[1]] = f[0]
+	}
+	require.Len(t, read, n, "distinct values kcat read back")
+	for i := range n {
+		require.Equal(t, fmt.Sprintf("key-%d", i%101), read[fmt.Sprintf("value-%05d", i)])
+	}
+
 	// Refusals: a wrong password; another tenant's topic; a revoked key.
 	_, err = kadm.NewClient(kafkaClient("kafka-e2e", "slk_0123456789abcdef_nope")).ListTopics(ctx)
 	require.ErrorIs(t, err, kerr.SaslAuthenticationFailed)
@@ -161,6 +185,23 @@ func TestKafkaListener(t *testing.T) {
 			return fmt.Errorf("a new connection with the revoked key: %v", err)
 		}
 		return nil
+	})
+
+	// A suspended tenant's Kafka connections end, and it cannot
+	// authenticate again until it is reinstated.
+	susp := kafkaClient("kafka-other", other.APIKey)
+	require.NoError(t, susp.ProduceSync(ctx, &kgo.Record{Topic: "theirs", Value: []byte("before suspension")}).FirstErr())
+	require.NoError(t, c.SetTenantStatus(ctx, other.TenantID, "suspended"))
+	testenv.Wait(t, 20*time.Second, "the suspended tenant refused on the Kafka listener", func() error {
+		_, err := kadm.NewClient(kafkaClient("kafka-other", other.APIKey)).ListTopics(ctx)
+		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			return fmt.Errorf("a new connection of the suspended tenant: %v", err)
+		}
+		return nil
+	})
+	require.NoError(t, c.SetTenantStatus(ctx, other.TenantID, "active"))
+	testenv.Wait(t, 20*time.Second, "the reinstated tenant back on the Kafka listener", func() error {
+		return kafkaClient("kafka-other", other.APIKey).ProduceSync(ctx, &kgo.Record{Topic: "theirs", Value: []byte("after")}).FirstErr()
 	})
 
 	// sarama, kafka-go and kafkajs, each with a tenant of its own, at

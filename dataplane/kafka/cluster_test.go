@@ -146,6 +146,7 @@ func createTopic(t *testing.T, adm *kadm.Client, name string, partitions int32) 
 }
 
 func TestProduceConsumeRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for _, codec := range []kgo.CompressionCodec{kgo.NoCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()} {
@@ -213,6 +214,7 @@ func TestProduceConsumeRoundTrip(t *testing.T) {
 }
 
 func TestAuthRefusals(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	bad, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.SASL(plain.Auth{User: tenantName, Pass: "slk_0123456789abcdef_wrong"}.AsMechanism()))
@@ -235,6 +237,7 @@ func TestAuthRefusals(t *testing.T) {
 }
 
 func TestOAuthBearerAndTenantScoping(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	cl := clientAs(t, oauth.Auth{Token: tenant.Token}.AsMechanism())
@@ -275,6 +278,7 @@ func TestOAuthBearerAndTenantScoping(t *testing.T) {
 // TestScopes: a consume-only key reads but cannot produce; a
 // produce-only key produces but cannot read.
 func TestScopes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	name := fmt.Sprintf("scopes-%d", time.Now().UnixNano())
@@ -423,6 +427,7 @@ func throttled(t *testing.T, tenant string) float64 {
 // brokers; OffsetForLeaderEpoch answers the log end for the current
 // epoch; unknown configs are refused.
 func TestAdminAndClusterAPIs(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cl := client(t)
