@@ -7,11 +7,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,7 +209,13 @@ func TestKafkaListener(t *testing.T) {
 
 	// sarama, kafka-go and kafkajs, each with a tenant of its own, at
 	// once (kafka_clients_test.go).
-	t.Run("clients", func(t *testing.T) { kafkaGoClients(t, c) })
+	t.Run("clients", func(t *testing.T) {
+		t.Run("quota", func(t *testing.T) {
+			t.Parallel()
+			kafkaQuota(t, c, pool)
+		})
+		kafkaGoClients(t, c)
+	})
 
 	// Idempotence through a Kafka client across a SIGKILLed leader.
 	kafkaIdempotentLeaderKill(t, ctx, c, adm, kafkaClient("kafka-e2e", tc.APIKey, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1000),
@@ -357,4 +366,91 @@ func runKcatIn(t *testing.T, ctx context.Context, in *strings.Reader, kcat strin
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "kcat %s:\n%s", strings.Join(args, " "), stderr.String())
 	return stdout.String()
+}
+
+// kafkaQuota: a franz-go producer over its tenant's produce quota is held
+// to it (at most 15 % over it, over 10 s) by the brokers' Kafka listeners
+// muting its connections, and no error reaches the application. Its topic has a
+// partition on each broker, written round robin, so that the tenant's
+// traffic is spread evenly from the start and each broker's allotment is
+// a third of the quota at once (traffic moving between brokers moves the
+// allotments over several quota exchanges, controlplane/quota).
+func kafkaQuota(t *testing.T, c *testcluster.Cluster, pool *x509.CertPool) {
+	const limit = 256 << 10 // bytes/s, cluster-wide
+	rate := int64(limit)
+	tn := c.NewTenant(t, "kafka-quota", &sluicev1.LimitOverrides{ProduceBytesPerSec: &rate})
+	tn.NewTopic(t, "throttled", 3, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaBootstrap()...), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+		kgo.SASL(plain.Auth{User: "kafka-quota", Pass: tn.APIKey}.AsMechanism()),
+		kgo.DefaultProduceTopic("throttled"), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RecordDeliveryTimeout(time.Minute), kgo.MaxBufferedRecords(256))
+	require.NoError(t, err)
+	defer cl.Close()
+	var failed, acked atomic.Int64
+	value := make([]byte, 1024)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cl.Produce(ctx, &kgo.Record{Value: value}, func(r *kgo.Record, err error) {
+				if err != nil {
+					failed.Add(1)
+					return
+				}
+				acked.Add(int64(len(r.Value)))
+			})
+		}
+	}()
+	// Until a broker has the tenant's allotment it admits it: measure
+	// once every broker's listener has held it.
+	testenv.Wait(t, 30*time.Second, "every broker's Kafka listener to hold the tenant", func() error {
+		for _, id := range c.BrokerIDs() {
+			if kafkaThrottled(t, c, id, tn.TenantID) == 0 {
+				return fmt.Errorf("broker %d has not held it yet", id)
+			}
+		}
+		return nil
+	})
+	from, start := acked.Load(), time.Now()
+	time.Sleep(10 * time.Second) // window: the rate is measured over it
+	got := float64(acked.Load()-from) / time.Since(start).Seconds()
+	close(stop)
+	<-done
+	require.NoError(t, cl.Flush(ctx))
+	t.Logf("a Kafka producer over its quota: %.0f KiB/s under %d KiB/s", got/1024, limit>>10)
+	require.Zero(t, failed.Load(), "records failed: a quota must slow a Kafka producer, not fail it")
+	// Held to the quota: at most 15 % over it. Not yet at it: in steady
+	// state the rate has been measured well below the quota (71 and 96
+	// KiB/s of 256 in two runs; 257-287 KiB/s right after the first hold),
+	// an open item of issue 32 (the retried produces and the allotments'
+	// offered rates), so no lower bound is asserted here.
+	require.LessOrEqual(t, got, 1.15*limit, "produced bytes/s")
+	require.Positive(t, got, "produced bytes/s")
+}
+
+// kafkaThrottled is sluice_kafka_throttle_seconds_total of tenant on
+// broker id's operator listener.
+func kafkaThrottled(t *testing.T, c *testcluster.Cluster, id int32, tenant string) float64 {
+	t.Helper()
+	res, err := c.HTTPClient().Get(c.URL(c.Broker(id).MetricsAddr) + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	prefix := `sluice_kafka_throttle_seconds_total{tenant="` + tenant + `"} `
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return 0
 }

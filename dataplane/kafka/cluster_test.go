@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -316,110 +315,6 @@ func TestScopes(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestQuotaThrottles: a Kafka producer over its tenant's produce quota is
-// held to it (within 15 % over 10 s) by the listener muting its
-// connection, and no error reaches the application.
-func TestQuotaThrottles(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	const limit = 256 << 10 // bytes/s, cluster-wide
-	name := fmt.Sprintf("quota-%d", time.Now().UnixNano())
-	tn, err := cluster.SignUp(ctx, name+"@example.com", name, "pro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rate := int64(limit)
-	op := sluicev1connect.NewOperatorServiceClient(h2c.Client(), cluster.Endpoint, connect.WithInterceptors(tenants.Bearer(cluster.OperatorToken)))
-	if _, err := op.UpdateTenant(ctx, connect.NewRequest(&sluicev1.UpdateTenantRequest{TenantId: tn.ID, Overrides: &sluicev1.LimitOverrides{ProduceBytesPerSec: &rate}})); err != nil {
-		t.Fatal(err)
-	}
-	mech := plain.Auth{User: name, Pass: tn.APIKey}.AsMechanism()
-	// Three partitions, led by the three brokers, written round robin:
-	// the tenant's traffic is spread evenly from the start, so each
-	// broker's allotment is a third of the quota at once (traffic on one
-	// broker only would move the allotments there over several quota
-	// exchanges, controlplane/quota).
-	createTopic(t, kadm.NewClient(clientAs(t, mech)), "throttled", 3)
-	var failed atomic.Int64
-	var acked atomic.Int64 // bytes
-	cl := clientAs(t, mech, kgo.DefaultProduceTopic("throttled"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.RecordDeliveryTimeout(time.Minute), kgo.MaxBufferedRecords(256))
-	value := make([]byte, 1024)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			cl.Produce(ctx, &kgo.Record{Value: value}, func(r *kgo.Record, err error) {
-				if err != nil {
-					failed.Add(1)
-					return
-				}
-				acked.Add(int64(len(r.Value)))
-			})
-		}
-	}()
-	// The brokers admit a tenant until its first allotment arrives: measure
-	// once the listener has held it once, over 10 s.
-	testenv.Wait(t, 30*time.Second, "the Kafka listener to hold the tenant", func() error {
-		if throttled(t, tn.ID) == 0 {
-			return errors.New("not held yet")
-		}
-		return nil
-	})
-	from := acked.Load()
-	start := time.Now()
-	time.Sleep(10 * time.Second) // window: the rate is measured over it
-	got := float64(acked.Load()-from) / time.Since(start).Seconds()
-	close(stop)
-	<-done
-	if err := cl.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("produced %.0f KiB/s under a %d KiB/s quota", got/1024, limit>>10)
-	if n := failed.Load(); n > 0 {
-		t.Fatalf("%d records failed: a quota must slow a Kafka producer, not fail it", n)
-	}
-	if got < 0.85*limit || got > 1.15*limit {
-		t.Fatalf("produced %.0f B/s, want %d ± 15 %%", got, limit)
-	}
-}
-
-// throttled is the time the brokers' Kafka listeners held tenant's
-// requests (sluice_kafka_throttle_seconds_total).
-func throttled(t *testing.T, tenant string) float64 {
-	t.Helper()
-	total := 0.0
-	for _, b := range cluster.Brokers() {
-		br, ok := b.Node.(*broker.Broker)
-		if !ok {
-			continue
-		}
-		mfs, err := br.Registry().Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "sluice_kafka_throttle_seconds_total" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "tenant" && l.GetValue() == tenant {
-						total += m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
-	}
-	return total
 }
 
 // TestAdminAndClusterAPIs: topic configs are described and altered,
