@@ -179,11 +179,15 @@ func TestKafkaListener(t *testing.T) {
 	require.NoError(t, err)
 	victim := kafkaClient("kafka-e2e", k.Msg.GetSecret())
 	require.NoError(t, victim.ProduceSync(ctx, &kgo.Record{Topic: "franz", Value: []byte("before revocation")}).FirstErr())
+	victim.Close() // it would reconnect, refused, until the test ends
 	_, err = keys.RevokeAPIKey(ctx, connect.NewRequest(&sluicev1.RevokeAPIKeyRequest{Id: k.Msg.GetApiKey().GetId()}))
 	require.NoError(t, err)
 	testenv.Wait(t, 20*time.Second, "the revoked key refused on the Kafka listener", func() error {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		fresh := kafkaClient("kafka-e2e", k.Msg.GetSecret())
-		_, err := kadm.NewClient(fresh).ListTopics(ctx)
+		defer fresh.Close()
+		_, err := kadm.NewClient(fresh).ListTopics(actx)
 		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
 			return fmt.Errorf("a new connection with the revoked key: %v", err)
 		}
@@ -196,15 +200,27 @@ func TestKafkaListener(t *testing.T) {
 	require.NoError(t, susp.ProduceSync(ctx, &kgo.Record{Topic: "theirs", Value: []byte("before suspension")}).FirstErr())
 	require.NoError(t, c.SetTenantStatus(ctx, other.TenantID, "suspended"))
 	testenv.Wait(t, 20*time.Second, "the suspended tenant refused on the Kafka listener", func() error {
-		_, err := kadm.NewClient(kafkaClient("kafka-other", other.APIKey)).ListTopics(ctx)
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		cl := kafkaClient("kafka-other", other.APIKey)
+		defer cl.Close()
+		_, err := kadm.NewClient(cl).ListTopics(actx)
 		if !errors.Is(err, kerr.SaslAuthenticationFailed) {
 			return fmt.Errorf("a new connection of the suspended tenant: %v", err)
 		}
 		return nil
 	})
 	require.NoError(t, c.SetTenantStatus(ctx, other.TenantID, "active"))
-	testenv.Wait(t, 20*time.Second, "the reinstated tenant back on the Kafka listener", func() error {
-		return kafkaClient("kafka-other", other.APIKey).ProduceSync(ctx, &kgo.Record{Topic: "theirs", Value: []byte("after")}).FirstErr()
+	// Each attempt with a client of its own, bounded: until the brokers
+	// learn of the reinstatement (their revocation poll) a client is
+	// refused, and franz-go retries a refused produce for as long as its
+	// delivery timeout lets it.
+	testenv.Wait(t, 30*time.Second, "the reinstated tenant back on the Kafka listener", func() error {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		cl := kafkaClient("kafka-other", other.APIKey, kgo.RecordDeliveryTimeout(4*time.Second))
+		defer cl.Close()
+		return cl.ProduceSync(actx, &kgo.Record{Topic: "theirs", Value: []byte("after")}).FirstErr()
 	})
 
 	// sarama, kafka-go and kafkajs, each with a tenant of its own, at

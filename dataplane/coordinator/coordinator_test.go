@@ -426,11 +426,16 @@ func TestCoordinatorCommitters(t *testing.T) {
 
 	// A member joins. The group has committed offsets, so it may have
 	// lived on another coordinator: free partitions are handed out only
-	// once its members had 2 heartbeat intervals to rejoin with theirs.
+	// once its members had a session timeout since the load (the
+	// runtime's clock: before loaded) to rejoin with theirs.
+	loaded := time.Now()
 	m, err := c.Heartbeat(ctx, now, "tenant-a", "g", "", topics, group.HeartbeatRequest{Subscriptions: []string{"orders"}})
 	require.NoError(t, err)
 	require.Empty(t, m.Assignment["orders"])
-	m, err = c.Heartbeat(ctx, now.Add(2*heartbeatInterval+time.Millisecond), "tenant-a", "g", "", topics, group.HeartbeatRequest{MemberID: m.MemberID, MemberEpoch: m.MemberEpoch})
+	m, err = c.Heartbeat(ctx, loaded.Add(sessionTimeout/2), "tenant-a", "g", "", topics, group.HeartbeatRequest{MemberID: m.MemberID, MemberEpoch: m.MemberEpoch})
+	require.NoError(t, err)
+	require.Empty(t, m.Assignment["orders"], "held back")
+	m, err = c.Heartbeat(ctx, loaded.Add(sessionTimeout+time.Millisecond), "tenant-a", "g", "", topics, group.HeartbeatRequest{MemberID: m.MemberID, MemberEpoch: m.MemberEpoch})
 	require.NoError(t, err)
 	require.Equal(t, group.TopicPartitions{"orders": {0, 1}}, m.Assignment)
 	require.True(t, c.Active(now, "tenant-a", "g"))

@@ -66,8 +66,10 @@
 //
 // The rest of the membership lives in memory only: after a failover members
 // rejoin reporting the partitions they own and keep them (a group rebuilt
-// with offsets or incarnations hands out free partitions only after
-// 2×HeartbeatInterval, so they have time to).
+// with offsets or incarnations hands out partitions nobody reports only a
+// SessionTimeout after the shard was loaded: a member still consuming has
+// that long to rejoin, as long as the old coordinator would have waited for
+// its heartbeat).
 //
 // Invariants:
 //   - what the coordinator answers (offsets, incarnations) comes from

@@ -24,6 +24,9 @@ import (
 type Shard struct {
 	cfg ShardConfig
 	st  state
+	// loaded is when the shard was loaded (Loaded): when this coordinator
+	// started serving the groups of its partition.
+	loaded time.Time
 }
 
 // ShardConfig configures a Shard.
@@ -86,8 +89,11 @@ func (s *Shard) Replay(offset int64, r runtime.Record) error {
 	return nil
 }
 
-// Loaded arms the members' expiry.
+// Loaded records when the coordinator started serving (the groups it
+// rebuilds hold their free partitions from then on, see members) and arms
+// the members' expiry.
 func (s *Shard) Loaded(now time.Time) runtime.Update {
+	s.loaded = now
 	return runtime.Update{Timers: []runtime.Timer{s.expiryTimer(now)}}
 }
 
@@ -201,9 +207,17 @@ func (s *Shard) CheckCommitter(gk GroupKey, memberID, instanceID string, memberE
 
 // members returns the group's state machine, creating it on first use. A
 // group that has committed offsets or static members but no members here
-// may have lived on another coordinator before a failover: its members get
-// a moment to rejoin with the partitions they own before any is handed to
-// another.
+// may have lived on another coordinator before a failover, whose members
+// may still be consuming: none of its partitions is handed to a member that
+// does not report owning it before a session timeout has passed since this
+// coordinator was loaded (group.Config.HoldUntil). A member that is alive
+// rejoins within that time, reporting its partitions, and keeps them; one
+// that does not would have been expired by the old coordinator too. A
+// shorter hold (it was two heartbeat intervals) hands a member that is slow
+// to find the new coordinator's partitions to another while it still
+// consumes them: both process them, and the new owner starts from the
+// last commit, before what the old one processed while it could not
+// commit.
 func (s *Shard) members(gk GroupKey, assignor string) (*group.Group, error) {
 	gs := s.st.group(gk)
 	if gs.members != nil {
@@ -211,7 +225,11 @@ func (s *Shard) members(gk GroupKey, assignor string) (*group.Group, error) {
 	}
 	cfg := group.Config{Assignor: assignor, SessionTimeout: s.cfg.SessionTimeout, HeartbeatInterval: s.cfg.HeartbeatInterval}
 	if len(gs.offsets) > 0 || len(gs.instances) > 0 || len(gs.pending) > 0 {
-		cfg.InitialAssignmentDelay = 2 * s.cfg.HeartbeatInterval
+		session := s.cfg.SessionTimeout
+		if session <= 0 {
+			session = group.DefaultSessionTimeout
+		}
+		cfg.HoldUntil = s.loaded.Add(session)
 	}
 	g, err := group.New(gk.Group, cfg)
 	if err != nil {

@@ -12,8 +12,11 @@ type State string
 const (
 	// StateEmpty: no members.
 	StateEmpty State = "empty"
-	// StateAssigning: the group has members but is within its
-	// InitialAssignmentDelay, holding back the partitions nobody holds.
+	// StateAssigning: the group has members and, before its
+	// Config.HoldUntil, holds back target partitions that nobody holds
+	// (for members of the previous coordinator that have not rejoined).
+	// A rebuilt group whose partitions are all held again is stable or
+	// reconciling as usual.
 	// (In Kafka the state of a target assignment being computed; here the
 	// target is computed within the call that bumps the group epoch.)
 	StateAssigning State = "assigning"
@@ -82,6 +85,8 @@ func (g *Group) Describe(now time.Time) GroupDescription {
 		Rebalances:        g.rebalances,
 		RevokedPartitions: g.revoked,
 	}
+	heldBack := false // a target partition nobody holds is held back
+	hold := now.Before(g.holdUntil)
 	for _, id := range g.memberIDs() {
 		m := g.members[id]
 		target := g.target[id]
@@ -89,6 +94,9 @@ func (g *Group) Describe(now time.Time) GroupDescription {
 		for p := range target {
 			if h := m.held[p]; h == nil || h.revoking {
 				pending[p] = struct{}{}
+			}
+			if _, held := g.owner[p]; hold && !held {
+				heldBack = true
 			}
 		}
 		md := MemberDescription{
@@ -116,7 +124,7 @@ func (g *Group) Describe(now time.Time) GroupDescription {
 	switch {
 	case len(g.members) == 0:
 		d.State = StateEmpty
-	case now.Before(g.holdUntil):
+	case heldBack:
 		d.State = StateAssigning
 	}
 	return d

@@ -155,15 +155,20 @@
 // A new Group starts with no members, and members learn it at their next
 // heartbeat (ErrUnknownMember), then join again reporting what they own. With the uniform assignor each
 // keeps its partitions, provided the ones that have not rejoined yet are
-// not handed to the first members back: Config.InitialAssignmentDelay
-// holds back partitions nobody holds for that long after the first join
-// into an empty group (StateAssigning meanwhile), except from a member that
-// reports owning them. Set it to about one heartbeat interval plus a
-// coordinator lookup for groups that existed before (they have committed
-// offsets); partitions of members that never come back are handed out when
-// it ends. The range assignor orders dynamic members by member id, which
-// changes with every rejoin, so it keeps partitions in place across a
-// failover only for static members (ordered by instance id).
+// not handed to the first members back: until Config.HoldUntil, partitions
+// nobody holds go only to a member that reports owning them
+// (StateAssigning while some are held back). The group cannot tell a
+// member that is slow to come back, still consuming, from one that is
+// gone, so the hold must last as long as the old coordinator would have
+// waited for a silent member: a session timeout, from when the new
+// coordinator started serving (the broker sets it so for groups that
+// existed before: they have committed offsets). Partitions of members that
+// never come back are handed out when it ends. A shorter hold (one
+// heartbeat interval plus a coordinator lookup, say) gives a slow member's
+// partitions to another while it still consumes them. The range assignor
+// orders dynamic members by member id, which changes with every rejoin, so
+// it keeps partitions in place across a failover only for static members
+// (ordered by instance id).
 //
 // # Hosting
 //

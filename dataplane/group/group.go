@@ -74,16 +74,20 @@ type Config struct {
 	// heartbeats; it must be below SessionTimeout. 0 means
 	// DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
-	// InitialAssignmentDelay: for this long after the first member joins an
-	// empty group, partitions that no member holds are not handed out
-	// (they stay pending), except to a member that reports owning them.
-	// Every member keeps, meanwhile, the partitions it reports owning and
-	// nobody else holds. Set it, for a group rebuilt after a coordinator
-	// failover, to the time its members need to rejoin (about one
-	// HeartbeatInterval plus a coordinator lookup): then each rejoining
-	// member keeps its partitions and nothing moves. 0 (the default) hands
-	// out free partitions at once, like a fresh group should.
-	InitialAssignmentDelay time.Duration
+	// HoldUntil: before this time, partitions that no member holds are not
+	// handed out (they stay pending), except to a member that reports
+	// owning them. Every member keeps, meanwhile, the partitions it reports
+	// owning and nobody else holds. Set it, for a group rebuilt after a
+	// coordinator failover (which knows none of the members that may still
+	// be consuming), to when the new coordinator started serving plus the
+	// session timeout: until then a member that has not rejoined yet is
+	// still within the session the old coordinator would have granted it,
+	// and may be consuming partitions nobody reports yet; each rejoining
+	// member keeps its partitions and nothing moves. A member that has not
+	// rejoined by then is gone, as the old coordinator would have expired
+	// it. The zero time (the default) hands out free partitions at once,
+	// like a fresh group should.
+	HoldUntil time.Time
 	// NewMemberID returns the id of a joining member; it must return
 	// distinct non-empty ids. nil means 22 random base64url characters
 	// (128 bits from crypto/rand). Tests inject a deterministic generator.
@@ -99,8 +103,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: session timeout %v is negative", ErrInvalid, c.SessionTimeout)
 	case c.HeartbeatInterval < 0:
 		return fmt.Errorf("%w: heartbeat interval %v is negative", ErrInvalid, c.HeartbeatInterval)
-	case c.InitialAssignmentDelay < 0:
-		return fmt.Errorf("%w: initial assignment delay %v is negative", ErrInvalid, c.InitialAssignmentDelay)
 	}
 	d := c.withDefaults()
 	if d.HeartbeatInterval >= d.SessionTimeout {
@@ -253,6 +255,7 @@ func New(groupID string, cfg Config) (*Group, error) {
 		instances:    map[string]*member{},
 		incarnations: map[string]string{},
 		owner:        map[tp]string{},
+		holdUntil:    cfg.HoldUntil,
 	}, nil
 }
 
@@ -303,7 +306,7 @@ func (g *Group) Heartbeat(now time.Time, req HeartbeatRequest, topics Topics) (H
 	var m *member
 	bump := false
 	if req.MemberEpoch == JoinEpoch {
-		m, bump, err = g.join(now, req)
+		m, bump, err = g.join(req)
 	} else {
 		m, err = g.check(req)
 	}
@@ -481,7 +484,7 @@ func (g *Group) RestoreInstance(instanceID, memberID string) error {
 
 // join handles a request with JoinEpoch and returns the member, and whether
 // the membership changed.
-func (g *Group) join(now time.Time, req HeartbeatRequest) (*member, bool, error) {
+func (g *Group) join(req HeartbeatRequest) (*member, bool, error) {
 	if req.MemberID != "" {
 		m, err := g.lookup(req.MemberID, req.InstanceID)
 		if err != nil {
@@ -513,9 +516,6 @@ func (g *Group) join(now time.Time, req HeartbeatRequest) (*member, bool, error)
 	id, err := g.newMemberID()
 	if err != nil {
 		return nil, false, err
-	}
-	if len(g.members) == 0 {
-		g.holdUntil = now.Add(g.cfg.InitialAssignmentDelay)
 	}
 	m := &member{
 		id:               id,

@@ -353,7 +353,6 @@ func TestGroupConfig(t *testing.T) {
 		{group.Config{Assignor: "sticky"}, `assignor "sticky"`},
 		{group.Config{SessionTimeout: -1}, "session timeout"},
 		{group.Config{HeartbeatInterval: -1}, "heartbeat interval"},
-		{group.Config{InitialAssignmentDelay: -1}, "initial assignment delay"},
 		{group.Config{SessionTimeout: 5 * time.Second}, "must be below the session timeout"},
 		{group.Config{HeartbeatInterval: time.Minute}, "must be below the session timeout"},
 	} {

@@ -29,7 +29,7 @@ import (
 //
 // Commands:
 //
-//	new [assignor=uniform|range] [session=45s] [interval=5s] [delay=0s]
+//	new [assignor=uniform|range] [session=45s] [interval=5s] [hold=0s]
 //	topic NAME N|-                      set a topic's partition count, or delete it
 //	join NAME sub=T,U [instance=I] [owned=SPEC] [timeout=D]
 //	                                    a new member (epoch 0, id "") that the group names NAME
@@ -48,7 +48,8 @@ import (
 //	owns NAME TOPIC PARTITION [epoch=N] [instance=I]
 //	                                    Group.Owns, by default with the client's epoch and instance id
 //	describe                            Group.Describe
-//	failover [delay=D]                  the coordinator moves: a new Group, given back the member id
+//	failover [hold=D]                   the coordinator moves: a new Group (Config.HoldUntil now+D),
+//	                                    given back the member id
 //	                                    of each instance id's latest join (RestoreInstance, as the
 //	                                    broker does from its log); clients keep their partitions and
 //	                                    learn at their next heartbeat
@@ -203,8 +204,13 @@ func (w *world) run(line string) error {
 		if w.cfg.HeartbeatInterval, err = dur("interval"); err != nil {
 			return err
 		}
-		if w.cfg.InitialAssignmentDelay, err = dur("delay"); err != nil {
+		hold, err := dur("hold")
+		if err != nil {
 			return err
+		}
+		w.cfg.HoldUntil = time.Time{}
+		if hold > 0 {
+			w.cfg.HoldUntil = w.now.Add(hold)
 		}
 		w.reset()
 		before, w.epoch = 0, 0
@@ -417,11 +423,11 @@ func (w *world) run(line string) error {
 			w.printf("%s", line)
 		}
 	case "failover":
-		d, err := dur("delay")
+		d, err := dur("hold")
 		if err != nil {
 			return err
 		}
-		w.cfg.InitialAssignmentDelay = d
+		w.cfg.HoldUntil = w.now.Add(d)
 		w.reset()
 		before, w.epoch = 0, 0
 		for instance, id := range w.instances {
