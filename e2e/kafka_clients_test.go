@@ -99,7 +99,6 @@ func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 	})
 
 	t.Run("sarama", func(t *testing.T) {
-		t.Parallel()
 		defer dumpOnFailure(t, "sarama", saramaLog)
 		const tenant, topic, n = "sarama", "sarama-records", 10000
 		tc := c.NewClient(t, tenant, topic, 3, 2)
@@ -180,7 +179,6 @@ func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 	})
 
 	t.Run("kafka-go", func(t *testing.T) {
-		t.Parallel()
 		kgLog := &syncBuffer{}
 		defer dumpOnFailure(t, "kafka-go", kgLog)
 		logger := kafkago.LoggerFunc(func(f string, args ...any) { fmt.Fprintf(kgLog, time.Now().Format("15:04:05.000000 ")+f+"\n", args...) })
@@ -279,7 +277,6 @@ func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 	})
 
 	t.Run("kafkajs", func(t *testing.T) {
-		t.Parallel()
 		node, nerr := exec.LookPath("node")
 		npm, perr := exec.LookPath("npm")
 		if nerr != nil || perr != nil {

@@ -223,14 +223,17 @@ func TestKafkaListener(t *testing.T) {
 		return cl.ProduceSync(actx, &kgo.Record{Topic: "theirs", Value: []byte("after")}).FirstErr()
 	})
 
-	// sarama, kafka-go and kafkajs, each with a tenant of its own, at
-	// once (kafka_clients_test.go).
+	// sarama, kafka-go and kafkajs, each with a tenant of its own, one
+	// after the other (kafka_clients_test.go), while a producer meets its
+	// quota. Subtests run concurrently from goroutines, not with t.Parallel:
+	// parallel subtests wait for a slot among every parallel test of the
+	// package (-parallel, GOMAXPROCS), and in make test they waited for
+	// minutes behind the other e2e tests while this test's deadline ran.
 	t.Run("clients", func(t *testing.T) {
-		t.Run("quota", func(t *testing.T) {
-			t.Parallel()
-			kafkaQuota(t, c, pool)
-		})
+		var wg sync.WaitGroup
+		wg.Go(func() { t.Run("quota", func(t *testing.T) { kafkaQuota(t, c, pool) }) })
 		kafkaGoClients(t, c)
+		wg.Wait()
 	})
 
 	// Idempotence through a Kafka client across a SIGKILLed leader.
