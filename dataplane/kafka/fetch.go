@@ -100,8 +100,8 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchRe
 		if got >= max(int(req.MinBytes), 1) || left <= 0 || allDone(parts) || ctx.Err() != nil {
 			break
 		}
-		c.awaitData(ctx, parts, iso, left)
-		if time.Until(deadline) <= 0 {
+		got += c.awaitData(ctx, parts, iso, maxBytes-got, left)
+		if got >= max(int(req.MinBytes), 1) || time.Until(deadline) <= 0 {
 			// One last read: what arrived as the wait ended.
 			n, _ := c.readParts(ctx, parts, iso, maxBytes-got, got == 0)
 			got += n
@@ -145,35 +145,38 @@ func (c *conn) readParts(ctx context.Context, parts []*fetchPart, iso records.Is
 		if wait, ok := retryAfter(err); ok {
 			return n, wait
 		}
-		pr := &fp.topic.Partitions[fp.idx]
-		if err != nil {
-			pr.ErrorCode = errorCode(err, atPartition)
-			fp.done = true
-			continue
-		}
-		pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset = r.HW, r.LSO, r.LogStartOffset
-		if len(r.Data) == 0 {
-			continue
-		}
-		if (!first || n > 0) && len(r.Data) > limit {
-			// Over the request's budget (a first batch larger than it):
-			// a later request fetches it.
-			fp.done = true
-			continue
-		}
-		pr.RecordBatches = record.AppendKafka(nil, r.Data)
-		for _, a := range r.Aborted {
-			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
-			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
-			pr.AbortedTransactions = append(pr.AbortedTransactions, at)
-		}
-		if iso == records.ReadCommitted && pr.AbortedTransactions == nil {
-			pr.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
-		}
-		fp.done = true
-		n += len(r.Data)
+		n += c.apply(fp, iso, r, err)
 	}
 	return n, 0
+}
+
+// apply puts a partition's read (r, err) in the answer and returns the
+// bytes it added. A read with records is answered whole, even past the
+// request's byte budget (its first batch may be larger than asked for):
+// what a fetch read is charged to the tenant's quota and metered, so it
+// is never dropped.
+func (c *conn) apply(fp *fetchPart, iso records.IsolationLevel, r records.FetchResult, err error) int {
+	pr := &fp.topic.Partitions[fp.idx]
+	if err != nil {
+		pr.ErrorCode = errorCode(err, atPartition)
+		fp.done = true
+		return 0
+	}
+	pr.HighWatermark, pr.LastStableOffset, pr.LogStartOffset = r.HW, r.LSO, r.LogStartOffset
+	if len(r.Data) == 0 {
+		return 0
+	}
+	pr.RecordBatches = record.AppendKafka(nil, r.Data)
+	for _, a := range r.Aborted {
+		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+		pr.AbortedTransactions = append(pr.AbortedTransactions, at)
+	}
+	if iso == records.ReadCommitted && pr.AbortedTransactions == nil {
+		pr.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	}
+	fp.done = true
+	return len(r.Data)
 }
 
 func (c *conn) fetchRequest(fp *fetchPart, iso records.IsolationLevel, maxBytes int, wait time.Duration) records.FetchRequest {
@@ -186,25 +189,53 @@ func (c *conn) fetchRequest(fp *fetchPart, iso records.IsolationLevel, maxBytes 
 	return r
 }
 
-// awaitData long-polls every partition not answered yet, until one of
-// them returns (records, an error) or wait passes; the data is read again
-// by the caller (a long poll here only wakes it).
-func (c *conn) awaitData(ctx context.Context, parts []*fetchPart, iso records.IsolationLevel, wait time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
+// awaitData long-polls every partition not answered yet (each up to its
+// share of budget bytes), until one of them returns records or wait
+// passes, and answers what the polls returned (a read is charged and
+// metered, so it is answered); it returns the bytes added. A poll ended
+// by another's records, or by the wait, answers nothing.
+func (c *conn) awaitData(ctx context.Context, parts []*fetchPart, iso records.IsolationLevel, budget int, wait time.Duration) int {
+	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	type polled struct {
+		fp  *fetchPart
+		r   records.FetchResult
+		err error
+	}
+	var mu sync.Mutex
+	var got []polled
 	var wg sync.WaitGroup
 	for _, fp := range parts {
 		if fp.done {
 			continue
 		}
+		limit := int(fp.req.PartitionMaxBytes)
+		if limit <= 0 {
+			limit = 1 << 20
+		}
+		limit = max(1, min(limit, budget))
 		wg.Go(func() {
-			r, err := c.s.d.Records.Fetch(ctx, c.fetchRequest(fp, iso, 1, wait))
-			if ctx.Err() == nil && (err != nil || len(r.Data) > 0) {
+			r, err := c.s.d.Records.Fetch(pctx, c.fetchRequest(fp, iso, limit, wait))
+			if pctx.Err() != nil && len(r.Data) == 0 {
+				return // ended by another poll or by the wait: nothing read
+			}
+			if _, throttled := retryAfter(err); throttled {
+				return
+			}
+			if err != nil || len(r.Data) > 0 {
+				mu.Lock()
+				got = append(got, polled{fp, r, err})
+				mu.Unlock()
 				cancel()
 			}
 		})
 	}
 	wg.Wait()
+	n := 0
+	for _, p := range got {
+		n += c.apply(p.fp, iso, p.r, p.err)
+	}
+	return n
 }
 
 // fillLeaders adds the current leader of partitions answered
