@@ -76,6 +76,17 @@ func TestControlPlaneExchangeQuotas(t *testing.T) {
 		require.Equal(t, int64(limit), a.GetLimits().GetProduceBytesPerSec())
 		require.False(t, a.GetStorageExceeded() || a.GetGroupsExceeded() || a.GetTransactionalIdsExceeded())
 
+		// Broker 2 arriving (the tenant's first calls there wait for the
+		// answer): its offered is taken as the mean of the others', 300,
+		// and stored so, so that broker 1's next exchange divides the
+		// same way: half each.
+		res, err = c.exchange(2, e2, &sluicev1.TenantQuotaReport{TenantId: alice.tenantID, Arriving: true})
+		require.NoError(t, err)
+		require.InDelta(t, limit/2, allotment(t, res, alice.tenantID).GetRates().GetProduceBytesPerSec(), 1e-6)
+		res, err = c.exchange(1, e1, offeredProduce(alice.tenantID, 300))
+		require.NoError(t, err)
+		require.InDelta(t, limit/2, allotment(t, res, alice.tenantID).GetRates().GetProduceBytesPerSec(), 1e-6)
+
 		// Broker 2 offered a quarter: α/N + (1−α)·¼ of the limit; broker 1
 		// the rest. Nothing fetched anywhere: fetch is split evenly.
 		res, err = c.exchange(2, e2, offeredProduce(alice.tenantID, 100))

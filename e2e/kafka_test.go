@@ -388,7 +388,7 @@ func runKcatIn(t *testing.T, ctx context.Context, in *strings.Reader, kcat strin
 }
 
 // kafkaQuota: a franz-go producer over its tenant's produce quota is held
-// to it (at most 15 % over it, over 10 s) by the brokers' Kafka listeners
+// to it (within 15 %, over 10 s) by the brokers' Kafka listeners
 // muting its connections, and no error reaches the application. Its topic has a
 // partition on each broker, written round robin, so that the tenant's
 // traffic is spread evenly from the start and each broker's allotment is
@@ -443,15 +443,13 @@ func kafkaQuota(t *testing.T, c *testcluster.Cluster, pool *x509.CertPool) {
 	close(stop)
 	<-done
 	require.NoError(t, cl.Flush(ctx))
-	t.Logf("a Kafka producer over its quota: %.0f KiB/s under %d KiB/s", got/1024, limit>>10)
+	t.Logf("a Kafka producer over its quota: %.0f KiB/s for a quota of %d KiB/s", got/1024, limit>>10)
 	require.Zero(t, failed.Load(), "records failed: a quota must slow a Kafka producer, not fail it")
-	// Held to the quota: at most 15 % over it. Not yet at it: in steady
-	// state the rate has been measured well below the quota (71 and 96
-	// KiB/s of 256 in two runs; 257-287 KiB/s right after the first hold),
-	// an open item of issue 32 (the retried produces and the allotments'
-	// offered rates), so no lower bound is asserted here.
-	require.LessOrEqual(t, got, 1.15*limit, "produced bytes/s")
-	require.Positive(t, got, "produced bytes/s")
+	// Held to the quota, within 15 %. Each broker's first allotment of
+	// the tenant is the mean share (controlplane/quota, Arrive): taken
+	// as the floor instead, it held this producer, which moves at the
+	// pace of its slowest partition, to 51-102 KiB/s for the first 10 s.
+	require.InDelta(t, limit, got, 0.15*limit, "produced bytes/s")
 }
 
 // kafkaThrottled is sluice_kafka_throttle_seconds_total of tenant on

@@ -17,8 +17,8 @@ import (
 // Quotas and metering: the brokers' side (docs/quotas-and-billing.md).
 //
 // ExchangeQuotas is called by every broker about once a second, so it costs
-// a broker-list read (the epoch check), one write (the broker's reports)
-// and one read (every fresh report of the tenants named); tenants' limits
+// a broker-list read (the epoch check), one read (every fresh report of
+// the tenants named) and one write (the broker's reports); tenants' limits
 // (limitCache) and cold bytes (coldCache) are cached for a few seconds.
 
 // quotaConfig is how ExchangeQuotas divides limits.
@@ -51,10 +51,31 @@ func (s *brokerService) ExchangeQuotas(ctx context.Context, req *connect.Request
 		return nil, err
 	}
 	now := s.now().UTC()
-	put := make([]store.QuotaReport, len(reports))
 	ids := make([]string, len(reports))
 	for i, r := range reports {
 		ids[i] = r.TenantID
+	}
+	// The other brokers' fresh reports, read before this one's are
+	// written (which they leave out), so that an arriving report's
+	// estimate (quota.Arrive) is what is stored and every broker divides
+	// by it.
+	var stored []store.QuotaReport
+	if len(reports) > 0 {
+		if stored, err = s.store.ListQuotaReports(ctx, ids, now.Add(-quotaConfig.Fresh)); err != nil {
+			return nil, err
+		}
+	}
+	byTenant := make(map[string][]quota.Report, len(reports))
+	for _, r := range stored {
+		if r.BrokerID == m.GetBrokerId() {
+			continue // this call's own, below
+		}
+		byTenant[r.TenantID] = append(byTenant[r.TenantID], fromStoreReport(r))
+	}
+	put := make([]store.QuotaReport, len(reports))
+	for i := range reports {
+		r := &reports[i]
+		r.Report = quota.Arrive(r.Report, quotaConfig.FreshReports(byTenant[r.TenantID], now))
 		put[i] = store.QuotaReport{
 			TenantID:         r.TenantID,
 			Offered:          toStoreRates(r.Offered),
@@ -70,17 +91,6 @@ func (s *brokerService) ExchangeQuotas(ctx context.Context, req *connect.Request
 	res := &sluicev1.ExchangeQuotasResponse{Allotments: make([]*sluicev1.TenantAllotment, 0, len(reports))}
 	if len(reports) == 0 {
 		return connect.NewResponse(res), nil
-	}
-	stored, err := s.store.ListQuotaReports(ctx, ids, now.Add(-quotaConfig.Fresh))
-	if err != nil {
-		return nil, err
-	}
-	byTenant := make(map[string][]quota.Report, len(reports))
-	for _, r := range stored {
-		if r.BrokerID == m.GetBrokerId() {
-			continue // this call's own, below
-		}
-		byTenant[r.TenantID] = append(byTenant[r.TenantID], fromStoreReport(r))
 	}
 	cold, err := s.cold.get(ctx, s.store, now)
 	if err != nil {

@@ -90,6 +90,7 @@ func validateExchangeQuotas(m *sluicev1.ExchangeQuotasRequest) ([]tenantReport, 
 			HotStorageBytes:  t.GetHotStorageBytes(),
 			Groups:           int64(t.GetGroups()),
 			TransactionalIDs: int64(t.GetTransactionalIds()),
+			Arriving:         t.GetArriving(),
 		}})
 	}
 	return out, nil

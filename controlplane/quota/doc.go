@@ -25,6 +25,16 @@
 // anywhere, a_b = L/N. The allotments computed from one set of reports sum
 // to L exactly. Each dimension is divided on its own.
 //
+// A report marked arriving (the tenant's first calls at that broker wait
+// for the allotment; nothing has measured what it offers there) has its
+// offered rates taken as the mean of the other brokers' fresh reports
+// (Arrive), and the control plane stores the estimate as the report, so
+// that every broker dividing the tenant's limits before that broker's
+// next report divides them alike. Zero would be the floor, and a client
+// that spreads its records over every broker, as Kafka's partitioners do
+// from one buffer, would move at the floor's pace until the averages
+// caught up.
+//
 // # Error bound
 //
 // Each broker holds the allotment of its own last exchange, computed from

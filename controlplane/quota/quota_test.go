@@ -168,3 +168,31 @@ func TestQuotaErrorBoundWhenDemandMoves(t *testing.T) {
 		require.InDelta(t, lim[limit.ProduceBytes]+bound, held, 1e-9, "m=%v: the bound is reached", m)
 	}
 }
+
+// TestQuotaArrive: an arriving report's offered rates are the mean of the
+// other brokers' (or its own, when larger), per dimension; other reports
+// and other arriving ones do not count; with no other, it stays as it is
+// (the division then spreads evenly).
+func TestQuotaArrive(t *testing.T) {
+	t.Parallel()
+	arriving := quota.Report{BrokerID: 3, At: t0, Arriving: true, Offered: quota.Rates{limit.Requests: 50}}
+	others := []quota.Report{
+		{BrokerID: 1, At: t0, Offered: quota.Rates{limit.ProduceBytes: 300, limit.Requests: 10}},
+		{BrokerID: 2, At: t0, Offered: quota.Rates{limit.ProduceBytes: 100, limit.FetchBytes: -8}},
+		{BrokerID: 4, At: t0, Arriving: true, Offered: quota.Rates{limit.ProduceBytes: 1e9}},
+		{BrokerID: 3, At: t0, Offered: quota.Rates{limit.ProduceBytes: 1e9}}, // its own older report
+	}
+	got := quota.Arrive(arriving, others)
+	require.Equal(t, quota.Rates{limit.ProduceBytes: 200, limit.Requests: 50}, got.Offered)
+
+	measured := produce(3, 7)
+	require.Equal(t, measured, quota.Arrive(measured, others), "not arriving: as it is")
+	require.Equal(t, arriving, quota.Arrive(arriving, nil), "no other: as it is")
+
+	// Divided with the estimate: an arriving broker beside one that
+	// offered everything gets half, not the floor.
+	lim := quota.Rates{limit.ProduceBytes: 1000}
+	a := quota.DefaultConfig().Divide(lim, []quota.Report{produce(1, 400), quota.Arrive(quota.Report{BrokerID: 2, Arriving: true}, []quota.Report{produce(1, 400)})})
+	require.InDelta(t, 500, a[2][limit.ProduceBytes], 1e-9)
+	require.InDelta(t, 500, a[1][limit.ProduceBytes], 1e-9)
+}

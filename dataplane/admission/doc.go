@@ -65,8 +65,10 @@
 //
 // A tenant with no allotment here (new to this broker, or forgotten
 // after 5 minutes without traffic) makes the Enforcer exchange at once
-// (NoticeTenant), not at the next interval, and its calls wait for the
-// answer, up to 3 s (awaitAllotment); after that, or while exchanges
+// (NoticeTenant), not at the next interval, reporting it as arriving (its
+// offered rates not measured yet: the control plane estimates them from
+// the other brokers'), and its calls wait for the answer, up to 3 s
+// (awaitAllotment); after that, or while exchanges
 // fail, they are admitted and metered. While the control plane cannot be
 // reached the last allotments stay in force. The system tenant (internal
 // topics) is never limited.

@@ -255,7 +255,8 @@ func TestQuotaAdmitCall(t *testing.T) {
 }
 
 // TestQuotaExchange: an exchange reports every tenant with traffic or
-// holdings here, or that asked, never the system tenant, with the
+// holdings here, or that asked (arriving, with no meter yet), never the
+// system tenant, with the
 // reservations applied; it applies the allotments answered, and a call
 // waiting for its tenant's first allotment goes on once it is in force.
 // A failed exchange keeps the allotments; none is made before the
@@ -319,6 +320,8 @@ func TestQuotaExchange(t *testing.T) {
 	require.Equal(t, int64(1000), req.GetTenants()[0].GetHotStorageBytes())
 	require.Equal(t, int32(2), req.GetTenants()[1].GetGroups())
 	require.Equal(t, int32(1), req.GetTenants()[1].GetTransactionalIds())
+	require.True(t, req.GetTenants()[2].GetArriving(), "t-3 asked with no meter: arriving")
+	require.False(t, req.GetTenants()[0].GetArriving() || req.GetTenants()[1].GetArriving())
 
 	require.NotNil(t, e.Allotment("t-3"))
 	require.Nil(t, e.Allotment(system.TenantID), "the system tenant is never limited")

@@ -162,8 +162,9 @@ func exchangeTimeout(interval time.Duration) time.Duration {
 // admitted rates over the window, the local log bytes of its partitions
 // this broker leads, and the groups and transactional ids this broker
 // coordinates for it (Config's holdings), with the reservations of new
-// ones applied before they were counted; nil before the broker has
-// registered. Exchange sends it; a report not sent loses its window.
+// ones applied before they were counted; a tenant asked for
+// (NoticeTenant) that has no meter yet is reported as arriving; nil
+// before the broker has registered. Exchange sends it; a report not sent loses its window.
 func (e *Enforcer) Report(ctx context.Context) *sluicev1.ExchangeQuotasRequest {
 	meters, _ := e.lim.Window()
 	e.relabel()
@@ -194,7 +195,10 @@ func (e *Enforcer) Report(ctx context.Context) *sluicev1.ExchangeQuotasRequest {
 		}
 	}
 	for _, id := range e.takeAsked() {
-		report(id)
+		// Asked for with no meter: its first calls wait for this
+		// answer, and what it offers here is not measured yet.
+		_, metered := meters[id]
+		report(id).Arriving = !metered
 	}
 	if e.cfg.Groups != nil {
 		for id, n := range e.cfg.Groups(ctx) {

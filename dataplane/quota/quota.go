@@ -216,6 +216,12 @@ type Decision struct {
 // when it does, a debt it pays at the floor's rate, so that it offers
 // little again (measured with 1 s windows: allotments swinging between
 // 34 KiB/s and 956 KiB/s of a 1 MiB/s limit, 0.35 to 0.71 of it admitted).
+// The average starts at the rate of the first window with traffic, and
+// starts again so after three time constants without any in that
+// dimension: averaged up from zero, a tenant starting to produce (or
+// fetch) at a broker where it did only other things, or nothing for a
+// while, would offer a fifth of its rate in the first second, and be
+// allotted little more than the division's floor for several seconds.
 type Meter struct {
 	Offered, Admitted Rates
 }
@@ -228,11 +234,14 @@ type tenant struct {
 	// meanCharge: a moving average of the admitted charges per
 	// dimension (MeanCharge).
 	meanCharge [Dimensions]float64
-	// smoothed: the offered rates' moving average (Meter), once metered
-	// is set by a first window.
+	// smoothed: the offered rates' moving averages (Meter).
 	smoothed [Dimensions]float64
-	metered  bool
-	idle     time.Duration // the windows in a row without traffic
+	// quiet: per dimension, how long the windows in a row without
+	// offered traffic add up to (restartQuiet for a new tenant): from
+	// restartQuiet on, the next window with traffic restarts the average
+	// at its rate.
+	quiet [Dimensions]time.Duration
+	idle  time.Duration // the windows in a row without traffic
 }
 
 // Limiter holds every tenant's buckets and meters.
@@ -280,6 +289,9 @@ func (l *Limiter) tenant(id string) *tenant {
 	defer l.mu.Unlock()
 	if t = l.ts[id]; t == nil {
 		t = &tenant{}
+		for d := range Dimensions {
+			t.quiet[d] = l.restartQuiet()
+		}
 		l.ts[id] = t
 	}
 	return t
@@ -402,6 +414,12 @@ func (l *Limiter) RatesOf(id string) Rates {
 	return r
 }
 
+// restartQuiet is how long a dimension goes without offered traffic
+// before its moving average restarts at the rate of the next window with
+// some (see Meter): three time constants, by when the average holds less
+// than 5 % of what it measured before.
+func (l *Limiter) restartQuiet() time.Duration { return 3 * l.cfg.OfferedSmoothing }
+
 // Window returns every tenant's meters since the previous Window (or New)
 // as rates per second (offered ones smoothed, see Meter), with the
 // window's length, and starts a new window. Every tenant the Limiter
@@ -427,18 +445,20 @@ func (l *Limiter) Window() (map[string]Meter, time.Duration) {
 			}
 			if secs > 0 {
 				offered := t.offered[d] / secs
-				if t.metered {
-					t.smoothed[d] += weight * (offered - t.smoothed[d])
-				} else {
+				if offered > 0 && t.quiet[d] >= l.restartQuiet() {
 					t.smoothed[d] = offered
+				} else {
+					t.smoothed[d] += weight * (offered - t.smoothed[d])
 				}
 				m.Admitted[d] = t.admitted[d] / secs
+				if offered > 0 {
+					t.quiet[d] = 0
+				} else {
+					t.quiet[d] = min(t.quiet[d]+span, l.restartQuiet())
+				}
 			}
 			m.Offered[d] = t.smoothed[d]
 			t.offered[d], t.admitted[d] = 0, 0
-		}
-		if secs > 0 {
-			t.metered = true
 		}
 		if traffic {
 			t.idle = 0

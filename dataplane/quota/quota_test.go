@@ -226,6 +226,55 @@ func TestQuotaOfferedSmoothed(t *testing.T) {
 	c2.Add(7 * time.Second)
 	m2, _ := l2.Window()
 	require.InEpsilon(t, m["a"].Offered[ProduceBytes], m2["a"].Offered[ProduceBytes], 1e-9)
+
+	// Traffic again after 8 s without: averaged (the last 5000 of it
+	// decayed, the new 3000 weighed by 1 − e^(-1/5)).
+	l.Take("a", ProduceBytes, 3000)
+	c.Add(time.Second)
+	before := m["a"].Offered[ProduceBytes]
+	m, _ = l.Window()
+	require.InEpsilon(t, before+(1-math.Exp(-0.2))*(3000-before), m["a"].Offered[ProduceBytes], 1e-9)
+}
+
+// TestQuotaOfferedRestarts: a dimension's average starts at its first
+// window with traffic, in a tenant the Limiter knew from another
+// dimension too, and starts again so after three time constants (15 s)
+// without traffic in it; other dimensions keep theirs.
+func TestQuotaOfferedRestarts(t *testing.T) {
+	t.Parallel()
+	l, c := setup(t)
+	l.Take("a", Requests, 10)
+	c.Add(time.Second)
+	m, _ := l.Window()
+	require.Equal(t, 10.0, m["a"].Offered[Requests])
+	require.Zero(t, m["a"].Offered[ProduceBytes])
+	for range 3 {
+		l.Take("a", Requests, 10)
+		c.Add(time.Second)
+		l.Window()
+	}
+	l.Take("a", ProduceBytes, 4000) // the first produce: not averaged up from 0
+	l.Take("a", Requests, 10)
+	c.Add(time.Second)
+	m, _ = l.Window()
+	require.Equal(t, 4000.0, m["a"].Offered[ProduceBytes])
+	require.InEpsilon(t, 10.0, m["a"].Offered[Requests], 1e-9)
+
+	// 14 s without produce: still averaged; 15 s: restarted.
+	for _, quiet := range []time.Duration{14 * time.Second, 15 * time.Second} {
+		for range int(quiet / time.Second) {
+			c.Add(time.Second)
+			l.Window()
+		}
+		l.Take("a", ProduceBytes, 2000)
+		c.Add(time.Second)
+		m, _ = l.Window()
+		if quiet < 15*time.Second {
+			require.Less(t, m["a"].Offered[ProduceBytes], 2000.0, "after %v", quiet)
+		} else {
+			require.Equal(t, 2000.0, m["a"].Offered[ProduceBytes], "after %v", quiet)
+		}
+	}
 }
 
 func TestQuotaForgetsIdleTenants(t *testing.T) {

@@ -2376,8 +2376,15 @@ type TenantQuotaReport struct {
 	Groups int32 `protobuf:"varint,5,opt,name=groups,proto3" json:"groups,omitempty"`
 	// Transactional ids of the tenant this broker coordinates.
 	TransactionalIds int32 `protobuf:"varint,6,opt,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The tenant's first calls here wait for this exchange's allotment (the
+	// broker had none for it, and no window has measured what it offers
+	// here): the control plane takes its offered rates as the mean of the
+	// other brokers' fresh reports (controlplane/quota, Arriving) rather
+	// than as zero, which would leave it the division's floor while its
+	// traffic starts.
+	Arriving      bool `protobuf:"varint,7,opt,name=arriving,proto3" json:"arriving,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TenantQuotaReport) Reset() {
@@ -2450,6 +2457,13 @@ func (x *TenantQuotaReport) GetTransactionalIds() int32 {
 		return x.TransactionalIds
 	}
 	return 0
+}
+
+func (x *TenantQuotaReport) GetArriving() bool {
+	if x != nil {
+		return x.Arriving
+	}
+	return false
 }
 
 type ExchangeQuotasRequest struct {
@@ -3457,14 +3471,15 @@ const file_sluice_v1_broker_proto_rawDesc = "" +
 	"\x06values\x18\x05 \x03(\v2!.sluice.v1.QuotaRates.ValuesEntryR\x06values\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x85\x02\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xa1\x02\n" +
 	"\x11TenantQuotaReport\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12/\n" +
 	"\aoffered\x18\x02 \x01(\v2\x15.sluice.v1.QuotaRatesR\aoffered\x121\n" +
 	"\badmitted\x18\x03 \x01(\v2\x15.sluice.v1.QuotaRatesR\badmitted\x12*\n" +
 	"\x11hot_storage_bytes\x18\x04 \x01(\x03R\x0fhotStorageBytes\x12\x16\n" +
 	"\x06groups\x18\x05 \x01(\x05R\x06groups\x12+\n" +
-	"\x11transactional_ids\x18\x06 \x01(\x05R\x10transactionalIds\"\xc7\x01\n" +
+	"\x11transactional_ids\x18\x06 \x01(\x05R\x10transactionalIds\x12\x1a\n" +
+	"\barriving\x18\a \x01(\bR\barriving\"\xc7\x01\n" +
 	"\x15ExchangeQuotasRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x126\n" +
