@@ -19,10 +19,12 @@ import (
 type shortTokens struct {
 	ttl       time.Duration
 	exchanges atomic.Int32
+	client    atomic.Pointer[string] // the last exchange's client address
 }
 
-func (s *shortTokens) exchange(context.Context, string, string) (Token, error) {
+func (s *shortTokens) exchange(_ context.Context, _, clientAddr string) (Token, error) {
 	s.exchanges.Add(1)
+	s.client.Store(&clientAddr)
 	return Token{Token: "tok", TenantID: "t1", TenantName: "acme", Expires: time.Now().Add(s.ttl)}, nil
 }
 
@@ -74,29 +76,8 @@ func TestReauthentication(t *testing.T) {
 	}
 
 	// A client that does not re-authenticate: closed after the lifetime.
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	roundTrip := func(key, version int16, req kmsg.Request) (kmsg.Response, error) {
-		req.SetVersion(version)
-		if _, err := nc.Write(frameOf(key, version, 1, req.AppendTo(nil))); err != nil {
-			return nil, err
-		}
-		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		body, err := readFrame(nc, 1<<20)
-		if err != nil {
-			return nil, err
-		}
-		res := req.ResponseKind()
-		res.SetVersion(version)
-		skip := 4
-		if res.IsFlexible() {
-			skip = 5
-		}
-		return res, res.ReadFrom(body[skip:])
-	}
+	rc := DialRaw(t, ln.Addr().String())
+	roundTrip := func(_, version int16, req kmsg.Request) (kmsg.Response, error) { return rc.RoundTrip(version, req) }
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Mechanism = "PLAIN"
 	if _, err := roundTrip(17, 1, hs); err != nil {

@@ -87,6 +87,10 @@ type Server struct {
 	metrics *metrics
 	tokens  tokenCache
 
+	// preAuthIdle is how long a connection may take to send each request
+	// before it authenticated (the preAuthIdle constant; tests shorten it).
+	preAuthIdle time.Duration
+
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 }
@@ -105,7 +109,8 @@ func New(d Deps) *Server {
 	if d.MaxConnections <= 0 {
 		d.MaxConnections = 10000
 	}
-	return &Server{d: d, logger: d.Logger.With("listener", "kafka"), metrics: newMetrics(d.Registerer), conns: map[*conn]struct{}{}}
+	return &Server{d: d, logger: d.Logger.With("listener", "kafka"), metrics: newMetrics(d.Registerer),
+		preAuthIdle: preAuthIdle, conns: map[*conn]struct{}{}}
 }
 
 // preAuthMaxBytes bounds a request before the connection authenticated
@@ -218,7 +223,7 @@ func (c *conn) serve(ctx context.Context) {
 	// ahead.
 	next := make(chan readSpec, 1)
 	go c.readLoop(ctx, frames, next)
-	preAuth, authed := readSpec{preAuthMaxBytes, preAuthIdle}, readSpec{c.s.d.MaxRequestBytes, c.s.d.IdleTimeout}
+	preAuth, authed := readSpec{preAuthMaxBytes, c.s.preAuthIdle}, readSpec{c.s.d.MaxRequestBytes, c.s.d.IdleTimeout}
 	next <- preAuth
 	for {
 		var f frame
