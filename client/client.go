@@ -18,6 +18,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/endpoint"
 )
 
@@ -304,7 +305,7 @@ func (c *Client) refreshMetadata(ctx context.Context, topics []string, fromContr
 		if !throttled(err) {
 			return m, err
 		}
-		if sleep(ctx, retryWait(err, 1)) != nil {
+		if clock.Sleep(ctx, retryWait(err, 1)) != nil {
 			return nil, err
 		}
 	}
@@ -476,7 +477,7 @@ func (c *Client) refreshTopic(name string) *metadataCall {
 	}
 	c.refreshed[name] = start
 	go func() {
-		err := sleep(c.ctx, time.Until(start))
+		err := clock.Sleep(c.ctx, time.Until(start))
 		if err == nil {
 			ctx, cancel := context.WithTimeout(c.ctx, metadataTimeout)
 			_, err = c.refreshMetadata(ctx, []string{name}, false)
@@ -641,16 +642,4 @@ func backoff(n int) time.Duration {
 	d := 50 * time.Millisecond << min(n-1, 5)
 	d = min(d, time.Second)
 	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/compress"
 	"github.com/sluicemq/sluice/record"
 )
@@ -313,7 +314,7 @@ func (f *fetcher) run(ctx context.Context) {
 		if err != nil && connect.CodeOf(err) != connect.CodeOutOfRange && retriable(err) {
 			<-f.slots
 			attempt++
-			if sleep(ctx, retryWait(err, attempt)) != nil {
+			if clock.Sleep(ctx, retryWait(err, attempt)) != nil {
 				return
 			}
 			continue
@@ -523,7 +524,7 @@ func (c *Client) listOffsets(ctx context.Context, req *sluicev1.ListOffsetsReque
 		if !retriable(err) || attempt >= 20 {
 			return nil, err
 		}
-		if serr := sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
+		if serr := clock.Sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
 			return nil, fmt.Errorf("%w (last error: %v)", serr, err)
 		}
 	}

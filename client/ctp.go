@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicemq/sluice/internal/clock"
 )
 
 // ConsumeTransformProduce runs the exactly-once loop "read A, write B,
@@ -72,7 +73,7 @@ func ConsumeTransformProduce(ctx context.Context, g *GroupConsumer, tp *Transact
 		}
 		aborts++
 		g.c.logger.Warn("transaction aborted; consuming again from the committed offsets", "group", g.group, "transactional_id", tp.id, "err", err)
-		if serr := sleep(ctx, backoff(aborts)); serr != nil {
+		if serr := clock.Sleep(ctx, backoff(aborts)); serr != nil {
 			return nil
 		}
 	}

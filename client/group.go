@@ -14,6 +14,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/endpoint"
 )
 
@@ -215,7 +216,7 @@ func (c *Client) NewGroupConsumer(ctx context.Context, group string, topics []st
 			cs.Close()
 			return nil, fmt.Errorf("sluice: join group %q: %w", group, err)
 		}
-		if serr := sleep(ctx, retryWait(err, attempt)); serr != nil {
+		if serr := clock.Sleep(ctx, retryWait(err, attempt)); serr != nil {
 			cs.Close()
 			return nil, fmt.Errorf("sluice: join group %q: %w (last error: %v)", group, serr, err)
 		}
@@ -402,7 +403,7 @@ func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 		} else if attempt > 0 {
 			d = min(d, backoff(attempt))
 		}
-		if sleep(ctx, d) != nil {
+		if clock.Sleep(ctx, d) != nil {
 			return
 		}
 		last = g.heartbeat(ctx)
@@ -503,7 +504,7 @@ func (g *GroupConsumer) start(assign []TopicPartition) {
 	)
 	todo := assign
 	starts, err := g.committedOffsets(ctx, assign)
-	for throttled(err) && sleep(ctx, retryWait(err, 1)) == nil {
+	for throttled(err) && clock.Sleep(ctx, retryWait(err, 1)) == nil {
 		starts, err = g.committedOffsets(ctx, assign)
 	}
 	if err != nil {
@@ -932,7 +933,7 @@ func (g *GroupConsumer) RewindToCommitted(ctx context.Context) error {
 		if !retriable(err) || attempt >= 10 {
 			return fmt.Errorf("sluice: group %q: fetch committed offsets: %w", g.group, err)
 		}
-		if serr := sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
+		if serr := clock.Sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
 			return fmt.Errorf("sluice: group %q: fetch committed offsets: %w (last error: %v)", g.group, serr, err)
 		}
 	}
@@ -1008,7 +1009,7 @@ func (g *GroupConsumer) waitMember(ctx context.Context) error {
 		case closed || time.Now().After(deadline):
 			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("sluice: group %q: not a member right now (rejoining); commit again later", g.group))
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := clock.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -1065,7 +1066,7 @@ func (g *GroupConsumer) sendCommit(ctx context.Context, req *sluicev1.CommitOffs
 			}
 			return fmt.Errorf("sluice: commit offsets of group %q: %w", g.group, err)
 		}
-		if serr := sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
+		if serr := clock.Sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
 			return serr
 		}
 	}
@@ -1128,7 +1129,7 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 			break
 		}
 		_, err = gc.GroupHeartbeat(ctx, connect.NewRequest(req))
-		if throttled(err) && sleep(ctx, retryWait(err, 1)) == nil {
+		if throttled(err) && clock.Sleep(ctx, retryWait(err, 1)) == nil {
 			continue
 		}
 		errs = append(errs, err)

@@ -13,6 +13,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -276,7 +277,7 @@ func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 				return 0, 0, fmt.Errorf("sluice: init producer id: %w (the delay asked for, %s, ends after the context's deadline)", lastErr, d.Round(time.Millisecond))
 			}
 		}
-		if err := sleep(ctx, retryWait(lastErr, attempt)); err != nil {
+		if err := clock.Sleep(ctx, retryWait(lastErr, attempt)); err != nil {
 			return 0, 0, fmt.Errorf("sluice: init producer id: %w (last error: %v)", err, lastErr)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/endpoint"
 )
 
@@ -674,7 +675,7 @@ func (tc *txnCoordinator) call(ctx context.Context, what string, fn func(addr st
 		if throttled(err) {
 			attempt-- // throttling is waited out, not counted
 		}
-		if serr := sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
+		if serr := clock.Sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
 			return fmt.Errorf("sluice: %s: %w (last error: %w)", what, serr, last)
 		}
 	}
@@ -787,7 +788,7 @@ func (tc *txnCoordinator) txnCommitOffsets(ctx context.Context, req *sluicev1.Tx
 		if throttled(err) {
 			attempt-- // throttling is waited out, not counted
 		}
-		if serr := sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
+		if serr := clock.Sleep(ctx, retryWait(err, max(attempt, 1))); serr != nil {
 			return fmt.Errorf("%w (last error: %w)", serr, last)
 		}
 	}

@@ -71,6 +71,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/txns"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/dirlock"
 	"github.com/sluicemq/sluice/internal/endpoint"
 	"github.com/sluicemq/sluice/internal/healthwatch"
@@ -507,7 +508,7 @@ func (b *Broker) leaseLoop(ctx context.Context) {
 			if ctx.Err() == nil {
 				b.logger.Warn("register with control plane", "err", err)
 			}
-			sleep(ctx, backoff)
+			clock.Sleep(ctx, backoff)
 			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
@@ -554,15 +555,6 @@ func (b *Broker) heartbeat(ctx context.Context, epoch int64, interval time.Durat
 		if err != nil && ctx.Err() == nil {
 			b.logger.Warn("heartbeat", "err", err)
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

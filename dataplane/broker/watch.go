@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
+	"github.com/sluicemq/sluice/internal/clock"
 )
 
 // watchLoop follows the control plane's assignment stream for one broker
@@ -34,7 +35,7 @@ func (b *Broker) watchLoop(ctx context.Context, epoch int64) {
 		if err != nil {
 			b.logger.Warn("assignment stream", "err", err)
 		}
-		sleep(ctx, backoff)
+		clock.Sleep(ctx, backoff)
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }

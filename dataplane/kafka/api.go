@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/admission"
 	"github.com/sluicemq/sluice/dataplane/derr"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -210,7 +211,7 @@ func (c *conn) admit(ctx context.Context, key int16, size int) error {
 			return err
 		}
 		c.s.metrics.throttled(p.TenantID, wait)
-		if err := sleepCtx(ctx, wait); err != nil {
+		if err := clock.Sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
@@ -224,17 +225,6 @@ func retryAfter(err error) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(e.RetryAfter, e.Throttle, time.Millisecond), true
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // dispatch serves a decoded request; a nil response is not answered.

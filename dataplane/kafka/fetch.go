@@ -268,16 +268,12 @@ func (c *conn) fillLeaders(v *cluster.View, version int16, res *kmsg.FetchRespon
 			}
 		}
 	}
-	if version < 16 {
+	if version < 16 || len(p) == 0 {
 		return
 	}
-	for id := range p {
-		host, port, _ := kafkaNode(v.Brokers[id])
+	for _, e := range endpoints(v, p) {
 		b := kmsg.NewFetchResponseBroker()
-		b.NodeID, b.Host, b.Port = id, host, port
-		if r := v.Brokers[id].Rack; r != "" {
-			b.Rack = ptr(r)
-		}
+		b.NodeID, b.Host, b.Port, b.Rack = e.id, e.host, e.port, e.rack
 		res.Brokers = append(res.Brokers, b)
 	}
 }

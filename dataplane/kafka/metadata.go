@@ -28,6 +28,37 @@ func kafkaNode(n cluster.Node) (host string, port int32, ok bool) {
 	return h, int32(pn), true
 }
 
+// endpoint is a broker's Kafka listener as answers list it (Metadata,
+// DescribeCluster, and the leader hints of Produce and Fetch).
+type endpoint struct {
+	id   int32
+	host string
+	port int32
+	rack *string // nil: none
+}
+
+// endpoints are the Kafka endpoints of the brokers named in ids, or of
+// every broker when ids is nil, by id; brokers without a Kafka listener
+// (or not in the view) are left out.
+func endpoints(v *cluster.View, ids map[int32]bool) []endpoint {
+	var out []endpoint
+	for _, n := range cluster.SortedNodes(v) {
+		if ids != nil && !ids[n.ID] {
+			continue
+		}
+		host, port, ok := kafkaNode(n)
+		if !ok {
+			continue
+		}
+		e := endpoint{id: n.ID, host: host, port: port}
+		if n.Rack != "" {
+			e.rack = ptr(n.Rack)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // topicID is a topic's id as Kafka's 16 bytes (Sluice's ids are UUIDs).
 func topicID(id string) [16]byte {
 	u, err := uuid.Parse(id)
@@ -62,16 +93,9 @@ func (c *conn) metadata(ctx context.Context, req *kmsg.MetadataRequest) *kmsg.Me
 	res := req.ResponseKind().(*kmsg.MetadataResponse)
 	v := c.s.d.View()
 	p, _ := tenants.PrincipalFrom(ctx)
-	for _, n := range cluster.SortedNodes(v) {
-		host, port, ok := kafkaNode(n)
-		if !ok {
-			continue
-		}
+	for _, e := range endpoints(v, nil) {
 		b := kmsg.NewMetadataResponseBroker()
-		b.NodeID, b.Host, b.Port = n.ID, host, port
-		if n.Rack != "" {
-			b.Rack = ptr(n.Rack)
-		}
+		b.NodeID, b.Host, b.Port, b.Rack = e.id, e.host, e.port, e.rack
 		res.Brokers = append(res.Brokers, b)
 	}
 	res.ClusterID = ptr(c.s.d.ClusterID)
@@ -147,16 +171,9 @@ func (c *conn) describeCluster(req *kmsg.DescribeClusterRequest) *kmsg.DescribeC
 	res.ClusterID = c.s.d.ClusterID
 	res.ControllerID = c.s.d.BrokerID
 	res.EndpointType = 1 // brokers
-	for _, n := range cluster.SortedNodes(v) {
-		host, port, ok := kafkaNode(n)
-		if !ok {
-			continue
-		}
+	for _, e := range endpoints(v, nil) {
 		b := kmsg.NewDescribeClusterResponseBroker()
-		b.NodeID, b.Host, b.Port = n.ID, host, port
-		if n.Rack != "" {
-			b.Rack = ptr(n.Rack)
-		}
+		b.NodeID, b.Host, b.Port, b.Rack = e.id, e.host, e.port, e.rack
 		res.Brokers = append(res.Brokers, b)
 	}
 	return res

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/records"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 )
@@ -90,7 +91,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.Prod
 			break
 		}
 		c.s.metrics.throttled(c.sess.tenantID, wait)
-		if serr := sleepCtx(ctx, wait); serr != nil {
+		if serr := clock.Sleep(ctx, wait); serr != nil {
 			err = serr
 			break
 		}
@@ -126,13 +127,10 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.Prod
 			}
 		}
 	}
-	for id := range leaders {
-		if host, port, ok := kafkaNode(v.Brokers[id]); ok {
+	if len(leaders) > 0 {
+		for _, e := range endpoints(v, leaders) {
 			b := kmsg.NewProduceResponseBroker()
-			b.NodeID, b.Host, b.Port = id, host, port
-			if r := v.Brokers[id].Rack; r != "" {
-				b.Rack = ptr(r)
-			}
+			b.NodeID, b.Host, b.Port, b.Rack = e.id, e.host, e.port, e.rack
 			res.Brokers = append(res.Brokers, b)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/dataplane/derr"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -160,7 +161,7 @@ func (c *conn) authenticate(ctx context.Context, msg []byte) (time.Duration, err
 	if err != nil {
 		c.s.metrics.saslFailure(strings.ToLower(c.sess.mech))
 		c.s.logger.Info("Kafka SASL authentication failed", "remote", c.remote, "mechanism", c.sess.mech, "err", err)
-		_ = sleepCtx(ctx, failedAuthDelay)
+		_ = clock.Sleep(ctx, failedAuthDelay)
 		return 0, err
 	}
 	if !c.sess.done {

@@ -10,6 +10,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -176,4 +177,17 @@ func (t *fakeTicker) Stop() {
 			}
 		}
 	})
+}
+
+// Sleep waits d on the real clock, or until ctx ends, and returns ctx's
+// error then.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
