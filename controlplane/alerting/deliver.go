@@ -95,9 +95,16 @@ func (a *Alerter) Deliver(ctx context.Context) (int, error) {
 		}
 		// 4xx other than 408/429: the endpoint refuses it; retrying cannot help.
 		permanent := status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
-		if _, merr := a.st.MarkDeliveryFailed(ctx, d.ID, d.LeaseToken, store.DeliveryFailure{At: now, Error: err.Error(), Permanent: permanent}, Retry); merr != nil {
+		marked, merr := a.st.MarkDeliveryFailed(ctx, d.ID, d.LeaseToken, store.DeliveryFailure{At: now, Error: err.Error(), Permanent: permanent}, Retry)
+		if merr != nil {
 			a.cfg.Logger.Warn("webhooks: mark failed", "delivery", d.ID, "err", merr)
+			continue
 		}
+		// The endpoint's problem, not the control plane's: Info, with
+		// what an operator needs to tell a slow endpoint (a timeout,
+		// after which the retry may deliver it twice) from a refusing one.
+		a.cfg.Logger.Info("webhooks: delivery attempt failed", "tenant", d.TenantID, "webhook", d.WebhookID, "delivery", d.ID,
+			"attempt", marked.Attempts, "status", status, "err", err, "outcome", string(marked.Status), "next_attempt", marked.NextAttemptAt)
 	}
 	return ok, nil
 }
