@@ -85,9 +85,16 @@ func (e *Enforcer) AdmitCall(ctx context.Context, c Call) error {
 	if e.cfg.CountRequest != nil {
 		e.cfg.CountRequest(id)
 	}
-	e.awaitAllotment(ctx, id)
+	arrived := e.awaitAllotment(ctx, id)
 	if dec := e.lim.Take(id, limit.Requests, 1); !dec.OK {
 		return e.refuseRate(id, limit.Requests, dec)
+	}
+	switch {
+	case arrived: // reported as arriving already
+	case c.Kind == CallProduce:
+		e.awaitArrival(ctx, id, limit.ProduceBytes)
+	case c.Kind == CallFetch:
+		e.awaitArrival(ctx, id, limit.FetchBytes)
 	}
 	switch c.Kind {
 	case CallProduce:
@@ -118,10 +125,11 @@ const firstAllotmentWait = 3 * time.Second
 // limits rather than admitted unthrottled until the answer, which let a
 // tenant turning loud through every broker at once burst far past its
 // quota. Not while exchanges fail (the calls are then admitted, as every
-// call of a tenant with no allotment is).
-func (e *Enforcer) awaitAllotment(ctx context.Context, tenantID string) {
+// call of a tenant with no allotment is). asked: it asked for an
+// exchange (the tenant is reported as arriving).
+func (e *Enforcer) awaitAllotment(ctx context.Context, tenantID string) (asked bool) {
 	if e.Allotment(tenantID) != nil || e.ExchangesFailing() {
-		return
+		return false
 	}
 	timeout := e.clock.After(e.firstWait)
 	e.NoticeTenant(tenantID)
@@ -132,21 +140,73 @@ func (e *Enforcer) awaitAllotment(ctx context.Context, tenantID string) {
 		exchanged, failing := e.exchanged, e.failing != ""
 		e.mu.Unlock()
 		if e.Allotment(tenantID) != nil || failing {
-			return
+			return true
 		}
 		select {
 		case <-exchanged:
 		case <-timeout:
-			return
+			return true
 		case <-ctx.Done():
-			return
+			return true
 		}
 	}
 }
 
-// exchangeEnded wakes the calls waiting in awaitAllotment. The caller
-// holds mu.
+// awaitArrival holds a produce or fetch of a tenant that has an
+// allotment here but has offered nothing in d here lately (quota.Quiet:
+// its produce or fetch starts at this broker) until an exchange reporting
+// it as arriving is answered, up to firstWait: the control plane then
+// allots it the mean share in d rather than the floor its unmeasured
+// (zero) offered rate would get (controlplane/quota, Arrive), which held a
+// client writing to a partition on each broker, at the pace of the
+// slowest, to a fraction of its quota for seconds. Not while exchanges
+// fail, nor with pinned allotments (Pin). The tenant's other calls, and a new tenant (awaitAllotment
+// reported it arriving already), do not wait.
+func (e *Enforcer) awaitArrival(ctx context.Context, tenantID string, d limit.Dimension) {
+	if e.Allotment(tenantID) == nil || e.ExchangesFailing() || !e.lim.Quiet(tenantID, d) {
+		return
+	}
+	e.mu.Lock()
+	if e.pinned { // no exchange changes the allotments
+		e.mu.Unlock()
+		return
+	}
+	timeout := e.clock.After(e.firstWait)
+	e.arriving[tenantID] = true
+	arrived := e.arrived
+	e.mu.Unlock()
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+	select {
+	case <-arrived:
+	case <-timeout:
+	case <-ctx.Done():
+	}
+}
+
+// takeArriving returns the tenants arriving (awaitArrival) for the report
+// being built, and keeps the channel to close when its exchange ends
+// (arrivalsAnswered).
+func (e *Enforcer) takeArriving() map[string]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.arriving
+	e.arriving = map[string]bool{}
+	e.reported = e.arrived
+	e.arrived = make(chan struct{})
+	return out
+}
+
+// exchangeEnded wakes the calls waiting in awaitAllotment, and those
+// waiting in awaitArrival for the exchange that ended. The caller holds
+// mu.
 func (e *Enforcer) exchangeEnded() {
 	close(e.exchanged)
 	e.exchanged = make(chan struct{})
+	if e.reported != nil {
+		close(e.reported)
+		e.reported = nil
+	}
 }

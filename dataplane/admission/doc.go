@@ -68,7 +68,10 @@
 // (NoticeTenant), not at the next interval, reporting it as arriving (its
 // offered rates not measured yet: the control plane estimates them from
 // the other brokers'), and its calls wait for the answer, up to 3 s
-// (awaitAllotment); after that, or while exchanges
+// (awaitAllotment). A tenant with an allotment whose produce or fetch
+// starts here (nothing offered in that dimension for 15 s) is reported
+// arriving the same way, its first produce or fetch waiting for that
+// answer (awaitArrival); after that, or while exchanges
 // fail, they are admitted and metered. While the control plane cannot be
 // reached the last allotments stay in force. The system tenant (internal
 // topics) is never limited.

@@ -108,6 +108,15 @@ type Enforcer struct {
 	// (NoticeTenant), reported in the next exchange with or without
 	// traffic here.
 	asked map[string]bool
+	// arriving: tenants with an allotment whose produce or fetch starts
+	// here (arrive), reported as arriving in the next exchange; that
+	// exchange closes arrived, which the calls waiting for it hold (and
+	// a new one takes its place when Report takes the tenants).
+	arriving map[string]bool
+	arrived  chan struct{}
+	// reported: the arrived channel of the exchange under way, closed
+	// when it ends.
+	reported chan struct{}
 	// kick asks Run for an exchange now (honoured at most every
 	// kickSpacing, and not while exchanges fail).
 	kick        chan struct{}
@@ -140,7 +149,7 @@ func New(cfg Config) *Enforcer {
 	}
 	e := &Enforcer{cfg: cfg, clock: cfg.Clock, logger: cfg.Logger,
 		lim: quota.New(quota.Config{Burst: rateBursts, Now: cfg.Clock.Now}), m: newMetrics(cfg.Registerer),
-		throttled: map[string]float64{}, asked: map[string]bool{}, kick: make(chan struct{}, 1), exchanged: make(chan struct{}),
+		throttled: map[string]float64{}, asked: map[string]bool{}, arriving: map[string]bool{}, arrived: make(chan struct{}), kick: make(chan struct{}, 1), exchanged: make(chan struct{}),
 		kickSpacing: kickSpacing(cfg.Interval), firstWait: firstAllotmentWait,
 		res: newReservations(cfg.Interval)}
 	e.res.now = cfg.Clock.Now
@@ -379,7 +388,23 @@ func (e *Enforcer) ChargeProducerID(ctx context.Context) {
 // refuseRate is the refusal of a request over the tenant's rate in d, and
 // counts it in the throttle metrics.
 func (e *Enforcer) refuseRate(tenantID string, d quota.Dimension, dec quota.Decision) error {
-	secs := dec.RetryAfter.Seconds()
+	e.countThrottle(tenantID, d, dec.RetryAfter)
+	name := d.Limit().String()
+	var cluster string
+	if l := e.Allotment(tenantID).GetLimits(); l != nil {
+		cluster = fmt.Sprintf("%s across the cluster, ", clusterLimit(d, limitpb.FromLimits(l)[d.Limit()]))
+	}
+	return &derr.Error{Kind: derr.ThrottlingQuotaExceeded,
+		Err: fmt.Errorf("tenant %s is over its %s quota (%s%s of it at this broker now): retry in %s",
+			tenantID, name, cluster, brokerRate(d, dec.Rate), dec.RetryAfter.Round(time.Millisecond)),
+		RetryAfter: dec.RetryAfter, Throttle: dec.RetryAfter,
+		Quota: &derr.QuotaViolation{Tenant: tenantID, Limit: name}}
+}
+
+// countThrottle counts a request of tenantID throttled for wait in d (a
+// rate refusal, or a muted client's throttle) in the throttle metrics.
+func (e *Enforcer) countThrottle(tenantID string, d quota.Dimension, wait time.Duration) {
+	secs := wait.Seconds()
 	dim := d.String()
 	e.m.throttled.WithLabelValues(dim).Inc()
 	e.m.throttleSeconds.WithLabelValues(dim).Add(secs)
@@ -392,17 +417,6 @@ func (e *Enforcer) refuseRate(tenantID string, d quota.Dimension, dec quota.Deci
 	e.mu.Lock()
 	e.throttled[tenantID] += secs
 	e.mu.Unlock()
-
-	name := d.Limit().String()
-	var cluster string
-	if l := e.Allotment(tenantID).GetLimits(); l != nil {
-		cluster = fmt.Sprintf("%s across the cluster, ", clusterLimit(d, limitpb.FromLimits(l)[d.Limit()]))
-	}
-	return &derr.Error{Kind: derr.ThrottlingQuotaExceeded,
-		Err: fmt.Errorf("tenant %s is over its %s quota (%s%s of it at this broker now): retry in %s",
-			tenantID, name, cluster, brokerRate(d, dec.Rate), dec.RetryAfter.Round(time.Millisecond)),
-		RetryAfter: dec.RetryAfter, Throttle: dec.RetryAfter,
-		Quota: &derr.QuotaViolation{Tenant: tenantID, Limit: name}}
 }
 
 // CountRefusal is the refusal of a request that would add to a count the

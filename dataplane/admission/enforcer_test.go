@@ -343,6 +343,67 @@ func TestQuotaExchange(t *testing.T) {
 	require.Equal(t, int(quota.Dimensions), testutil.CollectAndCount(reg, "sluice_broker_quota_allotment"), "one series per dimension")
 }
 
+// TestQuotaArrivalWaitsForAnExchange: a produce (or fetch) of a tenant
+// that has an allotment here but has produced nothing here lately waits
+// for an exchange that reports the tenant arriving (so that the control
+// plane allots it the mean share, not the floor); once it has produced,
+// its next produce does not wait, nor do its other calls.
+func TestQuotaArrivalWaitsForAnExchange(t *testing.T) {
+	t.Parallel()
+	e, _, _ := setup(t, Config{BrokerID: 1, BrokerEpoch: func() int64 { return 1 }})
+	ctx := tenantCtx("t-1")
+	alloted := &sluicev1.ExchangeQuotasResponse{Allotments: []*sluicev1.TenantAllotment{{TenantId: "t-1",
+		Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1 << 20, FetchBytesPerSec: 1 << 20, RequestsPerSec: 1000}}}}
+	var sent []*sluicev1.ExchangeQuotasRequest
+	exchange := func() {
+		t.Helper()
+		require.NoError(t, e.Exchange(context.Background(), func(_ context.Context, req *sluicev1.ExchangeQuotasRequest) (*sluicev1.ExchangeQuotasResponse, error) {
+			sent = append(sent, req)
+			return alloted, nil
+		}))
+	}
+	exchange()
+	p := tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t-1"}
+	call := func(kind CallKind) <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- e.AdmitCall(ctx, Call{Principal: p, Kind: kind, Size: 100}) }()
+		return done
+	}
+	returned := func(done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call is still waiting")
+		}
+	}
+	returned(call(CallOther)) // known here now, by its requests
+
+	produce := call(CallProduce)
+	testenv.Wait(t, 10*time.Second, "the produce asked for an exchange", func() error {
+		if len(e.kick) == 0 {
+			return errors.New("no ask yet")
+		}
+		return nil
+	})
+	select {
+	case err := <-produce:
+		t.Fatalf("the produce did not wait for the exchange: %v", err)
+	default:
+	}
+	exchange()
+	returned(produce)
+	last := sent[len(sent)-1]
+	require.Len(t, last.GetTenants(), 1)
+	require.True(t, last.GetTenants()[0].GetArriving(), "reported arriving")
+
+	require.NoError(t, e.AdmitProduce(ctx, 100))
+	returned(call(CallProduce)) // produced here: no wait
+	exchange()
+	require.False(t, sent[len(sent)-1].GetTenants()[0].GetArriving())
+}
+
 // waitAfters waits until clock's After has been called n times: the
 // loop is waiting again.
 func waitAfters(t *testing.T, clock *fakeClock, n int) {

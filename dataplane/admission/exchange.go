@@ -200,6 +200,9 @@ func (e *Enforcer) Report(ctx context.Context) *sluicev1.ExchangeQuotasRequest {
 		_, metered := meters[id]
 		report(id).Arriving = !metered
 	}
+	for id := range e.takeArriving() {
+		report(id).Arriving = true // its produce or fetch starts here
+	}
 	if e.cfg.Groups != nil {
 		for id, n := range e.cfg.Groups(ctx) {
 			report(id).Groups = int32(n)

@@ -64,12 +64,6 @@ func TestLeaderHints(t *testing.T) {
 		}
 	}
 
-	now := time.Now().UnixMilli()
-	batch, err := record.AppendBatch(nil, record.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-		FirstTimestamp: now, MaxTimestamp: now}, []record.Record{{Value: []byte("v")}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, version := range []int16{9, 11} {
 		req := kmsg.NewPtrProduceRequest()
 		req.SetVersion(version)
@@ -77,7 +71,7 @@ func TestLeaderHints(t *testing.T) {
 		tp := kmsg.NewProduceRequestTopic()
 		tp.Topic = name
 		pp := kmsg.NewProduceRequestTopicPartition()
-		pp.Records = record.AppendKafka(nil, batch)
+		pp.Records = kafkaBatch(t, []byte("v"))
 		tp.Partitions = append(tp.Partitions, pp)
 		req.Topics = append(req.Topics, tp)
 		res, err := req.RequestWith(ctx, pinned(t, req.Key(), version).Broker(int(other)))
@@ -131,4 +125,17 @@ func pinned(t *testing.T, key, version int16) *kgo.Client {
 	vs := kversion.Stable()
 	vs.SetMaxKeyVersion(key, version)
 	return client(t, kgo.MaxVersions(vs))
+}
+
+// kafkaBatch is a Kafka RecordBatch v2 of one record with value, without
+// a producer id.
+func kafkaBatch(t *testing.T, value []byte) []byte {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	batch, err := record.AppendBatch(nil, record.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+		FirstTimestamp: now, MaxTimestamp: now}, []record.Record{{Value: value}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return record.AppendKafka(nil, batch)
 }

@@ -316,6 +316,22 @@ func (l *Limiter) Take(id string, d Dimension, cost float64) Decision {
 	return Decision{OK: true, Rate: b.rate}
 }
 
+// Quiet reports whether tenant id has offered nothing in dimension d in
+// this window nor for restartQuiet before it (or is not known): what it
+// offers there is not measured, and its next window's rate will restart
+// the average (Meter).
+func (l *Limiter) Quiet(id string, d Dimension) bool {
+	l.mu.RLock()
+	t := l.ts[id]
+	l.mu.RUnlock()
+	if t == nil {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.offered[d] == 0 && t.quiet[d] >= l.restartQuiet()
+}
+
 // Check decides a request of tenant id in dimension d whose cost is known
 // only once it is served (a fetch): admitted when the bucket is not in
 // debt, and then nothing is charged or metered until Charge. A refusal is
