@@ -134,46 +134,12 @@ func benchSDKProduce(b *testing.B, endpoint, apiKey string, hc *http.Client, aut
 		if err := p.ProduceSync(ctx, &client.Record{Topic: "bench-sdk", Value: value}); err != nil {
 			b.Fatal(err)
 		}
-		total := int64(b.N) * 16
-		lat := make([]time.Duration, total)
-		var next atomic.Int64
-		var failed atomic.Int64
-		b.SetBytes(16 * 1024)
-		cpu0 := processCPU(b, serverPID)
-		b.ResetTimer()
-		start := time.Now()
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				for {
-					i := next.Add(1) - 1
-					if i >= total {
-						return
-					}
-					t0 := time.Now()
-					p.Produce(ctx, &client.Record{Topic: "bench-sdk", Value: value}, func(_ *client.Record, err error) {
-						if err != nil {
-							failed.Add(1)
-						}
-						lat[i] = time.Since(t0)
-					})
-				}
-			})
-		}
-		wg.Wait()
-		if err := p.Flush(ctx); err != nil {
-			b.Fatal(err)
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
+		measureProduce(b, serverPID, func(done func(error)) {
+			p.Produce(ctx, &client.Record{Topic: "bench-sdk", Value: value}, func(_ *client.Record, err error) { done(err) })
+		}, func() error { return p.Flush(ctx) })
 		if err := p.Close(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if n := failed.Load(); n > 0 {
-			b.Fatalf("%d records failed", n)
-		}
-		reportLatency(b, lat, int(total), elapsed)
-		reportServerCPU(b, processCPU(b, serverPID)-cpu0, total*1024)
 	})
 	// The shape of the raw benchmark: 8 goroutines, each op one
 	// ProduceSync of 16 records (one request), so the latency per op
@@ -383,42 +349,9 @@ func benchKafkaProduce(b *testing.B, bootstrap []string, apiKey string, hc *http
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
 			b.Fatal(err)
 		}
-		total := int64(b.N) * 16
-		lat := make([]time.Duration, total)
-		var next, failed atomic.Int64
-		b.SetBytes(16 * 1024)
-		cpu0 := processCPU(b, serverPID)
-		b.ResetTimer()
-		start := time.Now()
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				for {
-					i := next.Add(1) - 1
-					if i >= total {
-						return
-					}
-					t0 := time.Now()
-					cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-						if err != nil {
-							failed.Add(1)
-						}
-						lat[i] = time.Since(t0)
-					})
-				}
-			})
-		}
-		wg.Wait()
-		if err := cl.Flush(ctx); err != nil {
-			b.Fatal(err)
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		if n := failed.Load(); n > 0 {
-			b.Fatalf("%d records failed", n)
-		}
-		reportLatency(b, lat, int(total), elapsed)
-		reportServerCPU(b, processCPU(b, serverPID)-cpu0, total*1024)
+		measureProduce(b, serverPID, func(done func(error)) {
+			cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) { done(err) })
+		}, func() error { return cl.Flush(ctx) })
 	})
 }
 
@@ -441,4 +374,49 @@ func processCPU(b *testing.B, pid int) time.Duration {
 // values produced.
 func reportServerCPU(b *testing.B, cpu time.Duration, bytes int64) {
 	b.ReportMetric(cpu.Seconds()/(float64(bytes)/(1<<30)), "server-cpu-s/GiB")
+}
+
+// measureProduce is the produce benchmarks' load: 16 × b.N records of 1
+// KiB offered by 8 goroutines through produce (asynchronous: done is
+// called with each record's outcome), then flush; it reports records/s,
+// the latency percentiles from each produce call to its outcome, and the
+// server's CPU seconds per GiB (serverPID), and fails on any failed
+// record.
+func measureProduce(b *testing.B, serverPID int, produce func(done func(error)), flush func() error) {
+	total := int64(b.N) * 16
+	lat := make([]time.Duration, total)
+	var next, failed atomic.Int64
+	b.SetBytes(16 * 1024)
+	cpu0 := processCPU(b, serverPID)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= total {
+					return
+				}
+				t0 := time.Now()
+				produce(func(err error) {
+					if err != nil {
+						failed.Add(1)
+					}
+					lat[i] = time.Since(t0)
+				})
+			}
+		})
+	}
+	wg.Wait()
+	if err := flush(); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d records failed", n)
+	}
+	reportLatency(b, lat, int(total), elapsed)
+	reportServerCPU(b, processCPU(b, serverPID)-cpu0, total*1024)
 }
