@@ -75,8 +75,7 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 			err = a.CreateTopic(ctx, c.sess.headers(), rt.Topic, parts, int32(rf), configs)
 		}
 		if err != nil {
-			tr.ErrorCode = adminCode(err)
-			tr.ErrorMessage = errorMessage(err)
+			tr.ErrorCode, tr.ErrorMessage = adminError(err)
 		}
 		res.Topics = append(res.Topics, tr)
 	}
@@ -110,8 +109,7 @@ func (c *conn) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) 
 			}
 		}
 		if err != nil {
-			tr.ErrorCode = adminCode(err)
-			tr.ErrorMessage = errorMessage(err)
+			tr.ErrorCode, tr.ErrorMessage = adminError(err)
 		}
 		res.Topics = append(res.Topics, tr)
 	}
@@ -135,8 +133,7 @@ func (c *conn) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsR
 			err = a.CreatePartitions(ctx, c.sess.headers(), rt.Topic, rt.Count)
 		}
 		if err != nil {
-			tr.ErrorCode = adminCode(err)
-			tr.ErrorMessage = errorMessage(err)
+			tr.ErrorCode, tr.ErrorMessage = adminError(err)
 		}
 		res.Topics = append(res.Topics, tr)
 	}
@@ -167,8 +164,7 @@ func (c *conn) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsReq
 				cfgs, err = a.TopicConfigs(ctx, c.sess.headers(), rr.ResourceName)
 			}
 			if err != nil {
-				rs.ErrorCode = adminCode(err)
-				rs.ErrorMessage = errorMessage(err)
+				rs.ErrorCode, rs.ErrorMessage = adminError(err)
 				break
 			}
 			want := map[string]bool{}
@@ -228,13 +224,15 @@ func (c *conn) incrementalAlterConfigs(ctx context.Context, req *kmsg.Incrementa
 			err = a.AlterTopicConfigs(ctx, c.sess.headers(), rr.ResourceName, set)
 		}
 		if err != nil {
-			rs.ErrorCode = adminCode(err)
-			rs.ErrorMessage = errorMessage(err)
+			rs.ErrorCode, rs.ErrorMessage = adminError(err)
 		}
 		res.Resources = append(res.Resources, rs)
 	}
 	return res
 }
+
+// adminError is an admin answer's code (adminCode) and message for err.
+func adminError(err error) (int16, *string) { return adminCode(err), errorMessage(err) }
 
 // adminCode is an admin answer's code: Kafka's admin codes where a kind
 // has one of its own (an existing topic, an unknown config, a limit).
