@@ -152,32 +152,31 @@ func Decompress(c record.Codec, dst, src []byte, limit int) ([]byte, error) {
 		if err := r.Reset(bytes.NewReader(src)); err != nil {
 			return dst, fmt.Errorf("gzip: %w", err)
 		}
-		buf := bytes.NewBuffer(dst)
-		n, err := io.Copy(buf, io.LimitReader(r, int64(limit)+1))
-		if err != nil {
-			return dst, fmt.Errorf("gzip: %w", err)
-		}
-		if n > int64(limit) {
-			return dst, ErrTooLarge
-		}
-		return buf.Bytes(), nil
+		return readAtMost(dst, r, limit, "gzip")
 	case record.CodecSnappy:
 		return decompressSnappy(dst, src, limit)
 	case record.CodecLZ4:
 		r := lz4Readers.Get().(*lz4.Reader)
 		defer lz4Readers.Put(r)
 		r.Reset(bytes.NewReader(src))
-		buf := bytes.NewBuffer(dst)
-		n, err := io.Copy(buf, io.LimitReader(r, int64(limit)+1))
-		if err != nil {
-			return dst, fmt.Errorf("lz4: %w", err)
-		}
-		if n > int64(limit) {
-			return dst, ErrTooLarge
-		}
-		return buf.Bytes(), nil
+		return readAtMost(dst, r, limit, "lz4")
 	}
 	return dst, fmt.Errorf("codec %d: %w", c, ErrUnsupported)
+}
+
+// readAtMost appends what r decodes to dst, refusing more than limit
+// bytes (ErrTooLarge, reading at most one byte past it); errors are named
+// after codec.
+func readAtMost(dst []byte, r io.Reader, limit int, codec string) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	n, err := io.Copy(buf, io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return dst, fmt.Errorf("%s: %w", codec, err)
+	}
+	if n > int64(limit) {
+		return dst, ErrTooLarge
+	}
+	return buf.Bytes(), nil
 }
 
 // CompressBatch appends to dst batch b (uncompressed) with its records
