@@ -89,12 +89,8 @@ func (e *Enforcer) AdmitCall(ctx context.Context, c Call) error {
 	if dec := e.lim.Take(id, limit.Requests, 1); !dec.OK {
 		return e.refuseRate(id, limit.Requests, dec)
 	}
-	switch {
-	case arrived: // reported as arriving already
-	case c.Kind == CallProduce:
-		e.awaitArrival(ctx, id, limit.ProduceBytes)
-	case c.Kind == CallFetch:
-		e.awaitArrival(ctx, id, limit.FetchBytes)
+	if !arrived && c.Kind == CallProduce {
+		e.awaitArrival(ctx, id, limit.ProduceBytes, c.Size)
 	}
 	switch c.Kind {
 	case CallProduce:
@@ -152,18 +148,21 @@ func (e *Enforcer) awaitAllotment(ctx context.Context, tenantID string) (asked b
 	}
 }
 
-// awaitArrival holds a produce or fetch of a tenant that has an
-// allotment here but has offered nothing in d here lately (quota.Quiet:
-// its produce or fetch starts at this broker) until an exchange reporting
-// it as arriving is answered, up to firstWait: the control plane then
-// allots it the mean share in d rather than the floor its unmeasured
-// (zero) offered rate would get (controlplane/quota, Arrive), which held a
-// client writing to a partition on each broker, at the pace of the
-// slowest, to a fraction of its quota for seconds. Not while exchanges
-// fail, nor with pinned allotments (Pin). The tenant's other calls, and a new tenant (awaitAllotment
-// reported it arriving already), do not wait.
-func (e *Enforcer) awaitArrival(ctx context.Context, tenantID string, d limit.Dimension) {
-	if e.Allotment(tenantID) == nil || e.ExchangesFailing() || !e.lim.Quiet(tenantID, d) {
+// awaitArrival holds a produce of a tenant that has an allotment here
+// but has produced nothing here lately and would find its bucket short
+// of the call's size (quota.Limiter.Short: its produce starts at this
+// broker, larger than what its allotment here holds) until an exchange
+// reporting it as arriving is answered, up to firstWait: the control
+// plane then allots it the mean share rather than the floor its
+// unmeasured (zero) offered rate would get (controlplane/quota, Arrive),
+// which held a client writing to a partition on each broker, at the pace
+// of the slowest, to a fraction of its quota for seconds. A produce its
+// bucket holds goes on at once (a producer writing now and then does not
+// wait for an exchange each time). Not while exchanges fail, nor with
+// pinned allotments (Pin). The tenant's other calls, and a new tenant
+// (awaitAllotment reported it arriving already), do not wait.
+func (e *Enforcer) awaitArrival(ctx context.Context, tenantID string, d limit.Dimension, size int64) {
+	if e.Allotment(tenantID) == nil || e.ExchangesFailing() || !e.lim.Short(tenantID, d, float64(max(size, 0))) {
 		return
 	}
 	e.mu.Lock()

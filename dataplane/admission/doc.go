@@ -68,9 +68,9 @@
 // (NoticeTenant), not at the next interval, reporting it as arriving (its
 // offered rates not measured yet: the control plane estimates them from
 // the other brokers'), and its calls wait for the answer, up to 3 s
-// (awaitAllotment). A tenant with an allotment whose produce or fetch
-// starts here (nothing offered in that dimension for 15 s) is reported
-// arriving the same way, its first produce or fetch waiting for that
+// (awaitAllotment). A tenant with an allotment whose produce starts here
+// (nothing produced here for 15 s) with a request larger than its bucket
+// holds is reported arriving the same way, that produce waiting for the
 // answer (awaitArrival); after that, or while exchanges
 // fail, they are admitted and metered. While the control plane cannot be
 // reached the last allotments stay in force. The system tenant (internal

@@ -343,17 +343,18 @@ func TestQuotaExchange(t *testing.T) {
 	require.Equal(t, int(quota.Dimensions), testutil.CollectAndCount(reg, "sluice_broker_quota_allotment"), "one series per dimension")
 }
 
-// TestQuotaArrivalWaitsForAnExchange: a produce (or fetch) of a tenant
-// that has an allotment here but has produced nothing here lately waits
-// for an exchange that reports the tenant arriving (so that the control
-// plane allots it the mean share, not the floor); once it has produced,
-// its next produce does not wait, nor do its other calls.
+// TestQuotaArrivalWaitsForAnExchange: a produce of a tenant that has an
+// allotment here but has produced nothing here lately, larger than its
+// bucket holds, waits for an exchange that reports the tenant arriving
+// (so that the control plane allots it the mean share, not the floor);
+// a produce the bucket holds does not, nor does one after the tenant has
+// produced here, nor its other calls.
 func TestQuotaArrivalWaitsForAnExchange(t *testing.T) {
 	t.Parallel()
 	e, _, _ := setup(t, Config{BrokerID: 1, BrokerEpoch: func() int64 { return 1 }})
 	ctx := tenantCtx("t-1")
 	alloted := &sluicev1.ExchangeQuotasResponse{Allotments: []*sluicev1.TenantAllotment{{TenantId: "t-1",
-		Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1 << 20, FetchBytesPerSec: 1 << 20, RequestsPerSec: 1000}}}}
+		Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1 << 10, FetchBytesPerSec: 1 << 10, RequestsPerSec: 1000}}}}
 	var sent []*sluicev1.ExchangeQuotasRequest
 	exchange := func() {
 		t.Helper()
@@ -364,9 +365,9 @@ func TestQuotaArrivalWaitsForAnExchange(t *testing.T) {
 	}
 	exchange()
 	p := tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t-1"}
-	call := func(kind CallKind) <-chan error {
+	call := func(kind CallKind, size int64) <-chan error {
 		done := make(chan error, 1)
-		go func() { done <- e.AdmitCall(ctx, Call{Principal: p, Kind: kind, Size: 100}) }()
+		go func() { done <- e.AdmitCall(ctx, Call{Principal: p, Kind: kind, Size: size}) }()
 		return done
 	}
 	returned := func(done <-chan error) {
@@ -378,9 +379,12 @@ func TestQuotaArrivalWaitsForAnExchange(t *testing.T) {
 			t.Fatal("the call is still waiting")
 		}
 	}
-	returned(call(CallOther)) // known here now, by its requests
+	returned(call(CallOther, 100)) // known here now, by its requests
+	// The bucket holds a quarter second of 1 KiB/s: 256 bytes.
+	returned(call(CallProduce, 200))
+	returned(call(CallFetch, 1<<20))
 
-	produce := call(CallProduce)
+	produce := call(CallProduce, 1000)
 	testenv.Wait(t, 10*time.Second, "the produce asked for an exchange", func() error {
 		if len(e.kick) == 0 {
 			return errors.New("no ask yet")
@@ -399,7 +403,7 @@ func TestQuotaArrivalWaitsForAnExchange(t *testing.T) {
 	require.True(t, last.GetTenants()[0].GetArriving(), "reported arriving")
 
 	require.NoError(t, e.AdmitProduce(ctx, 100))
-	returned(call(CallProduce)) // produced here: no wait
+	returned(call(CallProduce, 1000)) // produced here: no wait
 	exchange()
 	require.False(t, sent[len(sent)-1].GetTenants()[0].GetArriving())
 }

@@ -316,20 +316,28 @@ func (l *Limiter) Take(id string, d Dimension, cost float64) Decision {
 	return Decision{OK: true, Rate: b.rate}
 }
 
-// Quiet reports whether tenant id has offered nothing in dimension d in
-// this window nor for restartQuiet before it (or is not known): what it
-// offers there is not measured, and its next window's rate will restart
-// the average (Meter).
-func (l *Limiter) Quiet(id string, d Dimension) bool {
+// Short reports whether a request of cost in dimension d finds tenant id
+// quiet there (nothing offered in d in this window nor for restartQuiet
+// before it: what it offers is not measured, and its next window's rate
+// will restart the average, Meter) and its bucket short of cost (fewer
+// tokens than cost: the request would leave it in debt, or be refused).
+// A tenant the Limiter does not know, or with no rate in d, is not short.
+func (l *Limiter) Short(id string, d Dimension, cost float64) bool {
 	l.mu.RLock()
 	t := l.ts[id]
 	l.mu.RUnlock()
 	if t == nil {
-		return true
+		return false
 	}
+	now := l.cfg.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.offered[d] == 0 && t.quiet[d] >= l.restartQuiet()
+	b := &t.buckets[d]
+	if b.rate <= 0 || t.offered[d] != 0 || t.quiet[d] < l.restartQuiet() {
+		return false
+	}
+	b.fill(now)
+	return b.tokens < cost
 }
 
 // Check decides a request of tenant id in dimension d whose cost is known
