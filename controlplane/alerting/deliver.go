@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -104,9 +105,20 @@ func (a *Alerter) Deliver(ctx context.Context) (int, error) {
 		// what an operator needs to tell a slow endpoint (a timeout,
 		// after which the retry may deliver it twice) from a refusing one.
 		a.cfg.Logger.Info("webhooks: delivery attempt failed", "tenant", d.TenantID, "webhook", d.WebhookID, "delivery", d.ID,
-			"attempt", marked.Attempts, "status", status, "err", err, "outcome", string(marked.Status), "next_attempt", marked.NextAttemptAt)
+			"attempt", marked.Attempts, "status", status, "err", withoutURL(err), "outcome", string(marked.Status), "next_attempt", marked.NextAttemptAt)
 	}
 	return ok, nil
+}
+
+// withoutURL is err without the request's URL that net/http puts in it:
+// a webhook's URL may carry the tenant's secret (a token in its path or
+// query), which has no place in the control plane's logs.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
+	}
+	return err
 }
 
 // Sender POSTs signed deliveries to webhooks through Guard's checks: the

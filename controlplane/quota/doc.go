@@ -25,15 +25,20 @@
 // anywhere, a_b = L/N. The allotments computed from one set of reports sum
 // to L exactly. Each dimension is divided on its own.
 //
-// A report marked arriving (the tenant's first calls at that broker wait
-// for the allotment; nothing has measured what it offers there) has its
-// offered rates taken as the mean of the other brokers' fresh reports
-// (Arrive), and the control plane stores the estimate as the report, so
-// that every broker dividing the tenant's limits before that broker's
-// next report divides them alike. Zero would be the floor, and a client
-// that spreads its records over every broker, as Kafka's partitioners do
-// from one buffer, would move at the floor's pace until the averages
-// caught up.
+// A report marked arriving (the tenant's traffic starts at that broker and
+// a call there waits for the allotment; nothing has measured what it
+// offers there) has each offered rate taken as the larger of its own and
+// the mean of the other brokers' fresh reports (Arrive), and the control
+// plane stores the estimate as the report, so that every broker dividing
+// the tenant's limits before that broker's next report divides them
+// alike. Zero would be the floor, and a client that spreads its records
+// over every broker, as Kafka's partitioners do from one buffer, would
+// move at the floor's pace until the averages caught up. The cost: the
+// other brokers hold their larger allotments until their next exchanges,
+// so for up to one interval T after an arrival the allotments in force
+// can sum to up to L × (1 + 1/N) (the arriving broker's mean share on top
+// of the others' whole); a tenant can cause one such step per broker at
+// most every 15 s (an arrival needs that long without produce there).
 //
 // # Error bound
 //

@@ -56,18 +56,20 @@ type Report struct {
 	HotStorageBytes  int64
 	Groups           int64
 	TransactionalIDs int64
-	// Arriving: the tenant's first calls at the broker wait for this
-	// report's allotment, and no window has measured what it offers
-	// there yet (see Arrive).
+	// Arriving: the tenant's traffic starts at the broker, a call waits
+	// for this report's allotment, and what it offers there is not
+	// measured yet (see Arrive). Not stored: a stored arriving report
+	// holds Arrive's estimate.
 	Arriving bool
 }
 
-// Arrive returns r with the offered rates of an arriving report (one
-// whose tenant's first calls at its broker wait for the allotment)
-// estimated from others, the tenant's fresh reports from the other
-// brokers: in each dimension, the larger of r's own and the mean of
-// others' (0 with no others). A report that is not arriving is returned
-// as it is.
+// Arrive returns r with the offered rates of an arriving report (the
+// tenant's traffic starts at its broker, and a call there waits for the
+// allotment) estimated from others, the tenant's fresh reports from the
+// other brokers: in every dimension, the larger of r's own and the mean
+// of others' (0 with no others), even in dimensions the tenant does not
+// use at that broker, for the one interval until its next report. A
+// report that is not arriving is returned as it is.
 //
 // Unmeasured is not nothing: taken as zero, an arriving broker would get
 // the division's floor (α/N of the limit), and its first request would

@@ -122,7 +122,8 @@ const firstAllotmentWait = 3 * time.Second
 // tenant turning loud through every broker at once burst far past its
 // quota. Not while exchanges fail (the calls are then admitted, as every
 // call of a tenant with no allotment is). asked: it asked for an
-// exchange (the tenant is reported as arriving).
+// exchange (the tenant is reported as arriving if it has no meter here
+// yet).
 func (e *Enforcer) awaitAllotment(ctx context.Context, tenantID string) (asked bool) {
 	if e.Allotment(tenantID) != nil || e.ExchangesFailing() {
 		return false
@@ -187,12 +188,15 @@ func (e *Enforcer) awaitArrival(ctx context.Context, tenantID string, d limit.Di
 
 // takeArriving returns the tenants arriving (awaitArrival) for the report
 // being built, and keeps the channel to close when its exchange ends
-// (arrivalsAnswered).
+// (exchangeEnded).
 func (e *Enforcer) takeArriving() map[string]bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := e.arriving
 	e.arriving = map[string]bool{}
+	if e.reported != nil { // an exchange overlapping another: wake its waiters
+		close(e.reported)
+	}
 	e.reported = e.arrived
 	e.arrived = make(chan struct{})
 	return out

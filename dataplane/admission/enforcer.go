@@ -108,8 +108,8 @@ type Enforcer struct {
 	// (NoticeTenant), reported in the next exchange with or without
 	// traffic here.
 	asked map[string]bool
-	// arriving: tenants with an allotment whose produce or fetch starts
-	// here (arrive), reported as arriving in the next exchange; that
+	// arriving: tenants with an allotment whose produce starts here
+	// (awaitArrival), reported as arriving in the next exchange; that
 	// exchange closes arrived, which the calls waiting for it hold (and
 	// a new one takes its place when Report takes the tenants).
 	arriving map[string]bool
@@ -401,8 +401,8 @@ func (e *Enforcer) refuseRate(tenantID string, d quota.Dimension, dec quota.Deci
 		Quota: &derr.QuotaViolation{Tenant: tenantID, Limit: name}}
 }
 
-// countThrottle counts a request of tenantID throttled for wait in d (a
-// rate refusal, or a muted client's throttle) in the throttle metrics.
+// countThrottle counts a rate refusal of tenantID in d, told to wait,
+// in the throttle metrics.
 func (e *Enforcer) countThrottle(tenantID string, d quota.Dimension, wait time.Duration) {
 	secs := wait.Seconds()
 	dim := d.String()

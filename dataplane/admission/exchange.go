@@ -163,8 +163,9 @@ func exchangeTimeout(interval time.Duration) time.Duration {
 // this broker leads, and the groups and transactional ids this broker
 // coordinates for it (Config's holdings), with the reservations of new
 // ones applied before they were counted; a tenant asked for
-// (NoticeTenant) that has no meter yet is reported as arriving; nil
-// before the broker has registered. Exchange sends it; a report not sent loses its window.
+// (NoticeTenant) that has no meter yet, and one whose produce starts
+// here (awaitArrival), is reported as arriving; nil before the broker
+// has registered. Exchange sends it; a report not sent loses its window.
 func (e *Enforcer) Report(ctx context.Context) *sluicev1.ExchangeQuotasRequest {
 	meters, _ := e.lim.Window()
 	e.relabel()
@@ -201,7 +202,7 @@ func (e *Enforcer) Report(ctx context.Context) *sluicev1.ExchangeQuotasRequest {
 		report(id).Arriving = !metered
 	}
 	for id := range e.takeArriving() {
-		report(id).Arriving = true // its produce or fetch starts here
+		report(id).Arriving = true // its produce starts here (awaitArrival)
 	}
 	if e.cfg.Groups != nil {
 		for id, n := range e.cfg.Groups(ctx) {

@@ -30,7 +30,8 @@ func DialRaw(t *testing.T, addr string) *RawClient {
 	return &RawClient{NC: nc}
 }
 
-// roundTrip sends req at version and reads its answer (within 5 s).
+// RoundTrip sends req at version and reads its answer (within 20 s: a
+// muted connection answers after its throttle time).
 func (c *RawClient) RoundTrip(version int16, req kmsg.Request) (kmsg.Response, error) {
 	req.SetVersion(version)
 	c.corr++
@@ -51,7 +52,7 @@ func (c *RawClient) RoundTrip(version int16, req kmsg.Request) (kmsg.Response, e
 	return res, res.ReadFrom(body[skip:])
 }
 
-// closed waits up to 5 s for the server to close the connection, and
+// Closed waits up to 5 s for the server to close the connection, and
 // reports whether it did (rather than answer something or time out).
 func (c *RawClient) Closed() bool {
 	_ = c.NC.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -216,8 +216,9 @@ type Decision struct {
 // when it does, a debt it pays at the floor's rate, so that it offers
 // little again (measured with 1 s windows: allotments swinging between
 // 34 KiB/s and 956 KiB/s of a 1 MiB/s limit, 0.35 to 0.71 of it admitted).
-// The average starts at the rate of the first window with traffic, and
-// starts again so after three time constants without any in that
+// The average starts at the rate of the first window with traffic (over
+// a second at least), and starts again so after three time constants
+// without any in that
 // dimension: averaged up from zero, a tenant starting to produce (or
 // fetch) at a broker where it did only other things, or nothing for a
 // while, would offer a fifth of its rate in the first second, and be
@@ -470,7 +471,10 @@ func (l *Limiter) Window() (map[string]Meter, time.Duration) {
 			if secs > 0 {
 				offered := t.offered[d] / secs
 				if offered > 0 && t.quiet[d] >= l.restartQuiet() {
-					t.smoothed[d] = offered
+					// Over a second at least: an early exchange can end
+					// a window 100 ms in, and one request would count
+					// ten times over.
+					t.smoothed[d] = t.offered[d] / max(secs, 1)
 				} else {
 					t.smoothed[d] += weight * (offered - t.smoothed[d])
 				}

@@ -2376,12 +2376,14 @@ type TenantQuotaReport struct {
 	Groups int32 `protobuf:"varint,5,opt,name=groups,proto3" json:"groups,omitempty"`
 	// Transactional ids of the tenant this broker coordinates.
 	TransactionalIds int32 `protobuf:"varint,6,opt,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
-	// The tenant's first calls here wait for this exchange's allotment (the
-	// broker had none for it, and no window has measured what it offers
-	// here): the control plane takes its offered rates as the mean of the
-	// other brokers' fresh reports (controlplane/quota, Arriving) rather
-	// than as zero, which would leave it the division's floor while its
-	// traffic starts.
+	// The tenant's traffic starts here and a call waits for this exchange's
+	// allotment: the broker had no allotment for it, or its produce starts
+	// here after 15 s without, larger than its bucket here holds. What it
+	// offers here is not measured yet: the control plane takes each of its
+	// offered rates as the larger of the reported one and the mean of the
+	// other brokers' fresh reports (controlplane/quota, Arrive), rather
+	// than the reported one alone, which would leave it the division's
+	// floor while its traffic starts.
 	Arriving      bool `protobuf:"varint,7,opt,name=arriving,proto3" json:"arriving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
