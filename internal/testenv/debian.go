@@ -62,7 +62,7 @@ type debianTool struct {
 	err  error
 }
 
-// DebianTool returns the path of command name (curl, tshark, kcat) for a
+// DebianTool returns the path of command name (curl, tshark, tcpdump, kcat) for a
 // test that runs it as a user would: from PATH, or, when missing,
 // installed once per test binary from the Debian package pkg
 // (aptGetInstall: as root, under the install lock). When it cannot be had
