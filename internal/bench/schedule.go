@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/clock"
 )
 
 // Clock is the run's time: Now is the time since the run started, on the
@@ -24,14 +26,7 @@ func (c realClock) SleepUntil(ctx context.Context, t time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return clock.Sleep(ctx, d)
 }
 
 // schedule is one producer's share of a step: records at fixed times
