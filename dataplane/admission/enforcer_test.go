@@ -291,12 +291,7 @@ func TestQuotaExchange(t *testing.T) {
 	go func() {
 		admitted <- e.AdmitCall(ctx, Call{Principal: tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t-3"}})
 	}()
-	testenv.Wait(t, 10*time.Second, "the call asked for an exchange", func() error {
-		if len(e.kick) == 0 {
-			return errors.New("no ask yet")
-		}
-		return nil
-	})
+	waitAsked(t, e, "the call")
 	select {
 	case err := <-admitted:
 		t.Fatalf("the call did not wait for the exchange: %v", err)
@@ -385,12 +380,7 @@ func TestQuotaArrivalWaitsForAnExchange(t *testing.T) {
 	returned(call(CallFetch, 1<<20))
 
 	produce := call(CallProduce, 1000)
-	testenv.Wait(t, 10*time.Second, "the produce asked for an exchange", func() error {
-		if len(e.kick) == 0 {
-			return errors.New("no ask yet")
-		}
-		return nil
-	})
+	waitAsked(t, e, "the produce")
 	select {
 	case err := <-produce:
 		t.Fatalf("the produce did not wait for the exchange: %v", err)
@@ -406,6 +396,17 @@ func TestQuotaArrivalWaitsForAnExchange(t *testing.T) {
 	returned(call(CallProduce, 1000)) // produced here: no wait
 	exchange()
 	require.False(t, sent[len(sent)-1].GetTenants()[0].GetArriving())
+}
+
+// waitAsked waits until who has asked e for an exchange (its kick).
+func waitAsked(t *testing.T, e *Enforcer, who string) {
+	t.Helper()
+	testenv.Wait(t, 10*time.Second, who+" asked for an exchange", func() error {
+		if len(e.kick) == 0 {
+			return errors.New("no ask yet")
+		}
+		return nil
+	})
 }
 
 // waitAfters waits until clock's After has been called n times: the
