@@ -275,6 +275,17 @@ func TestQuotaOfferedRestarts(t *testing.T) {
 			require.Equal(t, 2000.0, m["a"].Offered[ProduceBytes], "after %v", quiet)
 		}
 	}
+
+	// A restart in a short window (an early exchange) counts over a
+	// second, not ten times over.
+	for range 15 {
+		c.Add(time.Second)
+		l.Window()
+	}
+	l.Take("a", ProduceBytes, 2000)
+	c.Add(100 * time.Millisecond)
+	m, _ = l.Window()
+	require.Equal(t, 2000.0, m["a"].Offered[ProduceBytes])
 }
 
 func TestQuotaForgetsIdleTenants(t *testing.T) {
