@@ -44,12 +44,16 @@ func TestTieredStorage(t *testing.T) {
 
 	// 8 MB into partition 0, 200 records of ~1 KiB per produce.
 	const batches, perBatch = 40, 200
+	future := time.Now().Add(time.Hour).UnixMilli()
 	var want []string
 	for i := range batches {
 		recs := make([]*sluicev1.Record, perBatch)
 		for j := range recs {
 			v := fmt.Sprintf("record-%05d-%0990d", i*perBatch+j, i*perBatch+j)
 			recs[j] = &sluicev1.Record{Value: []byte(v)}
+			if i == 0 && j == 7 {
+				recs[j].TimestampMs = future // the largest, soon only in the object store
+			}
 			want = append(want, v)
 		}
 		_, err := c.records.Produce(ctx, connect.NewRequest(&sluicev1.ProduceRequest{
@@ -125,6 +129,10 @@ func TestTieredStorage(t *testing.T) {
 	ts, err := c.records.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP, TimestampMs: 1}))
 	require.NoError(t, err)
 	require.Equal(t, int64(0), ts.Msg.GetOffset())
+	// And the largest timestamp, in a segment only the object store holds.
+	mt, err := c.records.ListOffsets(ctx, connect.NewRequest(&sluicev1.ListOffsetsRequest{Topic: "orders", Partition: 0, Spec: sluicev1.OffsetSpec_OFFSET_SPEC_MAX_TIMESTAMP}))
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{7, future}, [2]int64{mt.Msg.GetOffset(), mt.Msg.GetTimestampMs()})
 
 	// Objects no finished copy accounts for (a deposed leader's late
 	// upload) are deleted by the leader's next sweep once 10 minutes old;

@@ -206,6 +206,7 @@ func (a *Records) ListOffsets(ctx context.Context, req *connect.Request[sluicev1
 	}
 	return connect.NewResponse(&sluicev1.ListOffsetsResponse{
 		Offset: res.Offset, LogStartOffset: res.LogStartOffset, HighWatermark: res.HW, LastStableOffset: res.LSO, SizeBytes: res.SizeBytes,
+		TimestampMs: res.Timestamp,
 	}), nil
 }
 

@@ -188,18 +188,44 @@ func TestProduceConsumeRoundTrip(t *testing.T) {
 				t.Fatalf("record %d read as key %q headers %v timestamp %v; want key %q timestamp %v", i, r.Key, r.Headers, r.Timestamp, want.Key, want.Timestamp)
 			}
 		}
-		// ListOffsets by timestamp: the first record at or after it.
+		// ListOffsets by timestamp: the first record at or after it, and
+		// the record with the largest timestamp (KIP-734), each with its
+		// timestamp. Timestamps grow with offsets in every partition here.
 		adm := kadm.NewClient(cons)
 		at := recs[n/2].Timestamp
-		lo, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lo.Each(func(o kadm.ListedOffset) {
-			if o.Err != nil {
-				t.Errorf("list offsets partition %d: %v", o.Partition, o.Err)
+		after, newest := map[int32]*kgo.Record{}, map[int32]*kgo.Record{}
+		for _, r := range got {
+			if a := after[r.Partition]; !r.Timestamp.Before(at) && (a == nil || r.Offset < a.Offset) {
+				after[r.Partition] = r
 			}
-		})
+			if m := newest[r.Partition]; m == nil || r.Offset > m.Offset {
+				newest[r.Partition] = r
+			}
+		}
+		for _, list := range []struct {
+			name string
+			want map[int32]*kgo.Record
+			call func() (kadm.ListedOffsets, error)
+		}{
+			{"after " + at.String(), after, func() (kadm.ListedOffsets, error) { return adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), name) }},
+			{"max timestamp", newest, func() (kadm.ListedOffsets, error) { return adm.ListMaxTimestampOffsets(ctx, name) }},
+		} {
+			lo, err := list.call()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo.Each(func(o kadm.ListedOffset) {
+				want := list.want[o.Partition]
+				switch {
+				case o.Err != nil:
+					t.Errorf("list offsets %s, partition %d: %v", list.name, o.Partition, o.Err)
+				case want == nil:
+					t.Errorf("list offsets %s, partition %d: no record read there", list.name, o.Partition)
+				case o.Offset != want.Offset || o.Timestamp != want.Timestamp.UnixMilli():
+					t.Errorf("list offsets %s, partition %d: offset %d timestamp %d, want %d and %d", list.name, o.Partition, o.Offset, o.Timestamp, want.Offset, want.Timestamp.UnixMilli())
+				}
+			})
+		}
 		ends, err := adm.ListEndOffsets(ctx, name)
 		if err != nil {
 			t.Fatal(err)

@@ -43,12 +43,14 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *k
 				lreq.Spec = records.Latest
 			case ts == earliestTimestamp || ts == earliestLocalTimestamp:
 				lreq.Spec = records.Earliest
+			case ts == maxTimestamp && req.Version >= 7:
+				lreq.Spec = records.MaxTimestamp
 			case ts >= 0:
 				lreq.Spec, lreq.TimestampMs = records.Timestamp, ts
 			default:
-				// Max timestamp (-3) and the tiered specs past -4 are
-				// not served: ApiVersions stops at v8, whose clients
-				// ask for -3 only at v7+ through admin tools.
+				// Max timestamp below v7 (KIP-734 gave it v7), and
+				// the tiered specs past -4 (v9+, which ApiVersions
+				// does not advertise), as Kafka answers them.
 				pr.ErrorCode = kerr.UnsupportedVersion.Code
 				tr.Partitions = append(tr.Partitions, pr)
 				continue
@@ -57,14 +59,14 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) *k
 			if err != nil {
 				pr.ErrorCode = errorCode(err, atPartition)
 			} else {
-				pr.Offset = r.Offset
+				pr.Offset, pr.Timestamp = r.Offset, r.Timestamp
+				if rp.Timestamp == earliestLocalTimestamp {
+					pr.Offset = r.LocalLogStartOffset
+				}
 				if v := c.s.d.View(); v != nil {
 					if t, ok := v.Topic(c.sess.tenantID, rt.Topic); ok && int(rp.Partition) < len(t.Partitions) {
 						pr.LeaderEpoch = t.Partitions[rp.Partition].LeaderEpoch
 					}
-				}
-				if lreq.Spec == records.Timestamp && r.Offset >= 0 {
-					pr.Timestamp = rp.Timestamp
 				}
 			}
 			tr.Partitions = append(tr.Partitions, pr)

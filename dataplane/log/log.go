@@ -1094,6 +1094,25 @@ func (l *Log) OffsetForTimestamp(ts int64) (int64, bool, error) {
 	return 0, false, nil
 }
 
+// MaxTimestamp returns the largest record timestamp of the log's batches
+// (Kafka's ListOffsets max-timestamp spec, KIP-734), and false when the
+// log holds none. OffsetForTimestamp of it finds the batch that holds it.
+func (l *Log) MaxTimestamp() (int64, bool, error) {
+	l.structMu.RLock()
+	defer l.structMu.RUnlock()
+	v := l.v.Load()
+	if v.closedState {
+		return 0, false, ErrClosed
+	}
+	ts, ok := int64(math.MinInt64), false
+	for i := 0; i < v.numSegs(); i++ {
+		if sv := v.seg(i); sv.size > 0 && sv.maxTs > ts {
+			ts, ok = sv.maxTs, true
+		}
+	}
+	return ts, ok, nil
+}
+
 // offsetForTimestamp scans the segment of sv from position from for the
 // first batch whose max timestamp is at least ts.
 func offsetForTimestamp(sv *segView, from, ts int64) (int64, bool, error) {

@@ -484,6 +484,33 @@ func TestLogOffsetForTimestamp(t *testing.T) {
 	}
 }
 
+// MaxTimestamp is the largest timestamp of any segment, not the last
+// batch's: clients may send timestamps out of order.
+func TestLogMaxTimestamp(t *testing.T) {
+	t.Parallel()
+	l := openLog(t, t.TempDir(), Config{SegmentBytes: 800, IndexIntervalBytes: 100})
+	_, ok, err := l.MaxTimestamp()
+	require.NoError(t, err)
+	require.False(t, ok, "an empty log")
+	for i := range 40 {
+		ts := int64(1000 + 10*i)
+		if i == 17 {
+			ts = 9000 // in a closed segment, followed by older timestamps
+		}
+		_, _, err := l.Append(mkBatch(t, 2, 50, ts, fmt.Sprint(i)), 0)
+		require.NoError(t, err)
+	}
+	require.Greater(t, len(l.ClosedSegments()), 2)
+	ts, ok, err := l.MaxTimestamp()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, int64(9001), ts)
+	off, ok, err := l.OffsetForTimestamp(ts)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, int64(34), off, "the batch of the largest timestamp")
+}
+
 func TestLogFlushInterval(t *testing.T) {
 	t.Parallel()
 	l := openLog(t, t.TempDir(), Config{Flush: FlushInterval, FlushInterval: 5 * time.Millisecond})

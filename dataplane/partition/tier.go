@@ -111,6 +111,26 @@ func (p *Replica) OffsetForTimestamp(ctx context.Context, ts int64) (int64, bool
 	return off, ok, nil
 }
 
+// MaxTimestamp is the largest record timestamp the partition holds, the
+// object store's segments included, and false when it holds no record.
+// OffsetForTimestamp of it finds the batch that holds it.
+func (p *Replica) MaxTimestamp(ctx context.Context) (int64, bool, error) {
+	ts, ok, err := p.log.MaxTimestamp()
+	if err != nil || !p.tiered {
+		return ts, ok, err
+	}
+	segs, err := p.h.Tier.Segments(ctx, p.tierRef(), false)
+	if err != nil {
+		return 0, false, derr.New(derr.StorageUnavailable, "list the object store's segments: %w", err)
+	}
+	for _, s := range segs {
+		if s.GetSizeBytes() > 0 && (!ok || s.GetMaxTimestampMs() > ts) {
+			ts, ok = s.GetMaxTimestampMs(), true
+		}
+	}
+	return ts, ok, nil
+}
+
 // SizeBytes is what the partition holds: its local log, and the object
 // store's segments below the local log start.
 func (p *Replica) SizeBytes(ctx context.Context) int64 {

@@ -175,6 +175,9 @@ const (
 	// Timestamp: the first offset whose record's timestamp is at or after
 	// ListOffsetsRequest.TimestampMs.
 	Timestamp OffsetSpec = 3
+	// MaxTimestamp: the offset of the record with the largest timestamp
+	// (the first such record when several share it), Kafka's KIP-734.
+	MaxTimestamp OffsetSpec = 4
 )
 
 // ListOffsetsRequest asks for one offset of a partition.
@@ -187,11 +190,18 @@ type ListOffsetsRequest struct {
 }
 
 // ListOffsetsResult is ListOffsets' answer: the offset asked for (-1 for
-// a timestamp past the end), with the partition's offsets and size.
+// a timestamp past the end, or no record), with the partition's offsets
+// and size.
 type ListOffsetsResult struct {
-	Offset                  int64
+	Offset int64
+	// Timestamp is the found record's, with Timestamp and MaxTimestamp;
+	// -1 otherwise.
+	Timestamp               int64
 	LogStartOffset, HW, LSO int64
-	SizeBytes               int64
+	// LocalLogStartOffset is where this broker's disk starts: above
+	// LogStartOffset when older segments live in the object store only.
+	LocalLogStartOffset int64
+	SizeBytes           int64
 }
 
 // ListOffsets answers an offset of the partition, which this broker must
@@ -202,8 +212,8 @@ func (s *Service) ListOffsets(ctx context.Context, req ListOffsetsRequest) (List
 	if err != nil {
 		return ListOffsetsResult{}, err
 	}
-	if req.Spec < Earliest || req.Spec > Timestamp {
-		return ListOffsetsResult{}, derr.New(derr.InvalidRequest, "spec: choose earliest, latest or timestamp")
+	if req.Spec < Earliest || req.Spec > MaxTimestamp {
+		return ListOffsetsResult{}, derr.New(derr.InvalidRequest, "spec: choose earliest, latest, timestamp or max timestamp")
 	}
 	p, err := s.local(pm, t)
 	if err != nil {
@@ -221,21 +231,34 @@ func (s *Service) ListOffsets(ctx context.Context, req ListOffsetsRequest) (List
 	case iso == ReadCommitted:
 		end = lso
 	}
-	res := ListOffsetsResult{LogStartOffset: p.StartOffset(ctx), HW: hw, LSO: lso, SizeBytes: p.SizeBytes(ctx)}
+	res := ListOffsetsResult{Timestamp: -1, LogStartOffset: p.StartOffset(ctx), HW: hw, LSO: lso,
+		LocalLogStartOffset: p.Log().LogStartOffset(), SizeBytes: p.SizeBytes(ctx)}
 	switch req.Spec {
 	case Earliest:
 		res.Offset = res.LogStartOffset
 	case Latest:
 		res.Offset = end
-	case Timestamp:
-		off, ok, err := p.OffsetForTimestamp(ctx, req.TimestampMs)
+	case Timestamp, MaxTimestamp:
+		ts, ok := req.TimestampMs, true
+		if req.Spec == MaxTimestamp {
+			if ts, ok, err = p.MaxTimestamp(ctx); err != nil {
+				return ListOffsetsResult{}, err
+			}
+		}
+		res.Offset = -1
+		if !ok {
+			break
+		}
+		off, ok, err := p.OffsetForTimestamp(ctx, ts)
 		switch {
 		case err != nil:
 			return ListOffsetsResult{}, err
-		case !ok || off >= end:
-			res.Offset = -1
-		default:
-			res.Offset = recordForTimestamp(ctx, p, off, req.TimestampMs)
+		case ok && off < end:
+			// As Kafka: a record above the end readers see is not
+			// answered (max timestamp's then too: -1 until it is).
+			if o, t := recordForTimestamp(ctx, p, off, ts); o < end {
+				res.Offset, res.Timestamp = o, t
+			}
 		}
 	}
 	return res, nil
@@ -310,35 +333,36 @@ func (s *Service) EndOffsetForEpoch(ctx context.Context, topic string, partition
 	return e, end, nil
 }
 
-// recordForTimestamp is the offset of the first record at or after ts in
-// the batch at off (the first batch whose max timestamp is at least ts,
-// as the log's time index finds it), as Kafka answers ListOffsets: a
-// record's offset, not its batch's. When the batch cannot be read (moved
-// to the object store meanwhile, say), the batch's offset.
-func recordForTimestamp(ctx context.Context, p *partition.Replica, off, ts int64) int64 {
+// recordForTimestamp is the offset and timestamp of the first record at
+// or after ts in the batch at off (the first batch whose max timestamp is
+// at least ts, as the log's time index finds it), as Kafka answers
+// ListOffsets: a record's offset, not its batch's. When the batch cannot
+// be read (moved to the object store meanwhile, say), the batch's offset
+// and ts.
+func recordForTimestamp(ctx context.Context, p *partition.Replica, off, ts int64) (int64, int64) {
 	f, err := p.FetchRecords(ctx, off, partition.FetchOptions{MaxBytes: 1})
 	if err != nil || len(f.Data) < record.HeaderSize {
-		return off
+		return off, ts
 	}
 	b, _, err := record.ReadBatch(f.Data)
 	if err != nil || b.BaseOffset() > off || b.LastOffset() < off {
-		return off
+		return off, ts
 	}
 	h := b.Header()
 	if h.Attributes.Codec() != record.CodecNone {
 		if b, err = compress.DecompressBatch(nil, b, compress.DefaultLimit); err != nil {
-			return off
+			return off, ts
 		}
 	}
 	it, err := b.Records()
 	if err != nil {
-		return off
+		return off, ts
 	}
 	for it.Next() {
 		r := it.Record()
-		if o := h.BaseOffset + int64(r.OffsetDelta); o >= off && h.FirstTimestamp+r.TimestampDelta >= ts {
-			return o
+		if o, t := h.BaseOffset+int64(r.OffsetDelta), h.FirstTimestamp+r.TimestampDelta; o >= off && t >= ts {
+			return o, t
 		}
 	}
-	return off
+	return off, ts
 }

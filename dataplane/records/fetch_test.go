@@ -47,7 +47,7 @@ func TestRecordsFetchValidation(t *testing.T) {
 	require.True(t, ok, "%v", err)
 	require.EqualValues(t, 2, leader)
 	_, err = f.svc.ListOffsets(f.ctx, ListOffsetsRequest{Topic: "bench", Spec: 0})
-	require.EqualError(t, err, "spec: choose earliest, latest or timestamp")
+	require.EqualError(t, err, "spec: choose earliest, latest, timestamp or max timestamp")
 	_, err = f.svc.ListOffsets(f.ctx, ListOffsetsRequest{Topic: "bench", Spec: Latest, Isolation: 7})
 	_, ok = LeaderElsewhere(err)
 	require.True(t, ok, "%v", err)
@@ -129,26 +129,35 @@ func TestRecordsFetchSuspendedLongPoll(t *testing.T) {
 	require.Equal(t, other, Suspended(ctx, other))
 }
 
-// TestRecordsListOffsets: earliest, latest (the LSO with read_committed)
-// and by timestamp (-1 past the end).
+// TestRecordsListOffsets: earliest, latest (the LSO with read_committed),
+// by timestamp (the first record at or after it, -1 past the end) and the
+// largest timestamp, each found record's timestamp answered.
 func TestRecordsListOffsets(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	_, err := f.svc.Produce(f.ctx, ProduceRequest{Topic: "bench", Payload: RecordPayload(RecordSlice{{TimestampMs: 1000, Value: []byte("a")}, {TimestampMs: 2000, Value: []byte("b")}})}, nil)
+	res, err := f.svc.ListOffsets(f.ctx, ListOffsetsRequest{Topic: "bench", Spec: MaxTimestamp})
 	require.NoError(t, err)
-	list := func(spec OffsetSpec, ts int64) int64 {
+	require.Equal(t, [2]int64{-1, -1}, [2]int64{res.Offset, res.Timestamp}, "max timestamp of an empty partition")
+	// Out of order, as a client may send them: the largest is in the middle.
+	_, err = f.svc.Produce(f.ctx, ProduceRequest{Topic: "bench", Payload: RecordPayload(RecordSlice{
+		{TimestampMs: 1000, Value: []byte("a")}, {TimestampMs: 3000, Value: []byte("b")}, {TimestampMs: 2000, Value: []byte("c")}})}, nil)
+	require.NoError(t, err)
+	list := func(spec OffsetSpec, ts int64) [2]int64 {
 		t.Helper()
 		res, err := f.svc.ListOffsets(f.ctx, ListOffsetsRequest{Topic: "bench", Spec: spec, TimestampMs: ts, Isolation: ReadCommitted})
 		require.NoError(t, err)
-		require.EqualValues(t, 2, res.HW)
-		require.EqualValues(t, 2, res.LSO)
+		require.EqualValues(t, 3, res.HW)
+		require.EqualValues(t, 3, res.LSO)
+		require.Zero(t, res.LocalLogStartOffset)
 		require.Positive(t, res.SizeBytes)
-		return res.Offset
+		return [2]int64{res.Offset, res.Timestamp}
 	}
-	require.EqualValues(t, 0, list(Earliest, 0))
-	require.EqualValues(t, 2, list(Latest, 0))
-	require.EqualValues(t, 0, list(Timestamp, 500))
-	require.EqualValues(t, -1, list(Timestamp, 5000))
+	require.Equal(t, [2]int64{0, -1}, list(Earliest, 0))
+	require.Equal(t, [2]int64{3, -1}, list(Latest, 0))
+	require.Equal(t, [2]int64{0, 1000}, list(Timestamp, 500))
+	require.Equal(t, [2]int64{1, 3000}, list(Timestamp, 1500))
+	require.Equal(t, [2]int64{-1, -1}, list(Timestamp, 5000))
+	require.Equal(t, [2]int64{1, 3000}, list(MaxTimestamp, 0))
 	_, err = f.svc.ListOffsets(f.ctx, ListOffsetsRequest{Topic: "bench", Spec: Latest, Isolation: 9})
 	require.EqualError(t, err, "isolation_level: unknown value 9")
 }

@@ -144,6 +144,9 @@ const (
 	OffsetSpec_OFFSET_SPEC_EARLIEST    OffsetSpec = 1
 	OffsetSpec_OFFSET_SPEC_LATEST      OffsetSpec = 2
 	OffsetSpec_OFFSET_SPEC_TIMESTAMP   OffsetSpec = 3
+	// The record with the largest timestamp (the first of several that share
+	// it), as Kafka's ListOffsets max-timestamp spec. ListOffsets only.
+	OffsetSpec_OFFSET_SPEC_MAX_TIMESTAMP OffsetSpec = 4
 )
 
 // Enum value maps for OffsetSpec.
@@ -153,12 +156,14 @@ var (
 		1: "OFFSET_SPEC_EARLIEST",
 		2: "OFFSET_SPEC_LATEST",
 		3: "OFFSET_SPEC_TIMESTAMP",
+		4: "OFFSET_SPEC_MAX_TIMESTAMP",
 	}
 	OffsetSpec_value = map[string]int32{
-		"OFFSET_SPEC_UNSPECIFIED": 0,
-		"OFFSET_SPEC_EARLIEST":    1,
-		"OFFSET_SPEC_LATEST":      2,
-		"OFFSET_SPEC_TIMESTAMP":   3,
+		"OFFSET_SPEC_UNSPECIFIED":   0,
+		"OFFSET_SPEC_EARLIEST":      1,
+		"OFFSET_SPEC_LATEST":        2,
+		"OFFSET_SPEC_TIMESTAMP":     3,
+		"OFFSET_SPEC_MAX_TIMESTAMP": 4,
 	}
 )
 
@@ -1570,7 +1575,10 @@ func (x *ListOffsetsRequest) GetIsolationLevel() IsolationLevel {
 
 type ListOffsetsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// -1 when no record has a timestamp at or after timestamp_ms.
+	// -1 when no record has a timestamp at or after timestamp_ms (with
+	// OFFSET_SPEC_MAX_TIMESTAMP: when the partition holds no record), or the
+	// record found is not yet readable (above the high watermark, or the last
+	// stable offset for READ_COMMITTED).
 	Offset         int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	LogStartOffset int64 `protobuf:"varint,2,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	HighWatermark  int64 `protobuf:"varint,3,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
@@ -1579,8 +1587,11 @@ type ListOffsetsResponse struct {
 	SizeBytes int64 `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	// See FetchResponse.
 	LastStableOffset int64 `protobuf:"varint,5,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// With OFFSET_SPEC_TIMESTAMP and OFFSET_SPEC_MAX_TIMESTAMP: the found
+	// record's timestamp; -1 otherwise.
+	TimestampMs   int64 `protobuf:"varint,6,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListOffsetsResponse) Reset() {
@@ -1644,6 +1655,13 @@ func (x *ListOffsetsResponse) GetSizeBytes() int64 {
 func (x *ListOffsetsResponse) GetLastStableOffset() int64 {
 	if x != nil {
 		return x.LastStableOffset
+	}
+	return 0
+}
+
+func (x *ListOffsetsResponse) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
 	}
 	return 0
 }
@@ -2208,14 +2226,15 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
 	"\x04spec\x18\x03 \x01(\x0e2\x15.sluice.v1.OffsetSpecR\x04spec\x12!\n" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12B\n" +
-	"\x0fisolation_level\x18\x05 \x01(\x0e2\x19.sluice.v1.IsolationLevelR\x0eisolationLevel\"\xcb\x01\n" +
+	"\x0fisolation_level\x18\x05 \x01(\x0e2\x19.sluice.v1.IsolationLevelR\x0eisolationLevel\"\xee\x01\n" +
 	"\x13ListOffsetsResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\x12,\n" +
-	"\x12last_stable_offset\x18\x05 \x01(\x03R\x10lastStableOffset\",\n" +
+	"\x12last_stable_offset\x18\x05 \x01(\x03R\x10lastStableOffset\x12!\n" +
+	"\ftimestamp_ms\x18\x06 \x01(\x03R\vtimestampMs\",\n" +
 	"\x12GetMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\"M\n" +
 	"\rBrokerAddress\x12\x0e\n" +
@@ -2255,13 +2274,14 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x0eIsolationLevel\x12\x1f\n" +
 	"\x1bISOLATION_LEVEL_UNSPECIFIED\x10\x00\x12$\n" +
 	" ISOLATION_LEVEL_READ_UNCOMMITTED\x10\x01\x12\"\n" +
-	"\x1eISOLATION_LEVEL_READ_COMMITTED\x10\x02*v\n" +
+	"\x1eISOLATION_LEVEL_READ_COMMITTED\x10\x02*\x95\x01\n" +
 	"\n" +
 	"OffsetSpec\x12\x1b\n" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xc2\x04\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x03\x12\x1d\n" +
+	"\x19OFFSET_SPEC_MAX_TIMESTAMP\x10\x042\xc2\x04\n" +
 	"\rRecordService\x12T\n" +
 	"\aProduce\x12\x19.sluice.v1.ProduceRequest\x1a\x1a.sluice.v1.ProduceResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aproduce\"\x01\x02\x12`\n" +
 	"\vProduceMany\x12\x1d.sluice.v1.ProduceManyRequest\x1a\x1e.sluice.v1.ProduceManyResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aproduce\"\x01\x02\x12P\n" +
