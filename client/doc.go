@@ -29,7 +29,7 @@
 // # Producing
 //
 // A Producer batches records per partition, optionally compresses batches
-// (zstd or lz4), keeps up to 5 requests in flight per partition
+// (gzip, snappy, lz4 or zstd), keeps up to 5 requests in flight per partition
 // (WithMaxInFlight), and reports each record's fate exactly once to its
 // callback. Batching is natural, without a fixed linger: a partition's
 // record is sent as soon as one of its request slots is free, and the

@@ -14,6 +14,7 @@ import (
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/compress"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -71,17 +72,13 @@ func WithLinger(d time.Duration) ProducerOption { return func(c *producerConfig)
 // with ErrRecordTooLarge.
 func WithMaxBatchBytes(n int) ProducerOption { return func(c *producerConfig) { c.maxBatchBytes = n } }
 
-// WithCompression compresses batches: "none" (default), "zstd" or "lz4".
+// WithCompression compresses batches: "none" (default), "gzip",
+// "snappy", "lz4" or "zstd", the codecs of Kafka's batch format (snappy as
+// one raw block, which every Kafka client reads).
 func WithCompression(codec string) ProducerOption {
 	return func(c *producerConfig) {
-		switch codec {
-		case "zstd":
-			c.codec = record.CodecZstd
-		case "lz4":
-			c.codec = record.CodecLZ4
-		case "", "none":
-			c.codec = record.CodecNone
-		default:
+		var err error
+		if c.codec, err = compress.ParseCodec(codec); err != nil {
 			c.codec = 255 // refused by NewProducer
 		}
 	}
@@ -214,8 +211,8 @@ func (c *Client) newProducer(cfg producerConfig) (*Producer, error) {
 		return nil, fmt.Errorf("sluice: acks %d: choose AcksAll, AcksLeader or AcksNone", cfg.acks)
 	case cfg.idempotence != nil && *cfg.idempotence && cfg.acks != AcksAll:
 		return nil, fmt.Errorf("sluice: idempotence needs acks=all (acks is %s)", cfg.acks)
-	case cfg.codec > record.CodecZstd || cfg.codec == record.CodecGzip || cfg.codec == record.CodecSnappy:
-		return nil, errors.New("sluice: compression: choose none, zstd or lz4")
+	case cfg.codec > record.CodecZstd:
+		return nil, errors.New("sluice: compression: choose none, gzip, snappy, lz4 or zstd")
 	case cfg.maxInFlight < 1 || cfg.maxInFlight > 5:
 		return nil, fmt.Errorf("sluice: max in flight %d: choose 1 to 5", cfg.maxInFlight)
 	case cfg.maxBatchBytes < 1024:

@@ -271,7 +271,7 @@ func TestCLIProduce(t *testing.T) {
 		{[]string{"produce", "events", "--value", "x", "--header", "nokey"}, "", 2, `--header "nokey": want key=value`},
 		{[]string{"produce", "events", "--value", "x", "--key-separator", ":"}, "", 2, "cannot be used with --value"},
 		{[]string{"produce", "events", "--value", "x", "--partition", "3"}, "", 2, `--partition 3: topic "events" has partitions 0..2`},
-		{[]string{"produce", "events", "--value", "x", "--compression", "gzip"}, "", 2, "compression: choose none, zstd or lz4"},
+		{[]string{"produce", "events", "--value", "x", "--compression", "brotli"}, "", 2, "compression: choose none, gzip, snappy, lz4 or zstd"},
 		{[]string{"produce", "events"}, "ok\n" + strings.Repeat("a", 1<<20+1) + "\nok\n", 1, `record 2: record too large: a line of 1048577 bytes; topic "events" takes records up to its max.message.bytes, 1048576`},
 		{[]string{"produce", "events", "--key-separator", ":"}, "k:v\nnone\n", 1, `record 2: no key separator ":" in the line; the record was not written`},
 		{[]string{"consume", "", "-n", "1"}, "", 2, "topic name must not be empty"},

@@ -211,7 +211,7 @@ func (o *benchOptions) register(f *pflag.FlagSet) {
 	f.IntVar(&o.producers, "producers", 1, "producers sharing the rate, each with its own connections")
 	f.StringVar(&o.acks, "acks", "all", "when a record counts as written: all (every in-sync replica), 1 (the leader) or 0 (no answer)")
 	f.BoolVar(&o.idempotence, "idempotence", true, "idempotent producers; the SDK's default: on with --acks all, off otherwise")
-	f.StringVar(&o.compression, "compression", "none", "batch compression: none, zstd or lz4 (the values are random: they do not compress)")
+	f.StringVar(&o.compression, "compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd (the values are random: they do not compress)")
 	f.DurationVar(&o.linger, "linger", 0, "how long a batch that could be sent waits for more records (default: the SDK's, 0: at once)")
 	f.StringVar(&o.batchSize, "batch-size", "", "largest batch of several records, e.g. 256KiB (default: the SDK's)")
 	f.IntVar(&o.maxInFlight, "max-in-flight", 0, "produce requests in flight per partition, 1 to 5 (default: the SDK's, 5)")

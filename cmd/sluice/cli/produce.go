@@ -274,7 +274,7 @@ func (o *produceOptions) register(f *pflag.FlagSet) {
 	f.Int32Var(&o.partition, "partition", 0, "write every record to partition `N` (default: by key hash; records without a key stick to one partition per batch)")
 	f.StringVar(&o.acks, "acks", "all", "when a record counts as written: all (every in-sync replica), 1 (the leader) or 0 (no answer)")
 	f.BoolVar(&o.idempotence, "idempotence", true, "write each record once despite retries; needs --acks all, so other acks turn it off unless given")
-	f.StringVar(&o.compression, "compression", "none", "batch compression: none, zstd or lz4")
+	f.StringVar(&o.compression, "compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
 	f.DurationVar(&o.deliveryTimeout, "delivery-timeout", 2*time.Minute, "give up on a record not acknowledged within this time, retries included")
 	f.DurationVar(&o.linger, "linger", 0, "how long a batch that could be sent waits for more records (0: at once; records still gather into one batch while requests are in flight)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print no line per record, only the summary on stderr")
