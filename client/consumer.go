@@ -414,7 +414,7 @@ func decodeBatches(topic string, partition int32, data []byte, from int64) ([]*R
 			}
 			rec := &Record{
 				Topic: topic, Partition: partition, Offset: off, LeaderEpoch: h.LeaderEpoch,
-				Timestamp: time.UnixMilli(h.FirstTimestamp + r.TimestampDelta),
+				Timestamp: time.UnixMilli(h.Timestamp(r.TimestampDelta)),
 				Key:       clone(r.Key), Value: clone(r.Value),
 			}
 			for _, hd := range r.Headers {

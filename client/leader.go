@@ -216,7 +216,8 @@ func (lc *leaderConn) send(calls []*produceCall) {
 			c.done <- produceResult{err: quotaError(eerr)}
 			continue
 		}
-		c.done <- produceResult{res: &sluicev1.ProduceResponse{BaseOffset: r.GetBaseOffset(), LogStartOffset: r.GetLogStartOffset(), Duplicate: r.GetDuplicate()}}
+		c.done <- produceResult{res: &sluicev1.ProduceResponse{BaseOffset: r.GetBaseOffset(), LogStartOffset: r.GetLogStartOffset(), Duplicate: r.GetDuplicate(),
+			LogAppendTimeMs: r.GetLogAppendTimeMs()}}
 	}
 	if throttled {
 		lc.p.c.throttle.add(KindProduce, throttle)

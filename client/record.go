@@ -17,7 +17,9 @@ type Header struct {
 // Record is one message. To produce, set Topic, Value and optionally Key,
 // Headers, Timestamp (zero: the producer's clock) and Partition (used only
 // with WithManualPartitioner). After a successful produce, and on every
-// consumed record, Partition, Offset and Timestamp are set.
+// consumed record, Partition, Offset and Timestamp are set: on a topic
+// with message.timestamp.type=LogAppendTime, Timestamp is the time its
+// partition's leader appended it, whatever the producer gave.
 type Record struct {
 	Topic     string
 	Partition int32

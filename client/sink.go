@@ -44,6 +44,9 @@ type pbatch struct {
 	reauthed bool  // retried once after Unauthenticated (an expired token)
 	done     bool
 	offset   int64
+	// appendTime is the leader's append time (ms) on a LogAppendTime
+	// topic; -1 otherwise.
+	appendTime int64
 }
 
 // sink sends the batches of one partition. One goroutine (run) seals
@@ -379,6 +382,9 @@ func (s *sink) popDoneLocked() []outcome {
 			pd.rec.Offset = -1
 			if b.offset >= 0 {
 				pd.rec.Offset = b.offset + int64(i)
+			}
+			if b.appendTime >= 0 {
+				pd.rec.Timestamp = time.UnixMilli(b.appendTime)
 			}
 			out = append(out, outcome{pd: pd})
 		}
@@ -753,9 +759,11 @@ func (s *sink) send(b *pbatch) {
 		return // settled already (an earlier attempt's answer)
 	}
 	if err == nil {
-		b.done, b.offset = true, res.GetBaseOffset()
+		b.done, b.offset, b.appendTime = true, res.GetBaseOffset(), -1
 		if s.p.cfg.acks == AcksNone {
 			b.offset = -1
+		} else if t := res.GetLogAppendTimeMs(); t > 0 {
+			b.appendTime = t // 0: a broker that predates the field
 		}
 		s.attempts = 0
 		if s.window > 0 {
@@ -787,7 +795,7 @@ func (s *sink) send(b *pbatch) {
 		b.fatalErr = classifyTxnErr(err)
 	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_DUPLICATE_SEQUENCE:
 		// Written before, too long ago for the leader to know the offset.
-		b.done, b.offset = true, -1
+		b.done, b.offset, b.appendTime = true, -1, -1
 		return
 	case pe != nil && pe.GetReason() == sluicev1.ProducerError_REASON_PRODUCER_FENCED:
 		s.fenced = fmt.Errorf("%w: %v", ErrProducerFenced, err)

@@ -70,10 +70,15 @@ type Attributes int16
 
 // Attribute bits.
 const (
-	codecMask         Attributes = 0x07
+	codecMask Attributes = 0x07
+	// AttrLogAppendTime: the batch's timestamp type is LogAppendTime, the
+	// time its leader appended it, which is its max timestamp and every
+	// record's timestamp (Kafka's message.timestamp.type); without it,
+	// CreateTime, each record's own.
+	AttrLogAppendTime Attributes = 1 << 3
 	AttrTransactional Attributes = 1 << 4
 	AttrControl       Attributes = 1 << 5
-	attrKnown                    = codecMask | 1<<3 | AttrTransactional | AttrControl
+	attrKnown                    = codecMask | AttrLogAppendTime | AttrTransactional | AttrControl
 )
 
 // Codec returns the compression codec of the records section.
@@ -84,6 +89,10 @@ func (a Attributes) Transactional() bool { return a&AttrTransactional != 0 }
 
 // Control reports whether the batch is a control batch (a transaction marker).
 func (a Attributes) Control() bool { return a&AttrControl != 0 }
+
+// LogAppendTime reports whether the batch's timestamps are the time its
+// leader appended it (AttrLogAppendTime).
+func (a Attributes) LogAppendTime() bool { return a&AttrLogAppendTime != 0 }
 
 // WithCodec returns a with its codec bits set to c.
 func (a Attributes) WithCodec(c Codec) Attributes { return a&^codecMask | Attributes(c)&codecMask }
@@ -110,6 +119,16 @@ func (h *BatchHeader) LastOffset() int64 { return h.BaseOffset + int64(h.LastOff
 
 // Size is the encoded size of the whole batch.
 func (h *BatchHeader) Size() int { return lengthPrefix + int(h.Length) }
+
+// Timestamp is the timestamp of the batch's record with timestamp delta
+// delta: the batch's max timestamp with LogAppendTime, as Kafka's clients
+// read it, else the first timestamp plus delta.
+func (h *BatchHeader) Timestamp(delta int64) int64 {
+	if h.Attributes.LogAppendTime() {
+		return h.MaxTimestamp
+	}
+	return h.FirstTimestamp + delta
+}
 
 // RecordHeader is one key/value header of a record. A nil Value is null.
 type RecordHeader struct {
@@ -365,6 +384,17 @@ func (b Batch) SetProducer(id int64, epoch int16, baseSequence int32) {
 	binary.BigEndian.PutUint64(b[posProducerID:], uint64(id))
 	binary.BigEndian.PutUint16(b[posProducerEpoch:], uint16(epoch))
 	binary.BigEndian.PutUint32(b[posBaseSequence:], uint32(baseSequence))
+	setCRC(b)
+}
+
+// SetLogAppendTime marks a checked batch's timestamps as LogAppendTime
+// ts in place (its timestamp type bit and max timestamp; the records keep
+// their deltas, which readers then ignore, as in Kafka) and recomputes its
+// CRC.
+func (b Batch) SetLogAppendTime(ts int64) {
+	a := Attributes(binary.BigEndian.Uint16(b[posAttributes:])) | AttrLogAppendTime
+	binary.BigEndian.PutUint16(b[posAttributes:], uint16(a))
+	binary.BigEndian.PutUint64(b[posMaxTimestamp:], uint64(ts))
 	setCRC(b)
 }
 

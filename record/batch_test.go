@@ -209,6 +209,32 @@ func TestLogBatchAllocations(t *testing.T) {
 	}))
 }
 
+// SetLogAppendTime marks a batch's timestamps as its append time: the
+// type bit and max timestamp read back, the CRC matches again, every
+// record's timestamp reads as the append time, and nothing else changes.
+func TestLogBatchSetLogAppendTime(t *testing.T) {
+	t.Parallel()
+	h := BatchHeader{FirstTimestamp: 1_700_000_000_000, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: AttrTransactional}
+	enc, err := AppendBatch(nil, h, testRecords())
+	require.NoError(t, err)
+	b, _, err := ReadBatch(enc)
+	require.NoError(t, err)
+	before := b.Header()
+	require.False(t, before.Attributes.LogAppendTime())
+	require.Equal(t, before.FirstTimestamp+5, before.Timestamp(5), "CreateTime: the record's own")
+
+	b.SetLogAppendTime(1_800_000_000_000)
+	again, _, err := ReadBatch(enc)
+	require.NoError(t, err, "the CRC covers the new fields")
+	got := again.Header()
+	require.True(t, got.Attributes.LogAppendTime())
+	require.True(t, got.Attributes.Transactional(), "the other bits stay")
+	require.Equal(t, int64(1_800_000_000_000), got.MaxTimestamp)
+	require.Equal(t, int64(1_800_000_000_000), got.Timestamp(5), "LogAppendTime: the batch's")
+	got.Attributes, got.MaxTimestamp, got.CRC = before.Attributes, before.MaxTimestamp, before.CRC
+	require.Equal(t, before, got, "no other header field changed")
+}
+
 // SetProducer renumbers a batch in place: the new producer fields read
 // back, the CRC matches again, and nothing else changes.
 func TestLogBatchSetProducer(t *testing.T) {

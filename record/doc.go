@@ -26,9 +26,9 @@
 //	    61    - records            record count records, possibly compressed
 //
 // Attributes: bits 0-2 the compression codec of the records section
-// (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd), bit 3 reserved for the
-// timestamp type, bit 4 transactional, bit 5 control batch; other bits are
-// zero. This package carries compressed batches unchanged but only decodes the
+// (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd), bit 3 the timestamp type
+// (set: LogAppendTime, the max timestamp is every record's), bit 4
+// transactional, bit 5 control batch; other bits are zero. This package carries compressed batches unchanged but only decodes the
 // records of uncompressed ones (internal/compress recodes them).
 //
 // The base offset is outside the CRC so that a leader can assign it; it is

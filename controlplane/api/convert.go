@@ -96,6 +96,7 @@ func toTopicConfigPB(c store.TopicConfig) *sluicev1.TopicConfig {
 		MinInsyncReplicas:           &c.MinInsyncReplicas,
 		CleanupPolicy:               &c.CleanupPolicy,
 		UncleanLeaderElectionEnable: &c.UncleanLeaderElection,
+		MessageTimestampType:        &c.MessageTimestampType,
 	}
 }
 

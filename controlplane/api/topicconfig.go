@@ -26,13 +26,14 @@ const (
 // min ISR 2 (or RF if lower).
 func defaultTopicConfig(limits tenants.Limits, rf int32) store.TopicConfig {
 	c := store.TopicConfig{
-		RetentionMs:         defaultRetentionMs,
-		RetentionBytes:      unlimited,
-		LocalRetentionMs:    sameAsTotal,
-		LocalRetentionBytes: sameAsTotal,
-		MaxMessageBytes:     defaultMaxMessageBytes,
-		MinInsyncReplicas:   min(defaultMinISR, rf),
-		CleanupPolicy:       "delete",
+		RetentionMs:          defaultRetentionMs,
+		RetentionBytes:       unlimited,
+		LocalRetentionMs:     sameAsTotal,
+		LocalRetentionBytes:  sameAsTotal,
+		MaxMessageBytes:      defaultMaxMessageBytes,
+		MinInsyncReplicas:    min(defaultMinISR, rf),
+		CleanupPolicy:        "delete",
+		MessageTimestampType: store.CreateTime,
 	}
 	if limits[limit.MaxRetentionMs] > 0 && c.RetentionMs > limits[limit.MaxRetentionMs] {
 		c.RetentionMs = limits[limit.MaxRetentionMs]
@@ -71,6 +72,9 @@ func applyTopicConfig(c store.TopicConfig, req *sluicev1.TopicConfig, limits ten
 		if req.UncleanLeaderElectionEnable != nil {
 			c.UncleanLeaderElection = req.GetUncleanLeaderElectionEnable()
 		}
+		if req.MessageTimestampType != nil {
+			c.MessageTimestampType = req.GetMessageTimestampType()
+		}
 	}
 	return c, validateTopicConfig(c, limits, rf, plan)
 }
@@ -103,6 +107,8 @@ func validateTopicConfig(c store.TopicConfig, limits tenants.Limits, rf int32, p
 		return invalid("config.min_insync_replicas", "must be between 1 and the replication factor %d; got %d", rf, c.MinInsyncReplicas)
 	case c.CleanupPolicy != "delete":
 		return invalid("config.cleanup_policy", "%q is not supported; use \"delete\"", c.CleanupPolicy)
+	case c.MessageTimestampType != store.CreateTime && c.MessageTimestampType != store.LogAppendTime:
+		return invalid("config.message_timestamp_type", "%q: choose %q or %q", c.MessageTimestampType, store.CreateTime, store.LogAppendTime)
 	}
 	return nil
 }

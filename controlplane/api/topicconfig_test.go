@@ -20,7 +20,7 @@ func TestTopicConfigDefaults(t *testing.T) {
 	c := defaultTopicConfig(free, 3)
 	require.Equal(t, store.TopicConfig{
 		RetentionMs: 7 * 24 * 3600 * 1000, RetentionBytes: -1, LocalRetentionMs: -2, LocalRetentionBytes: -2,
-		MaxMessageBytes: 1 << 20, MinInsyncReplicas: 2, CleanupPolicy: "delete",
+		MaxMessageBytes: 1 << 20, MinInsyncReplicas: 2, CleanupPolicy: "delete", MessageTimestampType: "CreateTime",
 	}, c)
 	require.NoError(t, validateTopicConfig(c, free, 3, "free"))
 	require.Equal(t, int32(1), defaultTopicConfig(free, 1).MinInsyncReplicas, "min ISR never above RF")
@@ -60,6 +60,9 @@ func TestTopicConfigApply(t *testing.T) {
 		{"min isr = rf", &sluicev1.TopicConfig{MinInsyncReplicas: ptr(int32(3))}, ""},
 		{"min isr > rf", &sluicev1.TopicConfig{MinInsyncReplicas: ptr(int32(4))}, "config.min_insync_replicas"},
 		{"compact", &sluicev1.TopicConfig{CleanupPolicy: ptr("compact")}, "config.cleanup_policy"},
+		{"log append time", &sluicev1.TopicConfig{MessageTimestampType: ptr("LogAppendTime")}, ""},
+		{"create time", &sluicev1.TopicConfig{MessageTimestampType: ptr("CreateTime")}, ""},
+		{"timestamp type lower case", &sluicev1.TopicConfig{MessageTimestampType: ptr("logappendtime")}, "config.message_timestamp_type"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -171,6 +171,12 @@ type SigningKey struct {
 	RetiredAt time.Time // zero while active
 }
 
+// The values of TopicConfig.MessageTimestampType, as Kafka spells them.
+const (
+	CreateTime    = "CreateTime"
+	LogAppendTime = "LogAppendTime"
+)
+
 // TopicConfig holds per-topic settings (Kafka names in comments).
 type TopicConfig struct {
 	RetentionMs         int64  // retention.ms; -1 = unlimited
@@ -184,6 +190,9 @@ type TopicConfig struct {
 	// controller elect a live replica outside the ISR when no ISR member is
 	// live: the partition comes back, losing what that replica lacks.
 	UncleanLeaderElection bool
+	// MessageTimestampType (message.timestamp.type): "CreateTime", the
+	// producer's timestamps, or "LogAppendTime", the leader's at append.
+	MessageTimestampType string
 }
 
 // Topic is a named, partitioned log of one tenant. Its ID is never reused.

@@ -714,8 +714,9 @@ func testTopicUpdateConfig(t *testing.T, s store.Store) {
 		MaxMessageBytes:     4 << 20,
 		MinInsyncReplicas:   1,
 		CleanupPolicy:       "delete",
-		// Round-trips like every other field.
+		// Round-trip like every other field.
 		UncleanLeaderElection: true,
+		MessageTimestampType:  store.LogAppendTime,
 	}
 	got, err := s.UpdateTopicConfig(ctx, ten.ID, "logs", at(2*time.Hour), func(cur store.Topic) (store.TopicConfig, error) {
 		require.Equal(t, storedTopic(tp), cur, "update sees the current topic")

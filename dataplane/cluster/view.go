@@ -64,6 +64,8 @@ type TopicConfig struct {
 	// Unclean: the topic opted in to Unclean leader election, so a leader
 	// may lack committed records and followers must follow it anyway.
 	Unclean bool
+	// LogAppendTime: message.timestamp.type is LogAppendTime.
+	LogAppendTime bool
 }
 
 // Topic is a tenant's topic and its partitions.
@@ -174,7 +176,8 @@ func NewTopic(pa *sluicev1.PartitionAssignment) *Topic {
 			MinISR: c.GetMinInsyncReplicas(), MaxMessageBytes: c.GetMaxMessageBytes(),
 			RetentionMs: c.GetRetentionMs(), RetentionBytes: c.GetRetentionBytes(),
 			LocalRetentionMs: c.GetLocalRetentionMs(), LocalRetentionBytes: c.GetLocalRetentionBytes(),
-			Unclean: c.GetUncleanLeaderElectionEnable(),
+			Unclean:       c.GetUncleanLeaderElectionEnable(),
+			LogAppendTime: c.GetMessageTimestampType() == "LogAppendTime",
 		},
 	}
 }
@@ -216,6 +219,7 @@ func (c TopicConfig) Replica() partition.TopicConfig {
 	return partition.TopicConfig{
 		MinISR: c.MinISR, RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes,
 		LocalRetentionMs: c.LocalRetentionMs, LocalRetentionBytes: c.LocalRetentionBytes, Unclean: c.Unclean,
+		LogAppendTime: c.LogAppendTime,
 	}
 }
 

@@ -116,7 +116,7 @@ func (a *Records) Produce(ctx context.Context, req *connect.Request[sluicev1.Pro
 		}
 		return nil, err
 	}
-	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: res.BaseOffset, LogStartOffset: res.LogStartOffset, Duplicate: res.Duplicate}), nil
+	return connect.NewResponse(&sluicev1.ProduceResponse{BaseOffset: res.BaseOffset, LogStartOffset: res.LogStartOffset, Duplicate: res.Duplicate, LogAppendTimeMs: res.LogAppendTime}), nil
 }
 
 // ProduceMany writes every entry as Produce would, but never forwards
@@ -140,7 +140,7 @@ func (a *Records) ProduceMany(ctx context.Context, req *connect.Request[sluicev1
 			out[i] = &sluicev1.ProducePartitionResult{Error: a.ProduceError(ctx, r.Err)}
 			continue
 		}
-		out[i] = &sluicev1.ProducePartitionResult{BaseOffset: r.BaseOffset, LogStartOffset: r.LogStartOffset, Duplicate: r.Duplicate}
+		out[i] = &sluicev1.ProducePartitionResult{BaseOffset: r.BaseOffset, LogStartOffset: r.LogStartOffset, Duplicate: r.Duplicate, LogAppendTimeMs: r.LogAppendTime}
 	}
 	return connect.NewResponse(&sluicev1.ProduceManyResponse{Results: out}), nil
 }
@@ -306,7 +306,7 @@ func decodeRecords(data []byte, from int64) ([]*sluicev1.FetchedRecord, error) {
 			}
 			recs = recs[:len(recs)+1]
 			fr := &recs[len(recs)-1]
-			fr.Offset, fr.TimestampMs, fr.LeaderEpoch = off, h.FirstTimestamp+r.TimestampDelta, h.LeaderEpoch
+			fr.Offset, fr.TimestampMs, fr.LeaderEpoch = off, h.Timestamp(r.TimestampDelta), h.LeaderEpoch
 			fr.Key, fr.Value = own(r.Key, copyOut), own(r.Value, copyOut)
 			if n := len(r.Headers); n > 0 {
 				if cap(hdrs)-len(hdrs) < n {

@@ -128,7 +128,8 @@ const (
 
 // batchTimeAt finds the oldest record a read_committed consumer at offset
 // would be given below lso: it returns the first timestamp of its batch
-// (the append time of the oldest unconsumed record, to within a batch) and
+// (the append time of the oldest unconsumed record, to within a batch; with
+// LogAppendTime the batch's append time) and
 // its offset (offset itself when the batch holds it). The fetches skip
 // transaction markers and aborted batches (their next offset passes
 // them): when they reach lso, it returns ts 0 and at = lso (nothing left
@@ -150,7 +151,7 @@ func (s *Service) batchTimeAt(ctx context.Context, cred Credentials, t *cluster.
 			return 0, offset, false, err
 		}
 		h := batch.Header()
-		return h.FirstTimestamp, max(offset, h.BaseOffset), true, nil
+		return h.Timestamp(0), max(offset, h.BaseOffset), true, nil
 	}
 	maxBytes := int32(1) // at least the batch at offset: the usual answer
 	for range lagScanFetches {

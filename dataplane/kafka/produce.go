@@ -111,7 +111,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.Prod
 		}
 		switch {
 		case eerr == nil:
-			pr.BaseOffset, pr.LogStartOffset = r.BaseOffset, r.LogStartOffset
+			pr.BaseOffset, pr.LogAppendTime, pr.LogStartOffset = r.BaseOffset, r.LogAppendTime, r.LogStartOffset
 		case errors.Is(eerr, derr.DuplicateSequenceNumber):
 			// Written before, too long ago to know its offset: a
 			// success for the producer, as Kafka answers it.

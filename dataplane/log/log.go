@@ -587,6 +587,14 @@ func (l *Log) AppendValidated(v ValidBatch, epoch int32) (base, leo int64, err e
 	if e, ok := l.epochs.latest(); ok && epoch < e.Epoch {
 		return 0, 0, fmt.Errorf("append with epoch %d, log at %d: %w", epoch, e.Epoch, ErrStaleEpoch)
 	}
+	if v.logAppendTime {
+		// Under the write lock: append times grow with offsets (while the
+		// wall clock does not step back).
+		now := time.Now().UnixMilli()
+		b.SetLogAppendTime(now)
+		h.Attributes |= record.AttrLogAppendTime
+		h.MaxTimestamp = now
+	}
 	base = l.segs[len(l.segs)-1].next
 	b.SetLeader(base, epoch)
 	h.BaseOffset, h.LeaderEpoch = base, epoch
@@ -606,6 +614,18 @@ func (l *Log) AppendValidated(v ValidBatch, epoch int32) (base, leo int64, err e
 type ValidBatch struct {
 	b record.Batch
 	h record.BatchHeader
+	// logAppendTime: AppendValidated stamps the batch with the time of
+	// its append (WithLogAppendTime).
+	logAppendTime bool
+}
+
+// WithLogAppendTime is v to be appended with LogAppendTime (a topic's
+// message.timestamp.type=LogAppendTime): AppendValidated sets the batch's
+// timestamp type and its max timestamp, every record's timestamp as
+// readers see it, to the time of the append, as Kafka's leader does.
+func (v ValidBatch) WithLogAppendTime() ValidBatch {
+	v.logAppendTime = true
+	return v
 }
 
 // Batch is the batch's bytes (after AppendValidated: with the offset and

@@ -2,6 +2,7 @@ package log
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -53,4 +54,35 @@ func TestLogAppendValidated(t *testing.T) {
 	plain[len(plain)-1] = 0x7f // the last record's header count
 	require.ErrorIs(t, CheckLeaderRecords(plain), ErrInvalidBatch)
 	require.ErrorIs(t, CheckLeaderRecords(plain[:len(plain)-1]), ErrInvalidBatch, "length field and bytes disagree")
+}
+
+// TestLogAppendTime: a batch appended WithLogAppendTime is stamped under
+// the write lock with the time of its append (its timestamp type and max
+// timestamp, the CRC good), which the log's timestamp lookups then use.
+func TestLogAppendTime(t *testing.T) {
+	t.Parallel()
+	l := openLog(t, t.TempDir(), Config{})
+	v, err := ValidateLeaderBatch(mkBatch(t, 3, 10, 1000, "a"), 0)
+	require.NoError(t, err)
+	before := time.Now().UnixMilli()
+	_, _, err = l.AppendValidated(v.WithLogAppendTime(), 0)
+	require.NoError(t, err)
+	after := time.Now().UnixMilli()
+	got := readAll(t, l)
+	require.Len(t, got, 1)
+	h := got[0].Header()
+	require.True(t, h.Attributes.LogAppendTime())
+	require.GreaterOrEqual(t, h.MaxTimestamp, before)
+	require.LessOrEqual(t, h.MaxTimestamp, after)
+	require.Equal(t, h.MaxTimestamp, h.Timestamp(2), "every record's timestamp")
+	require.Equal(t, int64(1000), h.FirstTimestamp, "the producer's times stay in the records")
+	ts, ok, err := l.MaxTimestamp()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, h.MaxTimestamp, ts)
+	off, ok, err := l.OffsetForTimestamp(1500)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Zero(t, off, "found by its append time, not its records' 1000-1002")
+
 }

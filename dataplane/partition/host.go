@@ -154,6 +154,9 @@ type TopicConfig struct {
 	// Unclean: the topic opted in to unclean leader election, so a
 	// leader may lack committed records and followers truncate them.
 	Unclean bool
+	// LogAppendTime: the leader stamps each batch it appends with the
+	// time of the append (message.timestamp.type=LogAppendTime).
+	LogAppendTime bool
 }
 
 // Role is what a replica does for its partition.

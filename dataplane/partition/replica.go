@@ -189,6 +189,10 @@ func (p *Replica) ReaderHW() (int64, error) {
 type ProduceResult struct {
 	Base      int64 // first offset written (the original's for a duplicate); -1 with acks=0
 	Duplicate bool  // the first batch was a retry of one already written
+	// LogAppendTime is the first batch's append time on a LogAppendTime
+	// topic (TopicConfig.LogAppendTime), in ms; -1 otherwise, and for a
+	// duplicate.
+	LogAppendTime int64
 }
 
 // Produce appends batches as leader and waits for the acknowledgement acks
@@ -285,7 +289,8 @@ func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sl
 	}
 	lead := p.lead
 	epoch := p.meta.LeaderEpoch
-	res := ProduceResult{Base: -1}
+	appendTime := p.cfg.LogAppendTime
+	res := ProduceResult{Base: -1, LogAppendTime: -1}
 	waitFor := int64(-1) // with acks=all: the end of the records to wait for
 	var appendErr error
 	for i, b := range batches {
@@ -307,6 +312,9 @@ func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sl
 			waitFor = max(waitFor, dup.LastOffset+1)
 			continue
 		}
+		if appendTime {
+			b = b.WithLogAppendTime()
+		}
 		bo, leo, err := p.log.AppendValidated(b, epoch)
 		if err != nil {
 			appendErr = fmt.Errorf("append batch %d of %d: %w", i+1, len(batches), err)
@@ -319,6 +327,9 @@ func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sl
 		waitFor = max(waitFor, leo)
 		if i == 0 {
 			res.Base = bo
+			if appendTime {
+				res.LogAppendTime = b.Batch().MaxTimestamp()
+			}
 		}
 	}
 	a, err := p.publishAppendLocked(lead, waitFor, acks == sluicev1.Acks_ACKS_ALL, appendErr)
@@ -329,7 +340,7 @@ func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sl
 		return ProduceResult{}, err
 	}
 	if acks == sluicev1.Acks_ACKS_NONE {
-		return ProduceResult{Base: -1, Duplicate: res.Duplicate}, nil
+		return ProduceResult{Base: -1, Duplicate: res.Duplicate, LogAppendTime: -1}, nil
 	}
 	return res, nil
 }

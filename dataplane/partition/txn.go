@@ -61,6 +61,9 @@ func (p *Replica) WriteMarker(ctx context.Context, m Marker, timeout time.Durati
 		return -1, err
 	}
 	lead := p.lead
+	if p.cfg.LogAppendTime {
+		v = v.WithLogAppendTime() // as Kafka stamps every batch of such a topic
+	}
 	base, leo, appendErr := p.log.AppendValidated(v, p.meta.LeaderEpoch)
 	if appendErr != nil {
 		appendErr = fmt.Errorf("append marker: %w", appendErr)

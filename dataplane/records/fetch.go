@@ -360,7 +360,7 @@ func recordForTimestamp(ctx context.Context, p *partition.Replica, off, ts int64
 	}
 	for it.Next() {
 		r := it.Record()
-		if o, t := h.BaseOffset+int64(r.OffsetDelta), h.FirstTimestamp+r.TimestampDelta; o >= off && t >= ts {
+		if o, t := h.BaseOffset+int64(r.OffsetDelta), h.Timestamp(r.TimestampDelta); o >= off && t >= ts {
 			return o, t
 		}
 	}

@@ -150,6 +150,10 @@ type ProduceResult struct {
 	// Duplicate: the batch was a retry of one written before, answered
 	// with the original's offsets and not written again.
 	Duplicate bool
+	// LogAppendTime is the first batch's append time (ms) on a topic
+	// with message.timestamp.type=LogAppendTime; -1 otherwise, with
+	// AcksNone and for a duplicate.
+	LogAppendTime int64
 }
 
 // Produce writes the request's batches to the partition, which this
@@ -228,7 +232,7 @@ func (s *Service) produceOn(ctx context.Context, t *cluster.Topic, p *partition.
 		return ProduceResult{}, err
 	}
 	s.metrics.produced(t.TenantID, batchBytes(batches))
-	return ProduceResult{BaseOffset: res.Base, LogStartOffset: p.Log().LogStartOffset(), Duplicate: res.Duplicate}, nil
+	return ProduceResult{BaseOffset: res.Base, LogStartOffset: p.Log().LogStartOffset(), Duplicate: res.Duplicate, LogAppendTime: res.LogAppendTime}, nil
 }
 
 // batchBytes is the size of produced batches, what a produce is charged.
@@ -346,6 +350,12 @@ func splitBatches(data []byte, maxMessageBytes int32) ([]log.ValidBatch, error) 
 			// Markers are written by the transaction coordinators alone
 			// (WriteTxnMarkers): a client's would end transactions.
 			return nil, derr.New(derr.InvalidRecord, "batches: batch %d is a control batch (a transaction marker): only Sluice writes those", len(out)+1)
+		}
+		if v.Header().Attributes.LogAppendTime() {
+			// The timestamp type is the topic's: its leader stamps a
+			// LogAppendTime topic's batches (Kafka's producers never
+			// set it).
+			return nil, derr.New(derr.InvalidRecord, "batches: batch %d is marked LogAppendTime: only a partition's leader sets the timestamp type", len(out)+1)
 		}
 		if h := v.Header(); h.Attributes.Codec() != record.CodecNone {
 			// The records of a compressed batch are checked too, so

@@ -70,6 +70,12 @@ func TestRecordsProduceBatchesValidation(t *testing.T) {
 	require.Len(t, bs, 2)
 	require.Equal(t, record.Batch(b1), bs[0].Batch())
 	require.Equal(t, record.Batch(b2), bs[1].Batch())
+
+	// A producer's batch cannot claim the leader's timestamp type.
+	record.Batch(b2).SetLogAppendTime(now.UnixMilli())
+	_, err = produceBatches(BatchPayload(append(append([]byte{}, b1...), b2...)), 1<<20, now)
+	require.ErrorIs(t, err, derr.InvalidRecord)
+	require.EqualError(t, err, "batches: batch 2 is marked LogAppendTime: only a partition's leader sets the timestamp type")
 }
 
 // protoList is a RecordList read in place from the API's records, as the

@@ -14,7 +14,7 @@ import (
 )
 
 // Keys are the configs a topic has, named as in Kafka.
-var Keys = []string{"retention.ms", "retention.bytes", "local.retention.ms", "local.retention.bytes", "max.message.bytes", "min.insync.replicas", "cleanup.policy", "unclean.leader.election.enable"}
+var Keys = []string{"retention.ms", "retention.bytes", "local.retention.ms", "local.retention.bytes", "max.message.bytes", "min.insync.replicas", "cleanup.policy", "unclean.leader.election.enable", "message.timestamp.type"}
 
 // Set sets config key of c to value (its text, as Kafka gives it); an
 // unknown key or a value that does not parse is an error naming it.
@@ -56,6 +56,8 @@ func Set(c *sluicev1.TopicConfig, key, value string) error {
 			return fmt.Errorf("%s: %q is not true or false", key, value)
 		}
 		c.UncleanLeaderElectionEnable = &b
+	case "message.timestamp.type":
+		c.MessageTimestampType = &value
 	default:
 		return fmt.Errorf("unknown key %q; Sluice's topics have: %s", key, strings.Join(Keys, ", "))
 	}
@@ -73,5 +75,6 @@ func Values(c *sluicev1.TopicConfig) [][2]string {
 		{"min.insync.replicas", fmt.Sprint(c.GetMinInsyncReplicas())},
 		{"cleanup.policy", c.GetCleanupPolicy()},
 		{"unclean.leader.election.enable", fmt.Sprint(c.GetUncleanLeaderElectionEnable())},
+		{"message.timestamp.type", c.GetMessageTimestampType()},
 	}
 }

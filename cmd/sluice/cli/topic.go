@@ -41,6 +41,7 @@ func configPairs(c *sluicev1.TopicConfig) []string {
 		"min.insync.replicas", fmt.Sprint(c.GetMinInsyncReplicas()),
 		"cleanup.policy", c.GetCleanupPolicy(),
 		"unclean.leader.election.enable", fmt.Sprint(c.GetUncleanLeaderElectionEnable()),
+		"message.timestamp.type", c.GetMessageTimestampType(),
 	}
 }
 

@@ -91,7 +91,7 @@ func (s *Store) updatePartition(ctx context.Context, w, r Querier, topicID strin
 // from partitions p JOIN topics t.
 const partitionWithTopicColumns = `p.topic_id, p.partition, p.replicas, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
 	t.tenant_id, t.name, t.retention_ms, t.retention_bytes, t.local_retention_ms, t.local_retention_bytes,
-	t.max_message_bytes, t.min_insync_replicas, t.cleanup_policy, t.unclean_leader_election`
+	t.max_message_bytes, t.min_insync_replicas, t.cleanup_policy, t.unclean_leader_election, t.message_timestamp_type`
 
 // scanPartitionWithTopic scans partitionWithTopicColumns.
 func scanPartitionWithTopic(r Scanner) (store.PartitionWithTopic, error) {
@@ -102,7 +102,7 @@ func scanPartitionWithTopic(r Scanner) (store.PartitionWithTopic, error) {
 	)
 	if err := r.Scan(&p.TopicID, &p.Partition, ScanInt32s(&p.Replicas), &p.Leader, &p.LeaderEpoch, ScanInt32s(&p.ISR), &p.PartitionEpoch,
 		&pt.TenantID, &pt.TopicName, &c.RetentionMs, &c.RetentionBytes, &c.LocalRetentionMs, &c.LocalRetentionBytes,
-		&c.MaxMessageBytes, &c.MinInsyncReplicas, &c.CleanupPolicy, &c.UncleanLeaderElection); err != nil {
+		&c.MaxMessageBytes, &c.MinInsyncReplicas, &c.CleanupPolicy, &c.UncleanLeaderElection, &c.MessageTimestampType); err != nil {
 		return store.PartitionWithTopic{}, err
 	}
 	return pt, nil

@@ -11,14 +11,15 @@ import (
 
 const topicColumns = `id, tenant_id, name, partitions, replication_factor,
 	retention_ms, retention_bytes, local_retention_ms, local_retention_bytes,
-	max_message_bytes, min_insync_replicas, cleanup_policy, created_at, updated_at, unclean_leader_election`
+	max_message_bytes, min_insync_replicas, cleanup_policy, created_at, updated_at, unclean_leader_election,
+	message_timestamp_type`
 
 func scanTopic(r Scanner) (store.Topic, error) {
 	var t store.Topic
 	if err := r.Scan(&t.ID, &t.TenantID, &t.Name, &t.Partitions, &t.ReplicationFactor,
 		&t.Config.RetentionMs, &t.Config.RetentionBytes, &t.Config.LocalRetentionMs, &t.Config.LocalRetentionBytes,
 		&t.Config.MaxMessageBytes, &t.Config.MinInsyncReplicas, &t.Config.CleanupPolicy,
-		ScanTime(&t.CreatedAt), ScanTime(&t.UpdatedAt), &t.Config.UncleanLeaderElection); err != nil {
+		ScanTime(&t.CreatedAt), ScanTime(&t.UpdatedAt), &t.Config.UncleanLeaderElection, &t.Config.MessageTimestampType); err != nil {
 		return store.Topic{}, err
 	}
 	return t, nil
@@ -69,10 +70,11 @@ func (s *Store) CreateTopic(ctx context.Context, t store.Topic, parts []store.Pa
 		}
 		c := t.Config
 		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO topics (`+topicColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+			`INSERT INTO topics (`+topicColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 			id, tenantID, t.Name, t.Partitions, t.ReplicationFactor,
 			c.RetentionMs, c.RetentionBytes, c.LocalRetentionMs, c.LocalRetentionBytes,
-			c.MaxMessageBytes, c.MinInsyncReplicas, c.CleanupPolicy, s.db.Time(created), s.db.Time(updated), c.UncleanLeaderElection); err != nil {
+			c.MaxMessageBytes, c.MinInsyncReplicas, c.CleanupPolicy, s.db.Time(created), s.db.Time(updated), c.UncleanLeaderElection,
+			c.MessageTimestampType); err != nil {
 			return err
 		}
 		return s.insertPartitions(ctx, tx, id, parts)
@@ -185,10 +187,11 @@ func (s *Store) UpdateTopicConfig(ctx context.Context, tenantID, name string, at
 		out, err = scanTopic(tx.QueryRowContext(ctx,
 			`UPDATE topics SET retention_ms = $1, retention_bytes = $2, local_retention_ms = $3, local_retention_bytes = $4,
 			        max_message_bytes = $5, min_insync_replicas = $6, cleanup_policy = $7, updated_at = $8,
-			        unclean_leader_election = $10
+			        unclean_leader_election = $10, message_timestamp_type = $11
 			 WHERE id = $9 RETURNING `+topicColumns,
 			cfg.RetentionMs, cfg.RetentionBytes, cfg.LocalRetentionMs, cfg.LocalRetentionBytes,
-			cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, s.db.Time(at), cur.ID, cfg.UncleanLeaderElection))
+			cfg.MaxMessageBytes, cfg.MinInsyncReplicas, cfg.CleanupPolicy, s.db.Time(at), cur.ID, cfg.UncleanLeaderElection,
+			cfg.MessageTimestampType))
 		return err
 	})
 	if updateErr != nil {

@@ -979,6 +979,8 @@ type ProducePartitionResult struct {
 	BaseOffset     int64                  `protobuf:"varint,1,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
 	LogStartOffset int64                  `protobuf:"varint,2,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	Duplicate      bool                   `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// See ProduceResponse.
+	LogAppendTimeMs int64 `protobuf:"varint,5,opt,name=log_append_time_ms,json=logAppendTimeMs,proto3" json:"log_append_time_ms,omitempty"`
 	// Set when the entry failed; the other fields are then unset.
 	Error         *ProduceError `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1034,6 +1036,13 @@ func (x *ProducePartitionResult) GetDuplicate() bool {
 		return x.Duplicate
 	}
 	return false
+}
+
+func (x *ProducePartitionResult) GetLogAppendTimeMs() int64 {
+	if x != nil {
+		return x.LogAppendTimeMs
+	}
+	return 0
 }
 
 func (x *ProducePartitionResult) GetError() *ProduceError {
@@ -1159,9 +1168,13 @@ type ProduceResponse struct {
 	LogStartOffset int64 `protobuf:"varint,2,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// True when the request's first batch was a retry of an idempotent batch
 	// the partition had already written: base_offset is the original's.
-	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// On a topic with message_timestamp_type LogAppendTime: the time the
+	// leader appended the first batch, every record's timestamp. -1
+	// otherwise, with ACKS_NONE, and for a duplicate.
+	LogAppendTimeMs int64 `protobuf:"varint,4,opt,name=log_append_time_ms,json=logAppendTimeMs,proto3" json:"log_append_time_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProduceResponse) Reset() {
@@ -1213,6 +1226,13 @@ func (x *ProduceResponse) GetDuplicate() bool {
 		return x.Duplicate
 	}
 	return false
+}
+
+func (x *ProduceResponse) GetLogAppendTimeMs() int64 {
+	if x != nil {
+		return x.LogAppendTimeMs
+	}
+	return 0
 }
 
 type FetchRequest struct {
@@ -2176,12 +2196,13 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01B\x17\n" +
 	"\x15_current_leader_epoch\"R\n" +
 	"\x13ProduceManyResponse\x12;\n" +
-	"\aresults\x18\x01 \x03(\v2!.sluice.v1.ProducePartitionResultR\aresults\"\xb0\x01\n" +
+	"\aresults\x18\x01 \x03(\v2!.sluice.v1.ProducePartitionResultR\aresults\"\xdd\x01\n" +
 	"\x16ProducePartitionResult\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12-\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12+\n" +
+	"\x12log_append_time_ms\x18\x05 \x01(\x03R\x0flogAppendTimeMs\x12-\n" +
 	"\x05error\x18\x04 \x01(\v2\x17.sluice.v1.ProduceErrorR\x05error\"l\n" +
 	"\fProduceError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
@@ -2189,12 +2210,13 @@ const file_sluice_v1_record_proto_rawDesc = "" +
 	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails\"9\n" +
 	"\n" +
 	"RecordList\x12+\n" +
-	"\arecords\x18\x01 \x03(\v2\x11.sluice.v1.RecordR\arecords\"z\n" +
+	"\arecords\x18\x01 \x03(\v2\x11.sluice.v1.RecordR\arecords\"\xa7\x01\n" +
 	"\x0fProduceResponse\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\xcc\x02\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12+\n" +
+	"\x12log_append_time_ms\x18\x04 \x01(\x03R\x0flogAppendTimeMs\"\xcc\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

@@ -45,8 +45,12 @@ type TopicConfig struct {
 	// rather than stay offline. Restores availability at the price of losing
 	// acknowledged records that replica lacks. Default false.
 	UncleanLeaderElectionEnable *bool `protobuf:"varint,8,opt,name=unclean_leader_election_enable,json=uncleanLeaderElectionEnable,proto3,oneof" json:"unclean_leader_election_enable,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	// "CreateTime" (default): a record's timestamp is the one its producer
+	// gave. "LogAppendTime": the time its partition's leader appended it,
+	// which producers cannot set (retention by time then follows arrival).
+	MessageTimestampType *string `protobuf:"bytes,9,opt,name=message_timestamp_type,json=messageTimestampType,proto3,oneof" json:"message_timestamp_type,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *TopicConfig) Reset() {
@@ -133,6 +137,13 @@ func (x *TopicConfig) GetUncleanLeaderElectionEnable() bool {
 		return *x.UncleanLeaderElectionEnable
 	}
 	return false
+}
+
+func (x *TopicConfig) GetMessageTimestampType() string {
+	if x != nil && x.MessageTimestampType != nil {
+		return *x.MessageTimestampType
+	}
+	return ""
 }
 
 type Topic struct {
@@ -900,7 +911,7 @@ var File_sluice_v1_topic_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/topic.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\"\xe5\x04\n" +
+	"\x15sluice/v1/topic.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/access.proto\"\xbb\x05\n" +
 	"\vTopicConfig\x12&\n" +
 	"\fretention_ms\x18\x01 \x01(\x03H\x00R\vretentionMs\x88\x01\x01\x12,\n" +
 	"\x0fretention_bytes\x18\x02 \x01(\x03H\x01R\x0eretentionBytes\x88\x01\x01\x121\n" +
@@ -909,7 +920,8 @@ const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\x11max_message_bytes\x18\x05 \x01(\x05H\x04R\x0fmaxMessageBytes\x88\x01\x01\x123\n" +
 	"\x13min_insync_replicas\x18\x06 \x01(\x05H\x05R\x11minInsyncReplicas\x88\x01\x01\x12*\n" +
 	"\x0ecleanup_policy\x18\a \x01(\tH\x06R\rcleanupPolicy\x88\x01\x01\x12H\n" +
-	"\x1eunclean_leader_election_enable\x18\b \x01(\bH\aR\x1buncleanLeaderElectionEnable\x88\x01\x01B\x0f\n" +
+	"\x1eunclean_leader_election_enable\x18\b \x01(\bH\aR\x1buncleanLeaderElectionEnable\x88\x01\x01\x129\n" +
+	"\x16message_timestamp_type\x18\t \x01(\tH\bR\x14messageTimestampType\x88\x01\x01B\x0f\n" +
 	"\r_retention_msB\x12\n" +
 	"\x10_retention_bytesB\x15\n" +
 	"\x13_local_retention_msB\x18\n" +
@@ -917,7 +929,8 @@ const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\x12_max_message_bytesB\x16\n" +
 	"\x14_min_insync_replicasB\x11\n" +
 	"\x0f_cleanup_policyB!\n" +
-	"\x1f_unclean_leader_election_enable\"\xad\x02\n" +
+	"\x1f_unclean_leader_election_enableB\x19\n" +
+	"\x17_message_timestamp_type\"\xad\x02\n" +
 	"\x05Topic\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
