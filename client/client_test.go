@@ -110,6 +110,33 @@ func TestProduceConsumeRoundTrip(t *testing.T) {
 	}
 }
 
+// TestLogAppendTime: on a topic with message.timestamp.type=LogAppendTime
+// a produced record comes back with its leader's append time, not the
+// time it was given, and is consumed with that same time.
+func TestLogAppendTime(t *testing.T) {
+	topic := fresh("append-time")
+	appendTime := "LogAppendTime"
+	createTopic(t, topic, 1, &sluicev1.TopicConfig{MessageTimestampType: &appendTime})
+	c := newClient(t)
+	p, err := c.NewProducer(t.Context())
+	require.NoError(t, err)
+	past := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	before := time.Now().Truncate(time.Millisecond)
+	recs := []*client.Record{{Topic: topic, Value: []byte("a"), Timestamp: past}, {Topic: topic, Value: []byte("b"), Timestamp: past}}
+	require.NoError(t, p.ProduceSync(t.Context(), recs...))
+	require.NoError(t, p.Close(t.Context()))
+	for _, r := range recs {
+		require.False(t, r.Timestamp.Before(before), "%s stamped %v, produced from %v", r.Value, r.Timestamp, before)
+		require.False(t, r.Timestamp.After(time.Now()), "%s stamped %v", r.Value, r.Timestamp)
+	}
+	got := consumeAll(t, c, topic, 2)
+	require.Len(t, got, 2)
+	for i, r := range got {
+		require.Equal(t, recs[i].Value, r.Value)
+		require.True(t, recs[i].Timestamp.Equal(r.Timestamp), "%s consumed at %v, produce answered %v", r.Value, r.Timestamp, recs[i].Timestamp)
+	}
+}
+
 func TestProduceSyncAndAcks(t *testing.T) {
 	acksName := fresh("acks")
 	createTopic(t, acksName, 1, nil)

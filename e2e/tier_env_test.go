@@ -165,13 +165,21 @@ func (e *tierEnv) waitControllerGrace() {
 
 // leader is the partition's leader in the newest metadata, or -1.
 func (e *tierEnv) leader(partition int32) testcluster.PartitionInfo {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	md, ok := e.cl.NewestMetadata(ctx)[partition]
-	if !ok {
-		return testcluster.PartitionInfo{Partition: partition, Leader: -1}
+	// NewestMetadata gives each broker a second; on a loaded machine none
+	// may answer in time, which says nothing of the partition: ask again
+	// (for up to 30 s) until one does.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		md, ok := e.cl.NewestMetadata(ctx)[partition]
+		cancel()
+		if ok {
+			return md
+		}
+		if time.Now().After(deadline) {
+			return testcluster.PartitionInfo{Partition: partition, Leader: -1}
+		}
+		time.Sleep(100 * time.Millisecond) // backoff: before asking the brokers again
 	}
-	return md
 }
 
 // payloads makes record values that say what they must be: a header with
@@ -380,6 +388,18 @@ func (e *tierEnv) readAll(ctx context.Context, pl *payloads, partition int32, vi
 			broker = e.leader(partition).Leader // again after an error, when following the leader
 		}
 		off := int64(len(seqs))
+		if broker <= 0 {
+			// Offline for now (an election under way), or no broker
+			// answered: retried below like an unavailable leader.
+			if retryUntil.IsZero() {
+				retryUntil = time.Now().Add(time.Minute)
+			}
+			if time.Now().After(retryUntil) {
+				return st, fmt.Errorf("partition %d has had no leader for a minute (fetching offset %d; first error: %v)", partition, off, lastErr)
+			}
+			time.Sleep(50 * time.Millisecond) // backoff: before asking for the leader again
+			continue
+		}
 		req := connect.NewRequest(&sluicev1.FetchRequest{Topic: e.cl.Topic, Partition: partition, Offset: off, MaxBytes: maxBytes, RawBatches: true})
 		testcluster.NoForward(req.Header())
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)

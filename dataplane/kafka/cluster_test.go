@@ -117,9 +117,15 @@ func clientAs(t *testing.T, mech sasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
 // every partition has a leader the client sees.
 func createTopic(t *testing.T, adm *kadm.Client, name string, partitions int32) {
 	t.Helper()
+	createTopicWith(t, adm, name, partitions, nil)
+}
+
+// createTopicWith is createTopic with the topic configs configs.
+func createTopicWith(t *testing.T, adm *kadm.Client, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	res, err := adm.CreateTopic(ctx, partitions, 3, nil, name)
+	res, err := adm.CreateTopic(ctx, partitions, 3, configs, name)
 	if err != nil || res.Err != nil {
 		t.Fatalf("create topic %s: %v %v", name, err, res.Err)
 	}

@@ -131,9 +131,14 @@ func pinned(t *testing.T, key, version int16) *kgo.Client {
 // a producer id.
 func kafkaBatch(t *testing.T, value []byte) []byte {
 	t.Helper()
-	now := time.Now().UnixMilli()
+	return kafkaBatchAt(t, value, time.Now().UnixMilli())
+}
+
+// kafkaBatchAt is kafkaBatch with the record's timestamp ts.
+func kafkaBatchAt(t *testing.T, value []byte, ts int64) []byte {
+	t.Helper()
 	batch, err := record.AppendBatch(nil, record.BatchHeader{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-		FirstTimestamp: now, MaxTimestamp: now}, []record.Record{{Value: value}})
+		FirstTimestamp: ts, MaxTimestamp: ts}, []record.Record{{Value: value}})
 	if err != nil {
 		t.Fatal(err)
 	}
