@@ -187,29 +187,20 @@ func (e *Enforcer) awaitArrival(ctx context.Context, tenantID string, d limit.Di
 }
 
 // takeArriving returns the tenants arriving (awaitArrival) for the report
-// being built, and keeps the channel to close when its exchange ends
-// (exchangeEnded).
-func (e *Enforcer) takeArriving() map[string]bool {
+// being built, and the channel their calls wait on, for the report's
+// exchange to close once its answer is applied (calls that arrive
+// meanwhile wait for the next report).
+func (e *Enforcer) takeArriving() (map[string]bool, chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := e.arriving
-	e.arriving = map[string]bool{}
-	if e.reported != nil { // an exchange overlapping another: wake its waiters
-		close(e.reported)
-	}
-	e.reported = e.arrived
-	e.arrived = make(chan struct{})
-	return out
+	out, reported := e.arriving, e.arrived
+	e.arriving, e.arrived = map[string]bool{}, make(chan struct{})
+	return out, reported
 }
 
-// exchangeEnded wakes the calls waiting in awaitAllotment, and those
-// waiting in awaitArrival for the exchange that ended. The caller holds
-// mu.
+// exchangeEnded wakes the calls waiting in awaitAllotment. The caller
+// holds mu.
 func (e *Enforcer) exchangeEnded() {
 	close(e.exchanged)
 	e.exchanged = make(chan struct{})
-	if e.reported != nil {
-		close(e.reported)
-		e.reported = nil
-	}
 }

@@ -110,13 +110,11 @@ type Enforcer struct {
 	asked map[string]bool
 	// arriving: tenants with an allotment whose produce starts here
 	// (awaitArrival), reported as arriving in the next exchange; that
-	// exchange closes arrived, which the calls waiting for it hold (and
-	// a new one takes its place when Report takes the tenants).
+	// exchange closes arrived, which the calls waiting for it hold, once
+	// its answer is applied (a new one takes its place when the report
+	// takes the tenants: takeArriving).
 	arriving map[string]bool
 	arrived  chan struct{}
-	// reported: the arrived channel of the exchange under way, closed
-	// when it ends.
-	reported chan struct{}
 	// kick asks Run for an exchange now (honoured at most every
 	// kickSpacing, and not while exchanges fail).
 	kick        chan struct{}

@@ -398,6 +398,88 @@ func TestQuotaArrivalWaitsForAnExchange(t *testing.T) {
 	require.False(t, sent[len(sent)-1].GetTenants()[0].GetArriving())
 }
 
+// TestQuotaArrivalOverlappingExchanges: a produce waiting for its tenant
+// to be reported arriving goes on when the exchange whose report carried
+// it has applied its answer, not before, even when exchanges overlap: one
+// that started earlier and ends first does not release it.
+func TestQuotaArrivalOverlappingExchanges(t *testing.T) {
+	t.Parallel()
+	e, _, _ := setup(t, Config{BrokerID: 1, BrokerEpoch: func() int64 { return 1 }})
+	ctx := tenantCtx("t-1")
+	alloted := &sluicev1.ExchangeQuotasResponse{Allotments: []*sluicev1.TenantAllotment{{TenantId: "t-1",
+		Rates: &sluicev1.QuotaRates{ProduceBytesPerSec: 1 << 10, FetchBytesPerSec: 1 << 10, RequestsPerSec: 1000}}}}
+	answer := func(_ context.Context, _ *sluicev1.ExchangeQuotasRequest) (*sluicev1.ExchangeQuotasResponse, error) {
+		return alloted, nil
+	}
+	require.NoError(t, e.Exchange(context.Background(), answer))
+	p := tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: "t-1"}
+	require.NoError(t, e.AdmitCall(ctx, Call{Principal: p, Kind: CallOther, Size: 100}))
+
+	// An exchange that blocks in its call until released, and says
+	// whether its report carried t-1 arriving.
+	type held struct {
+		release  chan struct{}
+		arriving chan bool
+		done     chan error
+	}
+	start := func() held {
+		h := held{release: make(chan struct{}), arriving: make(chan bool, 1), done: make(chan error, 1)}
+		go func() {
+			h.done <- e.Exchange(context.Background(), func(ctx context.Context, req *sluicev1.ExchangeQuotasRequest) (*sluicev1.ExchangeQuotasResponse, error) {
+				a := false
+				for _, r := range req.GetTenants() {
+					a = a || (r.GetTenantId() == "t-1" && r.GetArriving())
+				}
+				h.arriving <- a
+				<-h.release
+				return answer(ctx, req)
+			})
+		}()
+		return h
+	}
+	produce := func() <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- e.AdmitCall(ctx, Call{Principal: p, Kind: CallProduce, Size: 1000}) }()
+		return done
+	}
+	waiting := func(done <-chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("%s went on before its exchange ended: %v", what, err)
+		default:
+		}
+	}
+	returned := func(done <-chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			require.NoError(t, err, what)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s is still waiting", what)
+		}
+	}
+
+	first := produce()
+	waitAsked(t, e, "the first produce")
+	<-e.kick
+	a := start()
+	require.True(t, <-a.arriving, "exchange A reports the first produce's tenant")
+	second := produce() // after A's report: waits for the next one
+	waitAsked(t, e, "the second produce")
+	b := start()
+	require.True(t, <-b.arriving, "exchange B reports the second produce's tenant")
+	waiting(first, "the first produce")
+
+	close(a.release)
+	require.NoError(t, <-a.done)
+	returned(first, "the first produce")
+	waiting(second, "the second produce (exchange B is under way)")
+	close(b.release)
+	require.NoError(t, <-b.done)
+	returned(second, "the second produce")
+}
+
 // waitAsked waits until who has asked e for an exchange (its kick).
 func waitAsked(t *testing.T, e *Enforcer, who string) {
 	t.Helper()

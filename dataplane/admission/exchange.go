@@ -118,10 +118,13 @@ func (e *Enforcer) schedule(ctx context.Context, interval time.Duration, exchang
 // answered. When call fails the allotments in force stay (and the error
 // is logged once while it lasts). Run calls it with Config.Exchange.
 func (e *Enforcer) Exchange(ctx context.Context, call ExchangeFunc) error {
-	req := e.Report(ctx)
+	req, reported := e.report(ctx)
 	if req == nil {
 		return errors.New("not registered with the control plane yet")
 	}
+	// Last (after the answer is applied, answered or not): the produces
+	// waiting for this report go on.
+	defer close(reported)
 	cctx, cancel := context.WithTimeout(ctx, exchangeTimeout(e.cfg.Interval))
 	defer cancel()
 	res, err := call(cctx, req)
@@ -165,13 +168,26 @@ func exchangeTimeout(interval time.Duration) time.Duration {
 // ones applied before they were counted; a tenant asked for
 // (NoticeTenant) that has no meter yet, and one whose produce starts
 // here (awaitArrival), is reported as arriving; nil before the broker
-// has registered. Exchange sends it; a report not sent loses its window.
+// has registered. Exchange sends it; a report not sent loses its window,
+// and the produces waiting for an exchange to report their tenant
+// arriving go on without one.
 func (e *Enforcer) Report(ctx context.Context) *sluicev1.ExchangeQuotasRequest {
+	req, reported := e.report(ctx)
+	if reported != nil {
+		close(reported)
+	}
+	return req
+}
+
+// report is Report, with the channel the produces waiting for it hold
+// (awaitArrival), for the caller to close once the answer is applied;
+// nil and nil before the broker has registered.
+func (e *Enforcer) report(ctx context.Context) (*sluicev1.ExchangeQuotasRequest, chan struct{}) {
 	meters, _ := e.lim.Window()
 	e.relabel()
 	epoch := e.cfg.BrokerEpoch()
 	if epoch == 0 {
-		return nil
+		return nil, nil
 	}
 	// The reservations applied so far, taken before the groups and
 	// transactional ids are counted: each that created an object is in
@@ -201,7 +217,8 @@ func (e *Enforcer) Report(ctx context.Context) *sluicev1.ExchangeQuotasRequest {
 		_, metered := meters[id]
 		report(id).Arriving = !metered
 	}
-	for id := range e.takeArriving() {
+	arriving, reported := e.takeArriving()
+	for id := range arriving {
 		report(id).Arriving = true // its produce starts here (awaitArrival)
 	}
 	if e.cfg.Groups != nil {
@@ -219,7 +236,7 @@ func (e *Enforcer) Report(ctx context.Context) *sluicev1.ExchangeQuotasRequest {
 	for _, id := range slices.Sorted(maps.Keys(reports)) {
 		req.Tenants = append(req.Tenants, reports[id])
 	}
-	return req
+	return req, reported
 }
 
 // relabel chooses the tenants with their own label in the per-tenant
