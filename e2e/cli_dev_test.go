@@ -122,7 +122,11 @@ func TestDevSummaryAndStop(t *testing.T) {
 	}
 	waitFor := func(buf *syncBuffer, s string) {
 		t.Helper()
-		testenv.Wait(t, time.Minute, "sluice dev to print "+s, func() error {
+		// sluice dev waits up to 30 s for its brokers and up to 30 s more
+		// for groups and transactions before its summary, after start-up:
+		// on a loaded machine (make test-busy) a restart once took over a
+		// minute.
+		testenv.Wait(t, 2*time.Minute, "sluice dev to print "+s, func() error {
 			if !strings.Contains(buf.String(), s) {
 				return errors.New("not yet")
 			}

@@ -171,7 +171,10 @@ func (s *scenario) probeAcksAll(broker, partition int32, n int, tag string) []te
 	for i := range n {
 		v := fmt.Sprintf("probe-%s-%d-%d", tag, partition, i)
 		op := testcluster.Op{Partition: partition, Values: []string{v}, Start: time.Now()}
-		res := s.cl.ProduceTo(context.Background(), broker, partition, op.Values, sluicev1.Acks_ACKS_ALL, time.Second)
+		// A refusal is answered before any wait, but a loaded machine
+		// (make test-busy) once took over 3 s to answer one: 10 s, so
+		// that only a produce that is not refused times out.
+		res := s.cl.ProduceTo(context.Background(), broker, partition, op.Values, sluicev1.Acks_ACKS_ALL, 10*time.Second)
 		op.End, op.Broker, op.Outcome, op.Offset = time.Now(), broker, testcluster.Classify(res.Err), res.Base
 		if res.Err != nil {
 			op.Code, op.Err = connect.CodeOf(res.Err).String(), res.Err.Error()

@@ -291,7 +291,10 @@ func (p *tierProducer) produceOne(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(p.retryFor)
 	for {
-		res := p.e.cl.Produce(ctx, p.partition, values, sluicev1.Acks_ACKS_ALL, 10*time.Second)
+		// 30 s: on a loaded machine (make test-busy) an acks=all request
+		// of 256 KiB once took over 10 s without any fault, which the
+		// tests would count as a failed attempt.
+		res := p.e.cl.Produce(ctx, p.partition, values, sluicev1.Acks_ACKS_ALL, 30*time.Second)
 		if res.Err == nil {
 			p.mu.Lock()
 			p.acked = append(p.acked, ackedRange{Offset: res.Base, Seq: seq, N: len(values)})
