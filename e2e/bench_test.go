@@ -15,11 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicemq/sluice/client"
 	"github.com/sluicemq/sluice/internal/testcluster"
+	"github.com/sluicemq/sluice/record"
 	"github.com/sluicemq/sluice/tenants"
 
 	"connectrpc.com/connect"
@@ -81,6 +84,7 @@ func BenchmarkClusterProduce(b *testing.B) {
 	devPID := dev.cmd.Process.Pid
 	benchSDKProduce(b, endpoint, prof.Profiles["dev"].APIKey, hc, auth, devPID)
 	benchKafkaProduce(b, strings.Split(devLine(dev.out.String(), "kafka"), ","), prof.Profiles["dev"].APIKey, hc, endpoint, auth, devPID)
+	benchEqualBatches(b, strings.Split(devLine(dev.out.String(), "kafka"), ","), prof.Profiles["dev"].APIKey, hc, endpoint, "http://"+brokers[0], auth, devPID)
 	benchUnloaded(b, endpoint, "http://"+brokers[0], prof.Profiles["dev"].APIKey, hc, auth)
 	for _, acks := range []sluicev1.Acks{sluicev1.Acks_ACKS_LEADER, sluicev1.Acks_ACKS_ALL} {
 		b.Run("acks="+strings.TrimPrefix(acks.String(), "ACKS_"), func(b *testing.B) {
@@ -352,6 +356,98 @@ func benchKafkaProduce(b *testing.B, bootstrap []string, apiKey string, hc *http
 		measureProduce(b, serverPID, func(done func(error)) {
 			cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) { done(err) })
 		}, func() error { return cl.Flush(ctx) })
+	})
+}
+
+// benchEqualBatches compares the two protocols' server cost with the
+// clients' batching taken out: each op is one produce request carrying
+// the same batch (16 records of 1 KiB, no producer id) to the leader of
+// partition op%6 (RF 3, acks=all), from 8 goroutines in a closed loop,
+// once over Connect (raw batches) and once over the Kafka listener (the
+// batch in Kafka's format, franz-go's connection to each leader). It
+// reports records/s, the latency per request and the server's CPU
+// seconds per GiB.
+func benchEqualBatches(b *testing.B, bootstrap []string, apiKey string, hc *http.Client, endpoint, broker string, auth connect.ClientOption, serverPID int) {
+	ctx := context.Background()
+	const partitions = 6
+	_, err := sluicev1connect.NewTopicServiceClient(hc, endpoint, auth).CreateTopic(ctx, connect.NewRequest(&sluicev1.CreateTopicRequest{
+		Name: "bench-batch", PartitionCount: partitions, ReplicationFactor: 3,
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	addrs := waitLeaders(b, hc, broker, auth, "bench-batch", partitions)
+	md, err := sluicev1connect.NewRecordServiceClient(hc, broker, auth).GetMetadata(ctx, connect.NewRequest(&sluicev1.GetMetadataRequest{Topics: []string{"bench-batch"}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	leaders := map[int32]int32{}
+	for _, pm := range md.Msg.GetTopics()[0].GetPartitions() {
+		leaders[pm.GetPartition()] = pm.GetLeader()
+	}
+	recs := make([]record.Record, 16)
+	for i := range recs {
+		v := make([]byte, 1024)
+		for j := range v {
+			v[j] = byte(i + j)
+		}
+		recs[i] = record.Record{OffsetDelta: int32(i), Value: v}
+	}
+	now := time.Now().UnixMilli()
+	batch, err := record.AppendBatch(nil, record.BatchHeader{FirstTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kbatch := record.AppendKafka(nil, slices.Clone(batch))
+	measure := func(b *testing.B, op func(p int32) error) {
+		// Warm up every partition (connections, leaders settled).
+		for p := range int32(partitions) {
+			if err := testenv.Retry(30*time.Second, func() error { return op(p) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.SetBytes(16 * 1024)
+		cpu0 := processCPU(b, serverPID)
+		closedLoop(b, len(recs), func(i int64) error { return op(int32(i % partitions)) })
+		reportServerCPU(b, processCPU(b, serverPID)-cpu0, int64(b.N)*16*1024)
+	}
+	b.Run("batch/connect/acks=ALL", func(b *testing.B) {
+		clients := map[string]sluicev1connect.RecordServiceClient{}
+		for _, a := range addrs {
+			clients[a] = sluicev1connect.NewRecordServiceClient(hc, "http://"+a, auth, connect.WithGRPC())
+		}
+		measure(b, func(p int32) error {
+			req := connect.NewRequest(&sluicev1.ProduceRequest{Topic: "bench-batch", Partition: p, Acks: sluicev1.Acks_ACKS_ALL,
+				Payload: &sluicev1.ProduceRequest_Batches{Batches: &sluicev1.RecordBatches{Data: batch}}})
+			req.Header().Set("Sluice-No-Forward", "1")
+			_, err := clients[addrs[p]].Produce(ctx, req)
+			return err
+		})
+	})
+	b.Run("batch/kafka/acks=ALL", func(b *testing.B) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.SASL(plain.Auth{User: "dev", Pass: apiKey}.AsMechanism()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		measure(b, func(p int32) error {
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = -1, 30000
+			tp := kmsg.NewProduceRequestTopic()
+			tp.Topic = "bench-batch"
+			pp := kmsg.NewProduceRequestTopicPartition()
+			pp.Partition, pp.Records = p, kbatch
+			tp.Partitions = append(tp.Partitions, pp)
+			req.Topics = append(req.Topics, tp)
+			res, err := req.RequestWith(ctx, cl.Broker(int(leaders[p])))
+			if err != nil {
+				return err
+			}
+			if code := res.Topics[0].Partitions[0].ErrorCode; code != 0 {
+				return kerr.ErrorForCode(code)
+			}
+			return nil
+		})
 	})
 }
 

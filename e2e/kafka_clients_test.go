@@ -309,7 +309,9 @@ func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 		base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 		run := exec.CommandContext(ctx, node, "produce.js", strings.Join(bootstrap, ","), c.CAFile, topic, strconv.Itoa(n), strconv.FormatInt(base.UnixMilli(), 10))
 		run.Dir = dir
-		run.Env = append(os.Environ(), "SLUICE_KAFKA_USER="+tenant, "SLUICE_KAFKA_PASSWORD="+tc.APIKey)
+		// The producer logs in with PLAIN, the admin client with
+		// OAUTHBEARER and the tenant's JWT.
+		run.Env = append(os.Environ(), "SLUICE_KAFKA_USER="+tenant, "SLUICE_KAFKA_PASSWORD="+tc.APIKey, "SLUICE_KAFKA_TOKEN="+tc.Token())
 		var stdout bytes.Buffer
 		run.Stdout, run.Stderr = &stdout, jsLog
 		start = time.Now()

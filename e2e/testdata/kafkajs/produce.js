@@ -3,7 +3,9 @@
 //
 // Usage: node produce.js <brokers,comma,separated> <ca-file> <topic> <count> <base-timestamp-ms>
 // The username (the tenant's name) and password (an API key) come from
-// SLUICE_KAFKA_USER and SLUICE_KAFKA_PASSWORD.
+// SLUICE_KAFKA_USER and SLUICE_KAFKA_PASSWORD; the producer logs in with
+// them (SASL PLAIN). With SLUICE_KAFKA_TOKEN (a Sluice JWT) the admin
+// client logs in with SASL OAUTHBEARER instead.
 //
 // It lists the topics (the topic must be there), produces <count> records
 // with an idempotent producer (acks all, no compression: kafkajs has no
@@ -26,11 +28,11 @@ async function main () {
   if (!brokers || !caFile || !topic || !(count > 0) || !(base > 0)) {
     throw new Error('usage: node produce.js <brokers> <ca-file> <topic> <count> <base-timestamp-ms>')
   }
-  const kafka = new Kafka({
+  const client = (sasl) => new Kafka({
     clientId: 'sluice-e2e-kafkajs',
     brokers: brokers.split(','),
     ssl: { ca: [fs.readFileSync(caFile, 'utf-8')] },
-    sasl: { mechanism: 'plain', username: process.env.SLUICE_KAFKA_USER, password: process.env.SLUICE_KAFKA_PASSWORD },
+    sasl,
     connectionTimeout: 10000,
     requestTimeout: 30000,
     logLevel: logLevel.DEBUG,
@@ -38,8 +40,11 @@ async function main () {
       process.stderr.write(JSON.stringify({ level: label, namespace, ...log }) + '\n')
     }
   })
+  const kafka = client({ mechanism: 'plain', username: process.env.SLUICE_KAFKA_USER, password: process.env.SLUICE_KAFKA_PASSWORD })
+  const token = process.env.SLUICE_KAFKA_TOKEN
+  const adminKafka = token ? client({ mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: token }) }) : kafka
 
-  const admin = kafka.admin()
+  const admin = adminKafka.admin()
   await admin.connect()
   const producer = kafka.producer({
     idempotent: true,
