@@ -125,9 +125,9 @@ func TestRecordsAdapterRequests(t *testing.T) {
 		if v == 0 {
 			continue // unspecified: refused
 		}
-		require.Equal(t, map[int32]records.OffsetSpec{1: records.Earliest, 2: records.Latest, 3: records.Timestamp}[v], records.OffsetSpec(v), "spec %d", v)
+		require.Equal(t, map[int32]records.OffsetSpec{1: records.Earliest, 2: records.Latest, 3: records.Timestamp, 4: records.MaxTimestamp}[v], records.OffsetSpec(v), "spec %d", v)
 	}
-	require.Len(t, sluicev1.OffsetSpec_name, 4)
+	require.Len(t, sluicev1.OffsetSpec_name, 5)
 
 	require.Equal(t, 1500*time.Millisecond, millis(1500))
 	require.Equal(t, -time.Millisecond, millis(-1))

@@ -208,7 +208,7 @@ func TestRecordsProduceAdmitsOnLeaderOnly(t *testing.T) {
 	good := batch(t, 3, 7, 0, 0)
 	res, err := f.svc.Produce(f.ctx, ProduceRequest{Topic: "bench", Payload: BatchPayload(good)}, nil)
 	require.NoError(t, err)
-	require.Equal(t, ProduceResult{BaseOffset: 0, LogStartOffset: 0}, res)
+	require.Equal(t, ProduceResult{BaseOffset: 0, LogStartOffset: 0, LogAppendTime: -1}, res)
 	n := len(good)
 	res, err = f.svc.Produce(f.ctx, ProduceRequest{Topic: "bench", Payload: BatchPayload(batch(t, 3, 7, 0, 0))}, nil)
 	require.NoError(t, err)
