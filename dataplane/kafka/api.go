@@ -113,16 +113,18 @@ func skipTags(b []byte) ([]byte, error) {
 // errClose closes the connection (after writing what was answered).
 var errClose = errors.New("close the connection")
 
-// handle serves one frame: it returns how long to read nothing more
-// (KIP-219), or an error that closes the connection.
-func (c *conn) handle(ctx context.Context, b []byte) (mute time.Duration, err error) {
+// handle serves one frame: it returns the answer frame to write (none
+// for an acks=0 produce) and how long to read nothing more (KIP-219), or
+// an error that closes the connection (after the answer, when there is
+// one).
+func (c *conn) handle(ctx context.Context, b []byte) (answer []byte, mute time.Duration, err error) {
 	if c.sess.rawToken {
 		return c.rawSASL(ctx, b)
 	}
 	h, req, body, err := parseHeader(b)
 	if err != nil {
 		c.s.metrics.request(h.key, h.version, "malformed")
-		return 0, err
+		return nil, 0, err
 	}
 	if h.key == kmsg.ApiVersions.Int16() && (req == nil || !supported(h.key, h.version)) {
 		// KIP-511: answer v0 with UNSUPPORTED_VERSION and our ranges,
@@ -131,60 +133,55 @@ func (c *conn) handle(ctx context.Context, b []byte) (mute time.Duration, err er
 		res := c.apiVersions(kmsg.NewPtrApiVersionsRequest())
 		res.ErrorCode = kerr.UnsupportedVersion.Code
 		res.SetVersion(0)
-		return 0, c.writeFrame(h.corr, false, res.AppendTo(nil))
+		return answerFrame(h.corr, false, res), 0, nil
 	}
 	if req == nil || !supported(h.key, h.version) {
 		c.s.metrics.request(h.key, h.version, "unsupported_version")
-		return 0, fmt.Errorf("API key %d (%s) version %d is not served", h.key, kmsg.NameForKey(h.key), h.version)
+		return nil, 0, fmt.Errorf("API key %d (%s) version %d is not served", h.key, kmsg.NameForKey(h.key), h.version)
 	}
 	sasl := h.key == kmsg.SASLHandshake.Int16() || h.key == kmsg.SASLAuthenticate.Int16()
 	if !sasl && h.key != kmsg.ApiVersions.Int16() {
 		if !c.sess.authenticated() {
 			c.s.metrics.request(h.key, h.version, "unauthenticated")
-			return 0, fmt.Errorf("%s before authentication: this listener needs SASL (PLAIN or OAUTHBEARER)", kmsg.NameForKey(h.key))
+			return nil, 0, fmt.Errorf("%s before authentication: this listener needs SASL (PLAIN or OAUTHBEARER)", kmsg.NameForKey(h.key))
 		}
 		if err := c.sess.check(c.s); err != nil {
 			// KIP-368: an expired session, or a revoked key or a
 			// suspended tenant, ends the connection; the client's
 			// next authentication tells it why.
 			c.s.metrics.request(h.key, h.version, "session_ended")
-			return 0, err
+			return nil, 0, err
 		}
 	}
 	if err := req.ReadFrom(body); err != nil {
 		c.s.metrics.request(h.key, h.version, "malformed")
-		return 0, fmt.Errorf("%w: %s v%d: %w", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+		return nil, 0, fmt.Errorf("%w: %s v%d: %w", errMalformed, kmsg.NameForKey(h.key), h.version, err)
 	}
 	ctx = c.sess.context(ctx)
 	if !sasl && h.key != kmsg.ApiVersions.Int16() {
 		if err := c.admit(ctx, h.key, len(body)); err != nil {
 			c.s.metrics.request(h.key, h.version, "refused")
-			return 0, err
+			return nil, 0, err
 		}
 	}
 	start := time.Now()
 	res, mute, err := c.dispatch(ctx, h, req)
 	if err != nil {
 		c.s.metrics.request(h.key, h.version, "error")
-		return 0, err
+		return nil, 0, err
 	}
 	c.s.metrics.observe(h.key, time.Since(start))
 	if res == nil { // acks=0 produce: no answer
 		c.s.metrics.request(h.key, h.version, "ok")
-		return mute, nil
+		return nil, mute, nil
 	}
 	c.s.metrics.request(h.key, h.version, "ok")
 	flex := res.IsFlexible() && h.key != kmsg.ApiVersions.Int16()
-	if err := c.writeFrame(h.corr, flex, res.AppendTo(nil)); err != nil {
-		return 0, err
+	answer = answerFrame(h.corr, flex, res)
+	if sasl && c.sess.closeAfter {
+		return answer, 0, errClose
 	}
-	if c.sess.closeAfter {
-		if err := c.w.Flush(); err != nil {
-			return 0, err
-		}
-		return 0, errClose
-	}
-	return mute, nil
+	return answer, mute, nil
 }
 
 // admit charges the request to its tenant's request quota (and bills

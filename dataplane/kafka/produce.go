@@ -74,7 +74,8 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.Prod
 		return res
 	}
 	timeout := time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
-	mreq := records.ProduceManyRequest{Acks: acks, Timeout: timeout, Entries: entries}
+	// The connection's next produce may start once these are appended.
+	mreq := records.ProduceManyRequest{Acks: acks, Timeout: timeout, Entries: entries, Appended: releaseOf(ctx)}
 	if req.TransactionID != nil {
 		mreq.TransactionalID = *req.TransactionID
 	}

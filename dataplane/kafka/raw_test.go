@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -33,23 +34,41 @@ func DialRaw(t *testing.T, addr string) *RawClient {
 // RoundTrip sends req at version and reads its answer (within 20 s: a
 // muted connection answers after its throttle time).
 func (c *RawClient) RoundTrip(version int16, req kmsg.Request) (kmsg.Response, error) {
-	req.SetVersion(version)
-	c.corr++
-	if _, err := c.NC.Write(frameOf(req.Key(), version, c.corr, req.AppendTo(nil))); err != nil {
+	if _, err := c.Send(version, req); err != nil {
 		return nil, err
 	}
+	res, _, err := c.Receive(version, req)
+	return res, err
+}
+
+// Send sends req at version without waiting for its answer, and returns
+// its correlation id.
+func (c *RawClient) Send(version int16, req kmsg.Request) (int32, error) {
+	req.SetVersion(version)
+	c.corr++
+	_, err := c.NC.Write(frameOf(req.Key(), version, c.corr, req.AppendTo(nil)))
+	return c.corr, err
+}
+
+// Receive reads the next answer (within 20 s) as the answer to req at
+// version, with its correlation id.
+func (c *RawClient) Receive(version int16, req kmsg.Request) (kmsg.Response, int32, error) {
 	_ = c.NC.SetReadDeadline(time.Now().Add(20 * time.Second))
 	body, err := readFrame(c.NC, 1<<20)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	if len(body) < 4 {
+		return nil, 0, fmt.Errorf("answer of %d bytes", len(body))
+	}
+	corr := int32(binary.BigEndian.Uint32(body))
 	res := req.ResponseKind()
 	res.SetVersion(version)
 	skip := 4
 	if res.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
 		skip = 5
 	}
-	return res, res.ReadFrom(body[skip:])
+	return res, corr, res.ReadFrom(body[skip:])
 }
 
 // Closed waits up to 5 s for the server to close the connection, and

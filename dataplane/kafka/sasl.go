@@ -127,16 +127,12 @@ func (c *conn) saslAuthenticate(ctx context.Context, req *kmsg.SASLAuthenticateR
 // rawSASL serves the raw token frame that follows a v0 handshake: the
 // answer is a raw frame too (empty on success); a failure closes the
 // connection.
-func (c *conn) rawSASL(ctx context.Context, b []byte) (time.Duration, error) {
+func (c *conn) rawSASL(ctx context.Context, b []byte) ([]byte, time.Duration, error) {
 	c.sess.rawToken, c.sess.handshook = false, false
 	if _, err := c.authenticate(ctx, b); err != nil {
-		return 0, fmt.Errorf("SASL %s (v0 handshake): %w", c.sess.mech, err)
+		return nil, 0, fmt.Errorf("SASL %s (v0 handshake): %w", c.sess.mech, err)
 	}
-	var sz [4]byte
-	if _, err := c.w.Write(sz[:]); err != nil {
-		return 0, err
-	}
-	return 0, nil
+	return make([]byte, 4), 0, nil // an empty frame
 }
 
 // authenticate checks a client's SASL message for the session's

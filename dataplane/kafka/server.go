@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/dataplane/admission"
 	"github.com/sluicemq/sluice/dataplane/cluster"
@@ -192,17 +193,41 @@ type frame struct {
 }
 
 // conn is one client connection: a reader goroutine reads frames ahead
-// (one at most waits), and serve handles them in order, writing each
-// answer before it takes the next, as Kafka requires of a connection.
+// (one at most waits), and serve handles them in order and writes their
+// answers in order, as Kafka requires of a connection. A request is
+// handled once the one before it is done, except after a Produce whose
+// batches are all appended (records.ProduceManyRequest.Appended): the
+// next Produce is handled while it waits for its acknowledgements (so
+// its appends still come after), up to maxPipelined at once; any other
+// request waits until every Produce before it is answered.
 type conn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
-	w      *bufio.Writer
 
 	sess session // the authentication state (sasl.go)
 
 	closeOnce sync.Once
+}
+
+// maxPipelined bounds the requests of one connection handled at once:
+// produces waiting for their acknowledgements and the one being handled
+// (as a Kafka producer's max.in.flight.requests.per.connection, 5 by
+// default).
+const maxPipelined = 5
+
+// released is the context key of the function a Produce calls once its
+// batches are appended (withRelease).
+type releasedKey struct{}
+
+func withRelease(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, releasedKey{}, f)
+}
+
+// releaseOf is ctx's release function (withRelease), or nil.
+func releaseOf(ctx context.Context) func() {
+	f, _ := ctx.Value(releasedKey{}).(func())
+	return f
 }
 
 func (c *conn) close() {
@@ -215,8 +240,11 @@ func (c *conn) close() {
 // serve reads and answers requests until the connection ends.
 func (c *conn) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	c.w = bufio.NewWriterSize(c.nc, 8<<10)
+	var inflight sync.WaitGroup // the requests being handled
+	defer func() {
+		cancel()
+		inflight.Wait()
+	}()
 	frames := make(chan frame, 1)
 	// next asks the reader for a frame: before authentication frames are
 	// read one at a time (a SASL v0 token is not a request), after it one
@@ -225,6 +253,9 @@ func (c *conn) serve(ctx context.Context) {
 	go c.readLoop(ctx, frames, next)
 	preAuth, authed := readSpec{preAuthMaxBytes, c.s.preAuthIdle}, readSpec{c.s.d.MaxRequestBytes, c.s.d.IdleTimeout}
 	next <- preAuth
+	slots := make(chan struct{}, maxPipelined)
+	written := make(chan struct{}) // closed once the previous answer is written
+	close(written)
 	for {
 		var f frame
 		select {
@@ -242,15 +273,66 @@ func (c *conn) serve(ctx context.Context) {
 		if ahead {
 			next <- authed // read ahead while this one is served
 		}
-		mute, err := c.handle(ctx, f.body)
-		if err != nil {
-			c.s.logger.Debug("closing connection", "remote", c.remote, "err", err)
+		produce := ahead && !c.sess.rawToken && len(f.body) >= 2 && int16(binary.BigEndian.Uint16(f.body)) == kmsg.Produce.Int16()
+		if !produce {
+			// Only a produce runs beside the produces before it (they
+			// read the session; this one may change it).
+			inflight.Wait()
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 			return
 		}
-		if err := c.w.Flush(); err != nil {
+		released := make(chan struct{})
+		var releaseOnce sync.Once
+		release := func() { releaseOnce.Do(func() { close(released) }) }
+		type result struct {
+			mute time.Duration
+			err  error
+		}
+		done := make(chan result, 1)
+		prev, mine := written, make(chan struct{})
+		written = mine
+		inflight.Go(func() {
+			defer func() { <-slots }()
+			hctx := ctx
+			if produce {
+				hctx = withRelease(ctx, release)
+			}
+			answer, mute, err := c.handle(hctx, f.body)
+			select { // answers go out in request order
+			case <-prev:
+			case <-ctx.Done():
+				done <- result{0, ctx.Err()}
+				return
+			}
+			if len(answer) > 0 {
+				_ = c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+				if _, werr := c.nc.Write(answer); werr != nil && err == nil {
+					err = werr
+				}
+			}
+			close(mine)
+			if err != nil {
+				cancel() // a produce answered after serve went on ends the connection too
+			}
+			done <- result{mute, err}
+		})
+		var r result
+		select {
+		case r = <-done:
+		case <-released:
+			// Its batches are appended: the next request may be
+			// handled while it waits for its acknowledgements.
+		case <-ctx.Done():
 			return
 		}
-		if mute > 0 {
+		if r.err != nil {
+			c.s.logger.Debug("closing connection", "remote", c.remote, "err", r.err)
+			return
+		}
+		if mute := r.mute; mute > 0 {
 			// KIP-219: the answer carried the throttle time; read
 			// nothing more from this client until it passed.
 			t := time.NewTimer(mute)
@@ -322,25 +404,15 @@ func readFrame(r io.Reader, limit int) ([]byte, error) {
 	return body, nil
 }
 
-// writeFrame writes a response frame: the size, the correlation id, the
-// header's tags when flexible, and body.
-func (c *conn) writeFrame(corr int32, flexHeader bool, body []byte) error {
-	n := 4 + len(body)
-	if flexHeader {
-		n++
-	}
-	var h [9]byte
-	binary.BigEndian.PutUint32(h[0:], uint32(n))
-	binary.BigEndian.PutUint32(h[4:], uint32(corr))
+// answerFrame is res as a response frame: the size, the correlation id,
+// the header's tags when flexible (none), and the body, in one buffer.
+func answerFrame(corr int32, flexHeader bool, res kmsg.Response) []byte {
 	hl := 8
 	if flexHeader {
-		h[8] = 0 // no tagged fields
-		hl = 9
+		hl = 9 // the header's empty tagged fields: a zero byte
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.w.Write(h[:hl]); err != nil {
-		return err
-	}
-	_, err := c.w.Write(body)
-	return err
+	b := res.AppendTo(make([]byte, hl, 256))
+	binary.BigEndian.PutUint32(b[0:], uint32(len(b)-4))
+	binary.BigEndian.PutUint32(b[4:], uint32(corr))
+	return b
 }

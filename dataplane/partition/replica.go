@@ -229,6 +229,19 @@ func (p *Replica) ProduceTransactional(ctx context.Context, batches []log.ValidB
 	return p.produce(ctx, batches, acks, timeout, clientEpoch, verify)
 }
 
+// appendedKey is the context key of AfterAppend's function.
+type appendedKey struct{}
+
+// AfterAppend returns ctx carrying f, which Produce and
+// ProduceTransactional call with ctx once the batches are in the leader's
+// log, before they wait for the acknowledgement acks asks for: a caller
+// that must keep appends in order (the Kafka listener's requests of one
+// connection) can start the next one then. f is not called when the
+// produce ends before appending anything.
+func AfterAppend(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, appendedKey{}, f)
+}
+
 // maxVerifyRounds bounds how often one produce verifies when markers of
 // its producer keep clearing the verification meanwhile.
 const maxVerifyRounds = 3
@@ -335,6 +348,9 @@ func (p *Replica) produce(ctx context.Context, batches []log.ValidBatch, acks sl
 	a, err := p.publishAppendLocked(lead, waitFor, acks == sluicev1.Acks_ACKS_ALL, appendErr)
 	if err != nil {
 		return ProduceResult{}, err
+	}
+	if f, ok := ctx.Value(appendedKey{}).(func()); ok {
+		f()
 	}
 	if err := p.awaitAppend(ctx, a, timeout); err != nil {
 		return ProduceResult{}, err

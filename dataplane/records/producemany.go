@@ -3,9 +3,11 @@ package records
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/derr"
+	"github.com/sluicemq/sluice/dataplane/partition"
 	"github.com/sluicemq/sluice/tenants"
 )
 
@@ -22,6 +24,12 @@ type ProduceManyRequest struct {
 	Timeout         time.Duration
 	TransactionalID string
 	Entries         []ProduceEntry
+	// Appended, when set, is called once every entry is in its leader's
+	// log or done (refused, or failed), while acknowledgements may still
+	// be awaited: the Kafka listener then takes the connection's next
+	// request, whose appends come after these (partition.AfterAppend).
+	// Not called when the request is refused whole.
+	Appended func()
 }
 
 // ProduceEntry is one partition's part of a ProduceManyRequest: batches
@@ -78,17 +86,37 @@ func (s *Service) ProduceMany(ctx context.Context, req ProduceManyRequest, heade
 	}
 	results := make([]EntryResult, len(entries))
 	now := time.Now()
+	appended := appendedCounter(len(entries), req.Appended)
 	var wg sync.WaitGroup
 	for _, idx := range partitionsOf(entries) {
 		wg.Go(func() {
 			for _, i := range idx {
-				res, err := s.produceEntry(ctx, headers, req.TransactionalID, &entries[i], acks, timeout, now)
+				var once sync.Once
+				done := func() { once.Do(appended) }
+				ectx := ctx
+				if req.Appended != nil {
+					ectx = partition.AfterAppend(ctx, done)
+				}
+				res, err := s.produceEntry(ectx, headers, req.TransactionalID, &entries[i], acks, timeout, now)
+				done()
 				results[i] = EntryResult{ProduceResult: res, Err: err}
 			}
 		})
 	}
 	wg.Wait()
 	return results, nil
+}
+
+// appendedCounter returns the function each of n entries calls once,
+// when appended or done: the last call calls f (when f is set).
+func appendedCounter(n int, f func()) func() {
+	var left atomic.Int64
+	left.Store(int64(n))
+	return func() {
+		if left.Add(-1) == 0 && f != nil {
+			f()
+		}
+	}
 }
 
 // partitionsOf groups entries by partition: the indexes of each

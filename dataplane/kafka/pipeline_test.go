@@ -1,0 +1,126 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/dataplane/kafka"
+	"github.com/sluicemq/sluice/internal/localcluster"
+	"github.com/sluicemq/sluice/internal/testenv"
+)
+
+// TestProducePipelined: a connection's next produce is handled while the
+// produce before it waits for its acknowledgements (its batches are
+// appended), and the answers still go out in request order. Replication
+// is held at a gate (every follower fetch waits), so an acks=all produce
+// cannot be acknowledged; an acks=0 and an acks=1 produce sent after it on
+// the same connection, to the same partition, are appended meanwhile (the
+// partition's log end, which OffsetForLeaderEpoch answers for the current
+// epoch, reaches 3). Once the gate opens the acks=all produce is answered
+// first, at offset 0, then the acks=1 one, at offset 2. Not parallel: the
+// gate holds the whole cluster's replication for the moment it is shut.
+func TestProducePipelined(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cl := client(t)
+	adm := kadm.NewClient(cl)
+	name := fmt.Sprintf("pipelined-%d", time.Now().UnixNano())
+	createTopic(t, adm, name, 1)
+	md, err := adm.Metadata(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm := md.Topics[name].Partitions[0]
+	var addr string
+	for _, b := range md.Brokers {
+		if b.NodeID == pm.Leader {
+			addr = fmt.Sprintf("%s:%d", b.Host, b.Port)
+		}
+	}
+	raw := kafka.DialRaw(t, addr)
+	if err := raw.Login(tenantName, tenant.APIKey); err != nil {
+		t.Fatal(err)
+	}
+
+	gate := make(chan struct{})
+	held := cluster.AddFault(localcluster.Fault{Procedure: "FetchReplicas", Hook: func(ctx context.Context, _ localcluster.Call) error {
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			close(gate)
+			held.Remove()
+		}
+	}
+	defer open()
+
+	produce := func(acks int16, value string) *kmsg.ProduceRequest {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = acks, 30000
+		tp := kmsg.NewProduceRequestTopic()
+		tp.Topic = name
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Records = kafkaBatch(t, []byte(value))
+		tp.Partitions = append(tp.Partitions, pp)
+		req.Topics = append(req.Topics, tp)
+		return req
+	}
+	all, none, leader := produce(-1, "acks-all"), produce(0, "acks-none"), produce(1, "acks-leader")
+	var corrs []int32
+	for _, req := range []*kmsg.ProduceRequest{all, none, leader} {
+		corr, err := raw.Send(9, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		corrs = append(corrs, corr)
+	}
+	testenv.Wait(t, 30*time.Second, "the three produces appended while the first waits", func() error {
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = name
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.LeaderEpoch = -1, pm.LeaderEpoch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		res, err := req.RequestWith(ctx, cl.Broker(int(pm.Leader)))
+		if err != nil {
+			return err
+		}
+		p := res.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			return fmt.Errorf("error %d", p.ErrorCode)
+		}
+		if p.EndOffset != 3 {
+			return fmt.Errorf("log end %d", p.EndOffset)
+		}
+		return nil
+	})
+	open()
+	for i, want := range []struct {
+		req  *kmsg.ProduceRequest
+		corr int32
+		base int64
+	}{{all, corrs[0], 0}, {leader, corrs[2], 2}} {
+		res, corr, err := raw.Receive(9, want.req)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i+1, err)
+		}
+		p := res.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		if corr != want.corr || p.ErrorCode != 0 || p.BaseOffset != want.base {
+			t.Fatalf("answer %d: correlation id %d, error %d, base offset %d; want %d, 0, %d", i+1, corr, p.ErrorCode, p.BaseOffset, want.corr, want.base)
+		}
+	}
+}
