@@ -315,7 +315,9 @@ func (c *conn) serve(ctx context.Context) {
 			}
 			close(mine)
 			if err != nil {
-				cancel() // a produce answered after serve went on ends the connection too
+				// Also when serve went on past a released produce.
+				c.s.logger.Debug("closing connection", "remote", c.remote, "err", err)
+				cancel()
 			}
 			done <- result{mute, err}
 		})
@@ -329,7 +331,6 @@ func (c *conn) serve(ctx context.Context) {
 			return
 		}
 		if r.err != nil {
-			c.s.logger.Debug("closing connection", "remote", c.remote, "err", r.err)
 			return
 		}
 		if mute := r.mute; mute > 0 {
