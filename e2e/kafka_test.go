@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -437,6 +438,21 @@ func kafkaQuota(t *testing.T, c *testcluster.Cluster, pool *x509.CertPool) {
 		}
 		return nil
 	})
+	// The shares settle over a few quota exchanges; on a loaded machine
+	// (make test-busy, with the client and e2e packages beside it) the
+	// exchanges come late and that took longer than the first holds:
+	// wait until a 2 s window is within the band (logging how long), then
+	// measure 10 s.
+	held := time.Now()
+	testenv.Wait(t, time.Minute, "the producer's rate to settle at its quota", func() error {
+		from, start := acked.Load(), time.Now()
+		time.Sleep(2 * time.Second) // window: the rate is measured over it
+		if r := float64(acked.Load()-from) / time.Since(start).Seconds(); math.Abs(r-limit) > 0.15*limit {
+			return fmt.Errorf("%.0f KiB/s over 2 s", r/1024)
+		}
+		return nil
+	})
+	t.Logf("the rate settled %v after every broker had held the tenant", time.Since(held).Round(100*time.Millisecond))
 	from, start := acked.Load(), time.Now()
 	time.Sleep(10 * time.Second) // window: the rate is measured over it
 	got := float64(acked.Load()-from) / time.Since(start).Seconds()
@@ -448,7 +464,9 @@ func kafkaQuota(t *testing.T, c *testcluster.Cluster, pool *x509.CertPool) {
 	// Held to the quota, within 15 %. Each broker's first allotment of
 	// the tenant is the mean share (controlplane/quota, Arrive): taken
 	// as the floor instead, it held this producer, which moves at the
-	// pace of its slowest partition, to 51-102 KiB/s for the first 10 s.
+	// pace of its slowest partition, to 51-102 KiB/s for the first 10 s
+	// (the settling wait above then ran out: it passes in 2 s when the
+	// first shares are right).
 	require.InDelta(t, limit, got, 0.15*limit, "produced bytes/s")
 }
 
