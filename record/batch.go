@@ -392,10 +392,21 @@ func (b Batch) SetProducer(id int64, epoch int16, baseSequence int32) {
 // their deltas, which readers then ignore, as in Kafka) and recomputes its
 // CRC.
 func (b Batch) SetLogAppendTime(ts int64) {
+	b.setLogAppendTime(ts)
+	setCRC(b)
+}
+
+func (b Batch) setLogAppendTime(ts int64) {
 	a := Attributes(binary.BigEndian.Uint16(b[posAttributes:])) | AttrLogAppendTime
 	binary.BigEndian.PutUint16(b[posAttributes:], uint16(a))
 	binary.BigEndian.PutUint64(b[posMaxTimestamp:], uint64(ts))
-	setCRC(b)
+}
+
+// SetLeaderAppendTime is SetLeader and SetLogAppendTime in one pass over
+// the batch (one CRC): a leader appending to a LogAppendTime topic.
+func (b Batch) SetLeaderAppendTime(baseOffset int64, leaderEpoch int32, ts int64) {
+	b.setLogAppendTime(ts)
+	b.SetLeader(baseOffset, leaderEpoch)
 }
 
 // SetLeader stamps the base offset and leader epoch into a checked batch in

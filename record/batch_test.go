@@ -233,6 +233,14 @@ func TestLogBatchSetLogAppendTime(t *testing.T) {
 	require.Equal(t, int64(1_800_000_000_000), got.Timestamp(5), "LogAppendTime: the batch's")
 	got.Attributes, got.MaxTimestamp, got.CRC = before.Attributes, before.MaxTimestamp, before.CRC
 	require.Equal(t, before, got, "no other header field changed")
+
+	// With the leader's stamp in the same pass (one CRC).
+	again.SetLeaderAppendTime(40, 3, 1_900_000_000_000)
+	led, _, err := ReadBatch(enc)
+	require.NoError(t, err, "the CRC covers all three")
+	h2 := led.Header()
+	require.Equal(t, [3]int64{40, 3, 1_900_000_000_000}, [3]int64{h2.BaseOffset, int64(h2.LeaderEpoch), h2.MaxTimestamp})
+	require.True(t, h2.Attributes.LogAppendTime())
 }
 
 // SetProducer renumbers a batch in place: the new producer fields read

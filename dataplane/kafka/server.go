@@ -216,8 +216,8 @@ type conn struct {
 // default).
 const maxPipelined = 5
 
-// released is the context key of the function a Produce calls once its
-// batches are appended (withRelease).
+// releasedKey is the context key of the function a Produce calls once
+// its batches are appended (withRelease).
 type releasedKey struct{}
 
 func withRelease(ctx context.Context, f func()) context.Context {

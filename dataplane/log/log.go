@@ -587,16 +587,17 @@ func (l *Log) AppendValidated(v ValidBatch, epoch int32) (base, leo int64, err e
 	if e, ok := l.epochs.latest(); ok && epoch < e.Epoch {
 		return 0, 0, fmt.Errorf("append with epoch %d, log at %d: %w", epoch, e.Epoch, ErrStaleEpoch)
 	}
+	base = l.segs[len(l.segs)-1].next
 	if v.logAppendTime {
 		// Under the write lock: append times grow with offsets (while the
 		// wall clock does not step back).
 		now := time.Now().UnixMilli()
-		b.SetLogAppendTime(now)
+		b.SetLeaderAppendTime(base, epoch, now)
 		h.Attributes |= record.AttrLogAppendTime
 		h.MaxTimestamp = now
+	} else {
+		b.SetLeader(base, epoch)
 	}
-	base = l.segs[len(l.segs)-1].next
-	b.SetLeader(base, epoch)
 	h.BaseOffset, h.LeaderEpoch = base, epoch
 	if err := l.appendLocked(b, []record.BatchHeader{h}); err != nil {
 		return 0, 0, err
