@@ -289,6 +289,14 @@ func TestRecordsProduceTransactional(t *testing.T) {
 	_, err := f.svc.Produce(f.ctx, ProduceRequest{Topic: "bench", TransactionalID: "tx", Payload: BatchPayload(txn)}, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, f.verified.Load())
+	// The transaction is open: its records are above the LSO, so a
+	// read_committed max-timestamp lookup finds nothing yet (-1, as
+	// Kafka answers a record past what the reader may see).
+	for iso, found := range map[IsolationLevel]bool{ReadCommitted: false, ReadUncommitted: true} {
+		lo, err := f.svc.ListOffsets(f.ctx, ListOffsetsRequest{Topic: "bench", Spec: MaxTimestamp, Isolation: iso})
+		require.NoError(t, err)
+		require.Equal(t, found, lo.Offset >= 0, "isolation %d: offset %d", iso, lo.Offset)
+	}
 	_, err = f.svc.Produce(f.ctx, ProduceRequest{Topic: "bench", TransactionalID: "tx", Payload: BatchPayload(append(batch(t, 1, -1, 0, 0), txn...))}, nil)
 	require.EqualError(t, err, "batches: batch 2 is transactional, the batches before it are not: a request is all transactional or not at all")
 	require.Equal(t, connect.CodeInvalidArgument, codeOf(err))
