@@ -32,7 +32,13 @@ import (
 	"github.com/sluicemq/sluice/tenants"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// Most tests wait on brokers, controllers and loops of their own: alone
+// and idle, six at a time ran the package in 46 s instead of 79 s (two,
+// GOMAXPROCS) for 78 CPU-s instead of 66.
+func TestMain(m *testing.M) {
+	testenv.DefaultParallel(6)
+	testenv.Main(m)
+}
 
 const (
 	operatorToken = "operator-secret-0123456789"

@@ -79,9 +79,10 @@ func Main(m *testing.M) {
 
 // DefaultParallel makes n the number of the binary's parallel tests that
 // run at once, unless -test.parallel was given or GOMAXPROCS (its
-// default) is larger. Call it from TestMain, before Main. For tests that
-// mostly wait on processes of their own (e2e clusters), whose CPU use
-// GOMAXPROCS does not bound.
+// default) is larger. Call it from TestMain, before Main (or m.Run). For
+// tests that mostly wait rather than compute: on processes of their own
+// (e2e clusters, whose CPU use GOMAXPROCS does not bound), or on
+// in-process clusters' replication, timers and loops.
 func DefaultParallel(n int) {
 	if !flag.Parsed() {
 		flag.Parse()
