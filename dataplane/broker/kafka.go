@@ -20,6 +20,7 @@ func (b *Broker) newKafka(auth *access.Authenticator, cpURL string) *kafka.Serve
 		Exchange:        connectapi.KafkaExchange(sluicev1connect.NewAuthServiceClient(b.hc, cpURL), b.cfg.BrokerToken),
 		AdmitCall:       b.quota.AdmitCall,
 		Admin:           connectapi.KafkaAdmin{Topics: sluicev1connect.NewTopicServiceClient(b.hc, cpURL)},
+		Groups:          b.groups,
 		MaxRequestBytes: b.cfg.MaxRequestBytes,
 		MaxConnections:  b.cfg.KafkaMaxConnections,
 		Logger:          b.logger,

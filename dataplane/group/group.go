@@ -164,6 +164,11 @@ type HeartbeatRequest struct {
 	// Subscriptions are the topic names the member consumes; nil means
 	// unchanged. Required (non-empty) to join.
 	Subscriptions []string
+	// ClientMemberID: MemberID was chosen by the client, as KIP-848's
+	// ConsumerGroupHeartbeat v1 has it. A join (JoinEpoch) with an id no
+	// member has then creates the member under that id (or gives it the
+	// slot of InstanceID's static member) instead of ErrUnknownMember.
+	ClientMemberID bool
 	// Owned are the partitions the member owns when it sends the request
 	// (what it consumes, including partitions it was asked to revoke and has
 	// not finished revoking); nil means unchanged since its last request. A
@@ -485,7 +490,7 @@ func (g *Group) RestoreInstance(instanceID, memberID string) error {
 // join handles a request with JoinEpoch and returns the member, and whether
 // the membership changed.
 func (g *Group) join(req HeartbeatRequest) (*member, bool, error) {
-	if req.MemberID != "" {
+	if req.MemberID != "" && !(req.ClientMemberID && g.members[req.MemberID] == nil) {
 		m, err := g.lookup(req.MemberID, req.InstanceID)
 		if err != nil {
 			return nil, false, err
@@ -505,7 +510,7 @@ func (g *Group) join(req HeartbeatRequest) (*member, bool, error) {
 		// A new process with a known instance id: it replaces the old
 		// incarnation, departed or not (a crashed process never sent
 		// StaticLeaveEpoch), which is fenced from now on (KIP-345).
-		id, err := g.newMemberID()
+		id, err := g.newMemberID(req)
 		if err != nil {
 			return nil, false, err
 		}
@@ -513,7 +518,7 @@ func (g *Group) join(req HeartbeatRequest) (*member, bool, error) {
 		old.owned = partSet{}
 		return old, false, nil
 	}
-	id, err := g.newMemberID()
+	id, err := g.newMemberID(req)
 	if err != nil {
 		return nil, false, err
 	}
@@ -533,8 +538,13 @@ func (g *Group) join(req HeartbeatRequest) (*member, bool, error) {
 	return m, true, nil
 }
 
-func (g *Group) newMemberID() (string, error) {
-	id := g.cfg.NewMemberID()
+// newMemberID is the id of a member joining with req: the client's
+// (ClientMemberID), else a new one (Config.NewMemberID).
+func (g *Group) newMemberID(req HeartbeatRequest) (string, error) {
+	id := req.MemberID
+	if !req.ClientMemberID || id == "" {
+		id = g.cfg.NewMemberID()
+	}
 	if id == "" || g.members[id] != nil {
 		return "", fmt.Errorf("%w: generated member id %q is empty or in use", ErrInvalid, id)
 	}

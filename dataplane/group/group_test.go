@@ -477,3 +477,41 @@ func TestGroupRestoreInstance(t *testing.T) {
 	require.NoError(t, f.g.Owns(f.now, resp.MemberID, "pod-x", resp.MemberEpoch, "t", 0))
 	require.ErrorIs(t, f.g.Owns(f.now, "old", "pod-x", resp.MemberEpoch, "t", 0), group.ErrFencedInstanceID)
 }
+
+// TestClientMemberIDs: with ClientMemberID (KIP-848 v1) a join names the
+// member with the client's id; a join under a known id resets that
+// member, as without; a static member's new process takes its slot under
+// its own id, fencing the old one. Without ClientMemberID a join with an
+// id the group does not know is ErrUnknownMember.
+func TestClientMemberIDs(t *testing.T) {
+	f := newFleet(t, map[string]int32{"t": 4})
+	_, err := f.g.Heartbeat(f.now, group.HeartbeatRequest{MemberID: "client-a", MemberEpoch: group.JoinEpoch, Subscriptions: []string{"t"}}, f.topics)
+	require.ErrorIs(t, err, group.ErrUnknownMember)
+
+	join := func(id, instance string) group.HeartbeatResponse {
+		t.Helper()
+		resp, err := f.g.Heartbeat(f.now, group.HeartbeatRequest{MemberID: id, InstanceID: instance, MemberEpoch: group.JoinEpoch, Subscriptions: []string{"t"}, ClientMemberID: true}, f.topics)
+		require.NoError(t, err)
+		require.Equal(t, id, resp.MemberID)
+		f.record(id, resp)
+		return resp
+	}
+	join("client-a", "")
+	join("client-b", "static-b")
+	d := f.converge()
+	require.Len(t, d.Members, 2)
+	require.Equal(t, "client-a", d.Members[0].MemberID)
+	require.Equal(t, 2, d.Members[0].Assignment.Len())
+
+	// client-a rejoins under its id: the same member, reset.
+	join("client-a", "")
+	require.Len(t, f.g.Describe(f.now).Members, 2)
+
+	// A new process of static-b joins as client-c: it has b's slot and
+	// partitions at once, and b is fenced.
+	held := f.owned["client-b"]
+	resp := join("client-c", "static-b")
+	require.Equal(t, held, resp.Assignment)
+	_, err = f.g.Heartbeat(f.now, group.HeartbeatRequest{MemberID: "client-b", InstanceID: "static-b", MemberEpoch: f.epochs["client-b"]}, f.topics)
+	require.ErrorIs(t, err, group.ErrFencedInstanceID)
+}

@@ -38,6 +38,15 @@ var versions = map[int16][2]int16{
 	kmsg.CreatePartitions.Int16():        {0, 3},
 	kmsg.DescribeConfigs.Int16():         {1, 4},
 	kmsg.IncrementalAlterConfigs.Int16(): {0, 1},
+	// Consumer groups: KIP-848's protocol (the classic JoinGroup and
+	// SyncGroup are not served yet), offsets and their administration.
+	kmsg.FindCoordinator.Int16():        {0, 5},
+	kmsg.OffsetCommit.Int16():           {2, 9}, // v10 names topics by id
+	kmsg.OffsetFetch.Int16():            {1, 9}, // v0 read ZooKeeper's offsets
+	kmsg.ConsumerGroupHeartbeat.Int16(): {0, 1},
+	kmsg.ConsumerGroupDescribe.Int16():  {0, 1},
+	kmsg.ListGroups.Int16():             {0, 5},
+	kmsg.DeleteGroups.Int16():           {0, 2},
 }
 
 // supported reports whether key is served at version.
@@ -262,6 +271,20 @@ func (c *conn) dispatch(ctx context.Context, h header, req kmsg.Request) (kmsg.R
 		return c.describeConfigs(ctx, r), 0, nil
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return c.incrementalAlterConfigs(ctx, r), 0, nil
+	case *kmsg.FindCoordinatorRequest:
+		return c.findCoordinator(r), 0, nil
+	case *kmsg.OffsetCommitRequest:
+		return c.offsetCommit(ctx, r), 0, nil
+	case *kmsg.OffsetFetchRequest:
+		return c.offsetFetch(ctx, r), 0, nil
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return c.consumerGroupHeartbeat(ctx, r), 0, nil
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return c.consumerGroupDescribe(ctx, r), 0, nil
+	case *kmsg.ListGroupsRequest:
+		return c.listGroups(ctx, r), 0, nil
+	case *kmsg.DeleteGroupsRequest:
+		return c.deleteGroups(ctx, r), 0, nil
 	}
 	return nil, 0, fmt.Errorf("%s is not served", kmsg.NameForKey(h.key))
 }

@@ -66,6 +66,8 @@ type Deps struct {
 	AdmitCall func(ctx context.Context, c admission.Call) error
 	// Admin serves the topic administration requests; nil refuses them.
 	Admin Admin
+	// Groups serves the consumer-group requests.
+	Groups Groups
 	// MaxRequestBytes bounds a request frame after authentication;
 	// before it, 512 KiB.
 	MaxRequestBytes int

@@ -1,0 +1,474 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicemq/sluice/dataplane/cluster"
+	"github.com/sluicemq/sluice/dataplane/derr"
+	"github.com/sluicemq/sluice/dataplane/group"
+	"github.com/sluicemq/sluice/dataplane/groups"
+	"github.com/sluicemq/sluice/tenants"
+)
+
+// Groups is the consumer-group service (dataplane/groups.Service) as the
+// listener calls it. A call for a group another broker coordinates fails
+// with a *groups.NotCoordinatorError, answered NOT_COORDINATOR: a Kafka
+// client asks FindCoordinator again, nothing is forwarded.
+type Groups interface {
+	FindCoordinator(tenantID, groupID string) (groups.Coordinator, error)
+	CommitOffsets(ctx context.Context, req groups.CommitRequest) error
+	FetchOffsets(ctx context.Context, req groups.FetchOffsetsRequest) ([]groups.PartitionOffset, error)
+	Heartbeat(ctx context.Context, req groups.HeartbeatRequest) (group.HeartbeatResponse, error)
+	ListGroups(ctx context.Context, req groups.ListGroupsRequest) ([]groups.GroupSummary, error)
+	DescribeGroup(ctx context.Context, req groups.DescribeRequest) (groups.Description, error)
+	DeleteGroup(ctx context.Context, tenantID, groupID string) error
+}
+
+// Coordinator types of FindCoordinator.
+const (
+	coordinatorGroup       = 0
+	coordinatorTransaction = 1
+)
+
+// consumerProtocol is the protocol type of Sluice's groups as ListGroups
+// answers it: every group is a consumer group (KIP-848's protocol).
+const consumerProtocol = "consumer"
+
+// credentials are the session's, for the group service's calls to
+// partition leaders on the client's behalf.
+func (c *conn) credentials() groups.Credentials {
+	return groups.Credentials{Authorization: "Bearer " + c.sess.token}
+}
+
+// groupCode is the Kafka error code of a group call's err: NOT_COORDINATOR
+// for a group this broker does not coordinate (the client looks it up
+// again), the domain error's code otherwise.
+func groupCode(err error) int16 {
+	var nc *groups.NotCoordinatorError
+	if errors.As(err, &nc) {
+		return kerr.NotCoordinator.Code
+	}
+	return errorCode(err, atCoordinator)
+}
+
+// commitCode is groupCode for an offset commit at version v: a member
+// epoch that is not the member's current one, or a partition it does not
+// hold, is STALE_MEMBER_EPOCH from v9 (KIP-848: the member heartbeats and
+// commits again), ILLEGAL_GENERATION before.
+func commitCode(err error, v int16) int16 {
+	var e *derr.Error
+	if errors.As(err, &e) && (e.Kind == derr.FencedMemberEpoch || e.Group == derr.GroupReasonNotOwned) {
+		if v >= 9 {
+			return kerr.StaleMemberEpoch.Code
+		}
+		return kerr.IllegalGeneration.Code
+	}
+	return groupCode(err)
+}
+
+func (c *conn) findCoordinator(req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
+	res := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	for _, key := range keys {
+		co := kmsg.NewFindCoordinatorResponseCoordinator()
+		co.Key, co.NodeID, co.Port = key, -1, -1
+		var err error
+		switch {
+		case req.CoordinatorType == coordinatorTransaction:
+			// Transactions through Kafka clients come with the
+			// transaction requests (AddPartitionsToTxn, EndTxn, ...).
+			err = derr.New(derr.TransactionalIDAuthorizationFailed, "transactions are not served on the Kafka listener yet; use the Sluice SDK's transactional producer")
+		case req.CoordinatorType != coordinatorGroup:
+			err = derr.New(derr.InvalidRequest, "coordinator type %d: only groups (0) and transactions (1) have coordinators", req.CoordinatorType)
+		case !c.sess.p.Has(tenants.ScopeConsume):
+			err = derr.New(derr.GroupAuthorizationFailed, "group %q: consumer groups need the consume scope", key)
+		default:
+			var gc groups.Coordinator
+			if gc, err = c.s.d.Groups.FindCoordinator(c.sess.tenantID, key); err == nil {
+				host, port, ok := kafkaNode(c.s.d.View().Brokers[gc.BrokerID])
+				if ok {
+					co.NodeID, co.Host, co.Port = gc.BrokerID, host, port
+				} else {
+					err = derr.New(derr.CoordinatorNotAvailable, "group coordinator: broker %d has no Kafka listener in this cluster's view; retry", gc.BrokerID)
+				}
+			}
+		}
+		if err != nil {
+			co.ErrorCode, co.ErrorMessage = groupCode(err), errorMessage(err)
+			if co.ErrorCode == kerr.NotCoordinator.Code {
+				// FindCoordinator is answered by any broker: a leader
+				// that moved is not available yet.
+				co.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			}
+		}
+		res.Coordinators = append(res.Coordinators, co)
+	}
+	if req.Version < 4 && len(res.Coordinators) == 1 {
+		co := res.Coordinators[0]
+		res.ErrorCode, res.ErrorMessage, res.NodeID, res.Host, res.Port = co.ErrorCode, co.ErrorMessage, co.NodeID, co.Host, co.Port
+		res.Coordinators = nil
+	}
+	return res
+}
+
+func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	res := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	// Each partition's answer, by position: those refused on their own
+	// (an unknown topic or partition) get their code here, the others the
+	// commit's.
+	type slot struct{ t, p int }
+	var commit []slot
+	creq := groups.CommitRequest{
+		TenantID: c.sess.tenantID, Group: req.Group, MemberID: req.MemberID, MemberEpoch: req.Generation,
+		Credentials: c.credentials(),
+	}
+	if req.InstanceID != nil {
+		creq.InstanceID = *req.InstanceID
+	}
+	if req.MemberID == "" && req.Generation < 0 {
+		creq.MemberEpoch = 0 // a commit from outside the group (kadm, tools)
+	}
+	v := c.s.d.View()
+	denied := !c.sess.p.Has(tenants.ScopeConsume)
+	for ti, rt := range req.Topics {
+		tr := kmsg.NewOffsetCommitResponseTopic()
+		tr.Topic = rt.Topic
+		t, topicOK := v.Topic(c.sess.tenantID, rt.Topic)
+		for pi, rp := range rt.Partitions {
+			pr := kmsg.NewOffsetCommitResponseTopicPartition()
+			pr.Partition = rp.Partition
+			switch {
+			case denied:
+				pr.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			case !topicOK || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
+				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.Offset < 0:
+				pr.ErrorCode = kerr.InvalidCommitOffsetSize.Code
+			default:
+				po := groups.PartitionOffset{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
+				if rp.Metadata != nil {
+					po.Metadata = *rp.Metadata
+				}
+				creq.Offsets = append(creq.Offsets, po)
+				commit = append(commit, slot{ti, pi})
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		res.Topics = append(res.Topics, tr)
+	}
+	if len(commit) == 0 {
+		return res
+	}
+	code := int16(0)
+	if err := c.s.d.Groups.CommitOffsets(ctx, creq); err != nil {
+		code = commitCode(err, req.Version)
+		if code == kerr.InvalidRequest.Code || code == kerr.UnknownServerError.Code {
+			c.s.logger.Debug("kafka offset commit refused", "tenant", c.sess.tenantID, "group", req.Group, "err", err)
+		}
+		if code == kerr.OffsetOutOfRange.Code {
+			// Kafka has no such refusal for commits; its closest is a
+			// bad offset.
+			code = kerr.InvalidCommitOffsetSize.Code
+		}
+	}
+	for _, s := range commit {
+		res.Topics[s.t].Partitions[s.p].ErrorCode = code
+	}
+	return res
+}
+
+// offsetFetchGroup is one group of an OffsetFetch: its topics (nil: every
+// partition with an offset).
+type offsetFetchGroup struct {
+	group  string
+	topics []kmsg.OffsetFetchRequestGroupTopic
+}
+
+func (c *conn) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	res := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version < 8 {
+		g := offsetFetchGroup{group: req.Group}
+		if req.Topics != nil {
+			g.topics = []kmsg.OffsetFetchRequestGroupTopic{}
+			for _, rt := range req.Topics {
+				g.topics = append(g.topics, kmsg.OffsetFetchRequestGroupTopic{Topic: rt.Topic, Partitions: rt.Partitions})
+			}
+		}
+		rg := c.fetchGroupOffsets(ctx, g)
+		res.ErrorCode = rg.ErrorCode
+		for _, gt := range rg.Topics {
+			tr := kmsg.NewOffsetFetchResponseTopic()
+			tr.Topic = gt.Topic
+			for _, gp := range gt.Partitions {
+				pr := kmsg.NewOffsetFetchResponseTopicPartition()
+				pr.Partition, pr.Offset, pr.LeaderEpoch, pr.Metadata, pr.ErrorCode = gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata, gp.ErrorCode
+				tr.Partitions = append(tr.Partitions, pr)
+			}
+			res.Topics = append(res.Topics, tr)
+		}
+		return res
+	}
+	for _, rg := range req.Groups {
+		res.Groups = append(res.Groups, c.fetchGroupOffsets(ctx, offsetFetchGroup{group: rg.Group, topics: rg.Topics}))
+	}
+	return res
+}
+
+// fetchGroupOffsets answers one group's committed offsets. A partition
+// with offsets pending in an open transaction refuses the group's answer
+// (UNSTABLE_OFFSET_COMMIT, retriable), whether or not the client asked
+// for stable offsets only: Sluice answers no offset that a transaction
+// may still replace.
+func (c *conn) fetchGroupOffsets(ctx context.Context, g offsetFetchGroup) kmsg.OffsetFetchResponseGroup {
+	out := kmsg.NewOffsetFetchResponseGroup()
+	out.Group = g.group
+	if !c.sess.p.Has(tenants.ScopeConsume) {
+		out.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return out
+	}
+	v := c.s.d.View()
+	freq := groups.FetchOffsetsRequest{TenantID: c.sess.tenantID, Group: g.group}
+	// Partitions of topics that do not exist are answered here; the
+	// others come from the coordinator, in the request's order.
+	type slot struct{ t, p int }
+	var asked []slot
+	for ti, rt := range g.topics {
+		tr := kmsg.NewOffsetFetchResponseGroupTopic()
+		tr.Topic = rt.Topic
+		t, ok := v.Topic(c.sess.tenantID, rt.Topic)
+		var known []int32
+		for pi, p := range rt.Partitions {
+			pr := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			pr.Partition, pr.Offset = p, -1
+			if !ok || p < 0 || int(p) >= len(t.Partitions) {
+				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				known = append(known, p)
+				asked = append(asked, slot{ti, pi})
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		if len(known) > 0 {
+			freq.Partitions = append(freq.Partitions, groups.TopicPartitions{Topic: rt.Topic, Partitions: known})
+		}
+		out.Topics = append(out.Topics, tr)
+	}
+	if g.topics != nil && len(asked) == 0 {
+		return out
+	}
+	offsets, err := c.s.d.Groups.FetchOffsets(ctx, freq)
+	if err != nil {
+		out.ErrorCode = groupCode(err)
+		return out
+	}
+	if g.topics != nil {
+		for i, s := range asked {
+			if i < len(offsets) {
+				setFetched(&out.Topics[s.t].Partitions[s.p], offsets[i])
+			}
+		}
+		return out
+	}
+	for _, o := range offsets {
+		if n := len(out.Topics); n == 0 || out.Topics[n-1].Topic != o.Topic {
+			tr := kmsg.NewOffsetFetchResponseGroupTopic()
+			tr.Topic = o.Topic
+			out.Topics = append(out.Topics, tr)
+		}
+		pr := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+		pr.Partition = o.Partition
+		setFetched(&pr, o)
+		tr := &out.Topics[len(out.Topics)-1]
+		tr.Partitions = append(tr.Partitions, pr)
+	}
+	return out
+}
+
+// setFetched fills a partition's answer from its committed offset.
+func setFetched(pr *kmsg.OffsetFetchResponseGroupTopicPartition, o groups.PartitionOffset) {
+	pr.Offset, pr.LeaderEpoch = o.Offset, o.LeaderEpoch
+	if o.Offset >= 0 {
+		pr.Metadata = ptr(o.Metadata)
+	}
+}
+
+func (c *conn) consumerGroupHeartbeat(ctx context.Context, req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
+	res := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	fail := func(err error) *kmsg.ConsumerGroupHeartbeatResponse {
+		res.ErrorCode, res.ErrorMessage = groupCode(err), errorMessage(err)
+		return res
+	}
+	if !c.sess.p.Has(tenants.ScopeConsume) {
+		return fail(derr.New(derr.GroupAuthorizationFailed, "group %q: consumer groups need the consume scope", req.Group))
+	}
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		return fail(derr.New(derr.InvalidRequest, "subscribed topic regex %q: regular-expression subscriptions are not served; subscribe to topic names", *req.SubscribedTopicRegex))
+	}
+	v := c.s.d.View()
+	hr := group.HeartbeatRequest{
+		MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
+		// v1: the client names itself (a v0 join leaves the id to us).
+		ClientMemberID: req.Version >= 1,
+		Subscriptions:  req.SubscribedTopicNames,
+	}
+	if req.InstanceID != nil {
+		hr.InstanceID = *req.InstanceID
+	}
+	if req.RebalanceTimeoutMillis > 0 {
+		hr.RebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	}
+	if len(req.MemberID) > groups.MaxGroupName {
+		return fail(derr.New(derr.InvalidRequest, "member id: at most %d bytes", groups.MaxGroupName))
+	}
+	if req.Topics != nil {
+		hr.Owned = group.TopicPartitions{}
+		for _, rt := range req.Topics {
+			if t, ok := byTopicID(v, c.sess.tenantID, rt.TopicID); ok {
+				hr.Owned[t.Name] = append(hr.Owned[t.Name], rt.Partitions...)
+			}
+			// A topic deleted since: the member owns nothing of it.
+		}
+	}
+	assignor := ""
+	if req.ServerAssignor != nil {
+		assignor = *req.ServerAssignor
+	}
+	gr, err := c.s.d.Groups.Heartbeat(ctx, groups.HeartbeatRequest{TenantID: c.sess.tenantID, Group: req.Group, Assignor: assignor, Member: hr})
+	if err != nil {
+		return fail(err)
+	}
+	res.MemberID, res.MemberEpoch = ptr(gr.MemberID), gr.MemberEpoch
+	res.HeartbeatIntervalMillis = int32(gr.HeartbeatInterval.Milliseconds())
+	if gr.Assignment != nil {
+		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+		for _, name := range sortedTopics(gr.Assignment) {
+			t, ok := v.Topic(c.sess.tenantID, name)
+			if !ok {
+				continue
+			}
+			at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			at.TopicID, at.Partitions = topicID(t.ID), slices.Sorted(slices.Values(gr.Assignment[name]))
+			a.Topics = append(a.Topics, at)
+		}
+		res.Assignment = &a
+	}
+	return res
+}
+
+// sortedTopics are the topic names of tps in order.
+func sortedTopics(tps group.TopicPartitions) []string {
+	names := make([]string, 0, len(tps))
+	for name := range tps {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// groupState is a group state as Kafka names it (ConsumerGroupState).
+func groupState(s string) string {
+	switch group.State(s) {
+	case group.StateEmpty:
+		return "Empty"
+	case group.StateAssigning:
+		return "Assigning"
+	case group.StateReconciling:
+		return "Reconciling"
+	case group.StateStable:
+		return "Stable"
+	}
+	return "Unknown"
+}
+
+func (c *conn) consumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGroupDescribeRequest) *kmsg.ConsumerGroupDescribeResponse {
+	res := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+	v := c.s.d.View()
+	for _, id := range req.Groups {
+		g := kmsg.NewConsumerGroupDescribeResponseGroup()
+		g.Group = id
+		d, err := c.s.d.Groups.DescribeGroup(ctx, groups.DescribeRequest{TenantID: c.sess.tenantID, Group: id, Credentials: c.credentials()})
+		if err != nil {
+			g.ErrorCode, g.ErrorMessage = groupCode(err), errorMessage(err)
+			res.Groups = append(res.Groups, g)
+			continue
+		}
+		g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName = groupState(string(d.State)), d.GroupEpoch, d.GroupEpoch, d.Assignor
+		for _, md := range d.Members {
+			m := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+			m.MemberID, m.MemberEpoch, m.SubscribedTopics = md.MemberID, md.MemberEpoch, md.Subscriptions
+			if md.InstanceID != "" {
+				m.InstanceID = ptr(md.InstanceID)
+			}
+			m.Assignment, m.TargetAssignment = assignment(v, c.sess.tenantID, md.Assignment), assignment(v, c.sess.tenantID, md.Target)
+			m.MemberType = 1 // a consumer-protocol member (KIP-1099)
+			g.Members = append(g.Members, m)
+		}
+		res.Groups = append(res.Groups, g)
+	}
+	return res
+}
+
+// assignment is tps as ConsumerGroupDescribe lists it, with topic ids.
+func assignment(v *cluster.View, tenantID string, tps group.TopicPartitions) kmsg.Assignment {
+	a := kmsg.NewAssignment()
+	for _, name := range sortedTopics(tps) {
+		at := kmsg.NewAssignmentTopicPartition()
+		at.Topic, at.Partitions = name, slices.Sorted(slices.Values(tps[name]))
+		if t, ok := v.Topic(tenantID, name); ok {
+			at.TopicID = topicID(t.ID)
+		}
+		a.TopicPartitions = append(a.TopicPartitions, at)
+	}
+	return a
+}
+
+func (c *conn) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
+	res := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(t string) bool { return strings.EqualFold(t, consumerProtocol) }) {
+		return res // only consumer groups here
+	}
+	all, err := c.s.d.Groups.ListGroups(ctx, groups.ListGroupsRequest{TenantID: c.sess.tenantID, Credentials: c.credentials()})
+	if err != nil {
+		res.ErrorCode = groupCode(err)
+		return res
+	}
+	for _, s := range all {
+		state := groupState(s.State)
+		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(f string) bool { return strings.EqualFold(f, state) }) {
+			continue
+		}
+		g := kmsg.NewListGroupsResponseGroup()
+		g.Group, g.ProtocolType, g.GroupState, g.GroupType = s.Group, consumerProtocol, state, consumerProtocol
+		res.Groups = append(res.Groups, g)
+	}
+	return res
+}
+
+func (c *conn) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) *kmsg.DeleteGroupsResponse {
+	res := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	for _, id := range req.Groups {
+		g := kmsg.NewDeleteGroupsResponseGroup()
+		g.Group = id
+		var err error
+		if !c.sess.p.Has(tenants.ScopeAdmin) {
+			err = derr.New(derr.GroupAuthorizationFailed, "group %q: deleting a group needs the admin scope", id)
+		} else {
+			err = c.s.d.Groups.DeleteGroup(ctx, c.sess.tenantID, id)
+		}
+		if err != nil {
+			g.ErrorCode, g.ErrorMessage = groupCode(err), errorMessage(err)
+		}
+		res.Groups = append(res.Groups, g)
+	}
+	return res
+}

@@ -1,0 +1,349 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	sluice "github.com/sluicemq/sluice/client"
+	"github.com/sluicemq/sluice/internal/testenv"
+)
+
+// TestConsumerGroupKIP848: franz-go's consumers in one group with
+// KIP-848's protocol (kgo.ServerSideBalancer) settle with two of a
+// topic's four partitions each and read every record once, committing as
+// they go; kadm sees the group (list, describe, its offsets); a consumer
+// that joins after both left resumes from the committed offsets; the
+// empty group is deleted with its offsets.
+func TestConsumerGroupKIP848(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(client(t))
+	topic := fmt.Sprintf("groups-848-%d", time.Now().UnixNano())
+	groupID := topic + "-g"
+	createTopic(t, adm, topic, 4)
+	produce := func(from, n int) {
+		t.Helper()
+		prod := client(t, kgo.DefaultProduceTopic(topic))
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)})
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	members := map[int]map[int32]bool{} // member → partitions it read
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+	consume := func(member int, cl *kgo.Client, until func() bool) {
+		t.Helper()
+		for !until() {
+			// poll: a member may have nothing left to read while the
+			// other reads the rest.
+			pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			fs := cl.PollFetches(pctx)
+			pcancel()
+			if ctx.Err() != nil {
+				t.Errorf("member %d: %v (read %d distinct records)", member, ctx.Err(), count())
+				return
+			}
+			fs.EachError(func(topic string, p int32, err error) {
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("member %d: %s/%d: %v", member, topic, p, err)
+				}
+			})
+			mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				seen[string(r.Value)]++
+				if members[member] == nil {
+					members[member] = map[int32]bool{}
+				}
+				members[member][r.Partition] = true
+			})
+			mu.Unlock()
+			if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+				t.Errorf("member %d: commit: %v", member, err)
+			}
+		}
+	}
+	member := func() *kgo.Client {
+		return client(t, kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic), kgo.ServerSideBalancer(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	}
+	a, b := member(), member()
+	// The group settles before anything is written, so that each member
+	// reads its own two partitions.
+	testenv.Wait(t, 30*time.Second, "two members each holding two partitions", func() error {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{groupID}
+		res, err := req.RequestWith(ctx, a)
+		if err != nil {
+			return err
+		}
+		g := res.Groups[0]
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return err
+		}
+		if g.State != "Stable" || len(g.Members) != 2 {
+			return fmt.Errorf("state %s with %d members", g.State, len(g.Members))
+		}
+		for _, m := range g.Members {
+			if n := len(m.Assignment.TopicPartitions); n != 1 || len(m.Assignment.TopicPartitions[0].Partitions) != 2 || m.Assignment.TopicPartitions[0].Topic != topic {
+				return fmt.Errorf("member %s assigned %v", m.MemberID, m.Assignment.TopicPartitions)
+			}
+		}
+		return nil
+	})
+	produce(0, 400)
+	var wg sync.WaitGroup
+	for i, cl := range []*kgo.Client{a, b} {
+		wg.Go(func() { consume(i, cl, func() bool { return count() >= 400 }) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	mu.Lock()
+	for v, n := range seen {
+		if n != 1 {
+			t.Errorf("record %s read %d times by a stable group", v, n)
+		}
+	}
+	for m, parts := range members {
+		if len(parts) != 2 {
+			t.Errorf("member %d read partitions %v, want two", m, parts)
+		}
+	}
+	mu.Unlock()
+
+	// kadm: the group, its members and its committed offsets.
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lg, ok := listed[groupID]; !ok || lg.ProtocolType != "consumer" {
+		t.Errorf("ListGroups: %v, want %s with protocol type consumer", listed, groupID)
+	}
+	offsets, err := adm.FetchOffsets(ctx, groupID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	offsets.Each(func(o kadm.OffsetResponse) {
+		if o.Err != nil {
+			t.Errorf("offset of %s/%d: %v", o.Topic, o.Partition, o.Err)
+		}
+		total += o.At
+	})
+	if total != 400 {
+		t.Errorf("committed offsets sum to %d, want 400", total)
+	}
+
+	// Both leave; a new member resumes from the commits and reads only
+	// what came after.
+	a.Close()
+	b.Close()
+	produce(400, 100)
+	c := member()
+	mu.Lock()
+	seen = map[string]int{}
+	mu.Unlock()
+	consume(2, c, func() bool { return count() >= 100 })
+	mu.Lock()
+	for v := range seen {
+		var i int
+		if _, err := fmt.Sscanf(v, "v%d", &i); err != nil || i < 400 {
+			t.Errorf("the resumed member read %s, committed before", v)
+		}
+	}
+	mu.Unlock()
+	c.Close()
+
+	// Deleting needs the group empty: once c's leave is through, it is
+	// gone with its offsets.
+	testenv.Wait(t, 30*time.Second, "group deleted", func() error {
+		res, err := adm.DeleteGroups(ctx, groupID)
+		if err != nil {
+			return err
+		}
+		return res[groupID].Err
+	})
+	offsets, err = adm.FetchOffsets(ctx, groupID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets.Each(func(o kadm.OffsetResponse) {
+		if o.At >= 0 {
+			t.Errorf("after the delete, %s/%d has offset %d", o.Topic, o.Partition, o.At)
+		}
+	})
+}
+
+// TestGroupRequestsRefused: group requests a tenant may not make, or
+// with what Sluice does not serve, are answered with Kafka's codes.
+func TestGroupRequestsRefused(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cl := client(t)
+	topic := fmt.Sprintf("groups-refused-%d", time.Now().UnixNano())
+	createTopic(t, kadm.NewClient(cl), topic, 1)
+
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKeys = 1, []string{"some-txn"}
+	fres, err := fc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := fres.Coordinators[0].ErrorCode; code != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Errorf("FindCoordinator for a transactional id: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
+	}
+
+	// The rest goes to the group's coordinator.
+	group := topic + "-g"
+	fc = kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{group}
+	if fres, err = fc.RequestWith(ctx, cl); err != nil || fres.Coordinators[0].ErrorCode != 0 {
+		t.Fatalf("FindCoordinator: %v %v", err, fres)
+	}
+	coord := cl.Broker(int(fres.Coordinators[0].NodeID))
+
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.SubscribedTopicNames, hb.Topics = group, "m-1", []string{topic}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	regex := "groups-.*"
+	hb.SubscribedTopicRegex = &regex
+	hres, err := hb.RequestWith(ctx, coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hres.ErrorCode != kerr.InvalidRequest.Code || hres.ErrorMessage == nil {
+		t.Errorf("heartbeat with a regex: %v %v, want INVALID_REQUEST with a message", kerr.ErrorForCode(hres.ErrorCode), hres.ErrorMessage)
+	}
+
+	// A heartbeat of a member the group does not know (epoch 1) is
+	// UNKNOWN_MEMBER_ID; a join under the client's id then works.
+	hb.SubscribedTopicRegex, hb.MemberEpoch = nil, 1
+	if hres, err = hb.RequestWith(ctx, coord); err != nil || hres.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Errorf("heartbeat of an unknown member: %v %v, want UNKNOWN_MEMBER_ID", err, kerr.ErrorForCode(hres.ErrorCode))
+	}
+	hb.MemberEpoch = 0
+	if hres, err = hb.RequestWith(ctx, coord); err != nil || hres.ErrorCode != 0 || hres.MemberID == nil || *hres.MemberID != "m-1" || hres.MemberEpoch < 1 {
+		t.Fatalf("join as m-1: %v %+v", err, hres)
+	}
+
+	// A commit at an epoch the member is not at is STALE_MEMBER_EPOCH
+	// (v9); of a topic that does not exist, UNKNOWN_TOPIC_OR_PARTITION.
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.MemberID, oc.Generation = group, "m-1", hres.MemberEpoch+5
+	for _, name := range []string{topic, "no-such-topic"} {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = name
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rt.Partitions = append(rt.Partitions, rp)
+		oc.Topics = append(oc.Topics, rt)
+	}
+	ores, err := oc.RequestWith(ctx, coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := ores.Topics[0].Partitions[0].ErrorCode; code != kerr.StaleMemberEpoch.Code {
+		t.Errorf("commit at a wrong epoch: %v, want STALE_MEMBER_EPOCH", kerr.ErrorForCode(code))
+	}
+	if code := ores.Topics[1].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("commit of a missing topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(code))
+	}
+
+	// A group with a member cannot be deleted.
+	dg := kmsg.NewPtrDeleteGroupsRequest()
+	dg.Groups = []string{group}
+	dres, err := dg.RequestWith(ctx, coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(dres.Groups[0].ErrorCode); !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Errorf("delete of a group with a member: %v, want NON_EMPTY_GROUP", err)
+	}
+}
+
+// TestConsumerGroupKafkaAndSDKMembers: a franz-go member (KIP-848) and
+// a Sluice SDK member of one group share its partitions: one coordinator
+// behind both doors, two partitions each once the group is stable.
+func TestConsumerGroupKafkaAndSDKMembers(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(client(t))
+	topic := fmt.Sprintf("groups-mixed-%d", time.Now().UnixNano())
+	groupID := topic + "-g"
+	createTopic(t, adm, topic, 4)
+
+	sdk, err := sluice.New(ctx, cluster.Endpoint, sluice.APIKey(tenant.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sdk.Close() })
+	gc, err := sdk.NewGroupConsumer(ctx, groupID, []string{topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gc.Close(context.Background()) })
+	// The SDK member takes partitions as it polls.
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := gc.Poll(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("SDK member: %v", err)
+				return
+			}
+		}
+	}()
+	kmember := client(t, kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic), kgo.ServerSideBalancer())
+	go func() {
+		for ctx.Err() == nil {
+			kmember.PollFetches(ctx)
+		}
+	}()
+	testenv.Wait(t, time.Minute, "the SDK member and the Kafka member with two partitions each", func() error {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{groupID}
+		res, err := req.RequestWith(ctx, kmember)
+		if err != nil {
+			return err
+		}
+		g := res.Groups[0]
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return err
+		}
+		if g.State != "Stable" || len(g.Members) != 2 {
+			return fmt.Errorf("state %s with %d members", g.State, len(g.Members))
+		}
+		sdkID := gc.Member().MemberID
+		sawSDK := false
+		for _, m := range g.Members {
+			sawSDK = sawSDK || m.MemberID == sdkID
+			if n := len(m.Assignment.TopicPartitions); n != 1 || len(m.Assignment.TopicPartitions[0].Partitions) != 2 {
+				return fmt.Errorf("member %s assigned %v", m.MemberID, m.Assignment.TopicPartitions)
+			}
+		}
+		if !sawSDK {
+			return fmt.Errorf("SDK member %s not among the members", sdkID)
+		}
+		return nil
+	})
+	cancel()
+}
