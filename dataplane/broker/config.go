@@ -68,6 +68,10 @@ type Config struct {
 	GroupSessionTimeout time.Duration
 	// GroupHeartbeatInterval is how often members heartbeat.
 	GroupHeartbeatInterval time.Duration
+	// GroupInitialRebalanceDelay holds the first join phase of an empty
+	// group of Kafka's classic protocol this long for more members
+	// (Kafka's group.initial.rebalance.delay.ms).
+	GroupInitialRebalanceDelay time.Duration
 	// GroupLagMetricsInterval is how often the broker computes the lag of
 	// the consumer groups it coordinates for its metrics; 0 disables them.
 	GroupLagMetricsInterval time.Duration
@@ -117,25 +121,26 @@ const DefaultMetricsAddr = "127.0.0.1:9644"
 // DefaultConfig returns the defaults RegisterFlags uses.
 func DefaultConfig() Config {
 	return Config{
-		ListenAddr:             "127.0.0.1:9092",
-		MetricsAddr:            DefaultMetricsAddr,
-		DataDir:                "./data",
-		ControlPlane:           "http://127.0.0.1:8080",
-		Flush:                  "always",
-		FlushInterval:          10 * time.Millisecond,
-		Issuer:                 "sluice",
-		Audience:               "sluice",
-		ReplicaLagTimeMax:      30 * time.Second,
-		SegmentBytes:           256 << 20,
-		MaxOpenSegmentFiles:    1024,
-		SegmentAge:             7 * 24 * time.Hour,
-		RetentionCheckInterval: time.Minute,
-		GroupSessionTimeout:    45 * time.Second,
-		GroupHeartbeatInterval: 5 * time.Second,
-		MaxRequestBytes:        16 << 20,
-		RequestMemory:          httpgate.DefaultFlags(),
-		ShutdownTimeout:        10 * time.Second,
-		UsageReportInterval:    10 * time.Second,
+		ListenAddr:                 "127.0.0.1:9092",
+		MetricsAddr:                DefaultMetricsAddr,
+		DataDir:                    "./data",
+		ControlPlane:               "http://127.0.0.1:8080",
+		Flush:                      "always",
+		FlushInterval:              10 * time.Millisecond,
+		Issuer:                     "sluice",
+		Audience:                   "sluice",
+		ReplicaLagTimeMax:          30 * time.Second,
+		SegmentBytes:               256 << 20,
+		MaxOpenSegmentFiles:        1024,
+		SegmentAge:                 7 * 24 * time.Hour,
+		RetentionCheckInterval:     time.Minute,
+		GroupSessionTimeout:        45 * time.Second,
+		GroupHeartbeatInterval:     5 * time.Second,
+		GroupInitialRebalanceDelay: 3 * time.Second,
+		MaxRequestBytes:            16 << 20,
+		RequestMemory:              httpgate.DefaultFlags(),
+		ShutdownTimeout:            10 * time.Second,
+		UsageReportInterval:        10 * time.Second,
 
 		TierCopyInterval:       10 * time.Second,
 		TierCacheBytes:         1 << 30,
@@ -180,6 +185,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.SegmentAge, "segment-age", c.SegmentAge, "roll a partition's active segment once its oldest record is this old (or a tenth of the topic's retention.ms, if shorter), so retention can delete it")
 	fs.DurationVar(&c.GroupSessionTimeout, "group-session-timeout", c.GroupSessionTimeout, "a consumer-group member that has not heartbeated for this long is removed and its partitions reassigned")
 	fs.DurationVar(&c.GroupHeartbeatInterval, "group-heartbeat-interval", c.GroupHeartbeatInterval, "how often consumer-group members heartbeat (and learn of rebalances)")
+	fs.DurationVar(&c.GroupInitialRebalanceDelay, "group-initial-rebalance-delay", c.GroupInitialRebalanceDelay, "how long the first rebalance of an empty group of Kafka's classic protocol (JoinGroup) waits for more members to join (Kafka's group.initial.rebalance.delay.ms; 0: none)")
 	fs.DurationVar(&c.GroupLagMetricsInterval, "group-lag-metrics-interval", c.GroupLagMetricsInterval, "how often to compute the lag of the consumer groups this broker coordinates for sluice_group_lag_messages / sluice_group_lag_seconds (0 disables them)")
 	fs.IntVar(&c.GroupLagMetricsMaxSeries, "group-lag-metrics-max-series", c.GroupLagMetricsMaxSeries, "most group lag label sets (tenant, group, topic, partition) this broker exports; over it, the groups that lag least are exported per topic (partition=\"all\"), and if even that does not fit, not at all")
 	fs.DurationVar(&c.RetentionCheckInterval, "retention-check-interval", c.RetentionCheckInterval, "how often each partition deletes segments past its topic's retention.ms / retention.bytes")
@@ -309,6 +315,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SegmentAge < time.Second {
 		return fmt.Errorf("--segment-age must be at least 1s; got %s", c.SegmentAge)
+	}
+	if c.GroupInitialRebalanceDelay < 0 {
+		return fmt.Errorf("--group-initial-rebalance-delay must not be negative; got %s", c.GroupInitialRebalanceDelay)
 	}
 	if c.GroupHeartbeatInterval < 100*time.Millisecond || c.GroupSessionTimeout < 2*c.GroupHeartbeatInterval {
 		return fmt.Errorf("--group-heartbeat-interval must be at least 100ms and --group-session-timeout at least twice it; got %s and %s", c.GroupHeartbeatInterval, c.GroupSessionTimeout)

@@ -21,8 +21,9 @@ func (b *Broker) newGroups() *groups.Service {
 	return groups.New(groups.Config{
 		BrokerID:       b.cfg.ID,
 		SessionTimeout: b.cfg.GroupSessionTimeout, HeartbeatInterval: b.cfg.GroupHeartbeatInterval,
-		LagMetrics: b.cfg.GroupLagMetricsInterval > 0,
-		Logger:     b.logger,
+		InitialRebalanceDelay: b.cfg.GroupInitialRebalanceDelay,
+		LagMetrics:            b.cfg.GroupLagMetricsInterval > 0,
+		Logger:                b.logger,
 	}, groups.Deps{
 		View:      b.metadata,
 		Host:      b.hostGroupCoordinator,

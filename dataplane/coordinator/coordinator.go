@@ -29,6 +29,9 @@ type Config struct {
 	// SessionTimeout and HeartbeatInterval are every group's
 	// (group.Config).
 	SessionTimeout, HeartbeatInterval time.Duration
+	// InitialRebalanceDelay holds a classic group's first join phase for
+	// more members (Kafka's group.initial.rebalance.delay.ms).
+	InitialRebalanceDelay time.Duration
 	// Logger: nil discards.
 	Logger *slog.Logger
 	// Metrics: nil counts nothing.
@@ -101,6 +104,11 @@ type groupState struct {
 	// (TxnCommitOffsets), not yet the group's until its commit marker.
 	pending map[int64]map[TopicPartition]pendingOffset
 	members *group.Group // nil until the first heartbeat at this coordinator
+	// classic: the group's members of Kafka's classic protocol (nil until
+	// the first JoinGroup here); classicArmed: the deadline a timer is
+	// armed for.
+	classic      *group.Classic
+	classicArmed time.Time
 	// rebalances and revoked are the members' counters last reported to
 	// Metrics.
 	rebalances, revoked int64
@@ -113,6 +121,7 @@ type groupState struct {
 type Coordinator struct {
 	h   *runtime.Hosted[*Shard]
 	cfg Config
+	w   *waiters // the shard's waiting classic requests
 }
 
 // New returns the coordinator of p at cfg.LeaderEpoch, not loaded yet.
@@ -124,8 +133,8 @@ func New(p Partition, cfg Config) *Coordinator {
 	if cfg.Metrics != nil {
 		write = cfg.Metrics.WriteLatency
 	}
-	shard := NewShard(ShardConfig{SessionTimeout: cfg.SessionTimeout, HeartbeatInterval: cfg.HeartbeatInterval, Logger: cfg.Logger, Metrics: cfg.Metrics})
-	return &Coordinator{cfg: cfg, h: runtime.New(p, shard, runtime.Config{
+	shard := NewShard(ShardConfig{SessionTimeout: cfg.SessionTimeout, HeartbeatInterval: cfg.HeartbeatInterval, InitialRebalanceDelay: cfg.InitialRebalanceDelay, Logger: cfg.Logger, Metrics: cfg.Metrics})
+	return &Coordinator{cfg: cfg, w: shard.waiting, h: runtime.New(p, shard, runtime.Config{
 		Name: fmt.Sprintf("offsets partition %d", cfg.Partition), LeaderEpoch: cfg.LeaderEpoch,
 		Logger: cfg.Logger, WriteLatency: write,
 	})}

@@ -1,10 +1,12 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/group"
@@ -24,6 +26,9 @@ import (
 type Shard struct {
 	cfg ShardConfig
 	st  state
+	// waiting are the classic groups' JoinGroups and SyncGroups waiting
+	// for other members (see classic.go).
+	waiting *waiters
 	// loaded is when the shard was loaded (Loaded): when this coordinator
 	// started serving the groups of its partition.
 	loaded time.Time
@@ -35,6 +40,9 @@ type ShardConfig struct {
 	// (group.Config); the members' sessions are checked every
 	// HeartbeatInterval.
 	SessionTimeout, HeartbeatInterval time.Duration
+	// InitialRebalanceDelay holds a classic group's first join phase for
+	// more members (group.ClassicConfig).
+	InitialRebalanceDelay time.Duration
 	// Logger: nil discards.
 	Logger *slog.Logger
 	// Metrics: nil counts nothing.
@@ -46,7 +54,7 @@ func NewShard(cfg ShardConfig) *Shard {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Shard{cfg: cfg, st: newState()}
+	return &Shard{cfg: cfg, st: newState(), waiting: &waiters{}}
 }
 
 // The runtime keys of a group's operations (see the package doc,
@@ -178,6 +186,9 @@ func (s *Shard) CommittedOffsets() map[GroupKey]map[TopicPartition]Committed {
 func (s *Shard) CheckCommitter(gk GroupKey, memberID, instanceID string, memberEpoch int32, offsets []*sluicev1.PartitionOffset, now time.Time) error {
 	var g *group.Group
 	gs := s.st.groups[gk]
+	if err := s.checkClassicCommit(gk, gs, memberID, instanceID, memberEpoch, now); !errors.Is(err, errNotClassic) {
+		return err // a classic member's commit, or one into a classic group
+	}
 	if gs != nil {
 		g = gs.members
 	}
@@ -277,6 +288,9 @@ type HeartbeatResult struct {
 // retry, a join again, replaces it once more.
 func (s *Shard) Heartbeat(gk GroupKey, assignor string, topics group.Topics, req group.HeartbeatRequest, now time.Time) (runtime.Result[HeartbeatResult], error) {
 	var none runtime.Result[HeartbeatResult]
+	if gs := s.st.groups[gk]; gs != nil && gs.classic != nil && gs.classic.Members() > 0 {
+		return none, fmt.Errorf("%w: group %q has members of Kafka's classic protocol; a member of the consumer protocol (KIP-848) cannot join it", ErrInconsistentProtocol, gk.Group)
+	}
 	g, err := s.members(gk, assignor)
 	if err != nil {
 		return none, err
@@ -311,6 +325,9 @@ func (s *Shard) Leave(gk GroupKey, memberID, instanceID string, now time.Time) e
 // Expire removes members whose session expired, in every group.
 func (s *Shard) Expire(now time.Time) {
 	for gk, gs := range s.st.groups {
+		if gs.classic != nil {
+			s.waiting.deliver(gk, gs.classic.Tick(now))
+		}
 		if gs.members == nil {
 			continue
 		}
@@ -332,6 +349,9 @@ func (s *Shard) Summaries(tenantID string, now time.Time) []*sluicev1.GroupSumma
 		if gs.members != nil {
 			d := gs.members.Describe(now)
 			sum.State, sum.Members = string(d.State), int32(len(d.Members))
+		}
+		if gs.classic != nil && gs.classic.Members() > 0 {
+			sum.State, sum.Members = strings.ToLower(string(gs.classic.State())), int32(gs.classic.Members())
 		}
 		out = append(out, sum)
 	}
@@ -373,5 +393,5 @@ func (s *Shard) GroupsByTenant() map[string]int {
 // Active reports whether the group has members.
 func (s *Shard) Active(gk GroupKey, now time.Time) bool {
 	gs := s.st.groups[gk]
-	return gs != nil && gs.members != nil && !gs.members.Empty(now)
+	return gs != nil && (gs.members != nil && !gs.members.Empty(now) || gs.classic != nil && gs.classic.Members() > 0)
 }

@@ -245,6 +245,12 @@ func NewClassic(groupID string, cfg ClassicConfig) (*Classic, error) {
 // State is the group's state (as of its last call: Tick expires).
 func (g *Classic) State() ClassicState { return g.state }
 
+// Members is how many members the group has.
+func (g *Classic) Members() int { return len(g.members) }
+
+// Has reports whether id is a member.
+func (g *Classic) Has(id string) bool { return g.members[id] != nil }
+
 // Generation is the group's generation.
 func (g *Classic) Generation() int32 { return g.generation }
 
@@ -783,4 +789,34 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// ClassicDescription is a classic group as DescribeGroups answers it.
+type ClassicDescription struct {
+	State                  ClassicState
+	ProtocolType, Protocol string
+	Generation             int32
+	Leader                 string
+	Members                []ClassicMemberDescription // by member id
+}
+
+// ClassicMemberDescription is one member of a ClassicDescription.
+type ClassicMemberDescription struct {
+	MemberID, InstanceID, ClientID, ClientHost string
+	// Metadata is its metadata for the group's protocol; Assignment what
+	// the leader gave it (nil before the leader's sync).
+	Metadata, Assignment []byte
+}
+
+// Describe is a snapshot of the group (as of its last call).
+func (g *Classic) Describe() ClassicDescription {
+	d := ClassicDescription{State: g.state, ProtocolType: g.protocolType, Protocol: g.protocol, Generation: g.generation, Leader: g.leader}
+	for _, id := range g.memberIDs() {
+		m := g.members[id]
+		d.Members = append(d.Members, ClassicMemberDescription{
+			MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
+			Metadata: m.metadata(g.protocol), Assignment: m.assignment,
+		})
+	}
+	return d
 }

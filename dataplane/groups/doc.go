@@ -1,12 +1,14 @@
 // Package groups is the data plane's consumer-group service: membership
-// (KIP-848 heartbeats, leaving), committed offsets (also inside a
+// (KIP-848 heartbeats, leaving; and Kafka's classic protocol, classic.go),
+// committed offsets (also inside a
 // transaction, KIP-447), the groups' administration (list, describe,
 // delete, reset offsets) and their lag (DescribeGroup's, and the lag
 // metrics' sluice_group_lag_* gauges with LagReport for the control
 // plane's alerts). It is protocol-neutral: its methods take plain Go
 // requests and answer plain results and domain errors (dataplane/derr);
 // a front door adapts it (the Connect adapter, dataplane/connectapi's
-// Groups; the Kafka listener, later) and maps the errors in one place.
+// Groups; the Kafka listener, dataplane/kafka) and maps the errors in one
+// place.
 //
 // # Model
 //

@@ -25,6 +25,9 @@ type Config struct {
 	// SessionTimeout and HeartbeatInterval are every group's
 	// (coordinator.Config).
 	SessionTimeout, HeartbeatInterval time.Duration
+	// InitialRebalanceDelay is every classic group's
+	// (coordinator.Config).
+	InitialRebalanceDelay time.Duration
 	// LagMetrics turns on the group lag metrics (ComputeLag, LagReport,
 	// the sluice_group_lag_* gauges).
 	LagMetrics bool
@@ -178,7 +181,8 @@ func (s *Service) CoordinatorAt(ctx context.Context, t *cluster.Topic, pm cluste
 		cfg := coordinator.Config{
 			Partition: pm.Partition, LeaderEpoch: epoch,
 			SessionTimeout: s.cfg.SessionTimeout, HeartbeatInterval: s.cfg.HeartbeatInterval,
-			Logger: s.logger, Metrics: s.metrics,
+			InitialRebalanceDelay: s.cfg.InitialRebalanceDelay,
+			Logger:                s.logger, Metrics: s.metrics,
 		}
 		if s.deps.Admission != nil {
 			cfg.Admit = s.deps.Admission.AdmitGroup

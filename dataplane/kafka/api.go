@@ -38,9 +38,14 @@ var versions = map[int16][2]int16{
 	kmsg.CreatePartitions.Int16():        {0, 3},
 	kmsg.DescribeConfigs.Int16():         {1, 4},
 	kmsg.IncrementalAlterConfigs.Int16(): {0, 1},
-	// Consumer groups: KIP-848's protocol (the classic JoinGroup and
-	// SyncGroup are not served yet), offsets and their administration.
+	// Consumer groups: KIP-848's protocol and the classic one, offsets
+	// and their administration.
 	kmsg.FindCoordinator.Int16():        {0, 5},
+	kmsg.JoinGroup.Int16():              {0, 9},
+	kmsg.SyncGroup.Int16():              {0, 5},
+	kmsg.Heartbeat.Int16():              {0, 4},
+	kmsg.LeaveGroup.Int16():             {0, 5},
+	kmsg.DescribeGroups.Int16():         {0, 5},
 	kmsg.OffsetCommit.Int16():           {2, 9}, // v10 names topics by id
 	kmsg.OffsetFetch.Int16():            {1, 9}, // v0 read ZooKeeper's offsets
 	kmsg.ConsumerGroupHeartbeat.Int16(): {0, 1},
@@ -285,6 +290,16 @@ func (c *conn) dispatch(ctx context.Context, h header, req kmsg.Request) (kmsg.R
 		return c.listGroups(ctx, r), 0, nil
 	case *kmsg.DeleteGroupsRequest:
 		return c.deleteGroups(ctx, r), 0, nil
+	case *kmsg.JoinGroupRequest:
+		return c.joinGroup(ctx, h.clientID, r), 0, nil
+	case *kmsg.SyncGroupRequest:
+		return c.syncGroup(ctx, r), 0, nil
+	case *kmsg.HeartbeatRequest:
+		return c.heartbeat(ctx, r), 0, nil
+	case *kmsg.LeaveGroupRequest:
+		return c.leaveGroup(ctx, r), 0, nil
+	case *kmsg.DescribeGroupsRequest:
+		return c.describeGroups(ctx, r), 0, nil
 	}
 	return nil, 0, fmt.Errorf("%s is not served", kmsg.NameForKey(h.key))
 }

@@ -1,7 +1,9 @@
 // Package kafka is the Kafka wire-protocol listener of a broker: a front
 // door beside the Connect one (dataplane/connectapi) over the same
-// protocol-neutral services (dataplane/records for the record path, Admin
-// for topic administration through the control plane). Requests and
+// protocol-neutral services (dataplane/records for the record path,
+// dataplane/groups for consumer groups of both of Kafka's protocols and
+// their offsets, Admin for topic administration through the control
+// plane). Requests and
 // answers are franz-go's kmsg codecs; this package frames them, checks
 // versions (ApiVersions advertises exactly what is served: versions), runs
 // SASL (PLAIN with an API key, OAUTHBEARER with a Sluice token; KIP-368
@@ -25,5 +27,7 @@
 // the tenant's quota is held, and the connection reads nothing meanwhile
 // (as Kafka mutes a throttled channel); a Fetch that finds the quota in
 // debt is answered with what it read and throttle_time_ms, then the
-// connection is muted that long (KIP-219).
+// connection is muted that long (KIP-219). A JoinGroup or SyncGroup that
+// waits for the group's other members holds its connection as Kafka's
+// does (clients send them on a connection of their own).
 package kafka

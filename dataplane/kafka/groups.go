@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +30,12 @@ type Groups interface {
 	ListGroups(ctx context.Context, req groups.ListGroupsRequest) ([]groups.GroupSummary, error)
 	DescribeGroup(ctx context.Context, req groups.DescribeRequest) (groups.Description, error)
 	DeleteGroup(ctx context.Context, tenantID, groupID string) error
+	// The classic protocol's.
+	JoinGroup(ctx context.Context, req groups.JoinRequest) (group.JoinResponse, error)
+	SyncGroup(ctx context.Context, tenantID, groupID string, req group.SyncRequest) (group.SyncResponse, error)
+	HeartbeatClassic(ctx context.Context, tenantID, groupID, memberID, instanceID string, generation int32) error
+	LeaveClassic(ctx context.Context, tenantID, groupID, memberID, instanceID string) error
+	DescribeClassic(ctx context.Context, tenantID, groupID string) (group.ClassicDescription, error)
 }
 
 // Coordinator types of FindCoordinator.
@@ -70,7 +77,7 @@ func commitCode(err error, v int16) int16 {
 		}
 		return kerr.IllegalGeneration.Code
 	}
-	return groupCode(err)
+	return classicCode(err)
 }
 
 func (c *conn) findCoordinator(req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
@@ -386,6 +393,10 @@ func groupState(s string) string {
 		return "Reconciling"
 	case group.StateStable:
 		return "Stable"
+	case group.State(strings.ToLower(string(group.ClassicPreparingRebalance))):
+		return string(group.ClassicPreparingRebalance)
+	case group.State(strings.ToLower(string(group.ClassicCompletingRebalance))):
+		return string(group.ClassicCompletingRebalance)
 	}
 	return "Unknown"
 }
@@ -467,6 +478,192 @@ func (c *conn) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) 
 		}
 		if err != nil {
 			g.ErrorCode, g.ErrorMessage = groupCode(err), errorMessage(err)
+		}
+		res.Groups = append(res.Groups, g)
+	}
+	return res
+}
+
+// classicCode is the Kafka error code of a classic group call's err: the
+// classic protocol's own refusals (dataplane/group's), else groupCode's.
+func classicCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, group.ErrMemberIDRequired):
+		return kerr.MemberIDRequired.Code
+	case errors.Is(err, group.ErrRebalanceInProgress):
+		return kerr.RebalanceInProgress.Code
+	case errors.Is(err, group.ErrIllegalGeneration):
+		return kerr.IllegalGeneration.Code
+	case errors.Is(err, group.ErrInconsistentProtocol):
+		return kerr.InconsistentGroupProtocol.Code
+	case errors.Is(err, group.ErrInvalidSessionTimeout):
+		return kerr.InvalidSessionTimeout.Code
+	case errors.Is(err, group.ErrGroupFull):
+		return kerr.GroupMaxSizeReached.Code
+	}
+	return groupCode(err)
+}
+
+// classicDenied refuses a classic group call without the consume scope.
+func (c *conn) classicDenied(groupID string) error {
+	if c.sess.p.Has(tenants.ScopeConsume) {
+		return nil
+	}
+	return derr.New(derr.GroupAuthorizationFailed, "group %q: consumer groups need the consume scope", groupID)
+}
+
+func (c *conn) joinGroup(ctx context.Context, clientID string, req *kmsg.JoinGroupRequest) *kmsg.JoinGroupResponse {
+	res := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	res.Generation = -1
+	if err := c.classicDenied(req.Group); err != nil {
+		res.ErrorCode = classicCode(err)
+		return res
+	}
+	m := group.JoinRequest{
+		MemberID: req.MemberID, ClientID: clientID, ClientHost: c.remoteHost(),
+		SessionTimeout:   time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
+		RebalanceTimeout: time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond,
+		ProtocolType:     req.ProtocolType,
+		// KIP-394 (v4+): a new member learns its id first.
+		RequireKnownMemberID: req.Version >= 4,
+		// v9+: a restarted static leader can be told to keep the
+		// assignment.
+		SkipAssignment: req.Version >= 9,
+	}
+	if req.Version == 0 {
+		m.RebalanceTimeout = m.SessionTimeout
+	}
+	if req.InstanceID != nil {
+		m.InstanceID = *req.InstanceID
+	}
+	for _, p := range req.Protocols {
+		m.Protocols = append(m.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
+	}
+	jr, err := c.s.d.Groups.JoinGroup(ctx, groups.JoinRequest{TenantID: c.sess.tenantID, Group: req.Group, Member: m})
+	res.MemberID = jr.MemberID
+	if err != nil {
+		res.ErrorCode = classicCode(err)
+		if res.ErrorCode != kerr.MemberIDRequired.Code {
+			res.MemberID = req.MemberID
+		}
+		return res
+	}
+	res.Generation, res.LeaderID, res.SkipAssignment = jr.Generation, jr.Leader, jr.SkipAssignment
+	res.ProtocolType, res.Protocol = ptr(jr.ProtocolType), ptr(jr.Protocol)
+	for _, jm := range jr.Members {
+		rm := kmsg.NewJoinGroupResponseMember()
+		rm.MemberID, rm.ProtocolMetadata = jm.MemberID, jm.Metadata
+		if jm.InstanceID != "" {
+			rm.InstanceID = ptr(jm.InstanceID)
+		}
+		res.Members = append(res.Members, rm)
+	}
+	return res
+}
+
+func (c *conn) syncGroup(ctx context.Context, req *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
+	res := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	if err := c.classicDenied(req.Group); err != nil {
+		res.ErrorCode = classicCode(err)
+		return res
+	}
+	sr := group.SyncRequest{MemberID: req.MemberID, Generation: req.Generation}
+	if req.InstanceID != nil {
+		sr.InstanceID = *req.InstanceID
+	}
+	if req.ProtocolType != nil {
+		sr.ProtocolType = *req.ProtocolType
+	}
+	if req.Protocol != nil {
+		sr.Protocol = *req.Protocol
+	}
+	if len(req.GroupAssignment) > 0 {
+		sr.Assignments = make(map[string][]byte, len(req.GroupAssignment))
+		for _, a := range req.GroupAssignment {
+			sr.Assignments[a.MemberID] = a.MemberAssignment
+		}
+	}
+	out, err := c.s.d.Groups.SyncGroup(ctx, c.sess.tenantID, req.Group, sr)
+	if err != nil {
+		res.ErrorCode = classicCode(err)
+		return res
+	}
+	res.ProtocolType, res.Protocol, res.MemberAssignment = ptr(out.ProtocolType), ptr(out.Protocol), out.Assignment
+	if res.MemberAssignment == nil {
+		res.MemberAssignment = []byte{}
+	}
+	return res
+}
+
+func (c *conn) heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
+	res := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	err := c.classicDenied(req.Group)
+	if err == nil {
+		instance := ""
+		if req.InstanceID != nil {
+			instance = *req.InstanceID
+		}
+		err = c.s.d.Groups.HeartbeatClassic(ctx, c.sess.tenantID, req.Group, req.MemberID, instance, req.Generation)
+	}
+	res.ErrorCode = classicCode(err)
+	return res
+}
+
+func (c *conn) leaveGroup(ctx context.Context, req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
+	res := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if err := c.classicDenied(req.Group); err != nil {
+		res.ErrorCode = classicCode(err)
+		return res
+	}
+	if req.Version < 3 {
+		res.ErrorCode = classicCode(c.s.d.Groups.LeaveClassic(ctx, c.sess.tenantID, req.Group, req.MemberID, ""))
+		return res
+	}
+	for _, rm := range req.Members {
+		m := kmsg.NewLeaveGroupResponseMember()
+		m.MemberID, m.InstanceID = rm.MemberID, rm.InstanceID
+		instance := ""
+		if rm.InstanceID != nil {
+			instance = *rm.InstanceID
+		}
+		m.ErrorCode = classicCode(c.s.d.Groups.LeaveClassic(ctx, c.sess.tenantID, req.Group, rm.MemberID, instance))
+		res.Members = append(res.Members, m)
+	}
+	return res
+}
+
+// remoteHost is the client's address without its port.
+func (c *conn) remoteHost() string {
+	if h, _, err := net.SplitHostPort(c.remote); err == nil {
+		return h
+	}
+	return c.remote
+}
+
+func (c *conn) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
+	res := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, id := range req.Groups {
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.Group = id
+		d, err := c.s.d.Groups.DescribeClassic(ctx, c.sess.tenantID, id)
+		if err != nil {
+			g.ErrorCode = classicCode(err)
+			res.Groups = append(res.Groups, g)
+			continue
+		}
+		g.State, g.ProtocolType, g.Protocol = string(d.State), d.ProtocolType, d.Protocol
+		for _, m := range d.Members {
+			rm := kmsg.NewDescribeGroupsResponseGroupMember()
+			rm.MemberID, rm.ClientID, rm.ClientHost, rm.ProtocolMetadata, rm.MemberAssignment = m.MemberID, m.ClientID, m.ClientHost, m.Metadata, m.Assignment
+			if m.InstanceID != "" {
+				rm.InstanceID = ptr(m.InstanceID)
+			}
+			if rm.MemberAssignment == nil {
+				rm.MemberAssignment = []byte{}
+			}
+			g.Members = append(g.Members, rm)
 		}
 		res.Groups = append(res.Groups, g)
 	}

@@ -347,3 +347,145 @@ func TestConsumerGroupKafkaAndSDKMembers(t *testing.T) {
 	})
 	cancel()
 }
+
+// TestConsumerGroupClassic: franz-go's consumers with the classic
+// protocol (JoinGroup and SyncGroup, the cooperative-sticky assignor
+// computed by the leader client) settle with two partitions each
+// (DescribeGroups), read every record once and commit; when one leaves
+// the other takes its partitions over from the commits; a new member
+// joins and the group settles again with both.
+func TestConsumerGroupClassic(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(client(t))
+	topic := fmt.Sprintf("groups-classic-%d", time.Now().UnixNano())
+	groupID := topic + "-g"
+	createTopic(t, adm, topic, 4)
+	prod := client(t, kgo.DefaultProduceTopic(topic))
+	produce := func(from, n int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)})
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+	// poll reads what cl has until until() holds.
+	poll := func(cl *kgo.Client, until func() bool) {
+		for !until() && ctx.Err() == nil {
+			// poll: the member may have nothing to read while others do.
+			pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			fs := cl.PollFetches(pctx)
+			pcancel()
+			fs.EachError(func(topic string, p int32, err error) {
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					t.Errorf("%s/%d: %v", topic, p, err)
+				}
+			})
+			mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+			mu.Unlock()
+			if err := cl.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
+				t.Logf("commit: %v (a rebalance moved the partitions; retried with the next poll)", err)
+			}
+		}
+	}
+	settled := func(members int) {
+		t.Helper()
+		testenv.Wait(t, time.Minute, fmt.Sprintf("a stable group of %d members with partitions", members), func() error {
+			described, err := adm.DescribeGroups(ctx, groupID)
+			if err != nil {
+				return err
+			}
+			g := described[groupID]
+			if g.Err != nil {
+				return g.Err
+			}
+			if g.State != "Stable" || len(g.Members) != members || g.Protocol != "cooperative-sticky" {
+				return fmt.Errorf("state %s protocol %s with %d members", g.State, g.Protocol, len(g.Members))
+			}
+			total := 0
+			for _, m := range g.Members {
+				ca, ok := m.Assigned.AsConsumer()
+				if !ok || len(ca.Topics) != 1 || len(ca.Topics[0].Partitions) != 4/members {
+					return fmt.Errorf("member %s assigned %v", m.MemberID, m.Assigned)
+				}
+				total += len(ca.Topics[0].Partitions)
+			}
+			if total != 4 {
+				return fmt.Errorf("%d partitions assigned, want 4", total)
+			}
+			return nil
+		})
+	}
+	member := func() *kgo.Client {
+		return client(t, kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	}
+	// Members join (and sync, heartbeat) as they poll.
+	a, b := member(), member()
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, cl := range []*kgo.Client{a, b} {
+		wg.Go(func() { poll(cl, func() bool { return pollCtx.Err() != nil }) })
+	}
+	settled(2)
+	produce(0, 400)
+	testenv.Wait(t, time.Minute, "400 records read", func() error {
+		if n := count(); n < 400 {
+			return fmt.Errorf("%d read", n)
+		}
+		return nil
+	})
+	stopPolling()
+	wg.Wait()
+	mu.Lock()
+	for v, n := range seen {
+		if n != 1 {
+			t.Errorf("record %s read %d times by a stable group", v, n)
+		}
+	}
+	mu.Unlock()
+
+	// b leaves; a takes all four partitions over from the commits and
+	// reads only what comes after.
+	b.Close()
+	mu.Lock()
+	seen = map[string]int{}
+	mu.Unlock()
+	pollCtx, stopPolling = context.WithCancel(ctx)
+	wg.Go(func() { poll(a, func() bool { return pollCtx.Err() != nil }) })
+	settled(1)
+	produce(400, 100)
+	testenv.Wait(t, time.Minute, "100 more records read", func() error {
+		if n := count(); n < 100 {
+			return fmt.Errorf("%d read", n)
+		}
+		return nil
+	})
+	mu.Lock()
+	for v := range seen {
+		var i int
+		if _, err := fmt.Sscanf(v, "v%d", &i); err != nil || i < 400 {
+			t.Errorf("read %s again after b left, committed before", v)
+		}
+	}
+	mu.Unlock()
+
+	// A new member: the group settles with two again.
+	c := member()
+	wg.Go(func() { poll(c, func() bool { return pollCtx.Err() != nil }) })
+	settled(2)
+	stopPolling()
+	wg.Wait()
+}
