@@ -6,9 +6,11 @@
 // Assign is a pure function: no I/O, no clock, no randomness. It places the
 // partitions one after another, each replica greedily:
 //
-//   - The preferred leader (element 0) is the broker with the fewest leaders,
-//     then the fewest replicas. Counts include the existing Load and the
-//     partitions of this topic placed so far.
+//   - The preferred leader (element 0) is the broker that leads the fewest
+//     of the partitions placed so far by this call (a topic's leaders are
+//     spread over every broker, as Kafka's are, so that its traffic is),
+//     then the one with the fewest leaders, then the fewest replicas,
+//     counting the existing Load and the partitions placed so far.
 //   - Each follower is the broker with the fewest replicas, then on the rack
 //     with the fewest replicas per broker, then with the most leaders (a
 //     broker short of leaders will soon gain a replica by leading).
@@ -30,14 +32,17 @@
 //   - when the brokers span at least rf racks, on distinct racks; otherwise
 //     two racks differ by at most one replica of a partition unless the
 //     smaller one has no broker left;
-//   - with empty Load the leader counts of the topic differ by at most one,
-//     and in general a broker only gets a new leader while no other broker
-//     leads fewer partitions, counting Load;
+//   - the leader counts of the partitions placed by one call differ by at
+//     most one, whatever the Load (partitions added to a topic are spread
+//     among themselves; Load does not say which of its leaders are the
+//     topic's);
 //   - the result depends only on the set of brokers and on Load, not on the
 //     order of brokers.
 //
 // Checked by the property tests (seeded random inputs) rather than proven:
-// with empty Load, replica counts differ by at most one when every rack has
+// topics placed one after another from an empty cluster keep the brokers'
+// leader counts within one of each other; with empty Load, replica counts
+// differ by at most one when every rack has
 // the same number of brokers (or no broker has a rack), and between the
 // brokers of any one rack otherwise.
 package placement

@@ -78,6 +78,7 @@ func Assign(brokers []Broker, load Load, n int, rf int) ([][]int32, error) {
 			c.replicas++
 			if slot == 0 {
 				c.leaders++
+				c.topicLeaders++
 			}
 			replicas = append(replicas, c.id)
 		}
@@ -93,6 +94,9 @@ type candidate struct {
 	nth      int // rank by id within its rack, for the interleaved order
 	replicas int
 	leaders  int
+	// topicLeaders counts the leaders of the partitions placed by this
+	// call (the topic's new partitions).
+	topicLeaders int
 }
 
 // rack is a failure domain with its running counts and its share of every
@@ -108,6 +112,9 @@ type rack struct {
 // better reports whether a beats b for the next replica of a partition; a
 // full tie keeps b, which comes first in the interleaved order.
 func better(a, b *candidate, leader bool, racks []rack) bool {
+	if leader && a.topicLeaders != b.topicLeaders {
+		return a.topicLeaders < b.topicLeaders
+	}
 	if leader && a.leaders != b.leaders {
 		return a.leaders < b.leaders
 	}

@@ -97,6 +97,13 @@ func TestPlacementAssign(t *testing.T) {
 			want: [][]int32{{2, 3, 1}, {3, 2, 1}},
 		},
 		{
+			name:    "a topic's leaders spread over every broker whatever the load",
+			brokers: brokers("", "", ""),
+			load:    placement.Load{1: {Replicas: 13, Leaders: 13}, 2: {Replicas: 13, Leaders: 12}, 3: {Replicas: 13, Leaders: 14}},
+			n:       3, rf: 3,
+			want: [][]int32{{2, 3, 1}, {1, 3, 2}, {3, 1, 2}},
+		},
+		{
 			name:    "load on an unknown broker is ignored",
 			brokers: brokers("", ""),
 			load:    placement.Load{9: {Replicas: 5, Leaders: 5}},
@@ -377,7 +384,18 @@ func TestPlacementAssignLoad(t *testing.T) {
 						"topic %d: broker %d leads %d: %v", topic, b.ID, load[b.ID].Leaders, c)
 				}
 			}
+			// The topic's own leaders differ by at most one, whatever the
+			// load before it.
+			topicLeaders := map[int32]int{}
+			for _, partition := range got {
+				topicLeaders[partition[0]]++
+			}
 			all := make([]int, len(c.brokers))
+			mine := make([]int, len(c.brokers))
+			for i, b := range c.brokers {
+				all[i], mine[i] = i, topicLeaders[b.ID]
+			}
+			require.LessOrEqual(t, spread(all, mine), 1, "topic %d's own leaders: %v", topic, c)
 			leaders := make([]int, len(c.brokers))
 			replicas := make([]int, len(c.brokers))
 			for i, b := range c.brokers {
