@@ -69,6 +69,17 @@ func replaced(sync bool) any {
 	return group.JoinResponse{Err: err}
 }
 
+// unpark answers the waiter of k, if any, as replaced by a later request
+// of its member.
+func (w *waiters) unpark(k waitKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old := w.m[k]; old != nil {
+		old <- replaced(k.sync)
+		delete(w.m, k)
+	}
+}
+
 // drop forgets k's waiter ch (its caller gave up).
 func (w *waiters) drop(k waitKey, ch chan any) {
 	w.mu.Lock()
@@ -165,10 +176,16 @@ func (s *Shard) ClassicJoin(gk GroupKey, req group.JoinRequest, now time.Time) (
 		return out, err
 	}
 	res, wait, ans := g.Join(now, req)
+	s.waiting.deliver(gk, ans)
+	if res.MemberID != "" && req.MemberID == res.MemberID {
+		// A join of a member whose previous join still waits replaces
+		// it, answered now (park does, or unpark when this one is
+		// answered at once).
+		s.waiting.unpark(waitKey{gk, res.MemberID, false})
+	}
 	if wait {
 		out.Response.wait = s.waiting.park(waitKey{gk, res.MemberID, false})
 	}
-	s.waiting.deliver(gk, ans)
 	out.Response.res = res
 	out.Timers = s.classicTimer(gk, s.st.groups[gk])
 	return out, nil
@@ -182,10 +199,11 @@ func (s *Shard) ClassicSync(gk GroupKey, req group.SyncRequest, now time.Time) (
 		return out, fmt.Errorf("%w %q in group %q", group.ErrUnknownMember, req.MemberID, gk.Group)
 	}
 	res, wait, ans := gs.classic.Sync(now, req)
+	s.waiting.deliver(gk, ans)
+	s.waiting.unpark(waitKey{gk, req.MemberID, true}) // a sync it replaces, as in ClassicJoin
 	if wait {
 		out.Response.wait = s.waiting.park(waitKey{gk, req.MemberID, true})
 	}
-	s.waiting.deliver(gk, ans)
 	out.Response.res = res
 	out.Timers = s.classicTimer(gk, gs)
 	return out, nil

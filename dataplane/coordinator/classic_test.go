@@ -100,3 +100,61 @@ func TestCoordinatorClassicGroup(t *testing.T) {
 	require.False(t, c.Active(now, "t", "g"))
 	require.NoError(t, c.CheckCommitter("t", "g", "", "", -1, offs))
 }
+
+// TestCoordinatorClassicJoinReplaced: a member's second JoinGroup while
+// its first waits answers the first REBALANCE_IN_PROGRESS and waits
+// itself, until the phase ends.
+func TestCoordinatorClassicJoinReplaced(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	ctx, now, c := s.ctx, s.now, s.c
+	a, err := c.JoinClassic(ctx, now, "t", "g", classicJoin(""))
+	require.NoError(t, err)
+	_, err = c.SyncClassic(ctx, now, "t", "g", group.SyncRequest{MemberID: a.MemberID, Generation: 1})
+	require.NoError(t, err)
+	// b's join starts a phase that waits for a.
+	type joined struct {
+		r   group.JoinResponse
+		err error
+	}
+	bJoin := make(chan joined, 1)
+	go func() {
+		r, err := c.JoinClassic(ctx, now, "t", "g", classicJoin(""))
+		bJoin <- joined{r, err}
+	}()
+	require.Eventually(t, func() bool {
+		return errors.Is(c.HeartbeatClassic(now, "t", "g", a.MemberID, "", 1), group.ErrRebalanceInProgress)
+	}, 10*time.Second, 5*time.Millisecond)
+	d, _ := c.DescribeClassic(now, "t", "g")
+	b := otherMember(d, a.MemberID)
+	// b joins again while its first join waits.
+	second := make(chan joined, 1)
+	go func() {
+		r, err := c.JoinClassic(ctx, now, "t", "g", classicJoin(b))
+		second <- joined{r, err}
+	}()
+	first := <-bJoin
+	require.NoError(t, first.err)
+	require.ErrorIs(t, first.r.Err, group.ErrRebalanceInProgress)
+	select {
+	case j := <-second:
+		t.Fatalf("the second join was answered before a rejoined: %+v", j)
+	default:
+	}
+	ra, err := c.JoinClassic(ctx, now, "t", "g", classicJoin(a.MemberID))
+	require.NoError(t, err)
+	j := <-second
+	require.NoError(t, j.err)
+	require.NoError(t, j.r.Err)
+	require.Equal(t, ra.Generation, j.r.Generation)
+}
+
+// otherMember is the member of d that is not id.
+func otherMember(d group.ClassicDescription, id string) string {
+	for _, m := range d.Members {
+		if m.MemberID != id {
+			return m.MemberID
+		}
+	}
+	return ""
+}

@@ -198,8 +198,10 @@ type SyncResponse struct {
 }
 
 // ClassicAnswers are answers to requests that waited, by the member id
-// they waited as; a later request of the same member replaces its
-// waiting one, which is answered ErrRebalanceInProgress.
+// they waited as. A JoinGroup (SyncGroup) of a member whose previous one
+// still waits replaces it: the caller answers the previous one itself
+// (ErrRebalanceInProgress), and the answer that comes later is the new
+// one's.
 type ClassicAnswers struct {
 	Joins map[string]JoinResponse
 	Syncs map[string]SyncResponse
@@ -350,10 +352,8 @@ func (g *Classic) joinAnswer(m *classicMember, ans *ClassicAnswers) (JoinRespons
 
 // rejoin handles a JoinGroup of a known member.
 func (g *Classic) rejoin(now time.Time, m *classicMember, req JoinRequest, ans *ClassicAnswers) (JoinResponse, bool) {
-	if m.joining {
-		// A join replaces the one still waiting.
-		ans.join(m.id, JoinResponse{Err: fmt.Errorf("%w: replaced by a later JoinGroup", ErrRebalanceInProgress), MemberID: m.id})
-	}
+	// A join replaces the member's one still waiting, if any: its caller
+	// answers that one (see ClassicAnswers).
 	same := sameProtocols(m.protocols, req.Protocols)
 	if same && (g.state == ClassicCompletingRebalance || g.state == ClassicStable && m.id != g.leader) {
 		// It missed the answer of the last join phase (or, a follower,
@@ -584,10 +584,8 @@ func (g *Classic) Sync(now time.Time, req SyncRequest) (res SyncResponse, wait b
 	case ClassicStable:
 		return g.syncResponse(m), false, ans
 	}
-	// CompletingRebalance.
-	if m.syncing {
-		ans.sync(m.id, SyncResponse{Err: fmt.Errorf("%w: replaced by a later SyncGroup", ErrRebalanceInProgress)})
-	}
+	// CompletingRebalance. (A sync replaces the member's one still
+	// waiting, if any, as a join does.)
 	m.synced = true
 	if m.id != g.leader {
 		m.syncing = true
