@@ -377,6 +377,40 @@ func (s *Shard) Describe(gk GroupKey, now time.Time) Description {
 	if gs.members != nil {
 		d.Group = gs.members.Describe(now)
 	}
+	if gs.classic != nil && gs.classic.Members() > 0 {
+		s.waiting.deliver(gk, gs.classic.Tick(now))
+		d.Group = classicDescription(gk.Group, gs.classic.Describe())
+	}
+	return d
+}
+
+// classicDescription is a classic group described as the consumer
+// protocol's are (DescribeGroup, sluice group describe): its generation as
+// the group and member epochs, its protocol as the assignor, and, for
+// protocol type "consumer", each member's subscriptions and assignment
+// read from its metadata and the leader's assignment (empty when they do
+// not parse). A classic group has no target or revocations of its own:
+// the leader's assignment is the target.
+func classicDescription(groupID string, c group.ClassicDescription) group.GroupDescription {
+	d := group.GroupDescription{
+		GroupID: groupID, State: group.State(strings.ToLower(string(c.State))), Assignor: c.Protocol,
+		GroupEpoch: c.Generation, TargetEpoch: c.Generation,
+	}
+	for _, m := range c.Members {
+		md := group.MemberDescription{
+			MemberID: m.MemberID, InstanceID: m.InstanceID, MemberEpoch: c.Generation, Subscriptions: []string{},
+			Assignment: group.TopicPartitions{}, Target: group.TopicPartitions{}, Pending: group.TopicPartitions{}, Revoking: group.TopicPartitions{},
+		}
+		if c.ProtocolType == "consumer" {
+			if subs, err := group.ConsumerSubscription(m.Metadata); err == nil {
+				md.Subscriptions = subs
+			}
+			if a, err := group.ConsumerAssignment(m.Assignment); err == nil {
+				md.Assignment, md.Target = a, a
+			}
+		}
+		d.Members = append(d.Members, md)
+	}
 	return d
 }
 

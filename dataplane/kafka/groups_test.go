@@ -13,7 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"connectrpc.com/connect"
+
 	sluice "github.com/sluicemq/sluice/client"
+	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/internal/testenv"
 )
 
@@ -440,6 +443,34 @@ func TestConsumerGroupClassic(t *testing.T) {
 		wg.Go(func() { poll(cl, func() bool { return pollCtx.Err() != nil }) })
 	}
 	settled(2)
+	// The Connect API (sluice group describe) describes the classic
+	// group's members and which partition each holds.
+	sdk, err := sluice.New(ctx, cluster.Endpoint, sluice.APIKey(tenant.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdk.Close()
+	ga, err := sdk.GroupAdmin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := ga.DescribeGroup(ctx, connect.NewRequest(&sluicev1.DescribeGroupRequest{Group: groupID}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := desc.Msg.GetState(); st != "stable" || len(desc.Msg.GetMembers()) != 2 {
+		t.Errorf("DescribeGroup: state %q with %d members, want stable with 2", st, len(desc.Msg.GetMembers()))
+	}
+	for _, m := range desc.Msg.GetMembers() {
+		if got := m.GetSubscribedTopics(); len(got) != 1 || got[0] != topic || len(m.GetAssignment()) != 1 || len(m.GetAssignment()[0].GetPartitions()) != 2 {
+			t.Errorf("DescribeGroup: member %s subscribed to %v, assigned %v", m.GetMemberId(), got, m.GetAssignment())
+		}
+	}
+	for _, pl := range desc.Msg.GetPartitions() {
+		if pl.GetMemberId() == "" {
+			t.Errorf("DescribeGroup: partition %d held by nobody", pl.GetPartition())
+		}
+	}
 	produce(0, 400)
 	testenv.Wait(t, time.Minute, "400 records read", func() error {
 		if n := count(); n < 400 {
