@@ -229,18 +229,19 @@ func (s *Shard) ClassicHeartbeat(gk GroupKey, memberID, instanceID string, gener
 }
 
 // awaitClassic waits for a parked request's answer, or gives up with ctx
-// (the client went away): its answer, when it comes, is dropped.
-func awaitClassic[R any](ctx context.Context, w *waiters, k waitKey, r classicResult[R]) (R, error) {
-	if r.wait == nil {
-		return r.res, nil
-	}
+// (the client went away) or when the coordinator closes (its partition
+// moved: runtime.ErrNotCoordinator, and the client finds the new one):
+// its answer, when it comes, is dropped.
+func (c *Coordinator) awaitClassic(ctx context.Context, k waitKey, wait chan any) (any, error) {
 	select {
-	case v := <-r.wait:
-		return v.(R), nil
+	case v := <-wait:
+		return v, nil
 	case <-ctx.Done():
-		w.drop(k, r.wait)
-		var zero R
-		return zero, ctx.Err()
+		c.w.drop(k, wait)
+		return nil, ctx.Err()
+	case <-c.h.Done():
+		c.w.drop(k, wait)
+		return nil, fmt.Errorf("%w: the group's coordinator (offsets partition %d, leader epoch %d) closed while the request waited", runtime.ErrNotCoordinator, c.cfg.Partition, c.cfg.LeaderEpoch)
 	}
 }
 
@@ -257,10 +258,14 @@ func (c *Coordinator) JoinClassic(ctx context.Context, now time.Time, tenantID, 
 	r, err := memberOp(c, func(s *Shard, _ time.Time) (runtime.Result[classicResult[group.JoinResponse]], error) {
 		return s.ClassicJoin(gk, req, now)
 	})
+	if err != nil || r.wait == nil {
+		return r.res, err
+	}
+	v, err := c.awaitClassic(ctx, waitKey{gk, r.res.MemberID, false}, r.wait)
 	if err != nil {
 		return group.JoinResponse{}, err
 	}
-	return awaitClassic(ctx, c.waiting(), waitKey{gk, r.res.MemberID, false}, r)
+	return v.(group.JoinResponse), nil
 }
 
 // SyncClassic runs a SyncGroup, waiting (up to ctx) for the leader's
@@ -270,10 +275,14 @@ func (c *Coordinator) SyncClassic(ctx context.Context, now time.Time, tenantID, 
 	r, err := memberOp(c, func(s *Shard, _ time.Time) (runtime.Result[classicResult[group.SyncResponse]], error) {
 		return s.ClassicSync(gk, req, now)
 	})
+	if err != nil || r.wait == nil {
+		return r.res, err
+	}
+	v, err := c.awaitClassic(ctx, waitKey{gk, req.MemberID, true}, r.wait)
 	if err != nil {
 		return group.SyncResponse{}, err
 	}
-	return awaitClassic(ctx, c.waiting(), waitKey{gk, req.MemberID, true}, r)
+	return v.(group.SyncResponse), nil
 }
 
 // HeartbeatClassic runs a classic Heartbeat: nil, or why the member must
@@ -295,10 +304,6 @@ func (c *Coordinator) LeaveClassic(now time.Time, tenantID, groupID, memberID, i
 	})
 	return err
 }
-
-// waiting is the shard's waiters (they outlive no shard: a coordinator
-// has one).
-func (c *Coordinator) waiting() *waiters { return c.w }
 
 // errNotClassic is no refusal: the group has no classic members.
 var errNotClassic = errors.New("not a classic group")

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/dataplane/group"
+	"github.com/sluicemq/sluice/dataplane/runtime"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 )
 
@@ -157,4 +158,27 @@ func otherMember(d group.ClassicDescription, id string) string {
 		}
 	}
 	return ""
+}
+
+// TestCoordinatorClassicWaitEndsWithTheCoordinator: a JoinGroup waiting
+// for other members is answered ErrNotCoordinator when its coordinator
+// closes (the offsets partition moved), not left waiting.
+func TestCoordinatorClassicWaitEndsWithTheCoordinator(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	ctx, now, c := s.ctx, s.now, s.c
+	a, err := c.JoinClassic(ctx, now, "t", "g", classicJoin(""))
+	require.NoError(t, err)
+	_, err = c.SyncClassic(ctx, now, "t", "g", group.SyncRequest{MemberID: a.MemberID, Generation: 1})
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := c.JoinClassic(ctx, now, "t", "g", classicJoin(""))
+		waited <- err
+	}()
+	require.Eventually(t, func() bool {
+		return errors.Is(c.HeartbeatClassic(now, "t", "g", a.MemberID, "", 1), group.ErrRebalanceInProgress)
+	}, 10*time.Second, 5*time.Millisecond)
+	c.Close()
+	require.ErrorIs(t, <-waited, runtime.ErrNotCoordinator)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/coordinator"
 	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/group"
+	"github.com/sluicemq/sluice/dataplane/runtime"
 	"github.com/sluicemq/sluice/tenants/system"
 )
 
@@ -248,6 +249,10 @@ func groupError(err error) error {
 		kind, reason = derr.FailedPrecondition, derr.GroupReasonNotOwned
 	case errors.Is(err, coordinator.ErrGroupActive):
 		kind, reason = derr.NonEmptyGroup, derr.GroupReasonGroupActive
+	case errors.Is(err, runtime.ErrNotCoordinator):
+		// The coordinator closed under a waiting call (its partition
+		// moved): find the new one.
+		return derr.Wrap(derr.NotCoordinator, err)
 	default:
 		return err
 	}

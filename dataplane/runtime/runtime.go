@@ -488,6 +488,10 @@ func (h *Hosted[S]) await(ctx context.Context, waiters []chan error) error {
 	return nil
 }
 
+// Done is closed once Close was called: a caller waiting for something
+// only the shard's operations or timers would bring stops waiting.
+func (h *Hosted[S]) Done() <-chan struct{} { return h.ctx.Done() }
+
 // Close stops the shard's timers and effects (its partition moved, or
 // the broker stops) and waits for the attempts running. Operations
 // waiting for an effect are answered ErrNotCoordinator (or the shard's
