@@ -100,7 +100,10 @@ func TestFaultNoFencingAfterARefusal(t *testing.T) {
 	c := newClient(t)
 	p, err := c.NewProducer(context.Background(), client.WithLinger(0))
 	require.NoError(t, err)
-	res := produceEach(t, p, topic, "A", "B", "C")
+	// A and B in flight together; C once they are answered, so that it
+	// cannot share their batch (pacing alone did not keep B and C apart
+	// with every core busy).
+	res := append(produceEach(t, p, topic, "A", "B"), produceEach(t, p, topic, "C")...)
 	require.NoError(t, res[0].err)
 	require.NoError(t, res[1].err)
 	require.Error(t, res[2].err)

@@ -118,6 +118,7 @@ func (s *Service) Fetch(ctx context.Context, req FetchRequest) (FetchResult, err
 	if err := s.d.Quotas.CheckFetch(ctx, maxBytes); err != nil {
 		return FetchResult{}, err
 	}
+	reqCtx := ctx
 	ctx, stop := s.LongPoll(ctx, wait)
 	defer stop()
 	start := time.Now()
@@ -126,6 +127,12 @@ func (s *Service) Fetch(ctx context.Context, req FetchRequest) (FetchResult, err
 	s.metrics.fetchLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return FetchResult{}, Suspended(ctx, err)
+	}
+	if err := reqCtx.Err(); err != nil {
+		// The caller gave up (its deadline passed, or it went away) while
+		// the fetch read: what is not answered is neither charged nor
+		// billed as egress.
+		return FetchResult{}, derr.Wrap(derr.Canceled, err)
 	}
 	s.d.Quotas.ChargeFetch(ctx, len(f.Data))
 	if caller.Kind == tenants.PrincipalTenant {

@@ -109,7 +109,10 @@ func (cl *Client) NewTopic(t testing.TB, topic string, partitions int32, cfg *sl
 func (cl *Client) RawFetch(ctx context.Context, broker, partition int32, offset int64, maxBytes int32) (data []byte, hw, next int64, err error) {
 	req := connect.NewRequest(&sluicev1.FetchRequest{Topic: cl.Topic, Partition: partition, Offset: offset, MaxBytes: maxBytes, RawBatches: true})
 	req.Header().Set(noForward, "1")
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// A read the client gives up on is not billed (records.Service.Fetch),
+	// but one that times out just after the broker answered would be: a
+	// long deadline keeps that rare with every core busy.
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	res, err := cl.records(broker).Fetch(cctx, req)
 	cl.observe(partition, err)
