@@ -646,11 +646,11 @@ func (g *Classic) Leave(now time.Time, memberID, instanceID string) (ClassicAnsw
 
 // CheckCommit decides an offset commit of a member at generation: the
 // member must be in the group at its generation, the group not in a join
-// phase. A commit from outside the group (no member id, generation < 0)
-// is for an empty group only.
+// phase. A commit from outside the group (no member id; Kafka clients
+// send generation -1) is for an empty group only.
 func (g *Classic) CheckCommit(now time.Time, memberID, instanceID string, generation int32) (ClassicAnswers, error) {
 	ans := g.Tick(now)
-	if memberID == "" && generation < 0 {
+	if memberID == "" {
 		if len(g.members) > 0 {
 			return ans, fmt.Errorf("%w: %d members; a commit from outside the group needs it empty", ErrIllegalGeneration, len(g.members))
 		}

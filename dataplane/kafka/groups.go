@@ -44,8 +44,10 @@ const (
 	coordinatorTransaction = 1
 )
 
-// consumerProtocol is the protocol type of Sluice's groups as ListGroups
-// answers it: every group is a consumer group (KIP-848's protocol).
+// consumerProtocol is the protocol type and group type ListGroups answers
+// for every group (the summaries do not say which protocol a group uses:
+// a classic group of another protocol type, Kafka Connect's say, is
+// listed as "consumer" too; DescribeGroups has its own).
 const consumerProtocol = "consumer"
 
 // credentials are the session's, for the group service's calls to
