@@ -298,6 +298,12 @@ func (g *Classic) Join(now time.Time, req JoinRequest) (res JoinResponse, wait b
 	return res, wait, ans
 }
 
+// maxPendingMembers bounds the member ids a group has handed out with
+// ErrMemberIDRequired and not seen joining yet (each is kept for its
+// session timeout, up to 30 minutes): a client that only ever sends its
+// first JoinGroup cannot grow the coordinator's memory without bound.
+const maxPendingMembers = 1000
+
 // joinNew handles a join without a member id.
 func (g *Classic) joinNew(now time.Time, req JoinRequest, ans *ClassicAnswers) (JoinResponse, bool) {
 	if req.InstanceID != "" {
@@ -306,6 +312,9 @@ func (g *Classic) joinNew(now time.Time, req JoinRequest, ans *ClassicAnswers) (
 		}
 		// A static member is known by its instance id: no second round trip.
 		return g.add(now, g.cfg.NewMemberID(req.ClientID), req, ans)
+	}
+	if req.RequireKnownMemberID && len(g.pending) >= maxPendingMembers {
+		return JoinResponse{Err: fmt.Errorf("%w: %d new members have not joined with their ids yet", ErrGroupFull, len(g.pending))}, false
 	}
 	id := g.cfg.NewMemberID(req.ClientID)
 	if req.RequireKnownMemberID {

@@ -248,3 +248,20 @@ func TestClassicRefusals(t *testing.T) {
 	res, _, _ = g.Join(now, other)
 	require.ErrorIs(t, res.Err, group.ErrInconsistentProtocol)
 }
+
+// TestClassicPendingMembersBounded: member ids handed out with
+// MEMBER_ID_REQUIRED and never used are bounded (1,000 at a time) and
+// forgotten after their session timeout.
+func TestClassicPendingMembersBounded(t *testing.T) {
+	g := newClassic(t)
+	now := time.Unix(1000, 0)
+	for i := range 1000 {
+		res, _, _ := g.Join(now, joinReq("", "c", "m"))
+		require.ErrorIs(t, res.Err, group.ErrMemberIDRequired, "join %d", i)
+	}
+	res, _, _ := g.Join(now, joinReq("", "c", "m"))
+	require.ErrorIs(t, res.Err, group.ErrGroupFull)
+	later := now.Add(11 * time.Second) // past the 10 s session timeout
+	res, _, _ = g.Join(later, joinReq("", "c", "m"))
+	require.ErrorIs(t, res.Err, group.ErrMemberIDRequired)
+}
