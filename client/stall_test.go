@@ -224,7 +224,10 @@ func TestFaultEpochExhaustionTakesANewProducerID(t *testing.T) {
 			return refuseB(ctx, c)
 		}})
 	c := newClient(t)
-	p, err := c.NewProducer(context.Background(), client.WithDeliveryTimeout(200*time.Millisecond))
+	// A and B fail at the delivery timeout; C and D, written under the
+	// same producer, need theirs for acks=all, which took over 200 ms
+	// with every core busy: 3 s serves both.
+	p, err := c.NewProducer(context.Background(), client.WithDeliveryTimeout(3*time.Second))
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, v := range []string{"A", "B"} {
