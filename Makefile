@@ -88,25 +88,33 @@ lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, buf lint, the
 # tmpfs instead of 107, and make test 11:21 instead of 12:13, idle, warm
 # build cache (with the parallel tests of dataplane/kafka, partition and
 # controlplane). A crash test kills processes, not the machine, so it
-# proves the same there.
-# TEST_TMPFS= turns it off.
+# proves the same there. The directory is removed when every test passed;
+# after a failure it is kept (with the clusters failed e2e tests keep) and
+# named. TEST_TMPFS= turns it off.
 TEST_TMPFS ?= /dev/shm
 TEST_TMPFS_MIN_MB ?= 4096
 TEST_TIMING_RUN := '^(TestCooperativeRebalance.*|TestQuotaNoisyNeighbour|TestQuotaRequestMemoryBounded)$$'
 
 test: $(VERSITYGW) $(GRPCURL) $(HELM) ## Run every test (race detector on), then the timing tests that need a race-free build. Starts a throwaway Postgres (installing it when missing); builds the versitygw S3 server, grpcurl and helm for tests into bin/. Test files go to a RAM file system when there is one with room (TEST_TMPFS).
-	@set -e; \
+	@tmp=; \
 	if [ -n "$(TEST_TMPFS)" ] && [ -d "$(TEST_TMPFS)" ] && [ -w "$(TEST_TMPFS)" ] && \
 	   [ "$$(df -Pm "$(TEST_TMPFS)" | awk 'NR==2 {print $$4}')" -ge $(TEST_TMPFS_MIN_MB) ] && \
-	   [ "$$(stat -f -c %T "$(TEST_TMPFS)")" = tmpfs ]; then \
-		tmp=$$(mktemp -d "$(TEST_TMPFS)/sluice-test.XXXXXX"); trap 'rm -rf "$$tmp"' EXIT; \
+	   [ "$$(stat -f -c %T "$(TEST_TMPFS)")" = tmpfs ] && \
+	   tmp=$$(mktemp -d "$(TEST_TMPFS)/sluice-test.XXXXXX"); then \
+		trap 'rm -rf "$$tmp"; exit 130' INT TERM; \
 		export GOTMPDIR="$${GOTMPDIR:-$${TMPDIR:-/tmp}}" TMPDIR="$$tmp"; \
 		echo "test files in $$tmp (tmpfs; TEST_TMPFS= turns this off)"; \
 	fi; \
+	status=0; \
 	echo go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL_PACKAGES) $(SLOW_PACKAGES) ./...; \
-	go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL_PACKAGES) $(SLOW_PACKAGES) ./...; \
-	echo go test -count=1 -run $(TEST_TIMING_RUN) ./client/ ./e2e/; \
-	go test -count=1 -run $(TEST_TIMING_RUN) ./client/ ./e2e/
+	go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL_PACKAGES) $(SLOW_PACKAGES) ./... || status=$$?; \
+	if [ $$status -eq 0 ]; then \
+		echo go test -count=1 -run $(TEST_TIMING_RUN) ./client/ ./e2e/; \
+		go test -count=1 -run $(TEST_TIMING_RUN) ./client/ ./e2e/ || status=$$?; \
+	fi; \
+	if [ -n "$$tmp" ] && [ $$status -eq 0 ]; then rm -rf "$$tmp"; \
+	elif [ -n "$$tmp" ]; then echo "test files kept in $$tmp (what failed tests kept; a RAM file system: remove it when done)"; fi; \
+	exit $$status
 
 test-e2e-race: $(VERSITYGW) ## Run the e2e fault families (TestCluster, TestSDK, TestGroup, TestTxn, TestTiered) against sluice binaries built with the race detector: a data race in any process they start fails the test (make test runs them race-free; e2e/doc.go says why).
 	SLUICE_E2E_RACE=1 go test $(GO_TEST_FLAGS) -run '^Test(Cluster|SDK|Group|Txn|Tiered)' ./e2e/
