@@ -16,7 +16,7 @@ import (
 // Groups of Kafka's classic protocol (group.Classic) live beside the
 // consumer-protocol groups (group.Group) under the same keys: a group is
 // one or the other while it has members, as in Kafka (a join of the other
-// protocol is ErrInconsistentProtocol); its committed offsets are the
+// protocol is group.ErrInconsistentProtocol); its committed offsets are the
 // group's either way. Their membership is in memory only, like the
 // consumer groups': after a coordinator failover the members' heartbeats
 // are answered UNKNOWN_MEMBER_ID and they join again.
@@ -27,10 +27,6 @@ import (
 // it first; the answers a state-machine call returns are delivered to
 // those channels at once (they are buffered). The join phase's deadlines
 // are runtime timers under the empty key, like the members' expiry.
-
-// ErrInconsistentProtocol refuses a member of one protocol in a group
-// whose members use the other.
-var ErrInconsistentProtocol = group.ErrInconsistentProtocol
 
 // waitKey names a waiting JoinGroup or SyncGroup.
 type waitKey struct {
@@ -123,12 +119,12 @@ func newClassicMemberID(clientID string) string {
 }
 
 // classic returns the group's classic state machine, creating it on first
-// use: ErrInconsistentProtocol while the group has consumer-protocol
+// use: group.ErrInconsistentProtocol while the group has consumer-protocol
 // members.
 func (s *Shard) classic(gk GroupKey, now time.Time) (*group.Classic, error) {
 	gs := s.st.group(gk)
 	if gs.members != nil && !gs.members.Empty(now) {
-		return nil, fmt.Errorf("%w: group %q has members of the consumer protocol (KIP-848); a member of the classic protocol cannot join it", ErrInconsistentProtocol, gk.Group)
+		return nil, fmt.Errorf("%w: group %q has members of the consumer protocol (KIP-848); a member of the classic protocol cannot join it", group.ErrInconsistentProtocol, gk.Group)
 	}
 	if gs.classic == nil {
 		g, err := group.NewClassic(gk.Group, group.ClassicConfig{

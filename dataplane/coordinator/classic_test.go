@@ -82,11 +82,11 @@ func TestCoordinatorClassicGroup(t *testing.T) {
 
 	// One protocol at a time.
 	_, err = c.Heartbeat(ctx, now, "t", "g", "", topics, group.HeartbeatRequest{Subscriptions: []string{"orders"}})
-	require.ErrorIs(t, err, ErrInconsistentProtocol)
+	require.ErrorIs(t, err, group.ErrInconsistentProtocol)
 	_, err = c.Heartbeat(ctx, now, "t", "kip848", "", topics, group.HeartbeatRequest{Subscriptions: []string{"orders"}})
 	require.NoError(t, err)
 	_, err = c.JoinClassic(ctx, now, "t", "kip848", classicJoin(""))
-	require.ErrorIs(t, err, ErrInconsistentProtocol)
+	require.ErrorIs(t, err, group.ErrInconsistentProtocol)
 
 	// Commits: at the generation, by a member.
 	offs := []*sluicev1.PartitionOffset{{Topic: "orders", Partition: 0, Offset: 1}}

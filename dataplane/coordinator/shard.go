@@ -289,7 +289,7 @@ type HeartbeatResult struct {
 func (s *Shard) Heartbeat(gk GroupKey, assignor string, topics group.Topics, req group.HeartbeatRequest, now time.Time) (runtime.Result[HeartbeatResult], error) {
 	var none runtime.Result[HeartbeatResult]
 	if gs := s.st.groups[gk]; gs != nil && gs.classic != nil && gs.classic.Members() > 0 {
-		return none, fmt.Errorf("%w: group %q has members of Kafka's classic protocol; a member of the consumer protocol (KIP-848) cannot join it", ErrInconsistentProtocol, gk.Group)
+		return none, fmt.Errorf("%w: group %q has members of Kafka's classic protocol; a member of the consumer protocol (KIP-848) cannot join it", group.ErrInconsistentProtocol, gk.Group)
 	}
 	g, err := s.members(gk, assignor)
 	if err != nil {

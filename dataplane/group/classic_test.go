@@ -88,6 +88,8 @@ func TestClassicJoinSyncHeartbeat(t *testing.T) {
 	require.NoError(t, err)
 	_, err = g.CheckCommit(now, "", "", -1)
 	require.ErrorIs(t, err, group.ErrIllegalGeneration, "a commit from outside needs the group empty")
+	_, err = g.CheckCommit(now, "", "", 0)
+	require.ErrorIs(t, err, group.ErrIllegalGeneration, "no member id is from outside, whatever the generation")
 
 	// A follower rejoining with the same metadata: the same generation.
 	res, wait, _ = g.Join(now, joinReq(b, "b", "sub-b"))

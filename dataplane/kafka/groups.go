@@ -114,11 +114,6 @@ func (c *conn) findCoordinator(req *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 		}
 		if err != nil {
 			co.ErrorCode, co.ErrorMessage = groupCode(err), errorMessage(err)
-			if co.ErrorCode == kerr.NotCoordinator.Code {
-				// FindCoordinator is answered by any broker: a leader
-				// that moved is not available yet.
-				co.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			}
 		}
 		res.Coordinators = append(res.Coordinators, co)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -93,25 +94,8 @@ func TestConsumerGroupKIP848(t *testing.T) {
 	// The group settles before anything is written, so that each member
 	// reads its own two partitions.
 	testenv.Wait(t, 30*time.Second, "two members each holding two partitions", func() error {
-		req := kmsg.NewPtrConsumerGroupDescribeRequest()
-		req.Groups = []string{groupID}
-		res, err := req.RequestWith(ctx, a)
-		if err != nil {
-			return err
-		}
-		g := res.Groups[0]
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return err
-		}
-		if g.State != "Stable" || len(g.Members) != 2 {
-			return fmt.Errorf("state %s with %d members", g.State, len(g.Members))
-		}
-		for _, m := range g.Members {
-			if n := len(m.Assignment.TopicPartitions); n != 1 || len(m.Assignment.TopicPartitions[0].Partitions) != 2 || m.Assignment.TopicPartitions[0].Topic != topic {
-				return fmt.Errorf("member %s assigned %v", m.MemberID, m.Assignment.TopicPartitions)
-			}
-		}
-		return nil
+		_, err := stableTwoByTwo(ctx, a, groupID, topic)
+		return err
 	})
 	produce(0, 400)
 	var wg sync.WaitGroup
@@ -272,6 +256,25 @@ func TestGroupRequestsRefused(t *testing.T) {
 		t.Errorf("commit of a missing topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(code))
 	}
 
+	// A commit from outside a group beyond the partition's end is
+	// INVALID_COMMIT_OFFSET_SIZE (Kafka has no out-of-range refusal for
+	// commits).
+	far := kmsg.NewPtrOffsetCommitRequest()
+	far.Group, far.Generation = group+"-outside", -1
+	ft := kmsg.NewOffsetCommitRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewOffsetCommitRequestTopicPartition()
+	fp.Offset = 1000
+	ft.Partitions = append(ft.Partitions, fp)
+	far.Topics = append(far.Topics, ft)
+	farRes, ferr := far.RequestWith(ctx, cl)
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	if code := farRes.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidCommitOffsetSize.Code {
+		t.Errorf("commit beyond the end: %v, want INVALID_COMMIT_OFFSET_SIZE", kerr.ErrorForCode(code))
+	}
+
 	// A group with a member cannot be deleted.
 	dg := kmsg.NewPtrDeleteGroupsRequest()
 	dg.Groups = []string{group}
@@ -322,29 +325,12 @@ func TestConsumerGroupKafkaAndSDKMembers(t *testing.T) {
 		}
 	}()
 	testenv.Wait(t, time.Minute, "the SDK member and the Kafka member with two partitions each", func() error {
-		req := kmsg.NewPtrConsumerGroupDescribeRequest()
-		req.Groups = []string{groupID}
-		res, err := req.RequestWith(ctx, kmember)
+		members, err := stableTwoByTwo(ctx, kmember, groupID, topic)
 		if err != nil {
 			return err
 		}
-		g := res.Groups[0]
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return err
-		}
-		if g.State != "Stable" || len(g.Members) != 2 {
-			return fmt.Errorf("state %s with %d members", g.State, len(g.Members))
-		}
-		sdkID := gc.Member().MemberID
-		sawSDK := false
-		for _, m := range g.Members {
-			sawSDK = sawSDK || m.MemberID == sdkID
-			if n := len(m.Assignment.TopicPartitions); n != 1 || len(m.Assignment.TopicPartitions[0].Partitions) != 2 {
-				return fmt.Errorf("member %s assigned %v", m.MemberID, m.Assignment.TopicPartitions)
-			}
-		}
-		if !sawSDK {
-			return fmt.Errorf("SDK member %s not among the members", sdkID)
+		if sdkID := gc.Member().MemberID; !slices.Contains(members, sdkID) {
+			return fmt.Errorf("SDK member %s not among the members %v", sdkID, members)
 		}
 		return nil
 	})
@@ -519,4 +505,31 @@ func TestConsumerGroupClassic(t *testing.T) {
 	settled(2)
 	stopPolling()
 	wg.Wait()
+}
+
+// stableTwoByTwo checks, with ConsumerGroupDescribe through cl, that the
+// group is stable with two members holding two partitions of topic
+// each, and returns their member ids.
+func stableTwoByTwo(ctx context.Context, cl *kgo.Client, groupID, topic string) ([]string, error) {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{groupID}
+	res, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	g := res.Groups[0]
+	if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+		return nil, err
+	}
+	if g.State != "Stable" || len(g.Members) != 2 {
+		return nil, fmt.Errorf("state %s with %d members", g.State, len(g.Members))
+	}
+	var ids []string
+	for _, m := range g.Members {
+		if tps := m.Assignment.TopicPartitions; len(tps) != 1 || len(tps[0].Partitions) != 2 || tps[0].Topic != topic {
+			return nil, fmt.Errorf("member %s assigned %v", m.MemberID, tps)
+		}
+		ids = append(ids, m.MemberID)
+	}
+	return ids, nil
 }
