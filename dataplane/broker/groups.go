@@ -2,11 +2,11 @@ package broker
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/groups"
+	"github.com/sluicemq/sluice/dataplane/txns"
 )
 
 // The consumer groups' service is dataplane/groups, its Connect handler
@@ -30,10 +30,9 @@ func (b *Broker) newGroups() *groups.Service {
 		Admission: b.quota,
 		Leaders:   connectapi.GroupLeaders{BrokerID: b.cfg.ID, BrokerToken: b.cfg.BrokerToken, Local: b.recordsAPI, Leader: b.peers.Record},
 		Peers:     connectapi.GroupPeers{Peer: b.peers.Group, Forwarded: b.metrics.forwarded.Inc},
-		VerifyTransactionGroup: func(ctx context.Context, cred groups.Credentials, tenantID, transactionalID, group string, producerID int64, epoch int16) error {
-			h := http.Header{}
-			h.Set("Authorization", cred.Authorization)
-			return b.verifyTransactionGroup(ctx, h, tenantID, transactionalID, group, producerID, epoch)
+		VerifyTransactionGroup: func(ctx context.Context, cred groups.Credentials, tenantID, transactionalID, group string, producerID int64, epoch int16, verifyOnly bool) error {
+			return b.txns.VerifyGroup(ctx, txns.Verification{TenantID: tenantID, TransactionalID: transactionalID, ProducerID: producerID, ProducerEpoch: epoch,
+				Authorization: cred.Authorization, VerifyOnly: verifyOnly}, group)
 		},
 		Registerer: b.registry,
 	})

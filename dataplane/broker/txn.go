@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
+	"github.com/sluicemq/sluice/dataplane/records"
 	"github.com/sluicemq/sluice/dataplane/runtime"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	"github.com/sluicemq/sluice/dataplane/txns"
@@ -63,15 +64,9 @@ func (b *Broker) writeGroupMarker(ctx context.Context, m txn.Marker) error {
 
 // verifyTransaction is txns.Service.VerifyPartition for the produce path:
 // h carries the producing client's credential.
-func (b *Broker) verifyTransaction(ctx context.Context, h http.Header, tenantID, transactionalID, topicID string, partition int32, producerID int64, epoch int16) error {
-	return b.txns.VerifyPartition(ctx, txns.Verification{TenantID: tenantID, TransactionalID: transactionalID, ProducerID: producerID, ProducerEpoch: epoch,
-		Authorization: h.Get("Authorization")}, topicID, partition)
-}
-
-// verifyTransactionGroup is txns.Service.VerifyGroup for TxnCommitOffsets.
-func (b *Broker) verifyTransactionGroup(ctx context.Context, h http.Header, tenantID, transactionalID, group string, producerID int64, epoch int16) error {
-	return b.txns.VerifyGroup(ctx, txns.Verification{TenantID: tenantID, TransactionalID: transactionalID, ProducerID: producerID, ProducerEpoch: epoch,
-		Authorization: h.Get("Authorization")}, group)
+func (b *Broker) verifyTransaction(ctx context.Context, h http.Header, v records.Verification) error {
+	return b.txns.VerifyPartition(ctx, txns.Verification{TenantID: v.TenantID, TransactionalID: v.TransactionalID, ProducerID: v.ProducerID, ProducerEpoch: v.Epoch,
+		Authorization: h.Get("Authorization"), VerifyOnly: v.VerifyOnly}, v.TopicID, v.Partition)
 }
 
 // txnLimits are a tenant's limits as the last quota exchange carried them

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicemq/sluice/controlplane"
+	"github.com/sluicemq/sluice/dataplane/records"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -343,15 +344,27 @@ func TestBrokerTransactions(t *testing.T) {
 	epoch = end.GetProducerEpoch()
 	tm, _ := c.brokers[0].metadata().Topic(c.tenantID, "orders")
 	h := http.Header{"Authorization": []string{"Bearer " + c.token}}
+	verification := func(partition int32, epoch int32, verifyOnly bool) records.Verification {
+		return records.Verification{TenantID: c.tenantID, TransactionalID: "job-1", TopicID: tm.ID, Partition: partition, ProducerID: pid, Epoch: int16(epoch), VerifyOnly: verifyOnly}
+	}
 	for _, b := range c.brokers {
-		require.NoError(t, b.verifyTransaction(ctx, h, c.tenantID, "job-1", tm.ID, 1, pid, int16(epoch)), "broker %d", b.cfg.ID)
+		// Verify-only (a Kafka client that adds partitions itself):
+		// partition 1 is not in the transaction yet, at the
+		// coordinator's broker or any other.
+		err := toConnect(b.verifyTransaction(ctx, h, verification(1, epoch, true)))
+		require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "broker %d: %v", b.cfg.ID, err)
+		require.Equal(t, sluicev1.TransactionError_REASON_INVALID_TXN_STATE, txnReason(err), "broker %d: %v", b.cfg.ID, err)
+	}
+	for _, b := range c.brokers {
+		require.NoError(t, b.verifyTransaction(ctx, h, verification(1, epoch, false)), "broker %d", b.cfg.ID)
+		require.NoError(t, b.verifyTransaction(ctx, h, verification(1, epoch, true)), "broker %d: verify-only, once added", b.cfg.ID)
 	}
 	coord := c.txnCoordinatorIndex(t, 0, "job-1")
 	other := c.brokers[(coord+1)%3]
-	err = toConnect(other.verifyTransaction(ctx, h, c.tenantID, "job-1", tm.ID, 1, pid, int16(epoch-1))) // as the produce's handler answers it
+	err = toConnect(other.verifyTransaction(ctx, h, verification(1, epoch-1, false))) // as the produce's handler answers it
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	require.Equal(t, sluicev1.TransactionError_REASON_PRODUCER_FENCED, txnReason(err), "a remote coordinator's refusal keeps its detail")
-	err = toConnect(other.verifyTransaction(ctx, http.Header{}, c.tenantID, "job-1", tm.ID, 1, pid, int16(epoch)))
+	err = toConnect(other.verifyTransaction(ctx, http.Header{}, verification(1, epoch, false)))
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "the remote coordinator is called with the client's credential: %v", err)
 	// Groups join over the wire too (what TxnCommitOffsets does).
 	_, err = tc.txns.AddPartitionsToTransaction(ctx, connect.NewRequest(&sluicev1.AddPartitionsToTransactionRequest{TransactionalId: "job-1", ProducerId: pid, ProducerEpoch: epoch, Groups: []string{"billing"}}))

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicemq/sluice/dataplane/cluster"
 	"github.com/sluicemq/sluice/dataplane/connectapi"
 	"github.com/sluicemq/sluice/dataplane/partition"
+	"github.com/sluicemq/sluice/dataplane/records"
 	"github.com/sluicemq/sluice/dataplane/txn"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -100,7 +101,7 @@ func TestBrokerTxnVerificationHidesTheCoordinatorsNotLeader(t *testing.T) {
 			require.Less(t, txn.PartitionOf(tenantID, txnID, 4), int32(4))
 
 			ctx := tenants.WithPrincipal(t.Context(), tenants.Principal{Kind: tenants.PrincipalTenant, TenantID: tenantID})
-			err := toConnect(b.verifyTransaction(ctx, http.Header{"Authorization": []string{"Bearer x"}}, tenantID, txnID, dataID, 0, 7, 0)) // as the produce's handler answers it
+			err := toConnect(b.verifyTransaction(ctx, http.Header{"Authorization": []string{"Bearer x"}}, records.Verification{TenantID: tenantID, TransactionalID: txnID, TopicID: dataID, ProducerID: 7})) // as the produce's handler answers it
 			require.Error(t, err)
 			require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 			_, detail := notLeaderOf(err)

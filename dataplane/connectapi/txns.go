@@ -105,7 +105,7 @@ func (a *Transactions) AddPartitionsToTransaction(ctx context.Context, req *conn
 		return nil, err
 	}
 	m := req.Msg
-	add := txns.AddRequest{TenantID: tenantID, TransactionalID: m.GetTransactionalId(), ProducerID: m.GetProducerId(), ProducerEpoch: m.GetProducerEpoch(), Groups: m.GetGroups()}
+	add := txns.AddRequest{TenantID: tenantID, TransactionalID: m.GetTransactionalId(), ProducerID: m.GetProducerId(), ProducerEpoch: m.GetProducerEpoch(), Groups: m.GetGroups(), VerifyOnly: m.GetVerifyOnly()}
 	for _, tp := range m.GetTopics() {
 		add.Topics = append(add.Topics, txns.TopicPartitions{Topic: tp.GetTopic(), Partitions: tp.GetPartitions()})
 	}
@@ -329,7 +329,7 @@ type TxnPeers struct {
 // relayed (connecterr.Relay): a refusal reaches the client as the
 // coordinator gave it.
 func (p TxnPeers) AddToTransaction(ctx context.Context, broker int32, authorization string, req txns.AddRequest) error {
-	m := &sluicev1.AddPartitionsToTransactionRequest{TransactionalId: req.TransactionalID, ProducerId: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Groups: req.Groups}
+	m := &sluicev1.AddPartitionsToTransactionRequest{TransactionalId: req.TransactionalID, ProducerId: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Groups: req.Groups, VerifyOnly: req.VerifyOnly}
 	for _, tp := range req.Topics {
 		m.Topics = append(m.Topics, &sluicev1.TransactionPartitions{Topic: tp.Topic, Partitions: tp.Partitions})
 	}

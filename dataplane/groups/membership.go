@@ -121,6 +121,10 @@ type TxnCommitRequest struct {
 	TransactionalID string
 	ProducerID      int64
 	ProducerEpoch   int32
+	// VerifyOnly: the producer added the group to its transaction itself
+	// (Kafka's AddOffsetsToTxn before a TxnOffsetCommit below v5), so its
+	// coordinator only checks that it is in it (KIP-890 part 1).
+	VerifyOnly bool
 }
 
 // TxnCommitOffsets commits a group's offsets inside a transaction
@@ -150,7 +154,7 @@ func (s *Service) TxnCommitOffsets(ctx context.Context, req TxnCommitRequest) er
 		return err
 	}
 	pid, epoch := req.ProducerID, int16(req.ProducerEpoch)
-	if err := s.deps.VerifyTransactionGroup(ctx, req.Credentials, req.TenantID, req.TransactionalID, req.Group, pid, epoch); err != nil {
+	if err := s.deps.VerifyTransactionGroup(ctx, req.Credentials, req.TenantID, req.TransactionalID, req.Group, pid, epoch, req.VerifyOnly); err != nil {
 		return err
 	}
 	if err := c.TxnCommitOffsets(ctx, s.deps.Now(), req.TenantID, req.Group, pid, epoch, commits); err != nil {

@@ -57,9 +57,10 @@ type Deps struct {
 	Peers Peers
 	// VerifyTransactionGroup adds the group to the producer's current
 	// transaction at its transaction coordinator (Kafka's AddOffsetsToTxn,
-	// as a TxnCommitOffsets implies it), on cred's behalf; its error is
-	// the call's answer.
-	VerifyTransactionGroup func(ctx context.Context, cred Credentials, tenantID, transactionalID, group string, producerID int64, epoch int16) error
+	// as a TxnCommitOffsets implies it; with verifyOnly, checks that the
+	// client added it: TxnCommitRequest.VerifyOnly), on cred's behalf; its
+	// error is the call's answer.
+	VerifyTransactionGroup func(ctx context.Context, cred Credentials, tenantID, transactionalID, group string, producerID int64, epoch int16, verifyOnly bool) error
 	// Registerer registers the service's metrics (the coordinators' and
 	// the lag gauges); nil registers nothing.
 	Registerer prometheus.Registerer

@@ -165,7 +165,7 @@ func newSetup(t *testing.T, lag bool, offsetsLeaders ...int32) *setup {
 	}
 	s.svc = New(Config{BrokerID: self, SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second, LagMetrics: lag}, Deps{
 		View: func() *cluster.View { return view }, Host: host, Admission: s.admit, Leaders: s.leaders, Peers: s.peers,
-		VerifyTransactionGroup: func(context.Context, Credentials, string, string, string, int64, int16) error { return nil },
+		VerifyTransactionGroup: func(context.Context, Credentials, string, string, string, int64, int16, bool) error { return nil },
 		Registerer:             prometheus.NewRegistry(),
 		Now:                    func() time.Time { return s.now },
 	})
@@ -347,7 +347,7 @@ func TestServiceTxnCommitOffsets(t *testing.T) {
 	s.leaders.offsets[cluster.PartKey{TopicID: "orders-id", Partition: 0}] = Offsets{HighWatermark: 10}
 	var verified []string
 	verifyErr := error(nil)
-	s.svc.deps.VerifyTransactionGroup = func(_ context.Context, _ Credentials, tenantID, tid, g string, pid int64, epoch int16) error {
+	s.svc.deps.VerifyTransactionGroup = func(_ context.Context, _ Credentials, tenantID, tid, g string, pid int64, epoch int16, _ bool) error {
 		verified = append(verified, fmt.Sprintf("%s %s %s %d %d", tenantID, tid, g, pid, epoch))
 		return verifyErr
 	}

@@ -23,7 +23,12 @@ type ProduceManyRequest struct {
 	Acks            Acks
 	Timeout         time.Duration
 	TransactionalID string
-	Entries         []ProduceEntry
+	// VerifyOnly: the producer added the partitions of its transactional
+	// batches to its transaction itself (a Kafka client below Produce
+	// v12), so their leaders only check that they are in it (KIP-890
+	// part 1) instead of adding them.
+	VerifyOnly bool
+	Entries    []ProduceEntry
 	// Appended, when set, is called once every entry is in its leader's
 	// log or done (refused, or failed), while acknowledgements may still
 	// be awaited: the Kafka listener then takes the connection's next
@@ -97,7 +102,7 @@ func (s *Service) ProduceMany(ctx context.Context, req ProduceManyRequest, heade
 				if req.Appended != nil {
 					ectx = partition.AfterAppend(ctx, done)
 				}
-				res, err := s.produceEntry(ectx, headers, req.TransactionalID, &entries[i], acks, timeout, now)
+				res, err := s.produceEntry(ectx, headers, req.TransactionalID, req.VerifyOnly, &entries[i], acks, timeout, now)
 				done()
 				results[i] = EntryResult{ProduceResult: res, Err: err}
 			}
@@ -149,7 +154,7 @@ func partitionsOf(entries []ProduceEntry) [][]int {
 // batches, a partition led elsewhere) is refunded the bytes ProduceMany
 // charged for it; one the log refused unwritten is refunded as a Produce
 // is (Quotas.RefundProduce).
-func (s *Service) produceEntry(ctx context.Context, headers Headers, transactionalID string, e *ProduceEntry, acks Acks, timeout time.Duration, now time.Time) (_ ProduceResult, err error) {
+func (s *Service) produceEntry(ctx context.Context, headers Headers, transactionalID string, verifyOnly bool, e *ProduceEntry, acks Acks, timeout time.Duration, now time.Time) (_ ProduceResult, err error) {
 	data := e.Batches
 	toLog := false // the log decides the refund from here (RefundProduce)
 	defer func() {
@@ -171,6 +176,9 @@ func (s *Service) produceEntry(ctx context.Context, headers Headers, transaction
 	txn, err := transactionalBatches(batches, transactionalID)
 	if err != nil {
 		return ProduceResult{}, err
+	}
+	if txn != nil {
+		txn.verifyOnly = verifyOnly
 	}
 	p, err := s.local(pm, t)
 	if err != nil {

@@ -40,13 +40,24 @@ type Quotas interface {
 }
 
 // Verifier asks the transaction coordinator of the tenant's
-// transactionalID to put (topicID, partition) in the producer's current
-// transaction (KIP-890's verification) before the partition's leader
-// appends the producer's first transactional batch of this epoch. h
-// carries the producing client's credential, for a coordinator on another
-// broker. It returns nil once the coordinator has the partition in the
-// transaction, or the error to answer the produce with.
-type Verifier func(ctx context.Context, h http.Header, tenantID, transactionalID, topicID string, partition int32, producerID int64, epoch int16) error
+// transactional id to put the partition in the producer's current
+// transaction (KIP-890's verification; with VerifyOnly, to check that it
+// is in it) before the partition's leader appends the producer's first
+// transactional batch of this epoch. h carries the producing client's
+// credential, for a coordinator on another broker. It returns nil once
+// the coordinator has the partition in the transaction, or the error to
+// answer the produce with.
+type Verifier func(ctx context.Context, h http.Header, v Verification) error
+
+// Verification is what a Verifier is asked.
+type Verification struct {
+	TenantID, TransactionalID, TopicID string
+	Partition                          int32
+	ProducerID                         int64
+	Epoch                              int16
+	// VerifyOnly: check, do not add (ProduceManyRequest.VerifyOnly).
+	VerifyOnly bool
+}
 
 // Deps are what the service needs of its broker.
 type Deps struct {

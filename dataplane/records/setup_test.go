@@ -156,7 +156,7 @@ func setup(t testing.TB) *fixture {
 			}()
 			return ctx, func() { cancel(nil) }
 		},
-		VerifyTransaction: func(context.Context, http.Header, string, string, string, int32, int64, int16) error {
+		VerifyTransaction: func(context.Context, http.Header, Verification) error {
 			f.verified.Add(1)
 			return nil
 		},

@@ -17,6 +17,9 @@ type txnProduce struct {
 	transactionalID string
 	producerID      int64
 	epoch           int16
+	// verifyOnly: the client added the partition to its transaction
+	// itself (ProduceManyRequest.VerifyOnly).
+	verifyOnly bool
 }
 
 // transactionalBatches checks the transactional batches of a produce
@@ -68,6 +71,7 @@ func (s *Service) verifier(txn *txnProduce, header Headers, t *cluster.Topic, pa
 		if h == nil {
 			h = http.Header{}
 		}
-		return s.d.VerifyTransaction(ctx, h, t.TenantID, txn.transactionalID, t.ID, partition, pid, epoch)
+		return s.d.VerifyTransaction(ctx, h, Verification{TenantID: t.TenantID, TransactionalID: txn.transactionalID, TopicID: t.ID,
+			Partition: partition, ProducerID: pid, Epoch: epoch, VerifyOnly: txn.verifyOnly})
 	}
 }

@@ -291,9 +291,9 @@ func (c *Coordinator) Add(ctx context.Context, tenantID, transactionalID string,
 
 // EndTransaction commits or aborts the producer's current transaction:
 // it writes PrepareCommit or PrepareAbort with the epoch bumped (a new
-// producer id when the bump reaches math.MaxInt16), then the markers (at
-// the bumped epoch) to every partition and group in it, then
-// CompleteCommit or CompleteAbort, and answers after that with the
+// producer id when the bump reaches math.MaxInt16; kept with KeepEpoch),
+// then the markers (at that epoch) to every partition and group in it,
+// then CompleteCommit or CompleteAbort, and answers after that with the
 // producer id and epoch to use next: a commit that returned is on every
 // partition. No lock is held while the markers are written: the id's
 // other calls meanwhile are answered from its Prepare* state (Shard.Add,
@@ -307,12 +307,26 @@ func (c *Coordinator) Add(ctx context.Context, tenantID, transactionalID string,
 // the transaction stays Prepare* and the error wraps
 // ErrConcurrentTransactions: the runtime retries them, and a retry of the
 // end or InitProducer waits for that.
-func (c *Coordinator) EndTransaction(ctx context.Context, tenantID, transactionalID string, producerID int64, epoch int16, commit bool) (int64, int16, error) {
+func (c *Coordinator) EndTransaction(ctx context.Context, tenantID, transactionalID string, producerID int64, epoch int16, commit bool, mode EndMode) (int64, int16, error) {
 	k := Key{tenantID, transactionalID}
 	p, err := c.write(ctx, k, func(s *Shard, pid int64, now time.Time) (runtime.Result[Producer], error) {
-		return s.EndTransaction(k, producerID, epoch, commit, pid, now)
+		return s.EndTransaction(k, producerID, epoch, commit, mode, pid, now)
 	})
 	return p.ID, p.Epoch, err
+}
+
+// Verify checks that the partitions and groups are in the producer's
+// current transaction (Shard.Verify), writing nothing.
+func (c *Coordinator) Verify(tenantID, transactionalID string, producerID int64, epoch int16, partitions []TopicPartition, groups []string) error {
+	if !c.Current() { // a deposed coordinator's state may be stale
+		return fmt.Errorf("%w: transactional id %q", ErrNotCoordinator, transactionalID)
+	}
+	k := Key{tenantID, transactionalID}
+	err, rerr := runtime.Read(c.h, func(s *Shard) error { return s.Verify(k, producerID, epoch, partitions, groups) })
+	if rerr != nil {
+		return rerr
+	}
+	return err
 }
 
 // FinishPending writes now the markers of every end not finished

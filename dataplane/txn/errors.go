@@ -64,6 +64,12 @@ var (
 	// was added, and the transaction keeps what it had. Returned as a
 	// *TooLargeError.
 	ErrTooLarge error = &refusal{"transaction too large", ClassAbortable}
+	// ErrNotInTransaction (abortable): Verify found a partition or group
+	// that the producer's current transaction does not hold (or no
+	// transaction open): the client did not add it before writing, or the
+	// write is a delayed one of a transaction that ended (KIP-890 part 1).
+	// Nothing is written; the producer aborts.
+	ErrNotInTransaction error = &refusal{"not in the producer's transaction", ClassAbortable}
 )
 
 // TooLargeError is ErrTooLarge with what passed which bound.

@@ -277,7 +277,7 @@ func (f *fixture) add(p producer, id string, tps ...TopicPartition) error {
 }
 
 func (f *fixture) end(p producer, id string, commit bool) (producer, error) {
-	pid, epoch, err := f.c.EndTransaction(f.ctx, tenant, id, p.id, p.epoch, commit)
+	pid, epoch, err := f.c.EndTransaction(f.ctx, tenant, id, p.id, p.epoch, commit, BumpEpoch)
 	return producer{pid, epoch}, err
 }
 

@@ -41,9 +41,13 @@ import (
 //	late NAME T:P                    AddPartitions with the epoch of NAME's transaction
 //	                                 before its last end (a batch delayed past the end)
 //	offsets NAME GROUP               AddOffsets
-//	commit NAME [epoch=N] | abort NAME [epoch=N]
-//	                                 EndTransaction; NAME takes the producer id and epoch
-//	                                 answered
+//	commit NAME [epoch=N] [mode=keep] | abort NAME [epoch=N] [mode=keep]
+//	                                 EndTransaction (mode=keep: KeepEpoch, a Kafka client
+//	                                 before EndTxn v5); NAME takes the producer id and
+//	                                 epoch answered
+//	verify NAME T:P[,T:P...] [epoch=N] | lateverify NAME T:P
+//	                                 Verify (a Kafka client's write before Produce v12),
+//	                                 lateverify with the epoch before NAME's last end
 //	markers fail|ok                  marker writes fail from now on, or succeed
 //	tick D                           advance the clock
 //	expire                           fire the timers due at the clock's time
@@ -343,6 +347,27 @@ func (w *world) run(line string) error {
 		}
 		err = w.add(s.txnID, p, tps, nil)
 		w.answer(pos[0], err, fmt.Sprintf("added %s at %d/%d", fmtTPs(tps), p.id, p.epoch))
+	case "verify", "lateverify":
+		s, err := client()
+		if err != nil {
+			return err
+		}
+		if len(pos) != 2 {
+			return fmt.Errorf("%s NAME T:P,...", cmd)
+		}
+		tps, err := parseTPs(pos[1])
+		if err != nil {
+			return err
+		}
+		p := s.cur
+		if cmd == "lateverify" {
+			p = s.prev
+		}
+		if p, err = override(p); err != nil {
+			return err
+		}
+		err = w.shard.Verify(Key{tenant, s.txnID}, p.id, p.epoch, tps, nil)
+		w.answer(pos[0], err, fmt.Sprintf("verified %s at %d/%d", fmtTPs(tps), p.id, p.epoch))
 	case "offsets":
 		s, err := client()
 		if err != nil {
@@ -362,9 +387,17 @@ func (w *world) run(line string) error {
 		if err != nil {
 			return err
 		}
+		mode := BumpEpoch
+		switch opts["mode"] {
+		case "keep":
+			mode = KeepEpoch
+		case "", "bump":
+		default:
+			return fmt.Errorf("%s: mode=keep|bump", cmd)
+		}
 		k := Key{tenant, s.txnID}
 		np, err := drive(w, k, func(sh *Shard, pid int64, now time.Time) (runtime.Result[Producer], error) {
-			return sh.EndTransaction(k, p.id, p.epoch, cmd == "commit", pid, now)
+			return sh.EndTransaction(k, p.id, p.epoch, cmd == "commit", mode, pid, now)
 		})
 		pid, epoch := np.ID, np.Epoch
 		if err == nil {

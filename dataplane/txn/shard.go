@@ -144,7 +144,7 @@ func (s *Shard) expire(k Key, now time.Time) (runtime.Update, error) {
 	case t == nil:
 		return runtime.Update{}, nil
 	case t.State == StateOngoing && now.Sub(t.StartTime) > t.Timeout:
-		u, err := s.end(k, t, false, EndedByTimeout, 0, now)
+		u, err := s.end(k, t, false, EndedByTimeout, BumpEpoch, 0, now)
 		if err != nil {
 			return runtime.Update{}, fmt.Errorf("abort timed-out transaction %q: %w", k.TransactionalID, err)
 		}
@@ -200,7 +200,7 @@ func (s *Shard) InitProducer(k Key, timeout time.Duration, pid int64, now time.T
 			return none, pending(k, t)
 		}
 		if t.State == StateOngoing {
-			u, err := s.end(k, t, false, EndedByInit, pid, now)
+			u, err := s.end(k, t, false, EndedByInit, BumpEpoch, pid, now)
 			if err != nil {
 				return none, err
 			}
@@ -303,23 +303,69 @@ func (s *Shard) checkBounds(k Key, partitions, groups int) error {
 	return nil
 }
 
+// Verify checks that the partitions and groups are all in the producer's
+// current transaction, changing nothing: KIP-890 part 1's verification,
+// for clients that add them themselves before writing (Kafka clients
+// below Produce v12 and TxnOffsetCommit v5, whose ends keep the epoch:
+// KeepEpoch). The fencing is Add's; a transaction that is not open, or
+// lacks one of them, is ErrNotInTransaction: a write delayed past its
+// transaction's end is refused unless the producer's next transaction has
+// added its partition already (the window part 2's epoch bump closes).
+func (s *Shard) Verify(k Key, producerID int64, epoch int16, partitions []TopicPartition, groups []string) error {
+	t := s.txns[k]
+	if err := fence(k.TransactionalID, t, producerID, epoch); err != nil {
+		return err
+	}
+	if t.State != StateOngoing {
+		return fmt.Errorf("%w: transactional id %q, producer %d epoch %d, has no transaction open (%v): add the partitions and groups first", ErrNotInTransaction, k.TransactionalID, producerID, epoch, t.State)
+	}
+	for _, tp := range partitions {
+		if _, found := slices.BinarySearchFunc(t.Partitions, tp, compareTP); !found {
+			return fmt.Errorf("%w: transactional id %q, producer %d epoch %d: partition %d of topic %s was not added to the transaction", ErrNotInTransaction, k.TransactionalID, producerID, epoch, tp.Partition, tp.TopicID)
+		}
+	}
+	for _, g := range groups {
+		if _, found := slices.BinarySearch(t.Groups, g); !found {
+			return fmt.Errorf("%w: transactional id %q, producer %d epoch %d: group %q was not added to the transaction", ErrNotInTransaction, k.TransactionalID, producerID, epoch, g)
+		}
+	}
+	return nil
+}
+
+// EndMode is how an end treats the producer's epoch.
+type EndMode int
+
+const (
+	// BumpEpoch: the end bumps the epoch (KIP-890 part 2: Sluice's
+	// clients, Kafka's EndTxn v5+), so a write delayed past the end is
+	// fenced by its epoch.
+	BumpEpoch EndMode = iota
+	// KeepEpoch: the end keeps the producer's epoch, as Kafka clients
+	// before KIP-890 part 2 (EndTxn v0-v4) expect: they go on with the
+	// same epoch, their sequences continuing. Their writes are checked
+	// with Verify instead.
+	KeepEpoch
+)
+
 // EndTransaction commits or aborts the producer's current transaction: it
 // writes PrepareCommit or PrepareAbort with the epoch bumped (a new
 // producer id, nextPID from the caller, when the bump reaches
-// math.MaxInt16: errNeedProducerID without one), and asks for the markers
-// (at the bumped epoch) to every partition and group in it, whose
+// math.MaxInt16: errNeedProducerID without one; with KeepEpoch the epoch
+// stays), and asks for the markers
+// (at that epoch) to every partition and group in it, whose
 // follow-up writes CompleteCommit or CompleteAbort; the answer, the
 // producer id and epoch to use next, waits for that (Await): a commit that
 // answered is on every partition. An end with no transaction open still
 // bumps the epoch. A retry of an end that was written (the same producer
 // id, epoch and decision) answers the same, once its markers are written
 // (ErrEffectPending while they are not); the other decision with that
-// epoch is fenced, and so is any other epoch but the current one. After a
+// epoch is fenced (after a KeepEpoch end, whose producer is still current,
+// ErrNotInTransaction), and so is any other epoch but the current one. After a
 // timeout's abort: abort answers the new epoch, commit
 // ErrTransactionAbortable. When the markers cannot be written the answer
 // wraps ErrConcurrentTransactions and the transaction stays Prepare*
 // while the runtime retries them.
-func (s *Shard) EndTransaction(k Key, producerID int64, epoch int16, commit bool, nextPID int64, now time.Time) (runtime.Result[Producer], error) {
+func (s *Shard) EndTransaction(k Key, producerID int64, epoch int16, commit bool, mode EndMode, nextPID int64, now time.Time) (runtime.Result[Producer], error) {
 	var none runtime.Result[Producer]
 	t := s.txns[k]
 	if t != nil && producerID == t.LastProducerID && epoch == t.LastEpoch && (t.State.preparing() || t.State.complete()) {
@@ -329,6 +375,11 @@ func (s *Shard) EndTransaction(k Key, producerID int64, epoch int16, commit bool
 			return none, fmt.Errorf("%w: transactional id %q, producer %d epoch %d", ErrTransactionAbortable, k.TransactionalID, producerID, epoch)
 		case t.EndedBy == EndedByTimeout, t.EndedBy == EndedByClient && committed == commit:
 			// A retry of this end (or the abort of a timed-out one).
+		case t.Epoch == epoch && t.ProducerID == producerID:
+			// The end kept the epoch (KeepEpoch): the producer is
+			// still current, and this end's decision is not the one
+			// it asks about; Kafka answers INVALID_TXN_STATE.
+			return none, fmt.Errorf("%w: transactional id %q: the transaction of producer %d epoch %d already ended (committed: %v), and no other is open", ErrNotInTransaction, k.TransactionalID, producerID, epoch, committed)
 		default:
 			return none, fmt.Errorf("%w: transactional id %q: the transaction of producer %d epoch %d already ended (committed: %v)", ErrProducerFenced, k.TransactionalID, producerID, epoch, committed)
 		}
@@ -340,13 +391,16 @@ func (s *Shard) EndTransaction(k Key, producerID int64, epoch int16, commit bool
 	if err := fence(k.TransactionalID, t, producerID, epoch); err != nil {
 		return none, err
 	}
-	u, err := s.end(k, t, commit, EndedByClient, nextPID, now)
+	u, err := s.end(k, t, commit, EndedByClient, mode, nextPID, now)
 	if err != nil {
 		return none, err
 	}
-	next := Producer{ID: t.ProducerID, Epoch: t.Epoch + 1}
-	if next.Epoch == math.MaxInt16 {
-		next = Producer{ID: nextPID, Epoch: 0}
+	next := Producer{ID: t.ProducerID, Epoch: t.Epoch}
+	if mode == BumpEpoch {
+		next.Epoch++
+		if next.Epoch == math.MaxInt16 {
+			next = Producer{ID: nextPID, Epoch: 0}
+		}
 	}
 	return runtime.Result[Producer]{Update: u, Response: next, Await: true}, nil
 }
@@ -354,7 +408,7 @@ func (s *Shard) EndTransaction(k Key, producerID int64, epoch int16, commit bool
 // end ends t (k's transaction, Empty, Ongoing or Complete* at its current
 // epoch): the Prepare* record, and the effect writing its markers, then
 // Complete*.
-func (s *Shard) end(k Key, t *Transaction, commit bool, by EndedBy, nextPID int64, now time.Time) (runtime.Update, error) {
+func (s *Shard) end(k Key, t *Transaction, commit bool, by EndedBy, mode EndMode, nextPID int64, now time.Time) (runtime.Update, error) {
 	n := t.clone()
 	n.State = StatePrepareAbort
 	if commit {
@@ -364,7 +418,10 @@ func (s *Shard) end(k Key, t *Transaction, commit bool, by EndedBy, nextPID int6
 		n.Partitions, n.Groups, n.StartTime = nil, nil, time.Time{}
 	}
 	n.LastProducerID, n.LastEpoch, n.EndedBy = t.ProducerID, t.Epoch, by
-	n.Epoch, n.NextProducerID = t.Epoch+1, 0
+	n.NextProducerID = 0
+	if mode == BumpEpoch {
+		n.Epoch++
+	}
 	if n.Epoch == math.MaxInt16 {
 		if nextPID < 0 {
 			return runtime.Update{}, errNeedProducerID

@@ -79,6 +79,7 @@ var refusals = []struct {
 	{txn.ErrUnknownTransactionalID, derr.TransactionalIDNotFound, derr.TxnReasonUnknownTransactionalID},
 	{txn.ErrInvalidTimeout, derr.InvalidTransactionTimeout, derr.TxnReasonInvalidTimeout},
 	{txn.ErrConcurrentTransactions, derr.ConcurrentTransactions, derr.TxnReasonConcurrentTransactions},
+	{txn.ErrNotInTransaction, derr.InvalidTxnState, derr.TxnReasonInvalidTxnState},
 }
 
 // txnError maps the coordinator's refusals to domain errors with their

@@ -110,6 +110,10 @@ type AddRequest struct {
 	ProducerEpoch             int32
 	Topics                    []TopicPartitions
 	Groups                    []string
+	// VerifyOnly checks that the partitions and groups are in the
+	// transaction already, adding nothing (txn.Coordinator.Verify: the
+	// verification of a write of a Kafka client that adds them itself).
+	VerifyOnly bool
 }
 
 // maxAddPartitions bounds the partitions of one AddPartitions.
@@ -160,6 +164,9 @@ func (s *Service) AddPartitions(ctx context.Context, req AddRequest) error {
 	if len(tps) == 0 && len(req.Groups) == 0 {
 		return derr.New(derr.InvalidRequest, "topics or groups: at least one must be set")
 	}
+	if req.VerifyOnly {
+		return txnError(c.Verify(req.TenantID, req.TransactionalID, req.ProducerID, int16(req.ProducerEpoch), tps, req.Groups))
+	}
 	return txnError(c.Add(ctx, req.TenantID, req.TransactionalID, req.ProducerID, int16(req.ProducerEpoch), tps, req.Groups))
 }
 
@@ -176,11 +183,14 @@ type EndRequest struct {
 	ProducerID                int64
 	ProducerEpoch             int32
 	Commit                    bool
+	// KeepEpoch ends the transaction without bumping the epoch
+	// (txn.KeepEpoch: Kafka's EndTxn before v5).
+	KeepEpoch bool
 }
 
 // EndTransaction ends the producer's transaction (txn.Coordinator's
 // EndTransaction) and returns the producer id and epoch to go on with,
-// once every marker is written.
+// once every marker is written (the same with KeepEpoch).
 func (s *Service) EndTransaction(ctx context.Context, req EndRequest) (Producer, error) {
 	if err := validTransactionalID(req.TransactionalID); err != nil {
 		return Producer{}, err
@@ -192,7 +202,11 @@ func (s *Service) EndTransaction(ctx context.Context, req EndRequest) (Producer,
 	if err := validProducer(req.ProducerID, req.ProducerEpoch); err != nil {
 		return Producer{}, err
 	}
-	pid, epoch, err := c.EndTransaction(ctx, req.TenantID, req.TransactionalID, req.ProducerID, int16(req.ProducerEpoch), req.Commit)
+	mode := txn.BumpEpoch
+	if req.KeepEpoch {
+		mode = txn.KeepEpoch
+	}
+	pid, epoch, err := c.EndTransaction(ctx, req.TenantID, req.TransactionalID, req.ProducerID, int16(req.ProducerEpoch), req.Commit, mode)
 	if err != nil {
 		return Producer{}, txnError(err)
 	}

@@ -21,11 +21,16 @@ type Verification struct {
 	// Authorization is the client's credential as it presented it (the
 	// Authorization header of a Connect request).
 	Authorization string
+	// VerifyOnly checks that the partition or group is in the producer's
+	// transaction already (KIP-890 part 1, for a Kafka client that added
+	// it itself: Produce below v12, TxnOffsetCommit below v5) instead of
+	// adding it (part 2).
+	VerifyOnly bool
 }
 
 // VerifyPartition asks the transaction coordinator of v's transactional id
 // to put the partition (topicID, of v's tenant) in the producer's current
-// transaction (AddPartitions), before a partition leader appends the
+// transaction (AddPartitions; with v.VerifyOnly, to check it is in it), before a partition leader appends the
 // producer's first transactional batch of this epoch. It returns nil once
 // the coordinator has the partition in the transaction, or the error to
 // answer the produce with: the coordinator's refusals with their reasons,
@@ -59,6 +64,9 @@ func (s *Service) addToTransaction(ctx context.Context, v Verification, tps []tx
 	}
 	c, _, err := s.coordinatorFor(ctx, v.TenantID, v.TransactionalID)
 	if err == nil {
+		if v.VerifyOnly {
+			return txnError(c.Verify(v.TenantID, v.TransactionalID, v.ProducerID, v.ProducerEpoch, tps, groups))
+		}
 		return txnError(c.Add(ctx, v.TenantID, v.TransactionalID, v.ProducerID, v.ProducerEpoch, tps, groups))
 	}
 	var nl *partition.NotLeaderError
@@ -66,6 +74,7 @@ func (s *Service) addToTransaction(ctx context.Context, v Verification, tps []tx
 		return coordinatorUnavailable(err)
 	}
 	req.TenantID, req.TransactionalID, req.ProducerID, req.ProducerEpoch = v.TenantID, v.TransactionalID, v.ProducerID, int32(v.ProducerEpoch)
+	req.VerifyOnly = v.VerifyOnly
 	leader := nl.Leader
 	for hop := 0; ; hop++ {
 		err := s.deps.Peers.AddToTransaction(ctx, leader, v.Authorization, req)

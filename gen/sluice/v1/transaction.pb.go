@@ -307,7 +307,13 @@ type AddPartitionsToTransactionRequest struct {
 	// Consumer groups whose offsets the producer commits in the transaction
 	// (they get its markers too); GroupService.TxnCommitOffsets adds its
 	// group this way. At least one topic or group.
-	Groups        []string `protobuf:"bytes,5,rep,name=groups,proto3" json:"groups,omitempty"`
+	Groups []string `protobuf:"bytes,5,rep,name=groups,proto3" json:"groups,omitempty"`
+	// Only check that the partitions and groups are in the producer's
+	// transaction already, adding nothing: FAILED_PRECONDITION (transaction
+	// reason INVALID_TXN_STATE) when one is not. Partition leaders ask this
+	// before a transactional write of a Kafka client that adds its
+	// partitions itself (KIP-890 part 1).
+	VerifyOnly    bool `protobuf:"varint,6,opt,name=verify_only,json=verifyOnly,proto3" json:"verify_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +381,13 @@ func (x *AddPartitionsToTransactionRequest) GetGroups() []string {
 		return x.Groups
 	}
 	return nil
+}
+
+func (x *AddPartitionsToTransactionRequest) GetVerifyOnly() bool {
+	if x != nil {
+		return x.VerifyOnly
+	}
+	return false
 }
 
 type AddPartitionsToTransactionResponse struct {
@@ -861,14 +874,16 @@ const file_sluice_v1_transaction_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\xe8\x01\n" +
+	"partitions\"\x89\x02\n" +
 	"!AddPartitionsToTransactionRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x128\n" +
 	"\x06topics\x18\x04 \x03(\v2 .sluice.v1.TransactionPartitionsR\x06topics\x12\x16\n" +
-	"\x06groups\x18\x05 \x03(\tR\x06groups\"$\n" +
+	"\x06groups\x18\x05 \x03(\tR\x06groups\x12\x1f\n" +
+	"\vverify_only\x18\x06 \x01(\bR\n" +
+	"verifyOnly\"$\n" +
 	"\"AddPartitionsToTransactionResponse\"\xa2\x01\n" +
 	"\x15EndTransactionRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
