@@ -21,6 +21,7 @@ func (b *Broker) newKafka(auth *access.Authenticator, cpURL string) *kafka.Serve
 		AdmitCall:       b.quota.AdmitCall,
 		Admin:           connectapi.KafkaAdmin{Topics: sluicev1connect.NewTopicServiceClient(b.hc, cpURL)},
 		Groups:          b.groups,
+		Txns:            b.txns,
 		MaxRequestBytes: b.cfg.MaxRequestBytes,
 		MaxConnections:  b.cfg.KafkaMaxConnections,
 		Logger:          b.logger,

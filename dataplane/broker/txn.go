@@ -59,7 +59,7 @@ func (b *Broker) writeGroupMarker(ctx context.Context, m txn.Marker) error {
 	if err != nil {
 		return err
 	}
-	return c.WriteTxnMarker(ctx, m.Tenant, m.Group, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Commit)
+	return c.WriteTxnMarker(ctx, m.Tenant, m.Group, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Commit, m.KeptEpoch)
 }
 
 // verifyTransaction is txns.Service.VerifyPartition for the produce path:

@@ -120,7 +120,7 @@ func TestBrokerTxnOffsetsUnstable(t *testing.T) {
 	require.Equal(t, sluicev1.GroupError_REASON_UNKNOWN_MEMBER, groupReason(t, err), "the group fences members: %v", err)
 
 	// The transaction commits.
-	require.NoError(t, gc.WriteTxnMarker(ctx, c.tenantID, "g", 7, 1, 0, true))
+	require.NoError(t, gc.WriteTxnMarker(ctx, c.tenantID, "g", 7, 1, 0, true, false))
 	require.Empty(t, pendingOf())
 	got, err = fetch(0, 1)
 	require.NoError(t, err)

@@ -236,6 +236,7 @@ func (a *Transactions) WriteTxnMarkers(ctx context.Context, req *connect.Request
 		valid = append(valid, txn.Marker{
 			Tenant: m.GetTenantId(), Partition: txn.TopicPartition{TopicID: m.GetTopicId(), Partition: m.GetPartition()}, Group: m.GetGroup(),
 			Commit: m.GetCommit(), ProducerID: m.GetProducerId(), ProducerEpoch: int16(m.GetProducerEpoch()), CoordinatorEpoch: m.GetCoordinatorEpoch(),
+			KeptEpoch: m.GetKeptEpoch(),
 		})
 		at = append(at, i)
 	}
@@ -348,6 +349,7 @@ func (p TxnPeers) WriteMarkers(ctx context.Context, broker int32, markers []txn.
 		req.Markers = append(req.Markers, &sluicev1.TxnMarker{
 			TenantId: m.Tenant, TopicId: m.Partition.TopicID, Partition: m.Partition.Partition, Group: m.Group,
 			Commit: m.Commit, ProducerId: m.ProducerID, ProducerEpoch: int32(m.ProducerEpoch), CoordinatorEpoch: m.CoordinatorEpoch,
+			KeptEpoch: m.KeptEpoch,
 		})
 	}
 	res, err := p.Replica(broker).WriteTxnMarkers(ctx, connect.NewRequest(req))

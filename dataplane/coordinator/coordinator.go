@@ -256,10 +256,10 @@ func (c *Coordinator) TxnCommitOffsets(ctx context.Context, now time.Time, tenan
 // WriteTxnMarker ends producerID's transaction in the group's offsets
 // (Shard.WriteTxnMarker), written to the offsets partition (acks=all) and
 // applied before it returns.
-func (c *Coordinator) WriteTxnMarker(ctx context.Context, tenantID, groupID string, producerID int64, epoch int16, coordinatorEpoch int32, commit bool) error {
+func (c *Coordinator) WriteTxnMarker(ctx context.Context, tenantID, groupID string, producerID int64, epoch int16, coordinatorEpoch int32, commit, keptEpoch bool) error {
 	gk := GroupKey{tenantID, groupID}
 	_, err := writeOp(ctx, c, gk, func(s *Shard, now time.Time) (runtime.Result[struct{}], error) {
-		return s.WriteTxnMarker(gk, producerID, epoch, coordinatorEpoch, commit, now)
+		return s.WriteTxnMarker(gk, producerID, epoch, coordinatorEpoch, commit, keptEpoch, now)
 	})
 	return err
 }

@@ -32,8 +32,9 @@ import (
 //	commit GROUP T:P=OFF[,...]            CommitOffsets
 //	txn-commit GROUP PID EPOCH T:P=OFF[,...]
 //	                                      TxnCommitOffsets of producer PID at EPOCH
-//	marker GROUP PID EPOCH COORD commit|abort
-//	                                      WriteTxnMarker (EPOCH: the ended transaction's + 1;
+//	marker GROUP PID EPOCH COORD commit|abort [kept]
+//	                                      WriteTxnMarker (EPOCH: the ended transaction's + 1,
+//	                                      or its own with kept: an end that kept the epoch;
 //	                                      COORD: the transaction coordinator's leader epoch)
 //	delete GROUP                          DeleteGroup
 //	recreate TOPIC                        the topic is deleted and created again (a new id)
@@ -148,10 +149,14 @@ func (w *gworld) run(line string) error {
 		res, err := w.shard.TxnCommitOffsets(GroupKey{"tenant-a", args[0]}, num(args[1]), int16(num(args[2])), ocs, w.now)
 		w.write(fmt.Sprintf("txn-commit %s producer %s/%s", args[0], args[1], args[2]), res, err)
 	case "marker":
-		if err := need(5, "marker GROUP PID EPOCH COORD commit|abort"); err != nil {
+		kept := len(args) == 6 && args[5] == "kept"
+		if kept {
+			args = args[:5]
+		}
+		if err := need(5, "marker GROUP PID EPOCH COORD commit|abort [kept]"); err != nil {
 			return err
 		}
-		res, err := w.shard.WriteTxnMarker(GroupKey{"tenant-a", args[0]}, num(args[1]), int16(num(args[2])), int32(num(args[3])), args[4] == "commit", w.now)
+		res, err := w.shard.WriteTxnMarker(GroupKey{"tenant-a", args[0]}, num(args[1]), int16(num(args[2])), int32(num(args[3])), args[4] == "commit", kept, w.now)
 		w.write(fmt.Sprintf("marker %s %s %s/%s c%s", args[0], args[4], args[1], args[2], args[3]), res, err)
 	case "delete":
 		if err := need(1, "delete GROUP"); err != nil {

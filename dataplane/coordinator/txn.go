@@ -94,13 +94,20 @@ func (s *Shard) TxnCommitOffsets(gk GroupKey, producerID int64, epoch int16, off
 // offsets, an abort drops them. epoch is the marker's producer epoch, the
 // ended transaction's + 1 (dataplane/txn bumps the epoch at every end): the
 // marker applies to the producer's pending offsets of older epochs only, so
-// a late copy of an earlier marker never ends a later transaction.
+// a late copy of an earlier marker never ends a later transaction. With
+// keptEpoch (an end that kept the epoch: a Kafka client before KIP-890
+// part 2) epoch is the ended transaction's own, and the marker applies to
+// the pending offsets of that epoch written before it in the log: a late
+// copy of it may end the producer's next transaction's offsets, as in
+// Kafka before part 2 (the transaction coordinator starts no next
+// transaction before its markers are all written, so only a copy delayed
+// past that can).
 // coordinatorEpoch is the writing transaction coordinator's leader epoch;
 // a marker older than the last applied for the producer is refused with
 // ErrCoordinatorFenced. The marker is written also when nothing is pending
 // (it fences the producer's older epochs here); one that would change
 // nothing succeeds without a write.
-func (s *Shard) WriteTxnMarker(gk GroupKey, producerID int64, epoch int16, coordinatorEpoch int32, commit bool, now time.Time) (runtime.Result[struct{}], error) {
+func (s *Shard) WriteTxnMarker(gk GroupKey, producerID int64, epoch int16, coordinatorEpoch int32, commit, keptEpoch bool, now time.Time) (runtime.Result[struct{}], error) {
 	var none runtime.Result[struct{}]
 	if producerID < 0 || epoch < 0 {
 		return none, fmt.Errorf("transaction marker for group %q: producer id %d epoch %d: must not be negative", gk.Group, producerID, epoch)
@@ -110,7 +117,7 @@ func (s *Shard) WriteTxnMarker(gk GroupKey, producerID int64, epoch int16, coord
 	ends := false
 	if gs := s.st.groups[gk]; gs != nil {
 		for _, po := range gs.pending[producerID] {
-			ends = ends || po.epoch < epoch
+			ends = ends || endedBy(po.epoch, epoch, keptEpoch)
 		}
 	}
 	if known && coordinatorEpoch < f.coordinatorEpoch {
@@ -119,7 +126,17 @@ func (s *Shard) WriteTxnMarker(gk GroupKey, producerID int64, epoch int16, coord
 	if known && !ends && epoch <= f.markerEpoch && coordinatorEpoch == f.coordinatorEpoch {
 		return none, nil // written already (or older than what was)
 	}
-	return write(txnMarkerRecord(gk.Tenant, gk.Group, producerID, epoch, coordinatorEpoch, commit, now))
+	return write(txnMarkerRecord(gk.Tenant, gk.Group, producerID, epoch, coordinatorEpoch, commit, keptEpoch, now))
+}
+
+// endedBy reports whether a marker at markerEpoch ends a pending offset
+// committed at epoch: one of an older epoch (the marker carries the ended
+// transaction's epoch + 1), or of its own epoch when the end kept the
+// epoch (kept: a Kafka client before KIP-890 part 2, whose next
+// transaction goes on at the same epoch; its pending offsets come after
+// the marker in the log, which applyTxnMarker checks too).
+func endedBy(epoch, markerEpoch int16, kept bool) bool {
+	return epoch < markerEpoch || kept && epoch == markerEpoch
 }
 
 // txnOffsetRecord commits one partition's offset in a transaction.
@@ -134,11 +151,11 @@ func txnOffsetRecord(tenantID, groupID string, producerID int64, epoch int16, oc
 }
 
 // txnMarkerRecord ends a producer's transaction in a group.
-func txnMarkerRecord(tenantID, groupID string, producerID int64, epoch int16, coordinatorEpoch int32, commit bool, now time.Time) groupRecord {
+func txnMarkerRecord(tenantID, groupID string, producerID int64, epoch int16, coordinatorEpoch int32, commit, keptEpoch bool, now time.Time) groupRecord {
 	return groupRecord{
 		key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_TxnMarker{TxnMarker: &coordinatorv1.TxnMarkerKey{ProducerId: producerID}}},
 		value: &coordinatorv1.GroupRecordValue{
-			ProducerEpoch: int32(epoch), CoordinatorEpoch: coordinatorEpoch, Commit: commit, CommitTimeMs: now.UnixMilli(),
+			ProducerEpoch: int32(epoch), CoordinatorEpoch: coordinatorEpoch, Commit: commit, CommitTimeMs: now.UnixMilli(), KeptEpoch: keptEpoch,
 		},
 	}
 }
@@ -203,7 +220,7 @@ func (st *state) applyTxnMarker(gk GroupKey, logOffset, producerID int64, v *coo
 	}
 	p := g.pending[producerID]
 	for tk, po := range p {
-		if po.epoch >= epoch || po.logOffset > logOffset {
+		if !endedBy(po.epoch, epoch, v.GetKeptEpoch()) || po.logOffset > logOffset {
 			continue // a later transaction's
 		}
 		delete(p, tk)

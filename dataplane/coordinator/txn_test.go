@@ -54,20 +54,20 @@ func TestTxnOffsetsCommitAndAbort(t *testing.T) {
 	require.NoError(t, c.CommitOffsets(ctx, now, "tenant-a", "g", []OffsetCommit{commit("id-2", "x", 0, 1)}))
 	require.ErrorIs(t, c.DeleteGroup(ctx, "tenant-a", "g"), ErrUnstableOffset)
 
-	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 4, true))
+	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 4, true, false))
 	require.Equal(t, map[TopicPartition]int64{{"id-1", 0}: 10, {"id-1", 1}: 11, {"id-2", 0}: 1}, offsetsOf(c, "tenant-a", "g"))
 	require.Empty(t, c.PendingOffsets("tenant-a", "g"))
 	got, err = c.StableOffsets("tenant-a", "g", nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 10, got[TopicPartition{"id-1", 0}].Offset.GetOffset())
 	leo := p.LEO()
-	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 4, true), "again")
-	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 4, false), "again, whatever it says")
+	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 4, true, false), "again")
+	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 4, false, false), "again, whatever it says")
 	require.Equal(t, leo, p.LEO(), "a marker that changes nothing is not written")
 
 	// The next transaction (epoch 1) aborts.
 	require.NoError(t, c.TxnCommitOffsets(ctx, now, "tenant-a", "g", 7, 1, []OffsetCommit{commit("id-1", "orders", 0, 20)}))
-	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 2, 4, false))
+	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 2, 4, false, false))
 	require.Empty(t, c.PendingOffsets("tenant-a", "g"))
 	require.EqualValues(t, 10, offsetsOf(c, "tenant-a", "g")[TopicPartition{"id-1", 0}], "an abort drops them")
 	require.NoError(t, c.DeleteGroup(ctx, "tenant-a", "g"), "nothing pending any more")
@@ -85,7 +85,7 @@ func TestTxnOffsetsFencing(t *testing.T) {
 	ctx, now, p, c := s.ctx, s.now, s.p, s.c
 	offs := []OffsetCommit{commit("id-1", "orders", 0, 10)}
 	// The transaction at epoch 0 ends before its offsets arrive.
-	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 4, false))
+	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 4, false, false))
 	require.EqualValues(t, 1, p.LEO(), "written though nothing was pending: it fences")
 	err := c.TxnCommitOffsets(ctx, now, "tenant-a", "g", 7, 0, offs)
 	require.ErrorIs(t, err, ErrProducerFenced)
@@ -94,25 +94,25 @@ func TestTxnOffsetsFencing(t *testing.T) {
 	require.Empty(t, c.PendingOffsets("tenant-a", "g"))
 	require.NoError(t, c.TxnCommitOffsets(ctx, now, "tenant-a", "other", 7, 0, offs), "another group")
 	require.NoError(t, c.TxnCommitOffsets(ctx, now, "tenant-a", "g", 8, 0, offs), "another producer")
-	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 8, 1, 4, false))
+	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 8, 1, 4, false, false))
 
 	// The next transaction (epoch 1) commits offsets; a late copy of the
 	// epoch-1 marker leaves them pending.
 	require.NoError(t, c.TxnCommitOffsets(ctx, now, "tenant-a", "g", 7, 1, offs))
-	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 4, true))
+	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 4, true, false))
 	require.Equal(t, map[int64]map[TopicPartition]int64{7: {{"id-1", 0}: 10}}, pendingOf(c, "tenant-a", "g"))
 	require.Empty(t, offsetsOf(c, "tenant-a", "g"))
 
 	// A takeover of the transaction coordinator (epoch 5) ends it; the
 	// replaced one (4) is fenced.
-	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 2, 5, true))
+	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 2, 5, true, false))
 	require.Equal(t, map[TopicPartition]int64{{"id-1", 0}: 10}, offsetsOf(c, "tenant-a", "g"))
 	leo := p.LEO()
-	err = c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 3, 4, false)
+	err = c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 3, 4, false, false)
 	require.ErrorIs(t, err, ErrCoordinatorFenced)
 	require.EqualError(t, err, `transaction coordinator fenced: marker for producer 7 in group "g" from coordinator epoch 4; the last was from 5`)
 	require.Equal(t, leo, p.LEO())
-	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 8, 2, 4, false), "per producer")
+	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 8, 2, 4, false, false), "per producer")
 
 	// Fences outlive the group.
 	require.NoError(t, c.DeleteGroup(ctx, "tenant-a", "g"))
@@ -134,9 +134,9 @@ func TestTxnOffsetsRebuiltOnTakeover(t *testing.T) {
 	require.NoError(t, c1.TxnCommitOffsets(ctx, now, "tenant-a", "g", 7, 0, []OffsetCommit{commit("id-1", "orders", 0, 10)}))
 	require.NoError(t, c1.TxnCommitOffsets(ctx, now, "tenant-a", "g", 7, 0, []OffsetCommit{commit("id-1", "orders", 0, 12), commit("id-1", "orders", 1, 4)}))
 	require.NoError(t, c1.TxnCommitOffsets(ctx, now, "tenant-a", "g", 8, 3, []OffsetCommit{commit("id-2", "x", 0, 5)}))
-	require.NoError(t, c1.WriteTxnMarker(ctx, "tenant-a", "g", 8, 4, 6, true))
+	require.NoError(t, c1.WriteTxnMarker(ctx, "tenant-a", "g", 8, 4, 6, true, false))
 	require.NoError(t, c1.TxnCommitOffsets(ctx, now, "tenant-a", "g", 9, 0, []OffsetCommit{commit("id-2", "x", 1, 6)}))
-	require.NoError(t, c1.WriteTxnMarker(ctx, "tenant-a", "g", 9, 1, 6, false))
+	require.NoError(t, c1.WriteTxnMarker(ctx, "tenant-a", "g", 9, 1, 6, false, false))
 	for i := range int64(30) { // across segments
 		require.NoError(t, c1.CommitOffsets(ctx, now, "tenant-b", "h", []OffsetCommit{commit("id-3", "y", 0, i)}))
 	}
@@ -154,10 +154,10 @@ func TestTxnOffsetsRebuiltOnTakeover(t *testing.T) {
 	_, err := c2.StableOffsets("tenant-a", "g", []TopicPartition{{"id-1", 1}})
 	require.ErrorIs(t, err, ErrUnstableOffset, "still unstable after the takeover")
 	require.ErrorIs(t, c2.TxnCommitOffsets(ctx, now, "tenant-a", "g", 8, 3, []OffsetCommit{commit("id-2", "x", 0, 9)}), ErrProducerFenced, "the fence is rebuilt")
-	require.ErrorIs(t, c2.WriteTxnMarker(ctx, "tenant-a", "g", 8, 5, 5, true), ErrCoordinatorFenced, "so is the coordinator epoch")
+	require.ErrorIs(t, c2.WriteTxnMarker(ctx, "tenant-a", "g", 8, 5, 5, true, false), ErrCoordinatorFenced, "so is the coordinator epoch")
 
-	require.ErrorIs(t, c1.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 6, true), errNotLeader, "the old coordinator writes nothing")
-	require.NoError(t, c2.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 6, true))
+	require.ErrorIs(t, c1.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 6, true, false), errNotLeader, "the old coordinator writes nothing")
+	require.NoError(t, c2.WriteTxnMarker(ctx, "tenant-a", "g", 7, 1, 6, true, false))
 	wantCommitted = map[TopicPartition]int64{{"id-1", 0}: 12, {"id-1", 1}: 4, {"id-2", 0}: 5}
 	require.Equal(t, wantCommitted, offsetsOf(c2, "tenant-a", "g"))
 	require.Empty(t, c2.PendingOffsets("tenant-a", "g"))
@@ -189,7 +189,7 @@ func TestTxnOffsetsLateCommitRacingMarker(t *testing.T) {
 		wg.Go(func() {
 			txnErr = c.TxnCommitOffsets(ctx, now, "tenant-a", "g", 7, round, []OffsetCommit{commit("id-1", "orders", 0, int64(round))})
 		})
-		wg.Go(func() { markerErr = c.WriteTxnMarker(ctx, "tenant-a", "g", 7, round+1, 1, true) })
+		wg.Go(func() { markerErr = c.WriteTxnMarker(ctx, "tenant-a", "g", 7, round+1, 1, true, false) })
 		wg.Wait()
 		require.NoError(t, markerErr)
 		if txnErr != nil {
@@ -221,12 +221,12 @@ func TestTxnOffsetsApplyInLogOrder(t *testing.T) {
 	apply := func(off int64, r groupRecord) { st.apply(off, r.key, r.value) }
 	apply(5, txnOffsetRecord("tenant-a", "g", 7, 0, commit("id-1", "orders", 0, 50), time.Now()))
 	apply(6, offsetRecord("tenant-a", "g", commit("id-1", "orders", 0, 60), time.Now()))
-	apply(7, txnMarkerRecord("tenant-a", "g", 7, 1, 1, true, time.Now()))
+	apply(7, txnMarkerRecord("tenant-a", "g", 7, 1, 1, true, false, time.Now()))
 	require.EqualValues(t, 60, st.groups[gk].offsets[tp].Offset.GetOffset())
 	require.Empty(t, st.groups[gk].pending)
 
 	apply(9, txnOffsetRecord("tenant-a", "g", 7, 1, commit("id-1", "orders", 0, 90), time.Now()))
-	apply(8, txnMarkerRecord("tenant-a", "g", 7, 2, 1, true, time.Now())) // applied after a later record
+	apply(8, txnMarkerRecord("tenant-a", "g", 7, 2, 1, true, false, time.Now())) // applied after a later record
 	require.EqualValues(t, 60, st.groups[gk].offsets[tp].Offset.GetOffset(), "the marker is older in the log")
 	require.Contains(t, st.groups[gk].pending, int64(7))
 }
@@ -240,7 +240,7 @@ func TestTxnOffsetsRecordsOnDisk(t *testing.T) {
 	s := setup(t, nil)
 	ctx, now, p, c := s.ctx, s.now, s.p, s.c
 	require.NoError(t, c.TxnCommitOffsets(ctx, now, "tenant-a", "g", 7, 2, []OffsetCommit{commit("id-1", "orders", 1, 5)}))
-	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 3, 9, true))
+	require.NoError(t, c.WriteTxnMarker(ctx, "tenant-a", "g", 7, 3, 9, true, false))
 	type rec struct {
 		key   *coordinatorv1.GroupRecordKey
 		value *coordinatorv1.GroupRecordValue

@@ -373,7 +373,7 @@ func TestServiceTxnCommitOffsets(t *testing.T) {
 
 	c, _, err := s.svc.CoordinatorFor(ctx, "t1", "g")
 	require.NoError(t, err)
-	require.NoError(t, c.WriteTxnMarker(ctx, "t1", "g", 7, 2, 0, true))
+	require.NoError(t, c.WriteTxnMarker(ctx, "t1", "g", 7, 2, 0, true, false))
 	got, err := s.svc.FetchOffsets(ctx, FetchOffsetsRequest{TenantID: "t1", Group: "g"})
 	require.NoError(t, err)
 	require.Equal(t, []PartitionOffset{{Topic: "orders", Offset: 5}}, got)

@@ -52,6 +52,15 @@ var versions = map[int16][2]int16{
 	kmsg.ConsumerGroupDescribe.Int16():  {0, 1},
 	kmsg.ListGroups.Int16():             {0, 5},
 	kmsg.DeleteGroups.Int16():           {0, 2},
+	// Transactions as before KIP-890 part 2 (see Txns): AddPartitionsToTxn
+	// v4+ is brokers' own, EndTxn v5, AddOffsetsToTxn v4 and
+	// TxnOffsetCommit v5 are part 2's.
+	kmsg.AddPartitionsToTxn.Int16():   {0, 3},
+	kmsg.AddOffsetsToTxn.Int16():      {0, 3},
+	kmsg.TxnOffsetCommit.Int16():      {0, 4},
+	kmsg.EndTxn.Int16():               {0, 4},
+	kmsg.DescribeTransactions.Int16(): {0, 0},
+	kmsg.ListTransactions.Int16():     {0, 1}, // v2 filters ids by a Java regular expression
 }
 
 // supported reports whether key is served at version.
@@ -277,7 +286,7 @@ func (c *conn) dispatch(ctx context.Context, h header, req kmsg.Request) (kmsg.R
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return c.incrementalAlterConfigs(ctx, r), 0, nil
 	case *kmsg.FindCoordinatorRequest:
-		return c.findCoordinator(r), 0, nil
+		return c.findCoordinator(ctx, r), 0, nil
 	case *kmsg.OffsetCommitRequest:
 		return c.offsetCommit(ctx, r), 0, nil
 	case *kmsg.OffsetFetchRequest:
@@ -300,6 +309,18 @@ func (c *conn) dispatch(ctx context.Context, h header, req kmsg.Request) (kmsg.R
 		return c.leaveGroup(ctx, r), 0, nil
 	case *kmsg.DescribeGroupsRequest:
 		return c.describeGroups(ctx, r), 0, nil
+	case *kmsg.AddPartitionsToTxnRequest:
+		return c.addPartitionsToTxn(ctx, r), 0, nil
+	case *kmsg.AddOffsetsToTxnRequest:
+		return c.addOffsetsToTxn(ctx, r), 0, nil
+	case *kmsg.TxnOffsetCommitRequest:
+		return c.txnOffsetCommit(ctx, r), 0, nil
+	case *kmsg.EndTxnRequest:
+		return c.endTxn(ctx, r), 0, nil
+	case *kmsg.DescribeTransactionsRequest:
+		return c.describeTransactions(ctx, r), 0, nil
+	case *kmsg.ListTransactionsRequest:
+		return c.listTransactions(ctx, r), 0, nil
 	}
 	return nil, 0, fmt.Errorf("%s is not served", kmsg.NameForKey(h.key))
 }

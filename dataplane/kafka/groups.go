@@ -25,6 +25,7 @@ import (
 type Groups interface {
 	FindCoordinator(tenantID, groupID string) (groups.Coordinator, error)
 	CommitOffsets(ctx context.Context, req groups.CommitRequest) error
+	TxnCommitOffsets(ctx context.Context, req groups.TxnCommitRequest) error
 	FetchOffsets(ctx context.Context, req groups.FetchOffsetsRequest) ([]groups.PartitionOffset, error)
 	Heartbeat(ctx context.Context, req groups.HeartbeatRequest) (group.HeartbeatResponse, error)
 	ListGroups(ctx context.Context, req groups.ListGroupsRequest) ([]groups.GroupSummary, error)
@@ -82,7 +83,7 @@ func commitCode(err error, v int16) int16 {
 	return classicCode(err)
 }
 
-func (c *conn) findCoordinator(req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
+func (c *conn) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	res := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := req.CoordinatorKeys
 	if req.Version < 4 {
@@ -94,9 +95,7 @@ func (c *conn) findCoordinator(req *kmsg.FindCoordinatorRequest) *kmsg.FindCoord
 		var err error
 		switch {
 		case req.CoordinatorType == coordinatorTransaction:
-			// Transactions through Kafka clients come with the
-			// transaction requests (AddPartitionsToTxn, EndTxn, ...).
-			err = derr.New(derr.TransactionalIDAuthorizationFailed, "transactions are not served on the Kafka listener yet; use the Sluice SDK's transactional producer")
+			err = c.findTxnCoordinator(ctx, &co)
 		case req.CoordinatorType != coordinatorGroup:
 			err = derr.New(derr.InvalidRequest, "coordinator type %d: only groups (0) and transactions (1) have coordinators", req.CoordinatorType)
 		case !c.sess.p.Has(tenants.ScopeConsume):

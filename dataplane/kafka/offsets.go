@@ -80,9 +80,7 @@ func (c *conn) initProducerID(ctx context.Context, req *kmsg.InitProducerIDReque
 	res := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	res.ProducerID, res.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		// Transactions through Kafka clients are the next part of this
-		// work (FindCoordinator, AddPartitionsToTxn, EndTxn, ...).
-		res.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		c.initTransactionalProducer(ctx, req, res)
 		return res
 	}
 	if !c.sess.p.Has(tenants.ScopeProduce) {

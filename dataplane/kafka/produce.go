@@ -77,7 +77,9 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.Prod
 	// The connection's next produce may start once these are appended.
 	mreq := records.ProduceManyRequest{Acks: acks, Timeout: timeout, Entries: entries, Appended: releaseOf(ctx)}
 	if req.TransactionID != nil {
-		mreq.TransactionalID = *req.TransactionID
+		// The client added the partitions itself (AddPartitionsToTxn:
+		// Produce below v12), so their leaders only verify (Txns).
+		mreq.TransactionalID, mreq.VerifyOnly = *req.TransactionID, true
 	}
 	deadline := time.Now().Add(max(timeout, time.Second))
 	var results []records.EntryResult

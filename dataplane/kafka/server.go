@@ -68,6 +68,8 @@ type Deps struct {
 	Admin Admin
 	// Groups serves the consumer-group requests.
 	Groups Groups
+	// Txns serves the transaction requests.
+	Txns Txns
 	// MaxRequestBytes bounds a request frame after authentication;
 	// before it, 512 KiB.
 	MaxRequestBytes int

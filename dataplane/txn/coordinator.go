@@ -36,6 +36,10 @@ type Marker struct {
 	// marker (record.ControlRecord's), so that a partition can refuse the
 	// markers of a coordinator that was replaced.
 	CoordinatorEpoch int32
+	// KeptEpoch: the end kept the producer's epoch (KeepEpoch), so
+	// ProducerEpoch is the ended transaction's own rather than its + 1 (a
+	// group's pending offsets at that epoch are the transaction's).
+	KeptEpoch bool
 }
 
 // MarkerWriter writes transaction markers: the broker's, to the leaders of

@@ -498,12 +498,13 @@ func (s *Shard) complete(k Key, prep *Transaction, now time.Time, observe bool, 
 // markers are the markers of t's end (Prepare*), written by this shard.
 func (s *Shard) markers(k Key, t *Transaction) []Marker {
 	commit := t.State == StatePrepareCommit || t.State == StateCompleteCommit
+	kept := t.Epoch == t.LastEpoch && t.ProducerID == t.LastProducerID // a KeepEpoch end
 	var out []Marker
 	for _, tp := range t.Partitions {
-		out = append(out, Marker{Tenant: k.Tenant, Partition: tp, Commit: commit, ProducerID: t.ProducerID, ProducerEpoch: t.Epoch, CoordinatorEpoch: s.cfg.LeaderEpoch})
+		out = append(out, Marker{Tenant: k.Tenant, Partition: tp, Commit: commit, ProducerID: t.ProducerID, ProducerEpoch: t.Epoch, CoordinatorEpoch: s.cfg.LeaderEpoch, KeptEpoch: kept})
 	}
 	for _, g := range t.Groups {
-		out = append(out, Marker{Tenant: k.Tenant, Group: g, Commit: commit, ProducerID: t.ProducerID, ProducerEpoch: t.Epoch, CoordinatorEpoch: s.cfg.LeaderEpoch})
+		out = append(out, Marker{Tenant: k.Tenant, Group: g, Commit: commit, ProducerID: t.ProducerID, ProducerEpoch: t.Epoch, CoordinatorEpoch: s.cfg.LeaderEpoch, KeptEpoch: kept})
 	}
 	return out
 }

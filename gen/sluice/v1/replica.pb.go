@@ -177,8 +177,11 @@ type TxnMarker struct {
 	ProducerId       int64                  `protobuf:"varint,6,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	ProducerEpoch    int32                  `protobuf:"varint,7,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	CoordinatorEpoch int32                  `protobuf:"varint,8,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The end kept the producer's epoch (a Kafka client before KIP-890 part
+	// 2): producer_epoch is the ended transaction's own, not its + 1.
+	KeptEpoch     bool `protobuf:"varint,9,opt,name=kept_epoch,json=keptEpoch,proto3" json:"kept_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnMarker) Reset() {
@@ -265,6 +268,13 @@ func (x *TxnMarker) GetCoordinatorEpoch() int32 {
 		return x.CoordinatorEpoch
 	}
 	return 0
+}
+
+func (x *TxnMarker) GetKeptEpoch() bool {
+	if x != nil {
+		return x.KeptEpoch
+	}
+	return false
 }
 
 type WriteTxnMarkersResponse struct {
@@ -1292,7 +1302,7 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\x1bListAllTransactionsResponse\x12E\n" +
 	"\ftransactions\x18\x01 \x03(\v2!.sluice.v1.TransactionDescriptionR\ftransactions\"H\n" +
 	"\x16WriteTxnMarkersRequest\x12.\n" +
-	"\amarkers\x18\x01 \x03(\v2\x14.sluice.v1.TxnMarkerR\amarkers\"\x84\x02\n" +
+	"\amarkers\x18\x01 \x03(\v2\x14.sluice.v1.TxnMarkerR\amarkers\"\xa3\x02\n" +
 	"\tTxnMarker\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12\x1c\n" +
@@ -1302,7 +1312,9 @@ const file_sluice_v1_replica_proto_rawDesc = "" +
 	"\vproducer_id\x18\x06 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\a \x01(\x05R\rproducerEpoch\x12+\n" +
-	"\x11coordinator_epoch\x18\b \x01(\x05R\x10coordinatorEpoch\"O\n" +
+	"\x11coordinator_epoch\x18\b \x01(\x05R\x10coordinatorEpoch\x12\x1d\n" +
+	"\n" +
+	"kept_epoch\x18\t \x01(\bR\tkeptEpoch\"O\n" +
 	"\x17WriteTxnMarkersResponse\x124\n" +
 	"\aresults\x18\x01 \x03(\v2\x1a.sluice.v1.TxnMarkerResultR\aresults\"@\n" +
 	"\x0fTxnMarkerResult\x12-\n" +

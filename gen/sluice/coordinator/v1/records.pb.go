@@ -301,7 +301,8 @@ type GroupRecordKey_TxnOffset struct {
 type GroupRecordKey_TxnMarker struct {
 	// The end of a producer's transaction in the group's offsets, as its
 	// transaction coordinator wrote it: GroupRecordValue.producer_epoch (the
-	// ended transaction's epoch + 1), coordinator_epoch and commit.
+	// ended transaction's epoch + 1, or its own with kept_epoch),
+	// coordinator_epoch and commit.
 	TxnMarker *TxnMarkerKey `protobuf:"bytes,7,opt,name=txn_marker,json=txnMarker,proto3,oneof"`
 }
 
@@ -602,13 +603,18 @@ type GroupRecordValue struct {
 	// For static_member: the member id.
 	MemberId string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// For txn_offset: the producer epoch of the transaction; for txn_marker:
-	// the marker's epoch (the ended transaction's + 1).
+	// the marker's epoch (the ended transaction's + 1, or its own with
+	// kept_epoch).
 	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	// For txn_marker: the leader epoch of the transaction coordinator that
 	// wrote it.
 	CoordinatorEpoch int32 `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
 	// For txn_marker: true commits, false aborts.
-	Commit        bool `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`
+	Commit bool `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`
+	// For txn_marker: the end kept the producer's epoch (a Kafka client
+	// before KIP-890 part 2), so producer_epoch is the ended transaction's
+	// own, not its + 1.
+	KeptEpoch     bool `protobuf:"varint,7,opt,name=kept_epoch,json=keptEpoch,proto3" json:"kept_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -681,6 +687,13 @@ func (x *GroupRecordValue) GetCoordinatorEpoch() int32 {
 func (x *GroupRecordValue) GetCommit() bool {
 	if x != nil {
 		return x.Commit
+	}
+	return false
+}
+
+func (x *GroupRecordValue) GetKeptEpoch() bool {
+	if x != nil {
+		return x.KeptEpoch
 	}
 	return false
 }
@@ -972,14 +985,16 @@ const file_sluice_coordinator_v1_records_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
-	"\bmetadata\x18\x05 \x01(\tR\bmetadata\"\x81\x02\n" +
+	"\bmetadata\x18\x05 \x01(\tR\bmetadata\"\xa0\x02\n" +
 	"\x10GroupRecordValue\x12>\n" +
 	"\x06offset\x18\x01 \x01(\v2&.sluice.coordinator.v1.CommittedOffsetR\x06offset\x12$\n" +
 	"\x0ecommit_time_ms\x18\x02 \x01(\x03R\fcommitTimeMs\x12\x1b\n" +
 	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12%\n" +
 	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12+\n" +
 	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12\x16\n" +
-	"\x06commit\x18\x06 \x01(\bR\x06commit\"V\n" +
+	"\x06commit\x18\x06 \x01(\bR\x06commit\x12\x1d\n" +
+	"\n" +
+	"kept_epoch\x18\a \x01(\bR\tkeptEpoch\"V\n" +
 	"\fTxnRecordKey\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12)\n" +
 	"\x10transactional_id\x18\x02 \x01(\tR\x0ftransactionalId\"G\n" +

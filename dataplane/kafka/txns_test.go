@@ -1,0 +1,300 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/sluicemq/sluice/record"
+)
+
+// readAll reads topic from the start with isolation until it has want
+// records, and then for one more second.
+func readAll(t *testing.T, topic string, isolation kgo.IsolationLevel, want int) []*kgo.Record {
+	t.Helper()
+	cl := client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(isolation),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < want {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %s: %d of %d records", topic, len(out), want)
+		fs.EachError(func(_ string, _ int32, err error) { t.Errorf("fetch %s: %v", topic, err) })
+		out = append(out, fs.Records()...)
+	}
+	// Nothing beyond: what else a second brings is kept, for the
+	// caller's checks.
+	wctx, wcancel := context.WithTimeout(ctx, time.Second) // window: an absence
+	defer wcancel()
+	for wctx.Err() == nil {
+		out = append(out, cl.PollFetches(wctx).Records()...)
+	}
+	return out
+}
+
+// TestTransactionsKafkaClient: franz-go's transactional producer, as every
+// Kafka client before KIP-890 part 2 speaks it (AddPartitionsToTxn, EndTxn
+// v4 keeping the epoch): committed transactions are read once by a
+// read_committed consumer and aborted ones never; read_uncommitted sees
+// both; the admin API describes and lists the id; a second incarnation
+// fences the first.
+func TestTransactionsKafkaClient(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	adm := kadm.NewClient(client(t))
+	createTopic(t, adm, "txn-out", 2)
+
+	p := client(t, kgo.TransactionalID("txn-producer-1"), kgo.DefaultProduceTopic("txn-out"), kgo.TransactionTimeout(30*time.Second))
+	txn := func(from, n int, end kgo.TransactionEndTry) {
+		t.Helper()
+		require.NoError(t, p.BeginTransaction())
+		for i := from; i < from+n; i++ {
+			r := &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf("v%d", i)), Partition: int32(i % 2)}
+			require.NoError(t, p.ProduceSync(ctx, r).FirstErr())
+		}
+		require.NoError(t, p.EndTransaction(ctx, end))
+	}
+	txn(0, 10, kgo.TryCommit)
+	txn(100, 5, kgo.TryAbort)
+	txn(10, 10, kgo.TryCommit)
+
+	committed := readAll(t, "txn-out", kgo.ReadCommitted(), 20)
+	seen := map[string]bool{}
+	for _, r := range committed {
+		k := string(r.Key)
+		n, _ := strconv.Atoi(k)
+		require.Less(t, n, 100, "an aborted record was read with read_committed: %s", k)
+		require.False(t, seen[k], "record %s read twice", k)
+		seen[k] = true
+	}
+	require.Len(t, seen, 20)
+	require.Len(t, readAll(t, "txn-out", kgo.ReadUncommitted(), 25), 25, "read_uncommitted sees the aborted records too")
+
+	// The admin API: the id's coordinator describes it; each broker lists
+	// its own.
+	ds, err := adm.DescribeTransactions(ctx, "txn-producer-1")
+	require.NoError(t, err)
+	d := ds["txn-producer-1"]
+	require.NoError(t, d.Err)
+	require.Equal(t, "CompleteCommit", d.State)
+	require.EqualValues(t, 30000, d.TimeoutMillis)
+	id, epoch := d.ProducerID, d.ProducerEpoch
+	require.GreaterOrEqual(t, id, int64(0))
+	require.EqualValues(t, 0, epoch, "ends keep the epoch of a pre-KIP-890-part-2 client")
+	ls, err := adm.ListTransactions(ctx, nil, []string{"CompleteCommit"})
+	require.NoError(t, err)
+	require.Contains(t, ls.TransactionalIDs(), "txn-producer-1")
+	ls, err = adm.ListTransactions(ctx, nil, []string{"Ongoing"})
+	require.NoError(t, err)
+	require.NotContains(t, ls.TransactionalIDs(), "txn-producer-1")
+
+	// A second incarnation fences the first.
+	p2 := client(t, kgo.TransactionalID("txn-producer-1"), kgo.DefaultProduceTopic("txn-out"))
+	require.NoError(t, p2.BeginTransaction()) // initializes the producer id: epoch bumped
+	require.NoError(t, p2.ProduceSync(ctx, &kgo.Record{Key: []byte("200"), Partition: 0}).FirstErr())
+	require.NoError(t, p2.EndTransaction(ctx, kgo.TryCommit))
+	require.NoError(t, p.BeginTransaction())
+	err = p.ProduceSync(ctx, &kgo.Record{Key: []byte("300"), Partition: 1}).FirstErr()
+	require.Error(t, err, "the fenced incarnation cannot write")
+	require.True(t, errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch), "%v", err)
+	ds, err = adm.DescribeTransactions(ctx, "txn-producer-1")
+	require.NoError(t, err)
+	require.Equal(t, id, ds["txn-producer-1"].ProducerID)
+	require.EqualValues(t, 1, ds["txn-producer-1"].ProducerEpoch)
+}
+
+// TestTransactionsConsumeTransformProduce is franz-go's exactly-once
+// pipeline (GroupTransactSession: a classic group's consumer whose offsets
+// commit in the producer's transaction, TxnOffsetCommit): every input
+// record reaches the output exactly once for read_committed, and the
+// group's committed offsets are the input's ends.
+func TestTransactionsConsumeTransformProduce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	adm := kadm.NewClient(client(t))
+	createTopic(t, adm, "etl-in", 2)
+	createTopic(t, adm, "etl-out", 2)
+	const n = 200
+	seed := client(t, kgo.DefaultProduceTopic("etl-in"))
+	for i := range n {
+		seed.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("seed: %v", err)
+			}
+		})
+	}
+	require.NoError(t, seed.Flush(ctx))
+
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(bootstrap...), kgo.SASL(plain.Auth{User: tenantName, Pass: tenant.APIKey}.AsMechanism()),
+		kgo.TransactionalID("etl-1"), kgo.DefaultProduceTopic("etl-out"),
+		kgo.ConsumerGroup("etl-group"), kgo.ConsumeTopics("etl-in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequireStableFetchOffsets(),
+		kgo.RetryTimeout(20*time.Second),
+	)
+	require.NoError(t, err)
+	defer sess.Close()
+	done := 0
+	deadline, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for done < n {
+		fs := sess.PollFetches(deadline)
+		require.NoError(t, deadline.Err(), "%d of %d records transformed", done, n)
+		fs.EachError(func(_ string, _ int32, err error) { t.Errorf("fetch: %v", err) })
+		require.NoError(t, sess.Begin())
+		recs := fs.Records()
+		for _, r := range recs {
+			sess.Produce(deadline, &kgo.Record{Key: r.Key, Value: append([]byte("out-"), r.Value...)}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					t.Errorf("produce: %v", err)
+				}
+			})
+		}
+		committed, err := sess.End(deadline, kgo.TryCommit)
+		require.NoError(t, err)
+		if committed {
+			done += len(recs)
+		}
+	}
+	out := readAll(t, "etl-out", kgo.ReadCommitted(), n)
+	seen := map[string]int{}
+	for _, r := range out {
+		seen[string(r.Key)]++
+	}
+	require.Len(t, seen, n)
+	for k, c := range seen {
+		require.Equal(t, 1, c, "output of input %s read %d times", k, c)
+	}
+	offs, err := adm.FetchOffsets(ctx, "etl-group")
+	require.NoError(t, err)
+	ends, err := adm.ListEndOffsets(ctx, "etl-in")
+	require.NoError(t, err)
+	ends.Each(func(e kadm.ListedOffset) {
+		o, ok := offs.Lookup("etl-in", e.Partition)
+		require.True(t, ok, "partition %d has no committed offset", e.Partition)
+		require.Equal(t, e.Offset, o.At, "partition %d", e.Partition)
+	})
+}
+
+// TestTransactionRequestsRefused: the transaction requests' answers to
+// what a client may not do: a partition not added before writing is
+// refused (KIP-890 part 1's verification), an unknown partition is named
+// and the rest not attempted, an unknown id is not found.
+func TestTransactionRequestsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cl := client(t)
+	adm := kadm.NewClient(cl)
+	createTopic(t, adm, "txn-refused", 1)
+
+	id := "refused-1"
+	coordID := findTxnCoordinator(t, cl, id)
+	coord := cl.Broker(int(coordID))
+
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = &id, 10000
+	ires, err := init.RequestWith(ctx, coord)
+	require.NoError(t, err)
+	require.Zero(t, ires.ErrorCode)
+
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, ires.ProducerID, ires.ProducerEpoch
+	for _, topic := range []string{"txn-refused", "no-such-topic"} {
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		add.Topics = append(add.Topics, rt)
+	}
+	ares, err := add.RequestWith(ctx, coord)
+	require.NoError(t, err)
+	codes := map[string]int16{}
+	for _, rt := range ares.Topics {
+		codes[rt.Topic] = rt.Partitions[0].ErrorCode
+	}
+	require.Equal(t, map[string]int16{"txn-refused": kerr.OperationNotAttempted.Code, "no-such-topic": kerr.UnknownTopicOrPartition.Code}, codes)
+
+	// A transactional write to a partition the client did not add.
+	txnID := id
+	pr := kmsg.NewPtrProduceRequest()
+	pr.TransactionID, pr.Acks, pr.TimeoutMillis = &txnID, -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "txn-refused"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = transactionalBatch(t, ires.ProducerID, ires.ProducerEpoch)
+	rt.Partitions = append(rt.Partitions, rp)
+	pr.Topics = append(pr.Topics, rt)
+	md, err := adm.Metadata(ctx, "txn-refused")
+	require.NoError(t, err)
+	pres, err := pr.RequestWith(ctx, cl.Broker(int(md.Topics["txn-refused"].Partitions[0].Leader)))
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidTxnState.Code, pres.Topics[0].Partitions[0].ErrorCode, "%v", pres.Topics[0].Partitions[0].ErrorMessage)
+
+	// An end anywhere but at the coordinator: NOT_COORDINATOR.
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, ires.ProducerID, ires.ProducerEpoch, false
+	require.NotEmpty(t, md.Brokers)
+	for _, b := range md.Brokers {
+		eres, err := end.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+		require.NoError(t, err)
+		if b.NodeID == coordID {
+			require.Zero(t, eres.ErrorCode, "an end with nothing open is answered")
+		} else {
+			require.Equal(t, kerr.NotCoordinator.Code, eres.ErrorCode, "broker %d", b.NodeID)
+		}
+	}
+
+	// An id nobody initialized, at its coordinator.
+	desc := kmsg.NewPtrDescribeTransactionsRequest()
+	desc.TransactionalIDs = []string{"never-initialized"}
+	dres, err := desc.RequestWith(ctx, cl.Broker(int(findTxnCoordinator(t, cl, "never-initialized"))))
+	require.NoError(t, err)
+	require.Len(t, dres.TransactionStates, 1)
+	require.Equal(t, kerr.TransactionalIDNotFound.Code, dres.TransactionStates[0].ErrorCode)
+}
+
+// findTxnCoordinator asks FindCoordinator for the transactional id's
+// coordinator until one is answered (COORDINATOR_NOT_AVAILABLE while the
+// transaction-state partitions get their first leaders).
+func findTxnCoordinator(t *testing.T, cl *kgo.Client, id string) int32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.CoordinatorType, find.CoordinatorKey = 1, id
+	for {
+		res, err := find.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		if res.ErrorCode == 0 {
+			return res.NodeID
+		}
+		require.Equal(t, kerr.CoordinatorNotAvailable.Code, res.ErrorCode, "%s", *res.ErrorMessage)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no coordinator for %q: %s", id, *res.ErrorMessage)
+		case <-time.After(50 * time.Millisecond): // poll: the client's backoff
+		}
+	}
+}
+
+// transactionalBatch is a Kafka RecordBatch v2 of one transactional
+// record of producer pid at epoch, sequence 0.
+func transactionalBatch(t *testing.T, pid int64, epoch int16) []byte {
+	t.Helper()
+	ts := time.Now().UnixMilli()
+	batch, err := record.AppendBatch(nil, record.BatchHeader{Attributes: record.AttrTransactional, ProducerID: pid, ProducerEpoch: epoch,
+		BaseSequence: 0, FirstTimestamp: ts, MaxTimestamp: ts}, []record.Record{{Value: []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return record.AppendKafka(nil, batch)
+}
