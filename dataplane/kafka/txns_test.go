@@ -140,7 +140,7 @@ func TestTransactionsConsumeTransformProduce(t *testing.T) {
 		kgo.SeedBrokers(bootstrap...), kgo.SASL(plain.Auth{User: tenantName, Pass: tenant.APIKey}.AsMechanism()),
 		kgo.TransactionalID("etl-1"), kgo.DefaultProduceTopic("etl-out"),
 		kgo.ConsumerGroup("etl-group"), kgo.ConsumeTopics("etl-in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequireStableFetchOffsets(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RetryTimeout(20*time.Second),
 	)
 	require.NoError(t, err)
