@@ -21,14 +21,14 @@ import (
 // key or version closes the connection, as Kafka does (ApiVersions
 // itself is answered with UNSUPPORTED_VERSION and this list).
 var versions = map[int16][2]int16{
-	kmsg.Produce.Int16():          {3, 11},
+	kmsg.Produce.Int16():          {3, 12}, // v12: KIP-890 part 2 (see Txns)
 	kmsg.Fetch.Int16():            {4, 16},
 	kmsg.ListOffsets.Int16():      {1, 8},
 	kmsg.Metadata.Int16():         {0, 12},
 	kmsg.ApiVersions.Int16():      {0, 4},
 	kmsg.SASLHandshake.Int16():    {0, 1},
 	kmsg.SASLAuthenticate.Int16(): {0, 2},
-	kmsg.InitProducerID.Int16():   {0, 4},
+	kmsg.InitProducerID.Int16():   {0, 5},
 	kmsg.DescribeCluster.Int16():  {0, 1},
 	kmsg.OffsetForLeaderEpoch.Int16(): {
 		2, 4, // v0-v1 carry no current leader epoch; every client sends v2+
@@ -52,13 +52,12 @@ var versions = map[int16][2]int16{
 	kmsg.ConsumerGroupDescribe.Int16():  {0, 1},
 	kmsg.ListGroups.Int16():             {0, 5},
 	kmsg.DeleteGroups.Int16():           {0, 2},
-	// Transactions as before KIP-890 part 2 (see Txns): AddPartitionsToTxn
-	// v4+ is brokers' own, EndTxn v5, AddOffsetsToTxn v4 and
-	// TxnOffsetCommit v5 are part 2's.
+	// Transactions, before and with KIP-890 part 2 (see Txns).
+	// AddPartitionsToTxn v4+ is brokers' own (a batch of transactions).
 	kmsg.AddPartitionsToTxn.Int16():   {0, 3},
-	kmsg.AddOffsetsToTxn.Int16():      {0, 3},
-	kmsg.TxnOffsetCommit.Int16():      {0, 4},
-	kmsg.EndTxn.Int16():               {0, 4},
+	kmsg.AddOffsetsToTxn.Int16():      {0, 4},
+	kmsg.TxnOffsetCommit.Int16():      {0, 5},
+	kmsg.EndTxn.Int16():               {0, 5},
 	kmsg.DescribeTransactions.Int16(): {0, 0},
 	kmsg.ListTransactions.Int16():     {0, 1}, // v2 filters ids by a Java regular expression
 }
@@ -325,9 +324,23 @@ func (c *conn) dispatch(ctx context.Context, h header, req kmsg.Request) (kmsg.R
 	return nil, 0, fmt.Errorf("%s is not served", kmsg.NameForKey(h.key))
 }
 
-// apiVersions answers the served keys and versions.
+// transactionVersion is the transaction.version feature every broker
+// finalizes (KIP-1022): 2 is KIP-890 part 2, which clients that know it
+// (Kafka's Java client 4.0+, franz-go) then use: Produce v12, EndTxn v5,
+// TxnOffsetCommit v5 (see Txns).
+const transactionVersion = 2
+
+// apiVersions answers the served keys and versions, and the features
+// (v3+).
 func (c *conn) apiVersions(req *kmsg.ApiVersionsRequest) *kmsg.ApiVersionsResponse {
 	res := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = "transaction.version", 0, transactionVersion
+	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", transactionVersion, transactionVersion
+	res.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{sf}
+	res.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{ff}
+	res.FinalizedFeaturesEpoch = 1
 	for k := range int16(kmsg.MaxKey + 1) {
 		if r, ok := versions[k]; ok {
 			ak := kmsg.NewApiVersionsResponseApiKey()

@@ -193,13 +193,13 @@ func TestGroupRequestsRefused(t *testing.T) {
 	createTopic(t, kadm.NewClient(cl), topic, 1)
 
 	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.CoordinatorType, fc.CoordinatorKeys = 1, []string{"some-txn"}
+	fc.CoordinatorType, fc.CoordinatorKeys = 3, []string{"some-key"}
 	fres, err := fc.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code := fres.Coordinators[0].ErrorCode; code != kerr.TransactionalIDAuthorizationFailed.Code {
-		t.Errorf("FindCoordinator for a transactional id: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
+	if code := fres.Coordinators[0].ErrorCode; code != kerr.InvalidRequest.Code {
+		t.Errorf("FindCoordinator of an unknown type: %v, want INVALID_REQUEST", kerr.ErrorForCode(code))
 	}
 
 	// The rest goes to the group's coordinator.

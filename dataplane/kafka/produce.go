@@ -77,9 +77,10 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.Prod
 	// The connection's next produce may start once these are appended.
 	mreq := records.ProduceManyRequest{Acks: acks, Timeout: timeout, Entries: entries, Appended: releaseOf(ctx)}
 	if req.TransactionID != nil {
-		// The client added the partitions itself (AddPartitionsToTxn:
-		// Produce below v12), so their leaders only verify (Txns).
-		mreq.TransactionalID, mreq.VerifyOnly = *req.TransactionID, true
+		// Below v12 the client added the partitions itself
+		// (AddPartitionsToTxn), so their leaders only verify; from v12
+		// the produce adds them (KIP-890 part 2; see Txns).
+		mreq.TransactionalID, mreq.VerifyOnly = *req.TransactionID, req.Version < 12
 	}
 	deadline := time.Now().Add(max(timeout, time.Second))
 	var results []records.EntryResult
@@ -121,6 +122,9 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.Prod
 			pr.BaseOffset = -1
 		default:
 			pr.ErrorCode = errorCode(eerr, atPartition)
+			if pr.ErrorCode == kerr.TransactionAbortable.Code && req.Version < 11 {
+				pr.ErrorCode = kerr.InvalidProducerEpoch.Code // see txnCode
+			}
 			pr.ErrorMessage = errorMessage(eerr)
 			if nl := notLeader(eerr); nl != nil && req.Version >= 10 {
 				pr.CurrentLeader.LeaderID, pr.CurrentLeader.LeaderEpoch = nl.Leader, nl.Epoch

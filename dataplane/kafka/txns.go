@@ -21,18 +21,25 @@ import (
 // NOT_COORDINATOR: a Kafka client asks FindCoordinator again, nothing is
 // forwarded.
 //
-// Kafka clients speak transactions as they did before KIP-890 part 2
-// (Produce up to v11, EndTxn up to v4, TxnOffsetCommit up to v4: the
-// versions served): they add every partition (AddPartitionsToTxn) and
-// group (AddOffsetsToTxn) themselves before writing to it, keep their
-// producer epoch across transactions, and continue their sequences. So an
-// end keeps the epoch (txns.EndRequest.KeepEpoch) and a partition leader
-// or group coordinator only verifies that the partition or group is in
-// the transaction (VerifyOnly: KIP-890 part 1), never adds it: a write
-// delayed past its transaction's end is refused unless the producer's
-// next transaction has added that partition already. Sluice's own
-// clients bump the epoch at every end (part 2), which closes that window
-// too.
+// Kafka clients speak transactions in one of two ways, told apart by
+// the versions they send:
+//
+//   - Before KIP-890 part 2 (Produce up to v11, EndTxn up to v4,
+//     TxnOffsetCommit up to v4; every client but the newest): they add
+//     every partition (AddPartitionsToTxn) and group (AddOffsetsToTxn)
+//     themselves before writing to it, keep their producer epoch across
+//     transactions, and continue their sequences. So their end keeps the
+//     epoch (txns.EndRequest.KeepEpoch), and a partition leader or group
+//     coordinator only verifies that the partition or group is in the
+//     transaction (VerifyOnly: KIP-890 part 1), never adds it: a write
+//     delayed past its transaction's end is refused unless the producer's
+//     next transaction has added that partition already.
+//   - With part 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5: clients
+//     that see the transaction.version feature at 2 in ApiVersions, as
+//     every broker answers): the write adds its partition or group to the
+//     transaction, and every end bumps the epoch (answered in EndTxn), so
+//     a write delayed past its transaction's end is fenced by its epoch.
+//     This is how Sluice's own clients work.
 type Txns interface {
 	FindCoordinator(ctx context.Context, tenantID, transactionalID string) (txns.Coordinator, error)
 	InitProducer(ctx context.Context, req txns.InitRequest) (txns.Producer, error)
@@ -46,8 +53,11 @@ type Txns interface {
 // coordinator's whereabouts (its lookup's NotLeader) are NOT_COORDINATOR,
 // or COORDINATOR_NOT_AVAILABLE while its partition has no leader.
 // TRANSACTION_ABORTABLE (a timeout's abort) is answered as
-// INVALID_PRODUCER_EPOCH to the versions that predate it (abortable):
-// the client aborts, then asks InitProducerId for a new epoch (KIP-360).
+// INVALID_PRODUCER_EPOCH to the versions that predate it (KIP-890 added
+// it in Produce v11, EndTxn v4, TxnOffsetCommit v4, AddOffsetsToTxn v4,
+// AddPartitionsToTxn v5, InitProducerId v5), which clients treat as
+// abortable: the client aborts, then asks InitProducerId for a new epoch
+// (KIP-360).
 func txnCode(err error, abortableKnown bool) int16 {
 	if nl := notLeader(err); nl != nil {
 		if k, _ := derr.KindOf(derr.Outermost(err, nil)); k == derr.NotLeaderOrFollower || k == derr.LeaderNotAvailable {
@@ -106,7 +116,7 @@ func (c *conn) initTransactionalProducer(ctx context.Context, req *kmsg.InitProd
 	}
 	p, err := c.s.d.Txns.InitProducer(ctx, txns.InitRequest{TenantID: c.sess.tenantID, TransactionalID: id, TimeoutMs: int64(req.TransactionTimeoutMillis)})
 	if err != nil {
-		res.ErrorCode = txnCode(err, false)
+		res.ErrorCode = txnCode(err, req.Version >= 5)
 		if wait, ok := retryAfter(err); ok {
 			res.ThrottleMillis = int32(min(wait, time.Minute).Milliseconds())
 		}
@@ -173,13 +183,14 @@ func (c *conn) addOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnReq
 		err = c.s.d.Txns.AddPartitions(ctx, txns.AddRequest{TenantID: c.sess.tenantID, TransactionalID: req.TransactionalID,
 			ProducerID: req.ProducerID, ProducerEpoch: int32(req.ProducerEpoch), Groups: []string{req.Group}})
 	}
-	res.ErrorCode = txnCode(err, false)
+	res.ErrorCode = txnCode(err, req.Version >= 4)
 	return res
 }
 
 // txnOffsetCommit commits a group's offsets in the producer's transaction
 // at the group's coordinator (groups.Service.TxnCommitOffsets), which
-// verifies that the client added the group (AddOffsetsToTxn) first.
+// verifies that the client added the group (AddOffsetsToTxn) first, or,
+// from v5, adds it (see Txns).
 func (c *conn) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
 	res := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	type slot struct{ t, p int }
@@ -190,7 +201,7 @@ func (c *conn) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitReq
 			Credentials: c.credentials(),
 		},
 		TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: int32(req.ProducerEpoch),
-		VerifyOnly: true,
+		VerifyOnly: req.Version < 5,
 	}
 	if req.InstanceID != nil {
 		creq.InstanceID = *req.InstanceID
@@ -232,7 +243,7 @@ func (c *conn) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitReq
 	code := int16(0)
 	if err := c.s.d.Groups.TxnCommitOffsets(ctx, creq); err != nil {
 		code = commitCode(err, 8) // ILLEGAL_GENERATION, not KIP-848's STALE_MEMBER_EPOCH
-		if code == kerr.TransactionAbortable.Code {
+		if code == kerr.TransactionAbortable.Code && req.Version < 4 {
 			code = kerr.InvalidProducerEpoch.Code
 		}
 		if code == kerr.OffsetOutOfRange.Code {
@@ -248,17 +259,22 @@ func (c *conn) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitReq
 	return res
 }
 
-// endTxn commits or aborts the producer's transaction, keeping its epoch
-// (EndTxn up to v4: see Txns).
+// endTxn commits or aborts the producer's transaction: keeping its epoch
+// up to v4, bumping it from v5, which answers the producer id and epoch to
+// go on with (see Txns).
 func (c *conn) endTxn(ctx context.Context, req *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	res := req.ResponseKind().(*kmsg.EndTxnResponse)
 	res.ProducerID, res.ProducerEpoch = -1, -1
 	err := c.needProduce(req.TransactionalID)
 	if err == nil {
-		_, err = c.s.d.Txns.EndTransaction(ctx, txns.EndRequest{TenantID: c.sess.tenantID, TransactionalID: req.TransactionalID,
-			ProducerID: req.ProducerID, ProducerEpoch: int32(req.ProducerEpoch), Commit: req.Commit, KeepEpoch: true})
+		var p txns.Producer
+		p, err = c.s.d.Txns.EndTransaction(ctx, txns.EndRequest{TenantID: c.sess.tenantID, TransactionalID: req.TransactionalID,
+			ProducerID: req.ProducerID, ProducerEpoch: int32(req.ProducerEpoch), Commit: req.Commit, KeepEpoch: req.Version < 5})
+		if err == nil && req.Version >= 5 {
+			res.ProducerID, res.ProducerEpoch = p.ID, p.Epoch
+		}
 	}
-	res.ErrorCode = txnCode(err, false)
+	res.ErrorCode = txnCode(err, req.Version >= 4)
 	return res
 }
 

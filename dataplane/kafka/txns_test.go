@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicemq/sluice/record"
@@ -43,19 +44,50 @@ func readAll(t *testing.T, topic string, isolation kgo.IsolationLevel, want int)
 	return out
 }
 
-// TestTransactionsKafkaClient: franz-go's transactional producer, as every
-// Kafka client before KIP-890 part 2 speaks it (AddPartitionsToTxn, EndTxn
-// v4 keeping the epoch): committed transactions are read once by a
+// txnModes are the two ways Kafka clients speak transactions (see Txns):
+// franz-go uses KIP-890 part 2 when every version it needs is served (as
+// it is), and the older way when its versions are capped below them, as
+// every older client's are.
+var txnModes = []struct {
+	name string
+	opts []kgo.Opt
+	// bumps: every end bumps the producer epoch.
+	bumps bool
+}{
+	{"before KIP-890 part 2", []kgo.Opt{kgo.MaxVersions(beforeKIP890p2())}, false},
+	{"KIP-890 part 2", nil, true},
+}
+
+// beforeKIP890p2 are franz-go's versions capped below KIP-890 part 2's.
+func beforeKIP890p2() *kversion.Versions {
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
+	vs.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
+	vs.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 4)
+	return vs
+}
+
+// TestTransactionsKafkaClient: franz-go's transactional producer, in
+// both ways (txnModes): committed transactions are read once by a
 // read_committed consumer and aborted ones never; read_uncommitted sees
 // both; the admin API describes and lists the id; a second incarnation
 // fences the first.
 func TestTransactionsKafkaClient(t *testing.T) {
 	t.Parallel()
+	for i, mode := range txnModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testTransactions(t, fmt.Sprintf("txn-out-%d", i), fmt.Sprintf("txn-producer-%d", i), mode.bumps, mode.opts...)
+		})
+	}
+}
+
+func testTransactions(t *testing.T, topic, id string, bumps bool, opts ...kgo.Opt) {
 	ctx := t.Context()
 	adm := kadm.NewClient(client(t))
-	createTopic(t, adm, "txn-out", 2)
+	createTopic(t, adm, topic, 2)
 
-	p := client(t, kgo.TransactionalID("txn-producer-1"), kgo.DefaultProduceTopic("txn-out"), kgo.TransactionTimeout(30*time.Second))
+	p := client(t, append([]kgo.Opt{kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(30 * time.Second)}, opts...)...)
 	txn := func(from, n int, end kgo.TransactionEndTry) {
 		t.Helper()
 		require.NoError(t, p.BeginTransaction())
@@ -69,7 +101,7 @@ func TestTransactionsKafkaClient(t *testing.T) {
 	txn(100, 5, kgo.TryAbort)
 	txn(10, 10, kgo.TryCommit)
 
-	committed := readAll(t, "txn-out", kgo.ReadCommitted(), 20)
+	committed := readAll(t, topic, kgo.ReadCommitted(), 20)
 	seen := map[string]bool{}
 	for _, r := range committed {
 		k := string(r.Key)
@@ -79,28 +111,32 @@ func TestTransactionsKafkaClient(t *testing.T) {
 		seen[k] = true
 	}
 	require.Len(t, seen, 20)
-	require.Len(t, readAll(t, "txn-out", kgo.ReadUncommitted(), 25), 25, "read_uncommitted sees the aborted records too")
+	require.Len(t, readAll(t, topic, kgo.ReadUncommitted(), 25), 25, "read_uncommitted sees the aborted records too")
 
 	// The admin API: the id's coordinator describes it; each broker lists
 	// its own.
-	ds, err := adm.DescribeTransactions(ctx, "txn-producer-1")
+	ds, err := adm.DescribeTransactions(ctx, id)
 	require.NoError(t, err)
-	d := ds["txn-producer-1"]
+	d := ds[id]
 	require.NoError(t, d.Err)
 	require.Equal(t, "CompleteCommit", d.State)
 	require.EqualValues(t, 30000, d.TimeoutMillis)
-	id, epoch := d.ProducerID, d.ProducerEpoch
-	require.GreaterOrEqual(t, id, int64(0))
-	require.EqualValues(t, 0, epoch, "ends keep the epoch of a pre-KIP-890-part-2 client")
+	pid, epoch := d.ProducerID, d.ProducerEpoch
+	require.GreaterOrEqual(t, pid, int64(0))
+	if bumps {
+		require.Positive(t, epoch, "ends bump the epoch")
+	} else {
+		require.EqualValues(t, 0, epoch, "ends keep the epoch")
+	}
 	ls, err := adm.ListTransactions(ctx, nil, []string{"CompleteCommit"})
 	require.NoError(t, err)
-	require.Contains(t, ls.TransactionalIDs(), "txn-producer-1")
+	require.Contains(t, ls.TransactionalIDs(), id)
 	ls, err = adm.ListTransactions(ctx, nil, []string{"Ongoing"})
 	require.NoError(t, err)
-	require.NotContains(t, ls.TransactionalIDs(), "txn-producer-1")
+	require.NotContains(t, ls.TransactionalIDs(), id)
 
 	// A second incarnation fences the first.
-	p2 := client(t, kgo.TransactionalID("txn-producer-1"), kgo.DefaultProduceTopic("txn-out"))
+	p2 := client(t, append([]kgo.Opt{kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic)}, opts...)...)
 	require.NoError(t, p2.BeginTransaction()) // initializes the producer id: epoch bumped
 	require.NoError(t, p2.ProduceSync(ctx, &kgo.Record{Key: []byte("200"), Partition: 0}).FirstErr())
 	require.NoError(t, p2.EndTransaction(ctx, kgo.TryCommit))
@@ -108,10 +144,10 @@ func TestTransactionsKafkaClient(t *testing.T) {
 	err = p.ProduceSync(ctx, &kgo.Record{Key: []byte("300"), Partition: 1}).FirstErr()
 	require.Error(t, err, "the fenced incarnation cannot write")
 	require.True(t, errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch), "%v", err)
-	ds, err = adm.DescribeTransactions(ctx, "txn-producer-1")
+	ds, err = adm.DescribeTransactions(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, id, ds["txn-producer-1"].ProducerID)
-	require.EqualValues(t, 1, ds["txn-producer-1"].ProducerEpoch)
+	require.Equal(t, pid, ds[id].ProducerID)
+	require.Greater(t, ds[id].ProducerEpoch, epoch)
 }
 
 // TestTransactionsConsumeTransformProduce is franz-go's exactly-once
@@ -121,12 +157,22 @@ func TestTransactionsKafkaClient(t *testing.T) {
 // group's committed offsets are the input's ends.
 func TestTransactionsConsumeTransformProduce(t *testing.T) {
 	t.Parallel()
+	for i, mode := range txnModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testConsumeTransformProduce(t, fmt.Sprintf("etl-%d", i), mode.opts...)
+		})
+	}
+}
+
+func testConsumeTransformProduce(t *testing.T, name string, opts ...kgo.Opt) {
 	ctx := t.Context()
 	adm := kadm.NewClient(client(t))
-	createTopic(t, adm, "etl-in", 2)
-	createTopic(t, adm, "etl-out", 2)
+	in, out, group := name+"-in", name+"-out", name+"-group"
+	createTopic(t, adm, in, 2)
+	createTopic(t, adm, out, 2)
 	const n = 200
-	seed := client(t, kgo.DefaultProduceTopic("etl-in"))
+	seed := client(t, kgo.DefaultProduceTopic(in))
 	for i := range n {
 		seed.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))}, func(_ *kgo.Record, err error) {
 			if err != nil {
@@ -136,13 +182,13 @@ func TestTransactionsConsumeTransformProduce(t *testing.T) {
 	}
 	require.NoError(t, seed.Flush(ctx))
 
-	sess, err := kgo.NewGroupTransactSession(
+	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
 		kgo.SeedBrokers(bootstrap...), kgo.SASL(plain.Auth{User: tenantName, Pass: tenant.APIKey}.AsMechanism()),
-		kgo.TransactionalID("etl-1"), kgo.DefaultProduceTopic("etl-out"),
-		kgo.ConsumerGroup("etl-group"), kgo.ConsumeTopics("etl-in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.TransactionalID(name), kgo.DefaultProduceTopic(out),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RetryTimeout(20*time.Second),
-	)
+		kgo.RetryTimeout(20 * time.Second),
+	}, opts...)...)
 	require.NoError(t, err)
 	defer sess.Close()
 	done := 0
@@ -167,21 +213,20 @@ func TestTransactionsConsumeTransformProduce(t *testing.T) {
 			done += len(recs)
 		}
 	}
-	out := readAll(t, "etl-out", kgo.ReadCommitted(), n)
 	seen := map[string]int{}
-	for _, r := range out {
+	for _, r := range readAll(t, out, kgo.ReadCommitted(), n) {
 		seen[string(r.Key)]++
 	}
 	require.Len(t, seen, n)
 	for k, c := range seen {
 		require.Equal(t, 1, c, "output of input %s read %d times", k, c)
 	}
-	offs, err := adm.FetchOffsets(ctx, "etl-group")
+	offs, err := adm.FetchOffsets(ctx, group)
 	require.NoError(t, err)
-	ends, err := adm.ListEndOffsets(ctx, "etl-in")
+	ends, err := adm.ListEndOffsets(ctx, in)
 	require.NoError(t, err)
 	ends.Each(func(e kadm.ListedOffset) {
-		o, ok := offs.Lookup("etl-in", e.Partition)
+		o, ok := offs.Lookup(in, e.Partition)
 		require.True(t, ok, "partition %d has no committed offset", e.Partition)
 		require.Equal(t, e.Offset, o.At, "partition %d", e.Partition)
 	})
@@ -198,15 +243,31 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	createTopic(t, adm, "txn-refused", 1)
 
+	// Init at the coordinator, found again while it is moving (its
+	// partition's first leader just elected), as clients do.
 	id := "refused-1"
-	coordID := findTxnCoordinator(t, cl, id)
-	coord := cl.Broker(int(coordID))
-
 	init := kmsg.NewPtrInitProducerIDRequest()
 	init.TransactionalID, init.TransactionTimeoutMillis = &id, 10000
-	ires, err := init.RequestWith(ctx, coord)
-	require.NoError(t, err)
+	var coordID int32
+	var ires *kmsg.InitProducerIDResponse
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		coordID = findTxnCoordinator(t, cl, id)
+		var err error
+		ires, err = init.RequestWith(ctx, cl.Broker(int(coordID)))
+		require.NoError(t, err)
+		if ires.ErrorCode != kerr.NotCoordinator.Code && ires.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+			break
+		}
+		select {
+		case <-lctx.Done():
+			t.Fatalf("init %q: still %s", id, kerr.ErrorForCode(ires.ErrorCode))
+		case <-time.After(50 * time.Millisecond): // poll: the client's backoff
+		}
+	}
 	require.Zero(t, ires.ErrorCode)
+	coord := cl.Broker(int(coordID))
 
 	add := kmsg.NewPtrAddPartitionsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, ires.ProducerID, ires.ProducerEpoch
@@ -223,7 +284,9 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	}
 	require.Equal(t, map[string]int16{"txn-refused": kerr.OperationNotAttempted.Code, "no-such-topic": kerr.UnknownTopicOrPartition.Code}, codes)
 
-	// A transactional write to a partition the client did not add.
+	// A transactional write to a partition the client did not add: below
+	// Produce v12 refused (KIP-890 part 1's verification), at v12 it adds
+	// the partition (part 2).
 	txnID := id
 	pr := kmsg.NewPtrProduceRequest()
 	pr.TransactionID, pr.Acks, pr.TimeoutMillis = &txnID, -1, 10000
@@ -235,28 +298,50 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	pr.Topics = append(pr.Topics, rt)
 	md, err := adm.Metadata(ctx, "txn-refused")
 	require.NoError(t, err)
-	pres, err := pr.RequestWith(ctx, cl.Broker(int(md.Topics["txn-refused"].Partitions[0].Leader)))
+	leader := int(md.Topics["txn-refused"].Partitions[0].Leader)
+	old := client(t, kgo.MaxVersions(beforeKIP890p2()))
+	pres, err := pr.RequestWith(ctx, old.Broker(leader))
 	require.NoError(t, err)
+	require.EqualValues(t, 11, pres.Version)
 	require.Equal(t, kerr.InvalidTxnState.Code, pres.Topics[0].Partitions[0].ErrorCode, "%v", pres.Topics[0].Partitions[0].ErrorMessage)
+	desc := kmsg.NewPtrDescribeTransactionsRequest()
+	desc.TransactionalIDs = []string{id}
+	dres, err := desc.RequestWith(ctx, coord)
+	require.NoError(t, err)
+	require.Equal(t, "Empty", dres.TransactionStates[0].State, "nothing was added")
+	pres, err = pr.RequestWith(ctx, cl.Broker(leader))
+	require.NoError(t, err)
+	require.EqualValues(t, 12, pres.Version)
+	require.Zero(t, pres.Topics[0].Partitions[0].ErrorCode, "%v", pres.Topics[0].Partitions[0].ErrorMessage)
+	dres, err = desc.RequestWith(ctx, coord)
+	require.NoError(t, err)
+	require.Equal(t, "Ongoing", dres.TransactionStates[0].State)
+	require.Len(t, dres.TransactionStates[0].Topics, 1)
+	require.Equal(t, "txn-refused", dres.TransactionStates[0].Topics[0].Topic)
 
-	// An end anywhere but at the coordinator: NOT_COORDINATOR.
+	// An end anywhere but at the coordinator: NOT_COORDINATOR. At v5 the
+	// end answers the bumped epoch.
 	end := kmsg.NewPtrEndTxnRequest()
 	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, ires.ProducerID, ires.ProducerEpoch, false
 	require.NotEmpty(t, md.Brokers)
 	for _, b := range md.Brokers {
+		if b.NodeID == coordID {
+			continue
+		}
 		eres, err := end.RequestWith(ctx, cl.Broker(int(b.NodeID)))
 		require.NoError(t, err)
-		if b.NodeID == coordID {
-			require.Zero(t, eres.ErrorCode, "an end with nothing open is answered")
-		} else {
-			require.Equal(t, kerr.NotCoordinator.Code, eres.ErrorCode, "broker %d", b.NodeID)
-		}
+		require.Equal(t, kerr.NotCoordinator.Code, eres.ErrorCode, "broker %d", b.NodeID)
 	}
+	eres, err := end.RequestWith(ctx, coord)
+	require.NoError(t, err)
+	require.Zero(t, eres.ErrorCode)
+	require.EqualValues(t, 5, eres.Version)
+	require.Equal(t, ires.ProducerID, eres.ProducerID)
+	require.Equal(t, ires.ProducerEpoch+1, eres.ProducerEpoch)
 
 	// An id nobody initialized, at its coordinator.
-	desc := kmsg.NewPtrDescribeTransactionsRequest()
 	desc.TransactionalIDs = []string{"never-initialized"}
-	dres, err := desc.RequestWith(ctx, cl.Broker(int(findTxnCoordinator(t, cl, "never-initialized"))))
+	dres, err = desc.RequestWith(ctx, cl.Broker(int(findTxnCoordinator(t, cl, "never-initialized"))))
 	require.NoError(t, err)
 	require.Len(t, dres.TransactionStates, 1)
 	require.Equal(t, kerr.TransactionalIDNotFound.Code, dres.TransactionStates[0].ErrorCode)
