@@ -42,7 +42,9 @@
 // the log), an abort drops them. Load replays both kinds in log order.
 //
 // A marker carries the ended transaction's epoch + 1 (every end bumps the
-// epoch) and the transaction coordinator's leader epoch; per (group,
+// epoch, except a Kafka client's before KIP-890 part 2, whose marker says
+// it kept the epoch and ends the pending offsets of its own epoch) and the
+// transaction coordinator's leader epoch; per (group,
 // producer id) the coordinator keeps the last marker applied (a fence,
 // which outlives the group's deletion). A TxnCommitOffsets older than the
 // fence is refused (ErrProducerFenced): its transaction ended here, even if

@@ -28,7 +28,7 @@ import (
 var (
 	// ErrProducerFenced: a TxnCommitOffsets with an epoch older than the
 	// producer's last marker in this group: its transaction already ended
-	// (every end bumps the epoch), so the commit belongs to none.
+	// (an end bumps the epoch), so the commit belongs to none.
 	ErrProducerFenced = errors.New("producer fenced")
 	// ErrCoordinatorFenced: a marker from a transaction coordinator older
 	// (its leader epoch) than the one whose marker for the producer was

@@ -60,6 +60,7 @@ var versions = map[int16][2]int16{
 	kmsg.EndTxn.Int16():               {0, 5},
 	kmsg.DescribeTransactions.Int16(): {0, 0},
 	kmsg.ListTransactions.Int16():     {0, 1}, // v2 filters ids by a Java regular expression
+	kmsg.DescribeProducers.Int16():    {0, 0},
 }
 
 // supported reports whether key is served at version.
@@ -320,6 +321,8 @@ func (c *conn) dispatch(ctx context.Context, h header, req kmsg.Request) (kmsg.R
 		return c.describeTransactions(ctx, r), 0, nil
 	case *kmsg.ListTransactionsRequest:
 		return c.listTransactions(ctx, r), 0, nil
+	case *kmsg.DescribeProducersRequest:
+		return c.describeProducers(ctx, r), 0, nil
 	}
 	return nil, 0, fmt.Errorf("%s is not served", kmsg.NameForKey(h.key))
 }

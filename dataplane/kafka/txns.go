@@ -346,3 +346,36 @@ func (c *conn) listTransactions(ctx context.Context, req *kmsg.ListTransactionsR
 	})
 	return res
 }
+
+// describeProducers answers the producers each partition's leader knows
+// (an admin client asks each partition's leader; elsewhere
+// NOT_LEADER_OR_FOLLOWER), for tools that look for hanging transactions.
+func (c *conn) describeProducers(ctx context.Context, req *kmsg.DescribeProducersRequest) *kmsg.DescribeProducersResponse {
+	res := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, rt := range req.Topics {
+		tr := kmsg.NewDescribeProducersResponseTopic()
+		tr.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			pr := kmsg.NewDescribeProducersResponseTopicPartition()
+			pr.Partition = p
+			if !c.sess.p.Has(tenants.ScopeConsume) {
+				pr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				tr.Partitions = append(tr.Partitions, pr)
+				continue
+			}
+			ps, err := c.s.d.Records.DescribeProducers(ctx, rt.Topic, p)
+			if err != nil {
+				pr.ErrorCode, pr.ErrorMessage = errorCode(err, atPartition), errorMessage(err)
+			}
+			for _, info := range ps {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = info.ProducerID, int32(info.Epoch), info.LastSequence
+				ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = info.LastTimestamp, info.CoordinatorEpoch, info.TxnFirstOffset
+				pr.ActiveProducers = append(pr.ActiveProducers, ap)
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		res.Topics = append(res.Topics, tr)
+	}
+	return res
+}

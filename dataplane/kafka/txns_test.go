@@ -128,6 +128,23 @@ func testTransactions(t *testing.T, topic, id string, bumps bool, opts ...kgo.Op
 	} else {
 		require.EqualValues(t, 0, epoch, "ends keep the epoch")
 	}
+	// Each partition's leader knows the producer, with no transaction
+	// open (DescribeProducers, what tools use to find hanging ones).
+	dp, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}, 1: {}}})
+	require.NoError(t, err)
+	found := 0
+	dp.EachPartition(func(d kadm.DescribedProducersPartition) {
+		require.NoError(t, d.Err, "partition %d", d.Partition)
+		for _, ap := range d.ActiveProducers {
+			if ap.ProducerID == pid {
+				found++
+				require.EqualValues(t, -1, ap.CurrentTxnStartOffset, "partition %d", d.Partition)
+				require.Equal(t, epoch, ap.ProducerEpoch, "partition %d", d.Partition)
+				require.GreaterOrEqual(t, ap.CoordinatorEpoch, int32(0), "a marker was written, partition %d", d.Partition)
+			}
+		}
+	})
+	require.Equal(t, 2, found)
 	ls, err := adm.ListTransactions(ctx, nil, []string{"CompleteCommit"})
 	require.NoError(t, err)
 	require.Contains(t, ls.TransactionalIDs(), id)

@@ -112,7 +112,10 @@
 //     wait for it). CheckTransactional then fences an epoch older than the
 //     producer's here: a marker bumps the epoch, so a delayed batch of an
 //     ended transaction is refused even when its verification raced the
-//     marker. Produce refuses transactional batches (not verified).
+//     marker (for a Kafka producer before KIP-890 part 2, whose markers
+//     keep its epoch, the verifier only checks that the partition is in
+//     its open transaction, and that check is what refuses such a batch).
+//     Produce refuses transactional batches (not verified).
 //   - The last stable offset (lsoLocked, LastStableOffset, ReaderOffsets)
 //     is the first offset of the oldest transaction that is ongoing or
 //     whose marker the HW has not passed yet (Replica.unreplicated, as

@@ -327,3 +327,41 @@ func errAbortedUnknown(offset, known int64) error {
 	return derr.New(derr.StorageUnavailable, "read_committed at offset %d: this replica knows the partition's aborted transactions only from offset %d (it started its log over there); "+
 		"the records below are served read_uncommitted only, or read_committed once another replica leads", offset, known)
 }
+
+// ProducerInfo is one producer's state at a partition, as Kafka's
+// DescribeProducers answers it.
+type ProducerInfo struct {
+	ProducerID int64
+	Epoch      int16
+	// LastSequence is the last sequence of its newest batch, -1 when the
+	// epoch has none yet (a marker opened it).
+	LastSequence int32
+	// LastTimestamp is the MaxTimestamp of its newest batch or marker.
+	LastTimestamp int64
+	// CoordinatorEpoch is that of its last marker, -1 before one.
+	CoordinatorEpoch int32
+	// TxnFirstOffset is the first offset of its ongoing transaction, -1
+	// without one.
+	TxnFirstOffset int64
+}
+
+// Producers returns the producers the leader's state knows, by producer
+// id; NotLeader when this replica does not lead.
+func (p *Replica) Producers() ([]ProducerInfo, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != RoleLeader || p.lead == nil {
+		return nil, p.notLeader(p.meta)
+	}
+	var out []ProducerInfo
+	for _, pid := range p.pstate.ProducerIDs() {
+		e, _ := p.pstate.Producer(pid)
+		info := ProducerInfo{ProducerID: pid, Epoch: e.Epoch, LastSequence: -1, LastTimestamp: e.LastTimestamp(),
+			CoordinatorEpoch: e.CoordinatorEpoch, TxnFirstOffset: e.TxnFirstOffset}
+		if n := len(e.Batches); n > 0 {
+			info.LastSequence = e.Batches[n-1].LastSequence
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}

@@ -43,7 +43,11 @@
 // bumps it at every transaction end), so Apply of a marker sets the
 // producer's epoch, and a changed epoch drops its cached batches: the
 // next transaction's batches start at sequence 0, and a delayed batch of
-// the ended transaction carries an older epoch, which Check fences. An
+// the ended transaction carries an older epoch, which Check fences. A
+// Kafka client before KIP-890 part 2 keeps its epoch across transactions:
+// its markers carry that same epoch, the cache stays, and its next
+// transaction's sequences continue (the caller's verification is then
+// what refuses a delayed batch). An
 // abort marker records an AbortedTxn (producer id, first offset, the
 // marker's offset, the LSO after it). A marker for a producer without an
 // ongoing transaction (a retried marker) ends nothing but still sets the

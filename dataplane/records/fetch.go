@@ -373,3 +373,17 @@ func recordForTimestamp(ctx context.Context, p *partition.Replica, off, ts int64
 	}
 	return off, ts
 }
+
+// DescribeProducers returns the producers the partition's leader knows
+// (Kafka's DescribeProducers), at the leader only: NotLedHere elsewhere.
+func (s *Service) DescribeProducers(ctx context.Context, topic string, partition int32) ([]partition.ProducerInfo, error) {
+	t, pm, _, err := s.resolve(ctx, topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.local(pm, t)
+	if err != nil {
+		return nil, err
+	}
+	return p.Producers()
+}

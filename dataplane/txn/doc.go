@@ -53,7 +53,11 @@
 //     end answers then with the producer id and epoch to use next. Every
 //     end bumps the epoch, so a late AddPartitions of an ended transaction
 //     is fenced and never joins the next one. A retry of a written end
-//     answers the same.
+//     answers the same. The exception is KeepEpoch, for Kafka clients
+//     before KIP-890 part 2, which keep their epoch: the end keeps it (its
+//     markers say so: Marker.KeptEpoch), and their writes are checked with
+//     Verify (the partition or group must be in the open transaction)
+//     instead of joining it with Add.
 //   - No lock is held while the markers are written: the id's other calls
 //     are answered from its Prepare* state (an add is fenced or told
 //     ErrConcurrentTransactions at once, Kafka's CONCURRENT_TRANSACTIONS);

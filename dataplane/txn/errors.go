@@ -36,8 +36,8 @@ func (e *refusal) Error() string { return e.msg }
 var (
 	// ErrProducerFenced (fatal): the request carries an older producer id
 	// or epoch than the transactional id's current ones: a newer
-	// incarnation took over, or the transaction already ended (every end
-	// bumps the epoch).
+	// incarnation took over, or the transaction already ended (an end
+	// bumps the epoch, unless KeepEpoch).
 	ErrProducerFenced error = &refusal{"producer fenced", ClassFatal}
 	// ErrInvalidProducerEpoch (fatal): an epoch newer than the
 	// coordinator ever gave.
