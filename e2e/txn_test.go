@@ -43,6 +43,14 @@ type txnJobConfig struct {
 	In, Out         string
 	Incarnation     int
 	Seed            uint64
+	// Kafka, when set, makes the job a Kafka client (runKafkaTxnJob):
+	// franz-go's GroupTransactSession on these bootstrap servers, with
+	// SASL PLAIN as Tenant and APIKey.
+	Kafka  []string
+	Tenant string
+	// BeforeKIP890p2 caps the Kafka job's versions below KIP-890 part 2's
+	// (Produce 11, EndTxn 4, TxnOffsetCommit 4).
+	BeforeKIP890p2 bool
 }
 
 // Output records of the job carry, in headers, the transaction that wrote
@@ -63,6 +71,9 @@ func runTxnJob() int {
 	if err := json.Unmarshal([]byte(os.Getenv(txnJobEnv)), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "txn job: config:", err)
 		return 2
+	}
+	if len(cfg.Kafka) > 0 {
+		return runKafkaTxnJob(cfg)
 	}
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -306,8 +317,39 @@ func (r *txnReader) readAll(ctx context.Context, partitions int32) (map[int32][]
 //     how many is logged, as proof the kills landed inside transactions).
 func TestTxnUnderFaults(t *testing.T) {
 	t.Parallel()
+	testTxnUnderFaults(t, nil, 3000)
+}
+
+// TestTxnUnderFaultsKafka is TestTxnUnderFaults with the job a Kafka
+// client: franz-go's GroupTransactSession (a classic group's consumer whose
+// offsets commit in the producer's transaction: TxnOffsetCommit), through
+// the brokers' Kafka listeners, with the same faults and the same checker.
+// Its versions are capped below KIP-890 part 2, as every Kafka client but
+// the newest speaks (docs/kafka.md, Transactions: partitions and groups
+// added by the client, the epoch kept across transactions, the leaders
+// only verifying); part 2's way, which is the SDK's, runs too with
+// SLUICE_SOAK=1 (make soak).
+func TestTxnUnderFaultsKafka(t *testing.T) {
+	t.Parallel()
+	modes := []bool{true}
+	if soak() {
+		modes = append(modes, false)
+	}
+	for _, beforePart2 := range modes {
+		t.Run(map[bool]string{true: "before KIP-890 part 2", false: "KIP-890 part 2"}[beforePart2], func(t *testing.T) {
+			testTxnUnderFaults(t, &kafkaJob{beforeKIP890p2: beforePart2}, 1500)
+		})
+	}
+}
+
+// kafkaJob is how TestTxnUnderFaults's job speaks Kafka.
+type kafkaJob struct {
+	// beforeKIP890p2 caps its versions below KIP-890 part 2's.
+	beforeKIP890p2 bool
+}
+
+func testTxnUnderFaults(t *testing.T, kafka *kafkaJob, values int) {
 	const (
-		values     = 3000
 		partitions = 3
 		group      = "transformer"
 		txnID      = "transformer-1"
@@ -318,6 +360,7 @@ func TestTxnUnderFaults(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{
 		Bin: sluiceBin, DatabaseURL: testenv.PostgresURL(t),
 		GroupHeartbeatInterval: 250 * time.Millisecond, GroupSessionTimeout: 3 * time.Second,
+		Kafka: kafka != nil,
 	})
 	tc := c.NewClient(t, "acme", "in", partitions, 2)
 	ctx := t.Context()
@@ -381,6 +424,9 @@ func TestTxnUnderFaults(t *testing.T) {
 	}
 
 	jobCfg := txnJobConfig{ControlPlane: c.ControlPlane(), APIKey: tc.APIKey, Group: group, TransactionalID: txnID, In: "in", Out: "out", Seed: seed}
+	if kafka != nil {
+		jobCfg.Kafka, jobCfg.Tenant, jobCfg.BeforeKIP890p2 = c.KafkaBootstrap(), "acme", kafka.beforeKIP890p2
+	}
 	var jobs []*txnJob
 	startJob := func() {
 		jobCfg.Incarnation = len(jobs)
