@@ -260,30 +260,8 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	createTopic(t, adm, "txn-refused", 1)
 
-	// Init at the coordinator, found again while it is moving (its
-	// partition's first leader just elected), as clients do.
 	id := "refused-1"
-	init := kmsg.NewPtrInitProducerIDRequest()
-	init.TransactionalID, init.TransactionTimeoutMillis = &id, 10000
-	var coordID int32
-	var ires *kmsg.InitProducerIDResponse
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		coordID = findTxnCoordinator(t, cl, id)
-		var err error
-		ires, err = init.RequestWith(ctx, cl.Broker(int(coordID)))
-		require.NoError(t, err)
-		if ires.ErrorCode != kerr.NotCoordinator.Code && ires.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
-			break
-		}
-		select {
-		case <-lctx.Done():
-			t.Fatalf("init %q: still %s", id, kerr.ErrorForCode(ires.ErrorCode))
-		case <-time.After(50 * time.Millisecond): // poll: the client's backoff
-		}
-	}
-	require.Zero(t, ires.ErrorCode)
+	coordID, ires := initTxn(t, cl, id)
 	coord := cl.Broker(int(coordID))
 
 	add := kmsg.NewPtrAddPartitionsToTxnRequest()
@@ -388,15 +366,184 @@ func findTxnCoordinator(t *testing.T, cl *kgo.Client, id string) int32 {
 	}
 }
 
+// initTxn asks InitProducerId for the transactional id at its
+// coordinator, found again while it is moving (its partition's first
+// leader just elected), as clients do; it returns the coordinator and the
+// answer.
+func initTxn(t *testing.T, cl *kgo.Client, id string) (int32, *kmsg.InitProducerIDResponse) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = &id, 10000
+	for {
+		coordID := findTxnCoordinator(t, cl, id)
+		ires, err := init.RequestWith(ctx, cl.Broker(int(coordID)))
+		require.NoError(t, err)
+		if ires.ErrorCode != kerr.NotCoordinator.Code && ires.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+			require.Zero(t, ires.ErrorCode, "init %q: %s", id, kerr.ErrorForCode(ires.ErrorCode))
+			return coordID, ires
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("init %q: still %s", id, kerr.ErrorForCode(ires.ErrorCode))
+		case <-time.After(50 * time.Millisecond): // poll: the client's backoff
+		}
+	}
+}
+
 // transactionalBatch is a Kafka RecordBatch v2 of one transactional
 // record of producer pid at epoch, sequence 0.
 func transactionalBatch(t *testing.T, pid int64, epoch int16) []byte {
 	t.Helper()
+	return transactionalBatchAt(t, pid, epoch, 0, "x")
+}
+
+// transactionalBatchAt is a Kafka RecordBatch v2 of one transactional
+// record of value, of producer pid at epoch, sequence seq.
+func transactionalBatchAt(t *testing.T, pid int64, epoch int16, seq int32, value string) []byte {
+	t.Helper()
 	ts := time.Now().UnixMilli()
 	batch, err := record.AppendBatch(nil, record.BatchHeader{Attributes: record.AttrTransactional, ProducerID: pid, ProducerEpoch: epoch,
-		BaseSequence: 0, FirstTimestamp: ts, MaxTimestamp: ts}, []record.Record{{Value: []byte("x")}})
+		BaseSequence: seq, FirstTimestamp: ts, MaxTimestamp: ts}, []record.Record{{Value: []byte(value)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return record.AppendKafka(nil, batch)
+}
+
+// txnConn is one transactional producer's raw requests in
+// TestTransactionsDelayedRequests: through cl (whose versions decide the
+// way, see Txns), to the id's coordinator and the partition's leader.
+type txnConn struct {
+	t             *testing.T
+	cl            *kgo.Client
+	id, topic     string
+	coord, leader int32
+	pid           int64
+}
+
+// produce writes value at (epoch, seq) to partition 0 and returns the
+// partition's error code.
+func (c *txnConn) produce(epoch int16, seq int32, value string) int16 {
+	c.t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.TransactionID, req.Acks, req.TimeoutMillis = &c.id, -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = c.topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = transactionalBatchAt(c.t, c.pid, epoch, seq, value)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	res, err := req.RequestWith(c.t.Context(), c.cl.Broker(int(c.leader)))
+	require.NoError(c.t, err)
+	return res.Topics[0].Partitions[0].ErrorCode
+}
+
+// add is AddPartitionsToTxn of partition 0.
+func (c *txnConn) add(epoch int16) int16 {
+	c.t.Helper()
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = c.id, c.pid, epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic, rt.Partitions = c.topic, []int32{0}
+	req.Topics = append(req.Topics, rt)
+	res, err := req.RequestWith(c.t.Context(), c.cl.Broker(int(c.coord)))
+	require.NoError(c.t, err)
+	return res.Topics[0].Partitions[0].ErrorCode
+}
+
+// end is EndTxn; it returns the error code and the answered epoch (-1
+// below v5).
+func (c *txnConn) end(epoch int16, commit bool) (int16, int16) {
+	c.t.Helper()
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = c.id, c.pid, epoch, commit
+	res, err := req.RequestWith(c.t.Context(), c.cl.Broker(int(c.coord)))
+	require.NoError(c.t, err)
+	return res.ErrorCode, res.ProducerEpoch
+}
+
+// state is the id's DescribeTransactions state.
+func (c *txnConn) state() string {
+	c.t.Helper()
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{c.id}
+	res, err := req.RequestWith(c.t.Context(), c.cl.Broker(int(c.coord)))
+	require.NoError(c.t, err)
+	require.Zero(c.t, res.TransactionStates[0].ErrorCode)
+	return res.TransactionStates[0].State
+}
+
+// TestTransactionsDelayedRequests: what KIP-890 defends against, a
+// transaction's produce or end delayed (held by the network, or a retry)
+// until after the transaction ended, sent as raw requests:
+//
+//   - With part 2 (Produce v12, EndTxn v5) every end bumps the epoch: the
+//     delayed produce and the delayed end carry the old epoch and are
+//     fenced, even once the next transaction began; they never reach it.
+//   - Before part 2 (Produce v11, EndTxn v4) the epoch stays: the delayed
+//     produce is refused (INVALID_TXN_STATE) while the partition is not
+//     in an open transaction, and nothing joins a transaction by it. (A
+//     delayed end, or a produce delayed until the next transaction added
+//     its partition, cannot be told from the next transaction's: that
+//     window is the protocol's, docs/kafka.md says so.)
+func TestTransactionsDelayedRequests(t *testing.T) {
+	t.Parallel()
+	cl := client(t)
+	adm := kadm.NewClient(cl)
+	createTopic(t, adm, "txn-delayed", 1)
+	md, err := adm.Metadata(t.Context(), "txn-delayed")
+	require.NoError(t, err)
+	leader := md.Topics["txn-delayed"].Partitions[0].Leader
+
+	t.Run("KIP-890 part 2", func(t *testing.T) {
+		coord, ires := initTxn(t, cl, "delayed-part2")
+		c := &txnConn{t: t, cl: cl, id: "delayed-part2", topic: "txn-delayed", coord: coord, leader: leader, pid: ires.ProducerID}
+		e0 := ires.ProducerEpoch
+		require.Zero(t, c.produce(e0, 0, "p2-a"), "v12 adds the partition")
+		code, e1 := c.end(e0, true)
+		require.Zero(t, code)
+		require.Equal(t, e0+1, e1)
+		// The delayed produce of the ended transaction, before and after
+		// the next one began.
+		require.Contains(t, []int16{kerr.ProducerFenced.Code, kerr.InvalidProducerEpoch.Code}, c.produce(e0, 1, "p2-late"))
+		require.Equal(t, "CompleteCommit", c.state(), "the delayed produce began nothing")
+		require.Zero(t, c.produce(e1, 0, "p2-b"))
+		require.Contains(t, []int16{kerr.ProducerFenced.Code, kerr.InvalidProducerEpoch.Code}, c.produce(e0, 1, "p2-late"))
+		// The delayed end of the first: fenced, the second stays open.
+		code, _ = c.end(e0, false)
+		require.Contains(t, []int16{kerr.ProducerFenced.Code, kerr.InvalidProducerEpoch.Code}, code)
+		require.Equal(t, "Ongoing", c.state())
+		code, _ = c.end(e1, true)
+		require.Zero(t, code)
+	})
+
+	t.Run("before KIP-890 part 2", func(t *testing.T) {
+		old := client(t, kgo.MaxVersions(beforeKIP890p2()))
+		coord, ires := initTxn(t, old, "delayed-part1")
+		c := &txnConn{t: t, cl: old, id: "delayed-part1", topic: "txn-delayed", coord: coord, leader: leader, pid: ires.ProducerID}
+		e := ires.ProducerEpoch
+		require.Zero(t, c.add(e))
+		require.Zero(t, c.produce(e, 0, "p1-a"))
+		code, next := c.end(e, false)
+		require.Zero(t, code)
+		require.EqualValues(t, -1, next, "no epoch in EndTxn v4")
+		// The delayed produce of the aborted transaction: refused, and it
+		// began nothing.
+		require.Equal(t, kerr.InvalidTxnState.Code, c.produce(e, 1, "p1-late"))
+		require.Equal(t, "CompleteAbort", c.state())
+		// The next transaction, at the same epoch, its sequences going on.
+		require.Zero(t, c.add(e))
+		require.Zero(t, c.produce(e, 1, "p1-b"))
+		code, _ = c.end(e, true)
+		require.Zero(t, code)
+	})
+
+	// What a read_committed reader sees: the committed records only.
+	var got []string
+	for _, r := range readAll(t, "txn-delayed", kgo.ReadCommitted(), 3) {
+		got = append(got, string(r.Value))
+	}
+	require.ElementsMatch(t, []string{"p2-a", "p2-b", "p1-b"}, got)
 }
