@@ -36,7 +36,8 @@ import (
 var sluiceBin, plainBin string
 
 // TestMain runs the binary as TestTxnUnderFaults's job when
-// txnJobEnv is set, as TestQuotaNoisyNeighbour's tenant A when noisyJobEnv is.
+// txnJobEnv is set, as TestQuotaNoisyNeighbour's tenant A when noisyJobEnv is,
+// as a Kafka group member of TestKafkaGroupMembersKilled when kafkaMemberEnv is.
 // Otherwise it builds the sluice binaries once per test binary, then runs
 // the tests through testenv.Main (which tears down the Postgres the
 // cluster tests start; testenv.BuildSluice says where the binaries go).
@@ -46,6 +47,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(noisyJobEnv) != "" {
 		os.Exit(runNoisyJob())
+	}
+	if os.Getenv(kafkaMemberEnv) != "" {
+		os.Exit(runKafkaMember())
 	}
 	var err error
 	if plainBin, err = testenv.BuildSluice("sluice-e2e", false); err == nil {

@@ -72,7 +72,7 @@ func (s *topicService) CreatePartitions(ctx context.Context, req *connect.Reques
 		case errors.Is(err, store.ErrConflict):
 			return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("topic %q is being grown concurrently; retry", name))
 		case errors.As(err, &le):
-			return nil, limitExceeded(tenant.Plan, le)
+			return nil, limitExceeded(tenant.ID, tenant.Plan, le)
 		case errors.Is(err, store.ErrNotFound):
 			return nil, notFound("topic %q not found", name)
 		case err != nil:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/sluicemq/sluice/controlplane/placement"
 	"github.com/sluicemq/sluice/controlplane/store"
@@ -53,7 +54,7 @@ func (s *topicService) CreateTopic(ctx context.Context, req *connect.Request[slu
 	var le *store.LimitError
 	switch {
 	case errors.As(err, &le):
-		return nil, limitExceeded(t.Plan, le)
+		return nil, limitExceeded(t.ID, t.Plan, le)
 	case errors.Is(err, store.ErrAlreadyExists):
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("topic %q already exists", m.GetName()))
 	case err != nil:
@@ -154,19 +155,29 @@ func (a *API) checkCountLimits(ctx context.Context, tenantID, plan string, limit
 	}
 	var le *store.LimitError
 	if errors.As(store.CheckLimits(limits, u.Topics, u.Partitions, int64(n)), &le) {
-		return limitExceeded(plan, le)
+		return limitExceeded(tenantID, plan, le)
 	}
 	return nil
 }
 
 // limitExceeded explains a count limit in ResourceExhausted: the limit,
 // the tenant's usage (le.Current, as the store counted it) and what the
-// request adds. Every count-limit refusal of topics and partitions answers
-// with it.
-func limitExceeded(plan string, le *store.LimitError) error {
-	return connect.NewError(connect.CodeResourceExhausted,
+// request adds, with a google.rpc.QuotaFailure naming the tenant and the
+// limit (no RetryInfo: waiting does not lift it; a broker relays it as a
+// policy violation, Kafka's POLICY_VIOLATION). Every count-limit refusal
+// of topics and partitions answers with it.
+func limitExceeded(tenantID, plan string, le *store.LimitError) error {
+	ce := connect.NewError(connect.CodeResourceExhausted,
 		fmt.Errorf("%s limit reached: the tenant may have %d (%s plan and overrides); %d in use, this topic needs %d",
 			le.Limit, le.Max, plan, le.Current, le.Request))
+	name := limit.MaxTopics.String()
+	if le.Limit == "partitions" {
+		name = limit.MaxPartitions.String()
+	}
+	if d, err := connect.NewErrorDetail(&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: "tenant:" + tenantID, Description: name}}}); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
 }
 
 // checkMetricCollision refuses a name that differs from an existing topic

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/sluicemq/sluice/dataplane/derr"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
@@ -25,6 +26,7 @@ func Relay(err error) error {
 		return err
 	}
 	r := &relayed{ce: ce, kind: KindOfCode(ce.Code())}
+	quota, retry := false, false
 	for _, d := range ce.Details() {
 		v, verr := d.Value()
 		if verr != nil {
@@ -47,7 +49,15 @@ func Relay(err error) error {
 			}
 		case *sluicev1.StalePartitionEpoch:
 			r.kind = derr.InvalidUpdateVersion
+		case *errdetails.QuotaFailure:
+			quota = true
+		case *errdetails.RetryInfo:
+			retry = true
 		}
+	}
+	if quota && !retry && ce.Code() == connect.CodeResourceExhausted {
+		// A count limit (a rate limit says when to retry).
+		r.kind = derr.PolicyViolation
 	}
 	return r
 }

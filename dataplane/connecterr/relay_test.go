@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
@@ -31,7 +32,9 @@ func TestRelay(t *testing.T) {
 		{"taking over", ToConnect(taking), derr.LeaderNotAvailable, taking},
 		{"fenced", ToConnect(&derr.Error{Kind: derr.ProducerFenced, Err: errors.New("producer fenced"), Txn: derr.TxnReasonProducerFenced}), derr.ProducerFenced, nil},
 		{"unknown member", ToConnect(&derr.Error{Kind: derr.UnknownMemberID, Err: errors.New("who"), Group: derr.GroupReasonUnknownMember}), derr.UnknownMemberID, nil},
-		{"over a limit", quota, derr.ResourceExhausted, nil},
+		{"over a count limit", quota, derr.PolicyViolation, nil},
+		{"over a rate", ToConnect(&derr.Error{Kind: derr.ThrottlingQuotaExceeded, Err: errors.New("slow down"), RetryAfter: time.Second,
+			Quota: &derr.QuotaViolation{Tenant: "t1", Limit: "produce_bytes_per_sec"}}), derr.ResourceExhausted, nil},
 		{"unreachable", connect.NewError(connect.CodeUnavailable, errors.New("dial tcp: refused")), derr.Unavailable, nil},
 	} {
 		var ce *connect.Error

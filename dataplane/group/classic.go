@@ -654,9 +654,15 @@ func (g *Classic) Leave(now time.Time, memberID, instanceID string) (ClassicAnsw
 }
 
 // CheckCommit decides an offset commit of a member at generation: the
-// member must be in the group at its generation, the group not in a join
-// phase. A commit from outside the group (no member id; Kafka clients
-// send generation -1) is for an empty group only.
+// member must be in the group at its generation, and the group not
+// waiting for its new generation's assignment (CompletingRebalance:
+// REBALANCE_IN_PROGRESS). During a join phase (PreparingRebalance) the
+// generation has not moved yet, and a member's commit at it is accepted,
+// as Kafka accepts it: that is the commit of an eager member's revoke
+// callback, made right after its heartbeat was told of the rebalance, and
+// refusing it would send the partitions' next owners back to the offsets
+// before it. A commit from outside the group (no member id; Kafka
+// clients send generation -1) is for an empty group only.
 func (g *Classic) CheckCommit(now time.Time, memberID, instanceID string, generation int32) (ClassicAnswers, error) {
 	ans := g.Tick(now)
 	if memberID == "" {
@@ -672,7 +678,7 @@ func (g *Classic) CheckCommit(now time.Time, memberID, instanceID string, genera
 	switch {
 	case generation != g.generation:
 		return ans, fmt.Errorf("%w: generation %d, the group is at %d", ErrIllegalGeneration, generation, g.generation)
-	case g.state == ClassicPreparingRebalance || g.state == ClassicCompletingRebalance:
+	case g.state == ClassicCompletingRebalance:
 		return ans, ErrRebalanceInProgress
 	}
 	m.lastSeen = now

@@ -374,6 +374,13 @@ func TestAdminAndClusterAPIs(t *testing.T) {
 	name := fmt.Sprintf("admin-%d", time.Now().UnixNano())
 	createTopic(t, adm, name, 2)
 
+	// A topic past the plan's partitions (pro: 3,000 in all) is a policy
+	// violation, not a throttle: waiting does not lift it.
+	big, _ := adm.CreateTopic(ctx, 5000, 3, nil, name+"-big")
+	if !errors.Is(big.Err, kerr.PolicyViolation) || !strings.Contains(big.ErrMessage, "partitions limit reached") {
+		t.Fatalf("a topic over the partitions limit: %v (%s), want POLICY_VIOLATION", big.Err, big.ErrMessage)
+	}
+
 	rc, err := adm.DescribeTopicConfigs(ctx, name)
 	if err != nil {
 		t.Fatal(err)
