@@ -261,6 +261,12 @@ func (c *conn) dispatch(ctx context.Context, h header, req kmsg.Request) (kmsg.R
 	case *kmsg.ProduceRequest:
 		res := c.produce(ctx, r)
 		if r.Acks == 0 {
+			// No answer to tell the client; as Kafka does, a refused
+			// acks=0 produce closes the connection, so the client
+			// refreshes its metadata and sends again.
+			if err := produceRefused(res); err != nil {
+				return nil, 0, err
+			}
 			return nil, 0, nil
 		}
 		return res, 0, nil
@@ -332,6 +338,19 @@ func (c *conn) dispatch(ctx context.Context, h header, req kmsg.Request) (kmsg.R
 // (Kafka's Java client 4.0+, franz-go) then use: Produce v12, EndTxn v5,
 // TxnOffsetCommit v5 (see Txns).
 const transactionVersion = 2
+
+// produceRefused is an error naming the first refused partition of a
+// produce's answer, nil when none was.
+func produceRefused(res *kmsg.ProduceResponse) error {
+	for _, t := range res.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return fmt.Errorf("acks=0 produce to %s/%d refused: %w", t.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
+	}
+	return nil
+}
 
 // apiVersions answers the served keys and versions, and the features
 // (v3+).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicemq/sluice/dataplane/kafka"
@@ -16,13 +17,16 @@ import (
 
 // TestProducePipelined: a connection's next produce is handled while the
 // produce before it waits for its acknowledgements (its batches are
-// appended), and the answers still go out in request order. Replication
-// is held at a gate (every follower fetch waits), so an acks=all produce
-// cannot be acknowledged; an acks=0 and an acks=1 produce sent after it on
-// the same connection, to the same partition, are appended meanwhile (the
-// partition's log end, which OffsetForLeaderEpoch answers for the current
-// epoch, reaches 3). Once the gate opens the acks=all produce is answered
-// first, at offset 0, then the acks=1 one, at offset 2. Not parallel: the
+// appended), and the answers still go out in request order. Once a first
+// record is written (the leader leads), replication is held at a gate
+// (every follower fetch waits), so an acks=all produce cannot be
+// acknowledged; an acks=0 and an acks=1 produce sent after it on the same
+// connection, to the same partition, are appended meanwhile, and one
+// between them refused whole (acks 2) does not hold them (the partition's
+// log end, which OffsetForLeaderEpoch answers for the current epoch,
+// reaches 4). Once the gate opens the acks=all produce is answered first,
+// at offset 1, then the refused one, INVALID_REQUIRED_ACKS, then the acks=1
+// one, at offset 3. Not parallel: the
 // gate holds the whole cluster's replication for the moment it is shut.
 func TestProducePipelined(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -46,6 +50,27 @@ func TestProducePipelined(t *testing.T) {
 	if err := raw.Login(tenantName, tenant.APIKey); err != nil {
 		t.Fatal(err)
 	}
+	// The leader leads once a produce there is written: Metadata names it
+	// a moment before it opened the partition and took the lead, and a
+	// produce meanwhile is refused.
+	testenv.Wait(t, 30*time.Second, "the leader leads the new partition", func() error {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = 1, 10000
+		tp := kmsg.NewProduceRequestTopic()
+		tp.Topic = name
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Records = kafkaBatch(t, []byte("first"))
+		tp.Partitions = append(tp.Partitions, pp)
+		req.Topics = append(req.Topics, tp)
+		res, err := raw.RoundTrip(9, req)
+		if err != nil {
+			return err
+		}
+		if p := res.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
+			return fmt.Errorf("error %d, base offset %d", p.ErrorCode, p.BaseOffset)
+		}
+		return nil
+	})
 
 	gate := make(chan struct{})
 	held := cluster.AddFault(localcluster.Fault{Procedure: "FetchReplicas", Hook: func(ctx context.Context, _ localcluster.Call) error {
@@ -78,21 +103,24 @@ func TestProducePipelined(t *testing.T) {
 		return req
 	}
 	all, none, leader := produce(-1, "acks-all"), produce(0, "acks-none"), produce(1, "acks-leader")
+	// A produce refused whole before it appends (acks 2) does not hold
+	// the ones after it.
+	bad := produce(2, "bad-acks")
 	var corrs []int32
-	for _, req := range []*kmsg.ProduceRequest{all, none, leader} {
+	for _, req := range []*kmsg.ProduceRequest{all, bad, none, leader} {
 		corr, err := raw.Send(9, req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		corrs = append(corrs, corr)
 	}
-	testenv.Wait(t, 30*time.Second, "the three produces appended while the first waits", func() error {
+	testenv.Wait(t, 30*time.Second, "the three valid produces appended while the first waits", func() error {
 		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 		req.ReplicaID = -1
 		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
 		rt.Topic = name
 		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-		rp.CurrentLeaderEpoch, rp.LeaderEpoch = -1, pm.LeaderEpoch
+		rp.CurrentLeaderEpoch, rp.LeaderEpoch = pm.LeaderEpoch, pm.LeaderEpoch // an election fails loudly
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		res, err := req.RequestWith(ctx, cl.Broker(int(pm.Leader)))
@@ -103,7 +131,7 @@ func TestProducePipelined(t *testing.T) {
 		if p.ErrorCode != 0 {
 			return fmt.Errorf("error %d", p.ErrorCode)
 		}
-		if p.EndOffset != 3 {
+		if p.EndOffset != 4 {
 			return fmt.Errorf("log end %d", p.EndOffset)
 		}
 		return nil
@@ -112,15 +140,16 @@ func TestProducePipelined(t *testing.T) {
 	for i, want := range []struct {
 		req  *kmsg.ProduceRequest
 		corr int32
+		code int16
 		base int64
-	}{{all, corrs[0], 0}, {leader, corrs[2], 2}} {
+	}{{all, corrs[0], 0, 1}, {bad, corrs[1], kerr.InvalidRequiredAcks.Code, -1}, {leader, corrs[3], 0, 3}} {
 		res, corr, err := raw.Receive(9, want.req)
 		if err != nil {
 			t.Fatalf("answer %d: %v", i+1, err)
 		}
 		p := res.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
-		if corr != want.corr || p.ErrorCode != 0 || p.BaseOffset != want.base {
-			t.Fatalf("answer %d: correlation id %d, error %d, base offset %d; want %d, 0, %d", i+1, corr, p.ErrorCode, p.BaseOffset, want.corr, want.base)
+		if corr != want.corr || p.ErrorCode != want.code || p.BaseOffset != want.base {
+			t.Fatalf("answer %d: correlation id %d, error %d, base offset %d; want %d, %d, %d", i+1, corr, p.ErrorCode, p.BaseOffset, want.corr, want.code, want.base)
 		}
 	}
 }

@@ -22,6 +22,13 @@ import (
 // connection muted, until the quota admits the request or its timeout
 // passes: Kafka clients are slowed by a quota, not refused.
 func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
+	// A produce refused before its appends (bad batches, a scope, acks,
+	// the whole request) releases the connection's next request too: it
+	// appends nothing, so the order holds (ProduceManyRequest.Appended
+	// releases the others once appended).
+	if release := releaseOf(ctx); release != nil {
+		defer release()
+	}
 	res := req.ResponseKind().(*kmsg.ProduceResponse)
 	type slot struct{ t, p, entry int } // a response partition and its entry (-1: none)
 	var entries []records.ProduceEntry
