@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +89,7 @@ func runKafkaMember() int {
 			}
 		}
 	case "sarama":
+		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Ltime|log.Lmicroseconds)
 		scfg := sarama.NewConfig()
 		scfg.Version = sarama.V3_6_0_0
 		scfg.ClientID = "sluice-e2e-member"
@@ -187,7 +189,7 @@ func startGroupMember(t *testing.T, dir, name string, cfg kafkaMemberConfig, rea
 			"-X", "sasl.username="+cfg.Tenant, "-X", "sasl.password="+cfg.APIKey,
 			"-X", "session.timeout.ms=6000", "-X", "partition.assignment.strategy=cooperative-sticky",
 			"-X", "auto.commit.interval.ms=200", "-X", "auto.offset.reset=earliest",
-			"-u", "-q", "-f", `R %p %o %s\n`, "-G", cfg.Group, cfg.Topic)
+			"-d", "cgrp", "-u", "-q", "-f", `R %p %o %s\n`, "-G", cfg.Group, cfg.Topic)
 	} else {
 		b, err := json.Marshal(cfg)
 		require.NoError(t, err)
@@ -230,7 +232,8 @@ func (m *groupMember) kill() {
 // resume at its committed offsets, wherever they go.
 func TestKafkaGroupMembersKilled(t *testing.T) {
 	t.Parallel()
-	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t), Kafka: true})
+	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t), Kafka: true,
+		ExtraBrokerArgs: []string{"--log-level", "debug"}})
 	tc := c.NewClient(t, "groups", "unused", 1, 1)
 	bootstrap := c.KafkaBootstrap()
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.SASL(plain.Auth{User: "groups", Pass: tc.APIKey}.AsMechanism()))

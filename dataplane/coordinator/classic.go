@@ -146,7 +146,9 @@ func (s *Shard) classicTimer(gk GroupKey, gs *groupState) []runtime.Timer {
 		return nil
 	}
 	gs.classicArmed = at
-	return []runtime.Timer{{At: at, Op: func(now time.Time) (runtime.Update, error) {
+	// Named for the group: the shard's expiry and its other groups'
+	// deadlines are armed under the same (empty) key.
+	return []runtime.Timer{{Name: "classic\x00" + gk.Tenant + "\x00" + gk.Group, At: at, Op: func(now time.Time) (runtime.Update, error) {
 		g := s.st.groups[gk]
 		if g == nil || g.classic == nil {
 			return runtime.Update{}, nil

@@ -112,7 +112,7 @@ func (s *Shard) expiryTimer(now time.Time) runtime.Timer {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	return runtime.Timer{At: now.Add(interval), Op: func(now time.Time) (runtime.Update, error) {
+	return runtime.Timer{Name: "expiry", At: now.Add(interval), Op: func(now time.Time) (runtime.Update, error) {
 		s.Expire(now)
 		return runtime.Update{Timers: []runtime.Timer{s.expiryTimer(now)}}, nil
 	}}

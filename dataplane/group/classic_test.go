@@ -272,3 +272,34 @@ func TestClassicPendingMembersBounded(t *testing.T) {
 	res, _, _ = g.Join(later, joinReq("", "c", "m"))
 	require.ErrorIs(t, res.Err, group.ErrMemberIDRequired)
 }
+
+// TestClassicDeadMemberExpiresInAJoinPhase: a member that stopped (no
+// heartbeat, no rejoin) while another joins is removed at its session
+// timeout, and the join phase ends then with the one that joined, long
+// before the rebalance timeout.
+func TestClassicDeadMemberExpiresInAJoinPhase(t *testing.T) {
+	g := newClassic(t)
+	now := time.Unix(1000, 0)
+	res, _, _ := g.Join(now, joinReq("", "a", "sub-a"))
+	a := res.MemberID
+	_, wait, _ := g.Join(now, joinReq(a, "a", "sub-a"))
+	require.True(t, wait)
+	ans := g.Tick(now.Add(4 * time.Second)) // the initial delay
+	require.Len(t, ans.Joins, 1)
+	gen := ans.Joins[a].Generation
+	_, wait, _ = g.Sync(now.Add(4*time.Second), group.SyncRequest{MemberID: a, Generation: gen, Assignments: map[string][]byte{a: []byte("all")}})
+	require.False(t, wait)
+	require.Equal(t, group.ClassicStable, g.State())
+
+	// a stops; b joins a second later.
+	res, _, _ = g.Join(now.Add(5*time.Second), joinReq("", "b", "sub-b"))
+	b := res.MemberID
+	_, wait, _ = g.Join(now.Add(5*time.Second), joinReq(b, "b", "sub-b"))
+	require.True(t, wait)
+	require.True(t, g.Tick(now.Add(10*time.Second)).Empty(), "a's session (10 s) runs until 14 s")
+	ans = g.Tick(now.Add(15 * time.Second))
+	require.Len(t, ans.Joins, 1, "a expired: the phase ends with b")
+	require.NoError(t, ans.Joins[b].Err)
+	require.Equal(t, gen+1, ans.Joins[b].Generation)
+	require.Equal(t, 1, g.Members())
+}

@@ -533,3 +533,76 @@ func stableTwoByTwo(ctx context.Context, cl *kgo.Client, groupID, topic string) 
 	}
 	return ids, nil
 }
+
+// TestClassicDeadMemberLeavesTheJoinPhase: a classic member that stops
+// (killed: no leave, no heartbeat) while a new member joins is removed at
+// its session timeout, and the join phase ends then with the members that
+// rejoined, not at the rebalance timeout (which a client's JoinGroup read
+// timeout may not outlast: sarama's 30 s against its 60 s).
+func TestClassicDeadMemberLeavesTheJoinPhase(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cl := client(t)
+	topic := fmt.Sprintf("groups-dead-%d", time.Now().UnixNano())
+	createTopic(t, kadm.NewClient(cl), topic, 2)
+	groupID := topic + "-g"
+	coord := func() *kgo.Broker {
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorKey = groupID
+		res, err := fc.RequestWith(ctx, cl)
+		if err != nil || res.ErrorCode != 0 {
+			t.Fatalf("find coordinator: %v %v", err, res)
+		}
+		return cl.Broker(int(res.NodeID))
+	}()
+	// join joins as a new member and returns its answer once the join
+	// phase ends.
+	join := func(name string) *kmsg.JoinGroupResponse {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Group, req.SessionTimeoutMillis, req.RebalanceTimeoutMillis, req.ProtocolType = groupID, 6000, 60000, "consumer"
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = "range", []byte(name)
+		req.Protocols = append(req.Protocols, p)
+		res, err := req.RequestWith(ctx, coord)
+		if err != nil {
+			t.Fatalf("%s join: %v", name, err)
+		}
+		if res.ErrorCode == kerr.MemberIDRequired.Code {
+			req.MemberID = res.MemberID
+			if res, err = req.RequestWith(ctx, coord); err != nil {
+				t.Fatalf("%s join: %v", name, err)
+			}
+		}
+		if res.ErrorCode != 0 {
+			t.Fatalf("%s join: %v", name, kerr.ErrorForCode(res.ErrorCode))
+		}
+		return res
+	}
+	sync := func(res *kmsg.JoinGroupResponse) {
+		req := kmsg.NewPtrSyncGroupRequest()
+		req.Group, req.MemberID, req.Generation = groupID, res.MemberID, res.Generation
+		for _, m := range res.Members {
+			a := kmsg.NewSyncGroupRequestGroupAssignment()
+			a.MemberID = m.MemberID
+			req.GroupAssignment = append(req.GroupAssignment, a)
+		}
+		sres, err := req.RequestWith(ctx, coord)
+		if err != nil || sres.ErrorCode != 0 {
+			t.Fatalf("sync: %v %v", err, sres)
+		}
+	}
+	a := join("a")
+	sync(a) // a leads a stable group, then stops
+	start := time.Now()
+	b := join("b")
+	took := time.Since(start)
+	if len(b.Members) != 1 || b.Members[0].MemberID != b.MemberID || b.Generation != a.Generation+1 {
+		t.Fatalf("b's join: generation %d, members %v; want generation %d with b alone", b.Generation, b.Members, a.Generation+1)
+	}
+	// a's session (6 s) ends the phase, checked every heartbeat interval;
+	// the rebalance timeout (60 s) would be far later.
+	if took > 30*time.Second {
+		t.Fatalf("b's join took %v: the join phase waited for the rebalance timeout, not a's session", took)
+	}
+}

@@ -109,12 +109,19 @@ type Effect struct {
 	Fail func(err error) error
 }
 
-// Timer runs Op under Key at At (or at the first tick after).
+// Timer runs Op under Key at At (or at the first tick after). Arming a
+// timer replaces the armed one of the same Key and Name: Name tells apart
+// the timers of one key that are armed each for itself (a coordinator's
+// periodic expiry and its groups' deadlines, all under the empty key).
 type Timer struct {
-	Key string
-	At  time.Time
-	Op  func(now time.Time) (Update, error)
+	Key  string
+	Name string
+	At   time.Time
+	Op   func(now time.Time) (Update, error)
 }
+
+// id is what the timer replaces an armed one of.
+func (t Timer) id() string { return t.Key + "\x00" + t.Name }
 
 // ErrEffectPending is what an Op returns (wrapped) when its key has an
 // effect in flight whose end it must wait for: the runtime attempts the
@@ -183,7 +190,7 @@ type Hosted[S Shard] struct {
 	// effects: per key, the effects not done yet.
 	effects map[string][]*effectRun
 	timers  timerHeap
-	timerOf map[string]*timerEntry // the armed timer of each key
+	timerOf map[string]*timerEntry // the armed timer of each key and name (Timer.id)
 }
 
 // New returns shard hosted on p at cfg.LeaderEpoch, not loaded yet.
@@ -580,7 +587,7 @@ func (h *Hosted[S]) RunDue(ctx context.Context) {
 	var due []*timerEntry
 	for len(h.timers) > 0 && !h.timers[0].t.At.After(now) {
 		e := heap.Pop(&h.timers).(*timerEntry)
-		delete(h.timerOf, e.t.Key)
+		delete(h.timerOf, e.t.id())
 		due = append(due, e)
 	}
 	var retry []*effectRun
@@ -618,10 +625,10 @@ func (h *Hosted[S]) RunDue(ctx context.Context) {
 func (h *Hosted[S]) rearm(e *timerEntry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.timerOf[e.t.Key]; ok || h.closed {
+	if _, ok := h.timerOf[e.t.id()]; ok || h.closed {
 		return
 	}
-	h.timerOf[e.t.Key] = e
+	h.timerOf[e.t.id()] = e
 	heap.Push(&h.timers, e)
 }
 
@@ -641,11 +648,11 @@ func (h *Hosted[S]) schedule(u Update, waiters ...chan error) {
 		return
 	}
 	for _, t := range u.Timers {
-		if old := h.timerOf[t.Key]; old != nil {
+		if old := h.timerOf[t.id()]; old != nil {
 			heap.Remove(&h.timers, old.index)
 		}
 		e := &timerEntry{t: t}
-		h.timerOf[t.Key] = e
+		h.timerOf[t.id()] = e
 		heap.Push(&h.timers, e)
 	}
 	runs := make([]*effectRun, len(u.Effects))

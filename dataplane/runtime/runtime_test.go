@@ -544,4 +544,24 @@ func TestRuntimeTimers(t *testing.T) {
 	require.Equal(t, "second", get(f.h, "a"))
 	f.h.RunDue(f.ctx)
 	require.EqualValues(t, 2, f.p.LEO(), "each fired once")
+
+	// Named timers of one key are armed each for itself: one does not
+	// replace the other (a coordinator's periodic expiry and a group's
+	// deadline under the empty key), a timer of the same name does.
+	named := func(name, v string, in time.Duration) {
+		_, err := Write(f.ctx, f.h, "c", func(s *kv, now time.Time) (Result[string], error) {
+			return Result[string]{Update: Update{Timers: []Timer{{Key: "c", Name: name, At: now.Add(in), Op: func(time.Time) (Update, error) {
+				return Update{Records: []Record{{Key: []byte(name), Value: []byte(v)}}}, nil
+			}}}}}, nil
+		})
+		require.NoError(t, err)
+	}
+	named("x", "x1", time.Minute)
+	named("y", "y1", time.Minute)
+	named("x", "x2", time.Minute) // replaces x1 only
+	f.clock.advance(time.Minute)
+	f.h.RunDue(f.ctx)
+	require.Equal(t, "x2", get(f.h, "x"))
+	require.Equal(t, "y1", get(f.h, "y"))
+	require.EqualValues(t, 4, f.p.LEO())
 }
