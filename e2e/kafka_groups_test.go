@@ -232,8 +232,7 @@ func (m *groupMember) kill() {
 // resume at its committed offsets, wherever they go.
 func TestKafkaGroupMembersKilled(t *testing.T) {
 	t.Parallel()
-	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t), Kafka: true,
-		ExtraBrokerArgs: []string{"--log-level", "debug"}})
+	c := testcluster.Start(t, testcluster.Options{Bin: plainBin, DatabaseURL: testenv.PostgresURL(t), Kafka: true})
 	tc := c.NewClient(t, "groups", "unused", 1, 1)
 	bootstrap := c.KafkaBootstrap()
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.SASL(plain.Auth{User: "groups", Pass: tc.APIKey}.AsMechanism()))
