@@ -55,8 +55,8 @@ func kafkaRecords(prefix string, n int, base time.Time) []kafkaRecord {
 // with franz-go, which dataplane/kafka's own tests use) produce to and
 // read from a three-broker cluster's Kafka listeners, over TLS with SASL
 // PLAIN (the tenant's name and an API key), on topics the Sluice test
-// helper created (RF 3, min ISR 2), without consumer groups (not served
-// yet: readers are assigned partitions):
+// helper created (RF 3, min ISR 2), without consumer groups (readers are
+// assigned partitions; TestKafkaGroupMembersKilled has the groups):
 //
 //   - IBM/sarama: an idempotent SyncProducer (acks all, one request in
 //     flight) writes 10,000 keyed records with a header each, zstd; its
@@ -72,7 +72,7 @@ func kafkaRecords(prefix string, n int, base time.Time) []kafkaRecord {
 //     lock file; the CA from c.CAFile): an idempotent producer writes
 //     1,000 records with a header, uncompressed (kafkajs has no lz4 or
 //     zstd codec of its own), admin.fetchTopicOffsets sums their end
-//     offsets to 1,000 (kafkajs consumers need groups), and sarama reads
+//     offsets to 1,000 (kafkajs reads only in a group), and sarama reads
 //     them back. Skipped when node or npm is missing.
 //
 // The clients log at debug level into buffers, and the brokers at debug

@@ -55,8 +55,12 @@ func runKafkaMember() int {
 		fmt.Fprintln(os.Stderr, "kafka member: config:", err)
 		return 2
 	}
+	// sarama calls emit from a goroutine per partition.
+	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
 	emit := func(p int32, o int64, v []byte) {
+		mu.Lock()
+		defer mu.Unlock()
 		fmt.Fprintf(out, "R %d %d %s\n", p, o, v)
 		out.Flush()
 	}
@@ -160,13 +164,25 @@ type groupMember struct {
 // received them.
 type groupReads struct {
 	mu   sync.Mutex
-	recs []string // values
+	recs []string         // values
+	next map[int32]int64 // per partition, the offset after the highest read
 }
 
-func (g *groupReads) add(v string) {
+func (g *groupReads) add(p int32, o int64, v string) {
 	g.mu.Lock()
 	g.recs = append(g.recs, v)
+	if g.next == nil {
+		g.next = map[int32]int64{}
+	}
+	g.next[p] = max(g.next[p], o+1)
 	g.mu.Unlock()
+}
+
+// progress says, per partition, the offset after the highest read.
+func (g *groupReads) progress() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return fmt.Sprint(g.next)
 }
 
 func (g *groupReads) snapshot() []string {
@@ -205,7 +221,9 @@ func startGroupMember(t *testing.T, dir, name string, cfg kafkaMemberConfig, rea
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "R" {
-				reads.add(f[3])
+				p, _ := strconv.ParseInt(f[1], 10, 32)
+				o, _ := strconv.ParseInt(f[2], 10, 64)
+				reads.add(int32(p), o, f[3])
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
@@ -265,19 +283,20 @@ func TestKafkaGroupMembersKilled(t *testing.T) {
 					for _, v := range reads.snapshot() {
 						seen[v] = true
 					}
-					for i := range upTo {
-						if !seen[strconv.Itoa(i)] {
-							return fmt.Errorf("record %d not read (%d distinct read)", i, len(seen))
-						}
-					}
 					offs, err := adm.FetchOffsets(ctx, group)
 					if err != nil {
 						return err
 					}
+					committed := map[int32]int64{}
 					var sum int64
-					offs.Each(func(o kadm.OffsetResponse) { sum += max(o.At, 0) })
+					offs.Each(func(o kadm.OffsetResponse) { sum += max(o.At, 0); committed[o.Partition] = o.At })
+					for i := range upTo {
+						if !seen[strconv.Itoa(i)] {
+							return fmt.Errorf("record %d not read (%d distinct read; read up to %s; committed %v)", i, len(seen), reads.progress(), committed)
+						}
+					}
 					if sum != int64(upTo) {
-						return fmt.Errorf("committed offsets sum to %d", sum)
+						return fmt.Errorf("committed offsets sum to %d: %v", sum, committed)
 					}
 					return nil
 				})
