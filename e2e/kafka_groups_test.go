@@ -164,7 +164,7 @@ type groupMember struct {
 // received them.
 type groupReads struct {
 	mu   sync.Mutex
-	recs []string         // values
+	recs []string        // values
 	next map[int32]int64 // per partition, the offset after the highest read
 }
 
