@@ -2,8 +2,9 @@
 // door beside the Connect one (dataplane/connectapi) over the same
 // protocol-neutral services (dataplane/records for the record path,
 // dataplane/groups for consumer groups of both of Kafka's protocols and
-// their offsets, Admin for topic administration through the control
-// plane). Requests and
+// their offsets, dataplane/txns for transactions (both of the ways Kafka
+// clients end them: Txns), Admin for topic administration through the
+// control plane). Requests and
 // answers are franz-go's kmsg codecs; this package frames them, checks
 // versions (ApiVersions advertises exactly what is served: versions), runs
 // SASL (PLAIN with an API key, OAUTHBEARER with a Sluice token; KIP-368
@@ -22,7 +23,9 @@
 // handled while it waits for its acknowledgements, up to maxPipelined at
 // once, so a producer's in-flight requests overlap their replication and
 // fsync waits while their appends stay in request order (what Kafka's
-// per-connection ordering and idempotent producers rely on). Any other
+// per-connection ordering and idempotent producers rely on); a Produce
+// refused before it appends releases the next one too, and a refused
+// acks=0 Produce, which has no answer, closes the connection. Any other
 // request waits until every Produce before it is answered. A request over
 // the tenant's quota is held, and the connection reads nothing meanwhile
 // (as Kafka mutes a throttled channel); a Fetch that finds the quota in
