@@ -79,6 +79,14 @@ func TestRecordsFetchCharges(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"check fetch 1048576", fmt.Sprintf("charge fetch %d", len(b))}, f.quotas.take())
 
+	// A fetch whose caller gave up (its deadline passed while it read) is
+	// answered to no one: neither charged nor billed as egress.
+	gone, cancel := context.WithCancel(f.ctx)
+	cancel()
+	_, err = f.svc.Fetch(gone, FetchRequest{Topic: "bench"})
+	require.ErrorIs(t, err, derr.Canceled)
+	require.Equal(t, []string{"check fetch 1048576"}, f.quotas.take())
+
 	f.quotas.fetchErr = derr.New(derr.ResourceExhausted, "over the quota")
 	_, err = f.svc.Fetch(f.ctx, FetchRequest{Topic: "bench"})
 	require.ErrorIs(t, err, derr.ResourceExhausted)
