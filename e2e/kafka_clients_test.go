@@ -72,8 +72,11 @@ func kafkaRecords(prefix string, n int, base time.Time) []kafkaRecord {
 //     lock file; the CA from c.CAFile): an idempotent producer writes
 //     1,000 records with a header, uncompressed (kafkajs has no lz4 or
 //     zstd codec of its own), admin.fetchTopicOffsets sums their end
-//     offsets to 1,000 (kafkajs reads only in a group), and sarama reads
-//     them back. Skipped when node or npm is missing.
+//     offsets to 1,000, a kafkajs consumer group reads all 1,000, and
+//     sarama reads them back; kafkajs's transactional producer commits
+//     two records with a group's offset (sendOffsets) and aborts one,
+//     and sarama's read_committed consumer reads the two, the group's
+//     offset the committed one. Skipped when node or npm is missing.
 //
 // The clients log at debug level into buffers, and the brokers at debug
 // level too; a failing subtest prints its client's log and every broker's
@@ -307,7 +310,9 @@ func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 		t.Logf("npm ci took %v", time.Since(start).Round(time.Millisecond))
 
 		base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-		run := exec.CommandContext(ctx, node, "produce.js", strings.Join(bootstrap, ","), c.CAFile, topic, strconv.Itoa(n), strconv.FormatInt(base.UnixMilli(), 10))
+		txnTopic := topic + "-txn"
+		createTopic(t, c, tc, txnTopic, 1, 2)
+		run := exec.CommandContext(ctx, node, "produce.js", strings.Join(bootstrap, ","), c.CAFile, topic, strconv.Itoa(n), strconv.FormatInt(base.UnixMilli(), 10), txnTopic)
 		run.Dir = dir
 		// The producer logs in with PLAIN, the admin client with
 		// OAUTHBEARER and the tenant's JWT.
@@ -318,8 +323,9 @@ func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 		require.NoError(t, run.Run(), "node produce.js: %s", stdout.String())
 		t.Logf("kafkajs produced %d records in %v", n, time.Since(start).Round(time.Millisecond))
 		var res struct {
-			Produced int
-			Sum      int
+			Produced  int
+			Sum       int
+			GroupRead int `json:"groupRead"`
 			Offsets  []struct {
 				Partition  int32
 				High, Low  string
@@ -330,6 +336,44 @@ func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 		require.Equal(t, n, res.Produced)
 		require.Equal(t, n, res.Sum, "end offsets %+v", res.Offsets)
 		require.Len(t, res.Offsets, 3)
+		require.Equal(t, n, res.GroupRead, "records kafkajs's consumer group read")
+
+		// kafkajs's transactions: read_committed sees the committed
+		// transaction's two records only; the offset it committed is the
+		// group's.
+		rc := saramaConfig(tlsCfg, tenant, tc.APIKey)
+		rc.Consumer.IsolationLevel = sarama.ReadCommitted
+		rcClient, err := sarama.NewClient(bootstrap, rc)
+		require.NoError(t, err)
+		defer rcClient.Close()
+		rcConsumer, err := sarama.NewConsumerFromClient(rcClient)
+		require.NoError(t, err)
+		defer rcConsumer.Close()
+		pc, err := rcConsumer.ConsumePartition(txnTopic, 0, sarama.OffsetOldest)
+		require.NoError(t, err)
+		defer pc.Close()
+		var txnValues []string
+		for len(txnValues) < 2 {
+			select {
+			case m := <-pc.Messages():
+				txnValues = append(txnValues, string(m.Value))
+			case cerr := <-pc.Errors():
+				t.Fatalf("read_committed consume of %s: %v", txnTopic, cerr)
+			case <-ctx.Done():
+				t.Fatalf("read_committed consume of %s: %v after %v", txnTopic, ctx.Err(), txnValues)
+			}
+		}
+		select {
+		case m := <-pc.Messages():
+			t.Fatalf("read_committed read %q too", m.Value)
+		case <-time.After(time.Second): // window: nothing more
+		}
+		require.Equal(t, []string{"committed-1", "committed-2"}, txnValues)
+		adminCl, err := sarama.NewClusterAdminFromClient(rcClient)
+		require.NoError(t, err)
+		offs, err := adminCl.ListConsumerGroupOffsets(topic+"-txn-g", map[string][]int32{topic: {0}})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, offs.Blocks[topic][0].Offset, "the offset kafkajs committed in its transaction")
 
 		// What kafkajs wrote, read back by sarama: every record once, with
 		// its key, header and timestamp, a key's records in the order sent.

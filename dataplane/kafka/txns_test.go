@@ -77,7 +77,8 @@ func TestTransactionsKafkaClient(t *testing.T) {
 	for i, mode := range txnModes {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
-			testTransactions(t, fmt.Sprintf("txn-out-%d", i), fmt.Sprintf("txn-producer-%d", i), mode.bumps, mode.opts...)
+			sfx := fmt.Sprintf("%d-%d", i, time.Now().UnixNano())
+			testTransactions(t, "txn-out-"+sfx, "txn-producer-"+sfx, mode.bumps, mode.opts...)
 		})
 	}
 }
@@ -124,7 +125,12 @@ func testTransactions(t *testing.T, topic, id string, bumps bool, opts ...kgo.Op
 	pid, epoch := d.ProducerID, d.ProducerEpoch
 	require.GreaterOrEqual(t, pid, int64(0))
 	if bumps {
-		require.Positive(t, epoch, "ends bump the epoch")
+		// franz-go opts in to part 2 when it has seen a broker's
+		// ApiVersions at a transaction's begin, or after an end (then
+		// with a new epoch): when is its business, so the epoch is not
+		// asserted here (TestTransactionsDelayedRequests asserts the
+		// bump, sent raw).
+		t.Logf("epoch %d after three transactions", epoch)
 	} else {
 		require.EqualValues(t, 0, epoch, "ends keep the epoch")
 	}
@@ -177,7 +183,7 @@ func TestTransactionsConsumeTransformProduce(t *testing.T) {
 	for i, mode := range txnModes {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
-			testConsumeTransformProduce(t, fmt.Sprintf("etl-%d", i), mode.opts...)
+			testConsumeTransformProduce(t, fmt.Sprintf("etl-%d-%d", i, time.Now().UnixNano()), mode.opts...)
 		})
 	}
 }
@@ -258,15 +264,16 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	ctx := t.Context()
 	cl := client(t)
 	adm := kadm.NewClient(cl)
-	createTopic(t, adm, "txn-refused", 1)
+	topic := fmt.Sprintf("txn-refused-%d", time.Now().UnixNano())
+	createTopic(t, adm, topic, 1)
 
-	id := "refused-1"
+	id := topic + "-id"
 	coordID, ires := initTxn(t, cl, id)
 	coord := cl.Broker(int(coordID))
 
 	add := kmsg.NewPtrAddPartitionsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, ires.ProducerID, ires.ProducerEpoch
-	for _, topic := range []string{"txn-refused", "no-such-topic"} {
+	for _, topic := range []string{topic, "no-such-topic"} {
 		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
 		rt.Topic, rt.Partitions = topic, []int32{0}
 		add.Topics = append(add.Topics, rt)
@@ -277,7 +284,7 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	for _, rt := range ares.Topics {
 		codes[rt.Topic] = rt.Partitions[0].ErrorCode
 	}
-	require.Equal(t, map[string]int16{"txn-refused": kerr.OperationNotAttempted.Code, "no-such-topic": kerr.UnknownTopicOrPartition.Code}, codes)
+	require.Equal(t, map[string]int16{topic: kerr.OperationNotAttempted.Code, "no-such-topic": kerr.UnknownTopicOrPartition.Code}, codes)
 
 	// A transactional write to a partition the client did not add: below
 	// Produce v12 refused (KIP-890 part 1's verification), at v12 it adds
@@ -286,14 +293,14 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	pr := kmsg.NewPtrProduceRequest()
 	pr.TransactionID, pr.Acks, pr.TimeoutMillis = &txnID, -1, 10000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "txn-refused"
+	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Records = transactionalBatch(t, ires.ProducerID, ires.ProducerEpoch)
 	rt.Partitions = append(rt.Partitions, rp)
 	pr.Topics = append(pr.Topics, rt)
-	md, err := adm.Metadata(ctx, "txn-refused")
+	md, err := adm.Metadata(ctx, topic)
 	require.NoError(t, err)
-	leader := int(md.Topics["txn-refused"].Partitions[0].Leader)
+	leader := int(md.Topics[topic].Partitions[0].Leader)
 	old := client(t, kgo.MaxVersions(beforeKIP890p2()))
 	pres, err := pr.RequestWith(ctx, old.Broker(leader))
 	require.NoError(t, err)
@@ -312,7 +319,7 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "Ongoing", dres.TransactionStates[0].State)
 	require.Len(t, dres.TransactionStates[0].Topics, 1)
-	require.Equal(t, "txn-refused", dres.TransactionStates[0].Topics[0].Topic)
+	require.Equal(t, topic, dres.TransactionStates[0].Topics[0].Topic)
 
 	// An end anywhere but at the coordinator: NOT_COORDINATOR. At v5 the
 	// end answers the bumped epoch.
@@ -335,8 +342,8 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	require.Equal(t, ires.ProducerEpoch+1, eres.ProducerEpoch)
 
 	// An id nobody initialized, at its coordinator.
-	desc.TransactionalIDs = []string{"never-initialized"}
-	dres, err = desc.RequestWith(ctx, cl.Broker(int(findTxnCoordinator(t, cl, "never-initialized"))))
+	desc.TransactionalIDs = []string{topic+"-never"}
+	dres, err = desc.RequestWith(ctx, cl.Broker(int(findTxnCoordinator(t, cl, topic+"-never"))))
 	require.NoError(t, err)
 	require.Len(t, dres.TransactionStates, 1)
 	require.Equal(t, kerr.TransactionalIDNotFound.Code, dres.TransactionStates[0].ErrorCode)
@@ -492,14 +499,15 @@ func TestTransactionsDelayedRequests(t *testing.T) {
 	t.Parallel()
 	cl := client(t)
 	adm := kadm.NewClient(cl)
-	createTopic(t, adm, "txn-delayed", 1)
-	md, err := adm.Metadata(t.Context(), "txn-delayed")
+	topic := fmt.Sprintf("txn-delayed-%d", time.Now().UnixNano())
+	createTopic(t, adm, topic, 1)
+	md, err := adm.Metadata(t.Context(), topic)
 	require.NoError(t, err)
-	leader := md.Topics["txn-delayed"].Partitions[0].Leader
+	leader := md.Topics[topic].Partitions[0].Leader
 
 	t.Run("KIP-890 part 2", func(t *testing.T) {
-		coord, ires := initTxn(t, cl, "delayed-part2")
-		c := &txnConn{t: t, cl: cl, id: "delayed-part2", topic: "txn-delayed", coord: coord, leader: leader, pid: ires.ProducerID}
+		coord, ires := initTxn(t, cl, topic+"-part2")
+		c := &txnConn{t: t, cl: cl, id: topic+"-part2", topic: topic, coord: coord, leader: leader, pid: ires.ProducerID}
 		e0 := ires.ProducerEpoch
 		require.Zero(t, c.produce(e0, 0, "p2-a"), "v12 adds the partition")
 		code, e1 := c.end(e0, true)
@@ -521,8 +529,8 @@ func TestTransactionsDelayedRequests(t *testing.T) {
 
 	t.Run("before KIP-890 part 2", func(t *testing.T) {
 		old := client(t, kgo.MaxVersions(beforeKIP890p2()))
-		coord, ires := initTxn(t, old, "delayed-part1")
-		c := &txnConn{t: t, cl: old, id: "delayed-part1", topic: "txn-delayed", coord: coord, leader: leader, pid: ires.ProducerID}
+		coord, ires := initTxn(t, old, topic+"-part1")
+		c := &txnConn{t: t, cl: old, id: topic+"-part1", topic: topic, coord: coord, leader: leader, pid: ires.ProducerID}
 		e := ires.ProducerEpoch
 		require.Zero(t, c.add(e))
 		require.Zero(t, c.produce(e, 0, "p1-a"))
@@ -542,7 +550,7 @@ func TestTransactionsDelayedRequests(t *testing.T) {
 
 	// What a read_committed reader sees: the committed records only.
 	var got []string
-	for _, r := range readAll(t, "txn-delayed", kgo.ReadCommitted(), 3) {
+	for _, r := range readAll(t, topic, kgo.ReadCommitted(), 3) {
 		got = append(got, string(r.Value))
 	}
 	require.ElementsMatch(t, []string{"p2-a", "p2-b", "p1-b"}, got)

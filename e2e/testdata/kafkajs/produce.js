@@ -1,7 +1,7 @@
 // produce.js: kafkajs against Sluice's Kafka listener (SASL PLAIN over
 // TLS), run by e2e/kafka_clients_test.go after `npm ci`.
 //
-// Usage: node produce.js <brokers,comma,separated> <ca-file> <topic> <count> <base-timestamp-ms>
+// Usage: node produce.js <brokers,comma,separated> <ca-file> <topic> <count> <base-timestamp-ms> <txn-topic>
 // The username (the tenant's name) and password (an API key) come from
 // SLUICE_KAFKA_USER and SLUICE_KAFKA_PASSWORD; the producer logs in with
 // them (SASL PLAIN). With SLUICE_KAFKA_TOKEN (a Sluice JWT) the admin
@@ -11,22 +11,27 @@
 // with an idempotent producer (acks all, no compression: kafkajs has no
 // lz4 or zstd codec of its own) — record i has key "key-<i%50>", value
 // "kafkajs-value-<i>", header i=<i> and timestamp base+i — and sums the
-// topic's end offsets (admin.fetchTopicOffsets; kafkajs's consumers need
-// consumer groups, which the listener does not serve yet). It prints one
-// JSON line on stdout: {"produced":N,"offsets":[...],"sum":S}, and exits
-// non-zero when anything fails. kafkajs's own log (debug level) goes to
-// stderr, one JSON line each.
+// topic's end offsets (admin.fetchTopicOffsets). Then a consumer group
+// (kafkajs's classic protocol, its round-robin assignor) reads the topic
+// from the beginning until it has every record, committing as it goes;
+// and a transactional producer writes two records to <txn-topic> in a
+// transaction that also commits the group's offset of partition 0 of
+// <topic> at 1 (sendOffsets), and commits, then one record in a
+// transaction that it aborts. It prints one JSON line on stdout:
+// {"produced":N,"offsets":[...],"sum":S,"groupRead":R}, and exits non-zero
+// when anything fails. kafkajs's own log (debug level) goes to stderr, one
+// JSON line each.
 'use strict'
 
 const fs = require('fs')
 const { Kafka, logLevel, Partitioners } = require('kafkajs')
 
 async function main () {
-  const [brokers, caFile, topic, countArg, baseArg] = process.argv.slice(2)
+  const [brokers, caFile, topic, countArg, baseArg, txnTopic] = process.argv.slice(2)
   const count = Number(countArg)
   const base = Number(baseArg)
-  if (!brokers || !caFile || !topic || !(count > 0) || !(base > 0)) {
-    throw new Error('usage: node produce.js <brokers> <ca-file> <topic> <count> <base-timestamp-ms>')
+  if (!brokers || !caFile || !topic || !(count > 0) || !(base > 0) || !txnTopic) {
+    throw new Error('usage: node produce.js <brokers> <ca-file> <topic> <count> <base-timestamp-ms> <txn-topic>')
   }
   const client = (sasl) => new Kafka({
     clientId: 'sluice-e2e-kafkajs',
@@ -76,10 +81,41 @@ async function main () {
 
     const offsets = await admin.fetchTopicOffsets(topic)
     const sum = offsets.reduce((s, o) => s + Number(o.high), 0)
-    process.stdout.write(JSON.stringify({ produced: count, offsets, sum }) + '\n')
     if (sum !== count) {
       throw new Error(`end offsets sum to ${sum}, want ${count}`)
     }
+
+    // A consumer group reads every record.
+    const groupId = `${topic}-g`
+    const consumer = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 1000 })
+    await consumer.connect()
+    await consumer.subscribe({ topic, fromBeginning: true })
+    const seen = new Set()
+    await new Promise((resolve, reject) => {
+      consumer.run({
+        eachMessage: async ({ message }) => {
+          seen.add(message.value.toString())
+          if (seen.size >= count) resolve()
+        }
+      }).catch(reject)
+    })
+    await consumer.disconnect()
+
+    // Transactions: one committed with the group's offset, one aborted.
+    const txp = kafka.producer({ transactionalId: `${topic}-txn`, idempotent: true, maxInFlightRequests: 1 })
+    await txp.connect()
+    try {
+      const committed = await txp.transaction()
+      await committed.send({ topic: txnTopic, messages: [{ key: 'a', value: 'committed-1' }, { key: 'b', value: 'committed-2' }] })
+      await committed.sendOffsets({ consumerGroupId: `${topic}-txn-g`, topics: [{ topic, partitions: [{ partition: 0, offset: '1' }] }] })
+      await committed.commit()
+      const aborted = await txp.transaction()
+      await aborted.send({ topic: txnTopic, messages: [{ key: 'c', value: 'aborted-1' }] })
+      await aborted.abort()
+    } finally {
+      await txp.disconnect()
+    }
+    process.stdout.write(JSON.stringify({ produced: count, offsets, sum, groupRead: seen.size }) + '\n')
   } finally {
     await producer.disconnect()
     await admin.disconnect()
