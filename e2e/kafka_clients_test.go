@@ -24,6 +24,9 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	franzplain "github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicemq/sluice/internal/testcluster"
 )
@@ -311,7 +314,15 @@ func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 
 		base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 		txnTopic := topic + "-txn"
-		createTopic(t, c, tc, txnTopic, 1, 2)
+		admCl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.DialTLSConfig(tlsCfg.Clone()),
+			kgo.SASL(franzplain.Auth{User: tenant, Pass: tc.APIKey}.AsMechanism()))
+		require.NoError(t, err)
+		defer admCl.Close()
+		adm := kadm.NewClient(admCl)
+		created, err := adm.CreateTopic(ctx, 1, 3, nil, txnTopic)
+		require.NoError(t, err)
+		require.NoError(t, created.Err)
+		waitKafkaLeaders(t, ctx, adm, txnTopic, 1)
 		run := exec.CommandContext(ctx, node, "produce.js", strings.Join(bootstrap, ","), c.CAFile, topic, strconv.Itoa(n), strconv.FormatInt(base.UnixMilli(), 10), txnTopic)
 		run.Dir = dir
 		// The producer logs in with PLAIN, the admin client with
