@@ -337,7 +337,7 @@ func kafkaGoClients(t *testing.T, c *testcluster.Cluster) {
 			Produced  int
 			Sum       int
 			GroupRead int `json:"groupRead"`
-			Offsets  []struct {
+			Offsets   []struct {
 				Partition  int32
 				High, Low  string
 				OffsetText string `json:"offset"`
