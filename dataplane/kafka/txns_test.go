@@ -342,7 +342,7 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	require.Equal(t, ires.ProducerEpoch+1, eres.ProducerEpoch)
 
 	// An id nobody initialized, at its coordinator.
-	desc.TransactionalIDs = []string{topic+"-never"}
+	desc.TransactionalIDs = []string{topic + "-never"}
 	dres, err = desc.RequestWith(ctx, cl.Broker(int(findTxnCoordinator(t, cl, topic+"-never"))))
 	require.NoError(t, err)
 	require.Len(t, dres.TransactionStates, 1)
@@ -507,7 +507,7 @@ func TestTransactionsDelayedRequests(t *testing.T) {
 
 	t.Run("KIP-890 part 2", func(t *testing.T) {
 		coord, ires := initTxn(t, cl, topic+"-part2")
-		c := &txnConn{t: t, cl: cl, id: topic+"-part2", topic: topic, coord: coord, leader: leader, pid: ires.ProducerID}
+		c := &txnConn{t: t, cl: cl, id: topic + "-part2", topic: topic, coord: coord, leader: leader, pid: ires.ProducerID}
 		e0 := ires.ProducerEpoch
 		require.Zero(t, c.produce(e0, 0, "p2-a"), "v12 adds the partition")
 		code, e1 := c.end(e0, true)
@@ -530,7 +530,7 @@ func TestTransactionsDelayedRequests(t *testing.T) {
 	t.Run("before KIP-890 part 2", func(t *testing.T) {
 		old := client(t, kgo.MaxVersions(beforeKIP890p2()))
 		coord, ires := initTxn(t, old, topic+"-part1")
-		c := &txnConn{t: t, cl: old, id: topic+"-part1", topic: topic, coord: coord, leader: leader, pid: ires.ProducerID}
+		c := &txnConn{t: t, cl: old, id: topic + "-part1", topic: topic, coord: coord, leader: leader, pid: ires.ProducerID}
 		e := ires.ProducerEpoch
 		require.Zero(t, c.add(e))
 		require.Zero(t, c.produce(e, 0, "p1-a"))
