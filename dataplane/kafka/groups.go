@@ -150,18 +150,8 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 		for pi, rp := range rt.Partitions {
 			pr := kmsg.NewOffsetCommitResponseTopicPartition()
 			pr.Partition = rp.Partition
-			switch {
-			case denied:
-				pr.ErrorCode = kerr.GroupAuthorizationFailed.Code
-			case !topicOK || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
-				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rp.Offset < 0:
-				pr.ErrorCode = kerr.InvalidCommitOffsetSize.Code
-			default:
-				po := groups.PartitionOffset{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
-				if rp.Metadata != nil {
-					po.Metadata = *rp.Metadata
-				}
+			po, code := commitEntry(denied, t, topicOK, rt.Topic, rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata)
+			if pr.ErrorCode = code; code == 0 {
 				creq.Offsets = append(creq.Offsets, po)
 				commit = append(commit, slot{ti, pi})
 			}
@@ -172,22 +162,48 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 	if len(commit) == 0 {
 		return res
 	}
-	code := int16(0)
-	if err := c.s.d.Groups.CommitOffsets(ctx, creq); err != nil {
-		code = commitCode(err, req.Version)
-		if code == kerr.InvalidRequest.Code || code == kerr.UnknownServerError.Code {
-			c.s.logger.Debug("kafka offset commit refused", "tenant", c.sess.tenantID, "group", req.Group, "err", err)
-		}
-		if code == kerr.OffsetOutOfRange.Code {
-			// Kafka has no such refusal for commits; its closest is a
-			// bad offset.
-			code = kerr.InvalidCommitOffsetSize.Code
-		}
-	}
+	code := c.commitAnswer(c.s.d.Groups.CommitOffsets(ctx, creq), req.Version, req.Group)
 	for _, s := range commit {
 		res.Topics[s.t].Partitions[s.p].ErrorCode = code
 	}
 	return res
+}
+
+// commitEntry checks one partition of an offset commit (OffsetCommit,
+// TxnOffsetCommit) on its own: the partition offset to commit, or the
+// code that answers it without committing.
+func commitEntry(denied bool, t *cluster.Topic, topicOK bool, topic string, partition int32, offset int64, leaderEpoch int32, metadata *string) (groups.PartitionOffset, int16) {
+	switch {
+	case denied:
+		return groups.PartitionOffset{}, kerr.GroupAuthorizationFailed.Code
+	case !topicOK || partition < 0 || int(partition) >= len(t.Partitions):
+		return groups.PartitionOffset{}, kerr.UnknownTopicOrPartition.Code
+	case offset < 0:
+		return groups.PartitionOffset{}, kerr.InvalidCommitOffsetSize.Code
+	}
+	po := groups.PartitionOffset{Topic: topic, Partition: partition, Offset: offset, LeaderEpoch: leaderEpoch}
+	if metadata != nil {
+		po.Metadata = *metadata
+	}
+	return po, 0
+}
+
+// commitAnswer is the code of a commit's err (commitCode) for the
+// partitions it covered: an offset past the partition's end is
+// INVALID_COMMIT_OFFSET_SIZE (Kafka has no such refusal for commits; its
+// closest is a bad offset); a malformed or failed commit is logged.
+func (c *conn) commitAnswer(err error, version int16, group string) int16 {
+	if err == nil {
+		return 0
+	}
+	code := commitCode(err, version)
+	if code == kerr.InvalidRequest.Code || code == kerr.UnknownServerError.Code {
+		c.s.logger.Debug("kafka offset commit refused", "tenant", c.sess.tenantID, "group", group, "err", err)
+	}
+	if code == kerr.OffsetOutOfRange.Code {
+		code = kerr.InvalidCommitOffsetSize.Code
+	}
+	return code
 }
 
 // offsetFetchGroup is one group of an OffsetFetch: its topics (nil: every

@@ -153,3 +153,56 @@ func TestProducePipelined(t *testing.T) {
 		}
 	}
 }
+
+// TestProduceAcksZeroRefusedCloses: an acks=0 produce has no answer, so a
+// refused one (here to a topic that does not exist) closes the
+// connection, as Kafka does: the client reconnects and refreshes its
+// metadata rather than losing records in silence. One that is written
+// keeps the connection.
+func TestProduceAcksZeroRefusedCloses(t *testing.T) {
+	t.Parallel()
+	produce := func(topic string) *kmsg.ProduceRequest {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = 0, 10000
+		tp := kmsg.NewProduceRequestTopic()
+		tp.Topic = topic
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Records = kafkaBatch(t, []byte("fire-and-forget"))
+		tp.Partitions = append(tp.Partitions, pp)
+		req.Topics = append(req.Topics, tp)
+		return req
+	}
+	name := fmt.Sprintf("acks0-%d", time.Now().UnixNano())
+	createTopic(t, kadm.NewClient(client(t)), name, 1)
+	md, err := kadm.NewClient(client(t)).Metadata(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addr string
+	for _, b := range md.Brokers {
+		if b.NodeID == md.Topics[name].Partitions[0].Leader {
+			addr = fmt.Sprintf("%s:%d", b.Host, b.Port)
+		}
+	}
+	ok := kafka.DialRaw(t, addr)
+	if err := ok.Login(tenantName, tenant.APIKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ok.Send(9, produce(name)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ok.RoundTrip(4, kmsg.NewPtrApiVersionsRequest()); err != nil {
+		t.Fatalf("the connection after a written acks=0 produce: %v", err)
+	}
+
+	refused := kafka.DialRaw(t, addr)
+	if err := refused.Login(tenantName, tenant.APIKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refused.Send(9, produce(name+"-missing")); err != nil {
+		t.Fatal(err)
+	}
+	if !refused.Closed() {
+		t.Fatal("a refused acks=0 produce left the connection open")
+	}
+}

@@ -218,18 +218,8 @@ func (c *conn) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitReq
 		for pi, rp := range rt.Partitions {
 			pr := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			pr.Partition = rp.Partition
-			switch {
-			case denied:
-				pr.ErrorCode = kerr.GroupAuthorizationFailed.Code
-			case !topicOK || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
-				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rp.Offset < 0:
-				pr.ErrorCode = kerr.InvalidCommitOffsetSize.Code
-			default:
-				po := groups.PartitionOffset{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch}
-				if rp.Metadata != nil {
-					po.Metadata = *rp.Metadata
-				}
+			po, code := commitEntry(denied, t, topicOK, rt.Topic, rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata)
+			if pr.ErrorCode = code; code == 0 {
 				creq.Offsets = append(creq.Offsets, po)
 				commit = append(commit, slot{ti, pi})
 			}
@@ -240,18 +230,10 @@ func (c *conn) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitReq
 	if len(commit) == 0 {
 		return res
 	}
-	code := int16(0)
-	if err := c.s.d.Groups.TxnCommitOffsets(ctx, creq); err != nil {
-		code = commitCode(err, 8) // ILLEGAL_GENERATION, not KIP-848's STALE_MEMBER_EPOCH
-		if code == kerr.TransactionAbortable.Code && req.Version < 4 {
-			code = kerr.InvalidProducerEpoch.Code
-		}
-		if code == kerr.OffsetOutOfRange.Code {
-			code = kerr.InvalidCommitOffsetSize.Code
-		}
-		if code == kerr.InvalidRequest.Code || code == kerr.UnknownServerError.Code {
-			c.s.logger.Debug("kafka transactional offset commit refused", "tenant", c.sess.tenantID, "group", req.Group, "err", err)
-		}
+	// Version 8: ILLEGAL_GENERATION, not KIP-848's STALE_MEMBER_EPOCH.
+	code := c.commitAnswer(c.s.d.Groups.TxnCommitOffsets(ctx, creq), 8, req.Group)
+	if code == kerr.TransactionAbortable.Code && req.Version < 4 {
+		code = kerr.InvalidProducerEpoch.Code // see txnCode
 	}
 	for _, s := range commit {
 		res.Topics[s.t].Partitions[s.p].ErrorCode = code
