@@ -326,7 +326,7 @@ func (w *world) run(line string) error {
 			w.clients[pos[0]] = &sim{txnID: pos[1], cur: producer{pid, epoch}, prev: producer{-1, -1}}
 		}
 		w.answer(pos[0], err, fmt.Sprintf("producer %d/%d", pid, epoch))
-	case "add", "late":
+	case "add", "late", "verify", "lateverify":
 		s, err := client()
 		if err != nil {
 			return err
@@ -339,35 +339,19 @@ func (w *world) run(line string) error {
 			return err
 		}
 		p := s.cur
-		if cmd == "late" {
+		if strings.HasPrefix(cmd, "late") {
 			p = s.prev
 		}
 		if p, err = override(p); err != nil {
 			return err
+		}
+		if strings.HasSuffix(cmd, "verify") {
+			err = w.shard.Verify(Key{tenant, s.txnID}, p.id, p.epoch, tps, nil)
+			w.answer(pos[0], err, fmt.Sprintf("verified %s at %d/%d", fmtTPs(tps), p.id, p.epoch))
+			break
 		}
 		err = w.add(s.txnID, p, tps, nil)
 		w.answer(pos[0], err, fmt.Sprintf("added %s at %d/%d", fmtTPs(tps), p.id, p.epoch))
-	case "verify", "lateverify":
-		s, err := client()
-		if err != nil {
-			return err
-		}
-		if len(pos) != 2 {
-			return fmt.Errorf("%s NAME T:P,...", cmd)
-		}
-		tps, err := parseTPs(pos[1])
-		if err != nil {
-			return err
-		}
-		p := s.cur
-		if cmd == "lateverify" {
-			p = s.prev
-		}
-		if p, err = override(p); err != nil {
-			return err
-		}
-		err = w.shard.Verify(Key{tenant, s.txnID}, p.id, p.epoch, tps, nil)
-		w.answer(pos[0], err, fmt.Sprintf("verified %s at %d/%d", fmtTPs(tps), p.id, p.epoch))
 	case "offsets":
 		s, err := client()
 		if err != nil {
