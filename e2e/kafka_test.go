@@ -24,6 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicemq/sluice/client"
@@ -168,6 +170,8 @@ func TestKafkaListener(t *testing.T) {
 	for i := range n {
 		require.Equal(t, fmt.Sprintf("key-%d", i%101), read[fmt.Sprintf("value-%05d", i)])
 	}
+
+	kcatTransactions(t, ctx, adm, kcat, conf, kafkaClient("kafka-e2e", tc.APIKey))
 
 	// Refusals: a wrong password; another tenant's topic; a revoked key.
 	_, err = kadm.NewClient(kafkaClient("kafka-e2e", "slk_0123456789abcdef_nope")).ListTopics(ctx)
@@ -367,6 +371,86 @@ func consumeAllValues(t *testing.T, ctx context.Context, cl *kgo.Client, topic s
 		fs.EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)) })
 	}
 	return out
+}
+
+// kcatTransactions: kcat's transactional produce (-X transactional.id)
+// sends what it reads in one transaction and commits it when its input
+// ends. A zombie with the same transactional id (a franz-go producer at
+// pre-KIP-890-part-2 versions, as librdkafka speaks: kcat reads its whole
+// input before producing, so a kcat cannot be left inside a transaction)
+// writes records and never ends its transaction; the next kcat's init
+// fences it and aborts its transaction (the coordinator's part), and the
+// zombie's own commit is then refused. A read_committed reader (kcat's
+// default) sees the two kcats' records, exactly once, and none of the
+// zombie's; a read_uncommitted one (franz-go's default, cl) sees the
+// zombie's too, which proves they were written and then aborted rather
+// than never sent.
+func kcatTransactions(t *testing.T, ctx context.Context, adm *kadm.Client, kcat, conf string, cl *kgo.Client) {
+	const topic, txnID, per = "kcat-txn", "kcat-txn", 200
+	created, err := adm.CreateTopic(ctx, 3, 3, nil, topic)
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+	waitKafkaLeaders(t, ctx, adm, topic, 3)
+	lines := func(prefix string) string {
+		var b strings.Builder
+		for i := range per {
+			fmt.Fprintf(&b, "%s%03d\n", prefix, i)
+		}
+		return b.String()
+	}
+	state := func() string {
+		t.Helper()
+		d, err := adm.DescribeTransactions(ctx, txnID)
+		require.NoError(t, err)
+		require.NoError(t, d[txnID].Err)
+		return d[txnID].State
+	}
+	txn := []string{"-F", conf, "-P", "-t", topic, "-X", "transactional.id=" + txnID}
+	runKcatIn(t, ctx, strings.NewReader(lines("a")), kcat, txn...)
+	require.Equal(t, "CompleteCommit", state(), "after the first kcat")
+
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
+	vs.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
+	zombie, err := kgo.NewClient(append(cl.Opts(), kgo.TransactionalID(txnID), kgo.MaxVersions(vs))...)
+	require.NoError(t, err)
+	defer zombie.Close()
+	require.NoError(t, zombie.BeginTransaction())
+	var recs []*kgo.Record
+	for i := range per {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "b%03d", i)})
+	}
+	require.NoError(t, zombie.ProduceSync(ctx, recs...).FirstErr())
+	require.Equal(t, "Ongoing", state(), "the zombie's transaction")
+
+	runKcatIn(t, ctx, strings.NewReader(lines("c")), kcat, txn...)
+	require.Equal(t, "CompleteCommit", state(), "after the second kcat")
+	err = zombie.EndTransaction(ctx, kgo.TryCommit)
+	require.Error(t, err, "the zombie's commit after the second kcat's init")
+	require.True(t, errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch), "the zombie's commit: %v", err)
+
+	out := runKcat(t, ctx, kcat, "-F", conf, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", `%s\n`, "-X", "isolation.level=read_committed")
+	seen := map[string]int{}
+	for line := range strings.Lines(out) {
+		seen[strings.TrimSuffix(line, "\n")]++
+	}
+	require.Len(t, seen, 2*per, "distinct records read_committed:\n%s", out)
+	for _, prefix := range []string{"a", "c"} {
+		for i := range per {
+			v := fmt.Sprintf("%s%03d", prefix, i)
+			require.Equal(t, 1, seen[v], "read_committed: %s read %d times", v, seen[v])
+		}
+	}
+	all := map[string]int{}
+	for _, v := range consumeAllValues(t, ctx, cl, topic, 3*per) {
+		all[v]++
+	}
+	for _, prefix := range []string{"a", "b", "c"} {
+		for i := range per {
+			v := fmt.Sprintf("%s%03d", prefix, i)
+			require.Equal(t, 1, all[v], "read_uncommitted: %s read %d times", v, all[v])
+		}
+	}
 }
 
 func runKcat(t *testing.T, ctx context.Context, kcat string, args ...string) string {
