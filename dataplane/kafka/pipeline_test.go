@@ -35,42 +35,7 @@ func TestProducePipelined(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	name := fmt.Sprintf("pipelined-%d", time.Now().UnixNano())
 	createTopic(t, adm, name, 1)
-	md, err := adm.Metadata(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pm := md.Topics[name].Partitions[0]
-	var addr string
-	for _, b := range md.Brokers {
-		if b.NodeID == pm.Leader {
-			addr = fmt.Sprintf("%s:%d", b.Host, b.Port)
-		}
-	}
-	raw := kafka.DialRaw(t, addr)
-	if err := raw.Login(tenantName, tenant.APIKey); err != nil {
-		t.Fatal(err)
-	}
-	// The leader leads once a produce there is written: Metadata names it
-	// a moment before it opened the partition and took the lead, and a
-	// produce meanwhile is refused.
-	testenv.Wait(t, 30*time.Second, "the leader leads the new partition", func() error {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = 1, 10000
-		tp := kmsg.NewProduceRequestTopic()
-		tp.Topic = name
-		pp := kmsg.NewProduceRequestTopicPartition()
-		pp.Records = kafkaBatch(t, []byte("first"))
-		tp.Partitions = append(tp.Partitions, pp)
-		req.Topics = append(req.Topics, tp)
-		res, err := raw.RoundTrip(9, req)
-		if err != nil {
-			return err
-		}
-		if p := res.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
-			return fmt.Errorf("error %d, base offset %d", p.ErrorCode, p.BaseOffset)
-		}
-		return nil
-	})
+	raw, pm := dialLeading(t, ctx, adm, name)
 
 	gate := make(chan struct{})
 	held := cluster.AddFault(localcluster.Fault{Procedure: "FetchReplicas", Hook: func(ctx context.Context, _ localcluster.Call) error {
@@ -173,21 +138,10 @@ func TestProduceAcksZeroRefusedCloses(t *testing.T) {
 		return req
 	}
 	name := fmt.Sprintf("acks0-%d", time.Now().UnixNano())
-	createTopic(t, kadm.NewClient(client(t)), name, 1)
-	md, err := kadm.NewClient(client(t)).Metadata(t.Context(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var addr string
-	for _, b := range md.Brokers {
-		if b.NodeID == md.Topics[name].Partitions[0].Leader {
-			addr = fmt.Sprintf("%s:%d", b.Host, b.Port)
-		}
-	}
-	ok := kafka.DialRaw(t, addr)
-	if err := ok.Login(tenantName, tenant.APIKey); err != nil {
-		t.Fatal(err)
-	}
+	adm := kadm.NewClient(client(t))
+	createTopic(t, adm, name, 1)
+	ok, _ := dialLeading(t, t.Context(), adm, name)
+	refused := kafka.DialRaw(t, ok.NC.RemoteAddr().String())
 	if _, err := ok.Send(9, produce(name)); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +149,6 @@ func TestProduceAcksZeroRefusedCloses(t *testing.T) {
 		t.Fatalf("the connection after a written acks=0 produce: %v", err)
 	}
 
-	refused := kafka.DialRaw(t, addr)
 	if err := refused.Login(tenantName, tenant.APIKey); err != nil {
 		t.Fatal(err)
 	}
@@ -205,4 +158,57 @@ func TestProduceAcksZeroRefusedCloses(t *testing.T) {
 	if !refused.Closed() {
 		t.Fatal("a refused acks=0 produce left the connection open")
 	}
+}
+
+// dialLeading answers a raw connection, logged in, to the leader of the
+// new topic name's partition 0 once it leads: Metadata names the leader a
+// moment before it opened the partition and took the lead, and a produce
+// meanwhile is refused, so it waits until one there is written (at offset
+// 0). It asks adm, which created the topic (another client's broker may
+// not know the leader yet), and answers the partition's metadata too.
+func dialLeading(t *testing.T, ctx context.Context, adm *kadm.Client, name string) (*kafka.RawClient, kadm.PartitionDetail) {
+	t.Helper()
+	var raw *kafka.RawClient
+	var pm kadm.PartitionDetail
+	testenv.Wait(t, 30*time.Second, "the leader leads the new partition", func() error {
+		md, err := adm.Metadata(ctx, name)
+		if err != nil {
+			return err
+		}
+		pm = md.Topics[name].Partitions[0]
+		var addr string
+		ok := false
+		for _, b := range md.Brokers {
+			if b.NodeID == pm.Leader {
+				addr, ok = fmt.Sprintf("%s:%d", b.Host, b.Port), true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("no leader known (%d)", pm.Leader)
+		}
+		if raw == nil || raw.NC.RemoteAddr().String() != addr {
+			raw = kafka.DialRaw(t, addr)
+			if err := raw.Login(tenantName, tenant.APIKey); err != nil {
+				return err
+			}
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = 1, 10000
+		tp := kmsg.NewProduceRequestTopic()
+		tp.Topic = name
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Records = kafkaBatch(t, []byte("first"))
+		tp.Partitions = append(tp.Partitions, pp)
+		req.Topics = append(req.Topics, tp)
+		res, err := raw.RoundTrip(9, req)
+		if err != nil {
+			raw = nil
+			return err
+		}
+		if p := res.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
+			return fmt.Errorf("error %d, base offset %d", p.ErrorCode, p.BaseOffset)
+		}
+		return nil
+	})
+	return raw, pm
 }
