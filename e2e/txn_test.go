@@ -51,6 +51,9 @@ type txnJobConfig struct {
 	// BeforeKIP890p2 caps the Kafka job's versions below KIP-890 part 2's
 	// (Produce 11, EndTxn 4, TxnOffsetCommit 4).
 	BeforeKIP890p2 bool
+	// Sarama makes the Kafka job sarama's transactional producer and
+	// consumer group instead (runSaramaTxnJob).
+	Sarama bool
 }
 
 // Output records of the job carry, in headers, the transaction that wrote
@@ -71,6 +74,9 @@ func runTxnJob() int {
 	if err := json.Unmarshal([]byte(os.Getenv(txnJobEnv)), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "txn job: config:", err)
 		return 2
+	}
+	if cfg.Sarama {
+		return runSaramaTxnJob(cfg)
 	}
 	if len(cfg.Kafka) > 0 {
 		return runKafkaTxnJob(cfg)
@@ -321,31 +327,34 @@ func TestTxnUnderFaults(t *testing.T) {
 }
 
 // TestTxnUnderFaultsKafka is TestTxnUnderFaults with the job a Kafka
-// client: franz-go's GroupTransactSession (a classic group's consumer whose
-// offsets commit in the producer's transaction: TxnOffsetCommit), through
-// the brokers' Kafka listeners, with the same faults and the same checker.
-// Its versions are capped below KIP-890 part 2, as every Kafka client but
-// the newest speaks (docs/kafka.md, Transactions: partitions and groups
-// added by the client, the epoch kept across transactions, the leaders
-// only verifying); part 2's way, which is the SDK's, runs too with
-// SLUICE_SOAK=1 (make soak).
+// client, through the brokers' Kafka listeners, with the same faults and
+// the same checker: franz-go's GroupTransactSession (a classic group's
+// consumer whose offsets commit in the producer's transaction:
+// TxnOffsetCommit), its versions capped below KIP-890 part 2, as every
+// Kafka client but the newest speaks (docs/kafka.md, Transactions:
+// partitions and groups added by the client, the epoch kept across
+// transactions, the leaders only verifying); and sarama's transactional
+// producer with its consumer group (runSaramaTxnJob), which speaks before
+// part 2 by itself. franz-go with part 2, which is the SDK's way, runs too
+// with SLUICE_SOAK=1 (make soak).
 func TestTxnUnderFaultsKafka(t *testing.T) {
 	t.Parallel()
-	modes := []bool{true}
+	jobs := []kafkaJob{{name: "franz-go before KIP-890 part 2", beforeKIP890p2: true}, {name: "sarama", sarama: true}}
 	if soak() {
-		modes = append(modes, false)
+		jobs = append(jobs, kafkaJob{name: "franz-go with KIP-890 part 2"})
 	}
-	for _, beforePart2 := range modes {
-		t.Run(map[bool]string{true: "before KIP-890 part 2", false: "KIP-890 part 2"}[beforePart2], func(t *testing.T) {
-			testTxnUnderFaults(t, &kafkaJob{beforeKIP890p2: beforePart2}, 1500)
-		})
+	for _, job := range jobs {
+		t.Run(job.name, func(t *testing.T) { testTxnUnderFaults(t, &job, 1500) })
 	}
 }
 
 // kafkaJob is how TestTxnUnderFaults's job speaks Kafka.
 type kafkaJob struct {
-	// beforeKIP890p2 caps its versions below KIP-890 part 2's.
+	name string
+	// beforeKIP890p2 caps franz-go's versions below KIP-890 part 2's.
 	beforeKIP890p2 bool
+	// sarama makes the job sarama's instead of franz-go's.
+	sarama bool
 }
 
 func testTxnUnderFaults(t *testing.T, kafka *kafkaJob, values int) {
@@ -425,7 +434,7 @@ func testTxnUnderFaults(t *testing.T, kafka *kafkaJob, values int) {
 
 	jobCfg := txnJobConfig{ControlPlane: c.ControlPlane(), APIKey: tc.APIKey, Group: group, TransactionalID: txnID, In: "in", Out: "out", Seed: seed}
 	if kafka != nil {
-		jobCfg.Kafka, jobCfg.Tenant, jobCfg.BeforeKIP890p2 = c.KafkaBootstrap(), "acme", kafka.beforeKIP890p2
+		jobCfg.Kafka, jobCfg.Tenant, jobCfg.BeforeKIP890p2, jobCfg.Sarama = c.KafkaBootstrap(), "acme", kafka.beforeKIP890p2, kafka.sarama
 	}
 	var jobs []*txnJob
 	startJob := func() {

@@ -104,7 +104,7 @@ func (s *Service) CommitOffsets(ctx context.Context, req CommitRequest) error {
 	if err != nil {
 		return err
 	}
-	commits, err := s.checkCommit(ctx, c, req)
+	commits, err := s.checkCommit(ctx, c, req, true)
 	if err != nil {
 		return err
 	}
@@ -125,12 +125,20 @@ type TxnCommitRequest struct {
 	// (Kafka's AddOffsetsToTxn before a TxnOffsetCommit below v5), so its
 	// coordinator only checks that it is in it (KIP-890 part 1).
 	VerifyOnly bool
+	// Unfenced: the producer commits as no member of the group (no
+	// MemberID; Kafka's TxnOffsetCommit with generation -1, which
+	// sendOffsetsToTransaction(offsets, groupId) before KIP-447 and
+	// sarama's AddOffsetsToTxn send). The group does not check the
+	// committer, as Kafka's coordinators do not: the producer's epoch
+	// fences its zombies (and, before KIP-447, one transactional id per
+	// input partition kept two producers off one partition).
+	Unfenced bool
 }
 
 // TxnCommitOffsets commits a group's offsets inside a transaction
 // (KIP-447): after the checks of CommitOffsets (the committer, so a zombie
-// member is fenced by the group, and each offset against its partition's
-// high watermark), the group joins the producer's current transaction at
+// member is fenced by the group, unless Unfenced; and each offset against
+// its partition's high watermark), the group joins the producer's current transaction at
 // its transaction coordinator (Deps.VerifyTransactionGroup), and then the
 // group's coordinator writes the offsets as pending offsets of the
 // producer (coordinator.TxnCommitOffsets), to become committed offsets at
@@ -149,7 +157,10 @@ func (s *Service) TxnCommitOffsets(ctx context.Context, req TxnCommitRequest) er
 	if e := req.ProducerEpoch; e < 0 || e > math.MaxInt16 {
 		return derr.New(derr.InvalidRequest, "producer_epoch: must be in [0, %d]; got %d", math.MaxInt16, e)
 	}
-	commits, err := s.checkCommit(ctx, c, req.CommitRequest)
+	if req.Unfenced && req.MemberID != "" {
+		return derr.New(derr.InvalidRequest, "member_id: a commit from no member of the group has none; got %q", req.MemberID)
+	}
+	commits, err := s.checkCommit(ctx, c, req.CommitRequest, !req.Unfenced)
 	if err != nil {
 		return err
 	}
@@ -167,9 +178,10 @@ func (s *Service) TxnCommitOffsets(ctx context.Context, req TxnCommitRequest) er
 const maxCommitOffsets = 10000
 
 // checkCommit checks a commit of offsets (CommitOffsets, TxnCommitOffsets):
-// the request's bounds, the committer (CheckCommitter), each offset
-// against its partition's high watermark; it returns the commits to write.
-func (s *Service) checkCommit(ctx context.Context, c *coordinator.Coordinator, req CommitRequest) ([]coordinator.OffsetCommit, error) {
+// the request's bounds, the committer (CheckCommitter) when committer is
+// set, each offset against its partition's high watermark; it returns the
+// commits to write.
+func (s *Service) checkCommit(ctx context.Context, c *coordinator.Coordinator, req CommitRequest, committer bool) ([]coordinator.OffsetCommit, error) {
 	if len(req.Offsets) == 0 {
 		return nil, derr.New(derr.InvalidRequest, "offsets: must not be empty")
 	}
@@ -183,8 +195,10 @@ func (s *Service) checkCommit(ctx context.Context, c *coordinator.Coordinator, r
 	for i, po := range req.Offsets {
 		offsets[i] = po.proto()
 	}
-	if err := c.CheckCommitter(req.TenantID, req.Group, req.MemberID, req.InstanceID, req.MemberEpoch, offsets); err != nil {
-		return nil, groupError(err)
+	if committer {
+		if err := c.CheckCommitter(req.TenantID, req.Group, req.MemberID, req.InstanceID, req.MemberEpoch, offsets); err != nil {
+			return nil, groupError(err)
+		}
 	}
 	meta := s.deps.View()
 	commits := make([]coordinator.OffsetCommit, 0, len(offsets))

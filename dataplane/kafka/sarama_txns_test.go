@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicemq/sluice/internal/testenv"
 )
 
 // TestTransactionsSarama: sarama's transactional producer (its own
@@ -18,7 +20,10 @@ import (
 // the epoch, AddOffsetsToTxn and TxnOffsetCommit for a group's offsets):
 // a read_committed consumer reads the committed transactions once and the
 // aborted one never, and the offsets committed in the transactions are
-// the group's only once their transaction commits.
+// the group's only once their transaction commits. The group has a live
+// member meanwhile (a franz-go consumer of another topic): sarama commits
+// as no member (generation -1, no member id), which the group does not
+// fence, as in Kafka.
 func TestTransactionsSarama(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -79,6 +84,22 @@ func TestTransactionsSarama(t *testing.T) {
 	for i := range 30 {
 		require.NoError(t, seed.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr())
 	}
+
+	// A live member of the group, in its stable generation.
+	other := topic + "-other"
+	createTopic(t, adm, other, 1)
+	member := client(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics(other))
+	go member.PollFetches(ctx)
+	testenv.Wait(t, time.Minute, "the group's member in a stable generation", func() error {
+		gs, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return err
+		}
+		if g := gs[group]; g.State != "Stable" || len(g.Members) != 1 {
+			return fmt.Errorf("group %s, %d members", g.State, len(g.Members))
+		}
+		return nil
+	})
 
 	txn(0, 10, true)
 	require.EqualValues(t, 10, committedOffset())

@@ -207,7 +207,9 @@ func (c *conn) txnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitReq
 		creq.InstanceID = *req.InstanceID
 	}
 	if req.MemberID == "" && req.Generation < 0 {
-		creq.MemberEpoch = 0 // v0-v2, or a producer outside the group
+		// v0-v2, or a producer outside the group (KIP-447's fencing
+		// not asked): not checked by the group, as in Kafka.
+		creq.MemberEpoch, creq.Unfenced = 0, true
 	}
 	v := c.s.d.View()
 	denied := !c.sess.p.Has(tenants.ScopeConsume) || !c.sess.p.Has(tenants.ScopeProduce)
