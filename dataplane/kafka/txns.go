@@ -51,14 +51,17 @@ type Txns interface {
 
 // txnCode is the Kafka error code of a transaction call's err: the
 // coordinator's whereabouts (its lookup's NotLeader) are NOT_COORDINATOR,
-// or COORDINATOR_NOT_AVAILABLE while its partition has no leader.
-// TRANSACTION_ABORTABLE (a timeout's abort) is answered as
-// INVALID_PRODUCER_EPOCH to the versions that predate it (KIP-890 added
-// it in Produce v11, EndTxn v4, TxnOffsetCommit v4, AddOffsetsToTxn v4,
+// or COORDINATOR_NOT_AVAILABLE while its partition has no leader. The
+// codes a request's version predates are answered as the code its clients
+// know, INVALID_PRODUCER_EPOCH, as Kafka answers them:
+// TRANSACTION_ABORTABLE (a timeout's abort; KIP-890 added it in Produce
+// v11, EndTxn v4, TxnOffsetCommit v4, AddOffsetsToTxn v4,
 // AddPartitionsToTxn v5, InitProducerId v5), which clients treat as
-// abortable: the client aborts, then asks InitProducerId for a new epoch
-// (KIP-360).
-func txnCode(err error, abortableKnown bool) int16 {
+// abortable (the client aborts, then asks InitProducerId for a new epoch:
+// KIP-360), and PRODUCER_FENCED (KIP-588 added it in InitProducerId v4,
+// AddPartitionsToTxn v2, AddOffsetsToTxn v2, EndTxn v2), fatal to them
+// either way.
+func txnCode(err error, known txnCodes) int16 {
 	if nl := notLeader(err); nl != nil {
 		if k, _ := derr.KindOf(derr.Outermost(err, nil)); k == derr.NotLeaderOrFollower || k == derr.LeaderNotAvailable {
 			if nl.Leader < 0 {
@@ -68,11 +71,15 @@ func txnCode(err error, abortableKnown bool) int16 {
 		}
 	}
 	code := errorCode(err, atCoordinator)
-	if code == kerr.TransactionAbortable.Code && !abortableKnown {
+	if code == kerr.TransactionAbortable.Code && !known.abortable || code == kerr.ProducerFenced.Code && !known.fenced {
 		return kerr.InvalidProducerEpoch.Code
 	}
 	return code
 }
+
+// txnCodes says which of the codes that came late a request's version knows
+// (txnCode).
+type txnCodes struct{ abortable, fenced bool }
 
 // needProduce refuses a transactional call without the produce scope, as
 // Kafka refuses one without Write on the transactional id.
@@ -106,17 +113,23 @@ func (c *conn) findTxnCoordinator(ctx context.Context, co *kmsg.FindCoordinatorR
 // initTransactionalProducer is InitProducerId with a transactional id: the
 // id's new producer incarnation, fencing older ones. A producer id and
 // epoch given (v3+, KIP-360: a producer recovering from an abortable error
-// asks for a new epoch) is answered as any InitProducerId: with the epoch
-// bumped, the older ones fenced.
+// asks for a new epoch) must be the id's current producer, or the one a
+// timeout's abort bumped (txns.InitRequest.Expect): a fenced zombie
+// recovering is refused PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before
+// v4) rather than fencing its newer incarnation in turn.
 func (c *conn) initTransactionalProducer(ctx context.Context, req *kmsg.InitProducerIDRequest, res *kmsg.InitProducerIDResponse) {
 	id := *req.TransactionalID
 	if err := c.needProduce(id); err != nil {
 		res.ErrorCode = errorCode(err, atCoordinator)
 		return
 	}
-	p, err := c.s.d.Txns.InitProducer(ctx, txns.InitRequest{TenantID: c.sess.tenantID, TransactionalID: id, TimeoutMs: int64(req.TransactionTimeoutMillis)})
+	ireq := txns.InitRequest{TenantID: c.sess.tenantID, TransactionalID: id, TimeoutMs: int64(req.TransactionTimeoutMillis)}
+	if req.Version >= 3 && req.ProducerID >= 0 {
+		ireq.Expect = &txns.Producer{ID: req.ProducerID, Epoch: req.ProducerEpoch}
+	}
+	p, err := c.s.d.Txns.InitProducer(ctx, ireq)
 	if err != nil {
-		res.ErrorCode = txnCode(err, req.Version >= 5)
+		res.ErrorCode = txnCode(err, txnCodes{abortable: req.Version >= 5, fenced: req.Version >= 4})
 		if wait, ok := retryAfter(err); ok {
 			res.ThrottleMillis = int32(min(wait, time.Minute).Milliseconds())
 		}
@@ -163,7 +176,7 @@ func (c *conn) addPartitionsToTxn(ctx context.Context, req *kmsg.AddPartitionsTo
 		if err == nil {
 			err = c.s.d.Txns.AddPartitions(ctx, add)
 		}
-		code = txnCode(err, false)
+		code = txnCode(err, txnCodes{fenced: req.Version >= 2}) // TRANSACTION_ABORTABLE from v5, not served
 	}
 	for i := range res.Topics {
 		for j := range res.Topics[i].Partitions {
@@ -183,7 +196,7 @@ func (c *conn) addOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnReq
 		err = c.s.d.Txns.AddPartitions(ctx, txns.AddRequest{TenantID: c.sess.tenantID, TransactionalID: req.TransactionalID,
 			ProducerID: req.ProducerID, ProducerEpoch: int32(req.ProducerEpoch), Groups: []string{req.Group}})
 	}
-	res.ErrorCode = txnCode(err, req.Version >= 4)
+	res.ErrorCode = txnCode(err, txnCodes{abortable: req.Version >= 4, fenced: req.Version >= 2})
 	return res
 }
 
@@ -258,7 +271,7 @@ func (c *conn) endTxn(ctx context.Context, req *kmsg.EndTxnRequest) *kmsg.EndTxn
 			res.ProducerID, res.ProducerEpoch = p.ID, p.Epoch
 		}
 	}
-	res.ErrorCode = txnCode(err, req.Version >= 4)
+	res.ErrorCode = txnCode(err, txnCodes{abortable: req.Version >= 4, fenced: req.Version >= 2})
 	return res
 }
 
@@ -272,7 +285,7 @@ func (c *conn) describeTransactions(ctx context.Context, req *kmsg.DescribeTrans
 		st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = id, -1, -1, -1
 		d, err := c.s.d.Txns.Describe(ctx, c.sess.tenantID, id)
 		if err != nil {
-			st.ErrorCode = txnCode(err, false)
+			st.ErrorCode = txnCode(err, txnCodes{})
 			res.TransactionStates = append(res.TransactionStates, st)
 			continue
 		}
@@ -310,7 +323,7 @@ func (c *conn) listTransactions(ctx context.Context, req *kmsg.ListTransactionsR
 		if k, _ := derr.KindOf(err); k == derr.CoordinatorNotAvailable {
 			return res // no transaction-state topic yet: nothing to list
 		}
-		res.ErrorCode = txnCode(err, false)
+		res.ErrorCode = txnCode(err, txnCodes{})
 		return res
 	}
 	now := time.Now()

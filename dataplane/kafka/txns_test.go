@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/sluicemq/sluice/internal/testenv"
 	"github.com/sluicemq/sluice/record"
 )
 
@@ -554,4 +555,81 @@ func TestTransactionsDelayedRequests(t *testing.T) {
 		got = append(got, string(r.Value))
 	}
 	require.ElementsMatch(t, []string{"p2-a", "p2-b", "p1-b"}, got)
+}
+
+// TestTransactionsInitProducerIdRecovery: InitProducerId v3+ with the
+// producer id and epoch the client has (KIP-360). A producer whose
+// transaction its timeout aborted recovers with its old epoch and gets
+// the bumped one; the current producer gets its next epoch. A zombie, the
+// older incarnation a newer init fenced, cannot take the id back by
+// recovering: PRODUCER_FENCED at v4+, INVALID_PRODUCER_EPOCH at v3 (which
+// predates the code), and the newer incarnation goes on.
+func TestTransactionsInitProducerIdRecovery(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cl := client(t)
+	adm := kadm.NewClient(cl)
+	topic := fmt.Sprintf("txn-kip360-%d", time.Now().UnixNano())
+	createTopic(t, adm, topic, 1)
+	id := topic + "-id"
+	coordID, ires := initTxn(t, cl, id)
+	coord := cl.Broker(int(coordID))
+	pid, epoch := ires.ProducerID, ires.ProducerEpoch
+
+	reinit := func(cl *kgo.Client, epoch int16, timeoutMs int32) *kmsg.InitProducerIDResponse {
+		t.Helper()
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis, req.ProducerID, req.ProducerEpoch = &id, timeoutMs, pid, epoch
+		res, err := req.RequestWith(ctx, cl.Broker(int(coordID)))
+		require.NoError(t, err)
+		return res
+	}
+	state := func() kmsg.DescribeTransactionsResponseTransactionState {
+		t.Helper()
+		desc := kmsg.NewPtrDescribeTransactionsRequest()
+		desc.TransactionalIDs = []string{id}
+		dres, err := desc.RequestWith(ctx, coord)
+		require.NoError(t, err)
+		return dres.TransactionStates[0]
+	}
+
+	// A transaction its timeout (1 s) aborts: the producer recovers with
+	// the epoch it had, and gets the epoch the abort bumped to.
+	res := reinit(cl, epoch, 1000)
+	require.Zero(t, res.ErrorCode, "%v", kerr.ErrorForCode(res.ErrorCode))
+	require.Equal(t, pid, res.ProducerID)
+	require.Equal(t, epoch+1, res.ProducerEpoch, "the current producer's next epoch")
+	epoch = res.ProducerEpoch
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Topics = id, pid, epoch, []kmsg.AddPartitionsToTxnRequestTopic{rt}
+	ares, err := add.RequestWith(ctx, coord)
+	require.NoError(t, err)
+	require.Zero(t, ares.Topics[0].Partitions[0].ErrorCode)
+	testenv.Wait(t, 30*time.Second, "the timeout's abort", func() error {
+		if st := state(); st.State != "CompleteAbort" {
+			return fmt.Errorf("%s at epoch %d", st.State, st.ProducerEpoch)
+		}
+		return nil
+	})
+	require.Equal(t, epoch+1, state().ProducerEpoch, "the timeout's abort bumped the epoch")
+	res = reinit(cl, epoch, 10000)
+	require.Zero(t, res.ErrorCode, "%v", kerr.ErrorForCode(res.ErrorCode))
+	require.Equal(t, epoch+1, res.ProducerEpoch, "the recovering producer gets the bumped epoch, not a second bump")
+	epoch = res.ProducerEpoch
+
+	// A newer incarnation (no producer id) fences it; its recovery is
+	// refused at v4+ and v3 alike, each with the code it knows.
+	_, ires = initTxn(t, cl, id)
+	require.Equal(t, epoch+1, ires.ProducerEpoch)
+	res = reinit(cl, epoch, 10000)
+	require.EqualValues(t, 5, res.Version)
+	require.Equal(t, kerr.ProducerFenced.Code, res.ErrorCode, "%v", kerr.ErrorForCode(res.ErrorCode))
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(kmsg.InitProducerID.Int16(), 3)
+	res = reinit(client(t, kgo.MaxVersions(vs)), epoch, 10000)
+	require.EqualValues(t, 3, res.Version)
+	require.Equal(t, kerr.InvalidProducerEpoch.Code, res.ErrorCode, "%v", kerr.ErrorForCode(res.ErrorCode))
+	require.Equal(t, ires.ProducerEpoch, state().ProducerEpoch, "the newer incarnation's epoch stands")
 }

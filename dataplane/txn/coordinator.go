@@ -223,8 +223,9 @@ func (c *Coordinator) write(ctx context.Context, k Key, op func(s *Shard, pid in
 // gets its epoch bumped, or a new producer id at epoch 0 when the bump
 // would reach math.MaxInt16 (the last epoch is kept for an end's bump).
 // timeout 0 is Config.DefaultTimeout. It answers once written. A new id is
-// created only when Config.Admit admits it.
-func (c *Coordinator) InitProducer(ctx context.Context, tenantID, transactionalID string, timeout time.Duration) (producerID int64, epoch int16, err error) {
+// created only when Config.Admit admits it. With expect, only that
+// producer may ask (Shard.InitProducer: KIP-360's recovery).
+func (c *Coordinator) InitProducer(ctx context.Context, tenantID, transactionalID string, timeout time.Duration, expect *Producer) (producerID int64, epoch int16, err error) {
 	k := Key{tenantID, transactionalID}
 	if !c.Current() {
 		return 0, 0, fmt.Errorf("%w: transaction state partition %d moved from leader epoch %d", ErrNotCoordinator, c.cfg.Partition, c.cfg.LeaderEpoch)
@@ -255,7 +256,7 @@ func (c *Coordinator) InitProducer(ctx context.Context, tenantID, transactionalI
 		}
 	}
 	p, err := c.write(ctx, k, func(s *Shard, pid int64, now time.Time) (runtime.Result[Producer], error) {
-		return s.InitProducer(k, timeout, pid, now)
+		return s.InitProducer(k, timeout, expect, pid, now)
 	})
 	return p.ID, p.Epoch, err
 }

@@ -33,7 +33,10 @@ func TestTxnTransitions(t *testing.T) {
 	addOffsets := func(f *fixture, p producer) error {
 		return f.c.AddOffsets(f.ctx, tenant, "t", p.id, p.epoch, "g")
 	}
-	initP := func(f *fixture, _ producer) error { _, _, err := f.c.InitProducer(f.ctx, tenant, "t", 0); return err }
+	initP := func(f *fixture, _ producer) error {
+		_, _, err := f.c.InitProducer(f.ctx, tenant, "t", 0, nil)
+		return err
+	}
 	// prep returns the producer the call uses.
 	fresh := func(t *testing.T, f *fixture) producer { return f.init(t, "t") }
 	ongoing := func(t *testing.T, f *fixture) producer {
@@ -151,7 +154,7 @@ func TestTxnRefusals(t *testing.T) {
 	_, err = f.end(producer{1, 0}, "nobody", true)
 	require.ErrorIs(t, err, ErrUnknownTransactionalID)
 	for _, d := range []time.Duration{-time.Second, 16 * time.Minute} {
-		_, _, err = f.c.InitProducer(f.ctx, tenant, "t", d)
+		_, _, err = f.c.InitProducer(f.ctx, tenant, "t", d, nil)
 		require.ErrorIs(t, err, ErrInvalidTimeout)
 	}
 	_, ok := f.c.Describe(tenant, "t")
@@ -163,7 +166,7 @@ func TestTxnRefusals(t *testing.T) {
 
 	// Not loaded.
 	c := New(openPartition(t, -1), f.config(1))
-	_, _, err = c.InitProducer(f.ctx, tenant, "t", 0)
+	_, _, err = c.InitProducer(f.ctx, tenant, "t", 0, nil)
 	require.ErrorIs(t, err, ErrNotCoordinator)
 	require.Equal(t, ClassRetriable, ClassOf(err))
 	require.ErrorIs(t, c.Load(f.ctx), errNotLeader)
@@ -313,7 +316,7 @@ func TestTxnTakeoverInEachState(t *testing.T) {
 			}
 
 			// The old coordinator is fenced.
-			_, _, err := old.InitProducer(f.ctx, tenant, "t", 0)
+			_, _, err := old.InitProducer(f.ctx, tenant, "t", 0, nil)
 			require.ErrorIs(t, err, ErrNotCoordinator)
 
 			f.markers.setFail(nil)
@@ -352,7 +355,7 @@ func TestTxnTimeout(t *testing.T) {
 	f := setup(t)
 	p1 := f.init(t, "slow")
 	require.NoError(t, f.add(p1, "slow", tp0))
-	pid, epoch, err := f.c.InitProducer(f.ctx, tenant, "patient", 10*time.Minute)
+	pid, epoch, err := f.c.InitProducer(f.ctx, tenant, "patient", 10*time.Minute, nil)
 	require.NoError(t, err)
 	p2 := producer{pid, epoch}
 	require.NoError(t, f.add(p2, "patient", tp1))
@@ -522,7 +525,7 @@ func TestTxnConcurrent(t *testing.T) {
 	for i := range 4 {
 		wg.Go(func() {
 			id := fmt.Sprintf("other-%d", i)
-			pid, epoch, err := f.c.InitProducer(f.ctx, tenant, id, 0)
+			pid, epoch, err := f.c.InitProducer(f.ctx, tenant, id, 0, nil)
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -597,7 +600,7 @@ func TestTxnForgetWhileWaiting(t *testing.T) {
 		}
 		done := make(chan result)
 		go func() {
-			pid, epoch, err := f.c.InitProducer(f.ctx, tenant, id, 0)
+			pid, epoch, err := f.c.InitProducer(f.ctx, tenant, id, 0, nil)
 			done <- result{producer{pid, epoch}, err}
 		}()
 		f.c.RunDue(f.ctx)
@@ -695,7 +698,7 @@ func TestTxnAdmitsNewIDsOnly(t *testing.T) {
 	require.Equal(t, []bool{true}, doneKnown, "done once the id exists")
 
 	pids := f.nextPID.Load()
-	_, _, err := f.c.InitProducer(f.ctx, tenant, "full", 0)
+	_, _, err := f.c.InitProducer(f.ctx, tenant, "full", 0, nil)
 	require.ErrorIs(t, err, errFull)
 	require.Equal(t, pids, f.nextPID.Load(), "no producer id allocated")
 	_, ok := f.c.Describe(tenant, "full")
@@ -745,7 +748,7 @@ func TestTxnBounds(t *testing.T) {
 	require.NoError(t, err)
 
 	// Another tenant: unbounded.
-	pid, epoch, err := f.c.InitProducer(f.ctx, "tenant-b", "t", 0)
+	pid, epoch, err := f.c.InitProducer(f.ctx, "tenant-b", "t", 0, nil)
 	require.NoError(t, err)
 	require.NoError(t, f.c.Add(f.ctx, "tenant-b", "t", pid, epoch, []TopicPartition{tp0, tp1, tp2}, []string{"g1", "g2", "g3"}))
 }
@@ -828,7 +831,7 @@ func TestTxnEndHoldsNoLockAcrossMarkers(t *testing.T) {
 	<-blocked
 	inited := make(chan producer, 1)
 	go func() {
-		pid, epoch, err := f.c.InitProducer(f.ctx, tenant, "slow", 0)
+		pid, epoch, err := f.c.InitProducer(f.ctx, tenant, "slow", 0, nil)
 		assert.NoError(t, err)
 		inited <- producer{pid, epoch}
 	}()

@@ -267,7 +267,7 @@ const tenant = "tenant-a"
 
 func (f *fixture) init(t *testing.T, id string) producer {
 	t.Helper()
-	pid, epoch, err := f.c.InitProducer(f.ctx, tenant, id, 0)
+	pid, epoch, err := f.c.InitProducer(f.ctx, tenant, id, 0, nil)
 	require.NoError(t, err)
 	return producer{pid, epoch}
 }

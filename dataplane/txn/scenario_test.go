@@ -307,7 +307,7 @@ func (w *world) run(line string) error {
 	switch cmd {
 	case "init":
 		if len(pos) != 2 {
-			return fmt.Errorf("init NAME TXNID")
+			return fmt.Errorf("init NAME TXNID [timeout=D] [expect=PID/EPOCH]")
 		}
 		var timeout time.Duration
 		if v, ok := opts["timeout"]; ok {
@@ -317,9 +317,17 @@ func (w *world) run(line string) error {
 			}
 			timeout = d
 		}
+		var expect *Producer
+		if v, ok := opts["expect"]; ok {
+			var e Producer
+			if _, err := fmt.Sscanf(v, "%d/%d", &e.ID, &e.Epoch); err != nil {
+				return fmt.Errorf("expect=PID/EPOCH: %w", err)
+			}
+			expect = &e
+		}
 		k := Key{tenant, pos[1]}
 		p, err := drive(w, k, func(s *Shard, pid int64, now time.Time) (runtime.Result[Producer], error) {
-			return s.InitProducer(k, timeout, pid, now)
+			return s.InitProducer(k, timeout, expect, pid, now)
 		})
 		pid, epoch := p.ID, p.Epoch
 		if err == nil {

@@ -187,7 +187,17 @@ func pending(k Key, t *Transaction) error {
 // open transaction aborted (its answer has again set: run it once more),
 // then gets its epoch bumped, or a new producer id at epoch 0 when the
 // bump would reach math.MaxInt16.
-func (s *Shard) InitProducer(k Key, timeout time.Duration, pid int64, now time.Time) (runtime.Result[Producer], error) {
+//
+// With expect, the producer id and epoch the caller has (Kafka's
+// InitProducerId v3+, KIP-360: a producer recovering from an abortable
+// error, as a timeout's abort, asks for its next epoch), a known id's
+// current producer must be it, and is bumped as above; if its epoch was
+// bumped already, by a timeout's abort or by the abort of its open
+// transaction (this same init's first pass, or a retry of it), the
+// current epoch is its answer, with nothing written, as Kafka answers;
+// any other producer is fenced (ErrProducerFenced), so that a zombie
+// recovering cannot take the id back from its newer incarnation.
+func (s *Shard) InitProducer(k Key, timeout time.Duration, expect *Producer, pid int64, now time.Time) (runtime.Result[Producer], error) {
 	var none runtime.Result[Producer]
 	timeout, err := s.timeout(timeout)
 	if err != nil {
@@ -198,6 +208,16 @@ func (s *Shard) InitProducer(k Key, timeout time.Duration, pid int64, now time.T
 	if t != nil {
 		if t.State.preparing() {
 			return none, pending(k, t)
+		}
+		if expect != nil {
+			switch {
+			case expect.ID == t.ProducerID && expect.Epoch == t.Epoch:
+			case expect.ID == t.LastProducerID && expect.Epoch == t.LastEpoch && t.State.complete() &&
+				(t.EndedBy == EndedByTimeout || t.EndedBy == EndedByInit):
+				return runtime.Result[Producer]{Response: Producer{ID: t.ProducerID, Epoch: t.Epoch}}, nil
+			default:
+				return none, fmt.Errorf("%w: transactional id %q is at producer %d epoch %d, not %d epoch %d", ErrProducerFenced, k.TransactionalID, t.ProducerID, t.Epoch, expect.ID, expect.Epoch)
+			}
 		}
 		if t.State == StateOngoing {
 			u, err := s.end(k, t, false, EndedByInit, BumpEpoch, pid, now)

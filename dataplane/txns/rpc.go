@@ -60,6 +60,10 @@ type InitRequest struct {
 	// TimeoutMs is the transaction timeout asked: 0 is the coordinator's
 	// default (60 s, or Config.MaxTransactionTimeout if shorter).
 	TimeoutMs int64
+	// Expect, when set, is the producer id and epoch the caller has
+	// (Kafka's InitProducerId v3+, KIP-360): only the id's current
+	// producer may ask, else ProducerFenced (txn.Shard.InitProducer).
+	Expect *Producer
 }
 
 // InitProducer gives the transactional id's new producer incarnation its
@@ -77,7 +81,11 @@ func (s *Service) InitProducer(ctx context.Context, req InitRequest) (Producer, 
 	if err != nil {
 		return Producer{}, err
 	}
-	pid, epoch, err := c.InitProducer(ctx, req.TenantID, req.TransactionalID, timeout)
+	var expect *txn.Producer
+	if e := req.Expect; e != nil {
+		expect = &txn.Producer{ID: e.ID, Epoch: e.Epoch}
+	}
+	pid, epoch, err := c.InitProducer(ctx, req.TenantID, req.TransactionalID, timeout, expect)
 	if err != nil {
 		return Producer{}, txnError(err)
 	}
