@@ -76,6 +76,7 @@ var codes = [...]connect.Code{
 	derr.StaleMemberEpoch:                   connect.CodeFailedPrecondition,
 	derr.FencedInstanceID:                   connect.CodeFailedPrecondition,
 	derr.NonEmptyGroup:                      connect.CodeFailedPrecondition,
+	derr.GroupSubscribedToTopic:             connect.CodeFailedPrecondition,
 	derr.GroupIDNotFound:                    connect.CodeNotFound,
 }
 

@@ -103,7 +103,11 @@ type groupState struct {
 	// pending: producer id → the offsets its open transaction committed
 	// (TxnCommitOffsets), not yet the group's until its commit marker.
 	pending map[int64]map[TopicPartition]pendingOffset
-	members *group.Group // nil until the first heartbeat at this coordinator
+	// offsetsDeleted: the log offset of each partition's last offset
+	// deletion (DeleteOffsets), so that an older commit applied after it
+	// does not bring the offset back.
+	offsetsDeleted map[TopicPartition]int64
+	members        *group.Group // nil until the first heartbeat at this coordinator
 	// classic: the group's members of Kafka's classic protocol (nil until
 	// the first JoinGroup here); classicArmed: the deadline a timer is
 	// armed for.
@@ -228,6 +232,17 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, tenantID, groupID string)
 	gk := GroupKey{tenantID, groupID}
 	_, err := writeOp(ctx, c, gk, func(s *Shard, _ time.Time) (runtime.Result[struct{}], error) { return s.DeleteGroup(gk) })
 	return err
+}
+
+// DeleteOffsets deletes the group's committed offsets of parts, but for
+// those of topics its members subscribe to (Shard.DeleteOffsets), written
+// to the offsets partition (acks=all); it answers which parts were left
+// for that reason.
+func (c *Coordinator) DeleteOffsets(ctx context.Context, tenantID, groupID string, parts []OffsetDeletion, classic ClassicSubscriptions) ([]bool, error) {
+	gk := GroupKey{tenantID, groupID}
+	return writeOp(ctx, c, gk, func(s *Shard, now time.Time) (runtime.Result[[]bool], error) {
+		return s.DeleteOffsets(gk, parts, classic, now)
+	})
 }
 
 // TxnCommitOffsets writes offsets committed inside producerID's

@@ -58,6 +58,15 @@ func offsetRecord(tenantID, groupID string, oc OffsetCommit, now time.Time) grou
 	}
 }
 
+// offsetDeletedRecord deletes one partition's committed offset: the offset
+// key with no value (a tombstone, which a compacted offsets topic keeps
+// last for the key).
+func offsetDeletedRecord(tenantID, groupID string, d OffsetDeletion) groupRecord {
+	return groupRecord{key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_Offset{
+		Offset: &coordinatorv1.OffsetKey{TopicId: d.TopicID, Topic: d.Topic, Partition: d.Partition},
+	}}}
+}
+
 // staticMemberRecord records the member id of a static member's latest
 // incarnation.
 func staticMemberRecord(tenantID, groupID, instanceID, memberID string, now time.Time) groupRecord {
@@ -103,14 +112,16 @@ func encodeAll(recs []groupRecord) ([]runtime.Record, error) {
 
 // decodeGroupRecord reads one record of the offsets partition.
 func decodeGroupRecord(r runtime.Record) (*coordinatorv1.GroupRecordKey, *coordinatorv1.GroupRecordValue, error) {
-	k, v := &coordinatorv1.GroupRecordKey{}, &coordinatorv1.GroupRecordValue{}
+	k := &coordinatorv1.GroupRecordKey{}
 	if err := proto.Unmarshal(r.Key, k); err != nil {
 		return nil, nil, fmt.Errorf("record key: %w", err)
 	}
-	if r.Value != nil {
-		if err := proto.Unmarshal(r.Value, v); err != nil {
-			return nil, nil, fmt.Errorf("record value: %w", err)
-		}
+	if r.Value == nil {
+		return k, nil, nil // a deletion
+	}
+	v := &coordinatorv1.GroupRecordValue{}
+	if err := proto.Unmarshal(r.Value, v); err != nil {
+		return nil, nil, fmt.Errorf("record value: %w", err)
 	}
 	return k, v, nil
 }
@@ -144,9 +155,10 @@ func (st *state) group(gk GroupKey) *groupState {
 	return g
 }
 
-// apply applies one record; a record older (in the log) than what a key
-// holds is ignored, so concurrent commits resolve in log order, and so is
-// one older than the group's deletion.
+// apply applies one record (v nil: a deletion); a record older (in the
+// log) than what a key holds is ignored, so concurrent commits resolve in
+// log order, and so is one older than the group's deletion or than its
+// offset's.
 func (st *state) apply(logOffset int64, k *coordinatorv1.GroupRecordKey, v *coordinatorv1.GroupRecordValue) {
 	gk := GroupKey{k.GetTenantId(), k.GetGroup()}
 	if del, ok := st.deleted[gk]; ok && logOffset < del {
@@ -167,7 +179,15 @@ func (st *state) apply(logOffset int64, k *coordinatorv1.GroupRecordKey, v *coor
 	case *coordinatorv1.GroupRecordKey_Offset:
 		g := st.group(gk)
 		tk := TopicPartition{kind.Offset.GetTopicId(), kind.Offset.GetPartition()}
-		if cur, ok := g.offsets[tk]; ok && cur.logOffset > logOffset {
+		if cur, ok := g.offsets[tk]; ok && cur.logOffset > logOffset || g.offsetDeletedAfter(tk, logOffset) {
+			return
+		}
+		if v == nil { // deleted (DeleteOffsets)
+			delete(g.offsets, tk)
+			if g.offsetsDeleted == nil {
+				g.offsetsDeleted = map[TopicPartition]int64{}
+			}
+			g.offsetsDeleted[tk] = logOffset
 			return
 		}
 		g.offsets[tk] = Committed{
@@ -179,4 +199,11 @@ func (st *state) apply(logOffset int64, k *coordinatorv1.GroupRecordKey, v *coor
 	case *coordinatorv1.GroupRecordKey_TxnMarker:
 		st.applyTxnMarker(gk, logOffset, kind.TxnMarker.GetProducerId(), v)
 	}
+}
+
+// offsetDeletedAfter reports whether tk's offset was deleted at a log
+// offset past logOffset.
+func (g *groupState) offsetDeletedAfter(tk TopicPartition, logOffset int64) bool {
+	at, ok := g.offsetsDeleted[tk]
+	return ok && at > logOffset
 }

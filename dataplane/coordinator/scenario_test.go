@@ -164,6 +164,18 @@ func (w *gworld) run(line string) error {
 		}
 		res, err := w.shard.DeleteGroup(GroupKey{"tenant-a", args[0]})
 		w.write("delete "+args[0], res, err)
+	case "delete-offsets":
+		if err := need(2, "delete-offsets GROUP T:P,..."); err != nil {
+			return err
+		}
+		var parts []OffsetDeletion
+		for _, tp := range strings.Split(args[1], ",") {
+			topic, p, _ := strings.Cut(tp, ":")
+			parts = append(parts, OffsetDeletion{TopicID: w.topicID(topic), Topic: topic, Partition: int32(num(p))})
+		}
+		none := func(string, [][]byte) ([]string, bool) { return nil, false }
+		res, err := w.shard.DeleteOffsets(GroupKey{"tenant-a", args[0]}, parts, none, w.now)
+		w.write("delete-offsets "+args[0], runtime.Result[struct{}]{Update: res.Update}, err)
 	case "recreate":
 		if err := need(1, "recreate TOPIC"); err != nil {
 			return err

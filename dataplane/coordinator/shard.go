@@ -155,6 +155,78 @@ func (s *Shard) DeleteGroup(gk GroupKey) (runtime.Result[struct{}], error) {
 	return write(groupDeletedRecord(gk.Tenant, gk.Group))
 }
 
+// OffsetDeletion names one partition whose committed offset DeleteOffsets
+// deletes.
+type OffsetDeletion struct {
+	TopicID, Topic string
+	Partition      int32
+}
+
+// ClassicSubscriptions answers the topics a classic group's members
+// subscribe to, from the group's protocol type and every member's
+// protocol metadata (Kafka's consumer protocol carries them); ok false
+// when it cannot tell (another protocol type).
+type ClassicSubscriptions func(protocolType string, metadata [][]byte) (topics []string, ok bool)
+
+// DeleteOffsets deletes the group's committed offsets of parts (Kafka's
+// OffsetDelete): a deletion record for each that has one; a part without
+// one is done already. Parts of a topic the group's members subscribe to
+// are left as they are, and answered true: a KIP-848 member's
+// subscriptions count, and a classic member's as classic tells them; a
+// group with classic members whose subscriptions classic cannot tell is
+// refused (ErrGroupActive), as is a part with offsets pending in an open
+// transaction (ErrUnstableOffset, wrapped).
+func (s *Shard) DeleteOffsets(gk GroupKey, parts []OffsetDeletion, classic ClassicSubscriptions, now time.Time) (runtime.Result[[]bool], error) {
+	var none runtime.Result[[]bool]
+	subscribed := map[string]bool{}
+	gs := s.st.groups[gk]
+	if gs != nil && gs.members != nil {
+		for _, m := range gs.members.Describe(now).Members {
+			for _, t := range m.Subscriptions {
+				subscribed[t] = true
+			}
+		}
+	}
+	if gs != nil && gs.classic != nil {
+		if gs.classic.Members() > 0 { // (a member past its session timeout counts until the group's timer removes it)
+			protocolType, metadata := gs.classic.Subscriptions()
+			topics, ok := classic(protocolType, metadata)
+			if !ok {
+				return none, fmt.Errorf("group %q %w of protocol type %q, whose subscriptions are not known: stop them first", gk.Group, ErrGroupActive, protocolType)
+			}
+			for _, t := range topics {
+				subscribed[t] = true
+			}
+		}
+	}
+	left := make([]bool, len(parts))
+	var recs []groupRecord
+	var tps []TopicPartition
+	for i, d := range parts {
+		if left[i] = subscribed[d.Topic]; left[i] {
+			continue
+		}
+		tk := TopicPartition{d.TopicID, d.Partition}
+		if gs == nil {
+			continue
+		}
+		if _, ok := gs.offsets[tk]; ok {
+			recs = append(recs, offsetDeletedRecord(gk.Tenant, gk.Group, d))
+		}
+		tps = append(tps, tk)
+	}
+	if len(tps) > 0 {
+		if err := s.unstable(gk, tps); err != nil {
+			return none, err
+		}
+	}
+	if len(recs) == 0 {
+		return runtime.Result[[]bool]{Response: left}, nil
+	}
+	w, err := write(recs...)
+	return runtime.Result[[]bool]{Update: w.Update, Response: left}, err
+}
+
 // Offsets returns a copy of the group's committed offsets (nil when none).
 func (s *Shard) Offsets(gk GroupKey) map[TopicPartition]Committed {
 	g := s.st.groups[gk]

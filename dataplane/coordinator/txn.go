@@ -227,8 +227,8 @@ func (st *state) applyTxnMarker(gk GroupKey, logOffset, producerID int64, v *coo
 		if !v.GetCommit() {
 			continue
 		}
-		if cur, ok := g.offsets[tk]; ok && cur.logOffset > po.logOffset {
-			continue // a plain commit later in the log wins
+		if cur, ok := g.offsets[tk]; ok && cur.logOffset > po.logOffset || g.offsetDeletedAfter(tk, po.logOffset) {
+			continue // a plain commit or a deletion later in the log wins
 		}
 		g.offsets[tk] = po.Committed
 	}

@@ -222,6 +222,9 @@ const (
 	// GroupIDNotFound: the coordinator does not know the group
 	// (GROUP_ID_NOT_FOUND).
 	GroupIDNotFound
+	// GroupSubscribedToTopic: the group's members consume the topic, so
+	// its offsets there stay (GROUP_SUBSCRIBED_TO_TOPIC).
+	GroupSubscribedToTopic
 
 	numKinds
 )
@@ -289,6 +292,7 @@ var kindNames = [numKinds]string{
 	FencedInstanceID:                   "FencedInstanceID",
 	NonEmptyGroup:                      "NonEmptyGroup",
 	GroupIDNotFound:                    "GroupIDNotFound",
+	GroupSubscribedToTopic:             "GroupSubscribedToTopic",
 }
 
 // Kinds lists every kind, for tables that must cover them all.

@@ -833,3 +833,16 @@ func (g *Classic) Describe() ClassicDescription {
 	}
 	return d
 }
+
+// Subscriptions returns the group's protocol type and the metadata of
+// every protocol of every member (for Kafka's consumer protocol, each
+// names the member's subscribed topics; a member's protocols name the
+// same ones), for OffsetDelete to tell which topics the group consumes.
+func (g *Classic) Subscriptions() (protocolType string, metadata [][]byte) {
+	for _, id := range g.memberIDs() {
+		for _, p := range g.members[id].protocols {
+			metadata = append(metadata, p.Metadata)
+		}
+	}
+	return g.protocolType, metadata
+}

@@ -227,6 +227,80 @@ func (s *Service) DeleteGroup(ctx context.Context, tenantID, groupID string) err
 	return nil
 }
 
+// DeleteOffsetsRequest deletes a group's committed offsets of some
+// partitions (Kafka's OffsetDelete).
+type DeleteOffsetsRequest struct {
+	TenantID, Group string
+	Topics          []TopicPartitions
+	// Classic tells a classic group's subscribed topics from its members'
+	// protocol metadata (the Kafka adapter's reading of the consumer
+	// protocol); nil: none can be told.
+	Classic coordinator.ClassicSubscriptions
+}
+
+// DeletedOffsets is DeleteOffsets' answer for one topic: per partition in
+// the request's order, nil (deleted, or none was committed) or its
+// refusal (UnknownTopicOrPartition, GroupSubscribedToTopic).
+type DeletedOffsets struct {
+	Topic string
+	Errs  []error
+}
+
+// DeleteOffsets deletes the group's committed offsets of the request's
+// partitions, but for those of a topic its members subscribe to (refused
+// GroupSubscribedToTopic, as Kafka does: its consumers would lose their
+// place); a partition with no committed offset is no error. A group
+// unknown here is GroupIDNotFound; one with members whose subscriptions
+// cannot be told (a classic group not of the consumer protocol),
+// NonEmptyGroup; one with offsets pending in an open transaction on a
+// partition to delete, UnstableOffsetCommit.
+func (s *Service) DeleteOffsets(ctx context.Context, req DeleteOffsetsRequest) ([]DeletedOffsets, error) {
+	c, err := s.call(ctx, req.TenantID, req.Group)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, ok := c.Describe(s.deps.Now(), req.TenantID, req.Group); !ok {
+		return nil, groupNotFound(req.Group)
+	}
+	meta := s.deps.View()
+	out := make([]DeletedOffsets, len(req.Topics))
+	type slot struct{ t, p int }
+	var parts []coordinator.OffsetDeletion
+	var slots []slot
+	for ti, rt := range req.Topics {
+		out[ti] = DeletedOffsets{Topic: rt.Topic, Errs: make([]error, len(rt.Partitions))}
+		t, ok := meta.Topic(req.TenantID, rt.Topic)
+		for pi, p := range rt.Partitions {
+			switch {
+			case !ok:
+				out[ti].Errs[pi] = meta.TopicNotFound(rt.Topic)
+			case p < 0 || int(p) >= len(t.Partitions):
+				out[ti].Errs[pi] = derr.New(derr.UnknownTopicOrPartition, "topic %q has partitions 0..%d; got %d", rt.Topic, len(t.Partitions)-1, p)
+			default:
+				parts = append(parts, coordinator.OffsetDeletion{TopicID: t.ID, Topic: t.Name, Partition: p})
+				slots = append(slots, slot{ti, pi})
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return out, nil
+	}
+	classic := req.Classic
+	if classic == nil {
+		classic = func(string, [][]byte) ([]string, bool) { return nil, false }
+	}
+	left, err := c.DeleteOffsets(ctx, req.TenantID, req.Group, parts, classic)
+	if err != nil {
+		return nil, offsetsError(err)
+	}
+	for i, sl := range slots {
+		if left[i] {
+			out[sl.t].Errs[sl.p] = derr.New(derr.GroupSubscribedToTopic, "group %q: its members subscribe to topic %q; its offsets stay while they do", req.Group, parts[i].Topic)
+		}
+	}
+	return out, nil
+}
+
 // OffsetSpec says which offset a reset or a lookup is for; its values are
 // the API's (sluice.v1.OffsetSpec).
 type OffsetSpec int32

@@ -52,6 +52,7 @@ var versions = map[int16][2]int16{
 	kmsg.ConsumerGroupDescribe.Int16():  {0, 1},
 	kmsg.ListGroups.Int16():             {0, 5},
 	kmsg.DeleteGroups.Int16():           {0, 2},
+	kmsg.OffsetDelete.Int16():           {0, 0},
 	// Transactions, before and with KIP-890 part 2 (see Txns).
 	// AddPartitionsToTxn v4+ is brokers' own (a batch of transactions).
 	kmsg.AddPartitionsToTxn.Int16():   {0, 3},
@@ -305,6 +306,8 @@ func (c *conn) dispatch(ctx context.Context, h header, req kmsg.Request) (kmsg.R
 		return c.listGroups(ctx, r), 0, nil
 	case *kmsg.DeleteGroupsRequest:
 		return c.deleteGroups(ctx, r), 0, nil
+	case *kmsg.OffsetDeleteRequest:
+		return c.offsetDelete(ctx, r), 0, nil
 	case *kmsg.JoinGroupRequest:
 		return c.joinGroup(ctx, h.clientID, r), 0, nil
 	case *kmsg.SyncGroupRequest:

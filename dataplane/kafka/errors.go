@@ -75,6 +75,7 @@ var codes = map[derr.Kind]int16{
 	derr.StaleMemberEpoch:                   kerr.StaleMemberEpoch.Code,
 	derr.FencedInstanceID:                   kerr.FencedInstanceID.Code,
 	derr.NonEmptyGroup:                      kerr.NonEmptyGroup.Code,
+	derr.GroupSubscribedToTopic:             kerr.GroupSubscribedToTopic.Code,
 	derr.GroupIDNotFound:                    kerr.GroupIDNotFound.Code,
 }
 

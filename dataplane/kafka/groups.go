@@ -31,6 +31,7 @@ type Groups interface {
 	ListGroups(ctx context.Context, req groups.ListGroupsRequest) ([]groups.GroupSummary, error)
 	DescribeGroup(ctx context.Context, req groups.DescribeRequest) (groups.Description, error)
 	DeleteGroup(ctx context.Context, tenantID, groupID string) error
+	DeleteOffsets(ctx context.Context, req groups.DeleteOffsetsRequest) ([]groups.DeletedOffsets, error)
 	// The classic protocol's.
 	JoinGroup(ctx context.Context, req groups.JoinRequest) (group.JoinResponse, error)
 	SyncGroup(ctx context.Context, tenantID, groupID string, req group.SyncRequest) (group.SyncResponse, error)
@@ -494,6 +495,66 @@ func (c *conn) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) 
 		res.Groups = append(res.Groups, g)
 	}
 	return res
+}
+
+// offsetDelete deletes a group's committed offsets of some partitions
+// (KIP-496), with the admin scope (Kafka asks Delete on the group): not of
+// a topic its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC, per
+// partition); the members' subscriptions of a classic group are read from
+// their consumer-protocol metadata.
+func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
+	res := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	dreq := groups.DeleteOffsetsRequest{TenantID: c.sess.tenantID, Group: req.Group, Classic: consumerSubscriptions}
+	for _, rt := range req.Topics {
+		tp := groups.TopicPartitions{Topic: rt.Topic}
+		for _, p := range rt.Partitions {
+			tp.Partitions = append(tp.Partitions, p.Partition)
+		}
+		dreq.Topics = append(dreq.Topics, tp)
+	}
+	var deleted []groups.DeletedOffsets
+	var err error
+	if !c.sess.p.Has(tenants.ScopeAdmin) {
+		err = derr.New(derr.GroupAuthorizationFailed, "group %q: deleting its offsets needs the admin scope", req.Group)
+	} else {
+		deleted, err = c.s.d.Groups.DeleteOffsets(ctx, dreq)
+	}
+	if err != nil {
+		res.ErrorCode = groupCode(err)
+		return res
+	}
+	for _, d := range deleted {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = d.Topic
+		for i, p := range dreq.Topics[len(res.Topics)].Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition = p
+			if d.Errs[i] != nil {
+				rp.ErrorCode = errorCode(d.Errs[i], atCoordinator)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		res.Topics = append(res.Topics, rt)
+	}
+	return res
+}
+
+// consumerSubscriptions reads the topics a classic group's members
+// subscribe to from their protocol metadata, when the group speaks the
+// consumer protocol (groups.DeleteOffsetsRequest.Classic).
+func consumerSubscriptions(protocolType string, metadata [][]byte) ([]string, bool) {
+	if protocolType != consumerProtocol {
+		return nil, false
+	}
+	var topics []string
+	for _, md := range metadata {
+		var m kmsg.ConsumerMemberMetadata
+		if err := m.ReadFrom(md); err != nil {
+			return nil, false // unreadable: not known, so nothing is deleted under a member
+		}
+		topics = append(topics, m.Topics...)
+	}
+	return topics, true
 }
 
 // classicCode is the Kafka error code of a classic group call's err: the
