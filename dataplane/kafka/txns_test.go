@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -563,7 +564,10 @@ func TestTransactionsDelayedRequests(t *testing.T) {
 // the bumped one; the current producer gets its next epoch. A zombie, the
 // older incarnation a newer init fenced, cannot take the id back by
 // recovering: PRODUCER_FENCED at v4+, INVALID_PRODUCER_EPOCH at v3 (which
-// predates the code), and the newer incarnation goes on.
+// predates the code), and the newer incarnation goes on. On the way: the
+// end of the timed-out transaction is TRANSACTION_ABORTABLE, or
+// INVALID_PRODUCER_EPOCH to EndTxn before v4; ListTransactions' duration
+// filter leaves out a transaction open for less than it.
 func TestTransactionsInitProducerIdRecovery(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -614,6 +618,21 @@ func TestTransactionsInitProducerIdRecovery(t *testing.T) {
 		return nil
 	})
 	require.Equal(t, epoch+1, state().ProducerEpoch, "the timeout's abort bumped the epoch")
+	// Its end is told the transaction is abortable: TRANSACTION_ABORTABLE
+	// from EndTxn v4, INVALID_PRODUCER_EPOCH (which such clients treat
+	// as abortable) before.
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, true
+	eres, err := end.RequestWith(ctx, coord)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, eres.Version)
+	require.Equal(t, kerr.TransactionAbortable.Code, eres.ErrorCode, "%v", kerr.ErrorForCode(eres.ErrorCode))
+	old := kversion.Stable()
+	old.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 3)
+	eres, err = end.RequestWith(ctx, client(t, kgo.MaxVersions(old)).Broker(int(coordID)))
+	require.NoError(t, err)
+	require.EqualValues(t, 3, eres.Version)
+	require.Equal(t, kerr.InvalidProducerEpoch.Code, eres.ErrorCode, "%v", kerr.ErrorForCode(eres.ErrorCode))
 	res = reinit(cl, epoch, 10000)
 	require.Zero(t, res.ErrorCode, "%v", kerr.ErrorForCode(res.ErrorCode))
 	require.Equal(t, epoch+1, res.ProducerEpoch, "the recovering producer gets the bumped epoch, not a second bump")
@@ -632,4 +651,24 @@ func TestTransactionsInitProducerIdRecovery(t *testing.T) {
 	require.EqualValues(t, 3, res.Version)
 	require.Equal(t, kerr.InvalidProducerEpoch.Code, res.ErrorCode, "%v", kerr.ErrorForCode(res.ErrorCode))
 	require.Equal(t, ires.ProducerEpoch, state().ProducerEpoch, "the newer incarnation's epoch stands")
+
+	// The newer incarnation opens a transaction (10 s timeout).
+	// ListTransactions' duration filter (v1): open at least that long.
+	add.ProducerEpoch = ires.ProducerEpoch
+	ares, err = add.RequestWith(ctx, coord)
+	require.NoError(t, err)
+	require.Zero(t, ares.Topics[0].Partitions[0].ErrorCode)
+	list := kmsg.NewPtrListTransactionsRequest()
+	list.DurationFilterMillis = 60_000
+	lres, err := list.RequestWith(ctx, coord)
+	require.NoError(t, err)
+	for _, st := range lres.TransactionStates {
+		require.NotEqual(t, id, st.TransactionalID, "open for less than a minute, yet listed by a one-minute filter")
+	}
+	list.DurationFilterMillis = 0
+	lres, err = list.RequestWith(ctx, coord)
+	require.NoError(t, err)
+	require.True(t, slices.ContainsFunc(lres.TransactionStates, func(st kmsg.ListTransactionsResponseTransactionState) bool {
+		return st.TransactionalID == id && st.TransactionState == "Ongoing"
+	}), "the open transaction, listed with a filter of 0: %+v", lres.TransactionStates)
 }
