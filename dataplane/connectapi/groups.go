@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluicemq/sluice/dataplane/group"
+	"github.com/sluicemq/sluice/dataplane/derr"
 	"github.com/sluicemq/sluice/dataplane/groups"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
@@ -239,6 +240,34 @@ func (g *Groups) DeleteGroup(ctx context.Context, req *connect.Request[sluicev1.
 	}
 	err = g.svc.DeleteGroup(ctx, tenantID, req.Msg.GetGroup())
 	return answer(ctx, g, req, err, sluicev1connect.GroupServiceClient.DeleteGroup, func() *sluicev1.DeleteGroupResponse { return &sluicev1.DeleteGroupResponse{} })
+}
+
+// DeleteOffsets deletes the group's committed offsets of one topic's
+// partitions (groups.Service.DeleteOffsets): refused as a whole when its
+// members subscribe to the topic, or a partition is not the topic's.
+func (g *Groups) DeleteOffsets(ctx context.Context, req *connect.Request[sluicev1.DeleteOffsetsRequest]) (*connect.Response[sluicev1.DeleteOffsetsResponse], error) {
+	tenantID, err := callerTenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	var deleted []groups.DeletedOffsets
+	if m.GetTopic() == "" {
+		err = derr.New(derr.InvalidRequest, "topic: must not be empty")
+	} else {
+		deleted, err = g.svc.DeleteOffsets(ctx, groups.DeleteOffsetsRequest{
+			TenantID: tenantID, Group: m.GetGroup(),
+			Topics: []groups.TopicPartitions{{Topic: m.GetTopic(), Partitions: m.GetPartitions()}}, AllPartitions: len(m.GetPartitions()) == 0,
+		})
+	}
+	for _, d := range deleted {
+		for _, e := range d.Errs {
+			if e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	return answer(ctx, g, req, err, sluicev1connect.GroupServiceClient.DeleteOffsets, func() *sluicev1.DeleteOffsetsResponse { return &sluicev1.DeleteOffsetsResponse{} })
 }
 
 func (g *Groups) ResetOffsets(ctx context.Context, req *connect.Request[sluicev1.ResetOffsetsRequest]) (*connect.Response[sluicev1.ResetOffsetsResponse], error) {

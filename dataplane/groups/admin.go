@@ -232,6 +232,9 @@ func (s *Service) DeleteGroup(ctx context.Context, tenantID, groupID string) err
 type DeleteOffsetsRequest struct {
 	TenantID, Group string
 	Topics          []TopicPartitions
+	// AllPartitions: each topic's every partition (its Partitions
+	// ignored).
+	AllPartitions bool
 	// Classic tells a classic group's subscribed topics from its members'
 	// protocol metadata (the Kafka adapter's reading of the consumer
 	// protocol); nil: none can be told.
@@ -239,7 +242,8 @@ type DeleteOffsetsRequest struct {
 }
 
 // DeletedOffsets is DeleteOffsets' answer for one topic: per partition in
-// the request's order, nil (deleted, or none was committed) or its
+// the request's order (with AllPartitions, the topic's; an unknown topic's
+// one answer), nil (deleted, or none was committed) or its
 // refusal (UnknownTopicOrPartition, GroupSubscribedToTopic).
 type DeletedOffsets struct {
 	Topic string
@@ -268,9 +272,19 @@ func (s *Service) DeleteOffsets(ctx context.Context, req DeleteOffsetsRequest) (
 	var parts []coordinator.OffsetDeletion
 	var slots []slot
 	for ti, rt := range req.Topics {
-		out[ti] = DeletedOffsets{Topic: rt.Topic, Errs: make([]error, len(rt.Partitions))}
 		t, ok := meta.Topic(req.TenantID, rt.Topic)
-		for pi, p := range rt.Partitions {
+		partitions := rt.Partitions
+		if req.AllPartitions {
+			partitions = []int32{0} // an unknown topic's answer
+			if ok {
+				partitions = make([]int32, len(t.Partitions))
+				for p := range partitions {
+					partitions[p] = int32(p)
+				}
+			}
+		}
+		out[ti] = DeletedOffsets{Topic: rt.Topic, Errs: make([]error, len(partitions))}
+		for pi, p := range partitions {
 			switch {
 			case !ok:
 				out[ti].Errs[pi] = meta.TopicNotFound(rt.Topic)

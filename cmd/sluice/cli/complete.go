@@ -22,8 +22,8 @@ const completeTimeout = 3 * time.Second
 // whose --topic or --group flag does.
 var (
 	topicArgCommands  = []string{"topic describe", "topic alter", "topic delete", "produce", "consume"}
-	groupArgCommands  = []string{"group describe", "group lag", "group reset-offsets", "group delete"}
-	topicFlagCommands = []string{"group reset-offsets"}
+	groupArgCommands  = []string{"group describe", "group lag", "group reset-offsets", "group delete-offsets", "group delete"}
+	topicFlagCommands = []string{"group reset-offsets", "group delete-offsets"}
 	groupFlagCommands = []string{"consume", "alerts list"}
 	txnArgCommands    = []string{"txn describe"}
 	invoiceArgCommand = "invoice get"

@@ -607,6 +607,61 @@ has members: stop them first.`,
 			return err
 		},
 	}
-	cmd.AddCommand(list, describe, lag, reset, del)
+	var (
+		delOffTopic      string
+		delOffPartitions []int32
+	)
+	delOffsets := &cobra.Command{
+		Use:   "delete-offsets GROUP --topic TOPIC",
+		Short: "Delete a group's committed offsets on a topic it no longer consumes",
+		Long: `delete-offsets deletes GROUP's committed offsets for TOPIC's partitions (all
+of them unless --partition names some): for a topic the group stopped
+consuming, whose lag would otherwise grow for ever (and keep its lag alerts
+firing). Consuming the topic with the group again starts over (at
+--offset). A partition without a committed offset is no error.
+
+It is refused (exit 1) while a member of the group subscribes to the topic,
+as Kafka's OffsetDelete is (kafka-consumer-groups --delete-offsets).`,
+		Example: `  sluice group delete-offsets billing --topic old-orders
+  sluice group delete-offsets billing --topic old-orders --partition 0,3`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, err := groupArg(args)
+			if err != nil {
+				return err
+			}
+			if delOffTopic == "" {
+				return usageError{errors.New("--topic must not be empty")}
+			}
+			for _, p := range delOffPartitions {
+				if p < 0 {
+					return usageError{fmt.Errorf("--partition must not be negative; got %d", p)}
+				}
+			}
+			gs, done, err := a.groupAdmin(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := gs.DeleteOffsets(cmd.Context(), connect.NewRequest(&sluicev1.DeleteOffsetsRequest{
+				Group: group, Topic: delOffTopic, Partitions: delOffPartitions,
+			}))
+			if err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.stdout, res.Msg)
+			}
+			_, err = fmt.Fprintf(a.stdout, "deleted group %s's offsets on topic %s\n", group, delOffTopic)
+			return err
+		},
+	}
+	df := delOffsets.Flags()
+	df.StringVar(&delOffTopic, "topic", "", "the topic whose committed offsets go (required)")
+	df.Int32SliceVar(&delOffPartitions, "partition", nil, "only partition `N` (repeatable or comma-separated; default: every partition)")
+	df.Lookup("partition").DefValue = ""
+	_ = delOffsets.MarkFlagRequired("topic")
+
+	cmd.AddCommand(list, describe, lag, reset, delOffsets, del)
 	return cmd
 }

@@ -278,7 +278,7 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 // those commands: it changes nothing by itself.
 var (
 	noEnvFlags     = []string{"value", "key", "header", "name", "description", "email", "tenant", "force", "topic"}
-	noEnvCommands  = []string{"topic alter", "group reset-offsets", "alerts policy set", "operator tenant update", "operator prices set"}
+	noEnvCommands  = []string{"topic alter", "group reset-offsets", "group delete-offsets", "alerts policy set", "operator tenant update", "operator prices set"}
 	envAlwaysFlags = []string{"operator-token"}
 )
 

@@ -93,7 +93,7 @@ func (x GroupError_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupError_Reason.Descriptor instead.
 func (GroupError_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14, 0}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{16, 0}
 }
 
 type TxnCommitOffsetsRequest struct {
@@ -866,6 +866,103 @@ func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
 	return file_sluice_v1_group_proto_rawDescGZIP(), []int{11}
 }
 
+type DeleteOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Empty: every partition of the topic.
+	Partitions    []int32 `protobuf:"varint,3,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteOffsetsRequest) Reset() {
+	*x = DeleteOffsetsRequest{}
+	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOffsetsRequest) ProtoMessage() {}
+
+func (x *DeleteOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeleteOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteOffsetsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteOffsetsRequest) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DeleteOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteOffsetsResponse) Reset() {
+	*x = DeleteOffsetsResponse{}
+	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOffsetsResponse) ProtoMessage() {}
+
+func (x *DeleteOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13}
+}
+
 type ResetOffsetsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -885,7 +982,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	mi := &file_sluice_v1_group_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +994,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[12]
+	mi := &file_sluice_v1_group_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1007,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResetOffsetsRequest) GetGroup() string {
@@ -971,7 +1068,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	mi := &file_sluice_v1_group_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1080,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[13]
+	mi := &file_sluice_v1_group_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1093,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResetOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -1016,7 +1113,7 @@ type GroupError struct {
 
 func (x *GroupError) Reset() {
 	*x = GroupError{}
-	mi := &file_sluice_v1_group_proto_msgTypes[14]
+	mi := &file_sluice_v1_group_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1125,7 @@ func (x *GroupError) String() string {
 func (*GroupError) ProtoMessage() {}
 
 func (x *GroupError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[14]
+	mi := &file_sluice_v1_group_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1138,7 @@ func (x *GroupError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupError.ProtoReflect.Descriptor instead.
 func (*GroupError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GroupError) GetReason() GroupError_Reason {
@@ -1060,7 +1157,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[15]
+	mi := &file_sluice_v1_group_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1169,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[15]
+	mi := &file_sluice_v1_group_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1182,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FindCoordinatorRequest) GetGroup() string {
@@ -1105,7 +1202,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[16]
+	mi := &file_sluice_v1_group_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1214,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[16]
+	mi := &file_sluice_v1_group_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1227,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FindCoordinatorResponse) GetBrokerId() int32 {
@@ -1157,7 +1254,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_sluice_v1_group_proto_msgTypes[17]
+	mi := &file_sluice_v1_group_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1266,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[17]
+	mi := &file_sluice_v1_group_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1279,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -1231,7 +1328,7 @@ type GroupHeartbeatRequest struct {
 
 func (x *GroupHeartbeatRequest) Reset() {
 	*x = GroupHeartbeatRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[18]
+	mi := &file_sluice_v1_group_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1340,7 @@ func (x *GroupHeartbeatRequest) String() string {
 func (*GroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[18]
+	mi := &file_sluice_v1_group_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1353,7 @@ func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GroupHeartbeatRequest) GetGroup() string {
@@ -1343,7 +1440,7 @@ type GroupHeartbeatResponse struct {
 
 func (x *GroupHeartbeatResponse) Reset() {
 	*x = GroupHeartbeatResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[19]
+	mi := &file_sluice_v1_group_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1452,7 @@ func (x *GroupHeartbeatResponse) String() string {
 func (*GroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[19]
+	mi := &file_sluice_v1_group_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1465,7 @@ func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GroupHeartbeatResponse) GetMemberId() string {
@@ -1410,7 +1507,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[20]
+	mi := &file_sluice_v1_group_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1519,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[20]
+	mi := &file_sluice_v1_group_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1532,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -1467,7 +1564,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[21]
+	mi := &file_sluice_v1_group_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1576,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[21]
+	mi := &file_sluice_v1_group_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1589,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{23}
 }
 
 type PartitionOffset struct {
@@ -1511,7 +1608,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_sluice_v1_group_proto_msgTypes[22]
+	mi := &file_sluice_v1_group_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1620,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[22]
+	mi := &file_sluice_v1_group_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1633,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -1591,7 +1688,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[23]
+	mi := &file_sluice_v1_group_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1700,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[23]
+	mi := &file_sluice_v1_group_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1713,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -1662,7 +1759,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[24]
+	mi := &file_sluice_v1_group_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1771,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[24]
+	mi := &file_sluice_v1_group_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1784,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{26}
 }
 
 type FetchOffsetsRequest struct {
@@ -1701,7 +1798,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_sluice_v1_group_proto_msgTypes[25]
+	mi := &file_sluice_v1_group_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1810,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[25]
+	mi := &file_sluice_v1_group_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1823,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -1753,7 +1850,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_sluice_v1_group_proto_msgTypes[26]
+	mi := &file_sluice_v1_group_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +1862,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_group_proto_msgTypes[26]
+	mi := &file_sluice_v1_group_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +1875,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_group_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_group_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -1857,7 +1954,14 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"rebalances\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse\"\xdd\x01\n" +
+	"\x13DeleteGroupResponse\"b\n" +
+	"\x14DeleteOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\x05R\n" +
+	"partitions\"\x17\n" +
+	"\x15DeleteOffsetsResponse\"\xdd\x01\n" +
 	"\x13ResetOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1e\n" +
@@ -1937,7 +2041,7 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"partitions\x18\x02 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\n" +
 	"partitions\"L\n" +
 	"\x14FetchOffsetsResponse\x124\n" +
-	"\aoffsets\x18\x01 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets2\x85\b\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x1a.sluice.v1.PartitionOffsetR\aoffsets2\xeb\b\n" +
 	"\fGroupService\x12l\n" +
 	"\x0fFindCoordinator\x12!.sluice.v1.FindCoordinatorRequest\x1a\".sluice.v1.FindCoordinatorResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aconsume\"\x01\x02\x12i\n" +
 	"\x0eGroupHeartbeat\x12 .sluice.v1.GroupHeartbeatRequest\x1a!.sluice.v1.GroupHeartbeatResponse\"\x12\xc2\xf3\x18\x0e\b\x02\x12\aconsume\"\x01\x02\x12]\n" +
@@ -1948,7 +2052,8 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12\x1c.sluice.v1.ListGroupsRequest\x1a\x1d.sluice.v1.ListGroupsResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x02\x12]\n" +
 	"\rDescribeGroup\x12\x1f.sluice.v1.DescribeGroupRequest\x1a .sluice.v1.DescribeGroupResponse\"\t\xc2\xf3\x18\x05\b\x02\"\x01\x02\x12^\n" +
-	"\vDeleteGroup\x12\x1d.sluice.v1.DeleteGroupRequest\x1a\x1e.sluice.v1.DeleteGroupResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x02\x12a\n" +
+	"\vDeleteGroup\x12\x1d.sluice.v1.DeleteGroupRequest\x1a\x1e.sluice.v1.DeleteGroupResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x02\x12d\n" +
+	"\rDeleteOffsets\x12\x1f.sluice.v1.DeleteOffsetsRequest\x1a .sluice.v1.DeleteOffsetsResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x02\x12a\n" +
 	"\fResetOffsets\x12\x1e.sluice.v1.ResetOffsetsRequest\x1a\x1f.sluice.v1.ResetOffsetsResponse\"\x10\xc2\xf3\x18\f\b\x02\x12\x05admin\"\x01\x02\x12x\n" +
 	"\x10TxnCommitOffsets\x12\".sluice.v1.TxnCommitOffsetsRequest\x1a#.sluice.v1.TxnCommitOffsetsResponse\"\x1b\xc2\xf3\x18\x17\b\x02\x12\aproduce\x12\aconsume\"\x01\x02B\x93\x01\n" +
 	"\rcom.sluice.v1B\n" +
@@ -1968,7 +2073,7 @@ func file_sluice_v1_group_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_group_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_sluice_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_sluice_v1_group_proto_goTypes = []any{
 	(GroupError_Reason)(0),           // 0: sluice.v1.GroupError.Reason
 	(*TxnCommitOffsetsRequest)(nil),  // 1: sluice.v1.TxnCommitOffsetsRequest
@@ -1983,62 +2088,66 @@ var file_sluice_v1_group_proto_goTypes = []any{
 	(*DescribeGroupResponse)(nil),    // 10: sluice.v1.DescribeGroupResponse
 	(*DeleteGroupRequest)(nil),       // 11: sluice.v1.DeleteGroupRequest
 	(*DeleteGroupResponse)(nil),      // 12: sluice.v1.DeleteGroupResponse
-	(*ResetOffsetsRequest)(nil),      // 13: sluice.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),     // 14: sluice.v1.ResetOffsetsResponse
-	(*GroupError)(nil),               // 15: sluice.v1.GroupError
-	(*FindCoordinatorRequest)(nil),   // 16: sluice.v1.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),  // 17: sluice.v1.FindCoordinatorResponse
-	(*TopicPartitions)(nil),          // 18: sluice.v1.TopicPartitions
-	(*GroupHeartbeatRequest)(nil),    // 19: sluice.v1.GroupHeartbeatRequest
-	(*GroupHeartbeatResponse)(nil),   // 20: sluice.v1.GroupHeartbeatResponse
-	(*LeaveGroupRequest)(nil),        // 21: sluice.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),       // 22: sluice.v1.LeaveGroupResponse
-	(*PartitionOffset)(nil),          // 23: sluice.v1.PartitionOffset
-	(*CommitOffsetsRequest)(nil),     // 24: sluice.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),    // 25: sluice.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),      // 26: sluice.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),     // 27: sluice.v1.FetchOffsetsResponse
-	(OffsetSpec)(0),                  // 28: sluice.v1.OffsetSpec
+	(*DeleteOffsetsRequest)(nil),     // 13: sluice.v1.DeleteOffsetsRequest
+	(*DeleteOffsetsResponse)(nil),    // 14: sluice.v1.DeleteOffsetsResponse
+	(*ResetOffsetsRequest)(nil),      // 15: sluice.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),     // 16: sluice.v1.ResetOffsetsResponse
+	(*GroupError)(nil),               // 17: sluice.v1.GroupError
+	(*FindCoordinatorRequest)(nil),   // 18: sluice.v1.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),  // 19: sluice.v1.FindCoordinatorResponse
+	(*TopicPartitions)(nil),          // 20: sluice.v1.TopicPartitions
+	(*GroupHeartbeatRequest)(nil),    // 21: sluice.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),   // 22: sluice.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),        // 23: sluice.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),       // 24: sluice.v1.LeaveGroupResponse
+	(*PartitionOffset)(nil),          // 25: sluice.v1.PartitionOffset
+	(*CommitOffsetsRequest)(nil),     // 26: sluice.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),    // 27: sluice.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),      // 28: sluice.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),     // 29: sluice.v1.FetchOffsetsResponse
+	(OffsetSpec)(0),                  // 30: sluice.v1.OffsetSpec
 }
 var file_sluice_v1_group_proto_depIdxs = []int32{
-	23, // 0: sluice.v1.TxnCommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
+	25, // 0: sluice.v1.TxnCommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
 	4,  // 1: sluice.v1.ListGroupsResponse.groups:type_name -> sluice.v1.GroupSummary
-	18, // 2: sluice.v1.GroupMember.assignment:type_name -> sluice.v1.TopicPartitions
-	18, // 3: sluice.v1.GroupMember.pending:type_name -> sluice.v1.TopicPartitions
-	18, // 4: sluice.v1.GroupMember.revoking:type_name -> sluice.v1.TopicPartitions
+	20, // 2: sluice.v1.GroupMember.assignment:type_name -> sluice.v1.TopicPartitions
+	20, // 3: sluice.v1.GroupMember.pending:type_name -> sluice.v1.TopicPartitions
+	20, // 4: sluice.v1.GroupMember.revoking:type_name -> sluice.v1.TopicPartitions
 	9,  // 5: sluice.v1.PartitionLag.pending_offsets:type_name -> sluice.v1.PendingOffset
 	7,  // 6: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
 	8,  // 7: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
-	28, // 8: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
-	23, // 9: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
+	30, // 8: sluice.v1.ResetOffsetsRequest.spec:type_name -> sluice.v1.OffsetSpec
+	25, // 9: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
 	0,  // 10: sluice.v1.GroupError.reason:type_name -> sluice.v1.GroupError.Reason
-	18, // 11: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
-	18, // 12: sluice.v1.GroupHeartbeatResponse.assignment:type_name -> sluice.v1.TopicPartitions
-	23, // 13: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
-	18, // 14: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
-	23, // 15: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
-	16, // 16: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
-	19, // 17: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
-	21, // 18: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
-	24, // 19: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
-	26, // 20: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
+	20, // 11: sluice.v1.GroupHeartbeatRequest.owned:type_name -> sluice.v1.TopicPartitions
+	20, // 12: sluice.v1.GroupHeartbeatResponse.assignment:type_name -> sluice.v1.TopicPartitions
+	25, // 13: sluice.v1.CommitOffsetsRequest.offsets:type_name -> sluice.v1.PartitionOffset
+	20, // 14: sluice.v1.FetchOffsetsRequest.partitions:type_name -> sluice.v1.TopicPartitions
+	25, // 15: sluice.v1.FetchOffsetsResponse.offsets:type_name -> sluice.v1.PartitionOffset
+	18, // 16: sluice.v1.GroupService.FindCoordinator:input_type -> sluice.v1.FindCoordinatorRequest
+	21, // 17: sluice.v1.GroupService.GroupHeartbeat:input_type -> sluice.v1.GroupHeartbeatRequest
+	23, // 18: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
+	26, // 19: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
+	28, // 20: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
 	3,  // 21: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
 	6,  // 22: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
 	11, // 23: sluice.v1.GroupService.DeleteGroup:input_type -> sluice.v1.DeleteGroupRequest
-	13, // 24: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
-	1,  // 25: sluice.v1.GroupService.TxnCommitOffsets:input_type -> sluice.v1.TxnCommitOffsetsRequest
-	17, // 26: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
-	20, // 27: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
-	22, // 28: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
-	25, // 29: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
-	27, // 30: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
-	5,  // 31: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	10, // 32: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	12, // 33: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
-	14, // 34: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
-	2,  // 35: sluice.v1.GroupService.TxnCommitOffsets:output_type -> sluice.v1.TxnCommitOffsetsResponse
-	26, // [26:36] is the sub-list for method output_type
-	16, // [16:26] is the sub-list for method input_type
+	13, // 24: sluice.v1.GroupService.DeleteOffsets:input_type -> sluice.v1.DeleteOffsetsRequest
+	15, // 25: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
+	1,  // 26: sluice.v1.GroupService.TxnCommitOffsets:input_type -> sluice.v1.TxnCommitOffsetsRequest
+	19, // 27: sluice.v1.GroupService.FindCoordinator:output_type -> sluice.v1.FindCoordinatorResponse
+	22, // 28: sluice.v1.GroupService.GroupHeartbeat:output_type -> sluice.v1.GroupHeartbeatResponse
+	24, // 29: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
+	27, // 30: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
+	29, // 31: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
+	5,  // 32: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	10, // 33: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	12, // 34: sluice.v1.GroupService.DeleteGroup:output_type -> sluice.v1.DeleteGroupResponse
+	14, // 35: sluice.v1.GroupService.DeleteOffsets:output_type -> sluice.v1.DeleteOffsetsResponse
+	16, // 36: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
+	2,  // 37: sluice.v1.GroupService.TxnCommitOffsets:output_type -> sluice.v1.TxnCommitOffsetsResponse
+	27, // [27:38] is the sub-list for method output_type
+	16, // [16:27] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -2057,7 +2166,7 @@ func file_sluice_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_group_proto_rawDesc), len(file_sluice_v1_group_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

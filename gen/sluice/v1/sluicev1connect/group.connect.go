@@ -55,6 +55,9 @@ const (
 	// GroupServiceDeleteGroupProcedure is the fully-qualified name of the GroupService's DeleteGroup
 	// RPC.
 	GroupServiceDeleteGroupProcedure = "/sluice.v1.GroupService/DeleteGroup"
+	// GroupServiceDeleteOffsetsProcedure is the fully-qualified name of the GroupService's
+	// DeleteOffsets RPC.
+	GroupServiceDeleteOffsetsProcedure = "/sluice.v1.GroupService/DeleteOffsets"
 	// GroupServiceResetOffsetsProcedure is the fully-qualified name of the GroupService's ResetOffsets
 	// RPC.
 	GroupServiceResetOffsetsProcedure = "/sluice.v1.GroupService/ResetOffsets"
@@ -99,6 +102,13 @@ type GroupServiceClient interface {
 	// it has members, and (UNAVAILABLE) while a transaction holds pending
 	// offsets of it.
 	DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error)
+	// DeleteOffsets deletes a group's committed offsets for some or all
+	// partitions of a topic it no longer consumes (Kafka's OffsetDelete), so
+	// that its lag there, and the alerts on it, stop. Refused
+	// (FAILED_PRECONDITION) while a member of the group subscribes to the
+	// topic, and (UNAVAILABLE) while a transaction holds pending offsets of
+	// them; a partition without a committed offset is no error.
+	DeleteOffsets(context.Context, *connect.Request[v1.DeleteOffsetsRequest]) (*connect.Response[v1.DeleteOffsetsResponse], error)
 	// ResetOffsets sets committed offsets to the earliest or latest offset,
 	// the first at or after a time, or an exact offset (clamped to the log),
 	// for some or all partitions of a topic. Refused while the group has
@@ -177,6 +187,12 @@ func NewGroupServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(groupServiceMethods.ByName("DeleteGroup")),
 			connect.WithClientOptions(opts...),
 		),
+		deleteOffsets: connect.NewClient[v1.DeleteOffsetsRequest, v1.DeleteOffsetsResponse](
+			httpClient,
+			baseURL+GroupServiceDeleteOffsetsProcedure,
+			connect.WithSchema(groupServiceMethods.ByName("DeleteOffsets")),
+			connect.WithClientOptions(opts...),
+		),
 		resetOffsets: connect.NewClient[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse](
 			httpClient,
 			baseURL+GroupServiceResetOffsetsProcedure,
@@ -202,6 +218,7 @@ type groupServiceClient struct {
 	listGroups       *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
 	describeGroup    *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
 	deleteGroup      *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
+	deleteOffsets    *connect.Client[v1.DeleteOffsetsRequest, v1.DeleteOffsetsResponse]
 	resetOffsets     *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
 	txnCommitOffsets *connect.Client[v1.TxnCommitOffsetsRequest, v1.TxnCommitOffsetsResponse]
 }
@@ -244,6 +261,11 @@ func (c *groupServiceClient) DescribeGroup(ctx context.Context, req *connect.Req
 // DeleteGroup calls sluice.v1.GroupService.DeleteGroup.
 func (c *groupServiceClient) DeleteGroup(ctx context.Context, req *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error) {
 	return c.deleteGroup.CallUnary(ctx, req)
+}
+
+// DeleteOffsets calls sluice.v1.GroupService.DeleteOffsets.
+func (c *groupServiceClient) DeleteOffsets(ctx context.Context, req *connect.Request[v1.DeleteOffsetsRequest]) (*connect.Response[v1.DeleteOffsetsResponse], error) {
+	return c.deleteOffsets.CallUnary(ctx, req)
 }
 
 // ResetOffsets calls sluice.v1.GroupService.ResetOffsets.
@@ -292,6 +314,13 @@ type GroupServiceHandler interface {
 	// it has members, and (UNAVAILABLE) while a transaction holds pending
 	// offsets of it.
 	DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error)
+	// DeleteOffsets deletes a group's committed offsets for some or all
+	// partitions of a topic it no longer consumes (Kafka's OffsetDelete), so
+	// that its lag there, and the alerts on it, stop. Refused
+	// (FAILED_PRECONDITION) while a member of the group subscribes to the
+	// topic, and (UNAVAILABLE) while a transaction holds pending offsets of
+	// them; a partition without a committed offset is no error.
+	DeleteOffsets(context.Context, *connect.Request[v1.DeleteOffsetsRequest]) (*connect.Response[v1.DeleteOffsetsResponse], error)
 	// ResetOffsets sets committed offsets to the earliest or latest offset,
 	// the first at or after a time, or an exact offset (clamped to the log),
 	// for some or all partitions of a topic. Refused while the group has
@@ -366,6 +395,12 @@ func NewGroupServiceHandler(svc GroupServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(groupServiceMethods.ByName("DeleteGroup")),
 		connect.WithHandlerOptions(opts...),
 	)
+	groupServiceDeleteOffsetsHandler := connect.NewUnaryHandler(
+		GroupServiceDeleteOffsetsProcedure,
+		svc.DeleteOffsets,
+		connect.WithSchema(groupServiceMethods.ByName("DeleteOffsets")),
+		connect.WithHandlerOptions(opts...),
+	)
 	groupServiceResetOffsetsHandler := connect.NewUnaryHandler(
 		GroupServiceResetOffsetsProcedure,
 		svc.ResetOffsets,
@@ -396,6 +431,8 @@ func NewGroupServiceHandler(svc GroupServiceHandler, opts ...connect.HandlerOpti
 			groupServiceDescribeGroupHandler.ServeHTTP(w, r)
 		case GroupServiceDeleteGroupProcedure:
 			groupServiceDeleteGroupHandler.ServeHTTP(w, r)
+		case GroupServiceDeleteOffsetsProcedure:
+			groupServiceDeleteOffsetsHandler.ServeHTTP(w, r)
 		case GroupServiceResetOffsetsProcedure:
 			groupServiceResetOffsetsHandler.ServeHTTP(w, r)
 		case GroupServiceTxnCommitOffsetsProcedure:
@@ -439,6 +476,10 @@ func (UnimplementedGroupServiceHandler) DescribeGroup(context.Context, *connect.
 
 func (UnimplementedGroupServiceHandler) DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.GroupService.DeleteGroup is not implemented"))
+}
+
+func (UnimplementedGroupServiceHandler) DeleteOffsets(context.Context, *connect.Request[v1.DeleteOffsetsRequest]) (*connect.Response[v1.DeleteOffsetsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.GroupService.DeleteOffsets is not implemented"))
 }
 
 func (UnimplementedGroupServiceHandler) ResetOffsets(context.Context, *connect.Request[v1.ResetOffsetsRequest]) (*connect.Response[v1.ResetOffsetsResponse], error) {
