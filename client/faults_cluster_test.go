@@ -59,7 +59,19 @@ func TestFaultRefusalBehindAnUnknownBatch(t *testing.T) {
 			mu.Unlock()
 			wg.Done()
 		})
-		time.Sleep(20 * time.Millisecond) // pacing: one record per batch
+		if v == "A" {
+			// B is produced once A's request holds the lost fault (its
+			// 300 ms): A and B are two batches, and B's request comes
+			// second. Sent 20 ms apart, B's request once reached the
+			// broker first on a loaded machine (make test-busy): B took
+			// the lost fault and A the refusal.
+			testenv.Wait(t, 30*time.Second, "A's request at the broker", func() error {
+				if lost.Hits() == 0 {
+					return errors.New("not yet")
+				}
+				return nil
+			})
+		}
 	}
 	wg.Wait()
 	require.Equal(t, 1, lost.Hits())
