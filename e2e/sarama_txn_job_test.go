@@ -19,7 +19,7 @@ import (
 // instance id the transactional id, as runKafkaTxnJob's) reading In
 // read_committed, with auto-commit off: offsets commit only in the
 // producer's transactions (AddOffsetsToTxn, then TxnOffsetCommit at the
-// commit). sarama speaks before KIP-890 part 2 (EndTxn v3, Produce v9).
+// commit). sarama speaks before KIP-890 part 2 (its EndTxn is v3).
 //
 // Per batch of one partition's claim (up to 20 records available at
 // once), one transaction writes every value transformed ("out-" + value,

@@ -59,8 +59,7 @@ func offsetRecord(tenantID, groupID string, oc OffsetCommit, now time.Time) grou
 }
 
 // offsetDeletedRecord deletes one partition's committed offset: the offset
-// key with no value (a tombstone, which a compacted offsets topic keeps
-// last for the key).
+// key with no value, a tombstone.
 func offsetDeletedRecord(tenantID, groupID string, d OffsetDeletion) groupRecord {
 	return groupRecord{key: &coordinatorv1.GroupRecordKey{TenantId: tenantID, Group: groupID, Kind: &coordinatorv1.GroupRecordKey_Offset{
 		Offset: &coordinatorv1.OffsetKey{TopicId: d.TopicID, Topic: d.Topic, Partition: d.Partition},
