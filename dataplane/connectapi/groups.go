@@ -10,8 +10,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/derr"
+	"github.com/sluicemq/sluice/dataplane/group"
 	"github.com/sluicemq/sluice/dataplane/groups"
 	sluicev1 "github.com/sluicemq/sluice/gen/sluice/v1"
 	"github.com/sluicemq/sluice/gen/sluice/v1/sluicev1connect"
