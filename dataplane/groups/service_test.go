@@ -357,6 +357,7 @@ func TestServiceTxnCommitOffsets(t *testing.T) {
 		func(r *TxnCommitRequest) { r.ProducerID = -1 },
 		func(r *TxnCommitRequest) { r.ProducerEpoch = 1 << 15 },
 		func(r *TxnCommitRequest) { r.Offsets = nil },
+		func(r *TxnCommitRequest) { r.Unfenced, r.MemberID = true, "m1" }, // unfenced is from no member
 	} {
 		r := req
 		bad(&r)

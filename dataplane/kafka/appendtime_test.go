@@ -40,14 +40,7 @@ func TestLogAppendTime(t *testing.T) {
 	// One raw produce each, for the answer's log_append_time_ms.
 	produce := func(topic string) kmsg.ProduceResponseTopicPartition {
 		t.Helper()
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 10000
-		tp := kmsg.NewProduceRequestTopic()
-		tp.Topic = topic
-		pp := kmsg.NewProduceRequestTopicPartition()
-		pp.Records = kafkaBatchAt(t, []byte("raw"), past.UnixMilli())
-		tp.Partitions = append(tp.Partitions, pp)
-		req.Topics = append(req.Topics, tp)
+		req := produceRequest(topic, -1, 10000, kafkaBatchAt(t, []byte("raw"), past.UnixMilli()))
 		md, err := adm.Metadata(ctx, topic)
 		if err != nil {
 			t.Fatal(err)

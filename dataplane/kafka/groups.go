@@ -523,10 +523,10 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		res.ErrorCode = groupCode(err)
 		return res
 	}
-	for _, d := range deleted {
+	for ti, d := range deleted { // in the request's order
 		rt := kmsg.NewOffsetDeleteResponseTopic()
 		rt.Topic = d.Topic
-		for i, p := range dreq.Topics[len(res.Topics)].Partitions {
+		for i, p := range dreq.Topics[ti].Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = p
 			if d.Errs[i] != nil {

@@ -65,15 +65,8 @@ func TestLeaderHints(t *testing.T) {
 	}
 
 	for _, version := range []int16{9, 11} {
-		req := kmsg.NewPtrProduceRequest()
+		req := produceRequest(name, -1, 10000, kafkaBatch(t, []byte("v")))
 		req.SetVersion(version)
-		req.Acks, req.TimeoutMillis = -1, 10000
-		tp := kmsg.NewProduceRequestTopic()
-		tp.Topic = name
-		pp := kmsg.NewProduceRequestTopicPartition()
-		pp.Records = kafkaBatch(t, []byte("v"))
-		tp.Partitions = append(tp.Partitions, pp)
-		req.Topics = append(req.Topics, tp)
 		res, err := req.RequestWith(ctx, pinned(t, req.Key(), version).Broker(int(other)))
 		if err != nil {
 			t.Fatal(err)

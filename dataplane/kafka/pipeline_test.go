@@ -57,15 +57,7 @@ func TestProducePipelined(t *testing.T) {
 	defer open()
 
 	produce := func(acks int16, value string) *kmsg.ProduceRequest {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = acks, 30000
-		tp := kmsg.NewProduceRequestTopic()
-		tp.Topic = name
-		pp := kmsg.NewProduceRequestTopicPartition()
-		pp.Records = kafkaBatch(t, []byte(value))
-		tp.Partitions = append(tp.Partitions, pp)
-		req.Topics = append(req.Topics, tp)
-		return req
+		return produceRequest(name, acks, 30000, kafkaBatch(t, []byte(value)))
 	}
 	all, none, leader := produce(-1, "acks-all"), produce(0, "acks-none"), produce(1, "acks-leader")
 	// A produce refused whole before it appends (acks 2) does not hold
@@ -127,15 +119,7 @@ func TestProducePipelined(t *testing.T) {
 func TestProduceAcksZeroRefusedCloses(t *testing.T) {
 	t.Parallel()
 	produce := func(topic string) *kmsg.ProduceRequest {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = 0, 10000
-		tp := kmsg.NewProduceRequestTopic()
-		tp.Topic = topic
-		pp := kmsg.NewProduceRequestTopicPartition()
-		pp.Records = kafkaBatch(t, []byte("fire-and-forget"))
-		tp.Partitions = append(tp.Partitions, pp)
-		req.Topics = append(req.Topics, tp)
-		return req
+		return produceRequest(topic, 0, 10000, kafkaBatch(t, []byte("fire-and-forget")))
 	}
 	name := fmt.Sprintf("acks0-%d", time.Now().UnixNano())
 	adm := kadm.NewClient(client(t))
@@ -192,15 +176,7 @@ func dialLeading(t *testing.T, ctx context.Context, adm *kadm.Client, name strin
 				return err
 			}
 		}
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = 1, 10000
-		tp := kmsg.NewProduceRequestTopic()
-		tp.Topic = name
-		pp := kmsg.NewProduceRequestTopicPartition()
-		pp.Records = kafkaBatch(t, []byte("first"))
-		tp.Partitions = append(tp.Partitions, pp)
-		req.Topics = append(req.Topics, tp)
-		res, err := raw.RoundTrip(9, req)
+		res, err := raw.RoundTrip(9, produceRequest(name, 1, 10000, kafkaBatch(t, []byte("first"))))
 		if err != nil {
 			raw = nil
 			return err
@@ -211,4 +187,18 @@ func dialLeading(t *testing.T, ctx context.Context, adm *kadm.Client, name strin
 		return nil
 	})
 	return raw, pm
+}
+
+// produceRequest is a Produce of records (one Kafka RecordBatch) to
+// partition 0 of topic, with acks and a timeout.
+func produceRequest(topic string, acks int16, timeoutMs int32, records []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = acks, timeoutMs
+	tp := kmsg.NewProduceRequestTopic()
+	tp.Topic = topic
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = records
+	tp.Partitions = append(tp.Partitions, pp)
+	req.Topics = append(req.Topics, tp)
+	return req
 }

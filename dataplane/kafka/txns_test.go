@@ -292,14 +292,8 @@ func TestTransactionRequestsRefused(t *testing.T) {
 	// Produce v12 refused (KIP-890 part 1's verification), at v12 it adds
 	// the partition (part 2).
 	txnID := id
-	pr := kmsg.NewPtrProduceRequest()
-	pr.TransactionID, pr.Acks, pr.TimeoutMillis = &txnID, -1, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = transactionalBatch(t, ires.ProducerID, ires.ProducerEpoch)
-	rt.Partitions = append(rt.Partitions, rp)
-	pr.Topics = append(pr.Topics, rt)
+	pr := produceRequest(topic, -1, 10000, transactionalBatch(t, ires.ProducerID, ires.ProducerEpoch))
+	pr.TransactionID = &txnID
 	md, err := adm.Metadata(ctx, topic)
 	require.NoError(t, err)
 	leader := int(md.Topics[topic].Partitions[0].Leader)
@@ -436,14 +430,8 @@ type txnConn struct {
 // partition's error code.
 func (c *txnConn) produce(epoch int16, seq int32, value string) int16 {
 	c.t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.TransactionID, req.Acks, req.TimeoutMillis = &c.id, -1, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = c.topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = transactionalBatchAt(c.t, c.pid, epoch, seq, value)
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := produceRequest(c.topic, -1, 10000, transactionalBatchAt(c.t, c.pid, epoch, seq, value))
+	req.TransactionID = &c.id
 	res, err := req.RequestWith(c.t.Context(), c.cl.Broker(int(c.leader)))
 	require.NoError(c.t, err)
 	return res.Topics[0].Partitions[0].ErrorCode

@@ -532,17 +532,12 @@ may commit over the reset, until their partitions move to another member.`,
 			if err != nil {
 				return err
 			}
-			if resetTopic == "" {
-				return usageError{errors.New("--topic must not be empty")}
+			if err := topicPartitionFlags(resetTopic, resetPartitions); err != nil {
+				return err
 			}
 			to, err := parseResetTo(resetTo)
 			if err != nil {
 				return err
-			}
-			for _, p := range resetPartitions {
-				if p < 0 {
-					return usageError{fmt.Errorf("--partition must not be negative; got %d", p)}
-				}
 			}
 			gs, done, err := a.groupAdmin(cmd.Context())
 			if err != nil {
@@ -630,13 +625,8 @@ as Kafka's OffsetDelete is (kafka-consumer-groups --delete-offsets).`,
 			if err != nil {
 				return err
 			}
-			if delOffTopic == "" {
-				return usageError{errors.New("--topic must not be empty")}
-			}
-			for _, p := range delOffPartitions {
-				if p < 0 {
-					return usageError{fmt.Errorf("--partition must not be negative; got %d", p)}
-				}
+			if err := topicPartitionFlags(delOffTopic, delOffPartitions); err != nil {
+				return err
 			}
 			gs, done, err := a.groupAdmin(cmd.Context())
 			if err != nil {
@@ -664,4 +654,19 @@ as Kafka's OffsetDelete is (kafka-consumer-groups --delete-offsets).`,
 
 	cmd.AddCommand(list, describe, lag, reset, delOffsets, del)
 	return cmd
+}
+
+// topicPartitionFlags checks the --topic and --partition flags of the
+// group commands that change a topic's offsets (reset-offsets,
+// delete-offsets).
+func topicPartitionFlags(topic string, partitions []int32) error {
+	if topic == "" {
+		return usageError{errors.New("--topic must not be empty")}
+	}
+	for _, p := range partitions {
+		if p < 0 {
+			return usageError{fmt.Errorf("--partition must not be negative; got %d", p)}
+		}
+	}
+	return nil
 }
